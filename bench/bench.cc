@@ -1,0 +1,459 @@
+#include "bench/bench.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "cli/output.h"
+#include "cli/parse.h"
+#include "sqlq/store.h"
+
+namespace sqlq::bench {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+double Seconds(SteadyClock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+struct Config {
+  std::string db;  // empty: a fresh SQLite file in a temp dir
+  std::vector<std::string> workloads;
+  int runs = 3;
+  long messages = 0;  // 0: per-workload default
+  int threads = 0;    // 0: per-workload default
+  int producers = 4;
+  int consumers = 4;
+  int batch = 100;      // send-batch and mixed producers
+  int claim_max = 100;  // mixed consumers
+  std::string duration = "10s";
+  std::size_t payload = 100;
+  bool json = false;
+};
+
+struct RunResult {
+  double seconds = 0;
+  long messages = 0;
+  double rate() const { return seconds > 0 ? messages / seconds : 0; }
+  double p50_us = -1, p99_us = -1;
+  std::size_t transactions = 0;
+};
+
+// Shows progress on a terminal; silent otherwise.
+class Progress {
+ public:
+  explicit Progress(std::string label)
+      : label_(std::move(label)), tty_(isatty(2) != 0) {}
+  void Show(long done, long total) {
+    if (!tty_) return;
+    auto now = SteadyClock::now();
+    if (now - last_ < std::chrono::milliseconds(200)) return;
+    last_ = now;
+    if (total > 0) {
+      std::cerr << fmt::format("\r{}: {}/{} messages   ", label_, done, total);
+    } else {
+      std::cerr << fmt::format("\r{}: {} messages   ", label_, done);
+    }
+  }
+  void Done() {
+    if (tty_) std::cerr << "\r" << std::string(60, ' ') << "\r";
+  }
+
+ private:
+  std::string label_;
+  bool tty_;
+  SteadyClock::time_point last_{};
+};
+
+std::string Payload(std::size_t size) { return std::string(size, 'x'); }
+
+// Sends `total` messages from `threads` threads, `per_call` per call.
+Result<RunResult> RunSend(WorkQueue q, long total, int threads, int per_call,
+                          std::size_t payload, const std::string& label) {
+  std::atomic<long> next{0};
+  std::atomic<long> done{0};
+  std::mutex mu;
+  Status failure;
+  Progress progress(label);
+  auto start = SteadyClock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      std::vector<Message> batch(per_call,
+                                 Message{.payload = Payload(payload)});
+      for (;;) {
+        long first = next.fetch_add(per_call);
+        if (first >= total) return;
+        long n = std::min<long>(per_call, total - first);
+        Status s;
+        if (n == 1) {
+          s = q.Send(batch[0]).status();
+        } else {
+          s = q.SendBatch(std::span<const Message>(batch.data(), n)).status();
+        }
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          failure = s;
+          next = total;
+          return;
+        }
+        done += n;
+      }
+    });
+  }
+  while (done < total && failure.ok()) {
+    progress.Show(done, total);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (next >= total) break;
+  }
+  for (auto& t : pool) t.join();
+  progress.Done();
+  if (!failure.ok()) return failure;
+  return RunResult{.seconds = Seconds(SteadyClock::now() - start),
+                   .messages = total};
+}
+
+// Claims and acks until the queue is empty.
+Result<RunResult> RunDrain(WorkQueue q, long total, int threads, int per_claim,
+                           const std::string& label) {
+  std::atomic<long> done{0};
+  std::mutex mu;
+  Status failure;
+  Progress progress(label);
+  auto start = SteadyClock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      std::vector<std::string> receipts;
+      for (;;) {
+        auto r = q.Claim({.max = per_claim});
+        Status s = r.status();
+        if (s.ok() && r->empty()) return;
+        if (s.ok()) {
+          receipts.clear();
+          for (auto& m : *r) receipts.push_back(std::move(m.receipt));
+          if (receipts.size() == 1) {
+            s = q.Ack(receipts[0]);
+          } else {
+            auto acked = q.AckBatch(receipts);
+            s = acked.status();
+            if (s.ok()) {
+              for (auto& one : *acked) {
+                if (!one.ok()) s = one;
+              }
+            }
+          }
+        }
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          failure = s;
+          return;
+        }
+        done += static_cast<long>(receipts.size());
+      }
+    });
+  }
+  std::atomic<bool> finished{false};
+  std::thread shower([&] {
+    while (!finished) {
+      progress.Show(done, total);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  for (auto& t : pool) t.join();
+  finished = true;
+  shower.join();
+  progress.Done();
+  if (!failure.ok()) return failure;
+  return RunResult{.seconds = Seconds(SteadyClock::now() - start),
+                   .messages = done};
+}
+
+double Percentile(std::vector<double>& v, double p) {
+  if (v.empty()) return -1;
+  size_t k = static_cast<size_t>(p * static_cast<double>(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + k, v.end());
+  return v[k];
+}
+
+// Producers and consumers at once for `duration`; end-to-end rate is what
+// the consumers acked within the window; latency is send-call to claim
+// return, carried in the payload.
+Result<RunResult> RunMixed(WorkQueue q, const Config& c, Duration duration,
+                           const std::string& label) {
+  std::atomic<bool> stop{false};
+  std::atomic<long> acked{0};
+  std::mutex mu;
+  Status failure;
+  std::vector<double> latencies;
+  auto fail = [&](const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failure.ok()) failure = s;
+    stop = true;
+  };
+  auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               SteadyClock::now().time_since_epoch())
+        .count();
+  };
+  Progress progress(label);
+  auto start = SteadyClock::now();
+  std::vector<std::thread> pool;
+  for (int p = 0; p < c.producers; ++p) {
+    pool.emplace_back([&] {
+      std::vector<Message> batch(c.batch);
+      while (!stop) {
+        std::string stamp = std::to_string(now_ns());
+        for (auto& m : batch) {
+          m.payload = stamp;
+          m.payload.resize(std::max(c.payload, stamp.size() + 1), ' ');
+        }
+        Status s = q.SendBatch(batch).status();
+        if (!s.ok()) return fail(s);
+      }
+    });
+  }
+  for (int k = 0; k < c.consumers; ++k) {
+    pool.emplace_back([&] {
+      std::vector<double> mine;
+      std::vector<std::string> receipts;
+      while (!stop) {
+        auto r = q.Claim(
+            {.max = c.claim_max, .wait = std::chrono::milliseconds(100)});
+        if (!r.ok()) return fail(r.status());
+        auto got = now_ns();
+        receipts.clear();
+        for (auto& m : *r) {
+          mine.push_back(static_cast<double>(got - std::stoll(m.payload)) /
+                         1000.0);
+          receipts.push_back(std::move(m.receipt));
+        }
+        if (receipts.empty()) continue;
+        auto a = q.AckBatch(receipts);
+        if (!a.ok()) return fail(a.status());
+        acked += static_cast<long>(receipts.size());
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      latencies.insert(latencies.end(), mine.begin(), mine.end());
+    });
+  }
+  auto deadline = start + duration;
+  while (SteadyClock::now() < deadline && !stop) {
+    progress.Show(acked, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  long in_window = acked;
+  auto elapsed = SteadyClock::now() - start;
+  stop = true;
+  for (auto& t : pool) t.join();
+  progress.Done();
+  if (!failure.ok()) return failure;
+  RunResult r{.seconds = Seconds(elapsed), .messages = in_window};
+  r.p50_us = Percentile(latencies, 0.50);
+  r.p99_us = Percentile(latencies, 0.99);
+  return r;
+}
+
+Result<RunResult> RunOnce(Store& store, const std::string& workload,
+                          const Config& c, int run) {
+  std::string qname = fmt::format("bench_{}_{}_{}", getpid(), run,
+                                  workload == "send-1"       ? "s1"
+                                  : workload == "send-batch" ? "sb"
+                                  : workload == "drain-1"    ? "d1"
+                                  : workload == "drain-10"   ? "d10"
+                                                             : "mx");
+  (void)store.DropQueue(qname);
+  auto q = store.CreateQueue(qname, {.lease = std::chrono::minutes(5)});
+  if (!q.ok()) return q.status();
+  std::string label = fmt::format("{} run {}", workload, run + 1);
+  Result<RunResult> r = Status::Internal("unknown workload");
+  if (workload == "send-1") {
+    r = RunSend(*q, c.messages ? c.messages : 20000, c.threads ? c.threads : 8,
+                1, c.payload, label);
+  } else if (workload == "send-batch") {
+    r = RunSend(*q, c.messages ? c.messages : 500000, c.threads ? c.threads : 4,
+                c.batch, c.payload, label);
+  } else if (workload == "drain-1" || workload == "drain-10") {
+    long total = c.messages ? c.messages : 50000;
+    auto fill = RunSend(*q, total, 2, 1000, c.payload, label + " (fill)");
+    if (!fill.ok()) return fill.status();
+    r = RunDrain(*q, total, c.threads ? c.threads : 4,
+                 workload == "drain-1" ? 1 : 10, label);
+  } else if (workload == "mixed") {
+    auto d = cli::ParseDuration(c.duration);
+    if (!d.ok()) return d.status();
+    r = RunMixed(*q, c, *d, label);
+  }
+  Status dropped = store.DropQueue(qname);
+  if (r.ok() && !dropped.ok()) return dropped;
+  return r;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return 0;
+  return v.size() % 2 ? v[v.size() / 2]
+                      : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+int Run(Config c) {
+  const std::vector<std::string> all = {"send-1", "send-batch", "drain-1",
+                                        "drain-10", "mixed"};
+  if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
+                                       "all") != c.workloads.end()) {
+    c.workloads = all;
+  }
+  cli::Printer out(c.json);
+  for (const auto& w : c.workloads) {
+    if (std::find(all.begin(), all.end(), w) == all.end()) {
+      return out.Fail(Status::InvalidArgument(fmt::format(
+          "unknown workload '{}': choose from send-1, send-batch, drain-1, "
+          "drain-10, mixed, all",
+          w)));
+    }
+  }
+  if (c.runs < 1 || c.runs > 100 || c.batch < 1 || c.batch > 10000 ||
+      c.claim_max < 1 || c.claim_max > 1000 || c.producers < 1 ||
+      c.consumers < 1 || c.threads < 0 || c.messages < 0) {
+    return out.Fail(Status::InvalidArgument(
+        "bench: --runs 1..100, --batch 1..10000, --claim-max 1..1000, "
+        "--producers/--consumers >= 1"));
+  }
+  std::filesystem::path tmp;
+  std::string url = c.db;
+  if (url.empty()) {
+    char tmpl[] = "/tmp/sqlq-bench-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) {
+      return out.Fail(Status::Unavailable("cannot create a temp directory"));
+    }
+    tmp = tmpl;
+    url = "sqlite:" + (tmp / "bench.db").string();
+  }
+  std::string fsync_dir = tmp.empty() ? "." : tmp.string();
+  if (url.rfind("sqlite:", 0) == 0) {
+    auto p = std::filesystem::path(url.substr(7)).parent_path();
+    if (!p.empty()) fsync_dir = p.string();
+  }
+  double fsync_rate = MeasureFsyncRate(fsync_dir, 1.0);
+  int code = 0;
+  {
+    auto store = Store::Open(url);
+    if (!store.ok()) return out.Fail(store.status());
+    out.Say({{"bench", "environment"},
+             {"db", url},
+             {"fsync_per_s", std::lround(fsync_rate)},
+             {"cores", std::thread::hardware_concurrency()},
+             {"runs", c.runs}},
+            fmt::format("database {}; fsync rate {:.0f}/s; {} cores; median "
+                        "of {} runs",
+                        url, fsync_rate, std::thread::hardware_concurrency(),
+                        c.runs));
+    out.Columns({"workload", "msgs_per_s", "p50_us", "p99_us", "runs"});
+    for (const auto& w : c.workloads) {
+      std::vector<double> rates, p50, p99;
+      for (int run = 0; run < c.runs; ++run) {
+        auto r = RunOnce(**store, w, c, run);
+        if (!r.ok()) {
+          code = out.Fail(r.status().WithContext("bench " + w));
+          break;
+        }
+        rates.push_back(r->rate());
+        if (r->p50_us >= 0) {
+          p50.push_back(r->p50_us);
+          p99.push_back(r->p99_us);
+        }
+      }
+      if (code != 0) break;
+      nlohmann::ordered_json row = {{"bench", w},
+                                    {"workload", w},
+                                    {"msgs_per_s", std::lround(Median(rates))},
+                                    {"runs", rates.size()}};
+      nlohmann::ordered_json each = nlohmann::ordered_json::array();
+      for (double r : rates) each.push_back(std::lround(r));
+      row["msgs_per_s_each"] = each;
+      if (!p50.empty()) {
+        row["p50_us"] = std::lround(Median(p50));
+        row["p99_us"] = std::lround(Median(p99));
+      }
+      out.Row(row);
+      if (c.json) std::cout.flush();
+    }
+    out.Flush();
+  }
+  if (!tmp.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp, ec);
+  }
+  return code;
+}
+
+}  // namespace
+
+double MeasureFsyncRate(const std::string& dir, double seconds) {
+  std::string path = dir + "/.sqlq-fsync-probe";
+  int fd = open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return 0;
+  char block[4096];
+  std::memset(block, 'f', sizeof block);
+  long n = 0;
+  auto start = SteadyClock::now();
+  while (Seconds(SteadyClock::now() - start) < seconds) {
+    if (pwrite(fd, block, sizeof block, (n % 16) * 4096) < 0) break;
+    if (fdatasync(fd) != 0) break;
+    ++n;
+  }
+  double elapsed = Seconds(SteadyClock::now() - start);
+  close(fd);
+  unlink(path.c_str());
+  return elapsed > 0 ? n / elapsed : 0;
+}
+
+void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
+                     std::function<bool()> json, int& exit_code) {
+  auto c = std::make_shared<Config>();
+  auto* cmd = app.add_subcommand(
+      "bench",
+      "Measure throughput and latency (default: a fresh temporary SQLite "
+      "database; --db to measure another)");
+  cmd->add_option("--workload", c->workloads,
+                  "send-1, send-batch, drain-1, drain-10, mixed or all "
+                  "(repeatable; default all)");
+  cmd->add_option("--runs", c->runs,
+                  "Runs per workload; the median is "
+                  "reported (default 3)");
+  cmd->add_option("--messages", c->messages,
+                  "Messages per run (default: 20000 send-1, 500000 "
+                  "send-batch, 50000 drain)");
+  cmd->add_option("--threads", c->threads,
+                  "Concurrent callers (default: 8 send-1, 4 send-batch, 4 "
+                  "drain)");
+  cmd->add_option("--producers", c->producers, "mixed: producers (default 4)");
+  cmd->add_option("--consumers", c->consumers, "mixed: consumers (default 4)");
+  cmd->add_option("--batch", c->batch,
+                  "Messages per send call in send-batch and mixed (default "
+                  "100)");
+  cmd->add_option("--claim-max", c->claim_max,
+                  "mixed: messages per claim (default 100)");
+  cmd->add_option("--duration", c->duration, "mixed: run time (default 10s)");
+  cmd->add_option("--payload", c->payload, "Payload bytes (default 100)");
+  cmd->callback([c, db, json, &exit_code] {
+    c->db = db();
+    c->json = json();
+    exit_code = Run(*c);
+  });
+}
+
+}  // namespace sqlq::bench

@@ -1,0 +1,243 @@
+// WorkQueue: a handle on one work queue of a Store, and the plain value types
+// its operations take and return. Semantics: docs/semantics.md.
+//
+// Thread-safety: a WorkQueue is a cheap, copyable handle. All its methods may
+// be called concurrently from any number of threads; concurrent sends, claims
+// and acks in one process are merged into shared transactions (one commit for
+// many callers), and each call still returns only after its own commit.
+// A handle must not outlive the Store it came from.
+
+#ifndef SQLQ_QUEUE_H_
+#define SQLQ_QUEUE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sqlq/status.h"
+
+namespace sqlq {
+
+using Duration = std::chrono::milliseconds;
+// Wall-clock instants, microsecond resolution, as the store's clock sees them.
+using Timestamp = std::chrono::sys_time<std::chrono::microseconds>;
+
+class Tx;
+class Store;
+namespace core {
+class QueueImpl;
+}
+
+// Per-queue settings, fixed when the queue is created.
+struct QueueOptions {
+  // Deliveries a message gets before it becomes a dead letter. Each claim
+  // uses one attempt. Range 1..1,000,000.
+  int max_attempts = 5;
+  // Lease (visibility timeout) a claim takes when it names none. A message
+  // claimed and neither acked nor extended within its lease is delivered
+  // again. Range 1ms..12h.
+  Duration lease = std::chrono::seconds(30);
+  // Retry delay after the first failed attempt; doubles with every attempt
+  // up to backoff_max, then jittered into [delay/2, delay] so that a burst of
+  // failures does not come back as a burst. backoff_base <= backoff_max.
+  Duration backoff_base = std::chrono::seconds(1);
+  Duration backoff_max = std::chrono::minutes(10);
+  // Keep acked messages (with completion time, attempts and worker) in the
+  // archive for `retention`, instead of deleting them. Costs one more row
+  // write per ack.
+  bool archive = false;
+  Duration retention = std::chrono::hours(24 * 7);
+  // Largest payload a send accepts, in bytes. Range 1..64 MiB.
+  std::size_t max_payload_bytes = 1 << 20;
+};
+
+// What a queue is: its name, settings and creation time.
+struct QueueInfo {
+  std::string name;
+  QueueOptions options;
+  Timestamp created_at;
+};
+
+// One message to send.
+struct Message {
+  std::string payload;  // bytes; any content, up to max_payload_bytes
+  // Higher first. Messages of equal priority go in ready-time order.
+  std::int32_t priority = 0;
+  // Becomes claimable this long after the send commits. 0..365 days.
+  Duration delay{0};
+  // When non-empty: while a message with this key is in the queue (ready,
+  // delayed or leased), a send with the same key stores nothing and returns
+  // the existing message's id. At most 255 bytes.
+  std::string dedup_key;
+};
+
+struct SendResult {
+  std::int64_t id = 0;
+  // True when dedup_key matched a message already in the queue.
+  bool duplicate = false;
+};
+
+struct ClaimOptions {
+  // Claim up to this many messages (1..1000).
+  int max = 1;
+  // Lease to take; the queue's default when unset.
+  std::optional<Duration> lease;
+  // When nothing is ready, sleep up to this long for a message (0..1h). The
+  // claim wakes as soon as one is sent: at once from this process, within
+  // milliseconds from another process (docs/semantics.md, "Waiting").
+  Duration wait{0};
+  // Free text naming the consumer, kept in the archive. At most 255 bytes.
+  std::string worker;
+};
+
+// A message handed to a consumer under a lease.
+struct ClaimedMessage {
+  std::int64_t id = 0;
+  // Names this one lease. Ack, nack and extend take it; once the lease has
+  // expired and the message was claimed again, the receipt is stale.
+  std::string receipt;
+  int attempt = 0;  // 1 on the first delivery
+  std::int32_t priority = 0;
+  std::string payload;
+  Timestamp enqueued_at;
+  Timestamp lease_expires_at;
+};
+
+struct NackOptions {
+  // Retry after exactly this delay instead of the queue's backoff.
+  std::optional<Duration> delay;
+  // Why the attempt failed; kept on the message and shown on its dead
+  // letter. At most 4096 bytes (longer text is cut).
+  std::string error;
+};
+
+// What Nack did with the message.
+enum class NackOutcome { kRetry, kDead };
+
+struct QueueStats {
+  std::string name;
+  std::int64_t ready = 0;    // claimable now (including expired leases)
+  std::int64_t delayed = 0;  // waiting for their delay or retry backoff
+  std::int64_t leased = 0;   // held under a live lease
+  std::int64_t dead = 0;
+  std::int64_t archived = 0;
+  // How long the longest-waiting ready message has been claimable; 0 if none.
+  Duration oldest_ready_age{0};
+  // Counters since the queue was created.
+  std::int64_t sends = 0;
+  std::int64_t claims = 0;  // messages handed out
+  std::int64_t acks = 0;
+  std::int64_t nacks = 0;
+  std::int64_t expirations = 0;  // leases that ran out before an ack
+  std::int64_t dead_lettered = 0;
+};
+
+struct DeadLetter {
+  std::int64_t id = 0;
+  std::int32_t priority = 0;
+  std::string payload;
+  int attempts = 0;
+  std::string last_error;
+  Timestamp enqueued_at;
+  Timestamp died_at;
+};
+
+struct ArchivedMessage {
+  std::int64_t id = 0;
+  std::int32_t priority = 0;
+  std::string payload;
+  int attempts = 0;
+  std::string worker;
+  Timestamp enqueued_at;
+  Timestamp completed_at;
+};
+
+// Paging for listings: up to `limit` entries with id greater than `after_id`,
+// in id order.
+struct ListOptions {
+  int limit = 100;  // 1..10,000
+  std::int64_t after_id = 0;
+};
+
+class WorkQueue {
+ public:
+  WorkQueue(const WorkQueue&) = default;
+  WorkQueue& operator=(const WorkQueue&) = default;
+  ~WorkQueue();
+
+  const std::string& name() const;
+  const QueueOptions& options() const;
+
+  // Sends one message. Returns once it is durably committed.
+  // Errors: kInvalidArgument (delay, priority, dedup key), kTooLarge
+  // (payload), kNotFound (queue dropped), kBusy/kUnavailable (retryable).
+  Result<SendResult> Send(const Message& message);
+  // Sends a batch atomically: all are stored or none (1..10,000 messages).
+  // Results are in the order of `messages`.
+  Result<std::vector<SendResult>> SendBatch(std::span<const Message> messages);
+
+  // Claims up to options.max ready messages in priority DESC, ready time ASC,
+  // id ASC order, leasing each. Never blocks on messages other consumers
+  // hold. Messages whose attempts are used up become dead letters instead of
+  // being delivered. An empty vector means nothing was ready within `wait`.
+  Result<std::vector<ClaimedMessage>> Claim(const ClaimOptions& options = {});
+
+  // The message is done: deleted, or archived when the queue keeps one.
+  // Errors: kInvalidArgument (malformed receipt), kFailedPrecondition (stale:
+  // the lease expired and someone else claimed the message), kNotFound (the
+  // message is no longer in the queue).
+  Status Ack(std::string_view receipt);
+  // Acks many in one commit; one Status per receipt, in order. The outer
+  // Result fails only when nothing could be done (database unreachable).
+  Result<std::vector<Status>> AckBatch(std::span<const std::string> receipts);
+
+  // The attempt failed: the message is retried after the backoff (or
+  // options.delay), or becomes a dead letter when its attempts are used up.
+  // Errors as for Ack.
+  Result<NackOutcome> Nack(std::string_view receipt,
+                           const NackOptions& options = {});
+
+  // Renews the lease to `lease` from now (heartbeat). Errors as for Ack.
+  // Returns the new expiry.
+  Result<Timestamp> Extend(std::string_view receipt, Duration lease);
+
+  // Deletes every message (ready, delayed, leased); keeps dead letters and
+  // archive. Returns how many were deleted.
+  Result<std::int64_t> Purge();
+
+  Result<QueueStats> Stats();
+
+  Result<std::vector<DeadLetter>> ListDead(const ListOptions& options = {});
+  // Moves the given dead letters (or every one, when `ids` is empty and
+  // `all` is true) back into the queue, ready now with fresh attempts.
+  // Returns how many were moved; ids that are not dead letters of this queue
+  // are skipped.
+  Result<std::int64_t> Redrive(std::span<const std::int64_t> ids);
+  Result<std::int64_t> RedriveAll();
+  Result<std::int64_t> PurgeDead();
+
+  Result<std::vector<ArchivedMessage>> ListArchive(
+      const ListOptions& options = {});
+  // Deletes archived messages older than the queue's retention.
+  Result<std::int64_t> PruneArchive();
+
+  // Transactional variants: the write joins `tx` and commits or rolls back
+  // with it (and with the caller's own writes in it). REQUIRES: tx came from
+  // this queue's Store and is open.
+  Result<SendResult> Send(Tx& tx, const Message& message);
+  Status Ack(Tx& tx, std::string_view receipt);
+
+ private:
+  friend class Store;
+  explicit WorkQueue(std::shared_ptr<core::QueueImpl> impl);
+  std::shared_ptr<core::QueueImpl> impl_;
+};
+
+}  // namespace sqlq
+
+#endif  // SQLQ_QUEUE_H_

@@ -1,0 +1,121 @@
+// Store: the entry point of libsqlq. A Store is one database (named by a URL)
+// holding any number of queues. Open it once per process and share it.
+//
+//   auto store = sqlq::Store::Open("sqlite:jobs.db");
+//   if (!store.ok()) { ... store.status().ToString() ... }
+//   auto q = (*store)->CreateQueue("emails", {});
+//   auto sent = q->Send({.payload = "hello"});
+//
+// Thread-safety: a Store is safe to use from many threads at once. It owns a
+// small pool of connections and a background thread that notices writes made
+// by other processes (to wake waiting claims).
+
+#ifndef SQLQ_STORE_H_
+#define SQLQ_STORE_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sqlq/queue.h"
+#include "sqlq/status.h"
+
+namespace sqlq {
+
+namespace core {
+class StoreImpl;
+class TxImpl;
+}  // namespace core
+
+// Where a store reads the time from. Tests inject a manual clock to move
+// leases and delays forward without sleeping; production uses the system
+// clock (SQLite) or the database server's clock (server engines).
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual Timestamp Now() = 0;
+};
+
+struct StoreOptions {
+  // Create the database file and the sqlq tables when missing. When false,
+  // opening a missing database fails with kNotFound.
+  bool create_if_missing = true;
+  // Time source; nullptr means the engine's own clock.
+  std::shared_ptr<Clock> clock;
+};
+
+// A transaction the caller controls, for writing business rows and queue rows
+// atomically. Obtained from Store::BeginTx (sqlq opens the connection) or
+// Store::JoinTx (the caller's own connection). Not thread-safe: one thread
+// at a time. Destroying an open Tx that sqlq began rolls it back.
+class Tx {
+ public:
+  Tx(Tx&&) noexcept;
+  Tx& operator=(Tx&&) noexcept;
+  ~Tx();
+
+  // The engine's native connection (sqlite3* for SQLite) so that the caller
+  // can run its own statements inside this transaction. Owned by the Tx.
+  void* native_handle() const;
+
+  // Commits (or rolls back) the transaction, then wakes claims waiting on
+  // the queues it sent to. After either, the Tx is closed.
+  // For a joined transaction these issue COMMIT / ROLLBACK on the caller's
+  // connection; the caller may instead end it on its own.
+  Status Commit();
+  Status Rollback();
+
+ private:
+  friend class Store;
+  friend class WorkQueue;
+  explicit Tx(std::unique_ptr<core::TxImpl> impl);
+  std::unique_ptr<core::TxImpl> impl_;
+};
+
+class Store {
+ public:
+  // Opens the store named by `url`:
+  //   sqlite:PATH                  (relative or absolute path)
+  //   sqlite:PATH?synchronous=normal|full|extra
+  // Errors: kInvalidArgument (malformed URL or unknown engine), kNotFound
+  // (missing database and !create_if_missing), kPermissionDenied,
+  // kCorruption (not a database), kUnavailable.
+  static Result<std::unique_ptr<Store>> Open(std::string_view url,
+                                             const StoreOptions& options = {});
+
+  // The URL used when none is given: "sqlite:sqlq.db".
+  static constexpr std::string_view kDefaultUrl = "sqlite:sqlq.db";
+
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  ~Store();
+
+  // Creates a queue. Names are 1..64 characters of [A-Za-z0-9_-].
+  // Errors: kInvalidArgument (name or options), kAlreadyExists.
+  Result<WorkQueue> CreateQueue(std::string_view name,
+                                const QueueOptions& options);
+  // A handle on an existing queue. Errors: kInvalidArgument, kNotFound.
+  Result<WorkQueue> Queue(std::string_view name);
+  Result<std::vector<QueueInfo>> ListQueues();
+  // Deletes the queue with its messages, dead letters and archive.
+  Status DropQueue(std::string_view name);
+
+  // Starts a write transaction on a connection of sqlq's own.
+  Result<Tx> BeginTx();
+  // Wraps the caller's connection, on which the caller has begun a
+  // transaction. For SQLite pass a sqlite3* opened on this store's file; the
+  // connection stays the caller's (sqlq never closes it).
+  // Errors: kInvalidArgument (null, another database, no open transaction).
+  Result<Tx> JoinTx(void* native_connection);
+
+  const std::string& url() const;
+
+ private:
+  explicit Store(std::unique_ptr<core::StoreImpl> impl);
+  std::unique_ptr<core::StoreImpl> impl_;
+};
+
+}  // namespace sqlq
+
+#endif  // SQLQ_STORE_H_

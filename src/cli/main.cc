@@ -1,0 +1,725 @@
+// The sqlq program. The command-line contract (commands, JSON fields, exit
+// codes) is documented in docs/cli.md; scripts rely on it, so change it only
+// by adding.
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/bench.h"
+#include "cli/output.h"
+#include "cli/parse.h"
+#include "sqlq/store.h"
+
+namespace sqlq::cli {
+namespace {
+
+struct Globals {
+  std::string db;
+  bool json = false;
+};
+
+// Set by the command callbacks; the exit code of the run.
+int g_exit = kExitOk;
+
+// A CLI11 validator-free duration option: parsed after CLI11 is done, so that
+// the error message is ours.
+struct DurationArg {
+  std::string text;
+  std::optional<Duration> value;
+};
+
+Status ResolveDuration(DurationArg& arg, std::string_view flag) {
+  if (arg.text.empty()) return Status::Ok();
+  auto d = ParseDuration(arg.text);
+  if (!d.ok()) return d.status().WithContext(flag);
+  arg.value = *d;
+  return Status::Ok();
+}
+
+class Runner {
+ public:
+  explicit Runner(Globals& g) : g_(g), out_(g.json) {}
+
+  // The global options are parsed after the commands are set up, so read
+  // --json when printing, not when constructing.
+  Printer& out() {
+    out_.set_json(g_.json);
+    return out_;
+  }
+
+  // Opens the store; only commands that create things create the file.
+  Result<Store*> Open(bool create) {
+    if (store_) return store_.get();
+    std::string url = g_.db.empty() ? std::string(Store::kDefaultUrl) : g_.db;
+    auto s = Store::Open(url, {.create_if_missing = create});
+    if (!s.ok()) return s.status();
+    store_ = std::move(*s);
+    return store_.get();
+  }
+
+  Result<WorkQueue> Queue(const std::string& name) {
+    auto store = Open(false);
+    if (!store.ok()) return store.status();
+    return (*store)->Queue(name);
+  }
+
+  int Fail(const Status& s) { return out().Fail(s); }
+
+ private:
+  Globals& g_;
+  Printer out_;
+  std::unique_ptr<Store> store_;
+};
+
+nlohmann::ordered_json QueueJson(const QueueInfo& q) {
+  const QueueOptions& o = q.options;
+  return {{"name", q.name},
+          {"max_attempts", o.max_attempts},
+          {"lease_ms", o.lease.count()},
+          {"backoff_base_ms", o.backoff_base.count()},
+          {"backoff_max_ms", o.backoff_max.count()},
+          {"archive", o.archive},
+          {"retention_ms", o.retention.count()},
+          {"max_payload_bytes", o.max_payload_bytes},
+          {"created_at", FormatTime(q.created_at)}};
+}
+
+nlohmann::ordered_json StatsJson(const QueueStats& s) {
+  return {{"name", s.name},
+          {"ready", s.ready},
+          {"delayed", s.delayed},
+          {"leased", s.leased},
+          {"dead", s.dead},
+          {"archived", s.archived},
+          {"oldest_ready_age_ms", s.oldest_ready_age.count()},
+          {"sends", s.sends},
+          {"claims", s.claims},
+          {"acks", s.acks},
+          {"nacks", s.nacks},
+          {"expirations", s.expirations},
+          {"dead_lettered", s.dead_lettered}};
+}
+
+void AddQueueCommands(CLI::App& app, Runner& run) {
+  auto* queue =
+      app.add_subcommand("queue", "Create, list, inspect, drop queues");
+  queue->require_subcommand(1);
+
+  {
+    auto* cmd = queue->add_subcommand("create", "Create a work queue");
+    auto name = std::make_shared<std::string>();
+    auto o = std::make_shared<QueueOptions>();
+    auto lease = std::make_shared<DurationArg>();
+    auto base = std::make_shared<DurationArg>();
+    auto max = std::make_shared<DurationArg>();
+    auto retention = std::make_shared<DurationArg>();
+    cmd->add_option("NAME", *name, "Queue name: 1-64 of [A-Za-z0-9_-]")
+        ->required();
+    cmd->add_option("--max-attempts", o->max_attempts,
+                    "Deliveries before a message becomes a dead letter "
+                    "(default 5)");
+    cmd->add_option("--lease", lease->text,
+                    "Default lease of a claim (default 30s)");
+    cmd->add_option("--backoff-base", base->text,
+                    "Retry delay after the first failure (default 1s)");
+    cmd->add_option("--backoff-max", max->text,
+                    "Cap of the retry delay (default 10m)");
+    cmd->add_flag("--archive", o->archive,
+                  "Keep acked messages in the archive");
+    cmd->add_option("--retention", retention->text,
+                    "How long the archive keeps messages (default 7d)");
+    cmd->add_option("--max-payload", o->max_payload_bytes,
+                    "Largest payload in bytes (default 1048576)");
+    cmd->callback([=, &run] {
+      for (auto [arg, flag] : {std::pair{lease.get(), "--lease"},
+                               {base.get(), "--backoff-base"},
+                               {max.get(), "--backoff-max"},
+                               {retention.get(), "--retention"}}) {
+        Status s = ResolveDuration(*arg, flag);
+        if (!s.ok()) {
+          g_exit = run.Fail(s);
+          return;
+        }
+      }
+      if (lease->value) o->lease = *lease->value;
+      if (base->value) o->backoff_base = *base->value;
+      if (max->value) o->backoff_max = *max->value;
+      if (retention->value) o->retention = *retention->value;
+      auto store = run.Open(true);
+      if (!store.ok()) {
+        g_exit = run.Fail(store.status());
+        return;
+      }
+      auto q = (*store)->CreateQueue(*name, *o);
+      if (!q.ok()) {
+        g_exit = run.Fail(q.status());
+        return;
+      }
+      auto j = QueueJson({.name = q->name(), .options = q->options()});
+      j.erase("created_at");
+      j["created"] = true;
+      run.out().Say(j, "created queue '" + *name + "'");
+    });
+  }
+
+  queue->add_subcommand("list", "List queues and their settings")
+      ->callback([&run] {
+        auto store = run.Open(false);
+        if (!store.ok()) {
+          g_exit = run.Fail(store.status());
+          return;
+        }
+        auto list = (*store)->ListQueues();
+        if (!list.ok()) {
+          g_exit = run.Fail(list.status());
+          return;
+        }
+        run.out().Columns({"name", "max_attempts", "lease_ms", "archive",
+                           "max_payload_bytes", "created_at"});
+        for (const auto& q : *list) run.out().Row(QueueJson(q));
+        run.out().Flush();
+      });
+
+  {
+    auto* cmd = queue->add_subcommand(
+        "stats", "Depth and counters of one queue, or of every queue");
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("NAME", *name, "Queue name (all queues when omitted)");
+    cmd->callback([=, &run] {
+      auto store = run.Open(false);
+      if (!store.ok()) {
+        g_exit = run.Fail(store.status());
+        return;
+      }
+      std::vector<std::string> names;
+      if (!name->empty()) {
+        names.push_back(*name);
+      } else {
+        auto list = (*store)->ListQueues();
+        if (!list.ok()) {
+          g_exit = run.Fail(list.status());
+          return;
+        }
+        for (auto& q : *list) names.push_back(q.name);
+      }
+      run.out().Columns({"name", "ready", "delayed", "leased", "dead",
+                         "archived", "oldest_ready_age_ms", "sends", "acks",
+                         "nacks", "expirations"});
+      for (const auto& n : names) {
+        auto q = (*store)->Queue(n);
+        if (!q.ok()) {
+          g_exit = run.Fail(q.status());
+          return;
+        }
+        auto st = q->Stats();
+        if (!st.ok()) {
+          g_exit = run.Fail(st.status());
+          return;
+        }
+        run.out().Row(StatsJson(*st));
+      }
+      run.out().Flush();
+    });
+  }
+
+  {
+    auto* cmd = queue->add_subcommand(
+        "drop", "Delete a queue with its messages, dead letters and archive");
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->callback([=, &run] {
+      auto store = run.Open(false);
+      if (!store.ok()) {
+        g_exit = run.Fail(store.status());
+        return;
+      }
+      Status s = (*store)->DropQueue(*name);
+      if (!s.ok()) {
+        g_exit = run.Fail(s);
+        return;
+      }
+      run.out().Say({{"dropped", *name}}, "dropped queue '" + *name + "'");
+    });
+  }
+
+  {
+    auto* cmd = queue->add_subcommand(
+        "purge", "Delete every message of a queue (keeps dead letters)");
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->callback([=, &run] {
+      auto q = run.Queue(*name);
+      if (!q.ok()) {
+        g_exit = run.Fail(q.status());
+        return;
+      }
+      auto n = q->Purge();
+      if (!n.ok()) {
+        g_exit = run.Fail(n.status());
+        return;
+      }
+      run.out().Say({{"purged", *n}},
+                    "purged " + std::to_string(*n) + " messages");
+    });
+  }
+}
+
+void AddSend(CLI::App& app, Runner& run) {
+  auto* cmd = app.add_subcommand(
+      "send", "Send a message (PAYLOAD '-' sends each line of stdin)");
+  struct Args {
+    std::string name, payload, dedup;
+    int priority = 0;
+    DurationArg delay;
+    bool base64 = false;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("NAME", a->name, "Queue name")->required();
+  cmd->add_option("PAYLOAD", a->payload,
+                  "Message payload, or '-' for one message per stdin line")
+      ->required();
+  cmd->add_option("--priority", a->priority, "Higher first (default 0)");
+  cmd->add_option("--delay", a->delay.text,
+                  "Claimable only after this delay (e.g. 30s)");
+  cmd->add_option("--dedup", a->dedup,
+                  "Deduplication key: no second message with this key while "
+                  "one is in the queue");
+  cmd->add_flag("--base64", a->base64, "PAYLOAD (or each line) is base64");
+  cmd->callback([a, &run] {
+    Status s = ResolveDuration(a->delay, "--delay");
+    if (!s.ok()) {
+      g_exit = run.Fail(s);
+      return;
+    }
+    auto q = run.Queue(a->name);
+    if (!q.ok()) {
+      g_exit = run.Fail(q.status());
+      return;
+    }
+    auto make = [&](std::string payload) -> Result<Message> {
+      if (a->base64) {
+        auto d = Base64Decode(payload);
+        if (!d.ok()) return d.status();
+        payload = std::move(*d);
+      }
+      return Message{.payload = std::move(payload),
+                     .priority = a->priority,
+                     .delay = a->delay.value.value_or(Duration(0)),
+                     .dedup_key = a->dedup};
+    };
+    auto report = [&](const SendResult& r) {
+      nlohmann::ordered_json j = {{"id", r.id}};
+      if (r.duplicate) j["duplicate"] = true;
+      run.out().Say(j, r.duplicate
+                           ? "duplicate of message " + std::to_string(r.id)
+                           : "sent message " + std::to_string(r.id));
+    };
+    if (a->payload != "-") {
+      auto m = make(a->payload);
+      if (!m.ok()) {
+        g_exit = run.Fail(m.status());
+        return;
+      }
+      auto r = q->Send(*m);
+      if (!r.ok()) {
+        g_exit = run.Fail(r.status());
+        return;
+      }
+      report(*r);
+      return;
+    }
+    // One message per line; lines are sent in batches of up to 1000, each
+    // batch one commit. A failure stops at that batch: the ids printed
+    // before it are stored, nothing after it is.
+    std::vector<Message> batch;
+    auto flush = [&]() -> bool {
+      if (batch.empty()) return true;
+      auto r = q->SendBatch(batch);
+      batch.clear();
+      if (!r.ok()) {
+        g_exit = run.Fail(r.status());
+        return false;
+      }
+      for (const auto& one : *r) report(one);
+      return true;
+    };
+    std::string line;
+    std::size_t lineno = 0;
+    while (std::getline(std::cin, line)) {
+      ++lineno;
+      auto m = make(line);
+      if (!m.ok()) {
+        flush();
+        g_exit = run.Fail(
+            m.status().WithContext("stdin line " + std::to_string(lineno)));
+        return;
+      }
+      batch.push_back(std::move(*m));
+      if (batch.size() == 1000 && !flush()) return;
+    }
+    flush();
+  });
+}
+
+void AddClaim(CLI::App& app, Runner& run) {
+  auto* cmd = app.add_subcommand("claim", "Claim ready messages under a lease");
+  struct Args {
+    std::string name, worker;
+    int max = 1;
+    DurationArg lease, wait;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("NAME", a->name, "Queue name")->required();
+  cmd->add_option("--max", a->max, "Claim up to N messages (default 1)");
+  cmd->add_option("--lease", a->lease.text,
+                  "Lease to take (default: the queue's)");
+  cmd->add_option("--wait", a->wait.text,
+                  "Wait up to this long for a message (default 0)");
+  cmd->add_option("--worker", a->worker, "Name of this consumer (archived)");
+  cmd->callback([a, &run] {
+    for (auto [arg, flag] :
+         {std::pair{&a->lease, "--lease"}, std::pair{&a->wait, "--wait"}}) {
+      Status s = ResolveDuration(*arg, flag);
+      if (!s.ok()) {
+        g_exit = run.Fail(s);
+        return;
+      }
+    }
+    auto q = run.Queue(a->name);
+    if (!q.ok()) {
+      g_exit = run.Fail(q.status());
+      return;
+    }
+    auto r = q->Claim({.max = a->max,
+                       .lease = a->lease.value,
+                       .wait = a->wait.value.value_or(Duration(0)),
+                       .worker = a->worker});
+    if (!r.ok()) {
+      g_exit = run.Fail(r.status());
+      return;
+    }
+    run.out().Columns({"id", "attempt", "priority", "receipt", "payload"});
+    for (const auto& m : *r) {
+      nlohmann::ordered_json j = {
+          {"id", m.id},
+          {"receipt", m.receipt},
+          {"attempt", m.attempt},
+          {"priority", m.priority},
+          {"enqueued_at", FormatTime(m.enqueued_at)},
+          {"lease_expires_at", FormatTime(m.lease_expires_at)}};
+      PutPayload(j, m.payload);
+      run.out().Row(j);
+    }
+    run.out().Flush();
+    if (r->empty() && !run.out().json()) {
+      std::cerr << "sqlq: no message ready\n";
+    }
+  });
+}
+
+void AddReceiptCommands(CLI::App& app, Runner& run) {
+  {
+    auto* cmd = app.add_subcommand("ack", "Mark claimed messages done");
+    auto name = std::make_shared<std::string>();
+    auto receipts = std::make_shared<std::vector<std::string>>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->add_option("RECEIPT", *receipts, "Receipts printed by claim")
+        ->required();
+    cmd->callback([=, &run] {
+      auto q = run.Queue(*name);
+      if (!q.ok()) {
+        g_exit = run.Fail(q.status());
+        return;
+      }
+      auto r = q->AckBatch(*receipts);
+      if (!r.ok()) {
+        g_exit = run.Fail(r.status());
+        return;
+      }
+      // Every receipt gets its line; the exit code is the first failure's.
+      for (size_t i = 0; i < receipts->size(); ++i) {
+        const Status& s = (*r)[i];
+        if (s.ok()) {
+          run.out().Say({{"receipt", (*receipts)[i]}, {"acked", true}},
+                        "acked " + (*receipts)[i]);
+        } else {
+          int code = run.Fail(s);
+          if (g_exit == kExitOk) g_exit = code;
+        }
+      }
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand(
+        "nack", "Give a claimed message back for a retry (or dead letter)");
+    auto name = std::make_shared<std::string>();
+    auto receipt = std::make_shared<std::string>();
+    auto delay = std::make_shared<DurationArg>();
+    auto error = std::make_shared<std::string>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->add_option("RECEIPT", *receipt, "Receipt printed by claim")
+        ->required();
+    cmd->add_option("--delay", delay->text,
+                    "Retry after exactly this delay (default: backoff)");
+    cmd->add_option("--error", *error, "Why the attempt failed");
+    cmd->callback([=, &run] {
+      Status s = ResolveDuration(*delay, "--delay");
+      if (!s.ok()) {
+        g_exit = run.Fail(s);
+        return;
+      }
+      auto q = run.Queue(*name);
+      if (!q.ok()) {
+        g_exit = run.Fail(q.status());
+        return;
+      }
+      auto r = q->Nack(*receipt, {.delay = delay->value, .error = *error});
+      if (!r.ok()) {
+        g_exit = run.Fail(r.status());
+        return;
+      }
+      bool dead = *r == NackOutcome::kDead;
+      run.out().Say(
+          {{"receipt", *receipt}, {"outcome", dead ? "dead" : "retry"}},
+          dead ? "attempts used up: moved to dead letters" : "will be retried");
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand("extend", "Renew the lease of a message");
+    auto name = std::make_shared<std::string>();
+    auto receipt = std::make_shared<std::string>();
+    auto lease = std::make_shared<DurationArg>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->add_option("RECEIPT", *receipt, "Receipt printed by claim")
+        ->required();
+    cmd->add_option("--lease", lease->text, "New lease, from now")->required();
+    cmd->callback([=, &run] {
+      Status s = ResolveDuration(*lease, "--lease");
+      if (!s.ok()) {
+        g_exit = run.Fail(s);
+        return;
+      }
+      auto q = run.Queue(*name);
+      if (!q.ok()) {
+        g_exit = run.Fail(q.status());
+        return;
+      }
+      auto r = q->Extend(*receipt, *lease->value);
+      if (!r.ok()) {
+        g_exit = run.Fail(r.status());
+        return;
+      }
+      run.out().Say(
+          {{"receipt", *receipt}, {"lease_expires_at", FormatTime(*r)}},
+          "lease now expires at " + FormatTime(*r));
+    });
+  }
+}
+
+// "dead list" and "archive list" share paging flags.
+struct Paging {
+  int limit = 100;
+  std::int64_t after = 0;
+};
+
+void AddPaging(CLI::App* cmd, Paging& p) {
+  cmd->add_option("--limit", p.limit, "At most N entries (default 100)");
+  cmd->add_option("--after", p.after, "Entries with id greater than this");
+}
+
+void AddDeadAndArchive(CLI::App& app, Runner& run) {
+  auto* dead = app.add_subcommand("dead", "Dead letters: list, redrive, purge");
+  dead->require_subcommand(1);
+  {
+    auto* cmd = dead->add_subcommand("list", "List dead letters");
+    auto name = std::make_shared<std::string>();
+    auto paging = std::make_shared<Paging>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    AddPaging(cmd, *paging);
+    cmd->callback([=, &run] {
+      auto q = run.Queue(*name);
+      if (!q.ok()) {
+        g_exit = run.Fail(q.status());
+        return;
+      }
+      auto r = q->ListDead({.limit = paging->limit, .after_id = paging->after});
+      if (!r.ok()) {
+        g_exit = run.Fail(r.status());
+        return;
+      }
+      run.out().Columns({"id", "attempts", "died_at", "last_error", "payload"});
+      for (const auto& d : *r) {
+        nlohmann::ordered_json j = {{"id", d.id},
+                                    {"priority", d.priority},
+                                    {"attempts", d.attempts},
+                                    {"last_error", d.last_error},
+                                    {"enqueued_at", FormatTime(d.enqueued_at)},
+                                    {"died_at", FormatTime(d.died_at)}};
+        PutPayload(j, d.payload);
+        run.out().Row(j);
+      }
+      run.out().Flush();
+    });
+  }
+  {
+    auto* cmd = dead->add_subcommand(
+        "redrive", "Move dead letters back into the queue (all if no ID)");
+    auto name = std::make_shared<std::string>();
+    auto ids = std::make_shared<std::vector<std::int64_t>>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->add_option("ID", *ids, "Ids of dead letters to redrive");
+    cmd->callback([=, &run] {
+      auto q = run.Queue(*name);
+      if (!q.ok()) {
+        g_exit = run.Fail(q.status());
+        return;
+      }
+      auto r = ids->empty() ? q->RedriveAll() : q->Redrive(*ids);
+      if (!r.ok()) {
+        g_exit = run.Fail(r.status());
+        return;
+      }
+      run.out().Say({{"redriven", *r}},
+                    "redrove " + std::to_string(*r) + " dead letters");
+    });
+  }
+  {
+    auto* cmd = dead->add_subcommand("purge", "Delete every dead letter");
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->callback([=, &run] {
+      auto q = run.Queue(*name);
+      if (!q.ok()) {
+        g_exit = run.Fail(q.status());
+        return;
+      }
+      auto r = q->PurgeDead();
+      if (!r.ok()) {
+        g_exit = run.Fail(r.status());
+        return;
+      }
+      run.out().Say({{"purged", *r}},
+                    "purged " + std::to_string(*r) + " dead letters");
+    });
+  }
+
+  auto* archive = app.add_subcommand("archive",
+                                     "Acked messages kept by "
+                                     "queues created with --archive");
+  archive->require_subcommand(1);
+  {
+    auto* cmd = archive->add_subcommand("list", "List archived messages");
+    auto name = std::make_shared<std::string>();
+    auto paging = std::make_shared<Paging>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    AddPaging(cmd, *paging);
+    cmd->callback([=, &run] {
+      auto q = run.Queue(*name);
+      if (!q.ok()) {
+        g_exit = run.Fail(q.status());
+        return;
+      }
+      auto r =
+          q->ListArchive({.limit = paging->limit, .after_id = paging->after});
+      if (!r.ok()) {
+        g_exit = run.Fail(r.status());
+        return;
+      }
+      run.out().Columns(
+          {"id", "attempts", "worker", "completed_at", "payload"});
+      for (const auto& m : *r) {
+        nlohmann::ordered_json j = {
+            {"id", m.id},
+            {"priority", m.priority},
+            {"attempts", m.attempts},
+            {"worker", m.worker},
+            {"enqueued_at", FormatTime(m.enqueued_at)},
+            {"completed_at", FormatTime(m.completed_at)}};
+        PutPayload(j, m.payload);
+        run.out().Row(j);
+      }
+      run.out().Flush();
+    });
+  }
+  {
+    auto* cmd = archive->add_subcommand(
+        "prune", "Delete archived messages older than the retention");
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->callback([=, &run] {
+      auto q = run.Queue(*name);
+      if (!q.ok()) {
+        g_exit = run.Fail(q.status());
+        return;
+      }
+      auto r = q->PruneArchive();
+      if (!r.ok()) {
+        g_exit = run.Fail(r.status());
+        return;
+      }
+      run.out().Say({{"pruned", *r}},
+                    "pruned " + std::to_string(*r) + " archived messages");
+    });
+  }
+}
+
+int Main(int argc, char** argv) {
+  Globals g;
+  CLI::App app{"sqlq: durable queues in SQL tables", "sqlq"};
+  app.set_version_flag("--version", "sqlq 0.1.0");
+  app.require_subcommand(1);
+  // --db and --json may stand before or after the command.
+  app.fallthrough();
+  app.add_option("--db", g.db,
+                 "Database URL (default sqlite:sqlq.db); also $SQLQ_DB")
+      ->envname("SQLQ_DB");
+  app.add_flag("--json", g.json, "Print one JSON object per line");
+  app.footer(
+      "Durations: 500ms, 30s, 5m, 2h, 1d (a plain number is seconds).\n"
+      "Exit codes: 0 ok, 2 usage or invalid input, 3 not found, 4 exists,\n"
+      "5 stale receipt, 6 too large, 7 permission, 8 busy/unavailable (try\n"
+      "again), 9 commit outcome unknown, 10 not a database, 1 internal.\n"
+      "See docs/cli.md.");
+
+  Runner run(g);
+  AddQueueCommands(app, run);
+  AddSend(app, run);
+  AddClaim(app, run);
+  AddReceiptCommands(app, run);
+  AddDeadAndArchive(app, run);
+  bench::AddBenchCommand(
+      app, [&] { return g.db; }, [&] { return g.json; }, g_exit);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    if (g.json) {
+      nlohmann::ordered_json err = {
+          {"error", {{"code", "usage"}, {"message", what}}}};
+      std::cerr << err.dump() << '\n';
+    } else {
+      std::cerr << "sqlq: " << what << "\nRun 'sqlq --help' for usage.\n";
+    }
+    return kExitUsage;
+  }
+  return g_exit;
+}
+
+}  // namespace
+}  // namespace sqlq::cli
+
+int main(int argc, char** argv) { return sqlq::cli::Main(argc, argv); }

@@ -1,0 +1,268 @@
+#include "cli/output.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ctime>
+#include <iostream>
+
+namespace sqlq::cli {
+
+int ExitCode(Code code) {
+  switch (code) {
+    case Code::kOk:
+      return 0;
+    case Code::kInvalidArgument:
+      return 2;
+    case Code::kNotFound:
+      return 3;
+    case Code::kAlreadyExists:
+      return 4;
+    case Code::kFailedPrecondition:
+      return 5;
+    case Code::kTooLarge:
+      return 6;
+    case Code::kPermissionDenied:
+      return 7;
+    case Code::kBusy:
+    case Code::kUnavailable:
+    case Code::kTimeout:
+      return 8;
+    case Code::kOutcomeUnknown:
+      return 9;
+    case Code::kCorruption:
+      return 10;
+    case Code::kInternal:
+      return 1;
+  }
+  return 1;
+}
+
+bool IsUtf8(std::string_view s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    auto c = static_cast<unsigned char>(s[i]);
+    int len;
+    std::uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (int k = 1; k < len; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+        (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+namespace {
+constexpr char kB64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+}
+
+std::string Base64Encode(std::string_view in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    std::uint32_t v = (static_cast<unsigned char>(in[i]) << 16) |
+                      (static_cast<unsigned char>(in[i + 1]) << 8) |
+                      static_cast<unsigned char>(in[i + 2]);
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += kB64[(v >> 6) & 63];
+    out += kB64[v & 63];
+  }
+  if (i < in.size()) {
+    std::uint32_t v = static_cast<unsigned char>(in[i]) << 16;
+    if (i + 1 < in.size()) v |= static_cast<unsigned char>(in[i + 1]) << 8;
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += i + 1 < in.size() ? kB64[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+Result<std::string> Base64Decode(std::string_view in) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  if (in.size() % 4 != 0) {
+    return Status::InvalidArgument("payload is not valid base64");
+  }
+  std::string out;
+  for (size_t i = 0; i < in.size(); i += 4) {
+    int v[4];
+    int pad = 0;
+    for (int k = 0; k < 4; ++k) {
+      char c = in[i + k];
+      if (c == '=' && i + 4 == in.size() && k >= 2) {
+        v[k] = 0;
+        ++pad;
+      } else if (pad > 0 || (v[k] = value(c)) < 0) {
+        return Status::InvalidArgument("payload is not valid base64");
+      }
+    }
+    std::uint32_t x = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
+    out += static_cast<char>((x >> 16) & 0xFF);
+    if (pad < 2) out += static_cast<char>((x >> 8) & 0xFF);
+    if (pad < 1) out += static_cast<char>(x & 0xFF);
+  }
+  return out;
+}
+
+void PutPayload(nlohmann::ordered_json& obj, std::string_view payload) {
+  if (IsUtf8(payload)) {
+    obj["payload"] = std::string(payload);
+  } else {
+    obj["payload_base64"] = Base64Encode(payload);
+  }
+}
+
+std::string FormatTime(Timestamp t) {
+  auto us = t.time_since_epoch().count();
+  std::time_t secs = static_cast<std::time_t>(us / 1000000);
+  long frac = static_cast<long>(us % 1000000);
+  if (frac < 0) {
+    frac += 1000000;
+    --secs;
+  }
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                     tm.tm_min, tm.tm_sec, frac);
+}
+
+namespace {
+
+std::string Cell(const nlohmann::ordered_json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) {
+    // Keep one row per line: show control characters escaped.
+    std::string s = v.get<std::string>();
+    bool plain = std::none_of(s.begin(), s.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20;
+    });
+    return plain ? s : v.dump();
+  }
+  return v.dump();
+}
+
+}  // namespace
+
+void Printer::Row(const nlohmann::ordered_json& obj) {
+  if (json_) {
+    std::cout << obj.dump(-1, ' ', false,
+                          nlohmann::ordered_json::error_handler_t::replace)
+              << '\n';
+  } else {
+    rows_.push_back(obj);
+  }
+}
+
+void Printer::Say(const nlohmann::ordered_json& obj,
+                  std::string_view sentence) {
+  if (json_) {
+    Row(obj);
+  } else {
+    std::cout << sentence << '\n';
+  }
+}
+
+void Printer::Flush() {
+  if (json_ || rows_.empty()) {
+    std::cout.flush();
+    rows_.clear();
+    return;
+  }
+  std::vector<std::string> cols = columns_;
+  if (cols.empty()) {
+    for (auto& [k, v] : rows_.front().items()) cols.push_back(k);
+  }
+  std::vector<size_t> width(cols.size());
+  std::vector<std::vector<std::string>> cells;
+  for (size_t c = 0; c < cols.size(); ++c) width[c] = cols[c].size();
+  for (const auto& row : rows_) {
+    std::vector<std::string> line;
+    for (size_t c = 0; c < cols.size(); ++c) {
+      std::string key = cols[c];
+      // A payload column shows whichever of the two payload keys is set.
+      if (key == "payload" && !row.contains("payload") &&
+          row.contains("payload_base64")) {
+        line.push_back("base64:" + row["payload_base64"].get<std::string>());
+      } else {
+        line.push_back(row.contains(key) ? Cell(row[key]) : "-");
+      }
+      width[c] = std::max(width[c], line.back().size());
+    }
+    cells.push_back(std::move(line));
+  }
+  auto print = [&](const std::vector<std::string>& line) {
+    std::string out;
+    for (size_t c = 0; c < line.size(); ++c) {
+      if (c + 1 == line.size()) {
+        out += line[c];
+      } else {
+        out += fmt::format("{:<{}}  ", line[c], width[c]);
+      }
+    }
+    std::cout << out << '\n';
+  };
+  std::vector<std::string> header;
+  for (auto& c : cols) {
+    std::string h = c;
+    std::transform(h.begin(), h.end(), h.begin(), ::toupper);
+    header.push_back(h);
+  }
+  print(header);
+  for (auto& line : cells) print(line);
+  std::cout.flush();
+  rows_.clear();
+}
+
+int Printer::Fail(const Status& status) {
+  Flush();
+  if (json_) {
+    nlohmann::ordered_json err = {
+        {"error",
+         {{"code", std::string(CodeName(status.code()))},
+          {"message", status.message()}}}};
+    std::cerr << err.dump(-1, ' ', false,
+                          nlohmann::ordered_json::error_handler_t::replace)
+              << '\n';
+  } else {
+    std::cerr << "sqlq: " << status.message() << '\n';
+  }
+  return ExitCode(status.code());
+}
+
+}  // namespace sqlq::cli

@@ -1,0 +1,61 @@
+// How the sqlq program prints: one JSON object per line (--json) for
+// scripts, or readable tables for people; errors as one line on stderr; and
+// the table that maps sqlq codes to exit codes (docs/cli.md).
+
+#ifndef SQLQ_CLI_OUTPUT_H_
+#define SQLQ_CLI_OUTPUT_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sqlq/queue.h"
+#include "sqlq/status.h"
+
+namespace sqlq::cli {
+
+// Exit codes; stable, documented in docs/cli.md.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInternal = 1;
+inline constexpr int kExitUsage = 2;
+int ExitCode(Code code);
+
+bool IsUtf8(std::string_view bytes);
+std::string Base64Encode(std::string_view bytes);
+// kInvalidArgument when `text` is not base64.
+Result<std::string> Base64Decode(std::string_view text);
+
+// Sets "payload" (valid UTF-8) or "payload_base64" (anything else).
+void PutPayload(nlohmann::ordered_json& obj, std::string_view payload);
+// RFC 3339, UTC, microseconds: 2026-11-22T10:00:00.123456Z
+std::string FormatTime(Timestamp t);
+
+class Printer {
+ public:
+  explicit Printer(bool json) : json_(json) {}
+  bool json() const { return json_; }
+  void set_json(bool json) { json_ = json; }
+
+  // Prints `obj` as one line of JSON (json mode) or adds it as a row of the
+  // table printed by Flush(), with `columns` naming which keys to show.
+  void Row(const nlohmann::ordered_json& obj);
+  void Columns(std::vector<std::string> columns) {
+    columns_ = std::move(columns);
+  }
+  // A sentence for people; in json mode `obj` is printed instead.
+  void Say(const nlohmann::ordered_json& obj, std::string_view sentence);
+  void Flush();
+  // Prints the error (one line on stderr; JSON on stderr in json mode) and
+  // returns its exit code.
+  int Fail(const Status& status);
+
+ private:
+  bool json_;
+  std::vector<std::string> columns_;
+  std::vector<nlohmann::ordered_json> rows_;
+};
+
+}  // namespace sqlq::cli
+
+#endif  // SQLQ_CLI_OUTPUT_H_

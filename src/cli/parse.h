@@ -1,0 +1,21 @@
+// Parsing of command-line values that CLI11 does not know: durations.
+
+#ifndef SQLQ_CLI_PARSE_H_
+#define SQLQ_CLI_PARSE_H_
+
+#include <string_view>
+
+#include "sqlq/queue.h"
+#include "sqlq/status.h"
+
+namespace sqlq::cli {
+
+// "250ms", "30s", "5m", "2h", "1d", or a plain number of seconds ("30",
+// "0.5"). Negative values, unknown units and values past 100 years are
+// kInvalidArgument; finer limits (a lease of at most 12 h...) are the
+// library's.
+Result<Duration> ParseDuration(std::string_view text);
+
+}  // namespace sqlq::cli
+
+#endif  // SQLQ_CLI_PARSE_H_

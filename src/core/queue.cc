@@ -1,0 +1,355 @@
+// WorkQueue: validation, decisions (backoff, dead-lettering, lease tokens),
+// batching and waiting; the engine persists. Semantics: docs/semantics.md.
+
+#include "sqlq/queue.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/backoff.h"
+#include "core/receipt.h"
+#include "core/store_impl.h"
+#include "core/validate.h"
+#include "sqlq/store.h"
+
+namespace sqlq {
+
+using core::Conn;
+using core::Micros;
+
+WorkQueue::WorkQueue(std::shared_ptr<core::QueueImpl> impl)
+    : impl_(std::move(impl)) {}
+WorkQueue::~WorkQueue() = default;
+
+const std::string& WorkQueue::name() const { return impl_->info().name; }
+const QueueOptions& WorkQueue::options() const { return impl_->info().options; }
+
+namespace {
+
+// Runs `fn(engine, conn)` as one merged write and returns its value.
+template <typename T, typename Fn>
+Result<T> BatchedWrite(core::QueueImpl& q, Fn fn) {
+  std::optional<T> out;
+  Status s = q.store().batcher().Run([&](Conn& conn) -> Status {
+    Result<T> r = fn(q.store().engine(), conn);
+    if (!r.ok()) return r.status();
+    out = std::move(*r);
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return std::move(*out);
+}
+
+template <typename T, typename Fn>
+Result<T> ReadOnly(core::QueueImpl& q, Fn fn) {
+  std::optional<T> out;
+  Status s = q.store().engine().Read([&](Conn& conn) -> Status {
+    Result<T> r = fn(q.store().engine(), conn);
+    if (!r.ok()) return r.status();
+    out = std::move(*r);
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return std::move(*out);
+}
+
+std::int64_t CountStored(const std::vector<SendResult>& results) {
+  return std::count_if(results.begin(), results.end(),
+                       [](const SendResult& r) { return !r.duplicate; });
+}
+
+std::string CutError(std::string_view error) {
+  return std::string(error.substr(0, core::kMaxErrorText));
+}
+
+}  // namespace
+
+Result<SendResult> WorkQueue::Send(const Message& message) {
+  auto r = SendBatch(std::span<const Message>(&message, 1));
+  if (!r.ok()) return r.status();
+  return (*r)[0];
+}
+
+Result<std::vector<SendResult>> WorkQueue::SendBatch(
+    std::span<const Message> messages) {
+  Status s = core::ValidateBatch(messages, options().max_payload_bytes);
+  if (!s.ok()) return s;
+  auto r = BatchedWrite<std::vector<SendResult>>(
+      *impl_, [&](core::Engine& e, Conn& conn) {
+        return e.Send(conn, {.queue_id = impl_->id(), .messages = messages});
+      });
+  if (r.ok()) impl_->store().hub().Notify(impl_->id(), CountStored(*r));
+  return r;
+}
+
+Result<std::vector<ClaimedMessage>> WorkQueue::Claim(
+    const ClaimOptions& options) {
+  Status s = core::ValidateClaim(options);
+  if (!s.ok()) return s;
+  const Micros lease = options.lease.value_or(this->options().lease);
+
+  auto claim_once = [&]() -> Result<std::vector<ClaimedMessage>> {
+    const std::uint64_t token = core::NewLeaseToken();
+    auto r = BatchedWrite<core::ClaimOutcome>(
+        *impl_, [&](core::Engine& e, Conn& conn) {
+          return e.Claim(conn, {.queue_id = impl_->id(),
+                                .max = options.max,
+                                .lease = lease,
+                                .token = token,
+                                .max_attempts = this->options().max_attempts,
+                                .worker = options.worker});
+        });
+    if (!r.ok()) return r.status();
+    for (ClaimedMessage& m : r->messages) {
+      m.receipt = core::FormatReceipt(
+          {.id = m.id, .attempt = m.attempt, .token = token});
+    }
+    return std::move(r->messages);
+  };
+
+  if (options.wait.count() == 0) return claim_once();
+
+  using SteadyClock = std::chrono::steady_clock;
+  const auto deadline = SteadyClock::now() + options.wait;
+  core::WakeHub& hub = impl_->store().hub();
+  core::WakeHub::Waiter waiter;
+  // Registered before the first look, so no send can slip between a look
+  // that found nothing and the sleep after it.
+  hub.Register(waiter, impl_->id());
+  Result<std::vector<ClaimedMessage>> result = claim_once();
+  while (result.ok() && result->empty()) {
+    auto now = SteadyClock::now();
+    if (now >= deadline) break;
+    auto until = std::min(deadline, now + impl_->store().poll_interval());
+    // Wake for the next delayed message or expiring lease too.
+    auto next = ReadOnly<std::optional<Micros>>(
+        *impl_,
+        [&](core::Engine& e, Conn& conn) -> Result<std::optional<Micros>> {
+          auto at = e.NextReadyAt(conn, impl_->id());
+          if (!at.ok()) return at.status();
+          if (!at->has_value()) return std::optional<Micros>();
+          auto db_now = e.Now(conn);
+          if (!db_now.ok()) return db_now.status();
+          return std::optional<Micros>(**at - *db_now);
+        });
+    if (!next.ok()) {
+      result = next.status();
+      break;
+    }
+    if (next->has_value()) {
+      auto in = std::max(**next, Micros(0)) + Micros(500);
+      until = std::min(until, now + in);
+    }
+    hub.Wait(waiter, until);
+    result = claim_once();
+  }
+  hub.Unregister(waiter);
+  return result;
+}
+
+Status WorkQueue::Ack(std::string_view receipt) {
+  auto parsed = core::ParseReceipt(receipt);
+  if (!parsed.ok()) return parsed.status();
+  return impl_->store().batcher().Run([&](Conn& conn) {
+    return impl_->store().engine().Ack(conn, {.queue_id = impl_->id(),
+                                              .receipt = *parsed,
+                                              .archive = options().archive});
+  });
+}
+
+Result<std::vector<Status>> WorkQueue::AckBatch(
+    std::span<const std::string> receipts) {
+  if (receipts.empty()) return std::vector<Status>();
+  if (receipts.size() > core::kMaxBatch) {
+    return Status::TooLarge(fmt::format("{} receipts exceed the limit of {}",
+                                        receipts.size(), core::kMaxBatch));
+  }
+  std::vector<Status> out(receipts.size());
+  std::vector<std::optional<core::Receipt>> parsed(receipts.size());
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    auto p = core::ParseReceipt(receipts[i]);
+    if (p.ok()) {
+      parsed[i] = *p;
+    } else {
+      out[i] = p.status();
+    }
+  }
+  Status s = impl_->store().batcher().Run([&](Conn& conn) {
+    for (size_t i = 0; i < receipts.size(); ++i) {
+      if (!parsed[i]) continue;
+      out[i] =
+          impl_->store().engine().Ack(conn, {.queue_id = impl_->id(),
+                                             .receipt = *parsed[i],
+                                             .archive = options().archive});
+      // A failed ack changes nothing, so the others may still commit; but
+      // an engine failure (I/O) must undo the whole group.
+      if (!out[i].ok() && out[i].code() != Code::kNotFound &&
+          out[i].code() != Code::kFailedPrecondition) {
+        return out[i];
+      }
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<NackOutcome> WorkQueue::Nack(std::string_view receipt,
+                                    const NackOptions& options) {
+  auto parsed = core::ParseReceipt(receipt);
+  if (!parsed.ok()) return parsed.status();
+  if (options.delay) {
+    if (*options.delay < Duration(0) || *options.delay > core::kMaxDelay) {
+      return Status::InvalidArgument(
+          fmt::format("delay {}ms is out of range [0ms, {}ms]",
+                      options.delay->count(), core::kMaxDelay.count()));
+    }
+  }
+  const QueueOptions& qo = this->options();
+  const std::string error = CutError(options.error);
+  // Core decides the message's fate; the engine stores it.
+  if (parsed->attempt >= qo.max_attempts) {
+    std::string why = error.empty()
+                          ? fmt::format("failed attempt {} of {}",
+                                        parsed->attempt, qo.max_attempts)
+                          : error;
+    Status s = impl_->store().batcher().Run([&](Conn& conn) {
+      return impl_->store().engine().Bury(
+          conn, {.queue_id = impl_->id(), .receipt = *parsed, .error = why});
+    });
+    if (!s.ok()) return s;
+    return NackOutcome::kDead;
+  }
+  Duration delay = options.delay.value_or(
+      core::BackoffDelay(qo.backoff_base, qo.backoff_max, parsed->attempt));
+  Status s = impl_->store().batcher().Run([&](Conn& conn) {
+    return impl_->store().engine().Retry(conn, {.queue_id = impl_->id(),
+                                                .receipt = *parsed,
+                                                .delay = delay,
+                                                .error = error});
+  });
+  if (!s.ok()) return s;
+  if (delay.count() == 0) impl_->store().hub().Notify(impl_->id(), 1);
+  return NackOutcome::kRetry;
+}
+
+Result<Timestamp> WorkQueue::Extend(std::string_view receipt, Duration lease) {
+  auto parsed = core::ParseReceipt(receipt);
+  if (!parsed.ok()) return parsed.status();
+  Status s = core::ValidateLease(lease);
+  if (!s.ok()) return s;
+  return BatchedWrite<Timestamp>(*impl_, [&](core::Engine& e, Conn& conn) {
+    return e.Extend(conn, impl_->id(), *parsed, lease);
+  });
+}
+
+Result<std::int64_t> WorkQueue::Purge() {
+  return BatchedWrite<std::int64_t>(*impl_, [&](core::Engine& e, Conn& conn) {
+    return e.PurgeQueue(conn, impl_->id());
+  });
+}
+
+Result<QueueStats> WorkQueue::Stats() {
+  return ReadOnly<QueueStats>(*impl_, [&](core::Engine& e, Conn& conn) {
+    return e.Stats(conn, impl_->id());
+  });
+}
+
+Result<std::vector<DeadLetter>> WorkQueue::ListDead(
+    const ListOptions& options) {
+  Status s = core::ValidateList(options);
+  if (!s.ok()) return s;
+  return ReadOnly<std::vector<DeadLetter>>(
+      *impl_, [&](core::Engine& e, Conn& conn) {
+        return e.ListDead(conn, impl_->id(), options);
+      });
+}
+
+Result<std::int64_t> WorkQueue::Redrive(std::span<const std::int64_t> ids) {
+  if (ids.empty()) {
+    return Status::InvalidArgument(
+        "redrive needs at least one id (or use RedriveAll)");
+  }
+  if (ids.size() > core::kMaxBatch) {
+    return Status::TooLarge(fmt::format("{} ids exceed the limit of {}",
+                                        ids.size(), core::kMaxBatch));
+  }
+  auto r = BatchedWrite<std::int64_t>(*impl_, [&](core::Engine& e, Conn& c) {
+    return e.Redrive(c, impl_->id(), ids);
+  });
+  if (r.ok()) impl_->store().hub().Notify(impl_->id(), *r);
+  return r;
+}
+
+Result<std::int64_t> WorkQueue::RedriveAll() {
+  auto r = BatchedWrite<std::int64_t>(*impl_, [&](core::Engine& e, Conn& c) {
+    return e.Redrive(c, impl_->id(), {});
+  });
+  if (r.ok()) impl_->store().hub().Notify(impl_->id(), *r);
+  return r;
+}
+
+Result<std::int64_t> WorkQueue::PurgeDead() {
+  return BatchedWrite<std::int64_t>(*impl_, [&](core::Engine& e, Conn& c) {
+    return e.PurgeDead(c, impl_->id());
+  });
+}
+
+Result<std::vector<ArchivedMessage>> WorkQueue::ListArchive(
+    const ListOptions& options) {
+  Status s = core::ValidateList(options);
+  if (!s.ok()) return s;
+  return ReadOnly<std::vector<ArchivedMessage>>(
+      *impl_, [&](core::Engine& e, Conn& conn) {
+        return e.ListArchive(conn, impl_->id(), options);
+      });
+}
+
+Result<std::int64_t> WorkQueue::PruneArchive() {
+  return BatchedWrite<std::int64_t>(*impl_, [&](core::Engine& e, Conn& c) {
+    return e.PruneArchive(c, impl_->id(), options().retention);
+  });
+}
+
+namespace {
+
+Status CheckTx(Tx& tx, core::TxImpl* impl, core::StoreImpl& store) {
+  if (impl == nullptr || impl->conn() == nullptr) {
+    return Status::FailedPrecondition("transaction is closed");
+  }
+  if (&impl->store() != &store) {
+    return Status::InvalidArgument(
+        "transaction belongs to another store than this queue");
+  }
+  (void)tx;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<SendResult> WorkQueue::Send(Tx& tx, const Message& message) {
+  Status s = CheckTx(tx, tx.impl_.get(), impl_->store());
+  if (!s.ok()) return s;
+  s = core::ValidateMessage(message, options().max_payload_bytes);
+  if (!s.ok()) return s;
+  auto r = impl_->store().engine().Send(
+      *tx.impl_->conn(), {.queue_id = impl_->id(),
+                          .messages = std::span<const Message>(&message, 1)});
+  if (!r.ok()) return r.status();
+  tx.impl_->sent()[impl_->id()] += CountStored(*r);
+  return (*r)[0];
+}
+
+Status WorkQueue::Ack(Tx& tx, std::string_view receipt) {
+  Status s = CheckTx(tx, tx.impl_.get(), impl_->store());
+  if (!s.ok()) return s;
+  auto parsed = core::ParseReceipt(receipt);
+  if (!parsed.ok()) return parsed.status();
+  return impl_->store().engine().Ack(*tx.impl_->conn(),
+                                     {.queue_id = impl_->id(),
+                                      .receipt = *parsed,
+                                      .archive = options().archive});
+}
+
+}  // namespace sqlq

@@ -1,0 +1,152 @@
+// Store and Tx: opening, queue management, caller transactions.
+
+#include "sqlq/store.h"
+
+#include <fmt/format.h>
+
+#include "core/store_impl.h"
+#include "core/validate.h"
+#include "engines/engines.h"
+
+namespace sqlq {
+
+namespace core {
+
+StoreImpl::StoreImpl(std::string url, std::unique_ptr<Engine> engine)
+    : url_(std::move(url)), engine_(std::move(engine)), batcher_(*engine_) {
+  engine_->WatchForeignWrites([this] { hub_.NotifyAll(); });
+}
+
+StoreImpl::~StoreImpl() = default;
+
+std::chrono::milliseconds StoreImpl::poll_interval() const {
+  // One look a second is the safety net for a missed file event; see
+  // docs/semantics.md "Waiting".
+  return std::chrono::milliseconds(1000);
+}
+
+}  // namespace core
+
+Store::Store(std::unique_ptr<core::StoreImpl> impl) : impl_(std::move(impl)) {}
+Store::~Store() = default;
+
+Result<std::unique_ptr<Store>> Store::Open(std::string_view url,
+                                           const StoreOptions& options) {
+  auto engine = engines::OpenEngine(url, options);
+  if (!engine.ok()) return engine.status();
+  auto impl =
+      std::make_unique<core::StoreImpl>(std::string(url), std::move(*engine));
+  return std::unique_ptr<Store>(new Store(std::move(impl)));
+}
+
+const std::string& Store::url() const { return impl_->url(); }
+
+Result<WorkQueue> Store::CreateQueue(std::string_view name,
+                                     const QueueOptions& options) {
+  Status s = core::ValidateName("queue", name);
+  if (!s.ok()) return s;
+  s = core::ValidateQueueOptions(options);
+  if (!s.ok()) return s;
+  core::QueueRecord record;
+  s = impl_->engine().Write([&](core::Conn& conn) {
+    auto r = impl_->engine().CreateQueue(conn, name, options);
+    if (!r.ok()) return r.status();
+    record = std::move(*r);
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return WorkQueue(
+      std::make_shared<core::QueueImpl>(impl_.get(), std::move(record)));
+}
+
+Result<WorkQueue> Store::Queue(std::string_view name) {
+  Status s = core::ValidateName("queue", name);
+  if (!s.ok()) return s;
+  core::QueueRecord record;
+  s = impl_->engine().Read([&](core::Conn& conn) {
+    auto r = impl_->engine().GetQueue(conn, name);
+    if (!r.ok()) return r.status();
+    record = std::move(*r);
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return WorkQueue(
+      std::make_shared<core::QueueImpl>(impl_.get(), std::move(record)));
+}
+
+Result<std::vector<QueueInfo>> Store::ListQueues() {
+  std::vector<QueueInfo> out;
+  Status s = impl_->engine().Read([&](core::Conn& conn) {
+    auto r = impl_->engine().ListQueues(conn);
+    if (!r.ok()) return r.status();
+    for (auto& rec : *r) out.push_back(std::move(rec.info));
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Status Store::DropQueue(std::string_view name) {
+  Status s = core::ValidateName("queue", name);
+  if (!s.ok()) return s;
+  s = impl_->engine().Write([&](core::Conn& conn) {
+    auto r = impl_->engine().GetQueue(conn, name);
+    if (!r.ok()) return r.status();
+    return impl_->engine().DropQueue(conn, r->id);
+  });
+  // Claims waiting on the dropped queue look again and report kNotFound.
+  if (s.ok()) impl_->hub().NotifyAll();
+  return s;
+}
+
+Result<Tx> Store::BeginTx() {
+  auto conn = impl_->engine().BeginTx();
+  if (!conn.ok()) return conn.status();
+  return Tx(std::make_unique<core::TxImpl>(impl_.get(), std::move(*conn)));
+}
+
+Result<Tx> Store::JoinTx(void* native_connection) {
+  if (native_connection == nullptr) {
+    return Status::InvalidArgument("JoinTx needs a connection, got null");
+  }
+  auto conn = impl_->engine().JoinTx(native_connection);
+  if (!conn.ok()) return conn.status();
+  return Tx(std::make_unique<core::TxImpl>(impl_.get(), std::move(*conn)));
+}
+
+Tx::Tx(std::unique_ptr<core::TxImpl> impl) : impl_(std::move(impl)) {}
+Tx::Tx(Tx&&) noexcept = default;
+Tx& Tx::operator=(Tx&&) noexcept = default;
+
+Tx::~Tx() {
+  if (impl_ && impl_->conn() != nullptr) (void)Rollback();
+}
+
+void* Tx::native_handle() const {
+  if (!impl_ || impl_->conn() == nullptr) return nullptr;
+  return impl_->store().engine().NativeHandle(*impl_->conn());
+}
+
+Status Tx::Commit() {
+  if (!impl_ || impl_->conn() == nullptr) {
+    return Status::FailedPrecondition("transaction is already closed");
+  }
+  auto conn = impl_->Close();
+  Status s = impl_->store().engine().CommitTx(*conn);
+  if (s.ok()) {
+    for (auto [queue_id, n] : impl_->sent()) {
+      impl_->store().hub().Notify(queue_id, n);
+    }
+  }
+  return s;
+}
+
+Status Tx::Rollback() {
+  if (!impl_ || impl_->conn() == nullptr) {
+    return Status::FailedPrecondition("transaction is already closed");
+  }
+  auto conn = impl_->Close();
+  return impl_->store().engine().RollbackTx(*conn);
+}
+
+}  // namespace sqlq

@@ -1,0 +1,130 @@
+#include "core/validate.h"
+
+#include <fmt/format.h>
+
+namespace sqlq::core {
+
+namespace {
+
+std::string Ms(Duration d) { return fmt::format("{}ms", d.count()); }
+
+Status CheckRange(std::string_view what, Duration d, Duration lo, Duration hi) {
+  if (d < lo || d > hi) {
+    return Status::InvalidArgument(fmt::format("{} {} is out of range [{}, {}]",
+                                               what, Ms(d), Ms(lo), Ms(hi)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateName(std::string_view kind, std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength) {
+    return Status::InvalidArgument(
+        fmt::format("invalid {} name '{}': must be 1 to {} characters", kind,
+                    name.substr(0, 80), kMaxNameLength));
+  }
+  for (unsigned char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (!ok) {
+      return Status::InvalidArgument(fmt::format(
+          "invalid {} name '{}': only letters, digits, '_' and '-' are "
+          "allowed",
+          kind, name.substr(0, 80)));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateQueueOptions(const QueueOptions& o) {
+  if (o.max_attempts < 1 || o.max_attempts > 1000000) {
+    return Status::InvalidArgument(fmt::format(
+        "max attempts {} is out of range [1, 1000000]", o.max_attempts));
+  }
+  Status s = ValidateLease(o.lease);
+  if (!s.ok()) return s;
+  s = CheckRange("backoff base", o.backoff_base, Duration(0), kMaxDelay);
+  if (!s.ok()) return s;
+  s = CheckRange("backoff max", o.backoff_max, o.backoff_base, kMaxDelay);
+  if (!s.ok()) return s;
+  s = CheckRange("retention", o.retention, Duration(1), kMaxDelay * 10);
+  if (!s.ok()) return s;
+  if (o.max_payload_bytes < 1 || o.max_payload_bytes > kMaxPayloadLimit) {
+    return Status::InvalidArgument(
+        fmt::format("max payload {} bytes is out of range [1, {}]",
+                    o.max_payload_bytes, kMaxPayloadLimit));
+  }
+  return Status::Ok();
+}
+
+Status ValidateMessage(const Message& m, std::size_t max_payload) {
+  if (m.payload.size() > max_payload) {
+    return Status::TooLarge(
+        fmt::format("payload of {} bytes exceeds the queue's limit of {} bytes",
+                    m.payload.size(), max_payload));
+  }
+  Status s = CheckRange("delay", m.delay, Duration(0), kMaxDelay);
+  if (!s.ok()) return s;
+  if (m.dedup_key.size() > kMaxDedupKey) {
+    return Status::InvalidArgument(
+        fmt::format("dedup key of {} bytes is longer than {}",
+                    m.dedup_key.size(), kMaxDedupKey));
+  }
+  return Status::Ok();
+}
+
+Status ValidateBatch(std::span<const Message> messages,
+                     std::size_t max_payload) {
+  if (messages.empty()) {
+    return Status::InvalidArgument("a batch needs at least one message");
+  }
+  if (messages.size() > kMaxBatch) {
+    return Status::TooLarge(fmt::format("batch of {} messages exceeds {}",
+                                        messages.size(), kMaxBatch));
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    Status s = ValidateMessage(messages[i], max_payload);
+    if (!s.ok()) {
+      return messages.size() == 1
+                 ? s
+                 : s.WithContext(fmt::format("message {}", i + 1));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateLease(Duration lease) {
+  return CheckRange("lease", lease, Duration(1), kMaxLease);
+}
+
+Status ValidateClaim(const ClaimOptions& o) {
+  if (o.max < 1 || o.max > kMaxClaim) {
+    return Status::InvalidArgument(
+        fmt::format("max {} is out of range [1, {}]", o.max, kMaxClaim));
+  }
+  if (o.lease) {
+    Status s = ValidateLease(*o.lease);
+    if (!s.ok()) return s;
+  }
+  Status s = CheckRange("wait", o.wait, Duration(0), kMaxWait);
+  if (!s.ok()) return s;
+  if (o.worker.size() > kMaxWorker) {
+    return Status::InvalidArgument(
+        fmt::format("worker name longer than {} bytes", kMaxWorker));
+  }
+  return Status::Ok();
+}
+
+Status ValidateList(const ListOptions& o) {
+  if (o.limit < 1 || o.limit > kMaxListLimit) {
+    return Status::InvalidArgument(fmt::format(
+        "limit {} is out of range [1, {}]", o.limit, kMaxListLimit));
+  }
+  if (o.after_id < 0) {
+    return Status::InvalidArgument("after id must not be negative");
+  }
+  return Status::Ok();
+}
+
+}  // namespace sqlq::core

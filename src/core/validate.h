@@ -1,0 +1,41 @@
+// Input rules shared by every engine and front end: what a valid name,
+// duration, payload or batch is. Everything a caller passes goes through
+// here before it reaches an engine, so engines may assume valid input.
+
+#ifndef SQLQ_CORE_VALIDATE_H_
+#define SQLQ_CORE_VALIDATE_H_
+
+#include <chrono>
+#include <span>
+#include <string_view>
+
+#include "sqlq/queue.h"
+#include "sqlq/status.h"
+
+namespace sqlq::core {
+
+inline constexpr int kMaxNameLength = 64;
+inline constexpr int kMaxClaim = 1000;
+inline constexpr std::size_t kMaxBatch = 10000;
+inline constexpr std::size_t kMaxDedupKey = 255;
+inline constexpr std::size_t kMaxWorker = 255;
+inline constexpr std::size_t kMaxErrorText = 4096;
+inline constexpr std::size_t kMaxPayloadLimit = 64u << 20;
+inline constexpr Duration kMaxLease = std::chrono::hours(12);
+inline constexpr Duration kMaxDelay = std::chrono::hours(24 * 365);
+inline constexpr Duration kMaxWait = std::chrono::hours(1);
+inline constexpr int kMaxListLimit = 10000;
+
+// "kind" names the thing in the message ("queue").
+Status ValidateName(std::string_view kind, std::string_view name);
+Status ValidateQueueOptions(const QueueOptions& options);
+Status ValidateMessage(const Message& message, std::size_t max_payload);
+Status ValidateBatch(std::span<const Message> messages,
+                     std::size_t max_payload);
+Status ValidateClaim(const ClaimOptions& options);
+Status ValidateLease(Duration lease);
+Status ValidateList(const ListOptions& options);
+
+}  // namespace sqlq::core
+
+#endif  // SQLQ_CORE_VALIDATE_H_

@@ -1,0 +1,67 @@
+#include "core/wake_hub.h"
+
+namespace sqlq::core {
+
+void WakeHub::Register(Waiter& w, std::int64_t queue_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  w.queue_id = queue_id;
+  w.signalled = false;
+  auto& list = waiters_[queue_id];
+  w.pos = list.insert(list.end(), &w);
+  w.registered = true;
+  ++count_;
+}
+
+void WakeHub::Unregister(Waiter& w) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!w.registered) return;
+  auto it = waiters_.find(w.queue_id);
+  it->second.erase(w.pos);
+  if (it->second.empty()) waiters_.erase(it);
+  w.registered = false;
+  --count_;
+}
+
+bool WakeHub::Wait(Waiter& w, std::chrono::steady_clock::time_point until) {
+  std::unique_lock<std::mutex> lock(mu_);
+  w.cv.wait_until(lock, until, [&] { return w.signalled; });
+  bool was = w.signalled;
+  w.signalled = false;
+  if (was && w.registered) {
+    // Go to the back of the line so that other waiters get the next wake.
+    auto& list = waiters_[w.queue_id];
+    list.erase(w.pos);
+    w.pos = list.insert(list.end(), &w);
+  }
+  return was;
+}
+
+void WakeHub::Notify(std::int64_t queue_id, std::int64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = waiters_.find(queue_id);
+  if (it == waiters_.end()) return;
+  for (Waiter* w : it->second) {
+    if (n <= 0) break;
+    if (w->signalled) continue;
+    w->signalled = true;
+    w->cv.notify_one();
+    --n;
+  }
+}
+
+void WakeHub::NotifyAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, list] : waiters_) {
+    for (Waiter* w : list) {
+      w->signalled = true;
+      w->cv.notify_one();
+    }
+  }
+}
+
+std::size_t WakeHub::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return count_;
+}
+
+}  // namespace sqlq::core

@@ -1,0 +1,56 @@
+// WakeHub: where claims waiting for messages sleep, and what wakes them.
+//
+// A waiting claim registers *before* it looks for messages and stays
+// registered while it looks, so a send that commits between the look and the
+// sleep still finds it: no lost wake-up. A send of n messages wakes at most n
+// waiters of that queue, oldest first (no thundering herd). A write by
+// another process, which we cannot attribute to a queue, wakes every waiter.
+// docs/semantics.md, "Waiting", describes the whole scheme.
+//
+// Thread-safe.
+
+#ifndef SQLQ_CORE_WAKE_HUB_H_
+#define SQLQ_CORE_WAKE_HUB_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <mutex>
+
+namespace sqlq::core {
+
+class WakeHub {
+ public:
+  struct Waiter {
+    std::int64_t queue_id = 0;
+    bool signalled = false;
+    std::condition_variable cv;
+    std::list<Waiter*>::iterator pos;
+    bool registered = false;
+  };
+
+  void Register(Waiter& w, std::int64_t queue_id);
+  void Unregister(Waiter& w);
+  // Sleeps until `w` is signalled or `until`; returns whether it was
+  // signalled, and clears the signal. REQUIRES: w is registered.
+  bool Wait(Waiter& w, std::chrono::steady_clock::time_point until);
+
+  // Wakes up to `n` registered waiters of the queue that are not already
+  // signalled.
+  void Notify(std::int64_t queue_id, std::int64_t n);
+  // Wakes every waiter of every queue.
+  void NotifyAll();
+
+  std::size_t waiting() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::int64_t, std::list<Waiter*>> waiters_;  // guarded by mu_
+  std::size_t count_ = 0;
+};
+
+}  // namespace sqlq::core
+
+#endif  // SQLQ_CORE_WAKE_HUB_H_

@@ -1,0 +1,22 @@
+// Opening an engine from a store URL. The only place that knows every
+// engine; core and the front ends reach engines through this and the
+// Engine interface alone.
+
+#ifndef SQLQ_ENGINES_ENGINES_H_
+#define SQLQ_ENGINES_ENGINES_H_
+
+#include <memory>
+#include <string_view>
+
+#include "core/engine.h"
+#include "sqlq/store.h"
+
+namespace sqlq::engines {
+
+// kInvalidArgument for an unknown scheme or malformed URL.
+Result<std::unique_ptr<core::Engine>> OpenEngine(std::string_view url,
+                                                 const StoreOptions& options);
+
+}  // namespace sqlq::engines
+
+#endif  // SQLQ_ENGINES_ENGINES_H_

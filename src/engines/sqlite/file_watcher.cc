@@ -1,0 +1,85 @@
+#include "engines/sqlite/file_watcher.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <climits>
+#include <filesystem>
+
+namespace sqlq::engines::sqlite {
+
+FileWatcher::~FileWatcher() {
+  if (thread_.joinable()) {
+    std::uint64_t one = 1;
+    (void)!write(stop_fd_, &one, sizeof one);
+    thread_.join();
+  }
+  if (inotify_fd_ >= 0) close(inotify_fd_);
+  if (stop_fd_ >= 0) close(stop_fd_);
+}
+
+bool FileWatcher::Start(const std::string& db_path,
+                        std::function<void()> changed,
+                        std::chrono::microseconds min_interval) {
+  std::filesystem::path p(db_path);
+  std::filesystem::path dir = p.parent_path();
+  if (dir.empty()) dir = ".";
+  base_ = p.filename().string();
+  wal_ = base_ + "-wal";
+  inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (inotify_fd_ < 0) return false;
+  if (inotify_add_watch(inotify_fd_, dir.c_str(),
+                        IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE | IN_MOVED_TO) <
+      0) {
+    close(inotify_fd_);
+    inotify_fd_ = -1;
+    return false;
+  }
+  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd_ < 0) return false;
+  changed_ = std::move(changed);
+  min_interval_ = min_interval;
+  thread_ = std::thread([this] { Loop(); });
+  return true;
+}
+
+void FileWatcher::Loop() {
+  using Clock = std::chrono::steady_clock;
+  alignas(inotify_event) char buf[16 * (sizeof(inotify_event) + NAME_MAX + 1)];
+  bool pending = false;
+  Clock::time_point last{};
+  for (;;) {
+    int timeout = -1;
+    if (pending) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          last + min_interval_ - Clock::now());
+      timeout = left.count() > 0 ? static_cast<int>(left.count()) : 0;
+    }
+    pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    int n = poll(fds, 2, timeout);
+    if (n < 0 && errno != EINTR) return;
+    if (fds[1].revents & POLLIN) return;
+    if (fds[0].revents & POLLIN) {
+      ssize_t len;
+      while ((len = read(inotify_fd_, buf, sizeof buf)) > 0) {
+        for (char* p = buf; p < buf + len;) {
+          auto* ev = reinterpret_cast<inotify_event*>(p);
+          if (ev->len > 0) {
+            std::string_view name(ev->name);
+            if (name == base_ || name == wal_) pending = true;
+          }
+          p += sizeof(inotify_event) + ev->len;
+        }
+      }
+    }
+    if (pending && Clock::now() - last >= min_interval_) {
+      pending = false;
+      last = Clock::now();
+      changed_();
+    }
+  }
+}
+
+}  // namespace sqlq::engines::sqlite

@@ -1,0 +1,86 @@
+#include "engines/sqlite/sqlite_conn.h"
+
+#include <fmt/format.h>
+
+namespace sqlq::engines::sqlite {
+
+Status Translate(int rc, sqlite3* db, std::string_view what) {
+  std::string detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  std::string msg = fmt::format("{}: {}", what, detail);
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Status::Busy(fmt::format(
+          "{} (the database stayed locked by another writer)", msg));
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      return Status::PermissionDenied(msg);
+    case SQLITE_NOTADB:
+      return Status::Corruption(
+          fmt::format("{}: the file is not an SQLite database", what));
+    case SQLITE_CORRUPT:
+      return Status::Corruption(msg);
+    case SQLITE_FULL:
+      return Status::Unavailable(fmt::format("{} (disk full)", msg));
+    case SQLITE_IOERR:
+    case SQLITE_NOMEM:
+    case SQLITE_PROTOCOL:
+      return Status::Unavailable(msg);
+    case SQLITE_CANTOPEN:
+      return Status::NotFound(msg);
+    case SQLITE_TOOBIG:
+      return Status::TooLarge(msg);
+    case SQLITE_CONSTRAINT:
+      return Status::AlreadyExists(msg);
+    case SQLITE_INTERRUPT:
+      return Status::Timeout(msg);
+    default:
+      return Status::Internal(msg);
+  }
+}
+
+Status Stmt::Run(std::string_view what) {
+  int rc;
+  while ((rc = Step()) == SQLITE_ROW) {
+  }
+  if (rc != SQLITE_DONE) return Translate(rc, db_, what);
+  return Status::Ok();
+}
+
+std::string Stmt::Text(int col) const {
+  const auto* p = sqlite3_column_text(stmt_, col);
+  if (p == nullptr) return {};
+  return std::string(reinterpret_cast<const char*>(p),
+                     sqlite3_column_bytes(stmt_, col));
+}
+
+std::string Stmt::Blob(int col) const {
+  const void* p = sqlite3_column_blob(stmt_, col);
+  if (p == nullptr) return {};
+  return std::string(static_cast<const char*>(p),
+                     sqlite3_column_bytes(stmt_, col));
+}
+
+SqliteConn::~SqliteConn() {
+  for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+  if (owned_) sqlite3_close_v2(db_);
+}
+
+Result<sqlite3_stmt*> SqliteConn::Prepare(const char* sql) {
+  auto it = cache_.find(sql);
+  if (it != cache_.end()) return it->second;
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt,
+                              nullptr);
+  if (rc != SQLITE_OK) return Translate(rc, db_, "prepare statement");
+  cache_.emplace(sql, stmt);
+  return stmt;
+}
+
+Status SqliteConn::Exec(const char* sql, std::string_view what) {
+  SQLQ_PREPARE(st, *this, sql);
+  return st.Run(what);
+}
+
+}  // namespace sqlq::engines::sqlite

@@ -1,0 +1,959 @@
+// The SQLite engine. Design notes: docs/engines/sqlite.md.
+//
+// Connections: one writer connection, used under writer_mu_ (the core's
+// WriteBatcher already funnels this process's writes through one leader, and
+// SQLite allows one writer per file anyway), and a pool of reader
+// connections for snapshots, which WAL lets run beside the writer.
+// Every write transaction starts with BEGIN IMMEDIATE so that it takes the
+// write lock up front: a deferred transaction that upgrades from read to
+// write can fail with SQLITE_BUSY without the busy handler being called.
+
+#include "engines/sqlite/sqlite_engine.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/validate.h"
+#include "engines/sqlite/file_watcher.h"
+#include "engines/sqlite/schema.h"
+#include "engines/sqlite/sqlite_conn.h"
+
+namespace sqlq::engines::sqlite {
+
+namespace {
+
+using core::Conn;
+using core::Micros;
+
+// How long a writer waits for another process's write lock before the
+// caller sees kBusy. Long, because a caller would only retry anyway.
+constexpr auto kBusyBudget = std::chrono::seconds(60);
+
+class SystemClock : public Clock {
+ public:
+  Timestamp Now() override {
+    return std::chrono::time_point_cast<std::chrono::microseconds>(
+        std::chrono::system_clock::now());
+  }
+};
+
+std::int64_t Us(Timestamp t) { return t.time_since_epoch().count(); }
+Timestamp FromUs(std::int64_t us) { return Timestamp(Micros(us)); }
+std::int64_t Us(Duration d) {
+  return std::chrono::duration_cast<Micros>(d).count();
+}
+// Lease tokens are unsigned 64-bit; SQLite stores them as the signed
+// integer with the same bits.
+std::int64_t TokenBits(std::uint64_t t) { return static_cast<std::int64_t>(t); }
+
+// Busy handler: short sleeps that grow from 50us to 2ms, so that a lock
+// released quickly is taken quickly (SQLite's default handler sleeps up to
+// 100 ms at a time), until kBusyBudget is spent.
+int BusyHandler(void* arg, int count) {
+  auto* started = static_cast<std::chrono::steady_clock::time_point*>(arg);
+  auto now = std::chrono::steady_clock::now();
+  if (count == 0) *started = now;
+  if (now - *started > kBusyBudget) return 0;
+  auto sleep = std::chrono::microseconds(50) * (1 << std::min(count, 5));
+  std::this_thread::sleep_for(std::min<std::chrono::microseconds>(
+      sleep, std::chrono::microseconds(2000)));
+  return 1;
+}
+
+struct Settings {
+  std::string path;
+  std::string synchronous = "FULL";
+};
+
+Result<Settings> ParseUrl(std::string_view rest) {
+  Settings s;
+  // Accept sqlite:PATH and sqlite:///ABSOLUTE.
+  if (rest.substr(0, 2) == "//") rest.remove_prefix(2);
+  std::string_view query;
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  if (rest.empty()) {
+    return Status::InvalidArgument(
+        "sqlite URL names no file: expected sqlite:PATH");
+  }
+  s.path = std::string(rest);
+  while (!query.empty()) {
+    std::string_view kv = query.substr(0, query.find('&'));
+    query.remove_prefix(std::min(query.size(), kv.size() + 1));
+    auto eq = kv.find('=');
+    std::string_view key = kv.substr(0, eq);
+    std::string value(eq == std::string_view::npos ? "" : kv.substr(eq + 1));
+    std::transform(value.begin(), value.end(), value.begin(), ::toupper);
+    if (key == "synchronous") {
+      if (value != "OFF" && value != "NORMAL" && value != "FULL" &&
+          value != "EXTRA") {
+        return Status::InvalidArgument(fmt::format(
+            "sqlite URL: synchronous must be off, normal, full or extra, "
+            "not '{}'",
+            value));
+      }
+      s.synchronous = value;
+    } else {
+      return Status::InvalidArgument(fmt::format(
+          "sqlite URL: unknown parameter '{}' (known: synchronous)", key));
+    }
+  }
+  return s;
+}
+
+class SqliteEngine : public core::Engine {
+ public:
+  SqliteEngine(Settings settings, std::shared_ptr<Clock> clock)
+      : settings_(std::move(settings)), clock_(std::move(clock)) {}
+
+  ~SqliteEngine() override {
+    watcher_.reset();  // stop callbacks before the connections go
+  }
+
+  Status Init(bool create_if_missing) {
+    auto w = Connect(create_if_missing);
+    if (!w.ok()) return w.status();
+    writer_ = std::move(*w);
+    Status s = Migrate(*writer_);
+    if (!s.ok()) return s;
+    // Resolve the real path once, for JoinTx's check.
+    const char* f = sqlite3_db_filename(writer_->db(), "main");
+    real_path_ = f != nullptr ? f : settings_.path;
+    return Status::Ok();
+  }
+
+  // --- transactions -------------------------------------------------------
+
+  Status Write(const std::function<Status(Conn&)>& body) override {
+    std::lock_guard<std::mutex> lock(writer_mu_);
+    return InTransaction(*writer_, "BEGIN IMMEDIATE", body);
+  }
+
+  Status Read(const std::function<Status(Conn&)>& body) override {
+    auto conn = AcquireReader();
+    if (!conn.ok()) return conn.status();
+    Status s = InTransaction(**conn, "BEGIN", body);
+    ReleaseReader(std::move(*conn));
+    return s;
+  }
+
+  Status Savepoint(Conn& c) override {
+    return Sql(c).Exec("SAVEPOINT sqlq_op", "savepoint");
+  }
+  Status ReleaseSavepoint(Conn& c) override {
+    return Sql(c).Exec("RELEASE sqlq_op", "release savepoint");
+  }
+  Status RollbackToSavepoint(Conn& c) override {
+    Status s = Sql(c).Exec("ROLLBACK TO sqlq_op", "rollback to savepoint");
+    if (!s.ok()) return s;
+    return Sql(c).Exec("RELEASE sqlq_op", "release savepoint");
+  }
+
+  Result<std::unique_ptr<Conn>> BeginTx() override {
+    auto conn = Connect(false);
+    if (!conn.ok()) return conn.status();
+    Status s = (*conn)->Exec("BEGIN IMMEDIATE", "begin transaction");
+    if (!s.ok()) return s;
+    return std::unique_ptr<Conn>(std::move(*conn));
+  }
+
+  Result<std::unique_ptr<Conn>> JoinTx(void* native) override {
+    auto* db = static_cast<sqlite3*>(native);
+    const char* f = sqlite3_db_filename(db, "main");
+    if (f == nullptr || real_path_ != f) {
+      return Status::InvalidArgument(fmt::format(
+          "connection is to '{}', not to this store's database '{}'",
+          f ? f : "", real_path_));
+    }
+    if (sqlite3_get_autocommit(db) != 0) {
+      return Status::InvalidArgument(
+          "the connection has no open transaction: run BEGIN IMMEDIATE "
+          "first");
+    }
+    return std::unique_ptr<Conn>(std::make_unique<SqliteConn>(db, false));
+  }
+
+  Status CommitTx(Conn& c) override {
+    Status s = Sql(c).Exec("COMMIT", "commit");
+    if (!s.ok()) (void)Sql(c).Exec("ROLLBACK", "rollback");
+    return s;
+  }
+  Status RollbackTx(Conn& c) override {
+    return Sql(c).Exec("ROLLBACK", "rollback");
+  }
+  void* NativeHandle(Conn& c) override { return Sql(c).db(); }
+
+  void WatchForeignWrites(std::function<void()> changed) override {
+    watcher_ = std::make_unique<FileWatcher>();
+    if (!watcher_->Start(real_path_, std::move(changed),
+                         std::chrono::microseconds(2000))) {
+      watcher_.reset();
+    }
+  }
+
+  // --- queues --------------------------------------------------------------
+
+  Result<core::QueueRecord> CreateQueue(Conn& c, std::string_view name,
+                                        const QueueOptions& o) override {
+    SqliteConn& conn = Sql(c);
+    const Timestamp now = clock_->Now();
+    SQLQ_PREPARE(st, conn, R"sql(
+      INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
+        backoff_max_us, archive, retention_us, max_payload, created_us)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+      ON CONFLICT (name) DO NOTHING)sql");
+    st.BindText(1, name)
+        .Bind(2, o.max_attempts)
+        .Bind(3, Us(o.lease))
+        .Bind(4, Us(o.backoff_base))
+        .Bind(5, Us(o.backoff_max))
+        .Bind(6, o.archive ? 1 : 0)
+        .Bind(7, Us(o.retention))
+        .Bind(8, static_cast<std::int64_t>(o.max_payload_bytes))
+        .Bind(9, Us(now));
+    Status s = st.Run("create queue");
+    if (!s.ok()) return s;
+    if (conn.changes() == 0) {
+      return Status::AlreadyExists(
+          fmt::format("queue '{}' already exists", name));
+    }
+    core::QueueRecord r;
+    r.id = sqlite3_last_insert_rowid(conn.db());
+    r.info = {.name = std::string(name), .options = o, .created_at = now};
+    // created_at as stored, at microsecond resolution.
+    return r;
+  }
+
+  static constexpr const char* kSelectQueue = R"sql(
+    SELECT id, name, max_attempts, lease_us, backoff_base_us, backoff_max_us,
+           archive, retention_us, max_payload, created_us
+    FROM sqlq_queues)sql";
+
+  static core::QueueRecord QueueFromRow(const Stmt& st) {
+    core::QueueRecord r;
+    r.id = st.Int(0);
+    r.info.name = st.Text(1);
+    r.info.options.max_attempts = static_cast<int>(st.Int(2));
+    r.info.options.lease =
+        std::chrono::duration_cast<Duration>(Micros(st.Int(3)));
+    r.info.options.backoff_base =
+        std::chrono::duration_cast<Duration>(Micros(st.Int(4)));
+    r.info.options.backoff_max =
+        std::chrono::duration_cast<Duration>(Micros(st.Int(5)));
+    r.info.options.archive = st.Int(6) != 0;
+    r.info.options.retention =
+        std::chrono::duration_cast<Duration>(Micros(st.Int(7)));
+    r.info.options.max_payload_bytes = static_cast<std::size_t>(st.Int(8));
+    r.info.created_at = FromUs(st.Int(9));
+    return r;
+  }
+
+  Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override {
+    static const std::string sql =
+        std::string(kSelectQueue) + " WHERE name = ?1 AND kind = 'queue'";
+    SqliteConn& conn = Sql(c);
+    SQLQ_PREPARE(st, conn, sql.c_str());
+    st.BindText(1, name);
+    int rc = st.Step();
+    if (rc == SQLITE_ROW) return QueueFromRow(st);
+    if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "look up queue");
+    return Status::NotFound(fmt::format("queue '{}' does not exist", name));
+  }
+
+  Result<std::vector<core::QueueRecord>> ListQueues(Conn& c) override {
+    static const std::string sql =
+        std::string(kSelectQueue) + " WHERE kind = 'queue' ORDER BY name";
+    SqliteConn& conn = Sql(c);
+    SQLQ_PREPARE(st, conn, sql.c_str());
+    std::vector<core::QueueRecord> out;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) out.push_back(QueueFromRow(st));
+    if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list queues");
+    return out;
+  }
+
+  Status DropQueue(Conn& c, std::int64_t queue_id) override {
+    SqliteConn& conn = Sql(c);
+    static constexpr const char* kDeletes[] = {
+        "DELETE FROM sqlq_messages WHERE queue_id = ?1",
+        "DELETE FROM sqlq_dead WHERE queue_id = ?1",
+        "DELETE FROM sqlq_archive WHERE queue_id = ?1",
+        "DELETE FROM sqlq_queues WHERE id = ?1",
+    };
+    for (const char* sql : kDeletes) {
+      SQLQ_PREPARE(st, conn, sql);
+      st.Bind(1, queue_id);
+      Status s = st.Run("drop queue");
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
+  Result<std::int64_t> PurgeQueue(Conn& c, std::int64_t queue_id) override {
+    SqliteConn& conn = Sql(c);
+    Status s = CheckQueue(conn, queue_id);
+    if (!s.ok()) return s;
+    SQLQ_PREPARE(st, conn, "DELETE FROM sqlq_messages WHERE queue_id = ?1");
+    st.Bind(1, queue_id);
+    s = st.Run("purge queue");
+    if (!s.ok()) return s;
+    return conn.changes();
+  }
+
+  Result<QueueStats> Stats(Conn& c, std::int64_t queue_id) override {
+    SqliteConn& conn = Sql(c);
+    QueueStats out;
+    const std::int64_t now = Us(clock_->Now());
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT name, sends, claims, acks, nacks, expirations, dead_lettered
+        FROM sqlq_queues WHERE id = ?1)sql");
+      st.Bind(1, queue_id);
+      int rc = st.Step();
+      if (rc == SQLITE_DONE) return QueueGone(queue_id);
+      if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "stats");
+      out.name = st.Text(0);
+      out.sends = st.Int(1);
+      out.claims = st.Int(2);
+      out.acks = st.Int(3);
+      out.nacks = st.Int(4);
+      out.expirations = st.Int(5);
+      out.dead_lettered = st.Int(6);
+    }
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT coalesce(sum(ready_us <= ?2), 0),
+               coalesce(sum(ready_us > ?2 AND token = 0), 0),
+               coalesce(sum(ready_us > ?2 AND token != 0), 0),
+               min(CASE WHEN ready_us <= ?2 THEN ready_us END)
+        FROM sqlq_messages WHERE queue_id = ?1)sql");
+      st.Bind(1, queue_id).Bind(2, now);
+      int rc = st.Step();
+      if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "stats");
+      out.ready = st.Int(0);
+      out.delayed = st.Int(1);
+      out.leased = st.Int(2);
+      if (!st.IsNull(3)) {
+        out.oldest_ready_age =
+            std::chrono::duration_cast<Duration>(Micros(now - st.Int(3)));
+      }
+    }
+    auto count = [&](const char* sql, std::int64_t& into) -> Status {
+      SQLQ_PREPARE(st, conn, sql);
+      st.Bind(1, queue_id);
+      int rc = st.Step();
+      if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "stats");
+      into = st.Int(0);
+      return Status::Ok();
+    };
+    Status s =
+        count("SELECT count(*) FROM sqlq_dead WHERE queue_id = ?1", out.dead);
+    if (!s.ok()) return s;
+    s = count("SELECT count(*) FROM sqlq_archive WHERE queue_id = ?1",
+              out.archived);
+    if (!s.ok()) return s;
+    return out;
+  }
+
+  // --- messages ------------------------------------------------------------
+
+  Result<std::vector<SendResult>> Send(Conn& c,
+                                       const core::SendParams& p) override {
+    SqliteConn& conn = Sql(c);
+    const Timestamp now = clock_->Now();
+    std::vector<SendResult> out;
+    out.reserve(p.messages.size());
+    std::int64_t stored = 0;
+    for (const Message& m : p.messages) {
+      {
+        SQLQ_PREPARE(st, conn, R"sql(
+          INSERT INTO sqlq_messages
+            (queue_id, priority, ready_us, enqueued_us, dedup, payload)
+          VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+          ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING)sql");
+        st.Bind(1, p.queue_id)
+            .Bind(2, m.priority)
+            .Bind(3, Us(now) + Us(m.delay))
+            .Bind(4, Us(now))
+            .BindTextOrNull(5, m.dedup_key)
+            .BindBlob(6, m.payload);
+        Status s = st.Run("send");
+        if (!s.ok()) return s;
+      }
+      if (conn.changes() == 1) {
+        out.push_back({.id = sqlite3_last_insert_rowid(conn.db())});
+        ++stored;
+        continue;
+      }
+      // The dedup key is held by a message still in the queue.
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT id FROM sqlq_messages WHERE queue_id = ?1 AND dedup = ?2)sql");
+      st.Bind(1, p.queue_id).BindText(2, m.dedup_key);
+      int rc = st.Step();
+      if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "send (dedup)");
+      out.push_back({.id = st.Int(0), .duplicate = true});
+    }
+    if (stored > 0) {
+      // Also tells whether the queue still exists; if not, the caller's
+      // savepoint undoes the inserts.
+      Status s = AddCounters(conn, p.queue_id, {.sends = stored});
+      if (!s.ok()) return s;
+    }
+    return out;
+  }
+
+  Result<core::ClaimOutcome> Claim(Conn& c,
+                                   const core::ClaimParams& p) override {
+    SqliteConn& conn = Sql(c);
+    const std::int64_t now = Us(clock_->Now());
+    const std::int64_t until = now + p.lease.count();
+    core::ClaimOutcome out;
+    // Candidates in claim order. Those whose attempts are used up go to the
+    // dead letters, and we look again for the places they leave free.
+    for (;;) {
+      const int want = p.max - static_cast<int>(out.messages.size());
+      struct Candidate {
+        std::int64_t id, priority, ready_us, token, attempts, enqueued_us;
+        std::string payload;
+      };
+      std::vector<Candidate> found;
+      {
+        SQLQ_PREPARE(st, conn, R"sql(
+          SELECT id, priority, ready_us, token, attempts, enqueued_us, payload
+          FROM sqlq_messages
+          WHERE queue_id = ?1 AND ready_us <= ?2
+          ORDER BY priority DESC, ready_us, id
+          LIMIT ?3)sql");
+        st.Bind(1, p.queue_id).Bind(2, now).Bind(3, want);
+        int rc;
+        while ((rc = st.Step()) == SQLITE_ROW) {
+          found.push_back({st.Int(0), st.Int(1), st.Int(2), st.Int(3),
+                           st.Int(4), st.Int(5), st.Blob(6)});
+        }
+        if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "claim");
+      }
+      bool buried = false;
+      for (Candidate& m : found) {
+        if (m.token != 0) ++out.expirations;
+        if (m.attempts >= p.max_attempts) {
+          std::string why = fmt::format("lease expired on attempt {} of {}",
+                                        m.attempts, p.max_attempts);
+          Status s = MoveToDead(conn, m.id, why, now);
+          if (!s.ok()) return s;
+          ++out.dead_lettered;
+          buried = true;
+          continue;
+        }
+        SQLQ_PREPARE(st, conn, R"sql(
+          UPDATE sqlq_messages
+          SET token = ?2, attempts = attempts + 1, ready_us = ?3, worker = ?4
+          WHERE id = ?1)sql");
+        st.Bind(1, m.id)
+            .Bind(2, TokenBits(p.token))
+            .Bind(3, until)
+            .BindTextOrNull(4, p.worker);
+        Status s = st.Run("claim");
+        if (!s.ok()) return s;
+        ClaimedMessage cm;
+        cm.id = m.id;
+        cm.attempt = static_cast<int>(m.attempts + 1);
+        cm.priority = static_cast<std::int32_t>(m.priority);
+        cm.payload = std::move(m.payload);
+        cm.enqueued_at = FromUs(m.enqueued_us);
+        cm.lease_expires_at = FromUs(until);
+        out.messages.push_back(std::move(cm));
+      }
+      if (!buried || static_cast<int>(found.size()) < want) break;
+    }
+    const std::int64_t claimed = static_cast<std::int64_t>(out.messages.size());
+    if (claimed + out.expirations + out.dead_lettered == 0) {
+      // Nothing written: keep an empty claim read-only, so that idle
+      // waiters do not make commits (which would wake other waiters).
+      Status s = CheckQueue(conn, p.queue_id);
+      if (!s.ok()) return s;
+      return out;
+    }
+    Status s = AddCounters(conn, p.queue_id,
+                           {.claims = claimed,
+                            .expirations = out.expirations,
+                            .dead_lettered = out.dead_lettered});
+    if (!s.ok()) return s;
+    return out;
+  }
+
+  Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
+                                               std::int64_t queue_id) override {
+    SqliteConn& conn = Sql(c);
+    SQLQ_PREPARE(st, conn,
+                 "SELECT min(ready_us) FROM sqlq_messages WHERE queue_id = ?1");
+    st.Bind(1, queue_id);
+    int rc = st.Step();
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "next ready");
+    if (st.IsNull(0)) return std::optional<Timestamp>();
+    return std::optional<Timestamp>(FromUs(st.Int(0)));
+  }
+
+  Result<Timestamp> Now(Conn&) override { return clock_->Now(); }
+
+  Status Ack(Conn& c, const core::AckParams& p) override {
+    SqliteConn& conn = Sql(c);
+    const std::int64_t now = Us(clock_->Now());
+    if (p.archive) {
+      SQLQ_PREPARE(st, conn, R"sql(
+        INSERT INTO sqlq_archive (id, queue_id, priority, attempts,
+          enqueued_us, completed_us, worker, payload)
+        SELECT id, queue_id, priority, attempts, enqueued_us, ?5, worker,
+               payload
+        FROM sqlq_messages
+        WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
+      BindFence(st, p.queue_id, p.receipt).Bind(5, now);
+      Status s = st.Run("ack (archive)");
+      if (!s.ok()) return s;
+    }
+    SQLQ_PREPARE(st, conn, R"sql(
+      DELETE FROM sqlq_messages
+      WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
+    BindFence(st, p.queue_id, p.receipt);
+    Status s = st.Run("ack");
+    if (!s.ok()) return s;
+    if (conn.changes() == 0) return Refused(conn, p.queue_id, p.receipt);
+    return AddCounters(conn, p.queue_id, {.acks = 1});
+  }
+
+  Status Retry(Conn& c, const core::RetryParams& p) override {
+    SqliteConn& conn = Sql(c);
+    const std::int64_t now = Us(clock_->Now());
+    SQLQ_PREPARE(st, conn, R"sql(
+      UPDATE sqlq_messages SET token = 0, ready_us = ?5, last_error = ?6
+      WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
+    BindFence(st, p.queue_id, p.receipt)
+        .Bind(5, now + p.delay.count())
+        .BindTextOrNull(6, p.error);
+    Status s = st.Run("nack");
+    if (!s.ok()) return s;
+    if (conn.changes() == 0) return Refused(conn, p.queue_id, p.receipt);
+    return AddCounters(conn, p.queue_id, {.nacks = 1});
+  }
+
+  Status Bury(Conn& c, const core::BuryParams& p) override {
+    SqliteConn& conn = Sql(c);
+    const std::int64_t now = Us(clock_->Now());
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT 1 FROM sqlq_messages
+        WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
+      BindFence(st, p.queue_id, p.receipt);
+      int rc = st.Step();
+      if (rc == SQLITE_DONE) return Refused(conn, p.queue_id, p.receipt);
+      if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "nack");
+    }
+    Status s = MoveToDead(conn, p.receipt.id, p.error, now);
+    if (!s.ok()) return s;
+    return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
+  }
+
+  Result<Timestamp> Extend(Conn& c, std::int64_t queue_id,
+                           const core::Receipt& receipt,
+                           Micros lease) override {
+    SqliteConn& conn = Sql(c);
+    const std::int64_t until = Us(clock_->Now()) + lease.count();
+    SQLQ_PREPARE(st, conn, R"sql(
+      UPDATE sqlq_messages SET ready_us = ?5
+      WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
+    BindFence(st, queue_id, receipt).Bind(5, until);
+    Status s = st.Run("extend");
+    if (!s.ok()) return s;
+    if (conn.changes() == 0) return Refused(conn, queue_id, receipt);
+    return FromUs(until);
+  }
+
+  // --- dead letters and archive -------------------------------------------
+
+  Result<std::vector<DeadLetter>> ListDead(Conn& c, std::int64_t queue_id,
+                                           const ListOptions& o) override {
+    SqliteConn& conn = Sql(c);
+    Status s = CheckQueue(conn, queue_id);
+    if (!s.ok()) return s;
+    SQLQ_PREPARE(st, conn, R"sql(
+      SELECT id, priority, attempts, enqueued_us, died_us, last_error, payload
+      FROM sqlq_dead WHERE queue_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3)sql");
+    st.Bind(1, queue_id).Bind(2, o.after_id).Bind(3, o.limit);
+    std::vector<DeadLetter> out;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      out.push_back({.id = st.Int(0),
+                     .priority = static_cast<std::int32_t>(st.Int(1)),
+                     .payload = st.Blob(6),
+                     .attempts = static_cast<int>(st.Int(2)),
+                     .last_error = st.Text(5),
+                     .enqueued_at = FromUs(st.Int(3)),
+                     .died_at = FromUs(st.Int(4))});
+    }
+    if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list dead");
+    return out;
+  }
+
+  Result<std::int64_t> Redrive(Conn& c, std::int64_t queue_id,
+                               std::span<const std::int64_t> ids) override {
+    SqliteConn& conn = Sql(c);
+    Status s = CheckQueue(conn, queue_id);
+    if (!s.ok()) return s;
+    const std::int64_t now = Us(clock_->Now());
+    // A redriven message is ready now with fresh attempts; it keeps its id
+    // (never reused, see schema.h) but not a dedup key.
+    static constexpr const char* kInsertAll = R"sql(
+      INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
+        enqueued_us, last_error, payload)
+      SELECT id, queue_id, priority, ?2, 0, enqueued_us, last_error, payload
+      FROM sqlq_dead WHERE queue_id = ?1 ORDER BY id)sql";
+    static constexpr const char* kInsertOne = R"sql(
+      INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
+        enqueued_us, last_error, payload)
+      SELECT id, queue_id, priority, ?2, 0, enqueued_us, last_error, payload
+      FROM sqlq_dead WHERE queue_id = ?1 AND id = ?3)sql";
+    std::int64_t moved = 0;
+    if (ids.empty()) {
+      {
+        SQLQ_PREPARE(st, conn, kInsertAll);
+        st.Bind(1, queue_id).Bind(2, now);
+        s = st.Run("redrive");
+        if (!s.ok()) return s;
+        moved = conn.changes();
+      }
+      SQLQ_PREPARE(st, conn, "DELETE FROM sqlq_dead WHERE queue_id = ?1");
+      st.Bind(1, queue_id);
+      s = st.Run("redrive");
+      if (!s.ok()) return s;
+      return moved;
+    }
+    for (std::int64_t id : ids) {
+      {
+        SQLQ_PREPARE(st, conn, kInsertOne);
+        st.Bind(1, queue_id).Bind(2, now).Bind(3, id);
+        s = st.Run("redrive");
+        if (!s.ok()) return s;
+        if (conn.changes() == 0) continue;
+        ++moved;
+      }
+      SQLQ_PREPARE(st, conn,
+                   "DELETE FROM sqlq_dead WHERE queue_id = ?1 AND id = ?2");
+      st.Bind(1, queue_id).Bind(2, id);
+      s = st.Run("redrive");
+      if (!s.ok()) return s;
+    }
+    return moved;
+  }
+
+  Result<std::int64_t> PurgeDead(Conn& c, std::int64_t queue_id) override {
+    SqliteConn& conn = Sql(c);
+    Status s = CheckQueue(conn, queue_id);
+    if (!s.ok()) return s;
+    SQLQ_PREPARE(st, conn, "DELETE FROM sqlq_dead WHERE queue_id = ?1");
+    st.Bind(1, queue_id);
+    s = st.Run("purge dead letters");
+    if (!s.ok()) return s;
+    return conn.changes();
+  }
+
+  Result<std::vector<ArchivedMessage>> ListArchive(
+      Conn& c, std::int64_t queue_id, const ListOptions& o) override {
+    SqliteConn& conn = Sql(c);
+    Status s = CheckQueue(conn, queue_id);
+    if (!s.ok()) return s;
+    SQLQ_PREPARE(st, conn, R"sql(
+      SELECT id, priority, attempts, enqueued_us, completed_us, worker, payload
+      FROM sqlq_archive WHERE queue_id = ?1 AND id > ?2
+      ORDER BY id LIMIT ?3)sql");
+    st.Bind(1, queue_id).Bind(2, o.after_id).Bind(3, o.limit);
+    std::vector<ArchivedMessage> out;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      out.push_back({.id = st.Int(0),
+                     .priority = static_cast<std::int32_t>(st.Int(1)),
+                     .payload = st.Blob(6),
+                     .attempts = static_cast<int>(st.Int(2)),
+                     .worker = st.Text(5),
+                     .enqueued_at = FromUs(st.Int(3)),
+                     .completed_at = FromUs(st.Int(4))});
+    }
+    if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list archive");
+    return out;
+  }
+
+  Result<std::int64_t> PruneArchive(Conn& c, std::int64_t queue_id,
+                                    Micros retention) override {
+    SqliteConn& conn = Sql(c);
+    Status s = CheckQueue(conn, queue_id);
+    if (!s.ok()) return s;
+    SQLQ_PREPARE(st, conn, R"sql(
+      DELETE FROM sqlq_archive WHERE queue_id = ?1 AND completed_us < ?2)sql");
+    st.Bind(1, queue_id).Bind(2, Us(clock_->Now()) - retention.count());
+    s = st.Run("prune archive");
+    if (!s.ok()) return s;
+    return conn.changes();
+  }
+
+ private:
+  struct Counters {
+    std::int64_t sends = 0, claims = 0, acks = 0, nacks = 0, expirations = 0,
+                 dead_lettered = 0;
+  };
+
+  static SqliteConn& Sql(Conn& c) { return static_cast<SqliteConn&>(c); }
+
+  static Status QueueGone(std::int64_t queue_id) {
+    return Status::NotFound(fmt::format(
+        "queue (id {}) no longer exists: it was dropped", queue_id));
+  }
+
+  static Stmt& BindFence(Stmt& st, std::int64_t queue_id,
+                         const core::Receipt& r) {
+    return st.Bind(1, r.id)
+        .Bind(2, queue_id)
+        .Bind(3, TokenBits(r.token))
+        .Bind(4, r.attempt);
+  }
+
+  Status CheckQueue(SqliteConn& conn, std::int64_t queue_id) {
+    SQLQ_PREPARE(st, conn, "SELECT 1 FROM sqlq_queues WHERE id = ?1");
+    st.Bind(1, queue_id);
+    int rc = st.Step();
+    if (rc == SQLITE_ROW) return Status::Ok();
+    if (rc == SQLITE_DONE) return QueueGone(queue_id);
+    return Translate(rc, conn.db(), "look up queue");
+  }
+
+  Status AddCounters(SqliteConn& conn, std::int64_t queue_id,
+                     const Counters& d) {
+    SQLQ_PREPARE(st, conn, R"sql(
+      UPDATE sqlq_queues SET sends = sends + ?2, claims = claims + ?3,
+        acks = acks + ?4, nacks = nacks + ?5,
+        expirations = expirations + ?6, dead_lettered = dead_lettered + ?7
+      WHERE id = ?1)sql");
+    st.Bind(1, queue_id)
+        .Bind(2, d.sends)
+        .Bind(3, d.claims)
+        .Bind(4, d.acks)
+        .Bind(5, d.nacks)
+        .Bind(6, d.expirations)
+        .Bind(7, d.dead_lettered);
+    Status s = st.Run("update counters");
+    if (!s.ok()) return s;
+    if (conn.changes() == 0) return QueueGone(queue_id);
+    return Status::Ok();
+  }
+
+  Status MoveToDead(SqliteConn& conn, std::int64_t id, std::string_view error,
+                    std::int64_t now) {
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
+          died_us, last_error, payload)
+        SELECT id, queue_id, priority, attempts, enqueued_us, ?2, ?3, payload
+        FROM sqlq_messages WHERE id = ?1)sql");
+      st.Bind(1, id).Bind(2, now).BindText(3, error);
+      Status s = st.Run("dead-letter");
+      if (!s.ok()) return s;
+    }
+    SQLQ_PREPARE(st, conn, "DELETE FROM sqlq_messages WHERE id = ?1");
+    st.Bind(1, id);
+    return st.Run("dead-letter");
+  }
+
+  // Says why a receipt was refused: the message is gone, or it is there
+  // under another lease.
+  Status Refused(SqliteConn& conn, std::int64_t queue_id,
+                 const core::Receipt& r) {
+    SQLQ_PREPARE(st, conn, R"sql(
+      SELECT token, attempts FROM sqlq_messages
+      WHERE id = ?1 AND queue_id = ?2)sql");
+    st.Bind(1, r.id).Bind(2, queue_id);
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) {
+      return Status::NotFound(fmt::format(
+          "message {} is not in the queue (acked, dead-lettered or purged "
+          "already)",
+          r.id));
+    }
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "check receipt");
+    const std::int64_t attempts = st.Int(1);
+    if (attempts > r.attempt) {
+      return Status::FailedPrecondition(fmt::format(
+          "stale receipt: the lease of message {} (attempt {}) expired and "
+          "the message was claimed again (attempt {})",
+          r.id, r.attempt, attempts));
+    }
+    if (st.Int(0) == 0 && attempts == r.attempt) {
+      return Status::FailedPrecondition(fmt::format(
+          "stale receipt: message {} was nacked and is no longer leased",
+          r.id));
+    }
+    return Status::FailedPrecondition(fmt::format(
+        "receipt does not match the current lease of message {}", r.id));
+  }
+
+  Status InTransaction(SqliteConn& conn, const char* begin,
+                       const std::function<Status(Conn&)>& body) {
+    Status s = conn.Exec(begin, "begin transaction");
+    if (!s.ok()) return s;
+    s = body(conn);
+    if (s.ok()) {
+      s = conn.Exec("COMMIT", "commit");
+      if (s.ok()) return s;
+    }
+    // Rolls back whatever is left; after a failed COMMIT SQLite may have
+    // rolled back already, which ROLLBACK then reports harmlessly.
+    if (sqlite3_get_autocommit(conn.db()) == 0) {
+      (void)conn.Exec("ROLLBACK", "rollback");
+    }
+    return s;
+  }
+
+  Result<std::unique_ptr<SqliteConn>> Connect(bool create) {
+    const std::string& path = settings_.path;
+    std::error_code ec;
+    bool exists = std::filesystem::exists(path, ec);
+    if (!exists && !create) {
+      return Status::NotFound(
+          fmt::format("no database at '{}' (create a queue first, or check "
+                      "--db)",
+                      path));
+    }
+    if (!exists) {
+      auto dir = std::filesystem::path(path).parent_path();
+      if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+        return Status::NotFound(fmt::format(
+            "cannot create database '{}': directory '{}' does not exist", path,
+            dir.string()));
+      }
+    }
+    sqlite3* db = nullptr;
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
+                (create ? SQLITE_OPEN_CREATE : 0);
+    int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+    auto conn = std::make_unique<SqliteConn>(db, true);
+    if (rc != SQLITE_OK) {
+      if ((rc & 0xff) == SQLITE_CANTOPEN) {
+        int err = errno;
+        if (access(path.c_str(), R_OK | W_OK) != 0 && exists) {
+          return Status::PermissionDenied(fmt::format(
+              "cannot open database '{}': {}", path, std::strerror(err)));
+        }
+      }
+      return Translate(rc, db, fmt::format("open database '{}'", path));
+    }
+    sqlite3_extended_result_codes(db, 1);
+    if (sqlite3_db_readonly(db, "main") == 1) {
+      return Status::PermissionDenied(fmt::format(
+          "database '{}' is read-only: sqlq needs to write to it (and to its "
+          "-wal and -shm files beside it)",
+          path));
+    }
+    sqlite3_busy_handler(db, BusyHandler, &conn->busy_started);
+    // journal_mode and synchronous cannot be bound parameters; both values
+    // come from our own whitelist (ParseUrl).
+    std::string pragmas = fmt::format(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; "
+        "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -16384;",
+        settings_.synchronous);
+    char* err = nullptr;
+    rc = sqlite3_exec(db, pragmas.c_str(), nullptr, nullptr, &err);
+    sqlite3_free(err);
+    if (rc != SQLITE_OK) {
+      return Translate(rc, db, fmt::format("open database '{}'", path));
+    }
+    return conn;
+  }
+
+  Status Migrate(SqliteConn& conn) {
+    return InTransaction(conn, "BEGIN IMMEDIATE", [&](Conn&) -> Status {
+      Status s = conn.Exec(
+          "CREATE TABLE IF NOT EXISTS sqlq_schema (version INTEGER NOT NULL)",
+          "create schema table");
+      if (!s.ok()) return s;
+      std::int64_t version = 0;
+      {
+        SQLQ_PREPARE(st, conn, "SELECT max(version) FROM sqlq_schema");
+        int rc = st.Step();
+        if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "read schema");
+        version = st.Int(0);
+      }
+      if (version > kSchemaVersion) {
+        return Status::FailedPrecondition(fmt::format(
+            "database schema version {} is newer than this sqlq supports "
+            "({}): upgrade sqlq",
+            version, kSchemaVersion));
+      }
+      for (auto v = version; v < kSchemaVersion; ++v) {
+        char* err = nullptr;
+        int rc =
+            sqlite3_exec(conn.db(), kMigrations[v], nullptr, nullptr, &err);
+        sqlite3_free(err);
+        if (rc != SQLITE_OK) {
+          return Translate(rc, conn.db(),
+                           fmt::format("migrate schema to version {}", v + 1));
+        }
+      }
+      if (version < kSchemaVersion) {
+        s = conn.Exec("DELETE FROM sqlq_schema", "record schema version");
+        if (!s.ok()) return s;
+        SQLQ_PREPARE(st, conn, "INSERT INTO sqlq_schema (version) VALUES (?1)");
+        st.Bind(1, kSchemaVersion);
+        return st.Run("record schema version");
+      }
+      return Status::Ok();
+    });
+  }
+
+  Result<std::unique_ptr<SqliteConn>> AcquireReader() {
+    {
+      std::lock_guard<std::mutex> lock(readers_mu_);
+      if (!readers_.empty()) {
+        auto c = std::move(readers_.back());
+        readers_.pop_back();
+        return c;
+      }
+    }
+    return Connect(false);
+  }
+
+  void ReleaseReader(std::unique_ptr<SqliteConn> conn) {
+    std::lock_guard<std::mutex> lock(readers_mu_);
+    if (readers_.size() < 8) readers_.push_back(std::move(conn));
+  }
+
+  Settings settings_;
+  std::shared_ptr<Clock> clock_;
+  std::string real_path_;
+  std::mutex writer_mu_;
+  std::unique_ptr<SqliteConn> writer_;  // guarded by writer_mu_
+  std::mutex readers_mu_;
+  std::vector<std::unique_ptr<SqliteConn>> readers_;  // guarded by readers_mu_
+  std::unique_ptr<FileWatcher> watcher_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<core::Engine>> Open(std::string_view rest,
+                                           const StoreOptions& options) {
+  auto settings = ParseUrl(rest);
+  if (!settings.ok()) return settings.status();
+  auto clock = options.clock ? options.clock : std::make_shared<SystemClock>();
+  auto engine = std::make_unique<SqliteEngine>(std::move(*settings), clock);
+  Status s = engine->Init(options.create_if_missing);
+  if (!s.ok()) return s;
+  return std::unique_ptr<core::Engine>(std::move(engine));
+}
+
+}  // namespace sqlq::engines::sqlite
