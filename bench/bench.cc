@@ -37,8 +37,9 @@ struct Config {
   int threads = 0;    // 0: per-workload default
   int producers = 4;
   int consumers = 4;
-  int batch = 100;      // send-batch and mixed producers
-  int claim_max = 100;  // mixed consumers
+  int batch = 100;       // send-batch and mixed producers
+  int claim_max = 100;   // mixed consumers
+  long max_backlog = 0;  // mixed: 0 means 4 x consumers x claim_max
   std::string duration = "10s";
   std::size_t payload = 100;
   bool json = false;
@@ -196,6 +197,11 @@ Result<RunResult> RunMixed(WorkQueue q, const Config& c, Duration duration,
                            const std::string& label) {
   std::atomic<bool> stop{false};
   std::atomic<long> acked{0};
+  std::atomic<long> sent{0};
+  // Producers hold back while this many messages wait: an open-loop
+  // producer would grow the queue without end and the latency with it.
+  const long max_backlog =
+      c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
   std::mutex mu;
   Status failure;
   std::vector<double> latencies;
@@ -216,6 +222,10 @@ Result<RunResult> RunMixed(WorkQueue q, const Config& c, Duration duration,
     pool.emplace_back([&] {
       std::vector<Message> batch(c.batch);
       while (!stop) {
+        if (sent - acked > max_backlog) {
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+          continue;
+        }
         std::string stamp = std::to_string(now_ns());
         for (auto& m : batch) {
           m.payload = stamp;
@@ -223,6 +233,7 @@ Result<RunResult> RunMixed(WorkQueue q, const Config& c, Duration duration,
         }
         Status s = q.SendBatch(batch).status();
         if (!s.ok()) return fail(s);
+        sent += static_cast<long>(batch.size());
       }
     });
   }
@@ -361,9 +372,12 @@ int Run(Config c) {
                         "of {} runs",
                         url, fsync_rate, std::thread::hardware_concurrency(),
                         c.runs));
-    out.Columns({"workload", "msgs_per_s", "p50_us", "p99_us", "runs"});
+    out.Columns({"workload", "msgs_per_s", "p50_us", "p99_us", "ops_per_commit",
+                 "runs"});
     for (const auto& w : c.workloads) {
       std::vector<double> rates, p50, p99;
+      std::size_t tx0 = (*store)->TEST_write_transactions();
+      std::size_t ops0 = (*store)->TEST_write_operations();
       for (int run = 0; run < c.runs; ++run) {
         auto r = RunOnce(**store, w, c, run);
         if (!r.ok()) {
@@ -384,6 +398,10 @@ int Run(Config c) {
       nlohmann::ordered_json each = nlohmann::ordered_json::array();
       for (double r : rates) each.push_back(std::lround(r));
       row["msgs_per_s_each"] = each;
+      std::size_t tx = (*store)->TEST_write_transactions() - tx0;
+      std::size_t ops = (*store)->TEST_write_operations() - ops0;
+      row["ops_per_commit"] =
+          tx ? std::round(10.0 * static_cast<double>(ops) / tx) / 10 : 0.0;
       if (!p50.empty()) {
         row["p50_us"] = std::lround(Median(p50));
         row["p99_us"] = std::lround(Median(p99));
@@ -448,6 +466,9 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
   cmd->add_option("--claim-max", c->claim_max,
                   "mixed: messages per claim (default 100)");
   cmd->add_option("--duration", c->duration, "mixed: run time (default 10s)");
+  cmd->add_option("--max-backlog", c->max_backlog,
+                  "mixed: producers pause while this many messages wait "
+                  "(default 4 x consumers x claim-max)");
   cmd->add_option("--payload", c->payload, "Payload bytes (default 100)");
   cmd->callback([c, db, json, &exit_code] {
     c->db = db();

@@ -111,6 +111,11 @@ class Store {
 
   const std::string& url() const;
 
+  // Diagnostics for tests and benchmarks: write transactions committed (or
+  // failed) by this Store so far, and operations merged into them.
+  std::size_t TEST_write_transactions() const;
+  std::size_t TEST_write_operations() const;
+
  private:
   explicit Store(std::unique_ptr<core::StoreImpl> impl);
   std::unique_ptr<core::StoreImpl> impl_;

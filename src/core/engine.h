@@ -9,6 +9,13 @@
 // Transactions: every operation runs on a Conn inside a transaction the core
 // opened through Write()/Read() or a caller's Tx. Operations never commit.
 // Errors are translated to sqlq codes inside the engine, in one function.
+//
+// Clean failures: an operation that fails with one of the codes for which
+// IsCleanFailure() holds (not found, stale receipt, invalid argument, already
+// exists, too large) has written nothing, so the other operations merged into
+// the same transaction may still commit. Engines check such preconditions
+// before they write. Any other failure may have written part of the
+// operation and aborts the whole transaction.
 
 #ifndef SQLQ_CORE_ENGINE_H_
 #define SQLQ_CORE_ENGINE_H_
@@ -85,6 +92,20 @@ struct BuryParams {
   std::string_view error;
 };
 
+// See "Clean failures" above.
+inline bool IsCleanFailure(const Status& s) {
+  switch (s.code()) {
+    case Code::kNotFound:
+    case Code::kFailedPrecondition:
+    case Code::kInvalidArgument:
+    case Code::kAlreadyExists:
+    case Code::kTooLarge:
+      return true;
+    default:
+      return false;
+  }
+}
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -95,11 +116,6 @@ class Engine {
   virtual Status Write(const std::function<Status(Conn&)>& body) = 0;
   // Runs `body` in a read-only snapshot; may run concurrently with writes.
   virtual Status Read(const std::function<Status(Conn&)>& body) = 0;
-  // Nested rollback points inside a Write, so one caller's failure in a
-  // merged transaction does not undo the others'.
-  virtual Status Savepoint(Conn& conn) = 0;
-  virtual Status ReleaseSavepoint(Conn& conn) = 0;
-  virtual Status RollbackToSavepoint(Conn& conn) = 0;
 
   // Caller-controlled transactions (the public Tx).
   virtual Result<std::unique_ptr<Conn>> BeginTx() = 0;

@@ -41,6 +41,13 @@ Result<std::unique_ptr<Store>> Store::Open(std::string_view url,
 
 const std::string& Store::url() const { return impl_->url(); }
 
+std::size_t Store::TEST_write_transactions() const {
+  return impl_->batcher().TEST_transactions();
+}
+std::size_t Store::TEST_write_operations() const {
+  return impl_->batcher().TEST_operations();
+}
+
 Result<WorkQueue> Store::CreateQueue(std::string_view name,
                                      const QueueOptions& options) {
   Status s = core::ValidateName("queue", name);

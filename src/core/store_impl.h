@@ -23,6 +23,7 @@ class StoreImpl {
   const std::string& url() const { return url_; }
   Engine& engine() { return *engine_; }
   WriteBatcher& batcher() { return batcher_; }
+  const WriteBatcher& batcher() const { return batcher_; }
   WakeHub& hub() { return hub_; }
   // How often a waiting claim looks again without being woken: rarely when
   // the engine reports foreign writes, more often when it cannot.

@@ -3,11 +3,13 @@
 //
 // Throughput of a durable queue is bounded by commits (one fsync each). When
 // several threads write at once, the first becomes the leader: it takes every
-// operation queued so far, runs them in one transaction, each inside its own
-// savepoint so that one caller's error does not undo the others', commits
-// once and hands each caller its own status. Callers that arrived meanwhile
-// wait; the next of them leads the next group. With no contention the leader
-// is the only caller and runs at once, so merging adds no latency.
+// operation queued so far, runs them in one transaction, commits once and
+// hands each caller its own status. Callers that arrived meanwhile wait; the
+// next of them leads the next group. With no contention the leader is the
+// only caller and runs at once, so merging adds no latency.
+// An operation that fails cleanly (engine.h, "Clean failures") wrote nothing
+// and does not disturb the others; any other failure aborts the group and
+// every member that had succeeded gets that error.
 // The scheme follows LevelDB's writer queue; see docs/architecture.md.
 //
 // Thread-safe.
@@ -20,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <vector>
 
 #include "core/engine.h"
 
@@ -49,10 +52,13 @@ class WriteBatcher {
     std::condition_variable cv;
   };
 
+  void RunGroup(const std::vector<Writer*>& group);
+
   Engine& engine_;
   const std::size_t max_group_;
   mutable std::mutex mu_;
-  std::deque<Writer*> queue_;  // guarded by mu_; front() is the leader
+  std::deque<Writer*> queue_;  // guarded by mu_
+  bool leading_ = false;       // guarded by mu_; a leader is running groups
   std::size_t transactions_ = 0;
   std::size_t operations_ = 0;
 };

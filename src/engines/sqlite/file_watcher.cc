@@ -46,21 +46,18 @@ bool FileWatcher::Start(const std::string& db_path,
 }
 
 void FileWatcher::Loop() {
-  using Clock = std::chrono::steady_clock;
   alignas(inotify_event) char buf[16 * (sizeof(inotify_event) + NAME_MAX + 1)];
-  bool pending = false;
-  Clock::time_point last{};
+  const timespec pause{
+      .tv_sec = 0,
+      .tv_nsec = static_cast<long>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(min_interval_)
+              .count())};
   for (;;) {
-    int timeout = -1;
-    if (pending) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          last + min_interval_ - Clock::now());
-      timeout = left.count() > 0 ? static_cast<int>(left.count()) : 0;
-    }
     pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    int n = poll(fds, 2, timeout);
+    int n = ppoll(fds, 2, nullptr, nullptr);
     if (n < 0 && errno != EINTR) return;
     if (fds[1].revents & POLLIN) return;
+    bool relevant = false;
     if (fds[0].revents & POLLIN) {
       ssize_t len;
       while ((len = read(inotify_fd_, buf, sizeof buf)) > 0) {
@@ -68,17 +65,19 @@ void FileWatcher::Loop() {
           auto* ev = reinterpret_cast<inotify_event*>(p);
           if (ev->len > 0) {
             std::string_view name(ev->name);
-            if (name == base_ || name == wal_) pending = true;
+            if (name == base_ || name == wal_) relevant = true;
           }
           p += sizeof(inotify_event) + ev->len;
         }
       }
     }
-    if (pending && Clock::now() - last >= min_interval_) {
-      pending = false;
-      last = Clock::now();
-      changed_();
-    }
+    if (!relevant) continue;
+    changed_();
+    // Leave events unread for a while: the kernel folds repeated identical
+    // events into one, so a busy writer costs us one wake-up per interval
+    // instead of one per write() (a commit makes several).
+    pollfd stop = {stop_fd_, POLLIN, 0};
+    if (ppoll(&stop, 1, &pause, nullptr) > 0) return;
   }
 }
 

@@ -8,9 +8,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/engine.h"
 
@@ -71,6 +73,21 @@ class Stmt {
   sqlite3_stmt* stmt_;
 };
 
+// Changes to a queue's counters (sqlq_queues.sends, ...).
+struct QueueCounters {
+  std::int64_t sends = 0, claims = 0, acks = 0, nacks = 0, expirations = 0,
+               dead_lettered = 0;
+  QueueCounters& operator+=(const QueueCounters& d) {
+    sends += d.sends;
+    claims += d.claims;
+    acks += d.acks;
+    nacks += d.nacks;
+    expirations += d.expirations;
+    dead_lettered += d.dead_lettered;
+    return *this;
+  }
+};
+
 class SqliteConn : public core::Conn {
  public:
   // Takes ownership of `db` when `owned`.
@@ -87,6 +104,16 @@ class SqliteConn : public core::Conn {
 
   // Start of the current busy wait, for the engine's busy handler.
   std::chrono::steady_clock::time_point busy_started;
+
+  // State of the open transaction, reset when one begins.
+  // Queues whose row was seen in this transaction (cannot vanish before it
+  // ends: dropping takes the write lock).
+  std::unordered_set<std::int64_t> known_queues;
+  // Counter changes gathered for one UPDATE per queue at commit, instead of
+  // one per operation; only in engine-run transactions (a caller's Tx may be
+  // committed behind our back, so there counters are written at once).
+  bool defer_counters = false;
+  std::map<std::int64_t, QueueCounters> pending_counters;
 
  private:
   sqlite3* db_;

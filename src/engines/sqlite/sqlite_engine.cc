@@ -137,6 +137,7 @@ class SqliteEngine : public core::Engine {
 
   Status Write(const std::function<Status(Conn&)>& body) override {
     std::lock_guard<std::mutex> lock(writer_mu_);
+    writer_->defer_counters = true;
     return InTransaction(*writer_, "BEGIN IMMEDIATE", body);
   }
 
@@ -146,18 +147,6 @@ class SqliteEngine : public core::Engine {
     Status s = InTransaction(**conn, "BEGIN", body);
     ReleaseReader(std::move(*conn));
     return s;
-  }
-
-  Status Savepoint(Conn& c) override {
-    return Sql(c).Exec("SAVEPOINT sqlq_op", "savepoint");
-  }
-  Status ReleaseSavepoint(Conn& c) override {
-    return Sql(c).Exec("RELEASE sqlq_op", "release savepoint");
-  }
-  Status RollbackToSavepoint(Conn& c) override {
-    Status s = Sql(c).Exec("ROLLBACK TO sqlq_op", "rollback to savepoint");
-    if (!s.ok()) return s;
-    return Sql(c).Exec("RELEASE sqlq_op", "release savepoint");
   }
 
   Result<std::unique_ptr<Conn>> BeginTx() override {
@@ -371,6 +360,10 @@ class SqliteEngine : public core::Engine {
   Result<std::vector<SendResult>> Send(Conn& c,
                                        const core::SendParams& p) override {
     SqliteConn& conn = Sql(c);
+    // Checked before writing, so that a send to a dropped queue is a clean
+    // failure (engine.h).
+    Status checked = CheckQueue(conn, p.queue_id);
+    if (!checked.ok()) return checked;
     const Timestamp now = clock_->Now();
     std::vector<SendResult> out;
     out.reserve(p.messages.size());
@@ -405,8 +398,6 @@ class SqliteEngine : public core::Engine {
       out.push_back({.id = st.Int(0), .duplicate = true});
     }
     if (stored > 0) {
-      // Also tells whether the queue still exists; if not, the caller's
-      // savepoint undoes the inserts.
       Status s = AddCounters(conn, p.queue_id, {.sends = stored});
       if (!s.ok()) return s;
     }
@@ -416,6 +407,8 @@ class SqliteEngine : public core::Engine {
   Result<core::ClaimOutcome> Claim(Conn& c,
                                    const core::ClaimParams& p) override {
     SqliteConn& conn = Sql(c);
+    Status checked = CheckQueue(conn, p.queue_id);
+    if (!checked.ok()) return checked;
     const std::int64_t now = Us(clock_->Now());
     const std::int64_t until = now + p.lease.count();
     core::ClaimOutcome out;
@@ -478,10 +471,8 @@ class SqliteEngine : public core::Engine {
     }
     const std::int64_t claimed = static_cast<std::int64_t>(out.messages.size());
     if (claimed + out.expirations + out.dead_lettered == 0) {
-      // Nothing written: keep an empty claim read-only, so that idle
-      // waiters do not make commits (which would wake other waiters).
-      Status s = CheckQueue(conn, p.queue_id);
-      if (!s.ok()) return s;
+      // Nothing written: an empty claim stays read-only, so that idle
+      // waiters make no commits (which would wake other waiters).
       return out;
     }
     Status s = AddCounters(conn, p.queue_id,
@@ -705,11 +696,6 @@ class SqliteEngine : public core::Engine {
   }
 
  private:
-  struct Counters {
-    std::int64_t sends = 0, claims = 0, acks = 0, nacks = 0, expirations = 0,
-                 dead_lettered = 0;
-  };
-
   static SqliteConn& Sql(Conn& c) { return static_cast<SqliteConn&>(c); }
 
   static Status QueueGone(std::int64_t queue_id) {
@@ -726,16 +712,40 @@ class SqliteEngine : public core::Engine {
   }
 
   Status CheckQueue(SqliteConn& conn, std::int64_t queue_id) {
+    if (conn.known_queues.contains(queue_id)) return Status::Ok();
     SQLQ_PREPARE(st, conn, "SELECT 1 FROM sqlq_queues WHERE id = ?1");
     st.Bind(1, queue_id);
     int rc = st.Step();
-    if (rc == SQLITE_ROW) return Status::Ok();
+    if (rc == SQLITE_ROW) {
+      conn.known_queues.insert(queue_id);
+      return Status::Ok();
+    }
     if (rc == SQLITE_DONE) return QueueGone(queue_id);
     return Translate(rc, conn.db(), "look up queue");
   }
 
+  // REQUIRES: the queue was seen in this transaction (CheckQueue, or a
+  // message of it was changed).
   Status AddCounters(SqliteConn& conn, std::int64_t queue_id,
-                     const Counters& d) {
+                     const QueueCounters& d) {
+    if (conn.defer_counters) {
+      conn.pending_counters[queue_id] += d;
+      return Status::Ok();
+    }
+    return WriteCounters(conn, queue_id, d);
+  }
+
+  Status FlushCounters(SqliteConn& conn) {
+    for (const auto& [queue_id, d] : conn.pending_counters) {
+      Status s = WriteCounters(conn, queue_id, d);
+      if (!s.ok()) return s;
+    }
+    conn.pending_counters.clear();
+    return Status::Ok();
+  }
+
+  Status WriteCounters(SqliteConn& conn, std::int64_t queue_id,
+                       const QueueCounters& d) {
     SQLQ_PREPARE(st, conn, R"sql(
       UPDATE sqlq_queues SET sends = sends + ?2, claims = claims + ?3,
         acks = acks + ?4, nacks = nacks + ?5,
@@ -805,9 +815,12 @@ class SqliteEngine : public core::Engine {
 
   Status InTransaction(SqliteConn& conn, const char* begin,
                        const std::function<Status(Conn&)>& body) {
+    conn.known_queues.clear();
+    conn.pending_counters.clear();
     Status s = conn.Exec(begin, "begin transaction");
     if (!s.ok()) return s;
     s = body(conn);
+    if (s.ok()) s = FlushCounters(conn);
     if (s.ok()) {
       s = conn.Exec("COMMIT", "commit");
       if (s.ok()) return s;
