@@ -148,14 +148,27 @@ Result<std::vector<ClaimedMessage>> WorkQueue::Claim(
   return result;
 }
 
+namespace {
+
+// Archiving queues prune entries past their retention from an ack, at most
+// once a minute per handle; failures are left for the next time (the data
+// is only kept longer).
+void MaybePruneArchive(WorkQueue& q, core::QueueImpl& impl) {
+  if (q.options().archive && impl.PruneDue()) (void)q.PruneArchive();
+}
+
+}  // namespace
+
 Status WorkQueue::Ack(std::string_view receipt) {
   auto parsed = core::ParseReceipt(receipt);
   if (!parsed.ok()) return parsed.status();
-  return impl_->store().batcher().Run([&](Conn& conn) {
+  Status s = impl_->store().batcher().Run([&](Conn& conn) {
     return impl_->store().engine().Ack(conn, {.queue_id = impl_->id(),
                                               .receipt = *parsed,
                                               .archive = options().archive});
   });
+  if (s.ok()) MaybePruneArchive(*this, *impl_);
+  return s;
 }
 
 Result<std::vector<Status>> WorkQueue::AckBatch(
@@ -192,6 +205,7 @@ Result<std::vector<Status>> WorkQueue::AckBatch(
     return Status::Ok();
   });
   if (!s.ok()) return s;
+  MaybePruneArchive(*this, *impl_);
   return out;
 }
 

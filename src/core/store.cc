@@ -109,7 +109,8 @@ Status Store::DropQueue(std::string_view name) {
 Result<Tx> Store::BeginTx() {
   auto conn = impl_->engine().BeginTx();
   if (!conn.ok()) return conn.status();
-  return Tx(std::make_unique<core::TxImpl>(impl_.get(), std::move(*conn)));
+  return Tx(std::make_unique<core::TxImpl>(impl_.get(), std::move(*conn),
+                                           /*joined=*/false));
 }
 
 Result<Tx> Store::JoinTx(void* native_connection) {
@@ -118,7 +119,8 @@ Result<Tx> Store::JoinTx(void* native_connection) {
   }
   auto conn = impl_->engine().JoinTx(native_connection);
   if (!conn.ok()) return conn.status();
-  return Tx(std::make_unique<core::TxImpl>(impl_.get(), std::move(*conn)));
+  return Tx(std::make_unique<core::TxImpl>(impl_.get(), std::move(*conn),
+                                           /*joined=*/true));
 }
 
 Tx::Tx(std::unique_ptr<core::TxImpl> impl) : impl_(std::move(impl)) {}
@@ -126,7 +128,15 @@ Tx::Tx(Tx&&) noexcept = default;
 Tx& Tx::operator=(Tx&&) noexcept = default;
 
 Tx::~Tx() {
-  if (impl_ && impl_->conn() != nullptr) (void)Rollback();
+  if (!impl_ || impl_->conn() == nullptr) return;
+  // A joined transaction stays the caller's to end: rolling it back here
+  // would silently undo the caller's writes (or a later transaction of
+  // theirs, had they already committed this one themselves).
+  if (impl_->joined()) {
+    impl_->Close();
+    return;
+  }
+  (void)Rollback();
 }
 
 void* Tx::native_handle() const {
