@@ -1,5 +1,6 @@
 #include "core/write_batcher.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace sqlq::core {
@@ -12,6 +13,7 @@ Status WriteBatcher::Run(const std::function<Status(Conn&)>& op) {
   self.op = &op;
   std::unique_lock<std::mutex> lock(mu_);
   queue_.push_back(&self);
+  if (leading_ && queue_.size() >= expected_) arrivals_.notify_one();
   while (!self.done && (leading_ || queue_.front() != &self)) {
     self.cv.wait(lock);
   }
@@ -23,6 +25,16 @@ Status WriteBatcher::Run(const std::function<Status(Conn&)>& op) {
   constexpr int kMaxRounds = 4;
   leading_ = true;
   for (int round = 0; round < kMaxRounds && !queue_.empty(); ++round) {
+    // Commit delay: when the last group showed that more callers are active
+    // than are queued now (those just answered are about to come back),
+    // wait a moment for them, so that one commit serves them all instead of
+    // two half-full ones. Bounded by kCommitDelay; a wait that times out
+    // lowers the estimate, so a caller alone is never delayed twice.
+    if (queue_.size() < expected_ &&
+        !arrivals_.wait_for(lock, kCommitDelay,
+                            [&] { return queue_.size() >= expected_; })) {
+      expected_ = queue_.size();
+    }
     // Take the group waiting now, then run it unlocked so that new callers
     // can queue up for the next group meanwhile.
     std::vector<Writer*> group;
@@ -40,6 +52,8 @@ Status WriteBatcher::Run(const std::function<Status(Conn&)>& op) {
       w->done = true;
       if (w != &self) w->cv.notify_one();
     }
+    // Callers active now: the group just answered plus those queued.
+    expected_ = std::min(max_group_, group.size() + queue_.size());
   }
   leading_ = false;
   if (!queue_.empty()) queue_.front()->cv.notify_one();

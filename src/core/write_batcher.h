@@ -17,6 +17,7 @@
 #ifndef SQLQ_CORE_WRITE_BATCHER_H_
 #define SQLQ_CORE_WRITE_BATCHER_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -59,6 +60,10 @@ class WriteBatcher {
   mutable std::mutex mu_;
   std::deque<Writer*> queue_;  // guarded by mu_
   bool leading_ = false;       // guarded by mu_; a leader is running groups
+  // Estimate of callers writing concurrently; guarded by mu_.
+  std::size_t expected_ = 1;
+  std::condition_variable arrivals_;  // a caller queued while leading_
+  static constexpr std::chrono::microseconds kCommitDelay{150};
   std::size_t transactions_ = 0;
   std::size_t operations_ = 0;
 };
