@@ -105,7 +105,8 @@ class Store {
   Result<Tx> BeginTx();
   // Wraps the caller's connection, on which the caller has begun a
   // transaction. For SQLite pass a sqlite3* opened on this store's file; the
-  // connection stays the caller's (sqlq never closes it).
+  // connection stays the caller's (sqlq never closes it). Destroy the Tx
+  // before closing the connection: it holds prepared statements on it.
   // Errors: kInvalidArgument (null, another database, no open transaction).
   Result<Tx> JoinTx(void* native_connection);
 

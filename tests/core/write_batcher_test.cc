@@ -1,0 +1,399 @@
+// WriteBatcher: concurrent writes of one process share transactions, and
+// each caller still gets its own outcome.
+//
+// The engine is a fake that keeps a list of integers: each operation appends
+// to it and a transaction publishes the list on commit. Its operations keep
+// the engine contract (engine.h, "Clean failures"): one that fails cleanly
+// wrote nothing; one that fails otherwise may have written part of itself.
+// Its first Write can be held open, so that other callers queue up behind a
+// leader the test controls.
+
+#include "core/write_batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <future>
+#include <latch>
+#include <mutex>
+#include <vector>
+
+#include "core/engine.h"
+#include "tests/conformance/engine_fixture.h"
+
+namespace sqlq::core {
+namespace {
+
+class FakeConn : public Conn {};
+
+Status Unused() { return Status::Internal("not used by WriteBatcher"); }
+
+class FakeEngine : public Engine {
+ public:
+  // The next Write blocks, once inside, until Release().
+  void HoldNextWrite() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = true;
+  }
+  void WaitUntilHeld() { held_.get_future().wait(); }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  void FailCommits(Status s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    commit_error_ = std::move(s);
+  }
+
+  // An operation: appends `v` inside the current transaction and returns
+  // `result`; a clean failure appends nothing.
+  std::function<Status(Conn&)> Append(int v, Status result = Status::Ok()) {
+    return [this, v, result](Conn&) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ran_.back().push_back(v);
+      if (!IsCleanFailure(result)) pending_.push_back(v);
+      return result;
+    };
+  }
+
+  std::vector<int> committed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto out = committed_;
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  bool IsCommitted(int v) {
+    auto c = committed();
+    return std::find(c.begin(), c.end(), v) != c.end();
+  }
+  int writes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(ran_.size());
+  }
+  // For each transaction, the operations it ran (by value), in order.
+  std::vector<std::vector<int>> ran() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ran_;
+  }
+
+  Status Write(const std::function<Status(Conn&)>& body) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ran_.emplace_back();
+      if (hold_) {
+        hold_ = false;
+        held_.set_value();
+        cv_.wait(lock, [&] { return released_; });
+      }
+      pending_ = committed_;
+    }
+    FakeConn conn;
+    Status s = body(conn);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!s.ok()) return s;  // rolled back: pending_ is dropped
+    if (!commit_error_.ok()) return commit_error_;
+    committed_ = pending_;
+    return Status::Ok();
+  }
+  Status Read(const std::function<Status(Conn&)>&) override { return Unused(); }
+
+  // The rest of the interface is not reached by WriteBatcher.
+  Result<std::unique_ptr<Conn>> BeginTx() override { return Unused(); }
+  Result<std::unique_ptr<Conn>> JoinTx(void*) override { return Unused(); }
+  Status CommitTx(Conn&) override { return Unused(); }
+  Status RollbackTx(Conn&) override { return Unused(); }
+  void* NativeHandle(Conn&) override { return nullptr; }
+  void WatchForeignWrites(std::function<void()>) override {}
+  Result<QueueRecord> CreateQueue(Conn&, std::string_view,
+                                  const QueueOptions&) override {
+    return Unused();
+  }
+  Result<QueueRecord> GetQueue(Conn&, std::string_view) override {
+    return Unused();
+  }
+  Result<std::vector<QueueRecord>> ListQueues(Conn&) override {
+    return Unused();
+  }
+  Status DropQueue(Conn&, std::int64_t) override { return Unused(); }
+  Result<std::int64_t> PurgeQueue(Conn&, std::int64_t) override {
+    return Unused();
+  }
+  Result<QueueStats> Stats(Conn&, std::int64_t) override { return Unused(); }
+  Result<std::vector<SendResult>> Send(Conn&, const SendParams&) override {
+    return Unused();
+  }
+  Result<ClaimOutcome> Claim(Conn&, const ClaimParams&) override {
+    return Unused();
+  }
+  Result<std::optional<Timestamp>> NextReadyAt(Conn&, std::int64_t) override {
+    return Unused();
+  }
+  Result<Timestamp> Now(Conn&) override { return Unused(); }
+  Status Ack(Conn&, const AckParams&) override { return Unused(); }
+  Status Retry(Conn&, const RetryParams&) override { return Unused(); }
+  Status Bury(Conn&, const BuryParams&) override { return Unused(); }
+  Result<Timestamp> Extend(Conn&, std::int64_t, const Receipt&,
+                           Micros) override {
+    return Unused();
+  }
+  Result<std::vector<DeadLetter>> ListDead(Conn&, std::int64_t,
+                                           const ListOptions&) override {
+    return Unused();
+  }
+  Result<std::int64_t> Redrive(Conn&, std::int64_t,
+                               std::span<const std::int64_t>) override {
+    return Unused();
+  }
+  Result<std::int64_t> PurgeDead(Conn&, std::int64_t) override {
+    return Unused();
+  }
+  Result<std::vector<ArchivedMessage>> ListArchive(
+      Conn&, std::int64_t, const ListOptions&) override {
+    return Unused();
+  }
+  Result<std::int64_t> PruneArchive(Conn&, std::int64_t, Micros) override {
+    return Unused();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool hold_ = false;
+  bool released_ = false;
+  std::promise<void> held_;
+  Status commit_error_;
+  std::vector<int> committed_;
+  std::vector<int> pending_;
+  std::vector<std::vector<int>> ran_;
+};
+
+// One round: a leader holds the engine's first transaction open while
+// `ops.size()` followers call Run; then the leader is let go. Returns each
+// follower's status, in order.
+std::vector<Status> RunBehindAHeldLeader(
+    FakeEngine& engine, WriteBatcher& batcher,
+    const std::vector<std::function<Status(Conn&)>>& ops) {
+  engine.HoldNextWrite();
+  auto leader_op = engine.Append(0);
+  auto leader =
+      std::async(std::launch::async, [&] { return batcher.Run(leader_op); });
+  engine.WaitUntilHeld();
+  std::latch started(static_cast<std::ptrdiff_t>(ops.size()));
+  std::vector<std::future<Status>> followers;
+  for (const auto& op : ops) {
+    followers.push_back(std::async(std::launch::async, [&] {
+      started.count_down();
+      return batcher.Run(op);
+    }));
+  }
+  started.wait();
+  engine.Release();
+  EXPECT_OK(leader.get());
+  std::vector<Status> out;
+  for (auto& f : followers) out.push_back(f.get());
+  return out;
+}
+
+// Rounds are repeated until the followers happened to queue up in time to
+// share a transaction; every round checks the outcome regardless. A batcher
+// that never merges fails after kRounds.
+constexpr int kRounds = 200;
+
+TEST(WriteBatcher, UncontendedOperationCommitsInItsOwnTransaction) {
+  FakeEngine engine;
+  WriteBatcher batcher(engine);
+  EXPECT_OK(batcher.Run(engine.Append(1)));
+  EXPECT_EQ(engine.committed(), std::vector<int>{1});
+  EXPECT_EQ(engine.writes(), 1);
+  EXPECT_EQ(batcher.TEST_transactions(), 1u);
+  EXPECT_EQ(batcher.TEST_operations(), 1u);
+  EXPECT_OK(batcher.Run(engine.Append(2)));
+  EXPECT_EQ(engine.committed(), (std::vector<int>{1, 2}));
+  EXPECT_EQ(engine.writes(), 2);
+}
+
+TEST(WriteBatcher, OperationsErrorIsReturnedAndItsWritesAreNotStored) {
+  FakeEngine engine;
+  WriteBatcher batcher(engine);
+  Status clean = batcher.Run(engine.Append(1, Status::NotFound("gone")));
+  EXPECT_EQ(clean.code(), Code::kNotFound);
+  EXPECT_EQ(clean.message(), "gone");
+  // Wrote part of itself, then failed: the transaction is rolled back.
+  Status dirty = batcher.Run(engine.Append(2, Status::Unavailable("I/O")));
+  EXPECT_EQ(dirty.code(), Code::kUnavailable);
+  EXPECT_EQ(dirty.message(), "I/O");
+  EXPECT_TRUE(engine.committed().empty());
+}
+
+TEST(WriteBatcher, FailedCommitIsReportedToTheOperation) {
+  FakeEngine engine;
+  WriteBatcher batcher(engine);
+  engine.FailCommits(Status::Unavailable("disk full"));
+  EXPECT_CODE(batcher.Run(engine.Append(1)), Code::kUnavailable);
+  EXPECT_TRUE(engine.committed().empty());
+}
+
+TEST(WriteBatcher, MergesConcurrentOperationsIntoFewerTransactions) {
+  bool merged = false;
+  for (int round = 0; round < kRounds && !merged; ++round) {
+    FakeEngine engine;
+    WriteBatcher batcher(engine);
+    std::vector<std::function<Status(Conn&)>> ops;
+    for (int v = 1; v <= 4; ++v) ops.push_back(engine.Append(v));
+    auto statuses = RunBehindAHeldLeader(engine, batcher, ops);
+    for (const Status& s : statuses) EXPECT_OK(s);
+    ASSERT_EQ(engine.committed(), (std::vector<int>{0, 1, 2, 3, 4}));
+    EXPECT_EQ(batcher.TEST_operations(), 5u);
+    EXPECT_EQ(batcher.TEST_transactions(),
+              static_cast<std::size_t>(engine.writes()));
+    merged = engine.writes() < 5;
+  }
+  EXPECT_TRUE(merged) << "in " << kRounds
+                      << " rounds, no two operations shared a transaction";
+}
+
+TEST(WriteBatcher, CleanFailureDoesNotUndoTheOthersInItsGroup) {
+  bool merged = false;
+  for (int round = 0; round < kRounds && !merged; ++round) {
+    FakeEngine engine;
+    WriteBatcher batcher(engine);
+    std::vector<std::function<Status(Conn&)>> ops = {
+        engine.Append(1), engine.Append(2, Status::FailedPrecondition("stale")),
+        engine.Append(3), engine.Append(4, Status::NotFound("gone"))};
+    auto statuses = RunBehindAHeldLeader(engine, batcher, ops);
+    EXPECT_OK(statuses[0]);
+    EXPECT_CODE(statuses[1], Code::kFailedPrecondition);
+    EXPECT_EQ(statuses[1].message(), "stale");
+    EXPECT_OK(statuses[2]);
+    EXPECT_CODE(statuses[3], Code::kNotFound);
+    ASSERT_EQ(engine.committed(), (std::vector<int>{0, 1, 3}));
+    for (const auto& ran : engine.ran()) {
+      bool has_failure = std::count(ran.begin(), ran.end(), 2) +
+                             std::count(ran.begin(), ran.end(), 4) >
+                         0;
+      if (has_failure && ran.size() > 1) merged = true;
+    }
+  }
+  EXPECT_TRUE(merged) << "in " << kRounds
+                      << " rounds, no failure shared a transaction";
+}
+
+TEST(WriteBatcher, OtherFailureAbortsItsWholeGroup) {
+  bool merged = false;
+  for (int round = 0; round < kRounds && !merged; ++round) {
+    FakeEngine engine;
+    WriteBatcher batcher(engine);
+    // Operation 2 writes part of itself and then fails (an I/O error).
+    std::vector<std::function<Status(Conn&)>> ops;
+    for (int v = 1; v <= 6; ++v) {
+      ops.push_back(
+          engine.Append(v, v == 2 ? Status::Unavailable("I/O") : Status::Ok()));
+    }
+    auto statuses = RunBehindAHeldLeader(engine, batcher, ops);
+    EXPECT_CODE(statuses[1], Code::kUnavailable);
+    EXPECT_FALSE(engine.IsCommitted(2));
+    // Every other operation either committed, or got the group's error and
+    // left nothing behind.
+    for (int v = 1; v <= 6; ++v) {
+      if (v == 2) continue;
+      const Status& s = statuses[v - 1];
+      if (s.ok()) {
+        EXPECT_TRUE(engine.IsCommitted(v)) << v;
+      } else {
+        EXPECT_CODE(s, Code::kUnavailable);
+        EXPECT_EQ(s.message(), "I/O");
+        EXPECT_FALSE(engine.IsCommitted(v)) << v;
+      }
+    }
+    for (const auto& ran : engine.ran()) {
+      if (std::count(ran.begin(), ran.end(), 2) == 0) continue;
+      // Whoever ran in the failed transaction shares its fate.
+      for (int v : ran) {
+        EXPECT_CODE(statuses[v - 1], Code::kUnavailable);
+        EXPECT_FALSE(engine.IsCommitted(v));
+      }
+    }
+    // Another operation got the error: it was in the failed group (it ran
+    // before operation 2, or was queued behind it and never ran).
+    for (int v = 1; v <= 6; ++v) {
+      if (v != 2 && !statuses[v - 1].ok()) merged = true;
+    }
+  }
+  EXPECT_TRUE(merged) << "in " << kRounds
+                      << " rounds, the failure shared no transaction";
+}
+
+TEST(WriteBatcher, FailedCommitOfAGroupIsReportedToEveryOperation) {
+  bool merged = false;
+  for (int round = 0; round < kRounds && !merged; ++round) {
+    FakeEngine engine;
+    WriteBatcher batcher(engine);
+    std::vector<std::function<Status(Conn&)>> ops = {
+        engine.Append(1), engine.Append(2), engine.Append(3),
+        engine.Append(4, Status::NotFound("own error"))};
+    engine.HoldNextWrite();
+    auto leader_op = engine.Append(0);
+    auto leader =
+        std::async(std::launch::async, [&] { return batcher.Run(leader_op); });
+    engine.WaitUntilHeld();
+    std::latch started(4);
+    std::vector<std::future<Status>> followers;
+    for (const auto& op : ops) {
+      followers.push_back(std::async(std::launch::async, [&] {
+        started.count_down();
+        return batcher.Run(op);
+      }));
+    }
+    started.wait();
+    // From here on every commit fails, the held leader's included.
+    engine.FailCommits(Status::Unavailable("disk full"));
+    engine.Release();
+    EXPECT_CODE(leader.get(), Code::kUnavailable);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_CODE(followers[i].get(), Code::kUnavailable);
+    }
+    // An operation that failed by itself keeps its own error.
+    EXPECT_CODE(followers[3].get(), Code::kNotFound);
+    EXPECT_TRUE(engine.committed().empty());
+    merged = engine.writes() < 5;
+  }
+  EXPECT_TRUE(merged);
+}
+
+TEST(WriteBatcher, GroupsNeverExceedMaxGroup) {
+  FakeEngine engine;
+  WriteBatcher batcher(engine, 2);
+  std::vector<std::function<Status(Conn&)>> ops;
+  for (int v = 1; v <= 6; ++v) ops.push_back(engine.Append(v));
+  auto statuses = RunBehindAHeldLeader(engine, batcher, ops);
+  for (const Status& s : statuses) EXPECT_OK(s);
+  EXPECT_EQ(engine.committed(), (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
+  for (const auto& ran : engine.ran()) EXPECT_LE(ran.size(), 2u);
+  EXPECT_GE(batcher.TEST_transactions(), 4u);  // 1 + ceil(6 / 2)
+}
+
+TEST(WriteBatcher, ManyThreadsAllCommitEveryOperation) {
+  FakeEngine engine;
+  WriteBatcher batcher(engine);
+  constexpr int kThreads = 8, kPerThread = 200;
+  std::vector<std::future<void>> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.push_back(std::async(std::launch::async, [&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        EXPECT_OK(batcher.Run(engine.Append(t * kPerThread + i)));
+      }
+    }));
+  }
+  for (auto& t : threads) t.get();
+  std::vector<int> expected(kThreads * kPerThread);
+  for (int i = 0; i < kThreads * kPerThread; ++i) expected[i] = i;
+  EXPECT_EQ(engine.committed(), expected);
+  EXPECT_EQ(batcher.TEST_operations(),
+            static_cast<std::size_t>(kThreads * kPerThread));
+  EXPECT_LE(batcher.TEST_transactions(), batcher.TEST_operations());
+}
+
+}  // namespace
+}  // namespace sqlq::core
