@@ -164,6 +164,11 @@ struct ListOptions {
   std::int64_t after_id = 0;
 };
 
+// The checks CreateQueue applies, for callers that want to refuse bad input
+// before touching a database: kInvalidArgument with the reason, or OK.
+Status CheckQueueName(std::string_view name);
+Status CheckQueueOptions(const QueueOptions& options);
+
 class WorkQueue {
  public:
   WorkQueue(const WorkQueue&) = default;

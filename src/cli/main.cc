@@ -2,6 +2,7 @@
 // codes) is documented in docs/cli.md; scripts rely on it, so change it only
 // by adding.
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -33,10 +34,13 @@ int g_exit = kExitOk;
 struct DurationArg {
   std::string text;
   std::optional<Duration> value;
+  // Set when the option is added; given means count() > 0, so that an
+  // explicitly empty value ("--lease ''") is an error, not "not given".
+  CLI::Option* option = nullptr;
 };
 
 Status ResolveDuration(DurationArg& arg, std::string_view flag) {
-  if (arg.text.empty()) return Status::Ok();
+  if (arg.option == nullptr || arg.option->count() == 0) return Status::Ok();
   auto d = ParseDuration(arg.text);
   if (!d.ok()) return d.status().WithContext(flag);
   arg.value = *d;
@@ -125,16 +129,18 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
     cmd->add_option("--max-attempts", o->max_attempts,
                     "Deliveries before a message becomes a dead letter "
                     "(default 5)");
-    cmd->add_option("--lease", lease->text,
-                    "Default lease of a claim (default 30s)");
-    cmd->add_option("--backoff-base", base->text,
-                    "Retry delay after the first failure (default 1s)");
-    cmd->add_option("--backoff-max", max->text,
-                    "Cap of the retry delay (default 10m)");
+    lease->option = cmd->add_option("--lease", lease->text,
+                                    "Default lease of a claim (default 30s)");
+    base->option =
+        cmd->add_option("--backoff-base", base->text,
+                        "Retry delay after the first failure (default 1s)");
+    max->option = cmd->add_option("--backoff-max", max->text,
+                                  "Cap of the retry delay (default 10m)");
     cmd->add_flag("--archive", o->archive,
                   "Keep acked messages in the archive");
-    cmd->add_option("--retention", retention->text,
-                    "How long the archive keeps messages (default 7d)");
+    retention->option =
+        cmd->add_option("--retention", retention->text,
+                        "How long the archive keeps messages (default 7d)");
     cmd->add_option("--max-payload", o->max_payload_bytes,
                     "Largest payload in bytes (default 1048576)");
     cmd->callback([=, &run] {
@@ -152,6 +158,13 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
       if (base->value) o->backoff_base = *base->value;
       if (max->value) o->backoff_max = *max->value;
       if (retention->value) o->retention = *retention->value;
+      // Refuse bad input before the database file gets created.
+      Status valid = CheckQueueName(*name);
+      if (valid.ok()) valid = CheckQueueOptions(*o);
+      if (!valid.ok()) {
+        g_exit = run.Fail(valid);
+        return;
+      }
       auto store = run.Open(true);
       if (!store.ok()) {
         g_exit = run.Fail(store.status());
@@ -286,8 +299,8 @@ void AddSend(CLI::App& app, Runner& run) {
                   "Message payload, or '-' for one message per stdin line")
       ->required();
   cmd->add_option("--priority", a->priority, "Higher first (default 0)");
-  cmd->add_option("--delay", a->delay.text,
-                  "Claimable only after this delay (e.g. 30s)");
+  a->delay.option = cmd->add_option(
+      "--delay", a->delay.text, "Claimable only after this delay (e.g. 30s)");
   cmd->add_option("--dedup", a->dedup,
                   "Deduplication key: no second message with this key while "
                   "one is in the queue");
@@ -336,8 +349,9 @@ void AddSend(CLI::App& app, Runner& run) {
       return;
     }
     // One message per line; lines are sent in batches of up to 1000, each
-    // batch one commit. A failure stops at that batch: the ids printed
-    // before it are stored, nothing after it is.
+    // batch one commit. A bad line (not base64, too large) stops the run
+    // after storing the lines before it; a failed commit stops it at that
+    // batch. Either way the ids printed are exactly what was stored.
     std::vector<Message> batch;
     auto flush = [&]() -> bool {
       if (batch.empty()) return true;
@@ -352,9 +366,17 @@ void AddSend(CLI::App& app, Runner& run) {
     };
     std::string line;
     std::size_t lineno = 0;
+    const std::size_t limit = q->options().max_payload_bytes;
     while (std::getline(std::cin, line)) {
       ++lineno;
       auto m = make(line);
+      // Checked here too, so that the error names the line, not the
+      // position within its batch.
+      if (m.ok() && m->payload.size() > limit) {
+        m = Status::TooLarge(fmt::format(
+            "payload of {} bytes exceeds the queue's limit of {} bytes",
+            m->payload.size(), limit));
+      }
       if (!m.ok()) {
         flush();
         g_exit = run.Fail(
@@ -378,10 +400,10 @@ void AddClaim(CLI::App& app, Runner& run) {
   auto a = std::make_shared<Args>();
   cmd->add_option("NAME", a->name, "Queue name")->required();
   cmd->add_option("--max", a->max, "Claim up to N messages (default 1)");
-  cmd->add_option("--lease", a->lease.text,
-                  "Lease to take (default: the queue's)");
-  cmd->add_option("--wait", a->wait.text,
-                  "Wait up to this long for a message (default 0)");
+  a->lease.option = cmd->add_option("--lease", a->lease.text,
+                                    "Lease to take (default: the queue's)");
+  a->wait.option = cmd->add_option(
+      "--wait", a->wait.text, "Wait up to this long for a message (default 0)");
   cmd->add_option("--worker", a->worker, "Name of this consumer (archived)");
   cmd->callback([a, &run] {
     for (auto [arg, flag] :
@@ -466,8 +488,9 @@ void AddReceiptCommands(CLI::App& app, Runner& run) {
     cmd->add_option("NAME", *name, "Queue name")->required();
     cmd->add_option("RECEIPT", *receipt, "Receipt printed by claim")
         ->required();
-    cmd->add_option("--delay", delay->text,
-                    "Retry after exactly this delay (default: backoff)");
+    delay->option =
+        cmd->add_option("--delay", delay->text,
+                        "Retry after exactly this delay (default: backoff)");
     cmd->add_option("--error", *error, "Why the attempt failed");
     cmd->callback([=, &run] {
       Status s = ResolveDuration(*delay, "--delay");
@@ -499,7 +522,9 @@ void AddReceiptCommands(CLI::App& app, Runner& run) {
     cmd->add_option("NAME", *name, "Queue name")->required();
     cmd->add_option("RECEIPT", *receipt, "Receipt printed by claim")
         ->required();
-    cmd->add_option("--lease", lease->text, "New lease, from now")->required();
+    lease->option =
+        cmd->add_option("--lease", lease->text, "New lease, from now")
+            ->required();
     cmd->callback([=, &run] {
       Status s = ResolveDuration(*lease, "--lease");
       if (!s.ok()) {
@@ -707,12 +732,19 @@ int Main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
+    // CLI11 reports a missing command before the words it did not know, so
+    // "sqlq frob" would otherwise not name the word at fault.
+    std::vector<std::string> unknown = app.remaining(true);
+    if (what == "A subcommand is required" && !unknown.empty()) {
+      what = "unknown command '" + unknown.front() + "'";
+    }
+    // One line, like every other error, so scripts can log it as one.
     if (g.json) {
       nlohmann::ordered_json err = {
           {"error", {{"code", "usage"}, {"message", what}}}};
       std::cerr << err.dump() << '\n';
     } else {
-      std::cerr << "sqlq: " << what << "\nRun 'sqlq --help' for usage.\n";
+      std::cerr << "sqlq: " << what << " (see 'sqlq --help')\n";
     }
     return kExitUsage;
   }

@@ -27,6 +27,13 @@ std::chrono::milliseconds StoreImpl::poll_interval() const {
 
 }  // namespace core
 
+Status CheckQueueName(std::string_view name) {
+  return core::ValidateName("queue", name);
+}
+Status CheckQueueOptions(const QueueOptions& options) {
+  return core::ValidateQueueOptions(options);
+}
+
 Store::Store(std::unique_ptr<core::StoreImpl> impl) : impl_(std::move(impl)) {}
 Store::~Store() = default;
 
