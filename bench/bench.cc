@@ -10,11 +10,13 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
+#include "bench/baseline_sqlite.h"
 #include "cli/output.h"
 #include "cli/parse.h"
 #include "sqlq/store.h"
@@ -278,6 +280,32 @@ Result<RunResult> RunMixed(WorkQueue q, const Config& c, Duration duration,
   return r;
 }
 
+// The hand-written baseline runs on its own file beside the store's.
+Result<RunResult> RunBaseline(const std::string& store_path,
+                              const std::string& workload, const Config& c,
+                              int run) {
+  std::string path =
+      fmt::format("{}.baseline-{}-{}", store_path, getpid(), run);
+  Result<BaselineResult> r = Status::Internal("unknown workload");
+  if (workload == "baseline-send-1") {
+    r = BaselineSend1(path, c.messages ? c.messages : 20000,
+                      c.threads ? c.threads : 8, c.payload);
+  } else {
+    auto d = cli::ParseDuration(c.duration);
+    if (!d.ok()) return d.status();
+    long backlog =
+        c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
+    r = BaselineMixed(path, c.producers, c.consumers, c.batch, c.claim_max,
+                      backlog, *d, c.payload);
+  }
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    std::error_code ec;
+    std::filesystem::remove(path + suffix, ec);
+  }
+  if (!r.ok()) return r.status();
+  return RunResult{.seconds = r->seconds, .messages = r->messages};
+}
+
 Result<RunResult> RunOnce(Store& store, const std::string& workload,
                           const Config& c, int run) {
   std::string qname = fmt::format("bench_{}_{}_{}", getpid(), run,
@@ -321,8 +349,9 @@ double Median(std::vector<double> v) {
 }
 
 int Run(Config c) {
-  const std::vector<std::string> all = {"send-1", "send-batch", "drain-1",
-                                        "drain-10", "mixed"};
+  const std::vector<std::string> all = {
+      "baseline-send-1", "send-1",         "send-batch", "drain-1",
+      "drain-10",        "baseline-mixed", "mixed"};
   if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
                                        "all") != c.workloads.end()) {
     c.workloads = all;
@@ -332,7 +361,7 @@ int Run(Config c) {
     if (std::find(all.begin(), all.end(), w) == all.end()) {
       return out.Fail(Status::InvalidArgument(fmt::format(
           "unknown workload '{}': choose from send-1, send-batch, drain-1, "
-          "drain-10, mixed, all",
+          "drain-10, mixed, baseline-send-1, baseline-mixed, all",
           w)));
     }
   }
@@ -354,8 +383,12 @@ int Run(Config c) {
     url = "sqlite:" + (tmp / "bench.db").string();
   }
   std::string fsync_dir = tmp.empty() ? "." : tmp.string();
+  std::string sqlite_path;  // for the baseline; empty on other engines
   if (url.rfind("sqlite:", 0) == 0) {
-    auto p = std::filesystem::path(url.substr(7)).parent_path();
+    sqlite_path = url.substr(7);
+    sqlite_path = sqlite_path.substr(0, sqlite_path.find('?'));
+    if (sqlite_path.rfind("//", 0) == 0) sqlite_path.erase(0, 2);
+    auto p = std::filesystem::path(sqlite_path).parent_path();
     if (!p.empty()) fsync_dir = p.string();
   }
   double fsync_rate = MeasureFsyncRate(fsync_dir, 1.0);
@@ -372,14 +405,18 @@ int Run(Config c) {
                         "of {} runs",
                         url, fsync_rate, std::thread::hardware_concurrency(),
                         c.runs));
-    out.Columns({"workload", "msgs_per_s", "p50_us", "p99_us", "ops_per_commit",
-                 "runs"});
+    out.Columns({"workload", "msgs_per_s", "vs_baseline", "p50_us", "p99_us",
+                 "ops_per_commit", "runs"});
+    std::map<std::string, double> medians;
     for (const auto& w : c.workloads) {
+      const bool baseline = w.rfind("baseline-", 0) == 0;
+      if (baseline && sqlite_path.empty()) continue;  // SQLite only, so far
       std::vector<double> rates, p50, p99;
       std::size_t tx0 = (*store)->TEST_write_transactions();
       std::size_t ops0 = (*store)->TEST_write_operations();
       for (int run = 0; run < c.runs; ++run) {
-        auto r = RunOnce(**store, w, c, run);
+        auto r = baseline ? RunBaseline(sqlite_path, w, c, run)
+                          : RunOnce(**store, w, c, run);
         if (!r.ok()) {
           code = out.Fail(r.status().WithContext("bench " + w));
           break;
@@ -398,10 +435,19 @@ int Run(Config c) {
       nlohmann::ordered_json each = nlohmann::ordered_json::array();
       for (double r : rates) each.push_back(std::lround(r));
       row["msgs_per_s_each"] = each;
+      medians[w] = Median(rates);
+      // sqlq's rate over the hand-written queue's, same run, same machine.
+      if (!baseline && medians.count("baseline-" + w) &&
+          medians["baseline-" + w] > 0) {
+        row["vs_baseline"] =
+            std::round(100 * medians[w] / medians["baseline-" + w]) / 100;
+      }
       std::size_t tx = (*store)->TEST_write_transactions() - tx0;
       std::size_t ops = (*store)->TEST_write_operations() - ops0;
-      row["ops_per_commit"] =
-          tx ? std::round(10.0 * static_cast<double>(ops) / tx) / 10 : 0.0;
+      if (!baseline) {
+        row["ops_per_commit"] =
+            tx ? std::round(10.0 * static_cast<double>(ops) / tx) / 10 : 0.0;
+      }
       if (!p50.empty()) {
         row["p50_us"] = std::lround(Median(p50));
         row["p99_us"] = std::lround(Median(p99));
@@ -446,9 +492,11 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
       "bench",
       "Measure throughput and latency (default: a fresh temporary SQLite "
       "database; --db to measure another)");
-  cmd->add_option("--workload", c->workloads,
-                  "send-1, send-batch, drain-1, drain-10, mixed or all "
-                  "(repeatable; default all)");
+  cmd->add_option(
+      "--workload", c->workloads,
+      "send-1, send-batch, drain-1, drain-10, mixed, baseline-send-1, "
+      "baseline-mixed (a hand-written SQLite queue) or all "
+      "(repeatable; default all)");
   cmd->add_option("--runs", c->runs,
                   "Runs per workload; the median is "
                   "reported (default 3)");

@@ -1,0 +1,211 @@
+#include "bench/baseline_sqlite.h"
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace sqlq::bench {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// One connection as a hand-written queue would open it.
+class Db {
+ public:
+  explicit Db(const std::string& path) {
+    rc_ = sqlite3_open(path.c_str(), &db_);
+    if (rc_ == SQLITE_OK) {
+      sqlite3_busy_timeout(db_, 10000);
+      rc_ = sqlite3_exec(db_,
+                         "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                         "CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY "
+                         "KEY, payload BLOB NOT NULL, locked_until INTEGER "
+                         "NOT NULL DEFAULT 0);",
+                         nullptr, nullptr, nullptr);
+    }
+  }
+  ~Db() {
+    for (auto* st : stmts_) sqlite3_finalize(st);
+    sqlite3_close(db_);
+  }
+  Status status() const {
+    return rc_ == SQLITE_OK ? Status::Ok()
+                            : Status::Unavailable(fmt::format(
+                                  "baseline: {}", sqlite3_errstr(rc_)));
+  }
+  sqlite3_stmt* Prepare(const char* sql) {
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db_, sql, -1, &st, nullptr);
+    stmts_.push_back(st);
+    return st;
+  }
+  Status Exec(const char* sql) {
+    int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) {
+      return Status::Busy(fmt::format("baseline: {}", sqlite3_errmsg(db_)));
+    }
+    return Status::Ok();
+  }
+  Status Step(sqlite3_stmt* st) {
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+      return Status::Busy(fmt::format("baseline: {}", sqlite3_errmsg(db_)));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+  int rc_ = SQLITE_OK;
+  std::vector<sqlite3_stmt*> stmts_;
+};
+
+double Since(SteadyClock::time_point t) {
+  return std::chrono::duration<double>(SteadyClock::now() - t).count();
+}
+
+}  // namespace
+
+Result<BaselineResult> BaselineSend1(const std::string& path, long total,
+                                     int threads, std::size_t payload) {
+  {
+    Db setup(path);
+    if (!setup.status().ok()) return setup.status();
+  }
+  std::atomic<long> next{0};
+  std::mutex mu;
+  Status failure;
+  const std::string body(payload, 'x');
+  auto start = SteadyClock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      Db db(path);
+      sqlite3_stmt* ins = db.Prepare("INSERT INTO jobs (payload) VALUES (?)");
+      while (next++ < total) {
+        sqlite3_bind_blob(ins, 1, body.data(), static_cast<int>(body.size()),
+                          SQLITE_STATIC);
+        Status s = db.Step(ins);
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          failure = s;
+          return;
+        }
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  if (!failure.ok()) return failure;
+  return BaselineResult{.seconds = Since(start), .messages = total};
+}
+
+Result<BaselineResult> BaselineMixed(const std::string& path, int producers,
+                                     int consumers, int batch, int claim_max,
+                                     long max_backlog,
+                                     std::chrono::milliseconds duration,
+                                     std::size_t payload) {
+  {
+    Db setup(path);
+    if (!setup.status().ok()) return setup.status();
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<long> sent{0}, done{0};
+  std::mutex mu;
+  Status failure;
+  auto fail = [&](const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failure.ok()) failure = s;
+    stop = true;
+  };
+  const std::string body(payload, 'x');
+  auto now_us = [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  auto start = SteadyClock::now();
+  std::vector<std::thread> pool;
+  for (int p = 0; p < producers; ++p) {
+    pool.emplace_back([&] {
+      Db db(path);
+      sqlite3_stmt* ins = db.Prepare("INSERT INTO jobs (payload) VALUES (?)");
+      while (!stop) {
+        if (sent - done > max_backlog) {
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+          continue;
+        }
+        Status s = db.Exec("BEGIN IMMEDIATE");
+        for (int i = 0; s.ok() && i < batch; ++i) {
+          sqlite3_bind_blob(ins, 1, body.data(), static_cast<int>(body.size()),
+                            SQLITE_STATIC);
+          s = db.Step(ins);
+        }
+        if (s.ok()) s = db.Exec("COMMIT");
+        if (!s.ok()) return fail(s);
+        sent += batch;
+      }
+    });
+  }
+  for (int c = 0; c < consumers; ++c) {
+    pool.emplace_back([&] {
+      Db db(path);
+      sqlite3_stmt* pick = db.Prepare(
+          "SELECT id, payload FROM jobs WHERE locked_until < ? ORDER BY id "
+          "LIMIT ?");
+      sqlite3_stmt* lease =
+          db.Prepare("UPDATE jobs SET locked_until = ? WHERE id = ?");
+      sqlite3_stmt* del = db.Prepare("DELETE FROM jobs WHERE id = ?");
+      std::vector<std::int64_t> ids;
+      while (!stop) {
+        ids.clear();
+        Status s = db.Exec("BEGIN IMMEDIATE");
+        if (!s.ok()) return fail(s);
+        const auto now = now_us();
+        sqlite3_bind_int64(pick, 1, now);
+        sqlite3_bind_int(pick, 2, claim_max);
+        while (sqlite3_step(pick) == SQLITE_ROW) {
+          ids.push_back(sqlite3_column_int64(pick, 0));
+        }
+        sqlite3_reset(pick);
+        for (auto id : ids) {
+          sqlite3_bind_int64(lease, 1, now + 30000000);
+          sqlite3_bind_int64(lease, 2, id);
+          if (s.ok()) s = db.Step(lease);
+        }
+        if (s.ok()) s = db.Exec("COMMIT");
+        if (!s.ok()) return fail(s);
+        if (ids.empty()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          continue;
+        }
+        // "Work", then ack: one delete per message, in one transaction.
+        s = db.Exec("BEGIN IMMEDIATE");
+        for (auto id : ids) {
+          sqlite3_bind_int64(del, 1, id);
+          if (s.ok()) s = db.Step(del);
+        }
+        if (s.ok()) s = db.Exec("COMMIT");
+        if (!s.ok()) return fail(s);
+        done += static_cast<long>(ids.size());
+      }
+    });
+  }
+  auto deadline = start + duration;
+  while (SteadyClock::now() < deadline && !stop) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  long in_window = done;
+  double seconds = Since(start);
+  stop = true;
+  for (auto& t : pool) t.join();
+  if (!failure.ok()) return failure;
+  return BaselineResult{.seconds = seconds, .messages = in_window};
+}
+
+}  // namespace sqlq::bench
