@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -42,6 +43,7 @@ struct Config {
   int batch = 100;       // send-batch and mixed producers
   int claim_max = 100;   // mixed consumers
   long max_backlog = 0;  // mixed: 0 means 4 x consumers x claim_max
+  long groups = 1000;    // ring-push
   std::string duration = "10s";
   std::size_t payload = 100;
   bool json = false;
@@ -83,9 +85,11 @@ class Progress {
 
 std::string Payload(std::size_t size) { return std::string(size, 'x'); }
 
-// Sends `total` messages from `threads` threads, `per_call` per call.
-Result<RunResult> RunSend(WorkQueue q, long total, int threads, int per_call,
-                          std::size_t payload, const std::string& label) {
+// Makes `total` units of work from `threads` threads, `per_call` units per
+// call of `call(n)`; stops at the first failure.
+Result<RunResult> RunCalls(long total, int threads, int per_call,
+                           const std::string& label,
+                           const std::function<Status(long n)>& call) {
   std::atomic<long> next{0};
   std::atomic<long> done{0};
   std::mutex mu;
@@ -95,18 +99,11 @@ Result<RunResult> RunSend(WorkQueue q, long total, int threads, int per_call,
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
-      std::vector<Message> batch(per_call,
-                                 Message{.payload = Payload(payload)});
       for (;;) {
         long first = next.fetch_add(per_call);
         if (first >= total) return;
         long n = std::min<long>(per_call, total - first);
-        Status s;
-        if (n == 1) {
-          s = q.Send(batch[0]).status();
-        } else {
-          s = q.SendBatch(std::span<const Message>(batch.data(), n)).status();
-        }
+        Status s = call(n);
         if (!s.ok()) {
           std::lock_guard<std::mutex> lock(mu);
           failure = s;
@@ -117,16 +114,71 @@ Result<RunResult> RunSend(WorkQueue q, long total, int threads, int per_call,
       }
     });
   }
-  while (done < total && failure.ok()) {
+  while (done < total && next < total) {
     progress.Show(done, total);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (next >= total) break;
   }
   for (auto& t : pool) t.join();
   progress.Done();
   if (!failure.ok()) return failure;
   return RunResult{.seconds = Seconds(SteadyClock::now() - start),
                    .messages = total};
+}
+
+// Sends `total` messages from `threads` threads, `per_call` per call.
+Result<RunResult> RunSend(WorkQueue q, long total, int threads, int per_call,
+                          std::size_t payload, const std::string& label) {
+  const std::vector<Message> batch(per_call,
+                                   Message{.payload = Payload(payload)});
+  return RunCalls(total, threads, per_call, label, [&](long n) {
+    if (n == 1) return q.Send(batch[0]).status();
+    return q.SendBatch(std::span<const Message>(batch.data(), n)).status();
+  });
+}
+
+// Pushes to `groups` groups (round robin over a per-thread random start) of
+// a ring with capacity 10: after the first 10 pushes of a group every push
+// also evicts one entry.
+Result<RunResult> RunRingPush(Store& store, const std::string& name,
+                              const Config& c, const std::string& label) {
+  (void)store.DropRing(name);
+  auto ring = store.CreateRing(name, {.capacity = 10});
+  if (!ring.ok()) return ring.status();
+  const long groups = c.groups;
+  const std::string body = Payload(c.payload);
+  std::atomic<long> counter{0};
+  auto r =
+      RunCalls(c.messages ? c.messages : 50000, c.threads ? c.threads : 8, 1,
+               label, [&](long) {
+                 long g = (counter++ * 7919) % groups;
+                 return ring->Push("group-" + std::to_string(g), body).status();
+               });
+  Status dropped = store.DropRing(name);
+  if (r.ok() && !dropped.ok()) return dropped;
+  return r;
+}
+
+// Serves a pool of 1000 items one at a time from concurrent callers.
+Result<RunResult> RunRotationNext(Store& store, const std::string& name,
+                                  const Config& c, const std::string& label) {
+  (void)store.DropRotation(name);
+  auto rot = store.CreateRotation(name, {});
+  if (!rot.ok()) return rot.status();
+  for (int i = 0; i < 1000; ++i) {
+    Status s = rot->Add("item-" + std::to_string(i), Payload(c.payload));
+    if (!s.ok()) return s;
+  }
+  auto r = RunCalls(c.messages ? c.messages : 20000, c.threads ? c.threads : 8,
+                    1, label, [&](long) {
+                      auto got = rot->Next(1);
+                      if (got.ok() && got->size() != 1) {
+                        return Status::Internal("next(1) served nothing");
+                      }
+                      return got.status();
+                    });
+  Status dropped = store.DropRotation(name);
+  if (r.ok() && !dropped.ok()) return dropped;
+  return r;
 }
 
 // Claims and acks until the queue is empty.
@@ -308,6 +360,13 @@ Result<RunResult> RunBaseline(const std::string& store_path,
 
 Result<RunResult> RunOnce(Store& store, const std::string& workload,
                           const Config& c, int run) {
+  std::string label = fmt::format("{} run {}", workload, run + 1);
+  if (workload == "ring-push" || workload == "rotation-next") {
+    std::string name = fmt::format("bench_{}_{}_{}", getpid(), run,
+                                   workload == "ring-push" ? "rp" : "rn");
+    return workload == "ring-push" ? RunRingPush(store, name, c, label)
+                                   : RunRotationNext(store, name, c, label);
+  }
   std::string qname = fmt::format("bench_{}_{}_{}", getpid(), run,
                                   workload == "send-1"       ? "s1"
                                   : workload == "send-batch" ? "sb"
@@ -317,7 +376,6 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
   (void)store.DropQueue(qname);
   auto q = store.CreateQueue(qname, {.lease = std::chrono::minutes(5)});
   if (!q.ok()) return q.status();
-  std::string label = fmt::format("{} run {}", workload, run + 1);
   Result<RunResult> r = Status::Internal("unknown workload");
   if (workload == "send-1") {
     r = RunSend(*q, c.messages ? c.messages : 20000, c.threads ? c.threads : 8,
@@ -350,8 +408,8 @@ double Median(std::vector<double> v) {
 
 int Run(Config c) {
   const std::vector<std::string> all = {
-      "baseline-send-1", "send-1",         "send-batch", "drain-1",
-      "drain-10",        "baseline-mixed", "mixed"};
+      "baseline-send-1", "send-1", "send-batch", "drain-1",      "drain-10",
+      "baseline-mixed",  "mixed",  "ring-push",  "rotation-next"};
   if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
                                        "all") != c.workloads.end()) {
     c.workloads = all;
@@ -361,16 +419,17 @@ int Run(Config c) {
     if (std::find(all.begin(), all.end(), w) == all.end()) {
       return out.Fail(Status::InvalidArgument(fmt::format(
           "unknown workload '{}': choose from send-1, send-batch, drain-1, "
-          "drain-10, mixed, baseline-send-1, baseline-mixed, all",
+          "drain-10, mixed, baseline-send-1, baseline-mixed, ring-push, "
+          "rotation-next, all",
           w)));
     }
   }
   if (c.runs < 1 || c.runs > 100 || c.batch < 1 || c.batch > 10000 ||
       c.claim_max < 1 || c.claim_max > 1000 || c.producers < 1 ||
-      c.consumers < 1 || c.threads < 0 || c.messages < 0) {
+      c.consumers < 1 || c.threads < 0 || c.messages < 0 || c.groups < 1) {
     return out.Fail(Status::InvalidArgument(
         "bench: --runs 1..100, --batch 1..10000, --claim-max 1..1000, "
-        "--producers/--consumers >= 1"));
+        "--producers/--consumers/--groups >= 1"));
   }
   std::filesystem::path tmp;
   std::string url = c.db;
@@ -518,6 +577,8 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
                   "mixed: producers pause while this many messages wait "
                   "(default 4 x consumers x claim-max)");
   cmd->add_option("--payload", c->payload, "Payload bytes (default 100)");
+  cmd->add_option("--groups", c->groups,
+                  "ring-push: groups pushed to (default 1000)");
   cmd->callback([c, db, json, &exit_code] {
     c->db = db();
     c->json = json();

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "sqlq/queue.h"
+#include "sqlq/ring.h"
+#include "sqlq/rotation.h"
 #include "sqlq/status.h"
 
 namespace sqlq {
@@ -100,6 +102,17 @@ class Store {
   Result<std::vector<QueueInfo>> ListQueues();
   // Deletes the queue with its messages, dead letters and archive.
   Status DropQueue(std::string_view name);
+
+  // Rings (sqlq/ring.h) and rotations (sqlq/rotation.h). Names share one
+  // namespace with queues: creating any kind under a taken name is
+  // kAlreadyExists; getting a name of another kind is kFailedPrecondition.
+  Result<Ring> CreateRing(std::string_view name, const RingOptions& options);
+  Result<Ring> GetRing(std::string_view name);
+  Status DropRing(std::string_view name);
+  Result<Rotation> CreateRotation(std::string_view name,
+                                  const RotationOptions& options);
+  Result<Rotation> GetRotation(std::string_view name);
+  Status DropRotation(std::string_view name);
 
   // Starts a write transaction on a connection of sqlq's own.
   Result<Tx> BeginTx();

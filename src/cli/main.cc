@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bench/bench.h"
@@ -72,6 +73,16 @@ class Runner {
     auto store = Open(false);
     if (!store.ok()) return store.status();
     return (*store)->Queue(name);
+  }
+  Result<sqlq::Ring> Ring(const std::string& name) {
+    auto store = Open(false);
+    if (!store.ok()) return store.status();
+    return (*store)->GetRing(name);
+  }
+  Result<sqlq::Rotation> Rotation(const std::string& name) {
+    auto store = Open(false);
+    if (!store.ok()) return store.status();
+    return (*store)->GetRotation(name);
   }
 
   int Fail(const Status& s) { return out().Fail(s); }
@@ -695,6 +706,347 @@ void AddDeadAndArchive(CLI::App& app, Runner& run) {
   }
 }
 
+// True (after printing the error and setting the exit code) when `r` failed.
+template <typename R>
+bool Failed(Runner& run, const R& r) {
+  const Status& s = [&]() -> const Status& {
+    if constexpr (std::is_same_v<R, Status>) {
+      return r;
+    } else {
+      return r.status();
+    }
+  }();
+  if (s.ok()) return false;
+  g_exit = run.Fail(s);
+  return true;
+}
+
+// Reads the payload argument, decoding it when --base64 was given.
+Result<std::string> PayloadArg(const std::string& text, bool base64) {
+  if (!base64) return text;
+  return Base64Decode(text);
+}
+
+nlohmann::ordered_json EntryJson(const RingEntry& e) {
+  nlohmann::ordered_json j = {{"seq", e.seq}, {"group", e.group}};
+  PutPayload(j, e.payload);
+  j["pushed_at"] = FormatTime(e.pushed_at);
+  return j;
+}
+
+void AddRingCommands(CLI::App& app, Runner& run) {
+  auto* ring = app.add_subcommand(
+      "ring", "Rings: capped per-group queues (each group keeps its newest N)");
+  ring->require_subcommand(1);
+  struct Args {
+    std::string name, group, payload;
+    std::int64_t capacity = 0;
+    std::size_t max_payload = 1 << 20;
+    std::vector<std::int64_t> seq;
+    bool oldest_first = false, base64 = false;
+    int limit = 100;
+  };
+  auto a = std::make_shared<Args>();
+  auto name = [&](CLI::App* cmd) {
+    cmd->add_option("NAME", a->name, "Ring name")->required();
+  };
+  {
+    auto* cmd = ring->add_subcommand("create", "Create a ring");
+    name(cmd);
+    cmd->add_option("--capacity", a->capacity, "Entries each group keeps")
+        ->required();
+    cmd->add_option("--max-payload", a->max_payload,
+                    "Largest payload in bytes (default 1048576)");
+    cmd->callback([a, &run] {
+      RingOptions o{.capacity = a->capacity,
+                    .max_payload_bytes = a->max_payload};
+      Status valid = CheckQueueName(a->name);
+      if (Failed(run, valid)) return;
+      auto store = run.Open(true);
+      if (Failed(run, store)) return;
+      auto r = (*store)->CreateRing(a->name, o);
+      if (Failed(run, r)) return;
+      run.out().Say({{"name", a->name},
+                     {"capacity", a->capacity},
+                     {"max_payload_bytes", a->max_payload},
+                     {"created", true}},
+                    "created ring '" + a->name + "'");
+    });
+  }
+  {
+    auto* cmd = ring->add_subcommand("push", "Push an entry to a group");
+    name(cmd);
+    cmd->add_option("GROUP", a->group, "Group")->required();
+    cmd->add_option("PAYLOAD", a->payload, "Payload")->required();
+    cmd->add_flag("--base64", a->base64, "PAYLOAD is base64");
+    cmd->callback([a, &run] {
+      auto payload = PayloadArg(a->payload, a->base64);
+      if (Failed(run, payload)) return;
+      auto r = run.Ring(a->name);
+      if (Failed(run, r)) return;
+      auto e = r->Push(a->group, *payload);
+      if (Failed(run, e)) return;
+      run.out().Say(
+          {{"seq", e->seq},
+           {"group", e->group},
+           {"pushed_at", FormatTime(e->pushed_at)}},
+          "pushed entry " + std::to_string(e->seq) + " to '" + e->group + "'");
+    });
+  }
+  {
+    auto* cmd = ring->add_subcommand("read", "Read a group, newest first");
+    name(cmd);
+    cmd->add_option("GROUP", a->group, "Group")->required();
+    cmd->add_flag("--oldest-first", a->oldest_first, "Oldest entry first");
+    cmd->add_option("--limit", a->limit, "At most N entries (default 100)");
+    cmd->callback([a, &run] {
+      auto r = run.Ring(a->name);
+      if (Failed(run, r)) return;
+      auto entries = r->Read(
+          a->group, {.oldest_first = a->oldest_first, .limit = a->limit});
+      if (Failed(run, entries)) return;
+      run.out().Columns({"seq", "group", "pushed_at", "payload"});
+      for (const auto& e : *entries) run.out().Row(EntryJson(e));
+      run.out().Flush();
+    });
+  }
+  {
+    auto* cmd = ring->add_subcommand("groups", "Groups and their entry counts");
+    name(cmd);
+    cmd->callback([a, &run] {
+      auto r = run.Ring(a->name);
+      if (Failed(run, r)) return;
+      auto groups = r->Groups();
+      if (Failed(run, groups)) return;
+      run.out().Columns({"group", "entries"});
+      for (const auto& g : *groups) {
+        run.out().Row({{"group", g.group}, {"entries", g.entries}});
+      }
+      run.out().Flush();
+    });
+  }
+  {
+    auto* cmd = ring->add_subcommand(
+        "delete", "Delete one entry (SEQ) or a whole group (no SEQ)");
+    name(cmd);
+    cmd->add_option("GROUP", a->group, "Group")->required();
+    cmd->add_option("SEQ", a->seq, "Entry to delete")->expected(0, 1);
+    cmd->callback([a, &run] {
+      auto r = run.Ring(a->name);
+      if (Failed(run, r)) return;
+      std::int64_t deleted = 1;
+      if (a->seq.empty()) {
+        auto n = r->DeleteGroup(a->group);
+        if (Failed(run, n)) return;
+        deleted = *n;
+      } else if (Failed(run, r->Delete(a->group, a->seq[0]))) {
+        return;
+      }
+      run.out().Say({{"deleted", deleted}},
+                    "deleted " + std::to_string(deleted) + " entries");
+    });
+  }
+  {
+    auto* cmd = ring->add_subcommand(
+        "capacity", "Change the capacity (groups over it lose their oldest)");
+    name(cmd);
+    cmd->add_option("CAPACITY", a->capacity, "New capacity")->required();
+    cmd->callback([a, &run] {
+      auto r = run.Ring(a->name);
+      if (Failed(run, r)) return;
+      auto evicted = r->SetCapacity(a->capacity);
+      if (Failed(run, evicted)) return;
+      run.out().Say({{"capacity", a->capacity}, {"evicted", *evicted}},
+                    "capacity now " + std::to_string(a->capacity) + "; " +
+                        std::to_string(*evicted) + " entries evicted");
+    });
+  }
+  {
+    auto* cmd = ring->add_subcommand("stats", "Groups, entries and pushes");
+    name(cmd);
+    cmd->callback([a, &run] {
+      auto r = run.Ring(a->name);
+      if (Failed(run, r)) return;
+      auto st = r->Stats();
+      if (Failed(run, st)) return;
+      run.out().Row({{"name", st->name},
+                     {"capacity", st->capacity},
+                     {"groups", st->groups},
+                     {"entries", st->entries},
+                     {"pushes", st->pushes}});
+      run.out().Flush();
+    });
+  }
+  {
+    auto* cmd = ring->add_subcommand("drop", "Delete a ring and its entries");
+    name(cmd);
+    cmd->callback([a, &run] {
+      auto store = run.Open(false);
+      if (Failed(run, store)) return;
+      if (Failed(run, (*store)->DropRing(a->name))) return;
+      run.out().Say({{"dropped", a->name}}, "dropped ring '" + a->name + "'");
+    });
+  }
+}
+
+nlohmann::ordered_json ItemJson(const RotationItem& item) {
+  nlohmann::ordered_json j = {{"key", item.key}};
+  PutPayload(j, item.payload);
+  j["served"] = item.served;
+  j["failures"] = item.failures;
+  j["parked"] = item.parked;
+  return j;
+}
+
+void AddRotationCommands(CLI::App& app, Runner& run) {
+  auto* rot = app.add_subcommand(
+      "rotation", "Rotations: round-robin pools of items served in turn");
+  rot->require_subcommand(1);
+  struct Args {
+    std::string name, key, payload;
+    int max_failures = 3;
+    std::size_t max_payload = 1 << 20;
+    int n = 1;
+    bool base64 = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto name = [&](CLI::App* cmd) {
+    cmd->add_option("NAME", a->name, "Rotation name")->required();
+  };
+  {
+    auto* cmd = rot->add_subcommand("create", "Create a rotation");
+    name(cmd);
+    cmd->add_option("--max-failures", a->max_failures,
+                    "Failures that park an item (default 3)");
+    cmd->add_option("--max-payload", a->max_payload,
+                    "Largest payload in bytes (default 1048576)");
+    cmd->callback([a, &run] {
+      RotationOptions o{.max_failures = a->max_failures,
+                        .max_payload_bytes = a->max_payload};
+      if (Failed(run, CheckQueueName(a->name))) return;
+      auto store = run.Open(true);
+      if (Failed(run, store)) return;
+      if (Failed(run, (*store)->CreateRotation(a->name, o))) return;
+      run.out().Say({{"name", a->name},
+                     {"max_failures", a->max_failures},
+                     {"max_payload_bytes", a->max_payload},
+                     {"created", true}},
+                    "created rotation '" + a->name + "'");
+    });
+  }
+  {
+    auto* cmd = rot->add_subcommand("add", "Add an item");
+    name(cmd);
+    cmd->add_option("KEY", a->key, "Item key")->required();
+    cmd->add_option("PAYLOAD", a->payload, "Item payload (default empty)");
+    cmd->add_flag("--base64", a->base64, "PAYLOAD is base64");
+    cmd->callback([a, &run] {
+      auto payload = PayloadArg(a->payload, a->base64);
+      if (Failed(run, payload)) return;
+      auto r = run.Rotation(a->name);
+      if (Failed(run, r)) return;
+      if (Failed(run, r->Add(a->key, *payload))) return;
+      run.out().Say({{"key", a->key}, {"added", true}},
+                    "added '" + a->key + "'");
+    });
+  }
+  {
+    auto* cmd = rot->add_subcommand("remove", "Remove an item");
+    name(cmd);
+    cmd->add_option("KEY", a->key, "Item key")->required();
+    cmd->callback([a, &run] {
+      auto r = run.Rotation(a->name);
+      if (Failed(run, r)) return;
+      if (Failed(run, r->Remove(a->key))) return;
+      run.out().Say({{"key", a->key}, {"removed", true}},
+                    "removed '" + a->key + "'");
+    });
+  }
+  {
+    auto* cmd =
+        rot->add_subcommand("next", "Serve the N least recently served items");
+    name(cmd);
+    cmd->add_option("--n", a->n, "How many (default 1)");
+    cmd->callback([a, &run] {
+      auto r = run.Rotation(a->name);
+      if (Failed(run, r)) return;
+      auto items = r->Next(a->n);
+      if (Failed(run, items)) return;
+      run.out().Columns({"key", "served", "failures", "payload"});
+      for (const auto& item : *items) {
+        auto j = ItemJson(item);
+        j.erase("parked");
+        run.out().Row(j);
+      }
+      run.out().Flush();
+    });
+  }
+  struct ItemCommand {
+    const char* name;
+    const char* help;
+    Result<RotationItem> (sqlq::Rotation::*call)(std::string_view);
+  };
+  for (const ItemCommand& c :
+       {ItemCommand{"fail", "Count a failure (parks at max failures)",
+                    &sqlq::Rotation::Fail},
+        ItemCommand{"ok", "Clear an item's failures", &sqlq::Rotation::Ok},
+        ItemCommand{"reset", "Unpark an item and clear its failures",
+                    &sqlq::Rotation::Reset}}) {
+    auto* cmd = rot->add_subcommand(c.name, c.help);
+    name(cmd);
+    cmd->add_option("KEY", a->key, "Item key")->required();
+    cmd->callback([a, &run, call = c.call] {
+      auto r = run.Rotation(a->name);
+      if (Failed(run, r)) return;
+      auto item = ((*r).*call)(a->key);
+      if (Failed(run, item)) return;
+      run.out().Say(ItemJson(*item),
+                    "'" + item->key + "': " + std::to_string(item->failures) +
+                        " failures" + (item->parked ? ", parked" : ""));
+    });
+  }
+  {
+    auto* cmd = rot->add_subcommand("list", "Items in serving order");
+    name(cmd);
+    cmd->callback([a, &run] {
+      auto r = run.Rotation(a->name);
+      if (Failed(run, r)) return;
+      auto items = r->List();
+      if (Failed(run, items)) return;
+      run.out().Columns({"key", "served", "failures", "parked", "payload"});
+      for (const auto& item : *items) run.out().Row(ItemJson(item));
+      run.out().Flush();
+    });
+  }
+  {
+    auto* cmd = rot->add_subcommand("stats", "Items, parked items, serves");
+    name(cmd);
+    cmd->callback([a, &run] {
+      auto r = run.Rotation(a->name);
+      if (Failed(run, r)) return;
+      auto st = r->Stats();
+      if (Failed(run, st)) return;
+      run.out().Row({{"name", st->name},
+                     {"max_failures", st->max_failures},
+                     {"items", st->items},
+                     {"parked", st->parked},
+                     {"serves", st->serves}});
+      run.out().Flush();
+    });
+  }
+  {
+    auto* cmd = rot->add_subcommand("drop", "Delete a rotation and its items");
+    name(cmd);
+    cmd->callback([a, &run] {
+      auto store = run.Open(false);
+      if (Failed(run, store)) return;
+      if (Failed(run, (*store)->DropRotation(a->name))) return;
+      run.out().Say({{"dropped", a->name}},
+                    "dropped rotation '" + a->name + "'");
+    });
+  }
+}
+
 int Main(int argc, char** argv) {
   Globals g;
   CLI::App app{"sqlq: durable queues in SQL tables", "sqlq"};
@@ -719,6 +1071,8 @@ int Main(int argc, char** argv) {
   AddClaim(app, run);
   AddReceiptCommands(app, run);
   AddDeadAndArchive(app, run);
+  AddRingCommands(app, run);
+  AddRotationCommands(app, run);
   bench::AddBenchCommand(
       app, [&] { return g.db; }, [&] { return g.json; }, g_exit);
 

@@ -12,6 +12,7 @@
 
 #include "sqlq/queue.h"
 #include "sqlq/status.h"
+#include "sqlq/text.h"
 
 namespace sqlq::cli {
 
@@ -20,11 +21,6 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitInternal = 1;
 inline constexpr int kExitUsage = 2;
 int ExitCode(Code code);
-
-bool IsUtf8(std::string_view bytes);
-std::string Base64Encode(std::string_view bytes);
-// kInvalidArgument when `text` is not base64.
-Result<std::string> Base64Decode(std::string_view text);
 
 // Sets "payload" (valid UTF-8) or "payload_base64" (anything else).
 void PutPayload(nlohmann::ordered_json& obj, std::string_view payload);

@@ -27,31 +27,14 @@ const QueueOptions& WorkQueue::options() const { return impl_->info().options; }
 
 namespace {
 
-// Runs `fn(engine, conn)` as one merged write and returns its value.
 template <typename T, typename Fn>
 Result<T> BatchedWrite(core::QueueImpl& q, Fn fn) {
-  std::optional<T> out;
-  Status s = q.store().batcher().Run([&](Conn& conn) -> Status {
-    Result<T> r = fn(q.store().engine(), conn);
-    if (!r.ok()) return r.status();
-    out = std::move(*r);
-    return Status::Ok();
-  });
-  if (!s.ok()) return s;
-  return std::move(*out);
+  return core::MergedWrite<T>(q.store(), fn);
 }
 
 template <typename T, typename Fn>
 Result<T> ReadOnly(core::QueueImpl& q, Fn fn) {
-  std::optional<T> out;
-  Status s = q.store().engine().Read([&](Conn& conn) -> Status {
-    Result<T> r = fn(q.store().engine(), conn);
-    if (!r.ok()) return r.status();
-    out = std::move(*r);
-    return Status::Ok();
-  });
-  if (!s.ok()) return s;
-  return std::move(*out);
+  return core::SnapshotRead<T>(q.store(), fn);
 }
 
 std::int64_t CountStored(const std::vector<SendResult>& results) {

@@ -113,6 +113,86 @@ Status Store::DropQueue(std::string_view name) {
   return s;
 }
 
+namespace {
+
+// Creates a thing of some kind: validates, then one write transaction.
+template <typename Record, typename Options, typename Validate, typename Create>
+Result<Record> CreateKind(core::StoreImpl& store, std::string_view name,
+                          const Options& options, Validate validate,
+                          Create create) {
+  Status s = core::ValidateName("name", name);
+  if (s.ok()) s = validate(options);
+  if (!s.ok()) return s;
+  return core::MergedWrite<Record>(
+      store, [&](core::Engine& e, core::Conn& c) { return create(e, c); });
+}
+
+}  // namespace
+
+Result<Ring> Store::CreateRing(std::string_view name,
+                               const RingOptions& options) {
+  auto r = CreateKind<core::RingRecord>(*impl_, name, options,
+                                        core::ValidateRingOptions,
+                                        [&](core::Engine& e, core::Conn& c) {
+                                          return e.CreateRing(c, name, options);
+                                        });
+  if (!r.ok()) return r.status();
+  return Ring(std::make_shared<core::RingImpl>(impl_.get(), std::move(*r)));
+}
+
+Result<Ring> Store::GetRing(std::string_view name) {
+  Status s = core::ValidateName("ring", name);
+  if (!s.ok()) return s;
+  auto r = core::SnapshotRead<core::RingRecord>(
+      *impl_,
+      [&](core::Engine& e, core::Conn& c) { return e.GetRing(c, name); });
+  if (!r.ok()) return r.status();
+  return Ring(std::make_shared<core::RingImpl>(impl_.get(), std::move(*r)));
+}
+
+Status Store::DropRing(std::string_view name) {
+  Status s = core::ValidateName("ring", name);
+  if (!s.ok()) return s;
+  return impl_->engine().Write([&](core::Conn& conn) {
+    auto r = impl_->engine().GetRing(conn, name);
+    if (!r.ok()) return r.status();
+    return impl_->engine().DropRing(conn, r->id);
+  });
+}
+
+Result<Rotation> Store::CreateRotation(std::string_view name,
+                                       const RotationOptions& options) {
+  auto r = CreateKind<core::RotationRecord>(
+      *impl_, name, options, core::ValidateRotationOptions,
+      [&](core::Engine& e, core::Conn& c) {
+        return e.CreateRotation(c, name, options);
+      });
+  if (!r.ok()) return r.status();
+  return Rotation(
+      std::make_shared<core::RotationImpl>(impl_.get(), std::move(*r)));
+}
+
+Result<Rotation> Store::GetRotation(std::string_view name) {
+  Status s = core::ValidateName("rotation", name);
+  if (!s.ok()) return s;
+  auto r = core::SnapshotRead<core::RotationRecord>(
+      *impl_,
+      [&](core::Engine& e, core::Conn& c) { return e.GetRotation(c, name); });
+  if (!r.ok()) return r.status();
+  return Rotation(
+      std::make_shared<core::RotationImpl>(impl_.get(), std::move(*r)));
+}
+
+Status Store::DropRotation(std::string_view name) {
+  Status s = core::ValidateName("rotation", name);
+  if (!s.ok()) return s;
+  return impl_->engine().Write([&](core::Conn& conn) {
+    auto r = impl_->engine().GetRotation(conn, name);
+    if (!r.ok()) return r.status();
+    return impl_->engine().DropRotation(conn, r->id);
+  });
+}
+
 Result<Tx> Store::BeginTx() {
   auto conn = impl_->engine().BeginTx();
   if (!conn.ok()) return conn.status();

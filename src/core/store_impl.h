@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -33,10 +34,41 @@ class StoreImpl {
 
  private:
   std::string url_;
+  // Before engine_, so that it outlives the engine's background thread,
+  // which calls hub_.NotifyAll() until the engine is destroyed.
+  WakeHub hub_;
   std::unique_ptr<Engine> engine_;
   WriteBatcher batcher_;
-  WakeHub hub_;
 };
+
+// Runs `fn(engine, conn)` as one write merged with concurrent callers'
+// (WriteBatcher) and returns its value.
+template <typename T, typename Fn>
+Result<T> MergedWrite(StoreImpl& store, Fn fn) {
+  std::optional<T> out;
+  Status s = store.batcher().Run([&](Conn& conn) -> Status {
+    Result<T> r = fn(store.engine(), conn);
+    if (!r.ok()) return r.status();
+    out = std::move(*r);
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return std::move(*out);
+}
+
+// Runs `fn(engine, conn)` in a read snapshot and returns its value.
+template <typename T, typename Fn>
+Result<T> SnapshotRead(StoreImpl& store, Fn fn) {
+  std::optional<T> out;
+  Status s = store.engine().Read([&](Conn& conn) -> Status {
+    Result<T> r = fn(store.engine(), conn);
+    if (!r.ok()) return r.status();
+    out = std::move(*r);
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return std::move(*out);
+}
 
 class QueueImpl {
  public:
@@ -64,6 +96,31 @@ class QueueImpl {
   StoreImpl* store_;
   QueueRecord record_;
   std::atomic<std::int64_t> next_prune_{0};
+};
+
+// What a Ring or Rotation handle holds: its store and its record.
+template <typename Record>
+class KindImpl {
+ public:
+  KindImpl(StoreImpl* store, Record record)
+      : store_(store), record_(std::move(record)) {}
+  StoreImpl& store() { return *store_; }
+  std::int64_t id() const { return record_.id; }
+  const Record& record() const { return record_; }
+
+ private:
+  StoreImpl* store_;
+  Record record_;
+};
+
+class RingImpl : public KindImpl<RingRecord> {
+ public:
+  using KindImpl::KindImpl;
+};
+
+class RotationImpl : public KindImpl<RotationRecord> {
+ public:
+  using KindImpl::KindImpl;
 };
 
 class TxImpl {

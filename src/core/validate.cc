@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "sqlq/text.h"
+
 namespace sqlq::core {
+
+Status ValidatePayloadLimit(std::size_t limit);
 
 namespace {
 
@@ -50,12 +54,7 @@ Status ValidateQueueOptions(const QueueOptions& o) {
   if (!s.ok()) return s;
   s = CheckRange("retention", o.retention, Duration(1), kMaxDelay * 10);
   if (!s.ok()) return s;
-  if (o.max_payload_bytes < 1 || o.max_payload_bytes > kMaxPayloadLimit) {
-    return Status::InvalidArgument(
-        fmt::format("max payload {} bytes is out of range [1, {}]",
-                    o.max_payload_bytes, kMaxPayloadLimit));
-  }
-  return Status::Ok();
+  return ValidatePayloadLimit(o.max_payload_bytes);
 }
 
 Status ValidateMessage(const Message& m, std::size_t max_payload) {
@@ -123,6 +122,52 @@ Status ValidateList(const ListOptions& o) {
   }
   if (o.after_id < 0) {
     return Status::InvalidArgument("after id must not be negative");
+  }
+  return Status::Ok();
+}
+
+Status ValidateKey(std::string_view what, std::string_view key) {
+  if (key.empty() || key.size() > kMaxKey) {
+    return Status::InvalidArgument(fmt::format(
+        "{} must be 1 to {} bytes, not {}", what, kMaxKey, key.size()));
+  }
+  if (!IsUtf8(key) || key.find('\0') != std::string_view::npos) {
+    return Status::InvalidArgument(
+        fmt::format("{} must be UTF-8 text without NUL bytes", what));
+  }
+  return Status::Ok();
+}
+
+Status ValidatePayloadLimit(std::size_t limit) {
+  if (limit < 1 || limit > kMaxPayloadLimit) {
+    return Status::InvalidArgument(
+        fmt::format("max payload {} bytes is out of range [1, {}]", limit,
+                    kMaxPayloadLimit));
+  }
+  return Status::Ok();
+}
+
+Status ValidateRingOptions(const RingOptions& o) {
+  if (o.capacity < 1 || o.capacity > kMaxCapacity) {
+    return Status::InvalidArgument(fmt::format(
+        "capacity {} is out of range [1, {}]", o.capacity, kMaxCapacity));
+  }
+  return ValidatePayloadLimit(o.max_payload_bytes);
+}
+
+Status ValidateRotationOptions(const RotationOptions& o) {
+  if (o.max_failures < 1 || o.max_failures > 1000000) {
+    return Status::InvalidArgument(fmt::format(
+        "max failures {} is out of range [1, 1000000]", o.max_failures));
+  }
+  return ValidatePayloadLimit(o.max_payload_bytes);
+}
+
+Status ValidatePayload(std::string_view payload, std::size_t max_payload) {
+  if (payload.size() > max_payload) {
+    return Status::TooLarge(
+        fmt::format("payload of {} bytes exceeds the limit of {} bytes",
+                    payload.size(), max_payload));
   }
   return Status::Ok();
 }

@@ -10,6 +10,8 @@
 #include <string_view>
 
 #include "sqlq/queue.h"
+#include "sqlq/ring.h"
+#include "sqlq/rotation.h"
 #include "sqlq/status.h"
 
 namespace sqlq::core {
@@ -35,6 +37,16 @@ Status ValidateBatch(std::span<const Message> messages,
 Status ValidateClaim(const ClaimOptions& options);
 Status ValidateLease(Duration lease);
 Status ValidateList(const ListOptions& options);
+
+inline constexpr std::size_t kMaxKey = 255;
+inline constexpr std::int64_t kMaxCapacity = 1000000;
+inline constexpr int kMaxNext = 10000;
+// A ring group or rotation item key ("what" names it): 1..255 bytes of
+// UTF-8 without NUL, so that every engine stores it as text alike.
+Status ValidateKey(std::string_view what, std::string_view key);
+Status ValidateRingOptions(const RingOptions& options);
+Status ValidateRotationOptions(const RotationOptions& options);
+Status ValidatePayload(std::string_view payload, std::size_t max_payload);
 
 }  // namespace sqlq::core
 

@@ -78,6 +78,47 @@ CREATE TABLE sqlq_archive (
 CREATE INDEX sqlq_archive_queue ON sqlq_archive (queue_id, id);
 CREATE INDEX sqlq_archive_completed ON sqlq_archive (queue_id, completed_us);
 )sql",
+    // Version 2: rings and rotations. They share sqlq_queues (kind 'ring' or
+    // 'rotation') so that names are one namespace; next_stamp is a
+    // rotation's counter, never a clock. A ring group's row outlives its
+    // entries (entries = 0) so that its sequence never restarts; the group
+    // keeps its entry count so a push evicts exactly the oldest entries
+    // over capacity, at O(log n) whatever the capacity.
+    R"sql(
+ALTER TABLE sqlq_queues ADD COLUMN capacity INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sqlq_queues ADD COLUMN max_failures INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sqlq_queues ADD COLUMN next_stamp INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sqlq_queues ADD COLUMN pushes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sqlq_queues ADD COLUMN serves INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE sqlq_ring_groups (
+  ring_id  INTEGER NOT NULL,
+  grp      TEXT    NOT NULL,
+  last_seq INTEGER NOT NULL,
+  entries  INTEGER NOT NULL,
+  PRIMARY KEY (ring_id, grp)
+) WITHOUT ROWID;
+CREATE TABLE sqlq_ring_entries (
+  ring_id   INTEGER NOT NULL,
+  grp       TEXT    NOT NULL,
+  seq       INTEGER NOT NULL,
+  pushed_us INTEGER NOT NULL,
+  payload   BLOB    NOT NULL,
+  PRIMARY KEY (ring_id, grp, seq)
+) WITHOUT ROWID;
+CREATE TABLE sqlq_rotation_items (
+  rotation_id INTEGER NOT NULL,
+  key         TEXT    NOT NULL,
+  payload     BLOB    NOT NULL,
+  added       INTEGER NOT NULL,
+  last_served INTEGER NOT NULL DEFAULT 0,
+  serves      INTEGER NOT NULL DEFAULT 0,
+  failures    INTEGER NOT NULL DEFAULT 0,
+  parked      INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (rotation_id, key)
+) WITHOUT ROWID;
+CREATE INDEX sqlq_rotation_order
+  ON sqlq_rotation_items (rotation_id, parked, last_served, added);
+)sql",
 };
 
 inline constexpr int kSchemaVersion =

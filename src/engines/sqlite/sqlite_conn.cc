@@ -32,7 +32,13 @@ Status Translate(int rc, sqlite3* db, std::string_view what) {
     case SQLITE_TOOBIG:
       return Status::TooLarge(msg);
     case SQLITE_CONSTRAINT:
-      return Status::AlreadyExists(msg);
+      // Only a duplicate key means "exists"; any other constraint failing
+      // (NOT NULL, CHECK) is a bug of ours.
+      if (rc == SQLITE_CONSTRAINT_UNIQUE ||
+          rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
+        return Status::AlreadyExists(msg);
+      }
+      return Status::Internal(msg);
     case SQLITE_INTERRUPT:
       return Status::Timeout(msg);
     default:

@@ -49,7 +49,14 @@ class Stmt {
     }
     return BindText(i, v);
   }
+  // Always a blob, empty included: sqlite3_bind_blob binds NULL for a null
+  // pointer, which an empty std::string_view (such as a defaulted payload
+  // argument) may carry.
   Stmt& BindBlob(int i, std::string_view v) {
+    if (v.data() == nullptr) {
+      sqlite3_bind_zeroblob(stmt_, i, 0);
+      return *this;
+    }
     sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()),
                       SQLITE_STATIC);
     return *this;
@@ -73,11 +80,14 @@ class Stmt {
   sqlite3_stmt* stmt_;
 };
 
-// Changes to a queue's counters (sqlq_queues.sends, ...).
+// Changes to the counters of a queue, ring or rotation (sqlq_queues.sends,
+// ...).
 struct QueueCounters {
   std::int64_t sends = 0, claims = 0, acks = 0, nacks = 0, expirations = 0,
-               dead_lettered = 0;
+               dead_lettered = 0, pushes = 0, serves = 0;
   QueueCounters& operator+=(const QueueCounters& d) {
+    pushes += d.pushes;
+    serves += d.serves;
     sends += d.sends;
     claims += d.claims;
     acks += d.acks;

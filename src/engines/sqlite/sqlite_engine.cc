@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -213,10 +214,7 @@ class SqliteEngine : public core::Engine {
         .Bind(9, Us(now));
     Status s = st.Run("create queue");
     if (!s.ok()) return s;
-    if (conn.changes() == 0) {
-      return Status::AlreadyExists(
-          fmt::format("queue '{}' already exists", name));
-    }
+    if (conn.changes() == 0) return Taken(conn, name);
     core::QueueRecord r;
     r.id = sqlite3_last_insert_rowid(conn.db());
     r.info = {.name = std::string(name), .options = o, .created_at = now};
@@ -257,7 +255,7 @@ class SqliteEngine : public core::Engine {
     int rc = st.Step();
     if (rc == SQLITE_ROW) return QueueFromRow(st);
     if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "look up queue");
-    return Status::NotFound(fmt::format("queue '{}' does not exist", name));
+    return Missing(conn, name, "queue");
   }
 
   Result<std::vector<core::QueueRecord>> ListQueues(Conn& c) override {
@@ -569,6 +567,479 @@ class SqliteEngine : public core::Engine {
     return FromUs(until);
   }
 
+  // --- rings ---------------------------------------------------------------
+
+  Result<core::RingRecord> CreateRing(Conn& c, std::string_view name,
+                                      const RingOptions& o) override {
+    SqliteConn& conn = Sql(c);
+    SQLQ_PREPARE(st, conn, R"sql(
+      INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
+        backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
+        created_us, capacity)
+      VALUES (?1, 'ring', 0, 0, 0, 0, 0, 0, ?2, ?3, ?4)
+      ON CONFLICT (name) DO NOTHING)sql");
+    st.BindText(1, name)
+        .Bind(2, static_cast<std::int64_t>(o.max_payload_bytes))
+        .Bind(3, Us(clock_->Now()))
+        .Bind(4, o.capacity);
+    Status s = st.Run("create ring");
+    if (!s.ok()) return s;
+    if (conn.changes() == 0) return Taken(conn, name);
+    return core::RingRecord{.id = sqlite3_last_insert_rowid(conn.db()),
+                            .name = std::string(name),
+                            .options = o};
+  }
+
+  Result<core::RingRecord> GetRing(Conn& c, std::string_view name) override {
+    SqliteConn& conn = Sql(c);
+    SQLQ_PREPARE(st, conn, R"sql(
+      SELECT id, capacity, max_payload FROM sqlq_queues
+      WHERE name = ?1 AND kind = 'ring')sql");
+    st.BindText(1, name);
+    int rc = st.Step();
+    if (rc == SQLITE_ROW) {
+      return core::RingRecord{
+          .id = st.Int(0),
+          .name = std::string(name),
+          .options = {
+              .capacity = st.Int(1),
+              .max_payload_bytes = static_cast<std::size_t>(st.Int(2))}};
+    }
+    if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "look up ring");
+    return Missing(conn, name, "ring");
+  }
+
+  Status DropRing(Conn& c, std::int64_t ring_id) override {
+    return DeleteAll(Sql(c), ring_id,
+                     {"DELETE FROM sqlq_ring_entries WHERE ring_id = ?1",
+                      "DELETE FROM sqlq_ring_groups WHERE ring_id = ?1",
+                      "DELETE FROM sqlq_queues WHERE id = ?1"},
+                     "drop ring");
+  }
+
+  Result<RingEntry> RingPush(Conn& c, std::int64_t ring_id,
+                             std::string_view group,
+                             std::string_view payload) override {
+    SqliteConn& conn = Sql(c);
+    // The capacity as it is now, not as the caller's handle cached it.
+    std::int64_t capacity = 0;
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT capacity FROM sqlq_queues WHERE id = ?1 AND kind = 'ring')sql");
+      st.Bind(1, ring_id);
+      int rc = st.Step();
+      if (rc == SQLITE_DONE) return Gone("ring", ring_id);
+      if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "push");
+      capacity = st.Int(0);
+    }
+    RingEntry e{.group = std::string(group),
+                .payload = std::string(payload),
+                .pushed_at = clock_->Now()};
+    std::int64_t entries = 0;
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        INSERT INTO sqlq_ring_groups (ring_id, grp, last_seq, entries)
+        VALUES (?1, ?2, 1, 1)
+        ON CONFLICT (ring_id, grp)
+        DO UPDATE SET last_seq = last_seq + 1, entries = entries + 1
+        RETURNING last_seq, entries)sql");
+      st.Bind(1, ring_id).BindText(2, group);
+      int rc = st.Step();
+      if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "push");
+      e.seq = st.Int(0);
+      entries = st.Int(1);
+      if ((rc = st.Step()) != SQLITE_DONE) {
+        return Translate(rc, conn.db(), "push");
+      }
+    }
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        INSERT INTO sqlq_ring_entries (ring_id, grp, seq, pushed_us, payload)
+        VALUES (?1, ?2, ?3, ?4, ?5))sql");
+      st.Bind(1, ring_id)
+          .BindText(2, group)
+          .Bind(3, e.seq)
+          .Bind(4, Us(e.pushed_at))
+          .BindBlob(5, payload);
+      Status s = st.Run("push");
+      if (!s.ok()) return s;
+    }
+    if (entries > capacity) {
+      Status s = EvictOldest(conn, ring_id, group, entries - capacity);
+      if (!s.ok()) return s;
+    }
+    Status s = AddCounters(conn, ring_id, {.pushes = 1});
+    if (!s.ok()) return s;
+    return e;
+  }
+
+  Result<std::vector<RingEntry>> RingRead(Conn& c, std::int64_t ring_id,
+                                          std::string_view group,
+                                          const RingReadOptions& o) override {
+    SqliteConn& conn = Sql(c);
+    Status s = CheckQueue(conn, ring_id);
+    if (!s.ok()) return s;
+    static constexpr const char* kNewest = R"sql(
+      SELECT seq, pushed_us, payload FROM sqlq_ring_entries
+      WHERE ring_id = ?1 AND grp = ?2 ORDER BY seq DESC LIMIT ?3)sql";
+    static constexpr const char* kOldest = R"sql(
+      SELECT seq, pushed_us, payload FROM sqlq_ring_entries
+      WHERE ring_id = ?1 AND grp = ?2 ORDER BY seq LIMIT ?3)sql";
+    SQLQ_PREPARE(st, conn, o.oldest_first ? kOldest : kNewest);
+    st.Bind(1, ring_id).BindText(2, group).Bind(3, o.limit);
+    std::vector<RingEntry> out;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      out.push_back({.seq = st.Int(0),
+                     .group = std::string(group),
+                     .payload = st.Blob(2),
+                     .pushed_at = FromUs(st.Int(1))});
+    }
+    if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "read ring");
+    return out;
+  }
+
+  Result<std::vector<RingGroup>> RingGroups(Conn& c,
+                                            std::int64_t ring_id) override {
+    SqliteConn& conn = Sql(c);
+    Status s = CheckQueue(conn, ring_id);
+    if (!s.ok()) return s;
+    SQLQ_PREPARE(st, conn, R"sql(
+      SELECT grp, entries FROM sqlq_ring_groups
+      WHERE ring_id = ?1 AND entries > 0 ORDER BY grp)sql");
+    st.Bind(1, ring_id);
+    std::vector<RingGroup> out;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      out.push_back({.group = st.Text(0), .entries = st.Int(1)});
+    }
+    if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list groups");
+    return out;
+  }
+
+  Status RingDelete(Conn& c, std::int64_t ring_id, std::string_view group,
+                    std::int64_t seq) override {
+    SqliteConn& conn = Sql(c);
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        DELETE FROM sqlq_ring_entries
+        WHERE ring_id = ?1 AND grp = ?2 AND seq = ?3)sql");
+      st.Bind(1, ring_id).BindText(2, group).Bind(3, seq);
+      Status s = st.Run("delete entry");
+      if (!s.ok()) return s;
+    }
+    if (conn.changes() == 0) {
+      return Status::NotFound(fmt::format(
+          "group '{}' has no entry {} (never pushed, evicted or deleted)",
+          group, seq));
+    }
+    return AdjustEntries(conn, ring_id, group, -1);
+  }
+
+  Result<std::int64_t> RingDeleteGroup(Conn& c, std::int64_t ring_id,
+                                       std::string_view group) override {
+    SqliteConn& conn = Sql(c);
+    Status s = CheckQueue(conn, ring_id);
+    if (!s.ok()) return s;
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        DELETE FROM sqlq_ring_entries WHERE ring_id = ?1 AND grp = ?2)sql");
+      st.Bind(1, ring_id).BindText(2, group);
+      s = st.Run("delete group");
+      if (!s.ok()) return s;
+    }
+    std::int64_t deleted = conn.changes();
+    if (deleted > 0) {
+      s = AdjustEntries(conn, ring_id, group, -deleted);
+      if (!s.ok()) return s;
+    }
+    return deleted;
+  }
+
+  Result<std::int64_t> RingSetCapacity(Conn& c, std::int64_t ring_id,
+                                       std::int64_t capacity) override {
+    SqliteConn& conn = Sql(c);
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        UPDATE sqlq_queues SET capacity = ?2
+        WHERE id = ?1 AND kind = 'ring')sql");
+      st.Bind(1, ring_id).Bind(2, capacity);
+      Status s = st.Run("set capacity");
+      if (!s.ok()) return s;
+      if (conn.changes() == 0) return Gone("ring", ring_id);
+    }
+    std::vector<std::pair<std::string, std::int64_t>> over;
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT grp, entries FROM sqlq_ring_groups
+        WHERE ring_id = ?1 AND entries > ?2 ORDER BY grp)sql");
+      st.Bind(1, ring_id).Bind(2, capacity);
+      int rc;
+      while ((rc = st.Step()) == SQLITE_ROW) {
+        over.emplace_back(st.Text(0), st.Int(1) - capacity);
+      }
+      if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "set capacity");
+    }
+    std::int64_t evicted = 0;
+    for (const auto& [group, n] : over) {
+      Status s = EvictOldest(conn, ring_id, group, n);
+      if (!s.ok()) return s;
+      evicted += n;
+    }
+    return evicted;
+  }
+
+  Result<RingStats> RingStatsOf(Conn& c, std::int64_t ring_id) override {
+    SqliteConn& conn = Sql(c);
+    RingStats out;
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT name, capacity, pushes FROM sqlq_queues
+        WHERE id = ?1 AND kind = 'ring')sql");
+      st.Bind(1, ring_id);
+      int rc = st.Step();
+      if (rc == SQLITE_DONE) return Gone("ring", ring_id);
+      if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "ring stats");
+      out.name = st.Text(0);
+      out.capacity = st.Int(1);
+      out.pushes = st.Int(2);
+    }
+    SQLQ_PREPARE(st, conn, R"sql(
+      SELECT coalesce(sum(entries > 0), 0), coalesce(sum(entries), 0)
+      FROM sqlq_ring_groups WHERE ring_id = ?1)sql");
+    st.Bind(1, ring_id);
+    int rc = st.Step();
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "ring stats");
+    out.groups = st.Int(0);
+    out.entries = st.Int(1);
+    return out;
+  }
+
+  // --- rotations -------------------------------------------------------------
+
+  Result<core::RotationRecord> CreateRotation(
+      Conn& c, std::string_view name, const RotationOptions& o) override {
+    SqliteConn& conn = Sql(c);
+    SQLQ_PREPARE(st, conn, R"sql(
+      INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
+        backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
+        created_us, max_failures)
+      VALUES (?1, 'rotation', 0, 0, 0, 0, 0, 0, ?2, ?3, ?4)
+      ON CONFLICT (name) DO NOTHING)sql");
+    st.BindText(1, name)
+        .Bind(2, static_cast<std::int64_t>(o.max_payload_bytes))
+        .Bind(3, Us(clock_->Now()))
+        .Bind(4, o.max_failures);
+    Status s = st.Run("create rotation");
+    if (!s.ok()) return s;
+    if (conn.changes() == 0) return Taken(conn, name);
+    return core::RotationRecord{.id = sqlite3_last_insert_rowid(conn.db()),
+                                .name = std::string(name),
+                                .options = o};
+  }
+
+  Result<core::RotationRecord> GetRotation(Conn& c,
+                                           std::string_view name) override {
+    SqliteConn& conn = Sql(c);
+    SQLQ_PREPARE(st, conn, R"sql(
+      SELECT id, max_failures, max_payload FROM sqlq_queues
+      WHERE name = ?1 AND kind = 'rotation')sql");
+    st.BindText(1, name);
+    int rc = st.Step();
+    if (rc == SQLITE_ROW) {
+      return core::RotationRecord{
+          .id = st.Int(0),
+          .name = std::string(name),
+          .options = {
+              .max_failures = static_cast<int>(st.Int(1)),
+              .max_payload_bytes = static_cast<std::size_t>(st.Int(2))}};
+    }
+    if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "look up rotation");
+    return Missing(conn, name, "rotation");
+  }
+
+  Status DropRotation(Conn& c, std::int64_t rotation_id) override {
+    return DeleteAll(Sql(c), rotation_id,
+                     {"DELETE FROM sqlq_rotation_items WHERE rotation_id = ?1",
+                      "DELETE FROM sqlq_queues WHERE id = ?1"},
+                     "drop rotation");
+  }
+
+  Status RotationAdd(Conn& c, std::int64_t rotation_id, std::string_view key,
+                     std::string_view payload) override {
+    SqliteConn& conn = Sql(c);
+    // Checked first, so that a refused add writes nothing (not even the
+    // stamp): a clean failure (core/engine.h).
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT 1 FROM sqlq_rotation_items
+        WHERE rotation_id = ?1 AND key = ?2)sql");
+      st.Bind(1, rotation_id).BindText(2, key);
+      int rc = st.Step();
+      if (rc == SQLITE_ROW) {
+        return Status::AlreadyExists(
+            fmt::format("item '{}' is in the rotation already", key));
+      }
+      if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "add item");
+    }
+    auto stamp = NextStamp(conn, rotation_id);
+    if (!stamp.ok()) return stamp.status();
+    SQLQ_PREPARE(st, conn, R"sql(
+      INSERT INTO sqlq_rotation_items (rotation_id, key, payload, added)
+      VALUES (?1, ?2, ?3, ?4))sql");
+    st.Bind(1, rotation_id)
+        .BindText(2, key)
+        .BindBlob(3, payload)
+        .Bind(4, *stamp);
+    return st.Run("add item");
+  }
+
+  Status RotationRemove(Conn& c, std::int64_t rotation_id,
+                        std::string_view key) override {
+    SqliteConn& conn = Sql(c);
+    SQLQ_PREPARE(st, conn, R"sql(
+      DELETE FROM sqlq_rotation_items WHERE rotation_id = ?1 AND key = ?2)sql");
+    st.Bind(1, rotation_id).BindText(2, key);
+    Status s = st.Run("remove item");
+    if (!s.ok()) return s;
+    if (conn.changes() == 0) return NoItem(key);
+    return Status::Ok();
+  }
+
+  Result<std::vector<RotationItem>> RotationNext(Conn& c,
+                                                 std::int64_t rotation_id,
+                                                 int n) override {
+    SqliteConn& conn = Sql(c);
+    Status s = CheckQueue(conn, rotation_id);
+    if (!s.ok()) return s;
+    std::vector<RotationItem> out;
+    {
+      // Served order: least recently served first (0 = never), then the
+      // order of addition. Both are stamps of one counter, so the order is
+      // total and exact at any rate.
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT key, payload, serves, failures FROM sqlq_rotation_items
+        WHERE rotation_id = ?1 AND parked = 0
+        ORDER BY last_served, added LIMIT ?2)sql");
+      st.Bind(1, rotation_id).Bind(2, n);
+      int rc;
+      while ((rc = st.Step()) == SQLITE_ROW) {
+        out.push_back({.key = st.Text(0),
+                       .payload = st.Blob(1),
+                       .served = st.Int(2) + 1,
+                       .failures = static_cast<int>(st.Int(3))});
+      }
+      if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "next");
+    }
+    if (out.empty()) return out;
+    // One stamp per item, in the order served: with one stamp for the whole
+    // call, ties would fall back to the order of addition, and an item added
+    // early that is served at the end of a call would come first again in
+    // the next round, ahead of items served before it (starving others).
+    const auto count = static_cast<std::int64_t>(out.size());
+    auto last = NextStamp(conn, rotation_id, count);
+    if (!last.ok()) return last.status();
+    std::int64_t stamp = *last - count;
+    for (const RotationItem& item : out) {
+      SQLQ_PREPARE(st, conn, R"sql(
+        UPDATE sqlq_rotation_items SET last_served = ?3, serves = serves + 1
+        WHERE rotation_id = ?1 AND key = ?2)sql");
+      st.Bind(1, rotation_id).BindText(2, item.key).Bind(3, ++stamp);
+      s = st.Run("next");
+      if (!s.ok()) return s;
+    }
+    s = AddCounters(conn, rotation_id,
+                    {.serves = static_cast<std::int64_t>(out.size())});
+    if (!s.ok()) return s;
+    return out;
+  }
+
+  Result<RotationItem> RotationFail(Conn& c, std::int64_t rotation_id,
+                                    std::string_view key,
+                                    int max_failures) override {
+    static constexpr const char* kSql = R"sql(
+      UPDATE sqlq_rotation_items
+      SET failures = failures + 1, parked = (failures + 1 >= ?3)
+      WHERE rotation_id = ?1 AND key = ?2
+      RETURNING key, payload, serves, failures, parked)sql";
+    return UpdateItem(Sql(c), kSql, rotation_id, key, max_failures);
+  }
+
+  Result<RotationItem> RotationOk(Conn& c, std::int64_t rotation_id,
+                                  std::string_view key) override {
+    SqliteConn& conn = Sql(c);
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT parked FROM sqlq_rotation_items
+        WHERE rotation_id = ?1 AND key = ?2)sql");
+      st.Bind(1, rotation_id).BindText(2, key);
+      int rc = st.Step();
+      if (rc == SQLITE_DONE) return NoItem(key);
+      if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "ok");
+      if (st.Int(0) != 0) {
+        return Status::FailedPrecondition(fmt::format(
+            "item '{}' is parked: reset it to serve it again", key));
+      }
+    }
+    static constexpr const char* kSql = R"sql(
+      UPDATE sqlq_rotation_items SET failures = 0
+      WHERE rotation_id = ?1 AND key = ?2
+      RETURNING key, payload, serves, failures, parked)sql";
+    return UpdateItem(conn, kSql, rotation_id, key, 0);
+  }
+
+  Result<RotationItem> RotationReset(Conn& c, std::int64_t rotation_id,
+                                     std::string_view key) override {
+    static constexpr const char* kSql = R"sql(
+      UPDATE sqlq_rotation_items SET failures = 0, parked = 0
+      WHERE rotation_id = ?1 AND key = ?2
+      RETURNING key, payload, serves, failures, parked)sql";
+    return UpdateItem(Sql(c), kSql, rotation_id, key, 0);
+  }
+
+  Result<std::vector<RotationItem>> RotationList(
+      Conn& c, std::int64_t rotation_id) override {
+    SqliteConn& conn = Sql(c);
+    Status s = CheckQueue(conn, rotation_id);
+    if (!s.ok()) return s;
+    SQLQ_PREPARE(st, conn, R"sql(
+      SELECT key, payload, serves, failures, parked FROM sqlq_rotation_items
+      WHERE rotation_id = ?1 ORDER BY parked, last_served, added)sql");
+    st.Bind(1, rotation_id);
+    std::vector<RotationItem> out;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) out.push_back(ItemFromRow(st));
+    if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list items");
+    return out;
+  }
+
+  Result<RotationStats> RotationStatsOf(Conn& c,
+                                        std::int64_t rotation_id) override {
+    SqliteConn& conn = Sql(c);
+    RotationStats out;
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT name, max_failures, serves FROM sqlq_queues
+        WHERE id = ?1 AND kind = 'rotation')sql");
+      st.Bind(1, rotation_id);
+      int rc = st.Step();
+      if (rc == SQLITE_DONE) return Gone("rotation", rotation_id);
+      if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "rotation stats");
+      out.name = st.Text(0);
+      out.max_failures = static_cast<int>(st.Int(1));
+      out.serves = st.Int(2);
+    }
+    SQLQ_PREPARE(st, conn, R"sql(
+      SELECT count(*), coalesce(sum(parked), 0) FROM sqlq_rotation_items
+      WHERE rotation_id = ?1)sql");
+    st.Bind(1, rotation_id);
+    int rc = st.Step();
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "rotation stats");
+    out.items = st.Int(0);
+    out.parked = st.Int(1);
+    return out;
+  }
+
   // --- dead letters and archive -------------------------------------------
 
   Result<std::vector<DeadLetter>> ListDead(Conn& c, std::int64_t queue_id,
@@ -703,6 +1174,120 @@ class SqliteEngine : public core::Engine {
         "queue (id {}) no longer exists: it was dropped", queue_id));
   }
 
+  static Status Gone(std::string_view kind, std::int64_t id) {
+    return Status::NotFound(
+        fmt::format("{} (id {}) no longer exists: it was dropped", kind, id));
+  }
+
+  static Status NoItem(std::string_view key) {
+    return Status::NotFound(
+        fmt::format("item '{}' is not in the rotation", key));
+  }
+
+  // Why `name` is not a `want`: missing, or another kind of thing.
+  Status Missing(SqliteConn& conn, std::string_view name,
+                 std::string_view want) {
+    SQLQ_PREPARE(st, conn, "SELECT kind FROM sqlq_queues WHERE name = ?1");
+    st.BindText(1, name);
+    int rc = st.Step();
+    if (rc == SQLITE_ROW) {
+      return Status::FailedPrecondition(
+          fmt::format("'{}' is a {}, not a {}", name, st.Text(0), want));
+    }
+    if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "look up name");
+    return Status::NotFound(fmt::format("{} '{}' does not exist", want, name));
+  }
+
+  // The name is taken: says by what kind of thing.
+  Status Taken(SqliteConn& conn, std::string_view name) {
+    SQLQ_PREPARE(st, conn, "SELECT kind FROM sqlq_queues WHERE name = ?1");
+    st.BindText(1, name);
+    int rc = st.Step();
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "look up name");
+    return Status::AlreadyExists(
+        fmt::format("{} '{}' already exists", st.Text(0), name));
+  }
+
+  Status DeleteAll(SqliteConn& conn, std::int64_t id,
+                   std::initializer_list<const char*> statements,
+                   std::string_view what) {
+    for (const char* sql : statements) {
+      SQLQ_PREPARE(st, conn, sql);
+      st.Bind(1, id);
+      Status s = st.Run(what);
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
+  // Deletes the group's `n` oldest entries (lowest seq: a total order, so a
+  // statement-replaying replica evicts the same rows).
+  Status EvictOldest(SqliteConn& conn, std::int64_t ring_id,
+                     std::string_view group, std::int64_t n) {
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        DELETE FROM sqlq_ring_entries
+        WHERE ring_id = ?1 AND grp = ?2 AND seq IN (
+          SELECT seq FROM sqlq_ring_entries
+          WHERE ring_id = ?1 AND grp = ?2 ORDER BY seq LIMIT ?3))sql");
+      st.Bind(1, ring_id).BindText(2, group).Bind(3, n);
+      Status s = st.Run("evict");
+      if (!s.ok()) return s;
+    }
+    return AdjustEntries(conn, ring_id, group, -conn.changes());
+  }
+
+  Status AdjustEntries(SqliteConn& conn, std::int64_t ring_id,
+                       std::string_view group, std::int64_t delta) {
+    SQLQ_PREPARE(st, conn, R"sql(
+      UPDATE sqlq_ring_groups SET entries = entries + ?3
+      WHERE ring_id = ?1 AND grp = ?2)sql");
+    st.Bind(1, ring_id).BindText(2, group).Bind(3, delta);
+    return st.Run("count entries");
+  }
+
+  // Takes the rotation's next `count` counter values and returns the last
+  // of them; kNotFound when the rotation was dropped.
+  Result<std::int64_t> NextStamp(SqliteConn& conn, std::int64_t rotation_id,
+                                 std::int64_t count = 1) {
+    SQLQ_PREPARE(st, conn, R"sql(
+      UPDATE sqlq_queues SET next_stamp = next_stamp + ?2
+      WHERE id = ?1 AND kind = 'rotation' RETURNING next_stamp)sql");
+    st.Bind(1, rotation_id).Bind(2, count);
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return Gone("rotation", rotation_id);
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "stamp");
+    std::int64_t stamp = st.Int(0);
+    if ((rc = st.Step()) != SQLITE_DONE) {
+      return Translate(rc, conn.db(), "stamp");
+    }
+    return stamp;
+  }
+
+  static RotationItem ItemFromRow(const Stmt& st) {
+    return {.key = st.Text(0),
+            .payload = st.Blob(1),
+            .served = st.Int(2),
+            .failures = static_cast<int>(st.Int(3)),
+            .parked = st.Int(4) != 0};
+  }
+
+  Result<RotationItem> UpdateItem(SqliteConn& conn, const char* sql,
+                                  std::int64_t rotation_id,
+                                  std::string_view key, int param) {
+    SQLQ_PREPARE(st, conn, sql);
+    st.Bind(1, rotation_id).BindText(2, key);
+    if (param != 0) st.Bind(3, param);
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return NoItem(key);
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "update item");
+    RotationItem item = ItemFromRow(st);
+    if ((rc = st.Step()) != SQLITE_DONE) {
+      return Translate(rc, conn.db(), "update item");
+    }
+    return item;
+  }
+
   static Stmt& BindFence(Stmt& st, std::int64_t queue_id,
                          const core::Receipt& r) {
     return st.Bind(1, r.id)
@@ -749,7 +1334,8 @@ class SqliteEngine : public core::Engine {
     SQLQ_PREPARE(st, conn, R"sql(
       UPDATE sqlq_queues SET sends = sends + ?2, claims = claims + ?3,
         acks = acks + ?4, nacks = nacks + ?5,
-        expirations = expirations + ?6, dead_lettered = dead_lettered + ?7
+        expirations = expirations + ?6, dead_lettered = dead_lettered + ?7,
+        pushes = pushes + ?8, serves = serves + ?9
       WHERE id = ?1)sql");
     st.Bind(1, queue_id)
         .Bind(2, d.sends)
@@ -757,7 +1343,9 @@ class SqliteEngine : public core::Engine {
         .Bind(4, d.acks)
         .Bind(5, d.nacks)
         .Bind(6, d.expirations)
-        .Bind(7, d.dead_lettered);
+        .Bind(7, d.dead_lettered)
+        .Bind(8, d.pushes)
+        .Bind(9, d.serves);
     Status s = st.Run("update counters");
     if (!s.ok()) return s;
     if (conn.changes() == 0) return QueueGone(queue_id);

@@ -1,0 +1,23 @@
+// Text helpers shared by every front end: whether bytes are UTF-8 (payloads
+// that are not travel base64 in a separate field, in the CLI and over HTTP),
+// and standard base64 (RFC 4648, with padding).
+
+#ifndef SQLQ_TEXT_H_
+#define SQLQ_TEXT_H_
+
+#include <string>
+#include <string_view>
+
+#include "sqlq/status.h"
+
+namespace sqlq {
+
+// Well-formed UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF.
+bool IsUtf8(std::string_view bytes);
+std::string Base64Encode(std::string_view bytes);
+// kInvalidArgument when `text` is not padded standard base64.
+Result<std::string> Base64Decode(std::string_view text);
+
+}  // namespace sqlq
+
+#endif  // SQLQ_TEXT_H_
