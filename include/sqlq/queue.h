@@ -218,10 +218,10 @@ class WorkQueue {
   Result<QueueStats> Stats();
 
   Result<std::vector<DeadLetter>> ListDead(const ListOptions& options = {});
-  // Moves the given dead letters (or every one, when `ids` is empty and
-  // `all` is true) back into the queue, ready now with fresh attempts.
-  // Returns how many were moved; ids that are not dead letters of this queue
-  // are skipped.
+  // Moves the given dead letters (1..10,000 ids; RedriveAll: every one)
+  // back into the queue, ready now with fresh attempts, same ids. Returns
+  // how many were moved; ids that are not dead letters of this queue are
+  // skipped.
   Result<std::int64_t> Redrive(std::span<const std::int64_t> ids);
   Result<std::int64_t> RedriveAll();
   Result<std::int64_t> PurgeDead();

@@ -1096,7 +1096,9 @@ int Main(int argc, char** argv) {
     if (g.json) {
       nlohmann::ordered_json err = {
           {"error", {{"code", "usage"}, {"message", what}}}};
-      std::cerr << err.dump() << '\n';
+      std::cerr << err.dump(-1, ' ', false,
+                            nlohmann::ordered_json::error_handler_t::replace)
+                << '\n';
     } else {
       std::cerr << "sqlq: " << what << " (see 'sqlq --help')\n";
     }
@@ -1108,4 +1110,14 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace sqlq::cli
 
-int main(int argc, char** argv) { return sqlq::cli::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // The library reports through Status; what could still throw here is the
+  // standard library (allocation, a thread that cannot start). End with one
+  // line and a documented exit code rather than a signal.
+  try {
+    return sqlq::cli::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "sqlq: internal error: " << e.what() << '\n';
+    return sqlq::cli::kExitInternal;
+  }
+}

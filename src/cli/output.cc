@@ -63,6 +63,13 @@ std::string FormatTime(Timestamp t) {
 
 namespace {
 
+// Text that is not UTF-8 (an error message cut mid-character, a worker name)
+// is printed with U+FFFD in its place rather than aborting the program.
+std::string Dump(const nlohmann::ordered_json& v) {
+  return v.dump(-1, ' ', false,
+                nlohmann::ordered_json::error_handler_t::replace);
+}
+
 std::string Cell(const nlohmann::ordered_json& v) {
   if (v.is_null()) return "-";
   if (v.is_string()) {
@@ -71,9 +78,9 @@ std::string Cell(const nlohmann::ordered_json& v) {
     bool plain = std::none_of(s.begin(), s.end(), [](char c) {
       return static_cast<unsigned char>(c) < 0x20;
     });
-    return plain ? s : v.dump();
+    return plain ? s : Dump(v);
   }
-  return v.dump();
+  return Dump(v);
 }
 
 }  // namespace

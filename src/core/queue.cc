@@ -178,12 +178,9 @@ Result<std::vector<Status>> WorkQueue::AckBatch(
           impl_->store().engine().Ack(conn, {.queue_id = impl_->id(),
                                              .receipt = *parsed[i],
                                              .archive = options().archive});
-      // A failed ack changes nothing, so the others may still commit; but
-      // an engine failure (I/O) must undo the whole group.
-      if (!out[i].ok() && out[i].code() != Code::kNotFound &&
-          out[i].code() != Code::kFailedPrecondition) {
-        return out[i];
-      }
+      // A clean failure (stale, gone) changed nothing, so the other acks
+      // still commit; any other failure must undo the whole group.
+      if (!out[i].ok() && !core::IsCleanFailure(out[i])) return out[i];
     }
     return Status::Ok();
   });

@@ -1,8 +1,11 @@
 #include "core/receipt.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <charconv>
+#include <chrono>
+#include <exception>
 #include <random>
 
 namespace sqlq::core {
@@ -48,11 +51,28 @@ Result<Receipt> ParseReceipt(std::string_view text) {
 }
 
 std::uint64_t NewLeaseToken() {
-  thread_local std::mt19937_64 gen([] {
-    std::random_device rd;
-    std::seed_seq seq{rd(), rd(), rd(), rd()};
-    return std::mt19937_64(seq);
-  }());
+  // Reseeded in a forked child: parent and child must not draw the same
+  // tokens. Seeded from the OS; should that fail, from time and addresses
+  // (tokens fence stale receipts; they are not secrets).
+  thread_local pid_t seeded_in = 0;
+  thread_local std::mt19937_64 gen;
+  if (seeded_in != getpid()) {
+    seeded_in = getpid();
+    std::uint64_t seed[4];
+    try {
+      std::random_device rd;
+      for (auto& x : seed) x = (std::uint64_t{rd()} << 32) ^ rd();
+    } catch (const std::exception&) {
+      auto now =
+          std::chrono::high_resolution_clock::now().time_since_epoch().count();
+      seed[0] = static_cast<std::uint64_t>(now);
+      seed[1] = static_cast<std::uint64_t>(seeded_in);
+      seed[2] = reinterpret_cast<std::uintptr_t>(&seed);
+      seed[3] = reinterpret_cast<std::uintptr_t>(&gen);
+    }
+    std::seed_seq seq(std::begin(seed), std::end(seed));
+    gen.seed(seq);
+  }
   std::uint64_t t;
   do {
     t = gen();

@@ -17,9 +17,21 @@ void WakeHub::Unregister(Waiter& w) {
   if (!w.registered) return;
   auto it = waiters_.find(w.queue_id);
   it->second.erase(w.pos);
-  if (it->second.empty()) waiters_.erase(it);
   w.registered = false;
   --count_;
+  // A signal this waiter received but never slept on (it was looking when
+  // the send came, and its look returned something else, or failed) stands
+  // for a message someone should look at: hand it to the next waiter.
+  if (w.signalled) {
+    w.signalled = false;
+    for (Waiter* other : it->second) {
+      if (other->signalled) continue;
+      other->signalled = true;
+      other->cv.notify_one();
+      break;
+    }
+  }
+  if (it->second.empty()) waiters_.erase(it);
 }
 
 bool WakeHub::Wait(Waiter& w, std::chrono::steady_clock::time_point until) {

@@ -32,6 +32,8 @@ class WakeHub {
   };
 
   void Register(Waiter& w, std::int64_t queue_id);
+  // Also passes an unused signal of `w` on to the next waiter of its queue,
+  // so that a wake-up is never lost with a waiter that leaves.
   void Unregister(Waiter& w);
   // Sleeps until `w` is signalled or `until`; returns whether it was
   // signalled, and clears the signal. REQUIRES: w is registered.

@@ -7,6 +7,7 @@
 
 #include <climits>
 #include <filesystem>
+#include <system_error>
 
 namespace sqlq::engines::sqlite {
 
@@ -41,7 +42,11 @@ bool FileWatcher::Start(const std::string& db_path,
   if (stop_fd_ < 0) return false;
   changed_ = std::move(changed);
   min_interval_ = min_interval;
-  thread_ = std::thread([this] { Loop(); });
+  try {
+    thread_ = std::thread([this] { Loop(); });
+  } catch (const std::system_error&) {
+    return false;  // no thread: waiting claims fall back to polling
+  }
   return true;
 }
 
@@ -63,7 +68,9 @@ void FileWatcher::Loop() {
       while ((len = read(inotify_fd_, buf, sizeof buf)) > 0) {
         for (char* p = buf; p < buf + len;) {
           auto* ev = reinterpret_cast<inotify_event*>(p);
-          if (ev->len > 0) {
+          if (ev->mask & IN_Q_OVERFLOW) {
+            relevant = true;  // events were dropped: assume ours among them
+          } else if (ev->len > 0) {
             std::string_view name(ev->name);
             if (name == base_ || name == wal_) relevant = true;
           }

@@ -5,6 +5,10 @@
 namespace sqlq::engines::sqlite {
 
 Status Translate(int rc, sqlite3* db, std::string_view what) {
+  // Never a "clean failure" code (core/engine.h): an error SQLite raises in
+  // the middle of an operation may follow writes of that operation, so the
+  // merged transaction must not commit. Operations produce clean codes only
+  // from explicit checks made before they write.
   std::string detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
   std::string msg = fmt::format("{}: {}", what, detail);
   switch (rc & 0xff) {
@@ -26,22 +30,13 @@ Status Translate(int rc, sqlite3* db, std::string_view what) {
     case SQLITE_IOERR:
     case SQLITE_NOMEM:
     case SQLITE_PROTOCOL:
-      return Status::Unavailable(msg);
     case SQLITE_CANTOPEN:
-      return Status::NotFound(msg);
-    case SQLITE_TOOBIG:
-      return Status::TooLarge(msg);
-    case SQLITE_CONSTRAINT:
-      // Only a duplicate key means "exists"; any other constraint failing
-      // (NOT NULL, CHECK) is a bug of ours.
-      if (rc == SQLITE_CONSTRAINT_UNIQUE ||
-          rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
-        return Status::AlreadyExists(msg);
-      }
-      return Status::Internal(msg);
+      return Status::Unavailable(msg);
     case SQLITE_INTERRUPT:
       return Status::Timeout(msg);
     default:
+      // SQLITE_CONSTRAINT, SQLITE_TOOBIG, ...: our checks should have
+      // prevented them; a bug of ours.
       return Status::Internal(msg);
   }
 }

@@ -15,11 +15,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <initializer_list>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -95,7 +97,8 @@ Result<Settings> ParseUrl(std::string_view rest) {
     auto eq = kv.find('=');
     std::string_view key = kv.substr(0, eq);
     std::string value(eq == std::string_view::npos ? "" : kv.substr(eq + 1));
-    std::transform(value.begin(), value.end(), value.begin(), ::toupper);
+    std::transform(value.begin(), value.end(), value.begin(),
+                   [](unsigned char ch) { return std::toupper(ch); });
     if (key == "synchronous") {
       if (value != "OFF" && value != "NORMAL" && value != "FULL" &&
           value != "EXTRA") {
@@ -186,10 +189,37 @@ class SqliteEngine : public core::Engine {
 
   void WatchForeignWrites(std::function<void()> changed) override {
     watcher_ = std::make_unique<FileWatcher>();
-    if (!watcher_->Start(real_path_, std::move(changed),
+    // The file events include our own commits; waking every waiter for
+    // those would make each commit of this process cost an empty claim per
+    // waiting consumer. Report only what another connection committed.
+    auto foreign_only = [this, changed = std::move(changed)] {
+      if (CommittedElsewhere()) changed();
+    };
+    if (!watcher_->Start(real_path_, std::move(foreign_only),
                          std::chrono::microseconds(2000))) {
       watcher_.reset();
     }
+  }
+
+  // Whether a connection other than our writer (another process, or a Tx
+  // of ours) committed since the last call. Taking the write lock first
+  // waits out a commit whose WAL write raised the event but which has not
+  // yet published itself; data_version then shows it. When in doubt, true.
+  bool CommittedElsewhere() {
+    std::lock_guard<std::mutex> lock(writer_mu_);
+    if (!writer_->Exec("BEGIN IMMEDIATE", "watch").ok()) return true;
+    std::int64_t version = -1;
+    {
+      auto raw = writer_->Prepare("PRAGMA data_version");
+      if (raw.ok()) {
+        Stmt st(writer_->db(), *raw);
+        if (st.Step() == SQLITE_ROW) version = st.Int(0);
+      }
+    }
+    (void)writer_->Exec("ROLLBACK", "watch");
+    bool changed = version < 0 || version != data_version_;
+    data_version_ = version;
+    return changed;
   }
 
   // --- queues --------------------------------------------------------------
@@ -419,14 +449,26 @@ class SqliteEngine : public core::Engine {
         std::string payload;
       };
       std::vector<Candidate> found;
-      {
+      // One index range per priority level, highest first: "priority = ?
+      // AND ready_us <= now" is a range of the claim index, so leased and
+      // delayed messages are never read, however many there are (a single
+      // query ordered by priority would have to skip over them).
+      std::optional<std::int64_t> below;
+      while (static_cast<int>(found.size()) < want) {
+        auto level = NextPriority(conn, p.queue_id, below);
+        if (!level.ok()) return level.status();
+        if (!level->has_value()) break;
+        below = **level;
         SQLQ_PREPARE(st, conn, R"sql(
           SELECT id, priority, ready_us, token, attempts, enqueued_us, payload
           FROM sqlq_messages
-          WHERE queue_id = ?1 AND ready_us <= ?2
-          ORDER BY priority DESC, ready_us, id
-          LIMIT ?3)sql");
-        st.Bind(1, p.queue_id).Bind(2, now).Bind(3, want);
+          WHERE queue_id = ?1 AND priority = ?2 AND ready_us <= ?3
+          ORDER BY ready_us, id
+          LIMIT ?4)sql");
+        st.Bind(1, p.queue_id)
+            .Bind(2, *below)
+            .Bind(3, now)
+            .Bind(4, want - static_cast<int>(found.size()));
         int rc;
         while ((rc = st.Step()) == SQLITE_ROW) {
           found.push_back({st.Int(0), st.Int(1), st.Int(2), st.Int(3),
@@ -484,13 +526,27 @@ class SqliteEngine : public core::Engine {
   Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
                                                std::int64_t queue_id) override {
     SqliteConn& conn = Sql(c);
-    SQLQ_PREPARE(st, conn,
-                 "SELECT min(ready_us) FROM sqlq_messages WHERE queue_id = ?1");
-    st.Bind(1, queue_id);
-    int rc = st.Step();
-    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "next ready");
-    if (st.IsNull(0)) return std::optional<Timestamp>();
-    return std::optional<Timestamp>(FromUs(st.Int(0)));
+    // The earliest ready time of each priority level is the first entry of
+    // its index range: one seek per level, not a scan of the queue.
+    std::optional<std::int64_t> earliest;
+    std::optional<std::int64_t> below;
+    for (;;) {
+      auto level = NextPriority(conn, queue_id, below);
+      if (!level.ok()) return level.status();
+      if (!level->has_value()) break;
+      below = **level;
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT min(ready_us) FROM sqlq_messages
+        WHERE queue_id = ?1 AND priority = ?2)sql");
+      st.Bind(1, queue_id).Bind(2, *below);
+      int rc = st.Step();
+      if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "next ready");
+      if (!st.IsNull(0) && (!earliest || st.Int(0) < *earliest)) {
+        earliest = st.Int(0);
+      }
+    }
+    if (!earliest) return std::optional<Timestamp>();
+    return std::optional<Timestamp>(FromUs(*earliest));
   }
 
   Result<Timestamp> Now(Conn&) override { return clock_->Now(); }
@@ -1288,6 +1344,25 @@ class SqliteEngine : public core::Engine {
     return item;
   }
 
+  // The highest priority level of the queue below `below` (all levels when
+  // unset); nullopt when there is none. One seek in the claim index.
+  Result<std::optional<std::int64_t>> NextPriority(
+      SqliteConn& conn, std::int64_t queue_id,
+      std::optional<std::int64_t> below) {
+    static constexpr const char* kTop = R"sql(
+      SELECT max(priority) FROM sqlq_messages WHERE queue_id = ?1)sql";
+    static constexpr const char* kBelow = R"sql(
+      SELECT max(priority) FROM sqlq_messages
+      WHERE queue_id = ?1 AND priority < ?2)sql";
+    SQLQ_PREPARE(st, conn, below ? kBelow : kTop);
+    st.Bind(1, queue_id);
+    if (below) st.Bind(2, *below);
+    int rc = st.Step();
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "claim");
+    if (st.IsNull(0)) return std::optional<std::int64_t>();
+    return std::optional<std::int64_t>(st.Int(0));
+  }
+
   static Stmt& BindFence(Stmt& st, std::int64_t queue_id,
                          const core::Receipt& r) {
     return st.Bind(1, r.id)
@@ -1539,6 +1614,7 @@ class SqliteEngine : public core::Engine {
   std::string real_path_;
   std::mutex writer_mu_;
   std::unique_ptr<SqliteConn> writer_;  // guarded by writer_mu_
+  std::int64_t data_version_ = -1;      // guarded by writer_mu_
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<SqliteConn>> readers_;  // guarded by readers_mu_
   std::unique_ptr<FileWatcher> watcher_;
