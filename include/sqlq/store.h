@@ -114,7 +114,13 @@ class Store {
   Result<Rotation> GetRotation(std::string_view name);
   Status DropRotation(std::string_view name);
 
-  // Starts a write transaction on a connection of sqlq's own.
+  // Starts a write transaction on a connection of sqlq's own. On SQLite it
+  // holds the database's write lock until it ends, so every other write
+  // waits for it — including this store's ordinary (non-Tx) calls: a thread
+  // that holds a Tx and makes one waits on itself until kBusy (60 s).
+  // If an operation inside the Tx fails part-way (any error but the clean
+  // ones: invalid argument, not found, stale receipt, exists, too large),
+  // Commit rolls back and answers kFailedPrecondition.
   Result<Tx> BeginTx();
   // Wraps the caller's connection, on which the caller has begun a
   // transaction. For SQLite pass a sqlite3* opened on this store's file; the

@@ -27,6 +27,15 @@ struct Globals {
   bool json = false;
 };
 
+// For unsigned options: CLI11 would read "-1" as 2^64 - 1.
+CLI::Validator NotNegative() {
+  return CLI::Validator(
+      [](std::string& in) -> std::string {
+        return !in.empty() && in[0] == '-' ? "must not be negative" : "";
+      },
+      "", "NotNegative");
+}
+
 // Set by the command callbacks; the exit code of the run.
 int g_exit = kExitOk;
 
@@ -153,7 +162,8 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
         cmd->add_option("--retention", retention->text,
                         "How long the archive keeps messages (default 7d)");
     cmd->add_option("--max-payload", o->max_payload_bytes,
-                    "Largest payload in bytes (default 1048576)");
+                    "Largest payload in bytes (default 1048576)")
+        ->check(NotNegative());
     cmd->callback([=, &run] {
       for (auto [arg, flag] : {std::pair{lease.get(), "--lease"},
                                {base.get(), "--backoff-base"},
@@ -756,7 +766,8 @@ void AddRingCommands(CLI::App& app, Runner& run) {
     cmd->add_option("--capacity", a->capacity, "Entries each group keeps")
         ->required();
     cmd->add_option("--max-payload", a->max_payload,
-                    "Largest payload in bytes (default 1048576)");
+                    "Largest payload in bytes (default 1048576)")
+        ->check(NotNegative());
     cmd->callback([a, &run] {
       RingOptions o{.capacity = a->capacity,
                     .max_payload_bytes = a->max_payload};
@@ -919,7 +930,8 @@ void AddRotationCommands(CLI::App& app, Runner& run) {
     cmd->add_option("--max-failures", a->max_failures,
                     "Failures that park an item (default 3)");
     cmd->add_option("--max-payload", a->max_payload,
-                    "Largest payload in bytes (default 1048576)");
+                    "Largest payload in bytes (default 1048576)")
+        ->check(NotNegative());
     cmd->callback([a, &run] {
       RotationOptions o{.max_failures = a->max_failures,
                         .max_payload_bytes = a->max_payload};

@@ -330,7 +330,10 @@ Result<SendResult> WorkQueue::Send(Tx& tx, const Message& message) {
   auto r = impl_->store().engine().Send(
       *tx.impl_->conn(), {.queue_id = impl_->id(),
                           .messages = std::span<const Message>(&message, 1)});
-  if (!r.ok()) return r.status();
+  if (!r.ok()) {
+    if (!core::IsCleanFailure(r.status())) tx.impl_->Poison(r.status());
+    return r.status();
+  }
   tx.impl_->sent()[impl_->id()] += CountStored(*r);
   return (*r)[0];
 }
@@ -340,10 +343,12 @@ Status WorkQueue::Ack(Tx& tx, std::string_view receipt) {
   if (!s.ok()) return s;
   auto parsed = core::ParseReceipt(receipt);
   if (!parsed.ok()) return parsed.status();
-  return impl_->store().engine().Ack(*tx.impl_->conn(),
-                                     {.queue_id = impl_->id(),
-                                      .receipt = *parsed,
-                                      .archive = options().archive});
+  s = impl_->store().engine().Ack(*tx.impl_->conn(),
+                                  {.queue_id = impl_->id(),
+                                   .receipt = *parsed,
+                                   .archive = options().archive});
+  if (!s.ok() && !core::IsCleanFailure(s)) tx.impl_->Poison(s);
+  return s;
 }
 
 }  // namespace sqlq

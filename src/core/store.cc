@@ -235,6 +235,13 @@ Status Tx::Commit() {
   if (!impl_ || impl_->conn() == nullptr) {
     return Status::FailedPrecondition("transaction is already closed");
   }
+  if (!impl_->poisoned().ok()) {
+    Status why = impl_->poisoned();
+    (void)Rollback();
+    return Status::FailedPrecondition(
+        "transaction rolled back: an operation in it failed part-way (" +
+        why.ToString() + ")");
+  }
   auto conn = impl_->Close();
   Status s = impl_->store().engine().CommitTx(*conn);
   if (s.ok()) {

@@ -137,11 +137,18 @@ class TxImpl {
   // Queues this transaction sent to, with how many messages: woken on
   // commit.
   std::map<std::int64_t, std::int64_t>& sent() { return sent_; }
+  // An operation in this transaction failed after it may have written part
+  // of itself (not a clean failure): the transaction must not commit.
+  void Poison(const Status& why) {
+    if (poisoned_.ok()) poisoned_ = why;
+  }
+  const Status& poisoned() const { return poisoned_; }
 
  private:
   StoreImpl* store_;
   std::unique_ptr<Conn> conn_;
   bool joined_;
+  Status poisoned_;
   std::map<std::int64_t, std::int64_t> sent_;
 };
 

@@ -1,5 +1,5 @@
-// Review: the sqlq program aborts (std::terminate on an uncaught
-// nlohmann::json::type_error 316) on text that is not valid UTF-8:
+// Regression tests from review: the sqlq program aborted (std::terminate on an
+// uncaught nlohmann::json::type_error 316) on text that is not valid UTF-8:
 //  - table output (no --json) of a cell that holds a control character and
 //    an invalid byte: Cell() in src/cli/output.cc calls v.dump() without
 //    error_handler_t::replace. A nack error (a stack trace: newlines) that
@@ -55,6 +55,19 @@ TEST(CliReview, JsonUsageErrorForAnInvalidUtf8WordIsOneLineNotAnAbort) {
   RunResult r = cli_test::Run(SQLQ_BIN, {"--json", "\xff"});
   EXPECT_EQ(r.signal, 0) << Show(r);
   EXPECT_EQ(r.exit_code, 2) << Show(r);
+}
+
+TEST(CliReview, NegativeByteCountIsRefusedNotWrapped) {
+  std::string dir = "/tmp/sqlq-review-XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const std::string url = "--db=sqlite:" + dir + "/q.db";
+  RunResult r = cli_test::Run(
+      SQLQ_BIN, {url, "queue", "create", "q", "--max-payload", "-1"});
+  EXPECT_EQ(r.exit_code, 2) << Show(r);
+  EXPECT_NE(r.err.find("must not be negative"), std::string::npos) << Show(r);
+  EXPECT_EQ(r.err.find("18446744073709551615"), std::string::npos) << Show(r);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/q.db"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -91,6 +91,12 @@ Result<Settings> ParseUrl(std::string_view rest) {
         "sqlite URL names no file: expected sqlite:PATH");
   }
   s.path = std::string(rest);
+  if (s.path == ":memory:" || s.path.rfind("file:", 0) == 0) {
+    // Each connection of the pool would see its own empty database.
+    return Status::InvalidArgument(
+        "sqlite URL: in-memory and URI file names are not supported; name a "
+        "file (sqlite:/tmp/scratch.db)");
+  }
   while (!query.empty()) {
     std::string_view kv = query.substr(0, query.find('&'));
     query.remove_prefix(std::min(query.size(), kv.size() + 1));

@@ -1,10 +1,11 @@
-// Review: the "clean failure" contract (src/core/engine.h: an operation that
-// fails with kNotFound/kFailedPrecondition/kInvalidArgument/kAlreadyExists/
-// kTooLarge has written nothing) is not what the SQLite engine delivers:
-// sqlite::Translate maps *any* SQLITE_CONSTRAINT to kAlreadyExists (and
-// SQLITE_TOOBIG to kTooLarge, SQLITE_CANTOPEN to kNotFound), whatever the
-// operation had written before the failing statement. WriteBatcher::RunGroup
-// then treats the failure as clean and COMMITs the partial writes.
+// Regression tests from review: the "clean failure" contract
+// (src/core/engine.h: an operation that fails with
+// kNotFound/kFailedPrecondition/kInvalidArgument/kAlreadyExists/ kTooLarge has
+// written nothing) is not what the SQLite engine delivers: sqlite::Translate
+// maps *any* SQLITE_CONSTRAINT to kAlreadyExists (and SQLITE_TOOBIG to
+// kTooLarge, SQLITE_CANTOPEN to kNotFound), whatever the operation had written
+// before the failing statement. WriteBatcher::RunGroup then treats the failure
+// as clean and COMMITs the partial writes.
 //
 // A trigger stands in for any constraint that fires on the n-th statement
 // of an operation (here: the 2nd message of a batch, the 2nd archive insert
@@ -97,6 +98,55 @@ TEST(CleanFailureReview, AckBatchThatFailsAsAWholeCommitsNothing) {
     EXPECT_FALSE((*r)[1].ok());
     EXPECT_TRUE((*r)[2].ok());
   }
+}
+
+TEST(CleanFailureReview, TxWithAnOperationThatFailedPartWayDoesNotCommit) {
+  Db db;
+  auto store = Store::Open("sqlite:" + db.path);
+  ASSERT_TRUE(store.ok());
+  auto q = (*store)->CreateQueue("q", {});
+  ASSERT_TRUE(q.ok());
+  db.Exec("CREATE TABLE orders (id INTEGER PRIMARY KEY)");
+  db.Exec(
+      "CREATE TRIGGER review_refuse BEFORE INSERT ON sqlq_messages "
+      "WHEN NEW.payload = CAST('bad' AS BLOB) "
+      "BEGIN SELECT RAISE(ABORT, 'refused by a constraint'); END;");
+
+  auto tx = (*store)->BeginTx();
+  ASSERT_TRUE(tx.ok()) << tx.status().ToString();
+  auto* conn = static_cast<sqlite3*>(tx->native_handle());
+  ASSERT_EQ(sqlite3_exec(conn, "INSERT INTO orders VALUES (1)", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
+  ASSERT_TRUE(q->Send(*tx, {.payload = "good"}).ok());
+  auto bad = q->Send(*tx, {.payload = "bad"});
+  ASSERT_FALSE(bad.ok());
+  // The caller ignores the failure and commits anyway: refused, and the
+  // whole transaction (the order and the good message) is rolled back.
+  Status committed = tx->Commit();
+  EXPECT_EQ(committed.code(), Code::kFailedPrecondition)
+      << committed.ToString();
+  auto stats = q->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->ready, 0);
+  sqlite3* check = nullptr;
+  ASSERT_EQ(sqlite3_open(db.path.c_str(), &check), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(check, "SELECT count(*) FROM orders", -1, &st,
+                               nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), 0);
+  sqlite3_finalize(st);
+  sqlite3_close(check);
+}
+
+TEST(SqliteUrl, InMemoryDatabaseIsRefusedClearly) {
+  auto store = Store::Open("sqlite::memory:");
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(store.status().message().find("in-memory"), std::string::npos)
+      << store.status().ToString();
 }
 
 }  // namespace
