@@ -399,6 +399,19 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
   return r;
 }
 
+// The URL as printed: a password in it (scheme://user:secret@host) is
+// replaced by ***, so benchmark output can be pasted into docs and issues.
+std::string Redacted(const std::string& url) {
+  auto scheme = url.find("://");
+  auto at = url.find('@');
+  if (scheme == std::string::npos || at == std::string::npos || at < scheme) {
+    return url;
+  }
+  auto colon = url.find(':', scheme + 3);
+  if (colon == std::string::npos || colon > at) return url;
+  return url.substr(0, colon + 1) + "***" + url.substr(at);
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   if (v.empty()) return 0;
@@ -456,14 +469,14 @@ int Run(Config c) {
     auto store = Store::Open(url);
     if (!store.ok()) return out.Fail(store.status());
     out.Say({{"bench", "environment"},
-             {"db", url},
+             {"db", Redacted(url)},
              {"fsync_per_s", std::lround(fsync_rate)},
              {"cores", std::thread::hardware_concurrency()},
              {"runs", c.runs}},
             fmt::format("database {}; fsync rate {:.0f}/s; {} cores; median "
                         "of {} runs",
-                        url, fsync_rate, std::thread::hardware_concurrency(),
-                        c.runs));
+                        Redacted(url), fsync_rate,
+                        std::thread::hardware_concurrency(), c.runs));
     out.Columns({"workload", "msgs_per_s", "vs_baseline", "p50_us", "p99_us",
                  "ops_per_commit", "runs"});
     std::map<std::string, double> medians;

@@ -57,8 +57,9 @@ class Tx {
   Tx& operator=(Tx&&) noexcept;
   ~Tx();
 
-  // The engine's native connection (sqlite3* for SQLite) so that the caller
-  // can run its own statements inside this transaction. Owned by the Tx.
+  // The engine's native connection (sqlite3* for SQLite, PGconn* for
+  // PostgreSQL) so that the caller can run its own statements inside this
+  // transaction. Owned by the Tx.
   void* native_handle() const;
 
   // Commits (or rolls back) the transaction, then wakes claims waiting on
@@ -80,9 +81,14 @@ class Store {
   // Opens the store named by `url`:
   //   sqlite:PATH                  (relative or absolute path)
   //   sqlite:PATH?synchronous=normal|full|extra
+  //   postgresql://[user[:password]@][host][:port][/dbname][?param=...]
+  //   postgres://...               (the same; passed to libpq unchanged,
+  //                                 so TLS and other parameters work)
   // Errors: kInvalidArgument (malformed URL or unknown engine), kNotFound
-  // (missing database and !create_if_missing), kPermissionDenied,
-  // kCorruption (not a database), kUnavailable.
+  // (missing database and !create_if_missing; on PostgreSQL, a missing
+  // database always: sqlq creates tables, not databases), kPermissionDenied
+  // (also a wrong password), kCorruption (not a database), kUnavailable
+  // (also an unreachable server).
   static Result<std::unique_ptr<Store>> Open(std::string_view url,
                                              const StoreOptions& options = {});
 
@@ -123,8 +129,9 @@ class Store {
   // Commit rolls back and answers kFailedPrecondition.
   Result<Tx> BeginTx();
   // Wraps the caller's connection, on which the caller has begun a
-  // transaction. For SQLite pass a sqlite3* opened on this store's file; the
-  // connection stays the caller's (sqlq never closes it). Destroy the Tx
+  // transaction. For SQLite pass a sqlite3* opened on this store's file, for
+  // PostgreSQL a PGconn* to this store's database; the connection stays the
+  // caller's (sqlq never closes it). Destroy the Tx
   // before closing the connection: it holds prepared statements on it.
   // Errors: kInvalidArgument (null, another database, no open transaction).
   Result<Tx> JoinTx(void* native_connection);

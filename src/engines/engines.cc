@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "engines/postgres/postgres_engine.h"
 #include "engines/sqlite/sqlite_engine.h"
 
 namespace sqlq::engines {
@@ -12,8 +13,14 @@ Result<std::unique_ptr<core::Engine>> OpenEngine(std::string_view url,
   if (url.substr(0, kSqlite.size()) == kSqlite) {
     return sqlite::Open(url.substr(kSqlite.size()), options);
   }
+  // The whole URL goes to libpq, which accepts both schemes.
+  if (url.starts_with("postgresql://") || url.starts_with("postgres://")) {
+    return postgres::Open(url, options);
+  }
   return Status::InvalidArgument(
-      fmt::format("unsupported database URL '{}': expected sqlite:PATH", url));
+      fmt::format("unsupported database URL '{}': expected sqlite:PATH or "
+                  "postgresql://...",
+                  url));
 }
 
 }  // namespace sqlq::engines

@@ -1716,6 +1716,8 @@ TEST_P(WorkQueueConformance, DroppingTheQueueEndsAWaitingClaimWithNotFound) {
 
 INSTANTIATE_TEST_SUITE_P(Sqlite, WorkQueueConformance,
                          ::testing::Values(SqliteFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Postgres, WorkQueueConformance,
+                         ::testing::Values(PostgresFactory()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

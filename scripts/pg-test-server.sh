@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL 15 server for the tests, in a temporary directory on
+# a free loopback port.
+#
+#   eval "$(scripts/pg-test-server.sh start)"   # exports SQLQ_TEST_PG_URL and
+#                                               # SQLQ_TEST_PG_DIR
+#   scripts/pg-test-server.sh stop "$SQLQ_TEST_PG_DIR"
+#   scripts/pg-test-server.sh restart DIR        # fault tests
+#
+# PostgreSQL refuses to run as root, so when run as root the server runs as
+# the "postgres" user (created by Debian's postgresql-15 package), which owns
+# the directory. fsync and synchronous_commit stay on: the tests (and later
+# the benchmarks) measure the durable configuration users run.
+# TCP connections authenticate with a password (scram-sha-256) so that the
+# tests can check what a wrong password does; the URL carries the password.
+set -euo pipefail
+
+PG_BIN="${SQLQ_PG_BIN:-/usr/lib/postgresql/15/bin}"
+
+die() {
+  echo "pg-test-server: $*" >&2
+  exit 1
+}
+
+# Runs a command as the server's user.
+# From "/", which that user can always enter (the checkout may be private).
+as_owner() {
+  if [[ $(id -u) -eq 0 ]]; then
+    (cd / && runuser -u postgres -- "$@")
+  else
+    "$@"
+  fi
+}
+
+port_in_use() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+start() {
+  [[ -x "$PG_BIN/initdb" ]] ||
+    die "no PostgreSQL 15 at $PG_BIN (install postgresql-15, or set SQLQ_PG_BIN)"
+  local dir
+  dir="$(mktemp -d /tmp/sqlq-pg-XXXXXX)"
+  chmod 0755 "$dir"
+  if [[ $(id -u) -eq 0 ]]; then
+    id postgres >/dev/null 2>&1 || die "running as root needs a 'postgres' user"
+    chown postgres: "$dir"
+  fi
+  local password
+  password="test$RANDOM$RANDOM"
+  echo "$password" >"$dir/pwfile"
+  if [[ $(id -u) -eq 0 ]]; then chown postgres: "$dir/pwfile"; fi
+  as_owner "$PG_BIN/initdb" -D "$dir/data" -U sqlq --pwfile="$dir/pwfile" \
+    --auth-local=trust --auth-host=scram-sha-256 -E UTF8 --no-locale \
+    >"$dir/initdb.log" 2>&1 || {
+    cat "$dir/initdb.log" >&2
+    die "initdb failed"
+  }
+  # Tests run in parallel, each with a few pooled connections and a
+  # listener; 64-consumer tests need more.
+  cat >>"$dir/data/postgresql.conf" <<EOF
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$dir'
+max_connections = 400
+shared_buffers = 64MB
+fsync = on
+synchronous_commit = on
+EOF
+  local port tries=0
+  while :; do
+    port=$((20000 + RANDOM % 20000))
+    if ! port_in_use "$port" &&
+      as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+        -o "-p $port" start >/dev/null 2>&1; then
+      break
+    fi
+    tries=$((tries + 1))
+    if ((tries >= 10)); then
+      cat "$dir/server.log" >&2 || true
+      die "could not start PostgreSQL (tried 10 ports)"
+    fi
+  done
+  echo "$port" >"$dir/port"
+  echo "export SQLQ_TEST_PG_DIR='$dir'"
+  echo "export SQLQ_TEST_PG_URL='postgresql://sqlq:$password@127.0.0.1:$port/postgres'"
+}
+
+stop() {
+  local dir="${1:-}"
+  [[ -n "$dir" && -d "$dir/data" ]] || die "usage: $0 stop DIR (from start)"
+  as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 ||
+    true
+  rm -rf "$dir"
+}
+
+# Restarts the server (fast shutdown: open connections are cut), for fault
+# tests; the port stays the same.
+restart() {
+  local dir="${1:-}"
+  [[ -n "$dir" && -d "$dir/data" ]] || die "usage: $0 restart DIR (from start)"
+  as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+    -m fast -o "-p $(cat "$dir/port")" restart >/dev/null
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop "${2:-}" ;;
+  restart) restart "${2:-}" ;;
+  *) die "usage: $0 start | stop DIR | restart DIR" ;;
+esac

@@ -1,0 +1,377 @@
+#include "engines/postgres/pg_conn.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace sqlq::engines::postgres {
+
+namespace {
+
+std::string Trimmed(const char* s) {
+  std::string out = s != nullptr ? s : "";
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) {
+    out.pop_back();
+  }
+  return out;
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+}  // namespace
+
+bool IsRetryableSqlState(std::string_view sqlstate) {
+  return sqlstate == "40001" || sqlstate == "40P01";
+}
+
+Status Translate(const PGresult* res, PGconn* conn, std::string_view what,
+                 Phase phase) {
+  std::string detail = Trimmed(res != nullptr ? PQresultErrorMessage(res)
+                                              : PQerrorMessage(conn));
+  if (detail.empty() && conn != nullptr) detail = Trimmed(PQerrorMessage(conn));
+  const std::string msg = fmt::format("{}: {}", what, detail);
+  const char* state_field =
+      res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  const std::string_view state = state_field != nullptr ? state_field : "";
+  const bool lost = conn == nullptr || PQstatus(conn) == CONNECTION_BAD;
+
+  if (phase == Phase::kConnect) {
+    // libpq keeps the server's SQLSTATE of a failed connection to itself;
+    // its messages are stable and in English for these cases.
+    if (detail.find("password authentication failed") != std::string::npos ||
+        detail.find("no password supplied") != std::string::npos ||
+        detail.find("no pg_hba.conf entry") != std::string::npos ||
+        detail.find("permission denied") != std::string::npos) {
+      return Status::PermissionDenied(msg);
+    }
+    if (detail.find("does not exist") != std::string::npos &&
+        detail.find("database") != std::string::npos) {
+      return Status::NotFound(msg);
+    }
+    return Status::Unavailable(msg);
+  }
+  // A connection lost while COMMIT was on the wire: the server may have
+  // committed. Never report that as retryable (status.h).
+  if (phase == Phase::kCommit &&
+      (lost || StartsWith(state, "08") || StartsWith(state, "57P"))) {
+    return Status::OutcomeUnknown(fmt::format(
+        "{} (the connection was lost during commit: the transaction may or "
+        "may not have been committed)",
+        msg));
+  }
+  if (state.empty()) {
+    // Errors libpq makes up itself: lost connection, out of memory.
+    return Status::Unavailable(msg);
+  }
+  if (IsRetryableSqlState(state) || state == "55P03") {
+    return Status::Busy(msg);
+  }
+  if (StartsWith(state, "08") || StartsWith(state, "53") ||
+      StartsWith(state, "57P") || StartsWith(state, "58")) {
+    return Status::Unavailable(msg);
+  }
+  if (state == "57014") return Status::Timeout(msg);
+  if (state == "42501" || StartsWith(state, "28") || state == "25006") {
+    return Status::PermissionDenied(msg);
+  }
+  if (state == "3D000") return Status::NotFound(msg);
+  // A row of a dropped queue referenced: the queue is gone.
+  if (state == "23503") return Status::NotFound(msg);
+  if (state == "23505") return Status::AlreadyExists(msg);
+  if (state == "54000") return Status::TooLarge(msg);
+  if (state == "XX001" || state == "XX002") return Status::Corruption(msg);
+  return Status::Internal(fmt::format("{} (SQLSTATE {})", msg, state));
+}
+
+Params& Params::Add(const char* p, int len, int format) {
+  values_.push_back(p);
+  lengths_.push_back(len);
+  formats_.push_back(format);
+  return *this;
+}
+
+Params& Params::Own(std::string v, int format) {
+  storage_.push_back(std::move(v));
+  const std::string& s = storage_.back();
+  return Add(s.data(), static_cast<int>(s.size()), format);
+}
+
+Params& Params::Int(std::int64_t v) { return Own(std::to_string(v), 0); }
+Params& Params::Text(std::string_view v) { return Own(std::string(v), 0); }
+Params& Params::TextOrNull(std::string_view v) {
+  return v.empty() ? Null() : Text(v);
+}
+Params& Params::Null() { return Add(nullptr, 0, 0); }
+Params& Params::Bytes(std::string_view v) {
+  // libpq reads `v.size()` bytes; a non-null pointer even when empty, so
+  // that an empty payload is '' and not NULL.
+  return Add(v.data() != nullptr ? v.data() : "", static_cast<int>(v.size()),
+             1);
+}
+
+std::int64_t Rows::Int(int row, int col) const {
+  const char* p = PQgetvalue(res_.get(), row, col);
+  switch (PQgetlength(res_.get(), row, col)) {
+    case 8: {
+      std::uint64_t hi, lo;
+      std::uint32_t h, l;
+      std::memcpy(&h, p, 4);
+      std::memcpy(&l, p + 4, 4);
+      hi = ntohl(h);
+      lo = ntohl(l);
+      return static_cast<std::int64_t>((hi << 32) | lo);
+    }
+    case 4: {
+      std::uint32_t v;
+      std::memcpy(&v, p, 4);
+      return static_cast<std::int32_t>(ntohl(v));
+    }
+    case 2: {
+      std::uint16_t v;
+      std::memcpy(&v, p, 2);
+      return static_cast<std::int16_t>(ntohs(v));
+    }
+    case 1:  // boolean
+      return p[0] != 0 ? 1 : 0;
+    default:
+      return 0;
+  }
+}
+
+std::string Rows::Bytes(int row, int col) const {
+  return std::string(PQgetvalue(res_.get(), row, col),
+                     PQgetlength(res_.get(), row, col));
+}
+
+std::int64_t Rows::affected() const {
+  const char* n = PQcmdTuples(res_.get());
+  return n != nullptr && *n != '\0' ? std::strtoll(n, nullptr, 10) : 0;
+}
+
+PgConn::~PgConn() {
+  if (!owned_ || conn_ == nullptr) return;
+  if (recycler_ && healthy() && PQtransactionStatus(conn_) == PQTRANS_IDLE) {
+    auto heir = std::make_unique<PgConn>(conn_, /*owned=*/true);
+    heir->prepared_ = std::move(prepared_);
+    conn_ = nullptr;
+    Recycler recycler = std::move(recycler_);
+    recycler(std::move(heir));
+    return;
+  }
+  PQfinish(conn_);
+}
+
+void PgConn::ResetTxState() {
+  retry_tx = false;
+  tx_error.reset();
+  tx_now_us.reset();
+  notify = false;
+  known_queues.clear();
+  pending_counters.clear();
+}
+
+Status PgConn::Fail(const PGresult* res, std::string_view what, Phase phase) {
+  Status s = Translate(res, conn_, what, phase);
+  if (res != nullptr) {
+    const char* state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    if (state != nullptr && IsRetryableSqlState(state)) retry_tx = true;
+  }
+  tx_error = s;
+  return s;
+}
+
+Result<std::string> PgConn::Prepared(const char* sql, std::string_view what,
+                                     Phase phase) {
+  auto it = prepared_.find(sql);
+  if (it != prepared_.end()) return it->second;
+  std::string name = fmt::format("sqlq_{}", prepared_.size());
+  PgResult res(PQprepare(conn_, name.c_str(), sql, 0, nullptr));
+  if (res == nullptr || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+    return Fail(res.get(), what, phase);
+  }
+  prepared_.emplace(sql, name);
+  return name;
+}
+
+Result<Rows> PgConn::Run(const char* sql, const Params& params,
+                         std::string_view what, Phase phase) {
+  // Once a statement failed, PostgreSQL refuses everything but ROLLBACK;
+  // report the first error again rather than "transaction is aborted".
+  if (tx_error) return *tx_error;
+  if (!owned_) {
+    // A caller's connection (JoinTx): named statements would outlive this
+    // wrapper and collide with the next one's, so use unnamed ones.
+    PgResult res(PQexecParams(conn_, sql, params.size(), nullptr,
+                              params.values(), params.lengths(),
+                              params.formats(), /*resultFormat=*/1));
+    return Finish(std::move(res), what, phase);
+  }
+  auto name = Prepared(sql, what, phase);
+  if (!name.ok()) return name.status();
+  PgResult res(PQexecPrepared(conn_, name->c_str(), params.size(),
+                              params.values(), params.lengths(),
+                              params.formats(), /*resultFormat=*/1));
+  return Finish(std::move(res), what, phase);
+}
+
+Result<Rows> PgConn::Finish(PgResult res, std::string_view what, Phase phase) {
+  const ExecStatusType st =
+      res != nullptr ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    return Fail(res.get(), what, phase);
+  }
+  return Rows(std::move(res));
+}
+
+Result<std::vector<Rows>> PgConn::RunAll(const char* sql,
+                                         const std::vector<Params>& params,
+                                         std::string_view what) {
+  std::vector<Rows> out;
+  out.reserve(params.size());
+  if (!owned_ || params.size() == 1) {
+    for (const Params& p : params) {
+      auto r = Run(sql, p, what);
+      if (!r.ok()) return r.status();
+      out.push_back(std::move(*r));
+    }
+    return out;
+  }
+  if (tx_error) return *tx_error;
+  auto name = Prepared(sql, what, Phase::kStatement);
+  if (!name.ok()) return name.status();
+  // Chunks bound what the server writes back before we read it: with a
+  // blocking socket, a pipeline whose results fill both socket buffers
+  // would stall us and the server on each other.
+  constexpr std::size_t kChunk = 256;
+  for (std::size_t from = 0; from < params.size(); from += kChunk) {
+    const std::size_t to = std::min(params.size(), from + kChunk);
+    if (PQenterPipelineMode(conn_) != 1)
+      return Fail(nullptr, what, Phase::kStatement);
+    bool sent = true;
+    for (std::size_t i = from; i < to && sent; ++i) {
+      const Params& p = params[i];
+      sent = PQsendQueryPrepared(conn_, name->c_str(), p.size(), p.values(),
+                                 p.lengths(), p.formats(),
+                                 /*resultFormat=*/1) == 1;
+    }
+    if (sent) sent = PQpipelineSync(conn_) == 1;
+    if (!sent) {
+      Status s = Fail(nullptr, what, Phase::kStatement);
+      (void)PQexitPipelineMode(conn_);
+      return s;
+    }
+    // One result (then a null) per statement, then the sync's.
+    std::optional<Status> failed;
+    for (std::size_t i = from; i < to; ++i) {
+      PgResult res(PQgetResult(conn_));
+      while (PgResult extra{PQgetResult(conn_)}) {
+      }
+      const ExecStatusType st =
+          res != nullptr ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
+      if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+        out.emplace_back(std::move(res));
+      } else if (!failed) {
+        failed = Fail(res.get(), what, Phase::kStatement);
+      }
+    }
+    PgResult sync(PQgetResult(conn_));
+    const bool exited = PQexitPipelineMode(conn_) == 1;
+    if (failed) return *failed;
+    if (sync == nullptr || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
+      return Fail(sync.get(), what, Phase::kStatement);
+    }
+    if (!exited) return Fail(nullptr, what, Phase::kStatement);
+  }
+  return out;
+}
+
+Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
+                            std::string_view what) {
+  if (tx_error) return *tx_error;
+  auto name = Prepared(sql, what, Phase::kStatement);
+  if (!name.ok()) return name.status();
+  auto rollback = [&](Status s) {
+    if (PQtransactionStatus(conn_) == PQTRANS_INERROR ||
+        PQtransactionStatus(conn_) == PQTRANS_INTRANS) {
+      (void)Exec("ROLLBACK", "rollback");
+    }
+    return s;
+  };
+  if (PQenterPipelineMode(conn_) != 1) {
+    return rollback(Fail(nullptr, what, Phase::kStatement));
+  }
+  bool sent = true;
+  for (std::size_t i = 0; i < params.size() && sent; ++i) {
+    const Params& p = params[i];
+    sent = PQsendQueryPrepared(conn_, name->c_str(), p.size(), p.values(),
+                               p.lengths(), p.formats(),
+                               /*resultFormat=*/1) == 1;
+  }
+  if (sent) {
+    sent = PQsendQueryParams(conn_, "COMMIT", 0, nullptr, nullptr, nullptr,
+                             nullptr, 0) == 1 &&
+           PQpipelineSync(conn_) == 1;
+  }
+  if (!sent) {
+    // Maybe nothing reached the server, maybe everything did.
+    Status s = Fail(nullptr, "commit", Phase::kCommit);
+    (void)PQexitPipelineMode(conn_);
+    return s;
+  }
+  std::optional<Status> failed;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    PgResult res(PQgetResult(conn_));
+    while (PgResult extra{PQgetResult(conn_)}) {
+    }
+    const ExecStatusType st =
+        res != nullptr ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && !failed) {
+      // A lost connection here may still have taken the COMMIT with it.
+      failed =
+          Fail(res.get(), what, healthy() ? Phase::kStatement : Phase::kCommit);
+    }
+  }
+  PgResult commit(PQgetResult(conn_));
+  while (PgResult extra{PQgetResult(conn_)}) {
+  }
+  PgResult sync(PQgetResult(conn_));
+  const bool exited = PQexitPipelineMode(conn_) == 1;
+  if (failed) return rollback(*failed);
+  const ExecStatusType st =
+      commit != nullptr ? PQresultStatus(commit.get()) : PGRES_FATAL_ERROR;
+  if (st != PGRES_COMMAND_OK) {
+    return rollback(Fail(commit.get(), "commit", Phase::kCommit));
+  }
+  if (std::string_view(PQcmdStatus(commit.get())) == "ROLLBACK") {
+    return Status::Internal(
+        "commit: the transaction had failed and was rolled back");
+  }
+  if (!exited) {
+    // Committed; the connection is in a state we do not know, so it must
+    // not be reused.
+    PQreset(conn_);
+  }
+  return Status::Ok();
+}
+
+Result<std::string> PgConn::Exec(const char* sql, std::string_view what,
+                                 Phase phase) {
+  PgResult res(PQexec(conn_, sql));
+  const ExecStatusType st =
+      res != nullptr ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    Status s = Translate(res.get(), conn_, what, phase);
+    if (res != nullptr) {
+      const char* state = PQresultErrorField(res.get(), PG_DIAG_SQLSTATE);
+      if (state != nullptr && IsRetryableSqlState(state)) retry_tx = true;
+    }
+    return s;
+  }
+  return std::string(PQcmdStatus(res.get()));
+}
+
+}  // namespace sqlq::engines::postgres

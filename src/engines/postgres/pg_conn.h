@@ -1,0 +1,198 @@
+// A libpq connection with per-connection prepared statements, parameter and
+// result helpers, and the one function that translates PostgreSQL errors
+// into sqlq statuses.
+
+#ifndef SQLQ_ENGINES_POSTGRES_PG_CONN_H_
+#define SQLQ_ENGINES_POSTGRES_PG_CONN_H_
+
+#include <libpq-fe.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/engine.h"
+
+namespace sqlq::engines::postgres {
+
+// How a failed command ended, for Translate.
+enum class Phase {
+  kConnect,    // opening a connection: libpq reports no SQLSTATE there
+  kStatement,  // any statement but COMMIT
+  kCommit,     // COMMIT: a lost connection leaves the outcome unknown
+};
+
+// The single translation of PostgreSQL errors into sqlq codes. `res` may be
+// null (libpq could not even send the command); `what` says what was being
+// done ("claim").
+Status Translate(const PGresult* res, PGconn* conn, std::string_view what,
+                 Phase phase = Phase::kStatement);
+
+// True for the SQLSTATEs that mean "run the transaction again"
+// (serialization failure, deadlock).
+bool IsRetryableSqlState(std::string_view sqlstate);
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
+
+// Parameters of one statement. Integers go as text (PostgreSQL parses them
+// into the parameter's declared type); bytea payloads go in binary format so
+// that they are neither escaped nor copied into hex.
+class Params {
+ public:
+  Params() = default;
+  // values_ points into storage_ (and into callers' bytes): a moved deque
+  // keeps its elements in place, a copied one would not.
+  Params(const Params&) = delete;
+  Params& operator=(const Params&) = delete;
+  Params(Params&&) = default;
+  Params& operator=(Params&&) = default;
+
+  Params& Int(std::int64_t v);
+  Params& Text(std::string_view v);
+  // Empty text binds NULL.
+  Params& TextOrNull(std::string_view v);
+  Params& Null();
+  // Binary bytes; `v` must outlive the statement's execution.
+  Params& Bytes(std::string_view v);
+
+  int size() const { return static_cast<int>(values_.size()); }
+  const char* const* values() const { return values_.data(); }
+  const int* lengths() const { return lengths_.data(); }
+  const int* formats() const { return formats_.data(); }
+
+ private:
+  Params& Add(const char* p, int len, int format);
+  Params& Own(std::string v, int format);
+  // Owned copies of integers and text; a deque keeps them in place while
+  // values_ points into them.
+  std::deque<std::string> storage_;
+  std::vector<const char*> values_;
+  std::vector<int> lengths_;
+  std::vector<int> formats_;
+};
+
+// Reads a binary-format result: integers by their width (int2/int4/int8),
+// booleans, text and bytea as raw bytes.
+class Rows {
+ public:
+  explicit Rows(PgResult res) : res_(std::move(res)) {}
+  int size() const { return PQntuples(res_.get()); }
+  bool IsNull(int row, int col) const {
+    return PQgetisnull(res_.get(), row, col) != 0;
+  }
+  std::int64_t Int(int row, int col) const;
+  std::string Bytes(int row, int col) const;
+  // Rows affected by an INSERT/UPDATE/DELETE.
+  std::int64_t affected() const;
+
+ private:
+  PgResult res_;
+};
+
+// Changes to a queue's counters, written once per transaction.
+struct QueueCounters {
+  std::int64_t sends = 0, claims = 0, acks = 0, nacks = 0, expirations = 0,
+               dead_lettered = 0;
+  QueueCounters& operator+=(const QueueCounters& d) {
+    sends += d.sends;
+    claims += d.claims;
+    acks += d.acks;
+    nacks += d.nacks;
+    expirations += d.expirations;
+    dead_lettered += d.dead_lettered;
+    return *this;
+  }
+};
+
+class PgConn : public core::Conn {
+ public:
+  // Takes ownership of `conn` when `owned`.
+  PgConn(PGconn* conn, bool owned) : conn_(conn), owned_(owned) {}
+  ~PgConn() override;
+
+  // Where an owned connection goes when this wrapper is destroyed, instead
+  // of being closed: set on connections lent to a caller's Tx, which core
+  // destroys after commit, so that they return to the engine's pool with
+  // their prepared statements. Called only for healthy, idle connections.
+  using Recycler = std::function<void(std::unique_ptr<PgConn>)>;
+  void set_recycler(Recycler r) { recycler_ = std::move(r); }
+
+  PGconn* pg() const { return conn_; }
+  bool healthy() const { return PQstatus(conn_) == CONNECTION_OK; }
+
+  // Runs `sql`, prepared once per connection (the cache is keyed by the
+  // address of `sql`, which must have static storage). Results come in
+  // binary format. On error returns the translated status and remembers
+  // that the transaction is aborted.
+  Result<Rows> Run(const char* sql, const Params& params, std::string_view what,
+                   Phase phase = Phase::kStatement);
+  // Runs `sql` once per element of `params`, in order, in pipeline mode: a
+  // round trip per chunk of statements instead of per statement. The first
+  // failure fails the whole call (and, as with Run, the transaction).
+  Result<std::vector<Rows>> RunAll(const char* sql,
+                                   const std::vector<Params>& params,
+                                   std::string_view what);
+  // Runs `sql` once per element of `params`, then COMMIT, all in one
+  // pipeline: the statements that must precede the commit cost no round
+  // trip of their own. Once COMMIT is sent, a lost connection is
+  // kOutcomeUnknown. On failure the transaction is rolled back if it can
+  // be. REQUIRES: an owned connection.
+  Status RunAndCommit(const char* sql, const std::vector<Params>& params,
+                      std::string_view what);
+  // Runs a statement without parameters through the simple protocol (BEGIN,
+  // COMMIT...). Returns the command tag on success.
+  Result<std::string> Exec(const char* sql, std::string_view what,
+                           Phase phase = Phase::kStatement);
+
+  // State of the open transaction, reset when one begins.
+  void ResetTxState();
+  // First retryable SQLSTATE seen in this transaction (deadlock,
+  // serialization failure): the whole transaction may be run again.
+  bool retry_tx = false;
+  // A statement failed: PostgreSQL aborted the transaction, so it cannot
+  // commit whatever the operations returned.
+  std::optional<Status> tx_error;
+  // The database clock at transaction start (now()), fetched lazily, in
+  // microseconds since the epoch.
+  std::optional<std::int64_t> tx_now_us;
+  // A READ ONLY snapshot (Read()): no row locks.
+  bool read_only = false;
+  // The transaction made messages claimable: after its commit, other
+  // processes get a (coalesced) NOTIFY.
+  bool notify = false;
+  // Queues checked (and in write transactions locked FOR KEY SHARE) in this
+  // transaction.
+  std::unordered_set<std::int64_t> known_queues;
+  // Counter changes gathered for one write per queue at commit; only in
+  // engine-run transactions (a caller's Tx may be committed behind our
+  // back, so there counters are written at once).
+  bool defer_counters = false;
+  std::map<std::int64_t, QueueCounters> pending_counters;
+
+ private:
+  Result<Rows> Finish(PgResult res, std::string_view what, Phase phase);
+  // The name of `sql` prepared on this connection, preparing it first.
+  Result<std::string> Prepared(const char* sql, std::string_view what,
+                               Phase phase);
+  Status Fail(const PGresult* res, std::string_view what, Phase phase);
+
+  PGconn* conn_;
+  bool owned_;
+  Recycler recycler_;
+  std::unordered_map<const char*, std::string> prepared_;  // sql -> name
+};
+
+}  // namespace sqlq::engines::postgres
+
+#endif  // SQLQ_ENGINES_POSTGRES_PG_CONN_H_

@@ -1,0 +1,1165 @@
+// The PostgreSQL engine. Design notes: docs/engines/postgres.md.
+//
+// Connections: a pool of libpq connections, each with its own prepared
+// statements. Unlike SQLite, PostgreSQL lets writers run side by side, so
+// Write() does not serialise: the core's WriteBatcher already merges one
+// process's writes, and processes contend only on the rows they touch.
+// Write transactions run at READ COMMITTED; claims lock their rows with
+// FOR UPDATE SKIP LOCKED, so a claim never waits on another consumer.
+// Reads run in a REPEATABLE READ READ ONLY snapshot.
+//
+// Clean failures (engine.h): any failed statement aborts a PostgreSQL
+// transaction, so operations detect their clean failures (unknown queue,
+// stale receipt, existing name, duplicate dedup key) without a failing
+// statement: ON CONFLICT DO NOTHING, zero affected rows, lookups. A failed
+// statement is remembered on the connection (PgConn::tx_error) and the
+// transaction is then never committed.
+//
+// Time: the database clock, now() (the transaction's start), fetched with
+// BEGIN in the same round trip, unless StoreOptions::clock is set; either
+// way every statement gets "now" as a parameter, and Now() returns the
+// same value.
+
+#include "engines/postgres/postgres_engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "engines/postgres/notifier.h"
+#include "engines/postgres/pg_conn.h"
+#include "engines/postgres/schema.h"
+
+namespace sqlq::engines::postgres {
+
+namespace {
+
+using core::Conn;
+using core::Micros;
+
+// Runs of a write transaction that hit a deadlock or serialization failure
+// before the caller sees kBusy.
+constexpr int kTxAttempts = 4;
+// Idle connections kept for reuse.
+constexpr std::size_t kMaxIdle = 16;
+// Cross-process wake-ups: at most one NOTIFY per this interval per store.
+constexpr std::chrono::microseconds kNotifyInterval{2000};
+
+std::int64_t Us(Timestamp t) { return t.time_since_epoch().count(); }
+Timestamp FromUs(std::int64_t us) { return Timestamp(Micros(us)); }
+std::int64_t Us(Duration d) {
+  return std::chrono::duration_cast<Micros>(d).count();
+}
+// Lease tokens are unsigned 64-bit; PostgreSQL stores them as the BIGINT
+// with the same bits.
+std::int64_t TokenBits(std::uint64_t t) { return static_cast<std::int64_t>(t); }
+
+Status QueueGone(std::int64_t queue_id) {
+  return Status::NotFound(
+      fmt::format("queue (id {}) no longer exists: it was dropped", queue_id));
+}
+
+// "BEGIN" plus, in the same round trip, the database clock.
+constexpr const char* kBeginWithNow =
+    "BEGIN; SELECT (extract(epoch FROM now()) * 1000000)::bigint";
+constexpr const char* kBeginReadWithNow =
+    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
+    "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
+constexpr const char* kNowSql =
+    "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
+
+class PostgresEngine : public core::Engine {
+ public:
+  PostgresEngine(std::string url, std::shared_ptr<Clock> clock)
+      : url_(std::move(url)), clock_(std::move(clock)) {
+    std::random_device rd;
+    rng_.seed(rd());
+  }
+
+  ~PostgresEngine() override {
+    notifier_.reset();  // stop callbacks before the connections go
+  }
+
+  Status Init(bool create_if_missing) {
+    auto conn = Connect();
+    if (!conn.ok()) return conn.status();
+    Status s = Migrate(**conn, create_if_missing);
+    if (!s.ok()) return s;
+    Release(std::move(*conn));
+    return Status::Ok();
+  }
+
+  // --- transactions -------------------------------------------------------
+
+  Status Write(const std::function<Status(Conn&)>& body) override {
+    Status s;
+    for (int attempt = 0; attempt < kTxAttempts; ++attempt) {
+      auto conn = AcquireBegun(/*read_only=*/false);
+      if (!conn.ok()) return conn.status();
+      PgConn& c = **conn;
+      c.defer_counters = true;
+      s = InTransaction(c, body);
+      const bool again = c.retry_tx;
+      Release(std::move(*conn));
+      if (s.ok() || !again) break;
+      // Deadlock or serialization failure: the transaction was rolled
+      // back whole, so running it again is safe.
+      int jitter;
+      {
+        std::lock_guard<std::mutex> lock(rng_mu_);
+        jitter = static_cast<int>(rng_() % 200);
+      }
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(200 * (1 << attempt) + jitter));
+    }
+    return s;
+  }
+
+  Status Read(const std::function<Status(Conn&)>& body) override {
+    auto conn = AcquireBegun(/*read_only=*/true);
+    if (!conn.ok()) return conn.status();
+    Status s = InTransaction(**conn, body);
+    Release(std::move(*conn));
+    return s;
+  }
+
+  Result<std::unique_ptr<Conn>> BeginTx() override {
+    auto conn = AcquireBegun(/*read_only=*/false);
+    if (!conn.ok()) return conn.status();
+    (*conn)->defer_counters = false;
+    // Back to the pool once core destroys it after commit or rollback
+    // (a Tx never outlives its Store, hence its engine).
+    (*conn)->set_recycler(
+        [this](std::unique_ptr<PgConn> c) { Release(std::move(c)); });
+    return std::unique_ptr<Conn>(std::move(*conn));
+  }
+
+  Result<std::unique_ptr<Conn>> JoinTx(void* native) override {
+    auto* pg = static_cast<PGconn*>(native);
+    if (PQstatus(pg) != CONNECTION_OK) {
+      return Status::InvalidArgument("the connection is not open");
+    }
+    if (!SameDatabase(pg)) {
+      return Status::InvalidArgument(fmt::format(
+          "connection is to database '{}' on {}:{}, not to this store's",
+          PQdb(pg), PQhost(pg), PQport(pg)));
+    }
+    if (PQtransactionStatus(pg) != PQTRANS_INTRANS) {
+      return Status::InvalidArgument(
+          "the connection has no open transaction: run BEGIN first");
+    }
+    auto conn = std::make_unique<PgConn>(pg, /*owned=*/false);
+    conn->ResetTxState();
+    return std::unique_ptr<Conn>(std::move(conn));
+  }
+
+  Status CommitTx(Conn& c) override {
+    PgConn& conn = Pg(c);
+    Status s = Commit(conn);
+    if (s.ok() && conn.notify) Poke();
+    return s;
+  }
+
+  Status RollbackTx(Conn& c) override {
+    PgConn& conn = Pg(c);
+    auto r = conn.Exec("ROLLBACK", "rollback");
+    return r.ok() ? Status::Ok() : r.status();
+  }
+
+  void* NativeHandle(Conn& c) override { return Pg(c).pg(); }
+
+  void WatchForeignWrites(std::function<void()> changed) override {
+    notifier_ = std::make_unique<Notifier>(
+        [this]() -> PGconn* { return ConnectRaw(/*start_only=*/true); },
+        std::move(changed), kNotifyInterval);
+  }
+
+  // --- queues --------------------------------------------------------------
+
+  Result<core::QueueRecord> CreateQueue(Conn& c, std::string_view name,
+                                        const QueueOptions& o) override {
+    PgConn& conn = Pg(c);
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    static constexpr const char* kSql = R"sql(
+      INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
+        backoff_max_us, archive, retention_us, max_payload, created_us)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+      ON CONFLICT (name) DO NOTHING
+      RETURNING id)sql";
+    auto rows =
+        conn.Run(kSql,
+                 Params()
+                     .Text(name)
+                     .Int(o.max_attempts)
+                     .Int(Us(o.lease))
+                     .Int(Us(o.backoff_base))
+                     .Int(Us(o.backoff_max))
+                     .Text(o.archive ? "true" : "false")
+                     .Int(Us(o.retention))
+                     .Int(static_cast<std::int64_t>(o.max_payload_bytes))
+                     .Int(*now),
+                 "create queue");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) {
+      return Status::AlreadyExists(
+          fmt::format("queue '{}' already exists", name));
+    }
+    core::QueueRecord r;
+    r.id = rows->Int(0, 0);
+    r.info = {
+        .name = std::string(name), .options = o, .created_at = FromUs(*now)};
+    return r;
+  }
+
+  static core::QueueRecord QueueFromRow(const Rows& rows, int i) {
+    core::QueueRecord r;
+    r.id = rows.Int(i, 0);
+    r.info.name = rows.Bytes(i, 1);
+    r.info.options.max_attempts = static_cast<int>(rows.Int(i, 2));
+    r.info.options.lease =
+        std::chrono::duration_cast<Duration>(Micros(rows.Int(i, 3)));
+    r.info.options.backoff_base =
+        std::chrono::duration_cast<Duration>(Micros(rows.Int(i, 4)));
+    r.info.options.backoff_max =
+        std::chrono::duration_cast<Duration>(Micros(rows.Int(i, 5)));
+    r.info.options.archive = rows.Int(i, 6) != 0;
+    r.info.options.retention =
+        std::chrono::duration_cast<Duration>(Micros(rows.Int(i, 7)));
+    r.info.options.max_payload_bytes = static_cast<std::size_t>(rows.Int(i, 8));
+    r.info.created_at = FromUs(rows.Int(i, 9));
+    return r;
+  }
+
+  Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override {
+    static constexpr const char* kSql = R"sql(
+      SELECT id, name, max_attempts, lease_us, backoff_base_us,
+             backoff_max_us, archive, retention_us, max_payload, created_us
+      FROM sqlq_queues WHERE name = $1 AND kind = 'queue')sql";
+    auto rows = Pg(c).Run(kSql, Params().Text(name), "look up queue");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) {
+      return Status::NotFound(fmt::format("queue '{}' does not exist", name));
+    }
+    return QueueFromRow(*rows, 0);
+  }
+
+  Result<std::vector<core::QueueRecord>> ListQueues(Conn& c) override {
+    static constexpr const char* kSql = R"sql(
+      SELECT id, name, max_attempts, lease_us, backoff_base_us,
+             backoff_max_us, archive, retention_us, max_payload, created_us
+      FROM sqlq_queues WHERE kind = 'queue' ORDER BY name)sql";
+    auto rows = Pg(c).Run(kSql, Params(), "list queues");
+    if (!rows.ok()) return rows.status();
+    std::vector<core::QueueRecord> out;
+    for (int i = 0; i < rows->size(); ++i)
+      out.push_back(QueueFromRow(*rows, i));
+    return out;
+  }
+
+  Status DropQueue(Conn& c, std::int64_t queue_id) override {
+    // Messages, dead letters, archive and counters go by ON DELETE CASCADE.
+    static constexpr const char* kSql = "DELETE FROM sqlq_queues WHERE id = $1";
+    auto rows = Pg(c).Run(kSql, Params().Int(queue_id), "drop queue");
+    if (!rows.ok()) return rows.status();
+    if (rows->affected() == 0) return QueueGone(queue_id);
+    // Claims waiting on the queue in other processes look again and end
+    // with kNotFound, instead of at their next poll.
+    Pg(c).notify = true;
+    return Status::Ok();
+  }
+
+  Result<std::int64_t> PurgeQueue(Conn& c, std::int64_t queue_id) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckQueue(conn, queue_id);
+    if (!s.ok()) return s;
+    static constexpr const char* kSql =
+        "DELETE FROM sqlq_messages WHERE queue_id = $1";
+    auto rows = conn.Run(kSql, Params().Int(queue_id), "purge queue");
+    if (!rows.ok()) return rows.status();
+    return rows->affected();
+  }
+
+  Result<QueueStats> Stats(Conn& c, std::int64_t queue_id) override {
+    PgConn& conn = Pg(c);
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    // One round trip; sum() of BIGINT is NUMERIC, hence the casts.
+    static constexpr const char* kSql = R"sql(
+      SELECT q.name,
+        (SELECT coalesce(sum(sends), 0)::bigint FROM sqlq_counters k
+         WHERE k.queue_id = q.id),
+        (SELECT coalesce(sum(claims), 0)::bigint FROM sqlq_counters k
+         WHERE k.queue_id = q.id),
+        (SELECT coalesce(sum(acks), 0)::bigint FROM sqlq_counters k
+         WHERE k.queue_id = q.id),
+        (SELECT coalesce(sum(nacks), 0)::bigint FROM sqlq_counters k
+         WHERE k.queue_id = q.id),
+        (SELECT coalesce(sum(expirations), 0)::bigint FROM sqlq_counters k
+         WHERE k.queue_id = q.id),
+        (SELECT coalesce(sum(dead_lettered), 0)::bigint FROM sqlq_counters k
+         WHERE k.queue_id = q.id),
+        m.ready, m.delayed, m.leased, m.oldest,
+        (SELECT count(*) FROM sqlq_dead d WHERE d.queue_id = q.id),
+        (SELECT count(*) FROM sqlq_archive a WHERE a.queue_id = q.id)
+      FROM sqlq_queues q,
+        LATERAL (SELECT count(*) FILTER (WHERE ready_us <= $2) AS ready,
+                   count(*) FILTER (WHERE ready_us > $2 AND token = 0)
+                     AS delayed,
+                   count(*) FILTER (WHERE ready_us > $2 AND token <> 0)
+                     AS leased,
+                   min(ready_us) FILTER (WHERE ready_us <= $2) AS oldest
+                 FROM sqlq_messages WHERE queue_id = q.id) m
+      WHERE q.id = $1)sql";
+    auto rows = conn.Run(kSql, Params().Int(queue_id).Int(*now), "stats");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) return QueueGone(queue_id);
+    QueueStats out;
+    out.name = rows->Bytes(0, 0);
+    out.sends = rows->Int(0, 1);
+    out.claims = rows->Int(0, 2);
+    out.acks = rows->Int(0, 3);
+    out.nacks = rows->Int(0, 4);
+    out.expirations = rows->Int(0, 5);
+    out.dead_lettered = rows->Int(0, 6);
+    out.ready = rows->Int(0, 7);
+    out.delayed = rows->Int(0, 8);
+    out.leased = rows->Int(0, 9);
+    if (!rows->IsNull(0, 10)) {
+      out.oldest_ready_age =
+          std::chrono::duration_cast<Duration>(Micros(*now - rows->Int(0, 10)));
+    }
+    out.dead = rows->Int(0, 11);
+    out.archived = rows->Int(0, 12);
+    return out;
+  }
+
+  // --- messages ------------------------------------------------------------
+
+  Result<std::vector<SendResult>> Send(Conn& c,
+                                       const core::SendParams& p) override {
+    PgConn& conn = Pg(c);
+    // Checked (and locked against a concurrent drop) before writing, so
+    // that a send to a dropped queue is a clean failure (engine.h).
+    Status checked = CheckQueue(conn, p.queue_id);
+    if (!checked.ok()) return checked;
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    static constexpr const char* kInsert = R"sql(
+      INSERT INTO sqlq_messages
+        (queue_id, priority, ready_us, enqueued_us, dedup, payload)
+      VALUES ($1, $2, $3, $4, $5, $6)
+      ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
+      RETURNING id)sql";
+    static constexpr const char* kExisting = R"sql(
+      SELECT id FROM sqlq_messages WHERE queue_id = $1 AND dedup = $2)sql";
+    auto params_of = [&](const Message& m) {
+      Params params;
+      params.Int(p.queue_id).Int(m.priority).Int(*now + Us(m.delay)).Int(*now);
+      if (m.dedup_key.empty()) {
+        params.Null();
+      } else {
+        params.Bytes(m.dedup_key);
+      }
+      params.Bytes(m.payload);
+      return params;
+    };
+    // All inserts in one pipeline: ids follow the batch order, and a dedup
+    // key seen earlier in the batch makes a later insert do nothing.
+    std::vector<Params> all;
+    all.reserve(p.messages.size());
+    for (const Message& m : p.messages) all.push_back(params_of(m));
+    auto inserted = conn.RunAll(kInsert, all, "send");
+    if (!inserted.ok()) return inserted.status();
+    std::vector<SendResult> out;
+    out.reserve(p.messages.size());
+    std::int64_t stored = 0;
+    for (std::size_t i = 0; i < p.messages.size(); ++i) {
+      const Message& m = p.messages[i];
+      if ((*inserted)[i].size() == 1) {
+        out.push_back({.id = (*inserted)[i].Int(0, 0)});
+        ++stored;
+        continue;
+      }
+      // The dedup key is held by a message in the queue. Its holder may be
+      // acked between our insert and this look-up; then insert again.
+      for (int attempt = 0;; ++attempt) {
+        auto existing =
+            conn.Run(kExisting, Params().Int(p.queue_id).Bytes(m.dedup_key),
+                     "send (dedup)");
+        if (!existing.ok()) return existing.status();
+        if (existing->size() == 1) {
+          out.push_back({.id = existing->Int(0, 0), .duplicate = true});
+          break;
+        }
+        if (attempt == 3) {
+          return Status::Busy(
+              "send: the dedup key's message kept changing; try again");
+        }
+        auto again = conn.Run(kInsert, params_of(m), "send");
+        if (!again.ok()) return again.status();
+        if (again->size() == 1) {
+          out.push_back({.id = again->Int(0, 0)});
+          ++stored;
+          break;
+        }
+      }
+    }
+    if (stored > 0) {
+      conn.notify = true;
+      Status s = AddCounters(conn, p.queue_id, {.sends = stored});
+      if (!s.ok()) return s;
+    }
+    return out;
+  }
+
+  Result<core::ClaimOutcome> Claim(Conn& c,
+                                   const core::ClaimParams& p) override {
+    PgConn& conn = Pg(c);
+    // No FOR KEY SHARE here: an empty claim must stay a transaction without
+    // writes, whose COMMIT needs no WAL flush, so that idle consumers cost
+    // the server next to nothing. A claim that leases rows takes the lock
+    // at its counter update (foreign key); racing a DROP QUEUE that way can
+    // deadlock, which the server breaks and Write() retries.
+    Status checked = CheckQueue(conn, p.queue_id, /*lock=*/false);
+    if (!checked.ok()) return checked;
+    auto now_r = NowUs(conn);
+    if (!now_r.ok()) return now_r.status();
+    const std::int64_t now = *now_r;
+    const std::int64_t until = now + p.lease.count();
+    // One statement: lock up to $3 candidates in claim order, skipping rows
+    // other consumers hold; move those out of attempts to the dead letters;
+    // lease the others. RETURNING gives rows in no particular order, so the
+    // candidates' old ready_us comes back too, for sorting here.
+    // Differs from the SQLite engine, which reads candidates and updates
+    // them one by one under its database-wide write lock.
+    static constexpr const char* kClaim = R"sql(
+      WITH c AS MATERIALIZED (
+        SELECT id, ready_us, token, attempts FROM sqlq_messages
+        WHERE queue_id = $1 AND ready_us <= $2
+        ORDER BY priority DESC, ready_us, id
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED),
+      dead AS (
+        DELETE FROM sqlq_messages m USING c
+        WHERE m.id = c.id AND c.attempts >= $7
+        RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
+                  m.payload, c.token AS old_token),
+      buried AS (
+        INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
+          died_us, last_error, payload)
+        SELECT id, queue_id, priority, attempts, enqueued_us, $2,
+          convert_to('lease expired on attempt ' || attempts || ' of ' ||
+                     $7::integer, 'UTF8'),
+          payload
+        FROM dead),
+      leased AS (
+        UPDATE sqlq_messages m
+        SET token = $4, attempts = m.attempts + 1, ready_us = $5, worker = $6
+        FROM c WHERE m.id = c.id AND c.attempts < $7
+        RETURNING m.id, m.priority, c.ready_us AS old_ready,
+                  c.token AS old_token, m.attempts, m.enqueued_us, m.payload)
+      SELECT false, id, priority, old_ready, old_token, attempts, enqueued_us,
+             payload
+      FROM leased
+      UNION ALL
+      SELECT true, id, 0, 0, old_token, 0, 0, NULL FROM dead)sql";
+    core::ClaimOutcome out;
+    for (;;) {
+      const int want = p.max - static_cast<int>(out.messages.size());
+      Params params;
+      params.Int(p.queue_id)
+          .Int(now)
+          .Int(want)
+          .Int(TokenBits(p.token))
+          .Int(until);
+      if (p.worker.empty()) {
+        params.Null();
+      } else {
+        params.Bytes(p.worker);
+      }
+      params.Int(p.max_attempts);
+      auto rows = conn.Run(kClaim, params, "claim");
+      if (!rows.ok()) return rows.status();
+      struct Leased {
+        std::int64_t priority, old_ready;
+        ClaimedMessage m;
+      };
+      std::vector<Leased> leased;
+      int buried = 0;
+      for (int i = 0; i < rows->size(); ++i) {
+        if (rows->Int(i, 4) != 0) ++out.expirations;
+        if (rows->Int(i, 0) != 0) {
+          ++buried;
+          continue;
+        }
+        Leased l{.priority = rows->Int(i, 2), .old_ready = rows->Int(i, 3)};
+        l.m.id = rows->Int(i, 1);
+        l.m.attempt = static_cast<int>(rows->Int(i, 5));
+        l.m.priority = static_cast<std::int32_t>(l.priority);
+        l.m.payload = rows->Bytes(i, 7);
+        l.m.enqueued_at = FromUs(rows->Int(i, 6));
+        l.m.lease_expires_at = FromUs(until);
+        leased.push_back(std::move(l));
+      }
+      std::sort(leased.begin(), leased.end(),
+                [](const Leased& a, const Leased& b) {
+                  if (a.priority != b.priority) return a.priority > b.priority;
+                  if (a.old_ready != b.old_ready) {
+                    return a.old_ready < b.old_ready;
+                  }
+                  return a.m.id < b.m.id;
+                });
+      for (Leased& l : leased) out.messages.push_back(std::move(l.m));
+      out.dead_lettered += buried;
+      // Dead letters left places free: look again for messages behind them.
+      if (buried == 0 || rows->size() < want) break;
+    }
+    const std::int64_t claimed = static_cast<std::int64_t>(out.messages.size());
+    if (claimed + out.expirations + out.dead_lettered == 0) return out;
+    Status s = AddCounters(conn, p.queue_id,
+                           {.claims = claimed,
+                            .expirations = out.expirations,
+                            .dead_lettered = out.dead_lettered});
+    if (!s.ok()) return s;
+    return out;
+  }
+
+  Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
+                                               std::int64_t queue_id) override {
+    static constexpr const char* kSql =
+        "SELECT min(ready_us) FROM sqlq_messages WHERE queue_id = $1";
+    auto rows = Pg(c).Run(kSql, Params().Int(queue_id), "next ready");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0 || rows->IsNull(0, 0)) {
+      return std::optional<Timestamp>();
+    }
+    return std::optional<Timestamp>(FromUs(rows->Int(0, 0)));
+  }
+
+  Result<Timestamp> Now(Conn& c) override {
+    auto now = NowUs(Pg(c));
+    if (!now.ok()) return now.status();
+    return FromUs(*now);
+  }
+
+  Status Ack(Conn& c, const core::AckParams& p) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckQueue(conn, p.queue_id);
+    if (!s.ok()) return s;
+    static constexpr const char* kDelete = R"sql(
+      DELETE FROM sqlq_messages
+      WHERE id = $1 AND queue_id = $2 AND token = $3 AND attempts = $4)sql";
+    static constexpr const char* kArchive = R"sql(
+      WITH d AS (
+        DELETE FROM sqlq_messages
+        WHERE id = $1 AND queue_id = $2 AND token = $3 AND attempts = $4
+        RETURNING id, queue_id, priority, attempts, enqueued_us, worker,
+                  payload)
+      INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
+        completed_us, worker, payload)
+      SELECT id, queue_id, priority, attempts, enqueued_us, $5, worker, payload
+      FROM d)sql";
+    Params params = Fence(p.queue_id, p.receipt);
+    if (p.archive) {
+      auto now = NowUs(conn);
+      if (!now.ok()) return now.status();
+      params.Int(*now);
+    }
+    auto rows = conn.Run(p.archive ? kArchive : kDelete, params, "ack");
+    if (!rows.ok()) return rows.status();
+    if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+    return AddCounters(conn, p.queue_id, {.acks = 1});
+  }
+
+  Status Retry(Conn& c, const core::RetryParams& p) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckQueue(conn, p.queue_id);
+    if (!s.ok()) return s;
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    static constexpr const char* kSql = R"sql(
+      UPDATE sqlq_messages SET token = 0, ready_us = $5, last_error = $6
+      WHERE id = $1 AND queue_id = $2 AND token = $3 AND attempts = $4)sql";
+    Params params = Fence(p.queue_id, p.receipt);
+    params.Int(*now + p.delay.count());
+    if (p.error.empty()) {
+      params.Null();
+    } else {
+      params.Bytes(p.error);
+    }
+    auto rows = conn.Run(kSql, params, "nack");
+    if (!rows.ok()) return rows.status();
+    if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+    conn.notify = true;
+    return AddCounters(conn, p.queue_id, {.nacks = 1});
+  }
+
+  Status Bury(Conn& c, const core::BuryParams& p) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckQueue(conn, p.queue_id);
+    if (!s.ok()) return s;
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    static constexpr const char* kSql = R"sql(
+      WITH d AS (
+        DELETE FROM sqlq_messages
+        WHERE id = $1 AND queue_id = $2 AND token = $3 AND attempts = $4
+        RETURNING id, queue_id, priority, attempts, enqueued_us, payload)
+      INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
+        died_us, last_error, payload)
+      SELECT id, queue_id, priority, attempts, enqueued_us, $5, $6, payload
+      FROM d)sql";
+    Params params = Fence(p.queue_id, p.receipt);
+    params.Int(*now).Bytes(p.error);
+    auto rows = conn.Run(kSql, params, "nack");
+    if (!rows.ok()) return rows.status();
+    if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+    return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
+  }
+
+  Result<Timestamp> Extend(Conn& c, std::int64_t queue_id,
+                           const core::Receipt& receipt,
+                           Micros lease) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckQueue(conn, queue_id);
+    if (!s.ok()) return s;
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    const std::int64_t until = *now + lease.count();
+    static constexpr const char* kSql = R"sql(
+      UPDATE sqlq_messages SET ready_us = $5
+      WHERE id = $1 AND queue_id = $2 AND token = $3 AND attempts = $4)sql";
+    Params params = Fence(queue_id, receipt);
+    params.Int(until);
+    auto rows = conn.Run(kSql, params, "extend");
+    if (!rows.ok()) return rows.status();
+    if (rows->affected() == 0) return Refused(conn, queue_id, receipt);
+    return FromUs(until);
+  }
+
+  // --- dead letters and archive -------------------------------------------
+
+  Result<std::vector<DeadLetter>> ListDead(Conn& c, std::int64_t queue_id,
+                                           const ListOptions& o) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckQueue(conn, queue_id);
+    if (!s.ok()) return s;
+    static constexpr const char* kSql = R"sql(
+      SELECT id, priority, attempts, enqueued_us, died_us, last_error, payload
+      FROM sqlq_dead WHERE queue_id = $1 AND id > $2 ORDER BY id LIMIT $3)sql";
+    auto rows = conn.Run(
+        kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit), "list dead");
+    if (!rows.ok()) return rows.status();
+    std::vector<DeadLetter> out;
+    for (int i = 0; i < rows->size(); ++i) {
+      out.push_back({.id = rows->Int(i, 0),
+                     .priority = static_cast<std::int32_t>(rows->Int(i, 1)),
+                     .payload = rows->Bytes(i, 6),
+                     .attempts = static_cast<int>(rows->Int(i, 2)),
+                     .last_error = rows->Bytes(i, 5),
+                     .enqueued_at = FromUs(rows->Int(i, 3)),
+                     .died_at = FromUs(rows->Int(i, 4))});
+    }
+    return out;
+  }
+
+  Result<std::int64_t> Redrive(Conn& c, std::int64_t queue_id,
+                               std::span<const std::int64_t> ids) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckQueue(conn, queue_id);
+    if (!s.ok()) return s;
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    // A redriven message is ready now with fresh attempts; it keeps its id
+    // (never reused, see schema.h) but not a dedup key.
+    static constexpr const char* kAll = R"sql(
+      WITH d AS (
+        DELETE FROM sqlq_dead WHERE queue_id = $1
+        RETURNING id, queue_id, priority, enqueued_us, last_error, payload)
+      INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
+        enqueued_us, last_error, payload)
+      SELECT id, queue_id, priority, $2, 0, enqueued_us, last_error, payload
+      FROM d)sql";
+    static constexpr const char* kSome = R"sql(
+      WITH d AS (
+        DELETE FROM sqlq_dead WHERE queue_id = $1 AND id = ANY($3::bigint[])
+        RETURNING id, queue_id, priority, enqueued_us, last_error, payload)
+      INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
+        enqueued_us, last_error, payload)
+      SELECT id, queue_id, priority, $2, 0, enqueued_us, last_error, payload
+      FROM d)sql";
+    Params params;
+    params.Int(queue_id).Int(*now);
+    if (!ids.empty()) {
+      std::string array = "{";
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        if (i > 0) array += ',';
+        array += std::to_string(ids[i]);
+      }
+      array += '}';
+      params.Text(array);
+    }
+    auto rows = conn.Run(ids.empty() ? kAll : kSome, params, "redrive");
+    if (!rows.ok()) return rows.status();
+    if (rows->affected() > 0) conn.notify = true;
+    return rows->affected();
+  }
+
+  Result<std::int64_t> PurgeDead(Conn& c, std::int64_t queue_id) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckQueue(conn, queue_id);
+    if (!s.ok()) return s;
+    static constexpr const char* kSql =
+        "DELETE FROM sqlq_dead WHERE queue_id = $1";
+    auto rows = conn.Run(kSql, Params().Int(queue_id), "purge dead letters");
+    if (!rows.ok()) return rows.status();
+    return rows->affected();
+  }
+
+  Result<std::vector<ArchivedMessage>> ListArchive(
+      Conn& c, std::int64_t queue_id, const ListOptions& o) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckQueue(conn, queue_id);
+    if (!s.ok()) return s;
+    static constexpr const char* kSql = R"sql(
+      SELECT id, priority, attempts, enqueued_us, completed_us, worker, payload
+      FROM sqlq_archive WHERE queue_id = $1 AND id > $2
+      ORDER BY id LIMIT $3)sql";
+    auto rows =
+        conn.Run(kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit),
+                 "list archive");
+    if (!rows.ok()) return rows.status();
+    std::vector<ArchivedMessage> out;
+    for (int i = 0; i < rows->size(); ++i) {
+      out.push_back({.id = rows->Int(i, 0),
+                     .priority = static_cast<std::int32_t>(rows->Int(i, 1)),
+                     .payload = rows->Bytes(i, 6),
+                     .attempts = static_cast<int>(rows->Int(i, 2)),
+                     .worker = rows->Bytes(i, 5),
+                     .enqueued_at = FromUs(rows->Int(i, 3)),
+                     .completed_at = FromUs(rows->Int(i, 4))});
+    }
+    return out;
+  }
+
+  Result<std::int64_t> PruneArchive(Conn& c, std::int64_t queue_id,
+                                    Micros retention) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckQueue(conn, queue_id);
+    if (!s.ok()) return s;
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    static constexpr const char* kSql = R"sql(
+      DELETE FROM sqlq_archive WHERE queue_id = $1 AND completed_us < $2)sql";
+    auto rows =
+        conn.Run(kSql, Params().Int(queue_id).Int(*now - retention.count()),
+                 "prune archive");
+    if (!rows.ok()) return rows.status();
+    return rows->affected();
+  }
+
+ private:
+  static PgConn& Pg(Conn& c) { return static_cast<PgConn&>(c); }
+
+  static Params Fence(std::int64_t queue_id, const core::Receipt& r) {
+    Params p;
+    p.Int(r.id).Int(queue_id).Int(TokenBits(r.token)).Int(r.attempt);
+    return p;
+  }
+
+  Result<std::int64_t> NowUs(PgConn& conn) {
+    if (clock_) return Us(clock_->Now());
+    if (conn.tx_now_us) return *conn.tx_now_us;
+    auto rows = conn.Run(kNowSql, Params(), "read the database clock");
+    if (!rows.ok()) return rows.status();
+    conn.tx_now_us = rows->Int(0, 0);
+    return *conn.tx_now_us;
+  }
+
+  // Makes sure the queue exists and, in write transactions, keeps it from
+  // being dropped until this transaction ends: FOR KEY SHARE conflicts only
+  // with DELETE (and key updates) of the queue row, not with other
+  // senders' or claimers' locks. Taking it first, before any message row,
+  // gives every transaction the same lock order as DROP QUEUE (queue row,
+  // then its messages by cascade), so the two cannot deadlock.
+  // `lock` false: only look (a claim, see there).
+  Status CheckQueue(PgConn& conn, std::int64_t queue_id, bool lock = true) {
+    if (conn.known_queues.contains(queue_id)) return Status::Ok();
+    static constexpr const char* kLock =
+        "SELECT 1 FROM sqlq_queues WHERE id = $1 FOR KEY SHARE";
+    static constexpr const char* kLook =
+        "SELECT 1 FROM sqlq_queues WHERE id = $1";
+    lock = lock && !conn.read_only;
+    auto rows =
+        conn.Run(lock ? kLock : kLook, Params().Int(queue_id), "look up queue");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) return QueueGone(queue_id);
+    // Remembered only once locked: an unlocked look may be repeated by a
+    // later operation of the transaction that wants the lock.
+    if (lock) conn.known_queues.insert(queue_id);
+    return Status::Ok();
+  }
+
+  // REQUIRES: CheckQueue(queue_id) in this transaction.
+  Status AddCounters(PgConn& conn, std::int64_t queue_id,
+                     const QueueCounters& d) {
+    if (conn.defer_counters) {
+      conn.pending_counters[queue_id] += d;
+      return Status::Ok();
+    }
+    return WriteCounters(conn, queue_id, d);
+  }
+
+  static constexpr const char* kCounterSql = R"sql(
+    INSERT INTO sqlq_counters AS k (queue_id, slot, sends, claims, acks,
+      nacks, expirations, dead_lettered)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    ON CONFLICT (queue_id, slot) DO UPDATE SET
+      sends = k.sends + excluded.sends,
+      claims = k.claims + excluded.claims,
+      acks = k.acks + excluded.acks,
+      nacks = k.nacks + excluded.nacks,
+      expirations = k.expirations + excluded.expirations,
+      dead_lettered = k.dead_lettered + excluded.dead_lettered)sql";
+
+  // Adds to one of the queue's kCounterSlots rows, chosen by the server
+  // process id of the connection: connections open at the same time have
+  // neighbouring pids, so up to kCounterSlots concurrent transactions (of
+  // any number of processes) update distinct rows and never wait on each
+  // other's counters. (A random slot would collide often: with 64
+  // concurrent transactions and 64 slots, most would share one.)
+  static Params CounterParams(PgConn& conn, std::int64_t queue_id,
+                              const QueueCounters& d) {
+    const int slot = PQbackendPID(conn.pg()) % kCounterSlots;
+    Params p;
+    p.Int(queue_id)
+        .Int(slot)
+        .Int(d.sends)
+        .Int(d.claims)
+        .Int(d.acks)
+        .Int(d.nacks)
+        .Int(d.expirations)
+        .Int(d.dead_lettered);
+    return p;
+  }
+
+  Status WriteCounters(PgConn& conn, std::int64_t queue_id,
+                       const QueueCounters& d) {
+    auto rows = conn.Run(kCounterSql, CounterParams(conn, queue_id, d),
+                         "update counters");
+    return rows.ok() ? Status::Ok() : rows.status();
+  }
+
+  // Says why a receipt was refused: the message is gone, or it is there
+  // under another lease.
+  Status Refused(PgConn& conn, std::int64_t queue_id, const core::Receipt& r) {
+    static constexpr const char* kSql = R"sql(
+      SELECT token, attempts FROM sqlq_messages
+      WHERE id = $1 AND queue_id = $2)sql";
+    auto rows =
+        conn.Run(kSql, Params().Int(r.id).Int(queue_id), "check receipt");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) {
+      return Status::NotFound(fmt::format(
+          "message {} is not in the queue (acked, dead-lettered or purged "
+          "already)",
+          r.id));
+    }
+    const std::int64_t attempts = rows->Int(0, 1);
+    if (attempts > r.attempt) {
+      return Status::FailedPrecondition(fmt::format(
+          "stale receipt: the lease of message {} (attempt {}) expired and "
+          "the message was claimed again (attempt {})",
+          r.id, r.attempt, attempts));
+    }
+    if (rows->Int(0, 0) == 0 && attempts == r.attempt) {
+      return Status::FailedPrecondition(fmt::format(
+          "stale receipt: message {} was nacked and is no longer leased",
+          r.id));
+    }
+    return Status::FailedPrecondition(fmt::format(
+        "receipt does not match the current lease of message {}", r.id));
+  }
+
+  // BEGIN, and the database clock with it when the store uses it.
+  Status Begin(PgConn& conn, bool read_only) {
+    conn.read_only = read_only;
+    if (clock_) {
+      auto r = conn.Exec(read_only
+                             ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+                             : "BEGIN",
+                         "begin transaction");
+      return r.ok() ? Status::Ok() : r.status();
+    }
+    PgResult res(
+        PQexec(conn.pg(), read_only ? kBeginReadWithNow : kBeginWithNow));
+    if (res == nullptr || PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
+      Status s = Translate(res.get(), conn.pg(), "begin transaction");
+      if (PQtransactionStatus(conn.pg()) != PQTRANS_IDLE) {
+        (void)conn.Exec("ROLLBACK", "rollback");
+      }
+      return s;
+    }
+    conn.tx_now_us = std::strtoll(PQgetvalue(res.get(), 0, 0), nullptr, 10);
+    return Status::Ok();
+  }
+
+  Status Commit(PgConn& conn) {
+    if (conn.tx_error) {
+      // A statement failed (and its operation may have reported a clean
+      // failure): PostgreSQL would turn COMMIT into ROLLBACK anyway.
+      Status s = *conn.tx_error;
+      (void)conn.Exec("ROLLBACK", "rollback");
+      return s;
+    }
+    if (!conn.pending_counters.empty()) {
+      // The counters gathered in this transaction, in queue id order (so
+      // that two transactions lock counter rows in the same order), sent
+      // with COMMIT in one round trip.
+      std::vector<Params> counters;
+      for (const auto& [queue_id, d] : conn.pending_counters) {
+        counters.push_back(CounterParams(conn, queue_id, d));
+      }
+      conn.pending_counters.clear();
+      return conn.RunAndCommit(kCounterSql, counters, "update counters");
+    }
+    auto tag = conn.Exec("COMMIT", "commit", Phase::kCommit);
+    if (!tag.ok()) {
+      if (PQtransactionStatus(conn.pg()) == PQTRANS_INERROR ||
+          PQtransactionStatus(conn.pg()) == PQTRANS_INTRANS) {
+        (void)conn.Exec("ROLLBACK", "rollback");
+      }
+      return tag.status();
+    }
+    if (*tag == "ROLLBACK") {
+      return Status::Internal(
+          "commit: the transaction had failed and was rolled back");
+    }
+    return Status::Ok();
+  }
+
+  // A connection with a transaction begun on it. A pooled connection that
+  // the server closed while it was idle (restart, idle timeout) shows only
+  // now, when BEGIN fails; nothing was sent in a transaction yet, so a fresh
+  // connection is tried instead, transparently.
+  Result<std::unique_ptr<PgConn>> AcquireBegun(bool read_only) {
+    for (;;) {
+      bool pooled = false;
+      auto conn = Acquire(&pooled);
+      if (!conn.ok()) return conn.status();
+      (*conn)->ResetTxState();
+      Status s = Begin(**conn, read_only);
+      if (s.ok()) return conn;
+      if (!pooled || (*conn)->healthy()) return s;
+    }
+  }
+
+  // Runs `body` in the transaction begun on `conn`, and commits.
+  Status InTransaction(PgConn& conn, const std::function<Status(Conn&)>& body) {
+    Status s = body(conn);
+    if (s.ok()) {
+      s = Commit(conn);
+      if (s.ok() && conn.notify) Poke();
+      return s;
+    }
+    if (PQstatus(conn.pg()) == CONNECTION_OK) {
+      (void)conn.Exec("ROLLBACK", "rollback");
+    }
+    return s;
+  }
+
+  void Poke() {
+    if (notifier_) notifier_->Poke();
+  }
+
+  bool SameDatabase(PGconn* other) {
+    auto conn = Acquire();
+    if (!conn.ok()) return false;
+    PGconn* ours = (*conn)->pg();
+    auto eq = [](const char* a, const char* b) {
+      return std::string_view(a ? a : "") == std::string_view(b ? b : "");
+    };
+    bool same = eq(PQdb(ours), PQdb(other)) &&
+                eq(PQhost(ours), PQhost(other)) &&
+                eq(PQport(ours), PQport(other));
+    Release(std::move(*conn));
+    return same;
+  }
+
+  // `start_only`: PQconnectStartParams, for the caller to finish with
+  // PQconnectPoll.
+  PGconn* ConnectRaw(bool start_only = false) {
+    // Our default connect_timeout comes first, so that the URL's own wins
+    // (libpq lets later keywords override earlier ones).
+    const char* keys[] = {"connect_timeout", "fallback_application_name",
+                          "dbname", nullptr};
+    const char* values[] = {"10", "sqlq", url_.c_str(), nullptr};
+    PGconn* conn = start_only
+                       ? PQconnectStartParams(keys, values, /*expand_dbname=*/1)
+                       : PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+    // Server notices ("relation already exists, skipping") would go to
+    // stderr, which belongs to the application.
+    if (conn != nullptr) {
+      PQsetNoticeProcessor(
+          conn, [](void*, const char*) {}, nullptr);
+    }
+    return conn;
+  }
+
+  Result<std::unique_ptr<PgConn>> Connect() {
+    PGconn* pg = ConnectRaw();
+    if (pg == nullptr) return Status::Unavailable("connect: out of memory");
+    auto conn = std::make_unique<PgConn>(pg, /*owned=*/true);
+    if (PQstatus(pg) != CONNECTION_OK) {
+      return Translate(nullptr, pg, "connect to PostgreSQL", Phase::kConnect);
+    }
+    return conn;
+  }
+
+  // A pooled connection, or a new one. A pooled connection that broke
+  // while idle (server restart) is dropped here and replaced.
+  // `pooled` says whether it was idle in the pool (and may have broken).
+  Result<std::unique_ptr<PgConn>> Acquire(bool* pooled = nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      while (!idle_.empty()) {
+        auto c = std::move(idle_.back());
+        idle_.pop_back();
+        if (c->healthy()) {
+          if (pooled != nullptr) *pooled = true;
+          return c;
+        }
+      }
+    }
+    if (pooled != nullptr) *pooled = false;
+    return Connect();
+  }
+
+  void Release(std::unique_ptr<PgConn> conn) {
+    if (!conn->healthy() || PQtransactionStatus(conn->pg()) != PQTRANS_IDLE) {
+      return;  // closed by its destructor
+    }
+    conn->notify = false;
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (idle_.size() < kMaxIdle) idle_.push_back(std::move(conn));
+  }
+
+  // The schema version recorded, 0 when sqlq_schema does not exist yet.
+  static Result<std::int64_t> SchemaVersion(PgConn& conn) {
+    static constexpr const char* kExists =
+        "SELECT to_regclass('sqlq_schema') IS NOT NULL";
+    auto exists = conn.Run(kExists, Params(), "read schema version");
+    if (!exists.ok()) return exists.status();
+    if (exists->Int(0, 0) == 0) return 0;
+    static constexpr const char* kVersion =
+        "SELECT coalesce(max(version), 0) FROM sqlq_schema";
+    auto version = conn.Run(kVersion, Params(), "read schema version");
+    if (!version.ok()) return version.status();
+    return version->Int(0, 0);
+  }
+
+  static Status TooNew(std::int64_t version) {
+    return Status::FailedPrecondition(fmt::format(
+        "database schema version {} is newer than this sqlq supports ({}): "
+        "upgrade sqlq",
+        version, kSchemaVersion));
+  }
+
+  // Brings the schema to kSchemaVersion. The common case, an up-to-date
+  // schema, only reads: no lock, and no DDL, which a user with just
+  // SELECT/INSERT/UPDATE/DELETE grants could not run (PostgreSQL 15 no
+  // longer lets everyone create in "public").
+  // Without `create`, a database without sqlq's tables is kNotFound, as a
+  // missing file is for SQLite: read-only commands create nothing.
+  Status Migrate(PgConn& conn, bool create) {
+    conn.ResetTxState();
+    auto begun = conn.Exec("BEGIN", "begin migration");
+    if (!begun.ok()) return begun.status();
+    auto finish = [&](Status s) {
+      if (!s.ok()) {
+        if (PQstatus(conn.pg()) == CONNECTION_OK) {
+          (void)conn.Exec("ROLLBACK", "rollback");
+        }
+        return s;
+      }
+      auto committed = conn.Exec("COMMIT", "commit migration", Phase::kCommit);
+      return committed.ok() ? Status::Ok() : committed.status();
+    };
+    auto seen = SchemaVersion(conn);
+    if (!seen.ok()) return finish(seen.status());
+    if (*seen > kSchemaVersion) return finish(TooNew(*seen));
+    if (*seen == kSchemaVersion) return finish(Status::Ok());
+    if (*seen == 0 && !create) {
+      return finish(Status::NotFound(fmt::format(
+          "database '{}' has no sqlq tables (create a queue first, or check "
+          "--db)",
+          PQdb(conn.pg()))));
+    }
+    // Serialises migrations of concurrent processes; released at COMMIT.
+    // Everything is read again under the lock: another process may have
+    // migrated meanwhile.
+    static constexpr const char* kLock = "SELECT pg_advisory_xact_lock($1)";
+    auto locked = conn.Run(kLock, Params().Int(kMigrationLock),
+                           "lock schema for migration");
+    if (!locked.ok()) return finish(locked.status());
+    auto created = conn.Exec(
+        "CREATE TABLE IF NOT EXISTS sqlq_schema ("
+        "version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL "
+        "DEFAULT now())",
+        "create schema table");
+    if (!created.ok()) return finish(created.status());
+    auto version = SchemaVersion(conn);
+    if (!version.ok()) return finish(version.status());
+    if (*version > kSchemaVersion) return finish(TooNew(*version));
+    for (auto v = *version; v < kSchemaVersion; ++v) {
+      auto applied = conn.Exec(kMigrations[v], "migrate schema");
+      if (!applied.ok()) {
+        return finish(applied.status().WithContext(
+            fmt::format("migrate schema to version {}", v + 1)));
+      }
+      static constexpr const char* kRecord =
+          "INSERT INTO sqlq_schema (version) VALUES ($1)";
+      auto recorded =
+          conn.Run(kRecord, Params().Int(v + 1), "record schema version");
+      if (!recorded.ok()) return finish(recorded.status());
+    }
+    return finish(Status::Ok());
+  }
+
+  const std::string url_;
+  const std::shared_ptr<Clock> clock_;  // null: the database clock
+  std::mutex rng_mu_;
+  std::mt19937_64 rng_;  // guarded by rng_mu_
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<PgConn>> idle_;  // guarded by pool_mu_
+  std::unique_ptr<Notifier> notifier_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
+                                           const StoreOptions& options) {
+  const std::string u(url);
+  // Malformed URLs are the caller's mistake, not an unreachable server.
+  char* err = nullptr;
+  PQconninfoOption* parsed = PQconninfoParse(u.c_str(), &err);
+  if (parsed == nullptr) {
+    std::string detail = err != nullptr ? err : "cannot parse";
+    if (err != nullptr) PQfreemem(err);
+    while (!detail.empty() && detail.back() == '\n') detail.pop_back();
+    return Status::InvalidArgument(
+        fmt::format("malformed PostgreSQL URL: {}", detail));
+  }
+  PQconninfoFree(parsed);
+  auto engine = std::make_unique<PostgresEngine>(u, options.clock);
+  Status s = engine->Init(options.create_if_missing);
+  if (!s.ok()) return s;
+  return std::unique_ptr<core::Engine>(std::move(engine));
+}
+
+}  // namespace sqlq::engines::postgres

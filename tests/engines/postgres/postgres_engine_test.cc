@@ -1,0 +1,509 @@
+// PostgreSQL engine specifics beyond the conformance suite: URLs and
+// connection errors, claims under many concurrent consumers, LISTEN/NOTIFY
+// wake-ups across stores, and concurrent migrations. Runs against the server
+// named by SQLQ_TEST_PG_URL (scripts/test.sh starts one).
+
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sqlq/queue.h"
+#include "sqlq/status.h"
+#include "sqlq/store.h"
+#include "tests/conformance/engine_fixture.h"
+
+namespace sqlq::test {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using SteadyClock = std::chrono::steady_clock;
+
+std::int64_t MsSince(SteadyClock::time_point t0) {
+  return std::chrono::duration_cast<milliseconds>(SteadyClock::now() - t0)
+      .count();
+}
+
+// `url` with the password of its user replaced.
+std::string WithPassword(const std::string& url, const std::string& password) {
+  const auto start = url.find("://") + 3;
+  const auto at = url.find('@', start);
+  if (at == std::string::npos) return url;
+  const auto colon = url.find(':', start);
+  const std::string user = url.substr(start, (colon < at ? colon : at) - start);
+  return url.substr(0, start) + user + ":" + password + url.substr(at);
+}
+
+class PostgresEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
+    db_ = std::make_unique<PostgresDatabase>();
+  }
+
+  std::unique_ptr<Store> OpenStore() {
+    auto s = Store::Open(db_->url());
+    if (!s.ok()) {
+      ADD_FAILURE() << "open: " << s.status().ToString();
+      return nullptr;
+    }
+    return std::move(*s);
+  }
+
+  // A plain libpq connection to the test database, for poking at it.
+  PGconn* Raw() {
+    PGconn* c = PQconnectdb(db_->url().c_str());
+    EXPECT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
+    return c;
+  }
+
+  static std::string Query(PGconn* c, const std::string& sql) {
+    PGresult* r = PQexec(c, sql.c_str());
+    std::string out;
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0) {
+      out = PQgetvalue(r, 0, 0);
+    } else if (PQresultStatus(r) != PGRES_COMMAND_OK &&
+               PQresultStatus(r) != PGRES_TUPLES_OK) {
+      ADD_FAILURE() << sql << ": " << PQresultErrorMessage(r);
+    }
+    PQclear(r);
+    return out;
+  }
+
+  std::unique_ptr<PostgresDatabase> db_;
+};
+
+// --- URLs and connection errors ---------------------------------------------
+
+TEST_F(PostgresEngineTest, BothUrlSchemesOpenTheSameDatabase) {
+  auto a = OpenStore();
+  ASSERT_TRUE(a);
+  ASSERT_OK(a->CreateQueue("jobs", {}));
+  std::string url = db_->url();
+  ASSERT_EQ(url.rfind("postgresql://", 0), 0u) << url;
+  std::string short_url = "postgres://" + url.substr(13);
+  ASSERT_OK_AND_ASSIGN(auto b, Store::Open(short_url));
+  EXPECT_OK(b->Queue("jobs"));
+}
+
+TEST_F(PostgresEngineTest, MalformedUrlIsInvalidArgument) {
+  for (const std::string url :
+       {"postgresql://localhost/db?no_such_parameter=1", "postgresql://%zz/db",
+        "postgresql://[::1/db"}) {
+    SCOPED_TRACE(url);
+    EXPECT_CODE(Store::Open(url), Code::kInvalidArgument);
+  }
+}
+
+TEST_F(PostgresEngineTest, UnreachableServerIsUnavailableQuickly) {
+  const auto t0 = SteadyClock::now();
+  // Port 1 on loopback: nothing listens, the connection is refused.
+  auto s = Store::Open("postgresql://sqlq@127.0.0.1:1/postgres");
+  EXPECT_CODE(s, Code::kUnavailable);
+  EXPECT_TRUE(s.status().retryable());
+  EXPECT_LT(MsSince(t0), 2000);
+}
+
+TEST_F(PostgresEngineTest, WrongPasswordIsPermissionDenied) {
+  auto s = Store::Open(WithPassword(db_->url(), "certainly-wrong"));
+  EXPECT_CODE(s, Code::kPermissionDenied);
+}
+
+TEST_F(PostgresEngineTest, MissingDatabaseIsNotFound) {
+  auto s = Store::Open(WithDatabase(PostgresTestUrl(), "sqlq_no_such_db"));
+  EXPECT_CODE(s, Code::kNotFound);
+}
+
+TEST_F(PostgresEngineTest, TlsParametersArePassedToLibpq) {
+  // The test server has no TLS: libpq itself must refuse sslmode=require,
+  // which shows that the parameter reached it.
+  auto s = Store::Open(db_->url() + "?sslmode=require");
+  EXPECT_CODE(s, Code::kUnavailable);
+  EXPECT_NE(s.status().message().find("SSL"), std::string::npos)
+      << s.status().ToString();
+}
+
+// --- schema ------------------------------------------------------------------
+
+TEST_F(PostgresEngineTest, ConcurrentOpensMigrateTheSchemaOnce) {
+  std::vector<std::future<Status>> opens;
+  for (int i = 0; i < 8; ++i) {
+    opens.push_back(std::async(std::launch::async, [this] {
+      auto s = Store::Open(db_->url());
+      return s.ok() ? Status::Ok() : s.status();
+    }));
+  }
+  for (auto& f : opens) EXPECT_OK(f.get());
+  PGconn* c = Raw();
+  EXPECT_EQ(Query(c, "SELECT count(*) FROM sqlq_schema"), "1");
+  PQfinish(c);
+}
+
+TEST_F(PostgresEngineTest, OpeningWithoutCreateFindsNoTablesAndMakesNone) {
+  EXPECT_CODE(Store::Open(db_->url(), {.create_if_missing = false}),
+              Code::kNotFound);
+  PGconn* c = Raw();
+  EXPECT_EQ(Query(c, "SELECT to_regclass('sqlq_schema') IS NULL"), "t");
+  PQfinish(c);
+  ASSERT_TRUE(OpenStore());
+  EXPECT_OK(Store::Open(db_->url(), {.create_if_missing = false}));
+}
+
+TEST_F(PostgresEngineTest, NewerSchemaIsRefused) {
+  ASSERT_TRUE(OpenStore());
+  PGconn* c = Raw();
+  Query(c, "INSERT INTO sqlq_schema (version) VALUES (999)");
+  PQfinish(c);
+  EXPECT_CODE(Store::Open(db_->url()), Code::kFailedPrecondition);
+}
+
+// A role of its own for one test, with a password, dropped afterwards.
+class TestRole {
+ public:
+  explicit TestRole(PostgresDatabase& db) : db_(db), name_(db.name() + "_r") {
+    std::string error =
+        PostgresAdmin("CREATE ROLE " + name_ + " LOGIN PASSWORD 'secret'");
+    if (!error.empty()) ADD_FAILURE() << "CREATE ROLE: " << error;
+  }
+  ~TestRole() {
+    PGconn* c = PQconnectdb(db_.url().c_str());
+    PQclear(PQexec(c, ("DROP OWNED BY " + name_).c_str()));
+    PQfinish(c);
+    std::string error = PostgresAdmin("DROP ROLE " + name_);
+    if (!error.empty()) ADD_FAILURE() << "DROP ROLE: " << error;
+  }
+  const std::string& name() const { return name_; }
+  // The test database's URL, as this role.
+  std::string url() const {
+    std::string url = db_.url();
+    const auto start = url.find("://") + 3;
+    return url.substr(0, start) + name_ + ":secret" +
+           url.substr(url.find('@', start));
+  }
+
+ private:
+  PostgresDatabase& db_;
+  std::string name_;
+};
+
+TEST_F(PostgresEngineTest, RoleWithoutCreatePrivilegeIsPermissionDenied) {
+  TestRole role(*db_);
+  // PostgreSQL 15: nobody but the owner creates in "public".
+  auto s = Store::Open(role.url());
+  EXPECT_CODE(s, Code::kPermissionDenied);
+}
+
+TEST_F(PostgresEngineTest, RoleWithOnlyDataPrivilegesUsesAnExistingSchema) {
+  ASSERT_TRUE(OpenStore());  // the owner creates the schema
+  TestRole role(*db_);
+  PGconn* c = Raw();
+  Query(c,
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
+        "public TO " +
+            role.name());
+  Query(c, "GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO " + role.name());
+  PQfinish(c);
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(role.url()));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK(q.Send({.payload = "x"}));
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_OK(q.Ack(got[0].receipt));
+}
+
+// --- faults ------------------------------------------------------------------
+
+TEST_F(PostgresEngineTest,
+       ConnectionsClosedByTheServerAreReplacedTransparently) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK(q.Send({.payload = "before"}));
+  // As after a server restart: every idle pooled connection is gone.
+  PGconn* c = Raw();
+  Query(c,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()");
+  PQfinish(c);
+  EXPECT_OK(q.Send({.payload = "after"}));
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 10}));
+  EXPECT_EQ(got.size(), 2u);
+}
+
+TEST_F(PostgresEngineTest, ConnectionLostDuringCommitIsOutcomeUnknown) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  // A deferred trigger makes COMMIT take a while, so that the connection
+  // can be killed while COMMIT is on the wire.
+  PGconn* c = Raw();
+  Query(c, R"sql(
+    CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN PERFORM pg_sleep(5); RETURN NULL; END $$)sql");
+  Query(c, R"sql(
+    CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON sqlq_messages
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit())sql");
+  auto sent =
+      std::async(std::launch::async, [&] { return q.Send({.payload = "x"}); });
+  const std::string committing =
+      "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+      "AND state = 'active' AND query = 'COMMIT'";
+  std::string pid;
+  const auto deadline = SteadyClock::now() + seconds(10);
+  while ((pid = Query(c, committing)).empty() &&
+         SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  ASSERT_FALSE(pid.empty()) << "no COMMIT seen";
+  Query(c, "SELECT pg_terminate_backend(" + pid + ")");
+  PQfinish(c);
+  auto r = sent.get();
+  EXPECT_CODE(r, Code::kOutcomeUnknown);
+  EXPECT_FALSE(r.status().retryable());
+}
+
+// --- caller transactions -----------------------------------------------------
+
+TEST_F(PostgresEngineTest, JoinedTransactionCommitsQueueAndBusinessRows) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  PGconn* c = Raw();
+  Query(c, "CREATE TABLE orders (id INT)");
+  Query(c, "BEGIN");
+  Query(c, "INSERT INTO orders VALUES (42)");
+  {
+    ASSERT_OK_AND_ASSIGN(Tx tx, store->JoinTx(c));
+    EXPECT_EQ(tx.native_handle(), c);
+    ASSERT_OK(q.Send(tx, {.payload = "order 42"}));
+  }
+  // Not committed yet: invisible to the store's own connections.
+  ASSERT_OK_AND_ASSIGN(QueueStats before, q.Stats());
+  EXPECT_EQ(before.ready, 0);
+  Query(c, "COMMIT");
+  ASSERT_OK_AND_ASSIGN(QueueStats after, q.Stats());
+  EXPECT_EQ(after.ready, 1);
+  EXPECT_EQ(after.sends, 1);
+  // The caller's connection keeps working, without sqlq's statements.
+  EXPECT_EQ(Query(c, "SELECT count(*) FROM orders"), "1");
+  PQfinish(c);
+}
+
+TEST_F(PostgresEngineTest, JoinTxRefusesAConnectionWithoutATransaction) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  PGconn* c = Raw();
+  EXPECT_CODE(store->JoinTx(c), Code::kInvalidArgument);
+  PQfinish(c);
+}
+
+TEST_F(PostgresEngineTest, JoinTxRefusesAConnectionToAnotherDatabase) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  PGconn* c = PQconnectdb(PostgresTestUrl().c_str());
+  ASSERT_EQ(PQstatus(c), CONNECTION_OK);
+  Query(c, "BEGIN");
+  EXPECT_CODE(store->JoinTx(c), Code::kInvalidArgument);
+  Query(c, "ROLLBACK");
+  PQfinish(c);
+}
+
+// --- claims ------------------------------------------------------------------
+
+TEST_F(PostgresEngineTest, ClaimSkipsMessagesLockedByAnotherTransaction) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK_AND_ASSIGN(SendResult first, q.Send({.payload = "first"}));
+  ASSERT_OK(q.Send({.payload = "second"}));
+  // Another consumer holds the first message's row.
+  PGconn* c = Raw();
+  Query(c, "BEGIN");
+  Query(c, "SELECT id FROM sqlq_messages WHERE id = " +
+               std::to_string(first.id) + " FOR UPDATE");
+  const auto t0 = SteadyClock::now();
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 2}));
+  EXPECT_LT(MsSince(t0), 1000) << "the claim waited on a locked row";
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].payload, "second");
+  Query(c, "ROLLBACK");
+  PQfinish(c);
+}
+
+TEST_F(PostgresEngineTest, SixtyFourConcurrentConsumersNeverShareAMessage) {
+  // A store each: within one store, concurrent claims are merged into one
+  // transaction; across stores they are 64 concurrent transactions that
+  // compete for the same rows.
+  constexpr int kStores = 64, kThreadsPerStore = 1, kMessages = 2000;
+  auto producer = OpenStore();
+  ASSERT_TRUE(producer);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q,
+                       producer->CreateQueue("jobs", {.lease = seconds(600)}));
+  std::vector<Message> batch;
+  for (int i = 0; i < kMessages; ++i) {
+    batch.push_back({.payload = std::to_string(i)});
+  }
+  ASSERT_OK(q.SendBatch(batch));
+
+  std::vector<std::unique_ptr<Store>> stores;
+  for (int i = 0; i < kStores; ++i) {
+    stores.push_back(OpenStore());
+    ASSERT_TRUE(stores.back());
+  }
+  std::mutex mu;
+  std::multiset<std::int64_t> seen;
+  std::vector<std::future<Status>> consumers;
+  for (int s = 0; s < kStores; ++s) {
+    for (int t = 0; t < kThreadsPerStore; ++t) {
+      consumers.push_back(std::async(std::launch::async, [&, s]() -> Status {
+        auto handle = stores[s]->Queue("jobs");
+        if (!handle.ok()) return handle.status();
+        for (;;) {
+          auto got = handle->Claim({.max = 4});
+          if (!got.ok()) return got.status();
+          if (got->empty()) return Status::Ok();
+          for (const ClaimedMessage& m : *got) {
+            {
+              std::lock_guard<std::mutex> lock(mu);
+              seen.insert(m.id);
+            }
+            Status acked = handle->Ack(m.receipt);
+            if (!acked.ok()) return acked;
+          }
+        }
+      }));
+    }
+  }
+  for (auto& f : consumers) EXPECT_OK(f.get());
+  EXPECT_EQ(seen.size(), std::size_t{kMessages});
+  EXPECT_EQ(std::set<std::int64_t>(seen.begin(), seen.end()).size(),
+            std::size_t{kMessages})
+      << "a message was handed to two consumers";
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.ready + st.leased, 0);
+  EXPECT_EQ(st.claims, kMessages);
+  EXPECT_EQ(st.acks, kMessages);
+}
+
+// --- time --------------------------------------------------------------------
+
+TEST_F(PostgresEngineTest, LeasesAreMeasuredWithTheDatabaseClock) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK(q.Send({.payload = "x"}));
+  PGconn* c = Raw();
+  const std::int64_t before = std::stoll(
+      Query(c, "SELECT (extract(epoch FROM clock_timestamp()) * 1e6)::bigint"));
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.lease = seconds(60)}));
+  const std::int64_t after = std::stoll(
+      Query(c, "SELECT (extract(epoch FROM clock_timestamp()) * 1e6)::bigint"));
+  PQfinish(c);
+  ASSERT_EQ(got.size(), 1u);
+  const std::int64_t expires = Us(got[0].lease_expires_at);
+  EXPECT_GE(expires, before + 60'000'000);
+  EXPECT_LE(expires, after + 60'000'000);
+}
+
+// --- wake-ups ----------------------------------------------------------------
+
+// Sends from one store while another waits; returns how long the waiting
+// claim took after the send, or -1 on failure.
+std::int64_t WakeLatencyMs(WorkQueue& waiting, WorkQueue& sending) {
+  std::promise<void> started;
+  auto claim = std::async(std::launch::async, [&] {
+    started.set_value();
+    return waiting.Claim({.wait = seconds(10)});
+  });
+  started.get_future().wait();
+  // Give the claim time to go to sleep; were it still looking when the
+  // message lands, it would find it at once and prove nothing.
+  std::this_thread::sleep_for(milliseconds(100));
+  const auto t0 = SteadyClock::now();
+  if (!sending.Send({.payload = "wake"}).ok()) return -1;
+  auto got = claim.get();
+  const std::int64_t ms = MsSince(t0);
+  if (!got.ok() || got->size() != 1) return -1;
+  return ms;
+}
+
+TEST_F(PostgresEngineTest, SendFromAnotherStoreWakesAWaitingClaimAtOnce) {
+  auto a = OpenStore();
+  auto b = OpenStore();
+  ASSERT_TRUE(a && b);
+  ASSERT_OK_AND_ASSIGN(WorkQueue qa, a->CreateQueue("jobs", {}));
+  ASSERT_OK_AND_ASSIGN(WorkQueue qb, b->Queue("jobs"));
+  // Three times in a row well under the 1 s fallback poll: not luck.
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t ms = WakeLatencyMs(qa, qb);
+    RecordProperty("wake_ms_" + std::to_string(i), std::to_string(ms));
+    ASSERT_GE(ms, 0);
+    EXPECT_LT(ms, 250) << "round " << i << ": not woken by NOTIFY";
+  }
+}
+
+TEST_F(PostgresEngineTest, DroppedListenerConnectionIsReestablished) {
+  auto a = OpenStore();
+  auto b = OpenStore();
+  ASSERT_TRUE(a && b);
+  ASSERT_OK_AND_ASSIGN(WorkQueue qa, a->CreateQueue("jobs", {}));
+  ASSERT_OK_AND_ASSIGN(WorkQueue qb, b->Queue("jobs"));
+  PGconn* c = Raw();
+  const std::string listeners =
+      "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+      "current_database() AND query = 'LISTEN sqlq_changes'";
+  // Both stores listen; kill every listener.
+  auto deadline = SteadyClock::now() + seconds(10);
+  while (Query(c, listeners) != "2" && SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_EQ(Query(c, listeners), "2");
+  const std::string old_pids =
+      Query(c,
+            "SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE "
+            "datname = current_database() AND query = 'LISTEN sqlq_changes'");
+  Query(c,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid "
+        "IN (" +
+            old_pids + ")");
+  // They come back on their own, as new backends.
+  const std::string new_listeners =
+      listeners + " AND pid NOT IN (" + old_pids + ")";
+  deadline = SteadyClock::now() + seconds(10);
+  while (Query(c, new_listeners) != "2" && SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_EQ(Query(c, new_listeners), "2") << "listeners did not reconnect";
+  PQfinish(c);
+  const std::int64_t ms = WakeLatencyMs(qa, qb);
+  ASSERT_GE(ms, 0);
+  EXPECT_LT(ms, 250) << "not woken by NOTIFY after reconnecting";
+}
+
+TEST_F(PostgresEngineTest, DropFromAnotherStoreEndsAWaitingClaimAtOnce) {
+  auto a = OpenStore();
+  auto b = OpenStore();
+  ASSERT_TRUE(a && b);
+  ASSERT_OK_AND_ASSIGN(WorkQueue qa, a->CreateQueue("jobs", {}));
+  std::promise<void> started;
+  auto claim = std::async(std::launch::async, [&] {
+    started.set_value();
+    return qa.Claim({.wait = seconds(10)});
+  });
+  started.get_future().wait();
+  std::this_thread::sleep_for(milliseconds(100));  // let it go to sleep
+  const auto t0 = SteadyClock::now();
+  ASSERT_OK(b->DropQueue("jobs"));
+  EXPECT_CODE(claim.get(), Code::kNotFound);
+  EXPECT_LT(MsSince(t0), 250) << "not woken by NOTIFY";
+}
+
+}  // namespace
+}  // namespace sqlq::test
