@@ -673,11 +673,10 @@ TEST_P(RingConformance, SixteenConcurrentPushersOnOneGroup) {
   EXPECT_EQ(PushOne(r, "g", "after"), kTotal + 1);
 }
 
-// Only SQLite implements rings so far: the PostgreSQL engine does not yet
-// (it inherits core::Engine's kFailedPrecondition defaults). Add its
-// INSTANTIATE line here when it does.
 INSTANTIATE_TEST_SUITE_P(Sqlite, RingConformance,
                          ::testing::Values(SqliteFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Postgres, RingConformance,
+                         ::testing::Values(PostgresFactory()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

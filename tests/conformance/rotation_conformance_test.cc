@@ -555,11 +555,10 @@ TEST_P(RotationConformance, FourConcurrentCallersServeEveryItemEqually) {
   EXPECT_EQ(StatsOf(rot).serves, std::int64_t{kCalls} * kN);
 }
 
-// Only SQLite implements rotations so far: the PostgreSQL engine does not
-// yet (it inherits core::Engine's kFailedPrecondition defaults). Add its
-// INSTANTIATE line here when it does.
 INSTANTIATE_TEST_SUITE_P(Sqlite, RotationConformance,
                          ::testing::Values(SqliteFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Postgres, RotationConformance,
+                         ::testing::Values(PostgresFactory()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

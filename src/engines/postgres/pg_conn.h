@@ -103,7 +103,7 @@ class Rows {
 // Changes to a queue's counters, written once per transaction.
 struct QueueCounters {
   std::int64_t sends = 0, claims = 0, acks = 0, nacks = 0, expirations = 0,
-               dead_lettered = 0;
+               dead_lettered = 0, pushes = 0, serves = 0;
   QueueCounters& operator+=(const QueueCounters& d) {
     sends += d.sends;
     claims += d.claims;
@@ -111,6 +111,8 @@ struct QueueCounters {
     nacks += d.nacks;
     expirations += d.expirations;
     dead_lettered += d.dead_lettered;
+    pushes += d.pushes;
+    serves += d.serves;
     return *this;
   }
 };

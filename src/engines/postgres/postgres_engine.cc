@@ -205,10 +205,7 @@ class PostgresEngine : public core::Engine {
                      .Int(*now),
                  "create queue");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) {
-      return Status::AlreadyExists(
-          fmt::format("queue '{}' already exists", name));
-    }
+    if (rows->size() == 0) return Taken(conn, name);
     core::QueueRecord r;
     r.id = rows->Int(0, 0);
     r.info = {
@@ -242,9 +239,7 @@ class PostgresEngine : public core::Engine {
       FROM sqlq_queues WHERE name = $1 AND kind = 'queue')sql";
     auto rows = Pg(c).Run(kSql, Params().Text(name), "look up queue");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) {
-      return Status::NotFound(fmt::format("queue '{}' does not exist", name));
-    }
+    if (rows->size() == 0) return Missing(Pg(c), name, "queue");
     return QueueFromRow(*rows, 0);
   }
 
@@ -763,8 +758,625 @@ class PostgresEngine : public core::Engine {
     return rows->affected();
   }
 
+  // --- rings ---------------------------------------------------------------
+  // Locking (docs/engines/postgres.md): operations on a ring take FOR KEY
+  // SHARE on its sqlq_queues row (CheckKind), as sends do, so a drop waits.
+  // A push locks its group's row with the upsert, which serialises the
+  // pushes to one group; every operation that deletes entries locks the
+  // group row first, so group row then entries is the one lock order.
+  // SetCapacity locks the ring's row FOR UPDATE, which waits for the pushes
+  // in flight (their FOR KEY SHARE) and holds new ones off until it commits:
+  // no push evicts by the old capacity after the new one is in force.
+
+  Result<core::RingRecord> CreateRing(Conn& c, std::string_view name,
+                                      const RingOptions& o) override {
+    PgConn& conn = Pg(c);
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    static constexpr const char* kSql = R"sql(
+      INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
+        backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
+        created_us, capacity)
+      VALUES ($1, 'ring', 0, 0, 0, 0, false, 0, $2, $3, $4)
+      ON CONFLICT (name) DO NOTHING
+      RETURNING id)sql";
+    auto rows =
+        conn.Run(kSql,
+                 Params()
+                     .Text(name)
+                     .Int(static_cast<std::int64_t>(o.max_payload_bytes))
+                     .Int(*now)
+                     .Int(o.capacity),
+                 "create ring");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) return Taken(conn, name);
+    return core::RingRecord{
+        .id = rows->Int(0, 0), .name = std::string(name), .options = o};
+  }
+
+  Result<core::RingRecord> GetRing(Conn& c, std::string_view name) override {
+    PgConn& conn = Pg(c);
+    static constexpr const char* kSql = R"sql(
+      SELECT id, capacity, max_payload FROM sqlq_queues
+      WHERE name = $1 AND kind = 'ring')sql";
+    auto rows = conn.Run(kSql, Params().Text(name), "look up ring");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) return Missing(conn, name, "ring");
+    return core::RingRecord{
+        .id = rows->Int(0, 0),
+        .name = std::string(name),
+        .options = {
+            .capacity = rows->Int(0, 1),
+            .max_payload_bytes = static_cast<std::size_t>(rows->Int(0, 2))}};
+  }
+
+  Status DropRing(Conn& c, std::int64_t ring_id) override {
+    // Groups, entries and counters go by ON DELETE CASCADE.
+    static constexpr const char* kSql =
+        "DELETE FROM sqlq_queues WHERE id = $1 AND kind = 'ring'";
+    auto rows = Pg(c).Run(kSql, Params().Int(ring_id), "drop ring");
+    return rows.ok() ? Status::Ok() : rows.status();
+  }
+
+  Result<RingEntry> RingPush(Conn& c, std::int64_t ring_id,
+                             std::string_view group,
+                             std::string_view payload) override {
+    PgConn& conn = Pg(c);
+    // Checked (and locked against a concurrent drop) before writing: a
+    // push to a dropped ring is a clean failure.
+    Status s = CheckKind(conn, ring_id, "ring");
+    if (!s.ok()) return s;
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    RingEntry e{.group = std::string(group),
+                .payload = std::string(payload),
+                .pushed_at = FromUs(*now)};
+    // The group's row lock (taken here, held to commit) serialises the
+    // pushes to the group.
+    static constexpr const char* kGroup = R"sql(
+      INSERT INTO sqlq_ring_groups AS g (ring_id, grp, last_seq, entries)
+      VALUES ($1, $2, 1, 1)
+      ON CONFLICT (ring_id, grp)
+      DO UPDATE SET last_seq = g.last_seq + 1, entries = g.entries + 1
+      RETURNING last_seq, entries)sql";
+    auto grp = conn.Run(kGroup, Params().Int(ring_id).Bytes(group), "push");
+    if (!grp.ok()) return grp.status();
+    e.seq = grp->Int(0, 0);
+    const std::int64_t entries = grp->Int(0, 1);
+    // The capacity as it is now (this statement's snapshot is taken after
+    // the group lock was granted), not as the caller's handle cached it.
+    static constexpr const char* kEntry = R"sql(
+      INSERT INTO sqlq_ring_entries (ring_id, grp, seq, pushed_us, payload)
+      VALUES ($1, $2, $3, $4, $5)
+      RETURNING (SELECT capacity FROM sqlq_queues WHERE id = $1))sql";
+    auto ins = conn.Run(
+        kEntry,
+        Params().Int(ring_id).Bytes(group).Int(e.seq).Int(*now).Bytes(payload),
+        "push");
+    if (!ins.ok()) return ins.status();
+    const std::int64_t capacity = ins->Int(0, 0);
+    if (entries > capacity) {
+      auto evicted = EvictOldest(conn, ring_id, group, entries - capacity);
+      if (!evicted.ok()) return evicted.status();
+    }
+    s = AddCounters(conn, ring_id, {.pushes = 1});
+    if (!s.ok()) return s;
+    return e;
+  }
+
+  Result<std::vector<RingEntry>> RingRead(Conn& c, std::int64_t ring_id,
+                                          std::string_view group,
+                                          const RingReadOptions& o) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckQueue(conn, ring_id);
+    if (!s.ok()) return s;
+    static constexpr const char* kNewest = R"sql(
+      SELECT seq, pushed_us, payload FROM sqlq_ring_entries
+      WHERE ring_id = $1 AND grp = $2 ORDER BY seq DESC LIMIT $3)sql";
+    static constexpr const char* kOldest = R"sql(
+      SELECT seq, pushed_us, payload FROM sqlq_ring_entries
+      WHERE ring_id = $1 AND grp = $2 ORDER BY seq LIMIT $3)sql";
+    auto rows =
+        conn.Run(o.oldest_first ? kOldest : kNewest,
+                 Params().Int(ring_id).Bytes(group).Int(o.limit), "read ring");
+    if (!rows.ok()) return rows.status();
+    std::vector<RingEntry> out;
+    out.reserve(rows->size());
+    for (int i = 0; i < rows->size(); ++i) {
+      out.push_back({.seq = rows->Int(i, 0),
+                     .group = std::string(group),
+                     .payload = rows->Bytes(i, 2),
+                     .pushed_at = FromUs(rows->Int(i, 1))});
+    }
+    return out;
+  }
+
+  Result<std::vector<RingGroup>> RingGroups(Conn& c,
+                                            std::int64_t ring_id) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckQueue(conn, ring_id);
+    if (!s.ok()) return s;
+    static constexpr const char* kSql = R"sql(
+      SELECT grp, entries FROM sqlq_ring_groups
+      WHERE ring_id = $1 AND entries > 0 ORDER BY grp)sql";
+    auto rows = conn.Run(kSql, Params().Int(ring_id), "list groups");
+    if (!rows.ok()) return rows.status();
+    std::vector<RingGroup> out;
+    out.reserve(rows->size());
+    for (int i = 0; i < rows->size(); ++i) {
+      out.push_back({.group = rows->Bytes(i, 0), .entries = rows->Int(i, 1)});
+    }
+    return out;
+  }
+
+  Status RingDelete(Conn& c, std::int64_t ring_id, std::string_view group,
+                    std::int64_t seq) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckKind(conn, ring_id, "ring");
+    if (!s.ok()) return s;
+    auto locked = LockGroup(conn, ring_id, group);
+    if (!locked.ok()) return locked.status();
+    auto missing = [&] {
+      return Status::NotFound(fmt::format(
+          "group '{}' has no entry {} (never pushed, evicted or deleted)",
+          group, seq));
+    };
+    if (!*locked) return missing();
+    static constexpr const char* kSql = R"sql(
+      DELETE FROM sqlq_ring_entries
+      WHERE ring_id = $1 AND grp = $2 AND seq = $3)sql";
+    auto rows = conn.Run(kSql, Params().Int(ring_id).Bytes(group).Int(seq),
+                         "delete entry");
+    if (!rows.ok()) return rows.status();
+    if (rows->affected() == 0) return missing();
+    return AdjustEntries(conn, ring_id, group, -1);
+  }
+
+  Result<std::int64_t> RingDeleteGroup(Conn& c, std::int64_t ring_id,
+                                       std::string_view group) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckKind(conn, ring_id, "ring");
+    if (!s.ok()) return s;
+    auto locked = LockGroup(conn, ring_id, group);
+    if (!locked.ok()) return locked.status();
+    if (!*locked) return std::int64_t{0};
+    static constexpr const char* kSql = R"sql(
+      DELETE FROM sqlq_ring_entries WHERE ring_id = $1 AND grp = $2)sql";
+    auto rows =
+        conn.Run(kSql, Params().Int(ring_id).Bytes(group), "delete group");
+    if (!rows.ok()) return rows.status();
+    const std::int64_t deleted = rows->affected();
+    if (deleted > 0) {
+      s = AdjustEntries(conn, ring_id, group, -deleted);
+      if (!s.ok()) return s;
+    }
+    return deleted;
+  }
+
+  Result<std::int64_t> RingSetCapacity(Conn& c, std::int64_t ring_id,
+                                       std::int64_t capacity) override {
+    PgConn& conn = Pg(c);
+    // FOR UPDATE conflicts with the FOR KEY SHARE of pushes in flight: see
+    // "rings" above.
+    static constexpr const char* kLock = R"sql(
+      SELECT 1 FROM sqlq_queues WHERE id = $1 AND kind = 'ring'
+      FOR UPDATE)sql";
+    auto locked = conn.Run(kLock, Params().Int(ring_id), "set capacity");
+    if (!locked.ok()) return locked.status();
+    if (locked->size() == 0) return Gone("ring", ring_id);
+    conn.known_queues.insert(ring_id);
+    static constexpr const char* kSet =
+        "UPDATE sqlq_queues SET capacity = $2 WHERE id = $1";
+    auto set =
+        conn.Run(kSet, Params().Int(ring_id).Int(capacity), "set capacity");
+    if (!set.ok()) return set.status();
+    static constexpr const char* kOver = R"sql(
+      SELECT grp, entries FROM sqlq_ring_groups
+      WHERE ring_id = $1 AND entries > $2 ORDER BY grp FOR UPDATE)sql";
+    auto over =
+        conn.Run(kOver, Params().Int(ring_id).Int(capacity), "set capacity");
+    if (!over.ok()) return over.status();
+    std::int64_t evicted = 0;
+    for (int i = 0; i < over->size(); ++i) {
+      const std::string group = over->Bytes(i, 0);
+      auto n = EvictOldest(conn, ring_id, group, over->Int(i, 1) - capacity);
+      if (!n.ok()) return n.status();
+      evicted += *n;
+    }
+    return evicted;
+  }
+
+  Result<RingStats> RingStatsOf(Conn& c, std::int64_t ring_id) override {
+    static constexpr const char* kSql = R"sql(
+      SELECT q.name, q.capacity,
+        (SELECT coalesce(sum(pushes), 0)::bigint FROM sqlq_counters k
+         WHERE k.queue_id = q.id),
+        (SELECT count(*) FROM sqlq_ring_groups g
+         WHERE g.ring_id = q.id AND g.entries > 0),
+        (SELECT coalesce(sum(entries), 0)::bigint FROM sqlq_ring_groups g
+         WHERE g.ring_id = q.id)
+      FROM sqlq_queues q WHERE q.id = $1 AND q.kind = 'ring')sql";
+    auto rows = Pg(c).Run(kSql, Params().Int(ring_id), "ring stats");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) return Gone("ring", ring_id);
+    RingStats out;
+    out.name = rows->Bytes(0, 0);
+    out.capacity = rows->Int(0, 1);
+    out.pushes = rows->Int(0, 2);
+    out.groups = rows->Int(0, 3);
+    out.entries = rows->Int(0, 4);
+    return out;
+  }
+
+  // --- rotations -------------------------------------------------------------
+  // Locking: next() and add() lock the rotation's sqlq_queues row FOR NO
+  // KEY UPDATE first (and keep it to commit), so they run one after the
+  // other per rotation across connections and processes: each call sees
+  // the stamps of the calls before it, which keeps the round-robin order
+  // and the ±1 fairness, and no two calls get the same item. The lock does
+  // not conflict with the FOR KEY SHARE of other operations, but a drop
+  // waits for it. next() also locks the items it serves (FOR UPDATE)
+  // against a concurrent fail/ok/reset/remove.
+
+  Result<core::RotationRecord> CreateRotation(
+      Conn& c, std::string_view name, const RotationOptions& o) override {
+    PgConn& conn = Pg(c);
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    static constexpr const char* kSql = R"sql(
+      INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
+        backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
+        created_us, max_failures)
+      VALUES ($1, 'rotation', 0, 0, 0, 0, false, 0, $2, $3, $4)
+      ON CONFLICT (name) DO NOTHING
+      RETURNING id)sql";
+    auto rows =
+        conn.Run(kSql,
+                 Params()
+                     .Text(name)
+                     .Int(static_cast<std::int64_t>(o.max_payload_bytes))
+                     .Int(*now)
+                     .Int(o.max_failures),
+                 "create rotation");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) return Taken(conn, name);
+    return core::RotationRecord{
+        .id = rows->Int(0, 0), .name = std::string(name), .options = o};
+  }
+
+  Result<core::RotationRecord> GetRotation(Conn& c,
+                                           std::string_view name) override {
+    PgConn& conn = Pg(c);
+    static constexpr const char* kSql = R"sql(
+      SELECT id, max_failures, max_payload FROM sqlq_queues
+      WHERE name = $1 AND kind = 'rotation')sql";
+    auto rows = conn.Run(kSql, Params().Text(name), "look up rotation");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) return Missing(conn, name, "rotation");
+    return core::RotationRecord{
+        .id = rows->Int(0, 0),
+        .name = std::string(name),
+        .options = {
+            .max_failures = static_cast<int>(rows->Int(0, 1)),
+            .max_payload_bytes = static_cast<std::size_t>(rows->Int(0, 2))}};
+  }
+
+  Status DropRotation(Conn& c, std::int64_t rotation_id) override {
+    // Items and counters go by ON DELETE CASCADE.
+    static constexpr const char* kSql =
+        "DELETE FROM sqlq_queues WHERE id = $1 AND kind = 'rotation'";
+    auto rows = Pg(c).Run(kSql, Params().Int(rotation_id), "drop rotation");
+    return rows.ok() ? Status::Ok() : rows.status();
+  }
+
+  Status RotationAdd(Conn& c, std::int64_t rotation_id, std::string_view key,
+                     std::string_view payload) override {
+    PgConn& conn = Pg(c);
+    Status s = LockRotation(conn, rotation_id);
+    if (!s.ok()) return s;
+    // Checked under the rotation's lock, before writing, so that a refused
+    // add writes nothing (not even the stamp): a clean failure.
+    static constexpr const char* kExists = R"sql(
+      SELECT 1 FROM sqlq_rotation_items
+      WHERE rotation_id = $1 AND key = $2)sql";
+    auto exists =
+        conn.Run(kExists, Params().Int(rotation_id).Bytes(key), "add item");
+    if (!exists.ok()) return exists.status();
+    if (exists->size() > 0) {
+      return Status::AlreadyExists(
+          fmt::format("item '{}' is in the rotation already", key));
+    }
+    auto stamp = NextStamp(conn, rotation_id, 1);
+    if (!stamp.ok()) return stamp.status();
+    static constexpr const char* kSql = R"sql(
+      INSERT INTO sqlq_rotation_items (rotation_id, key, payload, added)
+      VALUES ($1, $2, $3, $4))sql";
+    auto rows = conn.Run(
+        kSql, Params().Int(rotation_id).Bytes(key).Bytes(payload).Int(*stamp),
+        "add item");
+    return rows.ok() ? Status::Ok() : rows.status();
+  }
+
+  Status RotationRemove(Conn& c, std::int64_t rotation_id,
+                        std::string_view key) override {
+    PgConn& conn = Pg(c);
+    static constexpr const char* kSql = R"sql(
+      DELETE FROM sqlq_rotation_items WHERE rotation_id = $1 AND key = $2)sql";
+    auto rows =
+        conn.Run(kSql, Params().Int(rotation_id).Bytes(key), "remove item");
+    if (!rows.ok()) return rows.status();
+    if (rows->affected() == 0) return NoItem(key);
+    return Status::Ok();
+  }
+
+  Result<std::vector<RotationItem>> RotationNext(Conn& c,
+                                                 std::int64_t rotation_id,
+                                                 int n) override {
+    PgConn& conn = Pg(c);
+    // Serialises next() per rotation: see "rotations" above.
+    Status s = LockRotation(conn, rotation_id);
+    if (!s.ok()) return s;
+    // Served order: least recently served first (0 = never), then the
+    // order of addition. Both are stamps of one counter, so the order is
+    // total and exact at any rate.
+    static constexpr const char* kSelect = R"sql(
+      SELECT key, payload, serves, failures FROM sqlq_rotation_items
+      WHERE rotation_id = $1 AND NOT parked
+      ORDER BY last_served, added LIMIT $2
+      FOR UPDATE)sql";
+    auto rows = conn.Run(kSelect, Params().Int(rotation_id).Int(n), "next");
+    if (!rows.ok()) return rows.status();
+    std::vector<RotationItem> out;
+    out.reserve(rows->size());
+    for (int i = 0; i < rows->size(); ++i) {
+      out.push_back({.key = rows->Bytes(i, 0),
+                     .payload = rows->Bytes(i, 1),
+                     .served = rows->Int(i, 2) + 1,
+                     .failures = static_cast<int>(rows->Int(i, 3))});
+    }
+    if (out.empty()) return out;
+    // One stamp per item, in the order served (engine.h): with one stamp
+    // for the whole call, ties would fall back to the order of addition.
+    const auto count = static_cast<std::int64_t>(out.size());
+    auto last = NextStamp(conn, rotation_id, count);
+    if (!last.ok()) return last.status();
+    std::int64_t stamp = *last - count;
+    static constexpr const char* kServe = R"sql(
+      UPDATE sqlq_rotation_items SET last_served = $3, serves = serves + 1
+      WHERE rotation_id = $1 AND key = $2)sql";
+    std::vector<Params> all;
+    all.reserve(out.size());
+    for (const RotationItem& item : out) {
+      Params p;
+      p.Int(rotation_id).Bytes(item.key).Int(++stamp);
+      all.push_back(std::move(p));
+    }
+    auto served = conn.RunAll(kServe, all, "next");
+    if (!served.ok()) return served.status();
+    s = AddCounters(conn, rotation_id, {.serves = count});
+    if (!s.ok()) return s;
+    return out;
+  }
+
+  Result<RotationItem> RotationFail(Conn& c, std::int64_t rotation_id,
+                                    std::string_view key,
+                                    int max_failures) override {
+    static constexpr const char* kSql = R"sql(
+      UPDATE sqlq_rotation_items
+      SET failures = failures + 1, parked = (failures + 1 >= $3)
+      WHERE rotation_id = $1 AND key = $2
+      RETURNING key, payload, serves, failures, parked)sql";
+    Params p;
+    p.Int(rotation_id).Bytes(key).Int(max_failures);
+    return UpdateItem(Pg(c), kSql, p, key);
+  }
+
+  Result<RotationItem> RotationOk(Conn& c, std::int64_t rotation_id,
+                                  std::string_view key) override {
+    PgConn& conn = Pg(c);
+    static constexpr const char* kParked = R"sql(
+      SELECT parked FROM sqlq_rotation_items
+      WHERE rotation_id = $1 AND key = $2 FOR UPDATE)sql";
+    auto rows = conn.Run(kParked, Params().Int(rotation_id).Bytes(key), "ok");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) return NoItem(key);
+    if (rows->Int(0, 0) != 0) {
+      return Status::FailedPrecondition(
+          fmt::format("item '{}' is parked: reset it to serve it again", key));
+    }
+    static constexpr const char* kSql = R"sql(
+      UPDATE sqlq_rotation_items SET failures = 0
+      WHERE rotation_id = $1 AND key = $2
+      RETURNING key, payload, serves, failures, parked)sql";
+    Params p;
+    p.Int(rotation_id).Bytes(key);
+    return UpdateItem(conn, kSql, p, key);
+  }
+
+  Result<RotationItem> RotationReset(Conn& c, std::int64_t rotation_id,
+                                     std::string_view key) override {
+    static constexpr const char* kSql = R"sql(
+      UPDATE sqlq_rotation_items SET failures = 0, parked = false
+      WHERE rotation_id = $1 AND key = $2
+      RETURNING key, payload, serves, failures, parked)sql";
+    Params p;
+    p.Int(rotation_id).Bytes(key);
+    return UpdateItem(Pg(c), kSql, p, key);
+  }
+
+  Result<std::vector<RotationItem>> RotationList(
+      Conn& c, std::int64_t rotation_id) override {
+    PgConn& conn = Pg(c);
+    Status s = CheckQueue(conn, rotation_id);
+    if (!s.ok()) return s;
+    static constexpr const char* kSql = R"sql(
+      SELECT key, payload, serves, failures, parked FROM sqlq_rotation_items
+      WHERE rotation_id = $1 ORDER BY parked, last_served, added)sql";
+    auto rows = conn.Run(kSql, Params().Int(rotation_id), "list items");
+    if (!rows.ok()) return rows.status();
+    std::vector<RotationItem> out;
+    out.reserve(rows->size());
+    for (int i = 0; i < rows->size(); ++i) out.push_back(ItemFromRow(*rows, i));
+    return out;
+  }
+
+  Result<RotationStats> RotationStatsOf(Conn& c,
+                                        std::int64_t rotation_id) override {
+    static constexpr const char* kSql = R"sql(
+      SELECT q.name, q.max_failures,
+        (SELECT coalesce(sum(serves), 0)::bigint FROM sqlq_counters k
+         WHERE k.queue_id = q.id),
+        (SELECT count(*) FROM sqlq_rotation_items i
+         WHERE i.rotation_id = q.id),
+        (SELECT count(*) FROM sqlq_rotation_items i
+         WHERE i.rotation_id = q.id AND i.parked)
+      FROM sqlq_queues q WHERE q.id = $1 AND q.kind = 'rotation')sql";
+    auto rows = Pg(c).Run(kSql, Params().Int(rotation_id), "rotation stats");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) return Gone("rotation", rotation_id);
+    RotationStats out;
+    out.name = rows->Bytes(0, 0);
+    out.max_failures = static_cast<int>(rows->Int(0, 1));
+    out.serves = rows->Int(0, 2);
+    out.items = rows->Int(0, 3);
+    out.parked = rows->Int(0, 4);
+    return out;
+  }
+
+ protected:
+  std::string_view kind() const override { return "postgres"; }
+
  private:
   static PgConn& Pg(Conn& c) { return static_cast<PgConn&>(c); }
+
+  static Status Gone(std::string_view kind, std::int64_t id) {
+    return Status::NotFound(
+        fmt::format("{} (id {}) no longer exists: it was dropped", kind, id));
+  }
+
+  static Status NoItem(std::string_view key) {
+    return Status::NotFound(
+        fmt::format("item '{}' is not in the rotation", key));
+  }
+
+  // Why `name` is not a `want`: missing, or another kind of thing.
+  static Status Missing(PgConn& conn, std::string_view name,
+                        std::string_view want) {
+    static constexpr const char* kSql =
+        "SELECT kind FROM sqlq_queues WHERE name = $1";
+    auto rows = conn.Run(kSql, Params().Text(name), "look up name");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() > 0) {
+      return Status::FailedPrecondition(
+          fmt::format("'{}' is a {}, not a {}", name, rows->Bytes(0, 0), want));
+    }
+    return Status::NotFound(fmt::format("{} '{}' does not exist", want, name));
+  }
+
+  // The name is taken: says by what kind of thing.
+  static Status Taken(PgConn& conn, std::string_view name) {
+    static constexpr const char* kSql =
+        "SELECT kind FROM sqlq_queues WHERE name = $1";
+    auto rows = conn.Run(kSql, Params().Text(name), "look up name");
+    if (!rows.ok()) return rows.status();
+    // Dropped again since our insert saw it: taken all the same.
+    const std::string kind = rows->size() > 0 ? rows->Bytes(0, 0) : "name";
+    return Status::AlreadyExists(
+        fmt::format("{} '{}' already exists", kind, name));
+  }
+
+  // CheckQueue for a ring or rotation: kNotFound naming the kind.
+  Status CheckKind(PgConn& conn, std::int64_t id, std::string_view kind) {
+    if (conn.known_queues.contains(id)) return Status::Ok();
+    Status s = CheckQueue(conn, id);
+    if (s.code() == Code::kNotFound) return Gone(kind, id);
+    return s;
+  }
+
+  // Locks the rotation's row FOR NO KEY UPDATE (to commit): serialises
+  // next() and add() per rotation. kNotFound when it was dropped.
+  Status LockRotation(PgConn& conn, std::int64_t rotation_id) {
+    static constexpr const char* kSql = R"sql(
+      SELECT 1 FROM sqlq_queues WHERE id = $1 AND kind = 'rotation'
+      FOR NO KEY UPDATE)sql";
+    auto rows = conn.Run(kSql, Params().Int(rotation_id), "lock rotation");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) return Gone("rotation", rotation_id);
+    conn.known_queues.insert(rotation_id);
+    return Status::Ok();
+  }
+
+  // Takes the rotation's next `count` counter values and returns the last
+  // of them. REQUIRES: LockRotation in this transaction.
+  Result<std::int64_t> NextStamp(PgConn& conn, std::int64_t rotation_id,
+                                 std::int64_t count) {
+    static constexpr const char* kSql = R"sql(
+      UPDATE sqlq_queues SET next_stamp = next_stamp + $2
+      WHERE id = $1 RETURNING next_stamp)sql";
+    auto rows = conn.Run(kSql, Params().Int(rotation_id).Int(count), "stamp");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) return Gone("rotation", rotation_id);
+    return rows->Int(0, 0);
+  }
+
+  // Locks the group's row FOR UPDATE (the lock a push takes), before any of
+  // its entries: false when the group was never pushed to.
+  static Result<bool> LockGroup(PgConn& conn, std::int64_t ring_id,
+                                std::string_view group) {
+    static constexpr const char* kSql = R"sql(
+      SELECT 1 FROM sqlq_ring_groups WHERE ring_id = $1 AND grp = $2
+      FOR UPDATE)sql";
+    auto rows =
+        conn.Run(kSql, Params().Int(ring_id).Bytes(group), "lock group");
+    if (!rows.ok()) return rows.status();
+    return rows->size() > 0;
+  }
+
+  // Deletes the group's `n` oldest entries (lowest seq: a total order) and
+  // returns how many went. REQUIRES: the group row locked.
+  static Result<std::int64_t> EvictOldest(PgConn& conn, std::int64_t ring_id,
+                                          std::string_view group,
+                                          std::int64_t n) {
+    static constexpr const char* kSql = R"sql(
+      DELETE FROM sqlq_ring_entries
+      WHERE ring_id = $1 AND grp = $2 AND seq IN (
+        SELECT seq FROM sqlq_ring_entries
+        WHERE ring_id = $1 AND grp = $2 ORDER BY seq LIMIT $3))sql";
+    auto rows =
+        conn.Run(kSql, Params().Int(ring_id).Bytes(group).Int(n), "evict");
+    if (!rows.ok()) return rows.status();
+    const std::int64_t evicted = rows->affected();
+    Status s = AdjustEntries(conn, ring_id, group, -evicted);
+    if (!s.ok()) return s;
+    return evicted;
+  }
+
+  static Status AdjustEntries(PgConn& conn, std::int64_t ring_id,
+                              std::string_view group, std::int64_t delta) {
+    static constexpr const char* kSql = R"sql(
+      UPDATE sqlq_ring_groups SET entries = entries + $3
+      WHERE ring_id = $1 AND grp = $2)sql";
+    auto rows = conn.Run(kSql, Params().Int(ring_id).Bytes(group).Int(delta),
+                         "count entries");
+    return rows.ok() ? Status::Ok() : rows.status();
+  }
+
+  static RotationItem ItemFromRow(const Rows& rows, int i) {
+    return {.key = rows.Bytes(i, 0),
+            .payload = rows.Bytes(i, 1),
+            .served = rows.Int(i, 2),
+            .failures = static_cast<int>(rows.Int(i, 3)),
+            .parked = rows.Int(i, 4) != 0};
+  }
+
+  static Result<RotationItem> UpdateItem(PgConn& conn, const char* sql,
+                                         const Params& params,
+                                         std::string_view key) {
+    auto rows = conn.Run(sql, params, "update item");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) return NoItem(key);
+    return ItemFromRow(*rows, 0);
+  }
 
   static Params Fence(std::int64_t queue_id, const core::Receipt& r) {
     Params p;
@@ -817,15 +1429,17 @@ class PostgresEngine : public core::Engine {
 
   static constexpr const char* kCounterSql = R"sql(
     INSERT INTO sqlq_counters AS k (queue_id, slot, sends, claims, acks,
-      nacks, expirations, dead_lettered)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+      nacks, expirations, dead_lettered, pushes, serves)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
     ON CONFLICT (queue_id, slot) DO UPDATE SET
       sends = k.sends + excluded.sends,
       claims = k.claims + excluded.claims,
       acks = k.acks + excluded.acks,
       nacks = k.nacks + excluded.nacks,
       expirations = k.expirations + excluded.expirations,
-      dead_lettered = k.dead_lettered + excluded.dead_lettered)sql";
+      dead_lettered = k.dead_lettered + excluded.dead_lettered,
+      pushes = k.pushes + excluded.pushes,
+      serves = k.serves + excluded.serves)sql";
 
   // Adds to one of the queue's kCounterSlots rows, chosen by the server
   // process id of the connection: connections open at the same time have
@@ -844,7 +1458,9 @@ class PostgresEngine : public core::Engine {
         .Int(d.acks)
         .Int(d.nacks)
         .Int(d.expirations)
-        .Int(d.dead_lettered);
+        .Int(d.dead_lettered)
+        .Int(d.pushes)
+        .Int(d.serves);
     return p;
   }
 

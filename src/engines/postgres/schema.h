@@ -101,6 +101,51 @@ CREATE TABLE sqlq_archive (
 CREATE INDEX sqlq_archive_queue ON sqlq_archive (queue_id, id);
 CREATE INDEX sqlq_archive_completed ON sqlq_archive (queue_id, completed_us);
 )sql",
+    // Version 2: rings and rotations (docs/rings-and-rotations.md). They
+    // share sqlq_queues (kind 'ring' or 'rotation') so that names are one
+    // namespace; next_stamp is a rotation's counter, never a clock. A ring
+    // group's row outlives its entries (entries = 0) so that its sequence
+    // never restarts, and its lock serialises the pushes to the group.
+    // Group names and item keys are bytea, ordered bytewise as in SQLite
+    // (text would order by the database's collation). pushes and serves are
+    // counters like the others.
+    R"sql(
+ALTER TABLE sqlq_queues
+  ADD COLUMN capacity     BIGINT  NOT NULL DEFAULT 0,
+  ADD COLUMN max_failures INTEGER NOT NULL DEFAULT 0,
+  ADD COLUMN next_stamp   BIGINT  NOT NULL DEFAULT 0;
+ALTER TABLE sqlq_counters
+  ADD COLUMN pushes BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN serves BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE sqlq_ring_groups (
+  ring_id  BIGINT NOT NULL REFERENCES sqlq_queues ON DELETE CASCADE,
+  grp      BYTEA  NOT NULL,
+  last_seq BIGINT NOT NULL,
+  entries  BIGINT NOT NULL,
+  PRIMARY KEY (ring_id, grp)
+);
+CREATE TABLE sqlq_ring_entries (
+  ring_id   BIGINT NOT NULL REFERENCES sqlq_queues ON DELETE CASCADE,
+  grp       BYTEA  NOT NULL,
+  seq       BIGINT NOT NULL,
+  pushed_us BIGINT NOT NULL,
+  payload   BYTEA  NOT NULL,
+  PRIMARY KEY (ring_id, grp, seq)
+);
+CREATE TABLE sqlq_rotation_items (
+  rotation_id BIGINT  NOT NULL REFERENCES sqlq_queues ON DELETE CASCADE,
+  key         BYTEA   NOT NULL,
+  payload     BYTEA   NOT NULL,
+  added       BIGINT  NOT NULL,
+  last_served BIGINT  NOT NULL DEFAULT 0,
+  serves      BIGINT  NOT NULL DEFAULT 0,
+  failures    INTEGER NOT NULL DEFAULT 0,
+  parked      BOOLEAN NOT NULL DEFAULT false,
+  PRIMARY KEY (rotation_id, key)
+);
+CREATE INDEX sqlq_rotation_order
+  ON sqlq_rotation_items (rotation_id, parked, last_served, added);
+)sql",
 };
 
 inline constexpr int kSchemaVersion =
