@@ -1,0 +1,186 @@
+#include "bench/baseline_postgres.h"
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace sqlq::bench {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+class Pg {
+ public:
+  explicit Pg(const std::string& url) : conn_(PQconnectdb(url.c_str())) {
+    // "table does not exist, skipping" and the like are not for the user.
+    PQsetNoticeProcessor(
+        conn_, [](void*, const char*) {}, nullptr);
+  }
+  ~Pg() { PQfinish(conn_); }
+  Status status() const {
+    if (PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
+    return Status::Unavailable(
+        fmt::format("baseline: {}", PQerrorMessage(conn_)));
+  }
+  // Runs `sql` with text parameters; returns the number of rows it returned
+  // or affected, or the error.
+  Result<long> Run(const std::string& sql,
+                   const std::vector<std::string>& params = {}) {
+    std::vector<const char*> values;
+    for (const auto& p : params) values.push_back(p.c_str());
+    PGresult* r =
+        PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()),
+                     nullptr, values.data(), nullptr, nullptr, 0);
+    ExecStatusType st = PQresultStatus(r);
+    long n = 0;
+    if (st == PGRES_TUPLES_OK) {
+      n = PQntuples(r);
+    } else if (st == PGRES_COMMAND_OK) {
+      const char* affected = PQcmdTuples(r);
+      n = affected[0] ? std::atol(affected) : 0;
+    } else {
+      std::string err = PQresultErrorMessage(r);
+      PQclear(r);
+      return Status::Unavailable(fmt::format("baseline: {}", err));
+    }
+    PQclear(r);
+    return n;
+  }
+
+ private:
+  PGconn* conn_;
+};
+
+Status Setup(const std::string& url, const std::string& table) {
+  Pg pg(url);
+  if (!pg.status().ok()) return pg.status();
+  auto r = pg.Run("DROP TABLE IF EXISTS " + table);
+  if (!r.ok()) return r.status();
+  return pg
+      .Run(fmt::format("CREATE TABLE {} (id BIGSERIAL PRIMARY KEY, payload "
+                       "BYTEA NOT NULL)",
+                       table))
+      .status();
+}
+
+void Teardown(const std::string& url, const std::string& table) {
+  Pg pg(url);
+  if (pg.status().ok()) (void)pg.Run("DROP TABLE IF EXISTS " + table);
+}
+
+double Since(SteadyClock::time_point t) {
+  return std::chrono::duration<double>(SteadyClock::now() - t).count();
+}
+
+}  // namespace
+
+Result<BaselineResult> PgBaselineSend1(const std::string& url,
+                                       const std::string& table, long total,
+                                       int threads, std::size_t payload) {
+  Status s = Setup(url, table);
+  if (!s.ok()) return s;
+  std::atomic<long> next{0};
+  std::mutex mu;
+  Status failure;
+  const std::string body(payload, 'x');
+  const std::string insert =
+      fmt::format("INSERT INTO {} (payload) VALUES ($1)", table);
+  auto start = SteadyClock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      Pg pg(url);
+      Status st = pg.status();
+      while (st.ok() && next++ < total) st = pg.Run(insert, {body}).status();
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        failure = st;
+        next = total;
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  double seconds = Since(start);
+  Teardown(url, table);
+  if (!failure.ok()) return failure;
+  return BaselineResult{.seconds = seconds, .messages = total};
+}
+
+Result<BaselineResult> PgBaselineMixed(const std::string& url,
+                                       const std::string& table, int producers,
+                                       int consumers, int batch, int claim_max,
+                                       long max_backlog,
+                                       std::chrono::milliseconds duration,
+                                       std::size_t payload) {
+  Status s = Setup(url, table);
+  if (!s.ok()) return s;
+  std::atomic<bool> stop{false};
+  std::atomic<long> sent{0}, done{0};
+  std::mutex mu;
+  Status failure;
+  auto fail = [&](const Status& st) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failure.ok()) failure = st;
+    stop = true;
+  };
+  const std::string body(payload, 'x');
+  // One multi-row INSERT per batch: what a careful hand-written producer
+  // does.
+  const std::string insert = fmt::format(
+      "INSERT INTO {} (payload) SELECT $1::bytea FROM generate_series(1, $2)",
+      table);
+  const std::string take = fmt::format(
+      "DELETE FROM {0} WHERE id IN (SELECT id FROM {0} ORDER BY id LIMIT $1 "
+      "FOR UPDATE SKIP LOCKED) RETURNING id, payload",
+      table);
+  auto start = SteadyClock::now();
+  std::vector<std::thread> pool;
+  for (int p = 0; p < producers; ++p) {
+    pool.emplace_back([&] {
+      Pg pg(url);
+      if (!pg.status().ok()) return fail(pg.status());
+      while (!stop) {
+        if (sent - done > max_backlog) {
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+          continue;
+        }
+        auto r = pg.Run(insert, {body, std::to_string(batch)});
+        if (!r.ok()) return fail(r.status());
+        sent += batch;
+      }
+    });
+  }
+  for (int c = 0; c < consumers; ++c) {
+    pool.emplace_back([&] {
+      Pg pg(url);
+      if (!pg.status().ok()) return fail(pg.status());
+      while (!stop) {
+        auto r = pg.Run(take, {std::to_string(claim_max)});
+        if (!r.ok()) return fail(r.status());
+        if (*r == 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          continue;
+        }
+        done += *r;
+      }
+    });
+  }
+  auto deadline = start + duration;
+  while (SteadyClock::now() < deadline && !stop) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  long in_window = done;
+  double seconds = Since(start);
+  stop = true;
+  for (auto& t : pool) t.join();
+  Teardown(url, table);
+  if (!failure.ok()) return failure;
+  return BaselineResult{.seconds = seconds, .messages = in_window};
+}
+
+}  // namespace sqlq::bench

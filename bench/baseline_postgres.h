@@ -1,0 +1,36 @@
+// The queue a user writes by hand on PostgreSQL, measured in the same run as
+// sqlq (issue 3): one table; producers INSERT; consumers take and finish
+// work in one statement,
+//   DELETE FROM t WHERE id IN (SELECT id FROM t ORDER BY id LIMIT n
+//                              FOR UPDATE SKIP LOCKED) RETURNING id, payload
+// autocommitted, one connection per thread, synchronous_commit as the server
+// has it. It has no leases, retries or dead letters: it is the fast, fragile
+// thing sqlq is compared with.
+
+#ifndef SQLQ_BENCH_BASELINE_POSTGRES_H_
+#define SQLQ_BENCH_BASELINE_POSTGRES_H_
+
+#include <chrono>
+#include <string>
+
+#include "bench/baseline_sqlite.h"
+#include "sqlq/status.h"
+
+namespace sqlq::bench {
+
+// `table` is created (and dropped afterwards); it must be a plain
+// identifier chosen by the bench, never user input.
+Result<BaselineResult> PgBaselineSend1(const std::string& url,
+                                       const std::string& table, long total,
+                                       int threads, std::size_t payload);
+
+Result<BaselineResult> PgBaselineMixed(const std::string& url,
+                                       const std::string& table, int producers,
+                                       int consumers, int batch, int claim_max,
+                                       long max_backlog,
+                                       std::chrono::milliseconds duration,
+                                       std::size_t payload);
+
+}  // namespace sqlq::bench
+
+#endif  // SQLQ_BENCH_BASELINE_POSTGRES_H_
