@@ -51,6 +51,25 @@ struct QueueRecord {
   QueueInfo info;
 };
 
+// Changes to the counters of a queue, ring or rotation (sends, acks, ...,
+// pushes, serves), which engines gather per transaction and write once at
+// commit rather than once per operation.
+struct QueueCounters {
+  std::int64_t sends = 0, claims = 0, acks = 0, nacks = 0, expirations = 0,
+               dead_lettered = 0, pushes = 0, serves = 0;
+  QueueCounters& operator+=(const QueueCounters& d) {
+    sends += d.sends;
+    claims += d.claims;
+    acks += d.acks;
+    nacks += d.nacks;
+    expirations += d.expirations;
+    dead_lettered += d.dead_lettered;
+    pushes += d.pushes;
+    serves += d.serves;
+    return *this;
+  }
+};
+
 struct RingRecord {
   std::int64_t id = 0;
   std::string name;

@@ -100,22 +100,7 @@ class Rows {
   PgResult res_;
 };
 
-// Changes to a queue's counters, written once per transaction.
-struct QueueCounters {
-  std::int64_t sends = 0, claims = 0, acks = 0, nacks = 0, expirations = 0,
-               dead_lettered = 0, pushes = 0, serves = 0;
-  QueueCounters& operator+=(const QueueCounters& d) {
-    sends += d.sends;
-    claims += d.claims;
-    acks += d.acks;
-    nacks += d.nacks;
-    expirations += d.expirations;
-    dead_lettered += d.dead_lettered;
-    pushes += d.pushes;
-    serves += d.serves;
-    return *this;
-  }
-};
+using core::QueueCounters;
 
 class PgConn : public core::Conn {
  public:

@@ -80,23 +80,7 @@ class Stmt {
   sqlite3_stmt* stmt_;
 };
 
-// Changes to the counters of a queue, ring or rotation (sqlq_queues.sends,
-// ...).
-struct QueueCounters {
-  std::int64_t sends = 0, claims = 0, acks = 0, nacks = 0, expirations = 0,
-               dead_lettered = 0, pushes = 0, serves = 0;
-  QueueCounters& operator+=(const QueueCounters& d) {
-    pushes += d.pushes;
-    serves += d.serves;
-    sends += d.sends;
-    claims += d.claims;
-    acks += d.acks;
-    nacks += d.nacks;
-    expirations += d.expirations;
-    dead_lettered += d.dead_lettered;
-    return *this;
-  }
-};
+using core::QueueCounters;
 
 class SqliteConn : public core::Conn {
  public:
