@@ -102,6 +102,21 @@ class Runner {
   std::unique_ptr<Store> store_;
 };
 
+// True (after printing the error and setting the exit code) when `r` failed.
+template <typename R>
+bool Failed(Runner& run, const R& r) {
+  const Status& s = [&]() -> const Status& {
+    if constexpr (std::is_same_v<R, Status>) {
+      return r;
+    } else {
+      return r.status();
+    }
+  }();
+  if (s.ok()) return false;
+  g_exit = run.Fail(s);
+  return true;
+}
+
 nlohmann::ordered_json QueueJson(const QueueInfo& q) {
   const QueueOptions& o = q.options;
   return {{"name", q.name},
@@ -170,10 +185,7 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
                                {max.get(), "--backoff-max"},
                                {retention.get(), "--retention"}}) {
         Status s = ResolveDuration(*arg, flag);
-        if (!s.ok()) {
-          g_exit = run.Fail(s);
-          return;
-        }
+        if (Failed(run, s)) return;
       }
       if (lease->value) o->lease = *lease->value;
       if (base->value) o->backoff_base = *base->value;
@@ -182,20 +194,11 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
       // Refuse bad input before the database file gets created.
       Status valid = CheckQueueName(*name);
       if (valid.ok()) valid = CheckQueueOptions(*o);
-      if (!valid.ok()) {
-        g_exit = run.Fail(valid);
-        return;
-      }
+      if (Failed(run, valid)) return;
       auto store = run.Open(true);
-      if (!store.ok()) {
-        g_exit = run.Fail(store.status());
-        return;
-      }
+      if (Failed(run, store)) return;
       auto q = (*store)->CreateQueue(*name, *o);
-      if (!q.ok()) {
-        g_exit = run.Fail(q.status());
-        return;
-      }
+      if (Failed(run, q)) return;
       auto j = QueueJson({.name = q->name(), .options = q->options()});
       j.erase("created_at");
       j["created"] = true;
@@ -206,15 +209,9 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
   queue->add_subcommand("list", "List queues and their settings")
       ->callback([&run] {
         auto store = run.Open(false);
-        if (!store.ok()) {
-          g_exit = run.Fail(store.status());
-          return;
-        }
+        if (Failed(run, store)) return;
         auto list = (*store)->ListQueues();
-        if (!list.ok()) {
-          g_exit = run.Fail(list.status());
-          return;
-        }
+        if (Failed(run, list)) return;
         run.out().Columns({"name", "max_attempts", "lease_ms", "archive",
                            "max_payload_bytes", "created_at"});
         for (const auto& q : *list) run.out().Row(QueueJson(q));
@@ -228,19 +225,13 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
     cmd->add_option("NAME", *name, "Queue name (all queues when omitted)");
     cmd->callback([=, &run] {
       auto store = run.Open(false);
-      if (!store.ok()) {
-        g_exit = run.Fail(store.status());
-        return;
-      }
+      if (Failed(run, store)) return;
       std::vector<std::string> names;
       if (!name->empty()) {
         names.push_back(*name);
       } else {
         auto list = (*store)->ListQueues();
-        if (!list.ok()) {
-          g_exit = run.Fail(list.status());
-          return;
-        }
+        if (Failed(run, list)) return;
         for (auto& q : *list) names.push_back(q.name);
       }
       run.out().Columns({"name", "ready", "delayed", "leased", "dead",
@@ -248,15 +239,9 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
                          "nacks", "expirations"});
       for (const auto& n : names) {
         auto q = (*store)->Queue(n);
-        if (!q.ok()) {
-          g_exit = run.Fail(q.status());
-          return;
-        }
+        if (Failed(run, q)) return;
         auto st = q->Stats();
-        if (!st.ok()) {
-          g_exit = run.Fail(st.status());
-          return;
-        }
+        if (Failed(run, st)) return;
         run.out().Row(StatsJson(*st));
       }
       run.out().Flush();
@@ -270,15 +255,9 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
     cmd->add_option("NAME", *name, "Queue name")->required();
     cmd->callback([=, &run] {
       auto store = run.Open(false);
-      if (!store.ok()) {
-        g_exit = run.Fail(store.status());
-        return;
-      }
+      if (Failed(run, store)) return;
       Status s = (*store)->DropQueue(*name);
-      if (!s.ok()) {
-        g_exit = run.Fail(s);
-        return;
-      }
+      if (Failed(run, s)) return;
       run.out().Say({{"dropped", *name}}, "dropped queue '" + *name + "'");
     });
   }
@@ -290,15 +269,9 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
     cmd->add_option("NAME", *name, "Queue name")->required();
     cmd->callback([=, &run] {
       auto q = run.Queue(*name);
-      if (!q.ok()) {
-        g_exit = run.Fail(q.status());
-        return;
-      }
+      if (Failed(run, q)) return;
       auto n = q->Purge();
-      if (!n.ok()) {
-        g_exit = run.Fail(n.status());
-        return;
-      }
+      if (Failed(run, n)) return;
       run.out().Say({{"purged", *n}},
                     "purged " + std::to_string(*n) + " messages");
     });
@@ -328,15 +301,9 @@ void AddSend(CLI::App& app, Runner& run) {
   cmd->add_flag("--base64", a->base64, "PAYLOAD (or each line) is base64");
   cmd->callback([a, &run] {
     Status s = ResolveDuration(a->delay, "--delay");
-    if (!s.ok()) {
-      g_exit = run.Fail(s);
-      return;
-    }
+    if (Failed(run, s)) return;
     auto q = run.Queue(a->name);
-    if (!q.ok()) {
-      g_exit = run.Fail(q.status());
-      return;
-    }
+    if (Failed(run, q)) return;
     auto make = [&](std::string payload) -> Result<Message> {
       if (a->base64) {
         auto d = Base64Decode(payload);
@@ -357,15 +324,9 @@ void AddSend(CLI::App& app, Runner& run) {
     };
     if (a->payload != "-") {
       auto m = make(a->payload);
-      if (!m.ok()) {
-        g_exit = run.Fail(m.status());
-        return;
-      }
+      if (Failed(run, m)) return;
       auto r = q->Send(*m);
-      if (!r.ok()) {
-        g_exit = run.Fail(r.status());
-        return;
-      }
+      if (Failed(run, r)) return;
       report(*r);
       return;
     }
@@ -378,10 +339,7 @@ void AddSend(CLI::App& app, Runner& run) {
       if (batch.empty()) return true;
       auto r = q->SendBatch(batch);
       batch.clear();
-      if (!r.ok()) {
-        g_exit = run.Fail(r.status());
-        return false;
-      }
+      if (Failed(run, r)) return false;
       for (const auto& one : *r) report(one);
       return true;
     };
@@ -399,7 +357,8 @@ void AddSend(CLI::App& app, Runner& run) {
             m->payload.size(), limit));
       }
       if (!m.ok()) {
-        flush();
+        // A failed commit of the lines before is the error to report.
+        if (!flush()) return;
         g_exit = run.Fail(
             m.status().WithContext("stdin line " + std::to_string(lineno)));
         return;
@@ -430,24 +389,15 @@ void AddClaim(CLI::App& app, Runner& run) {
     for (auto [arg, flag] :
          {std::pair{&a->lease, "--lease"}, std::pair{&a->wait, "--wait"}}) {
       Status s = ResolveDuration(*arg, flag);
-      if (!s.ok()) {
-        g_exit = run.Fail(s);
-        return;
-      }
+      if (Failed(run, s)) return;
     }
     auto q = run.Queue(a->name);
-    if (!q.ok()) {
-      g_exit = run.Fail(q.status());
-      return;
-    }
+    if (Failed(run, q)) return;
     auto r = q->Claim({.max = a->max,
                        .lease = a->lease.value,
                        .wait = a->wait.value.value_or(Duration(0)),
                        .worker = a->worker});
-    if (!r.ok()) {
-      g_exit = run.Fail(r.status());
-      return;
-    }
+    if (Failed(run, r)) return;
     run.out().Columns({"id", "attempt", "priority", "receipt", "payload"});
     for (const auto& m : *r) {
       nlohmann::ordered_json j = {
@@ -477,15 +427,9 @@ void AddReceiptCommands(CLI::App& app, Runner& run) {
         ->required();
     cmd->callback([=, &run] {
       auto q = run.Queue(*name);
-      if (!q.ok()) {
-        g_exit = run.Fail(q.status());
-        return;
-      }
+      if (Failed(run, q)) return;
       auto r = q->AckBatch(*receipts);
-      if (!r.ok()) {
-        g_exit = run.Fail(r.status());
-        return;
-      }
+      if (Failed(run, r)) return;
       // Every receipt gets its line; the exit code is the first failure's.
       for (size_t i = 0; i < receipts->size(); ++i) {
         const Status& s = (*r)[i];
@@ -515,20 +459,11 @@ void AddReceiptCommands(CLI::App& app, Runner& run) {
     cmd->add_option("--error", *error, "Why the attempt failed");
     cmd->callback([=, &run] {
       Status s = ResolveDuration(*delay, "--delay");
-      if (!s.ok()) {
-        g_exit = run.Fail(s);
-        return;
-      }
+      if (Failed(run, s)) return;
       auto q = run.Queue(*name);
-      if (!q.ok()) {
-        g_exit = run.Fail(q.status());
-        return;
-      }
+      if (Failed(run, q)) return;
       auto r = q->Nack(*receipt, {.delay = delay->value, .error = *error});
-      if (!r.ok()) {
-        g_exit = run.Fail(r.status());
-        return;
-      }
+      if (Failed(run, r)) return;
       bool dead = *r == NackOutcome::kDead;
       run.out().Say(
           {{"receipt", *receipt}, {"outcome", dead ? "dead" : "retry"}},
@@ -548,20 +483,11 @@ void AddReceiptCommands(CLI::App& app, Runner& run) {
             ->required();
     cmd->callback([=, &run] {
       Status s = ResolveDuration(*lease, "--lease");
-      if (!s.ok()) {
-        g_exit = run.Fail(s);
-        return;
-      }
+      if (Failed(run, s)) return;
       auto q = run.Queue(*name);
-      if (!q.ok()) {
-        g_exit = run.Fail(q.status());
-        return;
-      }
+      if (Failed(run, q)) return;
       auto r = q->Extend(*receipt, *lease->value);
-      if (!r.ok()) {
-        g_exit = run.Fail(r.status());
-        return;
-      }
+      if (Failed(run, r)) return;
       run.out().Say(
           {{"receipt", *receipt}, {"lease_expires_at", FormatTime(*r)}},
           "lease now expires at " + FormatTime(*r));
@@ -591,15 +517,9 @@ void AddDeadAndArchive(CLI::App& app, Runner& run) {
     AddPaging(cmd, *paging);
     cmd->callback([=, &run] {
       auto q = run.Queue(*name);
-      if (!q.ok()) {
-        g_exit = run.Fail(q.status());
-        return;
-      }
+      if (Failed(run, q)) return;
       auto r = q->ListDead({.limit = paging->limit, .after_id = paging->after});
-      if (!r.ok()) {
-        g_exit = run.Fail(r.status());
-        return;
-      }
+      if (Failed(run, r)) return;
       run.out().Columns({"id", "attempts", "died_at", "last_error", "payload"});
       for (const auto& d : *r) {
         nlohmann::ordered_json j = {{"id", d.id},
@@ -623,15 +543,9 @@ void AddDeadAndArchive(CLI::App& app, Runner& run) {
     cmd->add_option("ID", *ids, "Ids of dead letters to redrive");
     cmd->callback([=, &run] {
       auto q = run.Queue(*name);
-      if (!q.ok()) {
-        g_exit = run.Fail(q.status());
-        return;
-      }
+      if (Failed(run, q)) return;
       auto r = ids->empty() ? q->RedriveAll() : q->Redrive(*ids);
-      if (!r.ok()) {
-        g_exit = run.Fail(r.status());
-        return;
-      }
+      if (Failed(run, r)) return;
       run.out().Say({{"redriven", *r}},
                     "redrove " + std::to_string(*r) + " dead letters");
     });
@@ -642,15 +556,9 @@ void AddDeadAndArchive(CLI::App& app, Runner& run) {
     cmd->add_option("NAME", *name, "Queue name")->required();
     cmd->callback([=, &run] {
       auto q = run.Queue(*name);
-      if (!q.ok()) {
-        g_exit = run.Fail(q.status());
-        return;
-      }
+      if (Failed(run, q)) return;
       auto r = q->PurgeDead();
-      if (!r.ok()) {
-        g_exit = run.Fail(r.status());
-        return;
-      }
+      if (Failed(run, r)) return;
       run.out().Say({{"purged", *r}},
                     "purged " + std::to_string(*r) + " dead letters");
     });
@@ -668,16 +576,10 @@ void AddDeadAndArchive(CLI::App& app, Runner& run) {
     AddPaging(cmd, *paging);
     cmd->callback([=, &run] {
       auto q = run.Queue(*name);
-      if (!q.ok()) {
-        g_exit = run.Fail(q.status());
-        return;
-      }
+      if (Failed(run, q)) return;
       auto r =
           q->ListArchive({.limit = paging->limit, .after_id = paging->after});
-      if (!r.ok()) {
-        g_exit = run.Fail(r.status());
-        return;
-      }
+      if (Failed(run, r)) return;
       run.out().Columns(
           {"id", "attempts", "worker", "completed_at", "payload"});
       for (const auto& m : *r) {
@@ -701,34 +603,13 @@ void AddDeadAndArchive(CLI::App& app, Runner& run) {
     cmd->add_option("NAME", *name, "Queue name")->required();
     cmd->callback([=, &run] {
       auto q = run.Queue(*name);
-      if (!q.ok()) {
-        g_exit = run.Fail(q.status());
-        return;
-      }
+      if (Failed(run, q)) return;
       auto r = q->PruneArchive();
-      if (!r.ok()) {
-        g_exit = run.Fail(r.status());
-        return;
-      }
+      if (Failed(run, r)) return;
       run.out().Say({{"pruned", *r}},
                     "pruned " + std::to_string(*r) + " archived messages");
     });
   }
-}
-
-// True (after printing the error and setting the exit code) when `r` failed.
-template <typename R>
-bool Failed(Runner& run, const R& r) {
-  const Status& s = [&]() -> const Status& {
-    if constexpr (std::is_same_v<R, Status>) {
-      return r;
-    } else {
-      return r.status();
-    }
-  }();
-  if (s.ok()) return false;
-  g_exit = run.Fail(s);
-  return true;
 }
 
 // Reads the payload argument, decoding it when --base64 was given.
