@@ -27,16 +27,6 @@ const QueueOptions& WorkQueue::options() const { return impl_->info().options; }
 
 namespace {
 
-template <typename T, typename Fn>
-Result<T> BatchedWrite(core::QueueImpl& q, Fn fn) {
-  return core::MergedWrite<T>(q.store(), fn);
-}
-
-template <typename T, typename Fn>
-Result<T> ReadOnly(core::QueueImpl& q, Fn fn) {
-  return core::SnapshotRead<T>(q.store(), fn);
-}
-
 std::int64_t CountStored(const std::vector<SendResult>& results) {
   return std::count_if(results.begin(), results.end(),
                        [](const SendResult& r) { return !r.duplicate; });
@@ -58,8 +48,8 @@ Result<std::vector<SendResult>> WorkQueue::SendBatch(
     std::span<const Message> messages) {
   Status s = core::ValidateBatch(messages, options().max_payload_bytes);
   if (!s.ok()) return s;
-  auto r = BatchedWrite<std::vector<SendResult>>(
-      *impl_, [&](core::Engine& e, Conn& conn) {
+  auto r = core::MergedWrite<std::vector<SendResult>>(
+      impl_->store(), [&](core::Engine& e, Conn& conn) {
         return e.Send(conn, {.queue_id = impl_->id(), .messages = messages});
       });
   if (r.ok()) impl_->store().hub().Notify(impl_->id(), CountStored(*r));
@@ -74,8 +64,8 @@ Result<std::vector<ClaimedMessage>> WorkQueue::Claim(
 
   auto claim_once = [&]() -> Result<std::vector<ClaimedMessage>> {
     const std::uint64_t token = core::NewLeaseToken();
-    auto r = BatchedWrite<core::ClaimOutcome>(
-        *impl_, [&](core::Engine& e, Conn& conn) {
+    auto r = core::MergedWrite<core::ClaimOutcome>(
+        impl_->store(), [&](core::Engine& e, Conn& conn) {
           return e.Claim(conn, {.queue_id = impl_->id(),
                                 .max = options.max,
                                 .lease = lease,
@@ -106,8 +96,8 @@ Result<std::vector<ClaimedMessage>> WorkQueue::Claim(
     if (now >= deadline) break;
     auto until = std::min(deadline, now + impl_->store().poll_interval());
     // Wake for the next delayed message or expiring lease too.
-    auto next = ReadOnly<std::optional<Micros>>(
-        *impl_,
+    auto next = core::SnapshotRead<std::optional<Micros>>(
+        impl_->store(),
         [&](core::Engine& e, Conn& conn) -> Result<std::optional<Micros>> {
           auto at = e.NextReadyAt(conn, impl_->id());
           if (!at.ok()) return at.status();
@@ -233,29 +223,31 @@ Result<Timestamp> WorkQueue::Extend(std::string_view receipt, Duration lease) {
   if (!parsed.ok()) return parsed.status();
   Status s = core::ValidateLease(lease);
   if (!s.ok()) return s;
-  return BatchedWrite<Timestamp>(*impl_, [&](core::Engine& e, Conn& conn) {
-    return e.Extend(conn, impl_->id(), *parsed, lease);
-  });
+  return core::MergedWrite<Timestamp>(
+      impl_->store(), [&](core::Engine& e, Conn& conn) {
+        return e.Extend(conn, impl_->id(), *parsed, lease);
+      });
 }
 
 Result<std::int64_t> WorkQueue::Purge() {
-  return BatchedWrite<std::int64_t>(*impl_, [&](core::Engine& e, Conn& conn) {
-    return e.PurgeQueue(conn, impl_->id());
-  });
+  return core::MergedWrite<std::int64_t>(
+      impl_->store(), [&](core::Engine& e, Conn& conn) {
+        return e.PurgeQueue(conn, impl_->id());
+      });
 }
 
 Result<QueueStats> WorkQueue::Stats() {
-  return ReadOnly<QueueStats>(*impl_, [&](core::Engine& e, Conn& conn) {
-    return e.Stats(conn, impl_->id());
-  });
+  return core::SnapshotRead<QueueStats>(
+      impl_->store(),
+      [&](core::Engine& e, Conn& conn) { return e.Stats(conn, impl_->id()); });
 }
 
 Result<std::vector<DeadLetter>> WorkQueue::ListDead(
     const ListOptions& options) {
   Status s = core::ValidateList(options);
   if (!s.ok()) return s;
-  return ReadOnly<std::vector<DeadLetter>>(
-      *impl_, [&](core::Engine& e, Conn& conn) {
+  return core::SnapshotRead<std::vector<DeadLetter>>(
+      impl_->store(), [&](core::Engine& e, Conn& conn) {
         return e.ListDead(conn, impl_->id(), options);
       });
 }
@@ -269,41 +261,42 @@ Result<std::int64_t> WorkQueue::Redrive(std::span<const std::int64_t> ids) {
     return Status::TooLarge(fmt::format("{} ids exceed the limit of {}",
                                         ids.size(), core::kMaxBatch));
   }
-  auto r = BatchedWrite<std::int64_t>(*impl_, [&](core::Engine& e, Conn& c) {
-    return e.Redrive(c, impl_->id(), ids);
-  });
+  auto r = core::MergedWrite<std::int64_t>(
+      impl_->store(),
+      [&](core::Engine& e, Conn& c) { return e.Redrive(c, impl_->id(), ids); });
   if (r.ok()) impl_->store().hub().Notify(impl_->id(), *r);
   return r;
 }
 
 Result<std::int64_t> WorkQueue::RedriveAll() {
-  auto r = BatchedWrite<std::int64_t>(*impl_, [&](core::Engine& e, Conn& c) {
-    return e.Redrive(c, impl_->id(), {});
-  });
+  auto r = core::MergedWrite<std::int64_t>(
+      impl_->store(),
+      [&](core::Engine& e, Conn& c) { return e.Redrive(c, impl_->id(), {}); });
   if (r.ok()) impl_->store().hub().Notify(impl_->id(), *r);
   return r;
 }
 
 Result<std::int64_t> WorkQueue::PurgeDead() {
-  return BatchedWrite<std::int64_t>(*impl_, [&](core::Engine& e, Conn& c) {
-    return e.PurgeDead(c, impl_->id());
-  });
+  return core::MergedWrite<std::int64_t>(
+      impl_->store(),
+      [&](core::Engine& e, Conn& c) { return e.PurgeDead(c, impl_->id()); });
 }
 
 Result<std::vector<ArchivedMessage>> WorkQueue::ListArchive(
     const ListOptions& options) {
   Status s = core::ValidateList(options);
   if (!s.ok()) return s;
-  return ReadOnly<std::vector<ArchivedMessage>>(
-      *impl_, [&](core::Engine& e, Conn& conn) {
+  return core::SnapshotRead<std::vector<ArchivedMessage>>(
+      impl_->store(), [&](core::Engine& e, Conn& conn) {
         return e.ListArchive(conn, impl_->id(), options);
       });
 }
 
 Result<std::int64_t> WorkQueue::PruneArchive() {
-  return BatchedWrite<std::int64_t>(*impl_, [&](core::Engine& e, Conn& c) {
-    return e.PruneArchive(c, impl_->id(), options().retention);
-  });
+  return core::MergedWrite<std::int64_t>(
+      impl_->store(), [&](core::Engine& e, Conn& c) {
+        return e.PruneArchive(c, impl_->id(), options().retention);
+      });
 }
 
 namespace {

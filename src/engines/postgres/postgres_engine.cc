@@ -770,28 +770,10 @@ class PostgresEngine : public core::Engine {
 
   Result<core::RingRecord> CreateRing(Conn& c, std::string_view name,
                                       const RingOptions& o) override {
-    PgConn& conn = Pg(c);
-    auto now = NowUs(conn);
-    if (!now.ok()) return now.status();
-    static constexpr const char* kSql = R"sql(
-      INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
-        backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
-        created_us, capacity)
-      VALUES ($1, 'ring', 0, 0, 0, 0, false, 0, $2, $3, $4)
-      ON CONFLICT (name) DO NOTHING
-      RETURNING id)sql";
-    auto rows =
-        conn.Run(kSql,
-                 Params()
-                     .Text(name)
-                     .Int(static_cast<std::int64_t>(o.max_payload_bytes))
-                     .Int(*now)
-                     .Int(o.capacity),
-                 "create ring");
-    if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return Taken(conn, name);
-    return core::RingRecord{
-        .id = rows->Int(0, 0), .name = std::string(name), .options = o};
+    auto id =
+        InsertKind(Pg(c), name, "ring", o.max_payload_bytes, o.capacity, 0);
+    if (!id.ok()) return id.status();
+    return core::RingRecord{.id = *id, .name = std::string(name), .options = o};
   }
 
   Result<core::RingRecord> GetRing(Conn& c, std::string_view name) override {
@@ -1020,28 +1002,11 @@ class PostgresEngine : public core::Engine {
 
   Result<core::RotationRecord> CreateRotation(
       Conn& c, std::string_view name, const RotationOptions& o) override {
-    PgConn& conn = Pg(c);
-    auto now = NowUs(conn);
-    if (!now.ok()) return now.status();
-    static constexpr const char* kSql = R"sql(
-      INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
-        backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
-        created_us, max_failures)
-      VALUES ($1, 'rotation', 0, 0, 0, 0, false, 0, $2, $3, $4)
-      ON CONFLICT (name) DO NOTHING
-      RETURNING id)sql";
-    auto rows =
-        conn.Run(kSql,
-                 Params()
-                     .Text(name)
-                     .Int(static_cast<std::int64_t>(o.max_payload_bytes))
-                     .Int(*now)
-                     .Int(o.max_failures),
-                 "create rotation");
-    if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return Taken(conn, name);
+    auto id = InsertKind(Pg(c), name, "rotation", o.max_payload_bytes, 0,
+                         o.max_failures);
+    if (!id.ok()) return id.status();
     return core::RotationRecord{
-        .id = rows->Int(0, 0), .name = std::string(name), .options = o};
+        .id = *id, .name = std::string(name), .options = o};
   }
 
   Result<core::RotationRecord> GetRotation(Conn& c,
@@ -1257,6 +1222,34 @@ class PostgresEngine : public core::Engine {
   static Status NoItem(std::string_view key) {
     return Status::NotFound(
         fmt::format("item '{}' is not in the rotation", key));
+  }
+
+  // Creates the row of a ring or rotation (`kind` is one of those two
+  // literals); kAlreadyExists when the name is taken by any kind.
+  Result<std::int64_t> InsertKind(PgConn& conn, std::string_view name,
+                                  const char* kind, std::size_t max_payload,
+                                  std::int64_t capacity, int max_failures) {
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    static constexpr const char* kSql = R"sql(
+      INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
+        backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
+        created_us, capacity, max_failures)
+      VALUES ($1, $2, 0, 0, 0, 0, false, 0, $3, $4, $5, $6)
+      ON CONFLICT (name) DO NOTHING
+      RETURNING id)sql";
+    auto rows = conn.Run(kSql,
+                         Params()
+                             .Text(name)
+                             .Text(kind)
+                             .Int(static_cast<std::int64_t>(max_payload))
+                             .Int(*now)
+                             .Int(capacity)
+                             .Int(max_failures),
+                         fmt::format("create {}", kind));
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) return Taken(conn, name);
+    return rows->Int(0, 0);
   }
 
   // Why `name` is not a `want`: missing, or another kind of thing.

@@ -633,23 +633,10 @@ class SqliteEngine : public core::Engine {
 
   Result<core::RingRecord> CreateRing(Conn& c, std::string_view name,
                                       const RingOptions& o) override {
-    SqliteConn& conn = Sql(c);
-    SQLQ_PREPARE(st, conn, R"sql(
-      INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
-        backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
-        created_us, capacity)
-      VALUES (?1, 'ring', 0, 0, 0, 0, 0, 0, ?2, ?3, ?4)
-      ON CONFLICT (name) DO NOTHING)sql");
-    st.BindText(1, name)
-        .Bind(2, static_cast<std::int64_t>(o.max_payload_bytes))
-        .Bind(3, Us(clock_->Now()))
-        .Bind(4, o.capacity);
-    Status s = st.Run("create ring");
-    if (!s.ok()) return s;
-    if (conn.changes() == 0) return Taken(conn, name);
-    return core::RingRecord{.id = sqlite3_last_insert_rowid(conn.db()),
-                            .name = std::string(name),
-                            .options = o};
+    auto id =
+        InsertKind(Sql(c), name, "ring", o.max_payload_bytes, o.capacity, 0);
+    if (!id.ok()) return id.status();
+    return core::RingRecord{.id = *id, .name = std::string(name), .options = o};
   }
 
   Result<core::RingRecord> GetRing(Conn& c, std::string_view name) override {
@@ -881,23 +868,11 @@ class SqliteEngine : public core::Engine {
 
   Result<core::RotationRecord> CreateRotation(
       Conn& c, std::string_view name, const RotationOptions& o) override {
-    SqliteConn& conn = Sql(c);
-    SQLQ_PREPARE(st, conn, R"sql(
-      INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
-        backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
-        created_us, max_failures)
-      VALUES (?1, 'rotation', 0, 0, 0, 0, 0, 0, ?2, ?3, ?4)
-      ON CONFLICT (name) DO NOTHING)sql");
-    st.BindText(1, name)
-        .Bind(2, static_cast<std::int64_t>(o.max_payload_bytes))
-        .Bind(3, Us(clock_->Now()))
-        .Bind(4, o.max_failures);
-    Status s = st.Run("create rotation");
-    if (!s.ok()) return s;
-    if (conn.changes() == 0) return Taken(conn, name);
-    return core::RotationRecord{.id = sqlite3_last_insert_rowid(conn.db()),
-                                .name = std::string(name),
-                                .options = o};
+    auto id = InsertKind(Sql(c), name, "rotation", o.max_payload_bytes, 0,
+                         o.max_failures);
+    if (!id.ok()) return id.status();
+    return core::RotationRecord{
+        .id = *id, .name = std::string(name), .options = o};
   }
 
   Result<core::RotationRecord> GetRotation(Conn& c,
@@ -1244,6 +1219,29 @@ class SqliteEngine : public core::Engine {
   static Status NoItem(std::string_view key) {
     return Status::NotFound(
         fmt::format("item '{}' is not in the rotation", key));
+  }
+
+  // Creates the row of a ring or rotation (`kind` is one of those two
+  // literals); kAlreadyExists when the name is taken by any kind.
+  Result<std::int64_t> InsertKind(SqliteConn& conn, std::string_view name,
+                                  const char* kind, std::size_t max_payload,
+                                  std::int64_t capacity, int max_failures) {
+    SQLQ_PREPARE(st, conn, R"sql(
+      INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
+        backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
+        created_us, capacity, max_failures)
+      VALUES (?1, ?2, 0, 0, 0, 0, 0, 0, ?3, ?4, ?5, ?6)
+      ON CONFLICT (name) DO NOTHING)sql");
+    st.BindText(1, name)
+        .BindText(2, kind)
+        .Bind(3, static_cast<std::int64_t>(max_payload))
+        .Bind(4, Us(clock_->Now()))
+        .Bind(5, capacity)
+        .Bind(6, max_failures);
+    Status s = st.Run(fmt::format("create {}", kind));
+    if (!s.ok()) return s;
+    if (conn.changes() == 0) return Taken(conn, name);
+    return sqlite3_last_insert_rowid(conn.db());
   }
 
   // Why `name` is not a `want`: missing, or another kind of thing.
