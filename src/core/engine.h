@@ -147,6 +147,11 @@ class Engine {
   // Runs `body` in a write transaction and commits it when `body` returns OK;
   // rolls back otherwise. Write transactions are serialised per engine.
   virtual Status Write(const std::function<Status(Conn&)>& body) = 0;
+  // How many write transactions of one process the core runs at once (its
+  // group commit, core/write_batcher.h). 1 for engines whose writers
+  // exclude each other anyway (SQLite); more where transactions on separate
+  // connections proceed side by side and the server merges their flushes.
+  virtual int write_groups() const { return 1; }
   // Runs `body` in a read-only snapshot; may run concurrently with writes.
   virtual Status Read(const std::function<Status(Conn&)>& body) = 0;
 

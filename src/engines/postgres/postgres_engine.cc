@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -46,6 +47,10 @@ using core::Micros;
 constexpr int kTxAttempts = 4;
 // Idle connections kept for reuse.
 constexpr std::size_t kMaxIdle = 16;
+// Group commits run at once (Engine::write_groups); SQLQ_PG_WRITE_GROUPS
+// overrides. Measured on 2 cores (docs/benchmarks.md): 64 single senders
+// gain most up to 4; more groups only add connections and lock traffic.
+constexpr int kWriteGroups = 4;
 // Cross-process wake-ups: at most one NOTIFY per this interval per store.
 constexpr std::chrono::microseconds kNotifyInterval{2000};
 
@@ -76,6 +81,10 @@ class PostgresEngine : public core::Engine {
  public:
   PostgresEngine(std::string url, std::shared_ptr<Clock> clock)
       : url_(std::move(url)), clock_(std::move(clock)) {
+    if (const char* env = std::getenv("SQLQ_PG_WRITE_GROUPS")) {
+      const int n = std::atoi(env);
+      if (n >= 1 && n <= 64) write_groups_ = n;
+    }
     std::random_device rd;
     rng_.seed(rd());
   }
@@ -83,6 +92,8 @@ class PostgresEngine : public core::Engine {
   ~PostgresEngine() override {
     notifier_.reset();  // stop callbacks before the connections go
   }
+
+  int write_groups() const override { return write_groups_; }
 
   Status Init(bool create_if_missing) {
     auto conn = Connect();
@@ -1742,6 +1753,7 @@ class PostgresEngine : public core::Engine {
 
   const std::string url_;
   const std::shared_ptr<Clock> clock_;  // null: the database clock
+  int write_groups_ = kWriteGroups;
   std::mutex rng_mu_;
   std::mt19937_64 rng_;  // guarded by rng_mu_
   std::mutex pool_mu_;
