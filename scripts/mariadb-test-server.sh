@@ -146,12 +146,15 @@ url() {
   echo "mysql://root:$(cat "$dir/password")@127.0.0.1:$(cat "$dir/port")/sqlq"
 }
 
+check_format() {
+  case "$1" in
+    STATEMENT | MIXED | ROW) ;;
+    *) die "binlog format must be STATEMENT, MIXED or ROW, not '$1'" ;;
+  esac
+}
+
 binlog_options() {
   local format="$1" server_id="$2"
-  case "$format" in
-    STATEMENT | MIXED | ROW) ;;
-    *) die "binlog format must be STATEMENT, MIXED or ROW, not '$format'" ;;
-  esac
   echo "--server-id=$server_id"
   echo "--log-bin=binlog"
   echo "--binlog-format=$format"
@@ -162,6 +165,7 @@ start() {
   local options=()
   if [[ "${1:-}" == --binlog ]]; then
     [[ -n "${2:-}" ]] || die "usage: $0 start [--binlog FORMAT]"
+    check_format "$2"
     mapfile -t options < <(binlog_options "$2" 1)
   elif [[ -n "${1:-}" ]]; then
     die "usage: $0 start [--binlog FORMAT]"
@@ -176,6 +180,7 @@ start() {
 start_replicated() {
   local format="${1:-}"
   [[ -n "$format" ]] || die "usage: $0 start-replicated FORMAT"
+  check_format "$format"
   local top
   top="$(mktemp -d /tmp/sqlq-mariadb-repl-XXXXXX)"
   chmod 0755 "$top"
