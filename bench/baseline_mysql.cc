@@ -117,6 +117,13 @@ class My {
     return s;
   }
 
+  // Deadlock or lock wait timeout: the server rolled the transaction back;
+  // a careful hand-written queue tries again.
+  static bool Deadlocked(unsigned error) {
+    return error == 1213 || error == 1205;
+  }
+  unsigned last_errno() const { return mysql_errno(conn_); }
+
   static Status StmtError(MYSQL_STMT* s) {
     return Status::Unavailable(fmt::format(
         "baseline: {} ({})", mysql_stmt_error(s), mysql_stmt_errno(s)));
@@ -257,7 +264,10 @@ Result<BaselineResult> MysqlBaselineMixed(
           std::this_thread::sleep_for(std::chrono::microseconds(100));
           continue;
         }
-        if (mysql_stmt_execute(*stmt) != 0) return fail(My::StmtError(*stmt));
+        if (mysql_stmt_execute(*stmt) != 0) {
+          if (My::Deadlocked(mysql_stmt_errno(*stmt))) continue;
+          return fail(My::StmtError(*stmt));
+        }
         sent += batch;
       }
     });
@@ -292,17 +302,31 @@ Result<BaselineResult> MysqlBaselineMixed(
       while (!stop) {
         Status st = my.Exec("START TRANSACTION");
         if (!st.ok()) return fail(st);
-        if (mysql_stmt_execute(*stmt) != 0) return fail(My::StmtError(*stmt));
+        if (mysql_stmt_execute(*stmt) != 0) {
+          if (My::Deadlocked(mysql_stmt_errno(*stmt))) {
+            (void)my.Exec("ROLLBACK");
+            continue;
+          }
+          return fail(My::StmtError(*stmt));
+        }
         ids.clear();
         long n = 0;
         for (;;) {
           int f = mysql_stmt_fetch(*stmt);
           if (f == MYSQL_NO_DATA) break;
-          if (f == 1) return fail(My::StmtError(*stmt));
+          if (f == 1) break;
           // MYSQL_DATA_TRUNCATED: a longer payload than ours; not read.
           ids += n == 0 ? "" : ",";
           ids += std::to_string(id);
           ++n;
+        }
+        if (mysql_stmt_errno(*stmt) != 0) {
+          if (My::Deadlocked(mysql_stmt_errno(*stmt))) {
+            mysql_stmt_free_result(*stmt);
+            (void)my.Exec("ROLLBACK");
+            continue;
+          }
+          return fail(My::StmtError(*stmt));
         }
         mysql_stmt_free_result(*stmt);
         if (n == 0) {
@@ -315,6 +339,10 @@ Result<BaselineResult> MysqlBaselineMixed(
         st =
             my.Exec(fmt::format("DELETE FROM {} WHERE id IN ({})", table, ids));
         if (st.ok()) st = my.Exec("COMMIT");
+        if (!st.ok() && My::Deadlocked(my.last_errno())) {
+          (void)my.Exec("ROLLBACK");
+          continue;
+        }
         if (!st.ok()) return fail(st);
         done += n;
       }
