@@ -8,8 +8,8 @@
 // everything the primary logged (MASTER_GTID_WAIT: an event, not a sleep),
 // and compares every table of the sqlq database on both: row counts and
 // CHECKSUM TABLE. The primary's error log must hold no "Unsafe statement"
-// warning. docs/mysql.md explains which statements MariaDB calls unsafe and
-// what sqlq does about it.
+// warning. docs/engines/mysql-replication.md says which statements MariaDB
+// calls unsafe and what sqlq does about it.
 
 #include <gtest/gtest.h>
 #include <stdio.h>
