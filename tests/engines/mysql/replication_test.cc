@@ -320,11 +320,11 @@ void ReplicaMatchesPrimary(const std::string& format, const Load& load) {
   EXPECT_GT(rows, 0) << "nothing to compare: the sqlq tables are empty";
   EXPECT_EQ(Differences(on_primary, on_replica), "");
   EXPECT_EQ(UnsafeWarnings(servers.primary()), "");
-  const long row_events = RowEvents(servers.primary());
-  ::testing::Test::RecordProperty("row_events", std::to_string(row_events));
-  // Under MIXED, a statement MariaDB thinks unsafe goes to the binlog as
-  // rows; sqlq's statements are all safe, so none does.
-  EXPECT_EQ(row_events, 0);
+  // Not asserted, reported: under MIXED sqlq's sessions run READ COMMITTED,
+  // with which InnoDB logs every change as rows (docs/engines/
+  // mysql-replication.md); under STATEMENT nothing is logged as rows.
+  ::testing::Test::RecordProperty("row_events",
+                                  std::to_string(RowEvents(servers.primary())));
 }
 
 TEST_P(MariadbReplication, ReplicaMatchesPrimaryAfterConcurrentLoad) {
