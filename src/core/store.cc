@@ -14,6 +14,7 @@ namespace core {
 
 StoreImpl::StoreImpl(std::string url, std::unique_ptr<Engine> engine)
     : url_(std::move(url)), engine_(std::move(engine)), batcher_(*engine_) {
+  engine_->SetWaitingProbe([this] { return hub_.waiting(); });
   engine_->WatchForeignWrites([this] { hub_.NotifyAll(); });
 }
 
