@@ -2042,12 +2042,16 @@ class MysqlEngine : public core::Engine {
     if (!conn.owned()) return Status::Ok();
     // READ COMMITTED: locking reads lock only the rows they return (no gap
     // locks, locks on rows that fail the WHERE are released), so a claim
-    // holds up nobody's ack and sends do not wait on claims. A server that
-    // writes its binary log in STATEMENT format refuses READ COMMITTED
-    // writes (error 1665); there we use REPEATABLE READ, which is safe, at
-    // the cost of gap locks (docs/engines/mysql.md).
+    // holds up nobody's ack and sends do not wait on claims. But a server
+    // that writes its binary log in STATEMENT format refuses READ COMMITTED
+    // writes (error 1665), and under MIXED it logs every READ COMMITTED
+    // change as rows. There we use REPEATABLE READ, under which sqlq's
+    // statements replicate as statements: its locking reads go by primary
+    // key (record locks, no gap locks); a row that no longer matches stays
+    // locked until the claim commits (docs/engines/mysql.md).
+    const std::string format = rows->Bytes(0, 4);
     const bool statement_log =
-        rows->Int(0, 3) != 0 && rows->Bytes(0, 4) == "STATEMENT";
+        rows->Int(0, 3) != 0 && (format == "STATEMENT" || format == "MIXED");
     return conn.Exec(statement_log ? "SET SESSION TRANSACTION ISOLATION LEVEL "
                                      "REPEATABLE READ"
                                    : "SET SESSION TRANSACTION ISOLATION LEVEL "
