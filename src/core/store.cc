@@ -16,6 +16,7 @@ StoreImpl::StoreImpl(std::string url, std::unique_ptr<Engine> engine)
     : url_(std::move(url)),
       engine_(std::move(engine)),
       batcher_(*engine_, /*max_group=*/512, engine_->write_groups()) {
+  engine_->SetWaitingProbe([this] { return hub_.waiting(); });
   engine_->WatchForeignWrites([this] { hub_.NotifyAll(); });
 }
 
