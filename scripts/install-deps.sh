@@ -9,6 +9,7 @@ packages=(
   libpq-dev postgresql-15
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev
+  libboost1.81-dev curl
 )
 
 missing=()
