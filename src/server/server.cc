@@ -432,15 +432,15 @@ void Session::Send(Reply reply) {
         fmt::format("peer={} route={} status={} body={}", peer_, Quote(route),
                     status, Quote(res->body())));
   }
+  // Observed when the reply is ready, before it is written: a client that
+  // reads the reply and then scrapes /metrics sees its own request counted.
+  server_.metrics().ObserveRequest(
+      route, status,
+      std::chrono::duration<double>(SteadyClock::now() - started_).count());
   stream_.expires_after(server_.limits().request_timeout);
   http::async_write(
       stream_, *res,
-      [self = shared_from_this(), route = std::move(route), status](
-          beast::error_code ec, std::size_t) {
-        double secs =
-            std::chrono::duration<double>(SteadyClock::now() - self->started_)
-                .count();
-        self->server_.metrics().ObserveRequest(route, status, secs);
+      [self = shared_from_this()](beast::error_code ec, std::size_t) {
         self->response_.reset();
         self->busy_ = false;
         --self->server_.in_flight();
