@@ -50,6 +50,11 @@ std::string Metrics::Render(const std::vector<QueueStats>& queues,
         gauges.waiting_consumers);
   gauge("sqlq_server_requests_in_flight", "Requests being handled.",
         gauges.requests_in_flight);
+  out += fmt::format(
+      "# HELP sqlq_server_claim_wakeups_total Wake-ups delivered to parked "
+      "claims.\n# TYPE sqlq_server_claim_wakeups_total counter\n"
+      "sqlq_server_claim_wakeups_total {}\n",
+      gauges.claim_wakeups);
 
   struct Family {
     const char* name;

@@ -33,6 +33,9 @@ class Metrics {
     std::int64_t connections = 0;
     std::int64_t waiting_consumers = 0;
     std::int64_t requests_in_flight = 0;
+    // Wake-ups delivered to parked claims by sends (a send of n messages
+    // delivers at most n): the thundering-herd check.
+    std::int64_t claim_wakeups = 0;
   };
   std::string Render(const std::vector<QueueStats>& queues,
                      const Gauges& gauges) const;

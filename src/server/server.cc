@@ -169,6 +169,7 @@ class Server {
   bool stopping() const { return stopping_; }
   asio::thread_pool& db_pool() { return db_pool_; }
   std::atomic<int>& in_flight() { return in_flight_; }
+  std::atomic<std::int64_t>& wakeups() { return wakeups_; }
 
   void Register(Session* s, const std::shared_ptr<Session>& sp) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -221,7 +222,8 @@ class Server {
   Metrics::Gauges Gauges() {
     return {.connections = connections_.load(),
             .waiting_consumers = waiting_.load(),
-            .requests_in_flight = in_flight_.load()};
+            .requests_in_flight = in_flight_.load(),
+            .claim_wakeups = wakeups_.load()};
   }
   void Accept();
   void BeginShutdown(int signal);
@@ -245,6 +247,7 @@ class Server {
   std::atomic<int> connections_ = 0;
   std::atomic<int> in_flight_ = 0;
   std::atomic<int> waiting_ = 0;
+  std::atomic<std::int64_t> wakeups_ = 0;
   std::mutex mu_;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
   std::unordered_set<std::shared_ptr<LongPoll>> parked_;
@@ -469,7 +472,9 @@ void LongPoll::Begin() {
   std::weak_ptr<LongPoll> weak = weak_from_this();
   auto ex = timer_.get_executor();
   // Called with the store's wake-up lock held: only post.
-  sub_ = claim_.queue.Subscribe([weak, ex] {
+  std::atomic<std::int64_t>* wakeups = &server_.wakeups();
+  sub_ = claim_.queue.Subscribe([weak, ex, wakeups] {
+    ++*wakeups;
     asio::post(ex, [weak] {
       if (auto self = weak.lock()) self->Wake();
     });
