@@ -36,6 +36,7 @@
 #include "engines/postgres/notifier.h"
 #include "engines/postgres/pg_conn.h"
 #include "engines/postgres/schema.h"
+#include "engines/postgres/vacuumer.h"
 
 namespace sqlq::engines::postgres {
 
@@ -53,6 +54,11 @@ constexpr std::size_t kMaxIdle = 16;
 // overrides. Measured on 2 cores (docs/benchmarks.md): 64 single senders
 // gain most up to 4; more groups only add connections and lock traffic.
 constexpr int kWriteGroups = 4;
+// The store vacuums the message table itself (vacuumer.h) once this many
+// message rows were updated or deleted, at most once per kVacuumInterval;
+// SQLQ_PG_VACUUM_ROWS overrides (0: never, autovacuum only).
+constexpr std::int64_t kVacuumRows = 20000;
+constexpr std::chrono::milliseconds kVacuumInterval{1000};
 // Cross-process wake-ups: at most one NOTIFY per this interval per store.
 constexpr std::chrono::microseconds kNotifyInterval{2000};
 
@@ -87,12 +93,16 @@ class PostgresEngine : public core::Engine {
       const int n = std::atoi(env);
       if (n >= 1 && n <= 64) write_groups_ = n;
     }
+    if (const char* env = std::getenv("SQLQ_PG_VACUUM_ROWS")) {
+      vacuum_threshold_ = std::atoll(env);  // 0 or less: never
+    }
     std::random_device rd;
     rng_.seed(rd());
   }
 
   ~PostgresEngine() override {
     notifier_.reset();  // stop callbacks before the connections go
+    vacuumer_.reset();
   }
 
   int write_groups() const override { return write_groups_; }
@@ -103,6 +113,10 @@ class PostgresEngine : public core::Engine {
     Status s = Migrate(**conn, create_if_missing);
     if (!s.ok()) return s;
     Release(std::move(*conn));
+    if (vacuum_threshold_ > 0) {
+      vacuumer_ = std::make_unique<Vacuumer>(
+          [this] { return ConnectRaw(); }, vacuum_threshold_, kVacuumInterval);
+    }
     return Status::Ok();
   }
 
@@ -173,7 +187,7 @@ class PostgresEngine : public core::Engine {
   Status CommitTx(Conn& c) override {
     PgConn& conn = Pg(c);
     Status s = Commit(conn);
-    if (s.ok() && conn.notify) Poke();
+    if (s.ok()) Committed(conn);
     return s;
   }
 
@@ -532,6 +546,7 @@ class PostgresEngine : public core::Engine {
     }
     const std::int64_t claimed = static_cast<std::int64_t>(out.messages.size());
     if (claimed + out.expirations + out.dead_lettered == 0) return out;
+    conn.churned += claimed + out.dead_lettered;
     Status s = AddCounters(conn, p.queue_id,
                            {.claims = claimed,
                             .expirations = out.expirations,
@@ -584,6 +599,7 @@ class PostgresEngine : public core::Engine {
     auto rows = conn.Run(p.archive ? kArchive : kDelete, params, "ack");
     if (!rows.ok()) return rows.status();
     if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+    ++conn.churned;
     return AddCounters(conn, p.queue_id, {.acks = 1});
   }
 
@@ -653,6 +669,7 @@ class PostgresEngine : public core::Engine {
       out.push_back(std::move(why));
     }
     if (acked > 0) {
+      conn.churned += acked;
       Status s = AddCounters(conn, queue_id, {.acks = acked});
       if (!s.ok()) return s;
     }
@@ -679,6 +696,7 @@ class PostgresEngine : public core::Engine {
     if (!rows.ok()) return rows.status();
     if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
     conn.notify = true;
+    ++conn.churned;
     return AddCounters(conn, p.queue_id, {.nacks = 1});
   }
 
@@ -702,6 +720,7 @@ class PostgresEngine : public core::Engine {
     auto rows = conn.Run(kSql, params, "nack");
     if (!rows.ok()) return rows.status();
     if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+    ++conn.churned;
     return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
   }
 
@@ -722,6 +741,7 @@ class PostgresEngine : public core::Engine {
     auto rows = conn.Run(kSql, params, "extend");
     if (!rows.ok()) return rows.status();
     if (rows->affected() == 0) return Refused(conn, queue_id, receipt);
+    ++conn.churned;
     return FromUs(until);
   }
 
@@ -1760,13 +1780,19 @@ class PostgresEngine : public core::Engine {
     Status s = body(conn);
     if (s.ok()) {
       s = Commit(conn);
-      if (s.ok() && conn.notify) Poke();
+      if (s.ok()) Committed(conn);
       return s;
     }
     if (PQstatus(conn.pg()) == CONNECTION_OK) {
       (void)conn.Exec("ROLLBACK", "rollback");
     }
     return s;
+  }
+
+  // After a commit: wake other processes' waiters, count dead rows.
+  void Committed(PgConn& conn) {
+    if (conn.notify) Poke();
+    if (conn.churned > 0 && vacuumer_) vacuumer_->Churned(conn.churned);
   }
 
   void Poke() {
@@ -1930,11 +1956,13 @@ class PostgresEngine : public core::Engine {
   const std::string url_;
   const std::shared_ptr<Clock> clock_;  // null: the database clock
   int write_groups_ = kWriteGroups;
+  std::int64_t vacuum_threshold_ = kVacuumRows;
   std::mutex rng_mu_;
   std::mt19937_64 rng_;  // guarded by rng_mu_
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<PgConn>> idle_;  // guarded by pool_mu_
   std::unique_ptr<Notifier> notifier_;
+  std::unique_ptr<Vacuumer> vacuumer_;
 };
 
 }  // namespace
