@@ -365,16 +365,18 @@ class PostgresEngine : public core::Engine {
   Result<std::vector<SendResult>> Send(Conn& c,
                                        const core::SendParams& p) override {
     PgConn& conn = Pg(c);
-    // Checked (and locked against a concurrent drop) before writing, so
-    // that a send to a dropped queue is a clean failure (engine.h).
-    Status checked = CheckQueue(conn, p.queue_id);
-    if (!checked.ok()) return checked;
     auto now = NowUs(conn);
     if (!now.ok()) return now.status();
+    // The insert itself takes the queue row's FOR KEY SHARE lock (CheckQueue
+    // says why), in its first CTE, saving a round trip: a queue that is gone
+    // inserts nothing, which is then told apart from a held dedup key by
+    // CheckQueue, so a send to a dropped queue stays a clean failure.
     static constexpr const char* kInsert = R"sql(
+      WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE)
       INSERT INTO sqlq_messages
         (queue_id, priority, ready_us, enqueued_us, dedup, payload)
-      VALUES ($1, $2, $3, $4, $5, $6)
+      SELECT q.id, $2::integer, $3::bigint, $4::bigint, $5::bytea, $6::bytea
+      FROM q
       ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
       RETURNING id)sql";
     static constexpr const char* kExisting = R"sql(
@@ -400,7 +402,10 @@ class PostgresEngine : public core::Engine {
       if (inserted->size() == 1) {
         out[0] = {.id = inserted->Int(0, 0)};
         ++stored;
+        conn.known_queues.insert(p.queue_id);
       } else {
+        Status checked = CheckQueue(conn, p.queue_id);
+        if (!checked.ok()) return checked;
         held.push_back(0);
       }
     } else {
@@ -450,8 +455,6 @@ class PostgresEngine : public core::Engine {
     // the server next to nothing. A claim that leases rows takes the lock
     // at its counter update (foreign key); racing a DROP QUEUE that way can
     // deadlock, which the server breaks and Write() retries.
-    Status checked = CheckQueue(conn, p.queue_id, /*lock=*/false);
-    if (!checked.ok()) return checked;
     auto now_r = NowUs(conn);
     if (!now_r.ok()) return now_r.status();
     const std::int64_t now = *now_r;
@@ -545,7 +548,13 @@ class PostgresEngine : public core::Engine {
       if (buried == 0 || rows->size() < want) break;
     }
     const std::int64_t claimed = static_cast<std::int64_t>(out.messages.size());
-    if (claimed + out.expirations + out.dead_lettered == 0) return out;
+    if (claimed + out.expirations + out.dead_lettered == 0) {
+      // Empty or gone? Looked up only now, saving a round trip on every
+      // claim that finds messages (a dropped queue has none).
+      Status checked = CheckQueue(conn, p.queue_id, /*lock=*/false);
+      if (!checked.ok()) return checked;
+      return out;
+    }
     conn.churned += claimed + out.dead_lettered;
     Status s = AddCounters(conn, p.queue_id,
                            {.claims = claimed,
@@ -1486,16 +1495,18 @@ class PostgresEngine : public core::Engine {
   // for repeats, within the batch, of a dedup key stored earlier in it;
   // appends to `held` the messages whose dedup key a message already in
   // the queue holds. Returns how many were stored.
-  static Result<std::int64_t> InsertBatch(PgConn& conn,
-                                          const core::SendParams& p,
-                                          std::int64_t now,
-                                          std::vector<SendResult>& out,
-                                          std::vector<std::size_t>& held) {
+  // The queue row is locked by the statement, as in Send.
+  Result<std::int64_t> InsertBatch(PgConn& conn, const core::SendParams& p,
+                                   std::int64_t now,
+                                   std::vector<SendResult>& out,
+                                   std::vector<std::size_t>& held) {
     static constexpr const char* kInsertMany = R"sql(
+      WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE)
       INSERT INTO sqlq_messages
         (queue_id, priority, ready_us, enqueued_us, dedup, payload)
-      SELECT $1, m.priority::integer, m.ready_us, $2, m.dedup, m.payload
-      FROM unnest($3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[])
+      SELECT q.id, m.priority::integer, m.ready_us, $2::bigint, m.dedup,
+             m.payload
+      FROM q, unnest($3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[])
         WITH ORDINALITY AS m(priority, ready_us, dedup, payload, ord)
       ORDER BY m.ord
       ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
@@ -1536,6 +1547,13 @@ class PostgresEngine : public core::Engine {
           .BytesArray(payload);
       auto rows = conn.Run(kInsertMany, params, "send");
       if (!rows.ok()) return rows.status();
+      if (rows->size() == 0) {
+        // Every key held, or the queue gone.
+        Status checked = CheckQueue(conn, p.queue_id);
+        if (!checked.ok()) return checked;
+      } else {
+        conn.known_queues.insert(p.queue_id);
+      }
       // Rows without a dedup key are all stored, in batch order: sorted by
       // id they match those messages one to one. Rows with a key are found
       // by it.
