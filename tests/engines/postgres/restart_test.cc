@@ -4,6 +4,7 @@
 // (scripts/pg-test-server.sh), so as not to disturb the shared one.
 
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 #include <stdio.h>
 
 #include <atomic>
@@ -239,6 +240,19 @@ TEST_P(PostgresFault,
       left.insert(m.id);
     }
   }
+  // A claim whose commit outcome was unknown (the server killed after it
+  // committed but before the answer came back) leased its messages without
+  // handing them to anyone: they are still stored, under a lease.
+  PGconn* pg = PQconnectdb(server.url().c_str());
+  ASSERT_EQ(PQstatus(pg), CONNECTION_OK) << PQerrorMessage(pg);
+  PGresult* r = PQexec(pg, "SELECT id FROM sqlq_messages WHERE token <> 0");
+  ASSERT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQerrorMessage(pg);
+  for (int i = 0; i < PQntuples(r); ++i) {
+    const std::int64_t id = std::atoll(PQgetvalue(r, i, 0));
+    if (!delivered.contains(id)) left.insert(id);
+  }
+  PQclear(r);
+  PQfinish(pg);
   for (std::int64_t id : acknowledged) {
     EXPECT_TRUE(delivered.contains(id) || left.contains(id))
         << "acknowledged send " << id << " lost";
