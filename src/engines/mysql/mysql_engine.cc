@@ -833,32 +833,47 @@ class MysqlEngine : public core::Engine {
       last_np = cands->Int(last, 1);
       last_ready = cands->Int(last, 2);
       const std::size_t b = Bucket(ids.size());
+      // By primary key (forced: the optimizer likes the claim index for
+      // queue_id = ?), and without ORDER BY (rows are sorted below): under
+      // READ COMMITTED InnoDB then releases at once the lock of a candidate
+      // that fails the WHERE (a message another consumer leased since our
+      // plain read). Through a secondary index it keeps that lock until we
+      // commit, which held up the ack of the leased message
+      // (OpenClaimTransactionHoldsUpNoAckOfALeasedMessage).
       const std::string lock_sql = fmt::format(
-          "SELECT id, priority, token, attempts, enqueued_us, payload "
-          "FROM sqlq_messages WHERE id IN ({}) AND queue_id = ? AND "
-          "ready_us <= ? ORDER BY npriority, ready_us, id "
-          "FOR UPDATE SKIP LOCKED",
+          "SELECT id, priority, npriority, ready_us, token, attempts, "
+          "enqueued_us, payload FROM sqlq_messages FORCE INDEX (PRIMARY) "
+          "WHERE id IN ({}) AND queue_id = ? AND "
+          "ready_us <= ? FOR UPDATE SKIP LOCKED",
           Marks(b));
       Params lp;
       AddIds(lp, ids);
       lp.Int(p.queue_id).Int(now);
       auto locked = conn.Run(lock_sql, lp, "claim");
       if (!locked.ok()) return locked.status();
+      std::vector<int> order(static_cast<std::size_t>(locked->size()));
+      for (int i = 0; i < locked->size(); ++i) order[i] = i;
+      const Rows& l = *locked;
+      std::sort(order.begin(), order.end(), [&l](int x, int y) {
+        if (l.Int(x, 2) != l.Int(y, 2)) return l.Int(x, 2) < l.Int(y, 2);
+        if (l.Int(x, 3) != l.Int(y, 3)) return l.Int(x, 3) < l.Int(y, 3);
+        return l.Int(x, 0) < l.Int(y, 0);
+      });
       std::vector<std::int64_t> lease_ids, dead_ids;
-      for (int i = 0; i < locked->size(); ++i) {
+      for (int i : order) {
         if (static_cast<int>(lease_ids.size()) == want) break;
-        if (locked->Int(i, 2) != 0) ++out.expirations;
-        if (locked->Int(i, 3) >= p.max_attempts) {
-          dead_ids.push_back(locked->Int(i, 0));
+        if (l.Int(i, 4) != 0) ++out.expirations;
+        if (l.Int(i, 5) >= p.max_attempts) {
+          dead_ids.push_back(l.Int(i, 0));
           continue;
         }
-        lease_ids.push_back(locked->Int(i, 0));
+        lease_ids.push_back(l.Int(i, 0));
         ClaimedMessage m;
-        m.id = locked->Int(i, 0);
-        m.priority = static_cast<std::int32_t>(locked->Int(i, 1));
-        m.attempt = static_cast<int>(locked->Int(i, 3)) + 1;
-        m.enqueued_at = FromUs(locked->Int(i, 4));
-        m.payload = locked->Bytes(i, 5);
+        m.id = l.Int(i, 0);
+        m.priority = static_cast<std::int32_t>(l.Int(i, 1));
+        m.attempt = static_cast<int>(l.Int(i, 5)) + 1;
+        m.enqueued_at = FromUs(l.Int(i, 6));
+        m.payload = l.Bytes(i, 7);
         m.lease_expires_at = FromUs(until);
         out.messages.push_back(std::move(m));
       }
@@ -2004,6 +2019,8 @@ class MysqlEngine : public core::Engine {
       my_bool verify = p.ssl == "verify-ca" || p.ssl == "verify-full";
       mysql_optionsv(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify);
     }
+    // Connector/C enforces TLS only together with certificate
+    // verification; for ssl=require we check the outcome ourselves below.
     // CLIENT_FOUND_ROWS: an UPDATE reports the rows it matched, not only
     // those it changed (an extend to the same time still "found" its row).
     if (mysql_real_connect(m, p.host.c_str(), p.user.c_str(),
@@ -2015,6 +2032,16 @@ class MysqlEngine : public core::Engine {
             mysql_errno(m), mysql_error(m),
             fmt::format("connect to MySQL/MariaDB at {}:{}", p.host, p.port),
             Phase::kConnect);
+      }
+      return nullptr;
+    }
+    if (p.ssl != "disable" && p.ssl != "prefer" &&
+        mysql_get_ssl_cipher(m) == nullptr) {
+      if (error) {
+        *error = Status::Unavailable(fmt::format(
+            "connect to MySQL/MariaDB at {}:{}: SSL/TLS is required "
+            "(ssl={}) but the server does not offer it",
+            p.host, p.port, p.ssl));
       }
       return nullptr;
     }
