@@ -1088,62 +1088,87 @@ class MysqlEngine : public core::Engine {
     if (!s.ok()) return s;
     auto now = NowUs(conn);
     if (!now.ok()) return now.status();
-    // Lock the dead letters first (in id order), then copy and delete them
-    // by id: under READ COMMITTED an INSERT ... SELECT reads without locks,
-    // so two concurrent redrives could otherwise both copy a row.
-    std::vector<std::int64_t> found;
-    static const std::string kAll =
-        "SELECT id FROM sqlq_dead WHERE queue_id = ? ORDER BY id FOR UPDATE";
-    constexpr std::size_t kChunk = 512;
-    if (ids.empty()) {
-      auto rows = conn.Run(kAll, Params().Int(queue_id), "redrive");
-      if (!rows.ok()) return rows.status();
-      for (int i = 0; i < rows->size(); ++i) found.push_back(rows->Int(i, 0));
-    } else {
-      for (std::size_t at = 0; at < ids.size(); at += kChunk) {
-        std::vector<std::int64_t> some(
-            ids.begin() + static_cast<std::ptrdiff_t>(at),
-            ids.begin() +
-                static_cast<std::ptrdiff_t>(std::min(ids.size(), at + kChunk)));
-        const std::string sql = fmt::format(
-            "SELECT id FROM sqlq_dead WHERE queue_id = ? AND id IN ({}) "
-            "ORDER BY id FOR UPDATE",
-            Marks(Bucket(some.size())));
-        Params p;
-        p.Int(queue_id);
-        AddIds(p, some);
-        auto rows = conn.Run(sql, p, "redrive");
-        if (!rows.ok()) return rows.status();
-        for (int i = 0; i < rows->size(); ++i) found.push_back(rows->Int(i, 0));
-      }
-    }
+    // Pages of dead letters are locked and read (in id order), inserted
+    // back with explicit values and deleted by id. Not INSERT ... SELECT:
+    // MariaDB counts a write to a table with an AUTO_INCREMENT column after
+    // a select from another table as unsafe for statement-based
+    // replication, even with explicit ids.
+    constexpr std::size_t kPage = 256;
+    static const std::string kAllPage = R"sql(
+      SELECT id, priority, enqueued_us, last_error, payload FROM sqlq_dead
+      WHERE queue_id = ? AND id > ? ORDER BY id LIMIT 256 FOR UPDATE)sql";
     // A redriven message is ready now with fresh attempts; it keeps its id
     // (never reused, see schema.h) but not a dedup key.
-    for (std::size_t at = 0; at < found.size(); at += kChunk) {
-      std::vector<std::int64_t> some(
-          found.begin() + static_cast<std::ptrdiff_t>(at),
-          found.begin() +
-              static_cast<std::ptrdiff_t>(std::min(found.size(), at + kChunk)));
-      const std::string marks = Marks(Bucket(some.size()));
-      const std::string ins = fmt::format(
-          "INSERT INTO sqlq_messages (id, queue_id, priority, npriority, "
-          "ready_us, attempts, enqueued_us, last_error, payload) "
-          "SELECT id, queue_id, priority, -priority, ?, 0, enqueued_us, "
-          "last_error, payload FROM sqlq_dead WHERE id IN ({})",
-          marks);
-      Params ip;
-      ip.Int(*now);
-      AddIds(ip, some);
-      auto r = conn.Run(ins, ip, "redrive");
-      if (!r.ok()) return r.status();
-      const std::string del =
-          fmt::format("DELETE FROM sqlq_dead WHERE id IN ({})", marks);
+    static const std::string kInsert = R"sql(
+      INSERT INTO sqlq_messages (id, queue_id, priority, npriority, ready_us,
+        attempts, enqueued_us, last_error, payload)
+      VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?))sql";
+    std::int64_t moved = 0;
+    auto move = [&](const Rows& rows) -> Status {
+      std::vector<std::int64_t> page;
+      for (int i = 0; i < rows.size(); ++i) {
+        const std::int64_t priority = rows.Int(i, 1);
+        const std::string error = rows.Bytes(i, 3);
+        const std::string payload = rows.Bytes(i, 4);
+        Params p;
+        p.Int(rows.Int(i, 0))
+            .Int(queue_id)
+            .Int(priority)
+            .Int(-priority)
+            .Int(*now)
+            .Int(rows.Int(i, 2));
+        if (rows.IsNull(i, 3)) {
+          p.Null();
+        } else {
+          p.Bytes(error);
+        }
+        p.Bytes(payload);
+        auto ins = conn.Run(kInsert, p, "redrive");
+        if (!ins.ok()) return ins.status();
+        page.push_back(rows.Int(i, 0));
+      }
+      if (page.empty()) return Status::Ok();
+      const std::string del = fmt::format(
+          "DELETE FROM sqlq_dead WHERE id IN ({})", Marks(Bucket(page.size())));
       Params dp;
-      AddIds(dp, some);
+      AddIds(dp, page);
       auto d = conn.Run(del, dp, "redrive");
       if (!d.ok()) return d.status();
+      moved += static_cast<std::int64_t>(page.size());
+      return Status::Ok();
+    };
+    if (ids.empty()) {
+      std::int64_t after = 0;
+      for (;;) {
+        auto rows =
+            conn.Run(kAllPage, Params().Int(queue_id).Int(after), "redrive");
+        if (!rows.ok()) return rows.status();
+        if (rows->size() == 0) break;
+        after = rows->Int(rows->size() - 1, 0);
+        s = move(*rows);
+        if (!s.ok()) return s;
+        if (static_cast<std::size_t>(rows->size()) < kPage) break;
+      }
+      return moved;
     }
-    return static_cast<std::int64_t>(found.size());
+    for (std::size_t at = 0; at < ids.size(); at += kPage) {
+      std::vector<std::int64_t> some(
+          ids.begin() + static_cast<std::ptrdiff_t>(at),
+          ids.begin() +
+              static_cast<std::ptrdiff_t>(std::min(ids.size(), at + kPage)));
+      const std::string sql = fmt::format(
+          "SELECT id, priority, enqueued_us, last_error, payload FROM "
+          "sqlq_dead WHERE queue_id = ? AND id IN ({}) ORDER BY id FOR UPDATE",
+          Marks(Bucket(some.size())));
+      Params p;
+      p.Int(queue_id);
+      AddIds(p, some);
+      auto rows = conn.Run(sql, p, "redrive");
+      if (!rows.ok()) return rows.status();
+      s = move(*rows);
+      if (!s.ok()) return s;
+    }
+    return moved;
   }
 
   Result<std::int64_t> PurgeDead(Conn& c, std::int64_t queue_id) override {

@@ -472,6 +472,11 @@ TEST_F(MysqlEngineTest, OpenClaimTransactionHoldsUpNoAckOfALeasedMessage) {
   // candidates included the leased message (its plain read saw it before
   // our lease committed), which no longer matches and must not stay locked.
   Raw raw(db_->url());
+  if (raw.Query("SELECT @@log_bin AND @@binlog_format <> 'ROW'") == "1") {
+    // There the engine runs REPEATABLE READ, which keeps such locks until
+    // the claim commits (docs/engines/mysql.md).
+    GTEST_SKIP() << "the server logs statements: sqlq runs REPEATABLE READ";
+  }
   const std::string queue_id =
       raw.Query("SELECT id FROM sqlq_queues WHERE name = 'jobs'");
   // As the engine's claims run on a server without a binlog.
