@@ -1010,11 +1010,10 @@ class MysqlEngine : public core::Engine {
 
   // Acks a batch in three statements instead of one per receipt: lock the
   // messages by primary key, check each receipt against its row, delete
-  // (or archive) the matching ones by id. Overrides Engine::AckMany where
-  // the core has it (no `override` so that this builds either way).
+  // (or archive) the matching ones by id.
   Result<std::vector<Status>> AckMany(Conn& c, std::int64_t queue_id,
                                       std::span<const core::Receipt> receipts,
-                                      bool archive) {
+                                      bool archive) override {
     MyConn& conn = My(c);
     Status s = CheckQueue(conn, queue_id);
     if (!s.ok()) return s;
@@ -1085,10 +1084,10 @@ class MysqlEngine : public core::Engine {
     return out;
   }
 
-  // Group commits the core may run at once (Engine::write_groups where the
-  // core has it): transactions on separate connections proceed side by side
-  // and InnoDB merges their log flushes.
-  int write_groups() const { return 4; }
+  // Group commits the core runs at once: transactions on separate
+  // connections proceed side by side and InnoDB merges their log flushes
+  // (4, as measured for PostgreSQL on this 2-core machine).
+  int write_groups() const override { return 4; }
 
   Status Retry(Conn& c, const core::RetryParams& p) override {
     MyConn& conn = My(c);
