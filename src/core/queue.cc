@@ -121,6 +121,50 @@ Result<std::vector<ClaimedMessage>> WorkQueue::Claim(
   return result;
 }
 
+namespace core {
+struct SubscriptionState {
+  std::shared_ptr<QueueImpl> queue;
+  WakeHub::Waiter waiter;
+};
+}  // namespace core
+
+ReadySubscription::ReadySubscription(
+    std::unique_ptr<core::SubscriptionState> state)
+    : state_(std::move(state)) {}
+
+ReadySubscription::~ReadySubscription() {
+  state_->queue->store().hub().Unregister(state_->waiter);
+}
+
+bool ReadySubscription::TakeSignal() {
+  return state_->queue->store().hub().Consume(state_->waiter);
+}
+
+std::unique_ptr<ReadySubscription> WorkQueue::Subscribe(
+    std::function<void()> on_ready) {
+  auto state = std::make_unique<core::SubscriptionState>();
+  state->queue = impl_;
+  state->waiter.on_signal = std::move(on_ready);
+  impl_->store().hub().Register(state->waiter, impl_->id());
+  return std::unique_ptr<ReadySubscription>(
+      new ReadySubscription(std::move(state)));
+}
+
+Result<std::optional<Duration>> WorkQueue::NextReadyIn() {
+  return core::SnapshotRead<std::optional<Duration>>(
+      impl_->store(),
+      [&](core::Engine& e, Conn& conn) -> Result<std::optional<Duration>> {
+        auto at = e.NextReadyAt(conn, impl_->id());
+        if (!at.ok()) return at.status();
+        if (!at->has_value()) return std::optional<Duration>();
+        auto db_now = e.Now(conn);
+        if (!db_now.ok()) return db_now.status();
+        auto in = std::max(**at - *db_now, Micros(0));
+        // Round up, so that a caller sleeping this long finds it ready.
+        return std::optional<Duration>(std::chrono::ceil<Duration>(in));
+      });
+}
+
 namespace {
 
 // Archiving queues prune entries past their retention from an ack, at most
@@ -161,16 +205,23 @@ Result<std::vector<Status>> WorkQueue::AckBatch(
       out[i] = p.status();
     }
   }
-  Status s = impl_->store().batcher().Run([&](Conn& conn) {
-    for (size_t i = 0; i < receipts.size(); ++i) {
-      if (!parsed[i]) continue;
-      out[i] =
-          impl_->store().engine().Ack(conn, {.queue_id = impl_->id(),
-                                             .receipt = *parsed[i],
-                                             .archive = options().archive});
-      // A clean failure (stale, gone) changed nothing, so the other acks
-      // still commit; any other failure must undo the whole group.
-      if (!out[i].ok() && !core::IsCleanFailure(out[i])) return out[i];
+  // The valid receipts go to the engine together (one statement where the
+  // engine can); a clean failure (stale, gone) changed nothing, so the other
+  // acks still commit; any other failure undoes the whole group.
+  std::vector<core::Receipt> valid;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    if (!parsed[i]) continue;
+    valid.push_back(*parsed[i]);
+    where.push_back(i);
+  }
+  Status s = impl_->store().batcher().Run([&](Conn& conn) -> Status {
+    if (valid.empty()) return Status::Ok();
+    auto acked = impl_->store().engine().AckMany(conn, impl_->id(), valid,
+                                                 options().archive);
+    if (!acked.ok()) return acked.status();
+    for (size_t k = 0; k < where.size(); ++k) {
+      out[where[k]] = std::move((*acked)[k]);
     }
     return Status::Ok();
   });
