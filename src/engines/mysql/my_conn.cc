@@ -189,15 +189,45 @@ Status MyConn::Exec(std::string_view sql, std::string_view what, Phase phase) {
     return Fail(mysql_errno(conn_), mysql_error(conn_), what, phase,
                 /*record=*/phase != Phase::kCommit);
   }
-  // Drain every result, so that the connection is ready for the next.
+  // Drain every result, so that the connection is ready for the next; an
+  // error in a later statement of several shows in mysql_next_result.
+  int more = 0;
   do {
     MYSQL_RES* res = mysql_store_result(conn_);
     if (res != nullptr) mysql_free_result(res);
-  } while (mysql_next_result(conn_) == 0);
-  if (mysql_errno(conn_) != 0) {
+    more = mysql_next_result(conn_);
+  } while (more == 0);
+  if (more > 0 || mysql_errno(conn_) != 0) {
     return Fail(mysql_errno(conn_), mysql_error(conn_), what, phase, true);
   }
   return Status::Ok();
+}
+
+Result<std::int64_t> MyConn::ExecScalar(std::string_view sql,
+                                        std::string_view what) {
+  if (mysql_real_query(conn_, sql.data(), sql.size()) != 0) {
+    return Fail(mysql_errno(conn_), mysql_error(conn_), what, Phase::kStatement,
+                true);
+  }
+  std::optional<std::int64_t> value;
+  int more = 0;
+  do {
+    MYSQL_RES* res = mysql_store_result(conn_);
+    if (res != nullptr) {
+      MYSQL_ROW row = mysql_fetch_row(res);
+      if (row != nullptr && row[0] != nullptr) {
+        value = std::strtoll(row[0], nullptr, 10);
+      }
+      mysql_free_result(res);
+    }
+    more = mysql_next_result(conn_);
+  } while (more == 0);
+  if (more > 0 || mysql_errno(conn_) != 0) {
+    return Fail(mysql_errno(conn_), mysql_error(conn_), what, Phase::kStatement,
+                true);
+  }
+  if (!value) return Status::Internal(fmt::format("{}: no value", what));
+  return *value;
 }
 
 Result<MYSQL_STMT*> MyConn::Prepared(const std::string& sql,
@@ -222,16 +252,18 @@ Result<MYSQL_STMT*> MyConn::Prepared(const std::string& sql,
 }
 
 Result<Rows> MyConn::Run(const std::string& sql, Params& params,
-                         std::string_view what, bool dup_ok) {
+                         std::string_view what, bool clean_ok) {
   if (tx_error) return *tx_error;
   auto prepared = Prepared(sql, what);
   if (!prepared.ok()) return prepared.status();
   MYSQL_STMT* stmt = *prepared;
   auto fail = [&]() -> Status {
     const unsigned int err = mysql_stmt_errno(stmt);
-    const bool dup = dup_ok && err == ER_DUP_ENTRY;
+    const bool clean =
+        clean_ok && (err == ER_DUP_ENTRY || err == ER_NO_REFERENCED_ROW_2 ||
+                     err == ER_NO_REFERENCED_ROW);
     Status s = Fail(err, mysql_stmt_error(stmt), what, Phase::kStatement,
-                    /*record=*/!dup);
+                    /*record=*/!clean);
     mysql_stmt_free_result(stmt);
     if (broken_) {
       // The statement handles died with the connection.

@@ -122,19 +122,22 @@ class MyConn : public core::Conn {
 
   // Runs `sql` as a binary prepared statement, prepared once per connection
   // (cached by its text). On error returns the translated status and, unless
-  // `dup_ok` and the error is a duplicate key (which InnoDB rolls back as a
-  // statement, leaving the transaction usable), remembers that the
-  // transaction must not commit.
+  // `clean_ok` and the error is a duplicate key or a missing parent row
+  // (which InnoDB rolls back as a statement, leaving the transaction
+  // usable), remembers that the transaction must not commit.
   Result<Rows> Run(const std::string& sql, Params& params,
-                   std::string_view what, bool dup_ok = false);
+                   std::string_view what, bool clean_ok = false);
   Result<Rows> Run(const std::string& sql, Params&& params,
-                   std::string_view what, bool dup_ok = false) {
-    return Run(sql, params, what, dup_ok);
+                   std::string_view what, bool clean_ok = false) {
+    return Run(sql, params, what, clean_ok);
   }
   // Runs a statement without parameters as text (BEGIN, COMMIT, SET, DDL),
   // discarding any result.
   Status Exec(std::string_view sql, std::string_view what,
               Phase phase = Phase::kStatement);
+  // Exec of several statements (CLIENT_MULTI_STATEMENTS) whose last one
+  // returns one integer: that integer.
+  Result<std::int64_t> ExecScalar(std::string_view sql, std::string_view what);
 
   // State of the open transaction, reset when one begins.
   void ResetTxState();
