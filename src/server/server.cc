@@ -66,6 +66,7 @@ std::string Quote(std::string_view v) {
 }
 
 class Server;
+class LongPoll;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -78,6 +79,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void Send(Reply reply);
   // Server shutdown: close now when idle, after the reply when busy.
   void Shutdown();
+  // While a claim is parked, reads from the socket to notice a client that
+  // goes away, so that its claim is released instead of taking a message.
+  void WatchWhileParked(std::weak_ptr<LongPoll> lp);
   asio::any_io_executor executor() { return stream_.get_executor(); }
 
  private:
@@ -98,6 +102,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = true;
   bool busy_ = false;  // a request is being handled
   bool closed_ = false;
+  bool watching_ = false;  // WatchWhileParked's read is outstanding
+  bool resume_after_watch_ = false;
+  std::weak_ptr<LongPoll> parked_;
   std::string peer_;
 };
 
@@ -208,6 +215,10 @@ class Server {
     }
     ++waiting_;
     lp->Begin();
+    asio::post(session->executor(),
+               [session, weak = std::weak_ptr<LongPoll>(lp)] {
+                 session->WatchWhileParked(weak);
+               });
     if (stopping_) lp->PostStop();
   }
   void Unpark(const std::shared_ptr<LongPoll>& lp) {
@@ -450,7 +461,37 @@ void Session::Send(Reply reply) {
         if (ec || !self->keep_alive_ || self->server_.stopping()) {
           return self->Close();
         }
+        if (self->watching_) {
+          // Stop watching; the watch's handler goes on reading.
+          self->resume_after_watch_ = true;
+          beast::error_code e;
+          self->stream_.socket().cancel(e);
+          return;
+        }
         self->ReadIdle();
+      });
+}
+
+void Session::WatchWhileParked(std::weak_ptr<LongPoll> lp) {
+  if (closed_ || !busy_ || watching_) return;
+  parked_ = std::move(lp);
+  watching_ = true;
+  stream_.expires_never();
+  stream_.async_read_some(
+      buffer_.prepare(4096),
+      [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+        self->watching_ = false;
+        if (!ec) self->buffer_.commit(n);
+        if (ec && ec != asio::error::operation_aborted) {
+          // The client went away: release its claim, unanswered.
+          if (auto parked = self->parked_.lock()) parked->PostStop();
+          return self->Close();
+        }
+        if (self->resume_after_watch_) {
+          self->resume_after_watch_ = false;
+          self->ReadIdle();
+        }
+        // Otherwise bytes of a pipelined request came: kept for later.
       });
 }
 
