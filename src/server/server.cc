@@ -245,15 +245,8 @@ class Server {
   const Auth& auth_;
   Metrics metrics_;
   Api api_;
-  asio::io_context ioc_;
-  asio::thread_pool db_pool_;
-  tcp::acceptor acceptor_;
-  asio::signal_set signals_;
-  asio::steady_timer drain_timer_;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>>
-      work_;
-  SteadyClock::time_point shutdown_deadline_;
-
+  // Declared before ioc_, so that sessions still held by handlers that
+  // ~io_context destroys can unregister.
   std::atomic<bool> stopping_ = false;
   std::atomic<int> connections_ = 0;
   std::atomic<int> in_flight_ = 0;
@@ -263,6 +256,14 @@ class Server {
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
   std::unordered_set<std::shared_ptr<LongPoll>> parked_;
   std::unordered_map<std::string, int> polls_per_token_;
+  asio::io_context ioc_;
+  asio::thread_pool db_pool_;
+  tcp::acceptor acceptor_;
+  asio::signal_set signals_;
+  asio::steady_timer drain_timer_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>>
+      work_;
+  SteadyClock::time_point shutdown_deadline_;
 
   friend class Session;
 };
@@ -713,6 +714,16 @@ int Server::Run() {
   ioc_.run();
   for (auto& t : threads) t.join();
   db_pool_.join();
+  {
+    // Left only after a shutdown timeout: their timers must go while the
+    // io_context lives.
+    std::unordered_set<std::shared_ptr<LongPoll>> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      left.swap(parked_);
+    }
+    // Destroyed outside mu_: a session they release unregisters under it.
+  }
   Log("info", "shutdown_complete");
   return 0;
 }
