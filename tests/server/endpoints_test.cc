@@ -226,7 +226,7 @@ TEST_F(Endpoints, Rings) {
       200);
   auto stats = c().Get("/v1/rings/viewers");
   EXPECT_EQ(stats.json["entries"], 1);
-  EXPECT_EQ(stats.json["pushes"], 3);
+  EXPECT_EQ(stats.json["pushes"], 4);
   EXPECT_EQ(c().Delete("/v1/rings/viewers/groups/article%201").json["deleted"],
             1);
   EXPECT_EQ(c().Delete("/v1/rings/viewers").status, 200);
