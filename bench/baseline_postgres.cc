@@ -116,11 +116,14 @@ Result<BaselineResult> PgBaselineMixed(const std::string& url,
                                        int consumers, int batch, int claim_max,
                                        long max_backlog,
                                        std::chrono::milliseconds duration,
-                                       std::size_t payload) {
+                                       std::size_t payload,
+                                       std::atomic<long>* acked) {
   Status s = Setup(url, table);
   if (!s.ok()) return s;
   std::atomic<bool> stop{false};
-  std::atomic<long> sent{0}, done{0};
+  std::atomic<long> sent{0}, own_done{0};
+  std::atomic<long>& done = acked != nullptr ? *acked : own_done;
+  done = 0;
   std::mutex mu;
   Status failure;
   auto fail = [&](const Status& st) {
@@ -181,6 +184,64 @@ Result<BaselineResult> PgBaselineMixed(const std::string& url,
   Teardown(url, table);
   if (!failure.ok()) return failure;
   return BaselineResult{.seconds = seconds, .messages = in_window};
+}
+
+Result<PgTupleCounts> PgTuples(const std::string& url,
+                               const std::string& table) {
+  PGconn* conn = PQconnectdb(url.c_str());
+  if (PQstatus(conn) != CONNECTION_OK) {
+    Status st = Status::Unavailable(
+        fmt::format("tuple counts: {}", PQerrorMessage(conn)));
+    PQfinish(conn);
+    return st;
+  }
+  const char* values[] = {table.c_str()};
+  PGresult* r =
+      PQexecParams(conn,
+                   "SELECT n_live_tup, n_dead_tup FROM pg_stat_user_tables "
+                   "WHERE relname = $1",
+                   1, nullptr, values, nullptr, nullptr, 0);
+  Result<PgTupleCounts> out = PgTupleCounts{};
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    out = Status::Unavailable(
+        fmt::format("tuple counts: {}", PQresultErrorMessage(r)));
+  } else if (PQntuples(r) == 1) {
+    out = PgTupleCounts{.live = std::atol(PQgetvalue(r, 0, 0)),
+                        .dead = std::atol(PQgetvalue(r, 0, 1))};
+  }
+  PQclear(r);
+  PQfinish(conn);
+  return out;
+}
+
+Result<std::unique_ptr<PgSnapshotHolder>> PgSnapshotHolder::Open(
+    const std::string& url) {
+  PGconn* conn = PQconnectdb(url.c_str());
+  if (PQstatus(conn) != CONNECTION_OK) {
+    Status st = Status::Unavailable(
+        fmt::format("snapshot holder: {}", PQerrorMessage(conn)));
+    PQfinish(conn);
+    return st;
+  }
+  // The snapshot is taken by the first statement after BEGIN, and kept
+  // until the transaction ends: its xmin holds back vacuum everywhere.
+  PGresult* r = PQexec(conn,
+                       "BEGIN ISOLATION LEVEL REPEATABLE READ; "
+                       "SELECT count(*) FROM pg_class");
+  const bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+  std::string err = ok ? "" : PQresultErrorMessage(r);
+  PQclear(r);
+  if (!ok) {
+    PQfinish(conn);
+    return Status::Unavailable(fmt::format("snapshot holder: {}", err));
+  }
+  return std::unique_ptr<PgSnapshotHolder>(new PgSnapshotHolder(conn));
+}
+
+PgSnapshotHolder::~PgSnapshotHolder() {
+  auto* conn = static_cast<PGconn*>(conn_);
+  PQclear(PQexec(conn, "ROLLBACK"));
+  PQfinish(conn);
 }
 
 }  // namespace sqlq::bench

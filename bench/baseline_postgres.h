@@ -10,7 +10,9 @@
 #ifndef SQLQ_BENCH_BASELINE_POSTGRES_H_
 #define SQLQ_BENCH_BASELINE_POSTGRES_H_
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "bench/baseline_sqlite.h"
@@ -24,12 +26,38 @@ Result<BaselineResult> PgBaselineSend1(const std::string& url,
                                        const std::string& table, long total,
                                        int threads, std::size_t payload);
 
+// `acked`, when given, counts the messages taken as they go (for interval
+// reports); otherwise a counter of its own.
 Result<BaselineResult> PgBaselineMixed(const std::string& url,
                                        const std::string& table, int producers,
                                        int consumers, int batch, int claim_max,
                                        long max_backlog,
                                        std::chrono::milliseconds duration,
-                                       std::size_t payload);
+                                       std::size_t payload,
+                                       std::atomic<long>* acked = nullptr);
+
+// Live and dead tuples of `table` as the server's statistics have them
+// (pg_stat_user_tables; they lag by up to a second or so).
+struct PgTupleCounts {
+  long live = 0, dead = 0;
+};
+Result<PgTupleCounts> PgTuples(const std::string& url,
+                               const std::string& table);
+
+// Another session holding a REPEATABLE READ snapshot open for as long as
+// this object lives: what a long report or a forgotten transaction does to
+// a queue table (vacuum cannot remove rows deleted after it began).
+class PgSnapshotHolder {
+ public:
+  static Result<std::unique_ptr<PgSnapshotHolder>> Open(const std::string& url);
+  ~PgSnapshotHolder();
+  PgSnapshotHolder(const PgSnapshotHolder&) = delete;
+  PgSnapshotHolder& operator=(const PgSnapshotHolder&) = delete;
+
+ private:
+  explicit PgSnapshotHolder(void* conn) : conn_(conn) {}
+  void* conn_;  // PGconn*
+};
 
 }  // namespace sqlq::bench
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/baseline_mysql.h"
 #include "bench/baseline_postgres.h"
 #include "bench/baseline_sqlite.h"
 #include "cli/output.h"
@@ -48,6 +50,11 @@ struct Config {
   std::string duration = "10s";
   std::size_t payload = 100;
   bool json = false;
+  std::string report_every;  // mixed: empty means no interval reports
+  bool hold_snapshot = false;
+  // Set while the runs of a workload are measured with a snapshot held
+  // open elsewhere: "+snapshot" in labels and reports.
+  std::string variant;
 };
 
 struct RunResult {
@@ -245,14 +252,103 @@ double Percentile(std::vector<double>& v, double p) {
   return v[k];
 }
 
+// Prints, every --report-every, the rate acked during that interval and,
+// on PostgreSQL, the live and dead tuples of the queue table: whether a long
+// run holds up (issue 3: first minute against last minute, dead tuples
+// flat). Silent when --report-every is not given.
+class IntervalReporter {
+ public:
+  IntervalReporter(const Config& c, std::string workload, int run,
+                   std::string table, const std::atomic<long>& counter)
+      : c_(c),
+        workload_(std::move(workload) + c.variant),
+        run_(run),
+        table_(std::move(table)),
+        counter_(counter) {
+    if (c.report_every.empty()) return;
+    auto every = cli::ParseDuration(c.report_every);
+    if (!every.ok() || every->count() <= 0) return;
+    every_ = *every;
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~IntervalReporter() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Loop() {
+    const auto start = SteadyClock::now();
+    auto last_time = start;
+    long last = counter_;
+    for (int n = 1;; ++n) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (cv_.wait_until(lock, start + n * every_, [&] { return stop_; })) {
+          return;
+        }
+      }
+      const auto now = SteadyClock::now();
+      const long count = counter_;
+      const double rate = (count - last) / Seconds(now - last_time);
+      last = count;
+      last_time = now;
+      nlohmann::ordered_json row = {{"bench", "interval"},
+                                    {"workload", workload_},
+                                    {"run", run_ + 1},
+                                    {"t_s", std::lround(Seconds(now - start))},
+                                    {"msgs_per_s", std::lround(rate)}};
+      std::string tuples;
+      if (c_.db.rfind("postgres", 0) == 0) {
+        auto t = PgTuples(c_.db, table_);
+        if (t.ok()) {
+          row["live_tuples"] = t->live;
+          row["dead_tuples"] = t->dead;
+          tuples = fmt::format("; {}: {} live, {} dead tuples", table_, t->live,
+                               t->dead);
+        }
+      }
+      std::lock_guard<std::mutex> lock(PrintMutex());
+      if (c_.json) {
+        std::cout << row.dump() << std::endl;
+      } else {
+        std::cout << fmt::format("{} run {} at {}s: {} msgs/s{}", workload_,
+                                 run_ + 1, row["t_s"].get<long>(),
+                                 std::lround(rate), tuples)
+                  << std::endl;
+      }
+    }
+  }
+  static std::mutex& PrintMutex() {
+    static std::mutex mu;
+    return mu;
+  }
+
+  const Config& c_;
+  const std::string workload_;
+  const int run_;
+  const std::string table_;
+  const std::atomic<long>& counter_;
+  Duration every_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
 // Producers and consumers at once for `duration`; end-to-end rate is what
 // the consumers acked within the window; latency is send-call to claim
 // return, carried in the payload.
 Result<RunResult> RunMixed(WorkQueue q, const Config& c, Duration duration,
-                           const std::string& label) {
+                           const std::string& label, int run) {
   std::atomic<bool> stop{false};
   std::atomic<long> acked{0};
   std::atomic<long> sent{0};
+  IntervalReporter reporter(c, "mixed", run, "sqlq_messages", acked);
   // Producers hold back while this many messages wait: an open-loop
   // producer would grow the queue without end and the latency with it.
   const long max_backlog =
@@ -348,8 +444,32 @@ Result<RunResult> RunPgBaseline(const std::string& url,
     if (!d.ok()) return d.status();
     long backlog =
         c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
+    std::atomic<long> acked{0};
+    IntervalReporter reporter(c, workload, run, table, acked);
     r = PgBaselineMixed(url, table, c.producers, c.consumers, c.batch,
-                        c.claim_max, backlog, *d, c.payload);
+                        c.claim_max, backlog, *d, c.payload, &acked);
+  }
+  if (!r.ok()) return r.status();
+  return RunResult{.seconds = r->seconds, .messages = r->messages};
+}
+
+// The hand-written MariaDB/MySQL baseline runs in a table of its own in the
+// store's database.
+Result<RunResult> RunMysqlBaseline(const std::string& url,
+                                   const std::string& workload, const Config& c,
+                                   int run) {
+  std::string table = fmt::format("sqlq_bench_baseline_{}_{}", getpid(), run);
+  Result<BaselineResult> r = Status::Internal("unknown workload");
+  if (workload == "baseline-send-1") {
+    r = MysqlBaselineSend1(url, table, c.messages ? c.messages : 20000,
+                           c.threads ? c.threads : 8, c.payload);
+  } else {
+    auto d = cli::ParseDuration(c.duration);
+    if (!d.ok()) return d.status();
+    long backlog =
+        c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
+    r = MysqlBaselineMixed(url, table, c.producers, c.consumers, c.batch,
+                           c.claim_max, backlog, *d, c.payload);
   }
   if (!r.ok()) return r.status();
   return RunResult{.seconds = r->seconds, .messages = r->messages};
@@ -383,7 +503,7 @@ Result<RunResult> RunBaseline(const std::string& store_path,
 
 Result<RunResult> RunOnce(Store& store, const std::string& workload,
                           const Config& c, int run) {
-  std::string label = fmt::format("{} run {}", workload, run + 1);
+  std::string label = fmt::format("{}{} run {}", workload, c.variant, run + 1);
   if (workload == "ring-push" || workload == "rotation-next") {
     std::string name = fmt::format("bench_{}_{}_{}", getpid(), run,
                                    workload == "ring-push" ? "rp" : "rn");
@@ -415,7 +535,7 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
   } else if (workload == "mixed") {
     auto d = cli::ParseDuration(c.duration);
     if (!d.ok()) return d.status();
-    r = RunMixed(*q, c, *d, label);
+    r = RunMixed(*q, c, *d, label, run);
   }
   Status dropped = store.DropQueue(qname);
   if (r.ok() && !dropped.ok()) return dropped;
@@ -467,6 +587,14 @@ int Run(Config c) {
         "bench: --runs 1..100, --batch 1..10000, --claim-max 1..1000, "
         "--producers/--consumers/--groups >= 1"));
   }
+  if (!c.report_every.empty()) {
+    auto every = cli::ParseDuration(c.report_every);
+    if (!every.ok() || every->count() <= 0) {
+      return out.Fail(Status::InvalidArgument(fmt::format(
+          "--report-every '{}': give a positive duration such as 30s or 1m",
+          c.report_every)));
+    }
+  }
   std::filesystem::path tmp;
   std::string url = c.db;
   if (url.empty()) {
@@ -500,23 +628,41 @@ int Run(Config c) {
                         "of {} runs",
                         Redacted(url), fsync_rate,
                         std::thread::hardware_concurrency(), c.runs));
-    out.Columns({"workload", "msgs_per_s", "vs_baseline", "p50_us", "p99_us",
-                 "ops_per_commit", "runs"});
+    out.Columns({"workload", "msgs_per_s", "vs_baseline", "vs_clean", "p50_us",
+                 "p99_us", "ops_per_commit", "runs"});
     std::map<std::string, double> medians;
-    for (const auto& w : c.workloads) {
+    const bool postgres = url.rfind("postgres", 0) == 0;
+    const bool mysql =
+        url.rfind("mysql://", 0) == 0 || url.rfind("mariadb://", 0) == 0;
+    // Measures workload `w` c.runs times; with `held`, while another session
+    // holds a snapshot open (--hold-snapshot), reported as "w+snapshot"
+    // beside the clean median measured just before.
+    auto measure = [&](const std::string& w, bool held) {
       const bool baseline = w.rfind("baseline-", 0) == 0;
-      const bool postgres = url.rfind("postgres", 0) == 0;
-      if (baseline && sqlite_path.empty() && !postgres) continue;
+      Config rc = c;
+      rc.db = url;
+      rc.variant = held ? "+snapshot" : "";
+      const std::string name = w + rc.variant;
       std::vector<double> rates, p50, p99;
       std::size_t tx0 = (*store)->TEST_write_transactions();
       std::size_t ops0 = (*store)->TEST_write_operations();
       for (int run = 0; run < c.runs; ++run) {
-        auto r = !baseline  ? RunOnce(**store, w, c, run)
-                 : postgres ? RunPgBaseline(url, w, c, run)
-                            : RunBaseline(sqlite_path, w, c, run);
+        std::unique_ptr<PgSnapshotHolder> holder;
+        if (held) {
+          auto h = PgSnapshotHolder::Open(url);
+          if (!h.ok()) {
+            code = out.Fail(h.status().WithContext("bench " + name));
+            return;
+          }
+          holder = std::move(*h);
+        }
+        auto r = !baseline  ? RunOnce(**store, w, rc, run)
+                 : postgres ? RunPgBaseline(url, w, rc, run)
+                 : mysql    ? RunMysqlBaseline(url, w, rc, run)
+                            : RunBaseline(sqlite_path, w, rc, run);
         if (!r.ok()) {
-          code = out.Fail(r.status().WithContext("bench " + w));
-          break;
+          code = out.Fail(r.status().WithContext("bench " + name));
+          return;
         }
         rates.push_back(r->rate());
         if (r->p50_us >= 0) {
@@ -524,20 +670,23 @@ int Run(Config c) {
           p99.push_back(r->p99_us);
         }
       }
-      if (code != 0) break;
-      nlohmann::ordered_json row = {{"bench", w},
-                                    {"workload", w},
+      nlohmann::ordered_json row = {{"bench", name},
+                                    {"workload", name},
                                     {"msgs_per_s", std::lround(Median(rates))},
                                     {"runs", rates.size()}};
       nlohmann::ordered_json each = nlohmann::ordered_json::array();
       for (double r : rates) each.push_back(std::lround(r));
       row["msgs_per_s_each"] = each;
-      medians[w] = Median(rates);
+      medians[name] = Median(rates);
       // sqlq's rate over the hand-written queue's, same run, same machine.
-      if (!baseline && medians.count("baseline-" + w) &&
-          medians["baseline-" + w] > 0) {
+      const std::string base = "baseline-" + name;
+      if (!baseline && medians.count(base) && medians[base] > 0) {
         row["vs_baseline"] =
-            std::round(100 * medians[w] / medians["baseline-" + w]) / 100;
+            std::round(100 * medians[name] / medians[base]) / 100;
+      }
+      // With a snapshot held: the rate over the clean one measured before.
+      if (held && medians.count(w) && medians[w] > 0) {
+        row["vs_clean"] = std::round(100 * medians[name] / medians[w]) / 100;
       }
       std::size_t tx = (*store)->TEST_write_transactions() - tx0;
       std::size_t ops = (*store)->TEST_write_operations() - ops0;
@@ -551,6 +700,17 @@ int Run(Config c) {
       }
       out.Row(row);
       if (c.json) std::cout.flush();
+    };
+    for (const auto& w : c.workloads) {
+      const bool baseline = w.rfind("baseline-", 0) == 0;
+      if (baseline && sqlite_path.empty() && !postgres && !mysql) continue;
+      measure(w, false);
+      if (code != 0) break;
+      if (c.hold_snapshot && postgres &&
+          (w == "mixed" || w == "baseline-mixed")) {
+        measure(w, true);
+        if (code != 0) break;
+      }
     }
     out.Flush();
   }
@@ -592,7 +752,8 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
   cmd->add_option(
       "--workload", c->workloads,
       "send-1, send-batch, drain-1, drain-10, mixed, baseline-send-1, "
-      "baseline-mixed (a hand-written SQLite or PostgreSQL queue) or all "
+      "baseline-mixed (a hand-written SQLite, PostgreSQL or MariaDB queue) "
+      "or all "
       "(repeatable; default all)");
   cmd->add_option("--runs", c->runs,
                   "Runs per workload; the median is "
@@ -615,6 +776,15 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
                   "mixed: producers pause while this many messages wait "
                   "(default 4 x consumers x claim-max)");
   cmd->add_option("--payload", c->payload, "Payload bytes (default 100)");
+  cmd->add_option("--report-every", c->report_every,
+                  "mixed, baseline-mixed: print the rate of each interval of "
+                  "this length (e.g. 1m) and, on PostgreSQL, the queue "
+                  "table's dead tuples");
+  cmd->add_flag("--hold-snapshot", c->hold_snapshot,
+                "PostgreSQL: after the clean runs of mixed and "
+                "baseline-mixed, run them again while another session holds "
+                "a REPEATABLE READ snapshot open (vacuum then cannot remove "
+                "dead rows); reports vs_clean");
   cmd->add_option("--groups", c->groups,
                   "ring-push: groups pushed to (default 1000)");
   cmd->callback([c, db, json, &exit_code] {

@@ -147,6 +147,11 @@ class Engine {
   // Runs `body` in a write transaction and commits it when `body` returns OK;
   // rolls back otherwise. Write transactions are serialised per engine.
   virtual Status Write(const std::function<Status(Conn&)>& body) = 0;
+  // How many write transactions of one process the core runs at once (its
+  // group commit, core/write_batcher.h). 1 for engines whose writers
+  // exclude each other anyway (SQLite); more where transactions on separate
+  // connections proceed side by side and the server merges their flushes.
+  virtual int write_groups() const { return 1; }
   // Runs `body` in a read-only snapshot; may run concurrently with writes.
   virtual Status Read(const std::function<Status(Conn&)>& body) = 0;
 
@@ -161,6 +166,12 @@ class Engine {
   // commits to the database; at most every few milliseconds. Engines that
   // cannot tell never call it; waiting claims then fall back to polling.
   virtual void WatchForeignWrites(std::function<void()> changed) = 0;
+  // How many claims wait in this process (core's WakeHub), for engines that
+  // poll for foreign writes: they poll only while some claim waits. Called
+  // once, before WatchForeignWrites.
+  virtual void SetWaitingProbe(std::function<std::size_t()> waiting) {
+    (void)waiting;
+  }
 
   // --- queues --------------------------------------------------------------
   virtual Result<QueueRecord> CreateQueue(Conn& conn, std::string_view name,
@@ -186,6 +197,24 @@ class Engine {
   // Each of these checks the receipt's lease token: kFailedPrecondition when
   // the message is there under another lease, kNotFound when it is gone.
   virtual Status Ack(Conn& conn, const AckParams& p) = 0;
+  // Acks every receipt of `receipts` as Ack would, in order, and returns
+  // one status per receipt (OK or a clean failure: kNotFound,
+  // kFailedPrecondition); any other failure is the result's status and may
+  // have written part of the batch. Engines that can, do it in one
+  // statement; the default runs Ack for each.
+  virtual Result<std::vector<Status>> AckMany(Conn& conn, std::int64_t queue_id,
+                                              std::span<const Receipt> receipts,
+                                              bool archive) {
+    std::vector<Status> out;
+    out.reserve(receipts.size());
+    for (const Receipt& r : receipts) {
+      Status s =
+          Ack(conn, {.queue_id = queue_id, .receipt = r, .archive = archive});
+      if (!s.ok() && !IsCleanFailure(s)) return s;
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
   virtual Status Retry(Conn& conn, const RetryParams& p) = 0;
   virtual Status Bury(Conn& conn, const BuryParams& p) = 0;
   virtual Result<Timestamp> Extend(Conn& conn, std::int64_t queue_id,

@@ -205,16 +205,23 @@ Result<std::vector<Status>> WorkQueue::AckBatch(
       out[i] = p.status();
     }
   }
-  Status s = impl_->store().batcher().Run([&](Conn& conn) {
-    for (size_t i = 0; i < receipts.size(); ++i) {
-      if (!parsed[i]) continue;
-      out[i] =
-          impl_->store().engine().Ack(conn, {.queue_id = impl_->id(),
-                                             .receipt = *parsed[i],
-                                             .archive = options().archive});
-      // A clean failure (stale, gone) changed nothing, so the other acks
-      // still commit; any other failure must undo the whole group.
-      if (!out[i].ok() && !core::IsCleanFailure(out[i])) return out[i];
+  // The valid receipts go to the engine together (one statement where the
+  // engine can); a clean failure (stale, gone) changed nothing, so the other
+  // acks still commit; any other failure undoes the whole group.
+  std::vector<core::Receipt> valid;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < receipts.size(); ++i) {
+    if (!parsed[i]) continue;
+    valid.push_back(*parsed[i]);
+    where.push_back(i);
+  }
+  Status s = impl_->store().batcher().Run([&](Conn& conn) -> Status {
+    if (valid.empty()) return Status::Ok();
+    auto acked = impl_->store().engine().AckMany(conn, impl_->id(), valid,
+                                                 options().archive);
+    if (!acked.ok()) return acked.status();
+    for (size_t k = 0; k < where.size(); ++k) {
+      out[where[k]] = std::move((*acked)[k]);
     }
     return Status::Ok();
   });

@@ -12,6 +12,12 @@
 // every member that had succeeded gets that error.
 // The scheme follows LevelDB's writer queue; see docs/architecture.md.
 //
+// Engines whose writers do not exclude each other (PostgreSQL) allow several
+// groups at once (Engine::write_groups()): up to that many leaders run
+// their groups side by side, each in its own transaction on its own
+// connection, so that callers do not queue behind one commit's round trips
+// while the server could run several; the server merges their WAL flushes.
+//
 // Thread-safe.
 
 #ifndef SQLQ_CORE_WRITE_BATCHER_H_
@@ -32,8 +38,11 @@ namespace sqlq::core {
 class WriteBatcher {
  public:
   // At most `max_group` operations share one transaction, which bounds how
-  // long a transaction holds the engine's write lock.
-  explicit WriteBatcher(Engine& engine, std::size_t max_group = 512);
+  // long a transaction holds the engine's write lock. At most `max_leaders`
+  // groups run at once (>= 1; 1 serialises all transactions, as SQLite's
+  // single writer needs anyway).
+  explicit WriteBatcher(Engine& engine, std::size_t max_group = 512,
+                        int max_leaders = 1);
 
   // Runs `op` inside a write transaction, possibly shared with other
   // callers', and returns once that transaction committed or failed.
@@ -44,6 +53,8 @@ class WriteBatcher {
   // Number of transactions committed and operations run; for benchmarks.
   std::size_t TEST_transactions() const;
   std::size_t TEST_operations() const;
+  // Most leaders seen running at once.
+  int TEST_peak_leaders() const;
 
  private:
   struct Writer {
@@ -57,12 +68,16 @@ class WriteBatcher {
 
   Engine& engine_;
   const std::size_t max_group_;
+  const int max_leaders_;
   mutable std::mutex mu_;
-  std::deque<Writer*> queue_;  // guarded by mu_
-  bool leading_ = false;       // guarded by mu_; a leader is running groups
+  // Callers not yet taken into a group; guarded by mu_. A leader pops its
+  // group from the front when it takes it.
+  std::deque<Writer*> queue_;
+  int leaders_ = 0;  // guarded by mu_; leaders running groups now
+  int peak_leaders_ = 0;
   // Estimate of callers writing concurrently; guarded by mu_.
   std::size_t expected_ = 1;
-  std::condition_variable arrivals_;  // a caller queued while leading_
+  std::condition_variable arrivals_;  // a caller queued while leaders_ > 0
   static constexpr std::chrono::microseconds kCommitDelay{150};
   std::size_t transactions_ = 0;
   std::size_t operations_ = 0;

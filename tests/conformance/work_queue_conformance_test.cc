@@ -1462,6 +1462,68 @@ TEST_P(WorkQueueConformance, AckBatchReportsAStatusPerReceipt) {
   EXPECT_OK(q.Ack(fresh->receipt));
 }
 
+TEST_P(WorkQueueConformance, AckBatchWithTheSameReceiptTwiceAcksItOnce) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  SendOne(q, {.payload = "a"});
+  auto m = ClaimOne(q);
+  ASSERT_TRUE(m);
+  std::vector<std::string> receipts = {m->receipt, m->receipt};
+  ASSERT_OK_AND_ASSIGN(auto statuses, q.AckBatch(receipts));
+  ASSERT_EQ(statuses.size(), 2u);
+  EXPECT_OK(statuses[0]);
+  EXPECT_CODE(statuses[1], Code::kNotFound);
+  EXPECT_EQ(StatsOf(q).acks, 1);
+}
+
+TEST_P(WorkQueueConformance, AckBatchOnAnArchiveQueueArchivesEachMessage) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q,
+                       store_->CreateQueue("jobs", {.archive = true}));
+  for (const char* p : {"a", "b", "c"}) SendOne(q, {.payload = p});
+  ASSERT_OK_AND_ASSIGN(auto claimed, q.Claim({.max = 3}));
+  ASSERT_EQ(claimed.size(), 3u);
+  std::vector<std::string> receipts;
+  for (auto& m : claimed) receipts.push_back(m.receipt);
+  ASSERT_OK_AND_ASSIGN(auto statuses, q.AckBatch(receipts));
+  for (const Status& s : statuses) EXPECT_OK(s);
+  ASSERT_OK_AND_ASSIGN(auto archived, q.ListArchive({}));
+  ASSERT_EQ(archived.size(), 3u);
+  std::set<std::string> payloads;
+  for (auto& a : archived) payloads.insert(a.payload);
+  EXPECT_EQ(payloads, (std::set<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(StatsOf(q).archived, 3);
+  EXPECT_EQ(StatsOf(q).leased, 0);
+}
+
+TEST_P(WorkQueueConformance, SendBatchKeepsEveryPayloadByteAndIdsFollowOrder) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  SendOne(q, {.payload = "held", .dedup_key = "old"});
+  std::vector<Message> batch = {
+      {.payload = std::string("\0\x01\xff", 3)},
+      {.payload = ""},
+      {.payload = "again", .dedup_key = "old"},
+      {.payload = std::string(1000, '\0'), .dedup_key = std::string("\0k", 2)},
+      {.payload = "last", .priority = -3, .delay = std::chrono::seconds(0)}};
+  ASSERT_OK_AND_ASSIGN(auto results, q.SendBatch(batch));
+  ASSERT_EQ(results.size(), batch.size());
+  EXPECT_TRUE(results[2].duplicate);
+  std::vector<std::int64_t> stored_ids;
+  for (size_t i : {0, 1, 3, 4}) {
+    EXPECT_FALSE(results[i].duplicate) << i;
+    stored_ids.push_back(results[i].id);
+  }
+  EXPECT_TRUE(std::is_sorted(stored_ids.begin(), stored_ids.end()));
+  EXPECT_EQ(std::set<std::int64_t>(stored_ids.begin(), stored_ids.end()).size(),
+            4u);
+  std::map<std::int64_t, ClaimedMessage> got;
+  for (auto& m : ClaimAll(q)) got[m.id] = m;
+  ASSERT_EQ(got.size(), 5u);  // the four and "held"
+  EXPECT_EQ(got[results[2].id].payload, "held");
+  for (size_t i : {0, 1, 3, 4}) {
+    EXPECT_EQ(got[results[i].id].payload, batch[i].payload) << i;
+    EXPECT_EQ(got[results[i].id].priority, batch[i].priority) << i;
+  }
+}
+
 TEST_P(WorkQueueConformance, EmptyAckBatchDoesNothing) {
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
   std::vector<std::string> none;
@@ -1718,6 +1780,8 @@ INSTANTIATE_TEST_SUITE_P(Sqlite, WorkQueueConformance,
                          ::testing::Values(SqliteFactory()), EngineName);
 INSTANTIATE_TEST_SUITE_P(Postgres, WorkQueueConformance,
                          ::testing::Values(PostgresFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Mysql, WorkQueueConformance,
+                         ::testing::Values(MysqlFactory()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

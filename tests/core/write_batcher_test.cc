@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <future>
 #include <latch>
@@ -393,6 +395,98 @@ TEST(WriteBatcher, ManyThreadsAllCommitEveryOperation) {
   EXPECT_EQ(batcher.TEST_operations(),
             static_cast<std::size_t>(kThreads * kPerThread));
   EXPECT_LE(batcher.TEST_transactions(), batcher.TEST_operations());
+}
+
+// Counts the transactions in flight at once. Each Write waits (up to a
+// generous deadline) until `target` are in flight, so that a batcher that
+// allows `target` leaders is seen to reach them; once reached, writes go
+// straight through.
+class ParallelEngine : public FakeEngine {
+ public:
+  explicit ParallelEngine(int target) : target_(target) {}
+
+  Status Write(const std::function<Status(Conn&)>& body) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++in_flight_;
+      peak_ = std::max(peak_, in_flight_);
+      if (in_flight_ >= target_) reached_ = true;
+      cv_.notify_all();
+      cv_.wait_for(lock, std::chrono::seconds(10), [&] { return reached_; });
+    }
+    FakeConn conn;
+    Status s = body(conn);
+    std::lock_guard<std::mutex> lock(mu_);
+    --in_flight_;
+    return s;
+  }
+  int peak() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return peak_;
+  }
+
+ private:
+  const int target_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int in_flight_ = 0;
+  int peak_ = 0;
+  bool reached_ = false;
+};
+
+// Runs kThreads x kPerThread operations through `batcher`; operation n
+// fails cleanly with its own number when n % 3 == 0. Checks that every
+// operation ran exactly once and its caller got its own outcome.
+void RunNumberedOperations(WriteBatcher& batcher, int threads, int per_thread) {
+  const int total = threads * per_thread;
+  std::vector<std::atomic<int>> runs(total);
+  std::vector<std::future<void>> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.push_back(std::async(std::launch::async, [&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        const int n = t * per_thread + i;
+        Status s = batcher.Run([&, n](Conn&) {
+          ++runs[n];
+          return n % 3 == 0 ? Status::NotFound(std::to_string(n))
+                            : Status::Ok();
+        });
+        if (n % 3 == 0) {
+          EXPECT_EQ(s.code(), Code::kNotFound) << n;
+          EXPECT_EQ(s.message(), std::to_string(n));
+        } else {
+          EXPECT_TRUE(s.ok()) << n << ": " << s.ToString();
+        }
+      }
+    }));
+  }
+  for (auto& f : pool) f.get();
+  for (int n = 0; n < total; ++n) EXPECT_EQ(runs[n].load(), 1) << n;
+  EXPECT_EQ(batcher.TEST_operations(), static_cast<std::size_t>(total));
+  EXPECT_LE(batcher.TEST_transactions(), batcher.TEST_operations());
+}
+
+TEST(WriteBatcher, RunsUpToMaxLeadersGroupsAtOnceAndNeverMore) {
+  ParallelEngine engine(4);
+  WriteBatcher batcher(engine, 512, /*max_leaders=*/4);
+  RunNumberedOperations(batcher, 32, 50);
+  EXPECT_EQ(engine.peak(), 4);
+  EXPECT_EQ(batcher.TEST_peak_leaders(), 4);
+}
+
+TEST(WriteBatcher, OneLeaderNeverOverlapsTransactions) {
+  ParallelEngine engine(1);
+  WriteBatcher batcher(engine);
+  RunNumberedOperations(batcher, 16, 50);
+  EXPECT_EQ(engine.peak(), 1);
+  EXPECT_EQ(batcher.TEST_peak_leaders(), 1);
+}
+
+TEST(WriteBatcher, ManyThreadsWithSeveralLeadersEachGetTheirOwnStatus) {
+  ParallelEngine engine(1);  // no waiting: as fast as the batcher goes
+  WriteBatcher batcher(engine, 512, /*max_leaders=*/4);
+  RunNumberedOperations(batcher, 64, 100);
+  EXPECT_LE(engine.peak(), 4);
+  EXPECT_LE(batcher.TEST_peak_leaders(), 4);
 }
 
 }  // namespace

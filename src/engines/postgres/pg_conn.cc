@@ -113,6 +113,66 @@ Params& Params::Bytes(std::string_view v) {
              1);
 }
 
+namespace {
+
+// PostgreSQL's binary array format (array_recv): ndim, has-nulls flag,
+// element type oid, then per dimension its length and lower bound, then
+// each element as a 4-byte length (-1: NULL) and its bytes; all integers
+// big-endian.
+void PutU32(std::string& out, std::uint32_t v) {
+  const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+                     static_cast<char>(v >> 8), static_cast<char>(v)};
+  out.append(b, 4);
+}
+
+std::string ArrayHeader(std::uint32_t elem_oid, std::size_t n, bool has_nulls) {
+  std::string out;
+  PutU32(out, 1);  // dimensions
+  PutU32(out, has_nulls ? 1 : 0);
+  PutU32(out, elem_oid);
+  PutU32(out, static_cast<std::uint32_t>(n));
+  PutU32(out, 1);  // lower bound
+  return out;
+}
+
+constexpr std::uint32_t kInt8Oid = 20;
+constexpr std::uint32_t kByteaOid = 17;
+
+}  // namespace
+
+Params& Params::IntArray(const std::vector<std::int64_t>& v) {
+  std::string out = ArrayHeader(kInt8Oid, v.size(), false);
+  out.reserve(out.size() + v.size() * 12);
+  for (std::int64_t x : v) {
+    const auto u = static_cast<std::uint64_t>(x);
+    PutU32(out, 8);
+    PutU32(out, static_cast<std::uint32_t>(u >> 32));
+    PutU32(out, static_cast<std::uint32_t>(u));
+  }
+  return Own(std::move(out), 1);
+}
+
+Params& Params::BytesArray(
+    const std::vector<std::optional<std::string_view>>& v) {
+  bool nulls = false;
+  std::size_t bytes = 0;
+  for (const auto& e : v) {
+    nulls = nulls || !e.has_value();
+    bytes += 4 + (e ? e->size() : 0);
+  }
+  std::string out = ArrayHeader(kByteaOid, v.size(), nulls);
+  out.reserve(out.size() + bytes);
+  for (const auto& e : v) {
+    if (!e) {
+      PutU32(out, 0xffffffffu);
+      continue;
+    }
+    PutU32(out, static_cast<std::uint32_t>(e->size()));
+    out.append(e->data(), e->size());
+  }
+  return Own(std::move(out), 1);
+}
+
 std::int64_t Rows::Int(int row, int col) const {
   const char* p = PQgetvalue(res_.get(), row, col);
   switch (PQgetlength(res_.get(), row, col)) {

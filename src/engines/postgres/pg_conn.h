@@ -65,6 +65,12 @@ class Params {
   Params& Null();
   // Binary bytes; `v` must outlive the statement's execution.
   Params& Bytes(std::string_view v);
+  // One-dimensional arrays in binary format, for `unnest($n::bigint[])` and
+  // `unnest($n::bytea[])`: one parameter for a whole batch of rows. The
+  // statement must cast the parameter to exactly that array type (the
+  // server checks the element type). Copies the elements; nullopt is NULL.
+  Params& IntArray(const std::vector<std::int64_t>& v);
+  Params& BytesArray(const std::vector<std::optional<std::string_view>>& v);
 
   int size() const { return static_cast<int>(values_.size()); }
   const char* const* values() const { return values_.data(); }

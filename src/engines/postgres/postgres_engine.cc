@@ -25,9 +25,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <random>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engines/postgres/notifier.h"
@@ -46,6 +49,10 @@ using core::Micros;
 constexpr int kTxAttempts = 4;
 // Idle connections kept for reuse.
 constexpr std::size_t kMaxIdle = 16;
+// Group commits run at once (Engine::write_groups); SQLQ_PG_WRITE_GROUPS
+// overrides. Measured on 2 cores (docs/benchmarks.md): 64 single senders
+// gain most up to 4; more groups only add connections and lock traffic.
+constexpr int kWriteGroups = 4;
 // Cross-process wake-ups: at most one NOTIFY per this interval per store.
 constexpr std::chrono::microseconds kNotifyInterval{2000};
 
@@ -76,6 +83,10 @@ class PostgresEngine : public core::Engine {
  public:
   PostgresEngine(std::string url, std::shared_ptr<Clock> clock)
       : url_(std::move(url)), clock_(std::move(clock)) {
+    if (const char* env = std::getenv("SQLQ_PG_WRITE_GROUPS")) {
+      const int n = std::atoi(env);
+      if (n >= 1 && n <= 64) write_groups_ = n;
+    }
     std::random_device rd;
     rng_.seed(rd());
   }
@@ -83,6 +94,8 @@ class PostgresEngine : public core::Engine {
   ~PostgresEngine() override {
     notifier_.reset();  // stop callbacks before the connections go
   }
+
+  int write_groups() const override { return write_groups_; }
 
   Status Init(bool create_if_missing) {
     auto conn = Connect();
@@ -363,23 +376,26 @@ class PostgresEngine : public core::Engine {
       params.Bytes(m.payload);
       return params;
     };
-    // All inserts in one pipeline: ids follow the batch order, and a dedup
-    // key seen earlier in the batch makes a later insert do nothing.
-    std::vector<Params> all;
-    all.reserve(p.messages.size());
-    for (const Message& m : p.messages) all.push_back(params_of(m));
-    auto inserted = conn.RunAll(kInsert, all, "send");
-    if (!inserted.ok()) return inserted.status();
-    std::vector<SendResult> out;
-    out.reserve(p.messages.size());
+    std::vector<SendResult> out(p.messages.size());
     std::int64_t stored = 0;
-    for (std::size_t i = 0; i < p.messages.size(); ++i) {
-      const Message& m = p.messages[i];
-      if ((*inserted)[i].size() == 1) {
-        out.push_back({.id = (*inserted)[i].Int(0, 0)});
+    // Messages whose dedup key a message already in the queue holds.
+    std::vector<std::size_t> held;
+    if (p.messages.size() == 1) {
+      auto inserted = conn.Run(kInsert, params_of(p.messages[0]), "send");
+      if (!inserted.ok()) return inserted.status();
+      if (inserted->size() == 1) {
+        out[0] = {.id = inserted->Int(0, 0)};
         ++stored;
-        continue;
+      } else {
+        held.push_back(0);
       }
+    } else {
+      auto n = InsertBatch(conn, p, *now, out, held);
+      if (!n.ok()) return n.status();
+      stored += *n;
+    }
+    for (std::size_t i : held) {
+      const Message& m = p.messages[i];
       // The dedup key is held by a message in the queue. Its holder may be
       // acked between our insert and this look-up; then insert again.
       for (int attempt = 0;; ++attempt) {
@@ -388,7 +404,7 @@ class PostgresEngine : public core::Engine {
                      "send (dedup)");
         if (!existing.ok()) return existing.status();
         if (existing->size() == 1) {
-          out.push_back({.id = existing->Int(0, 0), .duplicate = true});
+          out[i] = {.id = existing->Int(0, 0), .duplicate = true};
           break;
         }
         if (attempt == 3) {
@@ -398,7 +414,7 @@ class PostgresEngine : public core::Engine {
         auto again = conn.Run(kInsert, params_of(m), "send");
         if (!again.ok()) return again.status();
         if (again->size() == 1) {
-          out.push_back({.id = again->Int(0, 0)});
+          out[i] = {.id = again->Int(0, 0)};
           ++stored;
           break;
         }
@@ -569,6 +585,78 @@ class PostgresEngine : public core::Engine {
     if (!rows.ok()) return rows.status();
     if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
     return AddCounters(conn, p.queue_id, {.acks = 1});
+  }
+
+  // One statement for the whole batch: the receipts go as arrays and are
+  // joined with the messages they fence. RETURNING says which matched;
+  // each receipt that did not is explained by Refused (gone, or leased
+  // again), so every caller gets its own status. A receipt given twice
+  // matches once: the second is refused as gone, as with two Acks.
+  // Differs from the SQLite engine, which runs one DELETE per receipt.
+  Result<std::vector<Status>> AckMany(Conn& c, std::int64_t queue_id,
+                                      std::span<const core::Receipt> receipts,
+                                      bool archive) override {
+    PgConn& conn = Pg(c);
+    Status checked = CheckQueue(conn, queue_id);
+    if (!checked.ok()) {
+      if (!core::IsCleanFailure(checked)) return checked;
+      return std::vector<Status>(receipts.size(), checked);
+    }
+    static constexpr const char* kDelete = R"sql(
+      DELETE FROM sqlq_messages m
+      USING unnest($2::bigint[], $3::bigint[], $4::bigint[])
+        AS r(id, token, attempts)
+      WHERE m.id = r.id AND m.queue_id = $1 AND m.token = r.token
+        AND m.attempts = r.attempts
+      RETURNING m.id)sql";
+    static constexpr const char* kArchive = R"sql(
+      WITH d AS (
+        DELETE FROM sqlq_messages m
+        USING unnest($2::bigint[], $3::bigint[], $4::bigint[])
+          AS r(id, token, attempts)
+        WHERE m.id = r.id AND m.queue_id = $1 AND m.token = r.token
+          AND m.attempts = r.attempts
+        RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
+                  m.worker, m.payload)
+      INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
+        completed_us, worker, payload)
+      SELECT id, queue_id, priority, attempts, enqueued_us, $5, worker, payload
+      FROM d
+      RETURNING id)sql";
+    std::vector<std::int64_t> ids, tokens, attempts;
+    for (const core::Receipt& r : receipts) {
+      ids.push_back(r.id);
+      tokens.push_back(TokenBits(r.token));
+      attempts.push_back(r.attempt);
+    }
+    Params params;
+    params.Int(queue_id).IntArray(ids).IntArray(tokens).IntArray(attempts);
+    if (archive) {
+      auto now = NowUs(conn);
+      if (!now.ok()) return now.status();
+      params.Int(*now);
+    }
+    auto rows = conn.Run(archive ? kArchive : kDelete, params, "ack");
+    if (!rows.ok()) return rows.status();
+    std::unordered_set<std::int64_t> matched;
+    for (int i = 0; i < rows->size(); ++i) matched.insert(rows->Int(i, 0));
+    const auto acked = static_cast<std::int64_t>(matched.size());
+    std::vector<Status> out;
+    out.reserve(receipts.size());
+    for (const core::Receipt& r : receipts) {
+      if (matched.erase(r.id) == 1) {
+        out.push_back(Status::Ok());
+        continue;
+      }
+      Status why = Refused(conn, queue_id, r);
+      if (!core::IsCleanFailure(why)) return why;
+      out.push_back(std::move(why));
+    }
+    if (acked > 0) {
+      Status s = AddCounters(conn, queue_id, {.acks = acked});
+      if (!s.ok()) return s;
+    }
+    return out;
   }
 
   Status Retry(Conn& c, const core::RetryParams& p) override {
@@ -1371,6 +1459,105 @@ class PostgresEngine : public core::Engine {
     return ItemFromRow(*rows, 0);
   }
 
+  // Inserts a batch of messages with one INSERT ... SELECT FROM unnest(...)
+  // per chunk (the columns go as arrays: one statement, one round trip,
+  // one plan for the batch). Rows are inserted in batch order (ORDER BY
+  // ordinality), so ids follow it. Fills `out` for the messages stored and
+  // for repeats, within the batch, of a dedup key stored earlier in it;
+  // appends to `held` the messages whose dedup key a message already in
+  // the queue holds. Returns how many were stored.
+  static Result<std::int64_t> InsertBatch(PgConn& conn,
+                                          const core::SendParams& p,
+                                          std::int64_t now,
+                                          std::vector<SendResult>& out,
+                                          std::vector<std::size_t>& held) {
+    static constexpr const char* kInsertMany = R"sql(
+      INSERT INTO sqlq_messages
+        (queue_id, priority, ready_us, enqueued_us, dedup, payload)
+      SELECT $1, m.priority::integer, m.ready_us, $2, m.dedup, m.payload
+      FROM unnest($3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[])
+        WITH ORDINALITY AS m(priority, ready_us, dedup, payload, ord)
+      ORDER BY m.ord
+      ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
+      RETURNING id, dedup)sql";
+    // Bounds one statement's parameters well below PostgreSQL's 1 GiB per
+    // value, whatever the payload limit.
+    constexpr std::size_t kChunkBytes = 16u << 20;
+    std::int64_t stored = 0;
+    // Dedup key -> index of its first message in the batch.
+    std::unordered_map<std::string_view, std::size_t> first;
+    std::size_t begin = 0;
+    while (begin < p.messages.size()) {
+      std::size_t end = begin, bytes = 0;
+      while (end < p.messages.size() &&
+             (end == begin ||
+              bytes + p.messages[end].payload.size() <= kChunkBytes)) {
+        bytes +=
+            p.messages[end].payload.size() + p.messages[end].dedup_key.size();
+        ++end;
+      }
+      std::vector<std::int64_t> priority, ready;
+      std::vector<std::optional<std::string_view>> dedup, payload;
+      for (std::size_t i = begin; i < end; ++i) {
+        const Message& m = p.messages[i];
+        priority.push_back(m.priority);
+        ready.push_back(now + Us(m.delay));
+        dedup.push_back(m.dedup_key.empty()
+                            ? std::nullopt
+                            : std::optional<std::string_view>(m.dedup_key));
+        payload.push_back(std::string_view(m.payload));
+      }
+      Params params;
+      params.Int(p.queue_id)
+          .Int(now)
+          .IntArray(priority)
+          .IntArray(ready)
+          .BytesArray(dedup)
+          .BytesArray(payload);
+      auto rows = conn.Run(kInsertMany, params, "send");
+      if (!rows.ok()) return rows.status();
+      // Rows without a dedup key are all stored, in batch order: sorted by
+      // id they match those messages one to one. Rows with a key are found
+      // by it.
+      std::vector<std::int64_t> plain;
+      std::unordered_map<std::string, std::int64_t> keyed;
+      for (int r = 0; r < rows->size(); ++r) {
+        if (rows->IsNull(r, 1)) {
+          plain.push_back(rows->Int(r, 0));
+        } else {
+          keyed.emplace(rows->Bytes(r, 1), rows->Int(r, 0));
+        }
+      }
+      std::sort(plain.begin(), plain.end());
+      stored += rows->size();
+      std::size_t next_plain = 0;
+      for (std::size_t i = begin; i < end; ++i) {
+        const Message& m = p.messages[i];
+        if (m.dedup_key.empty()) {
+          if (next_plain == plain.size()) {
+            return Status::Internal("send: fewer rows stored than sent");
+          }
+          out[i] = {.id = plain[next_plain++]};
+          continue;
+        }
+        if (auto k = keyed.find(m.dedup_key); k != keyed.end()) {
+          out[i] = {.id = k->second};
+          keyed.erase(k);
+          first.emplace(m.dedup_key, i);
+        } else if (auto f = first.find(m.dedup_key); f != first.end()) {
+          // A repeat within the batch: a duplicate of the first, once the
+          // first is resolved (it may be held by an older message).
+          held.push_back(i);
+        } else {
+          first.emplace(m.dedup_key, i);
+          held.push_back(i);
+        }
+      }
+      begin = end;
+    }
+    return stored;
+  }
+
   static Params Fence(std::int64_t queue_id, const core::Receipt& r) {
     Params p;
     p.Int(r.id).Int(queue_id).Int(TokenBits(r.token)).Int(r.attempt);
@@ -1742,6 +1929,7 @@ class PostgresEngine : public core::Engine {
 
   const std::string url_;
   const std::shared_ptr<Clock> clock_;  // null: the database clock
+  int write_groups_ = kWriteGroups;
   std::mutex rng_mu_;
   std::mt19937_64 rng_;  // guarded by rng_mu_
   std::mutex pool_mu_;

@@ -201,9 +201,8 @@ class SqliteEngine : public core::Engine {
     auto foreign_only = [this, changed = std::move(changed)] {
       if (CommittedElsewhere()) changed();
     };
-    // Read the current data_version now, so that the event of our own first
-    // commit is not taken for a foreign write (which would wake every
-    // waiter of every queue once after each open).
+    // The baseline: without it the first event, often our own commit, would
+    // count as foreign and wake every waiter of every queue.
     (void)CommittedElsewhere();
     if (!watcher_->Start(real_path_, std::move(foreign_only),
                          std::chrono::microseconds(2000))) {
