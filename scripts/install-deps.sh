@@ -10,6 +10,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev
   libboost1.81-dev curl
+  beanstalkd
 )
 
 missing=()
