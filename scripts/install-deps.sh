@@ -13,6 +13,12 @@ packages=(
   beanstalkd
 )
 
+# The dashboard's browser test (tests/web): a headless Chromium and Node.js
+# with npm, each only if the machine has none yet (any Node.js >= 18 does).
+command -v chromium >/dev/null 2>&1 || packages+=(chromium)
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

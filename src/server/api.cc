@@ -7,6 +7,7 @@
 #include <set>
 
 #include "cli/output.h"
+#include "server/dashboard.h"
 #include "sqlq/text.h"
 
 namespace sqlq::server {
@@ -316,7 +317,16 @@ Outcome Api::Handle(const Request& req) {
       };
       auto route_is = [&](const char* r) { route = r; };
 
-      // Unauthenticated: health and metrics.
+      // Unauthenticated: the dashboard page (it fetches its data with the
+      // user's token), health and metrics.
+      if (seg.empty() || (seg.size() == 1 && seg[0] == "dashboard")) {
+        route_is("GET /dashboard");
+        if (m != "GET") Throw(405, "method_not_allowed", "use GET");
+        Reply r;
+        r.text = std::string(DashboardHtml());
+        r.content_type = "text/html; charset=utf-8";
+        return Outcome{std::move(r), std::nullopt};
+      }
       if (seg.size() == 1 && seg[0] == "healthz") {
         route_is("GET /healthz");
         if (m != "GET") Throw(405, "method_not_allowed", "use GET");
