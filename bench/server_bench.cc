@@ -609,6 +609,8 @@ struct RunResult {
   long messages = 0;  // counted in the rate
   double rate() const { return seconds > 0 ? messages / seconds : 0; }
   double p50_us = -1, p99_us = -1;
+  // http-wake: from the send request (p50_us/p99_us: from its reply).
+  double total_p50_us = -1, total_p99_us = -1;
   // Bookkeeping that must add up: sent == acked + left.
   long sent = 0, acked = 0, left = 0;
   // http-idle
@@ -767,8 +769,10 @@ Result<RunResult> RunMixed(System& sys, const std::string& queue,
 }
 
 // `consumers` claims wait on an empty queue; one message is sent at a time,
-// once all of them are parked. Latency: from the send request going out to
-// the reply of the claim it woke (so it includes the send's durable commit).
+// once all of them are parked. Two latencies per message: the wake-up, from
+// the send's reply (its commit is durable then) to the reply of the claim
+// it woke, reported as p50/p99 (0 when the claim's reply came first); and
+// send-to-claim, from the send request going out, which adds the commit.
 Result<RunResult> RunWake(System& sys, const std::string& queue,
                           const ServerBenchConfig& c) {
   const long samples = c.wake_samples;
@@ -776,7 +780,9 @@ Result<RunResult> RunWake(System& sys, const std::string& queue,
   std::mutex mu;
   std::condition_variable cv;
   long received = 0;
-  std::vector<double> latencies;
+  std::vector<std::int64_t> sent_at(static_cast<std::size_t>(samples), 0),
+      committed_at(static_cast<std::size_t>(samples), 0),
+      claimed_at(static_cast<std::size_t>(samples), 0);
   auto probe = sys.Connect(queue);
   if (!probe.ok()) return probe.status();
   auto producer = sys.Connect(queue);
@@ -800,7 +806,10 @@ Result<RunResult> RunWake(System& sys, const std::string& queue,
         if (got->empty()) continue;
         std::lock_guard<std::mutex> lock(mu);
         for (const auto& p : *got) {
-          latencies.push_back(static_cast<double>(now - StampOf(p)) / 1000.0);
+          auto i = StampOf(p);
+          if (i >= 0 && i < samples) {
+            claimed_at[static_cast<std::size_t>(i)] = now;
+          }
           ++received;
         }
         cv.notify_all();
@@ -826,12 +835,16 @@ Result<RunResult> RunWake(System& sys, const std::string& queue,
       std::this_thread::sleep_for(std::chrono::microseconds(500));
     }
     if (stop) break;
-    Status s = (*producer)->Send({StampedPayload(NowNs(), c.payload)});
+    const auto at = static_cast<std::size_t>(i);
+    sent_at[at] = NowNs();
+    Status s = (*producer)->Send({StampedPayload(i, c.payload)});
+    auto committed = NowNs();
     if (!s.ok()) {
       fail(s);
       break;
     }
     std::unique_lock<std::mutex> lock(mu);
+    committed_at[at] = committed;
     if (!cv.wait_for(lock, std::chrono::seconds(10),
                      [&] { return received > i || stop; })) {
       lock.unlock();
@@ -843,9 +856,19 @@ Result<RunResult> RunWake(System& sys, const std::string& queue,
   stop = true;
   for (auto& t : pool) t.join();  // parked claims end within their wait
   if (!failure.ok()) return failure;
+  std::vector<double> wake, total;
+  for (std::size_t i = 0; i < claimed_at.size(); ++i) {
+    if (claimed_at[i] == 0) continue;
+    wake.push_back(static_cast<double>(std::max<std::int64_t>(
+                       0, claimed_at[i] - committed_at[i])) /
+                   1000.0);
+    total.push_back(static_cast<double>(claimed_at[i] - sent_at[i]) / 1000.0);
+  }
   RunResult r{.seconds = secs, .messages = received};
-  r.p50_us = Percentile(latencies, 0.50);
-  r.p99_us = Percentile(latencies, 0.99);
+  r.p50_us = Percentile(wake, 0.50);
+  r.p99_us = Percentile(wake, 0.99);
+  r.total_p50_us = Percentile(total, 0.50);
+  r.total_p99_us = Percentile(total, 0.99);
   auto left = (*probe)->Left();
   if (!left.ok()) return left.status();
   r.sent = samples;
@@ -1016,7 +1039,7 @@ int RunServerBench(ServerBenchConfig c) {
     if (code != 0) break;
     std::map<std::string, double> medians;
     for (auto& sys : systems) {
-      std::vector<double> rates, p50, p99;
+      std::vector<double> rates, p50, p99, total50, total99;
       RunResult last;
       const std::string label = sys->name() + " " + w;
       const int runs = w == "http-idle" ? 1 : c.runs;
@@ -1055,6 +1078,10 @@ int RunServerBench(ServerBenchConfig c) {
           p50.push_back(r->p50_us);
           p99.push_back(r->p99_us);
         }
+        if (r->total_p50_us >= 0) {
+          total50.push_back(r->total_p50_us);
+          total99.push_back(r->total_p99_us);
+        }
         last = *r;
       }
       if (code != 0) break;
@@ -1082,6 +1109,10 @@ int RunServerBench(ServerBenchConfig c) {
         if (!p50.empty()) {
           row["p50_us"] = std::lround(Median(p50));
           row["p99_us"] = std::lround(Median(p99));
+        }
+        if (!total50.empty()) {
+          row["send_to_claim_p50_us"] = std::lround(Median(total50));
+          row["send_to_claim_p99_us"] = std::lround(Median(total99));
         }
         row["sent"] = last.sent;
         row["acked"] = last.acked;
