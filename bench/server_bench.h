@@ -17,12 +17,12 @@ struct ServerBenchConfig {
   int server_pid = 0;  // for http-idle's RSS figures; 0: RSS not reported
   std::vector<std::string> workloads;  // empty: all
   int runs = 3;
-  long messages = 0;     // http-send-batch total; 0: 200,000
-  int connections = 8;   // http-send-batch concurrent connections
-  int producers = 4;     // http-mixed
-  int consumers = 4;     // http-mixed; http-wake parked claims
-  int batch = 100;       // messages per send request
-  int claim_max = 100;   // http-mixed claim size
+  long messages = 0;    // http-send-batch total; 0: 200,000 (beanstalkd 20,000)
+  int connections = 8;  // http-send-batch concurrent connections
+  int producers = 4;    // http-mixed
+  int consumers = 4;    // http-mixed; http-wake parked claims
+  int batch = 100;      // messages per send request
+  int claim_max = 100;  // http-mixed claim size
   long max_backlog = 0;  // http-mixed: 0 means 4 x consumers x claim_max
   std::string duration = "10s";  // http-mixed
   long wake_samples = 200;       // http-wake
