@@ -66,6 +66,7 @@ std::string Quote(std::string_view v) {
 }
 
 class Server;
+class LongPoll;
 
 // The first read of an idle connection: enough for a small request whole.
 constexpr std::size_t kIdleReadBytes = 512;
@@ -81,6 +82,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void Send(Reply reply);
   // Server shutdown: close now when idle, after the reply when busy.
   void Shutdown();
+  // While a claim is parked, reads from the socket to notice a client that
+  // goes away, so that its claim is released instead of taking a message.
+  void WatchWhileParked(std::weak_ptr<LongPoll> lp);
   asio::any_io_executor executor() { return stream_.get_executor(); }
 
  private:
@@ -101,6 +105,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = true;
   bool busy_ = false;  // a request is being handled
   bool closed_ = false;
+  bool watching_ = false;  // WatchWhileParked's read is outstanding
+  bool resume_after_watch_ = false;
+  std::weak_ptr<LongPoll> parked_;
   std::string peer_;
 };
 
@@ -211,6 +218,10 @@ class Server {
     }
     ++waiting_;
     lp->Begin();
+    asio::post(session->executor(),
+               [session, weak = std::weak_ptr<LongPoll>(lp)] {
+                 session->WatchWhileParked(weak);
+               });
     if (stopping_) lp->PostStop();
   }
   void Unpark(const std::shared_ptr<LongPoll>& lp) {
@@ -237,15 +248,8 @@ class Server {
   const Auth& auth_;
   Metrics metrics_;
   Api api_;
-  asio::io_context ioc_;
-  asio::thread_pool db_pool_;
-  tcp::acceptor acceptor_;
-  asio::signal_set signals_;
-  asio::steady_timer drain_timer_;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>>
-      work_;
-  SteadyClock::time_point shutdown_deadline_;
-
+  // Declared before ioc_, so that sessions still held by handlers that
+  // ~io_context destroys can unregister.
   std::atomic<bool> stopping_ = false;
   std::atomic<int> connections_ = 0;
   std::atomic<int> in_flight_ = 0;
@@ -255,6 +259,14 @@ class Server {
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
   std::unordered_set<std::shared_ptr<LongPoll>> parked_;
   std::unordered_map<std::string, int> polls_per_token_;
+  asio::io_context ioc_;
+  asio::thread_pool db_pool_;
+  tcp::acceptor acceptor_;
+  asio::signal_set signals_;
+  asio::steady_timer drain_timer_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>>
+      work_;
+  SteadyClock::time_point shutdown_deadline_;
 
   friend class Session;
 };
@@ -458,7 +470,37 @@ void Session::Send(Reply reply) {
         if (ec || !self->keep_alive_ || self->server_.stopping()) {
           return self->Close();
         }
+        if (self->watching_) {
+          // Stop watching; the watch's handler goes on reading.
+          self->resume_after_watch_ = true;
+          beast::error_code e;
+          self->stream_.socket().cancel(e);
+          return;
+        }
         self->ReadIdle();
+      });
+}
+
+void Session::WatchWhileParked(std::weak_ptr<LongPoll> lp) {
+  if (closed_ || !busy_ || watching_) return;
+  parked_ = std::move(lp);
+  watching_ = true;
+  stream_.expires_never();
+  stream_.async_read_some(
+      buffer_.prepare(4096),
+      [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+        self->watching_ = false;
+        if (!ec) self->buffer_.commit(n);
+        if (ec && ec != asio::error::operation_aborted) {
+          // The client went away: release its claim, unanswered.
+          if (auto parked = self->parked_.lock()) parked->PostStop();
+          return self->Close();
+        }
+        if (self->resume_after_watch_) {
+          self->resume_after_watch_ = false;
+          self->ReadIdle();
+        }
+        // Otherwise bytes of a pipelined request came: kept for later.
       });
 }
 
@@ -680,6 +722,16 @@ int Server::Run() {
   ioc_.run();
   for (auto& t : threads) t.join();
   db_pool_.join();
+  {
+    // Left only after a shutdown timeout: their timers must go while the
+    // io_context lives.
+    std::unordered_set<std::shared_ptr<LongPoll>> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      left.swap(parked_);
+    }
+    // Destroyed outside mu_: a session they release unregisters under it.
+  }
   Log("info", "shutdown_complete");
   return 0;
 }

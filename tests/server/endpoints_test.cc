@@ -260,6 +260,26 @@ TEST_F(Endpoints, Rotations) {
   EXPECT_EQ(c().Delete("/v1/rotations/relays").status, 200);
 }
 
+// The server keeps queue handles; a queue dropped and made again by another
+// process must not send into the old one.
+TEST_F(Endpoints, QueueRecreatedByAnotherProcessIsUsedAtOnce) {
+  ASSERT_EQ(c().Post("/v1/queues/jobs", Json::object()).status, 201);
+  ASSERT_EQ(c().Post("/v1/queues/jobs/messages",
+                     {{"messages", {{{"payload", "old"}}}}})
+                .status,
+            200);
+  const std::string cli =
+      std::string(SQLQ_BIN) + " --db " + server_->db_url() + " queue ";
+  ASSERT_EQ(std::system((cli + "drop jobs >/dev/null").c_str()), 0);
+  ASSERT_EQ(std::system((cli + "create jobs >/dev/null").c_str()), 0);
+  auto sent = c().Post("/v1/queues/jobs/messages",
+                       {{"messages", {{{"payload", "new"}}}}});
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  auto claimed = c().Post("/v1/queues/jobs/claim", {{"max", 10}});
+  ASSERT_EQ(claimed.json["messages"].size(), 1u) << claimed.body;
+  EXPECT_EQ(claimed.json["messages"][0]["payload"], "new");
+}
+
 TEST_F(Endpoints, KeepAliveServesManyRequestsOnOneConnection) {
   RawConn raw(port());
   ASSERT_TRUE(raw.ok());

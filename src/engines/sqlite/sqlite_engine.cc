@@ -201,6 +201,10 @@ class SqliteEngine : public core::Engine {
     auto foreign_only = [this, changed = std::move(changed)] {
       if (CommittedElsewhere()) changed();
     };
+    // Read the current data_version now, so that the event of our own first
+    // commit is not taken for a foreign write (which would wake every
+    // waiter of every queue once after each open).
+    (void)CommittedElsewhere();
     if (!watcher_->Start(real_path_, std::move(foreign_only),
                          std::chrono::microseconds(2000))) {
       watcher_.reset();
