@@ -41,18 +41,20 @@ int FromHex(char c) {
   return -1;
 }
 
-std::string PercentDecode(std::string_view in) {
+// `plus_is_space`: in a query string (form encoding), '+' stands for ' '; in
+// a path segment it is itself.
+std::string PercentDecode(std::string_view in, bool plus_is_space = false) {
   std::string out;
   for (std::size_t i = 0; i < in.size(); ++i) {
     if (in[i] == '%') {
-      int hi = i + 2 < in.size() + 0 ? FromHex(in[i + 1]) : -1;
+      int hi = i + 2 < in.size() ? FromHex(in[i + 1]) : -1;
       int lo = i + 2 < in.size() ? FromHex(in[i + 2]) : -1;
       if (i + 2 >= in.size() || hi < 0 || lo < 0) {
         Throw(400, "bad_request", "malformed percent-encoding in the URL");
       }
       out += static_cast<char>(hi * 16 + lo);
       i += 2;
-    } else if (in[i] == '+') {
+    } else if (in[i] == '+' && plus_is_space) {
       out += ' ';
     } else {
       out += in[i];
@@ -77,9 +79,10 @@ Target ParseTarget(std::string_view target) {
       std::string_view pair = rest.substr(0, amp);
       auto eq = pair.find('=');
       if (!pair.empty()) {
-        t.query[PercentDecode(pair.substr(0, eq))] =
-            eq == std::string_view::npos ? ""
-                                         : PercentDecode(pair.substr(eq + 1));
+        t.query[PercentDecode(pair.substr(0, eq), true)] =
+            eq == std::string_view::npos
+                ? ""
+                : PercentDecode(pair.substr(eq + 1), true);
       }
       rest = amp == std::string_view::npos ? "" : rest.substr(amp + 1);
     }

@@ -21,6 +21,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "sqlq/store.h"
 
@@ -132,8 +133,11 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   const std::string& token() const { return claim_.token; }
 
  private:
-  void Wake();
-  void Look();
+  // `signalled`: a send's wake-up, rather than the timer. A timer wake-up
+  // peeks (a read) before it claims (a write), so that idle parked claims
+  // cost reads, not write transactions.
+  void Wake(bool signalled = true);
+  void Look(bool peek_first);
   void AfterLook(Result<std::optional<Duration>> next);
   void Finish(Reply reply);
   void OnStrand(std::function<void(LongPoll&)> fn) {
@@ -152,6 +156,7 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   bool in_flight_ = true;
   bool pending_ = false;
   bool stop_ = false;
+  bool pending_signal_ = false;
   bool done_ = false;
   std::uint64_t gen_ = 0;
 };
@@ -529,10 +534,20 @@ void LongPoll::Begin() {
       if (auto self = weak.lock()) self->Wake();
     });
   });
-  Look();
+  Look(false);
 }
 
-void LongPoll::Look() {
+void LongPoll::Look(bool peek_first) {
+  if (peek_first) {
+    auto next = claim_.queue.NextReadyIn();
+    const bool ready_now =
+        !next.ok() || (next->has_value() && **next == Duration(0));
+    if (!ready_now) {
+      return OnStrand([next = std::move(next)](LongPoll& lp) mutable {
+        lp.AfterLook(std::move(next));
+      });
+    }
+  }
   (void)sub_->TakeSignal();
   auto r = claim_.queue.Claim(claim_.options);
   if (!r.ok()) {
@@ -558,7 +573,7 @@ void LongPoll::AfterLook(Result<std::optional<Duration>> next) {
   if (stop_) return Finish(Api::ClaimReply({}));
   if (pending_) {
     pending_ = false;
-    return Wake();
+    return Wake(std::exchange(pending_signal_, false));
   }
   auto now = SteadyClock::now();
   if (now >= claim_.deadline) return Finish(Api::ClaimReply({}));
@@ -573,20 +588,23 @@ void LongPoll::AfterLook(Result<std::optional<Duration>> next) {
   timer_.expires_at(until);
   timer_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
     if (ec || gen != self->gen_) return;
-    self->Wake();
+    self->Wake(false);
   });
 }
 
-void LongPoll::Wake() {
+void LongPoll::Wake(bool signalled) {
   if (done_) return;
   if (in_flight_) {
     pending_ = true;
+    pending_signal_ = pending_signal_ || signalled;
     return;
   }
   in_flight_ = true;
   ++gen_;
   timer_.cancel();
-  asio::post(server_.db_pool(), [self = shared_from_this()] { self->Look(); });
+  asio::post(server_.db_pool(), [self = shared_from_this(), signalled] {
+    self->Look(!signalled);
+  });
 }
 
 void LongPoll::Stop() {

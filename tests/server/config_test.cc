@@ -41,6 +41,17 @@ TEST_F(Config, FileEnvironmentAndFlagsInOrderOfPrecedence) {
             "too_large");
 }
 
+TEST_F(Config, IdleKeepAliveConnectionIsClosedAfterTheIdleTimeout) {
+  StartServer({"--idle-timeout", "300ms"});
+  RawConn idle(port());
+  ASSERT_TRUE(idle.Write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_EQ(StatusOf(idle.ReadResponse()), 200);
+  EXPECT_TRUE(idle.ClosedWithin(std::chrono::seconds(10)));
+  EXPECT_TRUE(WaitFor([&] {
+    return server_->log().find("event=client_timeout") != std::string::npos;
+  }));
+}
+
 TEST_F(Config, BadSettingsStopTheServerWithAClearMessage) {
   std::ofstream(dir_ / "bad.conf") << "max-bach = 2\n";
   ServerProcess typo(dir_, {"--config", (dir_ / "bad.conf").string()});

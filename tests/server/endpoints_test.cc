@@ -211,6 +211,11 @@ TEST_F(Endpoints, Rings) {
   EXPECT_EQ(read.json["entries"][0]["payload"], "cy");
   auto oldest = c().Get("/v1/rings/viewers/groups/article%201?order=oldest");
   EXPECT_EQ(oldest.json["entries"][0]["payload"], "bob");
+  // '+' in a path is itself (only a query string reads it as a space).
+  ASSERT_EQ(c().Post("/v1/rings/viewers/groups/c++", {{"payload", "x"}})
+                .json["group"],
+            "c++");
+  EXPECT_EQ(c().Delete("/v1/rings/viewers/groups/c++").json["deleted"], 1);
   auto groups = c().Get("/v1/rings/viewers/groups");
   ASSERT_EQ(groups.json["groups"].size(), 1u);
   EXPECT_EQ(groups.json["groups"][0]["entries"], 2);
@@ -221,7 +226,7 @@ TEST_F(Endpoints, Rings) {
       200);
   auto stats = c().Get("/v1/rings/viewers");
   EXPECT_EQ(stats.json["entries"], 1);
-  EXPECT_EQ(stats.json["pushes"], 3);
+  EXPECT_EQ(stats.json["pushes"], 4);
   EXPECT_EQ(c().Delete("/v1/rings/viewers/groups/article%201").json["deleted"],
             1);
   EXPECT_EQ(c().Delete("/v1/rings/viewers").status, 200);
