@@ -7,6 +7,7 @@
 #include <set>
 
 #include "cli/output.h"
+#include "server/dashboard.h"
 #include "sqlq/text.h"
 
 namespace sqlq::server {
@@ -117,22 +118,26 @@ std::int64_t QueryInt(const Target& t, const std::string& key,
 // its type checked. An empty body is an empty object.
 class Body {
  public:
-  Body(const std::string& text, std::initializer_list<const char*> allowed) {
+  Body(const std::string& text, std::initializer_list<const char*> allowed)
+      : doc_(owned_) {
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
-      doc_ = Json::object();
+      owned_ = Json::object();
     } else {
-      doc_ = Json::parse(text, nullptr, false);
-      if (doc_.is_discarded()) {
+      owned_ = Json::parse(text, nullptr, false);
+      if (owned_.is_discarded()) {
         Throw(400, "malformed_json", "the request body is not valid JSON");
       }
     }
     Init(doc_, allowed, "the request body");
   }
+  // A part of another body (one message of a batch), read in place: a copy
+  // per message was a tenth of a batched send's server time.
   Body(const Json& obj, std::initializer_list<const char*> allowed,
-       const std::string& what) {
-    doc_ = obj;
+       const std::string& what)
+      : doc_(obj) {
     Init(doc_, allowed, what);
   }
+  Body(const Body&) = delete;
 
   bool Has(const char* key) const { return doc_.contains(key); }
 
@@ -195,7 +200,8 @@ class Body {
       }
     }
   }
-  Json doc_;
+  Json owned_;
+  const Json& doc_;
   std::string prefix_;
 };
 
@@ -279,6 +285,47 @@ Json ErrorJson(const Status& s) {
   return {{"code", std::string(CodeName(s.code()))}, {"message", s.message()}};
 }
 
+// Appends `s` (valid UTF-8) as a JSON string, escaped as nlohmann::json
+// escapes it: the two-character forms where JSON has them, \u00XX for the
+// other control characters, everything else as is.
+void AppendJsonString(std::string& out, std::string_view s) {
+  out += '"';
+  std::size_t run = 0;  // start of the bytes not yet copied
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s, run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
+    }
+  }
+  out.append(s, run, s.size() - run);
+  out += '"';
+}
+
 constexpr std::int64_t kMaxMillis = 400LL * 24 * 3600 * 1000;
 
 }  // namespace
@@ -311,19 +358,43 @@ void Api::Forget(const std::string& name) {
   cache_.erase(name);
 }
 
+// Claim replies are the consumers' hot path: written straight into one
+// string, byte for byte what nlohmann::json::dump() would print, rather than
+// built as a JSON tree per message (docs/benchmarks.md, "sqlq serve").
 Reply Api::ClaimReply(const std::vector<ClaimedMessage>& messages) {
-  Json list = Json::array();
+  std::string out;
+  std::size_t size = 32;
   for (const ClaimedMessage& m : messages) {
-    Json j = {{"id", m.id},
-              {"receipt", m.receipt},
-              {"attempt", m.attempt},
-              {"priority", m.priority}};
-    cli::PutPayload(j, m.payload);
-    j["enqueued_at"] = cli::FormatTime(m.enqueued_at);
-    j["lease_expires_at"] = cli::FormatTime(m.lease_expires_at);
-    list.push_back(std::move(j));
+    size += 200 + m.receipt.size() + m.payload.size() + m.payload.size() / 3;
   }
-  return JsonReply(200, {{"messages", std::move(list)}});
+  out.reserve(size);
+  auto put = std::back_inserter(out);
+  out += R"({"messages":[)";
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const ClaimedMessage& m = messages[i];
+    if (i > 0) out += ',';
+    fmt::format_to(put, R"({{"id":{},"receipt":)", m.id);
+    AppendJsonString(out, m.receipt);
+    fmt::format_to(put, R"(,"attempt":{},"priority":{},)", m.attempt,
+                   m.priority);
+    if (IsUtf8(m.payload)) {
+      out += R"("payload":)";
+      AppendJsonString(out, m.payload);
+    } else {
+      out += R"("payload_base64":")";
+      out += Base64Encode(m.payload);
+      out += '"';
+    }
+    out += R"(,"enqueued_at":")";
+    out += cli::FormatTime(m.enqueued_at);
+    out += R"(","lease_expires_at":")";
+    out += cli::FormatTime(m.lease_expires_at);
+    out += "\"}";
+  }
+  out += "]}";
+  Reply r;
+  r.text = std::move(out);
+  return r;
 }
 
 Outcome Api::Handle(const Request& req) {
@@ -340,7 +411,16 @@ Outcome Api::Handle(const Request& req) {
     };
     auto route_is = [&](const char* r) { route = r; };
 
-    // Unauthenticated: health and metrics.
+    // Unauthenticated: the dashboard page (it fetches its data with the
+    // user's token), health and metrics.
+    if (seg.empty() || (seg.size() == 1 && seg[0] == "dashboard")) {
+      route_is("GET /dashboard");
+      if (m != "GET") Throw(405, "method_not_allowed", "use GET");
+      Reply r;
+      r.text = std::string(DashboardHtml());
+      r.content_type = "text/html; charset=utf-8";
+      return Outcome{std::move(r), std::nullopt};
+    }
     if (seg.size() == 1 && seg[0] == "healthz") {
       route_is("GET /healthz");
       if (m != "GET") Throw(405, "method_not_allowed", "use GET");
@@ -526,13 +606,21 @@ Outcome Api::Handle(const Request& req) {
         }
         WorkQueue q = queue();
         auto results = Take(q.SendBatch(msgs));
-        Json ids = Json::array(), dup = Json::array();
-        for (const SendResult& r : results) {
-          ids.push_back(r.id);
-          dup.push_back(r.duplicate);
+        // Written directly, as ClaimReply is: the reply of every send.
+        std::string text = R"({"ids":[)";
+        auto put = std::back_inserter(text);
+        for (std::size_t i = 0; i < results.size(); ++i) {
+          fmt::format_to(put, "{}{}", i ? "," : "", results[i].id);
         }
-        return reply(200,
-                     {{"ids", std::move(ids)}, {"duplicate", std::move(dup)}});
+        text += R"(],"duplicate":[)";
+        for (std::size_t i = 0; i < results.size(); ++i) {
+          text += i ? "," : "";
+          text += results[i].duplicate ? "true" : "false";
+        }
+        text += "]}";
+        Reply r;
+        r.text = std::move(text);
+        return Outcome{std::move(r), std::nullopt};
       }
       if (seg.size() == 4 && op == "claim") {
         route_is("POST /v1/queues/{name}/claim");

@@ -69,6 +69,9 @@ std::string Quote(std::string_view v) {
 class Server;
 class LongPoll;
 
+// The first read of an idle connection: enough for a small request whole.
+constexpr std::size_t kIdleReadBytes = 512;
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, Server& server);
@@ -302,9 +305,14 @@ void Session::Start(bool reject) {
 void Session::ReadIdle() {
   if (closed_) return;
   if (buffer_.size() > 0) return ReadHeader();  // pipelined request
+  // An idle keep-alive connection keeps only a small read buffer (the
+  // request's grows as it arrives): 10,000 idle connections must cost
+  // little (docs/benchmarks.md, http-idle).
+  parser_.reset();
+  buffer_.shrink_to_fit();
   stream_.expires_after(server_.limits().idle_timeout);
   stream_.async_read_some(
-      buffer_.prepare(4096),
+      buffer_.prepare(kIdleReadBytes),
       [self = shared_from_this()](beast::error_code ec, std::size_t n) {
         if (ec) return self->ReadFailed(ec);
         self->buffer_.commit(n);
@@ -442,7 +450,7 @@ void Session::Send(Reply reply) {
   }
   if (server_.stopping()) keep_alive_ = false;
   res->keep_alive(keep_alive_);
-  res->body() = reply.Body();
+  res->body() = reply.text.empty() ? reply.Body() : std::move(reply.text);
   res->prepare_payload();
   response_ = res;
   const unsigned status = reply.status;
