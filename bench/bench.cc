@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/baseline_mysql.h"
 #include "bench/baseline_postgres.h"
 #include "bench/baseline_sqlite.h"
 #include "cli/output.h"
@@ -452,6 +453,28 @@ Result<RunResult> RunPgBaseline(const std::string& url,
   return RunResult{.seconds = r->seconds, .messages = r->messages};
 }
 
+// The hand-written MariaDB/MySQL baseline runs in a table of its own in the
+// store's database.
+Result<RunResult> RunMysqlBaseline(const std::string& url,
+                                   const std::string& workload, const Config& c,
+                                   int run) {
+  std::string table = fmt::format("sqlq_bench_baseline_{}_{}", getpid(), run);
+  Result<BaselineResult> r = Status::Internal("unknown workload");
+  if (workload == "baseline-send-1") {
+    r = MysqlBaselineSend1(url, table, c.messages ? c.messages : 20000,
+                           c.threads ? c.threads : 8, c.payload);
+  } else {
+    auto d = cli::ParseDuration(c.duration);
+    if (!d.ok()) return d.status();
+    long backlog =
+        c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
+    r = MysqlBaselineMixed(url, table, c.producers, c.consumers, c.batch,
+                           c.claim_max, backlog, *d, c.payload);
+  }
+  if (!r.ok()) return r.status();
+  return RunResult{.seconds = r->seconds, .messages = r->messages};
+}
+
 // The hand-written baseline runs on its own file beside the store's.
 Result<RunResult> RunBaseline(const std::string& store_path,
                               const std::string& workload, const Config& c,
@@ -609,6 +632,8 @@ int Run(Config c) {
                  "p99_us", "ops_per_commit", "runs"});
     std::map<std::string, double> medians;
     const bool postgres = url.rfind("postgres", 0) == 0;
+    const bool mysql =
+        url.rfind("mysql://", 0) == 0 || url.rfind("mariadb://", 0) == 0;
     // Measures workload `w` c.runs times; with `held`, while another session
     // holds a snapshot open (--hold-snapshot), reported as "w+snapshot"
     // beside the clean median measured just before.
@@ -633,6 +658,7 @@ int Run(Config c) {
         }
         auto r = !baseline  ? RunOnce(**store, w, rc, run)
                  : postgres ? RunPgBaseline(url, w, rc, run)
+                 : mysql    ? RunMysqlBaseline(url, w, rc, run)
                             : RunBaseline(sqlite_path, w, rc, run);
         if (!r.ok()) {
           code = out.Fail(r.status().WithContext("bench " + name));
@@ -677,7 +703,7 @@ int Run(Config c) {
     };
     for (const auto& w : c.workloads) {
       const bool baseline = w.rfind("baseline-", 0) == 0;
-      if (baseline && sqlite_path.empty() && !postgres) continue;
+      if (baseline && sqlite_path.empty() && !postgres && !mysql) continue;
       measure(w, false);
       if (code != 0) break;
       if (c.hold_snapshot && postgres &&
@@ -726,7 +752,8 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
   cmd->add_option(
       "--workload", c->workloads,
       "send-1, send-batch, drain-1, drain-10, mixed, baseline-send-1, "
-      "baseline-mixed (a hand-written SQLite or PostgreSQL queue) or all "
+      "baseline-mixed (a hand-written SQLite, PostgreSQL or MariaDB queue) "
+      "or all "
       "(repeatable; default all)");
   cmd->add_option("--runs", c->runs,
                   "Runs per workload; the median is "

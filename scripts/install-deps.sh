@@ -7,8 +7,10 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache clang-format
   libsqlite3-dev sqlite3
   libpq-dev postgresql-15
+  libmariadb-dev mariadb-server mariadb-client
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev
+  libboost1.81-dev curl
 )
 
 missing=()

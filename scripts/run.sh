@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The README's first command: installs what is missing, builds a release
-# binary, and runs the main job. Until the server lands (issue 6) the main job
-# is a short tour of the sqlq CLI on the embedded SQLite default, in a
-# scratch directory.
+# binary, and runs the main job: `sqlq serve` on the embedded SQLite default.
+#
+#   ./scripts/run.sh              # database ./sqlq.db, port 8080
+#   SQLQ_DATA_DIR=/var/lib/sqlq SQLQ_PORT=9000 ./scripts/run.sh
+#
+# Any other `sqlq serve` flag may follow (./scripts/run.sh --tokens tokens.txt);
+# the SQLQ_* environment of docs/server.md works too. Stop it with Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,24 +15,23 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target sqlq
 
 sqlq="$PWD/build/release/sqlq"
-demo="$(mktemp -d)"
-trap 'rm -rf "$demo"' EXIT
-cd "$demo"
-run() { echo "\$ sqlq $*"; "$sqlq" "$@"; echo; }
+data="${SQLQ_DATA_DIR:-$OLDPWD}"
+mkdir -p "$data"
+port="${SQLQ_PORT:-8080}"
+db="${SQLQ_DB:-sqlite:$data/sqlq.db}"
 
-echo "sqlq built at $sqlq; demo database: $demo/sqlq.db"
-echo
-run queue create emails --max-attempts 3 --lease 30s
-run send emails --priority 5 "urgent: reset password"
-run send emails "weekly digest"
-printf 'bulk 1\nbulk 2\nbulk 3\n' >"$demo/lines"
-echo "\$ printf 'bulk 1\nbulk 2\nbulk 3\n' | sqlq send emails - --json"
-"$sqlq" send emails - --json <"$demo/lines"; echo
-run queue stats emails
-echo "\$ sqlq claim emails --max 2 --json"
-claimed="$("$sqlq" claim emails --max 2 --json)"
-echo "$claimed"; echo
-receipt="$(echo "$claimed" | head -1 | sed 's/.*"receipt":"\([^"]*\)".*/\1/')"
-run ack emails "$receipt"
-run queue stats emails
-echo "Next: 'sqlq --help', docs/cli.md, and 'sqlq bench' for figures."
+cat <<MSG
+
+sqlq built at $sqlq
+Serving $db on http://127.0.0.1:$port/
+
+  API reference: docs/http-api.md    Metrics: http://127.0.0.1:$port/metrics
+  Try it:
+    curl -X POST http://127.0.0.1:$port/v1/queues/emails -d '{"max_attempts":3}'
+    curl -X POST http://127.0.0.1:$port/v1/queues/emails/messages \\
+         -d '{"messages":[{"payload":"hello"}]}'
+    curl -X POST http://127.0.0.1:$port/v1/queues/emails/claim \\
+         -d '{"max":10,"wait_ms":20000}'
+
+MSG
+exec "$sqlq" --db "$db" serve --port "$port" "$@"

@@ -3,7 +3,8 @@
 # test. Slow fault and soak tests carry the CTest label "slow" and run only
 # with SQLQ_SLOW=1. The PostgreSQL tests run against a throwaway server that
 # this script starts (scripts/pg-test-server.sh) and stops; SQLQ_REQUIRE_PG=1
-# makes them fail rather than skip should it be missing.
+# makes them fail rather than skip should it be missing. The same for MariaDB
+# (scripts/mariadb-test-server.sh, SQLQ_REQUIRE_MYSQL=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,9 +20,26 @@ cmake --build --preset "$preset" --target format-check
 if [[ -z "${SQLQ_TEST_PG_URL:-}" ]]; then
   pg_server="$PWD/scripts/pg-test-server.sh"
   eval "$("$pg_server" start)"
-  trap '"$pg_server" stop "$SQLQ_TEST_PG_DIR"' EXIT
 fi
+# Stops the servers this script started.
+cleanup() {
+  if [[ -n "${pg_server:-}" ]]; then "$pg_server" stop "$SQLQ_TEST_PG_DIR"; fi
+  if [[ -n "${mariadb_server:-}" ]]; then
+    "$mariadb_server" stop "$SQLQ_TEST_MYSQL_DIR"
+  fi
+}
+trap cleanup EXIT
 export SQLQ_TEST_PG_URL SQLQ_REQUIRE_PG=1
+
+# Likewise a throwaway MariaDB (scripts/mariadb-test-server.sh), unless
+# SQLQ_TEST_MYSQL_URL names one (its user must be allowed to create
+# databases). Tests that need a primary and a replica, or restart the server,
+# start their own with the same script.
+if [[ -z "${SQLQ_TEST_MYSQL_URL:-}" ]]; then
+  mariadb_server="$PWD/scripts/mariadb-test-server.sh"
+  eval "$("$mariadb_server" start)"
+fi
+export SQLQ_TEST_MYSQL_URL SQLQ_REQUIRE_MYSQL=1
 
 exclude=()
 if [[ "${SQLQ_SLOW:-0}" != 1 ]]; then exclude=(-LE slow); fi

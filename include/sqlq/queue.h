@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -31,7 +32,8 @@ class Tx;
 class Store;
 namespace core {
 class QueueImpl;
-}
+struct SubscriptionState;
+}  // namespace core
 
 // Per-queue settings, fixed when the queue is created.
 struct QueueOptions {
@@ -169,6 +171,37 @@ struct ListOptions {
 Status CheckQueueName(std::string_view name);
 Status CheckQueueOptions(const QueueOptions& options);
 
+// A registration to hear, without a thread, when a queue may have ready
+// messages: the asynchronous form of a claim's wait (WorkQueue::Subscribe).
+// It follows the rules of a waiting claim: a send of n messages signals at
+// most n subscribers (and waiting claims) of the queue, the longest-waiting
+// first; a write by another process signals every one. A signal means
+// "look now" (claim), not that a claim will succeed.
+//
+// Thread-safety: TakeSignal may be called from any thread; destroy the
+// subscription from one thread, not concurrently with TakeSignal. It must
+// not outlive the Store.
+class ReadySubscription {
+ public:
+  ReadySubscription(const ReadySubscription&) = delete;
+  ReadySubscription& operator=(const ReadySubscription&) = delete;
+  // Unsubscribes. A signal that was never taken is handed on to the next
+  // subscriber or waiting claim of the queue, so that it is not lost.
+  ~ReadySubscription();
+
+  // Returns whether a signal came since the last call, and clears it. Call
+  // it before each claim the signal prompts: a subscriber that took its
+  // signal goes to the back of the line, and a signal left untaken when the
+  // subscription is destroyed is passed on (so a subscriber that claimed
+  // nothing should take it only if it will look again).
+  bool TakeSignal();
+
+ private:
+  friend class WorkQueue;
+  explicit ReadySubscription(std::unique_ptr<core::SubscriptionState> state);
+  std::unique_ptr<core::SubscriptionState> state_;
+};
+
 class WorkQueue {
  public:
   WorkQueue(const WorkQueue&) = default;
@@ -191,6 +224,23 @@ class WorkQueue {
   // hold. Messages whose attempts are used up become dead letters instead of
   // being delivered. An empty vector means nothing was ready within `wait`.
   Result<std::vector<ClaimedMessage>> Claim(const ClaimOptions& options = {});
+
+  // Subscribes to this queue's wake-ups, for callers that wait for messages
+  // without blocking a thread (an event loop): register first, then claim
+  // with wait 0; when that finds nothing, wait for `on_ready` or for
+  // NextReadyIn(), then TakeSignal() and claim again. Registering before
+  // the first claim means no send is missed in between.
+  // `on_ready` runs on the thread that signals (a sender's, or the store's
+  // watcher thread) while a lock is held: it must return quickly and must
+  // not call into sqlq; post the work to your own executor. It is not
+  // called again until the signal has been taken with TakeSignal().
+  std::unique_ptr<ReadySubscription> Subscribe(std::function<void()> on_ready);
+
+  // How long until the next delayed message (or expiring lease) becomes
+  // ready, by the store's clock: 0 when one is ready now, nullopt when none
+  // is pending. A subscriber sleeps at most this long (and should look again
+  // now and then, as claims do: see docs/semantics.md "Waiting").
+  Result<std::optional<Duration>> NextReadyIn();
 
   // The message is done: deleted, or archived when the queue keeps one.
   // Errors: kInvalidArgument (malformed receipt), kFailedPrecondition (stale:

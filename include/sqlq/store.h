@@ -13,6 +13,8 @@
 #ifndef SQLQ_STORE_H_
 #define SQLQ_STORE_H_
 
+#include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -142,6 +144,11 @@ class Store {
   // failed) by this Store so far, and operations merged into them.
   std::size_t TEST_write_transactions() const;
   std::size_t TEST_write_operations() const;
+  // Claims of this Store waiting right now, and the safety-net poll of a
+  // waiting claim (default 1 s): a test sets it far beyond its deadlines to
+  // prove a wake-up came from the engine's notification, not the poll.
+  std::size_t TEST_waiting_claims() const;
+  void TEST_set_poll_interval(std::chrono::milliseconds interval);
 
  private:
   explicit Store(std::unique_ptr<core::StoreImpl> impl);

@@ -17,6 +17,7 @@
 #include "bench/bench.h"
 #include "cli/output.h"
 #include "cli/parse.h"
+#include "cli/serve.h"
 #include "sqlq/store.h"
 
 namespace sqlq::cli {
@@ -966,6 +967,8 @@ int Main(int argc, char** argv) {
   AddDeadAndArchive(app, run);
   AddRingCommands(app, run);
   AddRotationCommands(app, run);
+  AddServeCommand(
+      app, [&] { return g.db; }, g_exit);
   bench::AddBenchCommand(
       app, [&] { return g.db; }, [&] { return g.json; }, g_exit);
 

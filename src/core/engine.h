@@ -166,6 +166,12 @@ class Engine {
   // commits to the database; at most every few milliseconds. Engines that
   // cannot tell never call it; waiting claims then fall back to polling.
   virtual void WatchForeignWrites(std::function<void()> changed) = 0;
+  // How many claims wait in this process (core's WakeHub), for engines that
+  // poll for foreign writes: they poll only while some claim waits. Called
+  // once, before WatchForeignWrites.
+  virtual void SetWaitingProbe(std::function<std::size_t()> waiting) {
+    (void)waiting;
+  }
 
   // --- queues --------------------------------------------------------------
   virtual Result<QueueRecord> CreateQueue(Conn& conn, std::string_view name,

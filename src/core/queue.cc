@@ -123,6 +123,50 @@ Result<std::vector<ClaimedMessage>> WorkQueue::Claim(
   return result;
 }
 
+namespace core {
+struct SubscriptionState {
+  std::shared_ptr<QueueImpl> queue;
+  WakeHub::Waiter waiter;
+};
+}  // namespace core
+
+ReadySubscription::ReadySubscription(
+    std::unique_ptr<core::SubscriptionState> state)
+    : state_(std::move(state)) {}
+
+ReadySubscription::~ReadySubscription() {
+  state_->queue->store().hub().Unregister(state_->waiter);
+}
+
+bool ReadySubscription::TakeSignal() {
+  return state_->queue->store().hub().Consume(state_->waiter);
+}
+
+std::unique_ptr<ReadySubscription> WorkQueue::Subscribe(
+    std::function<void()> on_ready) {
+  auto state = std::make_unique<core::SubscriptionState>();
+  state->queue = impl_;
+  state->waiter.on_signal = std::move(on_ready);
+  impl_->store().hub().Register(state->waiter, impl_->id());
+  return std::unique_ptr<ReadySubscription>(
+      new ReadySubscription(std::move(state)));
+}
+
+Result<std::optional<Duration>> WorkQueue::NextReadyIn() {
+  return core::SnapshotRead<std::optional<Duration>>(
+      impl_->store(),
+      [&](core::Engine& e, Conn& conn) -> Result<std::optional<Duration>> {
+        auto at = e.NextReadyAt(conn, impl_->id());
+        if (!at.ok()) return at.status();
+        if (!at->has_value()) return std::optional<Duration>();
+        auto db_now = e.Now(conn);
+        if (!db_now.ok()) return db_now.status();
+        auto in = std::max(**at - *db_now, Micros(0));
+        // Round up, so that a caller sleeping this long finds it ready.
+        return std::optional<Duration>(std::chrono::ceil<Duration>(in));
+      });
+}
+
 namespace {
 
 // Archiving queues prune entries past their retention from an ack, at most

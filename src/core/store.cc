@@ -16,15 +16,14 @@ StoreImpl::StoreImpl(std::string url, std::unique_ptr<Engine> engine)
     : url_(std::move(url)),
       engine_(std::move(engine)),
       batcher_(*engine_, /*max_group=*/512, engine_->write_groups()) {
+  engine_->SetWaitingProbe([this] { return hub_.waiting(); });
   engine_->WatchForeignWrites([this] { hub_.NotifyAll(); });
 }
 
 StoreImpl::~StoreImpl() = default;
 
 std::chrono::milliseconds StoreImpl::poll_interval() const {
-  // One look a second is the safety net for a missed file event; see
-  // docs/semantics.md "Waiting".
-  return std::chrono::milliseconds(1000);
+  return poll_interval_.load(std::memory_order_relaxed);
 }
 
 }  // namespace core
@@ -55,6 +54,12 @@ std::size_t Store::TEST_write_transactions() const {
 }
 std::size_t Store::TEST_write_operations() const {
   return impl_->batcher().TEST_operations();
+}
+std::size_t Store::TEST_waiting_claims() const {
+  return impl_->hub().waiting();
+}
+void Store::TEST_set_poll_interval(std::chrono::milliseconds interval) {
+  impl_->set_poll_interval(interval);
 }
 
 Result<WorkQueue> Store::CreateQueue(std::string_view name,

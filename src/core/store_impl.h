@@ -32,6 +32,9 @@ class StoreImpl {
   // How often a waiting claim looks again without being woken: rarely when
   // the engine reports foreign writes, more often when it cannot.
   std::chrono::milliseconds poll_interval() const;
+  void set_poll_interval(std::chrono::milliseconds interval) {
+    poll_interval_.store(interval, std::memory_order_relaxed);
+  }
 
  private:
   std::string url_;
@@ -40,6 +43,10 @@ class StoreImpl {
   WakeHub hub_;
   std::unique_ptr<Engine> engine_;
   WriteBatcher batcher_;
+  // One look a second is the safety net for a missed notification; see
+  // docs/semantics.md "Waiting".
+  std::atomic<std::chrono::milliseconds> poll_interval_{
+      std::chrono::milliseconds(1000)};
 };
 
 // Runs `fn(engine, conn)` as one write merged with concurrent callers'

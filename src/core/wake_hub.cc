@@ -26,12 +26,32 @@ void WakeHub::Unregister(Waiter& w) {
     w.signalled = false;
     for (Waiter* other : it->second) {
       if (other->signalled) continue;
-      other->signalled = true;
-      other->cv.notify_one();
+      Signal(*other);
       break;
     }
   }
   if (it->second.empty()) waiters_.erase(it);
+}
+
+void WakeHub::Signal(Waiter& w) {
+  w.signalled = true;
+  if (w.on_signal) {
+    w.on_signal();
+  } else {
+    w.cv.notify_one();
+  }
+}
+
+bool WakeHub::Consume(Waiter& w) {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool was = w.signalled;
+  w.signalled = false;
+  if (was && w.registered) {
+    auto& list = waiters_[w.queue_id];
+    list.erase(w.pos);
+    w.pos = list.insert(list.end(), &w);
+  }
+  return was;
 }
 
 bool WakeHub::Wait(Waiter& w, std::chrono::steady_clock::time_point until) {
@@ -55,8 +75,7 @@ void WakeHub::Notify(std::int64_t queue_id, std::int64_t n) {
   for (Waiter* w : it->second) {
     if (n <= 0) break;
     if (w->signalled) continue;
-    w->signalled = true;
-    w->cv.notify_one();
+    Signal(*w);
     --n;
   }
 }
@@ -65,8 +84,7 @@ void WakeHub::NotifyAll() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [id, list] : waiters_) {
     for (Waiter* w : list) {
-      w->signalled = true;
-      w->cv.notify_one();
+      if (!w->signalled) Signal(*w);
     }
   }
 }

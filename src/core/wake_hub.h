@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <mutex>
@@ -29,6 +30,11 @@ class WakeHub {
     std::condition_variable cv;
     std::list<Waiter*>::iterator pos;
     bool registered = false;
+    // When set, a signal calls this instead of notifying `cv`: the waiter
+    // is asynchronous (WorkQueue::Subscribe). It runs on the signalling
+    // thread with the hub's lock held, so it must be short and must not
+    // call back into the hub (post the work elsewhere).
+    std::function<void()> on_signal;
   };
 
   void Register(Waiter& w, std::int64_t queue_id);
@@ -39,6 +45,11 @@ class WakeHub {
   // signalled, and clears the signal. REQUIRES: w is registered.
   bool Wait(Waiter& w, std::chrono::steady_clock::time_point until);
 
+  // The non-blocking form of Wait for asynchronous waiters: returns whether
+  // `w` was signalled and clears the signal; a signalled waiter goes to the
+  // back of its queue's line. REQUIRES: w is registered.
+  bool Consume(Waiter& w);
+
   // Wakes up to `n` registered waiters of the queue that are not already
   // signalled.
   void Notify(std::int64_t queue_id, std::int64_t n);
@@ -48,6 +59,8 @@ class WakeHub {
   std::size_t waiting() const;
 
  private:
+  static void Signal(Waiter& w);  // REQUIRES: mu_ held
+
   mutable std::mutex mu_;
   std::map<std::int64_t, std::list<Waiter*>> waiters_;  // guarded by mu_
   std::size_t count_ = 0;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "engines/mysql/mysql_engine.h"
 #include "engines/postgres/postgres_engine.h"
 #include "engines/sqlite/sqlite_engine.h"
 
@@ -17,9 +18,12 @@ Result<std::unique_ptr<core::Engine>> OpenEngine(std::string_view url,
   if (url.starts_with("postgresql://") || url.starts_with("postgres://")) {
     return postgres::Open(url, options);
   }
+  if (url.starts_with("mysql://") || url.starts_with("mariadb://")) {
+    return mysql::Open(url, options);
+  }
   return Status::InvalidArgument(
       fmt::format("unsupported database URL '{}': expected sqlite:PATH or "
-                  "postgresql://...",
+                  "postgresql://... or mysql://... (mariadb://...)",
                   url));
 }
 

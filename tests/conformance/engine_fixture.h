@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
+#include <mysql.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -170,12 +171,110 @@ class PostgresDatabase : public TestDatabase {
   std::string url_;
 };
 
+// The MariaDB/MySQL server the tests use: SQLQ_TEST_MYSQL_URL, a
+// mysql:// URL of a database on it (usually "mysql") as a user allowed to
+// create databases. scripts/test.sh starts a throwaway server and sets it;
+// empty when unset.
+inline std::string MysqlTestUrl() {
+  const char* url = std::getenv("SQLQ_TEST_MYSQL_URL");
+  return url != nullptr ? url : "";
+}
+
+// The parts of a mysql://user:password@host:port/db URL the test helpers
+// need (no percent-decoding: test URLs do not use it).
+struct MysqlUrlParts {
+  std::string user, password, host = "127.0.0.1", db;
+  unsigned int port = 3306;
+};
+
+inline MysqlUrlParts ParseMysqlUrl(const std::string& url) {
+  MysqlUrlParts p;
+  std::string rest = url.substr(url.find("://") + 3);
+  rest = rest.substr(0, rest.find('?'));
+  const auto slash = rest.find('/');
+  if (slash != std::string::npos) {
+    p.db = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  const auto at = rest.rfind('@');
+  if (at != std::string::npos) {
+    const std::string userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const auto colon = userinfo.find(':');
+    p.user = userinfo.substr(0, colon);
+    if (colon != std::string::npos) p.password = userinfo.substr(colon + 1);
+  }
+  const auto colon = rest.rfind(':');
+  if (colon != std::string::npos) {
+    p.port = static_cast<unsigned int>(std::stoul(rest.substr(colon + 1)));
+    rest = rest.substr(0, colon);
+  }
+  if (!rest.empty()) p.host = rest;
+  return p;
+}
+
+// A connection to `url` (the test server's by default), or null with the
+// error in `*error`. The caller closes it with mysql_close.
+inline MYSQL* MysqlConnect(const std::string& url, std::string* error) {
+  const MysqlUrlParts p = ParseMysqlUrl(url);
+  MYSQL* m = mysql_init(nullptr);
+  if (mysql_real_connect(m, p.host.c_str(), p.user.c_str(), p.password.c_str(),
+                         p.db.empty() ? nullptr : p.db.c_str(), p.port, nullptr,
+                         CLIENT_FOUND_ROWS) == nullptr) {
+    if (error != nullptr) *error = mysql_error(m);
+    mysql_close(m);
+    return nullptr;
+  }
+  return m;
+}
+
+// Runs one statement on the test server's admin database; "" or the error.
+inline std::string MysqlAdmin(const std::string& sql) {
+  std::string error;
+  MYSQL* m = MysqlConnect(MysqlTestUrl(), &error);
+  if (m == nullptr) return error;
+  if (mysql_query(m, sql.c_str()) != 0) {
+    error = mysql_error(m);
+  } else {
+    MYSQL_RES* res = mysql_store_result(m);
+    if (res != nullptr) mysql_free_result(res);
+  }
+  mysql_close(m);
+  return error;
+}
+
+// A fresh database on the MariaDB test server, dropped when the object goes.
+class MysqlDatabase : public TestDatabase {
+ public:
+  MysqlDatabase() {
+    static std::atomic<int> counter{0};
+    std::random_device rd;
+    name_ = "sqlq_test_" + std::to_string(getpid()) + "_" +
+            std::to_string(counter++) + "_" + std::to_string(rd() % 100000);
+    std::string error = MysqlAdmin("CREATE DATABASE " + name_);
+    if (!error.empty()) ADD_FAILURE() << "CREATE DATABASE: " << error;
+    url_ = WithDatabase(MysqlTestUrl(), name_);
+  }
+  ~MysqlDatabase() override {
+    std::string error = MysqlAdmin("DROP DATABASE IF EXISTS " + name_);
+    if (!error.empty()) ADD_FAILURE() << "DROP DATABASE: " << error;
+  }
+  const std::string& url() const override { return url_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  std::string url_;
+};
+
 // An engine under test: its name (a valid gtest name), how to make a fresh
 // database for it, and why its tests are skipped (empty: they run).
 struct EngineFactory {
   std::string name;
   std::function<std::unique_ptr<TestDatabase>()> make;
   std::string skip_reason;
+  // The variable that, set to 1, turns a skip into a failure.
+  std::string require_var = "SQLQ_REQUIRE_PG";
 };
 
 inline void PrintTo(const EngineFactory& f, std::ostream* os) { *os << f.name; }
@@ -199,15 +298,29 @@ inline EngineFactory PostgresFactory() {
   return f;
 }
 
+// Runs only where SQLQ_TEST_MYSQL_URL names a server; SQLQ_REQUIRE_MYSQL=1
+// turns a missing URL into a failure (as SQLQ_REQUIRE_PG for PostgreSQL).
+inline EngineFactory MysqlFactory() {
+  EngineFactory f{"Mysql", [] { return std::make_unique<MysqlDatabase>(); }};
+  f.require_var = "SQLQ_REQUIRE_MYSQL";
+  if (MysqlTestUrl().empty()) {
+    f.skip_reason =
+        "SQLQ_TEST_MYSQL_URL is not set: run scripts/test.sh, or start a "
+        "MariaDB server and set it (mysql://user:password@host:port/mysql)";
+  }
+  return f;
+}
+
 // In SetUp: skips (or, under SQLQ_REQUIRE_PG=1, fails) when the engine has
 // no server to run against.
 #define SQLQ_SKIP_UNLESS_AVAILABLE(factory)                        \
   do {                                                             \
     const std::string sqlq_reason_ = (factory).skip_reason;        \
     if (!sqlq_reason_.empty()) {                                   \
-      const char* sqlq_req_ = std::getenv("SQLQ_REQUIRE_PG");      \
+      const std::string sqlq_var_ = (factory).require_var;         \
+      const char* sqlq_req_ = std::getenv(sqlq_var_.c_str());      \
       if (sqlq_req_ != nullptr && std::string(sqlq_req_) == "1") { \
-        FAIL() << sqlq_reason_ << " (and SQLQ_REQUIRE_PG=1)";      \
+        FAIL() << sqlq_reason_ << " (and " << sqlq_var_ << "=1)";  \
       }                                                            \
       GTEST_SKIP() << sqlq_reason_;                                \
     }                                                              \

@@ -677,6 +677,8 @@ INSTANTIATE_TEST_SUITE_P(Sqlite, RingConformance,
                          ::testing::Values(SqliteFactory()), EngineName);
 INSTANTIATE_TEST_SUITE_P(Postgres, RingConformance,
                          ::testing::Values(PostgresFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Mysql, RingConformance,
+                         ::testing::Values(MysqlFactory()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

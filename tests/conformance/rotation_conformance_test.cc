@@ -559,6 +559,8 @@ INSTANTIATE_TEST_SUITE_P(Sqlite, RotationConformance,
                          ::testing::Values(SqliteFactory()), EngineName);
 INSTANTIATE_TEST_SUITE_P(Postgres, RotationConformance,
                          ::testing::Values(PostgresFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Mysql, RotationConformance,
+                         ::testing::Values(MysqlFactory()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

@@ -1844,6 +1844,8 @@ INSTANTIATE_TEST_SUITE_P(Sqlite, WorkQueueConformance,
                          ::testing::Values(SqliteFactory()), EngineName);
 INSTANTIATE_TEST_SUITE_P(Postgres, WorkQueueConformance,
                          ::testing::Values(PostgresFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Mysql, WorkQueueConformance,
+                         ::testing::Values(MysqlFactory()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

@@ -201,6 +201,9 @@ class SqliteEngine : public core::Engine {
     auto foreign_only = [this, changed = std::move(changed)] {
       if (CommittedElsewhere()) changed();
     };
+    // The baseline: without it the first event, often our own commit, would
+    // count as foreign and wake every waiter of every queue.
+    (void)CommittedElsewhere();
     if (!watcher_->Start(real_path_, std::move(foreign_only),
                          std::chrono::microseconds(2000))) {
       watcher_.reset();

@@ -35,6 +35,10 @@ class Db {
  public:
   explicit Db(const std::string& path) {
     rc_ = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr);
+    // Like any application connection beside a busy writer, wait for the
+    // write lock instead of failing with "database is locked" at once (the
+    // store's own checkpoints and commits may hold it for a moment).
+    if (rc_ == SQLITE_OK) sqlite3_busy_timeout(db_, 10000);
   }
   Db(const Db&) = delete;
   ~Db() {

@@ -1,0 +1,39 @@
+// The queue a user writes by hand on MariaDB/MySQL, measured in the same run
+// as sqlq (issue 4): one InnoDB table; producers INSERT (one multi-row
+// INSERT per batch); consumers take and finish work in one short
+// transaction,
+//   START TRANSACTION;
+//   SELECT id, payload FROM t ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED;
+//   DELETE FROM t WHERE id IN (...);
+//   COMMIT;
+// one connection per thread, prepared statements, durability as the server
+// has it (innodb_flush_log_at_trx_commit=1 on the test server). It has no
+// leases, retries or dead letters: it is the fast, fragile thing sqlq is
+// compared with.
+
+#ifndef SQLQ_BENCH_BASELINE_MYSQL_H_
+#define SQLQ_BENCH_BASELINE_MYSQL_H_
+
+#include <chrono>
+#include <string>
+
+#include "bench/baseline_sqlite.h"
+#include "sqlq/status.h"
+
+namespace sqlq::bench {
+
+// `url` is mysql://user:password@host:port/database (or mariadb://).
+// `table` is created (and dropped afterwards); it must be a plain identifier
+// chosen by the bench, never user input.
+Result<BaselineResult> MysqlBaselineSend1(const std::string& url,
+                                          const std::string& table, long total,
+                                          int threads, std::size_t payload);
+
+Result<BaselineResult> MysqlBaselineMixed(
+    const std::string& url, const std::string& table, int producers,
+    int consumers, int batch, int claim_max, long max_backlog,
+    std::chrono::milliseconds duration, std::size_t payload);
+
+}  // namespace sqlq::bench
+
+#endif  // SQLQ_BENCH_BASELINE_MYSQL_H_

@@ -1,0 +1,20 @@
+// The `sqlq serve` command: flags, SQLQ_* environment and an optional config
+// file, turned into a server::ServerConfig (docs/server.md).
+
+#ifndef SQLQ_CLI_SERVE_H_
+#define SQLQ_CLI_SERVE_H_
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace sqlq::cli {
+
+// `db` returns the global --db (or $SQLQ_DB), empty when neither was given;
+// `exit_code` receives the server's exit code.
+void AddServeCommand(CLI::App& app, std::function<std::string()> db,
+                     int& exit_code);
+
+}  // namespace sqlq::cli
+
+#endif  // SQLQ_CLI_SERVE_H_

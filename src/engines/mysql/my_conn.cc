@@ -1,0 +1,326 @@
+#include "engines/mysql/my_conn.h"
+
+#include <errmsg.h>
+#include <fmt/format.h>
+#include <mysqld_error.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace sqlq::engines::mysql {
+
+bool IsRetryableError(unsigned int err) {
+  return err == ER_LOCK_DEADLOCK || err == ER_LOCK_WAIT_TIMEOUT;
+}
+
+bool IsConnectionError(unsigned int err) {
+  switch (err) {
+    case CR_SERVER_GONE_ERROR:
+    case CR_SERVER_LOST:
+    case CR_CONNECTION_ERROR:
+    case CR_CONN_HOST_ERROR:
+    case CR_UNKNOWN_HOST:
+    case CR_SERVER_LOST_EXTENDED:
+    case CR_SSL_CONNECTION_ERROR:
+    case CR_COMMANDS_OUT_OF_SYNC:
+    case ER_CONNECTION_KILLED:
+    case ER_SERVER_SHUTDOWN:
+    case ER_NORMAL_SHUTDOWN:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status Translate(unsigned int err, std::string_view message,
+                 std::string_view what, Phase phase) {
+  const std::string msg = fmt::format("{}: {} (error {})", what, message, err);
+  // A connection lost while COMMIT was on the wire: the server may have
+  // committed. Never report that as retryable (status.h).
+  if (phase == Phase::kCommit && IsConnectionError(err)) {
+    return Status::OutcomeUnknown(fmt::format(
+        "{} (the connection was lost during commit: the transaction may or "
+        "may not have been committed)",
+        msg));
+  }
+  switch (err) {
+    case ER_LOCK_DEADLOCK:
+    case ER_LOCK_WAIT_TIMEOUT:
+      return Status::Busy(msg);
+    case ER_ACCESS_DENIED_ERROR:
+    case ER_DBACCESS_DENIED_ERROR:
+    case ER_TABLEACCESS_DENIED_ERROR:
+    case ER_COLUMNACCESS_DENIED_ERROR:
+    case ER_SPECIFIC_ACCESS_DENIED_ERROR:
+    case ER_OPTION_PREVENTS_STATEMENT:  // --read-only
+    case ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION:
+      return Status::PermissionDenied(msg);
+    case ER_BAD_DB_ERROR:
+      return Status::NotFound(msg);
+    // A row of a dropped queue referenced: the queue is gone.
+    case ER_NO_REFERENCED_ROW:
+    case ER_NO_REFERENCED_ROW_2:
+      return Status::NotFound(msg);
+    case ER_DUP_ENTRY:
+    case ER_DUP_KEY:
+      return Status::AlreadyExists(msg);
+    case ER_NET_PACKET_TOO_LARGE:
+    case ER_DATA_TOO_LONG:
+    case CR_NET_PACKET_TOO_LARGE:
+      return Status::TooLarge(msg);
+    case ER_STATEMENT_TIMEOUT:
+    case ER_QUERY_INTERRUPTED:
+      return Status::Timeout(msg);
+    case ER_CON_COUNT_ERROR:
+    case ER_TOO_MANY_USER_CONNECTIONS:
+    case ER_HOST_IS_BLOCKED:
+    case CR_OUT_OF_MEMORY:
+      return Status::Unavailable(msg);
+    case ER_CRASHED_ON_USAGE:
+    case ER_NOT_KEYFILE:
+      return Status::Corruption(msg);
+    default:
+      break;
+  }
+  if (IsConnectionError(err) || (err >= CR_MIN_ERROR && err <= CR_MAX_ERROR) ||
+      phase == Phase::kConnect) {
+    return Status::Unavailable(msg);
+  }
+  return Status::Internal(msg);
+}
+
+// --- Params ------------------------------------------------------------------
+
+Params& Params::Int(std::int64_t v) {
+  ints_.push_back(v);
+  MYSQL_BIND b;
+  std::memset(&b, 0, sizeof b);
+  b.buffer_type = MYSQL_TYPE_LONGLONG;
+  b.buffer = &ints_.back();
+  binds_.push_back(b);
+  return *this;
+}
+
+Params& Params::AddBytes(const char* p, std::size_t n) {
+  MYSQL_BIND b;
+  std::memset(&b, 0, sizeof b);
+  b.buffer_type = MYSQL_TYPE_BLOB;
+  // A non-null pointer even when empty, so that '' is not NULL.
+  b.buffer = const_cast<char*>(p != nullptr ? p : "");
+  b.buffer_length = static_cast<unsigned long>(n);
+  binds_.push_back(b);
+  return *this;
+}
+
+Params& Params::Bytes(std::string_view v) {
+  return AddBytes(v.data(), v.size());
+}
+
+Params& Params::BytesOrNull(std::string_view v) {
+  return v.empty() ? Null() : Bytes(v);
+}
+
+Params& Params::Text(std::string_view v) {
+  storage_.emplace_back(v);
+  return AddBytes(storage_.back().data(), storage_.back().size());
+}
+
+Params& Params::Null() {
+  MYSQL_BIND b;
+  std::memset(&b, 0, sizeof b);
+  b.buffer_type = MYSQL_TYPE_NULL;
+  binds_.push_back(b);
+  return *this;
+}
+
+std::int64_t Rows::Int(int row, int col) const {
+  const Cell& c = rows_[row][col];
+  if (c.null) return 0;
+  if (c.is_int) return c.i;
+  return std::strtoll(c.s.c_str(), nullptr, 10);
+}
+
+// --- MyConn ------------------------------------------------------------------
+
+MyConn::~MyConn() {
+  if (owned_ && recycler_ && healthy() && !InTransaction()) {
+    auto heir = std::make_unique<MyConn>(conn_, /*owned=*/true);
+    heir->prepared_ = std::move(prepared_);
+    heir->auto_increment_increment = auto_increment_increment;
+    heir->consecutive_autoinc = consecutive_autoinc;
+    heir->connection_id = connection_id;
+    Recycler recycler = std::move(recycler_);
+    recycler(std::move(heir));
+    return;
+  }
+  for (auto& [sql, stmt] : prepared_) mysql_stmt_close(stmt);
+  if (owned_ && conn_ != nullptr) mysql_close(conn_);
+}
+
+bool MyConn::InTransaction() const {
+  unsigned int status = 0;
+  if (mariadb_get_infov(conn_, MARIADB_CONNECTION_SERVER_STATUS, &status) !=
+      0) {
+    return false;
+  }
+  return (status & SERVER_STATUS_IN_TRANS) != 0;
+}
+
+void MyConn::ResetTxState() {
+  retry_tx = false;
+  tx_error.reset();
+  tx_now_us.reset();
+  known_queues.clear();
+  pending_counters.clear();
+  bumps = 0;
+}
+
+Status MyConn::Fail(unsigned int err, std::string_view message,
+                    std::string_view what, Phase phase, bool record) {
+  Status s = Translate(err, message, what, phase);
+  if (IsRetryableError(err)) retry_tx = true;
+  if (IsConnectionError(err)) broken_ = true;
+  if (record) tx_error = s;
+  return s;
+}
+
+Status MyConn::Exec(std::string_view sql, std::string_view what, Phase phase) {
+  if (mysql_real_query(conn_, sql.data(), sql.size()) != 0) {
+    return Fail(mysql_errno(conn_), mysql_error(conn_), what, phase,
+                /*record=*/phase != Phase::kCommit);
+  }
+  // Drain every result, so that the connection is ready for the next.
+  do {
+    MYSQL_RES* res = mysql_store_result(conn_);
+    if (res != nullptr) mysql_free_result(res);
+  } while (mysql_next_result(conn_) == 0);
+  if (mysql_errno(conn_) != 0) {
+    return Fail(mysql_errno(conn_), mysql_error(conn_), what, phase, true);
+  }
+  return Status::Ok();
+}
+
+Result<MYSQL_STMT*> MyConn::Prepared(const std::string& sql,
+                                     std::string_view what) {
+  auto it = prepared_.find(sql);
+  if (it != prepared_.end()) return it->second;
+  MYSQL_STMT* stmt = mysql_stmt_init(conn_);
+  if (stmt == nullptr) {
+    return Fail(CR_OUT_OF_MEMORY, "out of memory", what, Phase::kStatement,
+                true);
+  }
+  my_bool update_max = 1;
+  mysql_stmt_attr_set(stmt, STMT_ATTR_UPDATE_MAX_LENGTH, &update_max);
+  if (mysql_stmt_prepare(stmt, sql.data(), sql.size()) != 0) {
+    Status s = Fail(mysql_stmt_errno(stmt), mysql_stmt_error(stmt), what,
+                    Phase::kStatement, true);
+    mysql_stmt_close(stmt);
+    return s;
+  }
+  prepared_.emplace(sql, stmt);
+  return stmt;
+}
+
+Result<Rows> MyConn::Run(const std::string& sql, Params& params,
+                         std::string_view what, bool dup_ok) {
+  if (tx_error) return *tx_error;
+  auto prepared = Prepared(sql, what);
+  if (!prepared.ok()) return prepared.status();
+  MYSQL_STMT* stmt = *prepared;
+  auto fail = [&]() -> Status {
+    const unsigned int err = mysql_stmt_errno(stmt);
+    const bool dup = dup_ok && err == ER_DUP_ENTRY;
+    Status s = Fail(err, mysql_stmt_error(stmt), what, Phase::kStatement,
+                    /*record=*/!dup);
+    mysql_stmt_free_result(stmt);
+    if (broken_) {
+      // The statement handles died with the connection.
+      for (auto& [text, st] : prepared_) mysql_stmt_close(st);
+      prepared_.clear();
+    }
+    return s;
+  };
+  if (params.size() != mysql_stmt_param_count(stmt)) {
+    return Status::Internal(
+        fmt::format("{}: statement takes {} parameters, {} given", what,
+                    mysql_stmt_param_count(stmt), params.size()));
+  }
+  if (params.size() > 0 && mysql_stmt_bind_param(stmt, params.binds()) != 0) {
+    return fail();
+  }
+  if (mysql_stmt_execute(stmt) != 0) return fail();
+  Rows rows;
+  MYSQL_RES* meta = mysql_stmt_result_metadata(stmt);
+  if (meta == nullptr) {
+    const my_ulonglong n = mysql_stmt_affected_rows(stmt);
+    rows.affected_ =
+        n == static_cast<my_ulonglong>(-1) ? 0 : static_cast<std::int64_t>(n);
+    rows.insert_id_ = mysql_stmt_insert_id(stmt);
+    return rows;
+  }
+  if (mysql_stmt_store_result(stmt) != 0) {
+    mysql_free_result(meta);
+    return fail();
+  }
+  const unsigned int ncols = mysql_num_fields(meta);
+  MYSQL_FIELD* fields = mysql_fetch_fields(meta);
+  std::vector<MYSQL_BIND> binds(ncols);
+  std::vector<std::int64_t> ints(ncols);
+  std::vector<std::string> bufs(ncols);
+  std::vector<unsigned long> lengths(ncols);
+  std::vector<my_bool> nulls(ncols);
+  std::vector<bool> is_int(ncols);
+  for (unsigned int i = 0; i < ncols; ++i) {
+    std::memset(&binds[i], 0, sizeof binds[i]);
+    switch (fields[i].type) {
+      case MYSQL_TYPE_TINY:
+      case MYSQL_TYPE_SHORT:
+      case MYSQL_TYPE_INT24:
+      case MYSQL_TYPE_LONG:
+      case MYSQL_TYPE_LONGLONG:
+        is_int[i] = true;
+        binds[i].buffer_type = MYSQL_TYPE_LONGLONG;
+        binds[i].buffer = &ints[i];
+        binds[i].is_unsigned = (fields[i].flags & UNSIGNED_FLAG) != 0;
+        break;
+      default:
+        bufs[i].resize(fields[i].max_length + 1);
+        binds[i].buffer_type = MYSQL_TYPE_BLOB;
+        binds[i].buffer = bufs[i].data();
+        binds[i].buffer_length = static_cast<unsigned long>(bufs[i].size());
+        break;
+    }
+    binds[i].length = &lengths[i];
+    binds[i].is_null = &nulls[i];
+  }
+  mysql_free_result(meta);
+  if (ncols > 0 && mysql_stmt_bind_result(stmt, binds.data()) != 0) {
+    return fail();
+  }
+  for (;;) {
+    const int rc = mysql_stmt_fetch(stmt);
+    if (rc == MYSQL_NO_DATA) break;
+    if (rc == 1) return fail();
+    if (rc == MYSQL_DATA_TRUNCATED) {
+      mysql_stmt_free_result(stmt);
+      return Status::Internal(fmt::format("{}: result truncated", what));
+    }
+    std::vector<Rows::Cell> row(ncols);
+    for (unsigned int i = 0; i < ncols; ++i) {
+      row[i].null = nulls[i] != 0;
+      if (row[i].null) continue;
+      if (is_int[i]) {
+        row[i].is_int = true;
+        row[i].i = ints[i];
+      } else {
+        row[i].s.assign(bufs[i].data(), lengths[i]);
+      }
+    }
+    rows.rows_.push_back(std::move(row));
+  }
+  mysql_stmt_free_result(stmt);
+  rows.affected_ = static_cast<std::int64_t>(rows.rows_.size());
+  return rows;
+}
+
+}  // namespace sqlq::engines::mysql

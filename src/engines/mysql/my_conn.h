@@ -1,0 +1,176 @@
+// A MariaDB Connector/C connection with per-connection binary prepared
+// statements, parameter and result helpers, and the one function that
+// translates MariaDB/MySQL errors into sqlq statuses.
+
+#ifndef SQLQ_ENGINES_MYSQL_MY_CONN_H_
+#define SQLQ_ENGINES_MYSQL_MY_CONN_H_
+
+#include <mysql.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/engine.h"
+
+namespace sqlq::engines::mysql {
+
+// How a failed command ended, for Translate.
+enum class Phase {
+  kConnect,    // opening a connection
+  kStatement,  // any statement but COMMIT
+  kCommit,     // COMMIT: a lost connection leaves the outcome unknown
+};
+
+// The single translation of MariaDB/MySQL errors (server error numbers and
+// Connector/C client errors) into sqlq codes. `what` says what was being
+// done ("claim").
+Status Translate(unsigned int err, std::string_view message,
+                 std::string_view what, Phase phase = Phase::kStatement);
+
+// Deadlock (1213) and lock wait timeout (1205): the transaction is rolled
+// back (or must be) and may be run again whole.
+bool IsRetryableError(unsigned int err);
+// The connection is gone (server restart, network): client errors 2006,
+// 2013 and friends.
+bool IsConnectionError(unsigned int err);
+
+// Parameters of one statement, bound in binary (no text escaping anywhere):
+// integers as BIGINT, bytes as BLOB.
+class Params {
+ public:
+  Params() = default;
+  // binds_ points into storage_ and ints_: a moved deque keeps its
+  // elements in place, a copied one would not.
+  Params(const Params&) = delete;
+  Params& operator=(const Params&) = delete;
+  Params(Params&&) = default;
+  Params& operator=(Params&&) = default;
+
+  Params& Int(std::int64_t v);
+  // Bytes; `v` must outlive the statement's execution.
+  Params& Bytes(std::string_view v);
+  // Bytes, or NULL when empty.
+  Params& BytesOrNull(std::string_view v);
+  // An owned copy of `v`.
+  Params& Text(std::string_view v);
+  Params& Null();
+
+  std::size_t size() const { return binds_.size(); }
+  MYSQL_BIND* binds() { return binds_.data(); }
+
+ private:
+  Params& AddBytes(const char* p, std::size_t n);
+  std::deque<std::int64_t> ints_;
+  std::deque<std::string> storage_;
+  std::vector<MYSQL_BIND> binds_;
+};
+
+// A fetched result set (copied out of the connector's buffers), plus the
+// affected row count and insert id of a write.
+class Rows {
+ public:
+  struct Cell {
+    bool null = true;
+    bool is_int = false;
+    std::int64_t i = 0;
+    std::string s;
+  };
+  int size() const { return static_cast<int>(rows_.size()); }
+  bool IsNull(int row, int col) const { return rows_[row][col].null; }
+  // Integers, and DECIMAL results (SUM) as text.
+  std::int64_t Int(int row, int col) const;
+  std::string Bytes(int row, int col) const { return rows_[row][col].s; }
+  // Rows matched by an UPDATE (CLIENT_FOUND_ROWS), deleted or inserted.
+  std::int64_t affected() const { return affected_; }
+  std::uint64_t insert_id() const { return insert_id_; }
+
+ private:
+  friend class MyConn;
+  std::vector<std::vector<Cell>> rows_;
+  std::int64_t affected_ = 0;
+  std::uint64_t insert_id_ = 0;
+};
+
+using core::QueueCounters;
+
+class MyConn : public core::Conn {
+ public:
+  // Takes ownership of `conn` when `owned`.
+  MyConn(MYSQL* conn, bool owned) : conn_(conn), owned_(owned) {}
+  ~MyConn() override;
+
+  // Where an owned connection goes when this wrapper is destroyed, instead
+  // of being closed: set on connections lent to a caller's Tx, so that they
+  // return to the engine's pool with their prepared statements.
+  using Recycler = std::function<void(std::unique_ptr<MyConn>)>;
+  void set_recycler(Recycler r) { recycler_ = std::move(r); }
+
+  MYSQL* my() const { return conn_; }
+  bool healthy() const { return !broken_; }
+  bool owned() const { return owned_; }
+  // The server says a transaction is open on this connection.
+  bool InTransaction() const;
+
+  // Runs `sql` as a binary prepared statement, prepared once per connection
+  // (cached by its text). On error returns the translated status and, unless
+  // `dup_ok` and the error is a duplicate key (which InnoDB rolls back as a
+  // statement, leaving the transaction usable), remembers that the
+  // transaction must not commit.
+  Result<Rows> Run(const std::string& sql, Params& params,
+                   std::string_view what, bool dup_ok = false);
+  Result<Rows> Run(const std::string& sql, Params&& params,
+                   std::string_view what, bool dup_ok = false) {
+    return Run(sql, params, what, dup_ok);
+  }
+  // Runs a statement without parameters as text (BEGIN, COMMIT, SET, DDL),
+  // discarding any result.
+  Status Exec(std::string_view sql, std::string_view what,
+              Phase phase = Phase::kStatement);
+
+  // State of the open transaction, reset when one begins.
+  void ResetTxState();
+  // A deadlock or lock wait timeout in this transaction: the whole
+  // transaction may be run again.
+  bool retry_tx = false;
+  // A statement failed: the transaction is not committed.
+  std::optional<Status> tx_error;
+  // The database clock of this transaction, microseconds since the epoch.
+  std::optional<std::int64_t> tx_now_us;
+  bool read_only = false;
+  // Queues checked (and in write transactions share-locked) in this
+  // transaction.
+  std::unordered_set<std::int64_t> known_queues;
+  bool defer_counters = false;
+  std::map<std::int64_t, QueueCounters> pending_counters;
+  // sends + nacks written to sqlq_counters by this transaction (the wake-up
+  // poller ignores the process's own bumps).
+  std::int64_t bumps = 0;
+  // Session facts read at connect.
+  std::int64_t auto_increment_increment = 1;
+  bool consecutive_autoinc = true;
+  std::int64_t connection_id = 0;
+
+ private:
+  Status Fail(unsigned int err, std::string_view message, std::string_view what,
+              Phase phase, bool record);
+  Result<MYSQL_STMT*> Prepared(const std::string& sql, std::string_view what);
+
+  MYSQL* conn_;
+  bool owned_;
+  bool broken_ = false;
+  Recycler recycler_;
+  std::unordered_map<std::string, MYSQL_STMT*> prepared_;
+};
+
+}  // namespace sqlq::engines::mysql
+
+#endif  // SQLQ_ENGINES_MYSQL_MY_CONN_H_

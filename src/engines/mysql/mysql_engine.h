@@ -1,0 +1,26 @@
+// The MariaDB/MySQL engine (MariaDB Connector/C). Schema in schema.h, SQL in
+// mysql_engine.cc; design notes in docs/engines/mysql.md.
+
+#ifndef SQLQ_ENGINES_MYSQL_MYSQL_ENGINE_H_
+#define SQLQ_ENGINES_MYSQL_MYSQL_ENGINE_H_
+
+#include <memory>
+#include <string_view>
+
+#include "core/engine.h"
+#include "sqlq/store.h"
+
+namespace sqlq::engines::mysql {
+
+// `url` is a mysql:// or mariadb:// URL:
+//   mysql://[user[:password]@]host[:port]/database[?param=value&...]
+// with parameters ssl (disable, require, verify-ca, verify-full), ssl_ca,
+// ssl_cert, ssl_key, connect_timeout (seconds, default 10) and socket (a
+// Unix socket path). User, password and database may be percent-encoded.
+// kInvalidArgument for a malformed URL or an unknown parameter.
+Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
+                                           const StoreOptions& options);
+
+}  // namespace sqlq::engines::mysql
+
+#endif  // SQLQ_ENGINES_MYSQL_MYSQL_ENGINE_H_

@@ -1,0 +1,167 @@
+// The MariaDB/MySQL schema, as versioned migrations. Durable-format rules:
+//  - A migration, once released, is never edited; changes go in a new one.
+//  - sqlq_schema holds the versions applied; a database newer than this
+//    build is refused rather than guessed at. DDL is not transactional in
+//    MariaDB, so migrations run under GET_LOCK(kMigrationLock) (one process
+//    at a time), every statement is idempotent (IF NOT EXISTS) and a
+//    version is recorded only after all its statements ran: a migration cut
+//    short is simply run again.
+//  - Times are BIGINT microseconds since the Unix epoch (store clock: the
+//    server's NOW(6) unless a test injects a clock), as in the other engines.
+//  - sqlq_messages.ready_us is when the message may next be claimed: its
+//    delay or backoff end while token = 0, its lease expiry while token != 0.
+//    The claim order is (priority DESC, ready_us, id); the index stores
+//    npriority = -priority so that an all-ascending index serves that order
+//    on every server (descending index parts need MariaDB 10.8 / MySQL 8).
+//  - Ids come from AUTO_INCREMENT, never reused; a redriven dead letter
+//    keeps its id.
+//  - Names, dedup keys, groups, item keys, worker names and errors are
+//    VARBINARY/BLOB: any bytes, compared and ordered bytewise as in SQLite,
+//    whatever the server's character set and collation.
+//  - Counters live in sqlq_counters, in up to kCounterSlots rows per queue
+//    (one per connection id modulo kCounterSlots), so concurrent commits
+//    rarely update the same row; Stats sums whatever rows there are.
+//  - Every table has a primary key and no AUTO_INCREMENT other than the
+//    ids, and every statement that picks rows does so in a total order, so
+//    that statement-based replicas apply the same changes
+//    (docs/engines/mysql.md).
+
+#ifndef SQLQ_ENGINES_MYSQL_SCHEMA_H_
+#define SQLQ_ENGINES_MYSQL_SCHEMA_H_
+
+#include <vector>
+
+namespace sqlq::engines::mysql {
+
+// GET_LOCK name that serialises migrations of concurrent processes.
+inline constexpr const char* kMigrationLock = "sqlq_migrate";
+
+// Slots per queue in sqlq_counters.
+inline constexpr int kCounterSlots = 64;
+
+// Version n is kMigrations[n - 1]: its statements, run in order.
+inline const std::vector<std::vector<const char*>> kMigrations = {
+    // Version 1: work queues, rings and rotations.
+    {
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_queues (
+  id              BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  name            VARBINARY(255) NOT NULL,
+  kind            VARBINARY(16)  NOT NULL DEFAULT 'queue',
+  max_attempts    INT     NOT NULL,
+  lease_us        BIGINT  NOT NULL,
+  backoff_base_us BIGINT  NOT NULL,
+  backoff_max_us  BIGINT  NOT NULL,
+  archive         TINYINT NOT NULL,
+  retention_us    BIGINT  NOT NULL,
+  max_payload     BIGINT  NOT NULL,
+  created_us      BIGINT  NOT NULL,
+  capacity        BIGINT  NOT NULL DEFAULT 0,
+  max_failures    INT     NOT NULL DEFAULT 0,
+  next_stamp      BIGINT  NOT NULL DEFAULT 0,
+  UNIQUE KEY sqlq_queues_name (name)
+) ENGINE=InnoDB)sql",
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_counters (
+  queue_id      BIGINT NOT NULL,
+  slot          INT    NOT NULL,
+  sends         BIGINT NOT NULL DEFAULT 0,
+  claims        BIGINT NOT NULL DEFAULT 0,
+  acks          BIGINT NOT NULL DEFAULT 0,
+  nacks         BIGINT NOT NULL DEFAULT 0,
+  expirations   BIGINT NOT NULL DEFAULT 0,
+  dead_lettered BIGINT NOT NULL DEFAULT 0,
+  pushes        BIGINT NOT NULL DEFAULT 0,
+  serves        BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (queue_id, slot),
+  FOREIGN KEY (queue_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
+) ENGINE=InnoDB)sql",
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_messages (
+  id          BIGINT  NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  queue_id    BIGINT  NOT NULL,
+  priority    INT     NOT NULL,
+  npriority   BIGINT  NOT NULL,
+  ready_us    BIGINT  NOT NULL,
+  token       BIGINT  NOT NULL DEFAULT 0,
+  attempts    INT     NOT NULL DEFAULT 0,
+  enqueued_us BIGINT  NOT NULL,
+  dedup       VARBINARY(255) NULL,
+  worker      VARBINARY(255) NULL,
+  last_error  BLOB NULL,
+  payload     LONGBLOB NOT NULL,
+  KEY sqlq_messages_claim (queue_id, npriority, ready_us, id),
+  UNIQUE KEY sqlq_messages_dedup (queue_id, dedup),
+  FOREIGN KEY (queue_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
+) ENGINE=InnoDB)sql",
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_dead (
+  id          BIGINT NOT NULL PRIMARY KEY,
+  queue_id    BIGINT NOT NULL,
+  priority    INT    NOT NULL,
+  attempts    INT    NOT NULL,
+  enqueued_us BIGINT NOT NULL,
+  died_us     BIGINT NOT NULL,
+  last_error  BLOB   NOT NULL,
+  payload     LONGBLOB NOT NULL,
+  KEY sqlq_dead_queue (queue_id, id),
+  FOREIGN KEY (queue_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
+) ENGINE=InnoDB)sql",
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_archive (
+  id           BIGINT NOT NULL PRIMARY KEY,
+  queue_id     BIGINT NOT NULL,
+  priority     INT    NOT NULL,
+  attempts     INT    NOT NULL,
+  enqueued_us  BIGINT NOT NULL,
+  completed_us BIGINT NOT NULL,
+  worker       VARBINARY(255) NULL,
+  payload      LONGBLOB NOT NULL,
+  KEY sqlq_archive_queue (queue_id, id),
+  KEY sqlq_archive_completed (queue_id, completed_us),
+  FOREIGN KEY (queue_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
+) ENGINE=InnoDB)sql",
+        // A ring group's row outlives its entries (entries = 0) so that its
+        // sequence never restarts, and its lock serialises the pushes to
+        // the group.
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_ring_groups (
+  ring_id  BIGINT NOT NULL,
+  grp      VARBINARY(255) NOT NULL,
+  last_seq BIGINT NOT NULL,
+  entries  BIGINT NOT NULL,
+  PRIMARY KEY (ring_id, grp),
+  FOREIGN KEY (ring_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
+) ENGINE=InnoDB)sql",
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_ring_entries (
+  ring_id   BIGINT NOT NULL,
+  grp       VARBINARY(255) NOT NULL,
+  seq       BIGINT NOT NULL,
+  pushed_us BIGINT NOT NULL,
+  payload   LONGBLOB NOT NULL,
+  PRIMARY KEY (ring_id, grp, seq),
+  FOREIGN KEY (ring_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
+) ENGINE=InnoDB)sql",
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_rotation_items (
+  rotation_id BIGINT NOT NULL,
+  item_key    VARBINARY(255) NOT NULL,
+  payload     LONGBLOB NOT NULL,
+  added       BIGINT NOT NULL,
+  last_served BIGINT NOT NULL DEFAULT 0,
+  serves      BIGINT NOT NULL DEFAULT 0,
+  failures    INT    NOT NULL DEFAULT 0,
+  parked      TINYINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (rotation_id, item_key),
+  KEY sqlq_rotation_order (rotation_id, parked, last_served, added),
+  FOREIGN KEY (rotation_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
+) ENGINE=InnoDB)sql",
+    },
+};
+
+inline const int kSchemaVersion = static_cast<int>(kMigrations.size());
+
+}  // namespace sqlq::engines::mysql
+
+#endif  // SQLQ_ENGINES_MYSQL_SCHEMA_H_

@@ -1,0 +1,84 @@
+// The HTTP API of docs/http-api.md: routing, authentication, body parsing
+// and one handler per endpoint, over the public sqlq API. Handlers block on
+// the database, so they run on the server's database thread pool, never on
+// its I/O threads. A claim that should wait is not answered here: Handle
+// returns what to wait for and the server parks it (server.cc).
+//
+// Thread-safe.
+
+#ifndef SQLQ_SERVER_API_H_
+#define SQLQ_SERVER_API_H_
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/auth.h"
+#include "server/metrics.h"
+#include "server/reply.h"
+#include "sqlq/store.h"
+
+namespace sqlq::server {
+
+struct Limits {
+  std::size_t max_body_bytes = 16 << 20;
+  std::size_t max_header_bytes = 16 << 10;
+  int max_batch = 1000;  // messages per send, receipts per ack
+  std::size_t max_payload_bytes = 1
+                                  << 20;  // per message, on top of the queue's
+  Duration max_wait = std::chrono::seconds(60);
+  int max_connections = 20000;
+  int max_polls_per_token = 10000;  // concurrent long-poll claims
+  Duration idle_timeout =
+      std::chrono::seconds(120);  // keep-alive, between requests
+  Duration request_timeout = std::chrono::seconds(10);  // to send one request
+  Duration shutdown_timeout = std::chrono::seconds(30);
+};
+
+struct Request {
+  std::string method;         // "GET"
+  std::string target;         // "/v1/queues/jobs?limit=10"
+  std::string authorization;  // the Authorization header, or empty
+  std::string body;
+};
+
+// A claim to hold until a message comes or the wait runs out.
+struct ParkedClaim {
+  WorkQueue queue;
+  ClaimOptions options;  // wait already validated; claims are made with wait 0
+  std::chrono::steady_clock::time_point deadline;
+  std::string token;  // for the per-token limit; empty without auth
+};
+
+struct Outcome {
+  Reply reply;
+  std::optional<ParkedClaim> park;
+};
+
+class Api {
+ public:
+  struct ServerGauges {
+    std::function<Metrics::Gauges()> read;
+    std::function<bool()> shutting_down;
+  };
+  Api(Store& store, const Limits& limits, const Auth& auth, Metrics& metrics,
+      ServerGauges gauges);
+
+  Outcome Handle(const Request& request);
+
+  // The reply to a claim: {"messages":[...]}.
+  static Reply ClaimReply(const std::vector<ClaimedMessage>& messages);
+
+ private:
+  Store& store_;
+  const Limits& limits_;
+  const Auth& auth_;
+  Metrics& metrics_;
+  ServerGauges gauges_;
+};
+
+}  // namespace sqlq::server
+
+#endif  // SQLQ_SERVER_API_H_

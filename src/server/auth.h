@@ -1,0 +1,60 @@
+// Bearer tokens and their permissions, loaded once from the --tokens file
+// (format: docs/server.md). A token grants send, claim and/or admin on the
+// queues, rings and rotations whose names match a pattern (`*` and `?`
+// globs). admin includes send and claim.
+//
+// Thread-safe after Load (read-only).
+
+#ifndef SQLQ_SERVER_AUTH_H_
+#define SQLQ_SERVER_AUTH_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sqlq/status.h"
+
+namespace sqlq::server {
+
+enum Permission : unsigned { kSend = 1, kClaim = 2, kAdmin = 4 };
+
+struct Grant {
+  std::string pattern;
+  unsigned permissions = 0;
+};
+
+struct TokenEntry {
+  std::string token;
+  std::vector<Grant> grants;
+};
+
+bool GlobMatch(std::string_view pattern, std::string_view name);
+
+class Auth {
+ public:
+  // Reads a token file: a JSON document
+  //   {"tokens":[{"token":"...","grants":{"jobs-*":["send","claim"]}}]}
+  // or lines "TOKEN PERM[,PERM]:PATTERN ..." ('#' starts a comment).
+  // Errors: kInvalidArgument naming the line or field at fault, kNotFound.
+  static Result<Auth> Load(const std::string& path);
+
+  // An Auth that allows everything (no token file: loopback only).
+  static Auth AllowAll() { return Auth(); }
+  bool enabled() const { return enabled_; }
+
+  // The entry of `token`, or nullptr for an unknown token.
+  const TokenEntry* Find(std::string_view token) const;
+  // Whether `entry` may do `perm` on `name`. REQUIRES: enabled().
+  static bool Allows(const TokenEntry& entry, unsigned perm,
+                     std::string_view name);
+  // Whether `entry` has any permission on `name` (for reads and listings).
+  static bool Sees(const TokenEntry& entry, std::string_view name);
+
+ private:
+  bool enabled_ = false;
+  std::vector<TokenEntry> tokens_;
+};
+
+}  // namespace sqlq::server
+
+#endif  // SQLQ_SERVER_AUTH_H_

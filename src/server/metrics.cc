@@ -1,0 +1,131 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace sqlq::server {
+
+namespace {
+
+// Label values escape backslash, quote and newline.
+std::string Escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void Metrics::ObserveRequest(const std::string& route, unsigned status,
+                             double seconds) {
+  std::string cls = fmt::format("{}xx", status / 100);
+  std::lock_guard<std::mutex> lock(mu_);
+  Histogram& h = requests_[{route, cls}];
+  for (std::size_t i = 0; i < kBuckets.size(); ++i) {
+    if (seconds <= kBuckets[i]) ++h.buckets[i];
+  }
+  ++h.count;
+  h.sum += seconds;
+}
+
+std::string Metrics::Render(const std::vector<QueueStats>& queues,
+                            const Gauges& gauges) const {
+  std::string out;
+  auto gauge = [&](const char* name, const char* help, std::int64_t v) {
+    out += fmt::format("# HELP {0} {1}\n# TYPE {0} gauge\n{0} {2}\n", name,
+                       help, v);
+  };
+  gauge("sqlq_server_connections", "Open client connections.",
+        gauges.connections);
+  gauge("sqlq_server_waiting_consumers",
+        "Long-poll claims parked waiting for messages.",
+        gauges.waiting_consumers);
+  gauge("sqlq_server_requests_in_flight", "Requests being handled.",
+        gauges.requests_in_flight);
+  out += fmt::format(
+      "# HELP sqlq_server_claim_wakeups_total Wake-ups delivered to parked "
+      "claims.\n# TYPE sqlq_server_claim_wakeups_total counter\n"
+      "sqlq_server_claim_wakeups_total {}\n",
+      gauges.claim_wakeups);
+
+  struct Family {
+    const char* name;
+    const char* type;
+    const char* help;
+    std::int64_t QueueStats::*field;
+  };
+  static const Family kFamilies[] = {
+      {"sqlq_queue_ready", "gauge", "Messages claimable now.",
+       &QueueStats::ready},
+      {"sqlq_queue_delayed", "gauge",
+       "Messages waiting for a delay or backoff.", &QueueStats::delayed},
+      {"sqlq_queue_leased", "gauge", "Messages held under a live lease.",
+       &QueueStats::leased},
+      {"sqlq_queue_dead", "gauge", "Dead letters.", &QueueStats::dead},
+      {"sqlq_queue_archived", "gauge", "Archived messages.",
+       &QueueStats::archived},
+      {"sqlq_queue_sends_total", "counter", "Messages sent.",
+       &QueueStats::sends},
+      {"sqlq_queue_claims_total", "counter", "Messages handed out by claims.",
+       &QueueStats::claims},
+      {"sqlq_queue_acks_total", "counter", "Messages acked.",
+       &QueueStats::acks},
+      {"sqlq_queue_nacks_total", "counter", "Messages nacked.",
+       &QueueStats::nacks},
+      {"sqlq_queue_expirations_total", "counter",
+       "Leases that ran out before an ack.", &QueueStats::expirations},
+      {"sqlq_queue_dead_lettered_total", "counter",
+       "Messages that became dead letters.", &QueueStats::dead_lettered},
+  };
+  for (const Family& f : kFamilies) {
+    out +=
+        fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n", f.name, f.help, f.type);
+    for (const QueueStats& q : queues) {
+      out += fmt::format("{}{{queue=\"{}\"}} {}\n", f.name, Escape(q.name),
+                         q.*(f.field));
+    }
+  }
+  out +=
+      "# HELP sqlq_queue_oldest_ready_age_seconds How long the oldest ready "
+      "message has waited.\n# TYPE sqlq_queue_oldest_ready_age_seconds "
+      "gauge\n";
+  for (const QueueStats& q : queues) {
+    out += fmt::format(
+        "sqlq_queue_oldest_ready_age_seconds{{queue=\"{}\"}} "
+        "{}\n",
+        Escape(q.name), q.oldest_ready_age.count() / 1000.0);
+  }
+
+  out +=
+      "# HELP sqlq_http_request_duration_seconds Time from a request's "
+      "headers to its reply, per route and status class.\n"
+      "# TYPE sqlq_http_request_duration_seconds histogram\n";
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, h] : requests_) {
+    std::string labels = fmt::format("route=\"{}\",status=\"{}\"",
+                                     Escape(key.first), key.second);
+    for (std::size_t i = 0; i < kBuckets.size(); ++i) {
+      out += fmt::format(
+          "sqlq_http_request_duration_seconds_bucket{{{},le=\"{}\"}} {}\n",
+          labels, kBuckets[i], h.buckets[i]);
+    }
+    out += fmt::format(
+        "sqlq_http_request_duration_seconds_bucket{{{},le=\"+Inf\"}} {}\n",
+        labels, h.count);
+    out += fmt::format("sqlq_http_request_duration_seconds_sum{{{}}} {}\n",
+                       labels, h.sum);
+    out += fmt::format("sqlq_http_request_duration_seconds_count{{{}}} {}\n",
+                       labels, h.count);
+  }
+  return out;
+}
+
+}  // namespace sqlq::server

@@ -1,0 +1,56 @@
+// What /metrics reports, in the Prometheus text format (0.0.4): request
+// latency histograms per route and status class, and the gauges and
+// counters the server and its queues give. Queue figures are read from the
+// store at scrape time (QueueStats), so every server on one database
+// reports the same totals.
+//
+// Thread-safe.
+
+#ifndef SQLQ_SERVER_METRICS_H_
+#define SQLQ_SERVER_METRICS_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sqlq/queue.h"
+
+namespace sqlq::server {
+
+class Metrics {
+ public:
+  static constexpr std::array<double, 12> kBuckets = {
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+      0.05,   0.1,   0.25,   0.5,   1.0,  5.0};
+
+  void ObserveRequest(const std::string& route, unsigned status,
+                      double seconds);
+
+  struct Gauges {
+    std::int64_t connections = 0;
+    std::int64_t waiting_consumers = 0;
+    std::int64_t requests_in_flight = 0;
+    // Wake-ups delivered to parked claims by sends (a send of n messages
+    // delivers at most n): the thundering-herd check.
+    std::int64_t claim_wakeups = 0;
+  };
+  std::string Render(const std::vector<QueueStats>& queues,
+                     const Gauges& gauges) const;
+
+ private:
+  struct Histogram {
+    std::array<std::uint64_t, kBuckets.size()> buckets{};
+    std::uint64_t count = 0;
+    double sum = 0;
+  };
+  mutable std::mutex mu_;
+  // (route, status class "2xx") -> histogram
+  std::map<std::pair<std::string, std::string>, Histogram> requests_;
+};
+
+}  // namespace sqlq::server
+
+#endif  // SQLQ_SERVER_METRICS_H_

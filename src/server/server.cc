@@ -1,0 +1,722 @@
+#include "server/server.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "sqlq/store.h"
+
+namespace sqlq::server {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using SteadyClock = std::chrono::steady_clock;
+
+void Log(std::string_view level, std::string_view event,
+         std::string_view fields) {
+  auto now = std::chrono::system_clock::now();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                now.time_since_epoch())
+                .count();
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  std::string line = fmt::format(
+      "ts={:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z level={} event={}{}{}\n",
+      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+      tm.tm_sec, static_cast<int>(ms % 1000), level, event,
+      fields.empty() ? "" : " ", fields);
+  // One write(2) per line, so that lines from threads never interleave.
+  (void)!::write(STDERR_FILENO, line.data(), line.size());
+}
+
+namespace {
+
+// A value for a key=value log field: quoted when it holds spaces or quotes.
+std::string Quote(std::string_view v) {
+  if (v.find_first_of(" \"=\n") == std::string_view::npos && !v.empty()) {
+    return std::string(v);
+  }
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out + "\"";
+}
+
+class Server;
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, Server& server);
+  ~Session();
+
+  void Start(bool reject);
+  // Writes the reply to the request being handled and goes on reading.
+  // Runs on the session's strand.
+  void Send(Reply reply);
+  // Server shutdown: close now when idle, after the reply when busy.
+  void Shutdown();
+  asio::any_io_executor executor() { return stream_.get_executor(); }
+
+ private:
+  void ReadIdle();
+  void ReadHeader();
+  void OnHeader(beast::error_code ec);
+  void OnRequest(beast::error_code ec);
+  void ReadFailed(beast::error_code ec);
+  void Dispatch();
+  void Close();
+
+  Server& server_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::shared_ptr<http::response<http::string_body>> response_;
+  SteadyClock::time_point started_;
+  bool keep_alive_ = true;
+  bool busy_ = false;  // a request is being handled
+  bool closed_ = false;
+  std::string peer_;
+};
+
+class LongPoll : public std::enable_shared_from_this<LongPoll> {
+ public:
+  LongPoll(Server& server, std::shared_ptr<Session> session, ParkedClaim c,
+           std::string route)
+      : server_(server),
+        session_(std::move(session)),
+        claim_(std::move(c)),
+        route_(std::move(route)),
+        timer_(session_->executor()) {
+    claim_.options.wait = Duration(0);
+  }
+  // On a database thread: subscribes, then makes the first look.
+  void Begin();
+  // On the strand: shutdown answers with an empty list.
+  void Stop();
+  void PostStop() {
+    OnStrand([](LongPoll& lp) { lp.Stop(); });
+  }
+  const std::string& token() const { return claim_.token; }
+
+ private:
+  void Wake();
+  void Look();
+  void AfterLook(Result<std::optional<Duration>> next);
+  void Finish(Reply reply);
+  void OnStrand(std::function<void(LongPoll&)> fn) {
+    asio::post(timer_.get_executor(),
+               [self = shared_from_this(), fn = std::move(fn)] { fn(*self); });
+  }
+
+  Server& server_;
+  std::shared_ptr<Session> session_;
+  ParkedClaim claim_;
+  std::string route_;
+  asio::steady_timer timer_;
+  std::unique_ptr<ReadySubscription> sub_;
+  // Strand state. The subscription is touched off the strand only while a
+  // look is in flight.
+  bool in_flight_ = true;
+  bool pending_ = false;
+  bool stop_ = false;
+  bool done_ = false;
+  std::uint64_t gen_ = 0;
+};
+
+class Server {
+ public:
+  Server(const ServerConfig& config, Store& store, const Auth& auth)
+      : config_(config),
+        store_(store),
+        auth_(auth),
+        api_(store, config.limits, auth, metrics_,
+             {.read = [this] { return Gauges(); },
+              .shutting_down = [this] { return stopping_.load(); }}),
+        db_pool_(static_cast<std::size_t>(config.db_threads)),
+        acceptor_(ioc_),
+        signals_(ioc_, SIGTERM, SIGINT),
+        drain_timer_(ioc_),
+        work_(asio::make_work_guard(ioc_)) {}
+
+  int Run();
+
+  const Limits& limits() const { return config_.limits; }
+  Api& api() { return api_; }
+  Metrics& metrics() { return metrics_; }
+  bool stopping() const { return stopping_; }
+  asio::thread_pool& db_pool() { return db_pool_; }
+  std::atomic<int>& in_flight() { return in_flight_; }
+  std::atomic<std::int64_t>& wakeups() { return wakeups_; }
+
+  void Register(Session* s, const std::shared_ptr<Session>& sp) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions_[s] = sp;
+  }
+  void Unregister(Session* s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions_.erase(s);
+    --connections_;
+  }
+
+  // On a database thread: parks a claim, or refuses it (429) when the token
+  // has too many parked already.
+  void Park(const std::shared_ptr<Session>& session, ParkedClaim claim,
+            const std::string& route) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      int& n = polls_per_token_[claim.token];
+      if (n >= config_.limits.max_polls_per_token) {
+        Reply r = ErrorReply(
+            429, "too_many_polls",
+            fmt::format("this token already has {} claims waiting (limit {})",
+                        n, config_.limits.max_polls_per_token));
+        r.route = route;
+        asio::post(session->executor(),
+                   [session, r = std::move(r)] { session->Send(r); });
+        return;
+      }
+      ++n;
+    }
+    auto lp =
+        std::make_shared<LongPoll>(*this, session, std::move(claim), route);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      parked_.insert(lp);
+    }
+    ++waiting_;
+    lp->Begin();
+    if (stopping_) lp->PostStop();
+  }
+  void Unpark(const std::shared_ptr<LongPoll>& lp) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (parked_.erase(lp) == 0) return;
+    --waiting_;
+    auto it = polls_per_token_.find(lp->token());
+    if (--it->second == 0) polls_per_token_.erase(it);
+  }
+
+ private:
+  Metrics::Gauges Gauges() {
+    return {.connections = connections_.load(),
+            .waiting_consumers = waiting_.load(),
+            .requests_in_flight = in_flight_.load(),
+            .claim_wakeups = wakeups_.load()};
+  }
+  void Accept();
+  void BeginShutdown(int signal);
+  void CheckDrained();
+
+  const ServerConfig& config_;
+  Store& store_;
+  const Auth& auth_;
+  Metrics metrics_;
+  Api api_;
+  asio::io_context ioc_;
+  asio::thread_pool db_pool_;
+  tcp::acceptor acceptor_;
+  asio::signal_set signals_;
+  asio::steady_timer drain_timer_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>>
+      work_;
+  SteadyClock::time_point shutdown_deadline_;
+
+  std::atomic<bool> stopping_ = false;
+  std::atomic<int> connections_ = 0;
+  std::atomic<int> in_flight_ = 0;
+  std::atomic<int> waiting_ = 0;
+  std::atomic<std::int64_t> wakeups_ = 0;
+  std::mutex mu_;
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
+  std::unordered_set<std::shared_ptr<LongPoll>> parked_;
+  std::unordered_map<std::string, int> polls_per_token_;
+
+  friend class Session;
+};
+
+// ---- Session ----
+
+Session::Session(tcp::socket socket, Server& server)
+    : server_(server), stream_(std::move(socket)) {
+  beast::error_code ec;
+  auto ep = stream_.socket().remote_endpoint(ec);
+  if (!ec) peer_ = fmt::format("{}:{}", ep.address().to_string(), ep.port());
+  stream_.socket().set_option(tcp::no_delay(true), ec);
+}
+
+Session::~Session() { server_.Unregister(this); }
+
+void Session::Start(bool reject) {
+  if (reject) {
+    keep_alive_ = false;
+    busy_ = true;
+    started_ = SteadyClock::now();
+    ++server_.in_flight();
+    Send(ErrorReply(503, "too_many_connections",
+                    fmt::format("the server holds its limit of {} connections",
+                                server_.limits().max_connections)));
+    return;
+  }
+  ReadIdle();
+}
+
+void Session::ReadIdle() {
+  if (closed_) return;
+  if (buffer_.size() > 0) return ReadHeader();  // pipelined request
+  stream_.expires_after(server_.limits().idle_timeout);
+  stream_.async_read_some(
+      buffer_.prepare(4096),
+      [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+        if (ec) return self->ReadFailed(ec);
+        self->buffer_.commit(n);
+        self->ReadHeader();
+      });
+}
+
+void Session::ReadHeader() {
+  parser_.emplace();
+  parser_->header_limit(
+      static_cast<std::uint32_t>(server_.limits().max_header_bytes));
+  parser_->body_limit(server_.limits().max_body_bytes);
+  // From the first byte, the whole request must arrive in this time: a
+  // client that trickles bytes cannot hold the connection forever.
+  stream_.expires_after(server_.limits().request_timeout);
+  http::async_read_header(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+        self->OnHeader(ec);
+      });
+}
+
+void Session::OnHeader(beast::error_code ec) {
+  if (ec) return ReadFailed(ec);
+  started_ = SteadyClock::now();
+  auto& req = parser_->get();
+  if (beast::iequals(req[http::field::expect], "100-continue")) {
+    auto cont = std::make_shared<http::response<http::empty_body>>(
+        http::status::continue_, 11);
+    http::async_write(
+        stream_, *cont,
+        [self = shared_from_this(), cont](beast::error_code e, std::size_t) {
+          if (e) return self->ReadFailed(e);
+          http::async_read(self->stream_, self->buffer_, *self->parser_,
+                           [self](beast::error_code e2, std::size_t) {
+                             self->OnRequest(e2);
+                           });
+        });
+    return;
+  }
+  http::async_read(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code e, std::size_t) {
+        self->OnRequest(e);
+      });
+}
+
+void Session::OnRequest(beast::error_code ec) {
+  if (ec) return ReadFailed(ec);
+  stream_.expires_never();
+  Dispatch();
+}
+
+void Session::ReadFailed(beast::error_code ec) {
+  if (closed_) return;
+  if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+      ec == asio::error::operation_aborted ||
+      ec == asio::error::connection_reset) {
+    return Close();
+  }
+  if (ec == beast::error::timeout) {
+    // The stream closed the socket already.
+    Log("info", "client_timeout",
+        fmt::format("peer={} reading={}", peer_,
+                    parser_ && parser_->got_some() ? "request" : "idle"));
+    closed_ = true;
+    return;
+  }
+  Reply r;
+  if (ec == http::error::body_limit) {
+    r = ErrorReply(413, "body_too_large",
+                   fmt::format("the request body exceeds the server's limit "
+                               "of {} bytes",
+                               server_.limits().max_body_bytes));
+  } else if (ec == http::error::header_limit) {
+    r = ErrorReply(431, "headers_too_large",
+                   fmt::format("the request headers exceed the server's limit "
+                               "of {} bytes",
+                               server_.limits().max_header_bytes));
+  } else if (ec.category() ==
+             http::make_error_code(http::error::bad_method).category()) {
+    r = ErrorReply(400, "bad_request",
+                   fmt::format("malformed HTTP request: {}", ec.message()));
+  } else {
+    return Close();
+  }
+  Log("info", "bad_request",
+      fmt::format("peer={} status={} reason={}", peer_, r.status,
+                  Quote(ec.message())));
+  // The stream is out of step with the client: answer, then close.
+  keep_alive_ = false;
+  busy_ = true;
+  started_ = SteadyClock::now();
+  ++server_.in_flight();
+  Send(std::move(r));
+}
+
+void Session::Dispatch() {
+  auto& msg = parser_->get();
+  busy_ = true;
+  ++server_.in_flight();
+  keep_alive_ = msg.keep_alive() && !server_.stopping();
+  if (server_.stopping()) {
+    Reply r = ErrorReply(503, "shutting_down", "the server is shutting down");
+    return Send(std::move(r));
+  }
+  Request req{.method = std::string(msg.method_string()),
+              .target = std::string(msg.target()),
+              .authorization = std::string(msg[http::field::authorization]),
+              .body = std::move(msg.body())};
+  asio::post(server_.db_pool(), [self = shared_from_this(),
+                                 req = std::move(req)]() mutable {
+    Outcome out = self->server_.api().Handle(req);
+    if (out.park) {
+      self->server_.Park(self, std::move(*out.park), out.reply.route);
+      return;
+    }
+    asio::post(self->executor(), [self, r = std::move(out.reply)]() mutable {
+      self->Send(std::move(r));
+    });
+  });
+}
+
+void Session::Send(Reply reply) {
+  if (closed_) {
+    --server_.in_flight();
+    return;
+  }
+  auto res = std::make_shared<http::response<http::string_body>>(
+      static_cast<http::status>(reply.status), 11);
+  res->set(http::field::server, "sqlq");
+  res->set(http::field::content_type, reply.content_type);
+  if (reply.status == 401) {
+    res->set(http::field::www_authenticate, "Bearer realm=\"sqlq\"");
+  }
+  if (server_.stopping()) keep_alive_ = false;
+  res->keep_alive(keep_alive_);
+  res->body() = reply.Body();
+  res->prepare_payload();
+  response_ = res;
+  const unsigned status = reply.status;
+  std::string route = std::move(reply.route);
+  if (status >= 500) {
+    Log("warn", "request_failed",
+        fmt::format("peer={} route={} status={} body={}", peer_, Quote(route),
+                    status, Quote(res->body())));
+  }
+  // Observed when the reply is ready, before it is written: a client that
+  // reads the reply and then scrapes /metrics sees its own request counted.
+  server_.metrics().ObserveRequest(
+      route, status,
+      std::chrono::duration<double>(SteadyClock::now() - started_).count());
+  stream_.expires_after(server_.limits().request_timeout);
+  http::async_write(
+      stream_, *res,
+      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+        self->response_.reset();
+        self->busy_ = false;
+        --self->server_.in_flight();
+        if (ec || !self->keep_alive_ || self->server_.stopping()) {
+          return self->Close();
+        }
+        self->ReadIdle();
+      });
+}
+
+void Session::Shutdown() {
+  if (!busy_) Close();
+}
+
+void Session::Close() {
+  if (closed_) return;
+  closed_ = true;
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream_.close();
+}
+
+// ---- LongPoll ----
+
+void LongPoll::Begin() {
+  std::weak_ptr<LongPoll> weak = weak_from_this();
+  auto ex = timer_.get_executor();
+  // Called with the store's wake-up lock held: only post.
+  std::atomic<std::int64_t>* wakeups = &server_.wakeups();
+  sub_ = claim_.queue.Subscribe([weak, ex, wakeups] {
+    ++*wakeups;
+    asio::post(ex, [weak] {
+      if (auto self = weak.lock()) self->Wake();
+    });
+  });
+  Look();
+}
+
+void LongPoll::Look() {
+  (void)sub_->TakeSignal();
+  auto r = claim_.queue.Claim(claim_.options);
+  if (!r.ok()) {
+    Status s = r.status();
+    return OnStrand([s](LongPoll& lp) { lp.Finish(StatusReply(s)); });
+  }
+  if (!r->empty()) {
+    Reply reply = Api::ClaimReply(*r);
+    return OnStrand([reply = std::move(reply)](LongPoll& lp) mutable {
+      lp.Finish(std::move(reply));
+    });
+  }
+  auto next = claim_.queue.NextReadyIn();
+  OnStrand([next = std::move(next)](LongPoll& lp) mutable {
+    lp.AfterLook(std::move(next));
+  });
+}
+
+void LongPoll::AfterLook(Result<std::optional<Duration>> next) {
+  in_flight_ = false;
+  if (done_) return;
+  if (!next.ok()) return Finish(StatusReply(next.status()));
+  if (stop_) return Finish(Api::ClaimReply({}));
+  if (pending_) {
+    pending_ = false;
+    return Wake();
+  }
+  auto now = SteadyClock::now();
+  if (now >= claim_.deadline) return Finish(Api::ClaimReply({}));
+  auto until = claim_.deadline;
+  // The safety net of every waiting claim: look again now and then even
+  // without a wake-up (docs/semantics.md, "Waiting").
+  until = std::min(until, now + std::chrono::seconds(1));
+  if (next->has_value()) {
+    until = std::min(until, now + **next + std::chrono::milliseconds(1));
+  }
+  const std::uint64_t gen = ++gen_;
+  timer_.expires_at(until);
+  timer_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
+    if (ec || gen != self->gen_) return;
+    self->Wake();
+  });
+}
+
+void LongPoll::Wake() {
+  if (done_) return;
+  if (in_flight_) {
+    pending_ = true;
+    return;
+  }
+  in_flight_ = true;
+  ++gen_;
+  timer_.cancel();
+  asio::post(server_.db_pool(), [self = shared_from_this()] { self->Look(); });
+}
+
+void LongPoll::Stop() {
+  stop_ = true;
+  if (!in_flight_) Finish(Api::ClaimReply({}));
+}
+
+void LongPoll::Finish(Reply reply) {
+  if (done_) return;
+  done_ = true;
+  ++gen_;
+  timer_.cancel();
+  // Passes on a wake-up we took no message for.
+  sub_.reset();
+  server_.Unpark(shared_from_this());
+  reply.route = route_;
+  session_->Send(std::move(reply));
+  session_.reset();
+}
+
+// ---- Server ----
+
+void Server::Accept() {
+  acceptor_.async_accept(asio::make_strand(ioc_), [this](beast::error_code ec,
+                                                         tcp::socket sock) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) {
+      return;
+    }
+    if (ec) {
+      // Out of descriptors, most likely: back off instead of spinning.
+      Log("warn", "accept_failed",
+          fmt::format("reason={}", Quote(ec.message())));
+      auto t = std::make_shared<asio::steady_timer>(ioc_);
+      t->expires_after(std::chrono::milliseconds(100));
+      t->async_wait([this, t](beast::error_code) { Accept(); });
+      return;
+    }
+    const bool reject = connections_.load() >= config_.limits.max_connections;
+    ++connections_;
+    auto s = std::make_shared<Session>(std::move(sock), *this);
+    Register(s.get(), s);
+    asio::dispatch(s->executor(), [s, reject] { s->Start(reject); });
+    Accept();
+  });
+}
+
+void Server::BeginShutdown(int signal) {
+  if (stopping_.exchange(true)) return;
+  Log("info", "shutdown_started",
+      fmt::format("signal={} connections={} waiting_consumers={}", signal,
+                  connections_.load(), waiting_.load()));
+  beast::error_code ec;
+  acceptor_.close(ec);
+  std::vector<std::shared_ptr<Session>> sessions;
+  std::vector<std::shared_ptr<LongPoll>> parked;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [p, w] : sessions_) {
+      if (auto s = w.lock()) sessions.push_back(std::move(s));
+    }
+    parked.assign(parked_.begin(), parked_.end());
+  }
+  for (auto& lp : parked) {
+    lp->PostStop();
+  }
+  for (auto& s : sessions) asio::post(s->executor(), [s] { s->Shutdown(); });
+  shutdown_deadline_ = SteadyClock::now() + config_.limits.shutdown_timeout;
+  CheckDrained();
+}
+
+void Server::CheckDrained() {
+  if (connections_.load() == 0 && in_flight_.load() == 0) {
+    Log("info", "shutdown_drained");
+    signals_.cancel();
+    work_.reset();
+    return;
+  }
+  if (SteadyClock::now() >= shutdown_deadline_) {
+    Log("warn", "shutdown_timeout",
+        fmt::format("connections={} in_flight={}", connections_.load(),
+                    in_flight_.load()));
+    signals_.cancel();
+    work_.reset();
+    ioc_.stop();
+    return;
+  }
+  drain_timer_.expires_after(std::chrono::milliseconds(10));
+  drain_timer_.async_wait([this](beast::error_code) { CheckDrained(); });
+}
+
+int Server::Run() {
+  beast::error_code ec;
+  auto addr = asio::ip::make_address(config_.bind, ec);
+  if (ec) {
+    std::cerr << "sqlq serve: --bind '" << config_.bind
+              << "' is not an IP address\n";
+    return 2;
+  }
+  tcp::endpoint ep(addr, static_cast<unsigned short>(config_.port));
+  acceptor_.open(ep.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    std::cerr << "sqlq serve: cannot listen on " << config_.bind << ":"
+              << config_.port << ": " << ec.message() << "\n";
+    return 2;
+  }
+  const unsigned short port = acceptor_.local_endpoint().port();
+  if (!config_.port_file.empty()) {
+    std::string tmp = config_.port_file + ".tmp";
+    {
+      std::ofstream f(tmp);
+      f << port << "\n";
+    }
+    std::filesystem::rename(tmp, config_.port_file);
+  }
+  Log("info", "listening",
+      fmt::format("addr={} port={} db={} auth={} io_threads={} db_threads={}",
+                  config_.bind, port, Quote(store_.url()),
+                  auth_.enabled() ? "tokens" : "none", config_.io_threads,
+                  config_.db_threads));
+
+  signals_.async_wait([this](beast::error_code e, int sig) {
+    if (!e) BeginShutdown(sig);
+  });
+  Accept();
+
+  std::vector<std::thread> threads;
+  for (int i = 1; i < config_.io_threads; ++i) {
+    threads.emplace_back([this] { ioc_.run(); });
+  }
+  ioc_.run();
+  for (auto& t : threads) t.join();
+  db_pool_.join();
+  Log("info", "shutdown_complete");
+  return 0;
+}
+
+bool IsLoopback(const std::string& bind) {
+  beast::error_code ec;
+  auto a = asio::ip::make_address(bind, ec);
+  return !ec && a.is_loopback();
+}
+
+}  // namespace
+
+int RunServer(const ServerConfig& config) {
+  std::signal(SIGPIPE, SIG_IGN);
+  // Block the shutdown signals until the signal_set is listening, so that
+  // an early SIGTERM is not fatal. (asio's signal_set installs handlers.)
+  Auth auth = Auth::AllowAll();
+  if (!config.tokens_file.empty()) {
+    auto a = Auth::Load(config.tokens_file);
+    if (!a.ok()) {
+      std::cerr << "sqlq serve: " << a.status().message() << "\n";
+      return 2;
+    }
+    auth = std::move(*a);
+  } else if (!IsLoopback(config.bind)) {
+    std::cerr << "sqlq serve: refusing to listen on " << config.bind
+              << " without --tokens: anyone who can reach it could read and "
+                 "delete every queue. Give --tokens FILE (docs/server.md), "
+                 "or bind to 127.0.0.1.\n";
+    return 2;
+  }
+  // Thousands of idle keep-alive connections need descriptors.
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  auto store = Store::Open(config.db, {.create_if_missing = true});
+  if (!store.ok()) {
+    std::cerr << "sqlq serve: cannot open " << config.db << ": "
+              << store.status().ToString() << "\n";
+    return 3;
+  }
+  Server server(config, **store, auth);
+  return server.Run();
+}
+
+}  // namespace sqlq::server

@@ -1,0 +1,40 @@
+// sqlq serve: the HTTP/1.1 server of docs/server.md over one Store.
+//
+// Threads: a few I/O threads run Boost.Asio (accept, read, write, timers,
+// parked claims); a pool of database threads runs the handlers, which block
+// on the store. A claim that waits is parked as a timer plus a
+// ReadySubscription and holds no thread.
+
+#ifndef SQLQ_SERVER_SERVER_H_
+#define SQLQ_SERVER_SERVER_H_
+
+#include <string>
+
+#include "server/api.h"
+#include "server/auth.h"
+
+namespace sqlq::server {
+
+struct ServerConfig {
+  std::string db;  // store URL
+  std::string bind = "127.0.0.1";
+  int port = 8080;          // 0: any free port
+  std::string port_file;    // when set, the bound port is written there
+  std::string tokens_file;  // empty: no auth, loopback only
+  int io_threads = 2;
+  int db_threads = 16;
+  Limits limits;
+};
+
+// Runs until SIGTERM or SIGINT, then shuts down gracefully. Returns the
+// process exit code: 0 after a clean shutdown, 2 for a configuration the
+// server refuses (message on stderr), 3 when the store cannot be opened.
+int RunServer(const ServerConfig& config);
+
+// One structured log line on stderr: "ts=... level=... event=... k=v ...".
+void Log(std::string_view level, std::string_view event,
+         std::string_view fields = {});
+
+}  // namespace sqlq::server
+
+#endif  // SQLQ_SERVER_SERVER_H_

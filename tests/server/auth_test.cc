@@ -1,0 +1,164 @@
+// Bearer tokens: each permission, wrong and missing tokens, receipts bound
+// to their queue, and the refusal to listen off loopback without tokens.
+
+#include "tests/server/server_fixture.h"
+
+namespace sqlq::server_test {
+namespace {
+
+constexpr const char* kAdmin = "admin-token-0001";
+constexpr const char* kSender = "sender-token-0001";
+constexpr const char* kWorker = "worker-token-0001";
+
+class Auth : public ServerTest {
+ protected:
+  void SetUp() override {
+    ServerTest::SetUp();
+    std::ofstream f(dir_ / "tokens.txt");
+    f << "# token  grants\n"
+      << kAdmin << " admin:*\n"
+      << kSender << " send:jobs-*\n"
+      << kWorker << " claim:jobs-*   send,claim:scratch\n";
+    f.close();
+    StartServer({"--tokens", (dir_ / "tokens.txt").string()});
+    admin_.emplace(port(), kAdmin);
+    ASSERT_EQ(admin_->Post("/v1/queues/jobs-a", Json::object()).status, 201);
+    ASSERT_EQ(admin_->Post("/v1/queues/jobs-b", Json::object()).status, 201);
+    ASSERT_EQ(admin_->Post("/v1/queues/private", Json::object()).status, 201);
+  }
+  Response Send(Client& c, const std::string& queue) {
+    return c.Post("/v1/queues/" + queue + "/messages",
+                  {{"messages", {{{"payload", "x"}}}}});
+  }
+  std::optional<Client> admin_;
+};
+
+TEST_F(Auth, MissingOrWrongTokenIs401) {
+  Client none(port());
+  auto r = Send(none, "jobs-a");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.error_code(), "unauthorized");
+  EXPECT_EQ(r.header("www-authenticate"), "Bearer realm=\"sqlq\"");
+  Client wrong(port(), "not-a-known-token");
+  EXPECT_EQ(Send(wrong, "jobs-a").status, 401);
+  auto basic = none.Call("GET", "/v1/queues", "");
+  EXPECT_EQ(basic.status, 401);
+  // Health and metrics stay open for probes and scrapers.
+  EXPECT_EQ(none.Get("/healthz").status, 200);
+  EXPECT_EQ(none.Get("/metrics").status, 200);
+  EXPECT_EQ(admin_->Get("/v1/queues/jobs-a").json["stats"]["sends"], 0);
+}
+
+TEST_F(Auth, SendPermission) {
+  Client sender(port(), kSender);
+  EXPECT_EQ(Send(sender, "jobs-a").status, 200);
+  auto other = Send(sender, "private");
+  EXPECT_EQ(other.status, 403);
+  EXPECT_EQ(other.error_code(), "forbidden");
+  auto claim = sender.Post("/v1/queues/jobs-a/claim", Json::object());
+  EXPECT_EQ(claim.status, 403);
+  EXPECT_EQ(sender.Post("/v1/queues/jobs-c", Json::object()).status, 403);
+  EXPECT_EQ(sender.Delete("/v1/queues/jobs-a").status, 403);
+  EXPECT_EQ(admin_->Get("/v1/queues/jobs-a").json["stats"]["ready"], 1);
+}
+
+TEST_F(Auth, ClaimPermissionCoversClaimAckNackExtend) {
+  ASSERT_EQ(Send(*admin_, "jobs-a").status, 200);
+  ASSERT_EQ(Send(*admin_, "jobs-a").status, 200);
+  Client worker(port(), kWorker);
+  EXPECT_EQ(Send(worker, "jobs-a").status, 403);
+  auto claimed = worker.Post("/v1/queues/jobs-a/claim", {{"max", 2}});
+  ASSERT_EQ(claimed.status, 200) << claimed.body;
+  ASSERT_EQ(claimed.json["messages"].size(), 2u);
+  auto& m = claimed.json["messages"];
+  EXPECT_EQ(worker
+                .Post("/v1/queues/jobs-a/extend",
+                      {{"receipt", m[0]["receipt"]}, {"lease_ms", 60000}})
+                .status,
+            200);
+  EXPECT_EQ(worker.Post("/v1/queues/jobs-a/ack", {{"receipt", m[0]["receipt"]}})
+                .status,
+            200);
+  EXPECT_EQ(
+      worker.Post("/v1/queues/jobs-a/nack", {{"receipt", m[1]["receipt"]}})
+          .status,
+      200);
+  EXPECT_EQ(worker.Post("/v1/queues/private/claim", Json::object()).status,
+            403);
+  EXPECT_EQ(worker.Get("/v1/queues/jobs-a/dead").status, 403);
+  // Two grants on one token.
+  EXPECT_EQ(Send(worker, "scratch").status, 404);  // allowed; does not exist
+}
+
+TEST_F(Auth, AdminPermissionAndListingShowsOnlyVisibleQueues) {
+  Client sender(port(), kSender);
+  auto list = sender.Get("/v1/queues");
+  ASSERT_EQ(list.status, 200);
+  std::vector<std::string> names;
+  for (auto& q : list.json["queues"]) names.push_back(q["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"jobs-a", "jobs-b"}));
+  EXPECT_EQ(sender.Get("/v1/queues/private").status, 403);
+  EXPECT_EQ(admin_->Post("/v1/queues/jobs-a/purge", Json::object()).status,
+            200);
+  EXPECT_EQ(admin_->Get("/v1/queues/jobs-a/dead").status, 200);
+  EXPECT_EQ(admin_->Delete("/v1/queues/jobs-b").status, 200);
+  EXPECT_EQ(admin_->Post("/v1/rings/jobs-ring", {{"capacity", 3}}).status, 201);
+  EXPECT_EQ(
+      sender.Post("/v1/rings/jobs-ring/groups/g", {{"payload", "p"}}).status,
+      200);
+  EXPECT_EQ(sender.Get("/v1/rings/jobs-ring/groups/g").status, 403);
+}
+
+TEST_F(Auth, ReceiptFromAnotherQueueIsRefused) {
+  ASSERT_EQ(Send(*admin_, "jobs-a").status, 200);
+  Client worker(port(), kWorker);
+  auto claimed = worker.Post("/v1/queues/jobs-a/claim", Json::object());
+  ASSERT_EQ(claimed.json["messages"].size(), 1u);
+  std::string receipt = claimed.json["messages"][0]["receipt"];
+  for (const char* op : {"ack", "nack", "extend"}) {
+    Json body = {{"receipt", receipt}};
+    if (std::string(op) == "extend") body["lease_ms"] = 1000;
+    auto r = worker.Post(std::string("/v1/queues/jobs-b/") + op, body);
+    EXPECT_EQ(r.status, 404) << op << ": " << r.body;
+    EXPECT_EQ(r.error_code(), "not_found") << op;
+  }
+  // Still leased on its own queue, and its receipt still works there.
+  EXPECT_EQ(admin_->Get("/v1/queues/jobs-a").json["stats"]["leased"], 1);
+  EXPECT_EQ(worker.Post("/v1/queues/jobs-a/ack", {{"receipt", receipt}}).status,
+            200);
+}
+
+TEST(AuthStartup, RefusesNonLoopbackWithoutTokensAndBadTokenFiles) {
+  fs::path dir = fs::temp_directory_path() /
+                 ("sqlq-server-authstart-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    ServerProcess open_wide(dir, {"--bind", "0.0.0.0"});
+    EXPECT_FALSE(open_wide.Start());
+    EXPECT_EQ(open_wide.WaitExit(std::chrono::seconds(10)), 2);
+    EXPECT_NE(open_wide.log().find("without --tokens"), std::string::npos)
+        << open_wide.log();
+  }
+  {
+    std::ofstream(dir / "bad.txt") << "short admin:*\n";
+    ServerProcess bad(dir, {"--tokens", (dir / "bad.txt").string()});
+    EXPECT_FALSE(bad.Start());
+    EXPECT_EQ(bad.WaitExit(std::chrono::seconds(10)), 2);
+    EXPECT_NE(bad.log().find("at least 8"), std::string::npos) << bad.log();
+  }
+  {
+    std::ofstream(dir / "tokens.json")
+        << R"({"tokens":[{"token":"json-token-0001","grants":{"*":["admin"]}}]})";
+    ServerProcess wide(
+        dir, {"--bind", "0.0.0.0", "--tokens", (dir / "tokens.json").string()});
+    ASSERT_TRUE(wide.Start()) << wide.log();
+    Client c(wide.port(), "json-token-0001");
+    EXPECT_EQ(c.Post("/v1/queues/q", Json::object()).status, 201);
+    Client anon(wide.port());
+    EXPECT_EQ(anon.Get("/v1/queues").status, 401);
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace sqlq::server_test

@@ -1,0 +1,172 @@
+// Long-poll claims: parked without a thread each, woken by sends, one
+// waiter per message.
+
+#include <sys/resource.h>
+
+#include <future>
+#include <set>
+
+#include "tests/server/server_fixture.h"
+
+namespace sqlq::server_test {
+namespace {
+
+// The value of an unlabelled metric, or -1.
+double Metric(Client& c, const std::string& name) {
+  auto r = c.Get("/metrics");
+  std::istringstream in(r.body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + " ", 0) == 0)
+      return std::stod(line.substr(name.size()));
+  }
+  return -1;
+}
+
+std::string ClaimRequest(int wait_ms, int max = 1) {
+  std::string body = Json{{"max", max}, {"wait_ms", wait_ms}}.dump();
+  return "POST /v1/queues/jobs/claim HTTP/1.1\r\nHost: x\r\n"
+         "Content-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+class LongPoll : public ServerTest {
+ protected:
+  void SetUp() override {
+    ServerTest::SetUp();
+    StartServer(GetParam_args());
+    c_.emplace(port());
+    ASSERT_EQ(c_->Post("/v1/queues/jobs", Json::object()).status, 201);
+  }
+  virtual std::vector<std::string> GetParam_args() { return {}; }
+  Client& c() { return *c_; }
+  bool WaitingIs(int n) {
+    return WaitFor(
+        [&] { return Metric(c(), "sqlq_server_waiting_consumers") == n; },
+        std::chrono::seconds(30));
+  }
+  std::optional<Client> c_;
+};
+
+TEST_F(LongPoll, ParkedClaimIsAnsweredWhenAMessageIsSent) {
+  auto claim = std::async(std::launch::async, [&] {
+    Client waiter(port());
+    auto start = SteadyClock::now();
+    auto r =
+        waiter.Post("/v1/queues/jobs/claim", {{"max", 5}, {"wait_ms", 30000}});
+    return std::make_pair(r, SteadyClock::now() - start);
+  });
+  ASSERT_TRUE(WaitingIs(1));
+  ASSERT_EQ(c().Post("/v1/queues/jobs/messages",
+                     {{"messages", {{{"payload", "wake up"}}}}})
+                .status,
+            200);
+  // Answered with the message, well before its 30 s wait ran out.
+  ASSERT_EQ(claim.wait_for(std::chrono::seconds(15)),
+            std::future_status::ready);
+  auto [r, elapsed] = claim.get();
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json["messages"].size(), 1u);
+  EXPECT_EQ(r.json["messages"][0]["payload"], "wake up");
+  EXPECT_LT(elapsed, std::chrono::seconds(15));
+  EXPECT_EQ(Metric(c(), "sqlq_server_waiting_consumers"), 0);
+}
+
+TEST_F(LongPoll, WaitRunsOutWithAnEmptyList) {
+  auto r = c().Post("/v1/queues/jobs/claim", {{"wait_ms", 200}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.json["messages"], Json::array());
+}
+
+TEST_F(LongPoll, DelayedMessageIsDeliveredToAParkedClaimWhenItBecomesReady) {
+  ASSERT_EQ(c().Post("/v1/queues/jobs/messages",
+                     {{"messages", {{{"payload", "soon"}, {"delay_ms", 300}}}}})
+                .status,
+            200);
+  auto r = c().Post("/v1/queues/jobs/claim", {{"wait_ms", 20000}});
+  ASSERT_EQ(r.status, 200);
+  ASSERT_EQ(r.json["messages"].size(), 1u);
+  EXPECT_EQ(r.json["messages"][0]["payload"], "soon");
+}
+
+TEST_F(LongPoll, OneSendWakesExactlyOneOfSeveralParkedClaims) {
+  std::vector<std::unique_ptr<RawConn>> conns;
+  for (int i = 0; i < 5; ++i) {
+    conns.push_back(std::make_unique<RawConn>(port()));
+    ASSERT_TRUE(conns.back()->Write(ClaimRequest(30000)));
+  }
+  ASSERT_TRUE(WaitingIs(5));
+  double wakeups = Metric(c(), "sqlq_server_claim_wakeups_total");
+  ASSERT_EQ(c().Post("/v1/queues/jobs/messages",
+                     {{"messages", {{{"payload", "only one"}}}}})
+                .status,
+            200);
+  // Wake-ups are delivered inside the send, before its reply.
+  EXPECT_EQ(Metric(c(), "sqlq_server_claim_wakeups_total"), wakeups + 1);
+  // Exactly one claim answers, with the message; four stay parked.
+  int answered = -1;
+  ASSERT_TRUE(WaitFor([&] {
+    for (std::size_t i = 0; i < conns.size(); ++i) {
+      pollfd p{conns[i]->fd(), POLLIN, 0};
+      if (::poll(&p, 1, 0) > 0) answered = static_cast<int>(i);
+    }
+    return answered >= 0;
+  }));
+  std::string r = conns[answered]->ReadResponse();
+  EXPECT_EQ(StatusOf(r), 200);
+  EXPECT_EQ(BodyOf(r)["messages"][0]["payload"], "only one");
+  EXPECT_EQ(Metric(c(), "sqlq_server_waiting_consumers"), 4);
+}
+
+TEST_F(LongPoll, TwoThousandParkedClaimsCostNoThreadEachAndLittleMemory) {
+  constexpr int kWaiters = 2000;
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < 2 * kWaiters + 100) {
+    rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 2 * kWaiters + 100);
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  ASSERT_GE(rl.rlim_cur, static_cast<rlim_t>(kWaiters + 100))
+      << "the test needs more file descriptors";
+  const long threads_before = server_->ProcStatus("Threads");
+  const long rss_before_kb = server_->ProcStatus("VmRSS");
+
+  std::vector<std::unique_ptr<RawConn>> conns;
+  for (int i = 0; i < kWaiters; ++i) {
+    conns.push_back(std::make_unique<RawConn>(port()));
+    ASSERT_TRUE(conns.back()->ok()) << i;
+    ASSERT_TRUE(conns.back()->Write(ClaimRequest(60000)));
+  }
+  ASSERT_TRUE(WaitingIs(kWaiters));
+  const long threads = server_->ProcStatus("Threads");
+  const long rss_kb = server_->ProcStatus("VmRSS");
+  RecordProperty("threads", std::to_string(threads));
+  RecordProperty("rss_growth_kb", std::to_string(rss_kb - rss_before_kb));
+  // No thread per waiter: the pools the server started with, nothing more.
+  EXPECT_EQ(threads, threads_before);
+  EXPECT_LT(threads, 64);
+  // Bounded memory: well under 32 KiB per parked claim.
+  EXPECT_LT(rss_kb - rss_before_kb, kWaiters * 32L) << "KiB";
+
+  // 2,000 messages wake every one of them, each with its own message.
+  for (int batch = 0; batch < 2; ++batch) {
+    Json msgs = Json::array();
+    for (int i = 0; i < kWaiters / 2; ++i) {
+      msgs.push_back({{"payload", "m" + std::to_string(batch * 1000 + i)}});
+    }
+    ASSERT_EQ(c().Post("/v1/queues/jobs/messages", {{"messages", msgs}}).status,
+              200);
+  }
+  std::set<std::int64_t> ids;
+  for (auto& conn : conns) {
+    std::string r = conn->ReadResponse(std::chrono::seconds(30));
+    ASSERT_EQ(StatusOf(r), 200) << r;
+    Json body = BodyOf(r);
+    ASSERT_EQ(body["messages"].size(), 1u) << r;
+    ids.insert(body["messages"][0]["id"].get<std::int64_t>());
+  }
+  EXPECT_EQ(ids.size(), static_cast<std::size_t>(kWaiters));
+}
+
+}  // namespace
+}  // namespace sqlq::server_test

@@ -1,0 +1,413 @@
+// Starts the real `sqlq serve` (SQLQ_BIN) on port 0 with a --port-file, and
+// talks to it over real HTTP on loopback: a Beast client for well-formed
+// requests, raw sockets for what no client library would send.
+//
+// Not thread-safe, except Client objects, one per thread.
+
+#ifndef SQLQ_TESTS_SERVER_SERVER_FIXTURE_H_
+#define SQLQ_TESTS_SERVER_SERVER_FIXTURE_H_
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sqlq::server_test {
+
+using Json = nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+// Polls `cond` until it holds or `timeout` passes; returns whether it held.
+// A wait with a generous deadline, not a fixed sleep.
+inline bool WaitFor(
+    const std::function<bool()>& cond,
+    std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  auto deadline = SteadyClock::now() + timeout;
+  while (SteadyClock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cond();
+}
+
+struct Response {
+  int status = 0;
+  std::string body;
+  Json json;  // parsed body, or null
+  std::string header(const std::string& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? "" : it->second;
+  }
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string error_code() const {
+    if (json.is_object() && json.contains("error")) {
+      return json["error"].value("code", "");
+    }
+    return "";
+  }
+};
+
+inline std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(c));
+  return s;
+}
+
+// One keep-alive connection.
+class Client {
+ public:
+  explicit Client(int port, std::string token = "")
+      : port_(port), token_(std::move(token)), stream_(ioc_) {}
+
+  void set_token(std::string t) { token_ = std::move(t); }
+
+  Response Call(const std::string& method, const std::string& target,
+                const std::string& body = "",
+                std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    namespace http = boost::beast::http;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (!connected_) Connect();
+      http::request<http::string_body> req(http::string_to_verb(method), target,
+                                           11);
+      req.set(http::field::host, "127.0.0.1");
+      if (!token_.empty()) {
+        req.set(http::field::authorization, "Bearer " + token_);
+      }
+      if (!body.empty()) {
+        req.set(http::field::content_type, "application/json");
+        req.body() = body;
+      }
+      req.prepare_payload();
+      req.keep_alive(true);
+      boost::beast::error_code ec;
+      stream_.expires_after(timeout);
+      http::write(stream_, req, ec);
+      if (ec) {
+        connected_ = false;
+        stream_.close();
+        continue;  // the server closed an idle connection: reconnect once
+      }
+      boost::beast::flat_buffer buf;
+      http::response_parser<http::string_body> parser;
+      parser.body_limit(256 << 20);
+      http::read(stream_, buf, parser, ec);
+      if (ec) {
+        connected_ = false;
+        stream_.close();
+        if (attempt == 0 && ec == http::error::end_of_stream) continue;
+        Response r;
+        r.status = -1;
+        r.body = ec.message();
+        return r;
+      }
+      auto& res = parser.get();
+      Response r;
+      r.status = static_cast<int>(res.result_int());
+      r.body = res.body();
+      for (auto& f : res) {
+        r.headers[Lower(std::string(f.name_string()))] = std::string(f.value());
+      }
+      r.json = Json::parse(r.body, nullptr, false);
+      if (r.json.is_discarded()) r.json = nullptr;
+      if (!res.keep_alive()) {
+        connected_ = false;
+        stream_.close();
+      }
+      return r;
+    }
+    Response r;
+    r.status = -1;
+    r.body = "cannot connect";
+    return r;
+  }
+  Response Get(const std::string& t) { return Call("GET", t); }
+  Response Post(const std::string& t, const Json& body) {
+    return Call("POST", t, body.dump());
+  }
+  Response Delete(const std::string& t) { return Call("DELETE", t); }
+
+ private:
+  void Connect() {
+    boost::asio::ip::tcp::endpoint ep(
+        boost::asio::ip::make_address("127.0.0.1"),
+        static_cast<unsigned short>(port_));
+    boost::beast::error_code ec;
+    stream_.expires_after(std::chrono::seconds(10));
+    stream_.connect(ep, ec);
+    connected_ = !ec;
+  }
+  int port_;
+  std::string token_;
+  boost::asio::io_context ioc_;
+  boost::beast::tcp_stream stream_;
+  bool connected_ = false;
+};
+
+// A raw TCP connection for hand-written requests.
+class RawConn {
+ public:
+  explicit RawConn(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  RawConn(const RawConn&) = delete;
+  ~RawConn() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  bool Write(std::string_view bytes) {
+    while (!bytes.empty()) {
+      ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+  // Reads until the peer closes, or one whole response (by Content-Length)
+  // arrived, or `timeout`. Returns what came.
+  std::string ReadResponse(
+      std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    auto deadline = SteadyClock::now() + timeout;
+    while (true) {
+      if (auto len = WholeResponseLength()) {
+        std::string out = buf_.substr(0, *len);
+        buf_.erase(0, *len);
+        return out;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - SteadyClock::now());
+      if (left.count() <= 0) break;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+      char tmp[65536];
+      ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+      if (n <= 0) {
+        closed_ = true;
+        break;
+      }
+      buf_.append(tmp, static_cast<std::size_t>(n));
+    }
+    std::string out = std::move(buf_);
+    buf_.clear();
+    return out;
+  }
+  // Whether the server closed the connection within `timeout`.
+  bool ClosedWithin(std::chrono::milliseconds timeout) {
+    auto deadline = SteadyClock::now() + timeout;
+    while (!closed_ && SteadyClock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - SteadyClock::now());
+      if (::poll(&p, 1, static_cast<int>(std::max<long>(left.count(), 1))) <=
+          0) {
+        continue;
+      }
+      char tmp[4096];
+      ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+      if (n <= 0)
+        closed_ = true;
+      else
+        buf_.append(tmp, static_cast<std::size_t>(n));
+    }
+    return closed_;
+  }
+  const std::string& buffered() const { return buf_; }
+
+ private:
+  std::optional<std::size_t> WholeResponseLength() const {
+    auto end = buf_.find("\r\n\r\n");
+    if (end == std::string::npos) return std::nullopt;
+    std::string head = Lower(buf_.substr(0, end));
+    auto cl = head.find("content-length:");
+    std::size_t len = 0;
+    if (cl != std::string::npos) len = std::stoul(head.substr(cl + 15));
+    if (buf_.size() < end + 4 + len) return std::nullopt;
+    return end + 4 + len;
+  }
+  int fd_ = -1;
+  std::string buf_;
+  bool closed_ = false;
+};
+
+inline int StatusOf(const std::string& raw) {
+  if (raw.rfind("HTTP/1.1 ", 0) != 0) return -1;
+  return std::stoi(raw.substr(9, 3));
+}
+inline Json BodyOf(const std::string& raw) {
+  auto end = raw.find("\r\n\r\n");
+  if (end == std::string::npos) return nullptr;
+  auto j = Json::parse(raw.substr(end + 4), nullptr, false);
+  return j.is_discarded() ? Json(nullptr) : j;
+}
+
+// The real server process.
+class ServerProcess {
+ public:
+  // `dir` holds the database, port file and log.
+  ServerProcess(fs::path dir, std::vector<std::string> extra_args = {},
+                std::string db_url = "")
+      : dir_(std::move(dir)), args_(std::move(extra_args)) {
+    db_url_ = db_url.empty() ? "sqlite:" + (dir_ / "q.db").string() : db_url;
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      int st = 0;
+      ::waitpid(pid_, &st, 0);
+    }
+  }
+
+  // Starts the server and waits for its port file. Returns false (with the
+  // log in `log()`) when it exits or does not listen within 15 s.
+  bool Start() {
+    fs::remove(port_file());
+    std::vector<std::string> argv = {
+        SQLQ_BIN, "--db", db_url_,       "serve",
+        "--port", "0",    "--port-file", port_file().string()};
+    argv.insert(argv.end(), args_.begin(), args_.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      int log = ::open(log_file().c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      ::dup2(log, 2);
+      ::dup2(log, 1);
+      std::vector<char*> a;
+      for (auto& s : argv) a.push_back(s.data());
+      a.push_back(nullptr);
+      ::execv(a[0], a.data());
+      ::_exit(127);
+    }
+    bool up = WaitFor(
+        [&] {
+          if (Exited()) return true;
+          std::ifstream f(port_file());
+          int p = 0;
+          if (f >> p && p > 0) {
+            port_ = p;
+            return true;
+          }
+          return false;
+        },
+        std::chrono::seconds(15));
+    return up && port_ > 0 && !exited_;
+  }
+
+  // Whether the process has exited (reaps it and records its status).
+  bool Exited() {
+    if (exited_) return true;
+    if (pid_ <= 0) return true;
+    int st = 0;
+    pid_t r = ::waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) {
+      exited_ = true;
+      status_ = st;
+      pid_ = -1;
+    }
+    return exited_;
+  }
+  // Waits up to `timeout` for exit; returns the exit code, or -1 (signal or
+  // still running).
+  int WaitExit(std::chrono::milliseconds timeout) {
+    if (!WaitFor([&] { return Exited(); }, timeout)) return -1;
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
+  }
+  void Signal(int sig) {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+  void Kill9() {
+    Signal(SIGKILL);
+    WaitExit(std::chrono::seconds(10));
+  }
+
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  const std::string& db_url() const { return db_url_; }
+  fs::path port_file() const { return dir_ / "port"; }
+  fs::path log_file() const { return dir_ / "server.log"; }
+  std::string log() const {
+    std::ifstream f(log_file());
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  // A field of /proc/PID/status ("Threads", "VmRSS"), as a number.
+  long ProcStatus(const std::string& field) const {
+    std::ifstream f("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.rfind(field + ":", 0) == 0) {
+        return std::stol(line.substr(field.size() + 1));
+      }
+    }
+    return -1;
+  }
+
+ private:
+  fs::path dir_;
+  std::vector<std::string> args_;
+  std::string db_url_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  bool exited_ = false;
+  int status_ = 0;
+};
+
+// A fresh directory per test, removed afterwards.
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           (std::string("sqlq-server-") + info->test_suite_name() + "-" +
+            info->name() + "-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (HasFailure() && server_) {
+      std::cerr << "---- server log ----\n" << server_->log() << "----\n";
+    }
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+  // Starts a server with `args`; fails the test when it does not come up.
+  void StartServer(std::vector<std::string> args = {}) {
+    server_.emplace(dir_, std::move(args));
+    ASSERT_TRUE(server_->Start()) << server_->log();
+  }
+  int port() const { return server_->port(); }
+
+  fs::path dir_;
+  std::optional<ServerProcess> server_;
+};
+
+}  // namespace sqlq::server_test
+
+#endif  // SQLQ_TESTS_SERVER_SERVER_FIXTURE_H_
