@@ -143,7 +143,7 @@ std::int64_t Rows::Int(int row, int col) const {
 // --- MyConn ------------------------------------------------------------------
 
 MyConn::~MyConn() {
-  if (owned_ && recycler_ && healthy() && !InTransaction()) {
+  if (owned_ && recycler_ && healthy() && !tx_open && !InTransaction()) {
     auto heir = std::make_unique<MyConn>(conn_, /*owned=*/true);
     heir->prepared_ = std::move(prepared_);
     heir->auto_increment_increment = auto_increment_increment;
@@ -200,6 +200,8 @@ Status MyConn::Exec(std::string_view sql, std::string_view what, Phase phase) {
   if (more > 0 || mysql_errno(conn_) != 0) {
     return Fail(mysql_errno(conn_), mysql_error(conn_), what, phase, true);
   }
+  // Statements here end transactions only at their end ("...; COMMIT").
+  if (sql.ends_with("COMMIT") || sql.ends_with("ROLLBACK")) tx_open = false;
   return Status::Ok();
 }
 

@@ -149,6 +149,10 @@ class MyConn : public core::Conn {
   // The database clock of this transaction, microseconds since the epoch.
   std::optional<std::int64_t> tx_now_us;
   bool read_only = false;
+  // We began a transaction on this connection and have not seen its COMMIT
+  // or ROLLBACK succeed. Such a connection is closed (the server rolls the
+  // transaction back), never pooled, whatever the server status flag says.
+  bool tx_open = false;
   // Queues checked (and in write transactions share-locked) in this
   // transaction.
   std::unordered_set<std::int64_t> known_queues;
