@@ -349,9 +349,10 @@ INSTANTIATE_TEST_SUITE_P(Formats, MariadbReplication,
                            return p.param;
                          });
 
-// The comparison above cannot pass by not looking: a replica changed behind
-// the primary's back is reported, both by row count and by content.
-TEST(MariadbReplicationCheck, ComparisonSeesADivergedReplica) {
+// The checks above cannot pass by not looking: a replica changed behind the
+// primary's back is reported, both by row count and by content, and an
+// unsafe statement on the primary shows in its log.
+TEST(MariadbReplicationCheck, ChecksSeeADivergedReplicaAndAnUnsafeStatement) {
   SQLQ_SKIP_UNLESS_MARIADB();
   MariadbServers servers("start-replicated STATEMENT");
   ASSERT_TRUE(servers.ok()) << "could not start a primary and a replica";
@@ -393,6 +394,11 @@ TEST(MariadbReplicationCheck, ComparisonSeesADivergedReplica) {
       << replica.error();
   diff = Differences(Snapshot(primary), Snapshot(replica));
   EXPECT_NE(diff.find(fullest), std::string::npos) << diff;
+
+  EXPECT_EQ(UnsafeWarnings(servers.primary()), "");
+  ASSERT_TRUE(primary.Query("DELETE FROM probe ORDER BY id LIMIT 1"))
+      << primary.error();
+  EXPECT_NE(UnsafeWarnings(servers.primary()), "");
 }
 
 }  // namespace
