@@ -6,6 +6,8 @@
 #                                               # SQLQ_TEST_PG_DIR
 #   scripts/pg-test-server.sh stop "$SQLQ_TEST_PG_DIR"
 #   scripts/pg-test-server.sh restart DIR [fast|immediate]   # fault tests
+#   scripts/pg-test-server.sh halt DIR     # stopped, directory kept
+#   scripts/pg-test-server.sh resume DIR   # started again, same port
 #
 # PostgreSQL refuses to run as root, so when run as root the server runs as
 # the "postgres" user (created by Debian's postgresql-15 package), which owns
@@ -106,9 +108,26 @@ restart() {
     -m "$mode" -o "-p $(cat "$dir/port")" restart >/dev/null
 }
 
+# Halts the server (fast shutdown) and keeps its directory, so that a test
+# can see what clients do while the database is down; resume starts it again
+# on the same port.
+halt() {
+  local dir="${1:-}"
+  [[ -n "$dir" && -d "$dir/data" ]] || die "usage: $0 halt DIR"
+  as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null
+}
+resume() {
+  local dir="${1:-}"
+  [[ -n "$dir" && -d "$dir/data" ]] || die "usage: $0 resume DIR"
+  as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+    -o "-p $(cat "$dir/port")" start >/dev/null
+}
+
 case "${1:-}" in
   start) start ;;
   stop) stop "${2:-}" ;;
   restart) restart "${2:-}" "${3:-}" ;;
-  *) die "usage: $0 start | stop DIR | restart DIR [fast|immediate]" ;;
+  halt) halt "${2:-}" ;;
+  resume) resume "${2:-}" ;;
+  *) die "usage: $0 start | stop DIR | restart DIR [fast|immediate] | halt DIR | resume DIR" ;;
 esac
