@@ -66,20 +66,14 @@ TEST_F(Config, BadSettingsStopTheServerWithAClearMessage) {
       << bad_wait.log();
 }
 
-// Two servers on one PostgreSQL database: a claim parked on one is woken by
-// a send through the other (the engine's notifications), and the data is
-// the same on both.
-TEST_F(Config, PostgresTwoServersShareQueuesAndWakeEachOther) {
-  const char* url = std::getenv("SQLQ_TEST_PG_URL");
-  if (url == nullptr || *url == '\0') {
-    if (std::getenv("SQLQ_REQUIRE_PG") != nullptr) {
-      FAIL() << "SQLQ_REQUIRE_PG is set but SQLQ_TEST_PG_URL is not";
-    }
-    GTEST_SKIP() << "SQLQ_TEST_PG_URL is not set";
-  }
-  fs::create_directories(dir_ / "a");
-  fs::create_directories(dir_ / "b");
-  ServerProcess a(dir_ / "a", {}, url), b(dir_ / "b", {}, url);
+// Two servers on one database of a server engine: a claim parked on one is
+// woken by a send through the other (the engine's notifications, or its
+// polling on MariaDB), and the data is the same on both.
+void TwoServersShareQueuesAndWakeEachOther(const fs::path& dir,
+                                           const char* url) {
+  fs::create_directories(dir / "a");
+  fs::create_directories(dir / "b");
+  ServerProcess a(dir / "a", {}, url), b(dir / "b", {}, url);
   ASSERT_TRUE(a.Start()) << a.log();
   ASSERT_TRUE(b.Start()) << b.log();
   Client ca(a.port()), cb(b.port());
@@ -110,6 +104,26 @@ TEST_F(Config, PostgresTwoServersShareQueuesAndWakeEachOther) {
             200);
   EXPECT_EQ(ca.Get("/v1/queues/" + q).json["stats"]["acks"], 1);
   EXPECT_EQ(ca.Delete("/v1/queues/" + q).status, 200);
+}
+
+// Skips (or fails with SQLQ_REQUIRE_<ENGINE>) without a test server.
+#define SQLQ_TEST_URL_OR_SKIP(var, env, require)               \
+  const char* var = std::getenv(env);                          \
+  if (var == nullptr || *var == '\0') {                        \
+    if (std::getenv(require) != nullptr) {                     \
+      FAIL() << require << " is set but " << env << " is not"; \
+    }                                                          \
+    GTEST_SKIP() << env << " is not set";                      \
+  }
+
+TEST_F(Config, PostgresTwoServersShareQueuesAndWakeEachOther) {
+  SQLQ_TEST_URL_OR_SKIP(url, "SQLQ_TEST_PG_URL", "SQLQ_REQUIRE_PG");
+  TwoServersShareQueuesAndWakeEachOther(dir_, url);
+}
+
+TEST_F(Config, MariadbTwoServersShareQueuesAndWakeEachOther) {
+  SQLQ_TEST_URL_OR_SKIP(url, "SQLQ_TEST_MYSQL_URL", "SQLQ_REQUIRE_MYSQL");
+  TwoServersShareQueuesAndWakeEachOther(dir_, url);
 }
 
 }  // namespace
