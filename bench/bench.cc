@@ -21,6 +21,7 @@
 #include "bench/baseline_mysql.h"
 #include "bench/baseline_postgres.h"
 #include "bench/baseline_sqlite.h"
+#include "bench/server_bench.h"
 #include "cli/output.h"
 #include "cli/parse.h"
 #include "sqlq/store.h"
@@ -787,10 +788,47 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
                 "dead rows); reports vs_clean");
   cmd->add_option("--groups", c->groups,
                   "ring-push: groups pushed to (default 1000)");
-  cmd->callback([c, db, json, &exit_code] {
+  // --server: HTTP workloads against a running sqlq serve (server_bench.h).
+  auto sc = std::make_shared<ServerBenchConfig>();
+  cmd->add_option("--server", sc->url,
+                  "Measure a running `sqlq serve` at http://127.0.0.1:PORT "
+                  "instead (workloads http-send-batch, http-mixed, http-wake, "
+                  "http-idle)");
+  cmd->add_option("--token", sc->token,
+                  "--server: bearer token (admin, send and claim)");
+  cmd->add_option("--server-pid", sc->server_pid,
+                  "--server: the server's process id, for its RSS in "
+                  "http-idle");
+  cmd->add_option("--connections", sc->connections,
+                  "--server: connections sending in http-send-batch "
+                  "(default 8)");
+  cmd->add_option("--wake-samples", sc->wake_samples,
+                  "--server: sends measured in http-wake (default 200)");
+  cmd->add_option("--idle-connections", sc->idle_connections,
+                  "--server: connections held in http-idle (default 10000)");
+  cmd->add_flag("--beanstalkd", sc->beanstalkd,
+                "--server: also run the same work against a beanstalkd that "
+                "the bench starts (binlog on, fsync every write)");
+  cmd->callback([c, sc, db, json, &exit_code] {
     c->db = db();
     c->json = json();
-    exit_code = Run(*c);
+    if (sc->url.empty()) {
+      exit_code = Run(*c);
+      return;
+    }
+    ServerBenchConfig s = *sc;
+    s.workloads = c->workloads;
+    s.runs = c->runs;
+    s.messages = c->messages;
+    s.producers = c->producers;
+    s.consumers = c->consumers;
+    s.batch = c->batch;
+    s.claim_max = c->claim_max;
+    s.max_backlog = c->max_backlog;
+    s.duration = c->duration;
+    s.payload = c->payload;
+    s.json = c->json;
+    exit_code = RunServerBench(std::move(s));
   });
 }
 

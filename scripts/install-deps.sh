@@ -11,7 +11,14 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev
   libboost1.81-dev curl
+  beanstalkd
 )
+
+# The dashboard's browser test (tests/web): a headless Chromium and Node.js
+# with npm, each only if the machine has none yet (any Node.js >= 18 does).
+command -v chromium >/dev/null 2>&1 || packages+=(chromium)
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -43,10 +43,12 @@ server_user() {
 
 # kill -0 alone would count a zombie (exited, not yet reaped by whoever
 # inherited it) as running.
+# Reads /proc rather than running ps, which minimal images lack.
 alive() {
-  local state
-  state="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
-  [[ -n "$state" && "$state" != Z* ]]
+  local stat
+  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+  stat="${stat##*) }" # the state letter follows the command name
+  [[ -n "$stat" && "$stat" != Z* ]]
 }
 
 port_in_use() {

@@ -5,7 +5,7 @@
 #   eval "$(scripts/pg-test-server.sh start)"   # exports SQLQ_TEST_PG_URL and
 #                                               # SQLQ_TEST_PG_DIR
 #   scripts/pg-test-server.sh stop "$SQLQ_TEST_PG_DIR"
-#   scripts/pg-test-server.sh restart DIR        # fault tests
+#   scripts/pg-test-server.sh restart DIR [fast|immediate]   # fault tests
 #
 # PostgreSQL refuses to run as root, so when run as root the server runs as
 # the "postgres" user (created by Debian's postgresql-15 package), which owns
@@ -93,18 +93,22 @@ stop() {
   rm -rf "$dir"
 }
 
-# Restarts the server (fast shutdown: open connections are cut), for fault
-# tests; the port stays the same.
+# Restarts the server, for fault tests; the port stays the same. Mode fast
+# (default): open connections are cut, transactions rolled back, a clean
+# shutdown. Mode immediate: the server processes are killed, as in a crash,
+# and the restart runs crash recovery from the WAL.
 restart() {
-  local dir="${1:-}"
-  [[ -n "$dir" && -d "$dir/data" ]] || die "usage: $0 restart DIR (from start)"
+  local dir="${1:-}" mode="${2:-fast}"
+  [[ -n "$dir" && -d "$dir/data" ]] || die "usage: $0 restart DIR [fast|immediate]"
+  [[ "$mode" == fast || "$mode" == immediate ]] ||
+    die "restart: mode must be fast or immediate, not '$mode'"
   as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-    -m fast -o "-p $(cat "$dir/port")" restart >/dev/null
+    -m "$mode" -o "-p $(cat "$dir/port")" restart >/dev/null
 }
 
 case "${1:-}" in
   start) start ;;
   stop) stop "${2:-}" ;;
-  restart) restart "${2:-}" ;;
-  *) die "usage: $0 start | stop DIR | restart DIR" ;;
+  restart) restart "${2:-}" "${3:-}" ;;
+  *) die "usage: $0 start | stop DIR | restart DIR [fast|immediate]" ;;
 esac

@@ -23,9 +23,11 @@ db="${SQLQ_DB:-sqlite:$data/sqlq.db}"
 cat <<MSG
 
 sqlq built at $sqlq
-Serving $db on http://127.0.0.1:$port/
+Serving $db on 127.0.0.1:$port
 
-  API reference: docs/http-api.md    Metrics: http://127.0.0.1:$port/metrics
+  Browser (dashboard):  http://127.0.0.1:$port/
+  Clients (HTTP API):   http://127.0.0.1:$port/v1/queues   (docs/http-api.md)
+  Metrics:              http://127.0.0.1:$port/metrics
   Try it:
     curl -X POST http://127.0.0.1:$port/v1/queues/emails -d '{"max_attempts":3}'
     curl -X POST http://127.0.0.1:$port/v1/queues/emails/messages \\

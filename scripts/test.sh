@@ -14,6 +14,9 @@ preset="${SQLQ_PRESET:-dev}"
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"
 cmake --build --preset "$preset" --target format-check
+# The dashboard's browser test: playwright-core at the version pinned in
+# tests/web/package-lock.json.
+(cd tests/web && npm ci --no-audit --no-fund --silent)
 
 # A server of the developer's own may be named in SQLQ_TEST_PG_URL instead
 # (its user must be allowed to create databases).

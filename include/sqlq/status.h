@@ -19,8 +19,9 @@
 
 namespace sqlq {
 
-// The closed set of outcomes. docs/errors.md maps each to a CLI exit code and
-// (later) an HTTP status; keep the three in step.
+// The closed set of outcomes. docs/cli.md maps each to a CLI exit code and
+// docs/http-api.md to an HTTP status (server::HttpStatusFor); keep them in
+// step.
 enum class Code : int {
   kOk = 0,
   // The caller's input is wrong (bad name, bad duration, malformed receipt).

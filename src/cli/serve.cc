@@ -109,11 +109,10 @@ void AddServeCommand(CLI::App& app, std::function<std::string()> db,
        "Longest graceful shutdown before connections are cut", "30s"},
   });
   for (Setting& s : *settings) {
-    s.option =
-        cmd->add_option(std::string("--") + s.name, s.value,
-                        fmt::format("{} (default {}); also ${}", s.help,
-                                    s.value.empty() ? "none" : s.value, s.env))
-            ->envname(s.env);
+    s.option = cmd->add_option(std::string("--") + s.name, s.value,
+                               fmt::format("{} (default {})", s.help,
+                                           s.value.empty() ? "none" : s.value))
+                   ->envname(s.env);
   }
   auto config = std::make_shared<std::string>();
   cmd->add_option("--config", *config,

@@ -48,9 +48,11 @@ Result<std::vector<SendResult>> WorkQueue::SendBatch(
     std::span<const Message> messages) {
   Status s = core::ValidateBatch(messages, options().max_payload_bytes);
   if (!s.ok()) return s;
-  auto r = core::MergedWrite<std::vector<SendResult>>(
-      impl_->store(), [&](core::Engine& e, Conn& conn) {
-        return e.Send(conn, {.queue_id = impl_->id(), .messages = messages});
+  core::Engine& engine = impl_->store().engine();
+  auto r = impl_->combiner().Send(
+      impl_->store().batcher(), messages,
+      [&](Conn& conn, std::span<const Message> all) {
+        return engine.Send(conn, {.queue_id = impl_->id(), .messages = all});
       });
   if (r.ok()) impl_->store().hub().Notify(impl_->id(), CountStored(*r));
   return r;

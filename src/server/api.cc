@@ -7,6 +7,7 @@
 #include <set>
 
 #include "cli/output.h"
+#include "server/dashboard.h"
 #include "sqlq/text.h"
 
 namespace sqlq::server {
@@ -40,18 +41,20 @@ int FromHex(char c) {
   return -1;
 }
 
-std::string PercentDecode(std::string_view in) {
+// `plus_is_space`: in a query string (form encoding), '+' stands for ' '; in
+// a path segment it is itself.
+std::string PercentDecode(std::string_view in, bool plus_is_space = false) {
   std::string out;
   for (std::size_t i = 0; i < in.size(); ++i) {
     if (in[i] == '%') {
-      int hi = i + 2 < in.size() + 0 ? FromHex(in[i + 1]) : -1;
+      int hi = i + 2 < in.size() ? FromHex(in[i + 1]) : -1;
       int lo = i + 2 < in.size() ? FromHex(in[i + 2]) : -1;
       if (i + 2 >= in.size() || hi < 0 || lo < 0) {
         Throw(400, "bad_request", "malformed percent-encoding in the URL");
       }
       out += static_cast<char>(hi * 16 + lo);
       i += 2;
-    } else if (in[i] == '+') {
+    } else if (in[i] == '+' && plus_is_space) {
       out += ' ';
     } else {
       out += in[i];
@@ -76,9 +79,10 @@ Target ParseTarget(std::string_view target) {
       std::string_view pair = rest.substr(0, amp);
       auto eq = pair.find('=');
       if (!pair.empty()) {
-        t.query[PercentDecode(pair.substr(0, eq))] =
-            eq == std::string_view::npos ? ""
-                                         : PercentDecode(pair.substr(eq + 1));
+        t.query[PercentDecode(pair.substr(0, eq), true)] =
+            eq == std::string_view::npos
+                ? ""
+                : PercentDecode(pair.substr(eq + 1), true);
       }
       rest = amp == std::string_view::npos ? "" : rest.substr(amp + 1);
     }
@@ -114,22 +118,26 @@ std::int64_t QueryInt(const Target& t, const std::string& key,
 // its type checked. An empty body is an empty object.
 class Body {
  public:
-  Body(const std::string& text, std::initializer_list<const char*> allowed) {
+  Body(const std::string& text, std::initializer_list<const char*> allowed)
+      : doc_(owned_) {
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
-      doc_ = Json::object();
+      owned_ = Json::object();
     } else {
-      doc_ = Json::parse(text, nullptr, false);
-      if (doc_.is_discarded()) {
+      owned_ = Json::parse(text, nullptr, false);
+      if (owned_.is_discarded()) {
         Throw(400, "malformed_json", "the request body is not valid JSON");
       }
     }
     Init(doc_, allowed, "the request body");
   }
+  // A part of another body (one message of a batch), read in place: a copy
+  // per message was a tenth of a batched send's server time.
   Body(const Json& obj, std::initializer_list<const char*> allowed,
-       const std::string& what) {
-    doc_ = obj;
+       const std::string& what)
+      : doc_(obj) {
     Init(doc_, allowed, what);
   }
+  Body(const Body&) = delete;
 
   bool Has(const char* key) const { return doc_.contains(key); }
 
@@ -192,7 +200,8 @@ class Body {
       }
     }
   }
-  Json doc_;
+  Json owned_;
+  const Json& doc_;
   std::string prefix_;
 };
 
@@ -276,6 +285,47 @@ Json ErrorJson(const Status& s) {
   return {{"code", std::string(CodeName(s.code()))}, {"message", s.message()}};
 }
 
+// Appends `s` (valid UTF-8) as a JSON string, escaped as nlohmann::json
+// escapes it: the two-character forms where JSON has them, \u00XX for the
+// other control characters, everything else as is.
+void AppendJsonString(std::string& out, std::string_view s) {
+  out += '"';
+  std::size_t run = 0;  // start of the bytes not yet copied
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s, run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
+    }
+  }
+  out.append(s, run, s.size() - run);
+  out += '"';
+}
+
 constexpr std::int64_t kMaxMillis = 400LL * 24 * 3600 * 1000;
 
 }  // namespace
@@ -288,609 +338,686 @@ Api::Api(Store& store, const Limits& limits, const Auth& auth, Metrics& metrics,
       metrics_(metrics),
       gauges_(std::move(gauges)) {}
 
-Reply Api::ClaimReply(const std::vector<ClaimedMessage>& messages) {
-  Json list = Json::array();
-  for (const ClaimedMessage& m : messages) {
-    Json j = {{"id", m.id},
-              {"receipt", m.receipt},
-              {"attempt", m.attempt},
-              {"priority", m.priority}};
-    cli::PutPayload(j, m.payload);
-    j["enqueued_at"] = cli::FormatTime(m.enqueued_at);
-    j["lease_expires_at"] = cli::FormatTime(m.lease_expires_at);
-    list.push_back(std::move(j));
+Result<WorkQueue> Api::CachedQueue(const std::string& name, bool& hit) {
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    auto it = cache_.find(name);
+    hit = it != cache_.end();
+    if (hit) return it->second;
   }
-  return JsonReply(200, {{"messages", std::move(list)}});
+  auto q = store_.Queue(name);
+  if (!q.ok()) return q;
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  if (cache_.size() >= 10000) cache_.clear();  // bound it; refills on use
+  cache_.insert_or_assign(name, *q);
+  return q;
+}
+
+void Api::Forget(const std::string& name) {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  cache_.erase(name);
+}
+
+// Claim replies are the consumers' hot path: written straight into one
+// string, byte for byte what nlohmann::json::dump() would print, rather than
+// built as a JSON tree per message (docs/benchmarks.md, "sqlq serve").
+Reply Api::ClaimReply(const std::vector<ClaimedMessage>& messages) {
+  std::string out;
+  std::size_t size = 32;
+  for (const ClaimedMessage& m : messages) {
+    size += 200 + m.receipt.size() + m.payload.size() + m.payload.size() / 3;
+  }
+  out.reserve(size);
+  auto put = std::back_inserter(out);
+  out += R"({"messages":[)";
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const ClaimedMessage& m = messages[i];
+    if (i > 0) out += ',';
+    fmt::format_to(put, R"({{"id":{},"receipt":)", m.id);
+    AppendJsonString(out, m.receipt);
+    fmt::format_to(put, R"(,"attempt":{},"priority":{},)", m.attempt,
+                   m.priority);
+    if (IsUtf8(m.payload)) {
+      out += R"("payload":)";
+      AppendJsonString(out, m.payload);
+    } else {
+      out += R"("payload_base64":")";
+      out += Base64Encode(m.payload);
+      out += '"';
+    }
+    out += R"(,"enqueued_at":")";
+    out += cli::FormatTime(m.enqueued_at);
+    out += R"(","lease_expires_at":")";
+    out += cli::FormatTime(m.lease_expires_at);
+    out += "\"}";
+  }
+  out += "]}";
+  Reply r;
+  r.text = std::move(out);
+  return r;
 }
 
 Outcome Api::Handle(const Request& req) {
   Outcome out;
   std::string route = "unmatched";
-  try {
-    out = [&]() -> Outcome {
-      const Target t = ParseTarget(req.target);
-      const auto& seg = t.segments;
-      const std::string& m = req.method;
-      auto reply = [&](unsigned status, Json body) {
-        return Outcome{JsonReply(status, std::move(body)), std::nullopt};
-      };
-      auto route_is = [&](const char* r) { route = r; };
+  std::string cached;  // the queue whose cached handle this request used
+  bool hit = false;
+  auto handle = [&]() -> Outcome {
+    const Target t = ParseTarget(req.target);
+    const auto& seg = t.segments;
+    const std::string& m = req.method;
+    auto reply = [&](unsigned status, Json body) {
+      return Outcome{JsonReply(status, std::move(body)), std::nullopt};
+    };
+    auto route_is = [&](const char* r) { route = r; };
 
-      // Unauthenticated: health and metrics.
-      if (seg.size() == 1 && seg[0] == "healthz") {
-        route_is("GET /healthz");
-        if (m != "GET") Throw(405, "method_not_allowed", "use GET");
-        return reply(200, {{"status", "ok"}});
+    // Unauthenticated: the dashboard page (it fetches its data with the
+    // user's token), health and metrics.
+    if (seg.empty() || (seg.size() == 1 && seg[0] == "dashboard")) {
+      route_is("GET /dashboard");
+      if (m != "GET") Throw(405, "method_not_allowed", "use GET");
+      Reply r;
+      r.text = std::string(DashboardHtml());
+      r.content_type = "text/html; charset=utf-8";
+      return Outcome{std::move(r), std::nullopt};
+    }
+    if (seg.size() == 1 && seg[0] == "healthz") {
+      route_is("GET /healthz");
+      if (m != "GET") Throw(405, "method_not_allowed", "use GET");
+      return reply(200, {{"status", "ok"}});
+    }
+    if (seg.size() == 1 && seg[0] == "readyz") {
+      route_is("GET /readyz");
+      if (m != "GET") Throw(405, "method_not_allowed", "use GET");
+      if (gauges_.shutting_down()) {
+        Throw(503, "shutting_down", "the server is shutting down");
       }
-      if (seg.size() == 1 && seg[0] == "readyz") {
-        route_is("GET /readyz");
-        if (m != "GET") Throw(405, "method_not_allowed", "use GET");
-        if (gauges_.shutting_down()) {
-          Throw(503, "shutting_down", "the server is shutting down");
-        }
-        Check(store_.ListQueues().status());
-        return reply(200, {{"status", "ready"}});
+      Check(store_.ListQueues().status());
+      return reply(200, {{"status", "ready"}});
+    }
+    if (seg.size() == 1 && seg[0] == "metrics") {
+      route_is("GET /metrics");
+      if (m != "GET") Throw(405, "method_not_allowed", "use GET");
+      auto queues = Take(store_.ListQueues());
+      std::vector<QueueStats> stats;
+      for (const QueueInfo& q : queues) {
+        auto h = store_.Queue(q.name);
+        if (!h.ok()) continue;  // dropped meanwhile
+        auto s = h->Stats();
+        if (s.ok()) stats.push_back(std::move(*s));
       }
-      if (seg.size() == 1 && seg[0] == "metrics") {
-        route_is("GET /metrics");
-        if (m != "GET") Throw(405, "method_not_allowed", "use GET");
-        auto queues = Take(store_.ListQueues());
-        std::vector<QueueStats> stats;
-        for (const QueueInfo& q : queues) {
-          auto h = store_.Queue(q.name);
-          if (!h.ok()) continue;  // dropped meanwhile
-          auto s = h->Stats();
-          if (s.ok()) stats.push_back(std::move(*s));
+      Reply r;
+      r.text = metrics_.Render(stats, gauges_.read());
+      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      return Outcome{std::move(r), std::nullopt};
+    }
+    if (seg.empty() || seg[0] != "v1" || seg.size() < 2) {
+      Throw(404, "no_route",
+            fmt::format("no endpoint at {} {}", m,
+                        req.target.substr(0, req.target.find('?'))));
+    }
+
+    // Authentication for everything under /v1.
+    const TokenEntry* who = nullptr;
+    std::string token;
+    if (auth_.enabled()) {
+      constexpr std::string_view kBearer = "Bearer ";
+      if (req.authorization.empty()) {
+        Throw(401, "unauthorized",
+              "this server requires 'Authorization: Bearer TOKEN'");
+      }
+      if (req.authorization.size() <= kBearer.size() ||
+          req.authorization.compare(0, kBearer.size(), kBearer) != 0) {
+        Throw(401, "unauthorized",
+              "the Authorization header must be 'Bearer TOKEN'");
+      }
+      token = req.authorization.substr(kBearer.size());
+      who = auth_.Find(token);
+      if (who == nullptr) Throw(401, "unauthorized", "unknown token");
+    }
+    auto need = [&](unsigned perm, const std::string& name) {
+      if (who == nullptr || Auth::Allows(*who, perm, name)) return;
+      const char* what = perm == kSend    ? "send"
+                         : perm == kClaim ? "claim"
+                                          : "admin";
+      Throw(403, "forbidden",
+            fmt::format("this token lacks the '{}' permission on '{}'", what,
+                        name));
+    };
+    auto see = [&](const std::string& name) {
+      if (who == nullptr || Auth::Sees(*who, name)) return;
+      Throw(403, "forbidden",
+            fmt::format("this token has no permission on '{}'", name));
+    };
+    auto method = [&](std::initializer_list<const char*> allowed) {
+      for (const char* a : allowed) {
+        if (m == a) return;
+      }
+      std::string list;
+      for (const char* a : allowed)
+        list += (list.empty() ? "" : ", ") + std::string(a);
+      Throw(405, "method_not_allowed",
+            fmt::format("{} is not allowed here; use {}", m, list));
+    };
+
+    const std::string& kind = seg[1];
+    // ---- work queues ----
+    if (kind == "queues") {
+      if (seg.size() == 2) {
+        route_is("GET /v1/queues");
+        method({"GET"});
+        Body b(req.body, {});
+        Json list = Json::array();
+        for (const QueueInfo& q : Take(store_.ListQueues())) {
+          if (who != nullptr && !Auth::Sees(*who, q.name)) continue;
+          list.push_back(QueueJson(q));
         }
+        return reply(200, {{"queues", std::move(list)}});
+      }
+      const std::string& name = seg[2];
+      auto queue = [&] {
+        cached = name;
+        return Take(CachedQueue(name, hit));
+      };
+      if (seg.size() == 3) {
+        if (m == "POST") {
+          route_is("POST /v1/queues/{name}");
+          need(kAdmin, name);
+          Body b(req.body, {"max_attempts", "lease_ms", "backoff_base_ms",
+                            "backoff_max_ms", "archive", "retention_ms",
+                            "max_payload_bytes"});
+          QueueOptions o;
+          if (auto v = b.Int("max_attempts", 1, 1000000)) o.max_attempts = *v;
+          if (auto v = b.Millis("lease_ms", kMaxMillis)) o.lease = *v;
+          if (auto v = b.Millis("backoff_base_ms", kMaxMillis)) {
+            o.backoff_base = *v;
+          }
+          if (auto v = b.Millis("backoff_max_ms", kMaxMillis)) {
+            o.backoff_max = *v;
+          }
+          if (auto v = b.Bool("archive")) o.archive = *v;
+          if (auto v = b.Millis("retention_ms", kMaxMillis)) o.retention = *v;
+          if (auto v = b.Int("max_payload_bytes", 1, 64 << 20)) {
+            o.max_payload_bytes = static_cast<std::size_t>(*v);
+          }
+          Check(CheckQueueName(name));
+          Check(CheckQueueOptions(o));
+          WorkQueue q = Take(store_.CreateQueue(name, o));
+          Json created = QueueJson(
+              {.name = q.name(), .options = q.options(), .created_at = {}});
+          created.erase("created_at");
+          for (const QueueInfo& info : Take(store_.ListQueues())) {
+            if (info.name == name) created = QueueJson(info);
+          }
+          return reply(201, std::move(created));
+        }
+        if (m == "GET") {
+          route_is("GET /v1/queues/{name}");
+          see(name);
+          WorkQueue q = queue();
+          QueueStats s = Take(q.Stats());
+          Json j = {{"name", name}, {"stats", StatsJson(s)}};
+          Json o = QueueJson(
+              {.name = name, .options = q.options(), .created_at = {}});
+          o.erase("created_at");
+          o.erase("name");
+          j["options"] = std::move(o);
+          return reply(200, std::move(j));
+        }
+        route_is("DELETE /v1/queues/{name}");
+        method({"POST", "GET", "DELETE"});
+        need(kAdmin, name);
+        Forget(name);
+        Check(store_.DropQueue(name));
+        return reply(200, {{"dropped", name}});
+      }
+      const std::string& op = seg[3];
+      if (seg.size() == 4 && op == "messages") {
+        route_is("POST /v1/queues/{name}/messages");
+        method({"POST"});
+        need(kSend, name);
+        Body b(req.body, {"messages"});
+        const Json* list = b.Array("messages");
+        if (list == nullptr || list->empty()) {
+          Throw(400, "invalid_argument",
+                "\"messages\" must be a non-empty array");
+        }
+        if (list->size() > static_cast<std::size_t>(limits_.max_batch)) {
+          Throw(413, "batch_too_large",
+                fmt::format("{} messages exceed the server's batch limit "
+                            "of {}",
+                            list->size(), limits_.max_batch));
+        }
+        std::vector<Message> msgs;
+        msgs.reserve(list->size());
+        for (std::size_t i = 0; i < list->size(); ++i) {
+          Body mb(
+              (*list)[i],
+              {"payload", "payload_base64", "priority", "delay_ms", "dedup"},
+              fmt::format("messages[{}]", i));
+          Message msg;
+          msg.payload = ReadPayload(mb, true, limits_.max_payload_bytes);
+          if (auto v = mb.Int("priority", INT32_MIN, INT32_MAX)) {
+            msg.priority = static_cast<std::int32_t>(*v);
+          }
+          if (auto v = mb.Millis("delay_ms", kMaxMillis)) msg.delay = *v;
+          if (auto v = mb.String("dedup")) msg.dedup_key = *v;
+          msgs.push_back(std::move(msg));
+        }
+        WorkQueue q = queue();
+        auto results = Take(q.SendBatch(msgs));
+        // Written directly, as ClaimReply is: the reply of every send.
+        std::string text = R"({"ids":[)";
+        auto put = std::back_inserter(text);
+        for (std::size_t i = 0; i < results.size(); ++i) {
+          fmt::format_to(put, "{}{}", i ? "," : "", results[i].id);
+        }
+        text += R"(],"duplicate":[)";
+        for (std::size_t i = 0; i < results.size(); ++i) {
+          text += i ? "," : "";
+          text += results[i].duplicate ? "true" : "false";
+        }
+        text += "]}";
         Reply r;
-        r.text = metrics_.Render(stats, gauges_.read());
-        r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+        r.text = std::move(text);
         return Outcome{std::move(r), std::nullopt};
       }
-      if (seg.empty() || seg[0] != "v1" || seg.size() < 2) {
-        Throw(404, "no_route",
-              fmt::format("no endpoint at {} {}", m,
-                          req.target.substr(0, req.target.find('?'))));
+      if (seg.size() == 4 && op == "claim") {
+        route_is("POST /v1/queues/{name}/claim");
+        method({"POST"});
+        need(kClaim, name);
+        Body b(req.body, {"max", "lease_ms", "wait_ms", "worker"});
+        ClaimOptions o;
+        if (auto v = b.Int("max", 1, 1000)) o.max = static_cast<int>(*v);
+        if (auto v = b.Millis("lease_ms", kMaxMillis)) o.lease = *v;
+        if (auto v = b.String("worker")) o.worker = *v;
+        Duration wait{0};
+        if (auto v = b.Int("wait_ms", 0, INT64_MAX)) {
+          if (Duration(*v) > limits_.max_wait) {
+            Throw(400, "wait_too_long",
+                  fmt::format("wait_ms {} exceeds the server's limit of {}", *v,
+                              limits_.max_wait.count()));
+          }
+          wait = Duration(*v);
+        }
+        WorkQueue q = queue();
+        if (wait.count() == 0) {
+          return Outcome{ClaimReply(Take(q.Claim(o))), std::nullopt};
+        }
+        Outcome park{Reply(), ParkedClaim{.queue = q,
+                                          .options = o,
+                                          .deadline = Clock::now() + wait,
+                                          .token = token}};
+        return park;
       }
-
-      // Authentication for everything under /v1.
-      const TokenEntry* who = nullptr;
-      std::string token;
-      if (auth_.enabled()) {
-        constexpr std::string_view kBearer = "Bearer ";
-        if (req.authorization.empty()) {
-          Throw(401, "unauthorized",
-                "this server requires 'Authorization: Bearer TOKEN'");
+      if (seg.size() == 4 && op == "ack") {
+        route_is("POST /v1/queues/{name}/ack");
+        method({"POST"});
+        need(kClaim, name);
+        Body b(req.body, {"receipt", "receipts"});
+        WorkQueue q = queue();
+        if (auto r = b.String("receipt")) {
+          if (b.Has("receipts")) {
+            Throw(400, "invalid_argument",
+                  "give \"receipt\" or \"receipts\", not both");
+          }
+          Check(q.Ack(*r));
+          return reply(200, {{"acked", 1}});
         }
-        if (req.authorization.size() <= kBearer.size() ||
-            req.authorization.compare(0, kBearer.size(), kBearer) != 0) {
-          Throw(401, "unauthorized",
-                "the Authorization header must be 'Bearer TOKEN'");
+        const Json* list = b.Array("receipts");
+        if (list == nullptr || list->empty()) {
+          Throw(400, "invalid_argument",
+                "\"receipt\" or a non-empty \"receipts\" array is required");
         }
-        token = req.authorization.substr(kBearer.size());
-        who = auth_.Find(token);
-        if (who == nullptr) Throw(401, "unauthorized", "unknown token");
+        if (list->size() > static_cast<std::size_t>(limits_.max_batch)) {
+          Throw(413, "batch_too_large",
+                fmt::format("{} receipts exceed the server's batch limit "
+                            "of {}",
+                            list->size(), limits_.max_batch));
+        }
+        std::vector<std::string> receipts;
+        for (const Json& r : *list) {
+          if (!r.is_string()) b.Wrong("receipts", "an array of strings");
+          receipts.push_back(r.get<std::string>());
+        }
+        auto statuses = Take(q.AckBatch(receipts));
+        Json results = Json::array();
+        int acked = 0;
+        for (const Status& s : statuses) {
+          if (s.ok()) {
+            ++acked;
+            results.push_back({{"ok", true}});
+          } else {
+            results.push_back({{"ok", false}, {"error", ErrorJson(s)}});
+          }
+        }
+        return reply(200, {{"acked", acked}, {"results", std::move(results)}});
       }
-      auto need = [&](unsigned perm, const std::string& name) {
-        if (who == nullptr || Auth::Allows(*who, perm, name)) return;
-        const char* what = perm == kSend    ? "send"
-                           : perm == kClaim ? "claim"
-                                            : "admin";
-        Throw(403, "forbidden",
-              fmt::format("this token lacks the '{}' permission on '{}'", what,
-                          name));
-      };
-      auto see = [&](const std::string& name) {
-        if (who == nullptr || Auth::Sees(*who, name)) return;
-        Throw(403, "forbidden",
-              fmt::format("this token has no permission on '{}'", name));
-      };
-      auto method = [&](std::initializer_list<const char*> allowed) {
-        for (const char* a : allowed) {
-          if (m == a) return;
+      if (seg.size() == 4 && op == "nack") {
+        route_is("POST /v1/queues/{name}/nack");
+        method({"POST"});
+        need(kClaim, name);
+        Body b(req.body, {"receipt", "delay_ms", "error"});
+        auto receipt = b.String("receipt");
+        if (!receipt) Throw(400, "invalid_argument", "\"receipt\" is required");
+        NackOptions o;
+        if (auto v = b.Millis("delay_ms", kMaxMillis)) o.delay = *v;
+        if (auto v = b.String("error")) o.error = *v;
+        WorkQueue q = queue();
+        NackOutcome n = Take(q.Nack(*receipt, o));
+        return reply(200,
+                     {{"outcome", n == NackOutcome::kDead ? "dead" : "retry"}});
+      }
+      if (seg.size() == 4 && op == "extend") {
+        route_is("POST /v1/queues/{name}/extend");
+        method({"POST"});
+        need(kClaim, name);
+        Body b(req.body, {"receipt", "lease_ms"});
+        auto receipt = b.String("receipt");
+        auto lease = b.Millis("lease_ms", kMaxMillis);
+        if (!receipt || !lease) {
+          Throw(400, "invalid_argument",
+                "\"receipt\" and \"lease_ms\" are required");
         }
-        std::string list;
-        for (const char* a : allowed)
-          list += (list.empty() ? "" : ", ") + std::string(a);
-        Throw(405, "method_not_allowed",
-              fmt::format("{} is not allowed here; use {}", m, list));
-      };
-
-      const std::string& kind = seg[1];
-      // ---- work queues ----
-      if (kind == "queues") {
-        if (seg.size() == 2) {
-          route_is("GET /v1/queues");
-          method({"GET"});
-          Body b(req.body, {});
-          Json list = Json::array();
-          for (const QueueInfo& q : Take(store_.ListQueues())) {
-            if (who != nullptr && !Auth::Sees(*who, q.name)) continue;
-            list.push_back(QueueJson(q));
-          }
-          return reply(200, {{"queues", std::move(list)}});
-        }
-        const std::string& name = seg[2];
-        if (seg.size() == 3) {
-          if (m == "POST") {
-            route_is("POST /v1/queues/{name}");
-            need(kAdmin, name);
-            Body b(req.body, {"max_attempts", "lease_ms", "backoff_base_ms",
-                              "backoff_max_ms", "archive", "retention_ms",
-                              "max_payload_bytes"});
-            QueueOptions o;
-            if (auto v = b.Int("max_attempts", 1, 1000000)) o.max_attempts = *v;
-            if (auto v = b.Millis("lease_ms", kMaxMillis)) o.lease = *v;
-            if (auto v = b.Millis("backoff_base_ms", kMaxMillis)) {
-              o.backoff_base = *v;
-            }
-            if (auto v = b.Millis("backoff_max_ms", kMaxMillis)) {
-              o.backoff_max = *v;
-            }
-            if (auto v = b.Bool("archive")) o.archive = *v;
-            if (auto v = b.Millis("retention_ms", kMaxMillis)) o.retention = *v;
-            if (auto v = b.Int("max_payload_bytes", 1, 64 << 20)) {
-              o.max_payload_bytes = static_cast<std::size_t>(*v);
-            }
-            Check(CheckQueueName(name));
-            Check(CheckQueueOptions(o));
-            WorkQueue q = Take(store_.CreateQueue(name, o));
-            Json created = QueueJson(
-                {.name = q.name(), .options = q.options(), .created_at = {}});
-            created.erase("created_at");
-            for (const QueueInfo& info : Take(store_.ListQueues())) {
-              if (info.name == name) created = QueueJson(info);
-            }
-            return reply(201, std::move(created));
-          }
-          if (m == "GET") {
-            route_is("GET /v1/queues/{name}");
-            see(name);
-            WorkQueue q = Take(store_.Queue(name));
-            QueueStats s = Take(q.Stats());
-            Json j = {{"name", name}, {"stats", StatsJson(s)}};
-            Json o = QueueJson(
-                {.name = name, .options = q.options(), .created_at = {}});
-            o.erase("created_at");
-            o.erase("name");
-            j["options"] = std::move(o);
-            return reply(200, std::move(j));
-          }
-          route_is("DELETE /v1/queues/{name}");
-          method({"POST", "GET", "DELETE"});
-          need(kAdmin, name);
-          Check(store_.DropQueue(name));
-          return reply(200, {{"dropped", name}});
-        }
-        const std::string& op = seg[3];
-        if (seg.size() == 4 && op == "messages") {
-          route_is("POST /v1/queues/{name}/messages");
-          method({"POST"});
-          need(kSend, name);
-          Body b(req.body, {"messages"});
-          const Json* list = b.Array("messages");
-          if (list == nullptr || list->empty()) {
-            Throw(400, "invalid_argument",
-                  "\"messages\" must be a non-empty array");
-          }
-          if (list->size() > static_cast<std::size_t>(limits_.max_batch)) {
-            Throw(413, "batch_too_large",
-                  fmt::format("{} messages exceed the server's batch limit "
-                              "of {}",
-                              list->size(), limits_.max_batch));
-          }
-          std::vector<Message> msgs;
-          msgs.reserve(list->size());
-          for (std::size_t i = 0; i < list->size(); ++i) {
-            Body mb(
-                (*list)[i],
-                {"payload", "payload_base64", "priority", "delay_ms", "dedup"},
-                fmt::format("messages[{}]", i));
-            Message msg;
-            msg.payload = ReadPayload(mb, true, limits_.max_payload_bytes);
-            if (auto v = mb.Int("priority", INT32_MIN, INT32_MAX)) {
-              msg.priority = static_cast<std::int32_t>(*v);
-            }
-            if (auto v = mb.Millis("delay_ms", kMaxMillis)) msg.delay = *v;
-            if (auto v = mb.String("dedup")) msg.dedup_key = *v;
-            msgs.push_back(std::move(msg));
-          }
-          WorkQueue q = Take(store_.Queue(name));
-          auto results = Take(q.SendBatch(msgs));
-          Json ids = Json::array(), dup = Json::array();
-          for (const SendResult& r : results) {
-            ids.push_back(r.id);
-            dup.push_back(r.duplicate);
-          }
-          return reply(
-              200, {{"ids", std::move(ids)}, {"duplicate", std::move(dup)}});
-        }
-        if (seg.size() == 4 && op == "claim") {
-          route_is("POST /v1/queues/{name}/claim");
-          method({"POST"});
-          need(kClaim, name);
-          Body b(req.body, {"max", "lease_ms", "wait_ms", "worker"});
-          ClaimOptions o;
-          if (auto v = b.Int("max", 1, 1000)) o.max = static_cast<int>(*v);
-          if (auto v = b.Millis("lease_ms", kMaxMillis)) o.lease = *v;
-          if (auto v = b.String("worker")) o.worker = *v;
-          Duration wait{0};
-          if (auto v = b.Int("wait_ms", 0, INT64_MAX)) {
-            if (Duration(*v) > limits_.max_wait) {
-              Throw(400, "wait_too_long",
-                    fmt::format("wait_ms {} exceeds the server's limit of {}",
-                                *v, limits_.max_wait.count()));
-            }
-            wait = Duration(*v);
-          }
-          WorkQueue q = Take(store_.Queue(name));
-          if (wait.count() == 0) {
-            return Outcome{ClaimReply(Take(q.Claim(o))), std::nullopt};
-          }
-          Outcome park{Reply(), ParkedClaim{.queue = q,
-                                            .options = o,
-                                            .deadline = Clock::now() + wait,
-                                            .token = token}};
-          return park;
-        }
-        if (seg.size() == 4 && op == "ack") {
-          route_is("POST /v1/queues/{name}/ack");
-          method({"POST"});
-          need(kClaim, name);
-          Body b(req.body, {"receipt", "receipts"});
-          WorkQueue q = Take(store_.Queue(name));
-          if (auto r = b.String("receipt")) {
-            if (b.Has("receipts")) {
-              Throw(400, "invalid_argument",
-                    "give \"receipt\" or \"receipts\", not both");
-            }
-            Check(q.Ack(*r));
-            return reply(200, {{"acked", 1}});
-          }
-          const Json* list = b.Array("receipts");
-          if (list == nullptr || list->empty()) {
-            Throw(400, "invalid_argument",
-                  "\"receipt\" or a non-empty \"receipts\" array is required");
-          }
-          if (list->size() > static_cast<std::size_t>(limits_.max_batch)) {
-            Throw(413, "batch_too_large",
-                  fmt::format("{} receipts exceed the server's batch limit "
-                              "of {}",
-                              list->size(), limits_.max_batch));
-          }
-          std::vector<std::string> receipts;
-          for (const Json& r : *list) {
-            if (!r.is_string()) b.Wrong("receipts", "an array of strings");
-            receipts.push_back(r.get<std::string>());
-          }
-          auto statuses = Take(q.AckBatch(receipts));
-          Json results = Json::array();
-          int acked = 0;
-          for (const Status& s : statuses) {
-            if (s.ok()) {
-              ++acked;
-              results.push_back({{"ok", true}});
-            } else {
-              results.push_back({{"ok", false}, {"error", ErrorJson(s)}});
-            }
-          }
-          return reply(200,
-                       {{"acked", acked}, {"results", std::move(results)}});
-        }
-        if (seg.size() == 4 && op == "nack") {
-          route_is("POST /v1/queues/{name}/nack");
-          method({"POST"});
-          need(kClaim, name);
-          Body b(req.body, {"receipt", "delay_ms", "error"});
-          auto receipt = b.String("receipt");
-          if (!receipt)
-            Throw(400, "invalid_argument", "\"receipt\" is required");
-          NackOptions o;
-          if (auto v = b.Millis("delay_ms", kMaxMillis)) o.delay = *v;
-          if (auto v = b.String("error")) o.error = *v;
-          WorkQueue q = Take(store_.Queue(name));
-          NackOutcome n = Take(q.Nack(*receipt, o));
-          return reply(
-              200, {{"outcome", n == NackOutcome::kDead ? "dead" : "retry"}});
-        }
-        if (seg.size() == 4 && op == "extend") {
-          route_is("POST /v1/queues/{name}/extend");
-          method({"POST"});
-          need(kClaim, name);
-          Body b(req.body, {"receipt", "lease_ms"});
-          auto receipt = b.String("receipt");
-          auto lease = b.Millis("lease_ms", kMaxMillis);
-          if (!receipt || !lease) {
-            Throw(400, "invalid_argument",
-                  "\"receipt\" and \"lease_ms\" are required");
-          }
-          WorkQueue q = Take(store_.Queue(name));
-          Timestamp until = Take(q.Extend(*receipt, *lease));
-          return reply(200, {{"lease_expires_at", cli::FormatTime(until)}});
-        }
-        if (seg.size() == 4 && op == "purge") {
-          route_is("POST /v1/queues/{name}/purge");
-          method({"POST"});
-          need(kAdmin, name);
-          Body b(req.body, {});
-          WorkQueue q = Take(store_.Queue(name));
-          return reply(200, {{"purged", Take(q.Purge())}});
-        }
-        if (op == "dead" && seg.size() == 4) {
-          if (m == "GET") {
-            route_is("GET /v1/queues/{name}/dead");
-            need(kAdmin, name);
-            ListOptions lo{
-                .limit = static_cast<int>(QueryInt(t, "limit", 100, 1, 10000)),
-                .after_id = QueryInt(t, "after_id", 0, 0, INT64_MAX)};
-            WorkQueue q = Take(store_.Queue(name));
-            Json list = Json::array();
-            for (const DeadLetter& d : Take(q.ListDead(lo))) {
-              Json j = {{"id", d.id}, {"priority", d.priority}};
-              cli::PutPayload(j, d.payload);
-              j["attempts"] = d.attempts;
-              j["last_error"] = d.last_error;
-              j["enqueued_at"] = cli::FormatTime(d.enqueued_at);
-              j["died_at"] = cli::FormatTime(d.died_at);
-              list.push_back(std::move(j));
-            }
-            return reply(200, {{"dead", std::move(list)}});
-          }
-          route_is("DELETE /v1/queues/{name}/dead");
-          method({"GET", "DELETE"});
-          need(kAdmin, name);
-          WorkQueue q = Take(store_.Queue(name));
-          return reply(200, {{"purged", Take(q.PurgeDead())}});
-        }
-        if (op == "dead" && seg.size() == 5 && seg[4] == "redrive") {
-          route_is("POST /v1/queues/{name}/dead/redrive");
-          method({"POST"});
-          need(kAdmin, name);
-          Body b(req.body, {"ids", "all"});
-          WorkQueue q = Take(store_.Queue(name));
-          bool all = b.Bool("all").value_or(false);
-          const Json* ids = b.Array("ids");
-          if (all == (ids != nullptr)) {
-            Throw(400, "invalid_argument",
-                  "give either \"ids\" (an array) or \"all\": true");
-          }
-          if (all) return reply(200, {{"redriven", Take(q.RedriveAll())}});
-          std::vector<std::int64_t> list;
-          for (const Json& id : *ids) {
-            if (!id.is_number_integer()) b.Wrong("ids", "an array of integers");
-            list.push_back(id.get<std::int64_t>());
-          }
-          return reply(200, {{"redriven", Take(q.Redrive(list))}});
-        }
-        if (op == "archive" && seg.size() == 4) {
-          route_is("GET /v1/queues/{name}/archive");
-          method({"GET"});
+        WorkQueue q = queue();
+        Timestamp until = Take(q.Extend(*receipt, *lease));
+        return reply(200, {{"lease_expires_at", cli::FormatTime(until)}});
+      }
+      if (seg.size() == 4 && op == "purge") {
+        route_is("POST /v1/queues/{name}/purge");
+        method({"POST"});
+        need(kAdmin, name);
+        Body b(req.body, {});
+        WorkQueue q = queue();
+        return reply(200, {{"purged", Take(q.Purge())}});
+      }
+      if (op == "dead" && seg.size() == 4) {
+        if (m == "GET") {
+          route_is("GET /v1/queues/{name}/dead");
           need(kAdmin, name);
           ListOptions lo{
               .limit = static_cast<int>(QueryInt(t, "limit", 100, 1, 10000)),
               .after_id = QueryInt(t, "after_id", 0, 0, INT64_MAX)};
-          WorkQueue q = Take(store_.Queue(name));
+          WorkQueue q = queue();
           Json list = Json::array();
-          for (const ArchivedMessage& a : Take(q.ListArchive(lo))) {
-            Json j = {{"id", a.id}, {"priority", a.priority}};
-            cli::PutPayload(j, a.payload);
-            j["attempts"] = a.attempts;
-            j["worker"] = a.worker;
-            j["enqueued_at"] = cli::FormatTime(a.enqueued_at);
-            j["completed_at"] = cli::FormatTime(a.completed_at);
+          for (const DeadLetter& d : Take(q.ListDead(lo))) {
+            Json j = {{"id", d.id}, {"priority", d.priority}};
+            cli::PutPayload(j, d.payload);
+            j["attempts"] = d.attempts;
+            j["last_error"] = d.last_error;
+            j["enqueued_at"] = cli::FormatTime(d.enqueued_at);
+            j["died_at"] = cli::FormatTime(d.died_at);
             list.push_back(std::move(j));
           }
-          return reply(200, {{"archive", std::move(list)}});
+          return reply(200, {{"dead", std::move(list)}});
         }
+        route_is("DELETE /v1/queues/{name}/dead");
+        method({"GET", "DELETE"});
+        need(kAdmin, name);
+        WorkQueue q = queue();
+        return reply(200, {{"purged", Take(q.PurgeDead())}});
       }
+      if (op == "dead" && seg.size() == 5 && seg[4] == "redrive") {
+        route_is("POST /v1/queues/{name}/dead/redrive");
+        method({"POST"});
+        need(kAdmin, name);
+        Body b(req.body, {"ids", "all"});
+        WorkQueue q = queue();
+        bool all = b.Bool("all").value_or(false);
+        const Json* ids = b.Array("ids");
+        if (all == (ids != nullptr)) {
+          Throw(400, "invalid_argument",
+                "give either \"ids\" (an array) or \"all\": true");
+        }
+        if (all) return reply(200, {{"redriven", Take(q.RedriveAll())}});
+        std::vector<std::int64_t> list;
+        for (const Json& id : *ids) {
+          if (!id.is_number_integer()) b.Wrong("ids", "an array of integers");
+          list.push_back(id.get<std::int64_t>());
+        }
+        return reply(200, {{"redriven", Take(q.Redrive(list))}});
+      }
+      if (op == "archive" && seg.size() == 4) {
+        route_is("GET /v1/queues/{name}/archive");
+        method({"GET"});
+        need(kAdmin, name);
+        ListOptions lo{
+            .limit = static_cast<int>(QueryInt(t, "limit", 100, 1, 10000)),
+            .after_id = QueryInt(t, "after_id", 0, 0, INT64_MAX)};
+        WorkQueue q = queue();
+        Json list = Json::array();
+        for (const ArchivedMessage& a : Take(q.ListArchive(lo))) {
+          Json j = {{"id", a.id}, {"priority", a.priority}};
+          cli::PutPayload(j, a.payload);
+          j["attempts"] = a.attempts;
+          j["worker"] = a.worker;
+          j["enqueued_at"] = cli::FormatTime(a.enqueued_at);
+          j["completed_at"] = cli::FormatTime(a.completed_at);
+          list.push_back(std::move(j));
+        }
+        return reply(200, {{"archive", std::move(list)}});
+      }
+    }
 
-      // ---- rings ----
-      if (kind == "rings" && seg.size() >= 3) {
-        const std::string& name = seg[2];
-        if (seg.size() == 3) {
-          if (m == "POST") {
-            route_is("POST /v1/rings/{name}");
-            need(kAdmin, name);
-            Body b(req.body, {"capacity", "max_payload_bytes"});
-            RingOptions o;
-            if (auto v = b.Int("capacity", 1, INT64_MAX)) o.capacity = *v;
-            if (auto v = b.Int("max_payload_bytes", 1, 64 << 20)) {
-              o.max_payload_bytes = static_cast<std::size_t>(*v);
-            }
-            Ring r = Take(store_.CreateRing(name, o));
-            return reply(201, {{"name", r.name()},
-                               {"kind", "ring"},
-                               {"capacity", o.capacity},
-                               {"max_payload_bytes", o.max_payload_bytes}});
-          }
-          if (m == "GET") {
-            route_is("GET /v1/rings/{name}");
-            see(name);
-            RingStats s = Take(Take(store_.GetRing(name)).Stats());
-            return reply(200, {{"name", s.name},
-                               {"capacity", s.capacity},
-                               {"groups", s.groups},
-                               {"entries", s.entries},
-                               {"pushes", s.pushes}});
-          }
-          route_is("DELETE /v1/rings/{name}");
-          method({"POST", "GET", "DELETE"});
+    // ---- rings ----
+    if (kind == "rings" && seg.size() >= 3) {
+      const std::string& name = seg[2];
+      if (seg.size() == 3) {
+        if (m == "POST") {
+          route_is("POST /v1/rings/{name}");
           need(kAdmin, name);
-          Check(store_.DropRing(name));
-          return reply(200, {{"dropped", name}});
-        }
-        if (seg[3] == "groups" && seg.size() == 4) {
-          route_is("GET /v1/rings/{name}/groups");
-          method({"GET"});
-          need(kClaim, name);
-          Json list = Json::array();
-          for (const RingGroup& g : Take(Take(store_.GetRing(name)).Groups())) {
-            list.push_back({{"group", g.group}, {"entries", g.entries}});
+          Body b(req.body, {"capacity", "max_payload_bytes"});
+          RingOptions o;
+          if (auto v = b.Int("capacity", 1, INT64_MAX)) o.capacity = *v;
+          if (auto v = b.Int("max_payload_bytes", 1, 64 << 20)) {
+            o.max_payload_bytes = static_cast<std::size_t>(*v);
           }
-          return reply(200, {{"groups", std::move(list)}});
+          Ring r = Take(store_.CreateRing(name, o));
+          return reply(201, {{"name", r.name()},
+                             {"kind", "ring"},
+                             {"capacity", o.capacity},
+                             {"max_payload_bytes", o.max_payload_bytes}});
         }
-        if (seg[3] == "groups" && seg.size() == 5) {
-          const std::string& group = seg[4];
-          if (m == "POST") {
-            route_is("POST /v1/rings/{name}/groups/{group}");
-            need(kSend, name);
-            Body b(req.body, {"payload", "payload_base64"});
-            std::string payload =
-                ReadPayload(b, true, limits_.max_payload_bytes);
-            Ring r = Take(store_.GetRing(name));
-            return reply(200, RingEntryJson(Take(r.Push(group, payload))));
-          }
-          if (m == "GET") {
-            route_is("GET /v1/rings/{name}/groups/{group}");
-            need(kClaim, name);
-            RingReadOptions o;
-            o.limit = static_cast<int>(QueryInt(t, "limit", 100, 1, 10000));
-            if (auto it = t.query.find("order"); it != t.query.end()) {
-              if (it->second == "oldest") {
-                o.oldest_first = true;
-              } else if (it->second != "newest") {
-                Throw(400, "invalid_argument",
-                      "query parameter 'order' must be newest or oldest");
-              }
-            }
-            Ring r = Take(store_.GetRing(name));
-            Json list = Json::array();
-            for (const RingEntry& e : Take(r.Read(group, o))) {
-              list.push_back(RingEntryJson(e));
-            }
-            return reply(200, {{"entries", std::move(list)}});
-          }
-          route_is("DELETE /v1/rings/{name}/groups/{group}");
-          method({"POST", "GET", "DELETE"});
-          need(kAdmin, name);
-          Ring r = Take(store_.GetRing(name));
-          return reply(200, {{"deleted", Take(r.DeleteGroup(group))}});
+        if (m == "GET") {
+          route_is("GET /v1/rings/{name}");
+          see(name);
+          RingStats s = Take(Take(store_.GetRing(name)).Stats());
+          return reply(200, {{"name", s.name},
+                             {"capacity", s.capacity},
+                             {"groups", s.groups},
+                             {"entries", s.entries},
+                             {"pushes", s.pushes}});
         }
-        if (seg[3] == "groups" && seg.size() == 6) {
-          route_is("DELETE /v1/rings/{name}/groups/{group}/{seq}");
-          method({"DELETE"});
-          need(kAdmin, name);
-          std::int64_t seq = 0;
-          const std::string& s = seg[5];
-          auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), seq);
-          if (ec != std::errc() || p != s.data() + s.size()) {
-            Throw(400, "invalid_argument",
-                  "the entry's seq must be an integer");
-          }
-          Ring r = Take(store_.GetRing(name));
-          Check(r.Delete(seg[4], seq));
-          return reply(200, {{"deleted", 1}});
-        }
+        route_is("DELETE /v1/rings/{name}");
+        method({"POST", "GET", "DELETE"});
+        need(kAdmin, name);
+        Check(store_.DropRing(name));
+        return reply(200, {{"dropped", name}});
       }
+      if (seg[3] == "groups" && seg.size() == 4) {
+        route_is("GET /v1/rings/{name}/groups");
+        method({"GET"});
+        need(kClaim, name);
+        Json list = Json::array();
+        for (const RingGroup& g : Take(Take(store_.GetRing(name)).Groups())) {
+          list.push_back({{"group", g.group}, {"entries", g.entries}});
+        }
+        return reply(200, {{"groups", std::move(list)}});
+      }
+      if (seg[3] == "groups" && seg.size() == 5) {
+        const std::string& group = seg[4];
+        if (m == "POST") {
+          route_is("POST /v1/rings/{name}/groups/{group}");
+          need(kSend, name);
+          Body b(req.body, {"payload", "payload_base64"});
+          std::string payload = ReadPayload(b, true, limits_.max_payload_bytes);
+          Ring r = Take(store_.GetRing(name));
+          return reply(200, RingEntryJson(Take(r.Push(group, payload))));
+        }
+        if (m == "GET") {
+          route_is("GET /v1/rings/{name}/groups/{group}");
+          need(kClaim, name);
+          RingReadOptions o;
+          o.limit = static_cast<int>(QueryInt(t, "limit", 100, 1, 10000));
+          if (auto it = t.query.find("order"); it != t.query.end()) {
+            if (it->second == "oldest") {
+              o.oldest_first = true;
+            } else if (it->second != "newest") {
+              Throw(400, "invalid_argument",
+                    "query parameter 'order' must be newest or oldest");
+            }
+          }
+          Ring r = Take(store_.GetRing(name));
+          Json list = Json::array();
+          for (const RingEntry& e : Take(r.Read(group, o))) {
+            list.push_back(RingEntryJson(e));
+          }
+          return reply(200, {{"entries", std::move(list)}});
+        }
+        route_is("DELETE /v1/rings/{name}/groups/{group}");
+        method({"POST", "GET", "DELETE"});
+        need(kAdmin, name);
+        Ring r = Take(store_.GetRing(name));
+        return reply(200, {{"deleted", Take(r.DeleteGroup(group))}});
+      }
+      if (seg[3] == "groups" && seg.size() == 6) {
+        route_is("DELETE /v1/rings/{name}/groups/{group}/{seq}");
+        method({"DELETE"});
+        need(kAdmin, name);
+        std::int64_t seq = 0;
+        const std::string& s = seg[5];
+        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), seq);
+        if (ec != std::errc() || p != s.data() + s.size()) {
+          Throw(400, "invalid_argument", "the entry's seq must be an integer");
+        }
+        Ring r = Take(store_.GetRing(name));
+        Check(r.Delete(seg[4], seq));
+        return reply(200, {{"deleted", 1}});
+      }
+    }
 
-      // ---- rotations ----
-      if (kind == "rotations" && seg.size() >= 3) {
-        const std::string& name = seg[2];
-        if (seg.size() == 3) {
-          if (m == "POST") {
-            route_is("POST /v1/rotations/{name}");
-            need(kAdmin, name);
-            Body b(req.body, {"max_failures", "max_payload_bytes"});
-            RotationOptions o;
-            if (auto v = b.Int("max_failures", 1, INT32_MAX)) {
-              o.max_failures = static_cast<int>(*v);
-            }
-            if (auto v = b.Int("max_payload_bytes", 1, 64 << 20)) {
-              o.max_payload_bytes = static_cast<std::size_t>(*v);
-            }
-            Rotation r = Take(store_.CreateRotation(name, o));
-            return reply(201, {{"name", r.name()},
-                               {"kind", "rotation"},
-                               {"max_failures", o.max_failures},
-                               {"max_payload_bytes", o.max_payload_bytes}});
-          }
-          if (m == "GET") {
-            route_is("GET /v1/rotations/{name}");
-            see(name);
-            RotationStats s = Take(Take(store_.GetRotation(name)).Stats());
-            return reply(200, {{"name", s.name},
-                               {"max_failures", s.max_failures},
-                               {"items", s.items},
-                               {"parked", s.parked},
-                               {"serves", s.serves}});
-          }
-          route_is("DELETE /v1/rotations/{name}");
-          method({"POST", "GET", "DELETE"});
+    // ---- rotations ----
+    if (kind == "rotations" && seg.size() >= 3) {
+      const std::string& name = seg[2];
+      if (seg.size() == 3) {
+        if (m == "POST") {
+          route_is("POST /v1/rotations/{name}");
           need(kAdmin, name);
-          Check(store_.DropRotation(name));
-          return reply(200, {{"dropped", name}});
+          Body b(req.body, {"max_failures", "max_payload_bytes"});
+          RotationOptions o;
+          if (auto v = b.Int("max_failures", 1, INT32_MAX)) {
+            o.max_failures = static_cast<int>(*v);
+          }
+          if (auto v = b.Int("max_payload_bytes", 1, 64 << 20)) {
+            o.max_payload_bytes = static_cast<std::size_t>(*v);
+          }
+          Rotation r = Take(store_.CreateRotation(name, o));
+          return reply(201, {{"name", r.name()},
+                             {"kind", "rotation"},
+                             {"max_failures", o.max_failures},
+                             {"max_payload_bytes", o.max_payload_bytes}});
         }
-        if (seg[3] == "items" && seg.size() == 4) {
-          if (m == "POST") {
-            route_is("POST /v1/rotations/{name}/items");
-            need(kAdmin, name);
-            Body b(req.body, {"key", "payload", "payload_base64"});
-            auto key = b.String("key");
-            if (!key) Throw(400, "invalid_argument", "\"key\" is required");
-            std::string payload =
-                ReadPayload(b, false, limits_.max_payload_bytes);
-            Rotation r = Take(store_.GetRotation(name));
-            Check(r.Add(*key, payload));
-            return reply(201, {{"added", *key}});
-          }
-          route_is("GET /v1/rotations/{name}/items");
-          method({"POST", "GET"});
-          need(kClaim, name);
-          Rotation r = Take(store_.GetRotation(name));
-          Json list = Json::array();
-          for (const RotationItem& i : Take(r.List())) {
-            list.push_back(RotationItemJson(i));
-          }
-          return reply(200, {{"items", std::move(list)}});
+        if (m == "GET") {
+          route_is("GET /v1/rotations/{name}");
+          see(name);
+          RotationStats s = Take(Take(store_.GetRotation(name)).Stats());
+          return reply(200, {{"name", s.name},
+                             {"max_failures", s.max_failures},
+                             {"items", s.items},
+                             {"parked", s.parked},
+                             {"serves", s.serves}});
         }
-        if (seg[3] == "items" && seg.size() == 5) {
-          route_is("DELETE /v1/rotations/{name}/items/{key}");
-          method({"DELETE"});
-          need(kAdmin, name);
-          Rotation r = Take(store_.GetRotation(name));
-          Check(r.Remove(seg[4]));
-          return reply(200, {{"removed", seg[4]}});
-        }
-        if (seg[3] == "items" && seg.size() == 6) {
-          route_is("POST /v1/rotations/{name}/items/{key}/{fail|ok|reset}");
-          method({"POST"});
-          const std::string& action = seg[5];
-          need(action == "reset" ? kAdmin : kClaim, name);
-          Body b(req.body, {});
-          Rotation r = Take(store_.GetRotation(name));
-          if (action == "fail") {
-            return reply(200, RotationItemJson(Take(r.Fail(seg[4]))));
-          }
-          if (action == "ok") {
-            return reply(200, RotationItemJson(Take(r.Ok(seg[4]))));
-          }
-          if (action == "reset") {
-            return reply(200, RotationItemJson(Take(r.Reset(seg[4]))));
-          }
-          Throw(404, "no_route",
-                fmt::format("unknown item action '{}' (fail, ok, reset)",
-                            action));
-        }
-        if (seg[3] == "next" && seg.size() == 4) {
-          route_is("POST /v1/rotations/{name}/next");
-          method({"POST"});
-          need(kClaim, name);
-          Body b(req.body, {"n"});
-          int n = static_cast<int>(b.Int("n", 1, 10000).value_or(1));
-          Rotation r = Take(store_.GetRotation(name));
-          Json list = Json::array();
-          for (const RotationItem& i : Take(r.Next(n))) {
-            list.push_back(RotationItemJson(i));
-          }
-          return reply(200, {{"items", std::move(list)}});
-        }
+        route_is("DELETE /v1/rotations/{name}");
+        method({"POST", "GET", "DELETE"});
+        need(kAdmin, name);
+        Check(store_.DropRotation(name));
+        return reply(200, {{"dropped", name}});
       }
-      Throw(404, "no_route",
-            fmt::format("no endpoint at {} {}", m,
-                        req.target.substr(0, req.target.find('?'))));
-    }();
-  } catch (const HttpError& e) {
-    out = Outcome{ErrorReply(e.status, e.code, e.message), std::nullopt};
+      if (seg[3] == "items" && seg.size() == 4) {
+        if (m == "POST") {
+          route_is("POST /v1/rotations/{name}/items");
+          need(kAdmin, name);
+          Body b(req.body, {"key", "payload", "payload_base64"});
+          auto key = b.String("key");
+          if (!key) Throw(400, "invalid_argument", "\"key\" is required");
+          std::string payload =
+              ReadPayload(b, false, limits_.max_payload_bytes);
+          Rotation r = Take(store_.GetRotation(name));
+          Check(r.Add(*key, payload));
+          return reply(201, {{"added", *key}});
+        }
+        route_is("GET /v1/rotations/{name}/items");
+        method({"POST", "GET"});
+        need(kClaim, name);
+        Rotation r = Take(store_.GetRotation(name));
+        Json list = Json::array();
+        for (const RotationItem& i : Take(r.List())) {
+          list.push_back(RotationItemJson(i));
+        }
+        return reply(200, {{"items", std::move(list)}});
+      }
+      if (seg[3] == "items" && seg.size() == 5) {
+        route_is("DELETE /v1/rotations/{name}/items/{key}");
+        method({"DELETE"});
+        need(kAdmin, name);
+        Rotation r = Take(store_.GetRotation(name));
+        Check(r.Remove(seg[4]));
+        return reply(200, {{"removed", seg[4]}});
+      }
+      if (seg[3] == "items" && seg.size() == 6) {
+        route_is("POST /v1/rotations/{name}/items/{key}/{fail|ok|reset}");
+        method({"POST"});
+        const std::string& action = seg[5];
+        need(action == "reset" ? kAdmin : kClaim, name);
+        Body b(req.body, {});
+        Rotation r = Take(store_.GetRotation(name));
+        if (action == "fail") {
+          return reply(200, RotationItemJson(Take(r.Fail(seg[4]))));
+        }
+        if (action == "ok") {
+          return reply(200, RotationItemJson(Take(r.Ok(seg[4]))));
+        }
+        if (action == "reset") {
+          return reply(200, RotationItemJson(Take(r.Reset(seg[4]))));
+        }
+        Throw(
+            404, "no_route",
+            fmt::format("unknown item action '{}' (fail, ok, reset)", action));
+      }
+      if (seg[3] == "next" && seg.size() == 4) {
+        route_is("POST /v1/rotations/{name}/next");
+        method({"POST"});
+        need(kClaim, name);
+        Body b(req.body, {"n"});
+        int n = static_cast<int>(b.Int("n", 1, 10000).value_or(1));
+        Rotation r = Take(store_.GetRotation(name));
+        Json list = Json::array();
+        for (const RotationItem& i : Take(r.Next(n))) {
+          list.push_back(RotationItemJson(i));
+        }
+        return reply(200, {{"items", std::move(list)}});
+      }
+    }
+    Throw(404, "no_route",
+          fmt::format("no endpoint at {} {}", m,
+                      req.target.substr(0, req.target.find('?'))));
+  };
+  for (int attempt = 0;; ++attempt) {
+    try {
+      out = handle();
+      break;
+    } catch (const HttpError& e) {
+      if (e.status == 404 && !cached.empty()) {
+        // The queue may have been dropped (and made again) elsewhere: a
+        // handle from the cache is refreshed and the request made once more.
+        // A 404 leaves nothing done, so the retry is safe.
+        Forget(cached);
+        cached.clear();
+        if (hit && attempt == 0) continue;
+      }
+      out = Outcome{ErrorReply(e.status, e.code, e.message), std::nullopt};
+      break;
+    }
   }
   out.reply.route = route;
   return out;

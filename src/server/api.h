@@ -11,8 +11,10 @@
 
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "server/auth.h"
@@ -72,11 +74,20 @@ class Api {
   static Reply ClaimReply(const std::vector<ClaimedMessage>& messages);
 
  private:
+  // Queue handles by name, so that a request does not look the queue up in
+  // the database each time. Forgotten when this server drops the queue or
+  // an operation finds it gone (dropped elsewhere).
+  // `hit` tells whether the handle came from the cache.
+  Result<WorkQueue> CachedQueue(const std::string& name, bool& hit);
+  void Forget(const std::string& name);
+
   Store& store_;
   const Limits& limits_;
   const Auth& auth_;
   Metrics& metrics_;
   ServerGauges gauges_;
+  std::mutex cache_mu_;
+  std::unordered_map<std::string, WorkQueue> cache_;  // guarded by cache_mu_
 };
 
 }  // namespace sqlq::server

@@ -21,6 +21,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "sqlq/store.h"
 
@@ -66,6 +67,10 @@ std::string Quote(std::string_view v) {
 }
 
 class Server;
+class LongPoll;
+
+// The first read of an idle connection: enough for a small request whole.
+constexpr std::size_t kIdleReadBytes = 512;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -78,6 +83,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void Send(Reply reply);
   // Server shutdown: close now when idle, after the reply when busy.
   void Shutdown();
+  // While a claim is parked, reads from the socket to notice a client that
+  // goes away, so that its claim is released instead of taking a message.
+  void WatchWhileParked(std::weak_ptr<LongPoll> lp);
   asio::any_io_executor executor() { return stream_.get_executor(); }
 
  private:
@@ -98,6 +106,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = true;
   bool busy_ = false;  // a request is being handled
   bool closed_ = false;
+  bool watching_ = false;  // WatchWhileParked's read is outstanding
+  bool resume_after_watch_ = false;
+  std::weak_ptr<LongPoll> parked_;
   std::string peer_;
 };
 
@@ -122,8 +133,11 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   const std::string& token() const { return claim_.token; }
 
  private:
-  void Wake();
-  void Look();
+  // `signalled`: a send's wake-up, rather than the timer. A timer wake-up
+  // peeks (a read) before it claims (a write), so that idle parked claims
+  // cost reads, not write transactions.
+  void Wake(bool signalled = true);
+  void Look(bool peek_first);
   void AfterLook(Result<std::optional<Duration>> next);
   void Finish(Reply reply);
   void OnStrand(std::function<void(LongPoll&)> fn) {
@@ -142,6 +156,7 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   bool in_flight_ = true;
   bool pending_ = false;
   bool stop_ = false;
+  bool pending_signal_ = false;
   bool done_ = false;
   std::uint64_t gen_ = 0;
 };
@@ -208,6 +223,10 @@ class Server {
     }
     ++waiting_;
     lp->Begin();
+    asio::post(session->executor(),
+               [session, weak = std::weak_ptr<LongPoll>(lp)] {
+                 session->WatchWhileParked(weak);
+               });
     if (stopping_) lp->PostStop();
   }
   void Unpark(const std::shared_ptr<LongPoll>& lp) {
@@ -234,15 +253,8 @@ class Server {
   const Auth& auth_;
   Metrics metrics_;
   Api api_;
-  asio::io_context ioc_;
-  asio::thread_pool db_pool_;
-  tcp::acceptor acceptor_;
-  asio::signal_set signals_;
-  asio::steady_timer drain_timer_;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>>
-      work_;
-  SteadyClock::time_point shutdown_deadline_;
-
+  // Declared before ioc_, so that sessions still held by handlers that
+  // ~io_context destroys can unregister.
   std::atomic<bool> stopping_ = false;
   std::atomic<int> connections_ = 0;
   std::atomic<int> in_flight_ = 0;
@@ -252,6 +264,14 @@ class Server {
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
   std::unordered_set<std::shared_ptr<LongPoll>> parked_;
   std::unordered_map<std::string, int> polls_per_token_;
+  asio::io_context ioc_;
+  asio::thread_pool db_pool_;
+  tcp::acceptor acceptor_;
+  asio::signal_set signals_;
+  asio::steady_timer drain_timer_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>>
+      work_;
+  SteadyClock::time_point shutdown_deadline_;
 
   friend class Session;
 };
@@ -285,9 +305,14 @@ void Session::Start(bool reject) {
 void Session::ReadIdle() {
   if (closed_) return;
   if (buffer_.size() > 0) return ReadHeader();  // pipelined request
+  // An idle keep-alive connection keeps only a small read buffer (the
+  // request's grows as it arrives): 10,000 idle connections must cost
+  // little (docs/benchmarks.md, http-idle).
+  parser_.reset();
+  buffer_.shrink_to_fit();
   stream_.expires_after(server_.limits().idle_timeout);
   stream_.async_read_some(
-      buffer_.prepare(4096),
+      buffer_.prepare(kIdleReadBytes),
       [self = shared_from_this()](beast::error_code ec, std::size_t n) {
         if (ec) return self->ReadFailed(ec);
         self->buffer_.commit(n);
@@ -425,7 +450,7 @@ void Session::Send(Reply reply) {
   }
   if (server_.stopping()) keep_alive_ = false;
   res->keep_alive(keep_alive_);
-  res->body() = reply.Body();
+  res->body() = reply.text.empty() ? reply.Body() : std::move(reply.text);
   res->prepare_payload();
   response_ = res;
   const unsigned status = reply.status;
@@ -450,7 +475,37 @@ void Session::Send(Reply reply) {
         if (ec || !self->keep_alive_ || self->server_.stopping()) {
           return self->Close();
         }
+        if (self->watching_) {
+          // Stop watching; the watch's handler goes on reading.
+          self->resume_after_watch_ = true;
+          beast::error_code e;
+          self->stream_.socket().cancel(e);
+          return;
+        }
         self->ReadIdle();
+      });
+}
+
+void Session::WatchWhileParked(std::weak_ptr<LongPoll> lp) {
+  if (closed_ || !busy_ || watching_) return;
+  parked_ = std::move(lp);
+  watching_ = true;
+  stream_.expires_never();
+  stream_.async_read_some(
+      buffer_.prepare(4096),
+      [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+        self->watching_ = false;
+        if (!ec) self->buffer_.commit(n);
+        if (ec && ec != asio::error::operation_aborted) {
+          // The client went away: release its claim, unanswered.
+          if (auto parked = self->parked_.lock()) parked->PostStop();
+          return self->Close();
+        }
+        if (self->resume_after_watch_) {
+          self->resume_after_watch_ = false;
+          self->ReadIdle();
+        }
+        // Otherwise bytes of a pipelined request came: kept for later.
       });
 }
 
@@ -479,10 +534,20 @@ void LongPoll::Begin() {
       if (auto self = weak.lock()) self->Wake();
     });
   });
-  Look();
+  Look(false);
 }
 
-void LongPoll::Look() {
+void LongPoll::Look(bool peek_first) {
+  if (peek_first) {
+    auto next = claim_.queue.NextReadyIn();
+    const bool ready_now =
+        !next.ok() || (next->has_value() && **next == Duration(0));
+    if (!ready_now) {
+      return OnStrand([next = std::move(next)](LongPoll& lp) mutable {
+        lp.AfterLook(std::move(next));
+      });
+    }
+  }
   (void)sub_->TakeSignal();
   auto r = claim_.queue.Claim(claim_.options);
   if (!r.ok()) {
@@ -508,7 +573,7 @@ void LongPoll::AfterLook(Result<std::optional<Duration>> next) {
   if (stop_) return Finish(Api::ClaimReply({}));
   if (pending_) {
     pending_ = false;
-    return Wake();
+    return Wake(std::exchange(pending_signal_, false));
   }
   auto now = SteadyClock::now();
   if (now >= claim_.deadline) return Finish(Api::ClaimReply({}));
@@ -523,20 +588,23 @@ void LongPoll::AfterLook(Result<std::optional<Duration>> next) {
   timer_.expires_at(until);
   timer_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
     if (ec || gen != self->gen_) return;
-    self->Wake();
+    self->Wake(false);
   });
 }
 
-void LongPoll::Wake() {
+void LongPoll::Wake(bool signalled) {
   if (done_) return;
   if (in_flight_) {
     pending_ = true;
+    pending_signal_ = pending_signal_ || signalled;
     return;
   }
   in_flight_ = true;
   ++gen_;
   timer_.cancel();
-  asio::post(server_.db_pool(), [self = shared_from_this()] { self->Look(); });
+  asio::post(server_.db_pool(), [self = shared_from_this(), signalled] {
+    self->Look(!signalled);
+  });
 }
 
 void LongPoll::Stop() {
@@ -672,6 +740,16 @@ int Server::Run() {
   ioc_.run();
   for (auto& t : threads) t.join();
   db_pool_.join();
+  {
+    // Left only after a shutdown timeout: their timers must go while the
+    // io_context lives.
+    std::unordered_set<std::shared_ptr<LongPoll>> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      left.swap(parked_);
+    }
+    // Destroyed outside mu_: a session they release unregisters under it.
+  }
   Log("info", "shutdown_complete");
   return 0;
 }

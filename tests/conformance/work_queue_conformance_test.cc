@@ -6,6 +6,7 @@
 // moved forward with clock_->Advance() instead of sleeping. Only the tests
 // of waiting claims measure real time, and they wait on events.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -466,6 +467,69 @@ TEST_P(WorkQueueConformance, ConcurrentSendsAreAllStoredWithDistinctIds) {
   QueueStats st = StatsOf(q);
   EXPECT_EQ(st.ready, kThreads * kPerThread);
   EXPECT_EQ(st.sends, kThreads * kPerThread);
+}
+
+// Concurrent sends through one handle may be stored together (one engine
+// call for several callers); each caller must still get the ids of its own
+// messages, in its own order.
+TEST_P(WorkQueueConformance, ConcurrentSendersGetTheIdsOfTheirOwnMessages) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  constexpr int kThreads = 16, kRounds = 10;
+  using Sent = std::vector<std::pair<std::int64_t, std::string>>;
+  std::vector<std::future<Sent>> futures;
+  for (int t = 0; t < kThreads; ++t) {
+    futures.push_back(std::async(std::launch::async, [q, t]() mutable {
+      Sent sent;
+      for (int i = 0; i < kRounds; ++i) {
+        std::vector<Message> batch;
+        for (int k = 0; k < 1 + (t + i) % 3; ++k) {
+          batch.push_back({.payload = fmt::format("{}:{}:{}", t, i, k)});
+        }
+        auto r = q.SendBatch(batch);
+        if (!r.ok() || r->size() != batch.size()) {
+          ADD_FAILURE() << "send failed: " << r.status().ToString();
+          continue;
+        }
+        for (size_t k = 0; k < batch.size(); ++k) {
+          EXPECT_FALSE((*r)[k].duplicate);
+          sent.emplace_back((*r)[k].id, batch[k].payload);
+        }
+      }
+      return sent;
+    }));
+  }
+  std::map<std::int64_t, std::string> told;
+  for (auto& f : futures) {
+    for (auto& [id, payload] : f.get()) {
+      EXPECT_TRUE(told.emplace(id, payload).second) << "id " << id << " twice";
+    }
+  }
+  auto claimed = ClaimAll(q);
+  EXPECT_EQ(claimed.size(), told.size());
+  for (auto& m : claimed) EXPECT_EQ(m.payload, told[m.id]) << "id " << m.id;
+  EXPECT_EQ(StatsOf(q).sends, static_cast<std::int64_t>(told.size()));
+}
+
+TEST_P(WorkQueueConformance, ConcurrentSendsOfOneDedupKeyStoreOneMessage) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  constexpr int kThreads = 16;
+  std::vector<std::future<Result<SendResult>>> futures;
+  for (int t = 0; t < kThreads; ++t) {
+    futures.push_back(std::async(std::launch::async, [q, t]() mutable {
+      return q.Send({.payload = std::to_string(t), .dedup_key = "once"});
+    }));
+  }
+  std::set<std::int64_t> ids;
+  int stored = 0;
+  for (auto& f : futures) {
+    auto r = f.get();
+    ASSERT_OK(r.status());
+    ids.insert(r->id);
+    if (!r->duplicate) ++stored;
+  }
+  EXPECT_EQ(stored, 1);
+  EXPECT_EQ(ids.size(), 1u);
+  EXPECT_EQ(StatsOf(q).ready, 1);
 }
 
 // --- claim order -------------------------------------------------------------

@@ -211,6 +211,11 @@ TEST_F(Endpoints, Rings) {
   EXPECT_EQ(read.json["entries"][0]["payload"], "cy");
   auto oldest = c().Get("/v1/rings/viewers/groups/article%201?order=oldest");
   EXPECT_EQ(oldest.json["entries"][0]["payload"], "bob");
+  // '+' in a path is itself (only a query string reads it as a space).
+  ASSERT_EQ(c().Post("/v1/rings/viewers/groups/c++", {{"payload", "x"}})
+                .json["group"],
+            "c++");
+  EXPECT_EQ(c().Delete("/v1/rings/viewers/groups/c++").json["deleted"], 1);
   auto groups = c().Get("/v1/rings/viewers/groups");
   ASSERT_EQ(groups.json["groups"].size(), 1u);
   EXPECT_EQ(groups.json["groups"][0]["entries"], 2);
@@ -221,7 +226,7 @@ TEST_F(Endpoints, Rings) {
       200);
   auto stats = c().Get("/v1/rings/viewers");
   EXPECT_EQ(stats.json["entries"], 1);
-  EXPECT_EQ(stats.json["pushes"], 3);
+  EXPECT_EQ(stats.json["pushes"], 4);
   EXPECT_EQ(c().Delete("/v1/rings/viewers/groups/article%201").json["deleted"],
             1);
   EXPECT_EQ(c().Delete("/v1/rings/viewers").status, 200);
@@ -258,6 +263,26 @@ TEST_F(Endpoints, Rotations) {
   auto stats = c().Get("/v1/rotations/relays");
   EXPECT_EQ(stats.json["items"], 2);
   EXPECT_EQ(c().Delete("/v1/rotations/relays").status, 200);
+}
+
+// The server keeps queue handles; a queue dropped and made again by another
+// process must not send into the old one.
+TEST_F(Endpoints, QueueRecreatedByAnotherProcessIsUsedAtOnce) {
+  ASSERT_EQ(c().Post("/v1/queues/jobs", Json::object()).status, 201);
+  ASSERT_EQ(c().Post("/v1/queues/jobs/messages",
+                     {{"messages", {{{"payload", "old"}}}}})
+                .status,
+            200);
+  const std::string cli =
+      std::string(SQLQ_BIN) + " --db " + server_->db_url() + " queue ";
+  ASSERT_EQ(std::system((cli + "drop jobs >/dev/null").c_str()), 0);
+  ASSERT_EQ(std::system((cli + "create jobs >/dev/null").c_str()), 0);
+  auto sent = c().Post("/v1/queues/jobs/messages",
+                       {{"messages", {{{"payload", "new"}}}}});
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  auto claimed = c().Post("/v1/queues/jobs/claim", {{"max", 10}});
+  ASSERT_EQ(claimed.json["messages"].size(), 1u) << claimed.body;
+  EXPECT_EQ(claimed.json["messages"][0]["payload"], "new");
 }
 
 TEST_F(Endpoints, KeepAliveServesManyRequestsOnOneConnection) {

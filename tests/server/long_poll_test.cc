@@ -118,6 +118,40 @@ TEST_F(LongPoll, OneSendWakesExactlyOneOfSeveralParkedClaims) {
   EXPECT_EQ(Metric(c(), "sqlq_server_waiting_consumers"), 4);
 }
 
+TEST_F(LongPoll, ClaimOfAClientThatWentAwayIsReleasedAndTakesNoMessage) {
+  {
+    RawConn gone(port());
+    ASSERT_TRUE(gone.Write(ClaimRequest(30000)));
+    ASSERT_TRUE(WaitingIs(1));
+  }  // closed
+  ASSERT_TRUE(WaitingIs(0));
+  ASSERT_EQ(c().Post("/v1/queues/jobs/messages",
+                     {{"messages", {{{"payload", "for the living"}}}}})
+                .status,
+            200);
+  auto r = c().Post("/v1/queues/jobs/claim", Json::object());
+  ASSERT_EQ(r.json["messages"].size(), 1u) << r.body;
+  EXPECT_EQ(r.json["messages"][0]["payload"], "for the living");
+}
+
+TEST_F(LongPoll, KeepAliveConnectionGoesOnAfterAParkedClaimIsAnswered) {
+  RawConn conn(port());
+  ASSERT_TRUE(conn.Write(ClaimRequest(30000)));
+  ASSERT_TRUE(WaitingIs(1));
+  ASSERT_EQ(c().Post("/v1/queues/jobs/messages",
+                     {{"messages", {{{"payload", "one"}}}}})
+                .status,
+            200);
+  EXPECT_EQ(StatusOf(conn.ReadResponse()), 200);
+  // The same connection serves the next requests.
+  ASSERT_TRUE(conn.Write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_EQ(StatusOf(conn.ReadResponse()), 200);
+  ASSERT_TRUE(conn.Write(ClaimRequest(100)));
+  std::string r = conn.ReadResponse();
+  EXPECT_EQ(StatusOf(r), 200) << r;
+  EXPECT_EQ(BodyOf(r)["messages"], Json::array());
+}
+
 TEST_F(LongPoll, TwoThousandParkedClaimsCostNoThreadEachAndLittleMemory) {
   constexpr int kWaiters = 2000;
   rlimit rl{};

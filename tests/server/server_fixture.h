@@ -298,6 +298,7 @@ class ServerProcess {
       int log = ::open(log_file().c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       ::dup2(log, 2);
       ::dup2(log, 1);
+      for (auto& [k, v] : env_) ::setenv(k.c_str(), v.c_str(), 1);
       std::vector<char*> a;
       for (auto& s : argv) a.push_back(s.data());
       a.push_back(nullptr);
@@ -346,6 +347,10 @@ class ServerProcess {
     WaitExit(std::chrono::seconds(10));
   }
 
+  // Environment variables for the server process (set before Start).
+  void SetEnv(std::string key, std::string value) {
+    env_.emplace_back(std::move(key), std::move(value));
+  }
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
   const std::string& db_url() const { return db_url_; }
@@ -373,6 +378,7 @@ class ServerProcess {
   fs::path dir_;
   std::vector<std::string> args_;
   std::string db_url_;
+  std::vector<std::pair<std::string, std::string>> env_;
   pid_t pid_ = -1;
   int port_ = 0;
   bool exited_ = false;

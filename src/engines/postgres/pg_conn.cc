@@ -230,6 +230,7 @@ void PgConn::ResetTxState() {
   tx_error.reset();
   tx_now_us.reset();
   notify = false;
+  churned = 0;
   known_queues.clear();
   pending_counters.clear();
 }

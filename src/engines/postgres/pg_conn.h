@@ -164,6 +164,9 @@ class PgConn : public core::Conn {
   // The transaction made messages claimable: after its commit, other
   // processes get a (coalesced) NOTIFY.
   bool notify = false;
+  // Message rows this transaction updated or deleted (dead row versions it
+  // leaves behind), for the Vacuumer after commit.
+  std::int64_t churned = 0;
   // Queues checked (and in write transactions locked FOR KEY SHARE) in this
   // transaction.
   std::unordered_set<std::int64_t> known_queues;

@@ -36,6 +36,7 @@
 #include "engines/postgres/notifier.h"
 #include "engines/postgres/pg_conn.h"
 #include "engines/postgres/schema.h"
+#include "engines/postgres/vacuumer.h"
 
 namespace sqlq::engines::postgres {
 
@@ -53,6 +54,11 @@ constexpr std::size_t kMaxIdle = 16;
 // overrides. Measured on 2 cores (docs/benchmarks.md): 64 single senders
 // gain most up to 4; more groups only add connections and lock traffic.
 constexpr int kWriteGroups = 4;
+// The store vacuums the message table itself (vacuumer.h) once this many
+// message rows were updated or deleted, at most once per kVacuumInterval;
+// SQLQ_PG_VACUUM_ROWS overrides (0: never, autovacuum only).
+constexpr std::int64_t kVacuumRows = 20000;
+constexpr std::chrono::milliseconds kVacuumInterval{1000};
 // Cross-process wake-ups: at most one NOTIFY per this interval per store.
 constexpr std::chrono::microseconds kNotifyInterval{2000};
 
@@ -87,12 +93,16 @@ class PostgresEngine : public core::Engine {
       const int n = std::atoi(env);
       if (n >= 1 && n <= 64) write_groups_ = n;
     }
+    if (const char* env = std::getenv("SQLQ_PG_VACUUM_ROWS")) {
+      vacuum_threshold_ = std::atoll(env);  // 0 or less: never
+    }
     std::random_device rd;
     rng_.seed(rd());
   }
 
   ~PostgresEngine() override {
     notifier_.reset();  // stop callbacks before the connections go
+    vacuumer_.reset();
   }
 
   int write_groups() const override { return write_groups_; }
@@ -103,6 +113,10 @@ class PostgresEngine : public core::Engine {
     Status s = Migrate(**conn, create_if_missing);
     if (!s.ok()) return s;
     Release(std::move(*conn));
+    if (vacuum_threshold_ > 0) {
+      vacuumer_ = std::make_unique<Vacuumer>(
+          [this] { return ConnectRaw(); }, vacuum_threshold_, kVacuumInterval);
+    }
     return Status::Ok();
   }
 
@@ -173,7 +187,7 @@ class PostgresEngine : public core::Engine {
   Status CommitTx(Conn& c) override {
     PgConn& conn = Pg(c);
     Status s = Commit(conn);
-    if (s.ok() && conn.notify) Poke();
+    if (s.ok()) Committed(conn);
     return s;
   }
 
@@ -351,16 +365,18 @@ class PostgresEngine : public core::Engine {
   Result<std::vector<SendResult>> Send(Conn& c,
                                        const core::SendParams& p) override {
     PgConn& conn = Pg(c);
-    // Checked (and locked against a concurrent drop) before writing, so
-    // that a send to a dropped queue is a clean failure (engine.h).
-    Status checked = CheckQueue(conn, p.queue_id);
-    if (!checked.ok()) return checked;
     auto now = NowUs(conn);
     if (!now.ok()) return now.status();
+    // The insert itself takes the queue row's FOR KEY SHARE lock (CheckQueue
+    // says why), in its first CTE, saving a round trip: a queue that is gone
+    // inserts nothing, which is then told apart from a held dedup key by
+    // CheckQueue, so a send to a dropped queue stays a clean failure.
     static constexpr const char* kInsert = R"sql(
+      WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE)
       INSERT INTO sqlq_messages
         (queue_id, priority, ready_us, enqueued_us, dedup, payload)
-      VALUES ($1, $2, $3, $4, $5, $6)
+      SELECT q.id, $2::integer, $3::bigint, $4::bigint, $5::bytea, $6::bytea
+      FROM q
       ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
       RETURNING id)sql";
     static constexpr const char* kExisting = R"sql(
@@ -386,7 +402,10 @@ class PostgresEngine : public core::Engine {
       if (inserted->size() == 1) {
         out[0] = {.id = inserted->Int(0, 0)};
         ++stored;
+        conn.known_queues.insert(p.queue_id);
       } else {
+        Status checked = CheckQueue(conn, p.queue_id);
+        if (!checked.ok()) return checked;
         held.push_back(0);
       }
     } else {
@@ -436,8 +455,6 @@ class PostgresEngine : public core::Engine {
     // the server next to nothing. A claim that leases rows takes the lock
     // at its counter update (foreign key); racing a DROP QUEUE that way can
     // deadlock, which the server breaks and Write() retries.
-    Status checked = CheckQueue(conn, p.queue_id, /*lock=*/false);
-    if (!checked.ok()) return checked;
     auto now_r = NowUs(conn);
     if (!now_r.ok()) return now_r.status();
     const std::int64_t now = *now_r;
@@ -531,7 +548,14 @@ class PostgresEngine : public core::Engine {
       if (buried == 0 || rows->size() < want) break;
     }
     const std::int64_t claimed = static_cast<std::int64_t>(out.messages.size());
-    if (claimed + out.expirations + out.dead_lettered == 0) return out;
+    if (claimed + out.expirations + out.dead_lettered == 0) {
+      // Empty or gone? Looked up only now, saving a round trip on every
+      // claim that finds messages (a dropped queue has none).
+      Status checked = CheckQueue(conn, p.queue_id, /*lock=*/false);
+      if (!checked.ok()) return checked;
+      return out;
+    }
+    conn.churned += claimed + out.dead_lettered;
     Status s = AddCounters(conn, p.queue_id,
                            {.claims = claimed,
                             .expirations = out.expirations,
@@ -584,6 +608,7 @@ class PostgresEngine : public core::Engine {
     auto rows = conn.Run(p.archive ? kArchive : kDelete, params, "ack");
     if (!rows.ok()) return rows.status();
     if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+    ++conn.churned;
     return AddCounters(conn, p.queue_id, {.acks = 1});
   }
 
@@ -653,6 +678,7 @@ class PostgresEngine : public core::Engine {
       out.push_back(std::move(why));
     }
     if (acked > 0) {
+      conn.churned += acked;
       Status s = AddCounters(conn, queue_id, {.acks = acked});
       if (!s.ok()) return s;
     }
@@ -679,6 +705,7 @@ class PostgresEngine : public core::Engine {
     if (!rows.ok()) return rows.status();
     if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
     conn.notify = true;
+    ++conn.churned;
     return AddCounters(conn, p.queue_id, {.nacks = 1});
   }
 
@@ -702,6 +729,7 @@ class PostgresEngine : public core::Engine {
     auto rows = conn.Run(kSql, params, "nack");
     if (!rows.ok()) return rows.status();
     if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+    ++conn.churned;
     return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
   }
 
@@ -722,6 +750,7 @@ class PostgresEngine : public core::Engine {
     auto rows = conn.Run(kSql, params, "extend");
     if (!rows.ok()) return rows.status();
     if (rows->affected() == 0) return Refused(conn, queue_id, receipt);
+    ++conn.churned;
     return FromUs(until);
   }
 
@@ -1466,16 +1495,18 @@ class PostgresEngine : public core::Engine {
   // for repeats, within the batch, of a dedup key stored earlier in it;
   // appends to `held` the messages whose dedup key a message already in
   // the queue holds. Returns how many were stored.
-  static Result<std::int64_t> InsertBatch(PgConn& conn,
-                                          const core::SendParams& p,
-                                          std::int64_t now,
-                                          std::vector<SendResult>& out,
-                                          std::vector<std::size_t>& held) {
+  // The queue row is locked by the statement, as in Send.
+  Result<std::int64_t> InsertBatch(PgConn& conn, const core::SendParams& p,
+                                   std::int64_t now,
+                                   std::vector<SendResult>& out,
+                                   std::vector<std::size_t>& held) {
     static constexpr const char* kInsertMany = R"sql(
+      WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE)
       INSERT INTO sqlq_messages
         (queue_id, priority, ready_us, enqueued_us, dedup, payload)
-      SELECT $1, m.priority::integer, m.ready_us, $2, m.dedup, m.payload
-      FROM unnest($3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[])
+      SELECT q.id, m.priority::integer, m.ready_us, $2::bigint, m.dedup,
+             m.payload
+      FROM q, unnest($3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[])
         WITH ORDINALITY AS m(priority, ready_us, dedup, payload, ord)
       ORDER BY m.ord
       ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
@@ -1516,6 +1547,13 @@ class PostgresEngine : public core::Engine {
           .BytesArray(payload);
       auto rows = conn.Run(kInsertMany, params, "send");
       if (!rows.ok()) return rows.status();
+      if (rows->size() == 0) {
+        // Every key held, or the queue gone.
+        Status checked = CheckQueue(conn, p.queue_id);
+        if (!checked.ok()) return checked;
+      } else {
+        conn.known_queues.insert(p.queue_id);
+      }
       // Rows without a dedup key are all stored, in batch order: sorted by
       // id they match those messages one to one. Rows with a key are found
       // by it.
@@ -1760,13 +1798,19 @@ class PostgresEngine : public core::Engine {
     Status s = body(conn);
     if (s.ok()) {
       s = Commit(conn);
-      if (s.ok() && conn.notify) Poke();
+      if (s.ok()) Committed(conn);
       return s;
     }
     if (PQstatus(conn.pg()) == CONNECTION_OK) {
       (void)conn.Exec("ROLLBACK", "rollback");
     }
     return s;
+  }
+
+  // After a commit: wake other processes' waiters, count dead rows.
+  void Committed(PgConn& conn) {
+    if (conn.notify) Poke();
+    if (conn.churned > 0 && vacuumer_) vacuumer_->Churned(conn.churned);
   }
 
   void Poke() {
@@ -1930,11 +1974,13 @@ class PostgresEngine : public core::Engine {
   const std::string url_;
   const std::shared_ptr<Clock> clock_;  // null: the database clock
   int write_groups_ = kWriteGroups;
+  std::int64_t vacuum_threshold_ = kVacuumRows;
   std::mutex rng_mu_;
   std::mt19937_64 rng_;  // guarded by rng_mu_
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<PgConn>> idle_;  // guarded by pool_mu_
   std::unique_ptr<Notifier> notifier_;
+  std::unique_ptr<Vacuumer> vacuumer_;
 };
 
 }  // namespace

@@ -1,0 +1,1143 @@
+#include "bench/server_bench.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "bench/bench.h"
+#include "cli/output.h"
+#include "cli/parse.h"
+#include "sqlq/status.h"
+
+namespace sqlq::bench {
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using SteadyClock = std::chrono::steady_clock;
+using Json = nlohmann::ordered_json;
+
+double Seconds(SteadyClock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+std::int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             SteadyClock::now().time_since_epoch())
+      .count();
+}
+
+// A payload of `size` bytes that starts with `stamp` (digits) and is padded
+// with 'x': safe inside a JSON string and a beanstalkd job alike.
+std::string StampedPayload(std::int64_t stamp, std::size_t size) {
+  std::string p = std::to_string(stamp);
+  p.push_back(' ');
+  if (p.size() < size) p.resize(size, 'x');
+  return p;
+}
+
+std::int64_t StampOf(const std::string& payload) {
+  return std::strtoll(payload.c_str(), nullptr, 10);
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return -1;
+  std::size_t k =
+      static_cast<std::size_t>(p * static_cast<double>(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  return v[k];
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2]
+                      : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// ---- the systems under test ----
+
+// One connection to a queue of the system under test. Not thread-safe: one
+// per thread.
+class Conn {
+ public:
+  virtual ~Conn() = default;
+  // Sends the payloads as one batch; returns once they are durable.
+  virtual Status Send(const std::vector<std::string>& payloads) = 0;
+  // Claims up to `max`, waiting up to `wait_ms` for the first, acks them,
+  // and returns their payloads (empty when the wait ran out).
+  virtual Result<std::vector<std::string>> ClaimAndAck(int max,
+                                                       int wait_ms) = 0;
+  // Consumers waiting on the queue right now.
+  virtual Result<long> Waiting() = 0;
+  // Messages still in the queue (ready, delayed or leased).
+  virtual Result<long> Left() = 0;
+};
+
+// One system: how to make a fresh queue for a run, connect to it, and drop
+// it again.
+class System {
+ public:
+  virtual ~System() = default;
+  virtual std::string name() const = 0;
+  virtual Status Create(const std::string& queue) = 0;
+  virtual Result<std::unique_ptr<Conn>> Connect(const std::string& queue) = 0;
+  virtual void Drop(const std::string& queue) = 0;
+  // For http-idle: the bytes of one cheap request, and whether `got` holds
+  // its whole reply.
+  virtual std::string Probe() const = 0;
+  virtual bool ProbeDone(const std::string& got) const = 0;
+  virtual int port() const = 0;
+  virtual int pid() const = 0;
+};
+
+// -- sqlq serve over HTTP/1.1 keep-alive --
+
+class HttpConn final : public Conn {
+ public:
+  HttpConn(int port, std::string token, std::string queue)
+      : port_(port),
+        token_(std::move(token)),
+        queue_(std::move(queue)),
+        stream_(ioc_) {}
+
+  Status Open() {
+    beast::error_code ec;
+    stream_.connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"),
+                                            static_cast<unsigned short>(port_)),
+                    ec);
+    if (ec) {
+      return Status::Unavailable(fmt::format(
+          "cannot connect to 127.0.0.1:{}: {}", port_, ec.message()));
+    }
+    stream_.socket().set_option(asio::ip::tcp::no_delay(true), ec);
+    return Status::Ok();
+  }
+
+  // One request and its reply, on this keep-alive connection.
+  Result<std::string> Call(http::verb verb, const std::string& target,
+                           std::string body, int expect) {
+    http::request<http::string_body> req(verb, target, 11);
+    req.set(http::field::host, "127.0.0.1");
+    if (!token_.empty()) {
+      req.set(http::field::authorization, "Bearer " + token_);
+    }
+    if (!body.empty()) req.set(http::field::content_type, "application/json");
+    req.body() = std::move(body);
+    req.keep_alive(true);
+    req.prepare_payload();
+    beast::error_code ec;
+    http::write(stream_, req, ec);
+    if (ec) {
+      return Status::Unavailable(
+          fmt::format("{} {}: {}", req.method_string(), target, ec.message()));
+    }
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(256 << 20);
+    http::read(stream_, buffer_, parser, ec);
+    if (ec) {
+      return Status::Unavailable(
+          fmt::format("{} {}: {}", req.method_string(), target, ec.message()));
+    }
+    auto& res = parser.get();
+    if (static_cast<int>(res.result_int()) != expect) {
+      return Status::Internal(fmt::format("{} {}: HTTP {}: {}",
+                                          req.method_string(), target,
+                                          res.result_int(), res.body()));
+    }
+    return std::move(res.body());
+  }
+
+  Status Send(const std::vector<std::string>& payloads) override {
+    std::string body = R"({"messages":[)";
+    for (std::size_t i = 0; i < payloads.size(); ++i) {
+      if (i) body += ',';
+      body += R"({"payload":")";
+      body += payloads[i];
+      body += "\"}";
+    }
+    body += "]}";
+    return Call(http::verb::post, "/v1/queues/" + queue_ + "/messages",
+                std::move(body), 200)
+        .status();
+  }
+
+  Result<std::vector<std::string>> ClaimAndAck(int max, int wait_ms) override {
+    auto r = Call(http::verb::post, "/v1/queues/" + queue_ + "/claim",
+                  fmt::format(R"({{"max":{},"lease_ms":60000,"wait_ms":{}}})",
+                              max, wait_ms),
+                  200);
+    if (!r.ok()) return r.status();
+    // The payloads are digits and 'x' and the receipts base64url: neither
+    // holds a quote or an escape, so a scan finds them without a JSON
+    // parser (which would take CPU from the server on a small machine).
+    std::vector<std::string> payloads = Strings(*r, R"("payload":")");
+    std::vector<std::string> receipts = Strings(*r, R"("receipt":")");
+    if (payloads.size() != receipts.size()) {
+      return Status::Internal("claim reply: payloads and receipts differ");
+    }
+    if (receipts.empty()) return payloads;
+    std::string body = R"({"receipts":[)";
+    for (std::size_t i = 0; i < receipts.size(); ++i) {
+      if (i) body += ',';
+      body += '"';
+      body += receipts[i];
+      body += '"';
+    }
+    body += "]}";
+    auto a = Call(http::verb::post, "/v1/queues/" + queue_ + "/ack",
+                  std::move(body), 200);
+    if (!a.ok()) return a.status();
+    if (a->find(fmt::format(R"("acked":{})", receipts.size())) ==
+        std::string::npos) {
+      return Status::Internal("ack: not every receipt was acked: " + *a);
+    }
+    return payloads;
+  }
+
+  Result<long> Waiting() override {
+    auto r = Call(http::verb::get, "/metrics", "", 200);
+    if (!r.ok()) return r.status();
+    constexpr std::string_view kGauge = "\nsqlq_server_waiting_consumers ";
+    auto at = r->find(kGauge);
+    if (at == std::string::npos) {
+      return Status::Internal("/metrics has no waiting consumers gauge");
+    }
+    return std::strtol(r->c_str() + at + kGauge.size(), nullptr, 10);
+  }
+
+  Result<long> Left() override {
+    auto r = Call(http::verb::get, "/v1/queues/" + queue_, "", 200);
+    if (!r.ok()) return r.status();
+    auto j = nlohmann::json::parse(*r, nullptr, false);
+    if (j.is_discarded() || !j.contains("stats")) {
+      return Status::Internal("queue stats: unexpected reply " + *r);
+    }
+    const auto& s = j["stats"];
+    return s.value("ready", 0L) + s.value("delayed", 0L) +
+           s.value("leased", 0L);
+  }
+
+ private:
+  static std::vector<std::string> Strings(const std::string& text,
+                                          std::string_view key) {
+    std::vector<std::string> out;
+    std::size_t at = 0;
+    while ((at = text.find(key, at)) != std::string::npos) {
+      at += key.size();
+      auto end = text.find('"', at);
+      if (end == std::string::npos) break;
+      out.emplace_back(text, at, end - at);
+      at = end;
+    }
+    return out;
+  }
+
+  int port_;
+  std::string token_;
+  std::string queue_;
+  asio::io_context ioc_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+};
+
+class HttpSystem final : public System {
+ public:
+  HttpSystem(int port, std::string token, int pid)
+      : port_(port), token_(std::move(token)), pid_(pid) {}
+  std::string name() const override { return "sqlq"; }
+  Status Create(const std::string& queue) override {
+    HttpConn c(port_, token_, queue);
+    Status s = c.Open();
+    if (!s.ok()) return s;
+    (void)c.Call(http::verb::delete_, "/v1/queues/" + queue, "", 200);
+    return c
+        .Call(http::verb::post, "/v1/queues/" + queue, R"({"lease_ms":300000})",
+              201)
+        .status();
+  }
+  Result<std::unique_ptr<Conn>> Connect(const std::string& queue) override {
+    auto c = std::make_unique<HttpConn>(port_, token_, queue);
+    Status s = c->Open();
+    if (!s.ok()) return s;
+    return std::unique_ptr<Conn>(std::move(c));
+  }
+  void Drop(const std::string& queue) override {
+    HttpConn c(port_, token_, queue);
+    if (c.Open().ok()) {
+      (void)c.Call(http::verb::delete_, "/v1/queues/" + queue, "", 200);
+    }
+  }
+  std::string Probe() const override {
+    return "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  }
+  bool ProbeDone(const std::string& got) const override {
+    auto end = got.find("\r\n\r\n");
+    if (end == std::string::npos) return false;
+    auto cl = got.find("Content-Length: ");
+    if (cl == std::string::npos || cl > end) return true;
+    long n = std::strtol(got.c_str() + cl + 16, nullptr, 10);
+    return got.size() >= end + 4 + static_cast<std::size_t>(n);
+  }
+  int port() const override { return port_; }
+  int pid() const override { return pid_; }
+
+ private:
+  int port_;
+  std::string token_;
+  int pid_;
+};
+
+// -- beanstalkd over its text protocol --
+
+// A blocking TCP connection with a read buffer, for line protocols.
+class LineSocket {
+ public:
+  LineSocket() = default;
+  LineSocket(const LineSocket&) = delete;
+  ~LineSocket() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status Open(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 ||
+        ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      return Status::Unavailable(fmt::format(
+          "cannot connect to 127.0.0.1:{}: {}", port, std::strerror(errno)));
+    }
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return Status::Ok();
+  }
+  Status Write(std::string_view bytes) {
+    while (!bytes.empty()) {
+      ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return Status::Unavailable("beanstalkd: write failed");
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return Status::Ok();
+  }
+  // The next line, without its CRLF.
+  Result<std::string> Line() {
+    for (;;) {
+      auto end = buf_.find("\r\n", pos_);
+      if (end != std::string::npos) {
+        std::string line = buf_.substr(pos_, end - pos_);
+        pos_ = end + 2;
+        return line;
+      }
+      Status s = Fill();
+      if (!s.ok()) return s;
+    }
+  }
+  // Reads until `done` holds for what came since the last call; drops it.
+  Status ReadUntil(const std::function<bool(const std::string&)>& done) {
+    while (!done(buf_.substr(pos_))) {
+      Status s = Fill();
+      if (!s.ok()) return s;
+    }
+    buf_.clear();
+    pos_ = 0;
+    return Status::Ok();
+  }
+  // The next `n` bytes and the CRLF after them.
+  Result<std::string> Bytes(std::size_t n) {
+    while (buf_.size() - pos_ < n + 2) {
+      Status s = Fill();
+      if (!s.ok()) return s;
+    }
+    std::string out = buf_.substr(pos_, n);
+    pos_ += n + 2;
+    return out;
+  }
+
+ private:
+  Status Fill() {
+    if (pos_ > 0) {
+      buf_.erase(0, pos_);
+      pos_ = 0;
+    }
+    char tmp[65536];
+    ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+    if (n <= 0) return Status::Unavailable("beanstalkd closed the connection");
+    buf_.append(tmp, static_cast<std::size_t>(n));
+    return Status::Ok();
+  }
+  int fd_ = -1;
+  std::string buf_;
+  std::size_t pos_ = 0;
+};
+
+class BeanstalkConn final : public Conn {
+ public:
+  BeanstalkConn(int port, std::string tube)
+      : port_(port), tube_(std::move(tube)) {}
+  Status Open() {
+    Status s = sock_.Open(port_);
+    if (!s.ok()) return s;
+    s = sock_.Write(
+        fmt::format("use {0}\r\nwatch {0}\r\nignore default\r\n", tube_));
+    for (int i = 0; i < 3 && s.ok(); ++i) s = sock_.Line().status();
+    return s;
+  }
+
+  // Puts are pipelined: all of the batch's commands in one write, then all
+  // the replies. With -f 0 beanstalkd still fsyncs each put.
+  Status Send(const std::vector<std::string>& payloads) override {
+    std::string out;
+    for (const auto& p : payloads) {
+      out += fmt::format("put 0 0 60 {}\r\n", p.size());
+      out += p;
+      out += "\r\n";
+    }
+    Status s = sock_.Write(out);
+    for (std::size_t i = 0; i < payloads.size() && s.ok(); ++i) {
+      auto line = sock_.Line();
+      if (!line.ok()) return line.status();
+      if (line->rfind("INSERTED ", 0) != 0) {
+        return Status::Internal("beanstalkd put: " + *line);
+      }
+    }
+    return s;
+  }
+
+  // A claim of up to `max`: one reserve that waits (whole seconds, at least
+  // one: the protocol's unit) and max - 1 that do not, pipelined; then the
+  // deletes, pipelined.
+  Result<std::vector<std::string>> ClaimAndAck(int max, int wait_ms) override {
+    std::string out = fmt::format("reserve-with-timeout {}\r\n",
+                                  wait_ms > 0 ? (wait_ms + 999) / 1000 : 0);
+    for (int i = 1; i < max; ++i) out += "reserve-with-timeout 0\r\n";
+    Status s = sock_.Write(out);
+    if (!s.ok()) return s;
+    std::vector<std::string> payloads;
+    std::string deletes;
+    for (int i = 0; i < max; ++i) {
+      auto line = sock_.Line();
+      if (!line.ok()) return line.status();
+      if (*line == "TIMED_OUT" || *line == "DEADLINE_SOON") continue;
+      unsigned long long id = 0;
+      std::size_t bytes = 0;
+      if (std::sscanf(line->c_str(), "RESERVED %llu %zu", &id, &bytes) != 2) {
+        return Status::Internal("beanstalkd reserve: " + *line);
+      }
+      auto body = sock_.Bytes(bytes);
+      if (!body.ok()) return body.status();
+      payloads.push_back(std::move(*body));
+      deletes += fmt::format("delete {}\r\n", id);
+    }
+    if (payloads.empty()) return payloads;
+    s = sock_.Write(deletes);
+    for (std::size_t i = 0; i < payloads.size() && s.ok(); ++i) {
+      auto line = sock_.Line();
+      if (!line.ok()) return line.status();
+      if (*line != "DELETED") {
+        return Status::Internal("beanstalkd delete: " + *line);
+      }
+    }
+    if (!s.ok()) return s;
+    return payloads;
+  }
+
+  Result<long> Waiting() override { return TubeStat("current-waiting"); }
+  Result<long> Left() override {
+    long total = 0;
+    for (const char* k : {"current-jobs-ready", "current-jobs-delayed",
+                          "current-jobs-reserved"}) {
+      auto v = TubeStat(k);
+      if (!v.ok()) return v.status();
+      total += *v;
+    }
+    return total;
+  }
+
+ private:
+  Result<long> TubeStat(const std::string& key) {
+    Status s = sock_.Write(fmt::format("stats-tube {}\r\n", tube_));
+    if (!s.ok()) return s;
+    auto line = sock_.Line();
+    if (!line.ok()) return line.status();
+    if (*line == "NOT_FOUND") return 0L;  // a tube nobody uses or holds
+    std::size_t bytes = 0;
+    if (std::sscanf(line->c_str(), "OK %zu", &bytes) != 1) {
+      return Status::Internal("beanstalkd stats-tube: " + *line);
+    }
+    auto yaml = sock_.Bytes(bytes);
+    if (!yaml.ok()) return yaml.status();
+    auto at = yaml->find("\n" + key + ": ");
+    if (at == std::string::npos) {
+      return Status::Internal("beanstalkd stats-tube lacks " + key);
+    }
+    return std::strtol(yaml->c_str() + at + key.size() + 3, nullptr, 10);
+  }
+
+  int port_;
+  std::string tube_;
+  LineSocket sock_;
+};
+
+// A free loopback port: bind to port 0, read it, close.
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// beanstalkd started by the bench with its binlog on (-b DIR) and an fsync
+// after every write (-f 0, its most durable setting), stopped at the end.
+class BeanstalkSystem final : public System {
+ public:
+  ~BeanstalkSystem() override {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int st = 0;
+      ::waitpid(pid_, &st, 0);
+    }
+    if (!dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+    }
+  }
+  Status Start(const std::string& bin, const std::string& dir) {
+    dir_ = dir + "/beanstalkd-binlog";
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    port_ = FreePort();
+    std::string port = std::to_string(port_);
+    pid_ = ::fork();
+    if (pid_ < 0) return Status::Unavailable("fork failed");
+    if (pid_ == 0) {
+      // Each connection is a descriptor: http-idle opens thousands.
+      ::execlp(bin.c_str(), bin.c_str(), "-l", "127.0.0.1", "-p", port.c_str(),
+               "-b", dir_.c_str(), "-f", "0", static_cast<char*>(nullptr));
+      std::fprintf(stderr, "cannot run %s: %s\n", bin.c_str(),
+                   std::strerror(errno));
+      std::_Exit(127);
+    }
+    // Ready once it accepts a connection (or gone if it failed to start).
+    auto deadline = SteadyClock::now() + std::chrono::seconds(10);
+    while (SteadyClock::now() < deadline) {
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = 0;
+        return Status::Unavailable(
+            fmt::format("{} exited at start (is the beanstalkd package "
+                        "installed?)",
+                        bin));
+      }
+      LineSocket probe;
+      if (probe.Open(port_).ok()) return Status::Ok();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return Status::Timeout("beanstalkd did not start listening within 10s");
+  }
+  std::string name() const override { return "beanstalkd"; }
+  Status Create(const std::string&) override { return Status::Ok(); }
+  Result<std::unique_ptr<Conn>> Connect(const std::string& queue) override {
+    auto c = std::make_unique<BeanstalkConn>(port_, queue);
+    Status s = c->Open();
+    if (!s.ok()) return s;
+    return std::unique_ptr<Conn>(std::move(c));
+  }
+  // Drains what a run left, so that jobs do not pile up in the binlog.
+  void Drop(const std::string& queue) override {
+    auto c = Connect(queue);
+    if (!c.ok()) return;
+    for (;;) {
+      auto got = (*c)->ClaimAndAck(1000, 0);
+      if (!got.ok() || got->empty()) return;
+    }
+  }
+  std::string Probe() const override { return "use default\r\n"; }
+  bool ProbeDone(const std::string& got) const override {
+    return got.find("\r\n") != std::string::npos;
+  }
+  int port() const override { return port_; }
+  int pid() const override { return pid_; }
+
+ private:
+  std::string dir_;
+  int port_ = 0;
+  int pid_ = 0;
+};
+
+// ---- the workloads ----
+
+struct RunResult {
+  double seconds = 0;
+  long messages = 0;  // counted in the rate
+  double rate() const { return seconds > 0 ? messages / seconds : 0; }
+  double p50_us = -1, p99_us = -1;
+  // http-wake: from the send request (p50_us/p99_us: from its reply).
+  double total_p50_us = -1, total_p99_us = -1;
+  // Bookkeeping that must add up: sent == acked + left.
+  long sent = 0, acked = 0, left = 0;
+  // http-idle
+  long held = 0, rss_before_kib = -1, rss_after_kib = -1;
+  bool served_while_held = false;
+};
+
+// Runs `body(index)` on `n` threads and returns the first failure.
+Status OnThreads(int n, const std::function<Status(int)>& body) {
+  std::mutex mu;
+  Status failure;
+  std::vector<std::thread> pool;
+  for (int i = 0; i < n; ++i) {
+    pool.emplace_back([&, i] {
+      Status s = body(i);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (failure.ok()) failure = s;
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  return failure;
+}
+
+Status CheckCounts(const RunResult& r, const std::string& what) {
+  if (r.sent != r.acked + r.left) {
+    return Status::Internal(
+        fmt::format("{}: counts do not add up: sent {} != acked {} + left {}",
+                    what, r.sent, r.acked, r.left));
+  }
+  return Status::Ok();
+}
+
+// Batches of `batch` from `connections` connections until `total` are sent.
+Result<RunResult> RunSendBatch(System& sys, const std::string& queue,
+                               const ServerBenchConfig& c) {
+  // beanstalkd fsyncs every put (-f 0), so it gets through far fewer per
+  // second: by default it sends fewer, to finish in about the same time.
+  const long total = c.messages > 0               ? c.messages
+                     : sys.name() == "beanstalkd" ? 20000
+                                                  : 200000;
+  std::vector<std::string> payloads(static_cast<std::size_t>(c.batch),
+                                    StampedPayload(0, c.payload));
+  std::atomic<long> next{0};
+  std::atomic<bool> stop{false};
+  auto start = SteadyClock::now();
+  Status s = OnThreads(c.connections, [&](int) -> Status {
+    auto conn = sys.Connect(queue);
+    if (!conn.ok()) return conn.status();
+    std::vector<std::string> part;
+    while (!stop) {
+      long first = next.fetch_add(c.batch);
+      if (first >= total) return Status::Ok();
+      long n = std::min<long>(c.batch, total - first);
+      const std::vector<std::string>* p = &payloads;
+      if (n < c.batch) {
+        part.assign(payloads.begin(), payloads.begin() + n);
+        p = &part;
+      }
+      Status sent = (*conn)->Send(*p);
+      if (!sent.ok()) {
+        stop = true;
+        return sent;
+      }
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  RunResult r{.seconds = Seconds(SteadyClock::now() - start),
+              .messages = total};
+  auto conn = sys.Connect(queue);
+  if (!conn.ok()) return conn.status();
+  auto left = (*conn)->Left();
+  if (!left.ok()) return left.status();
+  r.sent = total;
+  r.left = *left;
+  return r;
+}
+
+// Producers send batches while consumers claim (with a wait) and ack, for
+// `duration`; the rate is what consumers acked inside the window. Latency:
+// from the send request that carried a message to the claim that returned
+// it. Producers pause while more than max_backlog messages wait.
+Result<RunResult> RunMixed(System& sys, const std::string& queue,
+                           const ServerBenchConfig& c, Duration duration) {
+  const long max_backlog =
+      c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
+  std::atomic<bool> stop{false};
+  std::atomic<long> sent{0}, acked{0};
+  std::mutex mu;
+  std::vector<double> latencies;
+  std::atomic<long> in_window{-1};
+  auto start = SteadyClock::now();
+  std::thread clock([&] {
+    auto deadline = start + duration;
+    while (!stop && SteadyClock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    in_window = acked.load();
+    stop = true;
+  });
+  Status s = OnThreads(c.producers + c.consumers, [&](int i) -> Status {
+    auto conn = sys.Connect(queue);
+    if (!conn.ok()) {
+      stop = true;
+      return conn.status();
+    }
+    if (i < c.producers) {
+      std::vector<std::string> batch(static_cast<std::size_t>(c.batch));
+      while (!stop) {
+        if (sent - acked > max_backlog) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          continue;
+        }
+        std::string p = StampedPayload(NowNs(), c.payload);
+        for (auto& m : batch) m = p;
+        Status st = (*conn)->Send(batch);
+        if (!st.ok()) {
+          stop = true;
+          return st;
+        }
+        sent += c.batch;
+      }
+      return Status::Ok();
+    }
+    std::vector<double> mine;
+    // A consumer stops only after acking what it claimed, so that the
+    // counts add up at the end.
+    while (!stop) {
+      auto got = (*conn)->ClaimAndAck(c.claim_max, 100);
+      if (!got.ok()) {
+        stop = true;
+        return got.status();
+      }
+      auto now = NowNs();
+      for (const auto& p : *got) {
+        mine.push_back(static_cast<double>(now - StampOf(p)) / 1000.0);
+      }
+      acked += static_cast<long>(got->size());
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    latencies.insert(latencies.end(), mine.begin(), mine.end());
+    return Status::Ok();
+  });
+  stop = true;
+  clock.join();
+  if (!s.ok()) return s;
+  RunResult r{.seconds = Seconds(duration), .messages = in_window.load()};
+  r.p50_us = Percentile(latencies, 0.50);
+  r.p99_us = Percentile(latencies, 0.99);
+  auto conn = sys.Connect(queue);
+  if (!conn.ok()) return conn.status();
+  auto left = (*conn)->Left();
+  if (!left.ok()) return left.status();
+  r.sent = sent;
+  r.acked = acked;
+  r.left = *left;
+  return r;
+}
+
+// `consumers` claims wait on an empty queue; one message is sent at a time,
+// once all of them are parked. Two latencies per message: the wake-up, from
+// the send's reply (its commit is durable then) to the reply of the claim
+// it woke, reported as p50/p99 (0 when the claim's reply came first); and
+// send-to-claim, from the send request going out, which adds the commit.
+Result<RunResult> RunWake(System& sys, const std::string& queue,
+                          const ServerBenchConfig& c) {
+  const long samples = c.wake_samples;
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  long received = 0;
+  std::vector<std::int64_t> sent_at(static_cast<std::size_t>(samples), 0),
+      committed_at(static_cast<std::size_t>(samples), 0),
+      claimed_at(static_cast<std::size_t>(samples), 0);
+  auto probe = sys.Connect(queue);
+  if (!probe.ok()) return probe.status();
+  auto producer = sys.Connect(queue);
+  if (!producer.ok()) return producer.status();
+  std::vector<std::thread> pool;
+  Status failure;
+  auto fail = [&](const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failure.ok()) failure = s;
+    stop = true;
+    cv.notify_all();
+  };
+  for (int k = 0; k < c.consumers; ++k) {
+    pool.emplace_back([&] {
+      auto conn = sys.Connect(queue);
+      if (!conn.ok()) return fail(conn.status());
+      while (!stop) {
+        auto got = (*conn)->ClaimAndAck(1, 2000);
+        if (!got.ok()) return fail(got.status());
+        auto now = NowNs();
+        if (got->empty()) continue;
+        std::lock_guard<std::mutex> lock(mu);
+        for (const auto& p : *got) {
+          auto i = StampOf(p);
+          if (i >= 0 && i < samples) {
+            claimed_at[static_cast<std::size_t>(i)] = now;
+          }
+          ++received;
+        }
+        cv.notify_all();
+      }
+    });
+  }
+  auto start = SteadyClock::now();
+  for (long i = 0; i < samples && !stop; ++i) {
+    // Wait (with a deadline) until every consumer is parked again.
+    auto deadline = SteadyClock::now() + std::chrono::seconds(10);
+    for (;;) {
+      auto w = (*probe)->Waiting();
+      if (!w.ok()) {
+        fail(w.status());
+        break;
+      }
+      if (*w >= c.consumers) break;
+      if (SteadyClock::now() > deadline) {
+        fail(Status::Timeout(fmt::format(
+            "only {} of {} consumers parked after 10s", *w, c.consumers)));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    if (stop) break;
+    const auto at = static_cast<std::size_t>(i);
+    sent_at[at] = NowNs();
+    Status s = (*producer)->Send({StampedPayload(i, c.payload)});
+    auto committed = NowNs();
+    if (!s.ok()) {
+      fail(s);
+      break;
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    committed_at[at] = committed;
+    if (!cv.wait_for(lock, std::chrono::seconds(10),
+                     [&] { return received > i || stop; })) {
+      lock.unlock();
+      fail(Status::Timeout("a sent message woke no waiting claim within 10s"));
+      break;
+    }
+  }
+  double secs = Seconds(SteadyClock::now() - start);
+  stop = true;
+  for (auto& t : pool) t.join();  // parked claims end within their wait
+  if (!failure.ok()) return failure;
+  std::vector<double> wake, total;
+  for (std::size_t i = 0; i < claimed_at.size(); ++i) {
+    if (claimed_at[i] == 0) continue;
+    wake.push_back(static_cast<double>(std::max<std::int64_t>(
+                       0, claimed_at[i] - committed_at[i])) /
+                   1000.0);
+    total.push_back(static_cast<double>(claimed_at[i] - sent_at[i]) / 1000.0);
+  }
+  RunResult r{.seconds = secs, .messages = received};
+  r.p50_us = Percentile(wake, 0.50);
+  r.p99_us = Percentile(wake, 0.99);
+  r.total_p50_us = Percentile(total, 0.50);
+  r.total_p99_us = Percentile(total, 0.99);
+  auto left = (*probe)->Left();
+  if (!left.ok()) return left.status();
+  r.sent = samples;
+  r.acked = received;
+  r.left = *left;
+  return r;
+}
+
+long RssKib(int pid) {
+  if (pid <= 0) return -1;
+  std::ifstream f(fmt::format("/proc/{}/status", pid));
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  return -1;
+}
+
+// Opens `n` connections, makes one cheap request on each so that the server
+// has accepted and served it, and holds them idle; reads the server's RSS
+// before and with them held; checks that a new connection is still served.
+Result<RunResult> RunIdle(System& sys, const ServerBenchConfig& c) {
+  std::vector<std::unique_ptr<LineSocket>> held;
+  held.reserve(static_cast<std::size_t>(c.idle_connections));
+  const std::string probe = sys.Probe();
+  auto round_trip = [&](LineSocket& s) -> Status {
+    Status st = s.Write(probe);
+    if (!st.ok()) return st;
+    return s.ReadUntil(
+        [&](const std::string& got) { return sys.ProbeDone(got); });
+  };
+  RunResult r;
+  r.rss_before_kib = RssKib(sys.pid());
+  auto start = SteadyClock::now();
+  for (long i = 0; i < c.idle_connections; ++i) {
+    auto s = std::make_unique<LineSocket>();
+    Status st = s->Open(sys.port());
+    if (st.ok()) st = round_trip(*s);
+    if (!st.ok()) {
+      return st.WithContext(fmt::format(
+          "idle connection {} of {} (raise `ulimit -n` and the server's "
+          "connection limit?)",
+          i + 1, c.idle_connections));
+    }
+    held.push_back(std::move(s));
+  }
+  r.seconds = Seconds(SteadyClock::now() - start);
+  r.held = static_cast<long>(held.size());
+  r.messages = r.held;
+  r.rss_after_kib = RssKib(sys.pid());
+  LineSocket fresh;
+  r.served_while_held = fresh.Open(sys.port()).ok() && round_trip(fresh).ok();
+  return r;
+}
+
+// Lets this process hold `want` descriptors if the hard limit allows.
+void RaiseFileLimit(long want) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  rlim_t target = std::min<rlim_t>(rl.rlim_max, static_cast<rlim_t>(want));
+  if (rl.rlim_cur < target) {
+    rl.rlim_cur = target;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+Result<int> PortOf(const std::string& url) {
+  constexpr std::string_view kScheme = "http://";
+  if (url.rfind(kScheme, 0) != 0) {
+    return Status::InvalidArgument(
+        fmt::format("--server '{}': expected http://127.0.0.1:PORT", url));
+  }
+  std::string rest = url.substr(kScheme.size());
+  rest = rest.substr(0, rest.find('/'));
+  auto colon = rest.rfind(':');
+  std::string host = rest.substr(0, colon);
+  if (host != "127.0.0.1" && host != "localhost") {
+    return Status::InvalidArgument(fmt::format(
+        "--server '{}': the benchmark runs over loopback (127.0.0.1)", url));
+  }
+  int port = colon == std::string::npos
+                 ? 80
+                 : std::atoi(rest.substr(colon + 1).c_str());
+  if (port <= 0 || port > 65535) {
+    return Status::InvalidArgument(fmt::format("--server '{}': bad port", url));
+  }
+  return port;
+}
+
+}  // namespace
+
+int RunServerBench(ServerBenchConfig c) {
+  cli::Printer out(c.json);
+  const std::vector<std::string> all = {"http-send-batch", "http-mixed",
+                                        "http-wake", "http-idle"};
+  if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
+                                       "all") != c.workloads.end()) {
+    c.workloads = all;
+  }
+  for (const auto& w : c.workloads) {
+    if (std::find(all.begin(), all.end(), w) == all.end()) {
+      return out.Fail(Status::InvalidArgument(fmt::format(
+          "unknown workload '{}' with --server: choose from http-send-batch, "
+          "http-mixed, http-wake, http-idle, all",
+          w)));
+    }
+  }
+  if (c.runs < 1 || c.runs > 100 || c.batch < 1 || c.batch > 1000 ||
+      c.claim_max < 1 || c.claim_max > 1000 || c.producers < 1 ||
+      c.consumers < 1 || c.connections < 1 || c.messages < 0 ||
+      c.wake_samples < 1 || c.idle_connections < 1) {
+    return out.Fail(Status::InvalidArgument(
+        "bench --server: --runs 1..100, --batch 1..1000, --claim-max "
+        "1..1000, --producers/--consumers/--connections/--wake-samples/"
+        "--idle-connections >= 1"));
+  }
+  auto port = PortOf(c.url);
+  if (!port.ok()) return out.Fail(port.status());
+  auto duration = cli::ParseDuration(c.duration);
+  if (!duration.ok()) return out.Fail(duration.status());
+  // Each idle connection is a descriptor here (and one in the server,
+  // which raises its own soft limit to its hard limit at start).
+  RaiseFileLimit(c.idle_connections + 1024);
+
+  char tmpl[] = "/tmp/sqlq-server-bench-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    return out.Fail(Status::Unavailable("cannot create a temp directory"));
+  }
+  const std::string tmp = tmpl;
+  double fsync_rate = MeasureFsyncRate(tmp, 1.0);
+
+  // beanstalkd first, so that sqlq's row can carry the ratio.
+  std::vector<std::unique_ptr<System>> systems;
+  int code = 0;
+  if (c.beanstalkd) {
+    auto b = std::make_unique<BeanstalkSystem>();
+    Status s = b->Start(c.beanstalkd_bin, tmp);
+    if (!s.ok()) {
+      code = out.Fail(s.WithContext("--beanstalkd"));
+    } else {
+      systems.push_back(std::move(b));
+    }
+  }
+  systems.push_back(std::make_unique<HttpSystem>(*port, c.token, c.server_pid));
+  if (code == 0) {
+    out.Say(
+        {{"bench", "environment"},
+         {"server", c.url},
+         {"server_pid", c.server_pid},
+         {"beanstalkd",
+          c.beanstalkd ? "-b DIR -f 0 (fsync every write)" : "not run"},
+         {"fsync_per_s", std::lround(fsync_rate)},
+         {"fsync_dir", tmp},
+         {"cores", std::thread::hardware_concurrency()},
+         {"runs", c.runs}},
+        fmt::format(
+            "server {}; beanstalkd {}; fsync rate {:.0f}/s in {}; "
+            "{} cores; median of {} runs",
+            c.url,
+            c.beanstalkd ? "binlog on, -f 0 (fsync every write)" : "not run",
+            fsync_rate, tmp, std::thread::hardware_concurrency(), c.runs));
+    out.Columns({"workload", "system", "msgs_per_s", "vs_beanstalkd", "p50_us",
+                 "p99_us", "rss_before_kib", "rss_after_kib", "bytes_per_conn",
+                 "runs"});
+  }
+  for (const auto& w : c.workloads) {
+    if (code != 0) break;
+    std::map<std::string, double> medians;
+    for (auto& sys : systems) {
+      std::vector<double> rates, p50, p99, total50, total99;
+      RunResult last;
+      const std::string label = sys->name() + " " + w;
+      const int runs = w == "http-idle" ? 1 : c.runs;
+      for (int run = 0; run < runs; ++run) {
+        std::string queue =
+            fmt::format("bench_{}_{}_{}", getpid(), w.substr(5), run);
+        for (char& ch : queue) {
+          if (ch == '-') ch = '_';
+        }
+        Result<RunResult> r = Status::Internal("unknown workload");
+        if (w == "http-idle") {
+          r = RunIdle(*sys, c);
+        } else {
+          Status created = sys->Create(queue);
+          if (!created.ok()) {
+            r = created;
+          } else if (w == "http-send-batch") {
+            r = RunSendBatch(*sys, queue, c);
+          } else if (w == "http-mixed") {
+            r = RunMixed(*sys, queue, c, *duration);
+          } else {
+            r = RunWake(*sys, queue, c);
+          }
+          if (r.ok()) {
+            Status counted = CheckCounts(*r, label);
+            if (!counted.ok()) r = counted;
+          }
+          sys->Drop(queue);
+        }
+        if (!r.ok()) {
+          code = out.Fail(r.status().WithContext("bench " + label));
+          break;
+        }
+        rates.push_back(r->rate());
+        if (r->p50_us >= 0) {
+          p50.push_back(r->p50_us);
+          p99.push_back(r->p99_us);
+        }
+        if (r->total_p50_us >= 0) {
+          total50.push_back(r->total_p50_us);
+          total99.push_back(r->total_p99_us);
+        }
+        last = *r;
+      }
+      if (code != 0) break;
+      medians[sys->name()] = Median(rates);
+      Json row = {{"bench", w},
+                  {"workload", w},
+                  {"system", sys->name()},
+                  {"runs", rates.size()}};
+      if (w == "http-idle") {
+        row["connections"] = last.held;
+        row["served_while_held"] = last.served_while_held;
+        if (last.rss_before_kib >= 0 && last.rss_after_kib >= 0) {
+          row["rss_before_kib"] = last.rss_before_kib;
+          row["rss_after_kib"] = last.rss_after_kib;
+          row["bytes_per_conn"] = std::lround(
+              1024.0 *
+              static_cast<double>(last.rss_after_kib - last.rss_before_kib) /
+              static_cast<double>(std::max(1L, last.held)));
+        }
+      } else {
+        row["msgs_per_s"] = std::lround(Median(rates));
+        Json each = Json::array();
+        for (double r : rates) each.push_back(std::lround(r));
+        row["msgs_per_s_each"] = each;
+        if (!p50.empty()) {
+          row["p50_us"] = std::lround(Median(p50));
+          row["p99_us"] = std::lround(Median(p99));
+        }
+        if (!total50.empty()) {
+          row["send_to_claim_p50_us"] = std::lround(Median(total50));
+          row["send_to_claim_p99_us"] = std::lround(Median(total99));
+        }
+        row["sent"] = last.sent;
+        row["acked"] = last.acked;
+        row["left"] = last.left;
+      }
+      if (sys->name() == "sqlq" && medians["beanstalkd"] > 0 &&
+          w != "http-idle" && w != "http-wake") {
+        // sqlq's rate over beanstalkd's, same run, same machine (beanstalkd
+        // runs first).
+        row["vs_beanstalkd"] =
+            std::round(100 * medians["sqlq"] / medians["beanstalkd"]) / 100;
+      }
+      out.Row(row);
+      if (c.json) std::cout.flush();
+    }
+  }
+  out.Flush();
+  systems.clear();  // stops beanstalkd
+  std::error_code ec;
+  std::filesystem::remove_all(tmp, ec);
+  return code;
+}
+
+}  // namespace sqlq::bench

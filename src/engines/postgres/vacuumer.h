@@ -1,0 +1,66 @@
+// Vacuumer: keeps the message table's dead rows few under sustained load.
+//
+// Every claim, ack and nack leaves dead row versions in sqlq_messages and
+// dead entries in its claim index; claims walk those entries. Autovacuum
+// visits a database at most once per autovacuum_naptime (1 minute by
+// default) and throttles itself, so at thousands of messages a second the
+// dead rows pile up to millions between its visits and claims slow down
+// with them. The Vacuumer runs `VACUUM (SKIP_LOCKED)` on the hot tables
+// itself, on its own autocommit connection, once enough rows were churned
+// (Churned()) and at most once per interval. VACUUM does not block reads or
+// writes; SKIP_LOCKED makes it give way to another process's VACUUM of the
+// same table instead of waiting. A role that does not own the tables gets a
+// warning from the server and nothing happens: autovacuum remains.
+// docs/engines/postgres.md, "Sustained load".
+//
+// Thread-safe.
+
+#ifndef SQLQ_ENGINES_POSTGRES_VACUUMER_H_
+#define SQLQ_ENGINES_POSTGRES_VACUUMER_H_
+
+#include <libpq-fe.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace sqlq::engines::postgres {
+
+class Vacuumer {
+ public:
+  // `connect` opens a connection (or returns null); called on the
+  // Vacuumer's thread, only when a vacuum is due.
+  Vacuumer(std::function<PGconn*()> connect, std::int64_t threshold,
+           std::chrono::milliseconds min_interval);
+  Vacuumer(const Vacuumer&) = delete;
+  Vacuumer& operator=(const Vacuumer&) = delete;
+  ~Vacuumer();
+
+  // `rows` message rows were updated or deleted by a commit.
+  void Churned(std::int64_t rows);
+
+  // Vacuums run so far; for tests and benchmarks.
+  std::int64_t TEST_vacuums() const { return vacuums_; }
+
+ private:
+  void Loop();
+
+  const std::function<PGconn*()> connect_;
+  const std::int64_t threshold_;
+  const std::chrono::milliseconds min_interval_;
+  std::atomic<std::int64_t> churn_{0};
+  std::atomic<std::int64_t> vacuums_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  bool due_ = false;   // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace sqlq::engines::postgres
+
+#endif  // SQLQ_ENGINES_POSTGRES_VACUUMER_H_

@@ -1,0 +1,135 @@
+// `sqlq bench --server` against a real `sqlq serve` (and a real beanstalkd
+// when it is installed), with tiny message counts: the output parses, every
+// workload reports, and the counts add up. Figures are not judged here; they
+// belong in docs/benchmarks.md.
+
+#include <cstdio>
+#include <map>
+
+#include "tests/server/server_fixture.h"
+
+namespace sqlq::server_test {
+namespace {
+
+struct BenchRun {
+  int exit_code = -1;
+  std::vector<Json> rows;  // one per output line
+  std::string out;
+};
+
+BenchRun RunBench(const std::vector<std::string>& args) {
+  std::string cmd = std::string(SQLQ_BIN) + " bench --json";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  cmd += " 2>&1";
+  BenchRun r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) r.out += buf;
+  int st = ::pclose(p);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::stringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto j = Json::parse(line, nullptr, false);
+    if (!j.is_discarded()) r.rows.push_back(std::move(j));
+  }
+  return r;
+}
+
+bool HaveBeanstalkd() {
+  return std::system("command -v beanstalkd >/dev/null 2>&1") == 0;
+}
+
+class ServerBench : public ServerTest {};
+
+TEST_F(ServerBench, EveryWorkloadReportsAndCountsAddUp) {
+  StartServer();
+  const bool beanstalkd = HaveBeanstalkd();
+  std::vector<std::string> args = {"--server",
+                                   "http://127.0.0.1:" + std::to_string(port()),
+                                   "--server-pid",
+                                   std::to_string(server_->pid()),
+                                   "--runs",
+                                   "2",
+                                   "--messages",
+                                   "1000",
+                                   "--batch",
+                                   "100",
+                                   "--connections",
+                                   "3",
+                                   "--duration",
+                                   "1s",
+                                   "--wake-samples",
+                                   "10",
+                                   "--consumers",
+                                   "2",
+                                   "--producers",
+                                   "2",
+                                   "--idle-connections",
+                                   "200"};
+  if (beanstalkd) args.push_back("--beanstalkd");
+  BenchRun r = RunBench(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_FALSE(r.rows.empty()) << r.out;
+  EXPECT_EQ(r.rows[0]["bench"], "environment");
+  EXPECT_GT(r.rows[0]["fsync_per_s"].get<long>(), 0);
+
+  std::map<std::string, Json> rows;  // "system workload" -> row
+  for (const Json& row : r.rows) {
+    if (row["bench"] == "environment") continue;
+    rows[row["system"].get<std::string>() + " " +
+         row["workload"].get<std::string>()] = row;
+  }
+  std::vector<std::string> systems = {"sqlq"};
+  if (beanstalkd) systems.push_back("beanstalkd");
+  for (const auto& sys : systems) {
+    SCOPED_TRACE(sys);
+    ASSERT_TRUE(rows.count(sys + " http-send-batch")) << r.out;
+    const Json& sb = rows[sys + " http-send-batch"];
+    EXPECT_EQ(sb["runs"], 2);
+    EXPECT_GT(sb["msgs_per_s"].get<long>(), 0);
+    // Every message sent in the last run is in the queue afterwards.
+    EXPECT_EQ(sb["sent"], 1000);
+    EXPECT_EQ(sb["left"], 1000);
+
+    ASSERT_TRUE(rows.count(sys + " http-mixed")) << r.out;
+    const Json& mx = rows[sys + " http-mixed"];
+    EXPECT_GT(mx["acked"].get<long>(), 0);
+    EXPECT_EQ(mx["sent"].get<long>(),
+              mx["acked"].get<long>() + mx["left"].get<long>());
+    EXPECT_LE(mx["p50_us"].get<long>(), mx["p99_us"].get<long>());
+
+    ASSERT_TRUE(rows.count(sys + " http-wake")) << r.out;
+    const Json& wk = rows[sys + " http-wake"];
+    // Each of the 10 sends woke a waiting claim; none was left behind.
+    EXPECT_EQ(wk["sent"], 10);
+    EXPECT_EQ(wk["acked"], 10);
+    EXPECT_EQ(wk["left"], 0);
+    EXPECT_GT(wk["p50_us"].get<long>(), 0);
+    EXPECT_LE(wk["p50_us"].get<long>(), wk["p99_us"].get<long>());
+
+    ASSERT_TRUE(rows.count(sys + " http-idle")) << r.out;
+    const Json& idle = rows[sys + " http-idle"];
+    EXPECT_EQ(idle["connections"], 200);
+    EXPECT_EQ(idle["served_while_held"], true);
+    EXPECT_GT(idle["rss_after_kib"].get<long>(), 0);
+  }
+  if (beanstalkd) {
+    EXPECT_TRUE(rows["sqlq http-send-batch"].contains("vs_beanstalkd"));
+  }
+  // The bench dropped its queues again.
+  Client c(port());
+  auto list = c.Get("/v1/queues");
+  ASSERT_EQ(list.status, 200);
+  EXPECT_TRUE(list.json["queues"].empty()) << list.body;
+}
+
+TEST_F(ServerBench, RefusesAServerUrlOffLoopback) {
+  BenchRun r = RunBench({"--server", "http://example.com:80"});
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("loopback"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace sqlq::server_test
