@@ -3,51 +3,14 @@
 // so, the server itself stays up, and once the database is back everything
 // acknowledged before is there and requests succeed again.
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "tests/engines/postgres/private_pg_server.h"
 #include "tests/server/server_fixture.h"
 
 namespace sqlq::server_test {
 namespace {
-
-const std::string kPgScript =
-    std::string(SQLQ_SOURCE_DIR) + "/scripts/pg-test-server.sh";
-
-// A PostgreSQL server of this test's own (the shared one must stay up).
-class PrivatePg {
- public:
-  PrivatePg() {
-    FILE* out = popen((kPgScript + " start").c_str(), "r");
-    if (out == nullptr) return;
-    char line[4096];
-    while (fgets(line, sizeof line, out) != nullptr) {
-      std::string l(line);
-      auto value = [&](const std::string& key) -> std::string {
-        const std::string prefix = "export " + key + "='";
-        if (l.rfind(prefix, 0) != 0) return "";
-        return l.substr(prefix.size(), l.rfind('\'') - prefix.size());
-      };
-      if (auto v = value("SQLQ_TEST_PG_DIR"); !v.empty()) dir_ = v;
-      if (auto v = value("SQLQ_TEST_PG_URL"); !v.empty()) url_ = v;
-    }
-    pclose(out);
-  }
-  ~PrivatePg() {
-    if (!dir_.empty()) Run("stop");
-  }
-  bool ok() const { return !dir_.empty() && !url_.empty(); }
-  const std::string& url() const { return url_; }
-  bool Halt() { return Run("halt"); }
-  bool Resume() { return Run("resume"); }
-
- private:
-  bool Run(const std::string& verb) {
-    return std::system((kPgScript + " " + verb + " " + dir_).c_str()) == 0;
-  }
-  std::string dir_, url_;
-};
 
 class DatabaseDown : public ServerTest {};
 
@@ -58,7 +21,7 @@ TEST_F(DatabaseDown, RequestsGet503UnavailableAndSucceedOnceItIsBack) {
     }
     GTEST_SKIP() << "no PostgreSQL test server (SQLQ_TEST_PG_URL)";
   }
-  PrivatePg pg;
+  test::PrivatePgServer pg;
   ASSERT_TRUE(pg.ok()) << "could not start a private PostgreSQL";
   server_.emplace(dir_, std::vector<std::string>{}, pg.url());
   ASSERT_TRUE(server_->Start()) << server_->log();

@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
-#include <stdio.h>
 
 #include <atomic>
 #include <chrono>
@@ -20,6 +19,7 @@
 #include "sqlq/status.h"
 #include "sqlq/store.h"
 #include "tests/conformance/engine_fixture.h"
+#include "tests/engines/postgres/private_pg_server.h"
 
 namespace sqlq::test {
 namespace {
@@ -27,47 +27,9 @@ namespace {
 using std::chrono::seconds;
 using SteadyClock = std::chrono::steady_clock;
 
-const std::string kScript =
-    std::string(SQLQ_SOURCE_DIR) + "/scripts/pg-test-server.sh";
-
-// A throwaway server of this test's own.
-class PrivateServer {
- public:
-  PrivateServer() {
-    FILE* out = popen((kScript + " start").c_str(), "r");
-    if (out == nullptr) return;
-    char line[4096];
-    while (fgets(line, sizeof line, out) != nullptr) {
-      std::string l(line);
-      auto value = [&](const std::string& key) -> std::string {
-        const std::string prefix = "export " + key + "='";
-        if (l.rfind(prefix, 0) != 0) return "";
-        return l.substr(prefix.size(), l.rfind('\'') - prefix.size());
-      };
-      if (auto v = value("SQLQ_TEST_PG_DIR"); !v.empty()) dir_ = v;
-      if (auto v = value("SQLQ_TEST_PG_URL"); !v.empty()) url_ = v;
-    }
-    pclose(out);
-  }
-  ~PrivateServer() {
-    if (!dir_.empty()) (void)std::system((kScript + " stop " + dir_).c_str());
-  }
-  bool ok() const { return !dir_.empty() && !url_.empty(); }
-  const std::string& url() const { return url_; }
-  // `mode`: "fast" (clean shutdown, connections cut) or "immediate" (the
-  // server killed; crash recovery on start).
-  bool Restart(const std::string& mode = "fast") {
-    return std::system((kScript + " restart " + dir_ + " " + mode).c_str()) ==
-           0;
-  }
-
- private:
-  std::string dir_, url_;
-};
-
 TEST(PostgresRestart, SendsSurviveAServerRestartWithRetryableErrorsOnly) {
   SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
-  PrivateServer server;
+  PrivatePgServer server;
   ASSERT_TRUE(server.ok()) << "could not start a private server";
   ASSERT_OK_AND_ASSIGN(auto store, Store::Open(server.url()));
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
@@ -140,7 +102,7 @@ class PostgresFault : public ::testing::TestWithParam<std::string> {};
 TEST_P(PostgresFault,
        RestartUnderMixedLoadLosesNothingAndDeliversNothingTwice) {
   SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
-  PrivateServer server;
+  PrivatePgServer server;
   ASSERT_TRUE(server.ok()) << "could not start a private server";
   ASSERT_OK_AND_ASSIGN(auto store, Store::Open(server.url()));
   ASSERT_OK_AND_ASSIGN(

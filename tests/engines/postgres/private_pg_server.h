@@ -1,0 +1,64 @@
+// A throwaway PostgreSQL server of one test's own (scripts/pg-test-server.sh),
+// for tests that restart or halt it and so must not touch the shared one.
+// Needs SQLQ_SOURCE_DIR (the checkout) defined by the build.
+
+#ifndef SQLQ_TESTS_ENGINES_POSTGRES_PRIVATE_PG_SERVER_H_
+#define SQLQ_TESTS_ENGINES_POSTGRES_PRIVATE_PG_SERVER_H_
+
+#include <stdio.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace sqlq::test {
+
+class PrivatePgServer {
+ public:
+  PrivatePgServer() {
+    FILE* out = popen((Script() + " start").c_str(), "r");
+    if (out == nullptr) return;
+    char line[4096];
+    while (fgets(line, sizeof line, out) != nullptr) {
+      std::string l(line);
+      auto value = [&](const std::string& key) -> std::string {
+        const std::string prefix = "export " + key + "='";
+        if (l.rfind(prefix, 0) != 0) return "";
+        return l.substr(prefix.size(), l.rfind('\'') - prefix.size());
+      };
+      if (auto v = value("SQLQ_TEST_PG_DIR"); !v.empty()) dir_ = v;
+      if (auto v = value("SQLQ_TEST_PG_URL"); !v.empty()) url_ = v;
+    }
+    pclose(out);
+  }
+  PrivatePgServer(const PrivatePgServer&) = delete;
+  PrivatePgServer& operator=(const PrivatePgServer&) = delete;
+  ~PrivatePgServer() {
+    if (!dir_.empty()) (void)Run("stop");
+  }
+
+  bool ok() const { return !dir_.empty() && !url_.empty(); }
+  const std::string& url() const { return url_; }
+  // `mode`: "fast" (clean shutdown, connections cut) or "immediate" (the
+  // server killed; crash recovery on start).
+  bool Restart(const std::string& mode = "fast") {
+    return Run("restart", " " + mode);
+  }
+  // Stopped with its data kept, then started again on the same port.
+  bool Halt() { return Run("halt"); }
+  bool Resume() { return Run("resume"); }
+
+ private:
+  static std::string Script() {
+    return std::string(SQLQ_SOURCE_DIR) + "/scripts/pg-test-server.sh";
+  }
+  bool Run(const std::string& verb, const std::string& extra = "") {
+    return std::system((Script() + " " + verb + " " + dir_ + extra).c_str()) ==
+           0;
+  }
+
+  std::string dir_, url_;
+};
+
+}  // namespace sqlq::test
+
+#endif  // SQLQ_TESTS_ENGINES_POSTGRES_PRIVATE_PG_SERVER_H_
