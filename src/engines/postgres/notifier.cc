@@ -59,9 +59,12 @@ void Notifier::Loop() {
       PQclear(res);
     }
     if (listening) {
-      // After a reconnect, notifications sent meanwhile are lost: let every
-      // waiter look once.
-      if (connects_.fetch_add(1) > 0) changed_();
+      // Notifications sent before LISTEN took effect (at start, or while
+      // reconnecting) never reach us: let every waiter look once. A claim
+      // that began waiting while the store was opening would otherwise
+      // sleep until the safety-net poll.
+      connects_.fetch_add(1);
+      changed_();
       backoff = std::chrono::milliseconds(50);
       Serve(conn);
     }
