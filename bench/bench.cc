@@ -430,28 +430,44 @@ Result<RunResult> RunMixed(WorkQueue q, const Config& c, Duration duration,
   return r;
 }
 
+// Runs a hand-written baseline workload with the bench's defaults: `send1`
+// gets (messages, threads), `mixed` gets (backlog, duration).
+template <typename Send1, typename Mixed>
+Result<RunResult> RunBaselineWorkload(const std::string& workload,
+                                      const Config& c, Send1 send1,
+                                      Mixed mixed) {
+  Result<BaselineResult> r = Status::Internal("unknown workload");
+  if (workload == "baseline-send-1") {
+    r = send1(c.messages ? c.messages : 20000, c.threads ? c.threads : 8);
+  } else {
+    auto d = cli::ParseDuration(c.duration);
+    if (!d.ok()) return d.status();
+    long backlog =
+        c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
+    r = mixed(backlog, *d);
+  }
+  if (!r.ok()) return r.status();
+  return RunResult{.seconds = r->seconds, .messages = r->messages};
+}
+
 // The hand-written PostgreSQL baseline runs in a table of its own in the
 // store's database.
 Result<RunResult> RunPgBaseline(const std::string& url,
                                 const std::string& workload, const Config& c,
                                 int run) {
   std::string table = fmt::format("sqlq_bench_baseline_{}_{}", getpid(), run);
-  Result<BaselineResult> r = Status::Internal("unknown workload");
-  if (workload == "baseline-send-1") {
-    r = PgBaselineSend1(url, table, c.messages ? c.messages : 20000,
-                        c.threads ? c.threads : 8, c.payload);
-  } else {
-    auto d = cli::ParseDuration(c.duration);
-    if (!d.ok()) return d.status();
-    long backlog =
-        c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
-    std::atomic<long> acked{0};
-    IntervalReporter reporter(c, workload, run, table, acked);
-    r = PgBaselineMixed(url, table, c.producers, c.consumers, c.batch,
-                        c.claim_max, backlog, *d, c.payload, &acked);
-  }
-  if (!r.ok()) return r.status();
-  return RunResult{.seconds = r->seconds, .messages = r->messages};
+  return RunBaselineWorkload(
+      workload, c,
+      [&](long total, int threads) {
+        return PgBaselineSend1(url, table, total, threads, c.payload);
+      },
+      [&](long backlog, auto duration) {
+        std::atomic<long> acked{0};
+        IntervalReporter reporter(c, workload, run, table, acked);
+        return PgBaselineMixed(url, table, c.producers, c.consumers, c.batch,
+                               c.claim_max, backlog, duration, c.payload,
+                               &acked);
+      });
 }
 
 // The hand-written MariaDB/MySQL baseline runs in a table of its own in the
@@ -460,20 +476,15 @@ Result<RunResult> RunMysqlBaseline(const std::string& url,
                                    const std::string& workload, const Config& c,
                                    int run) {
   std::string table = fmt::format("sqlq_bench_baseline_{}_{}", getpid(), run);
-  Result<BaselineResult> r = Status::Internal("unknown workload");
-  if (workload == "baseline-send-1") {
-    r = MysqlBaselineSend1(url, table, c.messages ? c.messages : 20000,
-                           c.threads ? c.threads : 8, c.payload);
-  } else {
-    auto d = cli::ParseDuration(c.duration);
-    if (!d.ok()) return d.status();
-    long backlog =
-        c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
-    r = MysqlBaselineMixed(url, table, c.producers, c.consumers, c.batch,
-                           c.claim_max, backlog, *d, c.payload);
-  }
-  if (!r.ok()) return r.status();
-  return RunResult{.seconds = r->seconds, .messages = r->messages};
+  return RunBaselineWorkload(
+      workload, c,
+      [&](long total, int threads) {
+        return MysqlBaselineSend1(url, table, total, threads, c.payload);
+      },
+      [&](long backlog, auto duration) {
+        return MysqlBaselineMixed(url, table, c.producers, c.consumers, c.batch,
+                                  c.claim_max, backlog, duration, c.payload);
+      });
 }
 
 // The hand-written baseline runs on its own file beside the store's.
@@ -482,24 +493,20 @@ Result<RunResult> RunBaseline(const std::string& store_path,
                               int run) {
   std::string path =
       fmt::format("{}.baseline-{}-{}", store_path, getpid(), run);
-  Result<BaselineResult> r = Status::Internal("unknown workload");
-  if (workload == "baseline-send-1") {
-    r = BaselineSend1(path, c.messages ? c.messages : 20000,
-                      c.threads ? c.threads : 8, c.payload);
-  } else {
-    auto d = cli::ParseDuration(c.duration);
-    if (!d.ok()) return d.status();
-    long backlog =
-        c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
-    r = BaselineMixed(path, c.producers, c.consumers, c.batch, c.claim_max,
-                      backlog, *d, c.payload);
-  }
+  auto r = RunBaselineWorkload(
+      workload, c,
+      [&](long total, int threads) {
+        return BaselineSend1(path, total, threads, c.payload);
+      },
+      [&](long backlog, auto duration) {
+        return BaselineMixed(path, c.producers, c.consumers, c.batch,
+                             c.claim_max, backlog, duration, c.payload);
+      });
   for (const char* suffix : {"", "-wal", "-shm"}) {
     std::error_code ec;
     std::filesystem::remove(path + suffix, ec);
   }
-  if (!r.ok()) return r.status();
-  return RunResult{.seconds = r->seconds, .messages = r->messages};
+  return r;
 }
 
 Result<RunResult> RunOnce(Store& store, const std::string& workload,
