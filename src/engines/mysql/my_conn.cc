@@ -259,14 +259,25 @@ Result<Rows> MyConn::Run(const std::string& sql, Params& params,
   auto prepared = Prepared(sql, what);
   if (!prepared.ok()) return prepared.status();
   MYSQL_STMT* stmt = *prepared;
-  auto fail = [&]() -> Status {
+  // `in_result`: the statement failed while its rows were being read (a
+  // locking read that hit a deadlock or lock wait timeout after its first
+  // rows went out). Connector/C then leaves the handle in a state in which
+  // its next execute waits for rows that never come (it would hang the
+  // connection inside its next transaction, holding that transaction's
+  // locks), so the handle is closed and prepared afresh next time.
+  auto fail = [&](bool in_result = false) -> Status {
     const unsigned int err = mysql_stmt_errno(stmt);
     const bool clean =
         clean_ok && (err == ER_DUP_ENTRY || err == ER_NO_REFERENCED_ROW_2 ||
                      err == ER_NO_REFERENCED_ROW);
     Status s = Fail(err, mysql_stmt_error(stmt), what, Phase::kStatement,
                     /*record=*/!clean);
-    mysql_stmt_free_result(stmt);
+    if (in_result) {
+      prepared_.erase(sql);
+      mysql_stmt_close(stmt);
+    } else {
+      mysql_stmt_free_result(stmt);
+    }
     if (broken_) {
       // The statement handles died with the connection.
       for (auto& [text, st] : prepared_) mysql_stmt_close(st);
@@ -294,7 +305,7 @@ Result<Rows> MyConn::Run(const std::string& sql, Params& params,
   }
   if (mysql_stmt_store_result(stmt) != 0) {
     mysql_free_result(meta);
-    return fail();
+    return fail(/*in_result=*/true);
   }
   const unsigned int ncols = mysql_num_fields(meta);
   MYSQL_FIELD* fields = mysql_fetch_fields(meta);
@@ -334,7 +345,7 @@ Result<Rows> MyConn::Run(const std::string& sql, Params& params,
   for (;;) {
     const int rc = mysql_stmt_fetch(stmt);
     if (rc == MYSQL_NO_DATA) break;
-    if (rc == 1) return fail();
+    if (rc == 1) return fail(/*in_result=*/true);
     if (rc == MYSQL_DATA_TRUNCATED) {
       mysql_stmt_free_result(stmt);
       return Status::Internal(fmt::format("{}: result truncated", what));

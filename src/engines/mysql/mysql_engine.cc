@@ -388,6 +388,10 @@ class MysqlEngine : public core::Engine {
  public:
   MysqlEngine(ConnParams params, std::shared_ptr<Clock> clock)
       : params_(std::move(params)), clock_(std::move(clock)) {
+    if (const char* env = std::getenv("SQLQ_MY_WRITE_GROUPS")) {
+      const int n = std::atoi(env);
+      if (n >= 1 && n <= 64) write_groups_ = n;
+    }
     std::random_device rd;
     rng_.seed(rd());
   }
@@ -680,7 +684,8 @@ class MysqlEngine : public core::Engine {
         (queue_id, priority, npriority, ready_us, enqueued_us, dedup, payload)
       VALUES (?, ?, ?, ?, ?, ?, ?))sql";
     static const std::string kExisting = R"sql(
-      SELECT id FROM sqlq_messages WHERE queue_id = ? AND dedup = ?)sql";
+      SELECT id FROM sqlq_messages WHERE queue_id = ? AND dedup = ?
+      LOCK IN SHARE MODE)sql";
     std::vector<SendResult> out;
     out.reserve(p.messages.size());
     std::int64_t stored = 0;
@@ -1090,7 +1095,7 @@ class MysqlEngine : public core::Engine {
   // lock that another group's statements waited on, found 12:15 UTC and not
   // yet explained; and 4 groups measured no faster than 1 for mixed
   // (docs/benchmarks.md). Kept at 1 until that is understood.
-  int write_groups() const override { return 1; }
+  int write_groups() const override { return write_groups_; }
 
   Status Retry(Conn& c, const core::RetryParams& p) override {
     MyConn& conn = My(c);
@@ -1600,7 +1605,7 @@ class MysqlEngine : public core::Engine {
     if (!s.ok()) return s;
     static const std::string kExists = R"sql(
       SELECT 1 FROM sqlq_rotation_items
-      WHERE rotation_id = ? AND item_key = ?)sql";
+      WHERE rotation_id = ? AND item_key = ? LOCK IN SHARE MODE)sql";
     auto exists =
         conn.Run(kExists, Params().Int(rotation_id).Bytes(key), "add item");
     if (!exists.ok()) return exists.status();
@@ -1802,7 +1807,7 @@ class MysqlEngine : public core::Engine {
   static Status Missing(MyConn& conn, std::string_view name,
                         std::string_view want) {
     static const std::string kSql =
-        "SELECT kind FROM sqlq_queues WHERE name = ?";
+        "SELECT kind FROM sqlq_queues WHERE name = ? LOCK IN SHARE MODE";
     auto rows = conn.Run(kSql, Params().Text(name), "look up name");
     if (!rows.ok()) return rows.status();
     if (rows->size() > 0) {
@@ -1814,7 +1819,7 @@ class MysqlEngine : public core::Engine {
 
   static Status Taken(MyConn& conn, std::string_view name) {
     static const std::string kSql =
-        "SELECT kind FROM sqlq_queues WHERE name = ?";
+        "SELECT kind FROM sqlq_queues WHERE name = ? LOCK IN SHARE MODE";
     auto rows = conn.Run(kSql, Params().Text(name), "look up name");
     if (!rows.ok()) return rows.status();
     const std::string kind = rows->size() > 0 ? rows->Bytes(0, 0) : "name";
@@ -1876,7 +1881,7 @@ class MysqlEngine : public core::Engine {
                                           std::int64_t n) {
     static const std::string kCut = R"sql(
       SELECT seq FROM sqlq_ring_entries WHERE ring_id = ? AND grp = ?
-      ORDER BY seq LIMIT 1 OFFSET ?)sql";
+      ORDER BY seq LIMIT 1 OFFSET ? LOCK IN SHARE MODE)sql";
     auto cut =
         conn.Run(kCut, Params().Int(ring_id).Bytes(group).Int(n - 1), "evict");
     if (!cut.ok()) return cut.status();
@@ -1947,7 +1952,7 @@ class MysqlEngine : public core::Engine {
   Status Refused(MyConn& conn, std::int64_t queue_id, const core::Receipt& r) {
     static const std::string kSql = R"sql(
       SELECT token, attempts FROM sqlq_messages
-      WHERE id = ? AND queue_id = ?)sql";
+      WHERE id = ? AND queue_id = ? LOCK IN SHARE MODE)sql";
     auto rows =
         conn.Run(kSql, Params().Int(r.id).Int(queue_id), "check receipt");
     if (!rows.ok()) return rows.status();
@@ -2359,6 +2364,7 @@ class MysqlEngine : public core::Engine {
   const std::shared_ptr<Clock> clock_;  // null: the database clock
   std::mutex rng_mu_;
   std::mt19937_64 rng_;  // guarded by rng_mu_
+  int write_groups_ = 1;
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<MyConn>> idle_;  // guarded by pool_mu_
   // sends + nacks this store committed (Poller subtracts them).

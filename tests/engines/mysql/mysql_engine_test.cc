@@ -343,6 +343,115 @@ TEST_F(MysqlEngineTest, JoinTxRefusesAConnectionToAnotherDatabase) {
   raw.Query("ROLLBACK");
 }
 
+// A caller's transaction at REPEATABLE READ (MariaDB's default, and the
+// engine's own level on a server logging STATEMENT or MIXED) reads a
+// snapshot taken at its first read. What sqlq looks up inside it to decide
+// an outcome must be what is committed now, not what that snapshot shows.
+TEST_F(MysqlEngineTest, RepeatableReadTxSeesADedupKeySentSinceItsSnapshot) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  Raw raw(db_->url());
+  raw.Query("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+  raw.Query("START TRANSACTION WITH CONSISTENT SNAPSHOT");
+  EXPECT_EQ(raw.Query("SELECT COUNT(*) FROM sqlq_messages"), "0");
+  ASSERT_OK_AND_ASSIGN(SendResult first,
+                       q.Send({.payload = "first", .dedup_key = "k"}));
+  {
+    ASSERT_OK_AND_ASSIGN(Tx tx, store->JoinTx(raw.get()));
+    ASSERT_OK_AND_ASSIGN(SendResult again,
+                         q.Send(tx, {.payload = "again", .dedup_key = "k"}));
+    EXPECT_TRUE(again.duplicate);
+    EXPECT_EQ(again.id, first.id);
+  }
+  raw.Query("COMMIT");
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.ready, 1);
+}
+
+TEST_F(MysqlEngineTest, RepeatableReadTxAckOfAMessageAckedSinceIsNotFound) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK(q.Send({.payload = "job"}));
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({}));
+  ASSERT_EQ(got.size(), 1u);
+  Raw raw(db_->url());
+  raw.Query("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+  raw.Query("START TRANSACTION WITH CONSISTENT SNAPSHOT");
+  EXPECT_EQ(raw.Query("SELECT COUNT(*) FROM sqlq_messages"), "1");
+  ASSERT_OK(q.Ack(got[0].receipt));
+  {
+    ASSERT_OK_AND_ASSIGN(Tx tx, store->JoinTx(raw.get()));
+    EXPECT_CODE(q.Ack(tx, got[0].receipt), Code::kNotFound);
+  }
+  raw.Query("ROLLBACK");
+}
+
+// A locking read that loses a deadlock after its first rows went out fails
+// while its result is read. The transaction is run again on the same pooled
+// connection; before the statement handle was discarded, Connector/C's next
+// execute of it waited for rows that never came, and the retried
+// transaction hung forever holding its locks (how four write groups hung
+// the replication test).
+TEST_F(MysqlEngineTest, AckBatchThatLosesADeadlockMidResultIsRunAgain) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  for (int i = 0; i < 3; ++i) ASSERT_OK(q.Send({.payload = "job"}));
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 3}));
+  ASSERT_EQ(got.size(), 3u);
+  std::vector<std::string> receipts;
+  std::vector<std::int64_t> ids;
+  for (const auto& m : got) {
+    receipts.push_back(m.receipt);
+    ids.push_back(m.id);
+  }
+  std::sort(ids.begin(), ids.end());
+
+  Raw holder(db_->url());
+  Raw watcher(db_->url());
+  holder.Query("CREATE TABLE ballast (id INT PRIMARY KEY) ENGINE=InnoDB");
+  // The holder writes rows, so that InnoDB picks the ack's transaction (which
+  // only locked rows) as the deadlock's victim.
+  std::string rows = "INSERT INTO ballast VALUES (0)";
+  for (int i = 1; i < 200; ++i) rows += ",(" + std::to_string(i) + ")";
+  holder.Query("START TRANSACTION");
+  holder.Query(rows);
+  holder.Query("SELECT id FROM sqlq_messages WHERE id = " +
+               std::to_string(ids.back()) + " FOR UPDATE");
+  // The ack locks the messages in id order: the first ones, then waits for
+  // the holder's. A statement still running after a second is waiting.
+  auto acks =
+      std::async(std::launch::async, [&] { return q.AckBatch(receipts); });
+  const auto deadline = SteadyClock::now() + seconds(60);
+  while (watcher.Query("SELECT COUNT(*) FROM information_schema.processlist "
+                       "WHERE command = 'Execute' AND time >= 1 AND info "
+                       "LIKE 'SELECT id, token, attempts%FOR UPDATE'") != "1") {
+    ASSERT_NE(acks.wait_for(milliseconds(20)), std::future_status::ready)
+        << "the ack did not wait for the holder's row: "
+        << StatusOf(acks.get()).ToString();
+    ASSERT_LT(SteadyClock::now(), deadline) << "the ack never waited";
+  }
+  // Closes the cycle: InnoDB rolls the ack's transaction back at once.
+  holder.Query("SELECT id FROM sqlq_messages WHERE id = " +
+               std::to_string(ids.front()) + " FOR UPDATE");
+  holder.Query("ROLLBACK");
+
+  ASSERT_EQ(acks.wait_for(seconds(60)), std::future_status::ready)
+      << "the ack's transaction, run again after the deadlock, hung";
+  ASSERT_OK_AND_ASSIGN(std::vector<Status> acked, acks.get());
+  for (const Status& s : acked) EXPECT_OK(s);
+  // The pooled connections still work.
+  ASSERT_OK(q.Send({.payload = "next"}));
+  ASSERT_OK_AND_ASSIGN(auto next, q.Claim({}));
+  ASSERT_EQ(next.size(), 1u);
+  ASSERT_OK(q.AckBatch(std::vector<std::string>{next[0].receipt}).status());
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.acks, 4);
+  EXPECT_EQ(st.ready + st.leased, 0);
+}
+
 // --- sends -------------------------------------------------------------------
 
 TEST_F(MysqlEngineTest, DuplicateDedupKeyAmidABatchStoresTheRestOnce) {
