@@ -148,6 +148,7 @@ MyConn::~MyConn() {
     heir->prepared_ = std::move(prepared_);
     heir->auto_increment_increment = auto_increment_increment;
     heir->consecutive_autoinc = consecutive_autoinc;
+    heir->mariadb = mariadb;
     heir->connection_id = connection_id;
     Recycler recycler = std::move(recycler_);
     recycler(std::move(heir));

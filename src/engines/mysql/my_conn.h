@@ -164,6 +164,8 @@ class MyConn : public core::Conn {
   // Session facts read at connect.
   std::int64_t auto_increment_increment = 1;
   bool consecutive_autoinc = true;
+  // The server is MariaDB (which has DELETE ... RETURNING), not MySQL.
+  bool mariadb = false;
   std::int64_t connection_id = 0;
 
  private:

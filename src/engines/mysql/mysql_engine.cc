@@ -1017,6 +1017,67 @@ class MysqlEngine : public core::Engine {
   // Acks a batch in three statements instead of one per receipt: lock the
   // messages by primary key, check each receipt against its row, delete
   // (or archive) the matching ones by id.
+  // Acks receipts [at, end) in one statement on MariaDB: the rows whose
+  // lease matches a receipt are deleted and returned; each receipt that
+  // matched none gets one look-up that says why (the common batch, all
+  // current, is one statement where the portable way takes two: lock and
+  // check, then delete). Returns how many messages were acked.
+  Result<std::int64_t> DeleteReturning(MyConn& conn, std::int64_t queue_id,
+                                       std::span<const core::Receipt> receipts,
+                                       std::size_t at, std::size_t end,
+                                       const std::vector<std::int64_t>& ids,
+                                       std::vector<Status>& out) {
+    const std::size_t b = Bucket(ids.size());
+    std::string leases;
+    for (std::size_t i = 0; i < b; ++i)
+      leases += i == 0 ? "(?, ?, ?)" : ", (?, ?, ?)";
+    // The id list lets the optimizer go by primary key; the row list is
+    // the fence. Both padded by repeating the last receipt.
+    const std::string sql = fmt::format(
+        "DELETE FROM sqlq_messages WHERE id IN ({}) AND queue_id = ? AND "
+        "(id, token, attempts) IN ({}) RETURNING id, token, attempts",
+        Marks(b), leases);
+    Params p;
+    AddIds(p, ids);
+    p.Int(queue_id);
+    for (std::size_t k = 0; k < b; ++k) {
+      const core::Receipt& r = receipts[std::min(at + k, end - 1)];
+      p.Int(r.id).Int(TokenBits(r.token)).Int(r.attempt);
+    }
+    auto rows = conn.Run(sql, p, "ack");
+    if (!rows.ok()) return rows.status();
+    std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> deleted;
+    for (int i = 0; i < rows->size(); ++i) {
+      deleted[rows->Int(i, 0)] = {rows->Int(i, 1), rows->Int(i, 2)};
+    }
+    const auto acked = static_cast<std::int64_t>(deleted.size());
+    const auto returned = deleted;
+    for (std::size_t i = at; i < end; ++i) {
+      const core::Receipt& r = receipts[i];
+      auto it = deleted.find(r.id);
+      if (it != deleted.end() && it->second.first == TokenBits(r.token) &&
+          it->second.second == r.attempt) {
+        deleted.erase(it);  // a second receipt for it finds it gone
+        out[i] = Status::Ok();
+        continue;
+      }
+      // Deleted for another receipt of this batch: what that receipt's
+      // check would have said had it come first (as AckMany's portable
+      // path does).
+      if (auto was = returned.find(r.id); was != returned.end()) {
+        out[i] = was->second.first == TokenBits(r.token) &&
+                         was->second.second == r.attempt
+                     ? NotInQueue(r)
+                     : Stale(r, was->second.first, was->second.second);
+        continue;
+      }
+      Status why = Refused(conn, queue_id, r);
+      if (!core::IsCleanFailure(why)) return why;
+      out[i] = std::move(why);
+    }
+    return acked;
+  }
+
   Result<std::vector<Status>> AckMany(Conn& c, std::int64_t queue_id,
                                       std::span<const core::Receipt> receipts,
                                       bool archive) override {
@@ -1030,6 +1091,12 @@ class MysqlEngine : public core::Engine {
       const std::size_t end = std::min(receipts.size(), at + kPage);
       std::vector<std::int64_t> ids;
       for (std::size_t i = at; i < end; ++i) ids.push_back(receipts[i].id);
+      if (conn.mariadb && !archive) {
+        auto n = DeleteReturning(conn, queue_id, receipts, at, end, ids, out);
+        if (!n.ok()) return n.status();
+        acked += *n;
+        continue;
+      }
       const std::string lock_sql = fmt::format(
           "SELECT id, token, attempts FROM sqlq_messages FORCE INDEX "
           "(PRIMARY) WHERE id IN ({}) AND queue_id = ? FOR UPDATE",
@@ -1090,12 +1157,10 @@ class MysqlEngine : public core::Engine {
     return out;
   }
 
-  // One group commit in flight per process. With 4 (as on PostgreSQL) the
-  // replication test's mixed load hung on a STATEMENT-binlog server
-  // (REPEATABLE READ): a transaction of one group sat idle holding a row
-  // lock that another group's statements waited on, found 12:15 UTC and not
-  // yet explained; and 4 groups measured no faster than 1 for mixed
-  // (docs/benchmarks.md). Kept at 1 until that is understood.
+  // One group commit in flight per process (SQLQ_MY_WRITE_GROUPS overrides).
+  // With 4, as on PostgreSQL, a process's own groups deadlock with each other
+  // under REPEATABLE READ often enough to use up a transaction's runs, and 4
+  // measured no faster than 1 for mixed (docs/engines/mysql.md).
   int write_groups() const override { return write_groups_; }
 
   Status Retry(Conn& c, const core::RetryParams& p) override {
@@ -2220,12 +2285,13 @@ class MysqlEngine : public core::Engine {
   Status ReadSession(MyConn& conn) {
     static const std::string kSql =
         "SELECT CONNECTION_ID(), @@auto_increment_increment, "
-        "@@innodb_autoinc_lock_mode, @@log_bin, @@binlog_format";
+        "@@innodb_autoinc_lock_mode, @@log_bin, @@binlog_format, VERSION()";
     auto rows = conn.Run(kSql, Params(), "read session");
     if (!rows.ok()) return rows.status();
     conn.connection_id = rows->Int(0, 0);
     conn.auto_increment_increment = std::max<std::int64_t>(1, rows->Int(0, 1));
     conn.consecutive_autoinc = rows->Int(0, 2) <= 1;
+    conn.mariadb = rows->Bytes(0, 5).find("MariaDB") != std::string::npos;
     if (!conn.owned()) return Status::Ok();
     // READ COMMITTED: locking reads lock only the rows they return (no gap
     // locks, locks on rows that fail the WHERE are released), so a claim

@@ -388,16 +388,17 @@ TEST_F(MysqlEngineTest, RepeatableReadTxAckOfAMessageAckedSinceIsNotFound) {
   raw.Query("ROLLBACK");
 }
 
-// A locking read that loses a deadlock after its first rows went out fails
-// while its result is read. The transaction is run again on the same pooled
-// connection; before the statement handle was discarded, Connector/C's next
-// execute of it waited for rows that never came, and the retried
-// transaction hung forever holding its locks (how four write groups hung
-// the replication test).
-TEST_F(MysqlEngineTest, AckBatchThatLosesADeadlockMidResultIsRunAgain) {
-  auto store = OpenStore();
-  ASSERT_TRUE(store);
-  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+// A statement that returns rows and loses a deadlock after its first rows
+// went out fails while its result is read. The transaction is run again on
+// the same pooled connection; before the statement handle was discarded,
+// Connector/C's next execute of it waited for rows that never came, and the
+// retried transaction hung forever holding its locks (how four write groups
+// hung the replication test). `statement` is a LIKE pattern of the ack's
+// statement that locks the messages.
+void AckLosesADeadlockMidResult(Store& store, const std::string& url,
+                                const QueueOptions& options,
+                                const std::string& statement) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store.CreateQueue("jobs", options));
   for (int i = 0; i < 3; ++i) ASSERT_OK(q.Send({.payload = "job"}));
   ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 3}));
   ASSERT_EQ(got.size(), 3u);
@@ -409,8 +410,8 @@ TEST_F(MysqlEngineTest, AckBatchThatLosesADeadlockMidResultIsRunAgain) {
   }
   std::sort(ids.begin(), ids.end());
 
-  Raw holder(db_->url());
-  Raw watcher(db_->url());
+  Raw holder(url);
+  Raw watcher(url);
   holder.Query("CREATE TABLE ballast (id INT PRIMARY KEY) ENGINE=InnoDB");
   // The holder writes rows, so that InnoDB picks the ack's transaction (which
   // only locked rows) as the deadlock's victim.
@@ -427,7 +428,8 @@ TEST_F(MysqlEngineTest, AckBatchThatLosesADeadlockMidResultIsRunAgain) {
   const auto deadline = SteadyClock::now() + seconds(60);
   while (watcher.Query("SELECT COUNT(*) FROM information_schema.processlist "
                        "WHERE command = 'Execute' AND time >= 1 AND info "
-                       "LIKE 'SELECT id, token, attempts%FOR UPDATE'") != "1") {
+                       "LIKE '" +
+                       statement + "'") != "1") {
     ASSERT_NE(acks.wait_for(milliseconds(20)), std::future_status::ready)
         << "the ack did not wait for the holder's row: "
         << StatusOf(acks.get()).ToString();
@@ -450,6 +452,22 @@ TEST_F(MysqlEngineTest, AckBatchThatLosesADeadlockMidResultIsRunAgain) {
   ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
   EXPECT_EQ(st.acks, 4);
   EXPECT_EQ(st.ready + st.leased, 0);
+}
+
+// Archiving acks lock the messages with a SELECT ... FOR UPDATE first.
+TEST_F(MysqlEngineTest, ArchivingAckThatLosesADeadlockMidResultIsRunAgain) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  AckLosesADeadlockMidResult(*store, db_->url(), {.archive = true},
+                             "SELECT id, token, attempts%FOR UPDATE");
+}
+
+// Other acks on MariaDB are one DELETE ... RETURNING.
+TEST_F(MysqlEngineTest, AckThatLosesADeadlockMidResultIsRunAgain) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  AckLosesADeadlockMidResult(*store, db_->url(), {},
+                             "DELETE FROM sqlq_messages%RETURNING%");
 }
 
 // --- sends -------------------------------------------------------------------
