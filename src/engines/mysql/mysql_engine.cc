@@ -1014,9 +1014,6 @@ class MysqlEngine : public core::Engine {
     return AddCounters(conn, p.queue_id, {.acks = 1});
   }
 
-  // Acks a batch in three statements instead of one per receipt: lock the
-  // messages by primary key, check each receipt against its row, delete
-  // (or archive) the matching ones by id.
   // Acks receipts [at, end) in one statement on MariaDB: the rows whose
   // lease matches a receipt are deleted and returned; each receipt that
   // matched none gets one look-up that says why (the common batch, all
@@ -1029,8 +1026,9 @@ class MysqlEngine : public core::Engine {
                                        std::vector<Status>& out) {
     const std::size_t b = Bucket(ids.size());
     std::string leases;
-    for (std::size_t i = 0; i < b; ++i)
+    for (std::size_t i = 0; i < b; ++i) {
       leases += i == 0 ? "(?, ?, ?)" : ", (?, ?, ?)";
+    }
     // The id list lets the optimizer go by primary key; the row list is
     // the fence. Both padded by repeating the last receipt.
     const std::string sql = fmt::format(
@@ -1078,6 +1076,10 @@ class MysqlEngine : public core::Engine {
     return acked;
   }
 
+  // Acks a batch in a fixed number of statements whatever its size: on
+  // MariaDB one DELETE ... RETURNING per page (DeleteReturning); otherwise
+  // lock the messages by primary key, check each receipt against its row,
+  // delete (or archive) the matching ones by id.
   Result<std::vector<Status>> AckMany(Conn& c, std::int64_t queue_id,
                                       std::span<const core::Receipt> receipts,
                                       bool archive) override {
