@@ -36,6 +36,7 @@
 #include "engines/postgres/notifier.h"
 #include "engines/postgres/pg_conn.h"
 #include "engines/postgres/schema.h"
+#include "engines/postgres/statements.h"
 #include "engines/postgres/vacuumer.h"
 
 namespace sqlq::engines::postgres {
@@ -618,6 +619,7 @@ class PostgresEngine : public core::Engine {
   // again), so every caller gets its own status. A receipt given twice
   // matches once: the second is refused as gone, as with two Acks.
   // Differs from the SQLite engine, which runs one DELETE per receipt.
+  // The statements are in statements.h.
   Result<std::vector<Status>> AckMany(Conn& c, std::int64_t queue_id,
                                       std::span<const core::Receipt> receipts,
                                       bool archive) override {
@@ -627,27 +629,6 @@ class PostgresEngine : public core::Engine {
       if (!core::IsCleanFailure(checked)) return checked;
       return std::vector<Status>(receipts.size(), checked);
     }
-    static constexpr const char* kDelete = R"sql(
-      DELETE FROM sqlq_messages m
-      USING unnest($2::bigint[], $3::bigint[], $4::bigint[])
-        AS r(id, token, attempts)
-      WHERE m.id = r.id AND m.queue_id = $1 AND m.token = r.token
-        AND m.attempts = r.attempts
-      RETURNING m.id)sql";
-    static constexpr const char* kArchive = R"sql(
-      WITH d AS (
-        DELETE FROM sqlq_messages m
-        USING unnest($2::bigint[], $3::bigint[], $4::bigint[])
-          AS r(id, token, attempts)
-        WHERE m.id = r.id AND m.queue_id = $1 AND m.token = r.token
-          AND m.attempts = r.attempts
-        RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
-                  m.worker, m.payload)
-      INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
-        completed_us, worker, payload)
-      SELECT id, queue_id, priority, attempts, enqueued_us, $5, worker, payload
-      FROM d
-      RETURNING id)sql";
     std::vector<std::int64_t> ids, tokens, attempts;
     for (const core::Receipt& r : receipts) {
       ids.push_back(r.id);
@@ -661,7 +642,8 @@ class PostgresEngine : public core::Engine {
       if (!now.ok()) return now.status();
       params.Int(*now);
     }
-    auto rows = conn.Run(archive ? kArchive : kDelete, params, "ack");
+    auto rows =
+        conn.Run(archive ? kAckManyArchiveSql : kAckManySql, params, "ack");
     if (!rows.ok()) return rows.status();
     std::unordered_set<std::int64_t> matched;
     for (int i = 0; i < rows->size(); ++i) matched.insert(rows->Int(i, 0));

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "engines/postgres/statements.h"
 #include "sqlq/queue.h"
 #include "sqlq/status.h"
 #include "sqlq/store.h"
@@ -339,6 +340,63 @@ TEST_F(PostgresEngineTest, ClaimSkipsMessagesLockedByAnotherTransaction) {
   EXPECT_EQ(got[0].payload, "second");
   Query(c, "ROLLBACK");
   PQfinish(c);
+}
+
+// Many queues with a message or two each and one deep queue: the statistics
+// then say a queue holds a handful of rows, and a generic plan that looked
+// up the ack's receipts through the queue's claim index would read the deep
+// queue whole for every batch. The plan must look each receipt up by id.
+TEST_F(PostgresEngineTest, AckBatchPlanLooksUpReceiptsByIdWhateverTheStats) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue deep, store->CreateQueue("deep", {}));
+  std::vector<Message> batch(3000, Message{.payload = "m"});
+  ASSERT_OK(deep.SendBatch(batch));
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_OK_AND_ASSIGN(WorkQueue small,
+                         store->CreateQueue("small" + std::to_string(i), {}));
+    ASSERT_OK(small.Send({.payload = "m"}));
+  }
+  ASSERT_OK_AND_ASSIGN(auto claimed, deep.Claim({.max = 100}));
+  ASSERT_EQ(claimed.size(), 100u);
+  PGconn* c = Raw();
+  Query(c, "ANALYZE sqlq_messages");
+  Query(c, "SET plan_cache_mode = force_generic_plan");
+  const std::string queue_id =
+      Query(c, "SELECT id FROM sqlq_queues WHERE name = 'deep'");
+  const std::string ids = "'{" + std::to_string(claimed[0].id) + "," +
+                          std::to_string(claimed[1].id) + "}'";
+  const std::string args = queue_id + ", " + ids + ", '{1,2}', '{1,1}'";
+  Query(c, "BEGIN");  // EXPLAIN ANALYZE would delete; plain EXPLAIN does not
+  Query(c,
+        std::string("PREPARE ack(bigint, bigint[], bigint[], bigint[]) AS ") +
+            engines::postgres::kAckManySql);
+  Query(c, std::string("PREPARE ack_archive(bigint, bigint[], bigint[], "
+                       "bigint[], bigint) AS ") +
+               engines::postgres::kAckManyArchiveSql);
+  for (const std::string& explain :
+       {"EXPLAIN (FORMAT JSON) EXECUTE ack(" + args + ")",
+        "EXPLAIN (FORMAT JSON) EXECUTE ack_archive(" + args + ", 0)"}) {
+    const std::string plan = Query(c, explain);
+    RecordProperty("plan", plan);
+    EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_pkey\""),
+              std::string::npos)
+        << explain << "\n"
+        << plan;
+    EXPECT_EQ(plan.find("sqlq_messages_claim"), std::string::npos)
+        << explain << "\n"
+        << plan;
+  }
+  Query(c, "ROLLBACK");
+  PQfinish(c);
+  // And the batch acks what it names, nothing else.
+  std::vector<std::string> receipts;
+  for (const auto& m : claimed) receipts.push_back(m.receipt);
+  ASSERT_OK_AND_ASSIGN(auto acked, deep.AckBatch(receipts));
+  for (const Status& s : acked) EXPECT_OK(s);
+  ASSERT_OK_AND_ASSIGN(QueueStats stats, deep.Stats());
+  EXPECT_EQ(stats.ready, 2900);
+  EXPECT_EQ(stats.leased, 0);
 }
 
 TEST_F(PostgresEngineTest, SixtyFourConcurrentConsumersNeverShareAMessage) {
