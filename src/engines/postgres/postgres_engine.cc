@@ -77,9 +77,15 @@ Status QueueGone(std::int64_t queue_id) {
       fmt::format("queue (id {}) no longer exists: it was dropped", queue_id));
 }
 
-// "BEGIN" plus, in the same round trip, the database clock.
+// "BEGIN" plus, in the same round trip, the database clock. Write
+// transactions are READ COMMITTED whatever the server's
+// default_transaction_isolation: their locking (a queue row's FOR KEY SHARE,
+// DropQueue deleting messages after the queue row) relies on each statement
+// seeing what committed before it.
+constexpr const char* kBeginWrite = "BEGIN ISOLATION LEVEL READ COMMITTED";
 constexpr const char* kBeginWithNow =
-    "BEGIN; SELECT (extract(epoch FROM now()) * 1000000)::bigint";
+    "BEGIN ISOLATION LEVEL READ COMMITTED; "
+    "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
 constexpr const char* kBeginReadWithNow =
     "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
     "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
@@ -285,11 +291,22 @@ class PostgresEngine : public core::Engine {
   }
 
   Status DropQueue(Conn& c, std::int64_t queue_id) override {
-    // Messages, dead letters, archive and counters go by ON DELETE CASCADE.
+    // Dead letters, archive and counters go by ON DELETE CASCADE; messages
+    // have no foreign key (schema.h, version 3) and are deleted here, after
+    // the queue row. Deleting that row waits for the transactions that hold
+    // its FOR KEY SHARE lock, which every statement inserting messages takes
+    // first; the second DELETE, a new statement in READ COMMITTED, then sees
+    // what they inserted. Transactions that come later find no queue row and
+    // insert nothing.
     static constexpr const char* kSql = "DELETE FROM sqlq_queues WHERE id = $1";
+    static constexpr const char* kMessages =
+        "DELETE FROM sqlq_messages WHERE queue_id = $1";
     auto rows = Pg(c).Run(kSql, Params().Int(queue_id), "drop queue");
     if (!rows.ok()) return rows.status();
     if (rows->affected() == 0) return QueueGone(queue_id);
+    auto messages =
+        Pg(c).Run(kMessages, Params().Int(queue_id), "drop queue's messages");
+    if (!messages.ok()) return messages.status();
     // Claims waiting on the queue in other processes look again and end
     // with kNotFound, instead of at their next poll.
     Pg(c).notify = true;
@@ -1708,7 +1725,7 @@ class PostgresEngine : public core::Engine {
     if (clock_) {
       auto r = conn.Exec(read_only
                              ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-                             : "BEGIN",
+                             : kBeginWrite,
                          "begin transaction");
       return r.ok() ? Status::Ok() : r.status();
     }

@@ -7,6 +7,7 @@
 #include <libpq-fe.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <mutex>
 #include <set>
@@ -397,6 +398,94 @@ TEST_F(PostgresEngineTest, AckBatchPlanLooksUpReceiptsByIdWhateverTheStats) {
   ASSERT_OK_AND_ASSIGN(QueueStats stats, deep.Stats());
   EXPECT_EQ(stats.ready, 2900);
   EXPECT_EQ(stats.leased, 0);
+}
+
+// Messages have no foreign key to their queue (schema version 3): what keeps
+// a send racing DropQueue from leaving messages behind is the queue row's
+// lock. Senders in other stores send until the queue is gone; whatever they
+// were told was stored must go with the queue.
+TEST_F(PostgresEngineTest, DropQueueRacingSendsLeavesNoMessageBehind) {
+  auto dropper = OpenStore();
+  ASSERT_TRUE(dropper);
+  std::vector<std::unique_ptr<Store>> senders;
+  for (int i = 0; i < 4; ++i) {
+    senders.push_back(OpenStore());
+    ASSERT_TRUE(senders.back());
+  }
+  PGconn* c = Raw();
+  for (int round = 0; round < 5; ++round) {
+    ASSERT_OK(dropper->CreateQueue("jobs", {}));
+    const std::string queue_id =
+        Query(c, "SELECT id FROM sqlq_queues WHERE name = 'jobs'");
+    std::mutex mu;
+    std::condition_variable cv;
+    int stored = 0;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        auto q = senders[t]->Queue("jobs");
+        if (!q.ok()) return;  // dropped before this sender began
+        std::vector<Message> batch(t % 2 == 0 ? 1 : 20,
+                                   Message{.payload = "m"});
+        for (;;) {
+          auto sent = q->SendBatch(batch);
+          if (!sent.ok()) {
+            EXPECT_CODE(sent, Code::kNotFound);
+            return;
+          }
+          std::lock_guard lock(mu);
+          stored += static_cast<int>(batch.size());
+          cv.notify_all();
+        }
+      });
+    }
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return stored >= 200; });
+    }
+    ASSERT_OK(dropper->DropQueue("jobs"));
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(Query(c, "SELECT count(*) FROM sqlq_messages WHERE queue_id = " +
+                           queue_id),
+              "0")
+        << "round " << round << ", " << stored << " messages stored";
+  }
+  EXPECT_EQ(Query(c,
+                  "SELECT count(*) FROM sqlq_messages m WHERE NOT EXISTS "
+                  "(SELECT 1 FROM sqlq_queues q WHERE q.id = m.queue_id)"),
+            "0");
+  PQfinish(c);
+}
+
+// A database created by an earlier version (2: messages with a foreign key
+// to their queue) is upgraded in place: its messages stay claimable, and a
+// drop still takes them with the queue.
+TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
+  {
+    auto store = OpenStore();
+    ASSERT_TRUE(store);
+    ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+    ASSERT_OK(q.SendBatch(std::vector<Message>(10, Message{.payload = "m"})));
+  }
+  PGconn* c = Raw();
+  // Back to version 2 as that version left it.
+  Query(c, "DELETE FROM sqlq_schema WHERE version = 3");
+  Query(c,
+        "ALTER TABLE sqlq_messages ADD CONSTRAINT sqlq_messages_queue_id_fkey "
+        "FOREIGN KEY (queue_id) REFERENCES sqlq_queues ON DELETE CASCADE");
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  EXPECT_EQ(Query(c, "SELECT max(version) FROM sqlq_schema"), "3");
+  EXPECT_EQ(Query(c,
+                  "SELECT count(*) FROM pg_constraint WHERE conrelid = "
+                  "'sqlq_messages'::regclass AND contype = 'f'"),
+            "0");
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->Queue("jobs"));
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 20}));
+  EXPECT_EQ(got.size(), 10u);
+  ASSERT_OK(store->DropQueue("jobs"));
+  EXPECT_EQ(Query(c, "SELECT count(*) FROM sqlq_messages"), "0");
+  PQfinish(c);
 }
 
 TEST_F(PostgresEngineTest, SixtyFourConcurrentConsumersNeverShareAMessage) {
