@@ -584,9 +584,7 @@ class PostgresEngine : public core::Engine {
 
   Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
                                                std::int64_t queue_id) override {
-    static constexpr const char* kSql =
-        "SELECT min(ready_us) FROM sqlq_messages WHERE queue_id = $1";
-    auto rows = Pg(c).Run(kSql, Params().Int(queue_id), "next ready");
+    auto rows = Pg(c).Run(kNextReadySql, Params().Int(queue_id), "next ready");
     if (!rows.ok()) return rows.status();
     if (rows->size() == 0 || rows->IsNull(0, 0)) {
       return std::optional<Timestamp>();

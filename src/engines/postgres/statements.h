@@ -39,6 +39,26 @@ inline constexpr const char* kAckManyArchiveSql = R"sql(
   FROM d
   RETURNING id)sql";
 
+// When a queue's next message is ready (its smallest ready_us; leased
+// messages count at their lease's end), or NULL if it has none; $1 the queue
+// id. min(ready_us) alone would read the queue's whole claim index, which
+// leads with priority; this visits each priority present once (a loose index
+// scan, which PostgreSQL does not do by itself) and takes the first entry of
+// each, so a queue of many delayed messages costs a few index probes.
+inline constexpr const char* kNextReadySql = R"sql(
+  WITH RECURSIVE p(priority) AS (
+    (SELECT priority FROM sqlq_messages WHERE queue_id = $1
+     ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT m.priority FROM sqlq_messages m
+            WHERE m.queue_id = $1 AND m.priority < p.priority
+            ORDER BY m.priority DESC LIMIT 1)
+    FROM p WHERE p.priority IS NOT NULL)
+  SELECT min((SELECT m.ready_us FROM sqlq_messages m
+              WHERE m.queue_id = $1 AND m.priority = p.priority
+              ORDER BY m.ready_us LIMIT 1))
+  FROM p WHERE p.priority IS NOT NULL)sql";
+
 }  // namespace sqlq::engines::postgres
 
 #endif  // SQLQ_ENGINES_POSTGRES_STATEMENTS_H_

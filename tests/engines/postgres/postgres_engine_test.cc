@@ -488,6 +488,67 @@ TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
   PQfinish(c);
 }
 
+// Sum of rows times loops of the scan nodes of an EXPLAIN ANALYZE in text.
+std::int64_t RowsScanned(const std::string& plan) {
+  std::int64_t total = 0;
+  std::size_t line_start = 0;
+  while (line_start < plan.size()) {
+    std::size_t end = plan.find('\n', line_start);
+    if (end == std::string::npos) end = plan.size();
+    const std::string line = plan.substr(line_start, end - line_start);
+    line_start = end + 1;
+    if (line.find("Scan") == std::string::npos) continue;
+    const auto rows = line.find(" rows=", line.find("actual"));
+    const auto loops = line.find(" loops=", rows);
+    if (rows == std::string::npos || loops == std::string::npos) continue;
+    total +=
+        std::stoll(line.substr(rows + 6)) * std::stoll(line.substr(loops + 7));
+  }
+  return total;
+}
+
+// A waiting claim asks when the queue's next message is ready. With
+// thousands of delayed messages over a few priorities that must be a few
+// index probes, not a read of the whole queue.
+TEST_F(PostgresEngineTest, NextReadyTimeReadsAFewEntriesOfADeepQueue) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("later", {}));
+  std::vector<Message> batch;
+  for (int i = 0; i < 3000; ++i) {
+    batch.push_back({.payload = "m",
+                     .priority = i % 3,
+                     .delay = std::chrono::hours(1) + seconds(3000 - i)});
+  }
+  ASSERT_OK(q.SendBatch(batch));
+  PGconn* c = Raw();
+  Query(c, "ANALYZE sqlq_messages");
+  const std::string queue_id =
+      Query(c, "SELECT id FROM sqlq_queues WHERE name = 'later'");
+  Query(c, std::string("PREPARE next_ready(bigint) AS ") +
+               engines::postgres::kNextReadySql);
+  EXPECT_EQ(Query(c, "EXECUTE next_ready(" + queue_id + ")"),
+            Query(c,
+                  "SELECT min(ready_us) FROM sqlq_messages WHERE "
+                  "queue_id = " +
+                      queue_id));
+  PGresult* r = PQexec(
+      c, ("EXPLAIN ANALYZE EXECUTE next_ready(" + queue_id + ")").c_str());
+  std::string plan;
+  for (int i = 0; i < PQntuples(r); ++i) {
+    plan += PQgetvalue(r, i, 0);
+    plan += '\n';
+  }
+  PQclear(r);
+  RecordProperty("plan", plan);
+  EXPECT_GT(RowsScanned(plan), 0) << plan;
+  EXPECT_LT(RowsScanned(plan), 50) << plan;
+  // A queue without messages has no next ready time.
+  Query(c, "DELETE FROM sqlq_messages WHERE queue_id = " + queue_id);
+  EXPECT_EQ(Query(c, "EXECUTE next_ready(" + queue_id + ")"), "");
+  PQfinish(c);
+}
+
 TEST_F(PostgresEngineTest, SixtyFourConcurrentConsumersNeverShareAMessage) {
   // A store each: within one store, concurrent claims are merged into one
   // transaction; across stores they are 64 concurrent transactions that
