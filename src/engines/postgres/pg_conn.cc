@@ -233,6 +233,9 @@ void PgConn::ResetTxState() {
   churned = 0;
   known_queues.clear();
   pending_counters.clear();
+  began = std::chrono::steady_clock::now();
+  claims.clear();
+  ready_floor.clear();
 }
 
 Status PgConn::Fail(const PGresult* res, std::string_view what, Phase phase) {

@@ -7,6 +7,7 @@
 
 #include <libpq-fe.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "core/engine.h"
+#include "engines/postgres/claim_marks.h"
 
 namespace sqlq::engines::postgres {
 
@@ -175,6 +177,25 @@ class PgConn : public core::Conn {
   // back, so there counters are written at once).
   bool defer_counters = false;
   std::map<std::int64_t, QueueCounters> pending_counters;
+  // When this transaction began (ClaimMarks: how long its writes took to
+  // commit).
+  std::chrono::steady_clock::time_point began;
+  // Claims made in this transaction, for ClaimMarks once it committed.
+  struct ClaimDone {
+    std::int64_t queue_id;
+    ClaimMarks::Plan plan;
+    std::optional<ClaimKey> last;
+    std::int64_t now_us;
+    std::chrono::steady_clock::duration cost;
+  };
+  std::vector<ClaimDone> claims;
+  // Per queue, the smallest ready_us this transaction gave a message it
+  // made claimable (send, nack, redrive).
+  std::unordered_map<std::int64_t, std::int64_t> ready_floor;
+  void MadeReady(std::int64_t queue_id, std::int64_t ready_us) {
+    auto [it, fresh] = ready_floor.emplace(queue_id, ready_us);
+    if (!fresh && ready_us < it->second) it->second = ready_us;
+  }
 
  private:
   Result<Rows> Finish(PgResult res, std::string_view what, Phase phase);

@@ -33,6 +33,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engines/postgres/claim_marks.h"
 #include "engines/postgres/notifier.h"
 #include "engines/postgres/pg_conn.h"
 #include "engines/postgres/schema.h"
@@ -103,6 +104,18 @@ class PostgresEngine : public core::Engine {
     if (const char* env = std::getenv("SQLQ_PG_VACUUM_ROWS")) {
       vacuum_threshold_ = std::atoll(env);  // 0 or less: never
     }
+    ClaimMarks::Options marks;
+    bool use_marks = true;
+    if (const char* env = std::getenv("SQLQ_PG_CLAIM_MARKS")) {
+      use_marks = std::string_view(env) != "0";
+    }
+    if (const char* env = std::getenv("SQLQ_PG_RESCAN_MS")) {
+      const std::int64_t ms = std::atoll(env);
+      if (ms > 0) {
+        marks.min_rescan = marks.max_rescan = std::chrono::milliseconds(ms);
+      }
+    }
+    if (use_marks) marks_ = std::make_unique<ClaimMarks>(marks);
     std::random_device rd;
     rng_.seed(rd());
   }
@@ -194,12 +207,18 @@ class PostgresEngine : public core::Engine {
   Status CommitTx(Conn& c) override {
     PgConn& conn = Pg(c);
     Status s = Commit(conn);
-    if (s.ok()) Committed(conn);
+    if (s.ok()) {
+      Committed(conn);
+    } else {
+      RolledBack(conn);
+    }
     return s;
   }
 
   Status RollbackTx(Conn& c) override {
     PgConn& conn = Pg(c);
+    // The caller's own statements may have locked message rows too.
+    if (marks_) marks_->ForgetAll();
     auto r = conn.Exec("ROLLBACK", "rollback");
     return r.ok() ? Status::Ok() : r.status();
   }
@@ -459,6 +478,9 @@ class PostgresEngine : public core::Engine {
     }
     if (stored > 0) {
       conn.notify = true;
+      Duration least = p.messages[0].delay;
+      for (const Message& m : p.messages) least = std::min(least, m.delay);
+      conn.MadeReady(p.queue_id, *now + Us(least));
       Status s = AddCounters(conn, p.queue_id, {.sends = stored});
       if (!s.ok()) return s;
     }
@@ -477,43 +499,14 @@ class PostgresEngine : public core::Engine {
     if (!now_r.ok()) return now_r.status();
     const std::int64_t now = *now_r;
     const std::int64_t until = now + p.lease.count();
-    // One statement: lock up to $3 candidates in claim order, skipping rows
-    // other consumers hold; move those out of attempts to the dead letters;
-    // lease the others. RETURNING gives rows in no particular order, so the
-    // candidates' old ready_us comes back too, for sorting here.
-    // Differs from the SQLite engine, which reads candidates and updates
-    // them one by one under its database-wide write lock.
-    static constexpr const char* kClaim = R"sql(
-      WITH c AS MATERIALIZED (
-        SELECT id, ready_us, token, attempts FROM sqlq_messages
-        WHERE queue_id = $1 AND ready_us <= $2
-        ORDER BY priority DESC, ready_us, id
-        LIMIT $3
-        FOR UPDATE SKIP LOCKED),
-      dead AS (
-        DELETE FROM sqlq_messages m USING c
-        WHERE m.id = c.id AND c.attempts >= $7
-        RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
-                  m.payload, c.token AS old_token),
-      buried AS (
-        INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
-          died_us, last_error, payload)
-        SELECT id, queue_id, priority, attempts, enqueued_us, $2,
-          convert_to('lease expired on attempt ' || attempts || ' of ' ||
-                     $7::integer, 'UTF8'),
-          payload
-        FROM dead),
-      leased AS (
-        UPDATE sqlq_messages m
-        SET token = $4, attempts = m.attempts + 1, ready_us = $5, worker = $6
-        FROM c WHERE m.id = c.id AND c.attempts < $7
-        RETURNING m.id, m.priority, c.ready_us AS old_ready,
-                  c.token AS old_token, m.attempts, m.enqueued_us, m.payload)
-      SELECT false, id, priority, old_ready, old_token, attempts, enqueued_us,
-             payload
-      FROM leased
-      UNION ALL
-      SELECT true, id, 0, 0, old_token, 0, 0, NULL FROM dead)sql";
+    // One statement (statements.h), from the queue's start or from this
+    // store's mark (claim_marks.h). Differs from the SQLite engine, which
+    // reads candidates and updates them one by one under its database-wide
+    // write lock.
+    const auto started = std::chrono::steady_clock::now();
+    ClaimMarks::Plan plan;
+    if (marks_) plan = marks_->Start(p.queue_id, started);
+    std::optional<ClaimKey> last;
     core::ClaimOutcome out;
     for (;;) {
       const int want = p.max - static_cast<int>(out.messages.size());
@@ -529,7 +522,14 @@ class PostgresEngine : public core::Engine {
         params.Bytes(p.worker);
       }
       params.Int(p.max_attempts);
-      auto rows = conn.Run(kClaim, params, "claim");
+      if (plan.from) {
+        params.Int(plan.from->priority)
+            .Int(plan.from->ready_us)
+            .Int(plan.from->id);
+      }
+      auto rows =
+          conn.Run(plan.from ? kClaimFromSql.c_str() : kClaimSql.c_str(),
+                   params, "claim");
       if (!rows.ok()) return rows.status();
       struct Leased {
         std::int64_t priority, old_ready;
@@ -560,10 +560,23 @@ class PostgresEngine : public core::Engine {
                   }
                   return a.m.id < b.m.id;
                 });
-      for (Leased& l : leased) out.messages.push_back(std::move(l.m));
+      for (Leased& l : leased) {
+        const ClaimKey key{
+            .priority = l.m.priority, .ready_us = l.old_ready, .id = l.m.id};
+        if (!last || Before(*last, key)) last = key;
+        out.messages.push_back(std::move(l.m));
+      }
       out.dead_lettered += buried;
       // Dead letters left places free: look again for messages behind them.
       if (buried == 0 || rows->size() < want) break;
+    }
+    if (marks_) {
+      conn.claims.push_back(
+          {.queue_id = p.queue_id,
+           .plan = plan,
+           .last = last,
+           .now_us = now,
+           .cost = std::chrono::steady_clock::now() - started});
     }
     const std::int64_t claimed = static_cast<std::int64_t>(out.messages.size());
     if (claimed + out.expirations + out.dead_lettered == 0) {
@@ -584,12 +597,24 @@ class PostgresEngine : public core::Engine {
 
   Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
                                                std::int64_t queue_id) override {
-    auto rows = Pg(c).Run(kNextReadySql, Params().Int(queue_id), "next ready");
+    PgConn& conn = Pg(c);
+    auto rows = conn.Run(kNextReadySql, Params().Int(queue_id), "next ready");
     if (!rows.ok()) return rows.status();
     if (rows->size() == 0 || rows->IsNull(0, 0)) {
       return std::optional<Timestamp>();
     }
-    return std::optional<Timestamp>(FromUs(rows->Int(0, 0)));
+    const std::int64_t at = rows->Int(0, 0);
+    if (marks_) {
+      // Asked after a claim found nothing: a ready message below the mark
+      // is one the marked claims cannot see (claim_marks.h).
+      auto now = NowUs(conn);
+      if (!now.ok()) return now.status();
+      if (at <= *now) {
+        marks_->ReadyAt(queue_id, static_cast<std::int32_t>(rows->Int(0, 1)),
+                        at);
+      }
+    }
+    return std::optional<Timestamp>(FromUs(at));
   }
 
   Result<Timestamp> Now(Conn& c) override {
@@ -702,6 +727,7 @@ class PostgresEngine : public core::Engine {
     if (!rows.ok()) return rows.status();
     if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
     conn.notify = true;
+    conn.MadeReady(p.queue_id, *now + p.delay.count());
     ++conn.churned;
     return AddCounters(conn, p.queue_id, {.nacks = 1});
   }
@@ -815,7 +841,10 @@ class PostgresEngine : public core::Engine {
     }
     auto rows = conn.Run(ids.empty() ? kAll : kSome, params, "redrive");
     if (!rows.ok()) return rows.status();
-    if (rows->affected() > 0) conn.notify = true;
+    if (rows->affected() > 0) {
+      conn.notify = true;
+      conn.MadeReady(queue_id, *now);
+    }
     return rows->affected();
   }
 
@@ -1795,19 +1824,47 @@ class PostgresEngine : public core::Engine {
     Status s = body(conn);
     if (s.ok()) {
       s = Commit(conn);
-      if (s.ok()) Committed(conn);
+      if (s.ok()) {
+        Committed(conn);
+      } else {
+        RolledBack(conn);
+      }
       return s;
     }
+    RolledBack(conn);
     if (PQstatus(conn.pg()) == CONNECTION_OK) {
       (void)conn.Exec("ROLLBACK", "rollback");
     }
     return s;
   }
 
-  // After a commit: wake other processes' waiters, count dead rows.
+  // After a commit: wake other processes' waiters, count dead rows, move
+  // the claim marks.
   void Committed(PgConn& conn) {
     if (conn.notify) Poke();
     if (conn.churned > 0 && vacuumer_) vacuumer_->Churned(conn.churned);
+    if (!marks_) return;
+    const auto at = std::chrono::steady_clock::now();
+    for (const PgConn::ClaimDone& d : conn.claims) {
+      marks_->Advance(d.queue_id, d.plan, d.last, d.now_us, d.cost, at);
+    }
+    // Messages made ready by a transaction that committed late (a caller's
+    // transaction, or one slower than half the lag) may lie below marks
+    // moved meanwhile.
+    if (!conn.ready_floor.empty() &&
+        (!conn.defer_counters || at - conn.began > marks_->options().lag / 2)) {
+      for (const auto& [queue_id, ready_us] : conn.ready_floor) {
+        marks_->Lower(queue_id, ready_us);
+      }
+    }
+  }
+
+  // After a rollback (or a commit that failed): rows this transaction
+  // locked, which other claims skipped, are claimable again where they were.
+  void RolledBack(PgConn& conn) {
+    if (marks_ && (!conn.claims.empty() || conn.churned > 0)) {
+      marks_->ForgetAll();
+    }
   }
 
   void Poke() {
@@ -1978,6 +2035,7 @@ class PostgresEngine : public core::Engine {
   std::vector<std::unique_ptr<PgConn>> idle_;  // guarded by pool_mu_
   std::unique_ptr<Notifier> notifier_;
   std::unique_ptr<Vacuumer> vacuumer_;
+  std::unique_ptr<ClaimMarks> marks_;  // null: claims read whole queues
 };
 
 }  // namespace

@@ -1,9 +1,13 @@
 // Statements of the PostgreSQL engine that tests run EXPLAIN on, to check
-// that their plans hold whatever the table statistics say. The others live
-// beside their callers in postgres_engine.cc.
+// that their plans hold whatever the table statistics say, and the claims,
+// built from parts. The others live beside their callers in
+// postgres_engine.cc.
 
 #ifndef SQLQ_ENGINES_POSTGRES_STATEMENTS_H_
 #define SQLQ_ENGINES_POSTGRES_STATEMENTS_H_
+
+#include <string>
+#include <string_view>
 
 namespace sqlq::engines::postgres {
 
@@ -39,12 +43,75 @@ inline constexpr const char* kAckManyArchiveSql = R"sql(
   FROM d
   RETURNING id)sql";
 
+// Claims: $1 queue id, $2 now, $3 how many, $4 the lease token, $5 the
+// lease's end, $6 the worker, $7 max attempts. One statement locks up to $3
+// candidates in claim order, skipping rows other consumers hold; moves those
+// out of attempts to the dead letters; leases the others. RETURNING gives
+// rows in no particular order, so the candidates' old ready_us comes back
+// too, for sorting. Two forms differ in where they read the claim index:
+// kClaimSql from the queue's start, kClaimFromSql from a mark
+// (claim_marks.h) $8 priority, $9 ready_us, $10 id: the priorities above
+// the mark's whole, the mark's own from the mark on (an index bound, so the
+// entries below it are never visited), then the priorities below it. Each
+// branch locks only the rows the outer LIMIT takes: Append runs its
+// branches in turn and stops pulling once the limit is reached.
+inline constexpr const char* kClaimRest = R"sql(,
+  dead AS (
+    DELETE FROM sqlq_messages m USING c
+    WHERE m.id = c.id AND c.attempts >= $7
+    RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
+              m.payload, c.token AS old_token),
+  buried AS (
+    INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
+      died_us, last_error, payload)
+    SELECT id, queue_id, priority, attempts, enqueued_us, $2,
+      convert_to('lease expired on attempt ' || attempts || ' of ' ||
+                 $7::integer, 'UTF8'),
+      payload
+    FROM dead),
+  leased AS (
+    UPDATE sqlq_messages m
+    SET token = $4, attempts = m.attempts + 1, ready_us = $5, worker = $6
+    FROM c WHERE m.id = c.id AND c.attempts < $7
+    RETURNING m.id, m.priority, c.ready_us AS old_ready,
+              c.token AS old_token, m.attempts, m.enqueued_us, m.payload)
+  SELECT false, id, priority, old_ready, old_token, attempts, enqueued_us,
+         payload
+  FROM leased
+  UNION ALL
+  SELECT true, id, 0, 0, old_token, 0, 0, NULL FROM dead)sql";
+
+// The candidates of one branch: `where` selects the part of the index.
+inline std::string ClaimCandidates(std::string_view where) {
+  return std::string(
+             "SELECT id, ready_us, token, attempts FROM sqlq_messages WHERE ") +
+         std::string(where) +
+         " ORDER BY priority DESC, ready_us, id LIMIT $3 FOR UPDATE SKIP "
+         "LOCKED";
+}
+
+inline const std::string kClaimSql =
+    "WITH c AS MATERIALIZED (" +
+    ClaimCandidates("queue_id = $1 AND ready_us <= $2") + ")" + kClaimRest;
+
+inline const std::string kClaimFromSql =
+    "WITH c AS MATERIALIZED (SELECT * FROM (" +
+    ClaimCandidates("queue_id = $1 AND priority > $8 AND ready_us <= $2") +
+    ") above UNION ALL SELECT * FROM (" +
+    ClaimCandidates(
+        "queue_id = $1 AND priority = $8 AND (ready_us, id) >= ($9, $10) "
+        "AND ready_us <= $2") +
+    ") at_mark UNION ALL SELECT * FROM (" +
+    ClaimCandidates("queue_id = $1 AND priority < $8 AND ready_us <= $2") +
+    ") below LIMIT $3)" + kClaimRest;
+
 // When a queue's next message is ready (its smallest ready_us; leased
-// messages count at their lease's end), or NULL if it has none; $1 the queue
-// id. min(ready_us) alone would read the queue's whole claim index, which
-// leads with priority; this visits each priority present once (a loose index
-// scan, which PostgreSQL does not do by itself) and takes the first entry of
-// each, so a queue of many delayed messages costs a few index probes.
+// messages count at their lease's end) and its priority, or no row if it
+// has none; $1 the queue id. min(ready_us) alone would read the queue's whole
+// claim index, which leads with priority; this visits each priority present
+// once (a loose index scan, which PostgreSQL does not do by itself) and takes
+// the first entry of each, so a queue of many delayed messages costs a few
+// index probes.
 inline constexpr const char* kNextReadySql = R"sql(
   WITH RECURSIVE p(priority) AS (
     (SELECT priority FROM sqlq_messages WHERE queue_id = $1
@@ -54,10 +121,13 @@ inline constexpr const char* kNextReadySql = R"sql(
             WHERE m.queue_id = $1 AND m.priority < p.priority
             ORDER BY m.priority DESC LIMIT 1)
     FROM p WHERE p.priority IS NOT NULL)
-  SELECT min((SELECT m.ready_us FROM sqlq_messages m
-              WHERE m.queue_id = $1 AND m.priority = p.priority
-              ORDER BY m.ready_us LIMIT 1))
-  FROM p WHERE p.priority IS NOT NULL)sql";
+  SELECT r.ready_us, p.priority
+  FROM p CROSS JOIN LATERAL (
+    SELECT m.ready_us FROM sqlq_messages m
+    WHERE m.queue_id = $1 AND m.priority = p.priority
+    ORDER BY m.ready_us LIMIT 1) r
+  WHERE p.priority IS NOT NULL
+  ORDER BY r.ready_us LIMIT 1)sql";
 
 }  // namespace sqlq::engines::postgres
 

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -64,6 +65,23 @@ class PostgresEngineTest : public ::testing::Test {
     PGconn* c = PQconnectdb(db_->url().c_str());
     EXPECT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
     return c;
+  }
+
+  // Waits until the store connections to the test database are gone: a
+  // backend reports its statistics (pg_stat_user_indexes) as it exits.
+  // `keep`: the pids of the test's own connections, comma-separated.
+  static bool StoreBackendsExited(PGconn* c, const std::string& keep) {
+    const std::string others =
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+        "current_database() AND pid NOT IN (" +
+        keep + ")";
+    const auto deadline = SteadyClock::now() + seconds(30);
+    while (Query(c, others) != "0" && SteadyClock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    if (Query(c, others) != "0") return false;
+    Query(c, "SELECT pg_stat_clear_snapshot()");
+    return true;
   }
 
   static std::string Query(PGconn* c, const std::string& sql) {
@@ -545,6 +563,174 @@ TEST_F(PostgresEngineTest, NextReadyTimeReadsAFewEntriesOfADeepQueue) {
   Query(c, "DELETE FROM sqlq_messages WHERE queue_id = " + queue_id);
   EXPECT_EQ(Query(c, "EXECUTE next_ready(" + queue_id + ")"), "");
   PQfinish(c);
+}
+
+// --- claim marks (claim_marks.h) ------------------------------------------
+
+// Sets an environment variable for the engines opened in its lifetime.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+std::vector<std::string> Payloads(const std::vector<ClaimedMessage>& got) {
+  std::vector<std::string> out;
+  for (const ClaimedMessage& m : got) out.push_back(m.payload);
+  return out;
+}
+
+class ClaimMarkTest : public PostgresEngineTest {
+ protected:
+  std::unique_ptr<Store> OpenStoreWithClock() {
+    auto s = Store::Open(db_->url(), {.clock = clock_});
+    if (!s.ok()) {
+      ADD_FAILURE() << "open: " << s.status().ToString();
+      return nullptr;
+    }
+    return std::move(*s);
+  }
+  // Messages sent between two ticks have a ready time of their own.
+  void Tick() { clock_->Advance(seconds(1)); }
+
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  // No full read of the queue on a timer during a test: what is tested is
+  // what makes a claim read from the queue's start.
+  ScopedEnv no_rescan_{"SQLQ_PG_RESCAN_MS", "3600000"};
+};
+
+// A transaction left open elsewhere keeps every dead row version and its
+// claim-index entries: nothing may be removed or marked dead while its
+// snapshot might still see them. Claims must not read the entries of the
+// messages processed since, or they slow down with every message (the
+// collapse of hand-written SKIP LOCKED queues). Counted in the server's
+// statistics of the claim index, which a backend reports when it exits.
+TEST_F(ClaimMarkTest, ClaimsUnderAnOpenSnapshotSkipTheMessagesDone) {
+  constexpr int kRounds = 40, kBatch = 100;
+  PGconn* holder = Raw();
+  Query(holder, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+  Query(holder, "SELECT count(*) FROM pg_class");
+  const std::string holder_pid = Query(holder, "SELECT pg_backend_pid()");
+  PGconn* c = Raw();
+  const std::string our_pid = Query(c, "SELECT pg_backend_pid()");
+  {
+    auto store = OpenStoreWithClock();
+    ASSERT_TRUE(store);
+    ASSERT_OK_AND_ASSIGN(
+        WorkQueue q,
+        store->CreateQueue("jobs", {.lease = std::chrono::hours(1)}));
+    for (int round = 0; round < kRounds; ++round) {
+      std::vector<Message> batch(kBatch, Message{.payload = "m"});
+      ASSERT_OK(q.SendBatch(batch));
+      Tick();
+      ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = kBatch}));
+      ASSERT_EQ(got.size(), static_cast<std::size_t>(kBatch));
+      std::vector<std::string> receipts;
+      for (const ClaimedMessage& m : got) receipts.push_back(m.receipt);
+      ASSERT_OK_AND_ASSIGN(auto acked, q.AckBatch(receipts));
+      for (const Status& s : acked) ASSERT_OK(s);
+    }
+    ASSERT_OK(q.Send({.payload = "last"}));
+    Tick();
+    ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 10}));
+    EXPECT_EQ(Payloads(got), std::vector<std::string>{"last"});
+  }
+  ASSERT_TRUE(StoreBackendsExited(c, holder_pid + ", " + our_pid))
+      << "the store's connections stayed open";
+  const std::int64_t read =
+      std::stoll(Query(c,
+                       "SELECT idx_tup_read FROM pg_stat_user_indexes "
+                       "WHERE indexrelname = 'sqlq_messages_claim'"));
+  RecordProperty("claim_index_entries_read", std::to_string(read));
+  // Each claim reads its 100 messages and about one entry more. Reading
+  // from the queue's start, claim k would read k * 100 dead entries too,
+  // about 80,000 in all.
+  EXPECT_GE(read, kRounds * kBatch);
+  EXPECT_LT(read, kRounds * kBatch * 2);
+  Query(holder, "COMMIT");
+  PQfinish(holder);
+  PQfinish(c);
+}
+
+// A message that a rolled-back transaction of the store had locked is
+// claimable again where it was, though claims of the store moved past it
+// meanwhile.
+TEST_F(ClaimMarkTest, AMessageLockedByARolledBackTransactionComesFirstAgain) {
+  auto store = OpenStoreWithClock();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  for (const char* p : {"a", "b", "c", "d"}) {
+    ASSERT_OK(q.Send({.payload = p}));
+    Tick();
+  }
+  {
+    ASSERT_OK_AND_ASSIGN(Tx tx, store->BeginTx());
+    PGconn* own = static_cast<PGconn*>(tx.native_handle());
+    // The caller's transaction locks "a" as a claim would.
+    PGresult* r = PQexec(own,
+                         "SELECT id FROM sqlq_messages ORDER BY id LIMIT 1 "
+                         "FOR UPDATE");
+    ASSERT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQresultErrorMessage(r);
+    PQclear(r);
+    // Claims skip the locked row and move past it.
+    ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 2}));
+    EXPECT_EQ(Payloads(got), (std::vector<std::string>{"b", "c"}));
+    ASSERT_OK(tx.Rollback());
+  }
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 2}));
+  EXPECT_EQ(Payloads(got), (std::vector<std::string>{"a", "d"}));
+}
+
+// The same when the transaction that held the message ran in another
+// process: a claim that waits finds it.
+TEST_F(ClaimMarkTest, AMessageReleasedByAnotherProcessIsFoundByAWaitingClaim) {
+  auto store = OpenStoreWithClock();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  for (const char* p : {"a", "b", "c"}) {
+    ASSERT_OK(q.Send({.payload = p}));
+    Tick();
+  }
+  PGconn* c = Raw();
+  Query(c, "BEGIN");
+  Query(c, "SELECT id FROM sqlq_messages ORDER BY id LIMIT 1 FOR UPDATE");
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 2}));
+  EXPECT_EQ(Payloads(got), (std::vector<std::string>{"b", "c"}));
+  Query(c, "ROLLBACK");
+  ASSERT_OK_AND_ASSIGN(got, q.Claim({.max = 2, .wait = seconds(30)}));
+  EXPECT_EQ(Payloads(got), std::vector<std::string>{"a"});
+  PQfinish(c);
+}
+
+// A caller's transaction that sent a message and committed late: claims of
+// the same store moved past the message's ready time meanwhile.
+TEST_F(ClaimMarkTest, AMessageSentInALateCommittingTransactionIsNotSkipped) {
+  auto store = OpenStoreWithClock();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK_AND_ASSIGN(Tx tx, store->BeginTx());
+  ASSERT_OK(q.Send(tx, {.payload = "early"}));
+  Tick();
+  ASSERT_OK(q.Send({.payload = "late"}));
+  Tick();
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 5}));
+  EXPECT_EQ(Payloads(got), std::vector<std::string>{"late"});
+  ASSERT_OK(tx.Commit());
+  ASSERT_OK_AND_ASSIGN(got, q.Claim({.max = 5}));
+  EXPECT_EQ(Payloads(got), std::vector<std::string>{"early"});
 }
 
 TEST_F(PostgresEngineTest, SixtyFourConcurrentConsumersNeverShareAMessage) {
