@@ -1,6 +1,6 @@
 // ClaimMarks: where a queue's claims may start reading the claim index.
 //
-// The claim index (queue_id, priority DESC, ready_us, id) keeps an entry
+// The claim index (queue_id, priority DESC, ready_us, id + 0) keeps an entry
 // for every row version of a message: the version before its claim, the leased
 // one, and so on. Once vacuum removes the dead versions (or, with no older
 // snapshot open, index scans mark them dead), claims step over few of them.

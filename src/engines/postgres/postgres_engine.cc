@@ -629,11 +629,11 @@ class PostgresEngine : public core::Engine {
     if (!s.ok()) return s;
     static constexpr const char* kDelete = R"sql(
       DELETE FROM sqlq_messages
-      WHERE id = $1 AND queue_id = $2 AND token = $3 AND attempts = $4)sql";
+      WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4)sql";
     static constexpr const char* kArchive = R"sql(
       WITH d AS (
         DELETE FROM sqlq_messages
-        WHERE id = $1 AND queue_id = $2 AND token = $3 AND attempts = $4
+        WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
         RETURNING id, queue_id, priority, attempts, enqueued_us, worker,
                   payload)
       INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
@@ -715,7 +715,7 @@ class PostgresEngine : public core::Engine {
     if (!now.ok()) return now.status();
     static constexpr const char* kSql = R"sql(
       UPDATE sqlq_messages SET token = 0, ready_us = $5, last_error = $6
-      WHERE id = $1 AND queue_id = $2 AND token = $3 AND attempts = $4)sql";
+      WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4)sql";
     Params params = Fence(p.queue_id, p.receipt);
     params.Int(*now + p.delay.count());
     if (p.error.empty()) {
@@ -741,7 +741,7 @@ class PostgresEngine : public core::Engine {
     static constexpr const char* kSql = R"sql(
       WITH d AS (
         DELETE FROM sqlq_messages
-        WHERE id = $1 AND queue_id = $2 AND token = $3 AND attempts = $4
+        WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
         RETURNING id, queue_id, priority, attempts, enqueued_us, payload)
       INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
         died_us, last_error, payload)
@@ -767,7 +767,7 @@ class PostgresEngine : public core::Engine {
     const std::int64_t until = *now + lease.count();
     static constexpr const char* kSql = R"sql(
       UPDATE sqlq_messages SET ready_us = $5
-      WHERE id = $1 AND queue_id = $2 AND token = $3 AND attempts = $4)sql";
+      WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4)sql";
     Params params = Fence(queue_id, receipt);
     params.Int(until);
     auto rows = conn.Run(kSql, params, "extend");
@@ -1720,7 +1720,7 @@ class PostgresEngine : public core::Engine {
   Status Refused(PgConn& conn, std::int64_t queue_id, const core::Receipt& r) {
     static constexpr const char* kSql = R"sql(
       SELECT token, attempts FROM sqlq_messages
-      WHERE id = $1 AND queue_id = $2)sql";
+      WHERE id = $1 AND queue_id + 0 = $2)sql";
     auto rows =
         conn.Run(kSql, Params().Int(r.id).Int(queue_id), "check receipt");
     if (!rows.ok()) return rows.status();
@@ -1912,6 +1912,15 @@ class PostgresEngine : public core::Engine {
     if (PQstatus(pg) != CONNECTION_OK) {
       return Translate(nullptr, pg, "connect to PostgreSQL", Phase::kConnect);
     }
+    // Every statement of the store is written for an index, read in order.
+    // A queue table is often empty for a moment, and statistics taken then
+    // make a sequential scan, or a bitmap scan of a whole queue and a sort,
+    // look free until the next vacuum, however large the table has grown
+    // (docs/engines/postgres.md, "Plans that do not depend on statistics").
+    auto set =
+        conn->Exec("SET enable_seqscan = off; SET enable_bitmapscan = off",
+                   "configure session");
+    if (!set.ok()) return set.status();
     return conn;
   }
 

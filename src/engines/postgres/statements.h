@@ -13,28 +13,41 @@ namespace sqlq::engines::postgres {
 
 // A batch ack: $1 queue id; $2, $3, $4 the receipts' ids, tokens and
 // attempts as arrays. Returns the ids deleted.
-// "queue_id + 0" keeps the queue out of the index conditions: a prepared
-// statement's generic plan, seeing few rows per queue in the statistics
-// (many queues, or stale statistics), would otherwise read the queue's
-// whole claim index and match it against every receipt, so that an ack
-// batch cost the queue's depth times the batch size. This way each receipt
-// is one primary-key look-up.
+// Each receipt is looked up on its own by the primary key (LIMIT 1 keeps
+// the look-up a subquery run per receipt, which the planner cannot turn
+// into a join), and the rows found are deleted by their row address. As a
+// join, the statement's plan would depend on the statistics: when they say
+// the table is empty, reading the whole table once looks cheaper than a
+// look-up per receipt. "queue_id + 0" keeps the queue out of the index
+// conditions, so that no plan reads the queue's claim index instead.
 inline constexpr const char* kAckManySql = R"sql(
   DELETE FROM sqlq_messages m
-  USING unnest($2::bigint[], $3::bigint[], $4::bigint[])
-    AS r(id, token, attempts)
-  WHERE m.id = r.id AND m.queue_id + 0 = $1 AND m.token = r.token
-    AND m.attempts = r.attempts
+  USING (
+    SELECT x.ctid
+    FROM unnest($2::bigint[], $3::bigint[], $4::bigint[])
+      AS r(id, token, attempts)
+    CROSS JOIN LATERAL (
+      SELECT ctid FROM sqlq_messages
+      WHERE id = r.id AND queue_id + 0 = $1 AND token = r.token
+        AND attempts = r.attempts
+      LIMIT 1) x) f
+  WHERE m.ctid = f.ctid
   RETURNING m.id)sql";
 
 // The same for a queue that keeps an archive; $5 is the completion time.
 inline constexpr const char* kAckManyArchiveSql = R"sql(
   WITH d AS (
     DELETE FROM sqlq_messages m
-    USING unnest($2::bigint[], $3::bigint[], $4::bigint[])
-      AS r(id, token, attempts)
-    WHERE m.id = r.id AND m.queue_id + 0 = $1 AND m.token = r.token
-      AND m.attempts = r.attempts
+    USING (
+      SELECT x.ctid
+      FROM unnest($2::bigint[], $3::bigint[], $4::bigint[])
+        AS r(id, token, attempts)
+      CROSS JOIN LATERAL (
+        SELECT ctid FROM sqlq_messages
+        WHERE id = r.id AND queue_id + 0 = $1 AND token = r.token
+          AND attempts = r.attempts
+        LIMIT 1) x) f
+    WHERE m.ctid = f.ctid
     RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
               m.worker, m.payload)
   INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
@@ -58,7 +71,7 @@ inline constexpr const char* kAckManyArchiveSql = R"sql(
 inline constexpr const char* kClaimRest = R"sql(,
   dead AS (
     DELETE FROM sqlq_messages m USING c
-    WHERE m.id = c.id AND c.attempts >= $7
+    WHERE m.ctid = c.ctid AND c.attempts >= $7
     RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
               m.payload, c.token AS old_token),
   buried AS (
@@ -72,7 +85,7 @@ inline constexpr const char* kClaimRest = R"sql(,
   leased AS (
     UPDATE sqlq_messages m
     SET token = $4, attempts = m.attempts + 1, ready_us = $5, worker = $6
-    FROM c WHERE m.id = c.id AND c.attempts < $7
+    FROM c WHERE m.ctid = c.ctid AND c.attempts < $7
     RETURNING m.id, m.priority, c.ready_us AS old_ready,
               c.token AS old_token, m.attempts, m.enqueued_us, m.payload)
   SELECT false, id, priority, old_ready, old_token, attempts, enqueued_us,
@@ -84,9 +97,10 @@ inline constexpr const char* kClaimRest = R"sql(,
 // The candidates of one branch: `where` selects the part of the index.
 inline std::string ClaimCandidates(std::string_view where) {
   return std::string(
-             "SELECT id, ready_us, token, attempts FROM sqlq_messages WHERE ") +
+             "SELECT ctid, id, ready_us, token, attempts FROM sqlq_messages "
+             "WHERE ") +
          std::string(where) +
-         " ORDER BY priority DESC, ready_us, id LIMIT $3 FOR UPDATE SKIP "
+         " ORDER BY priority DESC, ready_us, id + 0 LIMIT $3 FOR UPDATE SKIP "
          "LOCKED";
 }
 
@@ -99,7 +113,7 @@ inline const std::string kClaimFromSql =
     ClaimCandidates("queue_id = $1 AND priority > $8 AND ready_us <= $2") +
     ") above UNION ALL SELECT * FROM (" +
     ClaimCandidates(
-        "queue_id = $1 AND priority = $8 AND (ready_us, id) >= ($9, $10) "
+        "queue_id = $1 AND priority = $8 AND (ready_us, id + 0) >= ($9, $10) "
         "AND ready_us <= $2") +
     ") at_mark UNION ALL SELECT * FROM (" +
     ClaimCandidates("queue_id = $1 AND priority < $8 AND ready_us <= $2") +
