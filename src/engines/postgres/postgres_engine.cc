@@ -683,7 +683,8 @@ class PostgresEngine : public core::Engine {
       params.Int(*now);
     }
     auto rows =
-        conn.Run(archive ? kAckManyArchiveSql : kAckManySql, params, "ack");
+        conn.Run(archive ? kAckManyArchiveSql.c_str() : kAckManySql.c_str(),
+                 params, "ack");
     if (!rows.ok()) return rows.status();
     std::unordered_set<std::int64_t> matched;
     for (int i = 0; i < rows->size(); ++i) matched.insert(rows->Int(i, 0));

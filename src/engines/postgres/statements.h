@@ -11,8 +11,8 @@
 
 namespace sqlq::engines::postgres {
 
-// A batch ack: $1 queue id; $2, $3, $4 the receipts' ids, tokens and
-// attempts as arrays. Returns the ids deleted.
+// A batch ack (kAckManySql): $1 queue id; $2, $3, $4 the receipts' ids,
+// tokens and attempts as arrays. Returns the ids deleted.
 // Each receipt is looked up on its own by the primary key (LIMIT 1 keeps
 // the look-up a subquery run per receipt, which the planner cannot turn
 // into a join), and the rows found are deleted by their row address. As a
@@ -20,7 +20,7 @@ namespace sqlq::engines::postgres {
 // the table is empty, reading the whole table once looks cheaper than a
 // look-up per receipt. "queue_id + 0" keeps the queue out of the index
 // conditions, so that no plan reads the queue's claim index instead.
-inline constexpr const char* kAckManySql = R"sql(
+inline constexpr const char* kAckDeleteSql = R"sql(
   DELETE FROM sqlq_messages m
   USING (
     SELECT x.ctid
@@ -31,23 +31,14 @@ inline constexpr const char* kAckManySql = R"sql(
       WHERE id = r.id AND queue_id + 0 = $1 AND token = r.token
         AND attempts = r.attempts
       LIMIT 1) x) f
-  WHERE m.ctid = f.ctid
-  RETURNING m.id)sql";
+  WHERE m.ctid = f.ctid)sql";
+
+inline const std::string kAckManySql =
+    std::string(kAckDeleteSql) + " RETURNING m.id";
 
 // The same for a queue that keeps an archive; $5 is the completion time.
-inline constexpr const char* kAckManyArchiveSql = R"sql(
-  WITH d AS (
-    DELETE FROM sqlq_messages m
-    USING (
-      SELECT x.ctid
-      FROM unnest($2::bigint[], $3::bigint[], $4::bigint[])
-        AS r(id, token, attempts)
-      CROSS JOIN LATERAL (
-        SELECT ctid FROM sqlq_messages
-        WHERE id = r.id AND queue_id + 0 = $1 AND token = r.token
-          AND attempts = r.attempts
-        LIMIT 1) x) f
-    WHERE m.ctid = f.ctid
+inline const std::string kAckManyArchiveSql =
+    std::string("WITH d AS (") + kAckDeleteSql + R"sql(
     RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
               m.worker, m.payload)
   INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,

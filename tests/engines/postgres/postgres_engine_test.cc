@@ -579,6 +579,17 @@ TEST_F(PostgresEngineTest, NextReadyTimeReadsAFewEntriesOfADeepQueue) {
   PQfinish(c);
 }
 
+// Claims `n` messages of `q`, all of which must be there, and acks them in
+// one batch.
+void ClaimAndAck(WorkQueue& q, int n, std::vector<ClaimedMessage>* got) {
+  ASSERT_OK_AND_ASSIGN(*got, q.Claim({.max = n}));
+  ASSERT_EQ(got->size(), static_cast<std::size_t>(n));
+  std::vector<std::string> receipts;
+  for (const ClaimedMessage& m : *got) receipts.push_back(m.receipt);
+  ASSERT_OK_AND_ASSIGN(auto acked, q.AckBatch(receipts));
+  for (const Status& s : acked) ASSERT_OK(s);
+}
+
 // A queue table is often empty for a moment, and a vacuum (autovacuum's or
 // the store's own) that runs then records that it holds next to no rows.
 // Until the next one, the planner believes so however many messages come
@@ -625,12 +636,8 @@ TEST_F(PostgresEngineTest,
     // More rounds than a prepared statement's first five, planned each
     // time: the rest run its generic plan.
     for (int round = 0; round < kRounds; ++round) {
-      ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = kBatch}));
-      ASSERT_EQ(got.size(), static_cast<std::size_t>(kBatch));
-      std::vector<std::string> receipts;
-      for (const ClaimedMessage& m : got) receipts.push_back(m.receipt);
-      ASSERT_OK_AND_ASSIGN(auto acked, q.AckBatch(receipts));
-      for (const Status& s : acked) ASSERT_OK(s);
+      std::vector<ClaimedMessage> got;
+      ASSERT_NO_FATAL_FAILURE(ClaimAndAck(q, kBatch, &got));
       // A single ack, looked up by id: refused, the message being gone.
       EXPECT_EQ(q.Ack(got[0].receipt).code(), Code::kNotFound);
     }
@@ -725,12 +732,8 @@ TEST_F(ClaimMarkTest, ClaimsUnderAnOpenSnapshotSkipTheMessagesDone) {
       std::vector<Message> batch(kBatch, Message{.payload = "m"});
       ASSERT_OK(q.SendBatch(batch));
       Tick();
-      ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = kBatch}));
-      ASSERT_EQ(got.size(), static_cast<std::size_t>(kBatch));
-      std::vector<std::string> receipts;
-      for (const ClaimedMessage& m : got) receipts.push_back(m.receipt);
-      ASSERT_OK_AND_ASSIGN(auto acked, q.AckBatch(receipts));
-      for (const Status& s : acked) ASSERT_OK(s);
+      std::vector<ClaimedMessage> got;
+      ASSERT_NO_FATAL_FAILURE(ClaimAndAck(q, kBatch, &got));
     }
     ASSERT_OK(q.Send({.payload = "last"}));
     Tick();
