@@ -95,9 +95,10 @@ class ClaimMarks {
   // than marks may assume.
   void Lower(std::int64_t queue_id, std::int64_t ready_us);
 
-  // The queue's next ready message, of `priority`, became ready at
-  // `ready_us`, not after now; asked when a claim found nothing. Forgets the
-  // mark if that message lies below it.
+  // The queue's next message, of `priority`, is ready at `ready_us`; asked
+  // when a claim found nothing. Forgets the mark if that message lies below
+  // it (and so is ready already: a mark is never after the clock of the
+  // claim that set it).
   void ReadyAt(std::int64_t queue_id, std::int32_t priority,
                std::int64_t ready_us);
 

@@ -605,14 +605,10 @@ class PostgresEngine : public core::Engine {
     }
     const std::int64_t at = rows->Int(0, 0);
     if (marks_) {
-      // Asked after a claim found nothing: a ready message below the mark
-      // is one the marked claims cannot see (claim_marks.h).
-      auto now = NowUs(conn);
-      if (!now.ok()) return now.status();
-      if (at <= *now) {
-        marks_->ReadyAt(queue_id, static_cast<std::int32_t>(rows->Int(0, 1)),
-                        at);
-      }
+      // Asked after a claim found nothing: a message below the mark is one
+      // the marked claims cannot see (claim_marks.h). It is ready: a mark
+      // lies at or before the clock of an earlier claim.
+      marks_->ReadyAt(queue_id, static_cast<std::int32_t>(rows->Int(0, 1)), at);
     }
     return std::optional<Timestamp>(FromUs(at));
   }
