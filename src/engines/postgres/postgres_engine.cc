@@ -204,16 +204,7 @@ class PostgresEngine : public core::Engine {
     return std::unique_ptr<Conn>(std::move(conn));
   }
 
-  Status CommitTx(Conn& c) override {
-    PgConn& conn = Pg(c);
-    Status s = Commit(conn);
-    if (s.ok()) {
-      Committed(conn);
-    } else {
-      RolledBack(conn);
-    }
-    return s;
-  }
+  Status CommitTx(Conn& c) override { return Commit(Pg(c)); }
 
   Status RollbackTx(Conn& c) override {
     PgConn& conn = Pg(c);
@@ -1766,7 +1757,19 @@ class PostgresEngine : public core::Engine {
     return Status::Ok();
   }
 
+  // Commits, then does what follows a commit (Committed) or a rollback
+  // (RolledBack) in this process.
   Status Commit(PgConn& conn) {
+    Status s = RunCommit(conn);
+    if (s.ok()) {
+      Committed(conn);
+    } else {
+      RolledBack(conn);
+    }
+    return s;
+  }
+
+  Status RunCommit(PgConn& conn) {
     if (conn.tx_error) {
       // A statement failed (and its operation may have reported a clean
       // failure): PostgreSQL would turn COMMIT into ROLLBACK anyway.
@@ -1819,15 +1822,7 @@ class PostgresEngine : public core::Engine {
   // Runs `body` in the transaction begun on `conn`, and commits.
   Status InTransaction(PgConn& conn, const std::function<Status(Conn&)>& body) {
     Status s = body(conn);
-    if (s.ok()) {
-      s = Commit(conn);
-      if (s.ok()) {
-        Committed(conn);
-      } else {
-        RolledBack(conn);
-      }
-      return s;
-    }
+    if (s.ok()) return Commit(conn);
     RolledBack(conn);
     if (PQstatus(conn.pg()) == CONNECTION_OK) {
       (void)conn.Exec("ROLLBACK", "rollback");
