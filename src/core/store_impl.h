@@ -12,7 +12,6 @@
 #include <string>
 
 #include "core/engine.h"
-#include "core/send_combiner.h"
 #include "core/wake_hub.h"
 #include "core/write_batcher.h"
 #include "sqlq/store.h"
@@ -86,8 +85,6 @@ class QueueImpl {
   StoreImpl& store() { return *store_; }
   std::int64_t id() const { return record_.id; }
   const QueueInfo& info() const { return record_.info; }
-  // Merges the concurrent sends made through this handle.
-  SendCombiner& combiner() { return combiner_; }
 
   // True at most once per interval: whether this ack should also prune the
   // archive (retention is enforced without anyone running a command).
@@ -106,7 +103,6 @@ class QueueImpl {
   StoreImpl* store_;
   QueueRecord record_;
   std::atomic<std::int64_t> next_prune_{0};
-  SendCombiner combiner_;
 };
 
 // What a Ring or Rotation handle holds: its store and its record.

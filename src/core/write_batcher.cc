@@ -1,6 +1,8 @@
 #include "core/write_batcher.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 #include <vector>
 
 namespace sqlq::core {
@@ -14,24 +16,62 @@ WriteBatcher::WriteBatcher(Engine& engine, std::size_t max_group,
 Status WriteBatcher::Run(const std::function<Status(Conn&)>& op) {
   Writer self;
   self.op = &op;
-  std::unique_lock<std::mutex> lock(mu_);
-  queue_.push_back(&self);
-  if (leaders_ > 0 && queue_.size() >= expected_) arrivals_.notify_one();
-  // Lead when at the front of the queue and a leader's place is free;
-  // otherwise wait until a leader took us into its group and answered.
-  while (!self.done && (leaders_ >= max_leaders_ || queue_.empty() ||
-                        queue_.front() != &self)) {
-    self.cv.wait(lock);
-  }
-  if (self.done) return std::move(self.status);
+  return Enter(self);
+}
 
-  // Leader. After our own group, keep leading while callers are queued (up
-  // to kMaxRounds groups): handing over to a sleeping thread costs a context
+Result<std::vector<SendResult>> WriteBatcher::Send(
+    std::int64_t key, std::span<const Message> messages, const SendFn& send) {
+  Writer self;
+  self.key = key;
+  self.messages = messages;
+  self.send = &send;
+  std::size_t bytes = 0;
+  for (const Message& m : messages) bytes += m.payload.size();
+  self.combinable = messages.size() <= kMaxMessages && bytes <= kMaxBytes;
+  Status s = Enter(self);
+  if (!s.ok()) return s;
+  return std::move(self.results);
+}
+
+Status WriteBatcher::Enter(Writer& self) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (leaders_ < max_leaders_) {
+      // A leader's place is free, so nobody is queued: lead at once.
+      ++leaders_;
+      peak_leaders_ = std::max(peak_leaders_, leaders_);
+      lock.unlock();
+      Lead(self);
+      return std::move(self.status);
+    }
+    self.signal = ThreadSignal();
+    {
+      std::lock_guard<std::mutex> sig(self.signal->m);
+      self.signal->state = State::kQueued;
+    }
+    queue_.push_back(&self);
+    if (delaying_ && queue_.size() >= expected_) arrivals_.notify_one();
+  }
+  State state;
+  {
+    Signal& sig = *self.signal;
+    std::unique_lock<std::mutex> lock(sig.m);
+    sig.cv.wait(lock, [&] { return sig.state != State::kQueued; });
+    state = sig.state;
+  }
+  // Told to lead: taken off the queue with nothing run yet.
+  if (state == State::kLead) Lead(self);
+  return std::move(self.status);
+}
+
+void WriteBatcher::Lead(Writer& self) {
+  // After our own group, keep leading while callers are queued (up to
+  // kMaxRounds groups): handing over to a sleeping thread costs a context
   // switch per commit, which on small machines is a large part of a commit.
   constexpr int kMaxRounds = 4;
-  ++leaders_;
-  peak_leaders_ = std::max(peak_leaders_, leaders_);
-  for (int round = 0; round < kMaxRounds && !queue_.empty(); ++round) {
+  std::unique_lock<std::mutex> lock(mu_);
+  bool own = true;  // our own operation is still to run
+  for (int round = 0; round < kMaxRounds && (own || !queue_.empty()); ++round) {
     // Commit delay: when the last group showed that more callers are active
     // than are queued now (those just answered are about to come back),
     // wait a moment for them, so that one commit serves them all instead of
@@ -39,42 +79,83 @@ Status WriteBatcher::Run(const std::function<Status(Conn&)>& op) {
     // lowers the estimate, so a caller alone is never delayed twice.
     // Only with a single leader: with several, a caller that arrives while
     // a place is free leads a group of its own at once.
-    if (max_leaders_ == 1 && queue_.size() < expected_ &&
-        !arrivals_.wait_for(lock, kCommitDelay,
-                            [&] { return queue_.size() >= expected_; })) {
-      expected_ = queue_.size();
+    auto waiting = [&] { return queue_.size() + (own ? 1 : 0); };
+    if (max_leaders_ == 1 && waiting() < expected_) {
+      delaying_ = true;
+      if (!arrivals_.wait_for(lock, kCommitDelay,
+                              [&] { return waiting() >= expected_; })) {
+        expected_ = waiting();
+      }
+      delaying_ = false;
     }
     // Take the group waiting now, then run it unlocked so that new callers
     // can queue up for the next group meanwhile.
     std::vector<Writer*> group;
+    if (own) group.push_back(&self);
     while (!queue_.empty() && group.size() < max_group_) {
       group.push_back(queue_.front());
       queue_.pop_front();
     }
+    own = false;
     // Whoever is left (more than max_group) may lead beside us.
-    if (!queue_.empty() && leaders_ < max_leaders_) {
-      queue_.front()->cv.notify_one();
+    while (!queue_.empty() && leaders_ < max_leaders_) {
+      ++leaders_;
+      peak_leaders_ = std::max(peak_leaders_, leaders_);
+      Appoint();
     }
     lock.unlock();
     RunGroup(group);
+    for (Writer* w : group) {
+      if (w != &self) Wake(*w, State::kDone);
+    }
     lock.lock();
     ++transactions_;
     operations_ += group.size();
-    for (Writer* w : group) {
-      w->done = true;
-      if (w != &self) w->cv.notify_one();
-    }
     // Callers active now: the group just answered plus those queued.
     expected_ = std::min(max_group_, group.size() + queue_.size());
   }
-  --leaders_;
-  if (!queue_.empty()) queue_.front()->cv.notify_one();
-  return std::move(self.status);
+  // Hand our place to the first caller queued, or give it up.
+  if (queue_.empty()) {
+    --leaders_;
+  } else {
+    Appoint();
+  }
+}
+
+void WriteBatcher::Appoint() {
+  Writer* next = queue_.front();
+  queue_.pop_front();
+  Wake(*next, State::kLead);
+}
+
+std::shared_ptr<WriteBatcher::Signal> WriteBatcher::ThreadSignal() {
+  thread_local const auto signal = std::make_shared<Signal>();
+  return signal;
+}
+
+void WriteBatcher::Wake(Writer& w, State state) {
+  // Once w's caller sees its state it may return and destroy w: keep the
+  // signal alive by our own reference, and touch nothing of w after.
+  std::shared_ptr<Signal> sig = w.signal;
+  {
+    std::lock_guard<std::mutex> lock(sig->m);
+    sig->state = state;
+  }
+  sig->cv.notify_one();
 }
 
 void WriteBatcher::RunGroup(const std::vector<Writer*>& group) {
   Status commit = engine_.Write([&](Conn& conn) -> Status {
-    for (Writer* w : group) {
+    // A transaction that is run again (after a deadlock) starts over.
+    std::vector<char> sent(group.size(), 0);
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      Writer* w = group[i];
+      if (w->send != nullptr) {
+        if (sent[i]) continue;
+        Status s = RunSends(conn, group, i, sent);
+        if (!s.ok() && !IsCleanFailure(s)) return s;
+        continue;
+      }
       w->status = (*w->op)(conn);
       if (!w->status.ok() && !IsCleanFailure(w->status)) return w->status;
     }
@@ -84,9 +165,56 @@ void WriteBatcher::RunGroup(const std::vector<Writer*>& group) {
     // Nothing of the group is stored: whoever succeeded (or never ran)
     // gets the error; a clean failure keeps its own reason.
     for (Writer* w : group) {
-      if (w->status.ok()) w->status = commit;
+      if (w->status.ok()) {
+        w->status = commit;
+        w->results.clear();
+      }
     }
   }
+}
+
+Status WriteBatcher::RunSends(Conn& conn, const std::vector<Writer*>& group,
+                              std::size_t first, std::vector<char>& sent) {
+  Writer& lead = *group[first];
+  std::vector<Writer*> members = {&lead};
+  sent[first] = 1;
+  std::size_t total = lead.messages.size();
+  if (lead.combinable) {
+    for (std::size_t j = first + 1; j < group.size(); ++j) {
+      Writer* w = group[j];
+      if (sent[j] || w->send == nullptr || !w->combinable || w->key != lead.key)
+        continue;
+      if (total + w->messages.size() > kMaxCombined) break;
+      members.push_back(w);
+      sent[j] = 1;
+      total += w->messages.size();
+    }
+  }
+  std::vector<Message> joined;
+  std::span<const Message> all = lead.messages;
+  if (members.size() > 1) {
+    joined.reserve(total);
+    for (Writer* w : members) {
+      joined.insert(joined.end(), w->messages.begin(), w->messages.end());
+    }
+    all = joined;
+  }
+  auto r = (*lead.send)(conn, all);
+  if (!r.ok()) {
+    for (Writer* w : members) {
+      w->status = r.status();
+      w->results.clear();
+    }
+    return r.status();
+  }
+  std::size_t at = 0;
+  for (Writer* w : members) {
+    const auto from = r->begin() + static_cast<std::ptrdiff_t>(at);
+    at += w->messages.size();
+    w->results.assign(from, r->begin() + static_cast<std::ptrdiff_t>(at));
+    w->status = Status::Ok();
+  }
+  return Status::Ok();
 }
 
 std::size_t WriteBatcher::TEST_transactions() const {

@@ -5,18 +5,29 @@
 // several threads write at once, the first becomes the leader: it takes every
 // operation queued so far, runs them in one transaction, commits once and
 // hands each caller its own status. Callers that arrived meanwhile wait; the
-// next of them leads the next group. With no contention the leader is the
-// only caller and runs at once, so merging adds no latency.
+// leader takes them as its next group, or hands the lead to the first of
+// them. With no contention the leader is the only caller and runs at once,
+// so merging adds no latency.
 // An operation that fails cleanly (engine.h, "Clean failures") wrote nothing
 // and does not disturb the others; any other failure aborts the group and
 // every member that had succeeded gets that error.
 // The scheme follows LevelDB's writer queue; see docs/architecture.md.
+//
+// Sends (Send) go further: the small sends of one group to the same queue
+// are stored with one engine Send (on PostgreSQL one INSERT ... SELECT FROM
+// unnest) at the place of the first of them, in the order the callers
+// arrived; each caller gets its own slice of the results.
 //
 // Engines whose writers do not exclude each other (PostgreSQL) allow several
 // groups at once (Engine::write_groups()): up to that many leaders run
 // their groups side by side, each in its own transaction on its own
 // connection, so that callers do not queue behind one commit's round trips
 // while the server could run several; the server merges their WAL flushes.
+//
+// A waiting caller is woken once, when its answer is ready (or when it is
+// to lead), through its own thread's mutex and condition variable (Signal):
+// on a small machine with many callers, wake-ups and a contended lock cost
+// more than the commit they wait for.
 //
 // Thread-safe.
 
@@ -26,9 +37,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "core/engine.h"
@@ -37,6 +51,10 @@ namespace sqlq::core {
 
 class WriteBatcher {
  public:
+  // Stores `messages` inside the transaction on `conn`.
+  using SendFn = std::function<Result<std::vector<SendResult>>(
+      Conn& conn, std::span<const Message> messages)>;
+
   // At most `max_group` operations share one transaction, which bounds how
   // long a transaction holds the engine's write lock. At most `max_leaders`
   // groups run at once (>= 1; 1 serialises all transactions, as SQLite's
@@ -50,6 +68,21 @@ class WriteBatcher {
   // commit failed (then nothing op wrote is stored).
   Status Run(const std::function<Status(Conn&)>& op);
 
+  // Stores `messages` with `send`, possibly in one call with the messages
+  // of other sends of the same group with the same `key` (the queue id; the
+  // `send` of the first of them is called). Returns once they are
+  // committed, with one result per message in order, or the error that kept
+  // them from being stored. Sends of more than kMaxMessages messages or
+  // kMaxBytes payload bytes run alone, so that large batches are never
+  // copied; a combined call carries at most kMaxCombined messages.
+  Result<std::vector<SendResult>> Send(std::int64_t key,
+                                       std::span<const Message> messages,
+                                       const SendFn& send);
+
+  static constexpr std::size_t kMaxMessages = 100;
+  static constexpr std::size_t kMaxBytes = 64 << 10;
+  static constexpr std::size_t kMaxCombined = 10000;
+
   // Number of transactions committed and operations run; for benchmarks.
   std::size_t TEST_transactions() const;
   std::size_t TEST_operations() const;
@@ -57,27 +90,58 @@ class WriteBatcher {
   int TEST_peak_leaders() const;
 
  private:
-  struct Writer {
-    const std::function<Status(Conn&)>* op;
-    Status status;
-    bool done = false;
+  enum class State { kQueued, kLead, kDone };
+  // How a waiting caller is told its state. Each thread has one, reused by
+  // its calls (a thread waits in one call at a time). The waker holds a
+  // reference while it notifies, outside the mutex, so that the woken
+  // thread does not block on a mutex its waker still holds, and may return
+  // (or even end) at once.
+  struct Signal {
+    std::mutex m;
     std::condition_variable cv;
+    State state = State::kQueued;  // guarded by m
+  };
+  static std::shared_ptr<Signal> ThreadSignal();
+
+  struct Writer {
+    // Either op, or a send (key, messages, send, results).
+    const std::function<Status(Conn&)>* op = nullptr;
+    std::int64_t key = 0;
+    std::span<const Message> messages;
+    const SendFn* send = nullptr;
+    bool combinable = false;
+    std::vector<SendResult> results;
+    Status status;
+
+    std::shared_ptr<Signal> signal;  // the caller's thread's
   };
 
+  // Queues `self` (or leads at once) and returns its status.
+  Status Enter(Writer& self);
+  // Runs groups, the first with `self` in it, then hands the lead on.
+  void Lead(Writer& self);
+  // Pops the first queued caller and tells it to lead; mu_ held.
+  void Appoint();
   void RunGroup(const std::vector<Writer*>& group);
+  // Runs group[first]'s send together with the later sends of the group
+  // with the same key; marks them in `sent`.
+  Status RunSends(Conn& conn, const std::vector<Writer*>& group,
+                  std::size_t first, std::vector<char>& sent);
+  static void Wake(Writer& w, State state);
 
   Engine& engine_;
   const std::size_t max_group_;
   const int max_leaders_;
   mutable std::mutex mu_;
-  // Callers not yet taken into a group; guarded by mu_. A leader pops its
-  // group from the front when it takes it.
+  // Callers not yet taken into a group; guarded by mu_. Not empty only
+  // while max_leaders_ leaders run (one of them takes it next).
   std::deque<Writer*> queue_;
   int leaders_ = 0;  // guarded by mu_; leaders running groups now
   int peak_leaders_ = 0;
   // Estimate of callers writing concurrently; guarded by mu_.
   std::size_t expected_ = 1;
-  std::condition_variable arrivals_;  // a caller queued while leaders_ > 0
+  bool delaying_ = false;             // guarded by mu_: a leader waits
+  std::condition_variable arrivals_;  // a caller queued while delaying_
   static constexpr std::chrono::microseconds kCommitDelay{150};
   std::size_t transactions_ = 0;
   std::size_t operations_ = 0;

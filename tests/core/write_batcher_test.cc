@@ -489,5 +489,128 @@ TEST(WriteBatcher, ManyThreadsWithSeveralLeadersEachGetTheirOwnStatus) {
   EXPECT_LE(batcher.TEST_peak_leaders(), 4);
 }
 
+// Sends: each message's payload is "key:number"; the send function records
+// each call (key and size) and answers each message with its number as id,
+// so that every caller can check it got the ids of its own messages.
+class SendRecorder {
+ public:
+  struct Call {
+    std::int64_t key;
+    std::size_t size;
+    bool mixed_keys;
+  };
+
+  WriteBatcher::SendFn For(std::int64_t key, Status fail = Status::Ok()) {
+    return [this, key, fail](Conn&, std::span<const Message> messages)
+               -> Result<std::vector<SendResult>> {
+      bool mixed = false;
+      std::vector<SendResult> out;
+      for (const Message& m : messages) {
+        const auto colon = m.payload.find(':');
+        mixed = mixed || std::stoll(m.payload.substr(0, colon)) != key;
+        out.push_back({.id = std::stoll(m.payload.substr(colon + 1))});
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        calls_.push_back({key, messages.size(), mixed});
+      }
+      if (!fail.ok()) return fail;
+      return out;
+    };
+  }
+  std::vector<Call> calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Call> calls_;
+};
+
+std::vector<Message> Numbered(std::int64_t key, int first, int count) {
+  std::vector<Message> out;
+  for (int i = 0; i < count; ++i) {
+    out.push_back(
+        {.payload = std::to_string(key) + ":" + std::to_string(first + i)});
+  }
+  return out;
+}
+
+TEST(WriteBatcher, SendsToOneQueueInAGroupShareOneCallAndKeepTheirOwnIds) {
+  bool merged = false;
+  for (int round = 0; round < kRounds && !merged; ++round) {
+    FakeEngine engine;
+    WriteBatcher batcher(engine, 512, /*max_leaders=*/1);
+    SendRecorder recorder;
+    // Queue 1: four small sends and one over kMaxMessages; queue 2: two
+    // small sends; queue 3: two sends whose call fails cleanly (a dropped
+    // queue).
+    struct Sender {
+      std::int64_t key;
+      std::vector<Message> messages;
+      Status fail;
+    };
+    std::vector<Sender> senders;
+    for (int i = 0; i < 4; ++i) senders.push_back({1, Numbered(1, 100 * i, 3)});
+    senders.push_back({1, Numbered(1, 1000, WriteBatcher::kMaxMessages + 1)});
+    for (int i = 0; i < 2; ++i) senders.push_back({2, Numbered(2, 10 * i, 2)});
+    for (int i = 0; i < 2; ++i) {
+      senders.push_back(
+          {3, Numbered(3, 10 * i, 1), Status::NotFound("queue dropped")});
+    }
+    std::vector<WriteBatcher::SendFn> fns;
+    for (const Sender& s : senders) fns.push_back(recorder.For(s.key, s.fail));
+
+    engine.HoldNextWrite();
+    auto leader_op = engine.Append(0);
+    auto leader =
+        std::async(std::launch::async, [&] { return batcher.Run(leader_op); });
+    engine.WaitUntilHeld();
+    std::latch started(static_cast<std::ptrdiff_t>(senders.size()));
+    std::vector<std::future<Result<std::vector<SendResult>>>> results;
+    for (std::size_t i = 0; i < senders.size(); ++i) {
+      results.push_back(std::async(std::launch::async, [&, i] {
+        started.count_down();
+        return batcher.Send(senders[i].key, senders[i].messages, fns[i]);
+      }));
+    }
+    started.wait();
+    engine.Release();
+    EXPECT_OK(leader.get());
+    for (std::size_t i = 0; i < senders.size(); ++i) {
+      auto r = results[i].get();
+      if (senders[i].key == 3) {
+        EXPECT_CODE(r.status(), Code::kNotFound);
+        continue;
+      }
+      ASSERT_OK(r.status());
+      ASSERT_EQ(r->size(), senders[i].messages.size());
+      for (std::size_t j = 0; j < r->size(); ++j) {
+        const std::string& p = senders[i].messages[j].payload;
+        EXPECT_EQ((*r)[j].id, std::stoll(p.substr(p.find(':') + 1))) << p;
+      }
+    }
+    // The leader's own operation committed beside the failed sends.
+    EXPECT_EQ(engine.committed(), std::vector<int>{0});
+    std::size_t calls = 0;
+    for (const auto& c : recorder.calls()) {
+      EXPECT_FALSE(c.mixed_keys) << "a call carried another queue's messages";
+      if (c.size == WriteBatcher::kMaxMessages + 1) continue;
+      // The large send is never joined with others.
+      EXPECT_LE(c.size, 4u * 3) << "queue " << c.key;
+      ++calls;
+    }
+    merged = calls < senders.size() - 1;
+    std::size_t large = 0;
+    for (const auto& c : recorder.calls()) {
+      if (c.size == WriteBatcher::kMaxMessages + 1) ++large;
+    }
+    EXPECT_EQ(large, 1u);
+  }
+  EXPECT_TRUE(merged) << "in " << kRounds
+                      << " rounds, no two sends shared a call";
+}
+
 }  // namespace
 }  // namespace sqlq::core
