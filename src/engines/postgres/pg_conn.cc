@@ -226,6 +226,8 @@ PgConn::~PgConn() {
 }
 
 void PgConn::ResetTxState() {
+  pending_begin_ = nullptr;
+  lost_at_begin = false;
   retry_tx = false;
   tx_error.reset();
   tx_now_us.reset();
@@ -246,6 +248,36 @@ Status PgConn::Fail(const PGresult* res, std::string_view what, Phase phase) {
   }
   tx_error = s;
   return s;
+}
+
+bool PgConn::SendBegin() {
+  if (pending_begin_ == nullptr) return true;
+  return PQsendQueryParams(conn_, pending_begin_, 0, nullptr, nullptr, nullptr,
+                           nullptr, 0) == 1;
+}
+
+std::optional<Status> PgConn::ReadBegin() {
+  if (pending_begin_ == nullptr) return std::nullopt;
+  pending_begin_ = nullptr;
+  PgResult res(PQgetResult(conn_));
+  while (PgResult extra{PQgetResult(conn_)}) {
+  }
+  if (res != nullptr && PQresultStatus(res.get()) == PGRES_COMMAND_OK) {
+    return std::nullopt;
+  }
+  if (!healthy()) lost_at_begin = true;
+  return Fail(res.get(), "begin transaction", Phase::kStatement);
+}
+
+Status PgConn::FlushBegin() {
+  if (pending_begin_ == nullptr) return Status::Ok();
+  const char* sql = pending_begin_;
+  pending_begin_ = nullptr;
+  auto r = Exec(sql, "begin transaction");
+  if (r.ok()) return Status::Ok();
+  if (!healthy()) lost_at_begin = true;
+  tx_error = r.status();
+  return r.status();
 }
 
 Result<std::string> PgConn::Prepared(const char* sql, std::string_view what,
@@ -276,10 +308,52 @@ Result<Rows> PgConn::Run(const char* sql, const Params& params,
   }
   auto name = Prepared(sql, what, phase);
   if (!name.ok()) return name.status();
+  if (pending_begin_ != nullptr) return RunAfterBegin(*name, params, what);
   PgResult res(PQexecPrepared(conn_, name->c_str(), params.size(),
                               params.values(), params.lengths(),
                               params.formats(), /*resultFormat=*/1));
   return Finish(std::move(res), what, phase);
+}
+
+Result<Rows> PgConn::RunAfterBegin(const std::string& name,
+                                   const Params& params,
+                                   std::string_view what) {
+  auto lost = [&](Status s) {
+    if (!healthy()) lost_at_begin = true;
+    return s;
+  };
+  if (PQenterPipelineMode(conn_) != 1) {
+    return lost(Fail(nullptr, what, Phase::kStatement));
+  }
+  const bool sent =
+      SendBegin() &&
+      PQsendQueryPrepared(conn_, name.c_str(), params.size(), params.values(),
+                          params.lengths(), params.formats(),
+                          /*resultFormat=*/1) == 1 &&
+      PQpipelineSync(conn_) == 1;
+  if (!sent) {
+    pending_begin_ = nullptr;
+    Status s = Fail(nullptr, what, Phase::kStatement);
+    (void)PQexitPipelineMode(conn_);
+    return lost(s);
+  }
+  std::optional<Status> failed = ReadBegin();
+  PgResult res(PQgetResult(conn_));
+  while (PgResult extra{PQgetResult(conn_)}) {
+  }
+  PgResult sync(PQgetResult(conn_));
+  const bool exited = PQexitPipelineMode(conn_) == 1;
+  if (failed) return lost(*failed);
+  const ExecStatusType st =
+      res != nullptr ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    return lost(Fail(res.get(), what, Phase::kStatement));
+  }
+  if (sync == nullptr || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC ||
+      !exited) {
+    return lost(Fail(sync.get(), what, Phase::kStatement));
+  }
+  return Rows(std::move(res));
 }
 
 Result<Rows> PgConn::Finish(PgResult res, std::string_view what, Phase phase) {
@@ -307,6 +381,7 @@ Result<std::vector<Rows>> PgConn::RunAll(const char* sql,
   if (tx_error) return *tx_error;
   auto name = Prepared(sql, what, Phase::kStatement);
   if (!name.ok()) return name.status();
+  if (Status b = FlushBegin(); !b.ok()) return b;
   // Chunks bound what the server writes back before we read it: with a
   // blocking socket, a pipeline whose results fill both socket buffers
   // would stall us and the server on each other.
@@ -358,6 +433,9 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
   if (tx_error) return *tx_error;
   auto name = Prepared(sql, what, Phase::kStatement);
   if (!name.ok()) return name.status();
+  // Not in the commit's pipeline: a connection lost there leaves the
+  // outcome unknown, which must not be taken for a lost BEGIN.
+  if (Status b = FlushBegin(); !b.ok()) return b;
   auto rollback = [&](Status s) {
     if (PQtransactionStatus(conn_) == PQTRANS_INERROR ||
         PQtransactionStatus(conn_) == PQTRANS_INTRANS) {
@@ -424,6 +502,16 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
 
 Result<std::string> PgConn::Exec(const char* sql, std::string_view what,
                                  Phase phase) {
+  if (pending_begin_ != nullptr) {
+    // The transaction ran no statement: there is nothing to commit or roll
+    // back, and nothing to send.
+    const std::string_view verb(sql);
+    if (verb == "COMMIT" || verb == "ROLLBACK") {
+      pending_begin_ = nullptr;
+      return std::string(verb);
+    }
+    if (Status b = FlushBegin(); !b.ok()) return b;
+  }
   PgResult res(PQexec(conn_, sql));
   const ExecStatusType st =
       res != nullptr ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;

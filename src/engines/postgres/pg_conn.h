@@ -150,6 +150,19 @@ class PgConn : public core::Conn {
   Result<std::string> Exec(const char* sql, std::string_view what,
                            Phase phase = Phase::kStatement);
 
+  // Defers `begin_sql` (static storage) until the transaction's first
+  // statement, which it then precedes in one pipeline: the BEGIN costs no
+  // round trip of its own, and a transaction that runs no statement costs
+  // none at all (its COMMIT or ROLLBACK is answered here). Only on owned
+  // connections.
+  void DeferBegin(const char* begin_sql) { pending_begin_ = begin_sql; }
+  bool begin_pending() const { return pending_begin_ != nullptr; }
+  // The connection was lost in the round trip that carried the deferred
+  // BEGIN (a pooled connection the server closed meanwhile, as after a
+  // restart): nothing of the transaction reached the server, or it was
+  // rolled back with the connection, so running it again is safe.
+  bool lost_at_begin = false;
+
   // State of the open transaction, reset when one begins.
   void ResetTxState();
   // First retryable SQLSTATE seen in this transaction (deadlock,
@@ -199,10 +212,24 @@ class PgConn : public core::Conn {
 
  private:
   Result<Rows> Finish(PgResult res, std::string_view what, Phase phase);
+  // Runs the deferred BEGIN and then the prepared statement `name`, in one
+  // round trip.
+  Result<Rows> RunAfterBegin(const std::string& name, const Params& params,
+                             std::string_view what);
   // The name of `sql` prepared on this connection, preparing it first.
   Result<std::string> Prepared(const char* sql, std::string_view what,
                                Phase phase);
   Status Fail(const PGresult* res, std::string_view what, Phase phase);
+  // In pipeline mode: sends the deferred BEGIN, if any, ahead of what
+  // follows. ReadBegin reads its result (after which the pipeline's next
+  // results are the statements'); a failure is remembered as the
+  // transaction's error.
+  bool SendBegin();
+  std::optional<Status> ReadBegin();
+  // Runs the deferred BEGIN on its own.
+  Status FlushBegin();
+
+  const char* pending_begin_ = nullptr;
 
   PGconn* conn_;
   bool owned_;

@@ -144,14 +144,29 @@ class PostgresEngine : public core::Engine {
 
   Status Write(const std::function<Status(Conn&)>& body) override {
     Status s;
+    int reconnects = 0;
     for (int attempt = 0; attempt < kTxAttempts; ++attempt) {
-      auto conn = AcquireBegun(/*read_only=*/false);
+      bool pooled = false;
+      auto conn = Acquire(&pooled);
       if (!conn.ok()) return conn.status();
       PgConn& c = **conn;
+      c.ResetTxState();
+      // BEGIN goes with the first statement (PgConn::DeferBegin).
+      c.read_only = false;
+      c.DeferBegin(kBeginWrite);
       c.defer_counters = true;
       s = InTransaction(c, body);
       const bool again = c.retry_tx;
+      const bool lost = pooled && c.lost_at_begin;
       Release(std::move(*conn));
+      if (lost && reconnects++ < 2) {
+        // A pooled connection the server had closed (restart, idle
+        // timeout) shows only now; the others in the pool likely went the
+        // same way. Nothing ran: run again on a fresh connection.
+        DropIdle();
+        --attempt;
+        continue;
+      }
       if (s.ok() || !again) break;
       // Deadlock or serialization failure: the transaction was rolled
       // back whole, so running it again is safe.
@@ -393,25 +408,37 @@ class PostgresEngine : public core::Engine {
   Result<std::vector<SendResult>> Send(Conn& c,
                                        const core::SendParams& p) override {
     PgConn& conn = Pg(c);
-    auto now = NowUs(conn);
-    if (!now.ok()) return now.status();
+    // The clock: the store's own, or the one this transaction read already;
+    // else the insert reads the database's itself (now(), the transaction's
+    // start, as NowUs would) and returns it, which saves a round trip.
+    std::optional<std::int64_t> now =
+        clock_ ? std::optional<std::int64_t>(Us(clock_->Now()))
+               : conn.tx_now_us;
     // The insert itself takes the queue row's FOR KEY SHARE lock (CheckQueue
     // says why), in its first CTE, saving a round trip: a queue that is gone
     // inserts nothing, which is then told apart from a held dedup key by
     // CheckQueue, so a send to a dropped queue stays a clean failure.
     static constexpr const char* kInsert = R"sql(
-      WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE)
+      WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE),
+      t AS (SELECT coalesce($4::bigint,
+              (extract(epoch FROM now()) * 1000000)::bigint) AS now_us)
       INSERT INTO sqlq_messages
         (queue_id, priority, ready_us, enqueued_us, dedup, payload)
-      SELECT q.id, $2::integer, $3::bigint, $4::bigint, $5::bytea, $6::bytea
-      FROM q
+      SELECT q.id, $2::integer, t.now_us + $3::bigint, t.now_us, $5::bytea,
+             $6::bytea
+      FROM q, t
       ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
-      RETURNING id)sql";
+      RETURNING id, enqueued_us)sql";
     static constexpr const char* kExisting = R"sql(
       SELECT id FROM sqlq_messages WHERE queue_id = $1 AND dedup = $2)sql";
     auto params_of = [&](const Message& m) {
       Params params;
-      params.Int(p.queue_id).Int(m.priority).Int(*now + Us(m.delay)).Int(*now);
+      params.Int(p.queue_id).Int(m.priority).Int(Us(m.delay));
+      if (now) {
+        params.Int(*now);
+      } else {
+        params.Null();
+      }
       if (m.dedup_key.empty()) {
         params.Null();
       } else {
@@ -420,6 +447,11 @@ class PostgresEngine : public core::Engine {
       params.Bytes(m.payload);
       return params;
     };
+    auto learn_now = [&](const Rows& rows, int col) {
+      if (now || rows.size() == 0) return;
+      now = rows.Int(0, col);
+      conn.tx_now_us = now;
+    };
     std::vector<SendResult> out(p.messages.size());
     std::int64_t stored = 0;
     // Messages whose dedup key a message already in the queue holds.
@@ -427,6 +459,7 @@ class PostgresEngine : public core::Engine {
     if (p.messages.size() == 1) {
       auto inserted = conn.Run(kInsert, params_of(p.messages[0]), "send");
       if (!inserted.ok()) return inserted.status();
+      learn_now(*inserted, 1);
       if (inserted->size() == 1) {
         out[0] = {.id = inserted->Int(0, 0)};
         ++stored;
@@ -437,9 +470,14 @@ class PostgresEngine : public core::Engine {
         held.push_back(0);
       }
     } else {
-      auto n = InsertBatch(conn, p, *now, out, held);
+      auto n = InsertBatch(conn, p, now, out, held);
       if (!n.ok()) return n.status();
       stored += *n;
+    }
+    if (!held.empty() && !now) {
+      auto n = NowUs(conn);
+      if (!n.ok()) return n.status();
+      now = *n;
     }
     for (std::size_t i : held) {
       const Message& m = p.messages[i];
@@ -1510,21 +1548,25 @@ class PostgresEngine : public core::Engine {
   // appends to `held` the messages whose dedup key a message already in
   // the queue holds. Returns how many were stored.
   // The queue row is locked by the statement, as in Send.
+  // `now`: as in Send; set from the database's clock when it was not known.
   Result<std::int64_t> InsertBatch(PgConn& conn, const core::SendParams& p,
-                                   std::int64_t now,
+                                   std::optional<std::int64_t>& now,
                                    std::vector<SendResult>& out,
                                    std::vector<std::size_t>& held) {
     static constexpr const char* kInsertMany = R"sql(
-      WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE)
+      WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE),
+      t AS (SELECT coalesce($2::bigint,
+              (extract(epoch FROM now()) * 1000000)::bigint) AS now_us)
       INSERT INTO sqlq_messages
         (queue_id, priority, ready_us, enqueued_us, dedup, payload)
-      SELECT q.id, m.priority::integer, m.ready_us, $2::bigint, m.dedup,
-             m.payload
-      FROM q, unnest($3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[])
-        WITH ORDINALITY AS m(priority, ready_us, dedup, payload, ord)
+      SELECT q.id, m.priority::integer, t.now_us + m.delay_us, t.now_us,
+             m.dedup, m.payload
+      FROM q, t,
+        unnest($3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[])
+        WITH ORDINALITY AS m(priority, delay_us, dedup, payload, ord)
       ORDER BY m.ord
       ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
-      RETURNING id, dedup)sql";
+      RETURNING id, dedup, enqueued_us)sql";
     // Bounds one statement's parameters well below PostgreSQL's 1 GiB per
     // value, whatever the payload limit.
     constexpr std::size_t kChunkBytes = 16u << 20;
@@ -1546,21 +1588,27 @@ class PostgresEngine : public core::Engine {
       for (std::size_t i = begin; i < end; ++i) {
         const Message& m = p.messages[i];
         priority.push_back(m.priority);
-        ready.push_back(now + Us(m.delay));
+        ready.push_back(Us(m.delay));
         dedup.push_back(m.dedup_key.empty()
                             ? std::nullopt
                             : std::optional<std::string_view>(m.dedup_key));
         payload.push_back(std::string_view(m.payload));
       }
       Params params;
-      params.Int(p.queue_id)
-          .Int(now)
-          .IntArray(priority)
-          .IntArray(ready)
-          .BytesArray(dedup)
-          .BytesArray(payload);
+      params.Int(p.queue_id);
+      if (now) {
+        params.Int(*now);
+      } else {
+        params.Null();
+      }
+      params.IntArray(priority).IntArray(ready).BytesArray(dedup).BytesArray(
+          payload);
       auto rows = conn.Run(kInsertMany, params, "send");
       if (!rows.ok()) return rows.status();
+      if (!now && rows->size() > 0) {
+        now = rows->Int(0, 2);
+        conn.tx_now_us = now;
+      }
       if (rows->size() == 0) {
         // Every key held, or the queue gone.
         Status checked = CheckQueue(conn, p.queue_id);
@@ -1933,6 +1981,12 @@ class PostgresEngine : public core::Engine {
     }
     if (pooled != nullptr) *pooled = false;
     return Connect();
+  }
+
+  void DropIdle() {
+    std::vector<std::unique_ptr<PgConn>> dropped;
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    dropped.swap(idle_);
   }
 
   void Release(std::unique_ptr<PgConn> conn) {
