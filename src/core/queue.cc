@@ -48,11 +48,7 @@ Result<std::vector<SendResult>> WorkQueue::SendBatch(
     std::span<const Message> messages) {
   Status s = core::ValidateBatch(messages, options().max_payload_bytes);
   if (!s.ok()) return s;
-  core::Engine& engine = impl_->store().engine();
-  auto r = impl_->store().batcher().Send(
-      impl_->id(), messages, [&](Conn& conn, std::span<const Message> all) {
-        return engine.Send(conn, {.queue_id = impl_->id(), .messages = all});
-      });
+  auto r = impl_->store().batcher().Send(impl_->id(), messages);
   if (r.ok()) impl_->store().hub().Notify(impl_->id(), CountStored(*r));
   return r;
 }

@@ -20,11 +20,10 @@ Status WriteBatcher::Run(const std::function<Status(Conn&)>& op) {
 }
 
 Result<std::vector<SendResult>> WriteBatcher::Send(
-    std::int64_t key, std::span<const Message> messages, const SendFn& send) {
+    std::int64_t queue_id, std::span<const Message> messages) {
   Writer self;
-  self.key = key;
+  self.queue_id = queue_id;
   self.messages = messages;
-  self.send = &send;
   std::size_t bytes = 0;
   for (const Message& m : messages) bytes += m.payload.size();
   self.combinable = messages.size() <= kMaxMessages && bytes <= kMaxBytes;
@@ -91,11 +90,12 @@ void WriteBatcher::Lead(Writer& self) {
     // Take the group waiting now, then run it unlocked so that new callers
     // can queue up for the next group meanwhile.
     std::vector<Writer*> group;
-    if (own) group.push_back(&self);
-    while (!queue_.empty() && group.size() < max_group_) {
+    const std::size_t room = max_group_ - (own ? 1 : 0);
+    while (!queue_.empty() && group.size() < room) {
       group.push_back(queue_.front());
       queue_.pop_front();
     }
+    if (own) group.push_back(&self);  // after those who came first
     own = false;
     // Whoever is left (more than max_group) may lead beside us.
     while (!queue_.empty() && leaders_ < max_leaders_) {
@@ -144,13 +144,67 @@ void WriteBatcher::Wake(Writer& w, State state) {
   sig->cv.notify_one();
 }
 
+namespace {
+
+// Copies the messages of `members` into `joined`, in order, unless there is
+// only one member; returns them.
+template <typename Members>
+std::span<const Message> Join(const Members& members,
+                              std::vector<Message>& joined) {
+  if (members.size() == 1) return members.front()->messages;
+  std::size_t total = 0;
+  for (const auto* w : members) total += w->messages.size();
+  joined.reserve(total);
+  for (const auto* w : members) {
+    joined.insert(joined.end(), w->messages.begin(), w->messages.end());
+  }
+  return joined;
+}
+
+// Hands each member its slice of `results`.
+template <typename Members>
+void Slice(const Members& members, const std::vector<SendResult>& results) {
+  std::size_t at = 0;
+  for (auto* w : members) {
+    const auto from = results.begin() + static_cast<std::ptrdiff_t>(at);
+    at += w->messages.size();
+    w->results.assign(from, results.begin() + static_cast<std::ptrdiff_t>(at));
+    w->status = Status::Ok();
+  }
+}
+
+}  // namespace
+
+bool WriteBatcher::OneQueueSends(const std::vector<Writer*>& group) {
+  std::size_t total = 0;
+  for (const Writer* w : group) {
+    if (w->op != nullptr || w->queue_id != group.front()->queue_id) {
+      return false;
+    }
+    if (group.size() > 1 && !w->combinable) return false;
+    total += w->messages.size();
+  }
+  return group.size() == 1 || total <= kMaxCombined;
+}
+
 void WriteBatcher::RunGroup(const std::vector<Writer*>& group) {
+  if (OneQueueSends(group)) {
+    std::vector<Message> joined;
+    auto r = engine_.SendAndCommit(
+        {.queue_id = group.front()->queue_id, .messages = Join(group, joined)});
+    if (!r.ok()) {
+      for (Writer* w : group) w->status = r.status();
+      return;
+    }
+    Slice(group, *r);
+    return;
+  }
   Status commit = engine_.Write([&](Conn& conn) -> Status {
     // A transaction that is run again (after a deadlock) starts over.
     std::vector<char> sent(group.size(), 0);
     for (std::size_t i = 0; i < group.size(); ++i) {
       Writer* w = group[i];
-      if (w->send != nullptr) {
+      if (w->op == nullptr) {
         if (sent[i]) continue;
         Status s = RunSends(conn, group, i, sent);
         if (!s.ok() && !IsCleanFailure(s)) return s;
@@ -182,8 +236,10 @@ Status WriteBatcher::RunSends(Conn& conn, const std::vector<Writer*>& group,
   if (lead.combinable) {
     for (std::size_t j = first + 1; j < group.size(); ++j) {
       Writer* w = group[j];
-      if (sent[j] || w->send == nullptr || !w->combinable || w->key != lead.key)
+      if (sent[j] || w->op != nullptr || !w->combinable ||
+          w->queue_id != lead.queue_id) {
         continue;
+      }
       if (total + w->messages.size() > kMaxCombined) break;
       members.push_back(w);
       sent[j] = 1;
@@ -191,15 +247,8 @@ Status WriteBatcher::RunSends(Conn& conn, const std::vector<Writer*>& group,
     }
   }
   std::vector<Message> joined;
-  std::span<const Message> all = lead.messages;
-  if (members.size() > 1) {
-    joined.reserve(total);
-    for (Writer* w : members) {
-      joined.insert(joined.end(), w->messages.begin(), w->messages.end());
-    }
-    all = joined;
-  }
-  auto r = (*lead.send)(conn, all);
+  auto r = engine_.Send(
+      conn, {.queue_id = lead.queue_id, .messages = Join(members, joined)});
   if (!r.ok()) {
     for (Writer* w : members) {
       w->status = r.status();
@@ -207,13 +256,7 @@ Status WriteBatcher::RunSends(Conn& conn, const std::vector<Writer*>& group,
     }
     return r.status();
   }
-  std::size_t at = 0;
-  for (Writer* w : members) {
-    const auto from = r->begin() + static_cast<std::ptrdiff_t>(at);
-    at += w->messages.size();
-    w->results.assign(from, r->begin() + static_cast<std::ptrdiff_t>(at));
-    w->status = Status::Ok();
-  }
+  Slice(members, *r);
   return Status::Ok();
 }
 

@@ -51,10 +51,6 @@ namespace sqlq::core {
 
 class WriteBatcher {
  public:
-  // Stores `messages` inside the transaction on `conn`.
-  using SendFn = std::function<Result<std::vector<SendResult>>(
-      Conn& conn, std::span<const Message> messages)>;
-
   // At most `max_group` operations share one transaction, which bounds how
   // long a transaction holds the engine's write lock. At most `max_leaders`
   // groups run at once (>= 1; 1 serialises all transactions, as SQLite's
@@ -68,16 +64,16 @@ class WriteBatcher {
   // commit failed (then nothing op wrote is stored).
   Status Run(const std::function<Status(Conn&)>& op);
 
-  // Stores `messages` with `send`, possibly in one call with the messages
-  // of other sends of the same group with the same `key` (the queue id; the
-  // `send` of the first of them is called). Returns once they are
-  // committed, with one result per message in order, or the error that kept
-  // them from being stored. Sends of more than kMaxMessages messages or
-  // kMaxBytes payload bytes run alone, so that large batches are never
-  // copied; a combined call carries at most kMaxCombined messages.
-  Result<std::vector<SendResult>> Send(std::int64_t key,
-                                       std::span<const Message> messages,
-                                       const SendFn& send);
+  // Stores `messages` in queue `queue_id` (Engine::Send), possibly in one
+  // engine call with the messages of other sends of the same group to that
+  // queue. Returns once they are committed, with one result per message in
+  // order, or the error that kept them from being stored. Sends of more
+  // than kMaxMessages messages or kMaxBytes payload bytes run alone, so
+  // that large batches are never copied; a combined call carries at most
+  // kMaxCombined messages. A group that is nothing but sends to one queue
+  // is stored with Engine::SendAndCommit.
+  Result<std::vector<SendResult>> Send(std::int64_t queue_id,
+                                       std::span<const Message> messages);
 
   static constexpr std::size_t kMaxMessages = 100;
   static constexpr std::size_t kMaxBytes = 64 << 10;
@@ -104,11 +100,10 @@ class WriteBatcher {
   static std::shared_ptr<Signal> ThreadSignal();
 
   struct Writer {
-    // Either op, or a send (key, messages, send, results).
+    // Either op, or a send (queue_id, messages, results).
     const std::function<Status(Conn&)>* op = nullptr;
-    std::int64_t key = 0;
+    std::int64_t queue_id = 0;
     std::span<const Message> messages;
-    const SendFn* send = nullptr;
     bool combinable = false;
     std::vector<SendResult> results;
     Status status;
@@ -123,8 +118,10 @@ class WriteBatcher {
   // Pops the first queued caller and tells it to lead; mu_ held.
   void Appoint();
   void RunGroup(const std::vector<Writer*>& group);
+  // True when the group is sends to one queue that may share a call.
+  static bool OneQueueSends(const std::vector<Writer*>& group);
   // Runs group[first]'s send together with the later sends of the group
-  // with the same key; marks them in `sent`.
+  // to the same queue; marks them in `sent`.
   Status RunSends(Conn& conn, const std::vector<Writer*>& group,
                   std::size_t first, std::vector<char>& sent);
   static void Wake(Writer& w, State state);

@@ -19,6 +19,7 @@
 #include <future>
 #include <latch>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/engine.h"
@@ -123,7 +124,10 @@ class FakeEngine : public Engine {
     return Unused();
   }
   Result<QueueStats> Stats(Conn&, std::int64_t) override { return Unused(); }
-  Result<std::vector<SendResult>> Send(Conn&, const SendParams&) override {
+  // Sends go to the hook, when set.
+  std::function<Result<std::vector<SendResult>>(const SendParams&)> send_hook;
+  Result<std::vector<SendResult>> Send(Conn&, const SendParams& p) override {
+    if (send_hook) return send_hook(p);
     return Unused();
   }
   Result<ClaimOutcome> Claim(Conn&, const ClaimParams&) override {
@@ -489,32 +493,33 @@ TEST(WriteBatcher, ManyThreadsWithSeveralLeadersEachGetTheirOwnStatus) {
   EXPECT_LE(batcher.TEST_peak_leaders(), 4);
 }
 
-// Sends: each message's payload is "key:number"; the send function records
-// each call (key and size) and answers each message with its number as id,
-// so that every caller can check it got the ids of its own messages.
+// Sends: each message's payload is "queue:number"; the engine's Send
+// records each call (queue and size) and answers each message with its
+// number as id, so that every caller can check it got the ids of its own
+// messages. Sends to queue 3 fail cleanly, as to a dropped queue.
 class SendRecorder {
  public:
   struct Call {
-    std::int64_t key;
+    std::int64_t queue_id;
     std::size_t size;
-    bool mixed_keys;
+    bool mixed_queues;
   };
 
-  WriteBatcher::SendFn For(std::int64_t key, Status fail = Status::Ok()) {
-    return [this, key, fail](Conn&, std::span<const Message> messages)
-               -> Result<std::vector<SendResult>> {
+  explicit SendRecorder(FakeEngine& engine) {
+    engine.send_hook =
+        [this](const SendParams& p) -> Result<std::vector<SendResult>> {
       bool mixed = false;
       std::vector<SendResult> out;
-      for (const Message& m : messages) {
+      for (const Message& m : p.messages) {
         const auto colon = m.payload.find(':');
-        mixed = mixed || std::stoll(m.payload.substr(0, colon)) != key;
+        mixed = mixed || std::stoll(m.payload.substr(0, colon)) != p.queue_id;
         out.push_back({.id = std::stoll(m.payload.substr(colon + 1))});
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
-        calls_.push_back({key, messages.size(), mixed});
+        calls_.push_back({p.queue_id, p.messages.size(), mixed});
       }
-      if (!fail.ok()) return fail;
+      if (p.queue_id == 3) return Status::NotFound("queue dropped");
       return out;
     };
   }
@@ -537,79 +542,97 @@ std::vector<Message> Numbered(std::int64_t key, int first, int count) {
   return out;
 }
 
+struct Sender {
+  std::int64_t queue_id;
+  std::vector<Message> messages;
+};
+
+// Runs `senders` behind a held leader; checks that each got the ids of its
+// own messages (or, on queue 3, the clean failure) and that the leader's
+// operation committed.
+void SendBehindAHeldLeader(FakeEngine& engine, WriteBatcher& batcher,
+                           const std::vector<Sender>& senders) {
+  engine.HoldNextWrite();
+  auto leader_op = engine.Append(0);
+  auto leader =
+      std::async(std::launch::async, [&] { return batcher.Run(leader_op); });
+  engine.WaitUntilHeld();
+  std::latch started(static_cast<std::ptrdiff_t>(senders.size()));
+  std::vector<std::future<Result<std::vector<SendResult>>>> results;
+  for (const Sender& sender : senders) {
+    results.push_back(std::async(std::launch::async, [&] {
+      started.count_down();
+      return batcher.Send(sender.queue_id, sender.messages);
+    }));
+  }
+  started.wait();
+  engine.Release();
+  EXPECT_OK(leader.get());
+  for (std::size_t i = 0; i < senders.size(); ++i) {
+    auto r = results[i].get();
+    if (senders[i].queue_id == 3) {
+      EXPECT_CODE(r.status(), Code::kNotFound);
+      continue;
+    }
+    ASSERT_OK(r.status());
+    ASSERT_EQ(r->size(), senders[i].messages.size());
+    for (std::size_t j = 0; j < r->size(); ++j) {
+      const std::string& p = senders[i].messages[j].payload;
+      EXPECT_EQ((*r)[j].id, std::stoll(p.substr(p.find(':') + 1))) << p;
+    }
+  }
+  EXPECT_EQ(engine.committed(), std::vector<int>{0});
+}
+
 TEST(WriteBatcher, SendsToOneQueueInAGroupShareOneCallAndKeepTheirOwnIds) {
   bool merged = false;
   for (int round = 0; round < kRounds && !merged; ++round) {
     FakeEngine engine;
+    SendRecorder recorder(engine);
     WriteBatcher batcher(engine, 512, /*max_leaders=*/1);
-    SendRecorder recorder;
     // Queue 1: four small sends and one over kMaxMessages; queue 2: two
-    // small sends; queue 3: two sends whose call fails cleanly (a dropped
-    // queue).
-    struct Sender {
-      std::int64_t key;
-      std::vector<Message> messages;
-      Status fail;
-    };
+    // small sends; queue 3: two sends that fail cleanly, which leaves the
+    // others of their group alone.
     std::vector<Sender> senders;
     for (int i = 0; i < 4; ++i) senders.push_back({1, Numbered(1, 100 * i, 3)});
     senders.push_back({1, Numbered(1, 1000, WriteBatcher::kMaxMessages + 1)});
     for (int i = 0; i < 2; ++i) senders.push_back({2, Numbered(2, 10 * i, 2)});
-    for (int i = 0; i < 2; ++i) {
-      senders.push_back(
-          {3, Numbered(3, 10 * i, 1), Status::NotFound("queue dropped")});
-    }
-    std::vector<WriteBatcher::SendFn> fns;
-    for (const Sender& s : senders) fns.push_back(recorder.For(s.key, s.fail));
-
-    engine.HoldNextWrite();
-    auto leader_op = engine.Append(0);
-    auto leader =
-        std::async(std::launch::async, [&] { return batcher.Run(leader_op); });
-    engine.WaitUntilHeld();
-    std::latch started(static_cast<std::ptrdiff_t>(senders.size()));
-    std::vector<std::future<Result<std::vector<SendResult>>>> results;
-    for (std::size_t i = 0; i < senders.size(); ++i) {
-      results.push_back(std::async(std::launch::async, [&, i] {
-        started.count_down();
-        return batcher.Send(senders[i].key, senders[i].messages, fns[i]);
-      }));
-    }
-    started.wait();
-    engine.Release();
-    EXPECT_OK(leader.get());
-    for (std::size_t i = 0; i < senders.size(); ++i) {
-      auto r = results[i].get();
-      if (senders[i].key == 3) {
-        EXPECT_CODE(r.status(), Code::kNotFound);
+    for (int i = 0; i < 2; ++i) senders.push_back({3, Numbered(3, 10 * i, 1)});
+    SendBehindAHeldLeader(engine, batcher, senders);
+    std::size_t small_calls = 0, large_calls = 0;
+    for (const auto& c : recorder.calls()) {
+      EXPECT_FALSE(c.mixed_queues) << "a call carried another queue's messages";
+      if (c.size == WriteBatcher::kMaxMessages + 1) {
+        ++large_calls;  // never joined with others
         continue;
       }
-      ASSERT_OK(r.status());
-      ASSERT_EQ(r->size(), senders[i].messages.size());
-      for (std::size_t j = 0; j < r->size(); ++j) {
-        const std::string& p = senders[i].messages[j].payload;
-        EXPECT_EQ((*r)[j].id, std::stoll(p.substr(p.find(':') + 1))) << p;
-      }
+      EXPECT_LE(c.size, 4u * 3) << "queue " << c.queue_id;
+      ++small_calls;
     }
-    // The leader's own operation committed beside the failed sends.
-    EXPECT_EQ(engine.committed(), std::vector<int>{0});
-    std::size_t calls = 0;
-    for (const auto& c : recorder.calls()) {
-      EXPECT_FALSE(c.mixed_keys) << "a call carried another queue's messages";
-      if (c.size == WriteBatcher::kMaxMessages + 1) continue;
-      // The large send is never joined with others.
-      EXPECT_LE(c.size, 4u * 3) << "queue " << c.key;
-      ++calls;
-    }
-    merged = calls < senders.size() - 1;
-    std::size_t large = 0;
-    for (const auto& c : recorder.calls()) {
-      if (c.size == WriteBatcher::kMaxMessages + 1) ++large;
-    }
-    EXPECT_EQ(large, 1u);
+    EXPECT_EQ(large_calls, 1u);
+    merged = small_calls < senders.size() - 1;
   }
   EXPECT_TRUE(merged) << "in " << kRounds
                       << " rounds, no two sends shared a call";
+}
+
+TEST(WriteBatcher, AGroupOfSendsToOneQueueIsOneCall) {
+  bool merged = false;
+  for (int round = 0; round < kRounds && !merged; ++round) {
+    FakeEngine engine;
+    SendRecorder recorder(engine);
+    WriteBatcher batcher(engine, 512, /*max_leaders=*/1);
+    std::vector<Sender> senders;
+    for (int i = 0; i < 6; ++i) senders.push_back({1, Numbered(1, 10 * i, 1)});
+    SendBehindAHeldLeader(engine, batcher, senders);
+    const auto calls = recorder.calls();
+    std::size_t messages = 0;
+    for (const auto& c : calls) messages += c.size;
+    EXPECT_EQ(messages, senders.size());
+    merged = calls.size() == 1;
+  }
+  EXPECT_TRUE(merged) << "in " << kRounds
+                      << " rounds, six queued sends never shared a call";
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cstring>
@@ -227,6 +228,7 @@ PgConn::~PgConn() {
 
 void PgConn::ResetTxState() {
   pending_begin_ = nullptr;
+  staged_.reset();
   lost_at_begin = false;
   retry_tx = false;
   tx_error.reset();
@@ -250,6 +252,17 @@ Status PgConn::Fail(const PGresult* res, std::string_view what, Phase phase) {
   return s;
 }
 
+bool PgConn::SessionEnding(const PGresult* res) const {
+  if (!healthy()) return true;
+  const char* state =
+      res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  // 57P01-57P03: admin or crash shutdown, cannot connect now; class 08:
+  // connection exception. The server may already be gone, but another
+  // connection may work.
+  const std::string_view code(state != nullptr ? state : "");
+  return code.starts_with("57P") || code.starts_with("08");
+}
+
 bool PgConn::SendBegin() {
   if (pending_begin_ == nullptr) return true;
   return PQsendQueryParams(conn_, pending_begin_, 0, nullptr, nullptr, nullptr,
@@ -265,7 +278,7 @@ std::optional<Status> PgConn::ReadBegin() {
   if (res != nullptr && PQresultStatus(res.get()) == PGRES_COMMAND_OK) {
     return std::nullopt;
   }
-  if (!healthy()) lost_at_begin = true;
+  if (SessionEnding(res.get())) lost_at_begin = true;
   return Fail(res.get(), "begin transaction", Phase::kStatement);
 }
 
@@ -428,14 +441,28 @@ Result<std::vector<Rows>> PgConn::RunAll(const char* sql,
   return out;
 }
 
+void PgConn::StageForCommit(const char* sql, Params params,
+                            std::string_view what,
+                            std::function<void(const Rows&)> on_rows) {
+  staged_ = Staged{.sql = sql,
+                   .params = std::move(params),
+                   .what = std::string(what),
+                   .on_rows = std::move(on_rows)};
+}
+
 Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
                             std::string_view what) {
   if (tx_error) return *tx_error;
+  std::optional<Staged> staged = std::move(staged_);
+  staged_.reset();
   auto name = Prepared(sql, what, Phase::kStatement);
   if (!name.ok()) return name.status();
-  // Not in the commit's pipeline: a connection lost there leaves the
-  // outcome unknown, which must not be taken for a lost BEGIN.
-  if (Status b = FlushBegin(); !b.ok()) return b;
+  std::string staged_name;
+  if (staged) {
+    auto n = Prepared(staged->sql, staged->what, Phase::kStatement);
+    if (!n.ok()) return n.status();
+    staged_name = std::move(*n);
+  }
   auto rollback = [&](Status s) {
     if (PQtransactionStatus(conn_) == PQTRANS_INERROR ||
         PQtransactionStatus(conn_) == PQTRANS_INTRANS) {
@@ -446,12 +473,16 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
   if (PQenterPipelineMode(conn_) != 1) {
     return rollback(Fail(nullptr, what, Phase::kStatement));
   }
-  bool sent = true;
-  for (std::size_t i = 0; i < params.size() && sent; ++i) {
-    const Params& p = params[i];
-    sent = PQsendQueryPrepared(conn_, name->c_str(), p.size(), p.values(),
+  auto send = [&](const std::string& n, const Params& p) {
+    return PQsendQueryPrepared(conn_, n.c_str(), p.size(), p.values(),
                                p.lengths(), p.formats(),
                                /*resultFormat=*/1) == 1;
+  };
+  const bool with_begin = begin_pending();
+  bool sent = SendBegin();
+  if (sent && staged) sent = send(staged_name, staged->params);
+  for (std::size_t i = 0; i < params.size() && sent; ++i) {
+    sent = send(*name, params[i]);
   }
   if (sent) {
     sent = PQsendQueryParams(conn_, "COMMIT", 0, nullptr, nullptr, nullptr,
@@ -460,23 +491,51 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
   }
   if (!sent) {
     // Maybe nothing reached the server, maybe everything did.
+    pending_begin_ = nullptr;
     Status s = Fail(nullptr, "commit", Phase::kCommit);
     (void)PQexitPipelineMode(conn_);
     return s;
   }
+  // A lost connection anywhere in here may have taken the COMMIT with it.
+  auto phase = [&] { return healthy() ? Phase::kStatement : Phase::kCommit; };
   std::optional<Status> failed;
-  for (std::size_t i = 0; i < params.size(); ++i) {
+  auto next = [&](std::string_view stmt) -> PgResult {
     PgResult res(PQgetResult(conn_));
     while (PgResult extra{PQgetResult(conn_)}) {
     }
     const ExecStatusType st =
         res != nullptr ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && !failed) {
-      // A lost connection here may still have taken the COMMIT with it.
-      failed =
-          Fail(res.get(), what, healthy() ? Phase::kStatement : Phase::kCommit);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+      if (!failed) failed = Fail(res.get(), stmt, phase());
+      return nullptr;
+    }
+    return res;
+  };
+  if (with_begin) {
+    pending_begin_ = nullptr;
+    PgResult res(PQgetResult(conn_));
+    while (PgResult extra{PQgetResult(conn_)}) {
+    }
+    if (res == nullptr || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+      // An error the server sent as BEGIN's answer (a SQLSTATE, as when it
+      // was ending the session: pg_terminate_backend, shutdown) means it ran
+      // nothing of the pipeline, so the transaction may run again on
+      // another connection. Without one, libpq lost the connection and
+      // cannot tell how far the server got.
+      const char* state = res != nullptr
+                              ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE)
+                              : nullptr;
+      const bool from_server = state != nullptr;
+      failed = Fail(res.get(), "begin transaction",
+                    from_server ? Phase::kStatement : phase());
+      lost_at_begin = from_server && SessionEnding(res.get());
     }
   }
+  std::optional<Rows> staged_rows;
+  if (staged) {
+    if (PgResult res = next(staged->what)) staged_rows.emplace(std::move(res));
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) (void)next(what);
   PgResult commit(PQgetResult(conn_));
   while (PgResult extra{PQgetResult(conn_)}) {
   }
@@ -497,7 +556,18 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
     // not be reused.
     PQreset(conn_);
   }
+  if (staged_rows) staged->on_rows(*staged_rows);
   return Status::Ok();
+}
+
+bool PgConn::ClosedWhileIdle() {
+  const int fd = PQsocket(conn_);
+  if (fd < 0) return true;
+  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+  if (::poll(&p, 1, 0) <= 0) return false;  // nothing arrived: still open
+  // The server said something while we were idle: usually that it is
+  // closing the connection (shutdown, pg_terminate_backend) and did.
+  return PQconsumeInput(conn_) == 0 || !healthy();
 }
 
 Result<std::string> PgConn::Exec(const char* sql, std::string_view what,
@@ -506,8 +576,9 @@ Result<std::string> PgConn::Exec(const char* sql, std::string_view what,
     // The transaction ran no statement: there is nothing to commit or roll
     // back, and nothing to send.
     const std::string_view verb(sql);
-    if (verb == "COMMIT" || verb == "ROLLBACK") {
+    if (verb == "ROLLBACK" || (verb == "COMMIT" && !staged_)) {
       pending_begin_ = nullptr;
+      staged_.reset();
       return std::string(verb);
     }
     if (Status b = FlushBegin(); !b.ok()) return b;

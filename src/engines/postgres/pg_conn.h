@@ -139,12 +139,26 @@ class PgConn : public core::Conn {
                                    const std::vector<Params>& params,
                                    std::string_view what);
   // Runs `sql` once per element of `params`, then COMMIT, all in one
-  // pipeline: the statements that must precede the commit cost no round
-  // trip of their own. Once COMMIT is sent, a lost connection is
+  // pipeline, after the deferred BEGIN and the staged statement if there
+  // are: the statements that must precede the commit cost no round trip of
+  // their own. Once the pipeline is sent, a lost connection is
   // kOutcomeUnknown. On failure the transaction is rolled back if it can
   // be. REQUIRES: an owned connection.
   Status RunAndCommit(const char* sql, const std::vector<Params>& params,
                       std::string_view what);
+  // Stages `sql` (static storage) to run in the commit's pipeline
+  // (RunAndCommit), for a statement whose result is wanted only once the
+  // transaction committed: a transaction of that one statement is then a
+  // single round trip, BEGIN and COMMIT included. `on_rows` gets its result
+  // after the commit succeeded; it is dropped if the commit fails or the
+  // transaction is run again. One statement at a time.
+  void StageForCommit(const char* sql, Params params, std::string_view what,
+                      std::function<void(const Rows&)> on_rows);
+  bool has_staged() const { return staged_.has_value(); }
+  // For a pooled idle connection: true when the server closed it meanwhile
+  // (restart, idle timeout, pg_terminate_backend), which shows only as
+  // something to read on its socket. Costs a poll, no round trip.
+  bool ClosedWhileIdle();
   // Runs a statement without parameters through the simple protocol (BEGIN,
   // COMMIT...). Returns the command tag on success.
   Result<std::string> Exec(const char* sql, std::string_view what,
@@ -228,8 +242,18 @@ class PgConn : public core::Conn {
   std::optional<Status> ReadBegin();
   // Runs the deferred BEGIN on its own.
   Status FlushBegin();
+  // True when `res` (an error) or the connection's state says that this
+  // session is over.
+  bool SessionEnding(const PGresult* res) const;
 
   const char* pending_begin_ = nullptr;
+  struct Staged {
+    const char* sql;
+    Params params;
+    std::string what;
+    std::function<void(const Rows&)> on_rows;
+  };
+  std::optional<Staged> staged_;
 
   PGconn* conn_;
   bool owned_;

@@ -61,6 +61,9 @@ constexpr int kWriteGroups = 4;
 // SQLQ_PG_VACUUM_ROWS overrides (0: never, autovacuum only).
 constexpr std::int64_t kVacuumRows = 20000;
 constexpr std::chrono::milliseconds kVacuumInterval{1000};
+// Payload bytes of one insert statement: bounds its parameters well below
+// PostgreSQL's 1 GiB per value, whatever the payload limit.
+constexpr std::size_t kStatementBytes = 16u << 20;
 // Cross-process wake-ups: at most one NOTIFY per this interval per store.
 constexpr std::chrono::microseconds kNotifyInterval{2000};
 
@@ -1548,6 +1551,87 @@ class PostgresEngine : public core::Engine {
   // appends to `held` the messages whose dedup key a message already in
   // the queue holds. Returns how many were stored.
   // The queue row is locked by the statement, as in Send.
+  // One round trip for a group of concurrent senders: BEGIN, one insert
+  // that also adds to the queue's counters, and COMMIT go in one pipeline
+  // (PgConn::StageForCommit). Only for sends that need no look-up before
+  // the commit: no dedup keys (a held key needs one), the database's clock,
+  // one statement's worth of payload. Others go the way of any write.
+  Result<std::vector<SendResult>> SendAndCommit(
+      const core::SendParams& p) override {
+    static constexpr const char* kSendCounted = R"sql(
+      WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE),
+      t AS (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us),
+      ins AS (
+        INSERT INTO sqlq_messages
+          (queue_id, priority, ready_us, enqueued_us, payload)
+        SELECT q.id, m.priority::integer, t.now_us + m.delay_us, t.now_us,
+               m.payload
+        FROM q, t, unnest($3::bigint[], $4::bigint[], $5::bytea[])
+          WITH ORDINALITY AS m(priority, delay_us, payload, ord)
+        ORDER BY m.ord
+        RETURNING id, enqueued_us),
+      k AS (
+        INSERT INTO sqlq_counters AS k (queue_id, slot, sends, claims, acks,
+          nacks, expirations, dead_lettered, pushes, serves)
+        SELECT $1, $2, count(*), 0, 0, 0, 0, 0, 0, 0 FROM ins
+        HAVING count(*) > 0
+        ON CONFLICT (queue_id, slot) DO UPDATE SET sends = k.sends + excluded.sends)
+      SELECT id, enqueued_us FROM ins)sql";
+    std::size_t bytes = 0;
+    bool keyed = false;
+    for (const Message& m : p.messages) {
+      bytes += m.payload.size();
+      keyed = keyed || !m.dedup_key.empty();
+    }
+    if (clock_ || keyed || bytes > kStatementBytes) {
+      return core::Engine::SendAndCommit(p);
+    }
+    std::vector<std::int64_t> priority, delay;
+    std::vector<std::optional<std::string_view>> payload;
+    Duration least = p.messages[0].delay;
+    for (const Message& m : p.messages) {
+      priority.push_back(m.priority);
+      delay.push_back(Us(m.delay));
+      payload.push_back(std::string_view(m.payload));
+      least = std::min(least, m.delay);
+    }
+    std::vector<SendResult> out;
+    std::optional<Status> failed;
+    Status s = Write([&](Conn& c) -> Status {
+      PgConn& conn = Pg(c);
+      Params params;
+      params.Int(p.queue_id)
+          .Int(PQbackendPID(conn.pg()) % kCounterSlots)
+          .IntArray(priority)
+          .IntArray(delay)
+          .BytesArray(payload);
+      conn.StageForCommit(
+          kSendCounted, std::move(params), "send", [&](const Rows& rows) {
+            if (rows.size() == 0) {
+              // The queue was gone: nothing was inserted or counted.
+              failed = QueueGone(p.queue_id);
+              return;
+            }
+            if (static_cast<std::size_t>(rows.size()) != p.messages.size()) {
+              failed = Status::Internal("send: fewer rows stored than sent");
+              return;
+            }
+            // Ids follow the batch order (ORDER BY m.ord).
+            std::vector<std::int64_t> ids;
+            for (int r = 0; r < rows.size(); ++r) ids.push_back(rows.Int(r, 0));
+            std::sort(ids.begin(), ids.end());
+            out.clear();
+            for (std::int64_t id : ids) out.push_back({.id = id});
+            conn.notify = true;
+            conn.MadeReady(p.queue_id, rows.Int(0, 1) + Us(least));
+          });
+      return Status::Ok();
+    });
+    if (!s.ok()) return s;
+    if (failed) return *failed;
+    return out;
+  }
+
   // `now`: as in Send; set from the database's clock when it was not known.
   Result<std::int64_t> InsertBatch(PgConn& conn, const core::SendParams& p,
                                    std::optional<std::int64_t>& now,
@@ -1567,9 +1651,7 @@ class PostgresEngine : public core::Engine {
       ORDER BY m.ord
       ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
       RETURNING id, dedup, enqueued_us)sql";
-    // Bounds one statement's parameters well below PostgreSQL's 1 GiB per
-    // value, whatever the payload limit.
-    constexpr std::size_t kChunkBytes = 16u << 20;
+    constexpr std::size_t kChunkBytes = kStatementBytes;
     std::int64_t stored = 0;
     // Dedup key -> index of its first message in the batch.
     std::unordered_map<std::string_view, std::size_t> first;
@@ -1825,10 +1907,10 @@ class PostgresEngine : public core::Engine {
       (void)conn.Exec("ROLLBACK", "rollback");
       return s;
     }
-    if (!conn.pending_counters.empty()) {
+    if (!conn.pending_counters.empty() || conn.has_staged()) {
       // The counters gathered in this transaction, in queue id order (so
       // that two transactions lock counter rows in the same order), sent
-      // with COMMIT in one round trip.
+      // with COMMIT in one round trip, after the staged statement.
       std::vector<Params> counters;
       for (const auto& [queue_id, d] : conn.pending_counters) {
         counters.push_back(CounterParams(conn, queue_id, d));
@@ -1973,7 +2055,7 @@ class PostgresEngine : public core::Engine {
       while (!idle_.empty()) {
         auto c = std::move(idle_.back());
         idle_.pop_back();
-        if (c->healthy()) {
+        if (c->healthy() && !c->ClosedWhileIdle()) {
           if (pooled != nullptr) *pooled = true;
           return c;
         }
