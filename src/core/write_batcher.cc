@@ -24,6 +24,7 @@ Result<std::vector<SendResult>> WriteBatcher::Send(
   Writer self;
   self.queue_id = queue_id;
   self.messages = messages;
+  self.weight = messages.size();
   std::size_t bytes = 0;
   for (const Message& m : messages) bytes += m.payload.size();
   self.combinable = messages.size() <= kMaxMessages && bytes <= kMaxBytes;
@@ -35,8 +36,12 @@ Result<std::vector<SendResult>> WriteBatcher::Send(
 Status WriteBatcher::Enter(Writer& self) {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    if (leaders_ < max_leaders_) {
-      // A leader's place is free, so nobody is queued: lead at once.
+    // Lead at once when nobody leads; beside other leaders only when there
+    // is enough to do (kMinGroupWeight): many small groups would each cost
+    // a commit's overhead, where fewer larger ones share it. Whoever waits
+    // is taken by a running leader's next group.
+    if (leaders_ == 0 || (leaders_ < max_leaders_ &&
+                          queued_weight_ + self.weight >= kMinGroupWeight)) {
       ++leaders_;
       peak_leaders_ = std::max(peak_leaders_, leaders_);
       lock.unlock();
@@ -49,6 +54,7 @@ Status WriteBatcher::Enter(Writer& self) {
       self.signal->state = State::kQueued;
     }
     queue_.push_back(&self);
+    queued_weight_ += self.weight;
     if (delaying_ && queue_.size() >= expected_) arrivals_.notify_one();
   }
   State state;
@@ -70,7 +76,13 @@ void WriteBatcher::Lead(Writer& self) {
   constexpr int kMaxRounds = 4;
   std::unique_lock<std::mutex> lock(mu_);
   bool own = true;  // our own operation is still to run
-  for (int round = 0; round < kMaxRounds && (own || !queue_.empty()); ++round) {
+  // Beside other leaders, a next group needs enough to do (as for starting
+  // one, Enter); what is left is theirs to take.
+  auto more = [&] {
+    return !queue_.empty() &&
+           (leaders_ == 1 || queued_weight_ >= kMinGroupWeight);
+  };
+  for (int round = 0; round < kMaxRounds && (own || more()); ++round) {
     // Commit delay: when the last group showed that more callers are active
     // than are queued now (those just answered are about to come back),
     // wait a moment for them, so that one commit serves them all instead of
@@ -93,6 +105,7 @@ void WriteBatcher::Lead(Writer& self) {
     const std::size_t room = max_group_ - (own ? 1 : 0);
     while (!queue_.empty() && group.size() < room) {
       group.push_back(queue_.front());
+      queued_weight_ -= queue_.front()->weight;
       queue_.pop_front();
     }
     if (own) group.push_back(&self);  // after those who came first
@@ -114,8 +127,9 @@ void WriteBatcher::Lead(Writer& self) {
     // Callers active now: the group just answered plus those queued.
     expected_ = std::min(max_group_, group.size() + queue_.size());
   }
-  // Hand our place to the first caller queued, or give it up.
-  if (queue_.empty()) {
+  // Hand our place to the first caller queued, or give it up (to the other
+  // leaders, when there are, goes what is queued).
+  if (queue_.empty() || leaders_ > 1) {
     --leaders_;
   } else {
     Appoint();
@@ -124,6 +138,7 @@ void WriteBatcher::Lead(Writer& self) {
 
 void WriteBatcher::Appoint() {
   Writer* next = queue_.front();
+  queued_weight_ -= next->weight;
   queue_.pop_front();
   Wake(*next, State::kLead);
 }
@@ -268,6 +283,11 @@ std::size_t WriteBatcher::TEST_transactions() const {
 int WriteBatcher::TEST_peak_leaders() const {
   std::lock_guard<std::mutex> lock(mu_);
   return peak_leaders_;
+}
+
+std::size_t WriteBatcher::TEST_queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
 }
 
 std::size_t WriteBatcher::TEST_operations() const {

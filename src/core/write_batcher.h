@@ -78,12 +78,17 @@ class WriteBatcher {
   static constexpr std::size_t kMaxMessages = 100;
   static constexpr std::size_t kMaxBytes = 64 << 10;
   static constexpr std::size_t kMaxCombined = 10000;
+  // A group beside those running starts only with this much to do
+  // (Writer::weight; a single-message send weighs 1).
+  static constexpr std::size_t kMinGroupWeight = 32;
 
   // Number of transactions committed and operations run; for benchmarks.
   std::size_t TEST_transactions() const;
   std::size_t TEST_operations() const;
   // Most leaders seen running at once.
   int TEST_peak_leaders() const;
+  // Callers waiting to be taken into a group now.
+  std::size_t TEST_queued() const;
 
  private:
   enum class State { kQueued, kLead, kDone };
@@ -105,6 +110,9 @@ class WriteBatcher {
     std::int64_t queue_id = 0;
     std::span<const Message> messages;
     bool combinable = false;
+    // How much this caller brings to a group: a send's message count; any
+    // other operation is worth a group of its own.
+    std::size_t weight = kMinGroupWeight;
     std::vector<SendResult> results;
     Status status;
 
@@ -131,9 +139,10 @@ class WriteBatcher {
   const int max_leaders_;
   mutable std::mutex mu_;
   // Callers not yet taken into a group; guarded by mu_. Not empty only
-  // while max_leaders_ leaders run (one of them takes it next).
+  // while a leader runs (which takes it next, or hands it the lead).
   std::deque<Writer*> queue_;
-  int leaders_ = 0;  // guarded by mu_; leaders running groups now
+  std::size_t queued_weight_ = 0;  // guarded by mu_; of those in queue_
+  int leaders_ = 0;                // guarded by mu_; leaders running groups now
   int peak_leaders_ = 0;
   // Estimate of callers writing concurrently; guarded by mu_.
   std::size_t expected_ = 1;

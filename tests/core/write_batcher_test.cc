@@ -549,9 +549,11 @@ struct Sender {
 
 // Runs `senders` behind a held leader; checks that each got the ids of its
 // own messages (or, on queue 3, the clean failure) and that the leader's
-// operation committed.
+// operation committed. With `all_queued`, the leader is let go only once
+// every sender waits in the queue.
 void SendBehindAHeldLeader(FakeEngine& engine, WriteBatcher& batcher,
-                           const std::vector<Sender>& senders) {
+                           const std::vector<Sender>& senders,
+                           bool all_queued = false) {
   engine.HoldNextWrite();
   auto leader_op = engine.Append(0);
   auto leader =
@@ -566,6 +568,15 @@ void SendBehindAHeldLeader(FakeEngine& engine, WriteBatcher& batcher,
     }));
   }
   started.wait();
+  if (all_queued) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (batcher.TEST_queued() < senders.size() &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    EXPECT_EQ(batcher.TEST_queued(), senders.size());
+  }
   engine.Release();
   EXPECT_OK(leader.get());
   for (std::size_t i = 0; i < senders.size(); ++i) {
@@ -633,6 +644,46 @@ TEST(WriteBatcher, AGroupOfSendsToOneQueueIsOneCall) {
   }
   EXPECT_TRUE(merged) << "in " << kRounds
                       << " rounds, six queued sends never shared a call";
+}
+
+TEST(WriteBatcher, SmallSendsBesideARunningLeaderWaitForItsNextGroup) {
+  FakeEngine engine;
+  SendRecorder recorder(engine);
+  WriteBatcher batcher(engine, 512, /*max_leaders=*/4);
+  // Places for three more leaders are free, but five single-message sends
+  // are too little for a group of their own each: they wait for the held
+  // leader, which takes them all as its next group, one call.
+  std::vector<Sender> senders;
+  for (int i = 0; i < 5; ++i) senders.push_back({1, Numbered(1, i, 1)});
+  SendBehindAHeldLeader(engine, batcher, senders, /*all_queued=*/true);
+  const auto calls = recorder.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].size, 5u);
+  EXPECT_EQ(engine.writes(), 2);
+}
+
+TEST(WriteBatcher, LargeSendsLeadBesideARunningLeader) {
+  FakeEngine engine;
+  SendRecorder recorder(engine);
+  WriteBatcher batcher(engine, 512, /*max_leaders=*/4);
+  engine.HoldNextWrite();
+  auto leader_op = engine.Append(0);
+  auto leader =
+      std::async(std::launch::async, [&] { return batcher.Run(leader_op); });
+  engine.WaitUntilHeld();
+  // Each send has enough for a group of its own: the three run while the
+  // first leader is still held.
+  for (int i = 0; i < 3; ++i) {
+    const auto messages =
+        Numbered(1, 100 * i, static_cast<int>(WriteBatcher::kMinGroupWeight));
+    auto r = batcher.Send(1, messages);
+    ASSERT_OK(r.status());
+    EXPECT_EQ(r->size(), messages.size());
+  }
+  EXPECT_EQ(recorder.calls().size(), 3u);
+  engine.Release();
+  EXPECT_OK(leader.get());
+  EXPECT_EQ(batcher.TEST_peak_leaders(), 2);
 }
 
 }  // namespace
