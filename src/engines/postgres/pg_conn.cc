@@ -235,6 +235,7 @@ void PgConn::ResetTxState() {
   tx_now_us.reset();
   notify = false;
   churned = 0;
+  counted = 0;
   known_queues.clear();
   pending_counters.clear();
   began = std::chrono::steady_clock::now();

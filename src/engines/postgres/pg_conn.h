@@ -196,6 +196,8 @@ class PgConn : public core::Conn {
   // Message rows this transaction updated or deleted (dead row versions it
   // leaves behind), for the Vacuumer after commit.
   std::int64_t churned = 0;
+  // Counter delta rows this transaction appended, for the fold.
+  std::int64_t counted = 0;
   // Queues checked (and in write transactions locked FOR KEY SHARE) in this
   // transaction.
   std::unordered_set<std::int64_t> known_queues;

@@ -61,6 +61,9 @@ constexpr int kWriteGroups = 4;
 // SQLQ_PG_VACUUM_ROWS overrides (0: never, autovacuum only).
 constexpr std::int64_t kVacuumRows = 20000;
 constexpr std::chrono::milliseconds kVacuumInterval{1000};
+// The store folds the counter deltas into sqlq_counters once it appended
+// this many (at most once per kVacuumInterval); SQLQ_PG_FOLD_ROWS overrides.
+constexpr std::int64_t kFoldRows = 1000;
 // Payload bytes of one insert statement: bounds its parameters well below
 // PostgreSQL's 1 GiB per value, whatever the payload limit.
 constexpr std::size_t kStatementBytes = 16u << 20;
@@ -107,6 +110,9 @@ class PostgresEngine : public core::Engine {
     if (const char* env = std::getenv("SQLQ_PG_VACUUM_ROWS")) {
       vacuum_threshold_ = std::atoll(env);  // 0 or less: never
     }
+    if (const char* env = std::getenv("SQLQ_PG_FOLD_ROWS")) {
+      fold_threshold_ = std::max<std::int64_t>(1, std::atoll(env));
+    }
     ClaimMarks::Options marks;
     bool use_marks = true;
     if (const char* env = std::getenv("SQLQ_PG_CLAIM_MARKS")) {
@@ -126,6 +132,7 @@ class PostgresEngine : public core::Engine {
   ~PostgresEngine() override {
     notifier_.reset();  // stop callbacks before the connections go
     vacuumer_.reset();
+    folder_.reset();
   }
 
   int write_groups() const override { return write_groups_; }
@@ -138,8 +145,12 @@ class PostgresEngine : public core::Engine {
     Release(std::move(*conn));
     if (vacuum_threshold_ > 0) {
       vacuumer_ = std::make_unique<Vacuumer>(
-          [this] { return ConnectRaw(); }, vacuum_threshold_, kVacuumInterval);
+          [this] { return ConnectRaw(); }, vacuum_threshold_,
+          /*fold_threshold=*/0, kVacuumInterval);
     }
+    folder_ = std::make_unique<Vacuumer>([this] { return ConnectRaw(); },
+                                         /*threshold=*/0, fold_threshold_,
+                                         kVacuumInterval);
     return Status::Ok();
   }
 
@@ -359,17 +370,17 @@ class PostgresEngine : public core::Engine {
     // One round trip; sum() of BIGINT is NUMERIC, hence the casts.
     static constexpr const char* kSql = R"sql(
       SELECT q.name,
-        (SELECT coalesce(sum(sends), 0)::bigint FROM sqlq_counters k
+        (SELECT coalesce(sum(sends), 0)::bigint FROM sqlq_counts k
          WHERE k.queue_id = q.id),
-        (SELECT coalesce(sum(claims), 0)::bigint FROM sqlq_counters k
+        (SELECT coalesce(sum(claims), 0)::bigint FROM sqlq_counts k
          WHERE k.queue_id = q.id),
-        (SELECT coalesce(sum(acks), 0)::bigint FROM sqlq_counters k
+        (SELECT coalesce(sum(acks), 0)::bigint FROM sqlq_counts k
          WHERE k.queue_id = q.id),
-        (SELECT coalesce(sum(nacks), 0)::bigint FROM sqlq_counters k
+        (SELECT coalesce(sum(nacks), 0)::bigint FROM sqlq_counts k
          WHERE k.queue_id = q.id),
-        (SELECT coalesce(sum(expirations), 0)::bigint FROM sqlq_counters k
+        (SELECT coalesce(sum(expirations), 0)::bigint FROM sqlq_counts k
          WHERE k.queue_id = q.id),
-        (SELECT coalesce(sum(dead_lettered), 0)::bigint FROM sqlq_counters k
+        (SELECT coalesce(sum(dead_lettered), 0)::bigint FROM sqlq_counts k
          WHERE k.queue_id = q.id),
         m.ready, m.delayed, m.leased, m.oldest,
         (SELECT count(*) FROM sqlq_dead d WHERE d.queue_id = q.id),
@@ -1143,7 +1154,7 @@ class PostgresEngine : public core::Engine {
   Result<RingStats> RingStatsOf(Conn& c, std::int64_t ring_id) override {
     static constexpr const char* kSql = R"sql(
       SELECT q.name, q.capacity,
-        (SELECT coalesce(sum(pushes), 0)::bigint FROM sqlq_counters k
+        (SELECT coalesce(sum(pushes), 0)::bigint FROM sqlq_counts k
          WHERE k.queue_id = q.id),
         (SELECT count(*) FROM sqlq_ring_groups g
          WHERE g.ring_id = q.id AND g.entries > 0),
@@ -1361,7 +1372,7 @@ class PostgresEngine : public core::Engine {
                                         std::int64_t rotation_id) override {
     static constexpr const char* kSql = R"sql(
       SELECT q.name, q.max_failures,
-        (SELECT coalesce(sum(serves), 0)::bigint FROM sqlq_counters k
+        (SELECT coalesce(sum(serves), 0)::bigint FROM sqlq_counts k
          WHERE k.queue_id = q.id),
         (SELECT count(*) FROM sqlq_rotation_items i
          WHERE i.rotation_id = q.id),
@@ -1566,16 +1577,13 @@ class PostgresEngine : public core::Engine {
           (queue_id, priority, ready_us, enqueued_us, payload)
         SELECT q.id, m.priority::integer, t.now_us + m.delay_us, t.now_us,
                m.payload
-        FROM q, t, unnest($3::bigint[], $4::bigint[], $5::bytea[])
+        FROM q, t, unnest($2::bigint[], $3::bigint[], $4::bytea[])
           WITH ORDINALITY AS m(priority, delay_us, payload, ord)
         ORDER BY m.ord
         RETURNING id, enqueued_us),
       k AS (
-        INSERT INTO sqlq_counters AS k (queue_id, slot, sends, claims, acks,
-          nacks, expirations, dead_lettered, pushes, serves)
-        SELECT $1, $2, count(*), 0, 0, 0, 0, 0, 0, 0 FROM ins
-        HAVING count(*) > 0
-        ON CONFLICT (queue_id, slot) DO UPDATE SET sends = k.sends + excluded.sends)
+        INSERT INTO sqlq_counter_deltas (queue_id, sends)
+        SELECT $1, count(*) FROM ins HAVING count(*) > 0)
       SELECT id, enqueued_us FROM ins)sql";
     std::size_t bytes = 0;
     bool keyed = false;
@@ -1601,7 +1609,6 @@ class PostgresEngine : public core::Engine {
       PgConn& conn = Pg(c);
       Params params;
       params.Int(p.queue_id)
-          .Int(PQbackendPID(conn.pg()) % kCounterSlots)
           .IntArray(priority)
           .IntArray(delay)
           .BytesArray(payload);
@@ -1623,6 +1630,7 @@ class PostgresEngine : public core::Engine {
             out.clear();
             for (std::int64_t id : ids) out.push_back({.id = id});
             conn.notify = true;
+            ++conn.counted;
             conn.MadeReady(p.queue_id, rows.Int(0, 1) + Us(least));
           });
       return Status::Ok();
@@ -1789,32 +1797,17 @@ class PostgresEngine : public core::Engine {
     return WriteCounters(conn, queue_id, d);
   }
 
+  // One row of changes per transaction and queue (schema version 5): an
+  // insert, which leaves no row version behind to walk, even while a
+  // snapshot open elsewhere keeps vacuum from removing any.
   static constexpr const char* kCounterSql = R"sql(
-    INSERT INTO sqlq_counters AS k (queue_id, slot, sends, claims, acks,
-      nacks, expirations, dead_lettered, pushes, serves)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-    ON CONFLICT (queue_id, slot) DO UPDATE SET
-      sends = k.sends + excluded.sends,
-      claims = k.claims + excluded.claims,
-      acks = k.acks + excluded.acks,
-      nacks = k.nacks + excluded.nacks,
-      expirations = k.expirations + excluded.expirations,
-      dead_lettered = k.dead_lettered + excluded.dead_lettered,
-      pushes = k.pushes + excluded.pushes,
-      serves = k.serves + excluded.serves)sql";
+    INSERT INTO sqlq_counter_deltas (queue_id, sends, claims, acks, nacks,
+      expirations, dead_lettered, pushes, serves)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9))sql";
 
-  // Adds to one of the queue's kCounterSlots rows, chosen by the server
-  // process id of the connection: connections open at the same time have
-  // neighbouring pids, so up to kCounterSlots concurrent transactions (of
-  // any number of processes) update distinct rows and never wait on each
-  // other's counters. (A random slot would collide often: with 64
-  // concurrent transactions and 64 slots, most would share one.)
-  static Params CounterParams(PgConn& conn, std::int64_t queue_id,
-                              const QueueCounters& d) {
-    const int slot = PQbackendPID(conn.pg()) % kCounterSlots;
+  static Params CounterParams(std::int64_t queue_id, const QueueCounters& d) {
     Params p;
     p.Int(queue_id)
-        .Int(slot)
         .Int(d.sends)
         .Int(d.claims)
         .Int(d.acks)
@@ -1828,8 +1821,9 @@ class PostgresEngine : public core::Engine {
 
   Status WriteCounters(PgConn& conn, std::int64_t queue_id,
                        const QueueCounters& d) {
-    auto rows = conn.Run(kCounterSql, CounterParams(conn, queue_id, d),
-                         "update counters");
+    auto rows =
+        conn.Run(kCounterSql, CounterParams(queue_id, d), "update counters");
+    if (rows.ok()) ++conn.counted;
     return rows.ok() ? Status::Ok() : rows.status();
   }
 
@@ -1913,7 +1907,8 @@ class PostgresEngine : public core::Engine {
       // with COMMIT in one round trip, after the staged statement.
       std::vector<Params> counters;
       for (const auto& [queue_id, d] : conn.pending_counters) {
-        counters.push_back(CounterParams(conn, queue_id, d));
+        counters.push_back(CounterParams(queue_id, d));
+        ++conn.counted;
       }
       conn.pending_counters.clear();
       return conn.RunAndCommit(kCounterSql, counters, "update counters");
@@ -1965,6 +1960,7 @@ class PostgresEngine : public core::Engine {
   void Committed(PgConn& conn) {
     if (conn.notify) Poke();
     if (conn.churned > 0 && vacuumer_) vacuumer_->Churned(conn.churned);
+    if (conn.counted > 0 && folder_) folder_->Counted(conn.counted);
     if (!marks_) return;
     const auto at = std::chrono::steady_clock::now();
     for (const PgConn::ClaimDone& d : conn.claims) {
@@ -2166,12 +2162,14 @@ class PostgresEngine : public core::Engine {
   const std::shared_ptr<Clock> clock_;  // null: the database clock
   int write_groups_ = kWriteGroups;
   std::int64_t vacuum_threshold_ = kVacuumRows;
+  std::int64_t fold_threshold_ = kFoldRows;
   std::mutex rng_mu_;
   std::mt19937_64 rng_;  // guarded by rng_mu_
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<PgConn>> idle_;  // guarded by pool_mu_
   std::unique_ptr<Notifier> notifier_;
   std::unique_ptr<Vacuumer> vacuumer_;
+  std::unique_ptr<Vacuumer> folder_;  // folds the counter deltas
   std::unique_ptr<ClaimMarks> marks_;  // null: claims read whole queues
 };
 

@@ -15,10 +15,12 @@
 //    dead letter keeps its id.
 //  - Dedup keys, worker names and errors are bytea: callers may put any bytes
 //    in them (text columns would refuse NUL bytes and invalid UTF-8).
-//  - Counters live in sqlq_counters, in up to kCounterSlots rows per queue
-//    (one per server process id modulo kCounterSlots), so concurrent commits
-//    rarely update the same row; Stats sums whatever rows there are, so the
-//    number of slots may change between versions.
+//  - Counters: each transaction appends its changes to sqlq_counter_deltas
+//    (since version 5), which are folded into sqlq_counters from time to
+//    time. Stats sums both (the view sqlq_counts), whatever rows there are:
+//    versions 1-4 added to up to kCounterSlots rows per queue in
+//    sqlq_counters (one per server process id modulo kCounterSlots), the
+//    fold adds to slot 0.
 
 #ifndef SQLQ_ENGINES_POSTGRES_SCHEMA_H_
 #define SQLQ_ENGINES_POSTGRES_SCHEMA_H_
@@ -29,9 +31,6 @@ namespace sqlq::engines::postgres {
 
 // pg_advisory_xact_lock key: "sqlq" in ASCII.
 inline constexpr std::int64_t kMigrationLock = 0x73716c71;
-
-// Slots per queue in sqlq_counters.
-inline constexpr int kCounterSlots = 64;
 
 inline constexpr const char* kMigrations[] = {
     // Version 1: work queues.
@@ -182,7 +181,64 @@ CREATE INDEX sqlq_messages_claim_v4
 DROP INDEX sqlq_messages_claim;
 ALTER INDEX sqlq_messages_claim_v4 RENAME TO sqlq_messages_claim;
 )sql",
+    // Version 5: counter changes are appended, one row per transaction and
+    // queue, to sqlq_counter_deltas (no index, no foreign key: an insert
+    // touches nothing else), and folded into sqlq_counters from time to time
+    // (kFoldCountersSql). Adding to a row in sqlq_counters at every commit
+    // left a version of it behind each time; while a snapshot stays open
+    // elsewhere none can be removed, and every later update walked them
+    // all, slower and slower (docs/engines/postgres.md, "Counters").
+    // sqlq_counts is what Stats sums: both tables.
+    R"sql(
+CREATE TABLE sqlq_counter_deltas (
+  queue_id      BIGINT NOT NULL,
+  sends         BIGINT NOT NULL DEFAULT 0,
+  claims        BIGINT NOT NULL DEFAULT 0,
+  acks          BIGINT NOT NULL DEFAULT 0,
+  nacks         BIGINT NOT NULL DEFAULT 0,
+  expirations   BIGINT NOT NULL DEFAULT 0,
+  dead_lettered BIGINT NOT NULL DEFAULT 0,
+  pushes        BIGINT NOT NULL DEFAULT 0,
+  serves        BIGINT NOT NULL DEFAULT 0
+);
+CREATE VIEW sqlq_counts AS
+  SELECT queue_id, sends, claims, acks, nacks, expirations, dead_lettered,
+         pushes, serves
+  FROM sqlq_counters
+  UNION ALL
+  SELECT queue_id, sends, claims, acks, nacks, expirations, dead_lettered,
+         pushes, serves
+  FROM sqlq_counter_deltas;
+)sql",
 };
+
+// Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one
+// statement: each delta row is deleted and added exactly once, even with
+// several processes folding at once (a row another fold deleted first is
+// skipped). Deltas of dropped queues are deleted and dropped.
+inline constexpr const char* kFoldCountersSql = R"sql(
+WITH d AS (DELETE FROM sqlq_counter_deltas RETURNING *),
+s AS (
+  SELECT queue_id, sum(sends) AS sends, sum(claims) AS claims,
+    sum(acks) AS acks, sum(nacks) AS nacks, sum(expirations) AS expirations,
+    sum(dead_lettered) AS dead_lettered, sum(pushes) AS pushes,
+    sum(serves) AS serves
+  FROM d GROUP BY queue_id)
+INSERT INTO sqlq_counters AS k (queue_id, slot, sends, claims, acks, nacks,
+  expirations, dead_lettered, pushes, serves)
+SELECT s.queue_id, 0, s.sends, s.claims, s.acks, s.nacks, s.expirations,
+  s.dead_lettered, s.pushes, s.serves
+FROM s JOIN sqlq_queues q ON q.id = s.queue_id
+ORDER BY s.queue_id
+ON CONFLICT (queue_id, slot) DO UPDATE SET
+  sends = k.sends + excluded.sends,
+  claims = k.claims + excluded.claims,
+  acks = k.acks + excluded.acks,
+  nacks = k.nacks + excluded.nacks,
+  expirations = k.expirations + excluded.expirations,
+  dead_lettered = k.dead_lettered + excluded.dead_lettered,
+  pushes = k.pushes + excluded.pushes,
+  serves = k.serves + excluded.serves)sql";
 
 inline constexpr int kSchemaVersion =
     static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "engines/postgres/schema.h"
+
 namespace sqlq::engines::postgres {
 
 namespace {
@@ -11,9 +13,11 @@ constexpr std::chrono::milliseconds kMaxInterval{60000};
 }  // namespace
 
 Vacuumer::Vacuumer(std::function<PGconn*()> connect, std::int64_t threshold,
+                   std::int64_t fold_threshold,
                    std::chrono::milliseconds min_interval)
     : connect_(std::move(connect)),
       threshold_(threshold),
+      fold_threshold_(fold_threshold),
       min_interval_(min_interval),
       thread_([this] { Loop(); }) {}
 
@@ -27,9 +31,18 @@ Vacuumer::~Vacuumer() {
 }
 
 void Vacuumer::Churned(std::int64_t rows) {
-  const std::int64_t before = churn_.fetch_add(rows);
+  if (threshold_ > 0) Add(churn_, threshold_, rows);
+}
+
+void Vacuumer::Counted(std::int64_t rows) {
+  if (fold_threshold_ > 0) Add(counted_, fold_threshold_, rows);
+}
+
+void Vacuumer::Add(std::atomic<std::int64_t>& counter, std::int64_t threshold,
+                   std::int64_t rows) {
+  const std::int64_t before = counter.fetch_add(rows);
   // Wake the thread once per threshold crossed, not per commit.
-  if (before < threshold_ && before + rows >= threshold_) {
+  if (before < threshold && before + rows >= threshold) {
     std::lock_guard<std::mutex> lock(mu_);
     due_ = true;
     cv_.notify_all();
@@ -51,7 +64,10 @@ void Vacuumer::Loop() {
       break;
     }
     due_ = false;
-    churn_ = 0;
+    const bool vacuum = threshold_ > 0 && churn_ >= threshold_;
+    const bool fold = fold_threshold_ > 0 && counted_ >= fold_threshold_;
+    if (vacuum) churn_ = 0;
+    if (fold) counted_ = 0;
     lock.unlock();
     if (conn != nullptr && PQstatus(conn) != CONNECTION_OK) {
       PQfinish(conn);
@@ -59,11 +75,26 @@ void Vacuumer::Loop() {
     }
     if (conn == nullptr) conn = connect_();
     if (conn != nullptr && PQstatus(conn) == CONNECTION_OK) {
-      // Failures (no permission, server gone) are left to the next round
-      // and to autovacuum: vacuuming is an optimisation, never required.
-      PQclear(
-          PQexec(conn, "VACUUM (SKIP_LOCKED) sqlq_messages, sqlq_counters"));
-      ++vacuums_;
+      // Failures (no permission, server gone, a deadlock between two
+      // processes' folds) are left to the next round and to autovacuum:
+      // neither is ever required.
+      if (fold) {
+        PGresult* res = PQexec(conn, kFoldCountersSql);
+        if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+          ++folds_;
+        } else {
+          // Try again after the interval (a queue dropped meanwhile, two
+          // processes' folds deadlocked), even if nothing more is counted.
+          Add(counted_, fold_threshold_, fold_threshold_);
+        }
+        PQclear(res);
+      }
+      if (vacuum) {
+        PQclear(PQexec(conn,
+                       "VACUUM (SKIP_LOCKED) sqlq_messages, sqlq_counters, "
+                       "sqlq_counter_deltas"));
+        ++vacuums_;
+      }
     }
     last = std::chrono::steady_clock::now();
     lock.lock();

@@ -13,6 +13,13 @@
 // warning from the server and nothing happens: autovacuum remains.
 // docs/engines/postgres.md, "Sustained load".
 //
+// It can also fold the counter deltas (schema.h, kFoldCountersSql) into
+// sqlq_counters once enough were appended (Counted()), at most once per
+// interval, so that the deltas table stays small for Stats to sum. A store
+// runs one Vacuumer for each, so that a long VACUUM (of a table a held
+// snapshot keeps large) does not hold up the folds. Folding is not
+// required either: Stats sums the deltas that are left.
+//
 // Thread-safe.
 
 #ifndef SQLQ_ENGINES_POSTGRES_VACUUMER_H_
@@ -33,27 +40,40 @@ namespace sqlq::engines::postgres {
 class Vacuumer {
  public:
   // `connect` opens a connection (or returns null); called on the
-  // Vacuumer's thread, only when a vacuum is due.
+  // Vacuumer's thread, only when a vacuum or a fold is due. `threshold`:
+  // churned rows that make a vacuum due (0 or less: never vacuum);
+  // `fold_threshold`: counter rows that make a fold due (0 or less: never
+  // fold).
   Vacuumer(std::function<PGconn*()> connect, std::int64_t threshold,
-           std::chrono::milliseconds min_interval);
+           std::int64_t fold_threshold, std::chrono::milliseconds min_interval);
   Vacuumer(const Vacuumer&) = delete;
   Vacuumer& operator=(const Vacuumer&) = delete;
   ~Vacuumer();
 
   // `rows` message rows were updated or deleted by a commit.
   void Churned(std::int64_t rows);
+  // `rows` counter delta rows were appended by a commit.
+  void Counted(std::int64_t rows);
 
-  // Vacuums run so far; for tests and benchmarks.
+  // Vacuums and folds run so far; for tests and benchmarks.
   std::int64_t TEST_vacuums() const { return vacuums_; }
+  std::int64_t TEST_folds() const { return folds_; }
 
  private:
   void Loop();
 
+  // Wakes the thread when `counter` crosses `threshold`.
+  void Add(std::atomic<std::int64_t>& counter, std::int64_t threshold,
+           std::int64_t rows);
+
   const std::function<PGconn*()> connect_;
   const std::int64_t threshold_;
+  const std::int64_t fold_threshold_;
   const std::chrono::milliseconds min_interval_;
   std::atomic<std::int64_t> churn_{0};
+  std::atomic<std::int64_t> counted_{0};
   std::atomic<std::int64_t> vacuums_{0};
+  std::atomic<std::int64_t> folds_{0};
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // guarded by mu_

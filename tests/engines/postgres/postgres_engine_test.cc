@@ -86,6 +86,23 @@ class PostgresEngineTest : public ::testing::Test {
     return true;
   }
 
+  // A REPEATABLE READ transaction held open on a connection of its own:
+  // while it lasts, vacuum can remove no row version its snapshot might
+  // see. Ended by End() (or left to the test's database teardown).
+  struct HeldSnapshot {
+    explicit HeldSnapshot(PGconn* conn) : c(conn) {
+      Query(c, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+      Query(c, "SELECT count(*) FROM pg_class");
+      pid = Query(c, "SELECT pg_backend_pid()");
+    }
+    void End() {
+      Query(c, "COMMIT");
+      PQfinish(c);
+    }
+    PGconn* c;
+    std::string pid;
+  };
+
   static std::string Query(PGconn* c, const std::string& sql) {
     PGresult* r = PQexec(c, sql.c_str());
     std::string out;
@@ -487,8 +504,15 @@ TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
     ASSERT_OK(q.SendBatch(std::vector<Message>(10, Message{.payload = "m"})));
   }
   PGconn* c = Raw();
-  // Back to version 2 as that version left it.
+  // Back to version 2 as that version left it: counters in slot rows of
+  // sqlq_counters (slot 7 here), no deltas.
   Query(c, "DELETE FROM sqlq_schema WHERE version > 2");
+  Query(c,
+        "INSERT INTO sqlq_counters (queue_id, slot, sends) "
+        "SELECT queue_id, 7, sum(sends) FROM sqlq_counter_deltas "
+        "GROUP BY queue_id");
+  Query(c, "DROP VIEW sqlq_counts");
+  Query(c, "DROP TABLE sqlq_counter_deltas");
   Query(c,
         "ALTER TABLE sqlq_messages ADD CONSTRAINT sqlq_messages_queue_id_fkey "
         "FOREIGN KEY (queue_id) REFERENCES sqlq_queues ON DELETE CASCADE");
@@ -508,6 +532,8 @@ TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
             "CREATE INDEX sqlq_messages_claim ON public.sqlq_messages USING "
             "btree (queue_id, priority DESC, ready_us, ((id + 0)))");
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->Queue("jobs"));
+  ASSERT_OK_AND_ASSIGN(QueueStats stats, q.Stats());
+  EXPECT_EQ(stats.sends, 10);  // the old slot row, summed with the deltas
   ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 20}));
   ASSERT_EQ(got.size(), 10u);
   for (std::size_t i = 1; i < got.size(); ++i) {
@@ -683,6 +709,73 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
+// --- counters ------------------------------------------------------------
+
+// Counter changes are appended (sqlq_counter_deltas), not added to a row:
+// while a snapshot is held open elsewhere, each update of a row would leave
+// a version that every later update walks. Counted in the server's
+// statistics of sqlq_counters, which a backend reports when it exits.
+TEST_F(PostgresEngineTest, CountersUnderAnOpenSnapshotAreAppendedNotUpdated) {
+  constexpr int kSends = 300;
+  HeldSnapshot holder(Raw());
+  PGconn* c = Raw();
+  const std::string our_pid = Query(c, "SELECT pg_backend_pid()");
+  {
+    auto store = OpenStore();
+    ASSERT_TRUE(store);
+    ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+    for (int i = 0; i < kSends; ++i) ASSERT_OK(q.Send({.payload = "m"}));
+    ASSERT_OK_AND_ASSIGN(QueueStats stats, q.Stats());
+    EXPECT_EQ(stats.sends, kSends);
+  }
+  ASSERT_TRUE(StoreBackendsExited(c, holder.pid + ", " + our_pid))
+      << "the store's connections stayed open";
+  // Folds update one row per queue at most once a second; adding to a row
+  // at each commit would be one update per send.
+  const std::int64_t updates = std::stoll(
+      Query(c,
+            "SELECT n_tup_upd + n_tup_hot_upd FROM pg_stat_user_tables "
+            "WHERE relname = 'sqlq_counters'"));
+  EXPECT_LT(updates, kSends / 10);
+  holder.End();
+  PQfinish(c);
+}
+
+// The store folds the deltas into sqlq_counters in the background; the
+// counts read the same before and after.
+TEST_F(PostgresEngineTest, CounterDeltasAreFoldedAndStillCounted) {
+  ScopedEnv fold_often("SQLQ_PG_FOLD_ROWS", "1");
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK_AND_ASSIGN(WorkQueue other, store->CreateQueue("other", {}));
+  for (int i = 0; i < 5; ++i) ASSERT_OK(q.Send({.payload = "m"}));
+  ASSERT_OK(other.Send({.payload = "m"}));
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 2}));
+  ASSERT_EQ(got.size(), 2u);
+  for (const auto& m : got) ASSERT_OK(q.Ack(m.receipt));
+  PGconn* c = Raw();
+  // A dropped queue's deltas are dropped by the fold, not added.
+  ASSERT_OK(store->DropQueue("other"));
+  const auto deadline = SteadyClock::now() + seconds(30);
+  while (Query(c, "SELECT count(*) FROM sqlq_counter_deltas") != "0" &&
+         SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(Query(c, "SELECT count(*) FROM sqlq_counter_deltas"), "0")
+      << "the deltas were not folded";
+  EXPECT_EQ(Query(c,
+                  "SELECT sends || ' ' || claims || ' ' || acks FROM "
+                  "sqlq_counters k JOIN sqlq_queues q ON q.id = k.queue_id "
+                  "WHERE q.name = 'jobs'"),
+            "5 2 2");
+  ASSERT_OK_AND_ASSIGN(QueueStats stats, q.Stats());
+  EXPECT_EQ(stats.sends, 5);
+  EXPECT_EQ(stats.claims, 2);
+  EXPECT_EQ(stats.acks, 2);
+  PQfinish(c);
+}
+
 std::vector<std::string> Payloads(const std::vector<ClaimedMessage>& got) {
   std::vector<std::string> out;
   for (const ClaimedMessage& m : got) out.push_back(m.payload);
@@ -716,10 +809,7 @@ class ClaimMarkTest : public PostgresEngineTest {
 // statistics of the claim index, which a backend reports when it exits.
 TEST_F(ClaimMarkTest, ClaimsUnderAnOpenSnapshotSkipTheMessagesDone) {
   constexpr int kRounds = 40, kBatch = 100;
-  PGconn* holder = Raw();
-  Query(holder, "BEGIN ISOLATION LEVEL REPEATABLE READ");
-  Query(holder, "SELECT count(*) FROM pg_class");
-  const std::string holder_pid = Query(holder, "SELECT pg_backend_pid()");
+  HeldSnapshot holder(Raw());
   PGconn* c = Raw();
   const std::string our_pid = Query(c, "SELECT pg_backend_pid()");
   {
@@ -740,7 +830,7 @@ TEST_F(ClaimMarkTest, ClaimsUnderAnOpenSnapshotSkipTheMessagesDone) {
     ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 10}));
     EXPECT_EQ(Payloads(got), std::vector<std::string>{"last"});
   }
-  ASSERT_TRUE(StoreBackendsExited(c, holder_pid + ", " + our_pid))
+  ASSERT_TRUE(StoreBackendsExited(c, holder.pid + ", " + our_pid))
       << "the store's connections stayed open";
   const std::int64_t read =
       std::stoll(Query(c,
@@ -752,8 +842,7 @@ TEST_F(ClaimMarkTest, ClaimsUnderAnOpenSnapshotSkipTheMessagesDone) {
   // about 80,000 in all.
   EXPECT_GE(read, kRounds * kBatch);
   EXPECT_LT(read, kRounds * kBatch * 2);
-  Query(holder, "COMMIT");
-  PQfinish(holder);
+  holder.End();
   PQfinish(c);
 }
 
