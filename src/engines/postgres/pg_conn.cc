@@ -253,6 +253,14 @@ Status PgConn::Fail(const PGresult* res, std::string_view what, Phase phase) {
   return s;
 }
 
+PgResult PgConn::NextResult() {
+  PgResult res(PQgetResult(conn_));
+  // The null that ends this command's results.
+  while (PgResult extra{PQgetResult(conn_)}) {
+  }
+  return res;
+}
+
 bool PgConn::SessionEnding(const PGresult* res) const {
   if (!healthy()) return true;
   const char* state =
@@ -273,9 +281,7 @@ bool PgConn::SendBegin() {
 std::optional<Status> PgConn::ReadBegin() {
   if (pending_begin_ == nullptr) return std::nullopt;
   pending_begin_ = nullptr;
-  PgResult res(PQgetResult(conn_));
-  while (PgResult extra{PQgetResult(conn_)}) {
-  }
+  PgResult res = NextResult();
   if (res != nullptr && PQresultStatus(res.get()) == PGRES_COMMAND_OK) {
     return std::nullopt;
   }
@@ -352,9 +358,7 @@ Result<Rows> PgConn::RunAfterBegin(const std::string& name,
     return lost(s);
   }
   std::optional<Status> failed = ReadBegin();
-  PgResult res(PQgetResult(conn_));
-  while (PgResult extra{PQgetResult(conn_)}) {
-  }
+  PgResult res = NextResult();
   PgResult sync(PQgetResult(conn_));
   const bool exited = PQexitPipelineMode(conn_) == 1;
   if (failed) return lost(*failed);
@@ -420,9 +424,7 @@ Result<std::vector<Rows>> PgConn::RunAll(const char* sql,
     // One result (then a null) per statement, then the sync's.
     std::optional<Status> failed;
     for (std::size_t i = from; i < to; ++i) {
-      PgResult res(PQgetResult(conn_));
-      while (PgResult extra{PQgetResult(conn_)}) {
-      }
+      PgResult res = NextResult();
       const ExecStatusType st =
           res != nullptr ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
       if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
@@ -501,9 +503,7 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
   auto phase = [&] { return healthy() ? Phase::kStatement : Phase::kCommit; };
   std::optional<Status> failed;
   auto next = [&](std::string_view stmt) -> PgResult {
-    PgResult res(PQgetResult(conn_));
-    while (PgResult extra{PQgetResult(conn_)}) {
-    }
+    PgResult res = NextResult();
     const ExecStatusType st =
         res != nullptr ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
@@ -514,9 +514,7 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
   };
   if (with_begin) {
     pending_begin_ = nullptr;
-    PgResult res(PQgetResult(conn_));
-    while (PgResult extra{PQgetResult(conn_)}) {
-    }
+    PgResult res = NextResult();
     if (res == nullptr || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
       // An error the server sent as BEGIN's answer (a SQLSTATE, as when it
       // was ending the session: pg_terminate_backend, shutdown) means it ran
@@ -537,9 +535,7 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
     if (PgResult res = next(staged->what)) staged_rows.emplace(std::move(res));
   }
   for (std::size_t i = 0; i < params.size(); ++i) (void)next(what);
-  PgResult commit(PQgetResult(conn_));
-  while (PgResult extra{PQgetResult(conn_)}) {
-  }
+  PgResult commit = NextResult();
   PgResult sync(PQgetResult(conn_));
   const bool exited = PQexitPipelineMode(conn_) == 1;
   if (failed) return rollback(*failed);

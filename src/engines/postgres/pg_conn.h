@@ -244,6 +244,8 @@ class PgConn : public core::Conn {
   std::optional<Status> ReadBegin();
   // Runs the deferred BEGIN on its own.
   Status FlushBegin();
+  // In pipeline mode: the next command's result, its terminating null read.
+  PgResult NextResult();
   // True when `res` (an error) or the connection's state says that this
   // session is over.
   bool SessionEnding(const PGresult* res) const;

@@ -2169,7 +2169,7 @@ class PostgresEngine : public core::Engine {
   std::vector<std::unique_ptr<PgConn>> idle_;  // guarded by pool_mu_
   std::unique_ptr<Notifier> notifier_;
   std::unique_ptr<Vacuumer> vacuumer_;
-  std::unique_ptr<Vacuumer> folder_;  // folds the counter deltas
+  std::unique_ptr<Vacuumer> folder_;   // folds the counter deltas
   std::unique_ptr<ClaimMarks> marks_;  // null: claims read whole queues
 };
 
