@@ -88,8 +88,8 @@ void WriteBatcher::Lead(Writer& self) {
     // wait a moment for them, so that one commit serves them all instead of
     // two half-full ones. Bounded by kCommitDelay; a wait that times out
     // lowers the estimate, so a caller alone is never delayed twice.
-    // Only with a single leader: with several, a caller that arrives while
-    // a place is free leads a group of its own at once.
+    // Only with a single leader: with several, a caller with enough to do
+    // leads a group of its own at once (Enter).
     auto waiting = [&] { return queue_.size() + (own ? 1 : 0); };
     if (max_leaders_ == 1 && waiting() < expected_) {
       delaying_ = true;
