@@ -191,10 +191,16 @@ class Engine {
   // Send does, which is the default. An engine may do it in fewer round
   // trips (PostgreSQL: one). Group commit uses it for a group that is only
   // sends to one queue, the usual group of concurrent senders.
-  virtual Result<std::vector<SendResult>> SendAndCommit(const SendParams& p) {
+  // `messages` gives the messages to store; it is called as late as the
+  // engine can (the default: once the transaction is open), so that sends
+  // that arrived meanwhile can still join, and may be called again (a
+  // transaction run again) to give the same messages.
+  using MessagesFn = std::function<std::span<const Message>()>;
+  virtual Result<std::vector<SendResult>> SendAndCommit(
+      std::int64_t queue_id, const MessagesFn& messages) {
     std::vector<SendResult> out;
     Status s = Write([&](Conn& conn) -> Status {
-      auto r = Send(conn, p);
+      auto r = Send(conn, {.queue_id = queue_id, .messages = messages()});
       if (!r.ok()) return r.status();
       out = std::move(*r);
       return Status::Ok();

@@ -55,7 +55,7 @@ Status WriteBatcher::Enter(Writer& self) {
     }
     queue_.push_back(&self);
     queued_weight_ += self.weight;
-    if (delaying_ && queue_.size() >= expected_) arrivals_.notify_one();
+    if (delaying_ && queue_.size() >= delay_until_) arrivals_.notify_one();
   }
   State state;
   {
@@ -93,6 +93,7 @@ void WriteBatcher::Lead(Writer& self) {
     auto waiting = [&] { return queue_.size() + (own ? 1 : 0); };
     if (max_leaders_ == 1 && waiting() < expected_) {
       delaying_ = true;
+      delay_until_ = expected_ - (own ? 1 : 0);  // queued callers wanted
       if (!arrivals_.wait_for(lock, kCommitDelay,
                               [&] { return waiting() >= expected_; })) {
         expected_ = waiting();
@@ -108,6 +109,7 @@ void WriteBatcher::Lead(Writer& self) {
       queued_weight_ -= queue_.front()->weight;
       queue_.pop_front();
     }
+    const bool with_self = own;
     if (own) group.push_back(&self);  // after those who came first
     own = false;
     // Whoever is left (more than max_group) may lead beside us.
@@ -118,15 +120,23 @@ void WriteBatcher::Lead(Writer& self) {
     }
     lock.unlock();
     RunGroup(group);
+    lock.lock();
+    ++transactions_;
+    operations_ += group.size();
+    // Callers that can queue for our next group: the group about to be
+    // answered plus those queued (counted before the answered come back),
+    // but not our own caller, who cannot come back while we lead (waiting
+    // for it would only run the commit delay out).
+    expected_ = std::min(max_group_,
+                         group.size() + queue_.size() - (with_self ? 1 : 0));
+    lock.unlock();
     for (Writer* w : group) {
       if (w != &self) Wake(*w, State::kDone);
     }
     lock.lock();
-    ++transactions_;
-    operations_ += group.size();
-    // Callers active now: the group just answered plus those queued.
-    expected_ = std::min(max_group_, group.size() + queue_.size());
   }
+  // Our caller comes back now: the next leader may count on it.
+  expected_ = std::min(max_group_, expected_ + 1);
   // Hand our place to the first caller queued, or give it up (to the other
   // leaders, when there are, goes what is queued).
   if (queue_.empty() || leaders_ > 1) {
@@ -202,11 +212,43 @@ bool WriteBatcher::OneQueueSends(const std::vector<Writer*>& group) {
   return group.size() == 1 || total <= kMaxCombined;
 }
 
-void WriteBatcher::RunGroup(const std::vector<Writer*>& group) {
+void WriteBatcher::JoinLate(std::vector<Writer*>& group) {
+  const std::int64_t queue_id = group.front()->queue_id;
+  std::size_t total = 0;
+  for (const Writer* w : group) total += w->messages.size();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    Writer* w = *it;
+    if (w->op != nullptr || !w->combinable || w->queue_id != queue_id ||
+        total + w->messages.size() > kMaxCombined ||
+        group.size() >= max_group_) {
+      ++it;
+      continue;
+    }
+    total += w->messages.size();
+    queued_weight_ -= w->weight;
+    group.push_back(w);
+    it = queue_.erase(it);
+  }
+}
+
+void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
   if (OneQueueSends(group)) {
+    // The sends queued to the same queue by the time the engine wants the
+    // messages (once its transaction is open) join this group: they are in
+    // none yet, and would otherwise wait for a commit of their own.
     std::vector<Message> joined;
-    auto r = engine_.SendAndCommit(
-        {.queue_id = group.front()->queue_id, .messages = Join(group, joined)});
+    std::span<const Message> all;
+    bool taken = false;
+    auto messages = [&]() -> std::span<const Message> {
+      if (!taken) {
+        if (group.size() > 1 || group.front()->combinable) JoinLate(group);
+        all = Join(group, joined);
+        taken = true;
+      }
+      return all;
+    };
+    auto r = engine_.SendAndCommit(group.front()->queue_id, messages);
     if (!r.ok()) {
       for (Writer* w : group) w->status = r.status();
       return;

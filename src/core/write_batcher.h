@@ -125,7 +125,11 @@ class WriteBatcher {
   void Lead(Writer& self);
   // Pops the first queued caller and tells it to lead; mu_ held.
   void Appoint();
-  void RunGroup(const std::vector<Writer*>& group);
+  // Runs `group`, which may grow by sends that join late (JoinLate).
+  void RunGroup(std::vector<Writer*>& group);
+  // Moves the queued sends that may join `group`, a group of sends to one
+  // queue, into it.
+  void JoinLate(std::vector<Writer*>& group);
   // True when the group is sends to one queue that may share a call.
   static bool OneQueueSends(const std::vector<Writer*>& group);
   // Runs group[first]'s send together with the later sends of the group
@@ -147,6 +151,7 @@ class WriteBatcher {
   // Estimate of callers writing concurrently; guarded by mu_.
   std::size_t expected_ = 1;
   bool delaying_ = false;             // guarded by mu_: a leader waits
+  std::size_t delay_until_ = 0;       // guarded by mu_: for this many queued
   std::condition_variable arrivals_;  // a caller queued while delaying_
   static constexpr std::chrono::microseconds kCommitDelay{150};
   std::size_t transactions_ = 0;

@@ -686,5 +686,46 @@ TEST(WriteBatcher, LargeSendsLeadBesideARunningLeader) {
   EXPECT_EQ(batcher.TEST_peak_leaders(), 2);
 }
 
+TEST(WriteBatcher, SendsQueuedWhileASendGroupOpensItsTransactionJoinIt) {
+  FakeEngine engine;
+  SendRecorder recorder(engine);
+  WriteBatcher batcher(engine, 512, /*max_leaders=*/1);
+  // The first send leads; its transaction is held open before it asks for
+  // its messages, while three more sends queue up behind it.
+  engine.HoldNextWrite();
+  const auto first_messages = Numbered(1, 0, 1);
+  auto first = std::async(std::launch::async,
+                          [&] { return batcher.Send(1, first_messages); });
+  engine.WaitUntilHeld();
+  std::vector<std::vector<Message>> later;
+  for (int i = 1; i <= 3; ++i) later.push_back(Numbered(1, i, 1));
+  std::vector<std::future<Result<std::vector<SendResult>>>> results;
+  for (const auto& m : later) {
+    results.push_back(
+        std::async(std::launch::async, [&] { return batcher.Send(1, m); }));
+  }
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (batcher.TEST_queued() < later.size() &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(batcher.TEST_queued(), later.size());
+  engine.Release();
+  auto r = first.get();
+  ASSERT_OK(r.status());
+  EXPECT_EQ((*r)[0].id, 0);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    auto got = results[i].get();
+    ASSERT_OK(got.status());
+    EXPECT_EQ((*got)[0].id, static_cast<std::int64_t>(i + 1));
+  }
+  // All four in the held transaction's one call.
+  const auto calls = recorder.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].size, 4u);
+  EXPECT_EQ(engine.writes(), 1);
+}
+
 }  // namespace
 }  // namespace sqlq::core

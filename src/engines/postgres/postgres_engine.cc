@@ -1568,7 +1568,8 @@ class PostgresEngine : public core::Engine {
   // the commit: no dedup keys (a held key needs one), the database's clock,
   // one statement's worth of payload. Others go the way of any write.
   Result<std::vector<SendResult>> SendAndCommit(
-      const core::SendParams& p) override {
+      std::int64_t queue_id, const MessagesFn& messages) override {
+    const core::SendParams p = {.queue_id = queue_id, .messages = messages()};
     static constexpr const char* kSendCounted = R"sql(
       WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE),
       t AS (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us),
@@ -1592,7 +1593,7 @@ class PostgresEngine : public core::Engine {
       keyed = keyed || !m.dedup_key.empty();
     }
     if (clock_ || keyed || bytes > kStatementBytes) {
-      return core::Engine::SendAndCommit(p);
+      return core::Engine::SendAndCommit(queue_id, messages);
     }
     std::vector<std::int64_t> priority, delay;
     std::vector<std::optional<std::string_view>> payload;
