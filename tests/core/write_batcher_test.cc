@@ -542,6 +542,18 @@ std::vector<Message> Numbered(std::int64_t key, int first, int count) {
   return out;
 }
 
+// Waits until `n` callers wait in `batcher`'s queue; false if they never
+// do (within a generous deadline).
+bool WaitUntilQueued(const WriteBatcher& batcher, std::size_t n) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (batcher.TEST_queued() < n &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  return batcher.TEST_queued() == n;
+}
+
 struct Sender {
   std::int64_t queue_id;
   std::vector<Message> messages;
@@ -569,13 +581,7 @@ void SendBehindAHeldLeader(FakeEngine& engine, WriteBatcher& batcher,
   }
   started.wait();
   if (all_queued) {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (batcher.TEST_queued() < senders.size() &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::yield();
-    }
-    EXPECT_EQ(batcher.TEST_queued(), senders.size());
+    EXPECT_TRUE(WaitUntilQueued(batcher, senders.size()));
   }
   engine.Release();
   EXPECT_OK(leader.get());
@@ -704,13 +710,7 @@ TEST(WriteBatcher, SendsQueuedWhileASendGroupOpensItsTransactionJoinIt) {
     results.push_back(
         std::async(std::launch::async, [&] { return batcher.Send(1, m); }));
   }
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (batcher.TEST_queued() < later.size() &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-  EXPECT_EQ(batcher.TEST_queued(), later.size());
+  EXPECT_TRUE(WaitUntilQueued(batcher, later.size()));
   engine.Release();
   auto r = first.get();
   ASSERT_OK(r.status());
