@@ -1,7 +1,6 @@
 #include "core/write_batcher.h"
 
 #include <algorithm>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -200,16 +199,19 @@ void Slice(const Members& members, const std::vector<SendResult>& results) {
 
 }  // namespace
 
+bool WriteBatcher::Joins(const Writer* w, std::int64_t queue_id) {
+  return w->op == nullptr && w->combinable && w->queue_id == queue_id;
+}
+
 bool WriteBatcher::OneQueueSends(const std::vector<Writer*>& group) {
+  const Writer* first = group.front();
+  if (group.size() == 1) return first->op == nullptr;
   std::size_t total = 0;
   for (const Writer* w : group) {
-    if (w->op != nullptr || w->queue_id != group.front()->queue_id) {
-      return false;
-    }
-    if (group.size() > 1 && !w->combinable) return false;
+    if (!Joins(w, first->queue_id)) return false;
     total += w->messages.size();
   }
-  return group.size() == 1 || total <= kMaxCombined;
+  return total <= kMaxCombined;
 }
 
 void WriteBatcher::JoinLate(std::vector<Writer*>& group) {
@@ -219,8 +221,7 @@ void WriteBatcher::JoinLate(std::vector<Writer*>& group) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = queue_.begin(); it != queue_.end();) {
     Writer* w = *it;
-    if (w->op != nullptr || !w->combinable || w->queue_id != queue_id ||
-        total + w->messages.size() > kMaxCombined ||
+    if (!Joins(w, queue_id) || total + w->messages.size() > kMaxCombined ||
         group.size() >= max_group_) {
       ++it;
       continue;
@@ -293,10 +294,7 @@ Status WriteBatcher::RunSends(Conn& conn, const std::vector<Writer*>& group,
   if (lead.combinable) {
     for (std::size_t j = first + 1; j < group.size(); ++j) {
       Writer* w = group[j];
-      if (sent[j] || w->op != nullptr || !w->combinable ||
-          w->queue_id != lead.queue_id) {
-        continue;
-      }
+      if (sent[j] || !Joins(w, lead.queue_id)) continue;
       if (total + w->messages.size() > kMaxCombined) break;
       members.push_back(w);
       sent[j] = 1;

@@ -130,6 +130,8 @@ class WriteBatcher {
   // Moves the queued sends that may join `group`, a group of sends to one
   // queue, into it.
   void JoinLate(std::vector<Writer*>& group);
+  // True when `w` is a send to `queue_id` that may share a call.
+  static bool Joins(const Writer* w, std::int64_t queue_id);
   // True when the group is sends to one queue that may share a call.
   static bool OneQueueSends(const std::vector<Writer*>& group);
   // Runs group[first]'s send together with the later sends of the group

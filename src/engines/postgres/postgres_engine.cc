@@ -367,25 +367,23 @@ class PostgresEngine : public core::Engine {
     PgConn& conn = Pg(c);
     auto now = NowUs(conn);
     if (!now.ok()) return now.status();
-    // One round trip; sum() of BIGINT is NUMERIC, hence the casts.
+    // One round trip; sum() of BIGINT is NUMERIC, hence the casts. The
+    // counters are summed in one pass over sqlq_counts: the deltas table
+    // has no index, so each separate sum would read it whole again.
     static constexpr const char* kSql = R"sql(
-      SELECT q.name,
-        (SELECT coalesce(sum(sends), 0)::bigint FROM sqlq_counts k
-         WHERE k.queue_id = q.id),
-        (SELECT coalesce(sum(claims), 0)::bigint FROM sqlq_counts k
-         WHERE k.queue_id = q.id),
-        (SELECT coalesce(sum(acks), 0)::bigint FROM sqlq_counts k
-         WHERE k.queue_id = q.id),
-        (SELECT coalesce(sum(nacks), 0)::bigint FROM sqlq_counts k
-         WHERE k.queue_id = q.id),
-        (SELECT coalesce(sum(expirations), 0)::bigint FROM sqlq_counts k
-         WHERE k.queue_id = q.id),
-        (SELECT coalesce(sum(dead_lettered), 0)::bigint FROM sqlq_counts k
-         WHERE k.queue_id = q.id),
+      SELECT q.name, k.sends, k.claims, k.acks, k.nacks, k.expirations,
+        k.dead_lettered,
         m.ready, m.delayed, m.leased, m.oldest,
         (SELECT count(*) FROM sqlq_dead d WHERE d.queue_id = q.id),
         (SELECT count(*) FROM sqlq_archive a WHERE a.queue_id = q.id)
       FROM sqlq_queues q,
+        LATERAL (SELECT coalesce(sum(sends), 0)::bigint AS sends,
+                   coalesce(sum(claims), 0)::bigint AS claims,
+                   coalesce(sum(acks), 0)::bigint AS acks,
+                   coalesce(sum(nacks), 0)::bigint AS nacks,
+                   coalesce(sum(expirations), 0)::bigint AS expirations,
+                   coalesce(sum(dead_lettered), 0)::bigint AS dead_lettered
+                 FROM sqlq_counts WHERE queue_id = q.id) k,
         LATERAL (SELECT count(*) FILTER (WHERE ready_us <= $2) AS ready,
                    count(*) FILTER (WHERE ready_us > $2 AND token = 0)
                      AS delayed,
