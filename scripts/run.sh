@@ -29,11 +29,9 @@ Serving $db on 127.0.0.1:$port
   Clients (HTTP API):   http://127.0.0.1:$port/v1/queues   (docs/http-api.md)
   Metrics:              http://127.0.0.1:$port/metrics
   Try it:
-    curl -X POST http://127.0.0.1:$port/v1/queues/emails -d '{"max_attempts":3}'
-    curl -X POST http://127.0.0.1:$port/v1/queues/emails/messages \\
-         -d '{"messages":[{"payload":"hello"}]}'
-    curl -X POST http://127.0.0.1:$port/v1/queues/emails/claim \\
-         -d '{"max":10,"wait_ms":20000}'
+    curl --json '{"max_attempts":3}' http://127.0.0.1:$port/v1/queues/emails
+    curl --json '{"messages":[{"payload":"hello"}]}' http://127.0.0.1:$port/v1/queues/emails/messages
+    curl --json '{"max":10,"wait_ms":20000}' http://127.0.0.1:$port/v1/queues/emails/claim
 
 MSG
 exec "$sqlq" --db "$db" serve --port "$port" "$@"

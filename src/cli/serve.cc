@@ -107,6 +107,14 @@ void AddServeCommand(CLI::App& app, std::function<std::string()> db,
        "Time a client has to send a whole request (and read a reply)", "10s"},
       {"shutdown-timeout", "SQLQ_SHUTDOWN_TIMEOUT",
        "Longest graceful shutdown before connections are cut", "30s"},
+      {"allowed-hosts", "SQLQ_ALLOWED_HOSTS",
+       "Host names clients may use besides IP addresses and localhost "
+       "(comma-separated; * for any)",
+       ""},
+      {"cors-origins", "SQLQ_CORS_ORIGINS",
+       "Origins of web pages allowed to call the API (comma-separated, "
+       "https://app.example.com)",
+       ""},
   });
   for (Setting& s : *settings) {
     s.option = cmd->add_option(std::string("--") + s.name, s.value,
@@ -157,6 +165,16 @@ void AddServeCommand(CLI::App& app, std::function<std::string()> db,
     c.bind = get("bind").value;
     c.port_file = get("port-file").value;
     c.tokens_file = get("tokens").value;
+    if (Status s = server::HttpPolicy::ParseHosts(get("allowed-hosts").value,
+                                                  c.policy.allowed_hosts);
+        !s.ok()) {
+      return fail(s);
+    }
+    if (Status s = server::HttpPolicy::ParseOrigins(get("cors-origins").value,
+                                                    c.policy.cors_origins);
+        !s.ok()) {
+      return fail(s);
+    }
     std::int64_t n = 0;
     server::Limits& l = c.limits;
     struct IntField {

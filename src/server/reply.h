@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "sqlq/status.h"
 
@@ -21,6 +23,8 @@ struct Reply {
   Json json = Json::object();
   std::string text;
   std::string content_type = "application/json";
+  // Further response headers (CORS, security headers of pages).
+  std::vector<std::pair<std::string, std::string>> headers;
   // For metrics and logs: the route template ("POST /v1/queues/{name}/claim").
   std::string route = "unmatched";
 

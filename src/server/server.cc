@@ -110,6 +110,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool resume_after_watch_ = false;
   std::weak_ptr<LongPoll> parked_;
   std::string peer_;
+  // Of the request being handled, for its reply's CORS headers.
+  std::string host_;
+  std::string origin_;
 };
 
 class LongPoll : public std::enable_shared_from_this<LongPoll> {
@@ -179,6 +182,7 @@ class Server {
   int Run();
 
   const Limits& limits() const { return config_.limits; }
+  const HttpPolicy& policy() const { return config_.policy; }
   Api& api() { return api_; }
   Metrics& metrics() { return metrics_; }
   bool stopping() const { return stopping_; }
@@ -321,6 +325,8 @@ void Session::ReadIdle() {
 }
 
 void Session::ReadHeader() {
+  host_.clear();
+  origin_.clear();
   parser_.emplace();
   parser_->header_limit(
       static_cast<std::uint32_t>(server_.limits().max_header_bytes));
@@ -339,6 +345,35 @@ void Session::OnHeader(beast::error_code ec) {
   if (ec) return ReadFailed(ec);
   started_ = SteadyClock::now();
   auto& req = parser_->get();
+  host_ = std::string(req[http::field::host]);
+  origin_ = std::string(req[http::field::origin]);
+  const bool chunked = parser_->chunked();
+  const auto length = parser_->content_length();
+  const RequestHead head{
+      .method = req.method_string(),
+      .has_host = req.find(http::field::host) != req.end(),
+      .host = host_,
+      .origin = origin_,
+      .content_type = req[http::field::content_type],
+      .transfer_encoding = req[http::field::transfer_encoding],
+      .sec_fetch_site = req["Sec-Fetch-Site"],
+      .sec_fetch_mode = req["Sec-Fetch-Mode"],
+      .cors_request_method = req[http::field::access_control_request_method],
+      .has_body = chunked || (length && *length > 0)};
+  if (auto refused = CheckRequest(head, server_.policy())) {
+    Log("info", "request_refused",
+        fmt::format("peer={} status={} code={}", peer_, refused->status,
+                    refused->json["error"].is_object()
+                        ? refused->json["error"].value("code", "")
+                        : std::string("preflight")));
+    // The body, if any, is left unread: answer, then close.
+    keep_alive_ = refused->status == 204 && !head.has_body &&
+                  req.keep_alive() && !server_.stopping();
+    busy_ = true;
+    ++server_.in_flight();
+    refused->route = "refused";
+    return Send(std::move(*refused));
+  }
   if (beast::iequals(req[http::field::expect], "100-continue")) {
     auto cont = std::make_shared<http::response<http::empty_body>>(
         http::status::continue_, 11);
@@ -444,7 +479,12 @@ void Session::Send(Reply reply) {
   auto res = std::make_shared<http::response<http::string_body>>(
       static_cast<http::status>(reply.status), 11);
   res->set(http::field::server, "sqlq");
-  res->set(http::field::content_type, reply.content_type);
+  if (!reply.content_type.empty()) {
+    res->set(http::field::content_type, reply.content_type);
+  }
+  res->set("X-Content-Type-Options", "nosniff");
+  AddCorsHeaders({.host = host_, .origin = origin_}, server_.policy(), reply);
+  for (auto& [name, value] : reply.headers) res->set(name, value);
   if (reply.status == 401) {
     res->set(http::field::www_authenticate, "Bearer realm=\"sqlq\"");
   }

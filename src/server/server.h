@@ -12,6 +12,7 @@
 
 #include "server/api.h"
 #include "server/auth.h"
+#include "server/http_policy.h"
 
 namespace sqlq::server {
 
@@ -24,6 +25,7 @@ struct ServerConfig {
   int io_threads = 2;
   int db_threads = 16;
   Limits limits;
+  HttpPolicy policy;  // hosts and origins the server answers
 };
 
 // Runs until SIGTERM or SIGINT, then shuts down gracefully. Returns the

@@ -25,7 +25,7 @@ double Metric(Client& c, const std::string& name) {
 
 std::string ClaimRequest(int wait_ms, int max = 1) {
   std::string body = Json{{"max", max}, {"wait_ms", wait_ms}}.dump();
-  return "POST /v1/queues/jobs/claim HTTP/1.1\r\nHost: x\r\n"
+  return "POST /v1/queues/jobs/claim HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
          "Content-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
@@ -144,7 +144,7 @@ TEST_F(LongPoll, KeepAliveConnectionGoesOnAfterAParkedClaimIsAnswered) {
             200);
   EXPECT_EQ(StatusOf(conn.ReadResponse()), 200);
   // The same connection serves the next requests.
-  ASSERT_TRUE(conn.Write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(conn.Write("GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n"));
   EXPECT_EQ(StatusOf(conn.ReadResponse()), 200);
   ASSERT_TRUE(conn.Write(ClaimRequest(100)));
   std::string r = conn.ReadResponse();

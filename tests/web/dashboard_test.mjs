@@ -8,11 +8,12 @@
 // (after `npm ci` in tests/web). CTest runs it with the label "web".
 
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
+
+import { BROWSER, DEADLINE_MS, startServer as serve, waitFor } from "./serve.mjs";
 
 let chromium;
 try {
@@ -22,49 +23,19 @@ try {
   process.exit(1);
 }
 
-const BIN = process.env.SQLQ_BIN || "build/dev/sqlq";
-const BROWSER = process.env.SQLQ_CHROMIUM || "/usr/bin/chromium";
 const ADMIN = "admin-token-web-0001";
 const WORKER = "worker-token-web-0001";
-const DEADLINE_MS = 10000;  // generous: a user would see it within a second
-
-// Polls `cond` until it holds, or fails after `ms`: a wait, not a sleep.
-async function waitFor(what, cond, ms = DEADLINE_MS) {
-  const end = Date.now() + ms;
-  let last;
-  while (Date.now() < end) {
-    last = await cond();
-    if (last) return last;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 async function startServer(dir) {
   fs.writeFileSync(path.join(dir, "tokens.txt"),
                    `${ADMIN} admin:*\n${WORKER} send,claim:*\n`);
-  const portFile = path.join(dir, "port");
-  const log = fs.openSync(path.join(dir, "server.log"), "a");
-  const proc = spawn(BIN, ["--db", "sqlite:" + path.join(dir, "q.db"), "serve",
-                           "--port", "0", "--port-file", portFile,
-                           "--tokens", path.join(dir, "tokens.txt")],
-                     { stdio: ["ignore", log, log] });
-  let exited = false;
-  proc.on("exit", () => { exited = true; });
-  const port = await waitFor("the server's port file", () => {
-    if (exited) throw new Error("sqlq serve exited: " +
-                                fs.readFileSync(path.join(dir, "server.log")));
-    try {
-      return Number(fs.readFileSync(portFile, "utf8").trim()) || null;
-    } catch { return null; }
-  }, 15000);
-  return { proc, url: `http://127.0.0.1:${port}` };
+  return serve(dir, ["--tokens", path.join(dir, "tokens.txt")]);
 }
 
 test("the dashboard shows live queue numbers and redrives dead letters",
      async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sqlq-web-"));
-  const { proc, url } = await startServer(dir);
+  const { url, stop } = await startServer(dir);
   const browser = await chromium.launch({ executablePath: BROWSER,
                                           args: ["--no-sandbox"] });
   try {
@@ -194,8 +165,7 @@ test("the dashboard shows live queue numbers and redrives dead letters",
     assert.deepEqual(errors, []);
   } finally {
     await browser.close();
-    proc.kill("SIGTERM");
-    await new Promise((r) => proc.exitCode !== null ? r() : proc.on("exit", r));
+    await stop();
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
