@@ -67,8 +67,8 @@ bool HostAllowed(const std::string& name, const HttpPolicy& policy) {
 
 bool OriginListed(std::string_view origin, const HttpPolicy& policy) {
   const std::string o = Lower(origin);
-  return std::find(policy.cors_origins.begin(), policy.cors_origins.end(),
-                   o) != policy.cors_origins.end();
+  return std::find(policy.cors_origins.begin(), policy.cors_origins.end(), o) !=
+         policy.cors_origins.end();
 }
 
 // Whether `origin` is the server's own, as reached through `host`: the
@@ -103,8 +103,7 @@ Status ParseList(std::string_view text, std::vector<std::string>& out,
             "path)",
             item));
       }
-    } else if (item != "*" &&
-               item.find_first_of(":/ @") != std::string::npos) {
+    } else if (item != "*" && item.find_first_of(":/ @") != std::string::npos) {
       return Status::InvalidArgument(fmt::format(
           "--allowed-hosts: '{}' is not a host name (give names without "
           "scheme or port, or *)",
@@ -174,9 +173,10 @@ std::optional<Reply> CheckRequest(const RequestHead& head,
     Reply r;
     r.status = 204;
     r.content_type.clear();
-    r.headers = {{"Access-Control-Allow-Methods", "GET, POST, DELETE"},
-                 {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
-                 {"Access-Control-Max-Age", "600"}};
+    r.headers = {
+        {"Access-Control-Allow-Methods", "GET, POST, DELETE"},
+        {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
+        {"Access-Control-Max-Age", "600"}};
     AddCorsHeaders(head, policy, r);
     return r;
   }

@@ -55,7 +55,7 @@ struct RequestHead {
   std::string_view sec_fetch_site;
   std::string_view sec_fetch_mode;
   std::string_view cors_request_method;  // Access-Control-Request-Method
-  bool has_body = false;  // Content-Length > 0, or chunked
+  bool has_body = false;                 // Content-Length > 0, or chunked
 };
 
 // The reply to give instead of handling the request, or nullopt to go on.

@@ -71,6 +71,8 @@ class LongPoll;
 
 // The first read of an idle connection: enough for a small request whole.
 constexpr std::size_t kIdleReadBytes = 512;
+// Pipelined bytes held behind a parked claim before it is answered early.
+constexpr std::size_t kMaxPipelinedBytes = 64 << 10;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -89,6 +91,7 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::any_io_executor executor() { return stream_.get_executor(); }
 
  private:
+  void Watch();
   void ReadIdle();
   void ReadHeader();
   void OnHeader(beast::error_code ec);
@@ -529,6 +532,10 @@ void Session::Send(Reply reply) {
 void Session::WatchWhileParked(std::weak_ptr<LongPoll> lp) {
   if (closed_ || !busy_ || watching_) return;
   parked_ = std::move(lp);
+  Watch();
+}
+
+void Session::Watch() {
   watching_ = true;
   stream_.expires_never();
   stream_.async_read_some(
@@ -543,9 +550,18 @@ void Session::WatchWhileParked(std::weak_ptr<LongPoll> lp) {
         }
         if (self->resume_after_watch_) {
           self->resume_after_watch_ = false;
-          self->ReadIdle();
+          return self->ReadIdle();
         }
-        // Otherwise bytes of a pipelined request came: kept for later.
+        if (ec || self->closed_) return;
+        // Bytes of pipelined requests came: kept, to be read in order once
+        // the claim is answered. Keep watching, so that a client that goes
+        // away after them is still noticed. Past a bound, the claim is
+        // answered now (as if its wait ran out) rather than buffer more.
+        if (self->buffer_.size() > kMaxPipelinedBytes) {
+          if (auto parked = self->parked_.lock()) parked->PostStop();
+          return;
+        }
+        self->Watch();
       });
 }
 

@@ -44,7 +44,7 @@ TEST_F(Config, FileEnvironmentAndFlagsInOrderOfPrecedence) {
 TEST_F(Config, IdleKeepAliveConnectionIsClosedAfterTheIdleTimeout) {
   StartServer({"--idle-timeout", "300ms"});
   RawConn idle(port());
-  ASSERT_TRUE(idle.Write("GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n"));
+  ASSERT_TRUE(idle.Write("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"));
   EXPECT_EQ(StatusOf(idle.ReadResponse()), 200);
   EXPECT_TRUE(idle.ClosedWithin(std::chrono::seconds(10)));
   EXPECT_TRUE(WaitFor([&] {

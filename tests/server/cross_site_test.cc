@@ -66,8 +66,8 @@ TEST_F(CrossSite, HostThatIsNotTheServersNameIsRefused) {
   Start();
   // DNS rebinding: the page's own name now points at 127.0.0.1, so its
   // requests are same-origin to the browser and carry that name as Host.
-  std::string r =
-      Raw("GET", "/v1/queues", {"Host: evil.example:" + std::to_string(port())});
+  std::string r = Raw("GET", "/v1/queues",
+                      {"Host: evil.example:" + std::to_string(port())});
   EXPECT_EQ(StatusOf(r), 403) << r;
   EXPECT_EQ(BodyOf(r)["error"]["code"], "host_not_allowed") << r;
   EXPECT_EQ(BodyOf(r)["error"]["message"].get<std::string>().find("queue"),
@@ -78,8 +78,8 @@ TEST_F(CrossSite, HostThatIsNotTheServersNameIsRefused) {
   EXPECT_EQ(StatusOf(r), 403) << r;
   EXPECT_EQ(Ready(), 2);
   // The server's own names pass: loopback addresses, localhost, IPv6.
-  for (std::string host : {"127.0.0.1", "localhost", "LocalHost.", "[::1]",
-                           "api.localhost"}) {
+  for (std::string host :
+       {"127.0.0.1", "localhost", "LocalHost.", "[::1]", "api.localhost"}) {
     r = Raw("GET", "/v1/queues", {"Host: " + host + ":8080"});
     EXPECT_EQ(StatusOf(r), 200) << host << "\n" << r;
   }
@@ -102,10 +102,10 @@ TEST_F(CrossSite, RequestWithoutHostIsRefused) {
 
 TEST_F(CrossSite, PageOfAnotherOriginIsRefused) {
   Start();
-  std::string r = Raw("POST", "/v1/queues/jobs/purge",
-                      {Here(), "Origin: http://evil.example",
-                       "Content-Type: application/json"},
-                      "{}");
+  std::string r = Raw(
+      "POST", "/v1/queues/jobs/purge",
+      {Here(), "Origin: http://evil.example", "Content-Type: application/json"},
+      "{}");
   EXPECT_EQ(StatusOf(r), 403) << r;
   EXPECT_EQ(BodyOf(r)["error"]["code"], "origin_not_allowed") << r;
   // A bodiless POST, as fetch(url, {method: "POST", mode: "no-cors"}) sends.
@@ -130,7 +130,8 @@ TEST_F(CrossSite, PageOfAnotherOriginIsRefused) {
 
 TEST_F(CrossSite, SameOriginRequestsOfTheDashboardPass) {
   Start();
-  const std::string origin = "Origin: http://127.0.0.1:" + std::to_string(port());
+  const std::string origin =
+      "Origin: http://127.0.0.1:" + std::to_string(port());
   std::string r = Raw("POST", "/v1/queues/jobs/claim",
                       {Here(), origin, "Content-Type: application/json",
                        "Sec-Fetch-Site: same-origin", "Sec-Fetch-Mode: cors"},
@@ -146,7 +147,8 @@ TEST_F(CrossSite, SameOriginRequestsOfTheDashboardPass) {
 TEST_F(CrossSite, BodiesMustBeDeclaredJson) {
   Start();
   for (std::string type :
-       {"Content-Type: text/plain", "Content-Type: application/x-www-form-urlencoded",
+       {"Content-Type: text/plain",
+        "Content-Type: application/x-www-form-urlencoded",
         "Content-Type: multipart/form-data; boundary=x", ""}) {
     std::vector<std::string> head = {Here()};
     if (!type.empty()) head.push_back(type);
@@ -155,10 +157,9 @@ TEST_F(CrossSite, BodiesMustBeDeclaredJson) {
     EXPECT_EQ(BodyOf(r)["error"]["code"], "unsupported_media_type") << r;
   }
   EXPECT_EQ(Ready(), 2);
-  std::string r =
-      Raw("POST", "/v1/queues/jobs/messages",
-          {Here(), "Content-Type: Application/JSON; charset=utf-8"},
-          R"({"messages":[{"payload":"c"}]})");
+  std::string r = Raw("POST", "/v1/queues/jobs/messages",
+                      {Here(), "Content-Type: Application/JSON; charset=utf-8"},
+                      R"({"messages":[{"payload":"c"}]})");
   EXPECT_EQ(StatusOf(r), 200) << r;
   // Bodiless POSTs need no type (curl -X POST .../purge).
   r = Raw("POST", "/v1/queues/jobs/purge", {Here()});
@@ -190,11 +191,13 @@ TEST_F(CrossSite, TransferCodingsOtherThanChunkedAreRefused) {
 TEST_F(CrossSite, CorsOriginsAreAllowedWithProperHeaders) {
   Start({"--cors-origins", "https://app.example.com"});
   const std::string app = "Origin: https://app.example.com";
-  std::string r = Raw("OPTIONS", "/v1/queues/jobs/claim",
-                      {Here(), app, "Access-Control-Request-Method: POST",
-                       "Access-Control-Request-Headers: authorization,content-type"});
+  std::string r =
+      Raw("OPTIONS", "/v1/queues/jobs/claim",
+          {Here(), app, "Access-Control-Request-Method: POST",
+           "Access-Control-Request-Headers: authorization,content-type"});
   EXPECT_EQ(StatusOf(r), 204) << r;
-  EXPECT_EQ(Header(r, "Access-Control-Allow-Origin"), "https://app.example.com");
+  EXPECT_EQ(Header(r, "Access-Control-Allow-Origin"),
+            "https://app.example.com");
   EXPECT_NE(Header(r, "Access-Control-Allow-Headers").find("Authorization"),
             std::string::npos)
       << r;
@@ -204,12 +207,14 @@ TEST_F(CrossSite, CorsOriginsAreAllowedWithProperHeaders) {
   r = Raw("POST", "/v1/queues/jobs/claim",
           {Here(), app, "Content-Type: application/json"}, R"({"max":1})");
   EXPECT_EQ(StatusOf(r), 200) << r;
-  EXPECT_EQ(Header(r, "Access-Control-Allow-Origin"), "https://app.example.com");
+  EXPECT_EQ(Header(r, "Access-Control-Allow-Origin"),
+            "https://app.example.com");
   EXPECT_EQ(Header(r, "Vary"), "Origin");
   // Errors carry the header too, so the page can read why.
   r = Raw("GET", "/v1/queues/nope", {Here(), app});
   EXPECT_EQ(StatusOf(r), 404) << r;
-  EXPECT_EQ(Header(r, "Access-Control-Allow-Origin"), "https://app.example.com");
+  EXPECT_EQ(Header(r, "Access-Control-Allow-Origin"),
+            "https://app.example.com");
   // Any other origin is still refused.
   r = Raw("POST", "/v1/queues/jobs/purge",
           {Here(), "Origin: https://evil.example.com"});

@@ -289,7 +289,7 @@ TEST_F(Endpoints, KeepAliveServesManyRequestsOnOneConnection) {
   RawConn raw(port());
   ASSERT_TRUE(raw.ok());
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(raw.Write("GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n"));
+    ASSERT_TRUE(raw.Write("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"));
     std::string r = raw.ReadResponse();
     EXPECT_EQ(StatusOf(r), 200) << r;
   }

@@ -135,8 +135,10 @@ TEST_F(Errors, LimitsBodyBatchPayloadWaitHeaders) {
       413, "batch_too_large");
   ExpectError(c().Post("/v1/queues/jobs/claim", {{"wait_ms", 5001}}), 400,
               "wait_too_long");
-  std::string r = Raw("GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-Big: " +
-                      std::string(3000, 'h') + "\r\n\r\n");
+  std::string r =
+      Raw("GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+          "application/json\r\nX-Big: " +
+          std::string(3000, 'h') + "\r\n\r\n");
   EXPECT_EQ(StatusOf(r), 431) << r;
   EXPECT_EQ(BodyOf(r)["error"]["code"], "headers_too_large");
   EXPECT_EQ(c().Get("/v1/queues/jobs").json["stats"]["sends"], 0);
@@ -146,7 +148,8 @@ TEST_F(Errors, TooManyLongPollsPerToken) {
   std::vector<std::unique_ptr<RawConn>> parked;
   std::string body = Json{{"wait_ms", 5000}}.dump();
   std::string req =
-      "POST /v1/queues/jobs/claim HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+      "POST /v1/queues/jobs/claim HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+      "application/json\r\n"
       "Content-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body;
   for (int i = 0; i < 2; ++i) {
@@ -169,24 +172,29 @@ TEST_F(Errors, MalformedHttpAndAmbiguousLength) {
   EXPECT_EQ(BodyOf(r)["error"]["code"], "bad_request");
 
   r =
-      Raw("POST /v1/queues/jobs/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+      Raw("POST /v1/queues/jobs/messages HTTP/1.1\r\nHost: "
+          "localhost\r\nContent-Type: application/json\r\n"
           "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
           "0\r\n\r\n");
   EXPECT_EQ(StatusOf(r), 400) << r;
   EXPECT_EQ(BodyOf(r)["error"]["code"], "bad_request");
   r =
-      Raw("POST /v1/queues/jobs/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+      Raw("POST /v1/queues/jobs/messages HTTP/1.1\r\nHost: "
+          "localhost\r\nContent-Type: application/json\r\n"
           "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"
           "0\r\n\r\n");
   EXPECT_EQ(StatusOf(r), 400) << r;
-  r = Raw("GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: abc\r\n\r\n");
+  r =
+      Raw("GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+          "application/json\r\nContent-Length: abc\r\n\r\n");
   EXPECT_EQ(StatusOf(r), 400) << r;
   // A chunked body is fine on its own.
   std::string body = Json{{"messages", {{{"payload", "chunked"}}}}}.dump();
   char hex[16];
   std::snprintf(hex, sizeof hex, "%zx", body.size());
   r =
-      Raw("POST /v1/queues/jobs/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+      Raw("POST /v1/queues/jobs/messages HTTP/1.1\r\nHost: "
+          "localhost\r\nContent-Type: application/json\r\n"
           "Transfer-Encoding: chunked\r\n\r\n" +
           std::string(hex) + "\r\n" + body + "\r\n0\r\n\r\n");
   EXPECT_EQ(StatusOf(r), 200) << r;
@@ -214,8 +222,8 @@ TEST(ErrorsConnections, OverTheConnectionLimitIsAnswered503) {
     ServerProcess server(dir, {"--max-connections", "2"});
     ASSERT_TRUE(server.Start()) << server.log();
     RawConn a(server.port()), b(server.port());
-    ASSERT_TRUE(a.Write("GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n"));
-    ASSERT_TRUE(b.Write("GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n"));
+    ASSERT_TRUE(a.Write("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+    ASSERT_TRUE(b.Write("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"));
     EXPECT_EQ(StatusOf(a.ReadResponse()), 200);
     EXPECT_EQ(StatusOf(b.ReadResponse()), 200);
     RawConn third(server.port());

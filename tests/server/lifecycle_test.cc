@@ -14,7 +14,8 @@ namespace {
 std::string ClaimRequest(const std::string& queue, int wait_ms) {
   std::string body = Json{{"max", 1}, {"wait_ms", wait_ms}}.dump();
   return "POST /v1/queues/" + queue +
-         "/claim HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+         "/claim HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+         "application/json\r\n"
          "Content-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
