@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <set>
@@ -114,6 +115,112 @@ std::int64_t QueryInt(const Target& t, const std::string& key,
   return v;
 }
 
+// Bounds of a request body's JSON, checked before a document is built: a
+// document costs about 50 bytes per value, so 16 MiB of "[[[[" or "[0,0,0"
+// would take many times its size. The API's bodies need a depth of 3 and a
+// value per field of each message of a batch.
+constexpr int kMaxJsonDepth = 16;
+constexpr std::size_t kMaxJsonValues = 100000;
+
+// A first pass over a body with nlohmann's event (SAX) parser, building
+// nothing: refuses invalid JSON, nesting deeper than kMaxJsonDepth, more
+// than kMaxJsonValues values and duplicate keys (which a document would
+// silently resolve to the last), at a cost of a few bytes per open object.
+class JsonShapeCheck {
+ public:
+  using number_integer_t = Json::number_integer_t;
+  using number_unsigned_t = Json::number_unsigned_t;
+  using number_float_t = Json::number_float_t;
+  using string_t = Json::string_t;
+  using binary_t = Json::binary_t;
+
+  bool null() { return Value(); }
+  bool boolean(bool) { return Value(); }
+  bool number_integer(number_integer_t) { return Value(); }
+  bool number_unsigned(number_unsigned_t) { return Value(); }
+  bool number_float(number_float_t, const string_t&) { return Value(); }
+  bool string(string_t&) { return Value(); }
+  bool binary(binary_t&) { return Value(); }
+  bool start_object(std::size_t) { return Open(); }
+  bool end_object() { return Close(); }
+  bool start_array(std::size_t) { return Open(); }
+  bool end_array() { return Close(); }
+  bool key(string_t& k) {
+    auto& keys = keys_.back();
+    if (std::find(keys.begin(), keys.end(), k) != keys.end()) {
+      error_ = {"duplicate_field",
+                fmt::format("the field \"{}\" appears twice in one object",
+                            k.substr(0, 100))};
+      return false;
+    }
+    keys.push_back(k);
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&,
+                   const nlohmann::detail::exception&) {
+    error_ = {"malformed_json", "the request body is not valid JSON"};
+    return false;
+  }
+  // Set when the body was refused: the error code and message.
+  std::optional<std::pair<std::string, std::string>> error_;
+
+ private:
+  bool Value() {
+    if (++values_ <= kMaxJsonValues) return true;
+    error_ = {"json_too_complex",
+              fmt::format("the request body holds more than {} JSON values",
+                          kMaxJsonValues)};
+    return false;
+  }
+  bool Open() {
+    if (!Value()) return false;
+    if (++depth_ > kMaxJsonDepth) {
+      error_ = {"json_too_complex",
+                fmt::format("the request body nests deeper than {} levels",
+                            kMaxJsonDepth)};
+      return false;
+    }
+    // Arrays get an entry too, so that Close() pops evenly; it stays empty.
+    keys_.emplace_back();
+    return true;
+  }
+  bool Close() {
+    --depth_;
+    keys_.pop_back();
+    return true;
+  }
+  int depth_ = 0;
+  std::size_t values_ = 0;
+  // The keys seen so far in each open object (a linear search: the API's
+  // objects have a handful of fields; a hostile one is bounded by values_).
+  std::vector<std::vector<std::string>> keys_;
+};
+
+// Parses a request body into a document, or throws the error reply.
+Json ParseBody(const std::string& text) {
+  if (text.find('\0') != std::string::npos) {
+    // nlohmann's parser stops at a NUL as at the end of its input, which
+    // would accept `{}` followed by NUL and anything.
+    Throw(400, "malformed_json",
+          "the request body holds a NUL byte, which JSON does not allow "
+          "outside strings (write \\u0000 inside them)");
+  }
+  JsonShapeCheck check;
+  const bool ok = Json::sax_parse(text, &check, Json::input_format_t::json,
+                                  /*strict=*/true);
+  if (!ok || check.error_) {
+    auto [code, message] =
+        check.error_.value_or(std::pair<std::string, std::string>(
+            "malformed_json", "the request body is not valid JSON"));
+    Throw(400, code, message);
+  }
+  Json doc = Json::parse(text, nullptr, false);
+  if (doc.is_discarded()) {
+    Throw(400, "malformed_json", "the request body is not valid JSON");
+  }
+  return doc;
+}
+
 // A JSON request body: an object whose fields are all known, each read with
 // its type checked. An empty body is an empty object.
 class Body {
@@ -123,10 +230,7 @@ class Body {
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
       owned_ = Json::object();
     } else {
-      owned_ = Json::parse(text, nullptr, false);
-      if (owned_.is_discarded()) {
-        Throw(400, "malformed_json", "the request body is not valid JSON");
-      }
+      owned_ = ParseBody(text);
     }
     Init(doc_, allowed, "the request body");
   }

@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -71,6 +72,9 @@ class LongPoll;
 
 // The first read of an idle connection: enough for a small request whole.
 constexpr std::size_t kIdleReadBytes = 512;
+// Bodies from this size on are handed back to the system after their
+// request (malloc_trim).
+constexpr std::size_t kLargeBodyBytes = 1 << 20;
 // Pipelined bytes held behind a parked claim before it is answered early.
 constexpr std::size_t kMaxPipelinedBytes = 64 << 10;
 
@@ -463,7 +467,15 @@ void Session::Dispatch() {
               .body = std::move(msg.body())};
   asio::post(server_.db_pool(), [self = shared_from_this(),
                                  req = std::move(req)]() mutable {
+    const bool large = req.body.size() > kLargeBodyBytes;
     Outcome out = self->server_.api().Handle(req);
+    if (large) {
+      // Give the memory of a large body and its parse back to the system
+      // now, not when the allocator next feels like it: a burst of large
+      // bodies must not leave the server holding their peak.
+      std::string().swap(req.body);
+      malloc_trim(0);
+    }
     if (out.park) {
       self->server_.Park(self, std::move(*out.park), out.reply.route);
       return;
@@ -820,6 +832,11 @@ bool IsLoopback(const std::string& bind) {
 
 int RunServer(const ServerConfig& config) {
   std::signal(SIGPIPE, SIG_IGN);
+  // Buffers of 256 KiB and more (request bodies, replies, payloads) are
+  // mapped on their own and unmapped when freed. glibc would otherwise
+  // raise this threshold after the first large free, and keep later large
+  // buffers in its heaps after the requests that needed them.
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
   // Block the shutdown signals until the signal_set is listening, so that
   // an early SIGTERM is not fatal. (asio's signal_set installs handlers.)
   Auth auth = Auth::AllowAll();
