@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "cli/output.h"
 #include "cli/parse.h"
 #include "server/server.h"
 #include "sqlq/store.h"
@@ -215,7 +216,8 @@ void AddServeCommand(CLI::App& app, std::function<std::string()> db,
         return fail(s);
       }
     }
-    exit_code = server::RunServer(c);
+    exit_code = server::RunServer(
+        c, [](const Status& s) { return ExitCode(s.code()); });
   });
 }
 

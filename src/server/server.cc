@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <malloc.h>
 #include <sys/resource.h>
@@ -9,8 +10,10 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -783,12 +786,18 @@ int Server::Run() {
   }
   const unsigned short port = acceptor_.local_endpoint().port();
   if (!config_.port_file.empty()) {
+    // Written beside and renamed, so that a reader never sees half a port.
     std::string tmp = config_.port_file + ".tmp";
     {
       std::ofstream f(tmp);
       f << port << "\n";
     }
-    std::filesystem::rename(tmp, config_.port_file);
+    std::filesystem::rename(tmp, config_.port_file, ec);
+    if (ec) {
+      std::cerr << "sqlq serve: cannot write --port-file '" << config_.port_file
+                << "': " << ec.message() << "\n";
+      return 2;
+    }
   }
   Log("info", "listening",
       fmt::format("addr={} port={} db={} auth={} io_threads={} db_threads={}",
@@ -828,9 +837,25 @@ bool IsLoopback(const std::string& bind) {
   return !ec && a.is_loopback();
 }
 
+// Whether the --port-file can be written, checked before the store is
+// opened and the port bound, so that a typo fails at once and cleanly.
+Status CheckPortFile(const std::string& path) {
+  if (path.empty()) return Status::Ok();
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    return Status::InvalidArgument(fmt::format(
+        "cannot write --port-file '{}': {}", path, std::strerror(errno)));
+  }
+  ::close(fd);
+  ::unlink(tmp.c_str());
+  return Status::Ok();
+}
+
 }  // namespace
 
-int RunServer(const ServerConfig& config) {
+int RunServer(const ServerConfig& config,
+              const std::function<int(const Status&)>& exit_code) {
   std::signal(SIGPIPE, SIG_IGN);
   // Buffers of 256 KiB and more (request bodies, replies, payloads) are
   // mapped on their own and unmapped when freed. glibc would otherwise
@@ -854,6 +879,10 @@ int RunServer(const ServerConfig& config) {
                  "or bind to 127.0.0.1.\n";
     return 2;
   }
+  if (Status s = CheckPortFile(config.port_file); !s.ok()) {
+    std::cerr << "sqlq serve: " << s.message() << "\n";
+    return 2;
+  }
   // Thousands of idle keep-alive connections need descriptors.
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -864,7 +893,7 @@ int RunServer(const ServerConfig& config) {
   if (!store.ok()) {
     std::cerr << "sqlq serve: cannot open " << config.db << ": "
               << store.status().ToString() << "\n";
-    return 3;
+    return exit_code(store.status());
   }
   Server server(config, **store, auth);
   return server.Run();

@@ -8,6 +8,7 @@
 #ifndef SQLQ_SERVER_SERVER_H_
 #define SQLQ_SERVER_SERVER_H_
 
+#include <functional>
 #include <string>
 
 #include "server/api.h"
@@ -30,8 +31,11 @@ struct ServerConfig {
 
 // Runs until SIGTERM or SIGINT, then shuts down gracefully. Returns the
 // process exit code: 0 after a clean shutdown, 2 for a configuration the
-// server refuses (message on stderr), 3 when the store cannot be opened.
-int RunServer(const ServerConfig& config);
+// server refuses (message on stderr), and exit_code(status) when the store
+// cannot be opened (the CLI's table, so that `serve` and every other
+// command agree).
+int RunServer(const ServerConfig& config,
+              const std::function<int(const Status&)>& exit_code);
 
 // One structured log line on stderr: "ts=... level=... event=... k=v ...".
 void Log(std::string_view level, std::string_view event,

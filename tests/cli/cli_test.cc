@@ -1142,6 +1142,31 @@ TEST_F(CliTest, ReadOnlyDatabaseExits7AndIsLeftAlone) {
   EXPECT_EQ(Counts(Stats("jobs")), Counts(before));
 }
 
+// Regression: a directory, or a directory where no file may be created,
+// exited 8 ("try again"), which no retry would ever fix.
+TEST_F(CliTest, DatabaseThatCannotBeCreatedOrIsADirectoryExits7) {
+  const std::filesystem::path sub = std::filesystem::path(dir_) / "sub";
+  std::filesystem::create_directories(sub);
+  EXPECT_TRUE(FailsWith(
+      Sqlq({"--db", "sqlite:" + sub.string(), "queue", "create", "jobs"}),
+      kPermission, "directory"));
+  RunOptions as;
+  if (geteuid() == 0) {
+    passwd* nobody = getpwnam("nobody");
+    ASSERT_NE(nobody, nullptr);
+    as.uid = nobody->pw_uid;
+    as.gid = nobody->pw_gid;
+  }
+  ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
+  ASSERT_EQ(chmod(sub.c_str(), 0555), 0);
+  EXPECT_TRUE(FailsWith(Sqlq({"--db", "sqlite:" + (sub / "q.db").string(),
+                              "queue", "create", "jobs"},
+                             as),
+                        kPermission, "q.db"));
+  EXPECT_TRUE(std::filesystem::is_empty(sub));
+  ASSERT_EQ(chmod(sub.c_str(), 0755), 0);
+}
+
 TEST_F(CliTest, UnknownCommandOrFlagExits2) {
   One({"queue", "create", "jobs"});
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {

@@ -66,6 +66,43 @@ TEST_F(Config, BadSettingsStopTheServerWithAClearMessage) {
       << bad_wait.log();
 }
 
+// Regression: a --port-file in a missing directory started listening and
+// then exited with "internal error".
+TEST_F(Config, PortFileThatCannotBeWrittenFailsBeforeListening) {
+  ServerProcess s(dir_, {"--port-file", (dir_ / "missing" / "port").string()});
+  EXPECT_FALSE(s.Start());
+  EXPECT_EQ(s.WaitExit(std::chrono::seconds(10)), 2);
+  EXPECT_NE(s.log().find("cannot write --port-file"), std::string::npos)
+      << s.log();
+  EXPECT_EQ(s.log().find("listening"), std::string::npos) << s.log();
+  EXPECT_FALSE(fs::exists(dir_ / "q.db")) << "the store was opened first";
+}
+
+// Regression: serve exited 8 ("try again") on a directory and 3 on a file
+// that is not a database, where every other command exits 7 and 10
+// (docs/cli.md, "Exit codes").
+TEST_F(Config, StoreThatCannotBeOpenedExitsAsTheCliDoes) {
+  fs::create_directories(dir_ / "a-directory");
+  std::ofstream(dir_ / "notes.txt") << "not a database, but long enough to "
+                                       "be read as one by SQLite's header "
+                                       "check\n";
+  struct Case {
+    std::string url;
+    int exit;
+    std::string says;
+  };
+  for (const Case& c :
+       {Case{"sqlite:" + (dir_ / "a-directory").string(), 7, "directory"},
+        Case{"sqlite:" + (dir_ / "notes.txt").string(), 10,
+             "not an SQLite database"}}) {
+    fs::remove(dir_ / "port");
+    ServerProcess s(dir_, {}, c.url);
+    EXPECT_FALSE(s.Start());
+    EXPECT_EQ(s.WaitExit(std::chrono::seconds(10)), c.exit) << s.log();
+    EXPECT_NE(s.log().find(c.says), std::string::npos) << s.log();
+  }
+}
+
 // Two servers on one database of a server engine: a claim parked on one is
 // woken by a send through the other (the engine's notifications, or its
 // polling on MariaDB), and the data is the same on both.

@@ -1516,6 +1516,11 @@ class SqliteEngine : public core::Engine {
     if (!exists) {
       auto dir = std::filesystem::path(path).parent_path();
       if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+        if (ec == std::errc::permission_denied) {
+          return Status::PermissionDenied(
+              fmt::format("cannot create database '{}': directory '{}': {}",
+                          path, dir.string(), ec.message()));
+        }
         return Status::NotFound(fmt::format(
             "cannot create database '{}': directory '{}' does not exist", path,
             dir.string()));
@@ -1528,10 +1533,27 @@ class SqliteEngine : public core::Engine {
     auto conn = std::make_unique<SqliteConn>(db, true);
     if (rc != SQLITE_OK) {
       if ((rc & 0xff) == SQLITE_CANTOPEN) {
-        int err = errno;
-        if (access(path.c_str(), R_OK | W_OK) != 0 && exists) {
+        // Why the file could not be opened or created is in errno (also as
+        // root, whom access() would tell everything is allowed).
+        const int err = sqlite3_system_errno(db);
+        if (std::filesystem::is_directory(path, ec)) {
           return Status::PermissionDenied(fmt::format(
-              "cannot open database '{}': {}", path, std::strerror(err)));
+              "cannot open database '{}': it is a directory; give a file in "
+              "it, such as sqlite:{}/sqlq.db",
+              path, path));
+        }
+        if (err == EACCES || err == EPERM || err == EROFS) {
+          return Status::PermissionDenied(fmt::format(
+              "cannot {} database '{}': {}", exists ? "open" : "create", path,
+              std::strerror(err)));
+        }
+        if (!exists) {
+          // Its directory exists (checked above) but the file could not be
+          // made there: SQLite's read-only retry leaves ENOENT in errno.
+          return Status::PermissionDenied(fmt::format(
+              "cannot create database '{}': its directory does not allow "
+              "new files",
+              path));
         }
       }
       return Translate(rc, db, fmt::format("open database '{}'", path));
