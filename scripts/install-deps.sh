@@ -10,7 +10,7 @@ packages=(
   libmariadb-dev mariadb-server mariadb-client
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev
-  libboost1.81-dev curl
+  libboost1.81-dev libssl-dev curl
   beanstalkd
 )
 

@@ -112,6 +112,9 @@ void AddServeCommand(CLI::App& app, std::function<std::string()> db,
        "Host names clients may use besides IP addresses and localhost "
        "(comma-separated; * for any)",
        ""},
+      {"metrics-public", "SQLQ_METRICS_PUBLIC",
+       "Serve /metrics without a token even with --tokens (true or false)",
+       "false"},
       {"cors-origins", "SQLQ_CORS_ORIGINS",
        "Origins of web pages allowed to call the API (comma-separated, "
        "https://app.example.com)",
@@ -166,6 +169,13 @@ void AddServeCommand(CLI::App& app, std::function<std::string()> db,
     c.bind = get("bind").value;
     c.port_file = get("port-file").value;
     c.tokens_file = get("tokens").value;
+    if (const std::string& v = get("metrics-public").value;
+        v == "true" || v == "false") {
+      c.metrics_public = v == "true";
+    } else {
+      return fail(Status::InvalidArgument(
+          fmt::format("--metrics-public: '{}' is neither true nor false", v)));
+    }
     if (Status s = server::HttpPolicy::ParseHosts(get("allowed-hosts").value,
                                                   c.policy.allowed_hosts);
         !s.ok()) {

@@ -430,17 +430,43 @@ void AppendJsonString(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// The token of an Authorization header, or the 401 reply. The scheme is
+// case-insensitive (RFC 9110); one or more spaces follow it.
+std::string BearerToken(std::string_view header) {
+  constexpr std::string_view kScheme = "bearer";
+  if (header.empty()) {
+    Throw(401, "unauthorized",
+          "this server requires 'Authorization: Bearer TOKEN'");
+  }
+  bool scheme =
+      header.size() > kScheme.size() &&
+      (header[kScheme.size()] == ' ' || header[kScheme.size()] == '\t');
+  for (std::size_t i = 0; scheme && i < kScheme.size(); ++i) {
+    scheme = std::tolower(static_cast<unsigned char>(header[i])) == kScheme[i];
+  }
+  std::string_view token = scheme ? header.substr(kScheme.size()) : "";
+  while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) {
+    token.remove_prefix(1);
+  }
+  if (token.empty()) {
+    Throw(401, "unauthorized",
+          "the Authorization header must be 'Bearer TOKEN'");
+  }
+  return std::string(token);
+}
+
 constexpr std::int64_t kMaxMillis = 400LL * 24 * 3600 * 1000;
 
 }  // namespace
 
 Api::Api(Store& store, const Limits& limits, const Auth& auth, Metrics& metrics,
-         ServerGauges gauges)
+         ServerGauges gauges, bool metrics_public)
     : store_(store),
       limits_(limits),
       auth_(auth),
       metrics_(metrics),
-      gauges_(std::move(gauges)) {}
+      gauges_(std::move(gauges)),
+      metrics_public_(metrics_public) {}
 
 Result<WorkQueue> Api::CachedQueue(const std::string& name, bool& hit) {
   {
@@ -515,14 +541,16 @@ Outcome Api::Handle(const Request& req) {
     };
     auto route_is = [&](const char* r) { route = r; };
 
-    // Unauthenticated: the dashboard page (it fetches its data with the
-    // user's token), health and metrics.
+    // Without /v1's authentication: the dashboard page (it holds no data
+    // and fetches everything with the user's token), health, and metrics
+    // (which checks a token of its own unless --metrics-public).
     if (seg.empty() || (seg.size() == 1 && seg[0] == "dashboard")) {
       route_is("GET /dashboard");
       if (m != "GET") Throw(405, "method_not_allowed", "use GET");
       Reply r;
       r.text = std::string(DashboardHtml());
       r.content_type = "text/html; charset=utf-8";
+      r.headers = DashboardHeaders();
       return Outcome{std::move(r), std::nullopt};
     }
     if (seg.size() == 1 && seg[0] == "healthz") {
@@ -542,9 +570,21 @@ Outcome Api::Handle(const Request& req) {
     if (seg.size() == 1 && seg[0] == "metrics") {
       route_is("GET /metrics");
       if (m != "GET") Throw(405, "method_not_allowed", "use GET");
+      const TokenEntry* reader = nullptr;
+      if (auth_.enabled() && !metrics_public_) {
+        reader = auth_.Find(BearerToken(req.authorization));
+        if (reader == nullptr) Throw(401, "unauthorized", "unknown token");
+        if (!Auth::ReadsMetrics(*reader)) {
+          Throw(403, "forbidden",
+                "reading /metrics needs a token with the 'metrics' or "
+                "'admin' permission");
+        }
+      }
       auto queues = Take(store_.ListQueues());
       std::vector<QueueStats> stats;
       for (const QueueInfo& q : queues) {
+        // A token sees the queues it has a grant on (metrics:* sees all).
+        if (reader != nullptr && !Auth::Sees(*reader, q.name)) continue;
         auto h = store_.Queue(q.name);
         if (!h.ok()) continue;  // dropped meanwhile
         auto s = h->Stats();
@@ -565,17 +605,7 @@ Outcome Api::Handle(const Request& req) {
     const TokenEntry* who = nullptr;
     std::string token;
     if (auth_.enabled()) {
-      constexpr std::string_view kBearer = "Bearer ";
-      if (req.authorization.empty()) {
-        Throw(401, "unauthorized",
-              "this server requires 'Authorization: Bearer TOKEN'");
-      }
-      if (req.authorization.size() <= kBearer.size() ||
-          req.authorization.compare(0, kBearer.size(), kBearer) != 0) {
-        Throw(401, "unauthorized",
-              "the Authorization header must be 'Bearer TOKEN'");
-      }
-      token = req.authorization.substr(kBearer.size());
+      token = BearerToken(req.authorization);
       who = auth_.Find(token);
       if (who == nullptr) Throw(401, "unauthorized", "unknown token");
     }

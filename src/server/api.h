@@ -65,8 +65,10 @@ class Api {
     std::function<Metrics::Gauges()> read;
     std::function<bool()> shutting_down;
   };
+  // `metrics_public`: /metrics answers without a token even when the
+  // server has a token file.
   Api(Store& store, const Limits& limits, const Auth& auth, Metrics& metrics,
-      ServerGauges gauges);
+      ServerGauges gauges, bool metrics_public = false);
 
   Outcome Handle(const Request& request);
 
@@ -86,6 +88,7 @@ class Api {
   const Auth& auth_;
   Metrics& metrics_;
   ServerGauges gauges_;
+  const bool metrics_public_;
   std::mutex cache_mu_;
   std::unordered_map<std::string, WorkQueue> cache_;  // guarded by cache_mu_
 };

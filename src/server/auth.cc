@@ -1,6 +1,8 @@
 #include "server/auth.h"
 
 #include <fmt/format.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -31,12 +33,23 @@ bool GlobMatch(std::string_view p, std::string_view s) {
 
 namespace {
 
+using Hash = std::array<unsigned char, 32>;
+
+Hash Sha256(std::string_view text) {
+  Hash h{};
+  unsigned int n = 0;
+  EVP_Digest(text.data(), text.size(), h.data(), &n, EVP_sha256(), nullptr);
+  return h;
+}
+
 Result<unsigned> ParsePermission(std::string_view word) {
   if (word == "send") return unsigned{kSend};
   if (word == "claim") return unsigned{kClaim};
-  if (word == "admin") return unsigned{kAdmin | kSend | kClaim};
+  if (word == "metrics") return unsigned{kMetrics};
+  if (word == "admin") return unsigned{kAdmin | kSend | kClaim | kMetrics};
   return Status::InvalidArgument(fmt::format(
-      "unknown permission '{}' (expected send, claim or admin)", word));
+      "unknown permission '{}' (expected send, claim, metrics or admin)",
+      word));
 }
 
 Status CheckToken(std::string_view token) {
@@ -52,45 +65,71 @@ Status CheckToken(std::string_view token) {
   return Status::Ok();
 }
 
-Result<std::vector<TokenEntry>> ParseJson(const std::string& text) {
+// A token read from the file, with where it was (for errors).
+struct Parsed {
+  std::string token;
+  std::string where;  // "line 3", "tokens[2]"
+  std::vector<Grant> grants;
+};
+
+Result<std::vector<Parsed>> ParseJson(const std::string& text) {
   auto doc = nlohmann::json::parse(text, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("tokens") ||
+  if (doc.is_discarded()) {
+    return Status::InvalidArgument("not valid JSON");
+  }
+  if (!doc.is_object() || !doc.contains("tokens") ||
       !doc["tokens"].is_array()) {
     return Status::InvalidArgument(
         "expected a JSON object with a \"tokens\" array");
   }
-  std::vector<TokenEntry> out;
-  for (const auto& t : doc["tokens"]) {
+  for (const auto& [key, value] : doc.items()) {
+    if (key != "tokens") {
+      return Status::InvalidArgument(
+          fmt::format("unknown field \"{}\" (expected only \"tokens\")", key));
+    }
+  }
+  std::vector<Parsed> out;
+  for (std::size_t i = 0; i < doc["tokens"].size(); ++i) {
+    const auto& t = doc["tokens"][i];
+    const std::string where = fmt::format("tokens[{}]", i);
+    auto at = [&](std::string_view what) {
+      return Status::InvalidArgument(fmt::format("{}: {}", where, what));
+    };
     if (!t.is_object() || !t.contains("token") || !t["token"].is_string() ||
         !t.contains("grants") || !t["grants"].is_object()) {
-      return Status::InvalidArgument(
-          "each token needs \"token\" (string) and \"grants\" (object)");
+      return at("needs \"token\" (a string) and \"grants\" (an object)");
     }
-    TokenEntry e{.token = t["token"].get<std::string>()};
-    if (Status s = CheckToken(e.token); !s.ok()) return s;
+    for (const auto& [key, value] : t.items()) {
+      if (key != "token" && key != "grants") {
+        return at(fmt::format(
+            "unknown field \"{}\" (expected \"token\" and \"grants\")", key));
+      }
+    }
+    Parsed e{.token = t["token"].get<std::string>(), .where = where};
+    if (Status s = CheckToken(e.token); !s.ok()) return at(s.message());
     for (const auto& [pattern, perms] : t["grants"].items()) {
-      if (!perms.is_array()) {
-        return Status::InvalidArgument(fmt::format(
-            "grants of '{}' must be an array of permissions", pattern));
+      if (!perms.is_array() || perms.empty()) {
+        return at(fmt::format(
+            "grants of '{}' must be a non-empty array of permissions",
+            pattern));
       }
       Grant g{.pattern = pattern};
       for (const auto& p : perms) {
-        if (!p.is_string()) {
-          return Status::InvalidArgument("permissions are strings");
-        }
+        if (!p.is_string()) return at("permissions are strings");
         auto bits = ParsePermission(p.get<std::string>());
-        if (!bits.ok()) return bits.status();
+        if (!bits.ok()) return at(bits.status().message());
         g.permissions |= *bits;
       }
       e.grants.push_back(std::move(g));
     }
+    if (e.grants.empty()) return at("a token needs at least one grant");
     out.push_back(std::move(e));
   }
   return out;
 }
 
-Result<std::vector<TokenEntry>> ParseLines(const std::string& text) {
-  std::vector<TokenEntry> out;
+Result<std::vector<Parsed>> ParseLines(const std::string& text) {
+  std::vector<Parsed> out;
   std::istringstream in(text);
   std::string line;
   int number = 0;
@@ -107,11 +146,12 @@ Result<std::vector<TokenEntry>> ParseLines(const std::string& text) {
           fmt::format("line {}: {}", number, s.message()));
     };
     if (Status s = CheckToken(token); !s.ok()) return at(s);
-    TokenEntry e{.token = token};
+    Parsed e{.token = token, .where = fmt::format("line {}", number)};
     std::string grant;
     while (words >> grant) {
       auto colon = grant.find(':');
-      if (colon == std::string::npos || colon + 1 == grant.size()) {
+      if (colon == std::string::npos || colon == 0 ||
+          colon + 1 == grant.size()) {
         return at(Status::InvalidArgument(
             fmt::format("'{}' is not PERM[,PERM]:PATTERN", grant)));
       }
@@ -143,34 +183,48 @@ Result<Auth> Auth::Load(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   std::string text = ss.str();
+  // Editors on some systems start UTF-8 files with a byte order mark.
+  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
   auto first = text.find_first_not_of(" \t\r\n");
-  auto entries = (first != std::string::npos && text[first] == '{')
-                     ? ParseJson(text)
-                     : ParseLines(text);
-  if (!entries.ok()) {
-    return entries.status().WithContext(fmt::format("token file '{}'", path));
+  auto parsed = (first != std::string::npos && text[first] == '{')
+                    ? ParseJson(text)
+                    : ParseLines(text);
+  if (!parsed.ok()) {
+    return parsed.status().WithContext(fmt::format("token file '{}'", path));
   }
-  if (entries->empty()) {
+  if (parsed->empty()) {
     return Status::InvalidArgument(
         fmt::format("token file '{}' holds no tokens", path));
   }
   Auth a;
   a.enabled_ = true;
-  a.tokens_ = std::move(*entries);
+  for (std::size_t i = 0; i < parsed->size(); ++i) {
+    const Parsed& p = (*parsed)[i];
+    for (std::size_t j = 0; j < i; ++j) {
+      if ((*parsed)[j].token == p.token) {
+        // Two lines for one token would leave only the first's grants in
+        // force: say so rather than guess which the writer meant.
+        return Status::InvalidArgument(fmt::format(
+            "token file '{}': {} repeats the token of {}; give each token "
+            "once, with all its grants",
+            path, p.where, (*parsed)[j].where));
+      }
+    }
+    a.tokens_.push_back({.hash = Sha256(p.token), .grants = p.grants});
+  }
   return a;
 }
 
 const TokenEntry* Auth::Find(std::string_view token) const {
+  // Every entry is compared, each in constant time, whatever matches: the
+  // time taken depends on neither the token's length nor its content.
+  const Hash h = Sha256(token);
+  const TokenEntry* found = nullptr;
   for (const TokenEntry& e : tokens_) {
-    // Constant-time comparison, so that timing does not reveal a prefix.
-    if (e.token.size() != token.size()) continue;
-    unsigned char diff = 0;
-    for (std::size_t i = 0; i < token.size(); ++i) {
-      diff |= static_cast<unsigned char>(e.token[i] ^ token[i]);
-    }
-    if (diff == 0) return &e;
+    const bool same = CRYPTO_memcmp(e.hash.data(), h.data(), h.size()) == 0;
+    found = same ? &e : found;
   }
-  return nullptr;
+  return found;
 }
 
 bool Auth::Allows(const TokenEntry& entry, unsigned perm,
@@ -179,6 +233,13 @@ bool Auth::Allows(const TokenEntry& entry, unsigned perm,
     if ((g.permissions & perm) == perm && GlobMatch(g.pattern, name)) {
       return true;
     }
+  }
+  return false;
+}
+
+bool Auth::ReadsMetrics(const TokenEntry& entry) {
+  for (const Grant& g : entry.grants) {
+    if ((g.permissions & (kMetrics | kAdmin)) != 0) return true;
   }
   return false;
 }

@@ -1,13 +1,17 @@
 // Bearer tokens and their permissions, loaded once from the --tokens file
-// (format: docs/server.md). A token grants send, claim and/or admin on the
-// queues, rings and rotations whose names match a pattern (`*` and `?`
-// globs). admin includes send and claim.
+// (format: docs/server.md). A token grants send, claim, metrics and/or admin
+// on the queues, rings and rotations whose names match a pattern (`*` and
+// `?` globs). admin includes the other three. Only SHA-256 hashes of the
+// tokens are kept, and a presented token is compared with every one of
+// them in constant time, so that neither its length nor a prefix shows in
+// the time a refusal takes.
 //
 // Thread-safe after Load (read-only).
 
 #ifndef SQLQ_SERVER_AUTH_H_
 #define SQLQ_SERVER_AUTH_H_
 
+#include <array>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,7 +20,7 @@
 
 namespace sqlq::server {
 
-enum Permission : unsigned { kSend = 1, kClaim = 2, kAdmin = 4 };
+enum Permission : unsigned { kSend = 1, kClaim = 2, kAdmin = 4, kMetrics = 8 };
 
 struct Grant {
   std::string pattern;
@@ -24,7 +28,7 @@ struct Grant {
 };
 
 struct TokenEntry {
-  std::string token;
+  std::array<unsigned char, 32> hash{};  // SHA-256 of the token
   std::vector<Grant> grants;
 };
 
@@ -34,8 +38,10 @@ class Auth {
  public:
   // Reads a token file: a JSON document
   //   {"tokens":[{"token":"...","grants":{"jobs-*":["send","claim"]}}]}
-  // or lines "TOKEN PERM[,PERM]:PATTERN ..." ('#' starts a comment).
-  // Errors: kInvalidArgument naming the line or field at fault, kNotFound.
+  // or lines "TOKEN PERM[,PERM]:PATTERN ..." ('#' starts a comment), either
+  // optionally after a UTF-8 byte order mark.
+  // Errors: kInvalidArgument naming the line or field at fault (unknown
+  // fields, a grant without permissions, a token given twice), kNotFound.
   static Result<Auth> Load(const std::string& path);
 
   // An Auth that allows everything (no token file: loopback only).
@@ -49,6 +55,8 @@ class Auth {
                      std::string_view name);
   // Whether `entry` has any permission on `name` (for reads and listings).
   static bool Sees(const TokenEntry& entry, std::string_view name);
+  // Whether `entry` may read /metrics: a metrics or admin grant on any name.
+  static bool ReadsMetrics(const TokenEntry& entry);
 
  private:
   bool enabled_ = false;

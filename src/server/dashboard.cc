@@ -1,5 +1,10 @@
 #include "server/dashboard.h"
 
+#include <fmt/format.h>
+#include <openssl/evp.h>
+
+#include "sqlq/text.h"
+
 namespace sqlq::server {
 
 namespace {
@@ -174,9 +179,15 @@ async function refresh() {
     }
     previous = seen;
     $("empty").hidden = seen.size > 0;
-    const metrics = await api("GET", "/metrics");
-    $("waiting").textContent = gauge(metrics, "sqlq_server_waiting_consumers");
-    $("connections").textContent = gauge(metrics, "sqlq_server_connections");
+    // The server's gauges need a token with a metrics or admin grant; a
+    // worker's token still shows its queues.
+    let metrics = null;
+    try { metrics = await api("GET", "/metrics"); } catch (e) { /* 403 */ }
+    for (const [id, name] of [["waiting", "sqlq_server_waiting_consumers"],
+                              ["connections", "sqlq_server_connections"]]) {
+      $(id).textContent = metrics === null ? "–" : gauge(metrics, name);
+      $(id).title = metrics === null ? "needs a metrics or admin token" : "";
+    }
     $("updated").textContent = new Date().toLocaleTimeString();
     setStatus("live", false);
   } catch (e) {
@@ -285,5 +296,41 @@ setInterval(refresh, REFRESH_MS);
 }  // namespace
 
 std::string_view DashboardHtml() { return kPage; }
+
+namespace {
+
+// The CSP source for the inline element <tag>...</tag> of the page: the
+// base64 SHA-256 of its text, so that only this exact script or style runs.
+std::string InlineHash(std::string_view tag) {
+  const std::string open = "<" + std::string(tag) + ">";
+  const std::string close = "</" + std::string(tag) + ">";
+  const auto begin = kPage.find(open) + open.size();
+  const std::string_view text = kPage.substr(begin, kPage.find(close) - begin);
+  unsigned char digest[32];
+  unsigned int n = 0;
+  EVP_Digest(text.data(), text.size(), digest, &n, EVP_sha256(), nullptr);
+  return "'sha256-" +
+         Base64Encode(std::string_view(reinterpret_cast<char*>(digest), n)) +
+         "'";
+}
+
+}  // namespace
+
+const std::vector<std::pair<std::string, std::string>>& DashboardHeaders() {
+  static const auto* headers =
+      new std::vector<std::pair<std::string, std::string>>{
+          // Nothing but the page's own script and style, requests to this
+          // server only, and no framing: an injected string could run
+          // nothing, and no other site can overlay the page's buttons.
+          {"Content-Security-Policy",
+           fmt::format("default-src 'none'; script-src {}; style-src {}; "
+                       "connect-src 'self'; img-src 'self'; base-uri 'none'; "
+                       "form-action 'none'; frame-ancestors 'none'",
+                       InlineHash("script"), InlineHash("style"))},
+          {"X-Frame-Options", "DENY"},
+          {"Referrer-Policy", "no-referrer"},
+          {"Cache-Control", "no-store"}};
+  return *headers;
+}
 
 }  // namespace sqlq::server

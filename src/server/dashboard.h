@@ -7,11 +7,19 @@
 #ifndef SQLQ_SERVER_DASHBOARD_H_
 #define SQLQ_SERVER_DASHBOARD_H_
 
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace sqlq::server {
 
 std::string_view DashboardHtml();
+
+// The headers the page is served with: a Content-Security-Policy allowing
+// only its own inline script and style (by hash) and requests to this
+// server, and no framing (X-Frame-Options, frame-ancestors).
+const std::vector<std::pair<std::string, std::string>>& DashboardHeaders();
 
 }  // namespace sqlq::server
 

@@ -27,6 +27,9 @@ struct ServerConfig {
   int db_threads = 16;
   Limits limits;
   HttpPolicy policy;  // hosts and origins the server answers
+  // /metrics without a token even with a token file (for scrapers that
+  // cannot send one); otherwise it needs a metrics or admin grant.
+  bool metrics_public = false;
 };
 
 // Runs until SIGTERM or SIGINT, then shuts down gracefully. Returns the

@@ -43,10 +43,75 @@ TEST_F(Auth, MissingOrWrongTokenIs401) {
   EXPECT_EQ(Send(wrong, "jobs-a").status, 401);
   auto basic = none.Call("GET", "/v1/queues", "");
   EXPECT_EQ(basic.status, 401);
-  // Health and metrics stay open for probes and scrapers.
+  // Health stays open for probes.
   EXPECT_EQ(none.Get("/healthz").status, 200);
-  EXPECT_EQ(none.Get("/metrics").status, 200);
   EXPECT_EQ(admin_->Get("/v1/queues/jobs-a").json["stats"]["sends"], 0);
+}
+
+// Regression: `Authorization: bearer TOKEN` was refused; the scheme is
+// case-insensitive (RFC 9110).
+TEST_F(Auth, BearerSchemeIsCaseInsensitive) {
+  for (std::string scheme : {"bearer ", "BEARER ", "Bearer   ", "bEaReR\t"}) {
+    RawConn raw(port());
+    ASSERT_TRUE(
+        raw.Write("GET /v1/queues HTTP/1.1\r\nHost: localhost\r\n"
+                  "Authorization: " +
+                  scheme + kAdmin + "\r\n\r\n"));
+    std::string r = raw.ReadResponse();
+    EXPECT_EQ(StatusOf(r), 200) << scheme << "\n" << r;
+  }
+  for (std::string header :
+       {std::string("Basic YWRtaW4="), std::string("Bearer"),
+        std::string("Bearertoken"), std::string("Token ") + kAdmin}) {
+    RawConn raw(port());
+    ASSERT_TRUE(
+        raw.Write("GET /v1/queues HTTP/1.1\r\nHost: localhost\r\n"
+                  "Authorization: " +
+                  header + "\r\n\r\n"));
+    EXPECT_EQ(StatusOf(raw.ReadResponse()), 401) << header;
+  }
+}
+
+// Regression: /metrics answered anyone, showing every queue's name and
+// depth, on a server with tokens.
+TEST_F(Auth, MetricsNeedAMetricsOrAdminGrantAndShowOnlyGrantedQueues) {
+  Client none(port());
+  auto r = none.Get("/metrics");
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(r.body.find("jobs-a"), std::string::npos);
+  Client sender(port(), kSender);
+  r = sender.Get("/metrics");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(r.body.find("jobs-a"), std::string::npos);
+  r = admin_->Get("/metrics");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("queue=\"private\""), std::string::npos) << r.body;
+}
+
+TEST_F(Auth, MetricsTokenAndPublicMetrics) {
+  std::ofstream(dir_ / "more.txt") << kAdmin << " admin:*\n"
+                                   << "scraper-token-0001 metrics:jobs-*\n";
+  fs::create_directories(dir_ / "two");
+  ServerProcess two(dir_ / "two", {"--tokens", (dir_ / "more.txt").string()});
+  ASSERT_TRUE(two.Start()) << two.log();
+  Client admin(two.port(), kAdmin);
+  ASSERT_EQ(admin.Post("/v1/queues/jobs-a", Json::object()).status, 201);
+  ASSERT_EQ(admin.Post("/v1/queues/private", Json::object()).status, 201);
+  Client scraper(two.port(), "scraper-token-0001");
+  auto r = scraper.Get("/metrics");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("queue=\"jobs-a\""), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("queue=\"private\""), std::string::npos) << r.body;
+  // A metrics grant reads; it does not send.
+  EXPECT_EQ(Send(scraper, "jobs-a").status, 403);
+
+  fs::create_directories(dir_ / "three");
+  ServerProcess open(dir_ / "three", {"--tokens", (dir_ / "more.txt").string(),
+                                      "--metrics-public", "true"});
+  ASSERT_TRUE(open.Start()) << open.log();
+  Client anon(open.port());
+  EXPECT_EQ(anon.Get("/metrics").status, 200);
+  EXPECT_EQ(anon.Get("/v1/queues").status, 401);
 }
 
 TEST_F(Auth, SendPermission) {
@@ -145,6 +210,43 @@ TEST(AuthStartup, RefusesNonLoopbackWithoutTokensAndBadTokenFiles) {
     EXPECT_FALSE(bad.Start());
     EXPECT_EQ(bad.WaitExit(std::chrono::seconds(10)), 2);
     EXPECT_NE(bad.log().find("at least 8"), std::string::npos) << bad.log();
+  }
+  // Regression: each of these was accepted, silently meaning something
+  // other than what its writer likely meant (or refused with a misleading
+  // error, for the byte order mark).
+  struct Bad {
+    std::string text, says;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"token-one-0001 send:jobs\ntoken-one-0001 admin:*\n",
+            "line 2 repeats the token of line 1"},
+           {R"({"tokens":[{"token":"token-one-0001","grants":{"jobs":[]}}]})",
+            "non-empty array"},
+           {"token-one-0001 :jobs\n", "PERM[,PERM]:PATTERN"},
+           {R"({"tokens":[],"extra":1})", "unknown field \"extra\""},
+           {R"({"tokens":[{"token":"token-one-0001","grants":{"*":["admin"]},)"
+            R"("expires":"never"}]})",
+            "unknown field \"expires\""},
+           {R"({"tokens":[{"token":"token-one-0001","grants":{}}]})",
+            "at least one grant"},
+       }) {
+    std::ofstream(dir / "bad.txt") << b.text;
+    ServerProcess bad(dir, {"--tokens", (dir / "bad.txt").string()});
+    EXPECT_FALSE(bad.Start()) << b.text;
+    EXPECT_EQ(bad.WaitExit(std::chrono::seconds(10)), 2) << b.text;
+    EXPECT_NE(bad.log().find(b.says), std::string::npos) << b.text << "\n"
+                                                         << bad.log();
+  }
+  for (
+      const std::string& bom :
+      {std::string("\xEF\xBB\xBF") + "bom-token-0001 admin:*\n",
+       std::string("\xEF\xBB\xBF") +
+           R"({"tokens":[{"token":"bom-token-0001","grants":{"*":["admin"]}}]})"}) {
+    std::ofstream(dir / "bom.txt") << bom;
+    ServerProcess ok(dir, {"--tokens", (dir / "bom.txt").string()});
+    ASSERT_TRUE(ok.Start()) << ok.log();
+    EXPECT_EQ(Client(ok.port(), "bom-token-0001").Get("/v1/queues").status,
+              200);
   }
   {
     std::ofstream(dir / "tokens.json")

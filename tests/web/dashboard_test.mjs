@@ -61,9 +61,18 @@ test("the dashboard shows live queue numbers and redrives dead letters",
     const page = await browser.newPage();
     const errors = [];
     page.on("pageerror", (e) => errors.push(e.message));
+    // A script or style the Content-Security-Policy blocked shows here.
+    page.on("console", (m) => {
+      if (/Content Security Policy/.test(m.text())) errors.push(m.text());
+    });
     const res = await page.goto(url + "/");
     assert.equal(res.status(), 200);
     assert.match(res.headers()["content-type"], /text\/html/);
+    assert.match(res.headers()["content-security-policy"],
+                 /default-src 'none'; script-src 'sha256-/);
+    assert.match(res.headers()["content-security-policy"],
+                 /frame-ancestors 'none'/);
+    assert.equal(res.headers()["x-frame-options"], "DENY");
     assert.equal(await page.title(), "sqlq dashboard");
 
     // Without a token the page says why it shows nothing.
@@ -136,6 +145,10 @@ test("the dashboard shows live queue numbers and redrives dead letters",
     // A token without admin sees the queue but may not peek dead letters.
     await page.fill("#token", WORKER);
     await page.click("#token-save");
+    // Its queues stay live; the server's gauges need a metrics grant.
+    await waitFor("the gauges hidden from a worker's token", async () =>
+        (await page.textContent("#waiting")) === "–");
+    assert.equal(await page.textContent("#status"), "live");
     await page.click('#queues tr[data-queue="jobs"] button.show-dead');
     await waitFor("the forbidden message", async () =>
         (await page.textContent("#dead-message")).includes("forbidden"));
