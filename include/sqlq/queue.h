@@ -25,6 +25,13 @@
 namespace sqlq {
 
 using Duration = std::chrono::milliseconds;
+
+// The longest durations the library accepts (longer ones are
+// kInvalidArgument): a lease or an extension, a delay or backoff, a queue's
+// archive retention.
+inline constexpr Duration kMaxLease = std::chrono::hours(12);
+inline constexpr Duration kMaxDelay = std::chrono::hours(24 * 365);
+inline constexpr Duration kMaxRetention = kMaxDelay * 10;
 // Wall-clock instants, microsecond resolution, as the store's clock sees them.
 using Timestamp = std::chrono::sys_time<std::chrono::microseconds>;
 

@@ -52,7 +52,7 @@ Status ValidateQueueOptions(const QueueOptions& o) {
   if (!s.ok()) return s;
   s = CheckRange("backoff max", o.backoff_max, o.backoff_base, kMaxDelay);
   if (!s.ok()) return s;
-  s = CheckRange("retention", o.retention, Duration(1), kMaxDelay * 10);
+  s = CheckRange("retention", o.retention, Duration(1), kMaxRetention);
   if (!s.ok()) return s;
   return ValidatePayloadLimit(o.max_payload_bytes);
 }

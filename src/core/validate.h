@@ -23,8 +23,9 @@ inline constexpr std::size_t kMaxDedupKey = 255;
 inline constexpr std::size_t kMaxWorker = 255;
 inline constexpr std::size_t kMaxErrorText = 4096;
 inline constexpr std::size_t kMaxPayloadLimit = 64u << 20;
-inline constexpr Duration kMaxLease = std::chrono::hours(12);
-inline constexpr Duration kMaxDelay = std::chrono::hours(24 * 365);
+using sqlq::kMaxDelay;
+using sqlq::kMaxLease;
+using sqlq::kMaxRetention;
 inline constexpr Duration kMaxWait = std::chrono::hours(1);
 inline constexpr int kMaxListLimit = 10000;
 

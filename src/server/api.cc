@@ -455,7 +455,10 @@ std::string BearerToken(std::string_view header) {
   return std::string(token);
 }
 
-constexpr std::int64_t kMaxMillis = 400LL * 24 * 3600 * 1000;
+// The library's own limits, so that the server's errors name them.
+constexpr std::int64_t kMaxLeaseMs = kMaxLease.count();
+constexpr std::int64_t kMaxDelayMs = kMaxDelay.count();
+constexpr std::int64_t kMaxRetentionMs = kMaxRetention.count();
 
 }  // namespace
 
@@ -662,15 +665,16 @@ Outcome Api::Handle(const Request& req) {
                             "max_payload_bytes"});
           QueueOptions o;
           if (auto v = b.Int("max_attempts", 1, 1000000)) o.max_attempts = *v;
-          if (auto v = b.Millis("lease_ms", kMaxMillis)) o.lease = *v;
-          if (auto v = b.Millis("backoff_base_ms", kMaxMillis)) {
+          if (auto v = b.Millis("lease_ms", kMaxLeaseMs)) o.lease = *v;
+          if (auto v = b.Millis("backoff_base_ms", kMaxDelayMs)) {
             o.backoff_base = *v;
           }
-          if (auto v = b.Millis("backoff_max_ms", kMaxMillis)) {
+          if (auto v = b.Millis("backoff_max_ms", kMaxDelayMs)) {
             o.backoff_max = *v;
           }
           if (auto v = b.Bool("archive")) o.archive = *v;
-          if (auto v = b.Millis("retention_ms", kMaxMillis)) o.retention = *v;
+          if (auto v = b.Millis("retention_ms", kMaxRetentionMs))
+            o.retention = *v;
           if (auto v = b.Int("max_payload_bytes", 1, 64 << 20)) {
             o.max_payload_bytes = static_cast<std::size_t>(*v);
           }
@@ -734,7 +738,7 @@ Outcome Api::Handle(const Request& req) {
           if (auto v = mb.Int("priority", INT32_MIN, INT32_MAX)) {
             msg.priority = static_cast<std::int32_t>(*v);
           }
-          if (auto v = mb.Millis("delay_ms", kMaxMillis)) msg.delay = *v;
+          if (auto v = mb.Millis("delay_ms", kMaxDelayMs)) msg.delay = *v;
           if (auto v = mb.String("dedup")) msg.dedup_key = *v;
           msgs.push_back(std::move(msg));
         }
@@ -763,7 +767,7 @@ Outcome Api::Handle(const Request& req) {
         Body b(req.body, {"max", "lease_ms", "wait_ms", "worker"});
         ClaimOptions o;
         if (auto v = b.Int("max", 1, 1000)) o.max = static_cast<int>(*v);
-        if (auto v = b.Millis("lease_ms", kMaxMillis)) o.lease = *v;
+        if (auto v = b.Millis("lease_ms", kMaxLeaseMs)) o.lease = *v;
         if (auto v = b.String("worker")) o.worker = *v;
         Duration wait{0};
         if (auto v = b.Int("wait_ms", 0, INT64_MAX)) {
@@ -835,7 +839,7 @@ Outcome Api::Handle(const Request& req) {
         auto receipt = b.String("receipt");
         if (!receipt) Throw(400, "invalid_argument", "\"receipt\" is required");
         NackOptions o;
-        if (auto v = b.Millis("delay_ms", kMaxMillis)) o.delay = *v;
+        if (auto v = b.Millis("delay_ms", kMaxDelayMs)) o.delay = *v;
         if (auto v = b.String("error")) o.error = *v;
         WorkQueue q = queue();
         NackOutcome n = Take(q.Nack(*receipt, o));
@@ -848,7 +852,7 @@ Outcome Api::Handle(const Request& req) {
         need(kClaim, name);
         Body b(req.body, {"receipt", "lease_ms"});
         auto receipt = b.String("receipt");
-        auto lease = b.Millis("lease_ms", kMaxMillis);
+        auto lease = b.Millis("lease_ms", kMaxLeaseMs);
         if (!receipt || !lease) {
           Throw(400, "invalid_argument",
                 "\"receipt\" and \"lease_ms\" are required");

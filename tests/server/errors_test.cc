@@ -57,6 +57,39 @@ TEST_F(Errors, MalformedJsonWrongTypeUnknownField) {
   EXPECT_EQ(c().Get("/v1/queues/jobs").json["stats"]["sends"], 0);
 }
 
+// Regression: the server checked every duration against 400 days and named
+// that limit, where the library's are 365 days for delays, 12 h for leases
+// and 3,650 days for retention.
+TEST_F(Errors, DurationErrorsNameTheLimitThatApplies) {
+  constexpr std::int64_t kDay = 24LL * 3600 * 1000;
+  struct Case {
+    std::string target;
+    Json body;
+    std::string limit;
+  };
+  for (const Case& k : std::vector<Case>{
+           {"/v1/queues/jobs/messages",
+            {{"messages", {{{"payload", "x"}, {"delay_ms", 366 * kDay}}}}},
+            "31536000000"},
+           {"/v1/queues/jobs/messages",
+            {{"messages", {{{"payload", "x"}, {"delay_ms", 401 * kDay}}}}},
+            "31536000000"},
+           {"/v1/queues/jobs/claim",
+            {{"lease_ms", 13 * 3600 * 1000}},
+            "43200000"},
+           {"/v1/queues/other",
+            {{"retention_ms", 3651 * kDay}},
+            "315360000000"},
+       }) {
+    auto r = c().Post(k.target, k.body);
+    ExpectError(r, 400, "invalid_argument");
+    const std::string message = r.json["error"]["message"];
+    EXPECT_NE(message.find(k.limit), std::string::npos) << message;
+    EXPECT_EQ(message.find("34560000000"), std::string::npos) << message;
+  }
+  EXPECT_EQ(c().Get("/v1/queues/jobs").json["stats"]["sends"], 0);
+}
+
 TEST_F(Errors, InvalidArguments) {
   ExpectError(c().Post("/v1/queues/bad%20name", Json::object()), 400,
               "invalid_argument");
