@@ -108,6 +108,11 @@ class Store {
   // A handle on an existing queue. Errors: kInvalidArgument, kNotFound.
   Result<WorkQueue> Queue(std::string_view name);
   Result<std::vector<QueueInfo>> ListQueues();
+  // Commits a write transaction that changes nothing a user sees, to learn
+  // whether the store can write now (a readiness probe): OK, or the error a
+  // send would get (kUnavailable for a full disk, kPermissionDenied for a
+  // read-only database, ...).
+  Status CheckWritable();
   // Deletes the queue with its messages, dead letters and archive.
   Status DropQueue(std::string_view name);
 

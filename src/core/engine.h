@@ -173,6 +173,11 @@ class Engine {
     (void)waiting;
   }
 
+  // Writes something that changes nothing a user sees (the schema version
+  // row, set to itself), so that committing it shows the store can write
+  // now: Store::CheckWritable, for readiness probes.
+  virtual Status TouchSchema(Conn& conn) = 0;
+
   // --- queues --------------------------------------------------------------
   virtual Result<QueueRecord> CreateQueue(Conn& conn, std::string_view name,
                                           const QueueOptions& options) = 0;

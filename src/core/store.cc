@@ -107,6 +107,11 @@ Result<std::vector<QueueInfo>> Store::ListQueues() {
   return out;
 }
 
+Status Store::CheckWritable() {
+  return impl_->engine().Write(
+      [&](core::Conn& conn) { return impl_->engine().TouchSchema(conn); });
+}
+
 Status Store::DropQueue(std::string_view name) {
   Status s = core::ValidateName("queue", name);
   if (!s.ok()) return s;

@@ -486,6 +486,16 @@ Result<WorkQueue> Api::CachedQueue(const std::string& name, bool& hit) {
   return q;
 }
 
+Status Api::CheckWritable() {
+  std::lock_guard<std::mutex> lock(ready_mu_);
+  const auto now = Clock::now();
+  if (now - ready_checked_ >= std::chrono::seconds(1)) {
+    ready_ = store_.CheckWritable();
+    ready_checked_ = now;
+  }
+  return ready_;
+}
+
 void Api::Forget(const std::string& name) {
   std::lock_guard<std::mutex> lock(cache_mu_);
   cache_.erase(name);
@@ -567,7 +577,10 @@ Outcome Api::Handle(const Request& req) {
       if (gauges_.shutting_down()) {
         Throw(503, "shutting_down", "the server is shutting down");
       }
-      Check(store_.ListQueues().status());
+      // Ready means writes commit (a full disk still reads fine): a write
+      // that changes nothing, at most once a second however often the
+      // load balancer asks.
+      Check(CheckWritable());
       return reply(200, {{"status", "ready"}});
     }
     if (seg.size() == 1 && seg[0] == "metrics") {

@@ -82,6 +82,8 @@ class Api {
   // `hit` tells whether the handle came from the cache.
   Result<WorkQueue> CachedQueue(const std::string& name, bool& hit);
   void Forget(const std::string& name);
+  // Store::CheckWritable, made at most once a second (for /readyz).
+  Status CheckWritable();
 
   Store& store_;
   const Limits& limits_;
@@ -89,6 +91,9 @@ class Api {
   Metrics& metrics_;
   ServerGauges gauges_;
   const bool metrics_public_;
+  std::mutex ready_mu_;
+  Status ready_;  // guarded by ready_mu_, as is the time it was found
+  std::chrono::steady_clock::time_point ready_checked_{};
   std::mutex cache_mu_;
   std::unordered_map<std::string, WorkQueue> cache_;  // guarded by cache_mu_
 };

@@ -858,6 +858,9 @@ Status CheckPortFile(const std::string& path) {
 int RunServer(const ServerConfig& config,
               const std::function<int(const Status&)>& exit_code) {
   std::signal(SIGPIPE, SIG_IGN);
+  // A file size limit (ulimit -f) makes writes fail with EFBIG, which the
+  // store reports; the signal would kill the server instead.
+  std::signal(SIGXFSZ, SIG_IGN);
   // Buffers of 256 KiB and more (request bodies, replies, payloads) are
   // mapped on their own and unmapped when freed. glibc would otherwise
   // raise this threshold after the first large free, and keep later large

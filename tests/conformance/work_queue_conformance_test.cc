@@ -169,6 +169,22 @@ TEST_P(WorkQueueConformance, CreatingAnExistingQueueFailsWithAlreadyExists) {
   EXPECT_EQ(queues.size(), 1u);
 }
 
+// The readiness probe of sqlq serve: a write that leaves nothing behind.
+// Were the schema version not restored, the next open would see another
+// schema and refuse it or migrate again.
+TEST_P(WorkQueueConformance, CheckWritableCommitsAndLeavesTheStoreAsItWas) {
+  ASSERT_OK(store_->CreateQueue("jobs", kCustomOptions));
+  ASSERT_OK(store_->CheckWritable());
+  ASSERT_OK(store_->CheckWritable());
+  store_.reset();
+  auto again = Store::Open(db_->url(), StoreOptions{.clock = clock_});
+  ASSERT_OK(again);
+  ASSERT_OK_AND_ASSIGN(auto queues, (*again)->ListQueues());
+  ASSERT_EQ(queues.size(), 1u);
+  ExpectSameOptions(queues[0].options, kCustomOptions);
+  EXPECT_OK((*again)->CheckWritable());
+}
+
 TEST_P(WorkQueueConformance, OpeningAnUnknownQueueFailsWithNotFound) {
   EXPECT_CODE(store_->Queue("nope"), Code::kNotFound);
 }

@@ -120,6 +120,7 @@ class FakeEngine : public Engine {
     return Unused();
   }
   Status DropQueue(Conn&, std::int64_t) override { return Unused(); }
+  Status TouchSchema(Conn&) override { return Unused(); }
   Result<std::int64_t> PurgeQueue(Conn&, std::int64_t) override {
     return Unused();
   }

@@ -329,6 +329,15 @@ class PostgresEngine : public core::Engine {
     return out;
   }
 
+  Status TouchSchema(Conn& c) override {
+    // A new row version of the newest schema row: WAL the commit flushes.
+    static constexpr const char* kSql =
+        "UPDATE sqlq_schema SET version = version WHERE version = "
+        "(SELECT max(version) FROM sqlq_schema)";
+    auto rows = Pg(c).Run(kSql, Params(), "check writable");
+    return rows.ok() ? Status::Ok() : rows.status();
+  }
+
   Status DropQueue(Conn& c, std::int64_t queue_id) override {
     // Dead letters, archive and counters go by ON DELETE CASCADE; messages
     // have no foreign key (schema.h, version 3) and are deleted here, after

@@ -1,0 +1,55 @@
+// /readyz tells a load balancer whether this server can do its work: not
+// only that the database answers reads, but that writes commit.
+
+#include <sys/resource.h>
+
+#include "tests/server/server_fixture.h"
+
+namespace sqlq::server_test {
+namespace {
+
+class Readiness : public ServerTest {};
+
+// Sets the server's file size limit (its soft limit: the hard one stays, so
+// the limit can be raised again without privileges).
+void LimitFileSize(pid_t pid, rlim_t bytes) {
+  rlimit current{};
+  ASSERT_EQ(prlimit(pid, RLIMIT_FSIZE, nullptr, &current), 0);
+  rlimit next{.rlim_cur = bytes, .rlim_max = current.rlim_max};
+  ASSERT_EQ(prlimit(pid, RLIMIT_FSIZE, &next, nullptr), 0)
+      << std::strerror(errno);
+}
+
+// Regression: /readyz said ready while the disk was full and every write
+// answered 503. A file size limit of one byte makes every write of the
+// server's SQLite database fail as a full disk would.
+TEST_F(Readiness, NotReadyWhileWritesFailAndReadyAgainAfter) {
+  StartServer();
+  Client c(port());
+  ASSERT_EQ(c.Post("/v1/queues/jobs", Json::object()).status, 201);
+  ASSERT_EQ(c.Get("/readyz").status, 200);
+
+  LimitFileSize(server_->pid(), 1);
+  auto sent =
+      c.Post("/v1/queues/jobs/messages", {{"messages", {{{"payload", "x"}}}}});
+  ASSERT_EQ(sent.status, 503) << sent.body;
+  // Reads still work, which is what /readyz looked at before.
+  EXPECT_EQ(c.Get("/v1/queues/jobs").status, 200);
+  Response ready;
+  EXPECT_TRUE(WaitFor([&] {
+    ready = c.Get("/readyz");
+    return ready.status == 503;
+  })) << ready.status
+      << " " << ready.body;
+  EXPECT_EQ(ready.error_code(), "unavailable") << ready.body;
+
+  LimitFileSize(server_->pid(), RLIM_INFINITY);
+  EXPECT_TRUE(WaitFor([&] { return c.Get("/readyz").status == 200; }));
+  sent =
+      c.Post("/v1/queues/jobs/messages", {{"messages", {{{"payload", "x"}}}}});
+  EXPECT_EQ(sent.status, 200) << sent.body;
+  EXPECT_EQ(c.Get("/v1/queues/jobs").json["stats"]["ready"], 1);
+}
+
+}  // namespace
+}  // namespace sqlq::server_test
