@@ -102,6 +102,11 @@ struct ClaimOptions {
   Duration wait{0};
   // Free text naming the consumer, kept in the archive. At most 255 bytes.
   std::string worker;
+  // When set (> 0), the claim takes messages, in claim order, while their
+  // payloads add up to at most this many bytes, and stops at the first that
+  // would pass it: fewer than `max` messages, but a bounded reply. The first
+  // message is always taken, whatever its size. 0: no limit.
+  std::size_t max_bytes = 0;
 };
 
 // A message handed to a consumer under a lease.

@@ -39,7 +39,7 @@ int ExitCode(Code code) {
 }
 
 void PutPayload(nlohmann::ordered_json& obj, std::string_view payload) {
-  if (IsUtf8(payload)) {
+  if (PayloadIsText(payload)) {
     obj["payload"] = std::string(payload);
   } else {
     obj["payload_base64"] = Base64Encode(payload);

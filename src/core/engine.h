@@ -97,6 +97,10 @@ struct ClaimParams {
   // `exhausted_error` (or their last error) instead of being leased.
   int max_attempts = 1;
   std::string_view worker;
+  // ClaimOptions::max_bytes: lease messages while their payloads total at
+  // most this, always at least one; 0 for no limit. Candidates that are
+  // dead-lettered instead do not count.
+  std::size_t max_bytes = 0;
 };
 
 struct ClaimOutcome {

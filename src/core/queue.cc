@@ -68,7 +68,8 @@ Result<std::vector<ClaimedMessage>> WorkQueue::Claim(
                                 .lease = lease,
                                 .token = token,
                                 .max_attempts = this->options().max_attempts,
-                                .worker = options.worker});
+                                .worker = options.worker,
+                                .max_bytes = options.max_bytes});
         });
     if (!r.ok()) return r.status();
     for (ClaimedMessage& m : r->messages) {

@@ -48,6 +48,24 @@ constexpr char kB64[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 }
 
+bool PayloadIsText(std::string_view s) {
+  // The JSON string's length as nlohmann::json and the server write it:
+  // two bytes for \" \\ \b \f \n \r \t, six for other control characters.
+  std::size_t escaped = 0;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c != '"' && c != '\\') {
+      ++escaped;
+    } else if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' ||
+               c == '\r' || c == '\t') {
+      escaped += 2;
+    } else {
+      escaped += 6;
+    }
+  }
+  const std::size_t base64 = (s.size() + 2) / 3 * 4;
+  return escaped <= base64 && IsUtf8(s);
+}
+
 std::string Base64Encode(std::string_view in) {
   std::string out;
   out.reserve((in.size() + 2) / 3 * 4);

@@ -340,6 +340,45 @@ std::string ReadPayload(const Body& b, bool required, std::size_t max_bytes) {
   return out;
 }
 
+// Reads a dead-letter or archive listing page by page, so that its reply
+// stays within `reply_bytes`: each page asks for as many rows as fit in
+// what is left, counting `max_payload` (the queue's limit) for each, and
+// what came back is charged at its encoded size (at most 4/3 of the
+// payload, plus `row_bytes` for the other fields). Sets `limited` when it
+// stopped before `o.limit` rows for lack of room; the client goes on from
+// the last id.
+template <typename Row, typename Fetch>
+std::vector<Row> ListWithin(std::size_t reply_bytes, std::size_t max_payload,
+                            std::size_t row_bytes, ListOptions o, Fetch fetch,
+                            bool& limited) {
+  std::vector<Row> rows;
+  const auto encoded = [&](std::size_t n) {
+    return (n + 2) / 3 * 4 + row_bytes;
+  };
+  std::size_t left = reply_bytes > 64 ? reply_bytes - 64 : 0;
+  const std::size_t limit = static_cast<std::size_t>(o.limit);
+  while (rows.size() < limit) {
+    std::size_t page =
+        std::min(limit - rows.size(), left / encoded(max_payload));
+    if (page == 0) {
+      if (!rows.empty()) {
+        limited = true;
+        break;
+      }
+      page = 1;  // one row always, however large
+    }
+    o.limit = static_cast<int>(page);
+    std::vector<Row> got = Take(fetch(o));
+    for (Row& r : got) {
+      left -= std::min(left, encoded(r.payload.size()));
+      o.after_id = r.id;
+      rows.push_back(std::move(r));
+    }
+    if (got.size() < page) break;  // the end
+  }
+  return rows;
+}
+
 Json QueueJson(const QueueInfo& q) {
   const QueueOptions& o = q.options;
   return {{"name", q.name},
@@ -504,7 +543,36 @@ void Api::Forget(const std::string& name) {
 // Claim replies are the consumers' hot path: written straight into one
 // string, byte for byte what nlohmann::json::dump() would print, rather than
 // built as a JSON tree per message (docs/benchmarks.md, "sqlq serve").
-Reply Api::ClaimReply(const std::vector<ClaimedMessage>& messages) {
+// A claimed message's reply costs at most 4/3 of its payload (base64, or
+// text no longer than that: PayloadIsText) plus this for its other fields.
+constexpr std::size_t kReplyBytesPerMessage = 320;
+
+std::size_t Api::ClaimPayloadBudget(std::size_t reply_bytes, int max) {
+  const std::size_t fixed =
+      64 + kReplyBytesPerMessage * static_cast<std::size_t>(max);
+  if (reply_bytes <= fixed) return 1;  // the first message only
+  return (reply_bytes - fixed) / 4 * 3;
+}
+
+Reply Api::ClaimReply(WorkQueue& queue, const ClaimOptions& options,
+                      const std::vector<ClaimedMessage>& messages) {
+  bool limited = false;
+  if (options.max_bytes != 0 && !messages.empty() &&
+      static_cast<int>(messages.size()) < options.max) {
+    std::size_t bytes = 0;
+    for (const ClaimedMessage& m : messages) bytes += m.payload.size();
+    // Could the next message have been left out for its size? Only then is
+    // it worth a read to see whether one is ready.
+    if (bytes + queue.options().max_payload_bytes > options.max_bytes) {
+      auto next = queue.NextReadyIn();
+      limited = next.ok() && next->has_value() && **next == Duration(0);
+    }
+  }
+  return ClaimReply(messages, limited);
+}
+
+Reply Api::ClaimReply(const std::vector<ClaimedMessage>& messages,
+                      bool limited) {
   std::string out;
   std::size_t size = 32;
   for (const ClaimedMessage& m : messages) {
@@ -520,7 +588,7 @@ Reply Api::ClaimReply(const std::vector<ClaimedMessage>& messages) {
     AppendJsonString(out, m.receipt);
     fmt::format_to(put, R"(,"attempt":{},"priority":{},)", m.attempt,
                    m.priority);
-    if (IsUtf8(m.payload)) {
+    if (PayloadIsText(m.payload)) {
       out += R"("payload":)";
       AppendJsonString(out, m.payload);
     } else {
@@ -534,7 +602,7 @@ Reply Api::ClaimReply(const std::vector<ClaimedMessage>& messages) {
     out += cli::FormatTime(m.lease_expires_at);
     out += "\"}";
   }
-  out += "]}";
+  out += limited ? R"(],"limited":true})" : "]}";
   Reply r;
   r.text = std::move(out);
   return r;
@@ -791,9 +859,10 @@ Outcome Api::Handle(const Request& req) {
           }
           wait = Duration(*v);
         }
+        o.max_bytes = ClaimPayloadBudget(limits_.max_reply_bytes, o.max);
         WorkQueue q = queue();
         if (wait.count() == 0) {
-          return Outcome{ClaimReply(Take(q.Claim(o))), std::nullopt};
+          return Outcome{ClaimReply(q, o, Take(q.Claim(o))), std::nullopt};
         }
         Outcome park{Reply(), ParkedClaim{.queue = q,
                                           .options = o,
@@ -891,7 +960,14 @@ Outcome Api::Handle(const Request& req) {
               .after_id = QueryInt(t, "after_id", 0, 0, INT64_MAX)};
           WorkQueue q = queue();
           Json list = Json::array();
-          for (const DeadLetter& d : Take(q.ListDead(lo))) {
+          bool limited = false;
+          // A last error of up to 4,096 bytes escapes to six times that.
+          const auto dead = ListWithin<DeadLetter>(
+              limits_.max_reply_bytes, q.options().max_payload_bytes,
+              6 * 4096 + 320, lo,
+              [&](const ListOptions& page) { return q.ListDead(page); },
+              limited);
+          for (const DeadLetter& d : dead) {
             Json j = {{"id", d.id}, {"priority", d.priority}};
             cli::PutPayload(j, d.payload);
             j["attempts"] = d.attempts;
@@ -900,7 +976,9 @@ Outcome Api::Handle(const Request& req) {
             j["died_at"] = cli::FormatTime(d.died_at);
             list.push_back(std::move(j));
           }
-          return reply(200, {{"dead", std::move(list)}});
+          Json body = {{"dead", std::move(list)}};
+          if (limited) body["limited"] = true;
+          return reply(200, std::move(body));
         }
         route_is("DELETE /v1/queues/{name}/dead");
         method({"GET", "DELETE"});
@@ -937,7 +1015,14 @@ Outcome Api::Handle(const Request& req) {
             .after_id = QueryInt(t, "after_id", 0, 0, INT64_MAX)};
         WorkQueue q = queue();
         Json list = Json::array();
-        for (const ArchivedMessage& a : Take(q.ListArchive(lo))) {
+        bool limited = false;
+        // A worker name of up to 255 bytes escapes to six times that.
+        const auto archived = ListWithin<ArchivedMessage>(
+            limits_.max_reply_bytes, q.options().max_payload_bytes,
+            6 * 255 + 320, lo,
+            [&](const ListOptions& page) { return q.ListArchive(page); },
+            limited);
+        for (const ArchivedMessage& a : archived) {
           Json j = {{"id", a.id}, {"priority", a.priority}};
           cli::PutPayload(j, a.payload);
           j["attempts"] = a.attempts;
@@ -946,7 +1031,9 @@ Outcome Api::Handle(const Request& req) {
           j["completed_at"] = cli::FormatTime(a.completed_at);
           list.push_back(std::move(j));
         }
-        return reply(200, {{"archive", std::move(list)}});
+        Json body = {{"archive", std::move(list)}};
+        if (limited) body["limited"] = true;
+        return reply(200, std::move(body));
       }
     }
 

@@ -30,6 +30,9 @@ struct Limits {
   int max_batch = 1000;  // messages per send, receipts per ack
   std::size_t max_payload_bytes = 1
                                   << 20;  // per message, on top of the queue's
+  // Largest reply: a claim takes fewer messages, a listing stops early.
+  // Only a single message larger than this on its own goes past it.
+  std::size_t max_reply_bytes = 16 << 20;
   Duration max_wait = std::chrono::seconds(60);
   int max_connections = 20000;
   int max_polls_per_token = 10000;  // concurrent long-poll claims
@@ -72,14 +75,24 @@ class Api {
 
   Outcome Handle(const Request& request);
 
-  // The reply to a claim: {"messages":[...]}.
-  static Reply ClaimReply(const std::vector<ClaimedMessage>& messages);
+  // The reply to a claim: {"messages":[...]}, with "limited":true when the
+  // claim stopped short of `options.max` at the reply size limit while more
+  // messages were ready.
+  static Reply ClaimReply(WorkQueue& queue, const ClaimOptions& options,
+                          const std::vector<ClaimedMessage>& messages);
+  static Reply EmptyClaimReply() { return ClaimReply({}, false); }
+
+  // The payload bytes a claim of `max` messages may take for its reply to
+  // stay within `reply_bytes` (ClaimOptions::max_bytes).
+  static std::size_t ClaimPayloadBudget(std::size_t reply_bytes, int max);
 
  private:
   // Queue handles by name, so that a request does not look the queue up in
   // the database each time. Forgotten when this server drops the queue or
   // an operation finds it gone (dropped elsewhere).
   // `hit` tells whether the handle came from the cache.
+  static Reply ClaimReply(const std::vector<ClaimedMessage>& messages,
+                          bool limited);
   Result<WorkQueue> CachedQueue(const std::string& name, bool& hit);
   void Forget(const std::string& name);
   // Store::CheckWritable, made at most once a second (for /readyz).

@@ -627,7 +627,7 @@ void LongPoll::Look(bool peek_first) {
     return OnStrand([s](LongPoll& lp) { lp.Finish(StatusReply(s)); });
   }
   if (!r->empty()) {
-    Reply reply = Api::ClaimReply(*r);
+    Reply reply = Api::ClaimReply(claim_.queue, claim_.options, *r);
     return OnStrand([reply = std::move(reply)](LongPoll& lp) mutable {
       lp.Finish(std::move(reply));
     });
@@ -642,13 +642,13 @@ void LongPoll::AfterLook(Result<std::optional<Duration>> next) {
   in_flight_ = false;
   if (done_) return;
   if (!next.ok()) return Finish(StatusReply(next.status()));
-  if (stop_) return Finish(Api::ClaimReply({}));
+  if (stop_) return Finish(Api::EmptyClaimReply());
   if (pending_) {
     pending_ = false;
     return Wake(std::exchange(pending_signal_, false));
   }
   auto now = SteadyClock::now();
-  if (now >= claim_.deadline) return Finish(Api::ClaimReply({}));
+  if (now >= claim_.deadline) return Finish(Api::EmptyClaimReply());
   auto until = claim_.deadline;
   // The safety net of every waiting claim: look again now and then even
   // without a wake-up (docs/semantics.md, "Waiting").
@@ -681,7 +681,7 @@ void LongPoll::Wake(bool signalled) {
 
 void LongPoll::Stop() {
   stop_ = true;
-  if (!in_flight_) Finish(Api::ClaimReply({}));
+  if (!in_flight_) Finish(Api::EmptyClaimReply());
 }
 
 void LongPoll::Finish(Reply reply) {

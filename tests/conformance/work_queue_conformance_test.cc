@@ -632,6 +632,42 @@ TEST_P(WorkQueueConformance, ClaimReturnsUpToMaxMessagesInClaimOrder) {
   EXPECT_EQ(rest[1].payload, "0");
 }
 
+// max_bytes bounds what one claim hands out (the server's reply size):
+// messages are taken in claim order while their payloads fit, the first
+// always; the rest stay ready, their attempts untouched.
+TEST_P(WorkQueueConformance, ClaimStopsAtTheByteLimitAndAlwaysTakesOne) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  const std::vector<std::size_t> sizes = {100, 100, 100, 1000, 10};
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    SendOne(q, {.payload = std::string(sizes[i], static_cast<char>('a' + i))});
+  }
+  auto claim = [&](std::size_t max_bytes) {
+    auto r = q.Claim({.max = 10, .max_bytes = max_bytes});
+    EXPECT_OK(r);
+    std::vector<std::size_t> got;
+    if (r.ok()) {
+      for (auto& m : *r) {
+        got.push_back(m.payload.size());
+        EXPECT_EQ(m.attempt, 1) << "a message left behind lost an attempt";
+      }
+    }
+    return got;
+  };
+  // 100 + 100 fit in 250; a third 100 would not.
+  EXPECT_EQ(claim(250), (std::vector<std::size_t>{100, 100}));
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.ready, 3);
+  EXPECT_EQ(st.leased, 2);
+  // The first message is taken even when it alone is over the limit.
+  EXPECT_EQ(claim(50), (std::vector<std::size_t>{100}));
+  EXPECT_EQ(claim(500), (std::vector<std::size_t>{1000}));
+  // No limit: the rest.
+  EXPECT_EQ(claim(0), (std::vector<std::size_t>{10}));
+  ASSERT_OK_AND_ASSIGN(st, q.Stats());
+  EXPECT_EQ(st.ready, 0);
+  EXPECT_EQ(st.claims, 5);
+}
+
 TEST_P(WorkQueueConformance, ClaimOptionsOutOfRangeAreRejected) {
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
   SendOne(q, {.payload = "x"});

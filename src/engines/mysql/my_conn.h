@@ -89,6 +89,9 @@ class Rows {
   // Integers, and DECIMAL results (SUM) as text.
   std::int64_t Int(int row, int col) const;
   std::string Bytes(int row, int col) const { return rows_[row][col].s; }
+  std::size_t BytesSize(int row, int col) const {
+    return rows_[row][col].s.size();
+  }
   // Rows matched by an UPDATE (CLIENT_FOUND_ROWS), deleted or inserted.
   std::int64_t affected() const { return affected_; }
   std::uint64_t insert_id() const { return insert_id_; }

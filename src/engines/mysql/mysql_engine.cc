@@ -830,6 +830,8 @@ class MysqlEngine : public core::Engine {
     core::ClaimOutcome out;
     bool first = true;
     std::int64_t last_np = 0, last_ready = 0, last_id = 0;
+    std::size_t bytes = 0;  // payload bytes leased, against p.max_bytes
+    bool full = false;
     for (;;) {
       const int want = p.max - static_cast<int>(out.messages.size());
       if (want <= 0) break;
@@ -895,11 +897,20 @@ class MysqlEngine : public core::Engine {
       std::vector<std::int64_t> lease_ids, dead_ids;
       for (int i : order) {
         if (static_cast<int>(lease_ids.size()) == want) break;
+        const bool dies = l.Int(i, 5) >= p.max_attempts;
+        const std::size_t size = l.BytesSize(i, 7);
+        if (!dies && p.max_bytes != 0 && !out.messages.empty() &&
+            bytes + size > p.max_bytes) {
+          // ClaimParams::max_bytes: left as it is, for the next claim.
+          full = true;
+          break;
+        }
         if (l.Int(i, 4) != 0) ++out.expirations;
-        if (l.Int(i, 5) >= p.max_attempts) {
+        if (dies) {
           dead_ids.push_back(l.Int(i, 0));
           continue;
         }
+        bytes += size;
         lease_ids.push_back(l.Int(i, 0));
         ClaimedMessage m;
         m.id = l.Int(i, 0);
@@ -927,7 +938,7 @@ class MysqlEngine : public core::Engine {
         if (!rows.ok()) return rows.status();
       }
       // The queue has no more claimable messages past these candidates.
-      if (cands->size() < limit) break;
+      if (full || cands->size() < limit) break;
     }
     const std::int64_t claimed = static_cast<std::int64_t>(out.messages.size());
     if (claimed + out.expirations + out.dead_lettered == 0) return out;

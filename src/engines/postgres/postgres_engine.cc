@@ -558,8 +558,19 @@ class PostgresEngine : public core::Engine {
     if (marks_) plan = marks_->Start(p.queue_id, started);
     std::optional<ClaimKey> last;
     core::ClaimOutcome out;
+    std::size_t bytes = 0;  // payload bytes leased, against p.max_bytes
     for (;;) {
       const int want = p.max - static_cast<int>(out.messages.size());
+      // What is left of the byte limit. A round after the first (after dead
+      // letters left places free) takes no first message for free.
+      if (p.max_bytes != 0 && !out.messages.empty() && bytes >= p.max_bytes) {
+        break;
+      }
+      const std::int64_t budget =
+          p.max_bytes == 0 ? 0
+          : out.messages.empty()
+              ? static_cast<std::int64_t>(p.max_bytes)
+              : -static_cast<std::int64_t>(p.max_bytes - bytes);
       Params params;
       params.Int(p.queue_id)
           .Int(now)
@@ -577,6 +588,7 @@ class PostgresEngine : public core::Engine {
             .Int(plan.from->ready_us)
             .Int(plan.from->id);
       }
+      params.Int(budget);
       auto rows =
           conn.Run(plan.from ? kClaimFromSql.c_str() : kClaimSql.c_str(),
                    params, "claim");
@@ -598,6 +610,7 @@ class PostgresEngine : public core::Engine {
         l.m.attempt = static_cast<int>(rows->Int(i, 5));
         l.m.priority = static_cast<std::int32_t>(l.priority);
         l.m.payload = rows->Bytes(i, 7);
+        bytes += l.m.payload.size();
         l.m.enqueued_at = FromUs(rows->Int(i, 6));
         l.m.lease_expires_at = FromUs(until);
         leased.push_back(std::move(l));

@@ -59,7 +59,20 @@ inline const std::string kAckManyArchiveSql =
 // entries below it are never visited), then the priorities below it. Each
 // branch locks only the rows the outer LIMIT takes: Append runs its
 // branches in turn and stops pulling once the limit is reached.
-inline constexpr const char* kClaimRest = R"sql(,
+// The last parameter, $8 or $11 (`budget`), is what is left of
+// ClaimParams::max_bytes: 0 for no limit, positive when the first message
+// is taken whatever its size, negative (minus what is left) when not. b
+// adds up the payload sizes of the candidates to lease, in claim order
+// (octet_length reads a stored value's size, not the value), and only
+// those within the budget are leased; the others stay locked, unchanged,
+// until the commit.
+inline std::string ClaimRest(const std::string& budget) {
+  return R"sql(,
+  b AS (
+    SELECT c.*, coalesce(sum(len) FILTER (WHERE attempts < $7) OVER (
+             ORDER BY priority DESC, ready_us, id ROWS UNBOUNDED PRECEDING),
+           0) AS upto
+    FROM c),
   dead AS (
     DELETE FROM sqlq_messages m USING c
     WHERE m.ctid = c.ctid AND c.attempts >= $7
@@ -76,20 +89,24 @@ inline constexpr const char* kClaimRest = R"sql(,
   leased AS (
     UPDATE sqlq_messages m
     SET token = $4, attempts = m.attempts + 1, ready_us = $5, worker = $6
-    FROM c WHERE m.ctid = c.ctid AND c.attempts < $7
-    RETURNING m.id, m.priority, c.ready_us AS old_ready,
-              c.token AS old_token, m.attempts, m.enqueued_us, m.payload)
+    FROM b WHERE m.ctid = b.ctid AND b.attempts < $7
+      AND ()sql" +
+         budget + " = 0 OR b.upto <= abs(" + budget + ") OR (" + budget +
+         R"sql( > 0 AND b.upto = b.len))
+    RETURNING m.id, m.priority, b.ready_us AS old_ready,
+              b.token AS old_token, m.attempts, m.enqueued_us, m.payload)
   SELECT false, id, priority, old_ready, old_token, attempts, enqueued_us,
          payload
   FROM leased
   UNION ALL
   SELECT true, id, 0, 0, old_token, 0, 0, NULL FROM dead)sql";
+}
 
 // The candidates of one branch: `where` selects the part of the index.
 inline std::string ClaimCandidates(std::string_view where) {
   return std::string(
-             "SELECT ctid, id, ready_us, token, attempts FROM sqlq_messages "
-             "WHERE ") +
+             "SELECT ctid, id, priority, ready_us, token, attempts, "
+             "octet_length(payload) AS len FROM sqlq_messages WHERE ") +
          std::string(where) +
          " ORDER BY priority DESC, ready_us, id + 0 LIMIT $3 FOR UPDATE SKIP "
          "LOCKED";
@@ -97,7 +114,8 @@ inline std::string ClaimCandidates(std::string_view where) {
 
 inline const std::string kClaimSql =
     "WITH c AS MATERIALIZED (" +
-    ClaimCandidates("queue_id = $1 AND ready_us <= $2") + ")" + kClaimRest;
+    ClaimCandidates("queue_id = $1 AND ready_us <= $2") + ")" +
+    ClaimRest("$8::bigint");
 
 inline const std::string kClaimFromSql =
     "WITH c AS MATERIALIZED (SELECT * FROM (" +
@@ -108,7 +126,7 @@ inline const std::string kClaimFromSql =
         "AND ready_us <= $2") +
     ") at_mark UNION ALL SELECT * FROM (" +
     ClaimCandidates("queue_id = $1 AND priority < $8 AND ready_us <= $2") +
-    ") below LIMIT $3)" + kClaimRest;
+    ") below LIMIT $3)" + ClaimRest("$11::bigint");
 
 // When a queue's next message is ready (its smallest ready_us; leased
 // messages count at their lease's end) and its priority, or no row if it

@@ -461,6 +461,13 @@ class SqliteEngine : public core::Engine {
     const std::int64_t now = Us(clock_->Now());
     const std::int64_t until = now + p.lease.count();
     core::ClaimOutcome out;
+    // Payload bytes leased so far, against p.max_bytes.
+    std::size_t bytes = 0;
+    bool full = false;
+    auto fits = [&](std::size_t size) {
+      return p.max_bytes == 0 || out.messages.empty() ||
+             bytes + size <= p.max_bytes;
+    };
     // Candidates in claim order. Those whose attempts are used up go to the
     // dead letters, and we look again for the places they leave free.
     for (;;) {
@@ -475,6 +482,7 @@ class SqliteEngine : public core::Engine {
       // delayed messages are never read, however many there are (a single
       // query ordered by priority would have to skip over them).
       std::optional<std::int64_t> below;
+      std::size_t fetched = bytes;  // payload bytes leased and found
       while (static_cast<int>(found.size()) < want) {
         auto level = NextPriority(conn, p.queue_id, below);
         if (!level.ok()) return level.status();
@@ -494,13 +502,26 @@ class SqliteEngine : public core::Engine {
         while ((rc = st.Step()) == SQLITE_ROW) {
           found.push_back({st.Int(0), st.Int(1), st.Int(2), st.Int(3),
                            st.Int(4), st.Int(5), st.Blob(6)});
+          fetched += found.back().payload.size();
+          // Past the byte limit no more payloads are read: the reply they
+          // would go into is full.
+          if (p.max_bytes != 0 && fetched > p.max_bytes) break;
         }
-        if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "claim");
+        if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+          return Translate(rc, conn.db(), "claim");
+        }
+        if (p.max_bytes != 0 && fetched > p.max_bytes) break;
       }
       bool buried = false;
       for (Candidate& m : found) {
+        const bool dies = m.attempts >= p.max_attempts;
+        if (!dies && !fits(m.payload.size())) {
+          // Left as it is, for the next claim.
+          full = true;
+          break;
+        }
         if (m.token != 0) ++out.expirations;
-        if (m.attempts >= p.max_attempts) {
+        if (dies) {
           std::string why = fmt::format("lease expired on attempt {} of {}",
                                         m.attempts, p.max_attempts);
           Status s = MoveToDead(conn, m.id, why, now);
@@ -509,6 +530,7 @@ class SqliteEngine : public core::Engine {
           buried = true;
           continue;
         }
+        bytes += m.payload.size();
         SQLQ_PREPARE(st, conn, R"sql(
           UPDATE sqlq_messages
           SET token = ?2, attempts = attempts + 1, ready_us = ?3, worker = ?4
@@ -528,7 +550,7 @@ class SqliteEngine : public core::Engine {
         cm.lease_expires_at = FromUs(until);
         out.messages.push_back(std::move(cm));
       }
-      if (!buried || static_cast<int>(found.size()) < want) break;
+      if (full || !buried || static_cast<int>(found.size()) < want) break;
     }
     const std::int64_t claimed = static_cast<std::int64_t>(out.messages.size());
     if (claimed + out.expirations + out.dead_lettered == 0) {
