@@ -15,10 +15,12 @@ namespace sqlq {
 // Well-formed UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF.
 bool IsUtf8(std::string_view bytes);
 // Whether a payload goes out as text ("payload") rather than base64
-// ("payload_base64") in JSON: when it is UTF-8 and its JSON string is no
-// longer than its base64 would be. Control characters take six bytes each
-// in a JSON string (\u0001), so a payload of them goes out as base64 and
-// no payload grows by more than a third on the wire.
+// ("payload_base64") in JSON: when it is UTF-8 and its JSON string is at
+// most kPayloadTextSlack bytes longer than its base64 would be. Control
+// characters take six bytes each in a JSON string (\u0001), so a payload
+// of them goes out as base64, and no payload grows by more than a third
+// (plus the slack) on the wire.
+inline constexpr std::size_t kPayloadTextSlack = 64;
 bool PayloadIsText(std::string_view bytes);
 std::string Base64Encode(std::string_view bytes);
 // kInvalidArgument when `text` is not padded standard base64.

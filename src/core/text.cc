@@ -62,8 +62,10 @@ bool PayloadIsText(std::string_view s) {
       escaped += 6;
     }
   }
+  // The slack keeps short text with a few control characters (a tab, a
+  // newline) readable, at a bounded cost.
   const std::size_t base64 = (s.size() + 2) / 3 * 4;
-  return escaped <= base64 && IsUtf8(s);
+  return escaped <= base64 + kPayloadTextSlack && IsUtf8(s);
 }
 
 std::string Base64Encode(std::string_view in) {

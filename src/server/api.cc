@@ -353,7 +353,7 @@ std::vector<Row> ListWithin(std::size_t reply_bytes, std::size_t max_payload,
                             bool& limited) {
   std::vector<Row> rows;
   const auto encoded = [&](std::size_t n) {
-    return (n + 2) / 3 * 4 + row_bytes;
+    return (n + 2) / 3 * 4 + kPayloadTextSlack + row_bytes;
   };
   std::size_t left = reply_bytes > 64 ? reply_bytes - 64 : 0;
   const std::size_t limit = static_cast<std::size_t>(o.limit);
@@ -544,8 +544,9 @@ void Api::Forget(const std::string& name) {
 // string, byte for byte what nlohmann::json::dump() would print, rather than
 // built as a JSON tree per message (docs/benchmarks.md, "sqlq serve").
 // A claimed message's reply costs at most 4/3 of its payload (base64, or
-// text no longer than that: PayloadIsText) plus this for its other fields.
-constexpr std::size_t kReplyBytesPerMessage = 320;
+// text hardly longer than that: PayloadIsText) plus this for its other
+// fields and the text's slack.
+constexpr std::size_t kReplyBytesPerMessage = 320 + kPayloadTextSlack;
 
 std::size_t Api::ClaimPayloadBudget(std::size_t reply_bytes, int max) {
   const std::size_t fixed =

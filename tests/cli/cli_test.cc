@@ -103,6 +103,20 @@ class CliTest : public ::testing::Test {
     if (options.cwd.empty()) options.cwd = dir_;
     return cli_test::Run(SQLQ_BIN, args, options);
   }
+  // Makes `as` run the program as user nobody when the tests run as root,
+  // who ignores file modes; fails when nobody cannot run it.
+  void AsUnprivileged(RunOptions& as) {
+    if (geteuid() != 0) return;
+    passwd* nobody = getpwnam("nobody");
+    ASSERT_NE(nobody, nullptr);
+    as.uid = nobody->pw_uid;
+    as.gid = nobody->pw_gid;
+    RunResult probe = Sqlq({"--version"}, as);
+    ASSERT_EQ(probe.exit_code, kOk)
+        << "user nobody cannot run " << SQLQ_BIN
+        << " (are the build directory and its parents world-executable?)\n"
+        << Show(probe);
+  }
   // Runs `sqlq --db DB --json ARGS...`.
   RunResult Json(std::vector<std::string> args, RunOptions options = {}) {
     args.insert(args.begin(), {"--db", db_, "--json"});
@@ -1112,18 +1126,7 @@ TEST_F(CliTest, ReadOnlyDatabaseExits7AndIsLeftAlone) {
   const std::string bytes = ReadFile(db_path_);
   ASSERT_FALSE(bytes.empty());
   RunOptions as;
-  if (geteuid() == 0) {
-    // Root ignores file modes: run the program as nobody.
-    passwd* nobody = getpwnam("nobody");
-    ASSERT_NE(nobody, nullptr);
-    as.uid = nobody->pw_uid;
-    as.gid = nobody->pw_gid;
-    RunResult probe = Sqlq({"--version"}, as);
-    ASSERT_EQ(probe.exit_code, kOk)
-        << "user nobody cannot run " << SQLQ_BIN
-        << " (are the build directory and its parents world-executable?)\n"
-        << Show(probe);
-  }
+  ASSERT_NO_FATAL_FAILURE(AsUnprivileged(as));
   ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
   ASSERT_EQ(chmod(db_path_.c_str(), 0444), 0);
   const std::vector<std::vector<std::string>> cases = {
@@ -1151,12 +1154,7 @@ TEST_F(CliTest, DatabaseThatCannotBeCreatedOrIsADirectoryExits7) {
       Sqlq({"--db", "sqlite:" + sub.string(), "queue", "create", "jobs"}),
       kPermission, "directory"));
   RunOptions as;
-  if (geteuid() == 0) {
-    passwd* nobody = getpwnam("nobody");
-    ASSERT_NE(nobody, nullptr);
-    as.uid = nobody->pw_uid;
-    as.gid = nobody->pw_gid;
-  }
+  ASSERT_NO_FATAL_FAILURE(AsUnprivileged(as));
   ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
   ASSERT_EQ(chmod(sub.c_str(), 0555), 0);
   EXPECT_TRUE(FailsWith(Sqlq({"--db", "sqlite:" + (sub / "q.db").string(),

@@ -15,15 +15,9 @@ import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 
-import { BROWSER, startServer } from "./serve.mjs";
+import { BROWSER, loadChromium, startServer } from "./serve.mjs";
 
-let chromium;
-try {
-  ({ chromium } = await import("playwright-core"));
-} catch (e) {
-  console.error("playwright-core is missing: run `npm ci` in tests/web");
-  process.exit(1);
-}
+const chromium = await loadChromium();
 
 // Serves site.html at / from another port: another origin than the
 // server's. The page is set after the start, once its origin is known.

@@ -13,15 +13,10 @@ import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 
-import { BROWSER, DEADLINE_MS, startServer as serve, waitFor } from "./serve.mjs";
+import { BROWSER, DEADLINE_MS, loadChromium, startServer as serve, waitFor }
+    from "./serve.mjs";
 
-let chromium;
-try {
-  ({ chromium } = await import("playwright-core"));
-} catch (e) {
-  console.error("playwright-core is missing: run `npm ci` in tests/web");
-  process.exit(1);
-}
+const chromium = await loadChromium();
 
 const ADMIN = "admin-token-web-0001";
 const WORKER = "worker-token-web-0001";

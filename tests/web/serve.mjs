@@ -1,5 +1,6 @@
-// Shared by the browser tests: starts the real `sqlq serve` (SQLQ_BIN) on a
-// free port, and waits on conditions rather than sleeping.
+// Shared by the browser tests: loads playwright-core, starts the real
+// `sqlq serve` (SQLQ_BIN) on a free port, and waits on conditions rather
+// than sleeping.
 
 import { spawn } from "node:child_process";
 import fs from "node:fs";
@@ -43,4 +44,14 @@ export async function startServer(dir, args = []) {
     await new Promise((r) => proc.exitCode !== null ? r() : proc.on("exit", r));
   };
   return { proc, port, url: `http://127.0.0.1:${port}`, stop };
+}
+
+// playwright-core's chromium, or exits with what to do when it is missing.
+export async function loadChromium() {
+  try {
+    return (await import("playwright-core")).chromium;
+  } catch (e) {
+    console.error("playwright-core is missing: run `npm ci` in tests/web");
+    process.exit(1);
+  }
 }
