@@ -56,6 +56,10 @@ struct RingStats {
 struct RingReadOptions {
   bool oldest_first = false;  // newest first by default
   int limit = 100;            // 1..10,000
+  // Go on after this entry, in the reading order: newest first, the
+  // entries older than seq `after_seq`; oldest first, the newer ones. 0
+  // starts at the newest (or oldest) entry. For reading a group in pages.
+  std::int64_t after_seq = 0;
 };
 
 class Ring {

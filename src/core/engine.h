@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -141,6 +142,13 @@ inline bool IsCleanFailure(const Status& s) {
     default:
       return false;
   }
+}
+
+// The exclusive seq bound of a ring read: entries below it newest first,
+// above it oldest first; with no after_seq, one past either end.
+inline std::int64_t RingReadBound(const RingReadOptions& o) {
+  if (o.after_seq != 0) return o.after_seq;
+  return o.oldest_first ? 0 : std::numeric_limits<std::int64_t>::max();
 }
 
 class Engine {
@@ -288,6 +296,8 @@ class Engine {
                                      std::string_view payload) {
     return Unsupported(conn, ring_id, group, payload);
   }
+  // Entries of `group` in the options' order, from after options.after_seq
+  // (RingReadBound gives the seq bound to compare with).
   virtual Result<std::vector<RingEntry>> RingRead(
       Conn& conn, std::int64_t ring_id, std::string_view group,
       const RingReadOptions& options) {

@@ -122,11 +122,14 @@ std::int64_t QueryInt(const Target& t, const std::string& key,
 constexpr int kMaxJsonDepth = 16;
 constexpr std::size_t kMaxJsonValues = 100000;
 
-// A first pass over a body with nlohmann's event (SAX) parser, building
-// nothing: refuses invalid JSON, nesting deeper than kMaxJsonDepth, more
-// than kMaxJsonValues values and duplicate keys (which a document would
-// silently resolve to the last), at a cost of a few bytes per open object.
-class JsonShapeCheck {
+// Builds a body's document from nlohmann's parser events (SAX), checking
+// each event first: refuses invalid JSON, nesting deeper than
+// kMaxJsonDepth, more than kMaxJsonValues values and duplicate keys (which
+// a document would silently resolve to the last), stopping at the first
+// event that breaks a rule, so a hostile body builds at most kMaxJsonValues
+// values. One pass: the document is built by nlohmann's own event
+// consumer (json_sax_dom_parser, the one Json::parse uses).
+class CheckedJsonBuilder {
  public:
   using number_integer_t = Json::number_integer_t;
   using number_unsigned_t = Json::number_unsigned_t;
@@ -134,27 +137,36 @@ class JsonShapeCheck {
   using string_t = Json::string_t;
   using binary_t = Json::binary_t;
 
-  bool null() { return Value(); }
-  bool boolean(bool) { return Value(); }
-  bool number_integer(number_integer_t) { return Value(); }
-  bool number_unsigned(number_unsigned_t) { return Value(); }
-  bool number_float(number_float_t, const string_t&) { return Value(); }
-  bool string(string_t&) { return Value(); }
-  bool binary(binary_t&) { return Value(); }
-  bool start_object(std::size_t) { return Open(); }
-  bool end_object() { return Close(); }
-  bool start_array(std::size_t) { return Open(); }
-  bool end_array() { return Close(); }
+  explicit CheckedJsonBuilder(Json& doc)
+      : dom_(doc, /*allow_exceptions=*/false) {}
+
+  bool null() { return Value() && dom_.null(); }
+  bool boolean(bool v) { return Value() && dom_.boolean(v); }
+  bool number_integer(number_integer_t v) {
+    return Value() && dom_.number_integer(v);
+  }
+  bool number_unsigned(number_unsigned_t v) {
+    return Value() && dom_.number_unsigned(v);
+  }
+  bool number_float(number_float_t v, const string_t& text) {
+    return Value() && dom_.number_float(v, text);
+  }
+  bool string(string_t& v) { return Value() && dom_.string(v); }
+  bool binary(binary_t& v) { return Value() && dom_.binary(v); }
+  bool start_object(std::size_t n) { return Open() && dom_.start_object(n); }
+  bool end_object() { return Close() && dom_.end_object(); }
+  bool start_array(std::size_t n) { return Open() && dom_.start_array(n); }
+  bool end_array() { return Close() && dom_.end_array(); }
   bool key(string_t& k) {
-    auto& keys = keys_.back();
-    if (std::find(keys.begin(), keys.end(), k) != keys.end()) {
+    const auto from = keys_.begin() + static_cast<std::ptrdiff_t>(open_.back());
+    if (std::find(from, keys_.end(), k) != keys_.end()) {
       error_ = {"duplicate_field",
                 fmt::format("the field \"{}\" appears twice in one object",
                             k.substr(0, 100))};
       return false;
     }
-    keys.push_back(k);
-    return true;
+    keys_.push_back(k);
+    return dom_.key(k);
   }
   bool parse_error(std::size_t, const std::string&,
                    const nlohmann::detail::exception&) {
@@ -180,20 +192,26 @@ class JsonShapeCheck {
                             kMaxJsonDepth)};
       return false;
     }
-    // Arrays get an entry too, so that Close() pops evenly; it stays empty.
-    keys_.emplace_back();
+    // Arrays get an entry too, so that Close() pops evenly; they add no
+    // keys.
+    open_.push_back(keys_.size());
     return true;
   }
   bool Close() {
     --depth_;
-    keys_.pop_back();
+    keys_.resize(open_.back());
+    open_.pop_back();
     return true;
   }
+  nlohmann::detail::json_sax_dom_parser<Json> dom_;
   int depth_ = 0;
   std::size_t values_ = 0;
-  // The keys seen so far in each open object (a linear search: the API's
-  // objects have a handful of fields; a hostile one is bounded by values_).
-  std::vector<std::vector<std::string>> keys_;
+  // The keys of the open objects, one after another (no allocation per
+  // object); open_ holds where each open object's keys start. A key is
+  // looked for among its object's by a linear search: the API's objects
+  // have a handful of fields, and a hostile one is bounded by values_.
+  std::vector<std::string> keys_;
+  std::vector<std::size_t> open_;
 };
 
 // Parses a request body into a document, or throws the error reply.
@@ -205,18 +223,15 @@ Json ParseBody(const std::string& text) {
           "the request body holds a NUL byte, which JSON does not allow "
           "outside strings (write \\u0000 inside them)");
   }
-  JsonShapeCheck check;
-  const bool ok = Json::sax_parse(text, &check, Json::input_format_t::json,
+  Json doc;
+  CheckedJsonBuilder builder(doc);
+  const bool ok = Json::sax_parse(text, &builder, Json::input_format_t::json,
                                   /*strict=*/true);
-  if (!ok || check.error_) {
+  if (!ok || builder.error_) {
     auto [code, message] =
-        check.error_.value_or(std::pair<std::string, std::string>(
+        builder.error_.value_or(std::pair<std::string, std::string>(
             "malformed_json", "the request body is not valid JSON"));
     Throw(400, code, message);
-  }
-  Json doc = Json::parse(text, nullptr, false);
-  if (doc.is_discarded()) {
-    Throw(400, "malformed_json", "the request body is not valid JSON");
   }
   return doc;
 }
@@ -340,17 +355,18 @@ std::string ReadPayload(const Body& b, bool required, std::size_t max_bytes) {
   return out;
 }
 
-// Reads a dead-letter or archive listing page by page, so that its reply
-// stays within `reply_bytes`: each page asks for as many rows as fit in
-// what is left, counting `max_payload` (the queue's limit) for each, and
-// what came back is charged at its encoded size (at most 4/3 of the
-// payload, plus `row_bytes` for the other fields). Sets `limited` when it
-// stopped before `o.limit` rows for lack of room; the client goes on from
-// the last id.
-template <typename Row, typename Fetch>
+// Reads a listing (dead letters, archive, a ring group) page by page, so
+// that its reply stays within `reply_bytes`: each page asks for as many
+// rows as fit in what is left, counting `max_payload` for each (the
+// queue's limit; for rings the server's), and what came back is charged at
+// its encoded size (at most 4/3 of the payload and the text slack, plus
+// `row_bytes` for the other fields). `next(o, row)` moves the options'
+// cursor past a row. Sets `limited` when it stopped before `o.limit` rows
+// for lack of room; the client goes on from the last row.
+template <typename Row, typename Options, typename Fetch, typename Next>
 std::vector<Row> ListWithin(std::size_t reply_bytes, std::size_t max_payload,
-                            std::size_t row_bytes, ListOptions o, Fetch fetch,
-                            bool& limited) {
+                            std::size_t row_bytes, Options o, Fetch fetch,
+                            Next next, bool& limited) {
   std::vector<Row> rows;
   const auto encoded = [&](std::size_t n) {
     return (n + 2) / 3 * 4 + kPayloadTextSlack + row_bytes;
@@ -371,13 +387,18 @@ std::vector<Row> ListWithin(std::size_t reply_bytes, std::size_t max_payload,
     std::vector<Row> got = Take(fetch(o));
     for (Row& r : got) {
       left -= std::min(left, encoded(r.payload.size()));
-      o.after_id = r.id;
+      next(o, r);
       rows.push_back(std::move(r));
     }
     if (got.size() < page) break;  // the end
   }
   return rows;
 }
+
+// ListWithin's cursor of dead letters and archived messages.
+constexpr auto NextId = [](ListOptions& o, const auto& row) {
+  o.after_id = row.id;
+};
 
 Json QueueJson(const QueueInfo& q) {
   const QueueOptions& o = q.options;
@@ -966,7 +987,7 @@ Outcome Api::Handle(const Request& req) {
           const auto dead = ListWithin<DeadLetter>(
               limits_.max_reply_bytes, q.options().max_payload_bytes,
               6 * 4096 + 320, lo,
-              [&](const ListOptions& page) { return q.ListDead(page); },
+              [&](const ListOptions& page) { return q.ListDead(page); }, NextId,
               limited);
           for (const DeadLetter& d : dead) {
             Json j = {{"id", d.id}, {"priority", d.priority}};
@@ -1022,7 +1043,7 @@ Outcome Api::Handle(const Request& req) {
             limits_.max_reply_bytes, q.options().max_payload_bytes,
             6 * 255 + 320, lo,
             [&](const ListOptions& page) { return q.ListArchive(page); },
-            limited);
+            NextId, limited);
         for (const ArchivedMessage& a : archived) {
           Json j = {{"id", a.id}, {"priority", a.priority}};
           cli::PutPayload(j, a.payload);
@@ -1106,12 +1127,23 @@ Outcome Api::Handle(const Request& req) {
                     "query parameter 'order' must be newest or oldest");
             }
           }
+          o.after_seq = QueryInt(t, "after_seq", 0, 0, INT64_MAX);
           Ring r = Take(store_.GetRing(name));
           Json list = Json::array();
-          for (const RingEntry& e : Take(r.Read(group, o))) {
-            list.push_back(RingEntryJson(e));
-          }
-          return reply(200, {{"entries", std::move(list)}});
+          bool limited = false;
+          // A group name of up to 255 bytes escapes to six times that.
+          const auto entries = ListWithin<RingEntry>(
+              limits_.max_reply_bytes, limits_.max_payload_bytes, 6 * 255 + 320,
+              o,
+              [&](const RingReadOptions& page) { return r.Read(group, page); },
+              [](RingReadOptions& page, const RingEntry& e) {
+                page.after_seq = e.seq;
+              },
+              limited);
+          for (const RingEntry& e : entries) list.push_back(RingEntryJson(e));
+          Json body = {{"entries", std::move(list)}};
+          if (limited) body["limited"] = true;
+          return reply(200, std::move(body));
         }
         route_is("DELETE /v1/rings/{name}/groups/{group}");
         method({"POST", "GET", "DELETE"});

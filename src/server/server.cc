@@ -866,6 +866,11 @@ int RunServer(const ServerConfig& config,
   // raise this threshold after the first large free, and keep later large
   // buffers in its heaps after the requests that needed them.
   mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  // Fixing that threshold also fixes the heap's trim threshold at its
+  // 128 KiB default, which would give memory back (and fault it in again)
+  // on ordinary request churn; large buffers are returned by the mapping
+  // and malloc_trim after large bodies, so the heap may keep more.
+  mallopt(M_TRIM_THRESHOLD, 32 << 20);
   // Block the shutdown signals until the signal_set is listening, so that
   // an early SIGTERM is not fatal. (asio's signal_set installs handlers.)
   Auth auth = Auth::AllowAll();

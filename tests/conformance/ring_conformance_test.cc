@@ -298,6 +298,26 @@ TEST_P(RingConformance, GroupMustBeOneTo255BytesOfTextWithoutNul) {
 
 // --- read ------------------------------------------------------------------
 
+// Pages of a group: after_seq goes on from the last entry read, in either
+// order, and a page after the last entry is empty.
+TEST_P(RingConformance, ReadGoesOnAfterASeqInEitherOrder) {
+  ASSERT_OK_AND_ASSIGN(Ring r, store_->CreateRing("r", {.capacity = 10}));
+  std::vector<std::int64_t> seqs;
+  for (int i = 1; i <= 5; ++i) {
+    seqs.push_back(PushOne(r, "g", "p" + std::to_string(i)));
+  }
+  EXPECT_EQ(Payloads(r, "g", {.limit = 2, .after_seq = seqs[3]}),
+            (std::vector<std::string>{"p3", "p2"}));
+  EXPECT_EQ(Payloads(r, "g", {.limit = 10, .after_seq = seqs[1]}),
+            (std::vector<std::string>{"p1"}));
+  EXPECT_EQ(Payloads(r, "g",
+                     {.oldest_first = true, .limit = 2, .after_seq = seqs[1]}),
+            (std::vector<std::string>{"p3", "p4"}));
+  EXPECT_TRUE(Payloads(r, "g", {.limit = 10, .after_seq = seqs[0]}).empty());
+  EXPECT_TRUE(
+      Payloads(r, "g", {.oldest_first = true, .after_seq = seqs[4]}).empty());
+}
+
 TEST_P(RingConformance, ReadIsNewestFirstByDefaultWithALimit) {
   ASSERT_OK_AND_ASSIGN(Ring r, store_->CreateRing("r", {.capacity = 10}));
   for (int i = 1; i <= 5; ++i) PushOne(r, "g", "p" + std::to_string(i));

@@ -142,6 +142,39 @@ TEST_F(ReplyLimit, DeadLetterAndArchiveListingsStopEarlyAndGoOnFromTheLastId) {
   }
 }
 
+TEST_F(ReplyLimit, RingReadsStopEarlyAndGoOnAfterTheLastSeq) {
+  Start({"--max-reply", "200000"});
+  ASSERT_EQ(c_->Post("/v1/rings/viewers", {{"capacity", 100}}).status, 201);
+  const std::string payload(50000, '\x01');
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(
+        c_->Post("/v1/rings/viewers/groups/g", {{"payload", payload}}).status,
+        200);
+  }
+  for (std::string order : {"newest", "oldest"}) {
+    std::vector<std::int64_t> seen;
+    std::int64_t after = 0;
+    int pages = 0;
+    while (pages < 20) {
+      ++pages;
+      auto r = c_->Get("/v1/rings/viewers/groups/g?limit=100&order=" + order +
+                       "&after_seq=" + std::to_string(after));
+      ASSERT_EQ(r.status, 200) << r.body.substr(0, 200);
+      EXPECT_LE(r.body.size(), 200000u);
+      for (const Json& e : r.json["entries"]) {
+        seen.push_back(e["seq"]);
+        after = e["seq"];
+      }
+      if (!r.json.value("limited", false)) break;
+    }
+    ASSERT_EQ(seen.size(), 10u) << order;
+    EXPECT_GE(pages, 3) << order;
+    for (std::size_t i = 1; i < seen.size(); ++i) {
+      EXPECT_EQ(seen[i], order == "newest" ? seen[i - 1] - 1 : seen[i - 1] + 1);
+    }
+  }
+}
+
 // Regression: a claim of 100 messages of 1 MiB of U+0001 made a 629 MB
 // reply and took the server from 0.30 to 1.48 GB. Four such claims at once
 // must stay within a bound set by the reply limit (16 MiB by default).

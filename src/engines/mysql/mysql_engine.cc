@@ -1514,13 +1514,19 @@ class MysqlEngine : public core::Engine {
     if (!s.ok()) return s;
     static const std::string kNewest = R"sql(
       SELECT seq, pushed_us, payload FROM sqlq_ring_entries
-      WHERE ring_id = ? AND grp = ? ORDER BY seq DESC LIMIT ?)sql";
+      WHERE ring_id = ? AND grp = ? AND seq < ?
+      ORDER BY seq DESC LIMIT ?)sql";
     static const std::string kOldest = R"sql(
       SELECT seq, pushed_us, payload FROM sqlq_ring_entries
-      WHERE ring_id = ? AND grp = ? ORDER BY seq LIMIT ?)sql";
-    auto rows =
-        conn.Run(o.oldest_first ? kOldest : kNewest,
-                 Params().Int(ring_id).Bytes(group).Int(o.limit), "read ring");
+      WHERE ring_id = ? AND grp = ? AND seq > ?
+      ORDER BY seq LIMIT ?)sql";
+    auto rows = conn.Run(o.oldest_first ? kOldest : kNewest,
+                         Params()
+                             .Int(ring_id)
+                             .Bytes(group)
+                             .Int(core::RingReadBound(o))
+                             .Int(o.limit),
+                         "read ring");
     if (!rows.ok()) return rows.status();
     std::vector<RingEntry> out;
     out.reserve(rows->size());

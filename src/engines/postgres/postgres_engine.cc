@@ -1057,13 +1057,16 @@ class PostgresEngine : public core::Engine {
     if (!s.ok()) return s;
     static constexpr const char* kNewest = R"sql(
       SELECT seq, pushed_us, payload FROM sqlq_ring_entries
-      WHERE ring_id = $1 AND grp = $2 ORDER BY seq DESC LIMIT $3)sql";
+      WHERE ring_id = $1 AND grp = $2 AND seq < $4
+      ORDER BY seq DESC LIMIT $3)sql";
     static constexpr const char* kOldest = R"sql(
       SELECT seq, pushed_us, payload FROM sqlq_ring_entries
-      WHERE ring_id = $1 AND grp = $2 ORDER BY seq LIMIT $3)sql";
-    auto rows =
-        conn.Run(o.oldest_first ? kOldest : kNewest,
-                 Params().Int(ring_id).Bytes(group).Int(o.limit), "read ring");
+      WHERE ring_id = $1 AND grp = $2 AND seq > $4
+      ORDER BY seq LIMIT $3)sql";
+    auto rows = conn.Run(o.oldest_first ? kOldest : kNewest,
+                         Params().Int(ring_id).Bytes(group).Int(o.limit).Int(
+                             core::RingReadBound(o)),
+                         "read ring");
     if (!rows.ok()) return rows.status();
     std::vector<RingEntry> out;
     out.reserve(rows->size());

@@ -767,12 +767,17 @@ class SqliteEngine : public core::Engine {
     if (!s.ok()) return s;
     static constexpr const char* kNewest = R"sql(
       SELECT seq, pushed_us, payload FROM sqlq_ring_entries
-      WHERE ring_id = ?1 AND grp = ?2 ORDER BY seq DESC LIMIT ?3)sql";
+      WHERE ring_id = ?1 AND grp = ?2 AND seq < ?4
+      ORDER BY seq DESC LIMIT ?3)sql";
     static constexpr const char* kOldest = R"sql(
       SELECT seq, pushed_us, payload FROM sqlq_ring_entries
-      WHERE ring_id = ?1 AND grp = ?2 ORDER BY seq LIMIT ?3)sql";
+      WHERE ring_id = ?1 AND grp = ?2 AND seq > ?4
+      ORDER BY seq LIMIT ?3)sql";
     SQLQ_PREPARE(st, conn, o.oldest_first ? kOldest : kNewest);
-    st.Bind(1, ring_id).BindText(2, group).Bind(3, o.limit);
+    st.Bind(1, ring_id)
+        .BindText(2, group)
+        .Bind(3, o.limit)
+        .Bind(4, core::RingReadBound(o));
     std::vector<RingEntry> out;
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {
