@@ -1,7 +1,7 @@
-// The CLI contract of rings and rotations (design.md sections 2.2, 2.3 and
-// 3), as a script sees it: the real sqlq program, its JSON lines, exit codes
-// (2 invalid, 3 not found, 4 exists, 5 wrong kind or parked, 6 too large),
-// one-line errors on stderr, and stored data untouched by bad input.
+// The CLI contract of rings and rotations (docs/rings-and-rotations.md,
+// docs/cli.md), as a script sees it: the real sqlq program, its JSON lines,
+// exit codes (2 invalid, 3 not found, 4 exists, 5 wrong kind or parked, 6 too
+// large), one-line errors on stderr, and stored data untouched by bad input.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -312,7 +312,7 @@ TEST_F(RingRotationCliTest, RotationEmptyOrFullyParkedPoolPrintsNothing) {
   EXPECT_EQ(One({"rotation", "stats", "rot"}).value("serves", -1), 0);
 }
 
-// design.md section 2.3, through the program.
+// The rotation example of docs/rings-and-rotations.md, through the program.
 TEST_F(RingRotationCliTest, RotationDesignMdSection23Example) {
   One({"rotation", "create", "relays", "--max-failures", "1"});
   for (int i = 1; i <= 20; ++i) {

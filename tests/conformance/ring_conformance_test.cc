@@ -1,4 +1,4 @@
-// The ring conformance suite: design.md section 2.2 and issue 5, rule by
+// The ring conformance suite: docs/rings-and-rotations.md, rule by
 // rule, through the public API only (Store::CreateRing/GetRing/DropRing and
 // sqlq::Ring). Engine-neutral: add an engine with one
 // INSTANTIATE_TEST_SUITE_P line at the bottom once it implements rings.

@@ -1,5 +1,5 @@
-// The rotation conformance suite: design.md section 2.3 and issue 5, rule
-// by rule, through the public API only (Store::CreateRotation/GetRotation/
+// The rotation conformance suite: docs/rings-and-rotations.md, rule by
+// rule, through the public API only (Store::CreateRotation/GetRotation/
 // DropRotation and sqlq::Rotation). Engine-neutral: add an engine with one
 // INSTANTIATE_TEST_SUITE_P line at the bottom once it implements rotations.
 
@@ -76,9 +76,9 @@ std::vector<std::string> Keys(std::initializer_list<int> ids) {
   return out;
 }
 
-// design.md section 2.3, exactly: 20 items; next(10) -> 1-10; next(10) ->
-// 11-20; items 5, 10, 15 reach max failures; next(10) -> 1, 2, 3, 4, 6, 7,
-// 8, 9, 11, 12; next(10) -> 13, 14, 16, 17, 18, 19, 20, 1, 2, 3.
+// The example of docs/rings-and-rotations.md, exactly: 20 items; next(10) ->
+// 1-10; next(10) -> 11-20; items 5, 10, 15 reach max failures; next(10) -> 1,
+// 2, 3, 4, 6, 7, 8, 9, 11, 12; next(10) -> 13, 14, 16, 17, 18, 19, 20, 1, 2, 3.
 TEST_P(RotationConformance, DesignMdSection23Example) {
   ASSERT_OK_AND_ASSIGN(Rotation rot,
                        store_->CreateRotation("relays", {.max_failures = 2}));

@@ -1,4 +1,4 @@
-// The work-queue conformance suite: design.md section 2.1, rule by rule,
+// The work-queue conformance suite: docs/semantics.md, rule by rule,
 // through the public API only. Every engine runs it unchanged; add an engine
 // with one INSTANTIATE_TEST_SUITE_P line at the bottom.
 //
