@@ -185,9 +185,10 @@ class Engine {
     (void)waiting;
   }
 
-  // Writes something that changes nothing a user sees (the schema version
-  // row, set to itself), so that committing it shows the store can write
-  // now: Store::CheckWritable, for readiness probes.
+  // Writes something that changes nothing a user sees (the schema version,
+  // negated and restored, since engines skip rewriting a row to its own
+  // values), so that committing it shows the store can write now:
+  // Store::CheckWritable, for readiness probes.
   virtual Status TouchSchema(Conn& conn) = 0;
 
   // --- queues --------------------------------------------------------------

@@ -515,6 +515,14 @@ std::string BearerToken(std::string_view header) {
   return std::string(token);
 }
 
+// A listing's reply: {key: rows}, with "limited":true when ListWithin
+// stopped it at the reply size limit.
+Json Listing(const char* key, Json rows, bool limited) {
+  Json body = {{key, std::move(rows)}};
+  if (limited) body["limited"] = true;
+  return body;
+}
+
 // The library's own limits, so that the server's errors name them.
 constexpr std::int64_t kMaxLeaseMs = kMaxLease.count();
 constexpr std::int64_t kMaxDelayMs = kMaxDelay.count();
@@ -544,6 +552,16 @@ Result<WorkQueue> Api::CachedQueue(const std::string& name, bool& hit) {
   if (cache_.size() >= 10000) cache_.clear();  // bound it; refills on use
   cache_.insert_or_assign(name, *q);
   return q;
+}
+
+const TokenEntry* Api::Authenticate(const std::string& authorization,
+                                    std::string* token) const {
+  if (!auth_.enabled()) return nullptr;
+  std::string presented = BearerToken(authorization);
+  const TokenEntry* who = auth_.Find(presented);
+  if (who == nullptr) Throw(401, "unauthorized", "unknown token");
+  if (token != nullptr) *token = std::move(presented);
+  return who;
 }
 
 Status Api::CheckWritable() {
@@ -676,10 +694,9 @@ Outcome Api::Handle(const Request& req) {
     if (seg.size() == 1 && seg[0] == "metrics") {
       route_is("GET /metrics");
       if (m != "GET") Throw(405, "method_not_allowed", "use GET");
-      const TokenEntry* reader = nullptr;
-      if (auth_.enabled() && !metrics_public_) {
-        reader = auth_.Find(BearerToken(req.authorization));
-        if (reader == nullptr) Throw(401, "unauthorized", "unknown token");
+      const TokenEntry* reader =
+          metrics_public_ ? nullptr : Authenticate(req.authorization);
+      if (reader != nullptr) {
         if (!Auth::ReadsMetrics(*reader)) {
           Throw(403, "forbidden",
                 "reading /metrics needs a token with the 'metrics' or "
@@ -708,13 +725,8 @@ Outcome Api::Handle(const Request& req) {
     }
 
     // Authentication for everything under /v1.
-    const TokenEntry* who = nullptr;
-    std::string token;
-    if (auth_.enabled()) {
-      token = BearerToken(req.authorization);
-      who = auth_.Find(token);
-      if (who == nullptr) Throw(401, "unauthorized", "unknown token");
-    }
+    std::string token;  // for the per-token limit of waiting claims
+    const TokenEntry* who = Authenticate(req.authorization, &token);
     auto need = [&](unsigned perm, const std::string& name) {
       if (who == nullptr || Auth::Allows(*who, perm, name)) return;
       const char* what = perm == kSend    ? "send"
@@ -998,9 +1010,7 @@ Outcome Api::Handle(const Request& req) {
             j["died_at"] = cli::FormatTime(d.died_at);
             list.push_back(std::move(j));
           }
-          Json body = {{"dead", std::move(list)}};
-          if (limited) body["limited"] = true;
-          return reply(200, std::move(body));
+          return reply(200, Listing("dead", std::move(list), limited));
         }
         route_is("DELETE /v1/queues/{name}/dead");
         method({"GET", "DELETE"});
@@ -1053,9 +1063,7 @@ Outcome Api::Handle(const Request& req) {
           j["completed_at"] = cli::FormatTime(a.completed_at);
           list.push_back(std::move(j));
         }
-        Json body = {{"archive", std::move(list)}};
-        if (limited) body["limited"] = true;
-        return reply(200, std::move(body));
+        return reply(200, Listing("archive", std::move(list), limited));
       }
     }
 
@@ -1141,9 +1149,7 @@ Outcome Api::Handle(const Request& req) {
               },
               limited);
           for (const RingEntry& e : entries) list.push_back(RingEntryJson(e));
-          Json body = {{"entries", std::move(list)}};
-          if (limited) body["limited"] = true;
-          return reply(200, std::move(body));
+          return reply(200, Listing("entries", std::move(list), limited));
         }
         route_is("DELETE /v1/rings/{name}/groups/{group}");
         method({"POST", "GET", "DELETE"});

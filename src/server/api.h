@@ -95,6 +95,11 @@ class Api {
                           bool limited);
   Result<WorkQueue> CachedQueue(const std::string& name, bool& hit);
   void Forget(const std::string& name);
+  // The entry of the request's bearer token (the token itself in `token`,
+  // when given), or nullptr when the server has no token file. Throws the
+  // 401 reply for a missing or unknown token.
+  const TokenEntry* Authenticate(const std::string& authorization,
+                                 std::string* token = nullptr) const;
   // Store::CheckWritable, made at most once a second (for /readyz).
   Status CheckWritable();
 

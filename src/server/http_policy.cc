@@ -177,7 +177,8 @@ std::optional<Reply> CheckRequest(const RequestHead& head,
         {"Access-Control-Allow-Methods", "GET, POST, DELETE"},
         {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
         {"Access-Control-Max-Age", "600"}};
-    AddCorsHeaders(head, policy, r);
+    // Allow-Origin and Vary are added to this reply as to every other
+    // (AddCorsHeaders, when it is sent).
     return r;
   }
   if (head.has_body) {

@@ -60,7 +60,7 @@ struct RequestHead {
 
 // The reply to give instead of handling the request, or nullopt to go on.
 // A CORS preflight (OPTIONS) from an allowed origin is answered here with
-// 204 and its headers.
+// 204 and its own headers; AddCorsHeaders adds the rest when it is sent.
 std::optional<Reply> CheckRequest(const RequestHead& head,
                                   const HttpPolicy& policy);
 
