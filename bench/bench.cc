@@ -22,9 +22,9 @@
 #include "bench/baseline_postgres.h"
 #include "bench/baseline_sqlite.h"
 #include "bench/server_bench.h"
-#include "cli/output.h"
-#include "cli/parse.h"
 #include "sqlq/store.h"
+#include "wire/duration.h"
+#include "wire/printer.h"
 
 namespace sqlq::bench {
 
@@ -267,7 +267,7 @@ class IntervalReporter {
         table_(std::move(table)),
         counter_(counter) {
     if (c.report_every.empty()) return;
-    auto every = cli::ParseDuration(c.report_every);
+    auto every = wire::ParseDuration(c.report_every);
     if (!every.ok() || every->count() <= 0) return;
     every_ = *every;
     thread_ = std::thread([this] { Loop(); });
@@ -440,7 +440,7 @@ Result<RunResult> RunBaselineWorkload(const std::string& workload,
   if (workload == "baseline-send-1") {
     r = send1(c.messages ? c.messages : 20000, c.threads ? c.threads : 8);
   } else {
-    auto d = cli::ParseDuration(c.duration);
+    auto d = wire::ParseDuration(c.duration);
     if (!d.ok()) return d.status();
     long backlog =
         c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
@@ -541,7 +541,7 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
     r = RunDrain(*q, total, c.threads ? c.threads : 4,
                  workload == "drain-1" ? 1 : 10, label);
   } else if (workload == "mixed") {
-    auto d = cli::ParseDuration(c.duration);
+    auto d = wire::ParseDuration(c.duration);
     if (!d.ok()) return d.status();
     r = RunMixed(*q, c, *d, label, run);
   }
@@ -578,7 +578,7 @@ int Run(Config c) {
                                        "all") != c.workloads.end()) {
     c.workloads = all;
   }
-  cli::Printer out(c.json);
+  wire::Printer out(c.json);
   for (const auto& w : c.workloads) {
     if (std::find(all.begin(), all.end(), w) == all.end()) {
       return out.Fail(Status::InvalidArgument(fmt::format(
@@ -596,7 +596,7 @@ int Run(Config c) {
         "--producers/--consumers/--groups >= 1"));
   }
   if (!c.report_every.empty()) {
-    auto every = cli::ParseDuration(c.report_every);
+    auto every = wire::ParseDuration(c.report_every);
     if (!every.ok() || every->count() <= 0) {
       return out.Fail(Status::InvalidArgument(fmt::format(
           "--report-every '{}': give a positive duration such as 30s or 1m",

@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "bench/bench.h"
-#include "cli/output.h"
-#include "cli/parse.h"
 #include "sqlq/status.h"
+#include "wire/duration.h"
+#include "wire/printer.h"
 
 namespace sqlq::bench {
 
@@ -966,7 +966,7 @@ Result<int> PortOf(const std::string& url) {
 }  // namespace
 
 int RunServerBench(ServerBenchConfig c) {
-  cli::Printer out(c.json);
+  wire::Printer out(c.json);
   const std::vector<std::string> all = {"http-send-batch", "http-mixed",
                                         "http-wake", "http-idle"};
   if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
@@ -992,7 +992,7 @@ int RunServerBench(ServerBenchConfig c) {
   }
   auto port = PortOf(c.url);
   if (!port.ok()) return out.Fail(port.status());
-  auto duration = cli::ParseDuration(c.duration);
+  auto duration = wire::ParseDuration(c.duration);
   if (!duration.ok()) return out.Fail(duration.status());
   // Each idle connection is a descriptor here (and one in the server,
   // which raises its own soft limit to its hard limit at start).

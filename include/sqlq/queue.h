@@ -222,6 +222,8 @@ class WorkQueue {
 
   const std::string& name() const;
   const QueueOptions& options() const;
+  // Name, options and creation time.
+  const QueueInfo& info() const;
 
   // Sends one message. Returns once it is durably committed.
   // Errors: kInvalidArgument (delay, priority, dedup key), kTooLarge

@@ -15,13 +15,19 @@
 #include <vector>
 
 #include "bench/bench.h"
-#include "cli/output.h"
-#include "cli/parse.h"
 #include "cli/serve.h"
 #include "sqlq/store.h"
+#include "sqlq/text.h"
+#include "wire/duration.h"
+#include "wire/json.h"
+#include "wire/printer.h"
 
 namespace sqlq::cli {
 namespace {
+
+using wire::FormatTime;
+using wire::ParseDuration;
+using wire::Printer;
 
 struct Globals {
   std::string db;
@@ -38,7 +44,7 @@ CLI::Validator NotNegative() {
 }
 
 // Set by the command callbacks; the exit code of the run.
-int g_exit = kExitOk;
+int g_exit = wire::kExitOk;
 
 // A CLI11 validator-free duration option: parsed after CLI11 is done, so that
 // the error message is ours.
@@ -118,35 +124,6 @@ bool Failed(Runner& run, const R& r) {
   return true;
 }
 
-nlohmann::ordered_json QueueJson(const QueueInfo& q) {
-  const QueueOptions& o = q.options;
-  return {{"name", q.name},
-          {"max_attempts", o.max_attempts},
-          {"lease_ms", o.lease.count()},
-          {"backoff_base_ms", o.backoff_base.count()},
-          {"backoff_max_ms", o.backoff_max.count()},
-          {"archive", o.archive},
-          {"retention_ms", o.retention.count()},
-          {"max_payload_bytes", o.max_payload_bytes},
-          {"created_at", FormatTime(q.created_at)}};
-}
-
-nlohmann::ordered_json StatsJson(const QueueStats& s) {
-  return {{"name", s.name},
-          {"ready", s.ready},
-          {"delayed", s.delayed},
-          {"leased", s.leased},
-          {"dead", s.dead},
-          {"archived", s.archived},
-          {"oldest_ready_age_ms", s.oldest_ready_age.count()},
-          {"sends", s.sends},
-          {"claims", s.claims},
-          {"acks", s.acks},
-          {"nacks", s.nacks},
-          {"expirations", s.expirations},
-          {"dead_lettered", s.dead_lettered}};
-}
-
 void AddQueueCommands(CLI::App& app, Runner& run) {
   auto* queue =
       app.add_subcommand("queue", "Create, list, inspect, drop queues");
@@ -200,10 +177,8 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
       if (Failed(run, store)) return;
       auto q = (*store)->CreateQueue(*name, *o);
       if (Failed(run, q)) return;
-      auto j = QueueJson({.name = q->name(), .options = q->options()});
-      j.erase("created_at");
-      j["created"] = true;
-      run.out().Say(j, "created queue '" + *name + "'");
+      run.out().Say(wire::QueueJson(q->info()),
+                    "created queue '" + *name + "'");
     });
   }
 
@@ -215,7 +190,7 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
         if (Failed(run, list)) return;
         run.out().Columns({"name", "max_attempts", "lease_ms", "archive",
                            "max_payload_bytes", "created_at"});
-        for (const auto& q : *list) run.out().Row(QueueJson(q));
+        for (const auto& q : *list) run.out().Row(wire::QueueJson(q));
         run.out().Flush();
       });
 
@@ -243,7 +218,7 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
         if (Failed(run, q)) return;
         auto st = q->Stats();
         if (Failed(run, st)) return;
-        run.out().Row(StatsJson(*st));
+        run.out().Row(wire::StatsJson(*st));
       }
       run.out().Flush();
     });
@@ -401,15 +376,7 @@ void AddClaim(CLI::App& app, Runner& run) {
     if (Failed(run, r)) return;
     run.out().Columns({"id", "attempt", "priority", "receipt", "payload"});
     for (const auto& m : *r) {
-      nlohmann::ordered_json j = {
-          {"id", m.id},
-          {"receipt", m.receipt},
-          {"attempt", m.attempt},
-          {"priority", m.priority},
-          {"enqueued_at", FormatTime(m.enqueued_at)},
-          {"lease_expires_at", FormatTime(m.lease_expires_at)}};
-      PutPayload(j, m.payload);
-      run.out().Row(j);
+      run.out().Row(wire::ClaimedJson(m));
     }
     run.out().Flush();
     if (r->empty() && !run.out().json()) {
@@ -439,7 +406,7 @@ void AddReceiptCommands(CLI::App& app, Runner& run) {
                         "acked " + (*receipts)[i]);
         } else {
           int code = run.Fail(s);
-          if (g_exit == kExitOk) g_exit = code;
+          if (g_exit == wire::kExitOk) g_exit = code;
         }
       }
     });
@@ -523,14 +490,7 @@ void AddDeadAndArchive(CLI::App& app, Runner& run) {
       if (Failed(run, r)) return;
       run.out().Columns({"id", "attempts", "died_at", "last_error", "payload"});
       for (const auto& d : *r) {
-        nlohmann::ordered_json j = {{"id", d.id},
-                                    {"priority", d.priority},
-                                    {"attempts", d.attempts},
-                                    {"last_error", d.last_error},
-                                    {"enqueued_at", FormatTime(d.enqueued_at)},
-                                    {"died_at", FormatTime(d.died_at)}};
-        PutPayload(j, d.payload);
-        run.out().Row(j);
+        run.out().Row(wire::DeadLetterJson(d));
       }
       run.out().Flush();
     });
@@ -584,15 +544,7 @@ void AddDeadAndArchive(CLI::App& app, Runner& run) {
       run.out().Columns(
           {"id", "attempts", "worker", "completed_at", "payload"});
       for (const auto& m : *r) {
-        nlohmann::ordered_json j = {
-            {"id", m.id},
-            {"priority", m.priority},
-            {"attempts", m.attempts},
-            {"worker", m.worker},
-            {"enqueued_at", FormatTime(m.enqueued_at)},
-            {"completed_at", FormatTime(m.completed_at)}};
-        PutPayload(j, m.payload);
-        run.out().Row(j);
+        run.out().Row(wire::ArchivedJson(m));
       }
       run.out().Flush();
     });
@@ -617,13 +569,6 @@ void AddDeadAndArchive(CLI::App& app, Runner& run) {
 Result<std::string> PayloadArg(const std::string& text, bool base64) {
   if (!base64) return text;
   return Base64Decode(text);
-}
-
-nlohmann::ordered_json EntryJson(const RingEntry& e) {
-  nlohmann::ordered_json j = {{"seq", e.seq}, {"group", e.group}};
-  PutPayload(j, e.payload);
-  j["pushed_at"] = FormatTime(e.pushed_at);
-  return j;
 }
 
 void AddRingCommands(CLI::App& app, Runner& run) {
@@ -659,10 +604,7 @@ void AddRingCommands(CLI::App& app, Runner& run) {
       if (Failed(run, store)) return;
       auto r = (*store)->CreateRing(a->name, o);
       if (Failed(run, r)) return;
-      run.out().Say({{"name", a->name},
-                     {"capacity", a->capacity},
-                     {"max_payload_bytes", a->max_payload},
-                     {"created", true}},
+      run.out().Say(wire::RingJson(r->name(), o),
                     "created ring '" + a->name + "'");
     });
   }
@@ -680,9 +622,7 @@ void AddRingCommands(CLI::App& app, Runner& run) {
       auto e = r->Push(a->group, *payload);
       if (Failed(run, e)) return;
       run.out().Say(
-          {{"seq", e->seq},
-           {"group", e->group},
-           {"pushed_at", FormatTime(e->pushed_at)}},
+          wire::RingEntryJson(*e),
           "pushed entry " + std::to_string(e->seq) + " to '" + e->group + "'");
     });
   }
@@ -699,7 +639,7 @@ void AddRingCommands(CLI::App& app, Runner& run) {
           a->group, {.oldest_first = a->oldest_first, .limit = a->limit});
       if (Failed(run, entries)) return;
       run.out().Columns({"seq", "group", "pushed_at", "payload"});
-      for (const auto& e : *entries) run.out().Row(EntryJson(e));
+      for (const auto& e : *entries) run.out().Row(wire::RingEntryJson(e));
       run.out().Flush();
     });
   }
@@ -713,7 +653,7 @@ void AddRingCommands(CLI::App& app, Runner& run) {
       if (Failed(run, groups)) return;
       run.out().Columns({"group", "entries"});
       for (const auto& g : *groups) {
-        run.out().Row({{"group", g.group}, {"entries", g.entries}});
+        run.out().Row(wire::RingGroupJson(g));
       }
       run.out().Flush();
     });
@@ -762,11 +702,7 @@ void AddRingCommands(CLI::App& app, Runner& run) {
       if (Failed(run, r)) return;
       auto st = r->Stats();
       if (Failed(run, st)) return;
-      run.out().Row({{"name", st->name},
-                     {"capacity", st->capacity},
-                     {"groups", st->groups},
-                     {"entries", st->entries},
-                     {"pushes", st->pushes}});
+      run.out().Row(wire::RingStatsJson(*st));
       run.out().Flush();
     });
   }
@@ -780,15 +716,6 @@ void AddRingCommands(CLI::App& app, Runner& run) {
       run.out().Say({{"dropped", a->name}}, "dropped ring '" + a->name + "'");
     });
   }
-}
-
-nlohmann::ordered_json ItemJson(const RotationItem& item) {
-  nlohmann::ordered_json j = {{"key", item.key}};
-  PutPayload(j, item.payload);
-  j["served"] = item.served;
-  j["failures"] = item.failures;
-  j["parked"] = item.parked;
-  return j;
 }
 
 void AddRotationCommands(CLI::App& app, Runner& run) {
@@ -820,11 +747,9 @@ void AddRotationCommands(CLI::App& app, Runner& run) {
       if (Failed(run, CheckQueueName(a->name))) return;
       auto store = run.Open(true);
       if (Failed(run, store)) return;
-      if (Failed(run, (*store)->CreateRotation(a->name, o))) return;
-      run.out().Say({{"name", a->name},
-                     {"max_failures", a->max_failures},
-                     {"max_payload_bytes", a->max_payload},
-                     {"created", true}},
+      auto r = (*store)->CreateRotation(a->name, o);
+      if (Failed(run, r)) return;
+      run.out().Say(wire::RotationJson(r->name(), o),
                     "created rotation '" + a->name + "'");
     });
   }
@@ -868,7 +793,7 @@ void AddRotationCommands(CLI::App& app, Runner& run) {
       if (Failed(run, items)) return;
       run.out().Columns({"key", "served", "failures", "payload"});
       for (const auto& item : *items) {
-        auto j = ItemJson(item);
+        auto j = wire::RotationItemJson(item);
         j.erase("parked");
         run.out().Row(j);
       }
@@ -894,7 +819,7 @@ void AddRotationCommands(CLI::App& app, Runner& run) {
       if (Failed(run, r)) return;
       auto item = ((*r).*call)(a->key);
       if (Failed(run, item)) return;
-      run.out().Say(ItemJson(*item),
+      run.out().Say(wire::RotationItemJson(*item),
                     "'" + item->key + "': " + std::to_string(item->failures) +
                         " failures" + (item->parked ? ", parked" : ""));
     });
@@ -908,7 +833,8 @@ void AddRotationCommands(CLI::App& app, Runner& run) {
       auto items = r->List();
       if (Failed(run, items)) return;
       run.out().Columns({"key", "served", "failures", "parked", "payload"});
-      for (const auto& item : *items) run.out().Row(ItemJson(item));
+      for (const auto& item : *items)
+        run.out().Row(wire::RotationItemJson(item));
       run.out().Flush();
     });
   }
@@ -920,11 +846,7 @@ void AddRotationCommands(CLI::App& app, Runner& run) {
       if (Failed(run, r)) return;
       auto st = r->Stats();
       if (Failed(run, st)) return;
-      run.out().Row({{"name", st->name},
-                     {"max_failures", st->max_failures},
-                     {"items", st->items},
-                     {"parked", st->parked},
-                     {"serves", st->serves}});
+      run.out().Row(wire::RotationStatsJson(*st));
       run.out().Flush();
     });
   }
@@ -998,7 +920,7 @@ int Main(int argc, char** argv) {
     } else {
       std::cerr << "sqlq: " << what << " (see 'sqlq --help')\n";
     }
-    return kExitUsage;
+    return wire::kExitUsage;
   }
   return g_exit;
 }
@@ -1014,6 +936,6 @@ int main(int argc, char** argv) {
     return sqlq::cli::Main(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "sqlq: internal error: " << e.what() << '\n';
-    return sqlq::cli::kExitInternal;
+    return sqlq::wire::kExitInternal;
   }
 }

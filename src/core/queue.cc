@@ -24,6 +24,7 @@ WorkQueue::~WorkQueue() = default;
 
 const std::string& WorkQueue::name() const { return impl_->info().name; }
 const QueueOptions& WorkQueue::options() const { return impl_->info().options; }
+const QueueInfo& WorkQueue::info() const { return impl_->info(); }
 
 namespace {
 

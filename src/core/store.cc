@@ -6,7 +6,6 @@
 
 #include "core/store_impl.h"
 #include "core/validate.h"
-#include "engines/engines.h"
 
 namespace sqlq {
 
@@ -38,14 +37,8 @@ Status CheckQueueOptions(const QueueOptions& options) {
 Store::Store(std::unique_ptr<core::StoreImpl> impl) : impl_(std::move(impl)) {}
 Store::~Store() = default;
 
-Result<std::unique_ptr<Store>> Store::Open(std::string_view url,
-                                           const StoreOptions& options) {
-  auto engine = engines::OpenEngine(url, options);
-  if (!engine.ok()) return engine.status();
-  auto impl =
-      std::make_unique<core::StoreImpl>(std::string(url), std::move(*engine));
-  return std::unique_ptr<Store>(new Store(std::move(impl)));
-}
+// Store::Open is defined beside the engine registry (engines/engines.cc),
+// so that core builds without any database client library.
 
 const std::string& Store::url() const { return impl_->url(); }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/store_impl.h"
 #include "engines/mysql/mysql_engine.h"
 #include "engines/postgres/postgres_engine.h"
 #include "engines/sqlite/sqlite_engine.h"
@@ -28,3 +29,16 @@ Result<std::unique_ptr<core::Engine>> OpenEngine(std::string_view url,
 }
 
 }  // namespace sqlq::engines
+
+namespace sqlq {
+
+Result<std::unique_ptr<Store>> Store::Open(std::string_view url,
+                                           const StoreOptions& options) {
+  auto engine = engines::OpenEngine(url, options);
+  if (!engine.ok()) return engine.status();
+  auto impl =
+      std::make_unique<core::StoreImpl>(std::string(url), std::move(*engine));
+  return std::unique_ptr<Store>(new Store(std::move(impl)));
+}
+
+}  // namespace sqlq

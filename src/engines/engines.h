@@ -1,6 +1,7 @@
-// Opening an engine from a store URL. The only place that knows every
-// engine; core and the front ends reach engines through this and the
-// Engine interface alone.
+// The engine registry: opening an engine from a store URL, and
+// Store::Open on top of it. The only place that knows every engine; core
+// and the front ends reach engines through Store::Open and the Engine
+// interface alone. Adding an engine: CONTRIBUTING.md.
 
 #ifndef SQLQ_ENGINES_ENGINES_H_
 #define SQLQ_ENGINES_ENGINES_H_

@@ -7,9 +7,10 @@
 #include <map>
 #include <set>
 
-#include "cli/output.h"
 #include "server/dashboard.h"
+#include "server/target.h"
 #include "sqlq/text.h"
+#include "wire/json.h"
 
 namespace sqlq::server {
 
@@ -33,71 +34,6 @@ template <typename T>
 T Take(Result<T> r) {
   Check(r.status());
   return std::move(*r);
-}
-
-int FromHex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// `plus_is_space`: in a query string (form encoding), '+' stands for ' '; in
-// a path segment it is itself.
-std::string PercentDecode(std::string_view in, bool plus_is_space = false) {
-  std::string out;
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    if (in[i] == '%') {
-      int hi = i + 2 < in.size() ? FromHex(in[i + 1]) : -1;
-      int lo = i + 2 < in.size() ? FromHex(in[i + 2]) : -1;
-      if (i + 2 >= in.size() || hi < 0 || lo < 0) {
-        Throw(400, "bad_request", "malformed percent-encoding in the URL");
-      }
-      out += static_cast<char>(hi * 16 + lo);
-      i += 2;
-    } else if (in[i] == '+' && plus_is_space) {
-      out += ' ';
-    } else {
-      out += in[i];
-    }
-  }
-  return out;
-}
-
-struct Target {
-  std::vector<std::string> segments;
-  std::map<std::string, std::string> query;
-};
-
-Target ParseTarget(std::string_view target) {
-  Target t;
-  auto q = target.find('?');
-  std::string_view path = target.substr(0, q);
-  if (q != std::string_view::npos) {
-    std::string_view rest = target.substr(q + 1);
-    while (!rest.empty()) {
-      auto amp = rest.find('&');
-      std::string_view pair = rest.substr(0, amp);
-      auto eq = pair.find('=');
-      if (!pair.empty()) {
-        t.query[PercentDecode(pair.substr(0, eq), true)] =
-            eq == std::string_view::npos
-                ? ""
-                : PercentDecode(pair.substr(eq + 1), true);
-      }
-      rest = amp == std::string_view::npos ? "" : rest.substr(amp + 1);
-    }
-  }
-  if (path.empty() || path[0] != '/') {
-    Throw(400, "bad_request", "the request target must be an absolute path");
-  }
-  path.remove_prefix(1);
-  while (!path.empty()) {
-    auto slash = path.find('/');
-    t.segments.push_back(PercentDecode(path.substr(0, slash)));
-    path = slash == std::string_view::npos ? "" : path.substr(slash + 1);
-  }
-  return t;
 }
 
 std::int64_t QueryInt(const Target& t, const std::string& key,
@@ -400,96 +336,6 @@ constexpr auto NextId = [](ListOptions& o, const auto& row) {
   o.after_id = row.id;
 };
 
-Json QueueJson(const QueueInfo& q) {
-  const QueueOptions& o = q.options;
-  return {{"name", q.name},
-          {"kind", "queue"},
-          {"max_attempts", o.max_attempts},
-          {"lease_ms", o.lease.count()},
-          {"backoff_base_ms", o.backoff_base.count()},
-          {"backoff_max_ms", o.backoff_max.count()},
-          {"archive", o.archive},
-          {"retention_ms", o.retention.count()},
-          {"max_payload_bytes", o.max_payload_bytes},
-          {"created_at", cli::FormatTime(q.created_at)}};
-}
-
-Json StatsJson(const QueueStats& s) {
-  return {{"ready", s.ready},
-          {"delayed", s.delayed},
-          {"leased", s.leased},
-          {"dead", s.dead},
-          {"archived", s.archived},
-          {"oldest_ready_age_ms", s.oldest_ready_age.count()},
-          {"sends", s.sends},
-          {"claims", s.claims},
-          {"acks", s.acks},
-          {"nacks", s.nacks},
-          {"expirations", s.expirations},
-          {"dead_lettered", s.dead_lettered}};
-}
-
-Json RingEntryJson(const RingEntry& e) {
-  Json j = {{"seq", e.seq}, {"group", e.group}};
-  cli::PutPayload(j, e.payload);
-  j["pushed_at"] = cli::FormatTime(e.pushed_at);
-  return j;
-}
-
-Json RotationItemJson(const RotationItem& i) {
-  Json j = {{"key", i.key}};
-  cli::PutPayload(j, i.payload);
-  j["served"] = i.served;
-  j["failures"] = i.failures;
-  j["parked"] = i.parked;
-  return j;
-}
-
-Json ErrorJson(const Status& s) {
-  return {{"code", std::string(CodeName(s.code()))}, {"message", s.message()}};
-}
-
-// Appends `s` (valid UTF-8) as a JSON string, escaped as nlohmann::json
-// escapes it: the two-character forms where JSON has them, \u00XX for the
-// other control characters, everything else as is.
-void AppendJsonString(std::string& out, std::string_view s) {
-  out += '"';
-  std::size_t run = 0;  // start of the bytes not yet copied
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out.append(s, run, i - run);
-    run = i + 1;
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
-    }
-  }
-  out.append(s, run, s.size() - run);
-  out += '"';
-}
-
 // The token of an Authorization header, or the 401 reply. The scheme is
 // case-insensitive (RFC 9110); one or more spaces follow it.
 std::string BearerToken(std::string_view header) {
@@ -619,28 +465,11 @@ Reply Api::ClaimReply(const std::vector<ClaimedMessage>& messages,
     size += 200 + m.receipt.size() + m.payload.size() + m.payload.size() / 3;
   }
   out.reserve(size);
-  auto put = std::back_inserter(out);
   out += R"({"messages":[)";
   for (std::size_t i = 0; i < messages.size(); ++i) {
     const ClaimedMessage& m = messages[i];
     if (i > 0) out += ',';
-    fmt::format_to(put, R"({{"id":{},"receipt":)", m.id);
-    AppendJsonString(out, m.receipt);
-    fmt::format_to(put, R"(,"attempt":{},"priority":{},)", m.attempt,
-                   m.priority);
-    if (PayloadIsText(m.payload)) {
-      out += R"("payload":)";
-      AppendJsonString(out, m.payload);
-    } else {
-      out += R"("payload_base64":")";
-      out += Base64Encode(m.payload);
-      out += '"';
-    }
-    out += R"(,"enqueued_at":")";
-    out += cli::FormatTime(m.enqueued_at);
-    out += R"(","lease_expires_at":")";
-    out += cli::FormatTime(m.lease_expires_at);
-    out += "\"}";
+    wire::AppendClaimed(out, m);
   }
   out += limited ? R"(],"limited":true})" : "]}";
   Reply r;
@@ -762,7 +591,7 @@ Outcome Api::Handle(const Request& req) {
         Json list = Json::array();
         for (const QueueInfo& q : Take(store_.ListQueues())) {
           if (who != nullptr && !Auth::Sees(*who, q.name)) continue;
-          list.push_back(QueueJson(q));
+          list.push_back(wire::QueueJson(q));
         }
         return reply(200, {{"queues", std::move(list)}});
       }
@@ -796,25 +625,17 @@ Outcome Api::Handle(const Request& req) {
           Check(CheckQueueName(name));
           Check(CheckQueueOptions(o));
           WorkQueue q = Take(store_.CreateQueue(name, o));
-          Json created = QueueJson(
-              {.name = q.name(), .options = q.options(), .created_at = {}});
-          created.erase("created_at");
-          for (const QueueInfo& info : Take(store_.ListQueues())) {
-            if (info.name == name) created = QueueJson(info);
-          }
-          return reply(201, std::move(created));
+          return reply(201, wire::QueueJson(q.info()));
         }
         if (m == "GET") {
           route_is("GET /v1/queues/{name}");
           see(name);
           WorkQueue q = queue();
           QueueStats s = Take(q.Stats());
-          Json j = {{"name", name}, {"stats", StatsJson(s)}};
-          Json o = QueueJson(
-              {.name = name, .options = q.options(), .created_at = {}});
-          o.erase("created_at");
-          o.erase("name");
-          j["options"] = std::move(o);
+          Json j = {{"name", name},
+                    {"kind", "queue"},
+                    {"stats", wire::StatsJson(s)},
+                    {"options", wire::QueueOptionsJson(q.options())}};
           return reply(200, std::move(j));
         }
         route_is("DELETE /v1/queues/{name}");
@@ -942,7 +763,7 @@ Outcome Api::Handle(const Request& req) {
             ++acked;
             results.push_back({{"ok", true}});
           } else {
-            results.push_back({{"ok", false}, {"error", ErrorJson(s)}});
+            results.push_back({{"ok", false}, {"error", wire::ErrorJson(s)}});
           }
         }
         return reply(200, {{"acked", acked}, {"results", std::move(results)}});
@@ -975,7 +796,7 @@ Outcome Api::Handle(const Request& req) {
         }
         WorkQueue q = queue();
         Timestamp until = Take(q.Extend(*receipt, *lease));
-        return reply(200, {{"lease_expires_at", cli::FormatTime(until)}});
+        return reply(200, {{"lease_expires_at", wire::FormatTime(until)}});
       }
       if (seg.size() == 4 && op == "purge") {
         route_is("POST /v1/queues/{name}/purge");
@@ -1002,13 +823,7 @@ Outcome Api::Handle(const Request& req) {
               [&](const ListOptions& page) { return q.ListDead(page); }, NextId,
               limited);
           for (const DeadLetter& d : dead) {
-            Json j = {{"id", d.id}, {"priority", d.priority}};
-            cli::PutPayload(j, d.payload);
-            j["attempts"] = d.attempts;
-            j["last_error"] = d.last_error;
-            j["enqueued_at"] = cli::FormatTime(d.enqueued_at);
-            j["died_at"] = cli::FormatTime(d.died_at);
-            list.push_back(std::move(j));
+            list.push_back(wire::DeadLetterJson(d));
           }
           return reply(200, Listing("dead", std::move(list), limited));
         }
@@ -1055,13 +870,7 @@ Outcome Api::Handle(const Request& req) {
             [&](const ListOptions& page) { return q.ListArchive(page); },
             NextId, limited);
         for (const ArchivedMessage& a : archived) {
-          Json j = {{"id", a.id}, {"priority", a.priority}};
-          cli::PutPayload(j, a.payload);
-          j["attempts"] = a.attempts;
-          j["worker"] = a.worker;
-          j["enqueued_at"] = cli::FormatTime(a.enqueued_at);
-          j["completed_at"] = cli::FormatTime(a.completed_at);
-          list.push_back(std::move(j));
+          list.push_back(wire::ArchivedJson(a));
         }
         return reply(200, Listing("archive", std::move(list), limited));
       }
@@ -1081,20 +890,13 @@ Outcome Api::Handle(const Request& req) {
             o.max_payload_bytes = static_cast<std::size_t>(*v);
           }
           Ring r = Take(store_.CreateRing(name, o));
-          return reply(201, {{"name", r.name()},
-                             {"kind", "ring"},
-                             {"capacity", o.capacity},
-                             {"max_payload_bytes", o.max_payload_bytes}});
+          return reply(201, wire::RingJson(r.name(), o));
         }
         if (m == "GET") {
           route_is("GET /v1/rings/{name}");
           see(name);
           RingStats s = Take(Take(store_.GetRing(name)).Stats());
-          return reply(200, {{"name", s.name},
-                             {"capacity", s.capacity},
-                             {"groups", s.groups},
-                             {"entries", s.entries},
-                             {"pushes", s.pushes}});
+          return reply(200, wire::RingStatsJson(s));
         }
         route_is("DELETE /v1/rings/{name}");
         method({"POST", "GET", "DELETE"});
@@ -1108,7 +910,7 @@ Outcome Api::Handle(const Request& req) {
         need(kClaim, name);
         Json list = Json::array();
         for (const RingGroup& g : Take(Take(store_.GetRing(name)).Groups())) {
-          list.push_back({{"group", g.group}, {"entries", g.entries}});
+          list.push_back(wire::RingGroupJson(g));
         }
         return reply(200, {{"groups", std::move(list)}});
       }
@@ -1120,7 +922,7 @@ Outcome Api::Handle(const Request& req) {
           Body b(req.body, {"payload", "payload_base64"});
           std::string payload = ReadPayload(b, true, limits_.max_payload_bytes);
           Ring r = Take(store_.GetRing(name));
-          return reply(200, RingEntryJson(Take(r.Push(group, payload))));
+          return reply(200, wire::RingEntryJson(Take(r.Push(group, payload))));
         }
         if (m == "GET") {
           route_is("GET /v1/rings/{name}/groups/{group}");
@@ -1148,7 +950,8 @@ Outcome Api::Handle(const Request& req) {
                 page.after_seq = e.seq;
               },
               limited);
-          for (const RingEntry& e : entries) list.push_back(RingEntryJson(e));
+          for (const RingEntry& e : entries)
+            list.push_back(wire::RingEntryJson(e));
           return reply(200, Listing("entries", std::move(list), limited));
         }
         route_is("DELETE /v1/rings/{name}/groups/{group}");
@@ -1189,20 +992,13 @@ Outcome Api::Handle(const Request& req) {
             o.max_payload_bytes = static_cast<std::size_t>(*v);
           }
           Rotation r = Take(store_.CreateRotation(name, o));
-          return reply(201, {{"name", r.name()},
-                             {"kind", "rotation"},
-                             {"max_failures", o.max_failures},
-                             {"max_payload_bytes", o.max_payload_bytes}});
+          return reply(201, wire::RotationJson(r.name(), o));
         }
         if (m == "GET") {
           route_is("GET /v1/rotations/{name}");
           see(name);
           RotationStats s = Take(Take(store_.GetRotation(name)).Stats());
-          return reply(200, {{"name", s.name},
-                             {"max_failures", s.max_failures},
-                             {"items", s.items},
-                             {"parked", s.parked},
-                             {"serves", s.serves}});
+          return reply(200, wire::RotationStatsJson(s));
         }
         route_is("DELETE /v1/rotations/{name}");
         method({"POST", "GET", "DELETE"});
@@ -1229,7 +1025,7 @@ Outcome Api::Handle(const Request& req) {
         Rotation r = Take(store_.GetRotation(name));
         Json list = Json::array();
         for (const RotationItem& i : Take(r.List())) {
-          list.push_back(RotationItemJson(i));
+          list.push_back(wire::RotationItemJson(i));
         }
         return reply(200, {{"items", std::move(list)}});
       }
@@ -1249,13 +1045,13 @@ Outcome Api::Handle(const Request& req) {
         Body b(req.body, {});
         Rotation r = Take(store_.GetRotation(name));
         if (action == "fail") {
-          return reply(200, RotationItemJson(Take(r.Fail(seg[4]))));
+          return reply(200, wire::RotationItemJson(Take(r.Fail(seg[4]))));
         }
         if (action == "ok") {
-          return reply(200, RotationItemJson(Take(r.Ok(seg[4]))));
+          return reply(200, wire::RotationItemJson(Take(r.Ok(seg[4]))));
         }
         if (action == "reset") {
-          return reply(200, RotationItemJson(Take(r.Reset(seg[4]))));
+          return reply(200, wire::RotationItemJson(Take(r.Reset(seg[4]))));
         }
         Throw(
             404, "no_route",
@@ -1270,7 +1066,7 @@ Outcome Api::Handle(const Request& req) {
         Rotation r = Take(store_.GetRotation(name));
         Json list = Json::array();
         for (const RotationItem& i : Take(r.Next(n))) {
-          list.push_back(RotationItemJson(i));
+          list.push_back(wire::RotationItemJson(i));
         }
         return reply(200, {{"items", std::move(list)}});
       }

@@ -91,8 +91,8 @@ std::vector<std::string> Keys(std::initializer_list<int> ids) {
 
 TEST_F(RingRotationCliTest, RingCreatePushReadGroupsStats) {
   EXPECT_EQ(One({"ring", "create", "views", "--capacity", "3"}),
-            json::parse(R"({"name":"views","capacity":3,
-                "max_payload_bytes":1048576,"created":true})"));
+            json::parse(R"({"name":"views","kind":"ring","capacity":3,
+                "max_payload_bytes":1048576})"));
 
   const std::int64_t before = NowUs();
   for (int i = 1; i <= 5; ++i) {
@@ -100,6 +100,7 @@ TEST_F(RingRotationCliTest, RingCreatePushReadGroupsStats) {
         One({"ring", "push", "views", "article/42", "u" + std::to_string(i)});
     EXPECT_EQ(pushed.value("seq", -1), i);
     EXPECT_EQ(pushed.value("group", ""), "article/42");
+    EXPECT_EQ(pushed.value("payload", ""), "u" + std::to_string(i));
     ASSERT_TRUE(pushed.contains("pushed_at")) << pushed;
   }
   One({"ring", "push", "views", "article/7", "someone"});
@@ -246,8 +247,8 @@ TEST_F(RingRotationCliTest, RingDrop) {
 
 TEST_F(RingRotationCliTest, RotationCommands) {
   EXPECT_EQ(One({"rotation", "create", "relays", "--max-failures", "2"}),
-            json::parse(R"({"name":"relays","max_failures":2,
-                "max_payload_bytes":1048576,"created":true})"));
+            json::parse(R"({"name":"relays","kind":"rotation",
+                "max_failures":2,"max_payload_bytes":1048576})"));
   EXPECT_EQ(One({"rotation", "add", "relays", "a", "smtp://a"}),
             json::parse(R"({"key":"a","added":true})"));
   One({"rotation", "add", "relays", "b"});  // payload optional

@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-#include "tests/conformance/engine_fixture.h"
+#include "tests/support/test_util.h"
 
 namespace sqlq::core {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "tests/conformance/engine_fixture.h"
+#include "tests/support/test_util.h"
 
 namespace sqlq::core {
 namespace {

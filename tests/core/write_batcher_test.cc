@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "core/engine.h"
-#include "tests/conformance/engine_fixture.h"
+#include "tests/support/test_util.h"
 
 namespace sqlq::core {
 namespace {

@@ -1,4 +1,4 @@
-#include "cli/parse.h"
+#include "wire/duration.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace sqlq::cli {
+namespace sqlq::wire {
 
 Result<Duration> ParseDuration(std::string_view text) {
   auto bad = [&](std::string_view why) {
@@ -54,4 +54,4 @@ Result<Duration> ParseDuration(std::string_view text) {
   return Duration(static_cast<std::int64_t>(std::llround(ms)));
 }
 
-}  // namespace sqlq::cli
+}  // namespace sqlq::wire

@@ -1,14 +1,14 @@
-// Parsing of command-line values that CLI11 does not know: durations.
+// Durations as people type them on the command line and in bench options.
 
-#ifndef SQLQ_CLI_PARSE_H_
-#define SQLQ_CLI_PARSE_H_
+#ifndef SQLQ_WIRE_DURATION_H_
+#define SQLQ_WIRE_DURATION_H_
 
 #include <string_view>
 
 #include "sqlq/queue.h"
 #include "sqlq/status.h"
 
-namespace sqlq::cli {
+namespace sqlq::wire {
 
 // "250ms", "30s", "5m", "2h", "1d", or a plain number of seconds ("30",
 // "0.5"). Negative values, unknown units and values past 100 years are
@@ -16,6 +16,6 @@ namespace sqlq::cli {
 // library's.
 Result<Duration> ParseDuration(std::string_view text);
 
-}  // namespace sqlq::cli
+}  // namespace sqlq::wire
 
-#endif  // SQLQ_CLI_PARSE_H_
+#endif  // SQLQ_WIRE_DURATION_H_

@@ -1,12 +1,13 @@
-#include "cli/output.h"
+#include "wire/printer.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <ctime>
 #include <iostream>
 
-namespace sqlq::cli {
+#include "wire/json.h"
+
+namespace sqlq::wire {
 
 int ExitCode(Code code) {
   switch (code) {
@@ -36,29 +37,6 @@ int ExitCode(Code code) {
       return 1;
   }
   return 1;
-}
-
-void PutPayload(nlohmann::ordered_json& obj, std::string_view payload) {
-  if (PayloadIsText(payload)) {
-    obj["payload"] = std::string(payload);
-  } else {
-    obj["payload_base64"] = Base64Encode(payload);
-  }
-}
-
-std::string FormatTime(Timestamp t) {
-  auto us = t.time_since_epoch().count();
-  std::time_t secs = static_cast<std::time_t>(us / 1000000);
-  long frac = static_cast<long>(us % 1000000);
-  if (frac < 0) {
-    frac += 1000000;
-    --secs;
-  }
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                     tm.tm_min, tm.tm_sec, frac);
 }
 
 namespace {
@@ -158,10 +136,7 @@ void Printer::Flush() {
 int Printer::Fail(const Status& status) {
   Flush();
   if (json_) {
-    nlohmann::ordered_json err = {
-        {"error",
-         {{"code", std::string(CodeName(status.code()))},
-          {"message", status.message()}}}};
+    nlohmann::ordered_json err = {{"error", ErrorJson(status)}};
     std::cerr << err.dump(-1, ' ', false,
                           nlohmann::ordered_json::error_handler_t::replace)
               << '\n';
@@ -171,4 +146,4 @@ int Printer::Fail(const Status& status) {
   return ExitCode(status.code());
 }
 
-}  // namespace sqlq::cli
+}  // namespace sqlq::wire

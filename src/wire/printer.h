@@ -1,31 +1,25 @@
-// How the sqlq program prints: one JSON object per line (--json) for
-// scripts, or readable tables for people; errors as one line on stderr; and
-// the table that maps sqlq codes to exit codes (docs/cli.md).
+// How the sqlq program (its commands and `sqlq bench`) prints: one JSON
+// object per line (--json) for scripts, or readable tables for people;
+// errors as one line on stderr; and the table that maps sqlq codes to exit
+// codes (docs/cli.md). The objects themselves come from wire/json.h.
 
-#ifndef SQLQ_CLI_OUTPUT_H_
-#define SQLQ_CLI_OUTPUT_H_
+#ifndef SQLQ_WIRE_PRINTER_H_
+#define SQLQ_WIRE_PRINTER_H_
 
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "sqlq/queue.h"
 #include "sqlq/status.h"
-#include "sqlq/text.h"
 
-namespace sqlq::cli {
+namespace sqlq::wire {
 
 // Exit codes; stable, documented in docs/cli.md.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitInternal = 1;
 inline constexpr int kExitUsage = 2;
 int ExitCode(Code code);
-
-// Sets "payload" (valid UTF-8) or "payload_base64" (anything else).
-void PutPayload(nlohmann::ordered_json& obj, std::string_view payload);
-// RFC 3339, UTC, microseconds: 2026-11-22T10:00:00.123456Z
-std::string FormatTime(Timestamp t);
 
 class Printer {
  public:
@@ -52,6 +46,6 @@ class Printer {
   std::vector<nlohmann::ordered_json> rows_;
 };
 
-}  // namespace sqlq::cli
+}  // namespace sqlq::wire
 
-#endif  // SQLQ_CLI_OUTPUT_H_
+#endif  // SQLQ_WIRE_PRINTER_H_

@@ -1,0 +1,189 @@
+#include "server/config.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "wire/duration.h"
+
+namespace sqlq::server {
+
+namespace {
+
+constexpr SettingSpec kSettings[] = {
+    {"bind", "SQLQ_BIND", "Address to listen on", "127.0.0.1"},
+    {"port", "SQLQ_PORT", "TCP port; 0 picks a free one", "8080"},
+    {"port-file", "SQLQ_PORT_FILE", "Write the bound port to this file", ""},
+    {"tokens", "SQLQ_TOKENS",
+     "Token file (bearer tokens and permissions); required off loopback", ""},
+    {"io-threads", "SQLQ_IO_THREADS", "Network threads", "2"},
+    {"db-threads", "SQLQ_DB_THREADS", "Threads for database calls", "16"},
+    {"max-body", "SQLQ_MAX_BODY", "Largest request body, bytes", "16777216"},
+    {"max-header", "SQLQ_MAX_HEADER", "Largest request head, bytes", "16384"},
+    {"max-batch", "SQLQ_MAX_BATCH", "Most messages per send or acks per call",
+     "1000"},
+    {"max-payload", "SQLQ_MAX_PAYLOAD", "Largest payload, bytes", "1048576"},
+    {"max-reply", "SQLQ_MAX_REPLY",
+     "Largest reply, bytes: claims take fewer messages, listings stop early",
+     "16777216"},
+    {"max-wait", "SQLQ_MAX_WAIT", "Longest claim wait_ms allowed", "60s"},
+    {"max-connections", "SQLQ_MAX_CONNECTIONS", "Open connections allowed",
+     "20000"},
+    {"max-polls-per-token", "SQLQ_MAX_POLLS_PER_TOKEN",
+     "Waiting claims allowed per token", "10000"},
+    {"idle-timeout", "SQLQ_IDLE_TIMEOUT",
+     "Close a keep-alive connection idle this long", "120s"},
+    {"request-timeout", "SQLQ_REQUEST_TIMEOUT",
+     "Time a client has to send a whole request (and read a reply)", "10s"},
+    {"shutdown-timeout", "SQLQ_SHUTDOWN_TIMEOUT",
+     "Longest graceful shutdown before connections are cut", "30s"},
+    {"allowed-hosts", "SQLQ_ALLOWED_HOSTS",
+     "Host names clients may use besides IP addresses and localhost "
+     "(comma-separated; * for any)",
+     ""},
+    {"metrics-public", "SQLQ_METRICS_PUBLIC",
+     "Serve /metrics without a token even with --tokens (true or false)",
+     "false"},
+    {"cors-origins", "SQLQ_CORS_ORIGINS",
+     "Origins of web pages allowed to call the API (comma-separated, "
+     "https://app.example.com)",
+     ""},
+};
+
+std::string Trim(std::string_view s) {
+  auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string_view::npos) return {};
+  auto e = s.find_last_not_of(" \t\r");
+  s = s.substr(b, e - b + 1);
+  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') {
+    s = s.substr(1, s.size() - 2);
+  }
+  return std::string(s);
+}
+
+}  // namespace
+
+std::span<const SettingSpec> ServeSettings() { return kSettings; }
+
+Result<SettingValues> ParseConfigText(std::string_view text,
+                                      std::string_view path) {
+  SettingValues out;
+  int number = 0;
+  while (!text.empty()) {
+    auto nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text =
+        nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+    ++number;
+    if (auto hash = line.find('#'); hash != std::string_view::npos) {
+      line = line.substr(0, hash);
+    }
+    if (Trim(line).empty()) continue;
+    auto eq = line.find('=');
+    if (eq == std::string_view::npos) {
+      return Status::InvalidArgument(
+          fmt::format("{}:{}: expected 'key = value'", path, number));
+    }
+    out[Trim(line.substr(0, eq))] = Trim(line.substr(eq + 1));
+  }
+  return out;
+}
+
+Result<SettingValues> ReadConfigFile(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return Status::NotFound(fmt::format("cannot read '{}'", path));
+  std::ostringstream text;
+  text << f.rdbuf();
+  return ParseConfigText(text.str(), path);
+}
+
+Result<ServerConfig> MakeServerConfig(const SettingValues& values,
+                                      std::string db_url) {
+  for (const auto& [name, value] : values) {
+    bool known = false;
+    for (const SettingSpec& s : kSettings) known |= name == s.name;
+    if (!known) {
+      return Status::InvalidArgument(fmt::format("unknown setting '{}'", name));
+    }
+  }
+  auto get = [&](std::string_view name) -> std::string {
+    if (auto it = values.find(name); it != values.end()) return it->second;
+    for (const SettingSpec& s : kSettings) {
+      if (name == s.name) return s.default_value;
+    }
+    std::abort();  // a name missing from kSettings
+  };
+  ServerConfig c;
+  c.db = std::move(db_url);
+  c.bind = get("bind");
+  c.port_file = get("port-file");
+  c.tokens_file = get("tokens");
+  if (std::string v = get("metrics-public"); v == "true" || v == "false") {
+    c.metrics_public = v == "true";
+  } else {
+    return Status::InvalidArgument(
+        fmt::format("--metrics-public: '{}' is neither true nor false", v));
+  }
+  if (Status s =
+          HttpPolicy::ParseHosts(get("allowed-hosts"), c.policy.allowed_hosts);
+      !s.ok()) {
+    return s;
+  }
+  if (Status s =
+          HttpPolicy::ParseOrigins(get("cors-origins"), c.policy.cors_origins);
+      !s.ok()) {
+    return s;
+  }
+  Limits& l = c.limits;
+  struct IntField {
+    const char* name;
+    std::int64_t min, max;
+    std::function<void(std::int64_t)> set;
+  };
+  const IntField ints[] = {
+      {"port", 0, 65535, [&](std::int64_t v) { c.port = int(v); }},
+      {"io-threads", 1, 64, [&](std::int64_t v) { c.io_threads = int(v); }},
+      {"db-threads", 1, 1024, [&](std::int64_t v) { c.db_threads = int(v); }},
+      {"max-body", 1, 1LL << 30,
+       [&](std::int64_t v) { l.max_body_bytes = std::size_t(v); }},
+      {"max-header", 1024, 1 << 20,
+       [&](std::int64_t v) { l.max_header_bytes = std::size_t(v); }},
+      {"max-batch", 1, 10000, [&](std::int64_t v) { l.max_batch = int(v); }},
+      {"max-payload", 1, 64 << 20,
+       [&](std::int64_t v) { l.max_payload_bytes = std::size_t(v); }},
+      {"max-reply", 4096, 1LL << 30,
+       [&](std::int64_t v) { l.max_reply_bytes = std::size_t(v); }},
+      {"max-connections", 1, 1000000,
+       [&](std::int64_t v) { l.max_connections = int(v); }},
+      {"max-polls-per-token", 1, 1000000,
+       [&](std::int64_t v) { l.max_polls_per_token = int(v); }},
+  };
+  for (const IntField& f : ints) {
+    const std::string v = get(f.name);
+    std::int64_t n = 0;
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || p != v.data() + v.size() || n < f.min ||
+        n > f.max) {
+      return Status::InvalidArgument(fmt::format(
+          "--{}: '{}' is not an integer in {}..{}", f.name, v, f.min, f.max));
+    }
+    f.set(n);
+  }
+  const std::pair<const char*, Duration*> durations[] = {
+      {"max-wait", &l.max_wait},
+      {"idle-timeout", &l.idle_timeout},
+      {"request-timeout", &l.request_timeout},
+      {"shutdown-timeout", &l.shutdown_timeout},
+  };
+  for (auto [name, out] : durations) {
+    auto d = wire::ParseDuration(get(name));
+    if (!d.ok()) return d.status().WithContext(fmt::format("--{}", name));
+    *out = *d;
+  }
+  return c;
+}
+
+}  // namespace sqlq::server

@@ -1,0 +1,71 @@
+#include "server/target.h"
+
+#include "server/reply.h"
+
+namespace sqlq::server {
+
+namespace {
+
+int FromHex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::string PercentDecode(std::string_view in, bool plus_is_space) {
+  std::string out;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '%') {
+      int hi = i + 2 < in.size() ? FromHex(in[i + 1]) : -1;
+      int lo = i + 2 < in.size() ? FromHex(in[i + 2]) : -1;
+      if (i + 2 >= in.size() || hi < 0 || lo < 0) {
+        throw HttpError{400, "bad_request",
+                        "malformed percent-encoding in the URL"};
+      }
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else if (in[i] == '+' && plus_is_space) {
+      out += ' ';
+    } else {
+      out += in[i];
+    }
+  }
+  return out;
+}
+
+Target ParseTarget(std::string_view target) {
+  Target t;
+  auto q = target.find('?');
+  std::string_view path = target.substr(0, q);
+  if (q != std::string_view::npos) {
+    std::string_view rest = target.substr(q + 1);
+    while (!rest.empty()) {
+      auto amp = rest.find('&');
+      std::string_view pair = rest.substr(0, amp);
+      auto eq = pair.find('=');
+      if (!pair.empty()) {
+        t.query[PercentDecode(pair.substr(0, eq), true)] =
+            eq == std::string_view::npos
+                ? ""
+                : PercentDecode(pair.substr(eq + 1), true);
+      }
+      rest = amp == std::string_view::npos ? "" : rest.substr(amp + 1);
+    }
+  }
+  if (path.empty() || path[0] != '/') {
+    throw HttpError{400, "bad_request",
+                    "the request target must be an absolute path"};
+  }
+  path.remove_prefix(1);
+  while (!path.empty()) {
+    auto slash = path.find('/');
+    t.segments.push_back(PercentDecode(path.substr(0, slash)));
+    path = slash == std::string_view::npos ? "" : path.substr(slash + 1);
+  }
+  return t;
+}
+
+}  // namespace sqlq::server

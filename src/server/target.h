@@ -1,0 +1,32 @@
+// The request target of an HTTP request: the path split into
+// percent-decoded segments, and the query string's parameters.
+
+#ifndef SQLQ_SERVER_TARGET_H_
+#define SQLQ_SERVER_TARGET_H_
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sqlq::server {
+
+struct Target {
+  std::vector<std::string> segments;
+  std::map<std::string, std::string> query;
+};
+
+// Decodes %XX escapes; with `plus_is_space` (a query string, form
+// encoding) '+' stands for ' ', in a path segment it is itself. Throws the
+// 400 HttpError (bad_request) for a '%' not followed by two hex digits.
+std::string PercentDecode(std::string_view in, bool plus_is_space = false);
+
+// "/v1/queues/a%20b?limit=10&x" -> {"v1","queues","a b"}, {limit: "10",
+// x: ""}. Empty path segments are kept ("/v1//x" has three); a repeated
+// query key keeps its last value. Throws the 400 HttpError (bad_request)
+// for a target that is not an absolute path or has a bad escape.
+Target ParseTarget(std::string_view target);
+
+}  // namespace sqlq::server
+
+#endif  // SQLQ_SERVER_TARGET_H_

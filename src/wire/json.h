@@ -1,0 +1,78 @@
+// The JSON shapes of sqlq's objects, one definition each, used by both front
+// ends: `sqlq --json` prints these objects and the HTTP API sends them
+// (docs/http-api.md, "Objects"). A key added here appears in both.
+//
+// Times are RFC 3339 in UTC with microseconds; payloads are "payload" when
+// they are text (sqlq/text.h) and "payload_base64" otherwise; durations are
+// integer milliseconds in keys ending in _ms.
+
+#ifndef SQLQ_WIRE_JSON_H_
+#define SQLQ_WIRE_JSON_H_
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "sqlq/queue.h"
+#include "sqlq/ring.h"
+#include "sqlq/rotation.h"
+#include "sqlq/status.h"
+
+namespace sqlq::wire {
+
+using Json = nlohmann::ordered_json;
+
+// RFC 3339, UTC, microseconds: 2026-11-22T10:00:00.123456Z
+std::string FormatTime(Timestamp t);
+// Sets "payload" (text) or "payload_base64" (anything else).
+void PutPayload(Json& obj, std::string_view payload);
+// Appends `s` (valid UTF-8) as a JSON string, escaped as nlohmann::json
+// escapes it, for replies written directly rather than through Json.
+void AppendJsonString(std::string& out, std::string_view s);
+
+// {"max_attempts", "lease_ms", "backoff_base_ms", "backoff_max_ms",
+//  "archive", "retention_ms", "max_payload_bytes"}
+Json QueueOptionsJson(const QueueOptions& o);
+// {"name", "kind": "queue", the options' keys, "created_at"}; created_at is
+// left out when unknown (zero).
+Json QueueJson(const QueueInfo& q);
+// {"name", "ready", "delayed", "leased", "dead", "archived",
+//  "oldest_ready_age_ms", "sends", "claims", "acks", "nacks", "expirations",
+//  "dead_lettered"}
+Json StatsJson(const QueueStats& s);
+
+// {"id", "receipt", "attempt", "priority", payload, "enqueued_at",
+//  "lease_expires_at"}
+Json ClaimedJson(const ClaimedMessage& m);
+// The same object as ClaimedJson, appended as text: claim replies are the
+// server's hottest path and skip building a Json tree.
+void AppendClaimed(std::string& out, const ClaimedMessage& m);
+// {"id", "priority", "attempts", "last_error", payload, "enqueued_at",
+//  "died_at"}
+Json DeadLetterJson(const DeadLetter& d);
+// {"id", "priority", "attempts", "worker", payload, "enqueued_at",
+//  "completed_at"}
+Json ArchivedJson(const ArchivedMessage& a);
+
+// {"name", "kind": "ring", "capacity", "max_payload_bytes"}
+Json RingJson(std::string_view name, const RingOptions& o);
+// {"seq", "group", payload, "pushed_at"}
+Json RingEntryJson(const RingEntry& e);
+// {"group", "entries"}
+Json RingGroupJson(const RingGroup& g);
+// {"name", "capacity", "groups", "entries", "pushes"}
+Json RingStatsJson(const RingStats& s);
+
+// {"name", "kind": "rotation", "max_failures", "max_payload_bytes"}
+Json RotationJson(std::string_view name, const RotationOptions& o);
+// {"key", payload, "served", "failures", "parked"}
+Json RotationItemJson(const RotationItem& i);
+// {"name", "max_failures", "items", "parked", "serves"}
+Json RotationStatsJson(const RotationStats& s);
+
+// {"code", "message"}: the value of "error" in every error reply.
+Json ErrorJson(const Status& s);
+
+}  // namespace sqlq::wire
+
+#endif  // SQLQ_WIRE_JSON_H_

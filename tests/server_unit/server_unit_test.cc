@@ -1,0 +1,250 @@
+// The server's parts called directly, without a socket: routing and
+// authentication through Api::Handle over a real SQLite store, token globs
+// and token files, the config file and settings, and URL decoding. What a
+// client sees over real HTTP is tested in tests/server.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "server/api.h"
+#include "server/auth.h"
+#include "server/config.h"
+#include "server/reply.h"
+#include "server/target.h"
+#include "sqlq/store.h"
+#include "tests/support/test_util.h"
+
+namespace sqlq::server {
+namespace {
+
+using test::TempDir;
+using Json = nlohmann::ordered_json;
+
+// ---- URL decoding ---------------------------------------------------------
+
+TEST(Target, SplitsPathAndDecodesSegmentsAndQuery) {
+  Target t = ParseTarget("/v1/queues/a%20b%2Fc?limit=10&name=x+y%21&flag");
+  EXPECT_EQ(t.segments, (std::vector<std::string>{"v1", "queues", "a b/c"}));
+  EXPECT_EQ(t.query.at("limit"), "10");
+  EXPECT_EQ(t.query.at("name"), "x y!");  // '+' is a space in a query
+  EXPECT_EQ(t.query.at("flag"), "");
+  // In a path segment '+' is itself.
+  EXPECT_EQ(ParseTarget("/a+b").segments, (std::vector<std::string>{"a+b"}));
+}
+
+TEST(Target, BadEscapesAndRelativeTargetsAre400) {
+  for (const char* bad : {"/v1/%", "/v1/%4", "/v1/%zz", "/v1?x=%g0", "v1"}) {
+    try {
+      ParseTarget(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const HttpError& e) {
+      EXPECT_EQ(e.status, 400u) << bad;
+      EXPECT_EQ(e.code, "bad_request") << bad;
+    }
+  }
+  EXPECT_EQ(PercentDecode("%41%62%2b"), "Ab+");
+}
+
+// ---- token globs and files -----------------------------------------------
+
+TEST(Auth, GlobsMatchWholeNames) {
+  EXPECT_TRUE(GlobMatch("*", "anything"));
+  EXPECT_TRUE(GlobMatch("jobs-*", "jobs-"));
+  EXPECT_TRUE(GlobMatch("jobs-*", "jobs-emails"));
+  EXPECT_FALSE(GlobMatch("jobs-*", "job-emails"));
+  EXPECT_TRUE(GlobMatch("q?", "q1"));
+  EXPECT_FALSE(GlobMatch("q?", "q"));
+  EXPECT_FALSE(GlobMatch("q?", "q12"));
+  EXPECT_TRUE(GlobMatch("a*b*c", "aXXbYYc"));
+  EXPECT_FALSE(GlobMatch("a*b*c", "aXXbYY"));
+  EXPECT_FALSE(GlobMatch("emails", "emails2"));
+}
+
+TEST(Auth, TokenFileGrantsWhatItSaysAndNoMore) {
+  TempDir dir;
+  const std::string path = (dir.path() / "tokens").string();
+  std::ofstream(path) << "# workers\n"
+                         "worker-token send,claim:jobs-*\n"
+                         "admin-token admin:*\n";
+  auto auth = Auth::Load(path);
+  ASSERT_TRUE(auth.ok()) << auth.status().ToString();
+  ASSERT_TRUE(auth->enabled());
+  EXPECT_EQ(auth->Find("nobody"), nullptr);
+  const TokenEntry* w = auth->Find("worker-token");
+  ASSERT_NE(w, nullptr);
+  EXPECT_TRUE(Auth::Allows(*w, kSend, "jobs-emails"));
+  EXPECT_TRUE(Auth::Allows(*w, kClaim, "jobs-emails"));
+  EXPECT_FALSE(Auth::Allows(*w, kAdmin, "jobs-emails"));
+  EXPECT_FALSE(Auth::Allows(*w, kSend, "billing"));
+  EXPECT_FALSE(Auth::Sees(*w, "billing"));
+  EXPECT_FALSE(Auth::ReadsMetrics(*w));
+  const TokenEntry* a = auth->Find("admin-token");
+  ASSERT_NE(a, nullptr);
+  EXPECT_TRUE(Auth::Allows(*a, kSend, "billing"));  // admin includes send
+  EXPECT_TRUE(Auth::ReadsMetrics(*a));
+
+  std::ofstream(path) << "same-token send:a\nsame-token claim:b\n";
+  EXPECT_EQ(Auth::Load(path).status().code(), Code::kInvalidArgument);
+  std::ofstream(path) << "some-token fly:a\n";
+  EXPECT_EQ(Auth::Load(path).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Auth::Load((dir.path() / "missing").string()).status().code(),
+            Code::kNotFound);
+}
+
+// ---- settings and the config file ----------------------------------------
+
+TEST(Config, FileLinesCommentsAndQuotes) {
+  auto v = ParseConfigText(
+      "# a comment\n\nmax-batch = 5   # five\nbind=\"0.0.0.0\"\r\n", "f.conf");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->size(), 2u);
+  EXPECT_EQ(v->at("max-batch"), "5");
+  EXPECT_EQ(v->at("bind"), "0.0.0.0");
+  auto bad = ParseConfigText("port = 1\nno equals sign\n", "f.conf");
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("f.conf:2"), std::string::npos)
+      << bad.status().message();
+}
+
+TEST(Config, DefaultsAndConvertedValues) {
+  auto c = MakeServerConfig({}, "sqlite:x.db");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->db, "sqlite:x.db");
+  EXPECT_EQ(c->bind, "127.0.0.1");
+  EXPECT_EQ(c->port, 8080);
+  EXPECT_EQ(c->limits.max_batch, 1000);
+  EXPECT_EQ(c->limits.max_wait, std::chrono::seconds(60));
+  EXPECT_FALSE(c->metrics_public);
+
+  auto d = MakeServerConfig({{"max-batch", "7"},
+                             {"max-wait", "1500ms"},
+                             {"metrics-public", "true"},
+                             {"port", "0"}},
+                            "sqlite:x.db");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->limits.max_batch, 7);
+  EXPECT_EQ(d->limits.max_wait, std::chrono::milliseconds(1500));
+  EXPECT_TRUE(d->metrics_public);
+  EXPECT_EQ(d->port, 0);
+}
+
+TEST(Config, BadValuesNameTheirFlag) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"max-batch", "0"},       {"max-batch", "10001"},
+      {"port", "65536"},        {"port", "80x"},
+      {"max-wait", "soon"},     {"metrics-public", "yes"},
+      {"allowed-hosts", "a b"}, {"cors-origins", "example.com"},
+      {"max-reply", "4095"},
+  };
+  for (auto [name, value] : bad) {
+    auto c = MakeServerConfig({{name, value}}, "sqlite:x.db");
+    EXPECT_EQ(c.status().code(), Code::kInvalidArgument) << name << value;
+  }
+  auto c = MakeServerConfig({{"max-batch", "0"}}, "sqlite:x.db");
+  EXPECT_NE(c.status().message().find("--max-batch"), std::string::npos);
+  auto unknown = MakeServerConfig({{"max-bach", "1"}}, "sqlite:x.db");
+  EXPECT_EQ(unknown.status().code(), Code::kInvalidArgument);
+}
+
+TEST(Config, EveryFlagHasAnEnvironmentVariable) {
+  for (const SettingSpec& s : ServeSettings()) {
+    std::string env = "SQLQ_";
+    for (const char* p = s.name; *p != '\0'; ++p) {
+      env += *p == '-' ? '_' : static_cast<char>(std::toupper(*p));
+    }
+    EXPECT_EQ(env, s.env) << s.name;
+  }
+}
+
+// ---- routing and authentication through Api::Handle ----------------------
+
+class Routing : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = Store::Open("sqlite:" + (dir_.path() / "q.db").string());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+  }
+  Api MakeApi(const Auth& auth) {
+    return Api(*store_, limits_, auth, metrics_,
+               {.read = [] { return Metrics::Gauges{}; },
+                .shutting_down = [] { return false; }});
+  }
+  static Json Body(const Outcome& o) { return Json::parse(o.reply.Body()); }
+
+  TempDir dir_;
+  std::unique_ptr<Store> store_;
+  Limits limits_;
+  Metrics metrics_;
+};
+
+TEST_F(Routing, RoutesMethodsAndUnknownPaths) {
+  Auth open = Auth::AllowAll();
+  Api api = MakeApi(open);
+  Outcome created = api.Handle({"POST", "/v1/queues/jobs", "", "{}"});
+  EXPECT_EQ(created.reply.status, 201u);
+  EXPECT_EQ(Body(created)["kind"], "queue");
+  EXPECT_TRUE(Body(created).contains("created_at"));
+
+  Outcome sent = api.Handle({"POST", "/v1/queues/jobs/messages", "",
+                             R"({"messages":[{"payload":"a"}]})"});
+  EXPECT_EQ(sent.reply.status, 200u);
+  Outcome got = api.Handle({"GET", "/v1/queues/jobs", "", ""});
+  EXPECT_EQ(Body(got)["stats"]["ready"], 1);
+  EXPECT_EQ(Body(got)["stats"]["name"], "jobs");
+
+  EXPECT_EQ(api.Handle({"PUT", "/v1/queues/jobs", "", ""}).reply.status, 405u);
+  Outcome none = api.Handle({"GET", "/v1/nothing/here", "", ""});
+  EXPECT_EQ(none.reply.status, 404u);
+  EXPECT_EQ(Body(none)["error"]["code"], "no_route");
+  Outcome missing = api.Handle({"GET", "/v1/queues/nope", "", ""});
+  EXPECT_EQ(Body(missing)["error"]["code"], "not_found");
+  // A claim that may wait is handed back to the server to park (it claims
+  // first there); one that may not is answered at once.
+  Outcome wait = api.Handle(
+      {"POST", "/v1/queues/jobs/claim", "", R"({"max":5,"wait_ms":1000})"});
+  ASSERT_TRUE(wait.park.has_value());
+  EXPECT_EQ(wait.park->options.max, 5);
+  Outcome now = api.Handle({"POST", "/v1/queues/jobs/claim", "", "{}"});
+  EXPECT_FALSE(now.park.has_value());
+  EXPECT_EQ(Body(now)["messages"].size(), 1u);
+}
+
+TEST_F(Routing, TokensAreCheckedOnEveryRoute) {
+  const std::string path = (dir_.path() / "tokens").string();
+  std::ofstream(path) << "sender-token send:jobs\nboss-token admin:*\n";
+  auto auth = Auth::Load(path);
+  ASSERT_TRUE(auth.ok());
+  Api api = MakeApi(*auth);
+  EXPECT_EQ(api.Handle({"POST", "/v1/queues/jobs", "Bearer boss-token", "{}"})
+                .reply.status,
+            201u);
+  EXPECT_EQ(api.Handle({"GET", "/v1/queues", "", ""}).reply.status, 401u);
+  EXPECT_EQ(api.Handle({"GET", "/v1/queues", "Bearer wrong", ""}).reply.status,
+            401u);
+  EXPECT_EQ(
+      api.Handle({"POST", "/v1/queues/jobs/messages", "bearer sender-token",
+                  R"({"messages":[{"payload":"a"}]})"})
+          .reply.status,
+      200u);
+  EXPECT_EQ(
+      api.Handle({"POST", "/v1/queues/jobs/claim", "Bearer sender-token", "{}"})
+          .reply.status,
+      403u);
+  EXPECT_EQ(api.Handle({"DELETE", "/v1/queues/jobs", "Bearer sender-token", ""})
+                .reply.status,
+            403u);
+  // /metrics needs a metrics or admin grant.
+  EXPECT_EQ(
+      api.Handle({"GET", "/metrics", "Bearer sender-token", ""}).reply.status,
+      403u);
+  EXPECT_EQ(
+      api.Handle({"GET", "/metrics", "Bearer boss-token", ""}).reply.status,
+      200u);
+}
+
+}  // namespace
+}  // namespace sqlq::server

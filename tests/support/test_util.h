@@ -1,0 +1,120 @@
+// What every sqlq test uses, engine or not: readable failures for codes
+// and statuses, ASSERT_OK and friends, a manual clock and a temporary
+// directory. Needs no database client header, so core's unit tests build
+// with it alone.
+
+#ifndef SQLQ_TESTS_SUPPORT_TEST_UTIL_H_
+#define SQLQ_TESTS_SUPPORT_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <utility>
+
+#include "sqlq/queue.h"
+#include "sqlq/status.h"
+#include "sqlq/store.h"
+
+namespace sqlq {
+
+// So that failed EXPECT_EQ on codes print "not_found", not a byte dump.
+inline void PrintTo(Code code, std::ostream* os) { *os << CodeName(code); }
+inline void PrintTo(const Status& s, std::ostream* os) { *os << s.ToString(); }
+
+namespace test {
+
+inline const Status& StatusOf(const Status& s) { return s; }
+template <typename T>
+const Status& StatusOf(const Result<T>& r) {
+  return r.status();
+}
+
+// Microseconds since the epoch: comparable and printable in assertions.
+inline std::int64_t Us(Timestamp t) { return t.time_since_epoch().count(); }
+
+// A Clock that moves only when told to. Thread-safe.
+class ManualClock : public Clock {
+ public:
+  // 2024-01-01T00:00:00Z: any fixed instant will do.
+  static constexpr Timestamp kStart =
+      Timestamp(std::chrono::seconds(1704067200));
+
+  explicit ManualClock(Timestamp start = kStart) : now_us_(Us(start)) {}
+
+  Timestamp Now() override {
+    return Timestamp(std::chrono::microseconds(now_us_.load()));
+  }
+  void Advance(std::chrono::microseconds d) { now_us_ += d.count(); }
+
+ private:
+  std::atomic<std::int64_t> now_us_;
+};
+
+// A fresh directory under /tmp, removed with its contents when destroyed.
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = "/tmp/sqlq-test-XXXXXX";
+    if (mkdtemp(templ.data()) == nullptr) {
+      ADD_FAILURE() << "mkdtemp failed";
+    }
+    path_ = templ;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace test
+}  // namespace sqlq
+
+#define SQLQ_TEST_CONCAT_INNER(a, b) a##b
+#define SQLQ_TEST_CONCAT(a, b) SQLQ_TEST_CONCAT_INNER(a, b)
+
+// ASSERT_OK(status_or_result): fails the test, printing the status.
+#define ASSERT_OK(expr)                                                      \
+  do {                                                                       \
+    const auto& sqlq_test_r_ = (expr);                                       \
+    ASSERT_TRUE(::sqlq::test::StatusOf(sqlq_test_r_).ok())                   \
+        << #expr << ": " << ::sqlq::test::StatusOf(sqlq_test_r_).ToString(); \
+  } while (0)
+
+#define EXPECT_OK(expr)                                                      \
+  do {                                                                       \
+    const auto& sqlq_test_r_ = (expr);                                       \
+    EXPECT_TRUE(::sqlq::test::StatusOf(sqlq_test_r_).ok())                   \
+        << #expr << ": " << ::sqlq::test::StatusOf(sqlq_test_r_).ToString(); \
+  } while (0)
+
+// EXPECT_CODE(status_or_result, sqlq::Code::kNotFound)
+#define EXPECT_CODE(expr, expected_code)                                     \
+  do {                                                                       \
+    const auto& sqlq_test_r_ = (expr);                                       \
+    EXPECT_EQ(::sqlq::test::StatusOf(sqlq_test_r_).code(), expected_code)    \
+        << #expr << ": " << ::sqlq::test::StatusOf(sqlq_test_r_).ToString(); \
+  } while (0)
+
+// ASSERT_OK_AND_ASSIGN(auto x, result_expr): declares (or assigns) lhs from
+// the value of an OK result; fails the test otherwise.
+#define ASSERT_OK_AND_ASSIGN(lhs, expr)                                     \
+  SQLQ_TEST_ASSIGN_IMPL(SQLQ_TEST_CONCAT(sqlq_test_result_, __LINE__), lhs, \
+                        expr)
+#define SQLQ_TEST_ASSIGN_IMPL(tmp, lhs, expr)                        \
+  auto tmp = (expr);                                                 \
+  ASSERT_TRUE(tmp.ok()) << #expr << ": " << tmp.status().ToString(); \
+  lhs = std::move(tmp).value()
+
+#endif  // SQLQ_TESTS_SUPPORT_TEST_UTIL_H_
