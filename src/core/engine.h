@@ -272,127 +272,71 @@ class Engine {
                                             Micros retention) = 0;
 
   // --- rings and rotations -----------------------------------------------
-  // An engine that does not implement these yet inherits the defaults,
-  // which refuse with kFailedPrecondition naming the kind; the conformance
-  // suite lists which engines implement them (tests/conformance).
   // Rings (docs/rings-and-rotations.md).
   // Names share one namespace with queues and rotations: kAlreadyExists for
   // a name of any kind; Get* answers kFailedPrecondition for a name of
   // another kind.
   virtual Result<RingRecord> CreateRing(Conn& conn, std::string_view name,
-                                        const RingOptions& options) {
-    return Unsupported(conn, name, options);
-  }
-  virtual Result<RingRecord> GetRing(Conn& conn, std::string_view name) {
-    return Unsupported(conn, name);
-  }
-  virtual Status DropRing(Conn& conn, std::int64_t ring_id) {
-    return Unsupported(conn, ring_id);
-  }
+                                        const RingOptions& options) = 0;
+  virtual Result<RingRecord> GetRing(Conn& conn, std::string_view name) = 0;
+  virtual Status DropRing(Conn& conn, std::int64_t ring_id) = 0;
   // Appends to the group and, when the group then holds more than the
   // ring's capacity (read in the same transaction, so a concurrent
   // SetCapacity is honoured), deletes its oldest entries down to capacity.
   virtual Result<RingEntry> RingPush(Conn& conn, std::int64_t ring_id,
                                      std::string_view group,
-                                     std::string_view payload) {
-    return Unsupported(conn, ring_id, group, payload);
-  }
+                                     std::string_view payload) = 0;
   // Entries of `group` in the options' order, from after options.after_seq
   // (RingReadBound gives the seq bound to compare with).
   virtual Result<std::vector<RingEntry>> RingRead(
       Conn& conn, std::int64_t ring_id, std::string_view group,
-      const RingReadOptions& options) {
-    return Unsupported(conn, ring_id, group, options);
-  }
+      const RingReadOptions& options) = 0;
   virtual Result<std::vector<RingGroup>> RingGroups(Conn& conn,
-                                                    std::int64_t ring_id) {
-    return Unsupported(conn, ring_id);
-  }
+                                                    std::int64_t ring_id) = 0;
   virtual Status RingDelete(Conn& conn, std::int64_t ring_id,
-                            std::string_view group, std::int64_t seq) {
-    return Unsupported(conn, ring_id, group, seq);
-  }
+                            std::string_view group, std::int64_t seq) = 0;
   virtual Result<std::int64_t> RingDeleteGroup(Conn& conn, std::int64_t ring_id,
-                                               std::string_view group) {
-    return Unsupported(conn, ring_id, group);
-  }
+                                               std::string_view group) = 0;
   // Returns the number of entries evicted.
   virtual Result<std::int64_t> RingSetCapacity(Conn& conn, std::int64_t ring_id,
-                                               std::int64_t capacity) {
-    return Unsupported(conn, ring_id, capacity);
-  }
-  virtual Result<RingStats> RingStatsOf(Conn& conn, std::int64_t ring_id) {
-    return Unsupported(conn, ring_id);
-  }
+                                               std::int64_t capacity) = 0;
+  virtual Result<RingStats> RingStatsOf(Conn& conn, std::int64_t ring_id) = 0;
 
   // Rotations (docs/rings-and-rotations.md).
   virtual Result<RotationRecord> CreateRotation(
-      Conn& conn, std::string_view name, const RotationOptions& options) {
-    return Unsupported(conn, name, options);
-  }
+      Conn& conn, std::string_view name, const RotationOptions& options) = 0;
   virtual Result<RotationRecord> GetRotation(Conn& conn,
-                                             std::string_view name) {
-    return Unsupported(conn, name);
-  }
-  virtual Status DropRotation(Conn& conn, std::int64_t rotation_id) {
-    return Unsupported(conn, rotation_id);
-  }
+                                             std::string_view name) = 0;
+  virtual Status DropRotation(Conn& conn, std::int64_t rotation_id) = 0;
   // kAlreadyExists when the key is present (and then writes nothing).
   virtual Status RotationAdd(Conn& conn, std::int64_t rotation_id,
-                             std::string_view key, std::string_view payload) {
-    return Unsupported(conn, rotation_id, key, payload);
-  }
+                             std::string_view key,
+                             std::string_view payload) = 0;
   virtual Status RotationRemove(Conn& conn, std::int64_t rotation_id,
-                                std::string_view key) {
-    return Unsupported(conn, rotation_id, key);
-  }
+                                std::string_view key) = 0;
   // The n least recently served unparked items, ordered by (last served
   // stamp, added stamp), each stamped with its own new value of the
   // rotation's counter, increasing in the order returned (one shared stamp
   // would let ties fall back to the order of addition and break the
   // round-robin). Writes nothing when there is nothing to serve.
   virtual Result<std::vector<RotationItem>> RotationNext(
-      Conn& conn, std::int64_t rotation_id, int n) {
-    return Unsupported(conn, rotation_id, n);
-  }
+      Conn& conn, std::int64_t rotation_id, int n) = 0;
   // failures += 1; parked once failures >= max_failures (core's rule).
   virtual Result<RotationItem> RotationFail(Conn& conn,
                                             std::int64_t rotation_id,
                                             std::string_view key,
-                                            int max_failures) {
-    return Unsupported(conn, rotation_id, key, max_failures);
-  }
+                                            int max_failures) = 0;
   // failures = 0; kFailedPrecondition (writing nothing) when parked.
   virtual Result<RotationItem> RotationOk(Conn& conn, std::int64_t rotation_id,
-                                          std::string_view key) {
-    return Unsupported(conn, rotation_id, key);
-  }
+                                          std::string_view key) = 0;
   // failures = 0 and unparked.
   virtual Result<RotationItem> RotationReset(Conn& conn,
                                              std::int64_t rotation_id,
-                                             std::string_view key) {
-    return Unsupported(conn, rotation_id, key);
-  }
+                                             std::string_view key) = 0;
   virtual Result<std::vector<RotationItem>> RotationList(
-      Conn& conn, std::int64_t rotation_id) {
-    return Unsupported(conn, rotation_id);
-  }
+      Conn& conn, std::int64_t rotation_id) = 0;
   virtual Result<RotationStats> RotationStatsOf(Conn& conn,
-                                                std::int64_t rotation_id) {
-    return Unsupported(conn, rotation_id);
-  }
-
- protected:
-  // The kind name for Unsupported's message: "sqlite", "postgres", ...
-  virtual std::string_view kind() const { return "this"; }
-
- private:
-  template <typename... Args>
-  Status Unsupported(const Args&...) const {
-    return Status::FailedPrecondition(
-        std::string("rings and rotations are not supported by the ") +
-        std::string(kind()) + " engine yet");
-  }
+                                                std::int64_t rotation_id) = 0;
 };
 
 }  // namespace sqlq::core

@@ -163,6 +163,78 @@ class FakeEngine : public Engine {
   Result<std::int64_t> PruneArchive(Conn&, std::int64_t, Micros) override {
     return Unused();
   }
+  // Rings and rotations: not used by the batcher's tests.
+  Result<RingRecord> CreateRing(Conn&, std::string_view,
+                                const RingOptions&) override {
+    return Unused();
+  }
+  Result<RingRecord> GetRing(Conn&, std::string_view) override {
+    return Unused();
+  }
+  Status DropRing(Conn&, std::int64_t) override { return Unused(); }
+  Result<RingEntry> RingPush(Conn&, std::int64_t, std::string_view,
+                             std::string_view) override {
+    return Unused();
+  }
+  Result<std::vector<RingEntry>> RingRead(Conn&, std::int64_t, std::string_view,
+                                          const RingReadOptions&) override {
+    return Unused();
+  }
+  Result<std::vector<RingGroup>> RingGroups(Conn&, std::int64_t) override {
+    return Unused();
+  }
+  Status RingDelete(Conn&, std::int64_t, std::string_view,
+                    std::int64_t) override {
+    return Unused();
+  }
+  Result<std::int64_t> RingDeleteGroup(Conn&, std::int64_t,
+                                       std::string_view) override {
+    return Unused();
+  }
+  Result<std::int64_t> RingSetCapacity(Conn&, std::int64_t,
+                                       std::int64_t) override {
+    return Unused();
+  }
+  Result<RingStats> RingStatsOf(Conn&, std::int64_t) override {
+    return Unused();
+  }
+  Result<RotationRecord> CreateRotation(Conn&, std::string_view,
+                                        const RotationOptions&) override {
+    return Unused();
+  }
+  Result<RotationRecord> GetRotation(Conn&, std::string_view) override {
+    return Unused();
+  }
+  Status DropRotation(Conn&, std::int64_t) override { return Unused(); }
+  Status RotationAdd(Conn&, std::int64_t, std::string_view,
+                     std::string_view) override {
+    return Unused();
+  }
+  Status RotationRemove(Conn&, std::int64_t, std::string_view) override {
+    return Unused();
+  }
+  Result<std::vector<RotationItem>> RotationNext(Conn&, std::int64_t,
+                                                 int) override {
+    return Unused();
+  }
+  Result<RotationItem> RotationFail(Conn&, std::int64_t, std::string_view,
+                                    int) override {
+    return Unused();
+  }
+  Result<RotationItem> RotationOk(Conn&, std::int64_t,
+                                  std::string_view) override {
+    return Unused();
+  }
+  Result<RotationItem> RotationReset(Conn&, std::int64_t,
+                                     std::string_view) override {
+    return Unused();
+  }
+  Result<std::vector<RotationItem>> RotationList(Conn&, std::int64_t) override {
+    return Unused();
+  }
+  Result<RotationStats> RotationStatsOf(Conn&, std::int64_t) override {
+    return Unused();
+  }
 
  private:
   std::mutex mu_;

@@ -106,19 +106,19 @@ TEST_F(SameObjects, CreateReplies) {
   }
   EXPECT_EQ(cli_queue[0], server_queue);
 
-  Json server_ring = c.Post("/v1/rings/r1", {{"capacity", 3}}).json;
-  std::vector<Json> cli_ring = Cli("ring create r2 --capacity 3");
-  ASSERT_EQ(cli_ring.size(), 1u);
-  server_ring.erase("name");
-  cli_ring[0].erase("name");
-  EXPECT_EQ(cli_ring[0], server_ring);
-
-  Json server_rot = c.Post("/v1/rotations/p1", {{"max_failures", 2}}).json;
-  std::vector<Json> cli_rot = Cli("rotation create p2 --max-failures 2");
-  ASSERT_EQ(cli_rot.size(), 1u);
-  server_rot.erase("name");
-  cli_rot[0].erase("name");
-  EXPECT_EQ(cli_rot[0], server_rot);
+  // Rings and rotations: the same object but for the name.
+  const std::pair<Json, std::string> pairs[] = {
+      {c.Post("/v1/rings/r1", {{"capacity", 3}}).json,
+       "ring create r2 --capacity 3"},
+      {c.Post("/v1/rotations/p1", {{"max_failures", 2}}).json,
+       "rotation create p2 --max-failures 2"}};
+  for (auto [server_obj, cli_args] : pairs) {
+    std::vector<Json> cli = Cli(cli_args);
+    ASSERT_EQ(cli.size(), 1u) << cli_args;
+    server_obj.erase("name");
+    cli[0].erase("name");
+    EXPECT_EQ(cli[0], server_obj) << cli_args;
+  }
 }
 
 }  // namespace

@@ -168,11 +168,7 @@ bool MyConn::InTransaction() const {
 }
 
 void MyConn::ResetTxState() {
-  retry_tx = false;
-  tx_error.reset();
-  tx_now_us.reset();
-  known_queues.clear();
-  pending_counters.clear();
+  core::TxConn::ResetTxState();
   bumps = 0;
 }
 

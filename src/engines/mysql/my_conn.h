@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/engine.h"
+#include "core/tx_conn.h"
 
 namespace sqlq::engines::mysql {
 
@@ -105,7 +106,7 @@ class Rows {
 
 using core::QueueCounters;
 
-class MyConn : public core::Conn {
+class MyConn : public core::TxConn {
  public:
   // Takes ownership of `conn` when `owned`.
   MyConn(MYSQL* conn, bool owned) : conn_(conn), owned_(owned) {}
@@ -119,6 +120,8 @@ class MyConn : public core::Conn {
 
   MYSQL* my() const { return conn_; }
   bool healthy() const { return !broken_; }
+  bool StillOpen() { return healthy(); }
+  bool Poolable() const { return healthy() && !tx_open && !InTransaction(); }
   bool owned() const { return owned_; }
   // The server says a transaction is open on this connection.
   bool InTransaction() const;
@@ -142,25 +145,13 @@ class MyConn : public core::Conn {
   // returns one integer: that integer.
   Result<std::int64_t> ExecScalar(std::string_view sql, std::string_view what);
 
-  // State of the open transaction, reset when one begins.
-  void ResetTxState();
-  // A deadlock or lock wait timeout in this transaction: the whole
-  // transaction may be run again.
-  bool retry_tx = false;
-  // A statement failed: the transaction is not committed.
-  std::optional<Status> tx_error;
-  // The database clock of this transaction, microseconds since the epoch.
-  std::optional<std::int64_t> tx_now_us;
-  bool read_only = false;
+  // The engine's own state of the open transaction, beside core's
+  // (core::TxConn, whose retry_tx a deadlock or lock wait timeout sets).
+  void ResetTxState() override;
   // We began a transaction on this connection and have not seen its COMMIT
   // or ROLLBACK succeed. Such a connection is closed (the server rolls the
   // transaction back), never pooled, whatever the server status flag says.
   bool tx_open = false;
-  // Queues checked (and in write transactions share-locked) in this
-  // transaction.
-  std::unordered_set<std::int64_t> known_queues;
-  bool defer_counters = false;
-  std::map<std::int64_t, QueueCounters> pending_counters;
   // sends + nacks written to sqlq_counters by this transaction (the wake-up
   // poller ignores the process's own bumps).
   std::int64_t bumps = 0;

@@ -10,8 +10,8 @@
 // reads run in a REPEATABLE READ READ ONLY snapshot.
 //
 // Deadlocks (1213) and lock wait timeouts (1205) roll the transaction back;
-// Write() runs it again, up to kTxAttempts times, so they do not reach the
-// caller.
+// Write() runs it again (core::RetryPolicy, core/tx_conn.h), so they do not
+// reach the caller.
 //
 // Clean failures (engine.h): operations check their preconditions with
 // reads before they write. The one expected failing statement, a duplicate
@@ -41,6 +41,11 @@
 #include <thread>
 #include <vector>
 
+#include "core/errors.h"
+#include "core/migrate.h"
+#include "core/rows.h"
+#include "core/tx_conn.h"
+#include "core/url_params.h"
 #include "engines/mysql/my_conn.h"
 #include "engines/mysql/schema.h"
 
@@ -51,9 +56,6 @@ namespace {
 using core::Conn;
 using core::Micros;
 
-// Runs of a write transaction that hit a deadlock or lock wait timeout
-// before the caller sees kBusy.
-constexpr int kTxAttempts = 10;
 // Idle connections kept for reuse.
 constexpr std::size_t kMaxIdle = 16;
 // Rows per multi-row INSERT, and bytes of payload per INSERT (well below
@@ -77,18 +79,9 @@ constexpr const char* kSessionSql =
     "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION', "
     "time_zone = '+00:00', innodb_lock_wait_timeout = 5, autocommit = 1";
 
-std::int64_t Us(Timestamp t) { return t.time_since_epoch().count(); }
-Timestamp FromUs(std::int64_t us) { return Timestamp(Micros(us)); }
-std::int64_t Us(Duration d) {
-  return std::chrono::duration_cast<Micros>(d).count();
-}
-// Lease tokens are unsigned 64-bit; stored as the BIGINT with the same bits.
-std::int64_t TokenBits(std::uint64_t t) { return static_cast<std::int64_t>(t); }
-
-Status QueueGone(std::int64_t queue_id) {
-  return Status::NotFound(
-      fmt::format("queue (id {}) no longer exists: it was dropped", queue_id));
-}
+using core::FromUs;
+using core::TokenBits;
+using core::Us;
 
 // "?, ?, ?" for `n` placeholders.
 std::string Marks(std::size_t n) {
@@ -124,6 +117,8 @@ struct ConnParams {
   std::string ssl = "prefer";  // disable, prefer, require, verify-ca/full
   std::string ssl_ca, ssl_cert, ssl_key;
   unsigned int connect_timeout = 10;
+  // Tuning (docs/engines/mysql.md): group commits run at once.
+  int write_groups = 1;
 };
 
 Result<std::string> Decode(std::string_view s, std::string_view what) {
@@ -270,6 +265,10 @@ Result<ConnParams> ParseUrl(std::string_view url) {
       p.connect_timeout = static_cast<unsigned int>(t);
     } else if (key == "socket") {
       p.socket = *value;
+    } else if (key == "write_groups") {
+      auto n = core::ParseUrlInt(key, *value, 1, 64);
+      if (!n.ok()) return n.status();
+      p.write_groups = static_cast<int>(*n);
     } else {
       return bad(fmt::format("unknown parameter '{}'", key));
     }
@@ -387,14 +386,9 @@ class Poller {
 class MysqlEngine : public core::Engine {
  public:
   MysqlEngine(ConnParams params, std::shared_ptr<Clock> clock)
-      : params_(std::move(params)), clock_(std::move(clock)) {
-    if (const char* env = std::getenv("SQLQ_MY_WRITE_GROUPS")) {
-      const int n = std::atoi(env);
-      if (n >= 1 && n <= 64) write_groups_ = n;
-    }
-    std::random_device rd;
-    rng_.seed(rd());
-  }
+      : params_(std::move(params)),
+        clock_(std::move(clock)),
+        pool_([this] { return Connect(); }, kMaxIdle) {}
 
   ~MysqlEngine() override { poller_.reset(); }
 
@@ -410,27 +404,18 @@ class MysqlEngine : public core::Engine {
   // --- transactions -------------------------------------------------------
 
   Status Write(const std::function<Status(Conn&)>& body) override {
-    Status s;
-    for (int attempt = 0; attempt < kTxAttempts; ++attempt) {
-      auto conn = AcquireBegun(/*read_only=*/false);
-      if (!conn.ok()) return conn.status();
-      MyConn& c = **conn;
-      c.defer_counters = true;
-      s = InTransaction(c, body);
-      const bool again = c.retry_tx;
-      Release(std::move(*conn));
-      if (s.ok() || !again) break;
-      // Deadlock or lock wait timeout: the transaction was rolled back
-      // whole, so running it again is safe.
-      int jitter;
-      {
-        std::lock_guard<std::mutex> lock(rng_mu_);
-        jitter = static_cast<int>(rng_() % 500);
+    return pool_.RunWrite([&](MyConn& c) {
+      Status begun = Begin(c, /*read_only=*/false);
+      if (!begun.ok()) {
+        // A pooled connection the server closed while it sat idle shows
+        // only now; nothing of the transaction ran.
+        c.lost_at_begin = !c.healthy();
+        c.tx_error.reset();
+        return begun;
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(
-          200 * (1 << std::min(attempt, 6)) + jitter));
-    }
-    return s;
+      c.defer_counters = true;
+      return InTransaction(c, body);
+    });
   }
 
   Status Read(const std::function<Status(Conn&)>& body) override {
@@ -526,25 +511,6 @@ class MysqlEngine : public core::Engine {
     return r;
   }
 
-  static core::QueueRecord QueueFromRow(const Rows& rows, int i) {
-    core::QueueRecord r;
-    r.id = rows.Int(i, 0);
-    r.info.name = rows.Bytes(i, 1);
-    r.info.options.max_attempts = static_cast<int>(rows.Int(i, 2));
-    r.info.options.lease =
-        std::chrono::duration_cast<Duration>(Micros(rows.Int(i, 3)));
-    r.info.options.backoff_base =
-        std::chrono::duration_cast<Duration>(Micros(rows.Int(i, 4)));
-    r.info.options.backoff_max =
-        std::chrono::duration_cast<Duration>(Micros(rows.Int(i, 5)));
-    r.info.options.archive = rows.Int(i, 6) != 0;
-    r.info.options.retention =
-        std::chrono::duration_cast<Duration>(Micros(rows.Int(i, 7)));
-    r.info.options.max_payload_bytes = static_cast<std::size_t>(rows.Int(i, 8));
-    r.info.created_at = FromUs(rows.Int(i, 9));
-    return r;
-  }
-
   Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override {
     static const std::string kSql = R"sql(
       SELECT id, name, max_attempts, lease_us, backoff_base_us,
@@ -553,7 +519,7 @@ class MysqlEngine : public core::Engine {
     auto rows = My(c).Run(kSql, Params().Text(name), "look up queue");
     if (!rows.ok()) return rows.status();
     if (rows->size() == 0) return Missing(My(c), name, "queue");
-    return QueueFromRow(*rows, 0);
+    return core::DecodeQueue(core::RowAt<Rows>{*rows, 0});
   }
 
   Result<std::vector<core::QueueRecord>> ListQueues(Conn& c) override {
@@ -565,7 +531,7 @@ class MysqlEngine : public core::Engine {
     if (!rows.ok()) return rows.status();
     std::vector<core::QueueRecord> out;
     for (int i = 0; i < rows->size(); ++i)
-      out.push_back(QueueFromRow(*rows, i));
+      out.push_back(core::DecodeQueue(core::RowAt<Rows>{*rows, i}));
     return out;
   }
 
@@ -585,7 +551,7 @@ class MysqlEngine : public core::Engine {
     static const std::string kSql = "DELETE FROM sqlq_queues WHERE id = ?";
     auto rows = My(c).Run(kSql, Params().Int(queue_id), "drop queue");
     if (!rows.ok()) return rows.status();
-    if (rows->affected() == 0) return QueueGone(queue_id);
+    if (rows->affected() == 0) return core::QueueGone(queue_id);
     return Status::Ok();
   }
 
@@ -633,25 +599,8 @@ class MysqlEngine : public core::Engine {
         kSql, Params().Int(*now).Int(*now).Int(*now).Int(*now).Int(queue_id),
         "stats");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return QueueGone(queue_id);
-    QueueStats out;
-    out.name = rows->Bytes(0, 0);
-    out.sends = rows->Int(0, 1);
-    out.claims = rows->Int(0, 2);
-    out.acks = rows->Int(0, 3);
-    out.nacks = rows->Int(0, 4);
-    out.expirations = rows->Int(0, 5);
-    out.dead_lettered = rows->Int(0, 6);
-    out.ready = rows->Int(0, 7);
-    out.delayed = rows->Int(0, 8);
-    out.leased = rows->Int(0, 9);
-    if (!rows->IsNull(0, 10)) {
-      out.oldest_ready_age =
-          std::chrono::duration_cast<Duration>(Micros(*now - rows->Int(0, 10)));
-    }
-    out.dead = rows->Int(0, 11);
-    out.archived = rows->Int(0, 12);
-    return out;
+    if (rows->size() == 0) return core::QueueGone(queue_id);
+    return core::DecodeStats(core::RowAt<Rows>{*rows, 0}, *now);
   }
 
   // --- messages ------------------------------------------------------------
@@ -684,7 +633,8 @@ class MysqlEngine : public core::Engine {
     // (engine.h), one round trip fewer.
     const bool checked = conn.known_queues.contains(p.queue_id);
     auto gone = [&](const Status& s) -> Status {
-      if (!checked && s.code() == Code::kNotFound) return QueueGone(p.queue_id);
+      if (!checked && s.code() == Code::kNotFound)
+        return core::QueueGone(p.queue_id);
       return s;
     };
     auto now_r = NowUs(conn);
@@ -1085,10 +1035,11 @@ class MysqlEngine : public core::Engine {
       // check would have said had it come first (as AckMany's portable
       // path does).
       if (auto was = returned.find(r.id); was != returned.end()) {
-        out[i] = was->second.first == TokenBits(r.token) &&
-                         was->second.second == r.attempt
-                     ? NotInQueue(r)
-                     : Stale(r, was->second.first, was->second.second);
+        out[i] =
+            was->second.first == TokenBits(r.token) &&
+                    was->second.second == r.attempt
+                ? core::NotInQueue(r.id)
+                : core::StaleReceipt(r, was->second.first, was->second.second);
         continue;
       }
       Status why = Refused(conn, queue_id, r);
@@ -1139,10 +1090,10 @@ class MysqlEngine : public core::Engine {
         const core::Receipt& r = receipts[i];
         auto it = found.find(r.id);
         if (it == found.end()) {
-          out[i] = NotInQueue(r);
+          out[i] = core::NotInQueue(r.id);
         } else if (it->second.first != TokenBits(r.token) ||
                    it->second.second != r.attempt) {
-          out[i] = Stale(r, it->second.first, it->second.second);
+          out[i] = core::StaleReceipt(r, it->second.first, it->second.second);
         } else {
           gone.push_back(r.id);
           found.erase(it);  // a second receipt for it finds it gone
@@ -1181,11 +1132,12 @@ class MysqlEngine : public core::Engine {
     return out;
   }
 
-  // One group commit in flight per process (SQLQ_MY_WRITE_GROUPS overrides).
+  // One group commit in flight per process (URL parameter write_groups
+  // overrides).
   // With 4, as on PostgreSQL, a process's own groups deadlock with each other
   // under REPEATABLE READ often enough to use up a transaction's runs, and 4
   // measured no faster than 1 for mixed (docs/engines/mysql.md).
-  int write_groups() const override { return write_groups_; }
+  int write_groups() const override { return params_.write_groups; }
 
   Status Retry(Conn& c, const core::RetryParams& p) override {
     MyConn& conn = My(c);
@@ -1263,17 +1215,8 @@ class MysqlEngine : public core::Engine {
     auto rows = conn.Run(
         kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit), "list dead");
     if (!rows.ok()) return rows.status();
-    std::vector<DeadLetter> out;
-    for (int i = 0; i < rows->size(); ++i) {
-      out.push_back({.id = rows->Int(i, 0),
-                     .priority = static_cast<std::int32_t>(rows->Int(i, 1)),
-                     .payload = rows->Bytes(i, 6),
-                     .attempts = static_cast<int>(rows->Int(i, 2)),
-                     .last_error = rows->Bytes(i, 5),
-                     .enqueued_at = FromUs(rows->Int(i, 3)),
-                     .died_at = FromUs(rows->Int(i, 4))});
-    }
-    return out;
+    return core::DecodeAll(*rows,
+                           [](const auto& r) { return core::DecodeDead(r); });
   }
 
   Result<std::int64_t> Redrive(Conn& c, std::int64_t queue_id,
@@ -1389,17 +1332,8 @@ class MysqlEngine : public core::Engine {
         conn.Run(kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit),
                  "list archive");
     if (!rows.ok()) return rows.status();
-    std::vector<ArchivedMessage> out;
-    for (int i = 0; i < rows->size(); ++i) {
-      out.push_back({.id = rows->Int(i, 0),
-                     .priority = static_cast<std::int32_t>(rows->Int(i, 1)),
-                     .payload = rows->Bytes(i, 6),
-                     .attempts = static_cast<int>(rows->Int(i, 2)),
-                     .worker = rows->Bytes(i, 5),
-                     .enqueued_at = FromUs(rows->Int(i, 3)),
-                     .completed_at = FromUs(rows->Int(i, 4))});
-    }
-    return out;
+    return core::DecodeAll(
+        *rows, [](const auto& r) { return core::DecodeArchived(r); });
   }
 
   Result<std::int64_t> PruneArchive(Conn& c, std::int64_t queue_id,
@@ -1485,7 +1419,7 @@ class MysqlEngine : public core::Engine {
       WHERE g.ring_id = ? AND g.grp = ?)sql";
     auto grp = conn.Run(kRead, Params().Int(ring_id).Bytes(group), "push");
     if (!grp.ok()) return grp.status();
-    if (grp->size() == 0) return Gone("ring", ring_id);
+    if (grp->size() == 0) return core::KindGone("ring", ring_id);
     e.seq = grp->Int(0, 0);
     const std::int64_t entries = grp->Int(0, 1);
     const std::int64_t capacity = grp->Int(0, 2);
@@ -1528,15 +1462,8 @@ class MysqlEngine : public core::Engine {
                              .Int(o.limit),
                          "read ring");
     if (!rows.ok()) return rows.status();
-    std::vector<RingEntry> out;
-    out.reserve(rows->size());
-    for (int i = 0; i < rows->size(); ++i) {
-      out.push_back({.seq = rows->Int(i, 0),
-                     .group = std::string(group),
-                     .payload = rows->Bytes(i, 2),
-                     .pushed_at = FromUs(rows->Int(i, 1))});
-    }
-    return out;
+    return core::DecodeAll(
+        *rows, [&](const auto& r) { return core::DecodeRingEntry(r, group); });
   }
 
   Result<std::vector<RingGroup>> RingGroups(Conn& c,
@@ -1564,11 +1491,7 @@ class MysqlEngine : public core::Engine {
     if (!s.ok()) return s;
     auto locked = LockGroup(conn, ring_id, group);
     if (!locked.ok()) return locked.status();
-    auto missing = [&] {
-      return Status::NotFound(fmt::format(
-          "group '{}' has no entry {} (never pushed, evicted or deleted)",
-          group, seq));
-    };
+    auto missing = [&] { return core::NoRingEntry(group, seq); };
     if (!*locked) return missing();
     static const std::string kSql = R"sql(
       DELETE FROM sqlq_ring_entries
@@ -1608,7 +1531,7 @@ class MysqlEngine : public core::Engine {
       SELECT 1 FROM sqlq_queues WHERE id = ? AND kind = 'ring' FOR UPDATE)sql";
     auto locked = conn.Run(kLock, Params().Int(ring_id), "set capacity");
     if (!locked.ok()) return locked.status();
-    if (locked->size() == 0) return Gone("ring", ring_id);
+    if (locked->size() == 0) return core::KindGone("ring", ring_id);
     conn.known_queues.insert(ring_id);
     static const std::string kSet =
         "UPDATE sqlq_queues SET capacity = ? WHERE id = ?";
@@ -1643,14 +1566,8 @@ class MysqlEngine : public core::Engine {
       FROM sqlq_queues q WHERE q.id = ? AND q.kind = 'ring')sql";
     auto rows = My(c).Run(kSql, Params().Int(ring_id), "ring stats");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return Gone("ring", ring_id);
-    RingStats out;
-    out.name = rows->Bytes(0, 0);
-    out.capacity = rows->Int(0, 1);
-    out.pushes = rows->Int(0, 2);
-    out.groups = rows->Int(0, 3);
-    out.entries = rows->Int(0, 4);
-    return out;
+    if (rows->size() == 0) return core::KindGone("ring", ring_id);
+    return core::DecodeRingStats(core::RowAt<Rows>{*rows, 0});
   }
 
   // --- rotations -------------------------------------------------------------
@@ -1706,8 +1623,7 @@ class MysqlEngine : public core::Engine {
         conn.Run(kExists, Params().Int(rotation_id).Bytes(key), "add item");
     if (!exists.ok()) return exists.status();
     if (exists->size() > 0) {
-      return Status::AlreadyExists(
-          fmt::format("item '{}' is in the rotation already", key));
+      return core::ItemExists(key);
     }
     auto stamp = NextStamp(conn, rotation_id, 1);
     if (!stamp.ok()) return stamp.status();
@@ -1728,7 +1644,7 @@ class MysqlEngine : public core::Engine {
     auto rows =
         My(c).Run(kSql, Params().Int(rotation_id).Bytes(key), "remove item");
     if (!rows.ok()) return rows.status();
-    if (rows->affected() == 0) return NoItem(key);
+    if (rows->affected() == 0) return core::NoItem(key);
     return Status::Ok();
   }
 
@@ -1797,10 +1713,9 @@ class MysqlEngine : public core::Engine {
       WHERE rotation_id = ? AND item_key = ? FOR UPDATE)sql";
     auto rows = conn.Run(kParked, Params().Int(rotation_id).Bytes(key), "ok");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return NoItem(key);
+    if (rows->size() == 0) return core::NoItem(key);
     if (rows->Int(0, 0) != 0) {
-      return Status::FailedPrecondition(
-          fmt::format("item '{}' is parked: reset it to serve it again", key));
+      return core::ItemParked(key);
     }
     static const std::string kSql = R"sql(
       UPDATE sqlq_rotation_items SET failures = 0
@@ -1833,7 +1748,9 @@ class MysqlEngine : public core::Engine {
     if (!rows.ok()) return rows.status();
     std::vector<RotationItem> out;
     out.reserve(rows->size());
-    for (int i = 0; i < rows->size(); ++i) out.push_back(ItemFromRow(*rows, i));
+    for (int i = 0; i < rows->size(); ++i) {
+      out.push_back(core::DecodeItem(core::RowAt<Rows>{*rows, i}));
+    }
     return out;
   }
 
@@ -1850,31 +1767,13 @@ class MysqlEngine : public core::Engine {
       FROM sqlq_queues q WHERE q.id = ? AND q.kind = 'rotation')sql";
     auto rows = My(c).Run(kSql, Params().Int(rotation_id), "rotation stats");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return Gone("rotation", rotation_id);
-    RotationStats out;
-    out.name = rows->Bytes(0, 0);
-    out.max_failures = static_cast<int>(rows->Int(0, 1));
-    out.serves = rows->Int(0, 2);
-    out.items = rows->Int(0, 3);
-    out.parked = rows->Int(0, 4);
-    return out;
+    if (rows->size() == 0) return core::KindGone("rotation", rotation_id);
+    return core::DecodeRotationStats(core::RowAt<Rows>{*rows, 0});
   }
 
  protected:
-  std::string_view kind() const override { return "mysql"; }
-
  private:
   static MyConn& My(Conn& c) { return static_cast<MyConn&>(c); }
-
-  static Status Gone(std::string_view kind, std::int64_t id) {
-    return Status::NotFound(
-        fmt::format("{} (id {}) no longer exists: it was dropped", kind, id));
-  }
-
-  static Status NoItem(std::string_view key) {
-    return Status::NotFound(
-        fmt::format("item '{}' is not in the rotation", key));
-  }
 
   Result<std::int64_t> InsertKind(MyConn& conn, std::string_view name,
                                   const char* kind, std::size_t max_payload,
@@ -1907,10 +1806,9 @@ class MysqlEngine : public core::Engine {
     auto rows = conn.Run(kSql, Params().Text(name), "look up name");
     if (!rows.ok()) return rows.status();
     if (rows->size() > 0) {
-      return Status::FailedPrecondition(
-          fmt::format("'{}' is a {}, not a {}", name, rows->Bytes(0, 0), want));
+      return core::NotA(name, rows->Bytes(0, 0), want);
     }
-    return Status::NotFound(fmt::format("{} '{}' does not exist", want, name));
+    return core::NotA(name, std::nullopt, want);
   }
 
   static Status Taken(MyConn& conn, std::string_view name) {
@@ -1918,15 +1816,14 @@ class MysqlEngine : public core::Engine {
         "SELECT kind FROM sqlq_queues WHERE name = ? LOCK IN SHARE MODE";
     auto rows = conn.Run(kSql, Params().Text(name), "look up name");
     if (!rows.ok()) return rows.status();
-    const std::string kind = rows->size() > 0 ? rows->Bytes(0, 0) : "name";
-    return Status::AlreadyExists(
-        fmt::format("{} '{}' already exists", kind, name));
+    if (rows->size() == 0) return core::NameTaken(name, std::nullopt);
+    return core::NameTaken(name, rows->Bytes(0, 0));
   }
 
   Status CheckKind(MyConn& conn, std::int64_t id, std::string_view kind) {
     if (conn.known_queues.contains(id)) return Status::Ok();
     Status s = CheckQueue(conn, id);
-    if (s.code() == Code::kNotFound) return Gone(kind, id);
+    if (s.code() == Code::kNotFound) return core::KindGone(kind, id);
     return s;
   }
 
@@ -1936,7 +1833,7 @@ class MysqlEngine : public core::Engine {
       FOR UPDATE)sql";
     auto rows = conn.Run(kSql, Params().Int(rotation_id), "lock rotation");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return Gone("rotation", rotation_id);
+    if (rows->size() == 0) return core::KindGone("rotation", rotation_id);
     conn.known_queues.insert(rotation_id);
     return Status::Ok();
   }
@@ -1953,7 +1850,7 @@ class MysqlEngine : public core::Engine {
         "SELECT next_stamp FROM sqlq_queues WHERE id = ?";
     auto rows = conn.Run(kRead, Params().Int(rotation_id), "stamp");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return Gone("rotation", rotation_id);
+    if (rows->size() == 0) return core::KindGone("rotation", rotation_id);
     return rows->Int(0, 0);
   }
 
@@ -2006,14 +1903,6 @@ class MysqlEngine : public core::Engine {
     return rows.ok() ? Status::Ok() : rows.status();
   }
 
-  static RotationItem ItemFromRow(const Rows& rows, int i) {
-    return {.key = rows.Bytes(i, 0),
-            .payload = rows.Bytes(i, 1),
-            .served = rows.Int(i, 2),
-            .failures = static_cast<int>(rows.Int(i, 3)),
-            .parked = rows.Int(i, 4) != 0};
-  }
-
   // Runs an UPDATE of one item (no RETURNING in MariaDB), then reads it
   // back under the row lock the UPDATE took.
   static Result<RotationItem> UpdateItem(MyConn& conn, const std::string& sql,
@@ -2022,15 +1911,15 @@ class MysqlEngine : public core::Engine {
                                          std::string_view key) {
     auto up = conn.Run(sql, params, "update item");
     if (!up.ok()) return up.status();
-    if (up->affected() == 0) return NoItem(key);
+    if (up->affected() == 0) return core::NoItem(key);
     static const std::string kRead = R"sql(
       SELECT item_key, payload, serves, failures, parked
       FROM sqlq_rotation_items WHERE rotation_id = ? AND item_key = ?)sql";
     auto rows =
         conn.Run(kRead, Params().Int(rotation_id).Bytes(key), "update item");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return NoItem(key);
-    return ItemFromRow(*rows, 0);
+    if (rows->size() == 0) return core::NoItem(key);
+    return core::DecodeItem(core::RowAt<Rows>{*rows, 0});
   }
 
   static Params Fence(std::int64_t queue_id, const core::Receipt& r) {
@@ -2052,33 +1941,8 @@ class MysqlEngine : public core::Engine {
     auto rows =
         conn.Run(kSql, Params().Int(r.id).Int(queue_id), "check receipt");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return NotInQueue(r);
-    return Stale(r, rows->Int(0, 0), rows->Int(0, 1));
-  }
-
-  static Status NotInQueue(const core::Receipt& r) {
-    return Status::NotFound(fmt::format(
-        "message {} is not in the queue (acked, dead-lettered or purged "
-        "already)",
-        r.id));
-  }
-
-  // Why a receipt does not match the message's current lease.
-  static Status Stale(const core::Receipt& r, std::int64_t token,
-                      std::int64_t attempts) {
-    if (attempts > r.attempt) {
-      return Status::FailedPrecondition(fmt::format(
-          "stale receipt: the lease of message {} (attempt {}) expired and "
-          "the message was claimed again (attempt {})",
-          r.id, r.attempt, attempts));
-    }
-    if (token == 0 && attempts == r.attempt) {
-      return Status::FailedPrecondition(fmt::format(
-          "stale receipt: message {} was nacked and is no longer leased",
-          r.id));
-    }
-    return Status::FailedPrecondition(fmt::format(
-        "receipt does not match the current lease of message {}", r.id));
+    if (rows->size() == 0) return core::NotInQueue(r.id);
+    return core::StaleReceipt(r, rows->Int(0, 0), rows->Int(0, 1));
   }
 
   Result<std::int64_t> NowUs(MyConn& conn) {
@@ -2107,7 +1971,7 @@ class MysqlEngine : public core::Engine {
     auto rows =
         conn.Run(lock ? kLock : kLook, Params().Int(queue_id), "look up queue");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return QueueGone(queue_id);
+    if (rows->size() == 0) return core::QueueGone(queue_id);
     if (lock) conn.known_queues.insert(queue_id);
     return Status::Ok();
   }
@@ -2125,10 +1989,7 @@ class MysqlEngine : public core::Engine {
 
   Status AddCounters(MyConn& conn, std::int64_t queue_id,
                      const QueueCounters& d) {
-    if (conn.defer_counters) {
-      conn.pending_counters[queue_id] += d;
-      return Status::Ok();
-    }
+    if (conn.DeferCounters(queue_id, d)) return Status::Ok();
     return WriteCounters(conn, queue_id, d);
   }
 
@@ -2221,16 +2082,11 @@ class MysqlEngine : public core::Engine {
   // the server closed while idle shows only now; nothing was sent in a
   // transaction yet, so a fresh connection is tried instead.
   Result<std::unique_ptr<MyConn>> AcquireBegun(bool read_only) {
-    for (;;) {
-      bool pooled = false;
-      auto conn = Acquire(&pooled);
-      if (!conn.ok()) return conn.status();
-      (*conn)->ResetTxState();
-      Status s = Begin(**conn, read_only);
-      (*conn)->tx_error.reset();
-      if (s.ok()) return conn;
-      if (!pooled || (*conn)->healthy()) return s;
-    }
+    return pool_.AcquireBegun([&](MyConn& conn) {
+      Status s = Begin(conn, read_only);
+      conn.tx_error.reset();
+      return s;
+    });
   }
 
   Status InTransaction(MyConn& conn, const std::function<Status(Conn&)>& body) {
@@ -2352,28 +2208,7 @@ class MysqlEngine : public core::Engine {
     return conn;
   }
 
-  Result<std::unique_ptr<MyConn>> Acquire(bool* pooled = nullptr) {
-    {
-      std::lock_guard<std::mutex> lock(pool_mu_);
-      while (!idle_.empty()) {
-        auto c = std::move(idle_.back());
-        idle_.pop_back();
-        if (c->healthy()) {
-          if (pooled != nullptr) *pooled = true;
-          return c;
-        }
-      }
-    }
-    if (pooled != nullptr) *pooled = false;
-    return Connect();
-  }
-
-  void Release(std::unique_ptr<MyConn> conn) {
-    // Closed (by its destructor) rather than pooled when in doubt.
-    if (!conn->healthy() || conn->tx_open || conn->InTransaction()) return;
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    if (idle_.size() < kMaxIdle) idle_.push_back(std::move(conn));
-  }
+  void Release(std::unique_ptr<MyConn> conn) { pool_.Release(std::move(conn)); }
 
   // --- migrations ------------------------------------------------------------
 
@@ -2391,79 +2226,73 @@ class MysqlEngine : public core::Engine {
     return version->Int(0, 0);
   }
 
-  static Status TooNew(std::int64_t version) {
-    return Status::FailedPrecondition(fmt::format(
-        "database schema version {} is newer than this sqlq supports ({}): "
-        "upgrade sqlq",
-        version, kSchemaVersion));
-  }
-
-  // Brings the schema to kSchemaVersion. An up-to-date schema is only read
-  // (no lock, no DDL). Without `create`, a database without sqlq's tables
-  // is kNotFound.
+  // Brings the schema to kSchemaVersion (core/migrate.h) under
+  // GET_LOCK: DDL commits at once in MariaDB, so a transaction cannot
+  // serialise concurrent processes.
   Status Migrate(MyConn& conn, bool create) {
-    auto seen = SchemaVersion(conn);
-    if (!seen.ok()) return seen.status();
-    if (*seen > kSchemaVersion) return TooNew(*seen);
-    if (*seen == kSchemaVersion) return Status::Ok();
-    if (*seen == 0 && !create) {
-      return Status::NotFound(fmt::format(
-          "database '{}' has no sqlq tables (create a queue first, or check "
-          "--db)",
-          params_.database));
-    }
-    // Serialises migrations of concurrent processes (DDL commits at once in
-    // MariaDB, so a transaction cannot); everything is read again under the
-    // lock, as another process may have migrated meanwhile.
-    static const std::string kLock = "SELECT GET_LOCK(?, 60)";
-    auto locked = conn.Run(kLock, Params().Text(kMigrationLock),
-                           "lock schema for migration");
-    if (!locked.ok()) return locked.status();
-    if (locked->Int(0, 0) != 1) {
-      return Status::Busy(
-          "migrate schema: another process held the migration lock for 60 s");
-    }
-    Status s = MigrateLocked(conn);
-    static const std::string kUnlock = "SELECT RELEASE_LOCK(?)";
-    auto unlocked = conn.Run(kUnlock, Params().Text(kMigrationLock),
-                             "unlock schema after migration");
-    if (s.ok() && !unlocked.ok()) return unlocked.status();
-    return s;
-  }
-
-  Status MigrateLocked(MyConn& conn) {
-    Status s = conn.Exec(
-        "CREATE TABLE IF NOT EXISTS sqlq_schema (version INT NOT NULL PRIMARY "
-        "KEY, applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB",
-        "create schema table");
-    if (!s.ok()) return s;
-    auto version = SchemaVersion(conn);
-    if (!version.ok()) return version.status();
-    if (*version > kSchemaVersion) return TooNew(*version);
-    for (auto v = *version; v < kSchemaVersion; ++v) {
-      for (const char* stmt : kMigrations[static_cast<std::size_t>(v)]) {
-        s = conn.Exec(stmt, "migrate schema");
-        if (!s.ok()) {
-          return s.WithContext(
-              fmt::format("migrate schema to version {}", v + 1));
-        }
+    class Target : public core::MigrationTarget {
+     public:
+      Target(MyConn& conn, std::string database)
+          : conn_(conn), database_(std::move(database)) {}
+      std::int64_t latest() const override { return kSchemaVersion; }
+      std::string where() const override { return database_; }
+      Result<std::int64_t> RecordedVersion() override {
+        return SchemaVersion(conn_);
       }
-      static const std::string kRecord =
-          "INSERT INTO sqlq_schema (version, applied_at) VALUES (?, NOW(6))";
-      auto recorded =
-          conn.Run(kRecord, Params().Int(v + 1), "record schema version");
-      if (!recorded.ok()) return recorded.status();
-    }
-    return Status::Ok();
+      Status Lock() override {
+        static const std::string kLock = "SELECT GET_LOCK(?, 60)";
+        auto locked = conn_.Run(kLock, Params().Text(kMigrationLock),
+                                "lock schema for migration");
+        if (!locked.ok()) return locked.status();
+        if (locked->Int(0, 0) != 1) {
+          return Status::Busy(
+              "migrate schema: another process held the migration lock for "
+              "60 s");
+        }
+        locked_ = true;
+        return Status::Ok();
+      }
+      Status CreateSchemaTable() override {
+        return conn_.Exec(
+            "CREATE TABLE IF NOT EXISTS sqlq_schema (version INT NOT NULL "
+            "PRIMARY KEY, applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB",
+            "create schema table");
+      }
+      Status Apply(std::int64_t version) override {
+        for (const char* stmt :
+             kMigrations[static_cast<std::size_t>(version - 1)]) {
+          Status s = conn_.Exec(stmt, "migrate schema");
+          if (!s.ok()) return s;
+        }
+        return Status::Ok();
+      }
+      Status Record(std::int64_t version) override {
+        static const std::string kRecord =
+            "INSERT INTO sqlq_schema (version, applied_at) VALUES (?, NOW(6))";
+        auto recorded =
+            conn_.Run(kRecord, Params().Int(version), "record schema version");
+        return recorded.ok() ? Status::Ok() : recorded.status();
+      }
+      Status Finish(Status result) override {
+        if (!locked_) return result;
+        static const std::string kUnlock = "SELECT RELEASE_LOCK(?)";
+        auto unlocked = conn_.Run(kUnlock, Params().Text(kMigrationLock),
+                                  "unlock schema after migration");
+        if (result.ok() && !unlocked.ok()) return unlocked.status();
+        return result;
+      }
+
+     private:
+      MyConn& conn_;
+      const std::string database_;
+      bool locked_ = false;
+    } target(conn, params_.database);
+    return core::Migrate(target, create);
   }
 
   const ConnParams params_;
   const std::shared_ptr<Clock> clock_;  // null: the database clock
-  std::mutex rng_mu_;
-  std::mt19937_64 rng_;  // guarded by rng_mu_
-  int write_groups_ = 1;
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<MyConn>> idle_;  // guarded by pool_mu_
+  core::ConnPool<MyConn> pool_;
   // sends + nacks this store committed (Poller subtracts them).
   std::atomic<std::int64_t> own_bumps_{0};
   std::function<std::size_t()> waiting_;

@@ -227,17 +227,12 @@ PgConn::~PgConn() {
 }
 
 void PgConn::ResetTxState() {
+  core::TxConn::ResetTxState();
   pending_begin_ = nullptr;
   staged_.reset();
-  lost_at_begin = false;
-  retry_tx = false;
-  tx_error.reset();
-  tx_now_us.reset();
   notify = false;
   churned = 0;
   counted = 0;
-  known_queues.clear();
-  pending_counters.clear();
   began = std::chrono::steady_clock::now();
   claims.clear();
   ready_floor.clear();

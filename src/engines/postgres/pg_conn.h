@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/engine.h"
+#include "core/tx_conn.h"
 #include "engines/postgres/claim_marks.h"
 
 namespace sqlq::engines::postgres {
@@ -110,7 +111,7 @@ class Rows {
 
 using core::QueueCounters;
 
-class PgConn : public core::Conn {
+class PgConn : public core::TxConn {
  public:
   // Takes ownership of `conn` when `owned`.
   PgConn(PGconn* conn, bool owned) : conn_(conn), owned_(owned) {}
@@ -125,6 +126,10 @@ class PgConn : public core::Conn {
 
   PGconn* pg() const { return conn_; }
   bool healthy() const { return PQstatus(conn_) == CONNECTION_OK; }
+  bool StillOpen() { return healthy() && !ClosedWhileIdle(); }
+  bool Poolable() const {
+    return healthy() && PQtransactionStatus(conn_) == PQTRANS_IDLE;
+  }
 
   // Runs `sql`, prepared once per connection (the cache is keyed by the
   // address of `sql`, which must have static storage). Results come in
@@ -171,25 +176,12 @@ class PgConn : public core::Conn {
   // connections.
   void DeferBegin(const char* begin_sql) { pending_begin_ = begin_sql; }
   bool begin_pending() const { return pending_begin_ != nullptr; }
-  // The connection was lost in the round trip that carried the deferred
-  // BEGIN (a pooled connection the server closed meanwhile, as after a
-  // restart): nothing of the transaction reached the server, or it was
-  // rolled back with the connection, so running it again is safe.
-  bool lost_at_begin = false;
+  // lost_at_begin (core::TxConn) is set when the connection was lost in
+  // the round trip that carried the deferred BEGIN: nothing of the
+  // transaction reached the server.
 
-  // State of the open transaction, reset when one begins.
-  void ResetTxState();
-  // First retryable SQLSTATE seen in this transaction (deadlock,
-  // serialization failure): the whole transaction may be run again.
-  bool retry_tx = false;
-  // A statement failed: PostgreSQL aborted the transaction, so it cannot
-  // commit whatever the operations returned.
-  std::optional<Status> tx_error;
-  // The database clock at transaction start (now()), fetched lazily, in
-  // microseconds since the epoch.
-  std::optional<std::int64_t> tx_now_us;
-  // A READ ONLY snapshot (Read()): no row locks.
-  bool read_only = false;
+  // The engine's own state of the open transaction, beside core's.
+  void ResetTxState() override;
   // The transaction made messages claimable: after its commit, other
   // processes get a (coalesced) NOTIFY.
   bool notify = false;
@@ -198,14 +190,6 @@ class PgConn : public core::Conn {
   std::int64_t churned = 0;
   // Counter delta rows this transaction appended, for the fold.
   std::int64_t counted = 0;
-  // Queues checked (and in write transactions locked FOR KEY SHARE) in this
-  // transaction.
-  std::unordered_set<std::int64_t> known_queues;
-  // Counter changes gathered for one write per queue at commit; only in
-  // engine-run transactions (a caller's Tx may be committed behind our
-  // back, so there counters are written at once).
-  bool defer_counters = false;
-  std::map<std::int64_t, QueueCounters> pending_counters;
   // When this transaction began (ClaimMarks: how long its writes took to
   // commit).
   std::chrono::steady_clock::time_point began;

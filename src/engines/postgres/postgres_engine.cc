@@ -33,6 +33,11 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/errors.h"
+#include "core/migrate.h"
+#include "core/rows.h"
+#include "core/tx_conn.h"
+#include "core/url_params.h"
 #include "engines/postgres/claim_marks.h"
 #include "engines/postgres/notifier.h"
 #include "engines/postgres/pg_conn.h"
@@ -47,42 +52,61 @@ namespace {
 using core::Conn;
 using core::Micros;
 
-// Runs of a write transaction that hit a deadlock or serialization failure
-// before the caller sees kBusy.
-constexpr int kTxAttempts = 4;
 // Idle connections kept for reuse.
 constexpr std::size_t kMaxIdle = 16;
-// Group commits run at once (Engine::write_groups); SQLQ_PG_WRITE_GROUPS
-// overrides. Measured on 2 cores (docs/benchmarks.md): 64 single senders
-// gain most up to 4; more groups only add connections and lock traffic.
+// Group commits run at once (Engine::write_groups); the URL parameter
+// write_groups overrides. Measured on 2 cores (docs/benchmarks.md): 64
+// single senders gain most up to 4; more groups only add connections and
+// lock traffic.
 constexpr int kWriteGroups = 4;
 // The store vacuums the message table itself (vacuumer.h) once this many
 // message rows were updated or deleted, at most once per kVacuumInterval;
-// SQLQ_PG_VACUUM_ROWS overrides (0: never, autovacuum only).
+// the URL parameter vacuum_rows overrides (0: never, autovacuum only).
 constexpr std::int64_t kVacuumRows = 20000;
 constexpr std::chrono::milliseconds kVacuumInterval{1000};
 // The store folds the counter deltas into sqlq_counters once it appended
-// this many (at most once per kVacuumInterval); SQLQ_PG_FOLD_ROWS overrides.
+// this many (at most once per kVacuumInterval); fold_rows overrides.
 constexpr std::int64_t kFoldRows = 1000;
+
+// The URL parameters of docs/engines/postgres.md, "Tuning", taken out of
+// the URL before libpq sees it.
+constexpr std::string_view kTuningParams[] = {
+    "write_groups", "vacuum_rows", "fold_rows", "claim_marks", "rescan_ms"};
+
+struct Tuning {
+  int write_groups = kWriteGroups;
+  std::int64_t vacuum_rows = kVacuumRows;  // 0: never
+  std::int64_t fold_rows = kFoldRows;
+  bool claim_marks = true;
+  std::int64_t rescan_ms = 0;  // 0: adaptive (ClaimMarks::Options)
+
+  static Result<Tuning> From(const core::UrlTuning& u) {
+    Tuning t;
+    auto groups = u.Int("write_groups", kWriteGroups, 1, 64);
+    auto vacuum = u.Int("vacuum_rows", kVacuumRows, 0, INT64_MAX);
+    auto fold = u.Int("fold_rows", kFoldRows, 1, INT64_MAX);
+    auto marks = u.Int("claim_marks", 1, 0, 1);
+    auto rescan = u.Int("rescan_ms", 0, 0, 86'400'000);
+    for (const auto* r : {&groups, &vacuum, &fold, &marks, &rescan}) {
+      if (!r->ok()) return r->status();
+    }
+    t.write_groups = static_cast<int>(*groups);
+    t.vacuum_rows = *vacuum;
+    t.fold_rows = *fold;
+    t.claim_marks = *marks == 1;
+    t.rescan_ms = *rescan;
+    return t;
+  }
+};
 // Payload bytes of one insert statement: bounds its parameters well below
 // PostgreSQL's 1 GiB per value, whatever the payload limit.
 constexpr std::size_t kStatementBytes = 16u << 20;
 // Cross-process wake-ups: at most one NOTIFY per this interval per store.
 constexpr std::chrono::microseconds kNotifyInterval{2000};
 
-std::int64_t Us(Timestamp t) { return t.time_since_epoch().count(); }
-Timestamp FromUs(std::int64_t us) { return Timestamp(Micros(us)); }
-std::int64_t Us(Duration d) {
-  return std::chrono::duration_cast<Micros>(d).count();
-}
-// Lease tokens are unsigned 64-bit; PostgreSQL stores them as the BIGINT
-// with the same bits.
-std::int64_t TokenBits(std::uint64_t t) { return static_cast<std::int64_t>(t); }
-
-Status QueueGone(std::int64_t queue_id) {
-  return Status::NotFound(
-      fmt::format("queue (id {}) no longer exists: it was dropped", queue_id));
-}
+using core::FromUs;
+using core::TokenBits;
+using core::Us;
 
 // "BEGIN" plus, in the same round trip, the database clock. Write
 // transactions are READ COMMITTED whatever the server's
@@ -101,32 +125,20 @@ constexpr const char* kNowSql =
 
 class PostgresEngine : public core::Engine {
  public:
-  PostgresEngine(std::string url, std::shared_ptr<Clock> clock)
-      : url_(std::move(url)), clock_(std::move(clock)) {
-    if (const char* env = std::getenv("SQLQ_PG_WRITE_GROUPS")) {
-      const int n = std::atoi(env);
-      if (n >= 1 && n <= 64) write_groups_ = n;
-    }
-    if (const char* env = std::getenv("SQLQ_PG_VACUUM_ROWS")) {
-      vacuum_threshold_ = std::atoll(env);  // 0 or less: never
-    }
-    if (const char* env = std::getenv("SQLQ_PG_FOLD_ROWS")) {
-      fold_threshold_ = std::max<std::int64_t>(1, std::atoll(env));
-    }
+  PostgresEngine(std::string url, const Tuning& tuning,
+                 std::shared_ptr<Clock> clock)
+      : url_(std::move(url)),
+        clock_(std::move(clock)),
+        write_groups_(tuning.write_groups),
+        vacuum_threshold_(tuning.vacuum_rows),
+        fold_threshold_(tuning.fold_rows),
+        pool_([this] { return Connect(); }, kMaxIdle) {
     ClaimMarks::Options marks;
-    bool use_marks = true;
-    if (const char* env = std::getenv("SQLQ_PG_CLAIM_MARKS")) {
-      use_marks = std::string_view(env) != "0";
+    if (tuning.rescan_ms > 0) {
+      marks.min_rescan = marks.max_rescan =
+          std::chrono::milliseconds(tuning.rescan_ms);
     }
-    if (const char* env = std::getenv("SQLQ_PG_RESCAN_MS")) {
-      const std::int64_t ms = std::atoll(env);
-      if (ms > 0) {
-        marks.min_rescan = marks.max_rescan = std::chrono::milliseconds(ms);
-      }
-    }
-    if (use_marks) marks_ = std::make_unique<ClaimMarks>(marks);
-    std::random_device rd;
-    rng_.seed(rd());
+    if (tuning.claim_marks) marks_ = std::make_unique<ClaimMarks>(marks);
   }
 
   ~PostgresEngine() override {
@@ -157,42 +169,15 @@ class PostgresEngine : public core::Engine {
   // --- transactions -------------------------------------------------------
 
   Status Write(const std::function<Status(Conn&)>& body) override {
-    Status s;
-    int reconnects = 0;
-    for (int attempt = 0; attempt < kTxAttempts; ++attempt) {
-      bool pooled = false;
-      auto conn = Acquire(&pooled);
-      if (!conn.ok()) return conn.status();
-      PgConn& c = **conn;
-      c.ResetTxState();
-      // BEGIN goes with the first statement (PgConn::DeferBegin).
+    return pool_.RunWrite([&](PgConn& c) {
+      // BEGIN goes with the first statement (PgConn::DeferBegin), which
+      // finds a pooled connection the server closed meanwhile
+      // (lost_at_begin).
       c.read_only = false;
       c.DeferBegin(kBeginWrite);
       c.defer_counters = true;
-      s = InTransaction(c, body);
-      const bool again = c.retry_tx;
-      const bool lost = pooled && c.lost_at_begin;
-      Release(std::move(*conn));
-      if (lost && reconnects++ < 2) {
-        // A pooled connection the server had closed (restart, idle
-        // timeout) shows only now; the others in the pool likely went the
-        // same way. Nothing ran: run again on a fresh connection.
-        DropIdle();
-        --attempt;
-        continue;
-      }
-      if (s.ok() || !again) break;
-      // Deadlock or serialization failure: the transaction was rolled
-      // back whole, so running it again is safe.
-      int jitter;
-      {
-        std::lock_guard<std::mutex> lock(rng_mu_);
-        jitter = static_cast<int>(rng_() % 200);
-      }
-      std::this_thread::sleep_for(
-          std::chrono::microseconds(200 * (1 << attempt) + jitter));
-    }
-    return s;
+      return InTransaction(c, body);
+    });
   }
 
   Status Read(const std::function<Status(Conn&)>& body) override {
@@ -286,25 +271,6 @@ class PostgresEngine : public core::Engine {
     return r;
   }
 
-  static core::QueueRecord QueueFromRow(const Rows& rows, int i) {
-    core::QueueRecord r;
-    r.id = rows.Int(i, 0);
-    r.info.name = rows.Bytes(i, 1);
-    r.info.options.max_attempts = static_cast<int>(rows.Int(i, 2));
-    r.info.options.lease =
-        std::chrono::duration_cast<Duration>(Micros(rows.Int(i, 3)));
-    r.info.options.backoff_base =
-        std::chrono::duration_cast<Duration>(Micros(rows.Int(i, 4)));
-    r.info.options.backoff_max =
-        std::chrono::duration_cast<Duration>(Micros(rows.Int(i, 5)));
-    r.info.options.archive = rows.Int(i, 6) != 0;
-    r.info.options.retention =
-        std::chrono::duration_cast<Duration>(Micros(rows.Int(i, 7)));
-    r.info.options.max_payload_bytes = static_cast<std::size_t>(rows.Int(i, 8));
-    r.info.created_at = FromUs(rows.Int(i, 9));
-    return r;
-  }
-
   Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override {
     static constexpr const char* kSql = R"sql(
       SELECT id, name, max_attempts, lease_us, backoff_base_us,
@@ -313,7 +279,7 @@ class PostgresEngine : public core::Engine {
     auto rows = Pg(c).Run(kSql, Params().Text(name), "look up queue");
     if (!rows.ok()) return rows.status();
     if (rows->size() == 0) return Missing(Pg(c), name, "queue");
-    return QueueFromRow(*rows, 0);
+    return core::DecodeQueue(core::RowAt<Rows>{*rows, 0});
   }
 
   Result<std::vector<core::QueueRecord>> ListQueues(Conn& c) override {
@@ -325,7 +291,7 @@ class PostgresEngine : public core::Engine {
     if (!rows.ok()) return rows.status();
     std::vector<core::QueueRecord> out;
     for (int i = 0; i < rows->size(); ++i)
-      out.push_back(QueueFromRow(*rows, i));
+      out.push_back(core::DecodeQueue(core::RowAt<Rows>{*rows, i}));
     return out;
   }
 
@@ -351,7 +317,7 @@ class PostgresEngine : public core::Engine {
         "DELETE FROM sqlq_messages WHERE queue_id = $1";
     auto rows = Pg(c).Run(kSql, Params().Int(queue_id), "drop queue");
     if (!rows.ok()) return rows.status();
-    if (rows->affected() == 0) return QueueGone(queue_id);
+    if (rows->affected() == 0) return core::QueueGone(queue_id);
     auto messages =
         Pg(c).Run(kMessages, Params().Int(queue_id), "drop queue's messages");
     if (!messages.ok()) return messages.status();
@@ -403,25 +369,8 @@ class PostgresEngine : public core::Engine {
       WHERE q.id = $1)sql";
     auto rows = conn.Run(kSql, Params().Int(queue_id).Int(*now), "stats");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return QueueGone(queue_id);
-    QueueStats out;
-    out.name = rows->Bytes(0, 0);
-    out.sends = rows->Int(0, 1);
-    out.claims = rows->Int(0, 2);
-    out.acks = rows->Int(0, 3);
-    out.nacks = rows->Int(0, 4);
-    out.expirations = rows->Int(0, 5);
-    out.dead_lettered = rows->Int(0, 6);
-    out.ready = rows->Int(0, 7);
-    out.delayed = rows->Int(0, 8);
-    out.leased = rows->Int(0, 9);
-    if (!rows->IsNull(0, 10)) {
-      out.oldest_ready_age =
-          std::chrono::duration_cast<Duration>(Micros(*now - rows->Int(0, 10)));
-    }
-    out.dead = rows->Int(0, 11);
-    out.archived = rows->Int(0, 12);
-    return out;
+    if (rows->size() == 0) return core::QueueGone(queue_id);
+    return core::DecodeStats(core::RowAt<Rows>{*rows, 0}, *now);
   }
 
   // --- messages ------------------------------------------------------------
@@ -850,17 +799,8 @@ class PostgresEngine : public core::Engine {
     auto rows = conn.Run(
         kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit), "list dead");
     if (!rows.ok()) return rows.status();
-    std::vector<DeadLetter> out;
-    for (int i = 0; i < rows->size(); ++i) {
-      out.push_back({.id = rows->Int(i, 0),
-                     .priority = static_cast<std::int32_t>(rows->Int(i, 1)),
-                     .payload = rows->Bytes(i, 6),
-                     .attempts = static_cast<int>(rows->Int(i, 2)),
-                     .last_error = rows->Bytes(i, 5),
-                     .enqueued_at = FromUs(rows->Int(i, 3)),
-                     .died_at = FromUs(rows->Int(i, 4))});
-    }
-    return out;
+    return core::DecodeAll(*rows,
+                           [](const auto& r) { return core::DecodeDead(r); });
   }
 
   Result<std::int64_t> Redrive(Conn& c, std::int64_t queue_id,
@@ -932,17 +872,8 @@ class PostgresEngine : public core::Engine {
         conn.Run(kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit),
                  "list archive");
     if (!rows.ok()) return rows.status();
-    std::vector<ArchivedMessage> out;
-    for (int i = 0; i < rows->size(); ++i) {
-      out.push_back({.id = rows->Int(i, 0),
-                     .priority = static_cast<std::int32_t>(rows->Int(i, 1)),
-                     .payload = rows->Bytes(i, 6),
-                     .attempts = static_cast<int>(rows->Int(i, 2)),
-                     .worker = rows->Bytes(i, 5),
-                     .enqueued_at = FromUs(rows->Int(i, 3)),
-                     .completed_at = FromUs(rows->Int(i, 4))});
-    }
-    return out;
+    return core::DecodeAll(
+        *rows, [](const auto& r) { return core::DecodeArchived(r); });
   }
 
   Result<std::int64_t> PruneArchive(Conn& c, std::int64_t queue_id,
@@ -1068,15 +999,8 @@ class PostgresEngine : public core::Engine {
                              core::RingReadBound(o)),
                          "read ring");
     if (!rows.ok()) return rows.status();
-    std::vector<RingEntry> out;
-    out.reserve(rows->size());
-    for (int i = 0; i < rows->size(); ++i) {
-      out.push_back({.seq = rows->Int(i, 0),
-                     .group = std::string(group),
-                     .payload = rows->Bytes(i, 2),
-                     .pushed_at = FromUs(rows->Int(i, 1))});
-    }
-    return out;
+    return core::DecodeAll(
+        *rows, [&](const auto& r) { return core::DecodeRingEntry(r, group); });
   }
 
   Result<std::vector<RingGroup>> RingGroups(Conn& c,
@@ -1104,11 +1028,7 @@ class PostgresEngine : public core::Engine {
     if (!s.ok()) return s;
     auto locked = LockGroup(conn, ring_id, group);
     if (!locked.ok()) return locked.status();
-    auto missing = [&] {
-      return Status::NotFound(fmt::format(
-          "group '{}' has no entry {} (never pushed, evicted or deleted)",
-          group, seq));
-    };
+    auto missing = [&] { return core::NoRingEntry(group, seq); };
     if (!*locked) return missing();
     static constexpr const char* kSql = R"sql(
       DELETE FROM sqlq_ring_entries
@@ -1151,7 +1071,7 @@ class PostgresEngine : public core::Engine {
       FOR UPDATE)sql";
     auto locked = conn.Run(kLock, Params().Int(ring_id), "set capacity");
     if (!locked.ok()) return locked.status();
-    if (locked->size() == 0) return Gone("ring", ring_id);
+    if (locked->size() == 0) return core::KindGone("ring", ring_id);
     conn.known_queues.insert(ring_id);
     static constexpr const char* kSet =
         "UPDATE sqlq_queues SET capacity = $2 WHERE id = $1";
@@ -1186,14 +1106,8 @@ class PostgresEngine : public core::Engine {
       FROM sqlq_queues q WHERE q.id = $1 AND q.kind = 'ring')sql";
     auto rows = Pg(c).Run(kSql, Params().Int(ring_id), "ring stats");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return Gone("ring", ring_id);
-    RingStats out;
-    out.name = rows->Bytes(0, 0);
-    out.capacity = rows->Int(0, 1);
-    out.pushes = rows->Int(0, 2);
-    out.groups = rows->Int(0, 3);
-    out.entries = rows->Int(0, 4);
-    return out;
+    if (rows->size() == 0) return core::KindGone("ring", ring_id);
+    return core::DecodeRingStats(core::RowAt<Rows>{*rows, 0});
   }
 
   // --- rotations -------------------------------------------------------------
@@ -1254,8 +1168,7 @@ class PostgresEngine : public core::Engine {
         conn.Run(kExists, Params().Int(rotation_id).Bytes(key), "add item");
     if (!exists.ok()) return exists.status();
     if (exists->size() > 0) {
-      return Status::AlreadyExists(
-          fmt::format("item '{}' is in the rotation already", key));
+      return core::ItemExists(key);
     }
     auto stamp = NextStamp(conn, rotation_id, 1);
     if (!stamp.ok()) return stamp.status();
@@ -1276,7 +1189,7 @@ class PostgresEngine : public core::Engine {
     auto rows =
         conn.Run(kSql, Params().Int(rotation_id).Bytes(key), "remove item");
     if (!rows.ok()) return rows.status();
-    if (rows->affected() == 0) return NoItem(key);
+    if (rows->affected() == 0) return core::NoItem(key);
     return Status::Ok();
   }
 
@@ -1350,10 +1263,9 @@ class PostgresEngine : public core::Engine {
       WHERE rotation_id = $1 AND key = $2 FOR UPDATE)sql";
     auto rows = conn.Run(kParked, Params().Int(rotation_id).Bytes(key), "ok");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return NoItem(key);
+    if (rows->size() == 0) return core::NoItem(key);
     if (rows->Int(0, 0) != 0) {
-      return Status::FailedPrecondition(
-          fmt::format("item '{}' is parked: reset it to serve it again", key));
+      return core::ItemParked(key);
     }
     static constexpr const char* kSql = R"sql(
       UPDATE sqlq_rotation_items SET failures = 0
@@ -1387,7 +1299,9 @@ class PostgresEngine : public core::Engine {
     if (!rows.ok()) return rows.status();
     std::vector<RotationItem> out;
     out.reserve(rows->size());
-    for (int i = 0; i < rows->size(); ++i) out.push_back(ItemFromRow(*rows, i));
+    for (int i = 0; i < rows->size(); ++i) {
+      out.push_back(core::DecodeItem(core::RowAt<Rows>{*rows, i}));
+    }
     return out;
   }
 
@@ -1404,31 +1318,13 @@ class PostgresEngine : public core::Engine {
       FROM sqlq_queues q WHERE q.id = $1 AND q.kind = 'rotation')sql";
     auto rows = Pg(c).Run(kSql, Params().Int(rotation_id), "rotation stats");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return Gone("rotation", rotation_id);
-    RotationStats out;
-    out.name = rows->Bytes(0, 0);
-    out.max_failures = static_cast<int>(rows->Int(0, 1));
-    out.serves = rows->Int(0, 2);
-    out.items = rows->Int(0, 3);
-    out.parked = rows->Int(0, 4);
-    return out;
+    if (rows->size() == 0) return core::KindGone("rotation", rotation_id);
+    return core::DecodeRotationStats(core::RowAt<Rows>{*rows, 0});
   }
 
  protected:
-  std::string_view kind() const override { return "postgres"; }
-
  private:
   static PgConn& Pg(Conn& c) { return static_cast<PgConn&>(c); }
-
-  static Status Gone(std::string_view kind, std::int64_t id) {
-    return Status::NotFound(
-        fmt::format("{} (id {}) no longer exists: it was dropped", kind, id));
-  }
-
-  static Status NoItem(std::string_view key) {
-    return Status::NotFound(
-        fmt::format("item '{}' is not in the rotation", key));
-  }
 
   // Creates the row of a ring or rotation (`kind` is one of those two
   // literals); kAlreadyExists when the name is taken by any kind.
@@ -1466,10 +1362,9 @@ class PostgresEngine : public core::Engine {
     auto rows = conn.Run(kSql, Params().Text(name), "look up name");
     if (!rows.ok()) return rows.status();
     if (rows->size() > 0) {
-      return Status::FailedPrecondition(
-          fmt::format("'{}' is a {}, not a {}", name, rows->Bytes(0, 0), want));
+      return core::NotA(name, rows->Bytes(0, 0), want);
     }
-    return Status::NotFound(fmt::format("{} '{}' does not exist", want, name));
+    return core::NotA(name, std::nullopt, want);
   }
 
   // The name is taken: says by what kind of thing.
@@ -1479,16 +1374,15 @@ class PostgresEngine : public core::Engine {
     auto rows = conn.Run(kSql, Params().Text(name), "look up name");
     if (!rows.ok()) return rows.status();
     // Dropped again since our insert saw it: taken all the same.
-    const std::string kind = rows->size() > 0 ? rows->Bytes(0, 0) : "name";
-    return Status::AlreadyExists(
-        fmt::format("{} '{}' already exists", kind, name));
+    if (rows->size() == 0) return core::NameTaken(name, std::nullopt);
+    return core::NameTaken(name, rows->Bytes(0, 0));
   }
 
   // CheckQueue for a ring or rotation: kNotFound naming the kind.
   Status CheckKind(PgConn& conn, std::int64_t id, std::string_view kind) {
     if (conn.known_queues.contains(id)) return Status::Ok();
     Status s = CheckQueue(conn, id);
-    if (s.code() == Code::kNotFound) return Gone(kind, id);
+    if (s.code() == Code::kNotFound) return core::KindGone(kind, id);
     return s;
   }
 
@@ -1500,7 +1394,7 @@ class PostgresEngine : public core::Engine {
       FOR NO KEY UPDATE)sql";
     auto rows = conn.Run(kSql, Params().Int(rotation_id), "lock rotation");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return Gone("rotation", rotation_id);
+    if (rows->size() == 0) return core::KindGone("rotation", rotation_id);
     conn.known_queues.insert(rotation_id);
     return Status::Ok();
   }
@@ -1514,7 +1408,7 @@ class PostgresEngine : public core::Engine {
       WHERE id = $1 RETURNING next_stamp)sql";
     auto rows = conn.Run(kSql, Params().Int(rotation_id).Int(count), "stamp");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return Gone("rotation", rotation_id);
+    if (rows->size() == 0) return core::KindGone("rotation", rotation_id);
     return rows->Int(0, 0);
   }
 
@@ -1560,21 +1454,13 @@ class PostgresEngine : public core::Engine {
     return rows.ok() ? Status::Ok() : rows.status();
   }
 
-  static RotationItem ItemFromRow(const Rows& rows, int i) {
-    return {.key = rows.Bytes(i, 0),
-            .payload = rows.Bytes(i, 1),
-            .served = rows.Int(i, 2),
-            .failures = static_cast<int>(rows.Int(i, 3)),
-            .parked = rows.Int(i, 4) != 0};
-  }
-
   static Result<RotationItem> UpdateItem(PgConn& conn, const char* sql,
                                          const Params& params,
                                          std::string_view key) {
     auto rows = conn.Run(sql, params, "update item");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return NoItem(key);
-    return ItemFromRow(*rows, 0);
+    if (rows->size() == 0) return core::NoItem(key);
+    return core::DecodeItem(core::RowAt<Rows>{*rows, 0});
   }
 
   // Inserts a batch of messages with one INSERT ... SELECT FROM unnest(...)
@@ -1640,7 +1526,7 @@ class PostgresEngine : public core::Engine {
           kSendCounted, std::move(params), "send", [&](const Rows& rows) {
             if (rows.size() == 0) {
               // The queue was gone: nothing was inserted or counted.
-              failed = QueueGone(p.queue_id);
+              failed = core::QueueGone(p.queue_id);
               return;
             }
             if (static_cast<std::size_t>(rows.size()) != p.messages.size()) {
@@ -1804,7 +1690,7 @@ class PostgresEngine : public core::Engine {
     auto rows =
         conn.Run(lock ? kLock : kLook, Params().Int(queue_id), "look up queue");
     if (!rows.ok()) return rows.status();
-    if (rows->size() == 0) return QueueGone(queue_id);
+    if (rows->size() == 0) return core::QueueGone(queue_id);
     // Remembered only once locked: an unlocked look may be repeated by a
     // later operation of the transaction that wants the lock.
     if (lock) conn.known_queues.insert(queue_id);
@@ -1814,10 +1700,7 @@ class PostgresEngine : public core::Engine {
   // REQUIRES: CheckQueue(queue_id) in this transaction.
   Status AddCounters(PgConn& conn, std::int64_t queue_id,
                      const QueueCounters& d) {
-    if (conn.defer_counters) {
-      conn.pending_counters[queue_id] += d;
-      return Status::Ok();
-    }
+    if (conn.DeferCounters(queue_id, d)) return Status::Ok();
     return WriteCounters(conn, queue_id, d);
   }
 
@@ -1861,25 +1744,10 @@ class PostgresEngine : public core::Engine {
         conn.Run(kSql, Params().Int(r.id).Int(queue_id), "check receipt");
     if (!rows.ok()) return rows.status();
     if (rows->size() == 0) {
-      return Status::NotFound(fmt::format(
-          "message {} is not in the queue (acked, dead-lettered or purged "
-          "already)",
-          r.id));
+      return core::NotInQueue(r.id);
     }
     const std::int64_t attempts = rows->Int(0, 1);
-    if (attempts > r.attempt) {
-      return Status::FailedPrecondition(fmt::format(
-          "stale receipt: the lease of message {} (attempt {}) expired and "
-          "the message was claimed again (attempt {})",
-          r.id, r.attempt, attempts));
-    }
-    if (rows->Int(0, 0) == 0 && attempts == r.attempt) {
-      return Status::FailedPrecondition(fmt::format(
-          "stale receipt: message {} was nacked and is no longer leased",
-          r.id));
-    }
-    return Status::FailedPrecondition(fmt::format(
-        "receipt does not match the current lease of message {}", r.id));
+    return core::StaleReceipt(r, rows->Int(0, 0), attempts);
   }
 
   // BEGIN, and the database clock with it when the store uses it.
@@ -1957,15 +1825,8 @@ class PostgresEngine : public core::Engine {
   // now, when BEGIN fails; nothing was sent in a transaction yet, so a fresh
   // connection is tried instead, transparently.
   Result<std::unique_ptr<PgConn>> AcquireBegun(bool read_only) {
-    for (;;) {
-      bool pooled = false;
-      auto conn = Acquire(&pooled);
-      if (!conn.ok()) return conn.status();
-      (*conn)->ResetTxState();
-      Status s = Begin(**conn, read_only);
-      if (s.ok()) return conn;
-      if (!pooled || (*conn)->healthy()) return s;
-    }
+    return pool_.AcquireBegun(
+        [&](PgConn& conn) { return Begin(conn, read_only); });
   }
 
   // Runs `body` in the transaction begun on `conn`, and commits.
@@ -2069,36 +1930,8 @@ class PostgresEngine : public core::Engine {
   // A pooled connection, or a new one. A pooled connection that broke
   // while idle (server restart) is dropped here and replaced.
   // `pooled` says whether it was idle in the pool (and may have broken).
-  Result<std::unique_ptr<PgConn>> Acquire(bool* pooled = nullptr) {
-    {
-      std::lock_guard<std::mutex> lock(pool_mu_);
-      while (!idle_.empty()) {
-        auto c = std::move(idle_.back());
-        idle_.pop_back();
-        if (c->healthy() && !c->ClosedWhileIdle()) {
-          if (pooled != nullptr) *pooled = true;
-          return c;
-        }
-      }
-    }
-    if (pooled != nullptr) *pooled = false;
-    return Connect();
-  }
-
-  void DropIdle() {
-    std::vector<std::unique_ptr<PgConn>> dropped;
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    dropped.swap(idle_);
-  }
-
-  void Release(std::unique_ptr<PgConn> conn) {
-    if (!conn->healthy() || PQtransactionStatus(conn->pg()) != PQTRANS_IDLE) {
-      return;  // closed by its destructor
-    }
-    conn->notify = false;
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    if (idle_.size() < kMaxIdle) idle_.push_back(std::move(conn));
-  }
+  Result<std::unique_ptr<PgConn>> Acquire() { return pool_.Acquire(); }
+  void Release(std::unique_ptr<PgConn> conn) { pool_.Release(std::move(conn)); }
 
   // The schema version recorded, 0 when sqlq_schema does not exist yet.
   static Result<std::int64_t> SchemaVersion(PgConn& conn) {
@@ -2114,83 +1947,71 @@ class PostgresEngine : public core::Engine {
     return version->Int(0, 0);
   }
 
-  static Status TooNew(std::int64_t version) {
-    return Status::FailedPrecondition(fmt::format(
-        "database schema version {} is newer than this sqlq supports ({}): "
-        "upgrade sqlq",
-        version, kSchemaVersion));
-  }
-
-  // Brings the schema to kSchemaVersion. The common case, an up-to-date
-  // schema, only reads: no lock, and no DDL, which a user with just
-  // SELECT/INSERT/UPDATE/DELETE grants could not run (PostgreSQL 15 no
-  // longer lets everyone create in "public").
-  // Without `create`, a database without sqlq's tables is kNotFound, as a
-  // missing file is for SQLite: read-only commands create nothing.
+  // Brings the schema to kSchemaVersion (core/migrate.h), in one
+  // transaction under a transaction-scoped advisory lock.
   Status Migrate(PgConn& conn, bool create) {
-    conn.ResetTxState();
-    auto begun = conn.Exec("BEGIN", "begin migration");
-    if (!begun.ok()) return begun.status();
-    auto finish = [&](Status s) {
-      if (!s.ok()) {
-        if (PQstatus(conn.pg()) == CONNECTION_OK) {
-          (void)conn.Exec("ROLLBACK", "rollback");
+    class Target : public core::MigrationTarget {
+     public:
+      explicit Target(PgConn& conn) : conn_(conn) {}
+      std::int64_t latest() const override { return kSchemaVersion; }
+      std::string where() const override { return PQdb(conn_.pg()); }
+      Status Begin() override {
+        conn_.ResetTxState();
+        auto begun = conn_.Exec("BEGIN", "begin migration");
+        return begun.ok() ? Status::Ok() : begun.status();
+      }
+      Result<std::int64_t> RecordedVersion() override {
+        return SchemaVersion(conn_);
+      }
+      Status Lock() override {
+        static constexpr const char* kLock = "SELECT pg_advisory_xact_lock($1)";
+        auto locked = conn_.Run(kLock, Params().Int(kMigrationLock),
+                                "lock schema for migration");
+        return locked.ok() ? Status::Ok() : locked.status();
+      }
+      Status CreateSchemaTable() override {
+        auto created = conn_.Exec(
+            "CREATE TABLE IF NOT EXISTS sqlq_schema ("
+            "version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL "
+            "DEFAULT now())",
+            "create schema table");
+        return created.ok() ? Status::Ok() : created.status();
+      }
+      Status Apply(std::int64_t version) override {
+        auto applied = conn_.Exec(kMigrations[version - 1], "migrate schema");
+        return applied.ok() ? Status::Ok() : applied.status();
+      }
+      Status Record(std::int64_t version) override {
+        static constexpr const char* kRecord =
+            "INSERT INTO sqlq_schema (version) VALUES ($1)";
+        auto recorded =
+            conn_.Run(kRecord, Params().Int(version), "record schema version");
+        return recorded.ok() ? Status::Ok() : recorded.status();
+      }
+      Status Finish(Status result) override {
+        if (!result.ok()) {
+          if (PQstatus(conn_.pg()) == CONNECTION_OK) {
+            (void)conn_.Exec("ROLLBACK", "rollback");
+          }
+          return result;
         }
-        return s;
+        auto committed =
+            conn_.Exec("COMMIT", "commit migration", Phase::kCommit);
+        return committed.ok() ? Status::Ok() : committed.status();
       }
-      auto committed = conn.Exec("COMMIT", "commit migration", Phase::kCommit);
-      return committed.ok() ? Status::Ok() : committed.status();
-    };
-    auto seen = SchemaVersion(conn);
-    if (!seen.ok()) return finish(seen.status());
-    if (*seen > kSchemaVersion) return finish(TooNew(*seen));
-    if (*seen == kSchemaVersion) return finish(Status::Ok());
-    if (*seen == 0 && !create) {
-      return finish(Status::NotFound(fmt::format(
-          "database '{}' has no sqlq tables (create a queue first, or check "
-          "--db)",
-          PQdb(conn.pg()))));
-    }
-    // Serialises migrations of concurrent processes; released at COMMIT.
-    // Everything is read again under the lock: another process may have
-    // migrated meanwhile.
-    static constexpr const char* kLock = "SELECT pg_advisory_xact_lock($1)";
-    auto locked = conn.Run(kLock, Params().Int(kMigrationLock),
-                           "lock schema for migration");
-    if (!locked.ok()) return finish(locked.status());
-    auto created = conn.Exec(
-        "CREATE TABLE IF NOT EXISTS sqlq_schema ("
-        "version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL "
-        "DEFAULT now())",
-        "create schema table");
-    if (!created.ok()) return finish(created.status());
-    auto version = SchemaVersion(conn);
-    if (!version.ok()) return finish(version.status());
-    if (*version > kSchemaVersion) return finish(TooNew(*version));
-    for (auto v = *version; v < kSchemaVersion; ++v) {
-      auto applied = conn.Exec(kMigrations[v], "migrate schema");
-      if (!applied.ok()) {
-        return finish(applied.status().WithContext(
-            fmt::format("migrate schema to version {}", v + 1)));
-      }
-      static constexpr const char* kRecord =
-          "INSERT INTO sqlq_schema (version) VALUES ($1)";
-      auto recorded =
-          conn.Run(kRecord, Params().Int(v + 1), "record schema version");
-      if (!recorded.ok()) return finish(recorded.status());
-    }
-    return finish(Status::Ok());
+
+     private:
+      PgConn& conn_;
+    } target(conn);
+    return core::Migrate(target, create);
   }
 
   const std::string url_;
   const std::shared_ptr<Clock> clock_;  // null: the database clock
-  int write_groups_ = kWriteGroups;
-  std::int64_t vacuum_threshold_ = kVacuumRows;
-  std::int64_t fold_threshold_ = kFoldRows;
-  std::mutex rng_mu_;
-  std::mt19937_64 rng_;  // guarded by rng_mu_
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<PgConn>> idle_;  // guarded by pool_mu_
+  const int write_groups_;
+  const std::int64_t vacuum_threshold_;
+  const std::int64_t fold_threshold_;
+  core::ConnPool<PgConn> pool_;
   std::unique_ptr<Notifier> notifier_;
   std::unique_ptr<Vacuumer> vacuumer_;
   std::unique_ptr<Vacuumer> folder_;   // folds the counter deltas
@@ -2201,7 +2022,10 @@ class PostgresEngine : public core::Engine {
 
 Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
                                            const StoreOptions& options) {
-  const std::string u(url);
+  const core::UrlTuning taken = core::TakeUrlParams(url, kTuningParams);
+  auto tuning = Tuning::From(taken);
+  if (!tuning.ok()) return tuning.status();
+  const std::string& u = taken.rest;
   // Malformed URLs are the caller's mistake, not an unreachable server.
   char* err = nullptr;
   PQconninfoOption* parsed = PQconninfoParse(u.c_str(), &err);
@@ -2213,7 +2037,7 @@ Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
         fmt::format("malformed PostgreSQL URL: {}", detail));
   }
   PQconninfoFree(parsed);
-  auto engine = std::make_unique<PostgresEngine>(u, options.clock);
+  auto engine = std::make_unique<PostgresEngine>(u, *tuning, options.clock);
   Status s = engine->Init(options.create_if_missing);
   if (!s.ok()) return s;
   return std::unique_ptr<core::Engine>(std::move(engine));

@@ -1,7 +1,10 @@
 // The SQLite schema, as versioned migrations. Durable-format rules:
 //  - A migration, once released, is never edited; changes go in a new one.
-//  - sqlq_schema holds the version reached; a database newer than this
-//    build is refused rather than guessed at.
+//  - sqlq_schema holds one row per version applied, with its time (the
+//    shape every engine uses, core/migrate.h); a database newer than this
+//    build is refused rather than guessed at. Before version 3 it held one
+//    row, the version reached, without a time; the engine converts such a
+//    table before it runs the steps (SqliteEngine::Migrate).
 //  - Times are integer microseconds since the Unix epoch (store clock).
 //  - sqlq_messages.ready_us is when the message may next be claimed: its
 //    delay or backoff end while token = 0, its lease expiry while token != 0.
@@ -119,6 +122,10 @@ CREATE TABLE sqlq_rotation_items (
 CREATE INDEX sqlq_rotation_order
   ON sqlq_rotation_items (rotation_id, parked, last_served, added);
 )sql",
+    // Version 3: no change to the tables of queues; sqlq_schema keeps one
+    // row per version with its time from here on (converted before the
+    // steps run, which a statement here could not do for every version).
+    "SELECT 1",
 };
 
 inline constexpr int kSchemaVersion =

@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "core/engine.h"
+#include "core/tx_conn.h"
 
 namespace sqlq::engines::sqlite {
 
@@ -73,6 +74,8 @@ class Stmt {
   }
   std::string Text(int col) const;
   std::string Blob(int col) const;
+  // Text or blob, as bytes: what core's row decoders read (core/rows.h).
+  std::string Bytes(int col) const { return Blob(col); }
   sqlite3* db() const { return db_; }
 
  private:
@@ -82,7 +85,7 @@ class Stmt {
 
 using core::QueueCounters;
 
-class SqliteConn : public core::Conn {
+class SqliteConn : public core::TxConn {
  public:
   // Takes ownership of `db` when `owned`.
   SqliteConn(sqlite3* db, bool owned) : db_(db), owned_(owned) {}
@@ -99,15 +102,9 @@ class SqliteConn : public core::Conn {
   // Start of the current busy wait, for the engine's busy handler.
   std::chrono::steady_clock::time_point busy_started;
 
-  // State of the open transaction, reset when one begins.
-  // Queues whose row was seen in this transaction (cannot vanish before it
-  // ends: dropping takes the write lock).
-  std::unordered_set<std::int64_t> known_queues;
-  // Counter changes gathered for one UPDATE per queue at commit, instead of
-  // one per operation; only in engine-run transactions (a caller's Tx may be
-  // committed behind our back, so there counters are written at once).
-  bool defer_counters = false;
-  std::map<std::int64_t, QueueCounters> pending_counters;
+  // The state of the open transaction is core::TxConn's. Here a queue in
+  // known_queues cannot vanish before the transaction ends: dropping takes
+  // the write lock.
 
  private:
   sqlite3* db_;

@@ -25,6 +25,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/errors.h"
+#include "core/migrate.h"
+#include "core/rows.h"
 #include "core/validate.h"
 #include "engines/sqlite/file_watcher.h"
 #include "engines/sqlite/schema.h"
@@ -49,14 +52,9 @@ class SystemClock : public Clock {
   }
 };
 
-std::int64_t Us(Timestamp t) { return t.time_since_epoch().count(); }
-Timestamp FromUs(std::int64_t us) { return Timestamp(Micros(us)); }
-std::int64_t Us(Duration d) {
-  return std::chrono::duration_cast<Micros>(d).count();
-}
-// Lease tokens are unsigned 64-bit; SQLite stores them as the signed
-// integer with the same bits.
-std::int64_t TokenBits(std::uint64_t t) { return static_cast<std::int64_t>(t); }
+using core::FromUs;
+using core::TokenBits;
+using core::Us;
 
 // Busy handler: short sleeps that grow from 50us to 2ms, so that a lock
 // released quickly is taken quickly (SQLite's default handler sleeps up to
@@ -266,25 +264,6 @@ class SqliteEngine : public core::Engine {
            archive, retention_us, max_payload, created_us
     FROM sqlq_queues)sql";
 
-  static core::QueueRecord QueueFromRow(const Stmt& st) {
-    core::QueueRecord r;
-    r.id = st.Int(0);
-    r.info.name = st.Text(1);
-    r.info.options.max_attempts = static_cast<int>(st.Int(2));
-    r.info.options.lease =
-        std::chrono::duration_cast<Duration>(Micros(st.Int(3)));
-    r.info.options.backoff_base =
-        std::chrono::duration_cast<Duration>(Micros(st.Int(4)));
-    r.info.options.backoff_max =
-        std::chrono::duration_cast<Duration>(Micros(st.Int(5)));
-    r.info.options.archive = st.Int(6) != 0;
-    r.info.options.retention =
-        std::chrono::duration_cast<Duration>(Micros(st.Int(7)));
-    r.info.options.max_payload_bytes = static_cast<std::size_t>(st.Int(8));
-    r.info.created_at = FromUs(st.Int(9));
-    return r;
-  }
-
   Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override {
     static const std::string sql =
         std::string(kSelectQueue) + " WHERE name = ?1 AND kind = 'queue'";
@@ -292,7 +271,7 @@ class SqliteEngine : public core::Engine {
     SQLQ_PREPARE(st, conn, sql.c_str());
     st.BindText(1, name);
     int rc = st.Step();
-    if (rc == SQLITE_ROW) return QueueFromRow(st);
+    if (rc == SQLITE_ROW) return core::DecodeQueue(st);
     if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "look up queue");
     return Missing(conn, name, "queue");
   }
@@ -304,7 +283,7 @@ class SqliteEngine : public core::Engine {
     SQLQ_PREPARE(st, conn, sql.c_str());
     std::vector<core::QueueRecord> out;
     int rc;
-    while ((rc = st.Step()) == SQLITE_ROW) out.push_back(QueueFromRow(st));
+    while ((rc = st.Step()) == SQLITE_ROW) out.push_back(core::DecodeQueue(st));
     if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list queues");
     return out;
   }
@@ -359,7 +338,7 @@ class SqliteEngine : public core::Engine {
         FROM sqlq_queues WHERE id = ?1)sql");
       st.Bind(1, queue_id);
       int rc = st.Step();
-      if (rc == SQLITE_DONE) return QueueGone(queue_id);
+      if (rc == SQLITE_DONE) return core::QueueGone(queue_id);
       if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "stats");
       out.name = st.Text(0);
       out.sends = st.Int(1);
@@ -714,7 +693,7 @@ class SqliteEngine : public core::Engine {
         SELECT capacity FROM sqlq_queues WHERE id = ?1 AND kind = 'ring')sql");
       st.Bind(1, ring_id);
       int rc = st.Step();
-      if (rc == SQLITE_DONE) return Gone("ring", ring_id);
+      if (rc == SQLITE_DONE) return core::KindGone("ring", ring_id);
       if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "push");
       capacity = st.Int(0);
     }
@@ -781,10 +760,7 @@ class SqliteEngine : public core::Engine {
     std::vector<RingEntry> out;
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {
-      out.push_back({.seq = st.Int(0),
-                     .group = std::string(group),
-                     .payload = st.Blob(2),
-                     .pushed_at = FromUs(st.Int(1))});
+      out.push_back(core::DecodeRingEntry(st, group));
     }
     if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "read ring");
     return out;
@@ -820,9 +796,7 @@ class SqliteEngine : public core::Engine {
       if (!s.ok()) return s;
     }
     if (conn.changes() == 0) {
-      return Status::NotFound(fmt::format(
-          "group '{}' has no entry {} (never pushed, evicted or deleted)",
-          group, seq));
+      return core::NoRingEntry(group, seq);
     }
     return AdjustEntries(conn, ring_id, group, -1);
   }
@@ -857,7 +831,7 @@ class SqliteEngine : public core::Engine {
       st.Bind(1, ring_id).Bind(2, capacity);
       Status s = st.Run("set capacity");
       if (!s.ok()) return s;
-      if (conn.changes() == 0) return Gone("ring", ring_id);
+      if (conn.changes() == 0) return core::KindGone("ring", ring_id);
     }
     std::vector<std::pair<std::string, std::int64_t>> over;
     {
@@ -889,7 +863,7 @@ class SqliteEngine : public core::Engine {
         WHERE id = ?1 AND kind = 'ring')sql");
       st.Bind(1, ring_id);
       int rc = st.Step();
-      if (rc == SQLITE_DONE) return Gone("ring", ring_id);
+      if (rc == SQLITE_DONE) return core::KindGone("ring", ring_id);
       if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "ring stats");
       out.name = st.Text(0);
       out.capacity = st.Int(1);
@@ -956,8 +930,7 @@ class SqliteEngine : public core::Engine {
       st.Bind(1, rotation_id).BindText(2, key);
       int rc = st.Step();
       if (rc == SQLITE_ROW) {
-        return Status::AlreadyExists(
-            fmt::format("item '{}' is in the rotation already", key));
+        return core::ItemExists(key);
       }
       if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "add item");
     }
@@ -981,7 +954,7 @@ class SqliteEngine : public core::Engine {
     st.Bind(1, rotation_id).BindText(2, key);
     Status s = st.Run("remove item");
     if (!s.ok()) return s;
-    if (conn.changes() == 0) return NoItem(key);
+    if (conn.changes() == 0) return core::NoItem(key);
     return Status::Ok();
   }
 
@@ -1053,11 +1026,10 @@ class SqliteEngine : public core::Engine {
         WHERE rotation_id = ?1 AND key = ?2)sql");
       st.Bind(1, rotation_id).BindText(2, key);
       int rc = st.Step();
-      if (rc == SQLITE_DONE) return NoItem(key);
+      if (rc == SQLITE_DONE) return core::NoItem(key);
       if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "ok");
       if (st.Int(0) != 0) {
-        return Status::FailedPrecondition(fmt::format(
-            "item '{}' is parked: reset it to serve it again", key));
+        return core::ItemParked(key);
       }
     }
     static constexpr const char* kSql = R"sql(
@@ -1087,7 +1059,7 @@ class SqliteEngine : public core::Engine {
     st.Bind(1, rotation_id);
     std::vector<RotationItem> out;
     int rc;
-    while ((rc = st.Step()) == SQLITE_ROW) out.push_back(ItemFromRow(st));
+    while ((rc = st.Step()) == SQLITE_ROW) out.push_back(core::DecodeItem(st));
     if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list items");
     return out;
   }
@@ -1102,7 +1074,7 @@ class SqliteEngine : public core::Engine {
         WHERE id = ?1 AND kind = 'rotation')sql");
       st.Bind(1, rotation_id);
       int rc = st.Step();
-      if (rc == SQLITE_DONE) return Gone("rotation", rotation_id);
+      if (rc == SQLITE_DONE) return core::KindGone("rotation", rotation_id);
       if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "rotation stats");
       out.name = st.Text(0);
       out.max_failures = static_cast<int>(st.Int(1));
@@ -1133,13 +1105,7 @@ class SqliteEngine : public core::Engine {
     std::vector<DeadLetter> out;
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {
-      out.push_back({.id = st.Int(0),
-                     .priority = static_cast<std::int32_t>(st.Int(1)),
-                     .payload = st.Blob(6),
-                     .attempts = static_cast<int>(st.Int(2)),
-                     .last_error = st.Text(5),
-                     .enqueued_at = FromUs(st.Int(3)),
-                     .died_at = FromUs(st.Int(4))});
+      out.push_back(core::DecodeDead(st));
     }
     if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list dead");
     return out;
@@ -1220,13 +1186,7 @@ class SqliteEngine : public core::Engine {
     std::vector<ArchivedMessage> out;
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) {
-      out.push_back({.id = st.Int(0),
-                     .priority = static_cast<std::int32_t>(st.Int(1)),
-                     .payload = st.Blob(6),
-                     .attempts = static_cast<int>(st.Int(2)),
-                     .worker = st.Text(5),
-                     .enqueued_at = FromUs(st.Int(3)),
-                     .completed_at = FromUs(st.Int(4))});
+      out.push_back(core::DecodeArchived(st));
     }
     if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list archive");
     return out;
@@ -1247,21 +1207,6 @@ class SqliteEngine : public core::Engine {
 
  private:
   static SqliteConn& Sql(Conn& c) { return static_cast<SqliteConn&>(c); }
-
-  static Status QueueGone(std::int64_t queue_id) {
-    return Status::NotFound(fmt::format(
-        "queue (id {}) no longer exists: it was dropped", queue_id));
-  }
-
-  static Status Gone(std::string_view kind, std::int64_t id) {
-    return Status::NotFound(
-        fmt::format("{} (id {}) no longer exists: it was dropped", kind, id));
-  }
-
-  static Status NoItem(std::string_view key) {
-    return Status::NotFound(
-        fmt::format("item '{}' is not in the rotation", key));
-  }
 
   // Creates the row of a ring or rotation (`kind` is one of those two
   // literals); kAlreadyExists when the name is taken by any kind.
@@ -1293,11 +1238,10 @@ class SqliteEngine : public core::Engine {
     st.BindText(1, name);
     int rc = st.Step();
     if (rc == SQLITE_ROW) {
-      return Status::FailedPrecondition(
-          fmt::format("'{}' is a {}, not a {}", name, st.Text(0), want));
+      return core::NotA(name, st.Text(0), want);
     }
     if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "look up name");
-    return Status::NotFound(fmt::format("{} '{}' does not exist", want, name));
+    return core::NotA(name, std::nullopt, want);
   }
 
   // The name is taken: says by what kind of thing.
@@ -1306,8 +1250,7 @@ class SqliteEngine : public core::Engine {
     st.BindText(1, name);
     int rc = st.Step();
     if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "look up name");
-    return Status::AlreadyExists(
-        fmt::format("{} '{}' already exists", st.Text(0), name));
+    return core::NameTaken(name, st.Text(0));
   }
 
   Status DeleteAll(SqliteConn& conn, std::int64_t id,
@@ -1357,21 +1300,13 @@ class SqliteEngine : public core::Engine {
       WHERE id = ?1 AND kind = 'rotation' RETURNING next_stamp)sql");
     st.Bind(1, rotation_id).Bind(2, count);
     int rc = st.Step();
-    if (rc == SQLITE_DONE) return Gone("rotation", rotation_id);
+    if (rc == SQLITE_DONE) return core::KindGone("rotation", rotation_id);
     if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "stamp");
     std::int64_t stamp = st.Int(0);
     if ((rc = st.Step()) != SQLITE_DONE) {
       return Translate(rc, conn.db(), "stamp");
     }
     return stamp;
-  }
-
-  static RotationItem ItemFromRow(const Stmt& st) {
-    return {.key = st.Text(0),
-            .payload = st.Blob(1),
-            .served = st.Int(2),
-            .failures = static_cast<int>(st.Int(3)),
-            .parked = st.Int(4) != 0};
   }
 
   Result<RotationItem> UpdateItem(SqliteConn& conn, const char* sql,
@@ -1381,9 +1316,9 @@ class SqliteEngine : public core::Engine {
     st.Bind(1, rotation_id).BindText(2, key);
     if (param != 0) st.Bind(3, param);
     int rc = st.Step();
-    if (rc == SQLITE_DONE) return NoItem(key);
+    if (rc == SQLITE_DONE) return core::NoItem(key);
     if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "update item");
-    RotationItem item = ItemFromRow(st);
+    RotationItem item = core::DecodeItem(st);
     if ((rc = st.Step()) != SQLITE_DONE) {
       return Translate(rc, conn.db(), "update item");
     }
@@ -1426,7 +1361,7 @@ class SqliteEngine : public core::Engine {
       conn.known_queues.insert(queue_id);
       return Status::Ok();
     }
-    if (rc == SQLITE_DONE) return QueueGone(queue_id);
+    if (rc == SQLITE_DONE) return core::QueueGone(queue_id);
     return Translate(rc, conn.db(), "look up queue");
   }
 
@@ -1434,10 +1369,7 @@ class SqliteEngine : public core::Engine {
   // message of it was changed).
   Status AddCounters(SqliteConn& conn, std::int64_t queue_id,
                      const QueueCounters& d) {
-    if (conn.defer_counters) {
-      conn.pending_counters[queue_id] += d;
-      return Status::Ok();
-    }
+    if (conn.DeferCounters(queue_id, d)) return Status::Ok();
     return WriteCounters(conn, queue_id, d);
   }
 
@@ -1469,7 +1401,7 @@ class SqliteEngine : public core::Engine {
         .Bind(9, d.serves);
     Status s = st.Run("update counters");
     if (!s.ok()) return s;
-    if (conn.changes() == 0) return QueueGone(queue_id);
+    if (conn.changes() == 0) return core::QueueGone(queue_id);
     return Status::Ok();
   }
 
@@ -1500,32 +1432,16 @@ class SqliteEngine : public core::Engine {
     st.Bind(1, r.id).Bind(2, queue_id);
     int rc = st.Step();
     if (rc == SQLITE_DONE) {
-      return Status::NotFound(fmt::format(
-          "message {} is not in the queue (acked, dead-lettered or purged "
-          "already)",
-          r.id));
+      return core::NotInQueue(r.id);
     }
     if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "check receipt");
     const std::int64_t attempts = st.Int(1);
-    if (attempts > r.attempt) {
-      return Status::FailedPrecondition(fmt::format(
-          "stale receipt: the lease of message {} (attempt {}) expired and "
-          "the message was claimed again (attempt {})",
-          r.id, r.attempt, attempts));
-    }
-    if (st.Int(0) == 0 && attempts == r.attempt) {
-      return Status::FailedPrecondition(fmt::format(
-          "stale receipt: message {} was nacked and is no longer leased",
-          r.id));
-    }
-    return Status::FailedPrecondition(fmt::format(
-        "receipt does not match the current lease of message {}", r.id));
+    return core::StaleReceipt(r, st.Int(0), attempts);
   }
 
   Status InTransaction(SqliteConn& conn, const char* begin,
                        const std::function<Status(Conn&)>& body) {
-    conn.known_queues.clear();
-    conn.pending_counters.clear();
+    conn.ResetTxState();
     Status s = conn.Exec(begin, "begin transaction");
     if (!s.ok()) return s;
     s = body(conn);
@@ -1620,44 +1536,103 @@ class SqliteEngine : public core::Engine {
     return conn;
   }
 
+  // Brings the schema to kSchemaVersion (core/migrate.h) in one
+  // BEGIN IMMEDIATE transaction, which is also the migration lock. A file
+  // that exists is given sqlq's tables even when the caller asked not to
+  // create a database (a missing file was refused before this).
   Status Migrate(SqliteConn& conn) {
-    return InTransaction(conn, "BEGIN IMMEDIATE", [&](Conn&) -> Status {
-      Status s = conn.Exec(
-          "CREATE TABLE IF NOT EXISTS sqlq_schema (version INTEGER NOT NULL)",
-          "create schema table");
-      if (!s.ok()) return s;
-      std::int64_t version = 0;
-      {
-        SQLQ_PREPARE(st, conn, "SELECT max(version) FROM sqlq_schema");
-        int rc = st.Step();
-        if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "read schema");
-        version = st.Int(0);
+    class Target : public core::MigrationTarget {
+     public:
+      Target(SqliteConn& conn, std::string path, std::int64_t now_us)
+          : conn_(conn), path_(std::move(path)), now_us_(now_us) {}
+      std::int64_t latest() const override { return kSchemaVersion; }
+      std::string where() const override { return path_; }
+      Status Begin() override {
+        conn_.ResetTxState();
+        return conn_.Exec("BEGIN IMMEDIATE", "begin migration");
       }
-      if (version > kSchemaVersion) {
-        return Status::FailedPrecondition(fmt::format(
-            "database schema version {} is newer than this sqlq supports "
-            "({}): upgrade sqlq",
-            version, kSchemaVersion));
-      }
-      for (auto v = version; v < kSchemaVersion; ++v) {
-        char* err = nullptr;
-        int rc =
-            sqlite3_exec(conn.db(), kMigrations[v], nullptr, nullptr, &err);
-        sqlite3_free(err);
-        if (rc != SQLITE_OK) {
-          return Translate(rc, conn.db(),
-                           fmt::format("migrate schema to version {}", v + 1));
+      Result<std::int64_t> RecordedVersion() override {
+        SQLQ_PREPARE(st, conn_, R"sql(
+          SELECT CASE WHEN EXISTS (SELECT 1 FROM sqlite_master
+                                   WHERE type = 'table' AND name = 'sqlq_schema')
+                 THEN 1 ELSE 0 END)sql");
+        if (int rc = st.Step(); rc != SQLITE_ROW) {
+          return Translate(rc, conn_.db(), "read schema version");
         }
+        if (st.Int(0) == 0) return 0;
+        // Prepared only now: a statement on a missing table would not
+        // prepare.
+        SQLQ_PREPARE(version, conn_,
+                     "SELECT coalesce(max(version), 0) FROM sqlq_schema");
+        if (int rc = version.Step(); rc != SQLITE_ROW) {
+          return Translate(rc, conn_.db(), "read schema version");
+        }
+        return version.Int(0);
       }
-      if (version < kSchemaVersion) {
-        s = conn.Exec("DELETE FROM sqlq_schema", "record schema version");
+      // BEGIN IMMEDIATE holds the database's write lock already.
+      Status Lock() override { return Status::Ok(); }
+      Status CreateSchemaTable() override {
+        Status s = conn_.Exec(
+            "CREATE TABLE IF NOT EXISTS sqlq_schema (version INTEGER PRIMARY "
+            "KEY, applied_at INTEGER NOT NULL)",
+            "create schema table");
         if (!s.ok()) return s;
-        SQLQ_PREPARE(st, conn, "INSERT INTO sqlq_schema (version) VALUES (?1)");
-        st.Bind(1, kSchemaVersion);
+        // Before version 3: one row, the version reached, and no time.
+        if (auto has_time = HasAppliedAt(); !has_time.ok() || *has_time) {
+          return has_time.status();
+        }
+        for (const char* sql :
+             {"CREATE TABLE sqlq_schema_new (version INTEGER PRIMARY KEY, "
+              "applied_at INTEGER NOT NULL)",
+              "INSERT INTO sqlq_schema_new (version, applied_at) "
+              "SELECT max(version), 0 FROM sqlq_schema",
+              "DROP TABLE sqlq_schema",
+              "ALTER TABLE sqlq_schema_new RENAME TO sqlq_schema"}) {
+          s = conn_.Exec(sql, "convert schema table");
+          if (!s.ok()) return s;
+        }
+        return Status::Ok();
+      }
+      // Whether sqlq_schema has its applied_at column. Its own function so
+      // that the statement is reset before the table is rebuilt.
+      Result<bool> HasAppliedAt() {
+        SQLQ_PREPARE(st, conn_,
+                     "SELECT count(*) FROM pragma_table_info('sqlq_schema') "
+                     "WHERE name = 'applied_at'");
+        if (int rc = st.Step(); rc != SQLITE_ROW) {
+          return Translate(rc, conn_.db(), "read schema table");
+        }
+        return st.Int(0) != 0;
+      }
+      Status Apply(std::int64_t version) override {
+        char* err = nullptr;
+        int rc = sqlite3_exec(conn_.db(), kMigrations[version - 1], nullptr,
+                              nullptr, &err);
+        sqlite3_free(err);
+        if (rc != SQLITE_OK) return Translate(rc, conn_.db(), "migrate schema");
+        return Status::Ok();
+      }
+      Status Record(std::int64_t version) override {
+        SQLQ_PREPARE(st, conn_,
+                     "INSERT INTO sqlq_schema (version, applied_at) "
+                     "VALUES (?1, ?2)");
+        st.Bind(1, version).Bind(2, now_us_);
         return st.Run("record schema version");
       }
-      return Status::Ok();
-    });
+      Status Finish(Status result) override {
+        if (!result.ok()) {
+          (void)conn_.Exec("ROLLBACK", "rollback");
+          return result;
+        }
+        return conn_.Exec("COMMIT", "commit migration");
+      }
+
+     private:
+      SqliteConn& conn_;
+      const std::string path_;
+      const std::int64_t now_us_;
+    } target(conn, settings_.path, Us(clock_->Now()));
+    return core::Migrate(target, /*create=*/true);
   }
 
   Result<std::unique_ptr<SqliteConn>> AcquireReader() {

@@ -117,10 +117,18 @@ TEST_F(MysqlEngineTest, MalformedUrlIsInvalidArgument) {
         "mysql://localhost/", "mysql://u:%zz@localhost/db",
         "mysql://localhost:99999/db", "mysql://localhost:port/db",
         "mysql://[::1/db", "mysql://localhost/db?ssl=sometimes",
-        "mysql://localhost/db?connect_timeout=0"}) {
+        "mysql://localhost/db?connect_timeout=0",
+        "mysql://localhost/db?write_groups=0",
+        "mysql://localhost/db?write_groups=65"}) {
     SCOPED_TRACE(url);
     EXPECT_CODE(Store::Open(url), Code::kInvalidArgument);
   }
+}
+
+TEST_F(MysqlEngineTest, WriteGroupsComeFromTheUrl) {
+  ASSERT_OK_AND_ASSIGN(auto four, Store::Open(db_->url() + "?write_groups=4"));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, four->CreateQueue("jobs", {}));
+  EXPECT_OK(q.Send({.payload = "m"}));
 }
 
 TEST_F(MysqlEngineTest, UnreachableServerIsUnavailableQuickly) {

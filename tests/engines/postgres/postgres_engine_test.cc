@@ -53,8 +53,11 @@ class PostgresEngineTest : public ::testing::Test {
     db_ = std::make_unique<PostgresDatabase>();
   }
 
-  std::unique_ptr<Store> OpenStore() {
-    auto s = Store::Open(db_->url());
+  // `tuning`: URL parameters of the engine (docs/engines/postgres.md);
+  // the fixture's own (tuning_) when empty.
+  std::unique_ptr<Store> OpenStore(std::string tuning = "") {
+    if (tuning.empty()) tuning = tuning_;
+    auto s = Store::Open(db_->url() + (tuning.empty() ? "" : "?" + tuning));
     if (!s.ok()) {
       ADD_FAILURE() << "open: " << s.status().ToString();
       return nullptr;
@@ -117,6 +120,7 @@ class PostgresEngineTest : public ::testing::Test {
   }
 
   std::unique_ptr<PostgresDatabase> db_;
+  std::string tuning_;  // URL parameters OpenStore adds by default
 };
 
 // --- URLs and connection errors ---------------------------------------------
@@ -158,6 +162,30 @@ TEST_F(PostgresEngineTest, WrongPasswordIsPermissionDenied) {
 TEST_F(PostgresEngineTest, MissingDatabaseIsNotFound) {
   auto s = Store::Open(WithDatabase(PostgresTestUrl(), "sqlq_no_such_db"));
   EXPECT_CODE(s, Code::kNotFound);
+}
+
+// sqlq's tuning parameters are taken out of the URL; libpq's stay in it.
+TEST_F(PostgresEngineTest, TuningParametersAreCheckedAndTheRestGoToLibpq) {
+  for (const char* bad : {"write_groups=0", "write_groups=65", "vacuum_rows=-1",
+                          "fold_rows=0", "claim_marks=2", "rescan_ms=x"}) {
+    auto s = Store::Open(db_->url() + "?" + bad);
+    EXPECT_CODE(s, Code::kInvalidArgument);
+    EXPECT_NE(s.status().message().find(
+                  std::string(bad).substr(0, std::string(bad).find('='))),
+              std::string::npos)
+        << s.status().ToString();
+  }
+  auto s = Store::Open(
+      db_->url() + "?write_groups=2&application_name=sqlq_tuned&fold_rows=5");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, (*s)->CreateQueue("jobs", {}));
+  ASSERT_OK(q.Send({.payload = "m"}));
+  PGconn* c = Raw();
+  EXPECT_NE(Query(c,
+                  "SELECT count(*) FROM pg_stat_activity "
+                  "WHERE application_name = 'sqlq_tuned'"),
+            "0");
+  PQfinish(c);
 }
 
 TEST_F(PostgresEngineTest, TlsParametersArePassedToLibpq) {
@@ -689,26 +717,6 @@ TEST_F(PostgresEngineTest,
 
 // --- claim marks (claim_marks.h) ------------------------------------------
 
-// Sets an environment variable for the engines opened in its lifetime.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 // --- counters ------------------------------------------------------------
 
 // Counter changes are appended (sqlq_counter_deltas), not added to a row:
@@ -744,8 +752,7 @@ TEST_F(PostgresEngineTest, CountersUnderAnOpenSnapshotAreAppendedNotUpdated) {
 // The store folds the deltas into sqlq_counters in the background; the
 // counts read the same before and after.
 TEST_F(PostgresEngineTest, CounterDeltasAreFoldedAndStillCounted) {
-  ScopedEnv fold_often("SQLQ_PG_FOLD_ROWS", "1");
-  auto store = OpenStore();
+  auto store = OpenStore("fold_rows=1");
   ASSERT_TRUE(store);
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
   ASSERT_OK_AND_ASSIGN(WorkQueue other, store->CreateQueue("other", {}));
@@ -784,8 +791,12 @@ std::vector<std::string> Payloads(const std::vector<ClaimedMessage>& got) {
 
 class ClaimMarkTest : public PostgresEngineTest {
  protected:
+  // No full read of the queue on a timer during a test: what is tested is
+  // what makes a claim read from the queue's start.
+  ClaimMarkTest() { tuning_ = "rescan_ms=3600000"; }
+
   std::unique_ptr<Store> OpenStoreWithClock() {
-    auto s = Store::Open(db_->url(), {.clock = clock_});
+    auto s = Store::Open(db_->url() + "?" + tuning_, {.clock = clock_});
     if (!s.ok()) {
       ADD_FAILURE() << "open: " << s.status().ToString();
       return nullptr;
@@ -796,9 +807,6 @@ class ClaimMarkTest : public PostgresEngineTest {
   void Tick() { clock_->Advance(seconds(1)); }
 
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
-  // No full read of the queue on a timer during a test: what is tested is
-  // what makes a claim read from the queue's start.
-  ScopedEnv no_rescan_{"SQLQ_PG_RESCAN_MS", "3600000"};
 };
 
 // A transaction left open elsewhere keeps every dead row version and its

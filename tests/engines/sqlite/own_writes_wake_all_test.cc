@@ -36,7 +36,14 @@ TEST(WaitingReview, SendsToOneQueueDoNotWakeWaitersOfAnother) {
       auto r = b->Claim({.wait = milliseconds(1500)});
       EXPECT_TRUE(r.ok() && r->empty());
     });
-    std::this_thread::sleep_for(milliseconds(100));  // waiter is asleep
+    // Until the waiter is registered and asleep: no time to guess.
+    const auto registered =
+        std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((*store)->TEST_waiting_claims() == 0 &&
+           std::chrono::steady_clock::now() < registered) {
+      std::this_thread::yield();
+    }
+    EXPECT_EQ((*store)->TEST_waiting_claims(), 1u);
     const std::size_t before = (*store)->TEST_write_transactions();
     constexpr int kSends = 40;
     for (int i = 0; i < kSends; ++i) {

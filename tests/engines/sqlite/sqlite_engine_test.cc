@@ -177,7 +177,9 @@ TEST_F(SqliteEngineTest, DatabaseOfANewerSchemaIsRefused) {
   { ASSERT_OK_AND_ASSIGN(auto store, Open()); }
   {
     Db other(path());
-    ASSERT_EQ(Exec(other.get(), "UPDATE sqlq_schema SET version = 999"),
+    ASSERT_EQ(Exec(other.get(),
+                   "INSERT INTO sqlq_schema (version, applied_at) "
+                   "VALUES (999, 0)"),
               SQLITE_OK);
   }
   auto store = Open();

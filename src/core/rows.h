@@ -1,0 +1,167 @@
+// Reading sqlq's rows into the public structs, once for every engine. The
+// engines select the same columns in the same order (the column lists
+// below); each passes a Row that reads a column of the current row:
+//   std::int64_t Int(int col) const;
+//   std::string Bytes(int col) const;   // text or binary
+//   bool IsNull(int col) const;
+// RowAt adapts a result set read by (row, col), as the server engines'
+// Rows are. Also the conversions between times and the integers of
+// microseconds the tables store.
+
+#ifndef SQLQ_CORE_ROWS_H_
+#define SQLQ_CORE_ROWS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/engine.h"
+
+namespace sqlq::core {
+
+inline std::int64_t Us(Timestamp t) { return t.time_since_epoch().count(); }
+inline Timestamp FromUs(std::int64_t us) { return Timestamp(Micros(us)); }
+inline std::int64_t Us(Duration d) {
+  return std::chrono::duration_cast<Micros>(d).count();
+}
+inline Duration DurationFromUs(std::int64_t us) {
+  return std::chrono::duration_cast<Duration>(Micros(us));
+}
+// Lease tokens are unsigned 64-bit; the tables store them as the signed
+// 64-bit integer with the same bits.
+inline std::int64_t TokenBits(std::uint64_t t) {
+  return static_cast<std::int64_t>(t);
+}
+
+// Row `i` of a result set read by (row, col).
+template <class Rows>
+struct RowAt {
+  const Rows& rows;
+  int i;
+  std::int64_t Int(int col) const { return rows.Int(i, col); }
+  std::string Bytes(int col) const { return rows.Bytes(i, col); }
+  bool IsNull(int col) const { return rows.IsNull(i, col); }
+};
+
+// Every row of `rows` decoded by `decode(RowAt)`.
+template <class Rows, class Decode>
+auto DecodeAll(const Rows& rows, Decode decode) {
+  std::vector<decltype(decode(RowAt<Rows>{rows, 0}))> out;
+  out.reserve(static_cast<std::size_t>(rows.size()));
+  for (int i = 0; i < rows.size(); ++i)
+    out.push_back(decode(RowAt<Rows>{rows, i}));
+  return out;
+}
+
+// id, name, max_attempts, lease_us, backoff_base_us, backoff_max_us,
+// archive, retention_us, max_payload, created_us
+template <class Row>
+QueueRecord DecodeQueue(const Row& r) {
+  QueueRecord q;
+  q.id = r.Int(0);
+  q.info.name = r.Bytes(1);
+  q.info.options.max_attempts = static_cast<int>(r.Int(2));
+  q.info.options.lease = DurationFromUs(r.Int(3));
+  q.info.options.backoff_base = DurationFromUs(r.Int(4));
+  q.info.options.backoff_max = DurationFromUs(r.Int(5));
+  q.info.options.archive = r.Int(6) != 0;
+  q.info.options.retention = DurationFromUs(r.Int(7));
+  q.info.options.max_payload_bytes = static_cast<std::size_t>(r.Int(8));
+  q.info.created_at = FromUs(r.Int(9));
+  return q;
+}
+
+// name, sends, claims, acks, nacks, expirations, dead_lettered, ready,
+// delayed, leased, oldest ready time (NULL: none ready), dead, archived;
+// `now_us` is the time the counts were taken at.
+template <class Row>
+QueueStats DecodeStats(const Row& r, std::int64_t now_us) {
+  QueueStats s;
+  s.name = r.Bytes(0);
+  s.sends = r.Int(1);
+  s.claims = r.Int(2);
+  s.acks = r.Int(3);
+  s.nacks = r.Int(4);
+  s.expirations = r.Int(5);
+  s.dead_lettered = r.Int(6);
+  s.ready = r.Int(7);
+  s.delayed = r.Int(8);
+  s.leased = r.Int(9);
+  if (!r.IsNull(10)) s.oldest_ready_age = DurationFromUs(now_us - r.Int(10));
+  s.dead = r.Int(11);
+  s.archived = r.Int(12);
+  return s;
+}
+
+// id, priority, attempts, enqueued_us, died_us, last_error, payload
+template <class Row>
+DeadLetter DecodeDead(const Row& r) {
+  return {.id = r.Int(0),
+          .priority = static_cast<std::int32_t>(r.Int(1)),
+          .payload = r.Bytes(6),
+          .attempts = static_cast<int>(r.Int(2)),
+          .last_error = r.Bytes(5),
+          .enqueued_at = FromUs(r.Int(3)),
+          .died_at = FromUs(r.Int(4))};
+}
+
+// id, priority, attempts, enqueued_us, completed_us, worker, payload
+template <class Row>
+ArchivedMessage DecodeArchived(const Row& r) {
+  return {.id = r.Int(0),
+          .priority = static_cast<std::int32_t>(r.Int(1)),
+          .payload = r.Bytes(6),
+          .attempts = static_cast<int>(r.Int(2)),
+          .worker = r.Bytes(5),
+          .enqueued_at = FromUs(r.Int(3)),
+          .completed_at = FromUs(r.Int(4))};
+}
+
+// seq, pushed_us, payload (of `group`)
+template <class Row>
+RingEntry DecodeRingEntry(const Row& r, std::string_view group) {
+  return {.seq = r.Int(0),
+          .group = std::string(group),
+          .payload = r.Bytes(2),
+          .pushed_at = FromUs(r.Int(1))};
+}
+
+// name, capacity, pushes, groups, entries
+template <class Row>
+RingStats DecodeRingStats(const Row& r) {
+  RingStats s;
+  s.name = r.Bytes(0);
+  s.capacity = r.Int(1);
+  s.pushes = r.Int(2);
+  s.groups = r.Int(3);
+  s.entries = r.Int(4);
+  return s;
+}
+
+// key, payload, served, failures, parked
+template <class Row>
+RotationItem DecodeItem(const Row& r) {
+  return {.key = r.Bytes(0),
+          .payload = r.Bytes(1),
+          .served = r.Int(2),
+          .failures = static_cast<int>(r.Int(3)),
+          .parked = r.Int(4) != 0};
+}
+
+// name, max_failures, serves, items, parked
+template <class Row>
+RotationStats DecodeRotationStats(const Row& r) {
+  RotationStats s;
+  s.name = r.Bytes(0);
+  s.max_failures = static_cast<int>(r.Int(1));
+  s.serves = r.Int(2);
+  s.items = r.Int(3);
+  s.parked = r.Int(4);
+  return s;
+}
+
+}  // namespace sqlq::core
+
+#endif  // SQLQ_CORE_ROWS_H_

@@ -1,0 +1,205 @@
+// What the engines share around their SQL: the state of one transaction
+// that core's rules need (the queues it checked, the counters it defers to
+// commit, whether it may be run again) for every engine; and, for the
+// server engines (PostgreSQL, MariaDB/MySQL), a pool of connections and the
+// one policy for running a write transaction again after a deadlock, a
+// serialization failure or a pooled connection that the server closed
+// while it sat idle.
+//
+// An engine subclasses TxConn for its connection, tells the pool how to
+// open one, and says how one run of a transaction goes (begin, body,
+// commit); everything else is here. No database client header is needed.
+
+#ifndef SQLQ_CORE_SERVER_CONN_H_
+#define SQLQ_CORE_SERVER_CONN_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "core/engine.h"
+
+namespace sqlq::core {
+
+// A connection of an engine, with the state of the transaction open on it
+// that core's rules need. Reset when a transaction begins.
+class TxConn : public Conn {
+ public:
+  // Engines that keep more per-transaction state reset it here too, and
+  // call this.
+  virtual void ResetTxState();
+
+  // Adds to the counters this transaction writes once, at commit. False
+  // when this transaction does not defer them (a caller's Tx): then the
+  // engine writes them at once.
+  bool DeferCounters(std::int64_t queue_id, const QueueCounters& d) {
+    if (!defer_counters) return false;
+    pending_counters[queue_id] += d;
+    return true;
+  }
+
+  // A deadlock or serialization failure: the server rolled the whole
+  // transaction back, so it may be run again.
+  bool retry_tx = false;
+  // The connection turned out closed before any statement of this
+  // transaction ran (a pooled connection the server closed while idle).
+  bool lost_at_begin = false;
+  // A statement failed: the transaction is not committed.
+  std::optional<Status> tx_error;
+  // The database clock of this transaction, microseconds since the epoch.
+  std::optional<std::int64_t> tx_now_us;
+  bool read_only = false;
+  // Queues checked (and in write transactions share-locked) in this
+  // transaction.
+  std::unordered_set<std::int64_t> known_queues;
+  // Counters are gathered (DeferCounters) and written at commit; false in a
+  // caller's transaction, whose commit is the caller's.
+  bool defer_counters = false;
+  std::map<std::int64_t, QueueCounters> pending_counters;
+};
+
+// How often and after how long a write transaction that hit a deadlock or
+// serialization failure runs again.
+struct RetryPolicy {
+  // Runs in all, the first included.
+  int attempts = 10;
+  // Pooled connections found closed before a run began, replaced by fresh
+  // ones without counting as an attempt (a restarted server closes every
+  // idle connection at once; the pool is emptied the first time).
+  int reconnects = 2;
+  // Wait before run n+1: base * 2^min(n, max_doublings) plus a random
+  // jitter below `jitter`, so that the transactions that deadlocked do not
+  // meet again in step.
+  std::chrono::microseconds base{200};
+  int max_doublings = 6;
+  std::chrono::microseconds jitter{500};
+
+  std::chrono::microseconds Delay(int attempt, std::uint64_t random) const;
+};
+
+// Idle connections of one server engine, and the write loop over them.
+// C is the engine's TxConn, with
+//   bool healthy() const  the connection is open as far as the client
+//                         library knows;
+//   bool StillOpen()      checked when an idle connection is handed out
+//                         (the engine may look for a close the server sent
+//                         while it sat idle);
+//   bool Poolable() const checked when it comes back: open, with no
+//                         transaction left on it (otherwise it is closed).
+// Thread-safe.
+template <class C>
+class ConnPool {
+ public:
+  using Connect = std::function<Result<std::unique_ptr<C>>()>;
+
+  ConnPool(Connect connect, std::size_t max_idle, RetryPolicy policy = {})
+      : connect_(std::move(connect)), max_idle_(max_idle), policy_(policy) {
+    std::random_device rd;
+    rng_.seed(rd());
+  }
+
+  // An idle connection, or a new one. `pooled` tells which.
+  Result<std::unique_ptr<C>> Acquire(bool* pooled = nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!idle_.empty()) {
+        std::unique_ptr<C> c = std::move(idle_.back());
+        idle_.pop_back();
+        if (c->StillOpen()) {
+          if (pooled != nullptr) *pooled = true;
+          return c;
+        }
+      }
+    }
+    if (pooled != nullptr) *pooled = false;
+    return connect_();
+  }
+
+  // Pools the connection when Poolable(); closes it otherwise.
+  void Release(std::unique_ptr<C> conn) {
+    if (!conn->Poolable()) return;  // closed by its destructor
+    std::lock_guard<std::mutex> lock(mu_);
+    if (idle_.size() < max_idle_) idle_.push_back(std::move(conn));
+  }
+
+  // Closes every idle connection.
+  void DropIdle() {
+    std::vector<std::unique_ptr<C>> dropped;
+    std::lock_guard<std::mutex> lock(mu_);
+    dropped.swap(idle_);
+  }
+
+  // A connection on which `begin` succeeded. A pooled connection that turns
+  // out closed is replaced by a fresh one (and the other idle ones, likely
+  // closed too, are dropped).
+  Result<std::unique_ptr<C>> AcquireBegun(
+      const std::function<Status(C&)>& begin) {
+    for (;;) {
+      bool pooled = false;
+      auto conn = Acquire(&pooled);
+      if (!conn.ok()) return conn.status();
+      (*conn)->ResetTxState();
+      Status s = begin(**conn);
+      if (s.ok()) return conn;
+      if (!pooled || (*conn)->healthy()) return s;
+      DropIdle();
+    }
+  }
+
+  // Runs a write transaction: `run` begins it on the connection, runs the
+  // body and commits (or rolls back). Run again, on the policy's terms,
+  // when it ended in a deadlock or serialization failure (retry_tx), and
+  // on a fresh connection when a pooled one was found closed before
+  // anything ran (lost_at_begin).
+  Status RunWrite(const std::function<Status(C&)>& run) {
+    Status s;
+    int reconnects = 0;
+    for (int attempt = 0; attempt < policy_.attempts; ++attempt) {
+      bool pooled = false;
+      auto conn = Acquire(&pooled);
+      if (!conn.ok()) return conn.status();
+      C& c = **conn;
+      c.ResetTxState();
+      s = run(c);
+      const bool again = c.retry_tx;
+      const bool lost = pooled && c.lost_at_begin;
+      Release(std::move(*conn));
+      if (lost && reconnects++ < policy_.reconnects) {
+        DropIdle();
+        --attempt;
+        continue;
+      }
+      if (s.ok() || !again) break;
+      std::uint64_t random;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        random = rng_();
+      }
+      std::this_thread::sleep_for(policy_.Delay(attempt, random));
+    }
+    return s;
+  }
+
+  const RetryPolicy& policy() const { return policy_; }
+
+ private:
+  const Connect connect_;
+  const std::size_t max_idle_;
+  const RetryPolicy policy_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<C>> idle_;  // guarded by mu_
+  std::mt19937_64 rng_;                   // guarded by mu_
+};
+
+}  // namespace sqlq::core
+
+#endif  // SQLQ_CORE_SERVER_CONN_H_

@@ -1,0 +1,211 @@
+// Upgrades: a database left at any schema version an earlier sqlq wrote is
+// brought to the newest one when a store opens it, on every engine, and
+// then works. Each engine's steps are append-only (a released step is never
+// edited), so applying the first k of them gives the schema of version k
+// exactly as it was on main.
+
+#include <sqlite3.h>
+
+#include <functional>
+#include <string>
+
+#include "engines/mysql/schema.h"
+#include "engines/postgres/schema.h"
+#include "engines/sqlite/schema.h"
+#include "tests/conformance/engine_fixture.h"
+
+namespace sqlq::test {
+namespace {
+
+// Runs raw SQL on the test database; "" or the error.
+using Exec = std::function<std::string(const std::string&)>;
+
+struct EngineSchema {
+  int latest = 0;
+  // Creates version `k` of the schema (0: nothing) on an empty database.
+  std::function<std::string(const Exec&, int k)> install;
+};
+
+std::string RunAll(const Exec& exec, std::initializer_list<std::string> sql) {
+  for (const std::string& s : sql) {
+    std::string e = exec(s);
+    if (!e.empty()) return s + ": " + e;
+  }
+  return "";
+}
+
+EngineSchema SqliteSchema() {
+  return {engines::sqlite::kSchemaVersion, [](const Exec& exec, int k) {
+            if (k == 0) return std::string();
+            // Before version 3, sqlq_schema held one row without a time.
+            std::string e =
+                k < 3 ? exec(
+                            "CREATE TABLE sqlq_schema (version INTEGER NOT "
+                            "NULL)")
+                      : exec(
+                            "CREATE TABLE sqlq_schema (version INTEGER "
+                            "PRIMARY KEY, applied_at INTEGER NOT NULL)");
+            for (int v = 1; v <= k && e.empty(); ++v) {
+              e = exec(engines::sqlite::kMigrations[v - 1]);
+              if (e.empty() && v >= 3) {
+                e = exec("INSERT INTO sqlq_schema VALUES (" +
+                         std::to_string(v) + ", 0)");
+              }
+            }
+            if (e.empty() && k < 3) {
+              e = exec("INSERT INTO sqlq_schema VALUES (" + std::to_string(k) +
+                       ")");
+            }
+            return e;
+          }};
+}
+
+EngineSchema PostgresSchema() {
+  return {engines::postgres::kSchemaVersion, [](const Exec& exec, int k) {
+            if (k == 0) return std::string();
+            std::string e = exec(
+                "CREATE TABLE sqlq_schema (version INTEGER PRIMARY KEY, "
+                "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())");
+            for (int v = 1; v <= k && e.empty(); ++v) {
+              e = RunAll(exec, {engines::postgres::kMigrations[v - 1],
+                                "INSERT INTO sqlq_schema (version) VALUES (" +
+                                    std::to_string(v) + ")"});
+            }
+            return e;
+          }};
+}
+
+EngineSchema MysqlSchema() {
+  return {
+      engines::mysql::kSchemaVersion, [](const Exec& exec, int k) {
+        if (k == 0) return std::string();
+        std::string e = exec(
+            "CREATE TABLE sqlq_schema (version INT NOT NULL PRIMARY KEY, "
+            "applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB");
+        for (int v = 1; v <= k && e.empty(); ++v) {
+          for (const char* stmt :
+               engines::mysql::kMigrations[static_cast<std::size_t>(v - 1)]) {
+            if (e.empty()) e = exec(stmt);
+          }
+          if (e.empty()) {
+            e = exec("INSERT INTO sqlq_schema VALUES (" + std::to_string(v) +
+                     ", NOW(6))");
+          }
+        }
+        return e;
+      }};
+}
+
+// Raw SQL on `db`, and the highest version its sqlq_schema records.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& engine, const TestDatabase& db) {
+    if (engine == "Sqlite") {
+      const auto& s = static_cast<const SqliteDatabase&>(db);
+      sqlite3* h = nullptr;
+      sqlite3_open(s.path().c_str(), &h);
+      exec_ = [h](const std::string& sql) {
+        char* err = nullptr;
+        std::string out;
+        if (sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+          out = err != nullptr ? err : "error";
+        }
+        sqlite3_free(err);
+        return out;
+      };
+      close_ = [h] { sqlite3_close(h); };
+    } else if (engine == "Postgres") {
+      PGconn* c = PQconnectdb(db.url().c_str());
+      exec_ = [c](const std::string& sql) {
+        PGresult* r = PQexec(c, sql.c_str());
+        std::string out;
+        if (PQresultStatus(r) != PGRES_COMMAND_OK &&
+            PQresultStatus(r) != PGRES_TUPLES_OK) {
+          out = PQresultErrorMessage(r);
+        }
+        PQclear(r);
+        return out;
+      };
+      close_ = [c] { PQfinish(c); };
+    } else {
+      std::string error;
+      MYSQL* m = MysqlConnect(db.url(), &error);
+      exec_ = [m, error](const std::string& sql) -> std::string {
+        if (m == nullptr) return error;
+        if (mysql_query(m, sql.c_str()) != 0) return mysql_error(m);
+        if (MYSQL_RES* res = mysql_store_result(m)) mysql_free_result(res);
+        return "";
+      };
+      close_ = [m] {
+        if (m != nullptr) mysql_close(m);
+      };
+    }
+  }
+  ~RawDb() { close_(); }
+  const Exec& exec() const { return exec_; }
+
+ private:
+  Exec exec_;
+  std::function<void()> close_;
+};
+
+class Upgrade : public ::testing::TestWithParam<EngineFactory> {
+ protected:
+  void SetUp() override { SQLQ_SKIP_UNLESS_AVAILABLE(GetParam()); }
+  EngineSchema Schema() const {
+    const std::string& n = GetParam().name;
+    if (n == "Sqlite") return SqliteSchema();
+    if (n == "Postgres") return PostgresSchema();
+    return MysqlSchema();
+  }
+};
+
+TEST_P(Upgrade, EveryEarlierVersionIsBroughtToTheNewestAndWorks) {
+  const EngineSchema schema = Schema();
+  ASSERT_GE(schema.latest, 1);
+  // k = latest: up to date already, so opening only reads.
+  for (int k = 1; k <= schema.latest; ++k) {
+    SCOPED_TRACE("from version " + std::to_string(k));
+    std::unique_ptr<TestDatabase> db = GetParam().make();
+    {
+      RawDb raw(GetParam().name, *db);
+      ASSERT_EQ(schema.install(raw.exec(), k), "");
+      // A queue an earlier version stored survives the upgrade.
+      ASSERT_EQ(
+          raw.exec()("INSERT INTO sqlq_queues (name, max_attempts, lease_us, "
+                     "backoff_base_us, backoff_max_us, archive, retention_us, "
+                     "max_payload, created_us) VALUES ('old', 3, 30000000, "
+                     "1000000, 600000000, FALSE, 604800000000, 1048576, 0)"),
+          "");
+    }
+    // Without create: an existing schema is upgraded all the same.
+    ASSERT_OK_AND_ASSIGN(auto store,
+                         Store::Open(db->url(), {.create_if_missing = false}));
+    ASSERT_OK_AND_ASSIGN(WorkQueue old, store->Queue("old"));
+    EXPECT_EQ(old.options().max_attempts, 3);
+    ASSERT_OK(old.Send({.payload = "after the upgrade"}));
+    ASSERT_OK_AND_ASSIGN(auto got, old.Claim({.max = 1}));
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].payload, "after the upgrade");
+    EXPECT_OK(old.Ack(got[0].receipt));
+    ASSERT_OK_AND_ASSIGN(Ring ring, store->CreateRing("views", {}));
+    EXPECT_OK(ring.Push("g", "x"));
+    ASSERT_OK_AND_ASSIGN(Rotation rot, store->CreateRotation("pool", {}));
+    EXPECT_OK(rot.Add("a", "x"));
+    store.reset();
+    // Reopening finds nothing left to do, and the newest version recorded.
+    ASSERT_OK_AND_ASSIGN(auto again,
+                         Store::Open(db->url(), {.create_if_missing = false}));
+    EXPECT_OK(again->CheckWritable());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sqlite, Upgrade, ::testing::Values(SqliteFactory()),
+                         EngineName);
+INSTANTIATE_TEST_SUITE_P(Postgres, Upgrade,
+                         ::testing::Values(PostgresFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Mysql, Upgrade, ::testing::Values(MysqlFactory()),
+                         EngineName);
+
+}  // namespace
+}  // namespace sqlq::test
