@@ -29,6 +29,7 @@
 #include "sqlq/queue.h"
 #include "sqlq/status.h"
 #include "sqlq/store.h"
+#include "tests/support/test_servers.h"
 #include "tests/support/test_util.h"
 
 namespace sqlq {
@@ -59,10 +60,7 @@ class SqliteDatabase : public TestDatabase {
 // database on it (usually "postgres") as a user allowed to create databases.
 // scripts/test.sh starts a throwaway server and sets it
 // (scripts/pg-test-server.sh); empty when unset.
-inline std::string PostgresTestUrl() {
-  const char* url = std::getenv("SQLQ_TEST_PG_URL");
-  return url != nullptr ? url : "";
-}
+inline std::string PostgresTestUrl() { return ServerUrl(kPostgresServer); }
 
 // `url` with its database name replaced by `dbname`.
 inline std::string WithDatabase(const std::string& url,
@@ -122,10 +120,7 @@ class PostgresDatabase : public TestDatabase {
 // mysql:// URL of a database on it (usually "mysql") as a user allowed to
 // create databases. scripts/test.sh starts a throwaway server and sets it;
 // empty when unset.
-inline std::string MysqlTestUrl() {
-  const char* url = std::getenv("SQLQ_TEST_MYSQL_URL");
-  return url != nullptr ? url : "";
-}
+inline std::string MysqlTestUrl() { return ServerUrl(kMariadbServer); }
 
 // The parts of a mysql://user:password@host:port/db URL the test helpers
 // need (no percent-decoding: test URLs do not use it).
@@ -215,13 +210,11 @@ class MysqlDatabase : public TestDatabase {
 };
 
 // An engine under test: its name (a valid gtest name), how to make a fresh
-// database for it, and why its tests are skipped (empty: they run).
+// database for it, and the server it needs (none for SQLite).
 struct EngineFactory {
   std::string name;
   std::function<std::unique_ptr<TestDatabase>()> make;
-  std::string skip_reason;
-  // The variable that, set to 1, turns a skip into a failure.
-  std::string require_var = "SQLQ_REQUIRE_PG";
+  const TestServer* server = nullptr;
 };
 
 inline void PrintTo(const EngineFactory& f, std::ostream* os) { *os << f.name; }
@@ -230,47 +223,23 @@ inline EngineFactory SqliteFactory() {
   return {"Sqlite", [] { return std::make_unique<SqliteDatabase>(); }};
 }
 
-// Runs only where SQLQ_TEST_PG_URL names a server. scripts/test.sh always
-// sets it (and SQLQ_REQUIRE_PG=1, which turns a missing URL into a failure,
-// so CI cannot pass by skipping); a developer running the binary alone sees
-// the tests skipped with the reason.
 inline EngineFactory PostgresFactory() {
-  EngineFactory f{"Postgres",
-                  [] { return std::make_unique<PostgresDatabase>(); }};
-  if (PostgresTestUrl().empty()) {
-    f.skip_reason =
-        "SQLQ_TEST_PG_URL is not set: run scripts/test.sh, or start a server "
-        "with 'eval \"$(scripts/pg-test-server.sh start)\"'";
-  }
-  return f;
+  return {"Postgres", [] { return std::make_unique<PostgresDatabase>(); },
+          &kPostgresServer};
 }
 
-// Runs only where SQLQ_TEST_MYSQL_URL names a server; SQLQ_REQUIRE_MYSQL=1
-// turns a missing URL into a failure (as SQLQ_REQUIRE_PG for PostgreSQL).
 inline EngineFactory MysqlFactory() {
-  EngineFactory f{"Mysql", [] { return std::make_unique<MysqlDatabase>(); }};
-  f.require_var = "SQLQ_REQUIRE_MYSQL";
-  if (MysqlTestUrl().empty()) {
-    f.skip_reason =
-        "SQLQ_TEST_MYSQL_URL is not set: run scripts/test.sh, or start a "
-        "MariaDB server and set it (mysql://user:password@host:port/mysql)";
-  }
-  return f;
+  return {"Mysql", [] { return std::make_unique<MysqlDatabase>(); },
+          &kMariadbServer};
 }
 
-// In SetUp: skips (or, under SQLQ_REQUIRE_PG=1, fails) when the engine has
-// no server to run against.
-#define SQLQ_SKIP_UNLESS_AVAILABLE(factory)                        \
-  do {                                                             \
-    const std::string sqlq_reason_ = (factory).skip_reason;        \
-    if (!sqlq_reason_.empty()) {                                   \
-      const std::string sqlq_var_ = (factory).require_var;         \
-      const char* sqlq_req_ = std::getenv(sqlq_var_.c_str());      \
-      if (sqlq_req_ != nullptr && std::string(sqlq_req_) == "1") { \
-        FAIL() << sqlq_reason_ << " (and " << sqlq_var_ << "=1)";  \
-      }                                                            \
-      GTEST_SKIP() << sqlq_reason_;                                \
-    }                                                              \
+// In SetUp: the one rule of tests/support/test_servers.h for the engine's
+// server.
+#define SQLQ_SKIP_UNLESS_AVAILABLE(factory)   \
+  do {                                        \
+    if ((factory).server != nullptr) {        \
+      SQLQ_REQUIRE_SERVER(*(factory).server); \
+    }                                         \
   } while (0)
 
 inline std::string EngineName(

@@ -5,6 +5,7 @@
 #include <future>
 
 #include "tests/server/server_fixture.h"
+#include "tests/support/test_servers.h"
 
 namespace sqlq::server_test {
 namespace {
@@ -143,24 +144,20 @@ void TwoServersShareQueuesAndWakeEachOther(const fs::path& dir,
   EXPECT_EQ(ca.Delete("/v1/queues/" + q).status, 200);
 }
 
-// Skips (or fails with SQLQ_REQUIRE_<ENGINE>) without a test server.
-#define SQLQ_TEST_URL_OR_SKIP(var, env, require)               \
-  const char* var = std::getenv(env);                          \
-  if (var == nullptr || *var == '\0') {                        \
-    if (std::getenv(require) != nullptr) {                     \
-      FAIL() << require << " is set but " << env << " is not"; \
-    }                                                          \
-    GTEST_SKIP() << env << " is not set";                      \
-  }
+// The server's URL; skips (or fails, when required) without the server
+// (tests/support/test_servers.h).
+#define SQLQ_TEST_URL_OR_SKIP(var, server) \
+  SQLQ_REQUIRE_SERVER(server);             \
+  const std::string var = ::sqlq::test::ServerUrl(server)
 
 TEST_F(Config, PostgresTwoServersShareQueuesAndWakeEachOther) {
-  SQLQ_TEST_URL_OR_SKIP(url, "SQLQ_TEST_PG_URL", "SQLQ_REQUIRE_PG");
-  TwoServersShareQueuesAndWakeEachOther(dir_, url);
+  SQLQ_TEST_URL_OR_SKIP(url, test::kPostgresServer);
+  TwoServersShareQueuesAndWakeEachOther(dir_, url.c_str());
 }
 
 TEST_F(Config, MariadbTwoServersShareQueuesAndWakeEachOther) {
-  SQLQ_TEST_URL_OR_SKIP(url, "SQLQ_TEST_MYSQL_URL", "SQLQ_REQUIRE_MYSQL");
-  TwoServersShareQueuesAndWakeEachOther(dir_, url);
+  SQLQ_TEST_URL_OR_SKIP(url, test::kMariadbServer);
+  TwoServersShareQueuesAndWakeEachOther(dir_, url.c_str());
 }
 
 }  // namespace

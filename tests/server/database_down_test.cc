@@ -8,6 +8,7 @@
 
 #include "tests/engines/postgres/private_pg_server.h"
 #include "tests/server/server_fixture.h"
+#include "tests/support/test_servers.h"
 
 namespace sqlq::server_test {
 namespace {
@@ -15,12 +16,7 @@ namespace {
 class DatabaseDown : public ServerTest {};
 
 TEST_F(DatabaseDown, RequestsGet503UnavailableAndSucceedOnceItIsBack) {
-  if (std::getenv("SQLQ_TEST_PG_URL") == nullptr) {
-    if (std::getenv("SQLQ_REQUIRE_PG") != nullptr) {
-      FAIL() << "SQLQ_REQUIRE_PG is set but no PostgreSQL test server";
-    }
-    GTEST_SKIP() << "no PostgreSQL test server (SQLQ_TEST_PG_URL)";
-  }
+  SQLQ_REQUIRE_SERVER(test::kPostgresServer);
   test::PrivatePgServer pg;
   ASSERT_TRUE(pg.ok()) << "could not start a private PostgreSQL";
   server_.emplace(dir_, std::vector<std::string>{}, pg.url());

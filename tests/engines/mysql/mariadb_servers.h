@@ -23,21 +23,9 @@
 
 namespace sqlq::test {
 
-// In a test body: skips unless MariaDB tests are to run (see above).
-#define SQLQ_SKIP_UNLESS_MARIADB()                                   \
-  do {                                                               \
-    const char* sqlq_url_ = std::getenv("SQLQ_TEST_MYSQL_URL");      \
-    if (sqlq_url_ == nullptr || *sqlq_url_ == '\0') {                \
-      const char* sqlq_req_ = std::getenv("SQLQ_REQUIRE_MYSQL");     \
-      const char* sqlq_why_ =                                        \
-          "SQLQ_TEST_MYSQL_URL is not set: run scripts/test.sh, or " \
-          "eval \"$(scripts/mariadb-test-server.sh start)\"";        \
-      if (sqlq_req_ != nullptr && std::string(sqlq_req_) == "1") {   \
-        FAIL() << sqlq_why_ << " (and SQLQ_REQUIRE_MYSQL=1)";        \
-      }                                                              \
-      GTEST_SKIP() << sqlq_why_;                                     \
-    }                                                                \
-  } while (0)
+// In a test body: skips unless MariaDB tests are to run
+// (tests/support/test_servers.h).
+#define SQLQ_SKIP_UNLESS_MARIADB() SQLQ_REQUIRE_SERVER(kMariadbServer)
 
 inline const std::string& MariadbScript() {
   static const std::string script =

@@ -1,0 +1,457 @@
+// MariaDB/MySQL engine: claims, acks, nacks and extends (the lease of a
+// message).
+
+#include "engines/mysql/mysql_engine_impl.h"
+
+namespace sqlq::engines::mysql {
+
+Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
+                                              const core::ClaimParams& p) {
+  MyConn& conn = My(c);
+  // No share lock on the queue: an empty claim stays a transaction
+  // without writes or locks (idle consumers cost next to nothing). The
+  // queue is looked up only when no candidate shows it exists.
+  auto now_r = NowUs(conn);
+  if (!now_r.ok()) return now_r.status();
+  const std::int64_t now = *now_r;
+  const std::int64_t until = now + p.lease.count();
+  static const std::string kFirst = R"sql(
+    SELECT id, npriority, ready_us
+    FROM sqlq_messages FORCE INDEX (sqlq_messages_claim)
+    WHERE queue_id = ? AND ready_us <= ?
+    ORDER BY npriority, ready_us, id LIMIT ?)sql";
+  static const std::string kNext = R"sql(
+    SELECT id, npriority, ready_us
+    FROM sqlq_messages FORCE INDEX (sqlq_messages_claim)
+    WHERE queue_id = ? AND ready_us <= ?
+      AND (npriority > ? OR (npriority = ? AND
+           (ready_us > ? OR (ready_us = ? AND id > ?))))
+    ORDER BY npriority, ready_us, id LIMIT ?)sql";
+  core::ClaimOutcome out;
+  bool first = true;
+  std::int64_t last_np = 0, last_ready = 0, last_id = 0;
+  std::size_t bytes = 0;  // payload bytes leased, against p.max_bytes
+  bool full = false;
+  for (;;) {
+    const int want = p.max - static_cast<int>(out.messages.size());
+    if (want <= 0) break;
+    // After a round that lost rows to other consumers, look further.
+    const int limit = first ? want : 2 * want + 8;
+    Result<Rows> cands =
+        first ? conn.Run(kFirst, Params().Int(p.queue_id).Int(now).Int(limit),
+                         "claim")
+              : conn.Run(kNext,
+                         Params()
+                             .Int(p.queue_id)
+                             .Int(now)
+                             .Int(last_np)
+                             .Int(last_np)
+                             .Int(last_ready)
+                             .Int(last_ready)
+                             .Int(last_id)
+                             .Int(limit),
+                         "claim");
+    if (!cands.ok()) return cands.status();
+    if (cands->size() == 0) {
+      if (first) {
+        Status checked = CheckQueue(conn, p.queue_id, /*lock=*/false);
+        if (!checked.ok()) return checked;
+      }
+      break;
+    }
+    first = false;
+    std::vector<std::int64_t> ids;
+    ids.reserve(cands->size());
+    for (int i = 0; i < cands->size(); ++i) ids.push_back(cands->Int(i, 0));
+    const int last = cands->size() - 1;
+    last_id = cands->Int(last, 0);
+    last_np = cands->Int(last, 1);
+    last_ready = cands->Int(last, 2);
+    const std::size_t b = Bucket(ids.size());
+    // By primary key (forced: the optimizer likes the claim index for
+    // queue_id = ?), and without ORDER BY (rows are sorted below): under
+    // READ COMMITTED InnoDB then releases at once the lock of a candidate
+    // that fails the WHERE (a message another consumer leased since our
+    // plain read). Through a secondary index it keeps that lock until we
+    // commit, which held up the ack of the leased message
+    // (OpenClaimTransactionHoldsUpNoAckOfALeasedMessage).
+    const std::string lock_sql = fmt::format(
+        "SELECT id, priority, npriority, ready_us, token, attempts, "
+        "enqueued_us, payload FROM sqlq_messages FORCE INDEX (PRIMARY) "
+        "WHERE id IN ({}) AND queue_id = ? AND "
+        "ready_us <= ? FOR UPDATE SKIP LOCKED",
+        Marks(b));
+    Params lp;
+    AddIds(lp, ids);
+    lp.Int(p.queue_id).Int(now);
+    auto locked = conn.Run(lock_sql, lp, "claim");
+    if (!locked.ok()) return locked.status();
+    std::vector<int> order(static_cast<std::size_t>(locked->size()));
+    for (int i = 0; i < locked->size(); ++i) order[i] = i;
+    const Rows& l = *locked;
+    std::sort(order.begin(), order.end(), [&l](int x, int y) {
+      if (l.Int(x, 2) != l.Int(y, 2)) return l.Int(x, 2) < l.Int(y, 2);
+      if (l.Int(x, 3) != l.Int(y, 3)) return l.Int(x, 3) < l.Int(y, 3);
+      return l.Int(x, 0) < l.Int(y, 0);
+    });
+    std::vector<std::int64_t> lease_ids, dead_ids;
+    for (int i : order) {
+      if (static_cast<int>(lease_ids.size()) == want) break;
+      const bool dies = l.Int(i, 5) >= p.max_attempts;
+      const std::size_t size = l.BytesSize(i, 7);
+      if (!dies && p.max_bytes != 0 && !out.messages.empty() &&
+          bytes + size > p.max_bytes) {
+        // ClaimParams::max_bytes: left as it is, for the next claim.
+        full = true;
+        break;
+      }
+      if (l.Int(i, 4) != 0) ++out.expirations;
+      if (dies) {
+        dead_ids.push_back(l.Int(i, 0));
+        continue;
+      }
+      bytes += size;
+      lease_ids.push_back(l.Int(i, 0));
+      ClaimedMessage m;
+      m.id = l.Int(i, 0);
+      m.priority = static_cast<std::int32_t>(l.Int(i, 1));
+      m.attempt = static_cast<int>(l.Int(i, 5)) + 1;
+      m.enqueued_at = FromUs(l.Int(i, 6));
+      m.payload = l.Bytes(i, 7);
+      m.lease_expires_at = FromUs(until);
+      out.messages.push_back(std::move(m));
+    }
+    if (!dead_ids.empty()) {
+      Status s = BuryExhausted(conn, dead_ids, now, p.max_attempts);
+      if (!s.ok()) return s;
+      out.dead_lettered += static_cast<std::int64_t>(dead_ids.size());
+    }
+    if (!lease_ids.empty()) {
+      const std::string sql = fmt::format(
+          "UPDATE sqlq_messages SET token = ?, attempts = attempts + 1, "
+          "ready_us = ?, worker = ? WHERE id IN ({})",
+          Marks(Bucket(lease_ids.size())));
+      Params up;
+      up.Int(TokenBits(p.token)).Int(until).BytesOrNull(p.worker);
+      AddIds(up, lease_ids);
+      auto rows = conn.Run(sql, up, "claim");
+      if (!rows.ok()) return rows.status();
+    }
+    // The queue has no more claimable messages past these candidates.
+    if (full || cands->size() < limit) break;
+  }
+  const std::int64_t claimed = static_cast<std::int64_t>(out.messages.size());
+  if (claimed + out.expirations + out.dead_lettered == 0) return out;
+  Status s = AddCounters(conn, p.queue_id,
+                         {.claims = claimed,
+                          .expirations = out.expirations,
+                          .dead_lettered = out.dead_lettered});
+  if (!s.ok()) return s;
+  return out;
+}
+
+Status MysqlEngine::BuryExhausted(MyConn& conn,
+                                  const std::vector<std::int64_t>& ids,
+                                  std::int64_t now, int max_attempts) {
+  const std::string marks = Marks(Bucket(ids.size()));
+  const std::string ins = fmt::format(
+      "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, "
+      "enqueued_us, died_us, last_error, payload) "
+      "SELECT id, queue_id, priority, attempts, enqueued_us, ?, "
+      "CONCAT('lease expired on attempt ', attempts, ' of ', ?), payload "
+      "FROM sqlq_messages WHERE id IN ({})",
+      marks);
+  Params ip;
+  ip.Int(now).Int(max_attempts);
+  AddIds(ip, ids);
+  auto r = conn.Run(ins, ip, "claim (dead-letter)");
+  if (!r.ok()) return r.status();
+  const std::string del =
+      fmt::format("DELETE FROM sqlq_messages WHERE id IN ({})", marks);
+  Params dp;
+  AddIds(dp, ids);
+  auto d = conn.Run(del, dp, "claim (dead-letter)");
+  return d.ok() ? Status::Ok() : d.status();
+}
+
+Result<std::optional<Timestamp>> MysqlEngine::NextReadyAt(
+    Conn& c, std::int64_t queue_id) {
+  static const std::string kSql =
+      "SELECT MIN(ready_us) FROM sqlq_messages WHERE queue_id = ?";
+  auto rows = My(c).Run(kSql, Params().Int(queue_id), "next ready");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0 || rows->IsNull(0, 0)) {
+    return std::optional<Timestamp>();
+  }
+  return std::optional<Timestamp>(FromUs(rows->Int(0, 0)));
+}
+
+Result<Timestamp> MysqlEngine::Now(Conn& c) {
+  auto now = NowUs(My(c));
+  if (!now.ok()) return now.status();
+  return FromUs(*now);
+}
+
+Result<bool> MysqlEngine::LockLeased(MyConn& conn, std::int64_t queue_id,
+                                     const core::Receipt& r) {
+  static const std::string kSql = R"sql(
+    SELECT id FROM sqlq_messages
+    WHERE id = ? AND queue_id = ? AND token = ? AND attempts = ?
+    FOR UPDATE)sql";
+  auto rows = conn.Run(kSql, Fence(queue_id, r), "check receipt");
+  if (!rows.ok()) return rows.status();
+  return rows->size() == 1;
+}
+
+Status MysqlEngine::Ack(Conn& c, const core::AckParams& p) {
+  MyConn& conn = My(c);
+  Status s = CheckQueue(conn, p.queue_id);
+  if (!s.ok()) return s;
+  static const std::string kDelete = R"sql(
+    DELETE FROM sqlq_messages
+    WHERE id = ? AND queue_id = ? AND token = ? AND attempts = ?)sql";
+  if (!p.archive) {
+    auto rows = conn.Run(kDelete, Fence(p.queue_id, p.receipt), "ack");
+    if (!rows.ok()) return rows.status();
+    if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+    return AddCounters(conn, p.queue_id, {.acks = 1});
+  }
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  auto leased = LockLeased(conn, p.queue_id, p.receipt);
+  if (!leased.ok()) return leased.status();
+  if (!*leased) return Refused(conn, p.queue_id, p.receipt);
+  static const std::string kArchive = R"sql(
+    INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
+      completed_us, worker, payload)
+    SELECT id, queue_id, priority, attempts, enqueued_us, ?, worker, payload
+    FROM sqlq_messages WHERE id = ?)sql";
+  auto ins = conn.Run(kArchive, Params().Int(*now).Int(p.receipt.id), "ack");
+  if (!ins.ok()) return ins.status();
+  static const std::string kDeleteId = "DELETE FROM sqlq_messages WHERE id = ?";
+  auto del = conn.Run(kDeleteId, Params().Int(p.receipt.id), "ack");
+  if (!del.ok()) return del.status();
+  return AddCounters(conn, p.queue_id, {.acks = 1});
+}
+
+Result<std::int64_t> MysqlEngine::DeleteReturning(
+    MyConn& conn, std::int64_t queue_id,
+    std::span<const core::Receipt> receipts, std::size_t at, std::size_t end,
+    const std::vector<std::int64_t>& ids, std::vector<Status>& out) {
+  const std::size_t b = Bucket(ids.size());
+  std::string leases;
+  for (std::size_t i = 0; i < b; ++i) {
+    leases += i == 0 ? "(?, ?, ?)" : ", (?, ?, ?)";
+  }
+  // The id list lets the optimizer go by primary key; the row list is
+  // the fence. Both padded by repeating the last receipt.
+  const std::string sql = fmt::format(
+      "DELETE FROM sqlq_messages WHERE id IN ({}) AND queue_id = ? AND "
+      "(id, token, attempts) IN ({}) RETURNING id, token, attempts",
+      Marks(b), leases);
+  Params p;
+  AddIds(p, ids);
+  p.Int(queue_id);
+  for (std::size_t k = 0; k < b; ++k) {
+    const core::Receipt& r = receipts[std::min(at + k, end - 1)];
+    p.Int(r.id).Int(TokenBits(r.token)).Int(r.attempt);
+  }
+  auto rows = conn.Run(sql, p, "ack");
+  if (!rows.ok()) return rows.status();
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> deleted;
+  for (int i = 0; i < rows->size(); ++i) {
+    deleted[rows->Int(i, 0)] = {rows->Int(i, 1), rows->Int(i, 2)};
+  }
+  const auto acked = static_cast<std::int64_t>(deleted.size());
+  const auto returned = deleted;
+  for (std::size_t i = at; i < end; ++i) {
+    const core::Receipt& r = receipts[i];
+    auto it = deleted.find(r.id);
+    if (it != deleted.end() && it->second.first == TokenBits(r.token) &&
+        it->second.second == r.attempt) {
+      deleted.erase(it);  // a second receipt for it finds it gone
+      out[i] = Status::Ok();
+      continue;
+    }
+    // Deleted for another receipt of this batch: what that receipt's
+    // check would have said had it come first (as AckMany's portable
+    // path does).
+    if (auto was = returned.find(r.id); was != returned.end()) {
+      out[i] =
+          was->second.first == TokenBits(r.token) &&
+                  was->second.second == r.attempt
+              ? core::NotInQueue(r.id)
+              : core::StaleReceipt(r, was->second.first, was->second.second);
+      continue;
+    }
+    Status why = Refused(conn, queue_id, r);
+    if (!core::IsCleanFailure(why)) return why;
+    out[i] = std::move(why);
+  }
+  return acked;
+}
+
+Result<std::vector<Status>> MysqlEngine::AckMany(
+    Conn& c, std::int64_t queue_id, std::span<const core::Receipt> receipts,
+    bool archive) {
+  MyConn& conn = My(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  std::vector<Status> out(receipts.size());
+  std::int64_t acked = 0;
+  constexpr std::size_t kPage = 512;
+  for (std::size_t at = 0; at < receipts.size(); at += kPage) {
+    const std::size_t end = std::min(receipts.size(), at + kPage);
+    std::vector<std::int64_t> ids;
+    for (std::size_t i = at; i < end; ++i) ids.push_back(receipts[i].id);
+    if (conn.mariadb && !archive) {
+      auto n = DeleteReturning(conn, queue_id, receipts, at, end, ids, out);
+      if (!n.ok()) return n.status();
+      acked += *n;
+      continue;
+    }
+    const std::string lock_sql = fmt::format(
+        "SELECT id, token, attempts FROM sqlq_messages FORCE INDEX "
+        "(PRIMARY) WHERE id IN ({}) AND queue_id = ? FOR UPDATE",
+        Marks(Bucket(ids.size())));
+    Params lp;
+    AddIds(lp, ids);
+    lp.Int(queue_id);
+    auto rows = conn.Run(lock_sql, lp, "ack");
+    if (!rows.ok()) return rows.status();
+    std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> found;
+    for (int i = 0; i < rows->size(); ++i) {
+      found[rows->Int(i, 0)] = {rows->Int(i, 1), rows->Int(i, 2)};
+    }
+    std::vector<std::int64_t> gone;
+    for (std::size_t i = at; i < end; ++i) {
+      const core::Receipt& r = receipts[i];
+      auto it = found.find(r.id);
+      if (it == found.end()) {
+        out[i] = core::NotInQueue(r.id);
+      } else if (it->second.first != TokenBits(r.token) ||
+                 it->second.second != r.attempt) {
+        out[i] = core::StaleReceipt(r, it->second.first, it->second.second);
+      } else {
+        gone.push_back(r.id);
+        found.erase(it);  // a second receipt for it finds it gone
+        out[i] = Status::Ok();
+      }
+    }
+    if (gone.empty()) continue;
+    const std::string marks = Marks(Bucket(gone.size()));
+    if (archive) {
+      auto now = NowUs(conn);
+      if (!now.ok()) return now.status();
+      const std::string ins = fmt::format(
+          "INSERT INTO sqlq_archive (id, queue_id, priority, attempts, "
+          "enqueued_us, completed_us, worker, payload) "
+          "SELECT id, queue_id, priority, attempts, enqueued_us, ?, worker, "
+          "payload FROM sqlq_messages WHERE id IN ({})",
+          marks);
+      Params ip;
+      ip.Int(*now);
+      AddIds(ip, gone);
+      auto r = conn.Run(ins, ip, "ack");
+      if (!r.ok()) return r.status();
+    }
+    const std::string del =
+        fmt::format("DELETE FROM sqlq_messages WHERE id IN ({})", marks);
+    Params dp;
+    AddIds(dp, gone);
+    auto d = conn.Run(del, dp, "ack");
+    if (!d.ok()) return d.status();
+    acked += static_cast<std::int64_t>(gone.size());
+  }
+  if (acked > 0) {
+    s = AddCounters(conn, queue_id, {.acks = acked});
+    if (!s.ok()) return s;
+  }
+  return out;
+}
+
+Status MysqlEngine::Retry(Conn& c, const core::RetryParams& p) {
+  MyConn& conn = My(c);
+  Status s = CheckQueue(conn, p.queue_id);
+  if (!s.ok()) return s;
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  static const std::string kSql = R"sql(
+    UPDATE sqlq_messages SET token = 0, ready_us = ?, last_error = ?
+    WHERE id = ? AND queue_id = ? AND token = ? AND attempts = ?)sql";
+  Params params;
+  params.Int(*now + p.delay.count()).BytesOrNull(p.error);
+  AppendFence(params, p.queue_id, p.receipt);
+  auto rows = conn.Run(kSql, params, "nack");
+  if (!rows.ok()) return rows.status();
+  if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+  return AddCounters(conn, p.queue_id, {.nacks = 1});
+}
+
+Status MysqlEngine::Bury(Conn& c, const core::BuryParams& p) {
+  MyConn& conn = My(c);
+  Status s = CheckQueue(conn, p.queue_id);
+  if (!s.ok()) return s;
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  auto leased = LockLeased(conn, p.queue_id, p.receipt);
+  if (!leased.ok()) return leased.status();
+  if (!*leased) return Refused(conn, p.queue_id, p.receipt);
+  static const std::string kSql = R"sql(
+    INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
+      died_us, last_error, payload)
+    SELECT id, queue_id, priority, attempts, enqueued_us, ?, ?, payload
+    FROM sqlq_messages WHERE id = ?)sql";
+  auto ins = conn.Run(kSql, Params().Int(*now).Bytes(p.error).Int(p.receipt.id),
+                      "nack");
+  if (!ins.ok()) return ins.status();
+  static const std::string kDeleteId = "DELETE FROM sqlq_messages WHERE id = ?";
+  auto del = conn.Run(kDeleteId, Params().Int(p.receipt.id), "nack");
+  if (!del.ok()) return del.status();
+  return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
+}
+
+Result<Timestamp> MysqlEngine::Extend(Conn& c, std::int64_t queue_id,
+                                      const core::Receipt& receipt,
+                                      Micros lease) {
+  MyConn& conn = My(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  const std::int64_t until = *now + lease.count();
+  static const std::string kSql = R"sql(
+    UPDATE sqlq_messages SET ready_us = ?
+    WHERE id = ? AND queue_id = ? AND token = ? AND attempts = ?)sql";
+  Params params;
+  params.Int(until);
+  AppendFence(params, queue_id, receipt);
+  auto rows = conn.Run(kSql, params, "extend");
+  if (!rows.ok()) return rows.status();
+  if (rows->affected() == 0) return Refused(conn, queue_id, receipt);
+  return FromUs(until);
+}
+
+Params MysqlEngine::Fence(std::int64_t queue_id, const core::Receipt& r) {
+  Params p;
+  AppendFence(p, queue_id, r);
+  return p;
+}
+
+void MysqlEngine::AppendFence(Params& p, std::int64_t queue_id,
+                              const core::Receipt& r) {
+  p.Int(r.id).Int(queue_id).Int(TokenBits(r.token)).Int(r.attempt);
+}
+
+Status MysqlEngine::Refused(MyConn& conn, std::int64_t queue_id,
+                            const core::Receipt& r) {
+  static const std::string kSql = R"sql(
+    SELECT token, attempts FROM sqlq_messages
+    WHERE id = ? AND queue_id = ? LOCK IN SHARE MODE)sql";
+  auto rows = conn.Run(kSql, Params().Int(r.id).Int(queue_id), "check receipt");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return core::NotInQueue(r.id);
+  return core::StaleReceipt(r, rows->Int(0, 0), rows->Int(0, 1));
+}
+
+}  // namespace sqlq::engines::mysql

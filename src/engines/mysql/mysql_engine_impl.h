@@ -1,0 +1,478 @@
+// The MariaDB/MySQL engine class, shared by the files that implement
+// it by concern (mysql_engine.cc, mysql_queue.cc, mysql_claim.cc,
+// mysql_ring.cc, mysql_rotation.cc, mysql_migrate.cc). Internal: included by
+// those files only.
+//
+// The MariaDB/MySQL engine. Design notes: docs/engines/mysql.md.
+//
+// Connections: a pool of Connector/C connections, each with its own binary
+// prepared statements and session settings chosen here (sql_mode, time
+// zone, isolation, lock wait timeout), so that any server configuration
+// behaves the same. Write() does not serialise: the core's WriteBatcher
+// merges one process's writes, and transactions contend only on the rows
+// they touch. Write transactions run at READ COMMITTED (REPEATABLE READ
+// when the server logs in STATEMENT format, which refuses READ COMMITTED);
+// reads run in a REPEATABLE READ READ ONLY snapshot.
+//
+// Deadlocks (1213) and lock wait timeouts (1205) roll the transaction back;
+// Write() runs it again (core::RetryPolicy, core/tx_conn.h), so they do not
+// reach the caller.
+//
+// Clean failures (engine.h): operations check their preconditions with
+// reads before they write. The one expected failing statement, a duplicate
+// key (dedup key, queue name), is rolled back by InnoDB as a statement and
+// leaves the transaction usable; any other failed statement is remembered
+// (MyConn::tx_error) and the transaction is then never committed.
+//
+// Replication: every statement that writes picks its rows by primary key
+// or by a total order, and no write uses LIMIT, so statement-based replicas
+// apply the same changes (docs/engines/mysql.md lists what MariaDB marks
+// unsafe and what we do instead).
+//
+// Time: the database clock, NOW(6), read once per transaction, unless
+// StoreOptions::clock is set; either way every statement gets "now" as a
+// parameter.
+
+#ifndef SQLQ_ENGINES_MYSQL_MYSQL_ENGINE_IMPL_H_
+#define SQLQ_ENGINES_MYSQL_MYSQL_ENGINE_IMPL_H_
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <limits>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/errors.h"
+#include "core/migrate.h"
+#include "core/rows.h"
+#include "core/tx_conn.h"
+#include "core/url_params.h"
+#include "engines/mysql/my_conn.h"
+#include "engines/mysql/mysql_engine.h"
+#include "engines/mysql/poller.h"
+#include "engines/mysql/schema.h"
+
+namespace sqlq::engines::mysql {
+
+using core::Conn;
+using core::Micros;
+
+// Idle connections kept for reuse.
+constexpr std::size_t kMaxIdle = 16;
+// Rows per multi-row INSERT, and bytes of payload per INSERT (well below
+// the server's max_allowed_packet, 16 MiB by default).
+constexpr std::size_t kMaxInsertRows = 256;
+constexpr std::size_t kMaxInsertBytes = 4 << 20;
+
+// The session every connection gets, whatever the server's defaults: a
+// strict sql_mode without ANSI_QUOTES, PIPES_AS_CONCAT,
+// NO_BACKSLASH_ESCAPES or SIMULTANEOUS_ASSIGNMENT (the SQL here does not
+// depend on any of them, but a user's joined connection may have them);
+// UTC; a short lock wait, as no sqlq statement waits long on a row by
+// design.
+constexpr const char* kSessionSql =
+    "SET SESSION sql_mode = "
+    "'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
+    "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION', "
+    "time_zone = '+00:00', innodb_lock_wait_timeout = 5, autocommit = 1";
+
+using core::FromUs;
+using core::TokenBits;
+using core::Us;
+
+// "?, ?, ?" for `n` placeholders.
+inline std::string Marks(std::size_t n) {
+  std::string s;
+  s.reserve(n * 3);
+  for (std::size_t i = 0; i < n; ++i) s += i == 0 ? "?" : ", ?";
+  return s;
+}
+
+// IN lists are padded (by repeating the last id) to a power of two, so that
+// a connection prepares at most a dozen variants of each statement.
+inline std::size_t Bucket(std::size_t n) {
+  std::size_t b = 1;
+  while (b < n) b <<= 1;
+  return b;
+}
+
+inline void AddIds(Params& p, const std::vector<std::int64_t>& ids) {
+  for (std::int64_t id : ids) p.Int(id);
+  for (std::size_t i = ids.size(); i < Bucket(ids.size()); ++i) {
+    p.Int(ids.back());
+  }
+}
+
+// Connection parameters from the URL.
+struct ConnParams {
+  std::string host = "localhost";
+  unsigned int port = 3306;
+  std::string user;
+  std::string password;
+  std::string database;
+  std::string socket;
+  std::string ssl = "prefer";  // disable, prefer, require, verify-ca/full
+  std::string ssl_ca, ssl_cert, ssl_key;
+  unsigned int connect_timeout = 10;
+  // Tuning (docs/engines/mysql.md): group commits run at once.
+  int write_groups = 1;
+};
+
+class MysqlEngine : public core::Engine {
+ public:
+  MysqlEngine(ConnParams params, std::shared_ptr<Clock> clock)
+      : params_(std::move(params)),
+        clock_(std::move(clock)),
+        pool_([this] { return Connect(); }, kMaxIdle) {}
+
+  ~MysqlEngine() override { poller_.reset(); }
+
+  Status Init(bool create_if_missing) {
+    auto conn = Connect();
+    if (!conn.ok()) return conn.status();
+    Status s = Migrate(**conn, create_if_missing);
+    if (!s.ok()) return s;
+    Release(std::move(*conn));
+    return Status::Ok();
+  }
+
+  // --- transactions -------------------------------------------------------
+
+  Status Write(const std::function<Status(Conn&)>& body) override;
+
+  Status Read(const std::function<Status(Conn&)>& body) override;
+
+  Result<std::unique_ptr<Conn>> BeginTx() override;
+
+  Result<std::unique_ptr<Conn>> JoinTx(void* native) override;
+
+  Status CommitTx(Conn& c) override;
+
+  Status RollbackTx(Conn& c) override;
+
+  void* NativeHandle(Conn& c) override;
+
+  void SetWaitingProbe(std::function<std::size_t()> waiting) override;
+
+  void WatchForeignWrites(std::function<void()> changed) override;
+
+  // --- queues --------------------------------------------------------------
+
+  Result<core::QueueRecord> CreateQueue(Conn& c, std::string_view name,
+                                        const QueueOptions& o) override;
+
+  Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override;
+
+  Result<std::vector<core::QueueRecord>> ListQueues(Conn& c) override;
+
+  Status TouchSchema(Conn& c) override;
+
+  Status DropQueue(Conn& c, std::int64_t queue_id) override;
+
+  Result<std::int64_t> PurgeQueue(Conn& c, std::int64_t queue_id) override;
+
+  Result<QueueStats> Stats(Conn& c, std::int64_t queue_id) override;
+
+  // --- messages ------------------------------------------------------------
+
+  // INSERT of `n` messages without dedup keys, prepared once per n (a
+  // power of two, see Send).
+  static const std::string& InsertSql(std::size_t n);
+
+  Result<std::vector<SendResult>> Send(Conn& c,
+                                       const core::SendParams& p) override;
+
+  // Claim, in up to a few short rounds:
+  //  1. a plain (non-locking) read of candidate ids in claim order through
+  //     the index sqlq_messages_claim (queue_id, npriority, ready_us, id):
+  //     no filesort, no locks, so it never waits (the test
+  //     ClaimReadsTheIndexInOrder checks the plan);
+  //  2. SELECT ... WHERE id IN (candidates) ... FOR UPDATE SKIP LOCKED,
+  //     which locks by primary key only the candidates that are still
+  //     claimable, skipping rows other consumers hold;
+  //  3. UPDATE (or dead-letter) by primary key.
+  // A filesort under FOR UPDATE would lock every row it scanned; here the
+  // locking read touches only the candidates. MariaDB has no
+  // UPDATE ... RETURNING, hence the separate statements; the SQLite engine
+  // reads and updates under its database-wide write lock, the PostgreSQL
+  // one does it all in one statement.
+  Result<core::ClaimOutcome> Claim(Conn& c,
+                                   const core::ClaimParams& p) override;
+
+  // Moves locked messages whose attempts ran out to the dead letters.
+  Status BuryExhausted(MyConn& conn, const std::vector<std::int64_t>& ids,
+                       std::int64_t now, int max_attempts);
+
+  Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
+                                               std::int64_t queue_id) override;
+
+  Result<Timestamp> Now(Conn& c) override;
+
+  // Locks the message if the receipt names its current lease.
+  Result<bool> LockLeased(MyConn& conn, std::int64_t queue_id,
+                          const core::Receipt& r);
+
+  Status Ack(Conn& c, const core::AckParams& p) override;
+
+  // Acks receipts [at, end) in one statement on MariaDB: the rows whose
+  // lease matches a receipt are deleted and returned; each receipt that
+  // matched none gets one look-up that says why (the common batch, all
+  // current, is one statement where the portable way takes two: lock and
+  // check, then delete). Returns how many messages were acked.
+  Result<std::int64_t> DeleteReturning(MyConn& conn, std::int64_t queue_id,
+                                       std::span<const core::Receipt> receipts,
+                                       std::size_t at, std::size_t end,
+                                       const std::vector<std::int64_t>& ids,
+                                       std::vector<Status>& out);
+
+  // Acks a batch in a fixed number of statements whatever its size: on
+  // MariaDB one DELETE ... RETURNING per page (DeleteReturning); otherwise
+  // lock the messages by primary key, check each receipt against its row,
+  // delete (or archive) the matching ones by id.
+  Result<std::vector<Status>> AckMany(Conn& c, std::int64_t queue_id,
+                                      std::span<const core::Receipt> receipts,
+                                      bool archive) override;
+
+  // One group commit in flight per process (URL parameter write_groups
+  // overrides).
+  // With 4, as on PostgreSQL, a process's own groups deadlock with each other
+  // under REPEATABLE READ often enough to use up a transaction's runs, and 4
+  // measured no faster than 1 for mixed (docs/engines/mysql.md).
+  int write_groups() const override;
+
+  Status Retry(Conn& c, const core::RetryParams& p) override;
+
+  Status Bury(Conn& c, const core::BuryParams& p) override;
+
+  Result<Timestamp> Extend(Conn& c, std::int64_t queue_id,
+                           const core::Receipt& receipt, Micros lease) override;
+
+  // --- dead letters and archive -------------------------------------------
+
+  Result<std::vector<DeadLetter>> ListDead(Conn& c, std::int64_t queue_id,
+                                           const ListOptions& o) override;
+
+  Result<std::int64_t> Redrive(Conn& c, std::int64_t queue_id,
+                               std::span<const std::int64_t> ids) override;
+
+  Result<std::int64_t> PurgeDead(Conn& c, std::int64_t queue_id) override;
+
+  Result<std::vector<ArchivedMessage>> ListArchive(
+      Conn& c, std::int64_t queue_id, const ListOptions& o) override;
+
+  Result<std::int64_t> PruneArchive(Conn& c, std::int64_t queue_id,
+                                    Micros retention) override;
+
+  // --- rings ---------------------------------------------------------------
+  // Locking (docs/engines/mysql.md): operations on a ring share-lock its
+  // sqlq_queues row (CheckKind), as sends do, so a drop waits. A push locks
+  // its group's row with the upsert, which serialises the pushes to one
+  // group; every operation that deletes entries locks the group row first,
+  // so group row then entries is the one lock order. SetCapacity locks the
+  // ring's row FOR UPDATE, which waits for the pushes in flight (their share
+  // lock) and holds new ones off until it commits.
+
+  Result<core::RingRecord> CreateRing(Conn& c, std::string_view name,
+                                      const RingOptions& o) override;
+
+  Result<core::RingRecord> GetRing(Conn& c, std::string_view name) override;
+
+  Status DropRing(Conn& c, std::int64_t ring_id) override;
+
+  Result<RingEntry> RingPush(Conn& c, std::int64_t ring_id,
+                             std::string_view group,
+                             std::string_view payload) override;
+
+  Result<std::vector<RingEntry>> RingRead(Conn& c, std::int64_t ring_id,
+                                          std::string_view group,
+                                          const RingReadOptions& o) override;
+
+  Result<std::vector<RingGroup>> RingGroups(Conn& c,
+                                            std::int64_t ring_id) override;
+
+  Status RingDelete(Conn& c, std::int64_t ring_id, std::string_view group,
+                    std::int64_t seq) override;
+
+  Result<std::int64_t> RingDeleteGroup(Conn& c, std::int64_t ring_id,
+                                       std::string_view group) override;
+
+  Result<std::int64_t> RingSetCapacity(Conn& c, std::int64_t ring_id,
+                                       std::int64_t capacity) override;
+
+  Result<RingStats> RingStatsOf(Conn& c, std::int64_t ring_id) override;
+
+  // --- rotations -------------------------------------------------------------
+  // Locking: next() and add() lock the rotation's sqlq_queues row FOR
+  // UPDATE first (and keep it to commit), so they run one after the other
+  // per rotation across connections and processes: each call sees the
+  // stamps of the calls before it, which keeps the round-robin order and
+  // the ±1 fairness, and no two calls get the same item. next() also locks
+  // the items it serves against a concurrent fail/ok/reset/remove.
+
+  Result<core::RotationRecord> CreateRotation(
+      Conn& c, std::string_view name, const RotationOptions& o) override;
+
+  Result<core::RotationRecord> GetRotation(Conn& c,
+                                           std::string_view name) override;
+
+  Status DropRotation(Conn& c, std::int64_t rotation_id) override;
+
+  Status RotationAdd(Conn& c, std::int64_t rotation_id, std::string_view key,
+                     std::string_view payload) override;
+
+  Status RotationRemove(Conn& c, std::int64_t rotation_id,
+                        std::string_view key) override;
+
+  Result<std::vector<RotationItem>> RotationNext(Conn& c,
+                                                 std::int64_t rotation_id,
+                                                 int n) override;
+
+  Result<RotationItem> RotationFail(Conn& c, std::int64_t rotation_id,
+                                    std::string_view key,
+                                    int max_failures) override;
+
+  Result<RotationItem> RotationOk(Conn& c, std::int64_t rotation_id,
+                                  std::string_view key) override;
+
+  Result<RotationItem> RotationReset(Conn& c, std::int64_t rotation_id,
+                                     std::string_view key) override;
+
+  Result<std::vector<RotationItem>> RotationList(
+      Conn& c, std::int64_t rotation_id) override;
+
+  Result<RotationStats> RotationStatsOf(Conn& c,
+                                        std::int64_t rotation_id) override;
+
+ protected:
+ private:
+  static MyConn& My(Conn& c) { return static_cast<MyConn&>(c); }
+
+  Result<std::int64_t> InsertKind(MyConn& conn, std::string_view name,
+                                  const char* kind, std::size_t max_payload,
+                                  std::int64_t capacity, int max_failures);
+
+  static Status Missing(MyConn& conn, std::string_view name,
+                        std::string_view want);
+
+  static Status Taken(MyConn& conn, std::string_view name);
+
+  Status CheckKind(MyConn& conn, std::int64_t id, std::string_view kind);
+
+  Status LockRotation(MyConn& conn, std::int64_t rotation_id);
+
+  // Takes the rotation's next `count` counter values and returns the last.
+  // REQUIRES: LockRotation in this transaction.
+  Result<std::int64_t> NextStamp(MyConn& conn, std::int64_t rotation_id,
+                                 std::int64_t count);
+
+  static Result<bool> LockGroup(MyConn& conn, std::int64_t ring_id,
+                                std::string_view group);
+
+  // Deletes the group's `n` oldest entries and returns how many went.
+  // The cut-off seq is read first, so that the DELETE needs no LIMIT (which
+  // statement-based replication counts as unsafe) and names its rows by a
+  // key range. REQUIRES: the group row locked.
+  static Result<std::int64_t> EvictOldest(MyConn& conn, std::int64_t ring_id,
+                                          std::string_view group,
+                                          std::int64_t n);
+
+  static Status AdjustEntries(MyConn& conn, std::int64_t ring_id,
+                              std::string_view group, std::int64_t delta);
+
+  // Runs an UPDATE of one item (no RETURNING in MariaDB), then reads it
+  // back under the row lock the UPDATE took.
+  static Result<RotationItem> UpdateItem(MyConn& conn, const std::string& sql,
+                                         Params& params,
+                                         std::int64_t rotation_id,
+                                         std::string_view key);
+
+  static Params Fence(std::int64_t queue_id, const core::Receipt& r);
+  static void AppendFence(Params& p, std::int64_t queue_id,
+                          const core::Receipt& r);
+
+  // Says why a receipt was refused: the message is gone, or it is there
+  // under another lease.
+  Status Refused(MyConn& conn, std::int64_t queue_id, const core::Receipt& r);
+
+  Result<std::int64_t> NowUs(MyConn& conn);
+
+  // Makes sure the queue exists and, in write transactions, keeps it from
+  // being dropped until this transaction ends (a shared lock on its row,
+  // which conflicts only with the drop's exclusive one). Taking it before
+  // any message row gives every transaction the lock order of a drop
+  // (queue row, then its rows by cascade).
+  Status CheckQueue(MyConn& conn, std::int64_t queue_id, bool lock = true);
+
+  static constexpr const char* kCounterInsert =
+      "INSERT INTO sqlq_counters (queue_id, slot, sends, claims, acks, nacks, "
+      "expirations, dead_lettered, pushes, serves)";
+  static constexpr const char* kCounterUpdate =
+      "ON DUPLICATE KEY UPDATE sends = sends + VALUES(sends), "
+      "claims = claims + VALUES(claims), acks = acks + VALUES(acks), "
+      "nacks = nacks + VALUES(nacks), "
+      "expirations = expirations + VALUES(expirations), "
+      "dead_lettered = dead_lettered + VALUES(dead_lettered), "
+      "pushes = pushes + VALUES(pushes), serves = serves + VALUES(serves)";
+
+  Status AddCounters(MyConn& conn, std::int64_t queue_id,
+                     const QueueCounters& d);
+
+  // One of the queue's kCounterSlots rows, chosen by connection id, so that
+  // concurrent transactions rarely update the same row. The table has one
+  // unique key, so the upsert is safe for statement-based replication.
+  Status WriteCounters(MyConn& conn, std::int64_t queue_id,
+                       const QueueCounters& d);
+
+  Status Begin(MyConn& conn, bool read_only);
+
+  Status Commit(MyConn& conn);
+
+  // A connection with a transaction begun on it. A pooled connection that
+  // the server closed while idle shows only now; nothing was sent in a
+  // transaction yet, so a fresh connection is tried instead.
+  Result<std::unique_ptr<MyConn>> AcquireBegun(bool read_only);
+
+  Status InTransaction(MyConn& conn, const std::function<Status(Conn&)>& body);
+
+  // A raw connection with the session set up, or null with `error` set.
+  struct RawDeleter {
+    void operator()(MYSQL* m) const { mysql_close(m); }
+  };
+  using RawConn = std::unique_ptr<MYSQL, RawDeleter>;
+
+  RawConn ConnectRaw(unsigned int timeout, Status* error = nullptr);
+
+  // Reads what the engine needs to know about the session, and sets the
+  // isolation level of a connection of ours.
+  Status ReadSession(MyConn& conn);
+
+  Result<std::unique_ptr<MyConn>> Connect();
+
+  void Release(std::unique_ptr<MyConn> conn);
+
+  // --- migrations ------------------------------------------------------------
+
+  static Result<std::int64_t> SchemaVersion(MyConn& conn);
+
+  // Brings the schema to kSchemaVersion (core/migrate.h) under
+  // GET_LOCK: DDL commits at once in MariaDB, so a transaction cannot
+  // serialise concurrent processes.
+  Status Migrate(MyConn& conn, bool create);
+
+  const ConnParams params_;
+  const std::shared_ptr<Clock> clock_;  // null: the database clock
+  core::ConnPool<MyConn> pool_;
+  // sends + nacks this store committed (Poller subtracts them).
+  std::atomic<std::int64_t> own_bumps_{0};
+  std::function<std::size_t()> waiting_;
+  std::unique_ptr<Poller> poller_;
+};
+
+}  // namespace sqlq::engines::mysql
+
+#endif  // SQLQ_ENGINES_MYSQL_MYSQL_ENGINE_IMPL_H_

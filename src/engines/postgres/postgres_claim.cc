@@ -1,0 +1,318 @@
+// PostgreSQL engine: claims, acks, nacks and extends (the lease of a message).
+
+#include "engines/postgres/postgres_engine_impl.h"
+
+namespace sqlq::engines::postgres {
+
+Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
+                                                 const core::ClaimParams& p) {
+  PgConn& conn = Pg(c);
+  // No FOR KEY SHARE here: an empty claim must stay a transaction without
+  // writes, whose COMMIT needs no WAL flush, so that idle consumers cost
+  // the server next to nothing. A claim that leases rows takes the lock
+  // at its counter update (foreign key); racing a DROP QUEUE that way can
+  // deadlock, which the server breaks and Write() retries.
+  auto now_r = NowUs(conn);
+  if (!now_r.ok()) return now_r.status();
+  const std::int64_t now = *now_r;
+  const std::int64_t until = now + p.lease.count();
+  // One statement (statements.h), from the queue's start or from this
+  // store's mark (claim_marks.h). Differs from the SQLite engine, which
+  // reads candidates and updates them one by one under its database-wide
+  // write lock.
+  const auto started = std::chrono::steady_clock::now();
+  ClaimMarks::Plan plan;
+  if (marks_) plan = marks_->Start(p.queue_id, started);
+  std::optional<ClaimKey> last;
+  core::ClaimOutcome out;
+  std::size_t bytes = 0;  // payload bytes leased, against p.max_bytes
+  for (;;) {
+    const int want = p.max - static_cast<int>(out.messages.size());
+    // What is left of the byte limit. A round after the first (after dead
+    // letters left places free) takes no first message for free.
+    if (p.max_bytes != 0 && !out.messages.empty() && bytes >= p.max_bytes) {
+      break;
+    }
+    const std::int64_t budget =
+        p.max_bytes == 0 ? 0
+        : out.messages.empty()
+            ? static_cast<std::int64_t>(p.max_bytes)
+            : -static_cast<std::int64_t>(p.max_bytes - bytes);
+    Params params;
+    params.Int(p.queue_id)
+        .Int(now)
+        .Int(want)
+        .Int(TokenBits(p.token))
+        .Int(until);
+    if (p.worker.empty()) {
+      params.Null();
+    } else {
+      params.Bytes(p.worker);
+    }
+    params.Int(p.max_attempts);
+    if (plan.from) {
+      params.Int(plan.from->priority)
+          .Int(plan.from->ready_us)
+          .Int(plan.from->id);
+    }
+    params.Int(budget);
+    auto rows = conn.Run(plan.from ? kClaimFromSql.c_str() : kClaimSql.c_str(),
+                         params, "claim");
+    if (!rows.ok()) return rows.status();
+    struct Leased {
+      std::int64_t priority, old_ready;
+      ClaimedMessage m;
+    };
+    std::vector<Leased> leased;
+    int buried = 0;
+    for (int i = 0; i < rows->size(); ++i) {
+      if (rows->Int(i, 4) != 0) ++out.expirations;
+      if (rows->Int(i, 0) != 0) {
+        ++buried;
+        continue;
+      }
+      Leased l{.priority = rows->Int(i, 2), .old_ready = rows->Int(i, 3)};
+      l.m.id = rows->Int(i, 1);
+      l.m.attempt = static_cast<int>(rows->Int(i, 5));
+      l.m.priority = static_cast<std::int32_t>(l.priority);
+      l.m.payload = rows->Bytes(i, 7);
+      bytes += l.m.payload.size();
+      l.m.enqueued_at = FromUs(rows->Int(i, 6));
+      l.m.lease_expires_at = FromUs(until);
+      leased.push_back(std::move(l));
+    }
+    std::sort(leased.begin(), leased.end(),
+              [](const Leased& a, const Leased& b) {
+                if (a.priority != b.priority) return a.priority > b.priority;
+                if (a.old_ready != b.old_ready) {
+                  return a.old_ready < b.old_ready;
+                }
+                return a.m.id < b.m.id;
+              });
+    for (Leased& l : leased) {
+      const ClaimKey key{
+          .priority = l.m.priority, .ready_us = l.old_ready, .id = l.m.id};
+      if (!last || Before(*last, key)) last = key;
+      out.messages.push_back(std::move(l.m));
+    }
+    out.dead_lettered += buried;
+    // Dead letters left places free: look again for messages behind them.
+    if (buried == 0 || rows->size() < want) break;
+  }
+  if (marks_) {
+    conn.claims.push_back({.queue_id = p.queue_id,
+                           .plan = plan,
+                           .last = last,
+                           .now_us = now,
+                           .cost = std::chrono::steady_clock::now() - started});
+  }
+  const std::int64_t claimed = static_cast<std::int64_t>(out.messages.size());
+  if (claimed + out.expirations + out.dead_lettered == 0) {
+    // Empty or gone? Looked up only now, saving a round trip on every
+    // claim that finds messages (a dropped queue has none).
+    Status checked = CheckQueue(conn, p.queue_id, /*lock=*/false);
+    if (!checked.ok()) return checked;
+    return out;
+  }
+  conn.churned += claimed + out.dead_lettered;
+  Status s = AddCounters(conn, p.queue_id,
+                         {.claims = claimed,
+                          .expirations = out.expirations,
+                          .dead_lettered = out.dead_lettered});
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::optional<Timestamp>> PostgresEngine::NextReadyAt(
+    Conn& c, std::int64_t queue_id) {
+  PgConn& conn = Pg(c);
+  auto rows = conn.Run(kNextReadySql, Params().Int(queue_id), "next ready");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0 || rows->IsNull(0, 0)) {
+    return std::optional<Timestamp>();
+  }
+  const std::int64_t at = rows->Int(0, 0);
+  if (marks_) {
+    // Asked after a claim found nothing: a message below the mark is one
+    // the marked claims cannot see (claim_marks.h). It is ready: a mark
+    // lies at or before the clock of an earlier claim.
+    marks_->ReadyAt(queue_id, static_cast<std::int32_t>(rows->Int(0, 1)), at);
+  }
+  return std::optional<Timestamp>(FromUs(at));
+}
+
+Result<Timestamp> PostgresEngine::Now(Conn& c) {
+  auto now = NowUs(Pg(c));
+  if (!now.ok()) return now.status();
+  return FromUs(*now);
+}
+
+Status PostgresEngine::Ack(Conn& c, const core::AckParams& p) {
+  PgConn& conn = Pg(c);
+  Status s = CheckQueue(conn, p.queue_id);
+  if (!s.ok()) return s;
+  static constexpr const char* kDelete = R"sql(
+    DELETE FROM sqlq_messages
+    WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4)sql";
+  static constexpr const char* kArchive = R"sql(
+    WITH d AS (
+      DELETE FROM sqlq_messages
+      WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
+      RETURNING id, queue_id, priority, attempts, enqueued_us, worker,
+                payload)
+    INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
+      completed_us, worker, payload)
+    SELECT id, queue_id, priority, attempts, enqueued_us, $5, worker, payload
+    FROM d)sql";
+  Params params = Fence(p.queue_id, p.receipt);
+  if (p.archive) {
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    params.Int(*now);
+  }
+  auto rows = conn.Run(p.archive ? kArchive : kDelete, params, "ack");
+  if (!rows.ok()) return rows.status();
+  if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+  ++conn.churned;
+  return AddCounters(conn, p.queue_id, {.acks = 1});
+}
+
+Result<std::vector<Status>> PostgresEngine::AckMany(
+    Conn& c, std::int64_t queue_id, std::span<const core::Receipt> receipts,
+    bool archive) {
+  PgConn& conn = Pg(c);
+  Status checked = CheckQueue(conn, queue_id);
+  if (!checked.ok()) {
+    if (!core::IsCleanFailure(checked)) return checked;
+    return std::vector<Status>(receipts.size(), checked);
+  }
+  std::vector<std::int64_t> ids, tokens, attempts;
+  for (const core::Receipt& r : receipts) {
+    ids.push_back(r.id);
+    tokens.push_back(TokenBits(r.token));
+    attempts.push_back(r.attempt);
+  }
+  Params params;
+  params.Int(queue_id).IntArray(ids).IntArray(tokens).IntArray(attempts);
+  if (archive) {
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    params.Int(*now);
+  }
+  auto rows =
+      conn.Run(archive ? kAckManyArchiveSql.c_str() : kAckManySql.c_str(),
+               params, "ack");
+  if (!rows.ok()) return rows.status();
+  std::unordered_set<std::int64_t> matched;
+  for (int i = 0; i < rows->size(); ++i) matched.insert(rows->Int(i, 0));
+  const auto acked = static_cast<std::int64_t>(matched.size());
+  std::vector<Status> out;
+  out.reserve(receipts.size());
+  for (const core::Receipt& r : receipts) {
+    if (matched.erase(r.id) == 1) {
+      out.push_back(Status::Ok());
+      continue;
+    }
+    Status why = Refused(conn, queue_id, r);
+    if (!core::IsCleanFailure(why)) return why;
+    out.push_back(std::move(why));
+  }
+  if (acked > 0) {
+    conn.churned += acked;
+    Status s = AddCounters(conn, queue_id, {.acks = acked});
+    if (!s.ok()) return s;
+  }
+  return out;
+}
+
+Status PostgresEngine::Retry(Conn& c, const core::RetryParams& p) {
+  PgConn& conn = Pg(c);
+  Status s = CheckQueue(conn, p.queue_id);
+  if (!s.ok()) return s;
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  static constexpr const char* kSql = R"sql(
+    UPDATE sqlq_messages SET token = 0, ready_us = $5, last_error = $6
+    WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4)sql";
+  Params params = Fence(p.queue_id, p.receipt);
+  params.Int(*now + p.delay.count());
+  if (p.error.empty()) {
+    params.Null();
+  } else {
+    params.Bytes(p.error);
+  }
+  auto rows = conn.Run(kSql, params, "nack");
+  if (!rows.ok()) return rows.status();
+  if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+  conn.notify = true;
+  conn.MadeReady(p.queue_id, *now + p.delay.count());
+  ++conn.churned;
+  return AddCounters(conn, p.queue_id, {.nacks = 1});
+}
+
+Status PostgresEngine::Bury(Conn& c, const core::BuryParams& p) {
+  PgConn& conn = Pg(c);
+  Status s = CheckQueue(conn, p.queue_id);
+  if (!s.ok()) return s;
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  static constexpr const char* kSql = R"sql(
+    WITH d AS (
+      DELETE FROM sqlq_messages
+      WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
+      RETURNING id, queue_id, priority, attempts, enqueued_us, payload)
+    INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
+      died_us, last_error, payload)
+    SELECT id, queue_id, priority, attempts, enqueued_us, $5, $6, payload
+    FROM d)sql";
+  Params params = Fence(p.queue_id, p.receipt);
+  params.Int(*now).Bytes(p.error);
+  auto rows = conn.Run(kSql, params, "nack");
+  if (!rows.ok()) return rows.status();
+  if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+  ++conn.churned;
+  return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
+}
+
+Result<Timestamp> PostgresEngine::Extend(Conn& c, std::int64_t queue_id,
+                                         const core::Receipt& receipt,
+                                         Micros lease) {
+  PgConn& conn = Pg(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  const std::int64_t until = *now + lease.count();
+  static constexpr const char* kSql = R"sql(
+    UPDATE sqlq_messages SET ready_us = $5
+    WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4)sql";
+  Params params = Fence(queue_id, receipt);
+  params.Int(until);
+  auto rows = conn.Run(kSql, params, "extend");
+  if (!rows.ok()) return rows.status();
+  if (rows->affected() == 0) return Refused(conn, queue_id, receipt);
+  ++conn.churned;
+  return FromUs(until);
+}
+
+Params PostgresEngine::Fence(std::int64_t queue_id, const core::Receipt& r) {
+  Params p;
+  p.Int(r.id).Int(queue_id).Int(TokenBits(r.token)).Int(r.attempt);
+  return p;
+}
+
+Status PostgresEngine::Refused(PgConn& conn, std::int64_t queue_id,
+                               const core::Receipt& r) {
+  static constexpr const char* kSql = R"sql(
+    SELECT token, attempts FROM sqlq_messages
+    WHERE id = $1 AND queue_id + 0 = $2)sql";
+  auto rows = conn.Run(kSql, Params().Int(r.id).Int(queue_id), "check receipt");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) {
+    return core::NotInQueue(r.id);
+  }
+  const std::int64_t attempts = rows->Int(0, 1);
+  return core::StaleReceipt(r, rows->Int(0, 0), attempts);
+}
+
+}  // namespace sqlq::engines::postgres

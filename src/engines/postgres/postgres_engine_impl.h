@@ -1,0 +1,507 @@
+// The PostgreSQL engine class, shared by the files that implement
+// it by concern (postgres_engine.cc, postgres_queue.cc, postgres_claim.cc,
+// postgres_ring.cc, postgres_rotation.cc, postgres_migrate.cc). Internal:
+// included by those files only.
+//
+// The PostgreSQL engine. Design notes: docs/engines/postgres.md.
+//
+// Connections: a pool of libpq connections, each with its own prepared
+// statements. Unlike SQLite, PostgreSQL lets writers run side by side, so
+// Write() does not serialise: the core's WriteBatcher already merges one
+// process's writes, and processes contend only on the rows they touch.
+// Write transactions run at READ COMMITTED; claims lock their rows with
+// FOR UPDATE SKIP LOCKED, so a claim never waits on another consumer.
+// Reads run in a REPEATABLE READ READ ONLY snapshot.
+//
+// Clean failures (engine.h): any failed statement aborts a PostgreSQL
+// transaction, so operations detect their clean failures (unknown queue,
+// stale receipt, existing name, duplicate dedup key) without a failing
+// statement: ON CONFLICT DO NOTHING, zero affected rows, lookups. A failed
+// statement is remembered on the connection (PgConn::tx_error) and the
+// transaction is then never committed.
+//
+// Time: the database clock, now() (the transaction's start), fetched with
+// BEGIN in the same round trip, unless StoreOptions::clock is set; either
+// way every statement gets "now" as a parameter, and Now() returns the
+// same value.
+
+#ifndef SQLQ_ENGINES_POSTGRES_POSTGRES_ENGINE_IMPL_H_
+#define SQLQ_ENGINES_POSTGRES_POSTGRES_ENGINE_IMPL_H_
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/errors.h"
+#include "core/migrate.h"
+#include "core/rows.h"
+#include "core/tx_conn.h"
+#include "core/url_params.h"
+#include "engines/postgres/claim_marks.h"
+#include "engines/postgres/notifier.h"
+#include "engines/postgres/pg_conn.h"
+#include "engines/postgres/postgres_engine.h"
+#include "engines/postgres/schema.h"
+#include "engines/postgres/statements.h"
+#include "engines/postgres/vacuumer.h"
+
+namespace sqlq::engines::postgres {
+
+using core::Conn;
+using core::Micros;
+
+// Idle connections kept for reuse.
+constexpr std::size_t kMaxIdle = 16;
+// Group commits run at once (Engine::write_groups); the URL parameter
+// write_groups overrides. Measured on 2 cores (docs/benchmarks.md): 64
+// single senders gain most up to 4; more groups only add connections and
+// lock traffic.
+constexpr int kWriteGroups = 4;
+// The store vacuums the message table itself (vacuumer.h) once this many
+// message rows were updated or deleted, at most once per kVacuumInterval;
+// the URL parameter vacuum_rows overrides (0: never, autovacuum only).
+constexpr std::int64_t kVacuumRows = 20000;
+constexpr std::chrono::milliseconds kVacuumInterval{1000};
+// The store folds the counter deltas into sqlq_counters once it appended
+// this many (at most once per kVacuumInterval); fold_rows overrides.
+constexpr std::int64_t kFoldRows = 1000;
+
+// The URL parameters of docs/engines/postgres.md, "Tuning", taken out of
+// the URL before libpq sees it.
+constexpr std::string_view kTuningParams[] = {
+    "write_groups", "vacuum_rows", "fold_rows", "claim_marks", "rescan_ms"};
+
+struct Tuning {
+  int write_groups = kWriteGroups;
+  std::int64_t vacuum_rows = kVacuumRows;  // 0: never
+  std::int64_t fold_rows = kFoldRows;
+  bool claim_marks = true;
+  std::int64_t rescan_ms = 0;  // 0: adaptive (ClaimMarks::Options)
+
+  static Result<Tuning> From(const core::UrlTuning& u) {
+    Tuning t;
+    auto groups = u.Int("write_groups", kWriteGroups, 1, 64);
+    auto vacuum = u.Int("vacuum_rows", kVacuumRows, 0, INT64_MAX);
+    auto fold = u.Int("fold_rows", kFoldRows, 1, INT64_MAX);
+    auto marks = u.Int("claim_marks", 1, 0, 1);
+    auto rescan = u.Int("rescan_ms", 0, 0, 86'400'000);
+    for (const auto* r : {&groups, &vacuum, &fold, &marks, &rescan}) {
+      if (!r->ok()) return r->status();
+    }
+    t.write_groups = static_cast<int>(*groups);
+    t.vacuum_rows = *vacuum;
+    t.fold_rows = *fold;
+    t.claim_marks = *marks == 1;
+    t.rescan_ms = *rescan;
+    return t;
+  }
+};
+// Payload bytes of one insert statement: bounds its parameters well below
+// PostgreSQL's 1 GiB per value, whatever the payload limit.
+constexpr std::size_t kStatementBytes = 16u << 20;
+// Cross-process wake-ups: at most one NOTIFY per this interval per store.
+constexpr std::chrono::microseconds kNotifyInterval{2000};
+
+using core::FromUs;
+using core::TokenBits;
+using core::Us;
+
+// "BEGIN" plus, in the same round trip, the database clock. Write
+// transactions are READ COMMITTED whatever the server's
+// default_transaction_isolation: their locking (a queue row's FOR KEY SHARE,
+// DropQueue deleting messages after the queue row) relies on each statement
+// seeing what committed before it.
+constexpr const char* kBeginWrite = "BEGIN ISOLATION LEVEL READ COMMITTED";
+constexpr const char* kBeginWithNow =
+    "BEGIN ISOLATION LEVEL READ COMMITTED; "
+    "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
+constexpr const char* kBeginReadWithNow =
+    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
+    "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
+constexpr const char* kNowSql =
+    "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
+
+class PostgresEngine : public core::Engine {
+ public:
+  PostgresEngine(std::string url, const Tuning& tuning,
+                 std::shared_ptr<Clock> clock)
+      : url_(std::move(url)),
+        clock_(std::move(clock)),
+        write_groups_(tuning.write_groups),
+        vacuum_threshold_(tuning.vacuum_rows),
+        fold_threshold_(tuning.fold_rows),
+        pool_([this] { return Connect(); }, kMaxIdle) {
+    ClaimMarks::Options marks;
+    if (tuning.rescan_ms > 0) {
+      marks.min_rescan = marks.max_rescan =
+          std::chrono::milliseconds(tuning.rescan_ms);
+    }
+    if (tuning.claim_marks) marks_ = std::make_unique<ClaimMarks>(marks);
+  }
+
+  ~PostgresEngine() override {
+    notifier_.reset();  // stop callbacks before the connections go
+    vacuumer_.reset();
+    folder_.reset();
+  }
+
+  int write_groups() const override;
+
+  Status Init(bool create_if_missing) {
+    auto conn = Connect();
+    if (!conn.ok()) return conn.status();
+    Status s = Migrate(**conn, create_if_missing);
+    if (!s.ok()) return s;
+    Release(std::move(*conn));
+    if (vacuum_threshold_ > 0) {
+      vacuumer_ = std::make_unique<Vacuumer>(
+          [this] { return ConnectRaw(); }, vacuum_threshold_,
+          /*fold_threshold=*/0, kVacuumInterval);
+    }
+    folder_ = std::make_unique<Vacuumer>([this] { return ConnectRaw(); },
+                                         /*threshold=*/0, fold_threshold_,
+                                         kVacuumInterval);
+    return Status::Ok();
+  }
+
+  // --- transactions -------------------------------------------------------
+
+  Status Write(const std::function<Status(Conn&)>& body) override;
+
+  Status Read(const std::function<Status(Conn&)>& body) override;
+
+  Result<std::unique_ptr<Conn>> BeginTx() override;
+
+  Result<std::unique_ptr<Conn>> JoinTx(void* native) override;
+
+  Status CommitTx(Conn& c) override;
+
+  Status RollbackTx(Conn& c) override;
+
+  void* NativeHandle(Conn& c) override;
+
+  void WatchForeignWrites(std::function<void()> changed) override;
+
+  // --- queues --------------------------------------------------------------
+
+  Result<core::QueueRecord> CreateQueue(Conn& c, std::string_view name,
+                                        const QueueOptions& o) override;
+
+  Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override;
+
+  Result<std::vector<core::QueueRecord>> ListQueues(Conn& c) override;
+
+  Status TouchSchema(Conn& c) override;
+
+  Status DropQueue(Conn& c, std::int64_t queue_id) override;
+
+  Result<std::int64_t> PurgeQueue(Conn& c, std::int64_t queue_id) override;
+
+  Result<QueueStats> Stats(Conn& c, std::int64_t queue_id) override;
+
+  // --- messages ------------------------------------------------------------
+
+  Result<std::vector<SendResult>> Send(Conn& c,
+                                       const core::SendParams& p) override;
+
+  Result<core::ClaimOutcome> Claim(Conn& c,
+                                   const core::ClaimParams& p) override;
+
+  Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
+                                               std::int64_t queue_id) override;
+
+  Result<Timestamp> Now(Conn& c) override;
+
+  Status Ack(Conn& c, const core::AckParams& p) override;
+
+  // One statement for the whole batch: the receipts go as arrays and are
+  // joined with the messages they fence. RETURNING says which matched;
+  // each receipt that did not is explained by Refused (gone, or leased
+  // again), so every caller gets its own status. A receipt given twice
+  // matches once: the second is refused as gone, as with two Acks.
+  // Differs from the SQLite engine, which runs one DELETE per receipt.
+  // The statements are in statements.h.
+  Result<std::vector<Status>> AckMany(Conn& c, std::int64_t queue_id,
+                                      std::span<const core::Receipt> receipts,
+                                      bool archive) override;
+
+  Status Retry(Conn& c, const core::RetryParams& p) override;
+
+  Status Bury(Conn& c, const core::BuryParams& p) override;
+
+  Result<Timestamp> Extend(Conn& c, std::int64_t queue_id,
+                           const core::Receipt& receipt, Micros lease) override;
+
+  // --- dead letters and archive -------------------------------------------
+
+  Result<std::vector<DeadLetter>> ListDead(Conn& c, std::int64_t queue_id,
+                                           const ListOptions& o) override;
+
+  Result<std::int64_t> Redrive(Conn& c, std::int64_t queue_id,
+                               std::span<const std::int64_t> ids) override;
+
+  Result<std::int64_t> PurgeDead(Conn& c, std::int64_t queue_id) override;
+
+  Result<std::vector<ArchivedMessage>> ListArchive(
+      Conn& c, std::int64_t queue_id, const ListOptions& o) override;
+
+  Result<std::int64_t> PruneArchive(Conn& c, std::int64_t queue_id,
+                                    Micros retention) override;
+
+  // --- rings ---------------------------------------------------------------
+  // Locking (docs/engines/postgres.md): operations on a ring take FOR KEY
+  // SHARE on its sqlq_queues row (CheckKind), as sends do, so a drop waits.
+  // A push locks its group's row with the upsert, which serialises the
+  // pushes to one group; every operation that deletes entries locks the
+  // group row first, so group row then entries is the one lock order.
+  // SetCapacity locks the ring's row FOR UPDATE, which waits for the pushes
+  // in flight (their FOR KEY SHARE) and holds new ones off until it commits:
+  // no push evicts by the old capacity after the new one is in force.
+
+  Result<core::RingRecord> CreateRing(Conn& c, std::string_view name,
+                                      const RingOptions& o) override;
+
+  Result<core::RingRecord> GetRing(Conn& c, std::string_view name) override;
+
+  Status DropRing(Conn& c, std::int64_t ring_id) override;
+
+  Result<RingEntry> RingPush(Conn& c, std::int64_t ring_id,
+                             std::string_view group,
+                             std::string_view payload) override;
+
+  Result<std::vector<RingEntry>> RingRead(Conn& c, std::int64_t ring_id,
+                                          std::string_view group,
+                                          const RingReadOptions& o) override;
+
+  Result<std::vector<RingGroup>> RingGroups(Conn& c,
+                                            std::int64_t ring_id) override;
+
+  Status RingDelete(Conn& c, std::int64_t ring_id, std::string_view group,
+                    std::int64_t seq) override;
+
+  Result<std::int64_t> RingDeleteGroup(Conn& c, std::int64_t ring_id,
+                                       std::string_view group) override;
+
+  Result<std::int64_t> RingSetCapacity(Conn& c, std::int64_t ring_id,
+                                       std::int64_t capacity) override;
+
+  Result<RingStats> RingStatsOf(Conn& c, std::int64_t ring_id) override;
+
+  // --- rotations -------------------------------------------------------------
+  // Locking: next() and add() lock the rotation's sqlq_queues row FOR NO
+  // KEY UPDATE first (and keep it to commit), so they run one after the
+  // other per rotation across connections and processes: each call sees
+  // the stamps of the calls before it, which keeps the round-robin order
+  // and the ±1 fairness, and no two calls get the same item. The lock does
+  // not conflict with the FOR KEY SHARE of other operations, but a drop
+  // waits for it. next() also locks the items it serves (FOR UPDATE)
+  // against a concurrent fail/ok/reset/remove.
+
+  Result<core::RotationRecord> CreateRotation(
+      Conn& c, std::string_view name, const RotationOptions& o) override;
+
+  Result<core::RotationRecord> GetRotation(Conn& c,
+                                           std::string_view name) override;
+
+  Status DropRotation(Conn& c, std::int64_t rotation_id) override;
+
+  Status RotationAdd(Conn& c, std::int64_t rotation_id, std::string_view key,
+                     std::string_view payload) override;
+
+  Status RotationRemove(Conn& c, std::int64_t rotation_id,
+                        std::string_view key) override;
+
+  Result<std::vector<RotationItem>> RotationNext(Conn& c,
+                                                 std::int64_t rotation_id,
+                                                 int n) override;
+
+  Result<RotationItem> RotationFail(Conn& c, std::int64_t rotation_id,
+                                    std::string_view key,
+                                    int max_failures) override;
+
+  Result<RotationItem> RotationOk(Conn& c, std::int64_t rotation_id,
+                                  std::string_view key) override;
+
+  Result<RotationItem> RotationReset(Conn& c, std::int64_t rotation_id,
+                                     std::string_view key) override;
+
+  Result<std::vector<RotationItem>> RotationList(
+      Conn& c, std::int64_t rotation_id) override;
+
+  Result<RotationStats> RotationStatsOf(Conn& c,
+                                        std::int64_t rotation_id) override;
+
+ protected:
+ private:
+  static PgConn& Pg(Conn& c) { return static_cast<PgConn&>(c); }
+
+  // Creates the row of a ring or rotation (`kind` is one of those two
+  // literals); kAlreadyExists when the name is taken by any kind.
+  Result<std::int64_t> InsertKind(PgConn& conn, std::string_view name,
+                                  const char* kind, std::size_t max_payload,
+                                  std::int64_t capacity, int max_failures);
+
+  // Why `name` is not a `want`: missing, or another kind of thing.
+  static Status Missing(PgConn& conn, std::string_view name,
+                        std::string_view want);
+
+  // The name is taken: says by what kind of thing.
+  static Status Taken(PgConn& conn, std::string_view name);
+
+  // CheckQueue for a ring or rotation: kNotFound naming the kind.
+  Status CheckKind(PgConn& conn, std::int64_t id, std::string_view kind);
+
+  // Locks the rotation's row FOR NO KEY UPDATE (to commit): serialises
+  // next() and add() per rotation. kNotFound when it was dropped.
+  Status LockRotation(PgConn& conn, std::int64_t rotation_id);
+
+  // Takes the rotation's next `count` counter values and returns the last
+  // of them. REQUIRES: LockRotation in this transaction.
+  Result<std::int64_t> NextStamp(PgConn& conn, std::int64_t rotation_id,
+                                 std::int64_t count);
+
+  // Locks the group's row FOR UPDATE (the lock a push takes), before any of
+  // its entries: false when the group was never pushed to.
+  static Result<bool> LockGroup(PgConn& conn, std::int64_t ring_id,
+                                std::string_view group);
+
+  // Deletes the group's `n` oldest entries (lowest seq: a total order) and
+  // returns how many went. REQUIRES: the group row locked.
+  static Result<std::int64_t> EvictOldest(PgConn& conn, std::int64_t ring_id,
+                                          std::string_view group,
+                                          std::int64_t n);
+
+  static Status AdjustEntries(PgConn& conn, std::int64_t ring_id,
+                              std::string_view group, std::int64_t delta);
+
+  static Result<RotationItem> UpdateItem(PgConn& conn, const char* sql,
+                                         const Params& params,
+                                         std::string_view key);
+
+  // Inserts a batch of messages with one INSERT ... SELECT FROM unnest(...)
+  // per chunk (the columns go as arrays: one statement, one round trip,
+  // one plan for the batch). Rows are inserted in batch order (ORDER BY
+  // ordinality), so ids follow it. Fills `out` for the messages stored and
+  // for repeats, within the batch, of a dedup key stored earlier in it;
+  // appends to `held` the messages whose dedup key a message already in
+  // the queue holds. Returns how many were stored.
+  // The queue row is locked by the statement, as in Send.
+  // One round trip for a group of concurrent senders: BEGIN, one insert
+  // that also adds to the queue's counters, and COMMIT go in one pipeline
+  // (PgConn::StageForCommit). Only for sends that need no look-up before
+  // the commit: no dedup keys (a held key needs one), the database's clock,
+  // one statement's worth of payload. Others go the way of any write.
+  Result<std::vector<SendResult>> SendAndCommit(
+      std::int64_t queue_id, const MessagesFn& messages) override;
+
+  // `now`: as in Send; set from the database's clock when it was not known.
+  Result<std::int64_t> InsertBatch(PgConn& conn, const core::SendParams& p,
+                                   std::optional<std::int64_t>& now,
+                                   std::vector<SendResult>& out,
+                                   std::vector<std::size_t>& held);
+
+  static Params Fence(std::int64_t queue_id, const core::Receipt& r);
+
+  Result<std::int64_t> NowUs(PgConn& conn);
+
+  // Makes sure the queue exists and, in write transactions, keeps it from
+  // being dropped until this transaction ends: FOR KEY SHARE conflicts only
+  // with DELETE (and key updates) of the queue row, not with other
+  // senders' or claimers' locks. Taking it first, before any message row,
+  // gives every transaction the same lock order as DROP QUEUE (queue row,
+  // then its messages by cascade), so the two cannot deadlock.
+  // `lock` false: only look (a claim, see there).
+  Status CheckQueue(PgConn& conn, std::int64_t queue_id, bool lock = true);
+
+  // REQUIRES: CheckQueue(queue_id) in this transaction.
+  Status AddCounters(PgConn& conn, std::int64_t queue_id,
+                     const QueueCounters& d);
+
+  // One row of changes per transaction and queue (schema version 5): an
+  // insert, which leaves no row version behind to walk, even while a
+  // snapshot open elsewhere keeps vacuum from removing any.
+  static constexpr const char* kCounterSql = R"sql(
+    INSERT INTO sqlq_counter_deltas (queue_id, sends, claims, acks, nacks,
+      expirations, dead_lettered, pushes, serves)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9))sql";
+
+  static Params CounterParams(std::int64_t queue_id, const QueueCounters& d);
+
+  Status WriteCounters(PgConn& conn, std::int64_t queue_id,
+                       const QueueCounters& d);
+
+  // Says why a receipt was refused: the message is gone, or it is there
+  // under another lease.
+  Status Refused(PgConn& conn, std::int64_t queue_id, const core::Receipt& r);
+
+  // BEGIN, and the database clock with it when the store uses it.
+  Status Begin(PgConn& conn, bool read_only);
+
+  // Commits, then does what follows a commit (Committed) or a rollback
+  // (RolledBack) in this process.
+  Status Commit(PgConn& conn);
+
+  Status RunCommit(PgConn& conn);
+
+  // A connection with a transaction begun on it. A pooled connection that
+  // the server closed while it was idle (restart, idle timeout) shows only
+  // now, when BEGIN fails; nothing was sent in a transaction yet, so a fresh
+  // connection is tried instead, transparently.
+  Result<std::unique_ptr<PgConn>> AcquireBegun(bool read_only);
+
+  // Runs `body` in the transaction begun on `conn`, and commits.
+  Status InTransaction(PgConn& conn, const std::function<Status(Conn&)>& body);
+
+  // After a commit: wake other processes' waiters, count dead rows, move
+  // the claim marks.
+  void Committed(PgConn& conn);
+
+  // After a rollback (or a commit that failed): rows this transaction
+  // locked, which other claims skipped, are claimable again where they were.
+  void RolledBack(PgConn& conn);
+
+  void Poke();
+
+  bool SameDatabase(PGconn* other);
+
+  // `start_only`: PQconnectStartParams, for the caller to finish with
+  // PQconnectPoll.
+  PGconn* ConnectRaw(bool start_only = false);
+
+  Result<std::unique_ptr<PgConn>> Connect();
+
+  // A pooled connection, or a new one. A pooled connection that broke
+  // while idle (server restart) is dropped here and replaced.
+  // `pooled` says whether it was idle in the pool (and may have broken).
+  Result<std::unique_ptr<PgConn>> Acquire();
+  void Release(std::unique_ptr<PgConn> conn);
+
+  // The schema version recorded, 0 when sqlq_schema does not exist yet.
+  static Result<std::int64_t> SchemaVersion(PgConn& conn);
+
+  // Brings the schema to kSchemaVersion (core/migrate.h), in one
+  // transaction under a transaction-scoped advisory lock.
+  Status Migrate(PgConn& conn, bool create);
+
+  const std::string url_;
+  const std::shared_ptr<Clock> clock_;  // null: the database clock
+  const int write_groups_;
+  const std::int64_t vacuum_threshold_;
+  const std::int64_t fold_threshold_;
+  core::ConnPool<PgConn> pool_;
+  std::unique_ptr<Notifier> notifier_;
+  std::unique_ptr<Vacuumer> vacuumer_;
+  std::unique_ptr<Vacuumer> folder_;   // folds the counter deltas
+  std::unique_ptr<ClaimMarks> marks_;  // null: claims read whole queues
+};
+
+}  // namespace sqlq::engines::postgres
+
+#endif  // SQLQ_ENGINES_POSTGRES_POSTGRES_ENGINE_IMPL_H_

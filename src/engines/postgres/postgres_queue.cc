@@ -1,0 +1,606 @@
+// PostgreSQL engine: queues and names, sends, stats, dead letters and the
+// archive.
+
+#include "engines/postgres/postgres_engine_impl.h"
+
+namespace sqlq::engines::postgres {
+
+Result<core::QueueRecord> PostgresEngine::CreateQueue(Conn& c,
+                                                      std::string_view name,
+                                                      const QueueOptions& o) {
+  PgConn& conn = Pg(c);
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  static constexpr const char* kSql = R"sql(
+    INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
+      backoff_max_us, archive, retention_us, max_payload, created_us)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING id)sql";
+  auto rows = conn.Run(kSql,
+                       Params()
+                           .Text(name)
+                           .Int(o.max_attempts)
+                           .Int(Us(o.lease))
+                           .Int(Us(o.backoff_base))
+                           .Int(Us(o.backoff_max))
+                           .Text(o.archive ? "true" : "false")
+                           .Int(Us(o.retention))
+                           .Int(static_cast<std::int64_t>(o.max_payload_bytes))
+                           .Int(*now),
+                       "create queue");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return Taken(conn, name);
+  core::QueueRecord r;
+  r.id = rows->Int(0, 0);
+  r.info = {
+      .name = std::string(name), .options = o, .created_at = FromUs(*now)};
+  return r;
+}
+
+Result<core::QueueRecord> PostgresEngine::GetQueue(Conn& c,
+                                                   std::string_view name) {
+  static constexpr const char* kSql = R"sql(
+    SELECT id, name, max_attempts, lease_us, backoff_base_us,
+           backoff_max_us, archive, retention_us, max_payload, created_us
+    FROM sqlq_queues WHERE name = $1 AND kind = 'queue')sql";
+  auto rows = Pg(c).Run(kSql, Params().Text(name), "look up queue");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return Missing(Pg(c), name, "queue");
+  return core::DecodeQueue(core::RowAt<Rows>{*rows, 0});
+}
+
+Result<std::vector<core::QueueRecord>> PostgresEngine::ListQueues(Conn& c) {
+  static constexpr const char* kSql = R"sql(
+    SELECT id, name, max_attempts, lease_us, backoff_base_us,
+           backoff_max_us, archive, retention_us, max_payload, created_us
+    FROM sqlq_queues WHERE kind = 'queue' ORDER BY name)sql";
+  auto rows = Pg(c).Run(kSql, Params(), "list queues");
+  if (!rows.ok()) return rows.status();
+  std::vector<core::QueueRecord> out;
+  for (int i = 0; i < rows->size(); ++i)
+    out.push_back(core::DecodeQueue(core::RowAt<Rows>{*rows, i}));
+  return out;
+}
+
+Status PostgresEngine::DropQueue(Conn& c, std::int64_t queue_id) {
+  // Dead letters, archive and counters go by ON DELETE CASCADE; messages
+  // have no foreign key (schema.h, version 3) and are deleted here, after
+  // the queue row. Deleting that row waits for the transactions that hold
+  // its FOR KEY SHARE lock, which every statement inserting messages takes
+  // first; the second DELETE, a new statement in READ COMMITTED, then sees
+  // what they inserted. Transactions that come later find no queue row and
+  // insert nothing.
+  static constexpr const char* kSql = "DELETE FROM sqlq_queues WHERE id = $1";
+  static constexpr const char* kMessages =
+      "DELETE FROM sqlq_messages WHERE queue_id = $1";
+  auto rows = Pg(c).Run(kSql, Params().Int(queue_id), "drop queue");
+  if (!rows.ok()) return rows.status();
+  if (rows->affected() == 0) return core::QueueGone(queue_id);
+  auto messages =
+      Pg(c).Run(kMessages, Params().Int(queue_id), "drop queue's messages");
+  if (!messages.ok()) return messages.status();
+  // Claims waiting on the queue in other processes look again and end
+  // with kNotFound, instead of at their next poll.
+  Pg(c).notify = true;
+  return Status::Ok();
+}
+
+Result<std::int64_t> PostgresEngine::PurgeQueue(Conn& c,
+                                                std::int64_t queue_id) {
+  PgConn& conn = Pg(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  static constexpr const char* kSql =
+      "DELETE FROM sqlq_messages WHERE queue_id = $1";
+  auto rows = conn.Run(kSql, Params().Int(queue_id), "purge queue");
+  if (!rows.ok()) return rows.status();
+  return rows->affected();
+}
+
+Result<QueueStats> PostgresEngine::Stats(Conn& c, std::int64_t queue_id) {
+  PgConn& conn = Pg(c);
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  // One round trip; sum() of BIGINT is NUMERIC, hence the casts. The
+  // counters are summed in one pass over sqlq_counts: the deltas table
+  // has no index, so each separate sum would read it whole again.
+  static constexpr const char* kSql = R"sql(
+    SELECT q.name, k.sends, k.claims, k.acks, k.nacks, k.expirations,
+      k.dead_lettered,
+      m.ready, m.delayed, m.leased, m.oldest,
+      (SELECT count(*) FROM sqlq_dead d WHERE d.queue_id = q.id),
+      (SELECT count(*) FROM sqlq_archive a WHERE a.queue_id = q.id)
+    FROM sqlq_queues q,
+      LATERAL (SELECT coalesce(sum(sends), 0)::bigint AS sends,
+                 coalesce(sum(claims), 0)::bigint AS claims,
+                 coalesce(sum(acks), 0)::bigint AS acks,
+                 coalesce(sum(nacks), 0)::bigint AS nacks,
+                 coalesce(sum(expirations), 0)::bigint AS expirations,
+                 coalesce(sum(dead_lettered), 0)::bigint AS dead_lettered
+               FROM sqlq_counts WHERE queue_id = q.id) k,
+      LATERAL (SELECT count(*) FILTER (WHERE ready_us <= $2) AS ready,
+                 count(*) FILTER (WHERE ready_us > $2 AND token = 0)
+                   AS delayed,
+                 count(*) FILTER (WHERE ready_us > $2 AND token <> 0)
+                   AS leased,
+                 min(ready_us) FILTER (WHERE ready_us <= $2) AS oldest
+               FROM sqlq_messages WHERE queue_id = q.id) m
+    WHERE q.id = $1)sql";
+  auto rows = conn.Run(kSql, Params().Int(queue_id).Int(*now), "stats");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return core::QueueGone(queue_id);
+  return core::DecodeStats(core::RowAt<Rows>{*rows, 0}, *now);
+}
+
+Result<std::vector<SendResult>> PostgresEngine::Send(
+    Conn& c, const core::SendParams& p) {
+  PgConn& conn = Pg(c);
+  // The clock: the store's own, or the one this transaction read already;
+  // else the insert reads the database's itself (now(), the transaction's
+  // start, as NowUs would) and returns it, which saves a round trip.
+  std::optional<std::int64_t> now =
+      clock_ ? std::optional<std::int64_t>(Us(clock_->Now())) : conn.tx_now_us;
+  // The insert itself takes the queue row's FOR KEY SHARE lock (CheckQueue
+  // says why), in its first CTE, saving a round trip: a queue that is gone
+  // inserts nothing, which is then told apart from a held dedup key by
+  // CheckQueue, so a send to a dropped queue stays a clean failure.
+  static constexpr const char* kInsert = R"sql(
+    WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE),
+    t AS (SELECT coalesce($4::bigint,
+            (extract(epoch FROM now()) * 1000000)::bigint) AS now_us)
+    INSERT INTO sqlq_messages
+      (queue_id, priority, ready_us, enqueued_us, dedup, payload)
+    SELECT q.id, $2::integer, t.now_us + $3::bigint, t.now_us, $5::bytea,
+           $6::bytea
+    FROM q, t
+    ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
+    RETURNING id, enqueued_us)sql";
+  static constexpr const char* kExisting = R"sql(
+    SELECT id FROM sqlq_messages WHERE queue_id = $1 AND dedup = $2)sql";
+  auto params_of = [&](const Message& m) {
+    Params params;
+    params.Int(p.queue_id).Int(m.priority).Int(Us(m.delay));
+    if (now) {
+      params.Int(*now);
+    } else {
+      params.Null();
+    }
+    if (m.dedup_key.empty()) {
+      params.Null();
+    } else {
+      params.Bytes(m.dedup_key);
+    }
+    params.Bytes(m.payload);
+    return params;
+  };
+  auto learn_now = [&](const Rows& rows, int col) {
+    if (now || rows.size() == 0) return;
+    now = rows.Int(0, col);
+    conn.tx_now_us = now;
+  };
+  std::vector<SendResult> out(p.messages.size());
+  std::int64_t stored = 0;
+  // Messages whose dedup key a message already in the queue holds.
+  std::vector<std::size_t> held;
+  if (p.messages.size() == 1) {
+    auto inserted = conn.Run(kInsert, params_of(p.messages[0]), "send");
+    if (!inserted.ok()) return inserted.status();
+    learn_now(*inserted, 1);
+    if (inserted->size() == 1) {
+      out[0] = {.id = inserted->Int(0, 0)};
+      ++stored;
+      conn.known_queues.insert(p.queue_id);
+    } else {
+      Status checked = CheckQueue(conn, p.queue_id);
+      if (!checked.ok()) return checked;
+      held.push_back(0);
+    }
+  } else {
+    auto n = InsertBatch(conn, p, now, out, held);
+    if (!n.ok()) return n.status();
+    stored += *n;
+  }
+  if (!held.empty() && !now) {
+    auto n = NowUs(conn);
+    if (!n.ok()) return n.status();
+    now = *n;
+  }
+  for (std::size_t i : held) {
+    const Message& m = p.messages[i];
+    // The dedup key is held by a message in the queue. Its holder may be
+    // acked between our insert and this look-up; then insert again.
+    for (int attempt = 0;; ++attempt) {
+      auto existing =
+          conn.Run(kExisting, Params().Int(p.queue_id).Bytes(m.dedup_key),
+                   "send (dedup)");
+      if (!existing.ok()) return existing.status();
+      if (existing->size() == 1) {
+        out[i] = {.id = existing->Int(0, 0), .duplicate = true};
+        break;
+      }
+      if (attempt == 3) {
+        return Status::Busy(
+            "send: the dedup key's message kept changing; try again");
+      }
+      auto again = conn.Run(kInsert, params_of(m), "send");
+      if (!again.ok()) return again.status();
+      if (again->size() == 1) {
+        out[i] = {.id = again->Int(0, 0)};
+        ++stored;
+        break;
+      }
+    }
+  }
+  if (stored > 0) {
+    conn.notify = true;
+    Duration least = p.messages[0].delay;
+    for (const Message& m : p.messages) least = std::min(least, m.delay);
+    conn.MadeReady(p.queue_id, *now + Us(least));
+    Status s = AddCounters(conn, p.queue_id, {.sends = stored});
+    if (!s.ok()) return s;
+  }
+  return out;
+}
+
+Result<std::vector<DeadLetter>> PostgresEngine::ListDead(Conn& c,
+                                                         std::int64_t queue_id,
+                                                         const ListOptions& o) {
+  PgConn& conn = Pg(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  static constexpr const char* kSql = R"sql(
+    SELECT id, priority, attempts, enqueued_us, died_us, last_error, payload
+    FROM sqlq_dead WHERE queue_id = $1 AND id > $2 ORDER BY id LIMIT $3)sql";
+  auto rows = conn.Run(
+      kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit), "list dead");
+  if (!rows.ok()) return rows.status();
+  return core::DecodeAll(*rows,
+                         [](const auto& r) { return core::DecodeDead(r); });
+}
+
+Result<std::int64_t> PostgresEngine::Redrive(
+    Conn& c, std::int64_t queue_id, std::span<const std::int64_t> ids) {
+  PgConn& conn = Pg(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  // A redriven message is ready now with fresh attempts; it keeps its id
+  // (never reused, see schema.h) but not a dedup key.
+  static constexpr const char* kAll = R"sql(
+    WITH d AS (
+      DELETE FROM sqlq_dead WHERE queue_id = $1
+      RETURNING id, queue_id, priority, enqueued_us, last_error, payload)
+    INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
+      enqueued_us, last_error, payload)
+    SELECT id, queue_id, priority, $2, 0, enqueued_us, last_error, payload
+    FROM d)sql";
+  static constexpr const char* kSome = R"sql(
+    WITH d AS (
+      DELETE FROM sqlq_dead WHERE queue_id = $1 AND id = ANY($3::bigint[])
+      RETURNING id, queue_id, priority, enqueued_us, last_error, payload)
+    INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
+      enqueued_us, last_error, payload)
+    SELECT id, queue_id, priority, $2, 0, enqueued_us, last_error, payload
+    FROM d)sql";
+  Params params;
+  params.Int(queue_id).Int(*now);
+  if (!ids.empty()) {
+    std::string array = "{";
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0) array += ',';
+      array += std::to_string(ids[i]);
+    }
+    array += '}';
+    params.Text(array);
+  }
+  auto rows = conn.Run(ids.empty() ? kAll : kSome, params, "redrive");
+  if (!rows.ok()) return rows.status();
+  if (rows->affected() > 0) {
+    conn.notify = true;
+    conn.MadeReady(queue_id, *now);
+  }
+  return rows->affected();
+}
+
+Result<std::int64_t> PostgresEngine::PurgeDead(Conn& c, std::int64_t queue_id) {
+  PgConn& conn = Pg(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  static constexpr const char* kSql =
+      "DELETE FROM sqlq_dead WHERE queue_id = $1";
+  auto rows = conn.Run(kSql, Params().Int(queue_id), "purge dead letters");
+  if (!rows.ok()) return rows.status();
+  return rows->affected();
+}
+
+Result<std::vector<ArchivedMessage>> PostgresEngine::ListArchive(
+    Conn& c, std::int64_t queue_id, const ListOptions& o) {
+  PgConn& conn = Pg(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  static constexpr const char* kSql = R"sql(
+    SELECT id, priority, attempts, enqueued_us, completed_us, worker, payload
+    FROM sqlq_archive WHERE queue_id = $1 AND id > $2
+    ORDER BY id LIMIT $3)sql";
+  auto rows =
+      conn.Run(kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit),
+               "list archive");
+  if (!rows.ok()) return rows.status();
+  return core::DecodeAll(*rows,
+                         [](const auto& r) { return core::DecodeArchived(r); });
+}
+
+Result<std::int64_t> PostgresEngine::PruneArchive(Conn& c,
+                                                  std::int64_t queue_id,
+                                                  Micros retention) {
+  PgConn& conn = Pg(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  static constexpr const char* kSql = R"sql(
+    DELETE FROM sqlq_archive WHERE queue_id = $1 AND completed_us < $2)sql";
+  auto rows =
+      conn.Run(kSql, Params().Int(queue_id).Int(*now - retention.count()),
+               "prune archive");
+  if (!rows.ok()) return rows.status();
+  return rows->affected();
+}
+
+Result<std::int64_t> PostgresEngine::InsertKind(
+    PgConn& conn, std::string_view name, const char* kind,
+    std::size_t max_payload, std::int64_t capacity, int max_failures) {
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  static constexpr const char* kSql = R"sql(
+    INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
+      backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
+      created_us, capacity, max_failures)
+    VALUES ($1, $2, 0, 0, 0, 0, false, 0, $3, $4, $5, $6)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING id)sql";
+  auto rows = conn.Run(kSql,
+                       Params()
+                           .Text(name)
+                           .Text(kind)
+                           .Int(static_cast<std::int64_t>(max_payload))
+                           .Int(*now)
+                           .Int(capacity)
+                           .Int(max_failures),
+                       fmt::format("create {}", kind));
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return Taken(conn, name);
+  return rows->Int(0, 0);
+}
+
+Status PostgresEngine::Missing(PgConn& conn, std::string_view name,
+                               std::string_view want) {
+  static constexpr const char* kSql =
+      "SELECT kind FROM sqlq_queues WHERE name = $1";
+  auto rows = conn.Run(kSql, Params().Text(name), "look up name");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() > 0) {
+    return core::NotA(name, rows->Bytes(0, 0), want);
+  }
+  return core::NotA(name, std::nullopt, want);
+}
+
+Status PostgresEngine::Taken(PgConn& conn, std::string_view name) {
+  static constexpr const char* kSql =
+      "SELECT kind FROM sqlq_queues WHERE name = $1";
+  auto rows = conn.Run(kSql, Params().Text(name), "look up name");
+  if (!rows.ok()) return rows.status();
+  // Dropped again since our insert saw it: taken all the same.
+  if (rows->size() == 0) return core::NameTaken(name, std::nullopt);
+  return core::NameTaken(name, rows->Bytes(0, 0));
+}
+
+Status PostgresEngine::CheckKind(PgConn& conn, std::int64_t id,
+                                 std::string_view kind) {
+  if (conn.known_queues.contains(id)) return Status::Ok();
+  Status s = CheckQueue(conn, id);
+  if (s.code() == Code::kNotFound) return core::KindGone(kind, id);
+  return s;
+}
+
+Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
+    std::int64_t queue_id, const MessagesFn& messages) {
+  const core::SendParams p = {.queue_id = queue_id, .messages = messages()};
+  static constexpr const char* kSendCounted = R"sql(
+    WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE),
+    t AS (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us),
+    ins AS (
+      INSERT INTO sqlq_messages
+        (queue_id, priority, ready_us, enqueued_us, payload)
+      SELECT q.id, m.priority::integer, t.now_us + m.delay_us, t.now_us,
+             m.payload
+      FROM q, t, unnest($2::bigint[], $3::bigint[], $4::bytea[])
+        WITH ORDINALITY AS m(priority, delay_us, payload, ord)
+      ORDER BY m.ord
+      RETURNING id, enqueued_us),
+    k AS (
+      INSERT INTO sqlq_counter_deltas (queue_id, sends)
+      SELECT $1, count(*) FROM ins HAVING count(*) > 0)
+    SELECT id, enqueued_us FROM ins)sql";
+  std::size_t bytes = 0;
+  bool keyed = false;
+  for (const Message& m : p.messages) {
+    bytes += m.payload.size();
+    keyed = keyed || !m.dedup_key.empty();
+  }
+  if (clock_ || keyed || bytes > kStatementBytes) {
+    return core::Engine::SendAndCommit(queue_id, messages);
+  }
+  std::vector<std::int64_t> priority, delay;
+  std::vector<std::optional<std::string_view>> payload;
+  Duration least = p.messages[0].delay;
+  for (const Message& m : p.messages) {
+    priority.push_back(m.priority);
+    delay.push_back(Us(m.delay));
+    payload.push_back(std::string_view(m.payload));
+    least = std::min(least, m.delay);
+  }
+  std::vector<SendResult> out;
+  std::optional<Status> failed;
+  Status s = Write([&](Conn& c) -> Status {
+    PgConn& conn = Pg(c);
+    Params params;
+    params.Int(p.queue_id)
+        .IntArray(priority)
+        .IntArray(delay)
+        .BytesArray(payload);
+    conn.StageForCommit(
+        kSendCounted, std::move(params), "send", [&](const Rows& rows) {
+          if (rows.size() == 0) {
+            // The queue was gone: nothing was inserted or counted.
+            failed = core::QueueGone(p.queue_id);
+            return;
+          }
+          if (static_cast<std::size_t>(rows.size()) != p.messages.size()) {
+            failed = Status::Internal("send: fewer rows stored than sent");
+            return;
+          }
+          // Ids follow the batch order (ORDER BY m.ord).
+          std::vector<std::int64_t> ids;
+          for (int r = 0; r < rows.size(); ++r) ids.push_back(rows.Int(r, 0));
+          std::sort(ids.begin(), ids.end());
+          out.clear();
+          for (std::int64_t id : ids) out.push_back({.id = id});
+          conn.notify = true;
+          ++conn.counted;
+          conn.MadeReady(p.queue_id, rows.Int(0, 1) + Us(least));
+        });
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  if (failed) return *failed;
+  return out;
+}
+
+Result<std::int64_t> PostgresEngine::InsertBatch(
+    PgConn& conn, const core::SendParams& p, std::optional<std::int64_t>& now,
+    std::vector<SendResult>& out, std::vector<std::size_t>& held) {
+  static constexpr const char* kInsertMany = R"sql(
+    WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE),
+    t AS (SELECT coalesce($2::bigint,
+            (extract(epoch FROM now()) * 1000000)::bigint) AS now_us)
+    INSERT INTO sqlq_messages
+      (queue_id, priority, ready_us, enqueued_us, dedup, payload)
+    SELECT q.id, m.priority::integer, t.now_us + m.delay_us, t.now_us,
+           m.dedup, m.payload
+    FROM q, t,
+      unnest($3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[])
+      WITH ORDINALITY AS m(priority, delay_us, dedup, payload, ord)
+    ORDER BY m.ord
+    ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
+    RETURNING id, dedup, enqueued_us)sql";
+  constexpr std::size_t kChunkBytes = kStatementBytes;
+  std::int64_t stored = 0;
+  // Dedup key -> index of its first message in the batch.
+  std::unordered_map<std::string_view, std::size_t> first;
+  std::size_t begin = 0;
+  while (begin < p.messages.size()) {
+    std::size_t end = begin, bytes = 0;
+    while (end < p.messages.size() &&
+           (end == begin ||
+            bytes + p.messages[end].payload.size() <= kChunkBytes)) {
+      bytes +=
+          p.messages[end].payload.size() + p.messages[end].dedup_key.size();
+      ++end;
+    }
+    std::vector<std::int64_t> priority, ready;
+    std::vector<std::optional<std::string_view>> dedup, payload;
+    for (std::size_t i = begin; i < end; ++i) {
+      const Message& m = p.messages[i];
+      priority.push_back(m.priority);
+      ready.push_back(Us(m.delay));
+      dedup.push_back(m.dedup_key.empty()
+                          ? std::nullopt
+                          : std::optional<std::string_view>(m.dedup_key));
+      payload.push_back(std::string_view(m.payload));
+    }
+    Params params;
+    params.Int(p.queue_id);
+    if (now) {
+      params.Int(*now);
+    } else {
+      params.Null();
+    }
+    params.IntArray(priority).IntArray(ready).BytesArray(dedup).BytesArray(
+        payload);
+    auto rows = conn.Run(kInsertMany, params, "send");
+    if (!rows.ok()) return rows.status();
+    if (!now && rows->size() > 0) {
+      now = rows->Int(0, 2);
+      conn.tx_now_us = now;
+    }
+    if (rows->size() == 0) {
+      // Every key held, or the queue gone.
+      Status checked = CheckQueue(conn, p.queue_id);
+      if (!checked.ok()) return checked;
+    } else {
+      conn.known_queues.insert(p.queue_id);
+    }
+    // Rows without a dedup key are all stored, in batch order: sorted by
+    // id they match those messages one to one. Rows with a key are found
+    // by it.
+    std::vector<std::int64_t> plain;
+    std::unordered_map<std::string, std::int64_t> keyed;
+    for (int r = 0; r < rows->size(); ++r) {
+      if (rows->IsNull(r, 1)) {
+        plain.push_back(rows->Int(r, 0));
+      } else {
+        keyed.emplace(rows->Bytes(r, 1), rows->Int(r, 0));
+      }
+    }
+    std::sort(plain.begin(), plain.end());
+    stored += rows->size();
+    std::size_t next_plain = 0;
+    for (std::size_t i = begin; i < end; ++i) {
+      const Message& m = p.messages[i];
+      if (m.dedup_key.empty()) {
+        if (next_plain == plain.size()) {
+          return Status::Internal("send: fewer rows stored than sent");
+        }
+        out[i] = {.id = plain[next_plain++]};
+        continue;
+      }
+      if (auto k = keyed.find(m.dedup_key); k != keyed.end()) {
+        out[i] = {.id = k->second};
+        keyed.erase(k);
+        first.emplace(m.dedup_key, i);
+      } else if (auto f = first.find(m.dedup_key); f != first.end()) {
+        // A repeat within the batch: a duplicate of the first, once the
+        // first is resolved (it may be held by an older message).
+        held.push_back(i);
+      } else {
+        first.emplace(m.dedup_key, i);
+        held.push_back(i);
+      }
+    }
+    begin = end;
+  }
+  return stored;
+}
+
+Status PostgresEngine::CheckQueue(PgConn& conn, std::int64_t queue_id,
+                                  bool lock) {
+  if (conn.known_queues.contains(queue_id)) return Status::Ok();
+  static constexpr const char* kLock =
+      "SELECT 1 FROM sqlq_queues WHERE id = $1 FOR KEY SHARE";
+  static constexpr const char* kLook =
+      "SELECT 1 FROM sqlq_queues WHERE id = $1";
+  lock = lock && !conn.read_only;
+  auto rows =
+      conn.Run(lock ? kLock : kLook, Params().Int(queue_id), "look up queue");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return core::QueueGone(queue_id);
+  // Remembered only once locked: an unlocked look may be repeated by a
+  // later operation of the transaction that wants the lock.
+  if (lock) conn.known_queues.insert(queue_id);
+  return Status::Ok();
+}
+
+}  // namespace sqlq::engines::postgres

@@ -1,0 +1,277 @@
+// SQLite engine: claims, acks, nacks and extends (the lease of a message).
+
+#include "engines/sqlite/sqlite_engine_impl.h"
+
+namespace sqlq::engines::sqlite {
+
+Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
+                                               const core::ClaimParams& p) {
+  SqliteConn& conn = Sql(c);
+  Status checked = CheckQueue(conn, p.queue_id);
+  if (!checked.ok()) return checked;
+  const std::int64_t now = Us(clock_->Now());
+  const std::int64_t until = now + p.lease.count();
+  core::ClaimOutcome out;
+  // Payload bytes leased so far, against p.max_bytes.
+  std::size_t bytes = 0;
+  bool full = false;
+  auto fits = [&](std::size_t size) {
+    return p.max_bytes == 0 || out.messages.empty() ||
+           bytes + size <= p.max_bytes;
+  };
+  // Candidates in claim order. Those whose attempts are used up go to the
+  // dead letters, and we look again for the places they leave free.
+  for (;;) {
+    const int want = p.max - static_cast<int>(out.messages.size());
+    struct Candidate {
+      std::int64_t id, priority, ready_us, token, attempts, enqueued_us;
+      std::string payload;
+    };
+    std::vector<Candidate> found;
+    // One index range per priority level, highest first: "priority = ?
+    // AND ready_us <= now" is a range of the claim index, so leased and
+    // delayed messages are never read, however many there are (a single
+    // query ordered by priority would have to skip over them).
+    std::optional<std::int64_t> below;
+    std::size_t fetched = bytes;  // payload bytes leased and found
+    while (static_cast<int>(found.size()) < want) {
+      auto level = NextPriority(conn, p.queue_id, below);
+      if (!level.ok()) return level.status();
+      if (!level->has_value()) break;
+      below = **level;
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT id, priority, ready_us, token, attempts, enqueued_us, payload
+        FROM sqlq_messages
+        WHERE queue_id = ?1 AND priority = ?2 AND ready_us <= ?3
+        ORDER BY ready_us, id
+        LIMIT ?4)sql");
+      st.Bind(1, p.queue_id)
+          .Bind(2, *below)
+          .Bind(3, now)
+          .Bind(4, want - static_cast<int>(found.size()));
+      int rc;
+      while ((rc = st.Step()) == SQLITE_ROW) {
+        found.push_back({st.Int(0), st.Int(1), st.Int(2), st.Int(3), st.Int(4),
+                         st.Int(5), st.Blob(6)});
+        fetched += found.back().payload.size();
+        // Past the byte limit no more payloads are read: the reply they
+        // would go into is full.
+        if (p.max_bytes != 0 && fetched > p.max_bytes) break;
+      }
+      if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        return Translate(rc, conn.db(), "claim");
+      }
+      if (p.max_bytes != 0 && fetched > p.max_bytes) break;
+    }
+    bool buried = false;
+    for (Candidate& m : found) {
+      const bool dies = m.attempts >= p.max_attempts;
+      if (!dies && !fits(m.payload.size())) {
+        // Left as it is, for the next claim.
+        full = true;
+        break;
+      }
+      if (m.token != 0) ++out.expirations;
+      if (dies) {
+        std::string why = fmt::format("lease expired on attempt {} of {}",
+                                      m.attempts, p.max_attempts);
+        Status s = MoveToDead(conn, m.id, why, now);
+        if (!s.ok()) return s;
+        ++out.dead_lettered;
+        buried = true;
+        continue;
+      }
+      bytes += m.payload.size();
+      SQLQ_PREPARE(st, conn, R"sql(
+        UPDATE sqlq_messages
+        SET token = ?2, attempts = attempts + 1, ready_us = ?3, worker = ?4
+        WHERE id = ?1)sql");
+      st.Bind(1, m.id)
+          .Bind(2, TokenBits(p.token))
+          .Bind(3, until)
+          .BindTextOrNull(4, p.worker);
+      Status s = st.Run("claim");
+      if (!s.ok()) return s;
+      ClaimedMessage cm;
+      cm.id = m.id;
+      cm.attempt = static_cast<int>(m.attempts + 1);
+      cm.priority = static_cast<std::int32_t>(m.priority);
+      cm.payload = std::move(m.payload);
+      cm.enqueued_at = FromUs(m.enqueued_us);
+      cm.lease_expires_at = FromUs(until);
+      out.messages.push_back(std::move(cm));
+    }
+    if (full || !buried || static_cast<int>(found.size()) < want) break;
+  }
+  const std::int64_t claimed = static_cast<std::int64_t>(out.messages.size());
+  if (claimed + out.expirations + out.dead_lettered == 0) {
+    // Nothing written: an empty claim stays read-only, so that idle
+    // waiters make no commits (which would wake other waiters).
+    return out;
+  }
+  Status s = AddCounters(conn, p.queue_id,
+                         {.claims = claimed,
+                          .expirations = out.expirations,
+                          .dead_lettered = out.dead_lettered});
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::optional<Timestamp>> SqliteEngine::NextReadyAt(
+    Conn& c, std::int64_t queue_id) {
+  SqliteConn& conn = Sql(c);
+  // The earliest ready time of each priority level is the first entry of
+  // its index range: one seek per level, not a scan of the queue.
+  std::optional<std::int64_t> earliest;
+  std::optional<std::int64_t> below;
+  for (;;) {
+    auto level = NextPriority(conn, queue_id, below);
+    if (!level.ok()) return level.status();
+    if (!level->has_value()) break;
+    below = **level;
+    SQLQ_PREPARE(st, conn, R"sql(
+      SELECT min(ready_us) FROM sqlq_messages
+      WHERE queue_id = ?1 AND priority = ?2)sql");
+    st.Bind(1, queue_id).Bind(2, *below);
+    int rc = st.Step();
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "next ready");
+    if (!st.IsNull(0) && (!earliest || st.Int(0) < *earliest)) {
+      earliest = st.Int(0);
+    }
+  }
+  if (!earliest) return std::optional<Timestamp>();
+  return std::optional<Timestamp>(FromUs(*earliest));
+}
+
+Result<Timestamp> SqliteEngine::Now(Conn&) { return clock_->Now(); }
+
+Status SqliteEngine::Ack(Conn& c, const core::AckParams& p) {
+  SqliteConn& conn = Sql(c);
+  const std::int64_t now = Us(clock_->Now());
+  if (p.archive) {
+    SQLQ_PREPARE(st, conn, R"sql(
+      INSERT INTO sqlq_archive (id, queue_id, priority, attempts,
+        enqueued_us, completed_us, worker, payload)
+      SELECT id, queue_id, priority, attempts, enqueued_us, ?5, worker,
+             payload
+      FROM sqlq_messages
+      WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
+    BindFence(st, p.queue_id, p.receipt).Bind(5, now);
+    Status s = st.Run("ack (archive)");
+    if (!s.ok()) return s;
+  }
+  SQLQ_PREPARE(st, conn, R"sql(
+    DELETE FROM sqlq_messages
+    WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
+  BindFence(st, p.queue_id, p.receipt);
+  Status s = st.Run("ack");
+  if (!s.ok()) return s;
+  if (conn.changes() == 0) return Refused(conn, p.queue_id, p.receipt);
+  return AddCounters(conn, p.queue_id, {.acks = 1});
+}
+
+Status SqliteEngine::Retry(Conn& c, const core::RetryParams& p) {
+  SqliteConn& conn = Sql(c);
+  const std::int64_t now = Us(clock_->Now());
+  SQLQ_PREPARE(st, conn, R"sql(
+    UPDATE sqlq_messages SET token = 0, ready_us = ?5, last_error = ?6
+    WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
+  BindFence(st, p.queue_id, p.receipt)
+      .Bind(5, now + p.delay.count())
+      .BindTextOrNull(6, p.error);
+  Status s = st.Run("nack");
+  if (!s.ok()) return s;
+  if (conn.changes() == 0) return Refused(conn, p.queue_id, p.receipt);
+  return AddCounters(conn, p.queue_id, {.nacks = 1});
+}
+
+Status SqliteEngine::Bury(Conn& c, const core::BuryParams& p) {
+  SqliteConn& conn = Sql(c);
+  const std::int64_t now = Us(clock_->Now());
+  {
+    SQLQ_PREPARE(st, conn, R"sql(
+      SELECT 1 FROM sqlq_messages
+      WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
+    BindFence(st, p.queue_id, p.receipt);
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return Refused(conn, p.queue_id, p.receipt);
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "nack");
+  }
+  Status s = MoveToDead(conn, p.receipt.id, p.error, now);
+  if (!s.ok()) return s;
+  return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
+}
+
+Result<Timestamp> SqliteEngine::Extend(Conn& c, std::int64_t queue_id,
+                                       const core::Receipt& receipt,
+                                       Micros lease) {
+  SqliteConn& conn = Sql(c);
+  const std::int64_t until = Us(clock_->Now()) + lease.count();
+  SQLQ_PREPARE(st, conn, R"sql(
+    UPDATE sqlq_messages SET ready_us = ?5
+    WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
+  BindFence(st, queue_id, receipt).Bind(5, until);
+  Status s = st.Run("extend");
+  if (!s.ok()) return s;
+  if (conn.changes() == 0) return Refused(conn, queue_id, receipt);
+  return FromUs(until);
+}
+
+Result<std::optional<std::int64_t>> SqliteEngine::NextPriority(
+    SqliteConn& conn, std::int64_t queue_id,
+    std::optional<std::int64_t> below) {
+  static constexpr const char* kTop = R"sql(
+    SELECT max(priority) FROM sqlq_messages WHERE queue_id = ?1)sql";
+  static constexpr const char* kBelow = R"sql(
+    SELECT max(priority) FROM sqlq_messages
+    WHERE queue_id = ?1 AND priority < ?2)sql";
+  SQLQ_PREPARE(st, conn, below ? kBelow : kTop);
+  st.Bind(1, queue_id);
+  if (below) st.Bind(2, *below);
+  int rc = st.Step();
+  if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "claim");
+  if (st.IsNull(0)) return std::optional<std::int64_t>();
+  return std::optional<std::int64_t>(st.Int(0));
+}
+
+Stmt& SqliteEngine::BindFence(Stmt& st, std::int64_t queue_id,
+                              const core::Receipt& r) {
+  return st.Bind(1, r.id)
+      .Bind(2, queue_id)
+      .Bind(3, TokenBits(r.token))
+      .Bind(4, r.attempt);
+}
+
+Status SqliteEngine::MoveToDead(SqliteConn& conn, std::int64_t id,
+                                std::string_view error, std::int64_t now) {
+  {
+    SQLQ_PREPARE(st, conn, R"sql(
+      INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
+        died_us, last_error, payload)
+      SELECT id, queue_id, priority, attempts, enqueued_us, ?2, ?3, payload
+      FROM sqlq_messages WHERE id = ?1)sql");
+    st.Bind(1, id).Bind(2, now).BindText(3, error);
+    Status s = st.Run("dead-letter");
+    if (!s.ok()) return s;
+  }
+  SQLQ_PREPARE(st, conn, "DELETE FROM sqlq_messages WHERE id = ?1");
+  st.Bind(1, id);
+  return st.Run("dead-letter");
+}
+
+Status SqliteEngine::Refused(SqliteConn& conn, std::int64_t queue_id,
+                             const core::Receipt& r) {
+  SQLQ_PREPARE(st, conn, R"sql(
+    SELECT token, attempts FROM sqlq_messages
+    WHERE id = ?1 AND queue_id = ?2)sql");
+  st.Bind(1, r.id).Bind(2, queue_id);
+  int rc = st.Step();
+  if (rc == SQLITE_DONE) {
+    return core::NotInQueue(r.id);
+  }
+  if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "check receipt");
+  const std::int64_t attempts = st.Int(1);
+  return core::StaleReceipt(r, st.Int(0), attempts);
+}
+
+}  // namespace sqlq::engines::sqlite

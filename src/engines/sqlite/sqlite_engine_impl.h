@@ -1,0 +1,392 @@
+// The SQLite engine class, shared by the files that implement
+// it by concern (sqlite_engine.cc, sqlite_queue.cc, sqlite_claim.cc,
+// sqlite_ring.cc, sqlite_rotation.cc, sqlite_migrate.cc). Internal: included by
+// those files only.
+//
+// The SQLite engine. Design notes: docs/engines/sqlite.md.
+//
+// Connections: one writer connection, used under writer_mu_ (the core's
+// WriteBatcher already funnels this process's writes through one leader, and
+// SQLite allows one writer per file anyway), and a pool of reader
+// connections for snapshots, which WAL lets run beside the writer.
+// Every write transaction starts with BEGIN IMMEDIATE so that it takes the
+// write lock up front: a deferred transaction that upgrades from read to
+// write can fail with SQLITE_BUSY without the busy handler being called.
+
+#ifndef SQLQ_ENGINES_SQLITE_SQLITE_ENGINE_IMPL_H_
+#define SQLQ_ENGINES_SQLITE_SQLITE_ENGINE_IMPL_H_
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <initializer_list>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "core/errors.h"
+#include "core/migrate.h"
+#include "core/rows.h"
+#include "core/validate.h"
+#include "engines/sqlite/file_watcher.h"
+#include "engines/sqlite/schema.h"
+#include "engines/sqlite/sqlite_conn.h"
+#include "engines/sqlite/sqlite_engine.h"
+
+namespace sqlq::engines::sqlite {
+
+using core::Conn;
+using core::Micros;
+
+// How long a writer waits for another process's write lock before the
+// caller sees kBusy. Long, because a caller would only retry anyway.
+constexpr auto kBusyBudget = std::chrono::seconds(60);
+
+class SystemClock : public Clock {
+ public:
+  Timestamp Now() override {
+    return std::chrono::time_point_cast<std::chrono::microseconds>(
+        std::chrono::system_clock::now());
+  }
+};
+
+using core::FromUs;
+using core::TokenBits;
+using core::Us;
+
+// Busy handler: short sleeps that grow from 50us to 2ms, so that a lock
+// released quickly is taken quickly (SQLite's default handler sleeps up to
+// 100 ms at a time), until kBusyBudget is spent.
+inline int BusyHandler(void* arg, int count) {
+  auto* started = static_cast<std::chrono::steady_clock::time_point*>(arg);
+  auto now = std::chrono::steady_clock::now();
+  if (count == 0) *started = now;
+  if (now - *started > kBusyBudget) return 0;
+  auto sleep = std::chrono::microseconds(50) * (1 << std::min(count, 5));
+  std::this_thread::sleep_for(std::min<std::chrono::microseconds>(
+      sleep, std::chrono::microseconds(2000)));
+  return 1;
+}
+
+struct Settings {
+  std::string path;
+  std::string synchronous = "FULL";
+};
+
+inline Result<Settings> ParseUrl(std::string_view rest) {
+  Settings s;
+  // Accept sqlite:PATH and sqlite:///ABSOLUTE.
+  if (rest.substr(0, 2) == "//") rest.remove_prefix(2);
+  std::string_view query;
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  if (rest.empty()) {
+    return Status::InvalidArgument(
+        "sqlite URL names no file: expected sqlite:PATH");
+  }
+  s.path = std::string(rest);
+  if (s.path == ":memory:" || s.path.rfind("file:", 0) == 0) {
+    // Each connection of the pool would see its own empty database.
+    return Status::InvalidArgument(
+        "sqlite URL: in-memory and URI file names are not supported; name a "
+        "file (sqlite:/tmp/scratch.db)");
+  }
+  while (!query.empty()) {
+    std::string_view kv = query.substr(0, query.find('&'));
+    query.remove_prefix(std::min(query.size(), kv.size() + 1));
+    auto eq = kv.find('=');
+    std::string_view key = kv.substr(0, eq);
+    std::string value(eq == std::string_view::npos ? "" : kv.substr(eq + 1));
+    std::transform(value.begin(), value.end(), value.begin(),
+                   [](unsigned char ch) { return std::toupper(ch); });
+    if (key == "synchronous") {
+      if (value != "OFF" && value != "NORMAL" && value != "FULL" &&
+          value != "EXTRA") {
+        return Status::InvalidArgument(fmt::format(
+            "sqlite URL: synchronous must be off, normal, full or extra, "
+            "not '{}'",
+            value));
+      }
+      s.synchronous = value;
+    } else {
+      return Status::InvalidArgument(fmt::format(
+          "sqlite URL: unknown parameter '{}' (known: synchronous)", key));
+    }
+  }
+  return s;
+}
+
+class SqliteEngine : public core::Engine {
+ public:
+  SqliteEngine(Settings settings, std::shared_ptr<Clock> clock)
+      : settings_(std::move(settings)), clock_(std::move(clock)) {}
+
+  ~SqliteEngine() override {
+    watcher_.reset();  // stop callbacks before the connections go
+  }
+
+  Status Init(bool create_if_missing) {
+    auto w = Connect(create_if_missing);
+    if (!w.ok()) return w.status();
+    writer_ = std::move(*w);
+    Status s = Migrate(*writer_);
+    if (!s.ok()) return s;
+    // Resolve the real path once, for JoinTx's check.
+    const char* f = sqlite3_db_filename(writer_->db(), "main");
+    real_path_ = f != nullptr ? f : settings_.path;
+    return Status::Ok();
+  }
+
+  // --- transactions -------------------------------------------------------
+
+  Status Write(const std::function<Status(Conn&)>& body) override;
+
+  Status Read(const std::function<Status(Conn&)>& body) override;
+
+  Result<std::unique_ptr<Conn>> BeginTx() override;
+
+  Result<std::unique_ptr<Conn>> JoinTx(void* native) override;
+
+  Status CommitTx(Conn& c) override;
+  Status RollbackTx(Conn& c) override;
+  void* NativeHandle(Conn& c) override;
+
+  void WatchForeignWrites(std::function<void()> changed) override;
+
+  // Whether a connection other than our writer (another process, or a Tx
+  // of ours) committed since the last call. Taking the write lock first
+  // waits out a commit whose WAL write raised the event but which has not
+  // yet published itself; data_version then shows it. When in doubt, true.
+  bool CommittedElsewhere();
+
+  // --- queues --------------------------------------------------------------
+
+  Result<core::QueueRecord> CreateQueue(Conn& c, std::string_view name,
+                                        const QueueOptions& o) override;
+
+  static constexpr const char* kSelectQueue = R"sql(
+    SELECT id, name, max_attempts, lease_us, backoff_base_us, backoff_max_us,
+           archive, retention_us, max_payload, created_us
+    FROM sqlq_queues)sql";
+
+  Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override;
+
+  Result<std::vector<core::QueueRecord>> ListQueues(Conn& c) override;
+
+  Status TouchSchema(Conn& c) override;
+
+  Status DropQueue(Conn& c, std::int64_t queue_id) override;
+
+  Result<std::int64_t> PurgeQueue(Conn& c, std::int64_t queue_id) override;
+
+  Result<QueueStats> Stats(Conn& c, std::int64_t queue_id) override;
+
+  // --- messages ------------------------------------------------------------
+
+  Result<std::vector<SendResult>> Send(Conn& c,
+                                       const core::SendParams& p) override;
+
+  Result<core::ClaimOutcome> Claim(Conn& c,
+                                   const core::ClaimParams& p) override;
+
+  Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
+                                               std::int64_t queue_id) override;
+
+  Result<Timestamp> Now(Conn&) override;
+
+  Status Ack(Conn& c, const core::AckParams& p) override;
+
+  Status Retry(Conn& c, const core::RetryParams& p) override;
+
+  Status Bury(Conn& c, const core::BuryParams& p) override;
+
+  Result<Timestamp> Extend(Conn& c, std::int64_t queue_id,
+                           const core::Receipt& receipt, Micros lease) override;
+
+  // --- rings ---------------------------------------------------------------
+
+  Result<core::RingRecord> CreateRing(Conn& c, std::string_view name,
+                                      const RingOptions& o) override;
+
+  Result<core::RingRecord> GetRing(Conn& c, std::string_view name) override;
+
+  Status DropRing(Conn& c, std::int64_t ring_id) override;
+
+  Result<RingEntry> RingPush(Conn& c, std::int64_t ring_id,
+                             std::string_view group,
+                             std::string_view payload) override;
+
+  Result<std::vector<RingEntry>> RingRead(Conn& c, std::int64_t ring_id,
+                                          std::string_view group,
+                                          const RingReadOptions& o) override;
+
+  Result<std::vector<RingGroup>> RingGroups(Conn& c,
+                                            std::int64_t ring_id) override;
+
+  Status RingDelete(Conn& c, std::int64_t ring_id, std::string_view group,
+                    std::int64_t seq) override;
+
+  Result<std::int64_t> RingDeleteGroup(Conn& c, std::int64_t ring_id,
+                                       std::string_view group) override;
+
+  Result<std::int64_t> RingSetCapacity(Conn& c, std::int64_t ring_id,
+                                       std::int64_t capacity) override;
+
+  Result<RingStats> RingStatsOf(Conn& c, std::int64_t ring_id) override;
+
+  // --- rotations -------------------------------------------------------------
+
+  Result<core::RotationRecord> CreateRotation(
+      Conn& c, std::string_view name, const RotationOptions& o) override;
+
+  Result<core::RotationRecord> GetRotation(Conn& c,
+                                           std::string_view name) override;
+
+  Status DropRotation(Conn& c, std::int64_t rotation_id) override;
+
+  Status RotationAdd(Conn& c, std::int64_t rotation_id, std::string_view key,
+                     std::string_view payload) override;
+
+  Status RotationRemove(Conn& c, std::int64_t rotation_id,
+                        std::string_view key) override;
+
+  Result<std::vector<RotationItem>> RotationNext(Conn& c,
+                                                 std::int64_t rotation_id,
+                                                 int n) override;
+
+  Result<RotationItem> RotationFail(Conn& c, std::int64_t rotation_id,
+                                    std::string_view key,
+                                    int max_failures) override;
+
+  Result<RotationItem> RotationOk(Conn& c, std::int64_t rotation_id,
+                                  std::string_view key) override;
+
+  Result<RotationItem> RotationReset(Conn& c, std::int64_t rotation_id,
+                                     std::string_view key) override;
+
+  Result<std::vector<RotationItem>> RotationList(
+      Conn& c, std::int64_t rotation_id) override;
+
+  Result<RotationStats> RotationStatsOf(Conn& c,
+                                        std::int64_t rotation_id) override;
+
+  // --- dead letters and archive -------------------------------------------
+
+  Result<std::vector<DeadLetter>> ListDead(Conn& c, std::int64_t queue_id,
+                                           const ListOptions& o) override;
+
+  Result<std::int64_t> Redrive(Conn& c, std::int64_t queue_id,
+                               std::span<const std::int64_t> ids) override;
+
+  Result<std::int64_t> PurgeDead(Conn& c, std::int64_t queue_id) override;
+
+  Result<std::vector<ArchivedMessage>> ListArchive(
+      Conn& c, std::int64_t queue_id, const ListOptions& o) override;
+
+  Result<std::int64_t> PruneArchive(Conn& c, std::int64_t queue_id,
+                                    Micros retention) override;
+
+ private:
+  static SqliteConn& Sql(Conn& c) { return static_cast<SqliteConn&>(c); }
+
+  // Creates the row of a ring or rotation (`kind` is one of those two
+  // literals); kAlreadyExists when the name is taken by any kind.
+  Result<std::int64_t> InsertKind(SqliteConn& conn, std::string_view name,
+                                  const char* kind, std::size_t max_payload,
+                                  std::int64_t capacity, int max_failures);
+
+  // Why `name` is not a `want`: missing, or another kind of thing.
+  Status Missing(SqliteConn& conn, std::string_view name,
+                 std::string_view want);
+
+  // The name is taken: says by what kind of thing.
+  Status Taken(SqliteConn& conn, std::string_view name);
+
+  Status DeleteAll(SqliteConn& conn, std::int64_t id,
+                   std::initializer_list<const char*> statements,
+                   std::string_view what);
+
+  // Deletes the group's `n` oldest entries (lowest seq: a total order, so a
+  // statement-replaying replica evicts the same rows).
+  Status EvictOldest(SqliteConn& conn, std::int64_t ring_id,
+                     std::string_view group, std::int64_t n);
+
+  Status AdjustEntries(SqliteConn& conn, std::int64_t ring_id,
+                       std::string_view group, std::int64_t delta);
+
+  // Takes the rotation's next `count` counter values and returns the last
+  // of them; kNotFound when the rotation was dropped.
+  Result<std::int64_t> NextStamp(SqliteConn& conn, std::int64_t rotation_id,
+                                 std::int64_t count = 1);
+
+  Result<RotationItem> UpdateItem(SqliteConn& conn, const char* sql,
+                                  std::int64_t rotation_id,
+                                  std::string_view key, int param);
+
+  // The highest priority level of the queue below `below` (all levels when
+  // unset); nullopt when there is none. One seek in the claim index.
+  Result<std::optional<std::int64_t>> NextPriority(
+      SqliteConn& conn, std::int64_t queue_id,
+      std::optional<std::int64_t> below);
+
+  static Stmt& BindFence(Stmt& st, std::int64_t queue_id,
+                         const core::Receipt& r);
+
+  Status CheckQueue(SqliteConn& conn, std::int64_t queue_id);
+
+  // REQUIRES: the queue was seen in this transaction (CheckQueue, or a
+  // message of it was changed).
+  Status AddCounters(SqliteConn& conn, std::int64_t queue_id,
+                     const QueueCounters& d);
+
+  Status FlushCounters(SqliteConn& conn);
+
+  Status WriteCounters(SqliteConn& conn, std::int64_t queue_id,
+                       const QueueCounters& d);
+
+  Status MoveToDead(SqliteConn& conn, std::int64_t id, std::string_view error,
+                    std::int64_t now);
+
+  // Says why a receipt was refused: the message is gone, or it is there
+  // under another lease.
+  Status Refused(SqliteConn& conn, std::int64_t queue_id,
+                 const core::Receipt& r);
+
+  Status InTransaction(SqliteConn& conn, const char* begin,
+                       const std::function<Status(Conn&)>& body);
+
+  Result<std::unique_ptr<SqliteConn>> Connect(bool create);
+
+  // Brings the schema to kSchemaVersion (core/migrate.h) in one
+  // BEGIN IMMEDIATE transaction, which is also the migration lock. A file
+  // that exists is given sqlq's tables even when the caller asked not to
+  // create a database (a missing file was refused before this).
+  Status Migrate(SqliteConn& conn);
+
+  Result<std::unique_ptr<SqliteConn>> AcquireReader();
+
+  void ReleaseReader(std::unique_ptr<SqliteConn> conn);
+
+  Settings settings_;
+  std::shared_ptr<Clock> clock_;
+  std::string real_path_;
+  std::mutex writer_mu_;
+  std::unique_ptr<SqliteConn> writer_;  // guarded by writer_mu_
+  std::int64_t data_version_ = -1;      // guarded by writer_mu_
+  std::mutex readers_mu_;
+  std::vector<std::unique_ptr<SqliteConn>> readers_;  // guarded by readers_mu_
+  std::unique_ptr<FileWatcher> watcher_;
+};
+
+}  // namespace sqlq::engines::sqlite
+
+#endif  // SQLQ_ENGINES_SQLITE_SQLITE_ENGINE_IMPL_H_

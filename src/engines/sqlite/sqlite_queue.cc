@@ -1,0 +1,370 @@
+// SQLite engine: queues and names, sends, stats, dead letters and the archive.
+
+#include "engines/sqlite/sqlite_engine_impl.h"
+
+namespace sqlq::engines::sqlite {
+
+Result<core::QueueRecord> SqliteEngine::CreateQueue(Conn& c,
+                                                    std::string_view name,
+                                                    const QueueOptions& o) {
+  SqliteConn& conn = Sql(c);
+  const Timestamp now = clock_->Now();
+  SQLQ_PREPARE(st, conn, R"sql(
+    INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
+      backoff_max_us, archive, retention_us, max_payload, created_us)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+    ON CONFLICT (name) DO NOTHING)sql");
+  st.BindText(1, name)
+      .Bind(2, o.max_attempts)
+      .Bind(3, Us(o.lease))
+      .Bind(4, Us(o.backoff_base))
+      .Bind(5, Us(o.backoff_max))
+      .Bind(6, o.archive ? 1 : 0)
+      .Bind(7, Us(o.retention))
+      .Bind(8, static_cast<std::int64_t>(o.max_payload_bytes))
+      .Bind(9, Us(now));
+  Status s = st.Run("create queue");
+  if (!s.ok()) return s;
+  if (conn.changes() == 0) return Taken(conn, name);
+  core::QueueRecord r;
+  r.id = sqlite3_last_insert_rowid(conn.db());
+  r.info = {.name = std::string(name), .options = o, .created_at = now};
+  // created_at as stored, at microsecond resolution.
+  return r;
+}
+
+Result<core::QueueRecord> SqliteEngine::GetQueue(Conn& c,
+                                                 std::string_view name) {
+  static const std::string sql =
+      std::string(kSelectQueue) + " WHERE name = ?1 AND kind = 'queue'";
+  SqliteConn& conn = Sql(c);
+  SQLQ_PREPARE(st, conn, sql.c_str());
+  st.BindText(1, name);
+  int rc = st.Step();
+  if (rc == SQLITE_ROW) return core::DecodeQueue(st);
+  if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "look up queue");
+  return Missing(conn, name, "queue");
+}
+
+Result<std::vector<core::QueueRecord>> SqliteEngine::ListQueues(Conn& c) {
+  static const std::string sql =
+      std::string(kSelectQueue) + " WHERE kind = 'queue' ORDER BY name";
+  SqliteConn& conn = Sql(c);
+  SQLQ_PREPARE(st, conn, sql.c_str());
+  std::vector<core::QueueRecord> out;
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) out.push_back(core::DecodeQueue(st));
+  if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list queues");
+  return out;
+}
+
+Status SqliteEngine::DropQueue(Conn& c, std::int64_t queue_id) {
+  SqliteConn& conn = Sql(c);
+  static constexpr const char* kDeletes[] = {
+      "DELETE FROM sqlq_messages WHERE queue_id = ?1",
+      "DELETE FROM sqlq_dead WHERE queue_id = ?1",
+      "DELETE FROM sqlq_archive WHERE queue_id = ?1",
+      "DELETE FROM sqlq_queues WHERE id = ?1",
+  };
+  for (const char* sql : kDeletes) {
+    SQLQ_PREPARE(st, conn, sql);
+    st.Bind(1, queue_id);
+    Status s = st.Run("drop queue");
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Result<std::int64_t> SqliteEngine::PurgeQueue(Conn& c, std::int64_t queue_id) {
+  SqliteConn& conn = Sql(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  SQLQ_PREPARE(st, conn, "DELETE FROM sqlq_messages WHERE queue_id = ?1");
+  st.Bind(1, queue_id);
+  s = st.Run("purge queue");
+  if (!s.ok()) return s;
+  return conn.changes();
+}
+
+Result<QueueStats> SqliteEngine::Stats(Conn& c, std::int64_t queue_id) {
+  SqliteConn& conn = Sql(c);
+  QueueStats out;
+  const std::int64_t now = Us(clock_->Now());
+  {
+    SQLQ_PREPARE(st, conn, R"sql(
+      SELECT name, sends, claims, acks, nacks, expirations, dead_lettered
+      FROM sqlq_queues WHERE id = ?1)sql");
+    st.Bind(1, queue_id);
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return core::QueueGone(queue_id);
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "stats");
+    out.name = st.Text(0);
+    out.sends = st.Int(1);
+    out.claims = st.Int(2);
+    out.acks = st.Int(3);
+    out.nacks = st.Int(4);
+    out.expirations = st.Int(5);
+    out.dead_lettered = st.Int(6);
+  }
+  {
+    SQLQ_PREPARE(st, conn, R"sql(
+      SELECT coalesce(sum(ready_us <= ?2), 0),
+             coalesce(sum(ready_us > ?2 AND token = 0), 0),
+             coalesce(sum(ready_us > ?2 AND token != 0), 0),
+             min(CASE WHEN ready_us <= ?2 THEN ready_us END)
+      FROM sqlq_messages WHERE queue_id = ?1)sql");
+    st.Bind(1, queue_id).Bind(2, now);
+    int rc = st.Step();
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "stats");
+    out.ready = st.Int(0);
+    out.delayed = st.Int(1);
+    out.leased = st.Int(2);
+    if (!st.IsNull(3)) {
+      out.oldest_ready_age =
+          std::chrono::duration_cast<Duration>(Micros(now - st.Int(3)));
+    }
+  }
+  auto count = [&](const char* sql, std::int64_t& into) -> Status {
+    SQLQ_PREPARE(st, conn, sql);
+    st.Bind(1, queue_id);
+    int rc = st.Step();
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "stats");
+    into = st.Int(0);
+    return Status::Ok();
+  };
+  Status s =
+      count("SELECT count(*) FROM sqlq_dead WHERE queue_id = ?1", out.dead);
+  if (!s.ok()) return s;
+  s = count("SELECT count(*) FROM sqlq_archive WHERE queue_id = ?1",
+            out.archived);
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
+                                                   const core::SendParams& p) {
+  SqliteConn& conn = Sql(c);
+  // Checked before writing, so that a send to a dropped queue is a clean
+  // failure (engine.h).
+  Status checked = CheckQueue(conn, p.queue_id);
+  if (!checked.ok()) return checked;
+  const Timestamp now = clock_->Now();
+  std::vector<SendResult> out;
+  out.reserve(p.messages.size());
+  std::int64_t stored = 0;
+  for (const Message& m : p.messages) {
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        INSERT INTO sqlq_messages
+          (queue_id, priority, ready_us, enqueued_us, dedup, payload)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+        ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING)sql");
+      st.Bind(1, p.queue_id)
+          .Bind(2, m.priority)
+          .Bind(3, Us(now) + Us(m.delay))
+          .Bind(4, Us(now))
+          .BindTextOrNull(5, m.dedup_key)
+          .BindBlob(6, m.payload);
+      Status s = st.Run("send");
+      if (!s.ok()) return s;
+    }
+    if (conn.changes() == 1) {
+      out.push_back({.id = sqlite3_last_insert_rowid(conn.db())});
+      ++stored;
+      continue;
+    }
+    // The dedup key is held by a message still in the queue.
+    SQLQ_PREPARE(st, conn, R"sql(
+      SELECT id FROM sqlq_messages WHERE queue_id = ?1 AND dedup = ?2)sql");
+    st.Bind(1, p.queue_id).BindText(2, m.dedup_key);
+    int rc = st.Step();
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "send (dedup)");
+    out.push_back({.id = st.Int(0), .duplicate = true});
+  }
+  if (stored > 0) {
+    Status s = AddCounters(conn, p.queue_id, {.sends = stored});
+    if (!s.ok()) return s;
+  }
+  return out;
+}
+
+Result<std::vector<DeadLetter>> SqliteEngine::ListDead(Conn& c,
+                                                       std::int64_t queue_id,
+                                                       const ListOptions& o) {
+  SqliteConn& conn = Sql(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  SQLQ_PREPARE(st, conn, R"sql(
+    SELECT id, priority, attempts, enqueued_us, died_us, last_error, payload
+    FROM sqlq_dead WHERE queue_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3)sql");
+  st.Bind(1, queue_id).Bind(2, o.after_id).Bind(3, o.limit);
+  std::vector<DeadLetter> out;
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) {
+    out.push_back(core::DecodeDead(st));
+  }
+  if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list dead");
+  return out;
+}
+
+Result<std::int64_t> SqliteEngine::Redrive(Conn& c, std::int64_t queue_id,
+                                           std::span<const std::int64_t> ids) {
+  SqliteConn& conn = Sql(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  const std::int64_t now = Us(clock_->Now());
+  // A redriven message is ready now with fresh attempts; it keeps its id
+  // (never reused, see schema.h) but not a dedup key.
+  static constexpr const char* kInsertAll = R"sql(
+    INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
+      enqueued_us, last_error, payload)
+    SELECT id, queue_id, priority, ?2, 0, enqueued_us, last_error, payload
+    FROM sqlq_dead WHERE queue_id = ?1 ORDER BY id)sql";
+  static constexpr const char* kInsertOne = R"sql(
+    INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
+      enqueued_us, last_error, payload)
+    SELECT id, queue_id, priority, ?2, 0, enqueued_us, last_error, payload
+    FROM sqlq_dead WHERE queue_id = ?1 AND id = ?3)sql";
+  std::int64_t moved = 0;
+  if (ids.empty()) {
+    {
+      SQLQ_PREPARE(st, conn, kInsertAll);
+      st.Bind(1, queue_id).Bind(2, now);
+      s = st.Run("redrive");
+      if (!s.ok()) return s;
+      moved = conn.changes();
+    }
+    SQLQ_PREPARE(st, conn, "DELETE FROM sqlq_dead WHERE queue_id = ?1");
+    st.Bind(1, queue_id);
+    s = st.Run("redrive");
+    if (!s.ok()) return s;
+    return moved;
+  }
+  for (std::int64_t id : ids) {
+    {
+      SQLQ_PREPARE(st, conn, kInsertOne);
+      st.Bind(1, queue_id).Bind(2, now).Bind(3, id);
+      s = st.Run("redrive");
+      if (!s.ok()) return s;
+      if (conn.changes() == 0) continue;
+      ++moved;
+    }
+    SQLQ_PREPARE(st, conn,
+                 "DELETE FROM sqlq_dead WHERE queue_id = ?1 AND id = ?2");
+    st.Bind(1, queue_id).Bind(2, id);
+    s = st.Run("redrive");
+    if (!s.ok()) return s;
+  }
+  return moved;
+}
+
+Result<std::int64_t> SqliteEngine::PurgeDead(Conn& c, std::int64_t queue_id) {
+  SqliteConn& conn = Sql(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  SQLQ_PREPARE(st, conn, "DELETE FROM sqlq_dead WHERE queue_id = ?1");
+  st.Bind(1, queue_id);
+  s = st.Run("purge dead letters");
+  if (!s.ok()) return s;
+  return conn.changes();
+}
+
+Result<std::vector<ArchivedMessage>> SqliteEngine::ListArchive(
+    Conn& c, std::int64_t queue_id, const ListOptions& o) {
+  SqliteConn& conn = Sql(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  SQLQ_PREPARE(st, conn, R"sql(
+    SELECT id, priority, attempts, enqueued_us, completed_us, worker, payload
+    FROM sqlq_archive WHERE queue_id = ?1 AND id > ?2
+    ORDER BY id LIMIT ?3)sql");
+  st.Bind(1, queue_id).Bind(2, o.after_id).Bind(3, o.limit);
+  std::vector<ArchivedMessage> out;
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) {
+    out.push_back(core::DecodeArchived(st));
+  }
+  if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list archive");
+  return out;
+}
+
+Result<std::int64_t> SqliteEngine::PruneArchive(Conn& c, std::int64_t queue_id,
+                                                Micros retention) {
+  SqliteConn& conn = Sql(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  SQLQ_PREPARE(st, conn, R"sql(
+    DELETE FROM sqlq_archive WHERE queue_id = ?1 AND completed_us < ?2)sql");
+  st.Bind(1, queue_id).Bind(2, Us(clock_->Now()) - retention.count());
+  s = st.Run("prune archive");
+  if (!s.ok()) return s;
+  return conn.changes();
+}
+
+Result<std::int64_t> SqliteEngine::InsertKind(
+    SqliteConn& conn, std::string_view name, const char* kind,
+    std::size_t max_payload, std::int64_t capacity, int max_failures) {
+  SQLQ_PREPARE(st, conn, R"sql(
+    INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
+      backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
+      created_us, capacity, max_failures)
+    VALUES (?1, ?2, 0, 0, 0, 0, 0, 0, ?3, ?4, ?5, ?6)
+    ON CONFLICT (name) DO NOTHING)sql");
+  st.BindText(1, name)
+      .BindText(2, kind)
+      .Bind(3, static_cast<std::int64_t>(max_payload))
+      .Bind(4, Us(clock_->Now()))
+      .Bind(5, capacity)
+      .Bind(6, max_failures);
+  Status s = st.Run(fmt::format("create {}", kind));
+  if (!s.ok()) return s;
+  if (conn.changes() == 0) return Taken(conn, name);
+  return sqlite3_last_insert_rowid(conn.db());
+}
+
+Status SqliteEngine::Missing(SqliteConn& conn, std::string_view name,
+                             std::string_view want) {
+  SQLQ_PREPARE(st, conn, "SELECT kind FROM sqlq_queues WHERE name = ?1");
+  st.BindText(1, name);
+  int rc = st.Step();
+  if (rc == SQLITE_ROW) {
+    return core::NotA(name, st.Text(0), want);
+  }
+  if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "look up name");
+  return core::NotA(name, std::nullopt, want);
+}
+
+Status SqliteEngine::Taken(SqliteConn& conn, std::string_view name) {
+  SQLQ_PREPARE(st, conn, "SELECT kind FROM sqlq_queues WHERE name = ?1");
+  st.BindText(1, name);
+  int rc = st.Step();
+  if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "look up name");
+  return core::NameTaken(name, st.Text(0));
+}
+
+Status SqliteEngine::DeleteAll(SqliteConn& conn, std::int64_t id,
+                               std::initializer_list<const char*> statements,
+                               std::string_view what) {
+  for (const char* sql : statements) {
+    SQLQ_PREPARE(st, conn, sql);
+    st.Bind(1, id);
+    Status s = st.Run(what);
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Status SqliteEngine::CheckQueue(SqliteConn& conn, std::int64_t queue_id) {
+  if (conn.known_queues.contains(queue_id)) return Status::Ok();
+  SQLQ_PREPARE(st, conn, "SELECT 1 FROM sqlq_queues WHERE id = ?1");
+  st.Bind(1, queue_id);
+  int rc = st.Step();
+  if (rc == SQLITE_ROW) {
+    conn.known_queues.insert(queue_id);
+    return Status::Ok();
+  }
+  if (rc == SQLITE_DONE) return core::QueueGone(queue_id);
+  return Translate(rc, conn.db(), "look up queue");
+}
+
+}  // namespace sqlq::engines::sqlite
