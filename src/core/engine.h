@@ -130,6 +130,116 @@ struct BuryParams {
   std::string_view error;
 };
 
+// Params of the other operations, field for field what the engine needs.
+// An operation without a struct here takes one id (or name) and nothing
+// else.
+struct CreateQueueParams {
+  std::string_view name;
+  QueueOptions options;
+};
+
+struct AckManyParams {
+  std::int64_t queue_id = 0;
+  std::span<const Receipt> receipts;
+  bool archive = false;
+};
+
+struct ExtendParams {
+  std::int64_t queue_id = 0;
+  Receipt receipt;
+  Micros lease{0};
+};
+
+struct ListDeadParams {
+  std::int64_t queue_id = 0;
+  ListOptions options;
+};
+
+struct RedriveParams {
+  std::int64_t queue_id = 0;
+  std::span<const std::int64_t> ids;
+};
+
+struct ListArchiveParams {
+  std::int64_t queue_id = 0;
+  ListOptions options;
+};
+
+struct PruneArchiveParams {
+  std::int64_t queue_id = 0;
+  Micros retention{0};
+};
+
+struct CreateRingParams {
+  std::string_view name;
+  RingOptions options;
+};
+
+struct RingPushParams {
+  std::int64_t ring_id = 0;
+  std::string_view group;
+  std::string_view payload;
+};
+
+struct RingReadParams {
+  std::int64_t ring_id = 0;
+  std::string_view group;
+  RingReadOptions options;
+};
+
+struct RingDeleteParams {
+  std::int64_t ring_id = 0;
+  std::string_view group;
+  std::int64_t seq = 0;
+};
+
+struct RingDeleteGroupParams {
+  std::int64_t ring_id = 0;
+  std::string_view group;
+};
+
+struct RingSetCapacityParams {
+  std::int64_t ring_id = 0;
+  std::int64_t capacity = 0;
+};
+
+struct CreateRotationParams {
+  std::string_view name;
+  RotationOptions options;
+};
+
+struct RotationAddParams {
+  std::int64_t rotation_id = 0;
+  std::string_view key;
+  std::string_view payload;
+};
+
+struct RotationRemoveParams {
+  std::int64_t rotation_id = 0;
+  std::string_view key;
+};
+
+struct RotationNextParams {
+  std::int64_t rotation_id = 0;
+  int n = 0;
+};
+
+struct RotationFailParams {
+  std::int64_t rotation_id = 0;
+  std::string_view key;
+  int max_failures = 0;
+};
+
+struct RotationOkParams {
+  std::int64_t rotation_id = 0;
+  std::string_view key;
+};
+
+struct RotationResetParams {
+  std::int64_t rotation_id = 0;
+  std::string_view key;
+};
+
 // See "Clean failures" above.
 inline bool IsCleanFailure(const Status& s) {
   switch (s.code()) {
@@ -192,8 +302,8 @@ class Engine {
   virtual Status TouchSchema(Conn& conn) = 0;
 
   // --- queues --------------------------------------------------------------
-  virtual Result<QueueRecord> CreateQueue(Conn& conn, std::string_view name,
-                                          const QueueOptions& options) = 0;
+  virtual Result<QueueRecord> CreateQueue(Conn& conn,
+                                          const CreateQueueParams& p) = 0;
   virtual Result<QueueRecord> GetQueue(Conn& conn, std::string_view name) = 0;
   virtual Result<std::vector<QueueRecord>> ListQueues(Conn& conn) = 0;
   virtual Status DropQueue(Conn& conn, std::int64_t queue_id) = 0;
@@ -241,14 +351,13 @@ class Engine {
   // kFailedPrecondition); any other failure is the result's status and may
   // have written part of the batch. Engines that can, do it in one
   // statement; the default runs Ack for each.
-  virtual Result<std::vector<Status>> AckMany(Conn& conn, std::int64_t queue_id,
-                                              std::span<const Receipt> receipts,
-                                              bool archive) {
+  virtual Result<std::vector<Status>> AckMany(Conn& conn,
+                                              const AckManyParams& p) {
     std::vector<Status> out;
-    out.reserve(receipts.size());
-    for (const Receipt& r : receipts) {
-      Status s =
-          Ack(conn, {.queue_id = queue_id, .receipt = r, .archive = archive});
+    out.reserve(p.receipts.size());
+    for (const Receipt& r : p.receipts) {
+      Status s = Ack(
+          conn, {.queue_id = p.queue_id, .receipt = r, .archive = p.archive});
       if (!s.ok() && !IsCleanFailure(s)) return s;
       out.push_back(std::move(s));
     }
@@ -256,83 +365,71 @@ class Engine {
   }
   virtual Status Retry(Conn& conn, const RetryParams& p) = 0;
   virtual Status Bury(Conn& conn, const BuryParams& p) = 0;
-  virtual Result<Timestamp> Extend(Conn& conn, std::int64_t queue_id,
-                                   const Receipt& receipt, Micros lease) = 0;
+  virtual Result<Timestamp> Extend(Conn& conn, const ExtendParams& p) = 0;
 
   // --- dead letters and archive -------------------------------------------
-  virtual Result<std::vector<DeadLetter>> ListDead(
-      Conn& conn, std::int64_t queue_id, const ListOptions& options) = 0;
+  virtual Result<std::vector<DeadLetter>> ListDead(Conn& conn,
+                                                   const ListDeadParams& p) = 0;
   // Empty `ids` means all.
-  virtual Result<std::int64_t> Redrive(Conn& conn, std::int64_t queue_id,
-                                       std::span<const std::int64_t> ids) = 0;
+  virtual Result<std::int64_t> Redrive(Conn& conn, const RedriveParams& p) = 0;
   virtual Result<std::int64_t> PurgeDead(Conn& conn, std::int64_t queue_id) = 0;
   virtual Result<std::vector<ArchivedMessage>> ListArchive(
-      Conn& conn, std::int64_t queue_id, const ListOptions& options) = 0;
-  virtual Result<std::int64_t> PruneArchive(Conn& conn, std::int64_t queue_id,
-                                            Micros retention) = 0;
+      Conn& conn, const ListArchiveParams& p) = 0;
+  virtual Result<std::int64_t> PruneArchive(Conn& conn,
+                                            const PruneArchiveParams& p) = 0;
 
   // --- rings and rotations -----------------------------------------------
   // Rings (docs/rings-and-rotations.md).
   // Names share one namespace with queues and rotations: kAlreadyExists for
   // a name of any kind; Get* answers kFailedPrecondition for a name of
   // another kind.
-  virtual Result<RingRecord> CreateRing(Conn& conn, std::string_view name,
-                                        const RingOptions& options) = 0;
+  virtual Result<RingRecord> CreateRing(Conn& conn,
+                                        const CreateRingParams& p) = 0;
   virtual Result<RingRecord> GetRing(Conn& conn, std::string_view name) = 0;
   virtual Status DropRing(Conn& conn, std::int64_t ring_id) = 0;
   // Appends to the group and, when the group then holds more than the
   // ring's capacity (read in the same transaction, so a concurrent
   // SetCapacity is honoured), deletes its oldest entries down to capacity.
-  virtual Result<RingEntry> RingPush(Conn& conn, std::int64_t ring_id,
-                                     std::string_view group,
-                                     std::string_view payload) = 0;
+  virtual Result<RingEntry> RingPush(Conn& conn, const RingPushParams& p) = 0;
   // Entries of `group` in the options' order, from after options.after_seq
   // (RingReadBound gives the seq bound to compare with).
-  virtual Result<std::vector<RingEntry>> RingRead(
-      Conn& conn, std::int64_t ring_id, std::string_view group,
-      const RingReadOptions& options) = 0;
+  virtual Result<std::vector<RingEntry>> RingRead(Conn& conn,
+                                                  const RingReadParams& p) = 0;
   virtual Result<std::vector<RingGroup>> RingGroups(Conn& conn,
                                                     std::int64_t ring_id) = 0;
-  virtual Status RingDelete(Conn& conn, std::int64_t ring_id,
-                            std::string_view group, std::int64_t seq) = 0;
-  virtual Result<std::int64_t> RingDeleteGroup(Conn& conn, std::int64_t ring_id,
-                                               std::string_view group) = 0;
+  virtual Status RingDelete(Conn& conn, const RingDeleteParams& p) = 0;
+  virtual Result<std::int64_t> RingDeleteGroup(
+      Conn& conn, const RingDeleteGroupParams& p) = 0;
   // Returns the number of entries evicted.
-  virtual Result<std::int64_t> RingSetCapacity(Conn& conn, std::int64_t ring_id,
-                                               std::int64_t capacity) = 0;
+  virtual Result<std::int64_t> RingSetCapacity(
+      Conn& conn, const RingSetCapacityParams& p) = 0;
   virtual Result<RingStats> RingStatsOf(Conn& conn, std::int64_t ring_id) = 0;
 
   // Rotations (docs/rings-and-rotations.md).
   virtual Result<RotationRecord> CreateRotation(
-      Conn& conn, std::string_view name, const RotationOptions& options) = 0;
+      Conn& conn, const CreateRotationParams& p) = 0;
   virtual Result<RotationRecord> GetRotation(Conn& conn,
                                              std::string_view name) = 0;
   virtual Status DropRotation(Conn& conn, std::int64_t rotation_id) = 0;
   // kAlreadyExists when the key is present (and then writes nothing).
-  virtual Status RotationAdd(Conn& conn, std::int64_t rotation_id,
-                             std::string_view key,
-                             std::string_view payload) = 0;
-  virtual Status RotationRemove(Conn& conn, std::int64_t rotation_id,
-                                std::string_view key) = 0;
+  virtual Status RotationAdd(Conn& conn, const RotationAddParams& p) = 0;
+  virtual Status RotationRemove(Conn& conn, const RotationRemoveParams& p) = 0;
   // The n least recently served unparked items, ordered by (last served
   // stamp, added stamp), each stamped with its own new value of the
   // rotation's counter, increasing in the order returned (one shared stamp
   // would let ties fall back to the order of addition and break the
   // round-robin). Writes nothing when there is nothing to serve.
   virtual Result<std::vector<RotationItem>> RotationNext(
-      Conn& conn, std::int64_t rotation_id, int n) = 0;
+      Conn& conn, const RotationNextParams& p) = 0;
   // failures += 1; parked once failures >= max_failures (core's rule).
   virtual Result<RotationItem> RotationFail(Conn& conn,
-                                            std::int64_t rotation_id,
-                                            std::string_view key,
-                                            int max_failures) = 0;
+                                            const RotationFailParams& p) = 0;
   // failures = 0; kFailedPrecondition (writing nothing) when parked.
-  virtual Result<RotationItem> RotationOk(Conn& conn, std::int64_t rotation_id,
-                                          std::string_view key) = 0;
+  virtual Result<RotationItem> RotationOk(Conn& conn,
+                                          const RotationOkParams& p) = 0;
   // failures = 0 and unparked.
   virtual Result<RotationItem> RotationReset(Conn& conn,
-                                             std::int64_t rotation_id,
-                                             std::string_view key) = 0;
+                                             const RotationResetParams& p) = 0;
   virtual Result<std::vector<RotationItem>> RotationList(
       Conn& conn, std::int64_t rotation_id) = 0;
   virtual Result<RotationStats> RotationStatsOf(Conn& conn,

@@ -216,8 +216,8 @@ Result<std::vector<Status>> WorkQueue::AckBatch(
   }
   Status s = impl_->store().batcher().Run([&](Conn& conn) -> Status {
     if (valid.empty()) return Status::Ok();
-    auto acked = impl_->store().engine().AckMany(conn, impl_->id(), valid,
-                                                 options().archive);
+    auto acked = impl_->store().engine().AckMany(
+        conn, {impl_->id(), valid, options().archive});
     if (!acked.ok()) return acked.status();
     for (size_t k = 0; k < where.size(); ++k) {
       out[where[k]] = std::move((*acked)[k]);
@@ -275,7 +275,7 @@ Result<Timestamp> WorkQueue::Extend(std::string_view receipt, Duration lease) {
   if (!s.ok()) return s;
   return core::MergedWrite<Timestamp>(
       impl_->store(), [&](core::Engine& e, Conn& conn) {
-        return e.Extend(conn, impl_->id(), *parsed, lease);
+        return e.Extend(conn, {impl_->id(), *parsed, lease});
       });
 }
 
@@ -298,7 +298,7 @@ Result<std::vector<DeadLetter>> WorkQueue::ListDead(
   if (!s.ok()) return s;
   return core::SnapshotRead<std::vector<DeadLetter>>(
       impl_->store(), [&](core::Engine& e, Conn& conn) {
-        return e.ListDead(conn, impl_->id(), options);
+        return e.ListDead(conn, {impl_->id(), options});
       });
 }
 
@@ -312,16 +312,18 @@ Result<std::int64_t> WorkQueue::Redrive(std::span<const std::int64_t> ids) {
                                         ids.size(), core::kMaxBatch));
   }
   auto r = core::MergedWrite<std::int64_t>(
-      impl_->store(),
-      [&](core::Engine& e, Conn& c) { return e.Redrive(c, impl_->id(), ids); });
+      impl_->store(), [&](core::Engine& e, Conn& c) {
+        return e.Redrive(c, {impl_->id(), ids});
+      });
   if (r.ok()) impl_->store().hub().Notify(impl_->id(), *r);
   return r;
 }
 
 Result<std::int64_t> WorkQueue::RedriveAll() {
   auto r = core::MergedWrite<std::int64_t>(
-      impl_->store(),
-      [&](core::Engine& e, Conn& c) { return e.Redrive(c, impl_->id(), {}); });
+      impl_->store(), [&](core::Engine& e, Conn& c) {
+        return e.Redrive(c, {impl_->id(), {}});
+      });
   if (r.ok()) impl_->store().hub().Notify(impl_->id(), *r);
   return r;
 }
@@ -338,14 +340,14 @@ Result<std::vector<ArchivedMessage>> WorkQueue::ListArchive(
   if (!s.ok()) return s;
   return core::SnapshotRead<std::vector<ArchivedMessage>>(
       impl_->store(), [&](core::Engine& e, Conn& conn) {
-        return e.ListArchive(conn, impl_->id(), options);
+        return e.ListArchive(conn, {impl_->id(), options});
       });
 }
 
 Result<std::int64_t> WorkQueue::PruneArchive() {
   return core::MergedWrite<std::int64_t>(
       impl_->store(), [&](core::Engine& e, Conn& c) {
-        return e.PruneArchive(c, impl_->id(), options().retention);
+        return e.PruneArchive(c, {impl_->id(), options().retention});
       });
 }
 

@@ -25,7 +25,7 @@ Result<RingEntry> Ring::Push(std::string_view group, std::string_view payload) {
   if (!s.ok()) return s;
   return core::MergedWrite<RingEntry>(
       impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RingPush(conn, impl_->id(), group, payload);
+        return e.RingPush(conn, {impl_->id(), group, payload});
       });
 }
 
@@ -36,7 +36,7 @@ Result<std::vector<RingEntry>> Ring::Read(std::string_view group,
   if (!s.ok()) return s;
   return core::SnapshotRead<std::vector<RingEntry>>(
       impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RingRead(conn, impl_->id(), group, options);
+        return e.RingRead(conn, {impl_->id(), group, options});
       });
 }
 
@@ -51,7 +51,7 @@ Status Ring::Delete(std::string_view group, std::int64_t seq) {
   if (!s.ok()) return s;
   if (seq < 1) return Status::InvalidArgument("seq must be positive");
   return impl_->store().batcher().Run([&](Conn& conn) {
-    return impl_->store().engine().RingDelete(conn, impl_->id(), group, seq);
+    return impl_->store().engine().RingDelete(conn, {impl_->id(), group, seq});
   });
 }
 
@@ -60,7 +60,7 @@ Result<std::int64_t> Ring::DeleteGroup(std::string_view group) {
   if (!s.ok()) return s;
   return core::MergedWrite<std::int64_t>(
       impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RingDeleteGroup(conn, impl_->id(), group);
+        return e.RingDeleteGroup(conn, {impl_->id(), group});
       });
 }
 
@@ -71,7 +71,7 @@ Result<std::int64_t> Ring::SetCapacity(std::int64_t capacity) {
   if (!s.ok()) return s;
   return core::MergedWrite<std::int64_t>(
       impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RingSetCapacity(conn, impl_->id(), capacity);
+        return e.RingSetCapacity(conn, {impl_->id(), capacity});
       });
 }
 

@@ -27,7 +27,8 @@ Status Rotation::Add(std::string_view key, std::string_view payload) {
   }
   if (!s.ok()) return s;
   return impl_->store().batcher().Run([&](Conn& conn) {
-    return impl_->store().engine().RotationAdd(conn, impl_->id(), key, payload);
+    return impl_->store().engine().RotationAdd(conn,
+                                               {impl_->id(), key, payload});
   });
 }
 
@@ -35,7 +36,7 @@ Status Rotation::Remove(std::string_view key) {
   Status s = core::ValidateKey("key", key);
   if (!s.ok()) return s;
   return impl_->store().batcher().Run([&](Conn& conn) {
-    return impl_->store().engine().RotationRemove(conn, impl_->id(), key);
+    return impl_->store().engine().RotationRemove(conn, {impl_->id(), key});
   });
 }
 
@@ -49,7 +50,7 @@ Result<std::vector<RotationItem>> Rotation::Next(int n) {
   // calls that overlap.
   return core::MergedWrite<std::vector<RotationItem>>(
       impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RotationNext(conn, impl_->id(), n);
+        return e.RotationNext(conn, {impl_->id(), n});
       });
 }
 
@@ -58,8 +59,8 @@ Result<RotationItem> Rotation::Fail(std::string_view key) {
   if (!s.ok()) return s;
   return core::MergedWrite<RotationItem>(
       impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RotationFail(conn, impl_->id(), key,
-                              impl_->record().options.max_failures);
+        return e.RotationFail(
+            conn, {impl_->id(), key, impl_->record().options.max_failures});
       });
 }
 
@@ -68,7 +69,7 @@ Result<RotationItem> Rotation::Ok(std::string_view key) {
   if (!s.ok()) return s;
   return core::MergedWrite<RotationItem>(
       impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RotationOk(conn, impl_->id(), key);
+        return e.RotationOk(conn, {impl_->id(), key});
       });
 }
 
@@ -77,7 +78,7 @@ Result<RotationItem> Rotation::Reset(std::string_view key) {
   if (!s.ok()) return s;
   return core::MergedWrite<RotationItem>(
       impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RotationReset(conn, impl_->id(), key);
+        return e.RotationReset(conn, {impl_->id(), key});
       });
 }
 

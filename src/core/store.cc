@@ -63,7 +63,7 @@ Result<WorkQueue> Store::CreateQueue(std::string_view name,
   if (!s.ok()) return s;
   core::QueueRecord record;
   s = impl_->engine().Write([&](core::Conn& conn) {
-    auto r = impl_->engine().CreateQueue(conn, name, options);
+    auto r = impl_->engine().CreateQueue(conn, {name, options});
     if (!r.ok()) return r.status();
     record = std::move(*r);
     return Status::Ok();
@@ -136,11 +136,11 @@ Result<Record> CreateKind(core::StoreImpl& store, std::string_view name,
 
 Result<Ring> Store::CreateRing(std::string_view name,
                                const RingOptions& options) {
-  auto r = CreateKind<core::RingRecord>(*impl_, name, options,
-                                        core::ValidateRingOptions,
-                                        [&](core::Engine& e, core::Conn& c) {
-                                          return e.CreateRing(c, name, options);
-                                        });
+  auto r = CreateKind<core::RingRecord>(
+      *impl_, name, options, core::ValidateRingOptions,
+      [&](core::Engine& e, core::Conn& c) {
+        return e.CreateRing(c, {name, options});
+      });
   if (!r.ok()) return r.status();
   return Ring(std::make_shared<core::RingImpl>(impl_.get(), std::move(*r)));
 }
@@ -170,7 +170,7 @@ Result<Rotation> Store::CreateRotation(std::string_view name,
   auto r = CreateKind<core::RotationRecord>(
       *impl_, name, options, core::ValidateRotationOptions,
       [&](core::Engine& e, core::Conn& c) {
-        return e.CreateRotation(c, name, options);
+        return e.CreateRotation(c, {name, options});
       });
   if (!r.ok()) return r.status();
   return Rotation(

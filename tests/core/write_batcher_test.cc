@@ -109,8 +109,8 @@ class FakeEngine : public Engine {
   Status RollbackTx(Conn&) override { return Unused(); }
   void* NativeHandle(Conn&) override { return nullptr; }
   void WatchForeignWrites(std::function<void()>) override {}
-  Result<QueueRecord> CreateQueue(Conn&, std::string_view,
-                                  const QueueOptions&) override {
+  Result<QueueRecord> CreateQueue(Conn&,
+                                  const core::CreateQueueParams&) override {
     return Unused();
   }
   Result<QueueRecord> GetQueue(Conn&, std::string_view) override {
@@ -141,92 +141,87 @@ class FakeEngine : public Engine {
   Status Ack(Conn&, const AckParams&) override { return Unused(); }
   Status Retry(Conn&, const RetryParams&) override { return Unused(); }
   Status Bury(Conn&, const BuryParams&) override { return Unused(); }
-  Result<Timestamp> Extend(Conn&, std::int64_t, const Receipt&,
-                           Micros) override {
+  Result<Timestamp> Extend(Conn&, const core::ExtendParams&) override {
     return Unused();
   }
-  Result<std::vector<DeadLetter>> ListDead(Conn&, std::int64_t,
-                                           const ListOptions&) override {
+  Result<std::vector<DeadLetter>> ListDead(
+      Conn&, const core::ListDeadParams&) override {
     return Unused();
   }
-  Result<std::int64_t> Redrive(Conn&, std::int64_t,
-                               std::span<const std::int64_t>) override {
+  Result<std::int64_t> Redrive(Conn&, const core::RedriveParams&) override {
     return Unused();
   }
   Result<std::int64_t> PurgeDead(Conn&, std::int64_t) override {
     return Unused();
   }
   Result<std::vector<ArchivedMessage>> ListArchive(
-      Conn&, std::int64_t, const ListOptions&) override {
+      Conn&, const core::ListArchiveParams&) override {
     return Unused();
   }
-  Result<std::int64_t> PruneArchive(Conn&, std::int64_t, Micros) override {
+  Result<std::int64_t> PruneArchive(Conn&,
+                                    const core::PruneArchiveParams&) override {
     return Unused();
   }
   // Rings and rotations: not used by the batcher's tests.
-  Result<RingRecord> CreateRing(Conn&, std::string_view,
-                                const RingOptions&) override {
+  Result<RingRecord> CreateRing(Conn&, const core::CreateRingParams&) override {
     return Unused();
   }
   Result<RingRecord> GetRing(Conn&, std::string_view) override {
     return Unused();
   }
   Status DropRing(Conn&, std::int64_t) override { return Unused(); }
-  Result<RingEntry> RingPush(Conn&, std::int64_t, std::string_view,
-                             std::string_view) override {
+  Result<RingEntry> RingPush(Conn&, const core::RingPushParams&) override {
     return Unused();
   }
-  Result<std::vector<RingEntry>> RingRead(Conn&, std::int64_t, std::string_view,
-                                          const RingReadOptions&) override {
+  Result<std::vector<RingEntry>> RingRead(
+      Conn&, const core::RingReadParams&) override {
     return Unused();
   }
   Result<std::vector<RingGroup>> RingGroups(Conn&, std::int64_t) override {
     return Unused();
   }
-  Status RingDelete(Conn&, std::int64_t, std::string_view,
-                    std::int64_t) override {
+  Status RingDelete(Conn&, const core::RingDeleteParams&) override {
     return Unused();
   }
-  Result<std::int64_t> RingDeleteGroup(Conn&, std::int64_t,
-                                       std::string_view) override {
+  Result<std::int64_t> RingDeleteGroup(
+      Conn&, const core::RingDeleteGroupParams&) override {
     return Unused();
   }
-  Result<std::int64_t> RingSetCapacity(Conn&, std::int64_t,
-                                       std::int64_t) override {
+  Result<std::int64_t> RingSetCapacity(
+      Conn&, const core::RingSetCapacityParams&) override {
     return Unused();
   }
   Result<RingStats> RingStatsOf(Conn&, std::int64_t) override {
     return Unused();
   }
-  Result<RotationRecord> CreateRotation(Conn&, std::string_view,
-                                        const RotationOptions&) override {
+  Result<RotationRecord> CreateRotation(
+      Conn&, const core::CreateRotationParams&) override {
     return Unused();
   }
   Result<RotationRecord> GetRotation(Conn&, std::string_view) override {
     return Unused();
   }
   Status DropRotation(Conn&, std::int64_t) override { return Unused(); }
-  Status RotationAdd(Conn&, std::int64_t, std::string_view,
-                     std::string_view) override {
+  Status RotationAdd(Conn&, const core::RotationAddParams&) override {
     return Unused();
   }
-  Status RotationRemove(Conn&, std::int64_t, std::string_view) override {
+  Status RotationRemove(Conn&, const core::RotationRemoveParams&) override {
     return Unused();
   }
-  Result<std::vector<RotationItem>> RotationNext(Conn&, std::int64_t,
-                                                 int) override {
+  Result<std::vector<RotationItem>> RotationNext(
+      Conn&, const core::RotationNextParams&) override {
     return Unused();
   }
-  Result<RotationItem> RotationFail(Conn&, std::int64_t, std::string_view,
-                                    int) override {
+  Result<RotationItem> RotationFail(Conn&,
+                                    const core::RotationFailParams&) override {
     return Unused();
   }
-  Result<RotationItem> RotationOk(Conn&, std::int64_t,
-                                  std::string_view) override {
+  Result<RotationItem> RotationOk(Conn&,
+                                  const core::RotationOkParams&) override {
     return Unused();
   }
-  Result<RotationItem> RotationReset(Conn&, std::int64_t,
-                                     std::string_view) override {
+  Result<RotationItem> RotationReset(
+      Conn&, const core::RotationResetParams&) override {
     return Unused();
   }
   Result<std::vector<RotationItem>> RotationList(Conn&, std::int64_t) override {

@@ -292,8 +292,8 @@ Result<std::int64_t> MysqlEngine::DeleteReturning(
 }
 
 Result<std::vector<Status>> MysqlEngine::AckMany(
-    Conn& c, std::int64_t queue_id, std::span<const core::Receipt> receipts,
-    bool archive) {
+    Conn& c, const core::AckManyParams& op) {
+  const auto& [queue_id, receipts, archive] = op;
   MyConn& conn = My(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
@@ -411,9 +411,8 @@ Status MysqlEngine::Bury(Conn& c, const core::BuryParams& p) {
   return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
 }
 
-Result<Timestamp> MysqlEngine::Extend(Conn& c, std::int64_t queue_id,
-                                      const core::Receipt& receipt,
-                                      Micros lease) {
+Result<Timestamp> MysqlEngine::Extend(Conn& c, const core::ExtendParams& op) {
+  const auto& [queue_id, receipt, lease] = op;
   MyConn& conn = My(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;

@@ -163,8 +163,8 @@ class MysqlEngine : public core::Engine {
 
   // --- queues --------------------------------------------------------------
 
-  Result<core::QueueRecord> CreateQueue(Conn& c, std::string_view name,
-                                        const QueueOptions& o) override;
+  Result<core::QueueRecord> CreateQueue(
+      Conn& c, const core::CreateQueueParams& op) override;
 
   Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override;
 
@@ -234,9 +234,8 @@ class MysqlEngine : public core::Engine {
   // MariaDB one DELETE ... RETURNING per page (DeleteReturning); otherwise
   // lock the messages by primary key, check each receipt against its row,
   // delete (or archive) the matching ones by id.
-  Result<std::vector<Status>> AckMany(Conn& c, std::int64_t queue_id,
-                                      std::span<const core::Receipt> receipts,
-                                      bool archive) override;
+  Result<std::vector<Status>> AckMany(Conn& c,
+                                      const core::AckManyParams& op) override;
 
   // One group commit in flight per process (URL parameter write_groups
   // overrides).
@@ -249,24 +248,22 @@ class MysqlEngine : public core::Engine {
 
   Status Bury(Conn& c, const core::BuryParams& p) override;
 
-  Result<Timestamp> Extend(Conn& c, std::int64_t queue_id,
-                           const core::Receipt& receipt, Micros lease) override;
+  Result<Timestamp> Extend(Conn& c, const core::ExtendParams& op) override;
 
   // --- dead letters and archive -------------------------------------------
 
-  Result<std::vector<DeadLetter>> ListDead(Conn& c, std::int64_t queue_id,
-                                           const ListOptions& o) override;
+  Result<std::vector<DeadLetter>> ListDead(
+      Conn& c, const core::ListDeadParams& op) override;
 
-  Result<std::int64_t> Redrive(Conn& c, std::int64_t queue_id,
-                               std::span<const std::int64_t> ids) override;
+  Result<std::int64_t> Redrive(Conn& c, const core::RedriveParams& op) override;
 
   Result<std::int64_t> PurgeDead(Conn& c, std::int64_t queue_id) override;
 
   Result<std::vector<ArchivedMessage>> ListArchive(
-      Conn& c, std::int64_t queue_id, const ListOptions& o) override;
+      Conn& c, const core::ListArchiveParams& op) override;
 
-  Result<std::int64_t> PruneArchive(Conn& c, std::int64_t queue_id,
-                                    Micros retention) override;
+  Result<std::int64_t> PruneArchive(
+      Conn& c, const core::PruneArchiveParams& op) override;
 
   // --- rings ---------------------------------------------------------------
   // Locking (docs/engines/mysql.md): operations on a ring share-lock its
@@ -277,32 +274,28 @@ class MysqlEngine : public core::Engine {
   // ring's row FOR UPDATE, which waits for the pushes in flight (their share
   // lock) and holds new ones off until it commits.
 
-  Result<core::RingRecord> CreateRing(Conn& c, std::string_view name,
-                                      const RingOptions& o) override;
+  Result<core::RingRecord> CreateRing(
+      Conn& c, const core::CreateRingParams& op) override;
 
   Result<core::RingRecord> GetRing(Conn& c, std::string_view name) override;
 
   Status DropRing(Conn& c, std::int64_t ring_id) override;
 
-  Result<RingEntry> RingPush(Conn& c, std::int64_t ring_id,
-                             std::string_view group,
-                             std::string_view payload) override;
+  Result<RingEntry> RingPush(Conn& c, const core::RingPushParams& op) override;
 
-  Result<std::vector<RingEntry>> RingRead(Conn& c, std::int64_t ring_id,
-                                          std::string_view group,
-                                          const RingReadOptions& o) override;
+  Result<std::vector<RingEntry>> RingRead(
+      Conn& c, const core::RingReadParams& op) override;
 
   Result<std::vector<RingGroup>> RingGroups(Conn& c,
                                             std::int64_t ring_id) override;
 
-  Status RingDelete(Conn& c, std::int64_t ring_id, std::string_view group,
-                    std::int64_t seq) override;
+  Status RingDelete(Conn& c, const core::RingDeleteParams& op) override;
 
-  Result<std::int64_t> RingDeleteGroup(Conn& c, std::int64_t ring_id,
-                                       std::string_view group) override;
+  Result<std::int64_t> RingDeleteGroup(
+      Conn& c, const core::RingDeleteGroupParams& op) override;
 
-  Result<std::int64_t> RingSetCapacity(Conn& c, std::int64_t ring_id,
-                                       std::int64_t capacity) override;
+  Result<std::int64_t> RingSetCapacity(
+      Conn& c, const core::RingSetCapacityParams& op) override;
 
   Result<RingStats> RingStatsOf(Conn& c, std::int64_t ring_id) override;
 
@@ -315,32 +308,28 @@ class MysqlEngine : public core::Engine {
   // the items it serves against a concurrent fail/ok/reset/remove.
 
   Result<core::RotationRecord> CreateRotation(
-      Conn& c, std::string_view name, const RotationOptions& o) override;
+      Conn& c, const core::CreateRotationParams& op) override;
 
   Result<core::RotationRecord> GetRotation(Conn& c,
                                            std::string_view name) override;
 
   Status DropRotation(Conn& c, std::int64_t rotation_id) override;
 
-  Status RotationAdd(Conn& c, std::int64_t rotation_id, std::string_view key,
-                     std::string_view payload) override;
+  Status RotationAdd(Conn& c, const core::RotationAddParams& op) override;
 
-  Status RotationRemove(Conn& c, std::int64_t rotation_id,
-                        std::string_view key) override;
+  Status RotationRemove(Conn& c, const core::RotationRemoveParams& op) override;
 
-  Result<std::vector<RotationItem>> RotationNext(Conn& c,
-                                                 std::int64_t rotation_id,
-                                                 int n) override;
+  Result<std::vector<RotationItem>> RotationNext(
+      Conn& c, const core::RotationNextParams& op) override;
 
-  Result<RotationItem> RotationFail(Conn& c, std::int64_t rotation_id,
-                                    std::string_view key,
-                                    int max_failures) override;
+  Result<RotationItem> RotationFail(
+      Conn& c, const core::RotationFailParams& op) override;
 
-  Result<RotationItem> RotationOk(Conn& c, std::int64_t rotation_id,
-                                  std::string_view key) override;
+  Result<RotationItem> RotationOk(Conn& c,
+                                  const core::RotationOkParams& op) override;
 
-  Result<RotationItem> RotationReset(Conn& c, std::int64_t rotation_id,
-                                     std::string_view key) override;
+  Result<RotationItem> RotationReset(
+      Conn& c, const core::RotationResetParams& op) override;
 
   Result<std::vector<RotationItem>> RotationList(
       Conn& c, std::int64_t rotation_id) override;

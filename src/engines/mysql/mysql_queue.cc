@@ -5,9 +5,9 @@
 
 namespace sqlq::engines::mysql {
 
-Result<core::QueueRecord> MysqlEngine::CreateQueue(Conn& c,
-                                                   std::string_view name,
-                                                   const QueueOptions& o) {
+Result<core::QueueRecord> MysqlEngine::CreateQueue(
+    Conn& c, const core::CreateQueueParams& op) {
+  const auto& [name, o] = op;
   MyConn& conn = My(c);
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
@@ -252,9 +252,9 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
   return out;
 }
 
-Result<std::vector<DeadLetter>> MysqlEngine::ListDead(Conn& c,
-                                                      std::int64_t queue_id,
-                                                      const ListOptions& o) {
+Result<std::vector<DeadLetter>> MysqlEngine::ListDead(
+    Conn& c, const core::ListDeadParams& op) {
+  const auto& [queue_id, o] = op;
   MyConn& conn = My(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
@@ -268,8 +268,9 @@ Result<std::vector<DeadLetter>> MysqlEngine::ListDead(Conn& c,
                          [](const auto& r) { return core::DecodeDead(r); });
 }
 
-Result<std::int64_t> MysqlEngine::Redrive(Conn& c, std::int64_t queue_id,
-                                          std::span<const std::int64_t> ids) {
+Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
+                                          const core::RedriveParams& op) {
+  const auto& [queue_id, ids] = op;
   MyConn& conn = My(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
@@ -369,7 +370,8 @@ Result<std::int64_t> MysqlEngine::PurgeDead(Conn& c, std::int64_t queue_id) {
 }
 
 Result<std::vector<ArchivedMessage>> MysqlEngine::ListArchive(
-    Conn& c, std::int64_t queue_id, const ListOptions& o) {
+    Conn& c, const core::ListArchiveParams& op) {
+  const auto& [queue_id, o] = op;
   MyConn& conn = My(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
@@ -385,8 +387,9 @@ Result<std::vector<ArchivedMessage>> MysqlEngine::ListArchive(
                          [](const auto& r) { return core::DecodeArchived(r); });
 }
 
-Result<std::int64_t> MysqlEngine::PruneArchive(Conn& c, std::int64_t queue_id,
-                                               Micros retention) {
+Result<std::int64_t> MysqlEngine::PruneArchive(
+    Conn& c, const core::PruneArchiveParams& op) {
+  const auto& [queue_id, retention] = op;
   MyConn& conn = My(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;

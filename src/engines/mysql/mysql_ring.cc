@@ -4,8 +4,9 @@
 
 namespace sqlq::engines::mysql {
 
-Result<core::RingRecord> MysqlEngine::CreateRing(Conn& c, std::string_view name,
-                                                 const RingOptions& o) {
+Result<core::RingRecord> MysqlEngine::CreateRing(
+    Conn& c, const core::CreateRingParams& op) {
+  const auto& [name, o] = op;
   auto id = InsertKind(My(c), name, "ring", o.max_payload_bytes, o.capacity, 0);
   if (!id.ok()) return id.status();
   return core::RingRecord{.id = *id, .name = std::string(name), .options = o};
@@ -34,9 +35,9 @@ Status MysqlEngine::DropRing(Conn& c, std::int64_t ring_id) {
   return rows.ok() ? Status::Ok() : rows.status();
 }
 
-Result<RingEntry> MysqlEngine::RingPush(Conn& c, std::int64_t ring_id,
-                                        std::string_view group,
-                                        std::string_view payload) {
+Result<RingEntry> MysqlEngine::RingPush(Conn& c,
+                                        const core::RingPushParams& op) {
+  const auto& [ring_id, group, payload] = op;
   MyConn& conn = My(c);
   Status s = CheckKind(conn, ring_id, "ring");
   if (!s.ok()) return s;
@@ -82,10 +83,9 @@ Result<RingEntry> MysqlEngine::RingPush(Conn& c, std::int64_t ring_id,
   return e;
 }
 
-Result<std::vector<RingEntry>> MysqlEngine::RingRead(Conn& c,
-                                                     std::int64_t ring_id,
-                                                     std::string_view group,
-                                                     const RingReadOptions& o) {
+Result<std::vector<RingEntry>> MysqlEngine::RingRead(
+    Conn& c, const core::RingReadParams& op) {
+  const auto& [ring_id, group, o] = op;
   MyConn& conn = My(c);
   Status s = CheckQueue(conn, ring_id);
   if (!s.ok()) return s;
@@ -127,8 +127,8 @@ Result<std::vector<RingGroup>> MysqlEngine::RingGroups(Conn& c,
   return out;
 }
 
-Status MysqlEngine::RingDelete(Conn& c, std::int64_t ring_id,
-                               std::string_view group, std::int64_t seq) {
+Status MysqlEngine::RingDelete(Conn& c, const core::RingDeleteParams& op) {
+  const auto& [ring_id, group, seq] = op;
   MyConn& conn = My(c);
   Status s = CheckKind(conn, ring_id, "ring");
   if (!s.ok()) return s;
@@ -146,8 +146,9 @@ Status MysqlEngine::RingDelete(Conn& c, std::int64_t ring_id,
   return AdjustEntries(conn, ring_id, group, -1);
 }
 
-Result<std::int64_t> MysqlEngine::RingDeleteGroup(Conn& c, std::int64_t ring_id,
-                                                  std::string_view group) {
+Result<std::int64_t> MysqlEngine::RingDeleteGroup(
+    Conn& c, const core::RingDeleteGroupParams& op) {
+  const auto& [ring_id, group] = op;
   MyConn& conn = My(c);
   Status s = CheckKind(conn, ring_id, "ring");
   if (!s.ok()) return s;
@@ -167,8 +168,9 @@ Result<std::int64_t> MysqlEngine::RingDeleteGroup(Conn& c, std::int64_t ring_id,
   return deleted;
 }
 
-Result<std::int64_t> MysqlEngine::RingSetCapacity(Conn& c, std::int64_t ring_id,
-                                                  std::int64_t capacity) {
+Result<std::int64_t> MysqlEngine::RingSetCapacity(
+    Conn& c, const core::RingSetCapacityParams& op) {
+  const auto& [ring_id, capacity] = op;
   MyConn& conn = My(c);
   static const std::string kLock = R"sql(
     SELECT 1 FROM sqlq_queues WHERE id = ? AND kind = 'ring' FOR UPDATE)sql";

@@ -5,7 +5,8 @@
 namespace sqlq::engines::mysql {
 
 Result<core::RotationRecord> MysqlEngine::CreateRotation(
-    Conn& c, std::string_view name, const RotationOptions& o) {
+    Conn& c, const core::CreateRotationParams& op) {
+  const auto& [name, o] = op;
   auto id = InsertKind(My(c), name, "rotation", o.max_payload_bytes, 0,
                        o.max_failures);
   if (!id.ok()) return id.status();
@@ -37,9 +38,8 @@ Status MysqlEngine::DropRotation(Conn& c, std::int64_t rotation_id) {
   return rows.ok() ? Status::Ok() : rows.status();
 }
 
-Status MysqlEngine::RotationAdd(Conn& c, std::int64_t rotation_id,
-                                std::string_view key,
-                                std::string_view payload) {
+Status MysqlEngine::RotationAdd(Conn& c, const core::RotationAddParams& op) {
+  const auto& [rotation_id, key, payload] = op;
   MyConn& conn = My(c);
   Status s = LockRotation(conn, rotation_id);
   if (!s.ok()) return s;
@@ -63,8 +63,9 @@ Status MysqlEngine::RotationAdd(Conn& c, std::int64_t rotation_id,
   return rows.ok() ? Status::Ok() : rows.status();
 }
 
-Status MysqlEngine::RotationRemove(Conn& c, std::int64_t rotation_id,
-                                   std::string_view key) {
+Status MysqlEngine::RotationRemove(Conn& c,
+                                   const core::RotationRemoveParams& op) {
+  const auto& [rotation_id, key] = op;
   static const std::string kSql = R"sql(
     DELETE FROM sqlq_rotation_items
     WHERE rotation_id = ? AND item_key = ?)sql";
@@ -76,7 +77,8 @@ Status MysqlEngine::RotationRemove(Conn& c, std::int64_t rotation_id,
 }
 
 Result<std::vector<RotationItem>> MysqlEngine::RotationNext(
-    Conn& c, std::int64_t rotation_id, int n) {
+    Conn& c, const core::RotationNextParams& op) {
+  const auto& [rotation_id, n] = op;
   MyConn& conn = My(c);
   Status s = LockRotation(conn, rotation_id);
   if (!s.ok()) return s;
@@ -116,10 +118,9 @@ Result<std::vector<RotationItem>> MysqlEngine::RotationNext(
   return out;
 }
 
-Result<RotationItem> MysqlEngine::RotationFail(Conn& c,
-                                               std::int64_t rotation_id,
-                                               std::string_view key,
-                                               int max_failures) {
+Result<RotationItem> MysqlEngine::RotationFail(
+    Conn& c, const core::RotationFailParams& op) {
+  const auto& [rotation_id, key, max_failures] = op;
   // parked first: MariaDB assigns left to right (unless the session has
   // SIMULTANEOUS_ASSIGNMENT), so both orders of evaluation agree here.
   static const std::string kSql = R"sql(
@@ -131,8 +132,9 @@ Result<RotationItem> MysqlEngine::RotationFail(Conn& c,
   return UpdateItem(My(c), kSql, p, rotation_id, key);
 }
 
-Result<RotationItem> MysqlEngine::RotationOk(Conn& c, std::int64_t rotation_id,
-                                             std::string_view key) {
+Result<RotationItem> MysqlEngine::RotationOk(Conn& c,
+                                             const core::RotationOkParams& op) {
+  const auto& [rotation_id, key] = op;
   MyConn& conn = My(c);
   static const std::string kParked = R"sql(
     SELECT parked FROM sqlq_rotation_items
@@ -151,9 +153,9 @@ Result<RotationItem> MysqlEngine::RotationOk(Conn& c, std::int64_t rotation_id,
   return UpdateItem(conn, kSql, p, rotation_id, key);
 }
 
-Result<RotationItem> MysqlEngine::RotationReset(Conn& c,
-                                                std::int64_t rotation_id,
-                                                std::string_view key) {
+Result<RotationItem> MysqlEngine::RotationReset(
+    Conn& c, const core::RotationResetParams& op) {
+  const auto& [rotation_id, key] = op;
   static const std::string kSql = R"sql(
     UPDATE sqlq_rotation_items SET failures = 0, parked = 0
     WHERE rotation_id = ? AND item_key = ?)sql";

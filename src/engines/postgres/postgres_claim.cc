@@ -178,8 +178,8 @@ Status PostgresEngine::Ack(Conn& c, const core::AckParams& p) {
 }
 
 Result<std::vector<Status>> PostgresEngine::AckMany(
-    Conn& c, std::int64_t queue_id, std::span<const core::Receipt> receipts,
-    bool archive) {
+    Conn& c, const core::AckManyParams& op) {
+  const auto& [queue_id, receipts, archive] = op;
   PgConn& conn = Pg(c);
   Status checked = CheckQueue(conn, queue_id);
   if (!checked.ok()) {
@@ -274,9 +274,9 @@ Status PostgresEngine::Bury(Conn& c, const core::BuryParams& p) {
   return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
 }
 
-Result<Timestamp> PostgresEngine::Extend(Conn& c, std::int64_t queue_id,
-                                         const core::Receipt& receipt,
-                                         Micros lease) {
+Result<Timestamp> PostgresEngine::Extend(Conn& c,
+                                         const core::ExtendParams& op) {
+  const auto& [queue_id, receipt, lease] = op;
   PgConn& conn = Pg(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;

@@ -5,9 +5,9 @@
 
 namespace sqlq::engines::postgres {
 
-Result<core::QueueRecord> PostgresEngine::CreateQueue(Conn& c,
-                                                      std::string_view name,
-                                                      const QueueOptions& o) {
+Result<core::QueueRecord> PostgresEngine::CreateQueue(
+    Conn& c, const core::CreateQueueParams& op) {
+  const auto& [name, o] = op;
   PgConn& conn = Pg(c);
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
@@ -243,9 +243,9 @@ Result<std::vector<SendResult>> PostgresEngine::Send(
   return out;
 }
 
-Result<std::vector<DeadLetter>> PostgresEngine::ListDead(Conn& c,
-                                                         std::int64_t queue_id,
-                                                         const ListOptions& o) {
+Result<std::vector<DeadLetter>> PostgresEngine::ListDead(
+    Conn& c, const core::ListDeadParams& op) {
+  const auto& [queue_id, o] = op;
   PgConn& conn = Pg(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
@@ -259,8 +259,9 @@ Result<std::vector<DeadLetter>> PostgresEngine::ListDead(Conn& c,
                          [](const auto& r) { return core::DecodeDead(r); });
 }
 
-Result<std::int64_t> PostgresEngine::Redrive(
-    Conn& c, std::int64_t queue_id, std::span<const std::int64_t> ids) {
+Result<std::int64_t> PostgresEngine::Redrive(Conn& c,
+                                             const core::RedriveParams& op) {
+  const auto& [queue_id, ids] = op;
   PgConn& conn = Pg(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
@@ -316,7 +317,8 @@ Result<std::int64_t> PostgresEngine::PurgeDead(Conn& c, std::int64_t queue_id) {
 }
 
 Result<std::vector<ArchivedMessage>> PostgresEngine::ListArchive(
-    Conn& c, std::int64_t queue_id, const ListOptions& o) {
+    Conn& c, const core::ListArchiveParams& op) {
+  const auto& [queue_id, o] = op;
   PgConn& conn = Pg(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
@@ -332,9 +334,9 @@ Result<std::vector<ArchivedMessage>> PostgresEngine::ListArchive(
                          [](const auto& r) { return core::DecodeArchived(r); });
 }
 
-Result<std::int64_t> PostgresEngine::PruneArchive(Conn& c,
-                                                  std::int64_t queue_id,
-                                                  Micros retention) {
+Result<std::int64_t> PostgresEngine::PruneArchive(
+    Conn& c, const core::PruneArchiveParams& op) {
+  const auto& [queue_id, retention] = op;
   PgConn& conn = Pg(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;

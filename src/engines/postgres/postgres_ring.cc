@@ -4,9 +4,9 @@
 
 namespace sqlq::engines::postgres {
 
-Result<core::RingRecord> PostgresEngine::CreateRing(Conn& c,
-                                                    std::string_view name,
-                                                    const RingOptions& o) {
+Result<core::RingRecord> PostgresEngine::CreateRing(
+    Conn& c, const core::CreateRingParams& op) {
+  const auto& [name, o] = op;
   auto id = InsertKind(Pg(c), name, "ring", o.max_payload_bytes, o.capacity, 0);
   if (!id.ok()) return id.status();
   return core::RingRecord{.id = *id, .name = std::string(name), .options = o};
@@ -37,9 +37,9 @@ Status PostgresEngine::DropRing(Conn& c, std::int64_t ring_id) {
   return rows.ok() ? Status::Ok() : rows.status();
 }
 
-Result<RingEntry> PostgresEngine::RingPush(Conn& c, std::int64_t ring_id,
-                                           std::string_view group,
-                                           std::string_view payload) {
+Result<RingEntry> PostgresEngine::RingPush(Conn& c,
+                                           const core::RingPushParams& op) {
+  const auto& [ring_id, group, payload] = op;
   PgConn& conn = Pg(c);
   // Checked (and locked against a concurrent drop) before writing: a
   // push to a dropped ring is a clean failure.
@@ -84,8 +84,8 @@ Result<RingEntry> PostgresEngine::RingPush(Conn& c, std::int64_t ring_id,
 }
 
 Result<std::vector<RingEntry>> PostgresEngine::RingRead(
-    Conn& c, std::int64_t ring_id, std::string_view group,
-    const RingReadOptions& o) {
+    Conn& c, const core::RingReadParams& op) {
+  const auto& [ring_id, group, o] = op;
   PgConn& conn = Pg(c);
   Status s = CheckQueue(conn, ring_id);
   if (!s.ok()) return s;
@@ -124,8 +124,8 @@ Result<std::vector<RingGroup>> PostgresEngine::RingGroups(
   return out;
 }
 
-Status PostgresEngine::RingDelete(Conn& c, std::int64_t ring_id,
-                                  std::string_view group, std::int64_t seq) {
+Status PostgresEngine::RingDelete(Conn& c, const core::RingDeleteParams& op) {
+  const auto& [ring_id, group, seq] = op;
   PgConn& conn = Pg(c);
   Status s = CheckKind(conn, ring_id, "ring");
   if (!s.ok()) return s;
@@ -143,9 +143,9 @@ Status PostgresEngine::RingDelete(Conn& c, std::int64_t ring_id,
   return AdjustEntries(conn, ring_id, group, -1);
 }
 
-Result<std::int64_t> PostgresEngine::RingDeleteGroup(Conn& c,
-                                                     std::int64_t ring_id,
-                                                     std::string_view group) {
+Result<std::int64_t> PostgresEngine::RingDeleteGroup(
+    Conn& c, const core::RingDeleteGroupParams& op) {
+  const auto& [ring_id, group] = op;
   PgConn& conn = Pg(c);
   Status s = CheckKind(conn, ring_id, "ring");
   if (!s.ok()) return s;
@@ -165,9 +165,9 @@ Result<std::int64_t> PostgresEngine::RingDeleteGroup(Conn& c,
   return deleted;
 }
 
-Result<std::int64_t> PostgresEngine::RingSetCapacity(Conn& c,
-                                                     std::int64_t ring_id,
-                                                     std::int64_t capacity) {
+Result<std::int64_t> PostgresEngine::RingSetCapacity(
+    Conn& c, const core::RingSetCapacityParams& op) {
+  const auto& [ring_id, capacity] = op;
   PgConn& conn = Pg(c);
   // FOR UPDATE conflicts with the FOR KEY SHARE of pushes in flight: see
   // "rings" above.

@@ -5,7 +5,8 @@
 namespace sqlq::engines::postgres {
 
 Result<core::RotationRecord> PostgresEngine::CreateRotation(
-    Conn& c, std::string_view name, const RotationOptions& o) {
+    Conn& c, const core::CreateRotationParams& op) {
+  const auto& [name, o] = op;
   auto id = InsertKind(Pg(c), name, "rotation", o.max_payload_bytes, 0,
                        o.max_failures);
   if (!id.ok()) return id.status();
@@ -38,9 +39,8 @@ Status PostgresEngine::DropRotation(Conn& c, std::int64_t rotation_id) {
   return rows.ok() ? Status::Ok() : rows.status();
 }
 
-Status PostgresEngine::RotationAdd(Conn& c, std::int64_t rotation_id,
-                                   std::string_view key,
-                                   std::string_view payload) {
+Status PostgresEngine::RotationAdd(Conn& c, const core::RotationAddParams& op) {
+  const auto& [rotation_id, key, payload] = op;
   PgConn& conn = Pg(c);
   Status s = LockRotation(conn, rotation_id);
   if (!s.ok()) return s;
@@ -66,8 +66,9 @@ Status PostgresEngine::RotationAdd(Conn& c, std::int64_t rotation_id,
   return rows.ok() ? Status::Ok() : rows.status();
 }
 
-Status PostgresEngine::RotationRemove(Conn& c, std::int64_t rotation_id,
-                                      std::string_view key) {
+Status PostgresEngine::RotationRemove(Conn& c,
+                                      const core::RotationRemoveParams& op) {
+  const auto& [rotation_id, key] = op;
   PgConn& conn = Pg(c);
   static constexpr const char* kSql = R"sql(
     DELETE FROM sqlq_rotation_items WHERE rotation_id = $1 AND key = $2)sql";
@@ -79,7 +80,8 @@ Status PostgresEngine::RotationRemove(Conn& c, std::int64_t rotation_id,
 }
 
 Result<std::vector<RotationItem>> PostgresEngine::RotationNext(
-    Conn& c, std::int64_t rotation_id, int n) {
+    Conn& c, const core::RotationNextParams& op) {
+  const auto& [rotation_id, n] = op;
   PgConn& conn = Pg(c);
   // Serialises next() per rotation: see "rotations" above.
   Status s = LockRotation(conn, rotation_id);
@@ -126,10 +128,9 @@ Result<std::vector<RotationItem>> PostgresEngine::RotationNext(
   return out;
 }
 
-Result<RotationItem> PostgresEngine::RotationFail(Conn& c,
-                                                  std::int64_t rotation_id,
-                                                  std::string_view key,
-                                                  int max_failures) {
+Result<RotationItem> PostgresEngine::RotationFail(
+    Conn& c, const core::RotationFailParams& op) {
+  const auto& [rotation_id, key, max_failures] = op;
   static constexpr const char* kSql = R"sql(
     UPDATE sqlq_rotation_items
     SET failures = failures + 1, parked = (failures + 1 >= $3)
@@ -140,9 +141,9 @@ Result<RotationItem> PostgresEngine::RotationFail(Conn& c,
   return UpdateItem(Pg(c), kSql, p, key);
 }
 
-Result<RotationItem> PostgresEngine::RotationOk(Conn& c,
-                                                std::int64_t rotation_id,
-                                                std::string_view key) {
+Result<RotationItem> PostgresEngine::RotationOk(
+    Conn& c, const core::RotationOkParams& op) {
+  const auto& [rotation_id, key] = op;
   PgConn& conn = Pg(c);
   static constexpr const char* kParked = R"sql(
     SELECT parked FROM sqlq_rotation_items
@@ -162,9 +163,9 @@ Result<RotationItem> PostgresEngine::RotationOk(Conn& c,
   return UpdateItem(conn, kSql, p, key);
 }
 
-Result<RotationItem> PostgresEngine::RotationReset(Conn& c,
-                                                   std::int64_t rotation_id,
-                                                   std::string_view key) {
+Result<RotationItem> PostgresEngine::RotationReset(
+    Conn& c, const core::RotationResetParams& op) {
+  const auto& [rotation_id, key] = op;
   static constexpr const char* kSql = R"sql(
     UPDATE sqlq_rotation_items SET failures = 0, parked = false
     WHERE rotation_id = $1 AND key = $2

@@ -202,9 +202,8 @@ Status SqliteEngine::Bury(Conn& c, const core::BuryParams& p) {
   return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
 }
 
-Result<Timestamp> SqliteEngine::Extend(Conn& c, std::int64_t queue_id,
-                                       const core::Receipt& receipt,
-                                       Micros lease) {
+Result<Timestamp> SqliteEngine::Extend(Conn& c, const core::ExtendParams& op) {
+  const auto& [queue_id, receipt, lease] = op;
   SqliteConn& conn = Sql(c);
   const std::int64_t until = Us(clock_->Now()) + lease.count();
   SQLQ_PREPARE(st, conn, R"sql(

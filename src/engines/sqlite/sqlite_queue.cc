@@ -4,9 +4,9 @@
 
 namespace sqlq::engines::sqlite {
 
-Result<core::QueueRecord> SqliteEngine::CreateQueue(Conn& c,
-                                                    std::string_view name,
-                                                    const QueueOptions& o) {
+Result<core::QueueRecord> SqliteEngine::CreateQueue(
+    Conn& c, const core::CreateQueueParams& op) {
+  const auto& [name, o] = op;
   SqliteConn& conn = Sql(c);
   const Timestamp now = clock_->Now();
   SQLQ_PREPARE(st, conn, R"sql(
@@ -188,9 +188,9 @@ Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
   return out;
 }
 
-Result<std::vector<DeadLetter>> SqliteEngine::ListDead(Conn& c,
-                                                       std::int64_t queue_id,
-                                                       const ListOptions& o) {
+Result<std::vector<DeadLetter>> SqliteEngine::ListDead(
+    Conn& c, const core::ListDeadParams& op) {
+  const auto& [queue_id, o] = op;
   SqliteConn& conn = Sql(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
@@ -207,8 +207,9 @@ Result<std::vector<DeadLetter>> SqliteEngine::ListDead(Conn& c,
   return out;
 }
 
-Result<std::int64_t> SqliteEngine::Redrive(Conn& c, std::int64_t queue_id,
-                                           std::span<const std::int64_t> ids) {
+Result<std::int64_t> SqliteEngine::Redrive(Conn& c,
+                                           const core::RedriveParams& op) {
+  const auto& [queue_id, ids] = op;
   SqliteConn& conn = Sql(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
@@ -270,7 +271,8 @@ Result<std::int64_t> SqliteEngine::PurgeDead(Conn& c, std::int64_t queue_id) {
 }
 
 Result<std::vector<ArchivedMessage>> SqliteEngine::ListArchive(
-    Conn& c, std::int64_t queue_id, const ListOptions& o) {
+    Conn& c, const core::ListArchiveParams& op) {
+  const auto& [queue_id, o] = op;
   SqliteConn& conn = Sql(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
@@ -288,8 +290,9 @@ Result<std::vector<ArchivedMessage>> SqliteEngine::ListArchive(
   return out;
 }
 
-Result<std::int64_t> SqliteEngine::PruneArchive(Conn& c, std::int64_t queue_id,
-                                                Micros retention) {
+Result<std::int64_t> SqliteEngine::PruneArchive(
+    Conn& c, const core::PruneArchiveParams& op) {
+  const auto& [queue_id, retention] = op;
   SqliteConn& conn = Sql(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;

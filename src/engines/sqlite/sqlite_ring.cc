@@ -4,9 +4,9 @@
 
 namespace sqlq::engines::sqlite {
 
-Result<core::RingRecord> SqliteEngine::CreateRing(Conn& c,
-                                                  std::string_view name,
-                                                  const RingOptions& o) {
+Result<core::RingRecord> SqliteEngine::CreateRing(
+    Conn& c, const core::CreateRingParams& op) {
+  const auto& [name, o] = op;
   auto id =
       InsertKind(Sql(c), name, "ring", o.max_payload_bytes, o.capacity, 0);
   if (!id.ok()) return id.status();
@@ -39,9 +39,9 @@ Status SqliteEngine::DropRing(Conn& c, std::int64_t ring_id) {
                    "drop ring");
 }
 
-Result<RingEntry> SqliteEngine::RingPush(Conn& c, std::int64_t ring_id,
-                                         std::string_view group,
-                                         std::string_view payload) {
+Result<RingEntry> SqliteEngine::RingPush(Conn& c,
+                                         const core::RingPushParams& op) {
+  const auto& [ring_id, group, payload] = op;
   SqliteConn& conn = Sql(c);
   // The capacity as it is now, not as the caller's handle cached it.
   std::int64_t capacity = 0;
@@ -96,8 +96,8 @@ Result<RingEntry> SqliteEngine::RingPush(Conn& c, std::int64_t ring_id,
 }
 
 Result<std::vector<RingEntry>> SqliteEngine::RingRead(
-    Conn& c, std::int64_t ring_id, std::string_view group,
-    const RingReadOptions& o) {
+    Conn& c, const core::RingReadParams& op) {
+  const auto& [ring_id, group, o] = op;
   SqliteConn& conn = Sql(c);
   Status s = CheckQueue(conn, ring_id);
   if (!s.ok()) return s;
@@ -141,8 +141,8 @@ Result<std::vector<RingGroup>> SqliteEngine::RingGroups(Conn& c,
   return out;
 }
 
-Status SqliteEngine::RingDelete(Conn& c, std::int64_t ring_id,
-                                std::string_view group, std::int64_t seq) {
+Status SqliteEngine::RingDelete(Conn& c, const core::RingDeleteParams& op) {
+  const auto& [ring_id, group, seq] = op;
   SqliteConn& conn = Sql(c);
   {
     SQLQ_PREPARE(st, conn, R"sql(
@@ -158,9 +158,9 @@ Status SqliteEngine::RingDelete(Conn& c, std::int64_t ring_id,
   return AdjustEntries(conn, ring_id, group, -1);
 }
 
-Result<std::int64_t> SqliteEngine::RingDeleteGroup(Conn& c,
-                                                   std::int64_t ring_id,
-                                                   std::string_view group) {
+Result<std::int64_t> SqliteEngine::RingDeleteGroup(
+    Conn& c, const core::RingDeleteGroupParams& op) {
+  const auto& [ring_id, group] = op;
   SqliteConn& conn = Sql(c);
   Status s = CheckQueue(conn, ring_id);
   if (!s.ok()) return s;
@@ -179,9 +179,9 @@ Result<std::int64_t> SqliteEngine::RingDeleteGroup(Conn& c,
   return deleted;
 }
 
-Result<std::int64_t> SqliteEngine::RingSetCapacity(Conn& c,
-                                                   std::int64_t ring_id,
-                                                   std::int64_t capacity) {
+Result<std::int64_t> SqliteEngine::RingSetCapacity(
+    Conn& c, const core::RingSetCapacityParams& op) {
+  const auto& [ring_id, capacity] = op;
   SqliteConn& conn = Sql(c);
   {
     SQLQ_PREPARE(st, conn, R"sql(

@@ -5,7 +5,8 @@
 namespace sqlq::engines::sqlite {
 
 Result<core::RotationRecord> SqliteEngine::CreateRotation(
-    Conn& c, std::string_view name, const RotationOptions& o) {
+    Conn& c, const core::CreateRotationParams& op) {
+  const auto& [name, o] = op;
   auto id = InsertKind(Sql(c), name, "rotation", o.max_payload_bytes, 0,
                        o.max_failures);
   if (!id.ok()) return id.status();
@@ -39,9 +40,8 @@ Status SqliteEngine::DropRotation(Conn& c, std::int64_t rotation_id) {
                    "drop rotation");
 }
 
-Status SqliteEngine::RotationAdd(Conn& c, std::int64_t rotation_id,
-                                 std::string_view key,
-                                 std::string_view payload) {
+Status SqliteEngine::RotationAdd(Conn& c, const core::RotationAddParams& op) {
+  const auto& [rotation_id, key, payload] = op;
   SqliteConn& conn = Sql(c);
   // Checked first, so that a refused add writes nothing (not even the
   // stamp): a clean failure (core/engine.h).
@@ -65,8 +65,9 @@ Status SqliteEngine::RotationAdd(Conn& c, std::int64_t rotation_id,
   return st.Run("add item");
 }
 
-Status SqliteEngine::RotationRemove(Conn& c, std::int64_t rotation_id,
-                                    std::string_view key) {
+Status SqliteEngine::RotationRemove(Conn& c,
+                                    const core::RotationRemoveParams& op) {
+  const auto& [rotation_id, key] = op;
   SqliteConn& conn = Sql(c);
   SQLQ_PREPARE(st, conn, R"sql(
     DELETE FROM sqlq_rotation_items WHERE rotation_id = ?1 AND key = ?2)sql");
@@ -78,7 +79,8 @@ Status SqliteEngine::RotationRemove(Conn& c, std::int64_t rotation_id,
 }
 
 Result<std::vector<RotationItem>> SqliteEngine::RotationNext(
-    Conn& c, std::int64_t rotation_id, int n) {
+    Conn& c, const core::RotationNextParams& op) {
+  const auto& [rotation_id, n] = op;
   SqliteConn& conn = Sql(c);
   Status s = CheckQueue(conn, rotation_id);
   if (!s.ok()) return s;
@@ -124,10 +126,9 @@ Result<std::vector<RotationItem>> SqliteEngine::RotationNext(
   return out;
 }
 
-Result<RotationItem> SqliteEngine::RotationFail(Conn& c,
-                                                std::int64_t rotation_id,
-                                                std::string_view key,
-                                                int max_failures) {
+Result<RotationItem> SqliteEngine::RotationFail(
+    Conn& c, const core::RotationFailParams& op) {
+  const auto& [rotation_id, key, max_failures] = op;
   static constexpr const char* kSql = R"sql(
     UPDATE sqlq_rotation_items
     SET failures = failures + 1, parked = (failures + 1 >= ?3)
@@ -136,8 +137,9 @@ Result<RotationItem> SqliteEngine::RotationFail(Conn& c,
   return UpdateItem(Sql(c), kSql, rotation_id, key, max_failures);
 }
 
-Result<RotationItem> SqliteEngine::RotationOk(Conn& c, std::int64_t rotation_id,
-                                              std::string_view key) {
+Result<RotationItem> SqliteEngine::RotationOk(
+    Conn& c, const core::RotationOkParams& op) {
+  const auto& [rotation_id, key] = op;
   SqliteConn& conn = Sql(c);
   {
     SQLQ_PREPARE(st, conn, R"sql(
@@ -158,9 +160,9 @@ Result<RotationItem> SqliteEngine::RotationOk(Conn& c, std::int64_t rotation_id,
   return UpdateItem(conn, kSql, rotation_id, key, 0);
 }
 
-Result<RotationItem> SqliteEngine::RotationReset(Conn& c,
-                                                 std::int64_t rotation_id,
-                                                 std::string_view key) {
+Result<RotationItem> SqliteEngine::RotationReset(
+    Conn& c, const core::RotationResetParams& op) {
+  const auto& [rotation_id, key] = op;
   static constexpr const char* kSql = R"sql(
     UPDATE sqlq_rotation_items SET failures = 0, parked = 0
     WHERE rotation_id = ?1 AND key = ?2
