@@ -1,7 +1,7 @@
 // Regression tests from review: the sqlq program aborted (std::terminate on an
 // uncaught nlohmann::json::type_error 316) on text that is not valid UTF-8:
 //  - table output (no --json) of a cell that holds a control character and
-//    an invalid byte: Cell() in src/cli/output.cc calls v.dump() without
+//    an invalid byte: Cell() in src/wire/printer.cc called v.dump() without
 //    error_handler_t::replace. A nack error (a stack trace: newlines) that
 //    CutError() cut at 4096 bytes in the middle of a multi-byte character is
 //    enough; so is a worker name in `archive list`.

@@ -2,7 +2,7 @@
 // run with arguments, stdin and environment, and the tests check its JSON
 // lines, tables, one-line error messages and exit codes, and that bad input
 // leaves the stored data untouched. Exit codes: ExitCode() in
-// src/cli/output.cc and the program's --help footer.
+// src/wire/printer.cc and the program's --help footer.
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

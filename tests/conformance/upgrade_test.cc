@@ -4,8 +4,6 @@
 // edited), so applying the first k of them gives the schema of version k
 // exactly as it was on main.
 
-#include <sqlite3.h>
-
 #include <functional>
 #include <string>
 
@@ -13,12 +11,12 @@
 #include "engines/postgres/schema.h"
 #include "engines/sqlite/schema.h"
 #include "tests/conformance/engine_fixture.h"
+#include "tests/conformance/raw_db.h"
 
 namespace sqlq::test {
 namespace {
 
-// Runs raw SQL on the test database; "" or the error.
-using Exec = std::function<std::string(const std::string&)>;
+using Exec = RawDb::Exec;
 
 struct EngineSchema {
   int latest = 0;
@@ -95,59 +93,6 @@ EngineSchema MysqlSchema() {
         return e;
       }};
 }
-
-// Raw SQL on `db`, and the highest version its sqlq_schema records.
-class RawDb {
- public:
-  explicit RawDb(const std::string& engine, const TestDatabase& db) {
-    if (engine == "Sqlite") {
-      const auto& s = static_cast<const SqliteDatabase&>(db);
-      sqlite3* h = nullptr;
-      sqlite3_open(s.path().c_str(), &h);
-      exec_ = [h](const std::string& sql) {
-        char* err = nullptr;
-        std::string out;
-        if (sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-          out = err != nullptr ? err : "error";
-        }
-        sqlite3_free(err);
-        return out;
-      };
-      close_ = [h] { sqlite3_close(h); };
-    } else if (engine == "Postgres") {
-      PGconn* c = PQconnectdb(db.url().c_str());
-      exec_ = [c](const std::string& sql) {
-        PGresult* r = PQexec(c, sql.c_str());
-        std::string out;
-        if (PQresultStatus(r) != PGRES_COMMAND_OK &&
-            PQresultStatus(r) != PGRES_TUPLES_OK) {
-          out = PQresultErrorMessage(r);
-        }
-        PQclear(r);
-        return out;
-      };
-      close_ = [c] { PQfinish(c); };
-    } else {
-      std::string error;
-      MYSQL* m = MysqlConnect(db.url(), &error);
-      exec_ = [m, error](const std::string& sql) -> std::string {
-        if (m == nullptr) return error;
-        if (mysql_query(m, sql.c_str()) != 0) return mysql_error(m);
-        if (MYSQL_RES* res = mysql_store_result(m)) mysql_free_result(res);
-        return "";
-      };
-      close_ = [m] {
-        if (m != nullptr) mysql_close(m);
-      };
-    }
-  }
-  ~RawDb() { close_(); }
-  const Exec& exec() const { return exec_; }
-
- private:
-  Exec exec_;
-  std::function<void()> close_;
-};
 
 class Upgrade : public ::testing::TestWithParam<EngineFactory> {
  protected:

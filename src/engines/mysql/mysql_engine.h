@@ -1,5 +1,6 @@
-// The MariaDB/MySQL engine (MariaDB Connector/C). Schema in schema.h, SQL in
-// mysql_engine.cc; design notes in docs/engines/mysql.md.
+// The MariaDB/MySQL engine (MariaDB Connector/C). Schema in schema.h, the
+// engine in mysql_engine_impl.h and the files it lists; design notes in
+// docs/engines/mysql.md.
 
 #ifndef SQLQ_ENGINES_MYSQL_MYSQL_ENGINE_H_
 #define SQLQ_ENGINES_MYSQL_MYSQL_ENGINE_H_

@@ -1,5 +1,6 @@
-// The PostgreSQL engine (libpq). Schema in schema.h, SQL in
-// postgres_engine.cc; design notes in docs/engines/postgres.md.
+// The PostgreSQL engine (libpq). Schema in schema.h, the engine in
+// postgres_engine_impl.h and the files it lists; design notes in
+// docs/engines/postgres.md.
 
 #ifndef SQLQ_ENGINES_POSTGRES_POSTGRES_ENGINE_H_
 #define SQLQ_ENGINES_POSTGRES_POSTGRES_ENGINE_H_

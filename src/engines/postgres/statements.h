@@ -1,7 +1,7 @@
 // Statements of the PostgreSQL engine that tests run EXPLAIN on, to check
 // that their plans hold whatever the table statistics say, and the claims,
-// built from parts. The others live beside their callers in
-// postgres_engine.cc.
+// built from parts. The others live beside their callers in the engine's
+// files (postgres_engine_impl.h lists them).
 
 #ifndef SQLQ_ENGINES_POSTGRES_STATEMENTS_H_
 #define SQLQ_ENGINES_POSTGRES_STATEMENTS_H_

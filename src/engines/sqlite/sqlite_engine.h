@@ -1,5 +1,6 @@
-// The SQLite engine: the embedded default. Schema and SQL in schema.sql.h and
-// sqlite_engine.cc; design notes in docs/engines/sqlite.md.
+// The SQLite engine: the embedded default. Schema in schema.h, the engine in
+// sqlite_engine_impl.h and the files it lists; design notes in
+// docs/engines/sqlite.md.
 
 #ifndef SQLQ_ENGINES_SQLITE_SQLITE_ENGINE_H_
 #define SQLQ_ENGINES_SQLITE_SQLITE_ENGINE_H_

@@ -169,42 +169,6 @@ TEST_F(MysqlEngineTest, TlsParametersArePassedToTheConnector) {
 
 // --- schema ------------------------------------------------------------------
 
-TEST_F(MysqlEngineTest, ConcurrentOpensMigrateTheSchemaOnce) {
-  std::vector<std::future<Status>> opens;
-  for (int i = 0; i < 8; ++i) {
-    opens.push_back(std::async(std::launch::async, [this] {
-      auto s = Store::Open(db_->url());
-      return s.ok() ? Status::Ok() : s.status();
-    }));
-  }
-  for (auto& f : opens) EXPECT_OK(f.get());
-  Raw raw(db_->url());
-  // Every migration recorded exactly once, however many there are.
-  EXPECT_EQ(raw.Query("SELECT COUNT(*) = COUNT(DISTINCT version) AND "
-                      "COUNT(*) = MAX(version) FROM sqlq_schema"),
-            "1");
-}
-
-TEST_F(MysqlEngineTest, OpeningWithoutCreateFindsNoTablesAndMakesNone) {
-  EXPECT_CODE(Store::Open(db_->url(), {.create_if_missing = false}),
-              Code::kNotFound);
-  Raw raw(db_->url());
-  EXPECT_EQ(raw.Query("SELECT COUNT(*) FROM information_schema.tables "
-                      "WHERE table_schema = DATABASE()"),
-            "0");
-  ASSERT_TRUE(OpenStore());
-  EXPECT_OK(Store::Open(db_->url(), {.create_if_missing = false}));
-}
-
-TEST_F(MysqlEngineTest, NewerSchemaIsRefused) {
-  ASSERT_TRUE(OpenStore());
-  Raw raw(db_->url());
-  raw.Query(
-      "INSERT INTO sqlq_schema (version, applied_at) VALUES (999, "
-      "NOW(6))");
-  EXPECT_CODE(Store::Open(db_->url()), Code::kFailedPrecondition);
-}
-
 // --- server sql_modes
 // ----------------------------------------------------------
 
@@ -631,63 +595,6 @@ TEST_F(MysqlEngineTest, OpenClaimTransactionHoldsUpNoAckOfALeasedMessage) {
   raw.Query("ROLLBACK");
 }
 
-TEST_F(MysqlEngineTest, SixtyFourConcurrentConsumersNeverShareAMessage) {
-  // Eight stores of eight threads: within one store, concurrent claims are
-  // merged into one transaction; across stores they are concurrent
-  // transactions that compete for the same rows.
-  constexpr int kStores = 8, kThreadsPerStore = 8, kMessages = 2000;
-  auto producer = OpenStore();
-  ASSERT_TRUE(producer);
-  ASSERT_OK_AND_ASSIGN(WorkQueue q,
-                       producer->CreateQueue("jobs", {.lease = seconds(600)}));
-  std::vector<Message> batch;
-  for (int i = 0; i < kMessages; ++i) {
-    batch.push_back({.payload = std::to_string(i), .priority = i % 3});
-  }
-  ASSERT_OK(q.SendBatch(batch));
-
-  std::vector<std::unique_ptr<Store>> stores;
-  for (int i = 0; i < kStores; ++i) {
-    stores.push_back(OpenStore());
-    ASSERT_TRUE(stores.back());
-  }
-  std::mutex mu;
-  std::multiset<std::int64_t> seen;
-  std::vector<std::future<Status>> consumers;
-  for (int s = 0; s < kStores; ++s) {
-    for (int t = 0; t < kThreadsPerStore; ++t) {
-      consumers.push_back(std::async(std::launch::async, [&, s]() -> Status {
-        auto handle = stores[s]->Queue("jobs");
-        if (!handle.ok()) return handle.status();
-        for (;;) {
-          auto got = handle->Claim({.max = 3});
-          if (!got.ok()) return got.status();
-          if (got->empty()) return Status::Ok();
-          for (const ClaimedMessage& m : *got) {
-            {
-              std::lock_guard<std::mutex> lock(mu);
-              seen.insert(m.id);
-            }
-            Status acked = handle->Ack(m.receipt);
-            if (!acked.ok()) return acked;
-          }
-        }
-      }));
-    }
-  }
-  // Any error at all fails: in particular no "Lock wait timeout exceeded"
-  // and no deadlock reaches a consumer.
-  for (auto& f : consumers) EXPECT_OK(f.get());
-  EXPECT_EQ(seen.size(), std::size_t{kMessages});
-  EXPECT_EQ(std::set<std::int64_t>(seen.begin(), seen.end()).size(),
-            std::size_t{kMessages})
-      << "a message was handed to two consumers";
-  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
-  EXPECT_EQ(st.ready + st.leased, 0);
-  EXPECT_EQ(st.claims, kMessages);
-  EXPECT_EQ(st.acks, kMessages);
-}
-
 // --- time --------------------------------------------------------------------
 
 TEST_F(MysqlEngineTest, LeasesAreMeasuredWithTheDatabaseClock) {
@@ -708,44 +615,6 @@ TEST_F(MysqlEngineTest, LeasesAreMeasuredWithTheDatabaseClock) {
 }
 
 // --- wake-ups ----------------------------------------------------------------
-
-// Waits (up to 10 s) until `n` claims of `store` are asleep in their wait.
-bool WaitUntilWaiting(Store& store, std::size_t n) {
-  const auto deadline = SteadyClock::now() + seconds(10);
-  while (store.TEST_waiting_claims() < n) {
-    if (SteadyClock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
-
-TEST_F(MysqlEngineTest, SendFromAnotherStoreWakesAWaitingClaim) {
-  auto a = OpenStore();
-  auto b = OpenStore();
-  ASSERT_TRUE(a && b);
-  ASSERT_OK_AND_ASSIGN(WorkQueue qa, a->CreateQueue("jobs", {}));
-  ASSERT_OK_AND_ASSIGN(WorkQueue qb, b->Queue("jobs"));
-  // The waiting store's safety-net look is an hour away: a claim that gets
-  // the message within its wait was woken by the engine's poller.
-  a->TEST_set_poll_interval(std::chrono::hours(1));
-  for (int i = 0; i < 3; ++i) {
-    auto claim = std::async(std::launch::async,
-                            [&] { return qa.Claim({.wait = seconds(30)}); });
-    // Were the claim still looking when the message lands, it would find it
-    // at once and prove nothing.
-    ASSERT_TRUE(WaitUntilWaiting(*a, 1));
-    const auto t_send = SteadyClock::now();
-    ASSERT_OK(qb.Send({.payload = "wake " + std::to_string(i)}));
-    auto got = claim.get();
-    ASSERT_OK(got);
-    ASSERT_EQ(got->size(), 1u) << "round " << i << ": not woken";
-    EXPECT_EQ((*got)[0].payload, "wake " + std::to_string(i));
-    ASSERT_OK(qa.Ack((*got)[0].receipt));
-    // For the record; latency is measured by sqlq_wake_probe.
-    RecordProperty("wake_ms_" + std::to_string(i),
-                   std::to_string(MsSince(t_send)));
-  }
-}
 
 }  // namespace
 }  // namespace sqlq::test

@@ -199,42 +199,6 @@ TEST_F(PostgresEngineTest, TlsParametersArePassedToLibpq) {
 
 // --- schema ------------------------------------------------------------------
 
-TEST_F(PostgresEngineTest, ConcurrentOpensMigrateTheSchemaOnce) {
-  std::vector<std::future<Status>> opens;
-  for (int i = 0; i < 8; ++i) {
-    opens.push_back(std::async(std::launch::async, [this] {
-      auto s = Store::Open(db_->url());
-      return s.ok() ? Status::Ok() : s.status();
-    }));
-  }
-  for (auto& f : opens) EXPECT_OK(f.get());
-  PGconn* c = Raw();
-  // Every migration recorded exactly once, however many there are.
-  EXPECT_EQ(Query(c,
-                  "SELECT count(*) = count(DISTINCT version) AND "
-                  "count(*) = max(version) FROM sqlq_schema"),
-            "t");
-  PQfinish(c);
-}
-
-TEST_F(PostgresEngineTest, OpeningWithoutCreateFindsNoTablesAndMakesNone) {
-  EXPECT_CODE(Store::Open(db_->url(), {.create_if_missing = false}),
-              Code::kNotFound);
-  PGconn* c = Raw();
-  EXPECT_EQ(Query(c, "SELECT to_regclass('sqlq_schema') IS NULL"), "t");
-  PQfinish(c);
-  ASSERT_TRUE(OpenStore());
-  EXPECT_OK(Store::Open(db_->url(), {.create_if_missing = false}));
-}
-
-TEST_F(PostgresEngineTest, NewerSchemaIsRefused) {
-  ASSERT_TRUE(OpenStore());
-  PGconn* c = Raw();
-  Query(c, "INSERT INTO sqlq_schema (version) VALUES (999)");
-  PQfinish(c);
-  EXPECT_CODE(Store::Open(db_->url()), Code::kFailedPrecondition);
-}
-
 // A role of its own for one test, with a password, dropped afterwards.
 class TestRole {
  public:
@@ -920,61 +884,6 @@ TEST_F(ClaimMarkTest, AMessageSentInALateCommittingTransactionIsNotSkipped) {
   ASSERT_OK(tx.Commit());
   ASSERT_OK_AND_ASSIGN(got, q.Claim({.max = 5}));
   EXPECT_EQ(Payloads(got), std::vector<std::string>{"early"});
-}
-
-TEST_F(PostgresEngineTest, SixtyFourConcurrentConsumersNeverShareAMessage) {
-  // A store each: within one store, concurrent claims are merged into one
-  // transaction; across stores they are 64 concurrent transactions that
-  // compete for the same rows.
-  constexpr int kStores = 64, kThreadsPerStore = 1, kMessages = 2000;
-  auto producer = OpenStore();
-  ASSERT_TRUE(producer);
-  ASSERT_OK_AND_ASSIGN(WorkQueue q,
-                       producer->CreateQueue("jobs", {.lease = seconds(600)}));
-  std::vector<Message> batch;
-  for (int i = 0; i < kMessages; ++i) {
-    batch.push_back({.payload = std::to_string(i)});
-  }
-  ASSERT_OK(q.SendBatch(batch));
-
-  std::vector<std::unique_ptr<Store>> stores;
-  for (int i = 0; i < kStores; ++i) {
-    stores.push_back(OpenStore());
-    ASSERT_TRUE(stores.back());
-  }
-  std::mutex mu;
-  std::multiset<std::int64_t> seen;
-  std::vector<std::future<Status>> consumers;
-  for (int s = 0; s < kStores; ++s) {
-    for (int t = 0; t < kThreadsPerStore; ++t) {
-      consumers.push_back(std::async(std::launch::async, [&, s]() -> Status {
-        auto handle = stores[s]->Queue("jobs");
-        if (!handle.ok()) return handle.status();
-        for (;;) {
-          auto got = handle->Claim({.max = 4});
-          if (!got.ok()) return got.status();
-          if (got->empty()) return Status::Ok();
-          for (const ClaimedMessage& m : *got) {
-            {
-              std::lock_guard<std::mutex> lock(mu);
-              seen.insert(m.id);
-            }
-            Status acked = handle->Ack(m.receipt);
-            if (!acked.ok()) return acked;
-          }
-        }
-      }));
-    }
-  }
-  for (auto& f : consumers) EXPECT_OK(f.get());
-  EXPECT_EQ(seen.size(), std::size_t{kMessages});
-  EXPECT_EQ(std::set<std::int64_t>(seen.begin(), seen.end()).size(),
-            std::size_t{kMessages})
-      << "a message was handed to two consumers";
-  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
-  EXPECT_EQ(st.ready + st.leased, 0);
-  EXPECT_EQ(st.claims, kMessages);
-  EXPECT_EQ(st.acks, kMessages);
 }
 
 // --- time --------------------------------------------------------------------

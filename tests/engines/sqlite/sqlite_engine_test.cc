@@ -173,21 +173,6 @@ TEST_F(SqliteEngineTest, MalformedUrlsAreInvalidArgument) {
   EXPECT_TRUE(std::filesystem::is_empty(db_.dir().path()));
 }
 
-TEST_F(SqliteEngineTest, DatabaseOfANewerSchemaIsRefused) {
-  { ASSERT_OK_AND_ASSIGN(auto store, Open()); }
-  {
-    Db other(path());
-    ASSERT_EQ(Exec(other.get(),
-                   "INSERT INTO sqlq_schema (version, applied_at) "
-                   "VALUES (999, 0)"),
-              SQLITE_OK);
-  }
-  auto store = Open();
-  EXPECT_CODE(store, Code::kFailedPrecondition);
-  EXPECT_NE(store.status().message().find("newer"), std::string::npos)
-      << store.status().ToString();
-}
-
 TEST_F(SqliteEngineTest, ReopeningKeepsQueuesAndSchema) {
   {
     ASSERT_OK_AND_ASSIGN(auto store, Open());
