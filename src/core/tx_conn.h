@@ -155,6 +155,31 @@ class ConnPool {
     }
   }
 
+  // Runs a read transaction: `begin` begins it, `run` runs the body and
+  // ends it; the connection goes back to the pool.
+  Status RunRead(const std::function<Status(C&)>& begin,
+                 const std::function<Status(C&)>& run) {
+    auto conn = AcquireBegun(begin);
+    if (!conn.ok()) return conn.status();
+    Status s = run(**conn);
+    Release(std::move(*conn));
+    return s;
+  }
+
+  // A connection, begun by `begin`, lent to a caller's transaction (the
+  // public Tx): its counters are written at once (the caller commits, not
+  // the engine), and it comes back to the pool when core destroys it after
+  // the commit or rollback (a Tx never outlives its Store, hence its pool).
+  // C has set_recycler(std::function<void(std::unique_ptr<C>)>).
+  Result<std::unique_ptr<C>> Lend(const std::function<Status(C&)>& begin) {
+    auto conn = AcquireBegun(begin);
+    if (!conn.ok()) return conn.status();
+    (*conn)->defer_counters = false;
+    (*conn)->set_recycler(
+        [this](std::unique_ptr<C> c) { Release(std::move(c)); });
+    return conn;
+  }
+
   // Runs a write transaction: `run` begins it on the connection, runs the
   // body and commits (or rolls back). Run again, on the policy's terms,
   // when it ended in a deadlock or serialization failure (retry_tx), and

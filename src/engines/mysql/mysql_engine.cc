@@ -180,19 +180,15 @@ Status MysqlEngine::Write(const std::function<Status(Conn&)>& body) {
 }
 
 Status MysqlEngine::Read(const std::function<Status(Conn&)>& body) {
-  auto conn = AcquireBegun(/*read_only=*/true);
-  if (!conn.ok()) return conn.status();
-  Status s = InTransaction(**conn, body);
-  Release(std::move(*conn));
-  return s;
+  return pool_.RunRead(
+      [&](MyConn& c) { return BeginOn(c, /*read_only=*/true); },
+      [&](MyConn& c) { return InTransaction(c, body); });
 }
 
 Result<std::unique_ptr<Conn>> MysqlEngine::BeginTx() {
-  auto conn = AcquireBegun(/*read_only=*/false);
+  auto conn =
+      pool_.Lend([&](MyConn& c) { return BeginOn(c, /*read_only=*/false); });
   if (!conn.ok()) return conn.status();
-  (*conn)->defer_counters = false;
-  (*conn)->set_recycler(
-      [this](std::unique_ptr<MyConn> c) { Release(std::move(c)); });
   return std::unique_ptr<Conn>(std::move(*conn));
 }
 
@@ -341,12 +337,10 @@ Status MysqlEngine::Commit(MyConn& conn) {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<MyConn>> MysqlEngine::AcquireBegun(bool read_only) {
-  return pool_.AcquireBegun([&](MyConn& conn) {
-    Status s = Begin(conn, read_only);
-    conn.tx_error.reset();
-    return s;
-  });
+Status MysqlEngine::BeginOn(MyConn& conn, bool read_only) {
+  Status s = Begin(conn, read_only);
+  conn.tx_error.reset();
+  return s;
 }
 
 Status MysqlEngine::InTransaction(MyConn& conn,

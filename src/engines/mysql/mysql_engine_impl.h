@@ -424,7 +424,9 @@ class MysqlEngine : public core::Engine {
   // A connection with a transaction begun on it. A pooled connection that
   // the server closed while idle shows only now; nothing was sent in a
   // transaction yet, so a fresh connection is tried instead.
-  Result<std::unique_ptr<MyConn>> AcquireBegun(bool read_only);
+  // Begin for a connection from the pool: a failed BEGIN leaves no error
+  // recorded for the transaction that follows.
+  Status BeginOn(MyConn& conn, bool read_only);
 
   Status InTransaction(MyConn& conn, const std::function<Status(Conn&)>& body);
 

@@ -20,21 +20,14 @@ Status PostgresEngine::Write(const std::function<Status(Conn&)>& body) {
 }
 
 Status PostgresEngine::Read(const std::function<Status(Conn&)>& body) {
-  auto conn = AcquireBegun(/*read_only=*/true);
-  if (!conn.ok()) return conn.status();
-  Status s = InTransaction(**conn, body);
-  Release(std::move(*conn));
-  return s;
+  return pool_.RunRead([&](PgConn& c) { return Begin(c, /*read_only=*/true); },
+                       [&](PgConn& c) { return InTransaction(c, body); });
 }
 
 Result<std::unique_ptr<Conn>> PostgresEngine::BeginTx() {
-  auto conn = AcquireBegun(/*read_only=*/false);
+  auto conn =
+      pool_.Lend([&](PgConn& c) { return Begin(c, /*read_only=*/false); });
   if (!conn.ok()) return conn.status();
-  (*conn)->defer_counters = false;
-  // Back to the pool once core destroys it after commit or rollback
-  // (a Tx never outlives its Store, hence its engine).
-  (*conn)->set_recycler(
-      [this](std::unique_ptr<PgConn> c) { Release(std::move(c)); });
   return std::unique_ptr<Conn>(std::move(*conn));
 }
 
@@ -178,11 +171,6 @@ Status PostgresEngine::RunCommit(PgConn& conn) {
         "commit: the transaction had failed and was rolled back");
   }
   return Status::Ok();
-}
-
-Result<std::unique_ptr<PgConn>> PostgresEngine::AcquireBegun(bool read_only) {
-  return pool_.AcquireBegun(
-      [&](PgConn& conn) { return Begin(conn, read_only); });
 }
 
 Status PostgresEngine::InTransaction(PgConn& conn,

@@ -439,12 +439,6 @@ class PostgresEngine : public core::Engine {
 
   Status RunCommit(PgConn& conn);
 
-  // A connection with a transaction begun on it. A pooled connection that
-  // the server closed while it was idle (restart, idle timeout) shows only
-  // now, when BEGIN fails; nothing was sent in a transaction yet, so a fresh
-  // connection is tried instead, transparently.
-  Result<std::unique_ptr<PgConn>> AcquireBegun(bool read_only);
-
   // Runs `body` in the transaction begun on `conn`, and commits.
   Status InTransaction(PgConn& conn, const std::function<Status(Conn&)>& body);
 
