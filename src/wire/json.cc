@@ -9,31 +9,11 @@
 
 namespace sqlq::wire {
 
-std::string FormatTime(Timestamp t) {
-  auto us = t.time_since_epoch().count();
-  std::time_t secs = static_cast<std::time_t>(us / 1000000);
-  long frac = static_cast<long>(us % 1000000);
-  if (frac < 0) {
-    frac += 1000000;
-    --secs;
-  }
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                     tm.tm_min, tm.tm_sec, frac);
-}
+namespace {
 
-void PutPayload(Json& obj, std::string_view payload) {
-  if (PayloadIsText(payload)) {
-    obj["payload"] = std::string(payload);
-  } else {
-    obj["payload_base64"] = Base64Encode(payload);
-  }
-}
-
-// The two-character escapes where JSON has them, \u00XX for the other
-// control characters, everything else as is: what nlohmann::json writes.
+// Appends `s` (valid UTF-8) as a JSON string, escaped as nlohmann::json
+// escapes it: the two-character escapes where JSON has them, \u00XX for the
+// other control characters, everything else as is: what nlohmann::json writes.
 void AppendJsonString(std::string& out, std::string_view s) {
   out += '"';
   std::size_t run = 0;  // start of the bytes not yet copied
@@ -70,6 +50,31 @@ void AppendJsonString(std::string& out, std::string_view s) {
   }
   out.append(s, run, s.size() - run);
   out += '"';
+}
+
+}  // namespace
+
+std::string FormatTime(Timestamp t) {
+  auto us = t.time_since_epoch().count();
+  std::time_t secs = static_cast<std::time_t>(us / 1000000);
+  long frac = static_cast<long>(us % 1000000);
+  if (frac < 0) {
+    frac += 1000000;
+    --secs;
+  }
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                     tm.tm_min, tm.tm_sec, frac);
+}
+
+void PutPayload(Json& obj, std::string_view payload) {
+  if (PayloadIsText(payload)) {
+    obj["payload"] = std::string(payload);
+  } else {
+    obj["payload_base64"] = Base64Encode(payload);
+  }
 }
 
 Json QueueOptionsJson(const QueueOptions& o) {

@@ -26,9 +26,6 @@ using Json = nlohmann::ordered_json;
 std::string FormatTime(Timestamp t);
 // Sets "payload" (text) or "payload_base64" (anything else).
 void PutPayload(Json& obj, std::string_view payload);
-// Appends `s` (valid UTF-8) as a JSON string, escaped as nlohmann::json
-// escapes it, for replies written directly rather than through Json.
-void AppendJsonString(std::string& out, std::string_view s);
 
 // {"max_attempts", "lease_ms", "backoff_base_ms", "backoff_max_ms",
 //  "archive", "retention_ms", "max_payload_bytes"}
