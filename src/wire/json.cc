@@ -13,7 +13,7 @@ namespace {
 
 // Appends `s` (valid UTF-8) as a JSON string, escaped as nlohmann::json
 // escapes it: the two-character escapes where JSON has them, \u00XX for the
-// other control characters, everything else as is: what nlohmann::json writes.
+// other control characters, everything else as is.
 void AppendJsonString(std::string& out, std::string_view s) {
   out += '"';
   std::size_t run = 0;  // start of the bytes not yet copied
