@@ -14,6 +14,7 @@
 #define SQLQ_CORE_SERVER_CONN_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -82,6 +83,12 @@ struct RetryPolicy {
   std::chrono::microseconds base{200};
   int max_doublings = 6;
   std::chrono::microseconds jitter{500};
+  // Runs after this many that deadlocked go alone: they wait until no
+  // other write transaction of this pool runs, and hold new ones off until
+  // they end. Deadlocks between one process's own concurrent transactions
+  // (several write groups) then cannot repeat, so every transaction makes
+  // progress, whatever the load; the others run side by side as before.
+  int alone_after = 3;
 
   std::chrono::microseconds Delay(int attempt, std::uint64_t random) const;
 };
@@ -189,12 +196,18 @@ class ConnPool {
     Status s;
     int reconnects = 0;
     for (int attempt = 0; attempt < policy_.attempts; ++attempt) {
+      const bool alone = attempt >= policy_.alone_after;
+      gate_.Enter(alone);
       bool pooled = false;
       auto conn = Acquire(&pooled);
-      if (!conn.ok()) return conn.status();
+      if (!conn.ok()) {
+        gate_.Leave(alone);
+        return conn.status();
+      }
       C& c = **conn;
       c.ResetTxState();
       s = run(c);
+      gate_.Leave(alone);
       const bool again = c.retry_tx;
       const bool lost = pooled && c.lost_at_begin;
       Release(std::move(*conn));
@@ -217,12 +230,50 @@ class ConnPool {
   const RetryPolicy& policy() const { return policy_; }
 
  private:
+  // Write transactions run side by side, or one alone (alone_after). A
+  // transaction waiting to run alone holds new ones off, so that it is not
+  // starved by a steady stream of them.
+  class Gate {
+   public:
+    void Enter(bool alone) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (alone) {
+        ++want_alone_;
+        cv_.wait(lock, [&] { return !alone_ && running_ == 0; });
+        --want_alone_;
+        alone_ = true;
+      } else {
+        cv_.wait(lock, [&] { return !alone_ && want_alone_ == 0; });
+        ++running_;
+      }
+    }
+    void Leave(bool alone) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (alone) {
+          alone_ = false;
+        } else {
+          --running_;
+        }
+      }
+      cv_.notify_all();
+    }
+
+   private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    int running_ = 0;     // guarded by mu_
+    int want_alone_ = 0;  // guarded by mu_
+    bool alone_ = false;  // guarded by mu_
+  };
+
   const Connect connect_;
   const std::size_t max_idle_;
   const RetryPolicy policy_;
   std::mutex mu_;
   std::vector<std::unique_ptr<C>> idle_;  // guarded by mu_
   std::mt19937_64 rng_;                   // guarded by mu_
+  Gate gate_;
 };
 
 }  // namespace sqlq::core

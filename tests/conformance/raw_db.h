@@ -20,11 +20,17 @@ class RawDb {
   using Exec = std::function<std::string(const std::string&)>;
 
   // `engine`: the EngineFactory's name.
-  RawDb(const std::string& engine, const TestDatabase& db) {
+  RawDb(const std::string& engine, const TestDatabase& db)
+      : RawDb(engine, engine == "Sqlite"
+                          ? static_cast<const SqliteDatabase&>(db).path()
+                          : db.url()) {}
+
+  // `target`: the file of an SQLite database, else the server's URL.
+  RawDb(const std::string& engine, const std::string& target) {
     if (engine == "Sqlite") {
-      const auto& s = static_cast<const SqliteDatabase&>(db);
       sqlite3* h = nullptr;
-      sqlite3_open(s.path().c_str(), &h);
+      sqlite3_open(target.c_str(), &h);
+      native_ = h;
       exec_ = [h](const std::string& sql) {
         char* err = nullptr;
         std::string out;
@@ -47,7 +53,8 @@ class RawDb {
       };
       close_ = [h] { sqlite3_close(h); };
     } else if (engine == "Postgres") {
-      PGconn* c = PQconnectdb(db.url().c_str());
+      PGconn* c = PQconnectdb(target.c_str());
+      native_ = c;
       exec_ = [c](const std::string& sql) {
         PGresult* r = PQexec(c, sql.c_str());
         std::string out;
@@ -70,7 +77,8 @@ class RawDb {
       close_ = [c] { PQfinish(c); };
     } else {
       std::string error;
-      MYSQL* m = MysqlConnect(db.url(), &error);
+      MYSQL* m = MysqlConnect(target, &error);
+      native_ = m;
       exec_ = [m, error](const std::string& sql) -> std::string {
         if (m == nullptr) return error;
         if (mysql_query(m, sql.c_str()) != 0) return mysql_error(m);
@@ -102,10 +110,14 @@ class RawDb {
   RawDb& operator=(const RawDb&) = delete;
 
   const Exec& exec() const { return exec_; }
+  // The client library's connection (sqlite3*, PGconn*, MYSQL*), for
+  // Store::JoinTx.
+  void* native() const { return native_; }
   // The first column of the first row, as text ("error: ..." on failure).
   std::string Query(const std::string& sql) const { return query_(sql); }
 
  private:
+  void* native_ = nullptr;
   Exec exec_;
   std::function<std::string(const std::string&)> query_;
   std::function<void()> close_;

@@ -7,8 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 #include "core/errors.h"
 #include "core/url_params.h"
@@ -133,6 +137,70 @@ TEST_F(Pool, AcquireBegunReplacesAClosedPooledConnection) {
   auto failed = pool_.AcquireBegun(
       [](CountingConn&) { return Status::Unavailable("x"); });
   EXPECT_EQ(failed.status().code(), Code::kUnavailable);
+}
+
+// A transaction that keeps deadlocking with this process's others runs
+// alone from its (alone_after + 1)-th run: it waits for the others that
+// run to end, no other starts until it ends, and then they go on side by
+// side again.
+TEST(PoolGate, ATransactionThatKeepsDeadlockingRunsAlone) {
+  int connects = 0;
+  std::mutex mu;  // guards connects
+  ConnPool<CountingConn> pool(
+      [&]() -> Result<std::unique_ptr<CountingConn>> {
+        std::lock_guard<std::mutex> lock(mu);
+        return std::make_unique<CountingConn>(++connects);
+      },
+      /*max_idle=*/8,
+      RetryPolicy{.attempts = 4,
+                  .base = std::chrono::microseconds(1),
+                  .jitter = std::chrono::microseconds(1),
+                  .alone_after = 2});
+  std::atomic<int> running{0};
+  std::atomic<int> overlaps{0};  // other bodies seen during the lone run
+  std::atomic<bool> stop{false};
+  // Others write all the time, each staying a while in its body, so that
+  // some always run when the lone run wants to start.
+  std::vector<std::thread> others;
+  for (int t = 0; t < 3; ++t) {
+    others.emplace_back([&] {
+      while (!stop) {
+        Status s = pool.RunWrite([&](CountingConn&) {
+          ++running;
+          const auto until =
+              std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+          while (std::chrono::steady_clock::now() < until) {
+            std::this_thread::yield();
+          }
+          --running;
+          return Status::Ok();
+        });
+        EXPECT_TRUE(s.ok());
+      }
+    });
+  }
+  while (running.load() == 0) std::this_thread::yield();
+  int runs = 0;
+  Status s = pool.RunWrite([&](CountingConn& c) {
+    ++runs;
+    if (runs <= 2) {
+      c.retry_tx = true;
+      return Status::Busy("deadlock");
+    }
+    // While it runs, no other body runs or starts.
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
+    while (std::chrono::steady_clock::now() < until) {
+      overlaps += running.load();
+      std::this_thread::yield();
+    }
+    return Status::Ok();
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(runs, 3);
+  EXPECT_EQ(overlaps.load(), 0);
+  stop = true;
+  for (auto& t : others) t.join();
 }
 
 TEST(RetryPolicy, BackoffDoublesUpToItsCapPlusJitter) {

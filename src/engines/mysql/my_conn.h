@@ -137,6 +137,20 @@ class MyConn : public core::TxConn {
                    std::string_view what, bool clean_ok = false) {
     return Run(sql, params, what, clean_ok);
   }
+  // Runs `sql` once per element of `params`, in order (PostgreSQL's
+  // PgConn::RunAll pipelines them; here they go one by one).
+  Result<std::vector<Rows>> RunAll(const std::string& sql,
+                                   std::vector<Params>& params,
+                                   std::string_view what) {
+    std::vector<Rows> out;
+    out.reserve(params.size());
+    for (Params& p : params) {
+      auto r = Run(sql, p, what);
+      if (!r.ok()) return r.status();
+      out.push_back(std::move(*r));
+    }
+    return out;
+  }
   // Runs a statement without parameters as text (BEGIN, COMMIT, SET, DDL),
   // discarding any result.
   Status Exec(std::string_view sql, std::string_view what,

@@ -186,12 +186,6 @@ Result<std::optional<Timestamp>> MysqlEngine::NextReadyAt(
   return std::optional<Timestamp>(FromUs(rows->Int(0, 0)));
 }
 
-Result<Timestamp> MysqlEngine::Now(Conn& c) {
-  auto now = NowUs(My(c));
-  if (!now.ok()) return now.status();
-  return FromUs(*now);
-}
-
 Result<bool> MysqlEngine::LockLeased(MyConn& conn, std::int64_t queue_id,
                                      const core::Receipt& r) {
   static const std::string kSql = R"sql(
@@ -429,28 +423,6 @@ Result<Timestamp> MysqlEngine::Extend(Conn& c, const core::ExtendParams& op) {
   if (!rows.ok()) return rows.status();
   if (rows->affected() == 0) return Refused(conn, queue_id, receipt);
   return FromUs(until);
-}
-
-Params MysqlEngine::Fence(std::int64_t queue_id, const core::Receipt& r) {
-  Params p;
-  AppendFence(p, queue_id, r);
-  return p;
-}
-
-void MysqlEngine::AppendFence(Params& p, std::int64_t queue_id,
-                              const core::Receipt& r) {
-  p.Int(r.id).Int(queue_id).Int(TokenBits(r.token)).Int(r.attempt);
-}
-
-Status MysqlEngine::Refused(MyConn& conn, std::int64_t queue_id,
-                            const core::Receipt& r) {
-  static const std::string kSql = R"sql(
-    SELECT token, attempts FROM sqlq_messages
-    WHERE id = ? AND queue_id = ? LOCK IN SHARE MODE)sql";
-  auto rows = conn.Run(kSql, Params().Int(r.id).Int(queue_id), "check receipt");
-  if (!rows.ok()) return rows.status();
-  if (rows->size() == 0) return core::NotInQueue(r.id);
-  return core::StaleReceipt(r, rows->Int(0, 0), rows->Int(0, 1));
 }
 
 }  // namespace sqlq::engines::mysql

@@ -237,24 +237,6 @@ void MysqlEngine::WatchForeignWrites(std::function<void()> changed) {
 
 int MysqlEngine::write_groups() const { return params_.write_groups; }
 
-Result<std::int64_t> MysqlEngine::NowUs(MyConn& conn) {
-  if (clock_) return Us(clock_->Now());
-  if (conn.tx_now_us) return *conn.tx_now_us;
-  // Exact: UNIX_TIMESTAMP of a DATETIME(6) is a DECIMAL with six digits.
-  static const std::string kSql =
-      "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
-  auto rows = conn.Run(kSql, Params(), "read the database clock");
-  if (!rows.ok()) return rows.status();
-  conn.tx_now_us = rows->Int(0, 0);
-  return *conn.tx_now_us;
-}
-
-Status MysqlEngine::AddCounters(MyConn& conn, std::int64_t queue_id,
-                                const QueueCounters& d) {
-  if (conn.DeferCounters(queue_id, d)) return Status::Ok();
-  return WriteCounters(conn, queue_id, d);
-}
-
 Status MysqlEngine::WriteCounters(MyConn& conn, std::int64_t queue_id,
                                   const QueueCounters& d) {
   static const std::string kSql =

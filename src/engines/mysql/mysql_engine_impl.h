@@ -1,7 +1,9 @@
 // The MariaDB/MySQL engine class, shared by the files that implement
 // it by concern (mysql_engine.cc, mysql_queue.cc, mysql_claim.cc,
-// mysql_ring.cc, mysql_rotation.cc, mysql_migrate.cc). Internal: included by
-// those files only.
+// mysql_migrate.cc). Rings, rotations and the rest of what it shares with
+// the PostgreSQL engine are in engines/shared/, with MariaDB's SQL for them
+// in dialect.h and mysql_shared.cc. Internal: included by those files
+// only.
 //
 // The MariaDB/MySQL engine. Design notes: docs/engines/mysql.md.
 //
@@ -52,10 +54,12 @@
 #include "core/rows.h"
 #include "core/tx_conn.h"
 #include "core/url_params.h"
+#include "engines/mysql/dialect.h"
 #include "engines/mysql/my_conn.h"
 #include "engines/mysql/mysql_engine.h"
 #include "engines/mysql/poller.h"
 #include "engines/mysql/schema.h"
+#include "engines/shared/sql_engine.h"
 
 namespace sqlq::engines::mysql {
 
@@ -123,11 +127,11 @@ struct ConnParams {
   int write_groups = 1;
 };
 
-class MysqlEngine : public core::Engine {
+class MysqlEngine : public shared::SqlEngine<Dialect> {
  public:
   MysqlEngine(ConnParams params, std::shared_ptr<Clock> clock)
-      : params_(std::move(params)),
-        clock_(std::move(clock)),
+      : SqlEngine(std::move(clock)),
+        params_(std::move(params)),
         pool_([this] { return Connect(); }, kMaxIdle) {}
 
   ~MysqlEngine() override { poller_.reset(); }
@@ -163,20 +167,9 @@ class MysqlEngine : public core::Engine {
 
   // --- queues --------------------------------------------------------------
 
-  Result<core::QueueRecord> CreateQueue(
-      Conn& c, const core::CreateQueueParams& op) override;
-
-  Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override;
-
-  Result<std::vector<core::QueueRecord>> ListQueues(Conn& c) override;
-
   Status TouchSchema(Conn& c) override;
 
   Status DropQueue(Conn& c, std::int64_t queue_id) override;
-
-  Result<std::int64_t> PurgeQueue(Conn& c, std::int64_t queue_id) override;
-
-  Result<QueueStats> Stats(Conn& c, std::int64_t queue_id) override;
 
   // --- messages ------------------------------------------------------------
 
@@ -210,8 +203,6 @@ class MysqlEngine : public core::Engine {
 
   Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
                                                std::int64_t queue_id) override;
-
-  Result<Timestamp> Now(Conn& c) override;
 
   // Locks the message if the receipt names its current lease.
   Result<bool> LockLeased(MyConn& conn, std::int64_t queue_id,
@@ -250,152 +241,12 @@ class MysqlEngine : public core::Engine {
 
   Result<Timestamp> Extend(Conn& c, const core::ExtendParams& op) override;
 
-  // --- dead letters and archive -------------------------------------------
-
-  Result<std::vector<DeadLetter>> ListDead(
-      Conn& c, const core::ListDeadParams& op) override;
+  // --- dead letters (listing them and the archive: engines/shared) --------
 
   Result<std::int64_t> Redrive(Conn& c, const core::RedriveParams& op) override;
 
-  Result<std::int64_t> PurgeDead(Conn& c, std::int64_t queue_id) override;
-
-  Result<std::vector<ArchivedMessage>> ListArchive(
-      Conn& c, const core::ListArchiveParams& op) override;
-
-  Result<std::int64_t> PruneArchive(
-      Conn& c, const core::PruneArchiveParams& op) override;
-
-  // --- rings ---------------------------------------------------------------
-  // Locking (docs/engines/mysql.md): operations on a ring share-lock its
-  // sqlq_queues row (CheckKind), as sends do, so a drop waits. A push locks
-  // its group's row with the upsert, which serialises the pushes to one
-  // group; every operation that deletes entries locks the group row first,
-  // so group row then entries is the one lock order. SetCapacity locks the
-  // ring's row FOR UPDATE, which waits for the pushes in flight (their share
-  // lock) and holds new ones off until it commits.
-
-  Result<core::RingRecord> CreateRing(
-      Conn& c, const core::CreateRingParams& op) override;
-
-  Result<core::RingRecord> GetRing(Conn& c, std::string_view name) override;
-
-  Status DropRing(Conn& c, std::int64_t ring_id) override;
-
-  Result<RingEntry> RingPush(Conn& c, const core::RingPushParams& op) override;
-
-  Result<std::vector<RingEntry>> RingRead(
-      Conn& c, const core::RingReadParams& op) override;
-
-  Result<std::vector<RingGroup>> RingGroups(Conn& c,
-                                            std::int64_t ring_id) override;
-
-  Status RingDelete(Conn& c, const core::RingDeleteParams& op) override;
-
-  Result<std::int64_t> RingDeleteGroup(
-      Conn& c, const core::RingDeleteGroupParams& op) override;
-
-  Result<std::int64_t> RingSetCapacity(
-      Conn& c, const core::RingSetCapacityParams& op) override;
-
-  Result<RingStats> RingStatsOf(Conn& c, std::int64_t ring_id) override;
-
-  // --- rotations -------------------------------------------------------------
-  // Locking: next() and add() lock the rotation's sqlq_queues row FOR
-  // UPDATE first (and keep it to commit), so they run one after the other
-  // per rotation across connections and processes: each call sees the
-  // stamps of the calls before it, which keeps the round-robin order and
-  // the ±1 fairness, and no two calls get the same item. next() also locks
-  // the items it serves against a concurrent fail/ok/reset/remove.
-
-  Result<core::RotationRecord> CreateRotation(
-      Conn& c, const core::CreateRotationParams& op) override;
-
-  Result<core::RotationRecord> GetRotation(Conn& c,
-                                           std::string_view name) override;
-
-  Status DropRotation(Conn& c, std::int64_t rotation_id) override;
-
-  Status RotationAdd(Conn& c, const core::RotationAddParams& op) override;
-
-  Status RotationRemove(Conn& c, const core::RotationRemoveParams& op) override;
-
-  Result<std::vector<RotationItem>> RotationNext(
-      Conn& c, const core::RotationNextParams& op) override;
-
-  Result<RotationItem> RotationFail(
-      Conn& c, const core::RotationFailParams& op) override;
-
-  Result<RotationItem> RotationOk(Conn& c,
-                                  const core::RotationOkParams& op) override;
-
-  Result<RotationItem> RotationReset(
-      Conn& c, const core::RotationResetParams& op) override;
-
-  Result<std::vector<RotationItem>> RotationList(
-      Conn& c, std::int64_t rotation_id) override;
-
-  Result<RotationStats> RotationStatsOf(Conn& c,
-                                        std::int64_t rotation_id) override;
-
- protected:
  private:
   static MyConn& My(Conn& c) { return static_cast<MyConn&>(c); }
-
-  Result<std::int64_t> InsertKind(MyConn& conn, std::string_view name,
-                                  const char* kind, std::size_t max_payload,
-                                  std::int64_t capacity, int max_failures);
-
-  static Status Missing(MyConn& conn, std::string_view name,
-                        std::string_view want);
-
-  static Status Taken(MyConn& conn, std::string_view name);
-
-  Status CheckKind(MyConn& conn, std::int64_t id, std::string_view kind);
-
-  Status LockRotation(MyConn& conn, std::int64_t rotation_id);
-
-  // Takes the rotation's next `count` counter values and returns the last.
-  // REQUIRES: LockRotation in this transaction.
-  Result<std::int64_t> NextStamp(MyConn& conn, std::int64_t rotation_id,
-                                 std::int64_t count);
-
-  static Result<bool> LockGroup(MyConn& conn, std::int64_t ring_id,
-                                std::string_view group);
-
-  // Deletes the group's `n` oldest entries and returns how many went.
-  // The cut-off seq is read first, so that the DELETE needs no LIMIT (which
-  // statement-based replication counts as unsafe) and names its rows by a
-  // key range. REQUIRES: the group row locked.
-  static Result<std::int64_t> EvictOldest(MyConn& conn, std::int64_t ring_id,
-                                          std::string_view group,
-                                          std::int64_t n);
-
-  static Status AdjustEntries(MyConn& conn, std::int64_t ring_id,
-                              std::string_view group, std::int64_t delta);
-
-  // Runs an UPDATE of one item (no RETURNING in MariaDB), then reads it
-  // back under the row lock the UPDATE took.
-  static Result<RotationItem> UpdateItem(MyConn& conn, const std::string& sql,
-                                         Params& params,
-                                         std::int64_t rotation_id,
-                                         std::string_view key);
-
-  static Params Fence(std::int64_t queue_id, const core::Receipt& r);
-  static void AppendFence(Params& p, std::int64_t queue_id,
-                          const core::Receipt& r);
-
-  // Says why a receipt was refused: the message is gone, or it is there
-  // under another lease.
-  Status Refused(MyConn& conn, std::int64_t queue_id, const core::Receipt& r);
-
-  Result<std::int64_t> NowUs(MyConn& conn);
-
-  // Makes sure the queue exists and, in write transactions, keeps it from
-  // being dropped until this transaction ends (a shared lock on its row,
-  // which conflicts only with the drop's exclusive one). Taking it before
-  // any message row gives every transaction the lock order of a drop
-  // (queue row, then its rows by cascade).
-  Status CheckQueue(MyConn& conn, std::int64_t queue_id, bool lock = true);
 
   static constexpr const char* kCounterInsert =
       "INSERT INTO sqlq_counters (queue_id, slot, sends, claims, acks, nacks, "
@@ -408,14 +259,11 @@ class MysqlEngine : public core::Engine {
       "dead_lettered = dead_lettered + VALUES(dead_lettered), "
       "pushes = pushes + VALUES(pushes), serves = serves + VALUES(serves)";
 
-  Status AddCounters(MyConn& conn, std::int64_t queue_id,
-                     const QueueCounters& d);
-
   // One of the queue's kCounterSlots rows, chosen by connection id, so that
   // concurrent transactions rarely update the same row. The table has one
   // unique key, so the upsert is safe for statement-based replication.
   Status WriteCounters(MyConn& conn, std::int64_t queue_id,
-                       const QueueCounters& d);
+                       const QueueCounters& d) override;
 
   Status Begin(MyConn& conn, bool read_only);
 
@@ -456,7 +304,6 @@ class MysqlEngine : public core::Engine {
   Status Migrate(MyConn& conn, bool create);
 
   const ConnParams params_;
-  const std::shared_ptr<Clock> clock_;  // null: the database clock
   core::ConnPool<MyConn> pool_;
   // sends + nacks this store committed (Poller subtracts them).
   std::atomic<std::int64_t> own_bumps_{0};

@@ -5,62 +5,6 @@
 
 namespace sqlq::engines::mysql {
 
-Result<core::QueueRecord> MysqlEngine::CreateQueue(
-    Conn& c, const core::CreateQueueParams& op) {
-  const auto& [name, o] = op;
-  MyConn& conn = My(c);
-  auto now = NowUs(conn);
-  if (!now.ok()) return now.status();
-  static const std::string kSql = R"sql(
-    INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
-      backoff_max_us, archive, retention_us, max_payload, created_us)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
-  auto rows = conn.Run(kSql,
-                       Params()
-                           .Text(name)
-                           .Int(o.max_attempts)
-                           .Int(Us(o.lease))
-                           .Int(Us(o.backoff_base))
-                           .Int(Us(o.backoff_max))
-                           .Int(o.archive ? 1 : 0)
-                           .Int(Us(o.retention))
-                           .Int(static_cast<std::int64_t>(o.max_payload_bytes))
-                           .Int(*now),
-                       "create queue", /*clean_ok=*/true);
-  if (rows.status().code() == Code::kAlreadyExists) return Taken(conn, name);
-  if (!rows.ok()) return rows.status();
-  core::QueueRecord r;
-  r.id = static_cast<std::int64_t>(rows->insert_id());
-  r.info = {
-      .name = std::string(name), .options = o, .created_at = FromUs(*now)};
-  return r;
-}
-
-Result<core::QueueRecord> MysqlEngine::GetQueue(Conn& c,
-                                                std::string_view name) {
-  static const std::string kSql = R"sql(
-    SELECT id, name, max_attempts, lease_us, backoff_base_us,
-           backoff_max_us, archive, retention_us, max_payload, created_us
-    FROM sqlq_queues WHERE name = ? AND kind = 'queue')sql";
-  auto rows = My(c).Run(kSql, Params().Text(name), "look up queue");
-  if (!rows.ok()) return rows.status();
-  if (rows->size() == 0) return Missing(My(c), name, "queue");
-  return core::DecodeQueue(core::RowAt<Rows>{*rows, 0});
-}
-
-Result<std::vector<core::QueueRecord>> MysqlEngine::ListQueues(Conn& c) {
-  static const std::string kSql = R"sql(
-    SELECT id, name, max_attempts, lease_us, backoff_base_us,
-           backoff_max_us, archive, retention_us, max_payload, created_us
-    FROM sqlq_queues WHERE kind = 'queue' ORDER BY name)sql";
-  auto rows = My(c).Run(kSql, Params(), "list queues");
-  if (!rows.ok()) return rows.status();
-  std::vector<core::QueueRecord> out;
-  for (int i = 0; i < rows->size(); ++i)
-    out.push_back(core::DecodeQueue(core::RowAt<Rows>{*rows, i}));
-  return out;
-}
-
 Status MysqlEngine::DropQueue(Conn& c, std::int64_t queue_id) {
   // Messages, dead letters, archive and counters go by ON DELETE CASCADE.
   static const std::string kSql = "DELETE FROM sqlq_queues WHERE id = ?";
@@ -68,54 +12,6 @@ Status MysqlEngine::DropQueue(Conn& c, std::int64_t queue_id) {
   if (!rows.ok()) return rows.status();
   if (rows->affected() == 0) return core::QueueGone(queue_id);
   return Status::Ok();
-}
-
-Result<std::int64_t> MysqlEngine::PurgeQueue(Conn& c, std::int64_t queue_id) {
-  MyConn& conn = My(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  static const std::string kSql =
-      "DELETE FROM sqlq_messages WHERE queue_id = ?";
-  auto rows = conn.Run(kSql, Params().Int(queue_id), "purge queue");
-  if (!rows.ok()) return rows.status();
-  return rows->affected();
-}
-
-Result<QueueStats> MysqlEngine::Stats(Conn& c, std::int64_t queue_id) {
-  MyConn& conn = My(c);
-  auto now = NowUs(conn);
-  if (!now.ok()) return now.status();
-  static const std::string kSql = R"sql(
-    SELECT q.name,
-      (SELECT COALESCE(SUM(sends), 0) FROM sqlq_counters k
-       WHERE k.queue_id = q.id),
-      (SELECT COALESCE(SUM(claims), 0) FROM sqlq_counters k
-       WHERE k.queue_id = q.id),
-      (SELECT COALESCE(SUM(acks), 0) FROM sqlq_counters k
-       WHERE k.queue_id = q.id),
-      (SELECT COALESCE(SUM(nacks), 0) FROM sqlq_counters k
-       WHERE k.queue_id = q.id),
-      (SELECT COALESCE(SUM(expirations), 0) FROM sqlq_counters k
-       WHERE k.queue_id = q.id),
-      (SELECT COALESCE(SUM(dead_lettered), 0) FROM sqlq_counters k
-       WHERE k.queue_id = q.id),
-      (SELECT COUNT(*) FROM sqlq_messages m
-       WHERE m.queue_id = q.id AND m.ready_us <= ?),
-      (SELECT COUNT(*) FROM sqlq_messages m
-       WHERE m.queue_id = q.id AND m.ready_us > ? AND m.token = 0),
-      (SELECT COUNT(*) FROM sqlq_messages m
-       WHERE m.queue_id = q.id AND m.ready_us > ? AND m.token <> 0),
-      (SELECT MIN(ready_us) FROM sqlq_messages m
-       WHERE m.queue_id = q.id AND m.ready_us <= ?),
-      (SELECT COUNT(*) FROM sqlq_dead d WHERE d.queue_id = q.id),
-      (SELECT COUNT(*) FROM sqlq_archive a WHERE a.queue_id = q.id)
-    FROM sqlq_queues q WHERE q.id = ?)sql";
-  auto rows = conn.Run(
-      kSql, Params().Int(*now).Int(*now).Int(*now).Int(*now).Int(queue_id),
-      "stats");
-  if (!rows.ok()) return rows.status();
-  if (rows->size() == 0) return core::QueueGone(queue_id);
-  return core::DecodeStats(core::RowAt<Rows>{*rows, 0}, *now);
 }
 
 const std::string& MysqlEngine::InsertSql(std::size_t n) {
@@ -252,22 +148,6 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
   return out;
 }
 
-Result<std::vector<DeadLetter>> MysqlEngine::ListDead(
-    Conn& c, const core::ListDeadParams& op) {
-  const auto& [queue_id, o] = op;
-  MyConn& conn = My(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  static const std::string kSql = R"sql(
-    SELECT id, priority, attempts, enqueued_us, died_us, last_error, payload
-    FROM sqlq_dead WHERE queue_id = ? AND id > ? ORDER BY id LIMIT ?)sql";
-  auto rows = conn.Run(
-      kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit), "list dead");
-  if (!rows.ok()) return rows.status();
-  return core::DecodeAll(*rows,
-                         [](const auto& r) { return core::DecodeDead(r); });
-}
-
 Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
                                           const core::RedriveParams& op) {
   const auto& [queue_id, ids] = op;
@@ -357,118 +237,6 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
     if (!s.ok()) return s;
   }
   return moved;
-}
-
-Result<std::int64_t> MysqlEngine::PurgeDead(Conn& c, std::int64_t queue_id) {
-  MyConn& conn = My(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  static const std::string kSql = "DELETE FROM sqlq_dead WHERE queue_id = ?";
-  auto rows = conn.Run(kSql, Params().Int(queue_id), "purge dead letters");
-  if (!rows.ok()) return rows.status();
-  return rows->affected();
-}
-
-Result<std::vector<ArchivedMessage>> MysqlEngine::ListArchive(
-    Conn& c, const core::ListArchiveParams& op) {
-  const auto& [queue_id, o] = op;
-  MyConn& conn = My(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  static const std::string kSql = R"sql(
-    SELECT id, priority, attempts, enqueued_us, completed_us, worker, payload
-    FROM sqlq_archive WHERE queue_id = ? AND id > ?
-    ORDER BY id LIMIT ?)sql";
-  auto rows =
-      conn.Run(kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit),
-               "list archive");
-  if (!rows.ok()) return rows.status();
-  return core::DecodeAll(*rows,
-                         [](const auto& r) { return core::DecodeArchived(r); });
-}
-
-Result<std::int64_t> MysqlEngine::PruneArchive(
-    Conn& c, const core::PruneArchiveParams& op) {
-  const auto& [queue_id, retention] = op;
-  MyConn& conn = My(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  auto now = NowUs(conn);
-  if (!now.ok()) return now.status();
-  static const std::string kSql = R"sql(
-    DELETE FROM sqlq_archive WHERE queue_id = ? AND completed_us < ?)sql";
-  auto rows =
-      conn.Run(kSql, Params().Int(queue_id).Int(*now - retention.count()),
-               "prune archive");
-  if (!rows.ok()) return rows.status();
-  return rows->affected();
-}
-
-Result<std::int64_t> MysqlEngine::InsertKind(
-    MyConn& conn, std::string_view name, const char* kind,
-    std::size_t max_payload, std::int64_t capacity, int max_failures) {
-  auto now = NowUs(conn);
-  if (!now.ok()) return now.status();
-  static const std::string kSql = R"sql(
-    INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
-      backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
-      created_us, capacity, max_failures)
-    VALUES (?, ?, 0, 0, 0, 0, 0, 0, ?, ?, ?, ?))sql";
-  auto rows = conn.Run(kSql,
-                       Params()
-                           .Text(name)
-                           .Text(kind)
-                           .Int(static_cast<std::int64_t>(max_payload))
-                           .Int(*now)
-                           .Int(capacity)
-                           .Int(max_failures),
-                       fmt::format("create {}", kind), /*clean_ok=*/true);
-  if (rows.status().code() == Code::kAlreadyExists) return Taken(conn, name);
-  if (!rows.ok()) return rows.status();
-  return static_cast<std::int64_t>(rows->insert_id());
-}
-
-Status MysqlEngine::Missing(MyConn& conn, std::string_view name,
-                            std::string_view want) {
-  static const std::string kSql =
-      "SELECT kind FROM sqlq_queues WHERE name = ? LOCK IN SHARE MODE";
-  auto rows = conn.Run(kSql, Params().Text(name), "look up name");
-  if (!rows.ok()) return rows.status();
-  if (rows->size() > 0) {
-    return core::NotA(name, rows->Bytes(0, 0), want);
-  }
-  return core::NotA(name, std::nullopt, want);
-}
-
-Status MysqlEngine::Taken(MyConn& conn, std::string_view name) {
-  static const std::string kSql =
-      "SELECT kind FROM sqlq_queues WHERE name = ? LOCK IN SHARE MODE";
-  auto rows = conn.Run(kSql, Params().Text(name), "look up name");
-  if (!rows.ok()) return rows.status();
-  if (rows->size() == 0) return core::NameTaken(name, std::nullopt);
-  return core::NameTaken(name, rows->Bytes(0, 0));
-}
-
-Status MysqlEngine::CheckKind(MyConn& conn, std::int64_t id,
-                              std::string_view kind) {
-  if (conn.known_queues.contains(id)) return Status::Ok();
-  Status s = CheckQueue(conn, id);
-  if (s.code() == Code::kNotFound) return core::KindGone(kind, id);
-  return s;
-}
-
-Status MysqlEngine::CheckQueue(MyConn& conn, std::int64_t queue_id, bool lock) {
-  if (conn.known_queues.contains(queue_id)) return Status::Ok();
-  static const std::string kLock =
-      "SELECT 1 FROM sqlq_queues WHERE id = ? LOCK IN SHARE MODE";
-  static const std::string kLook = "SELECT 1 FROM sqlq_queues WHERE id = ?";
-  lock = lock && !conn.read_only;
-  auto rows =
-      conn.Run(lock ? kLock : kLook, Params().Int(queue_id), "look up queue");
-  if (!rows.ok()) return rows.status();
-  if (rows->size() == 0) return core::QueueGone(queue_id);
-  if (lock) conn.known_queues.insert(queue_id);
-  return Status::Ok();
 }
 
 }  // namespace sqlq::engines::mysql

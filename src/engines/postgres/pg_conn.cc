@@ -29,6 +29,25 @@ bool IsRetryableSqlState(std::string_view sqlstate) {
   return sqlstate == "40001" || sqlstate == "40P01";
 }
 
+std::string NumberPlaceholders(std::string_view sql) {
+  std::string out;
+  out.reserve(sql.size() + 16);
+  int n = 0;
+  char quote = 0;  // the quote of the literal or identifier we are in
+  for (char ch : sql) {
+    if (quote != 0) {
+      if (ch == quote) quote = 0;  // a doubled quote leaves and re-enters
+    } else if (ch == '\'' || ch == '"') {
+      quote = ch;
+    } else if (ch == '?') {
+      out += fmt::format("${}", ++n);
+      continue;
+    }
+    out += ch;
+  }
+  return out;
+}
+
 Status Translate(const PGresult* res, PGconn* conn, std::string_view what,
                  Phase phase) {
   std::string detail = Trimmed(res != nullptr ? PQresultErrorMessage(res)

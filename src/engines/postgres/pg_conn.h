@@ -43,6 +43,11 @@ Status Translate(const PGresult* res, PGconn* conn, std::string_view what,
 // (serialization failure, deadlock).
 bool IsRetryableSqlState(std::string_view sqlstate);
 
+// `sql` written with ? placeholders (as the SQL the engines share is) with
+// PostgreSQL's $1, $2, ... in their place, in order. A ? inside a quoted
+// literal or identifier stays.
+std::string NumberPlaceholders(std::string_view sql);
+
 struct ResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
 };
@@ -137,6 +142,12 @@ class PgConn : public core::TxConn {
   // that the transaction is aborted.
   Result<Rows> Run(const char* sql, const Params& params, std::string_view what,
                    Phase phase = Phase::kStatement);
+  // The same for a statement built once (Dialect::Statement): `sql` must
+  // have static storage too.
+  Result<Rows> Run(const std::string& sql, const Params& params,
+                   std::string_view what, Phase phase = Phase::kStatement) {
+    return Run(sql.c_str(), params, what, phase);
+  }
   // Runs `sql` once per element of `params`, in order, in pipeline mode: a
   // round trip per chunk of statements instead of per statement. The first
   // failure fails the whole call (and, as with Run, the transaction).

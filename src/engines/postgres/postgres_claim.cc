@@ -141,12 +141,6 @@ Result<std::optional<Timestamp>> PostgresEngine::NextReadyAt(
   return std::optional<Timestamp>(FromUs(at));
 }
 
-Result<Timestamp> PostgresEngine::Now(Conn& c) {
-  auto now = NowUs(Pg(c));
-  if (!now.ok()) return now.status();
-  return FromUs(*now);
-}
-
 Status PostgresEngine::Ack(Conn& c, const core::AckParams& p) {
   PgConn& conn = Pg(c);
   Status s = CheckQueue(conn, p.queue_id);
@@ -293,26 +287,6 @@ Result<Timestamp> PostgresEngine::Extend(Conn& c,
   if (rows->affected() == 0) return Refused(conn, queue_id, receipt);
   ++conn.churned;
   return FromUs(until);
-}
-
-Params PostgresEngine::Fence(std::int64_t queue_id, const core::Receipt& r) {
-  Params p;
-  p.Int(r.id).Int(queue_id).Int(TokenBits(r.token)).Int(r.attempt);
-  return p;
-}
-
-Status PostgresEngine::Refused(PgConn& conn, std::int64_t queue_id,
-                               const core::Receipt& r) {
-  static constexpr const char* kSql = R"sql(
-    SELECT token, attempts FROM sqlq_messages
-    WHERE id = $1 AND queue_id + 0 = $2)sql";
-  auto rows = conn.Run(kSql, Params().Int(r.id).Int(queue_id), "check receipt");
-  if (!rows.ok()) return rows.status();
-  if (rows->size() == 0) {
-    return core::NotInQueue(r.id);
-  }
-  const std::int64_t attempts = rows->Int(0, 1);
-  return core::StaleReceipt(r, rows->Int(0, 0), attempts);
 }
 
 }  // namespace sqlq::engines::postgres

@@ -68,21 +68,6 @@ void PostgresEngine::WatchForeignWrites(std::function<void()> changed) {
       std::move(changed), kNotifyInterval);
 }
 
-Result<std::int64_t> PostgresEngine::NowUs(PgConn& conn) {
-  if (clock_) return Us(clock_->Now());
-  if (conn.tx_now_us) return *conn.tx_now_us;
-  auto rows = conn.Run(kNowSql, Params(), "read the database clock");
-  if (!rows.ok()) return rows.status();
-  conn.tx_now_us = rows->Int(0, 0);
-  return *conn.tx_now_us;
-}
-
-Status PostgresEngine::AddCounters(PgConn& conn, std::int64_t queue_id,
-                                   const QueueCounters& d) {
-  if (conn.DeferCounters(queue_id, d)) return Status::Ok();
-  return WriteCounters(conn, queue_id, d);
-}
-
 Params PostgresEngine::CounterParams(std::int64_t queue_id,
                                      const QueueCounters& d) {
   Params p;

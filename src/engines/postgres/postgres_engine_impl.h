@@ -1,7 +1,9 @@
 // The PostgreSQL engine class, shared by the files that implement
 // it by concern (postgres_engine.cc, postgres_queue.cc, postgres_claim.cc,
-// postgres_ring.cc, postgres_rotation.cc, postgres_migrate.cc). Internal:
-// included by those files only.
+// postgres_migrate.cc). Rings, rotations and the rest of what it shares
+// with the MariaDB engine are in engines/shared/, with PostgreSQL's SQL for
+// them in dialect.h and postgres_shared.cc. Internal: included by those
+// files only.
 //
 // The PostgreSQL engine. Design notes: docs/engines/postgres.md.
 //
@@ -45,12 +47,14 @@
 #include "core/tx_conn.h"
 #include "core/url_params.h"
 #include "engines/postgres/claim_marks.h"
+#include "engines/postgres/dialect.h"
 #include "engines/postgres/notifier.h"
 #include "engines/postgres/pg_conn.h"
 #include "engines/postgres/postgres_engine.h"
 #include "engines/postgres/schema.h"
 #include "engines/postgres/statements.h"
 #include "engines/postgres/vacuumer.h"
+#include "engines/shared/sql_engine.h"
 
 namespace sqlq::engines::postgres {
 
@@ -125,15 +129,13 @@ constexpr const char* kBeginWithNow =
 constexpr const char* kBeginReadWithNow =
     "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
     "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
-constexpr const char* kNowSql =
-    "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
 
-class PostgresEngine : public core::Engine {
+class PostgresEngine : public shared::SqlEngine<Dialect> {
  public:
   PostgresEngine(std::string url, const Tuning& tuning,
                  std::shared_ptr<Clock> clock)
-      : url_(std::move(url)),
-        clock_(std::move(clock)),
+      : SqlEngine(std::move(clock)),
+        url_(std::move(url)),
         write_groups_(tuning.write_groups),
         vacuum_threshold_(tuning.vacuum_rows),
         fold_threshold_(tuning.fold_rows),
@@ -191,20 +193,9 @@ class PostgresEngine : public core::Engine {
 
   // --- queues --------------------------------------------------------------
 
-  Result<core::QueueRecord> CreateQueue(
-      Conn& c, const core::CreateQueueParams& op) override;
-
-  Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override;
-
-  Result<std::vector<core::QueueRecord>> ListQueues(Conn& c) override;
-
   Status TouchSchema(Conn& c) override;
 
   Status DropQueue(Conn& c, std::int64_t queue_id) override;
-
-  Result<std::int64_t> PurgeQueue(Conn& c, std::int64_t queue_id) override;
-
-  Result<QueueStats> Stats(Conn& c, std::int64_t queue_id) override;
 
   // --- messages ------------------------------------------------------------
 
@@ -216,8 +207,6 @@ class PostgresEngine : public core::Engine {
 
   Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
                                                std::int64_t queue_id) override;
-
-  Result<Timestamp> Now(Conn& c) override;
 
   Status Ack(Conn& c, const core::AckParams& p) override;
 
@@ -237,142 +226,12 @@ class PostgresEngine : public core::Engine {
 
   Result<Timestamp> Extend(Conn& c, const core::ExtendParams& op) override;
 
-  // --- dead letters and archive -------------------------------------------
-
-  Result<std::vector<DeadLetter>> ListDead(
-      Conn& c, const core::ListDeadParams& op) override;
+  // --- dead letters (listing them and the archive: engines/shared) --------
 
   Result<std::int64_t> Redrive(Conn& c, const core::RedriveParams& op) override;
 
-  Result<std::int64_t> PurgeDead(Conn& c, std::int64_t queue_id) override;
-
-  Result<std::vector<ArchivedMessage>> ListArchive(
-      Conn& c, const core::ListArchiveParams& op) override;
-
-  Result<std::int64_t> PruneArchive(
-      Conn& c, const core::PruneArchiveParams& op) override;
-
-  // --- rings ---------------------------------------------------------------
-  // Locking (docs/engines/postgres.md): operations on a ring take FOR KEY
-  // SHARE on its sqlq_queues row (CheckKind), as sends do, so a drop waits.
-  // A push locks its group's row with the upsert, which serialises the
-  // pushes to one group; every operation that deletes entries locks the
-  // group row first, so group row then entries is the one lock order.
-  // SetCapacity locks the ring's row FOR UPDATE, which waits for the pushes
-  // in flight (their FOR KEY SHARE) and holds new ones off until it commits:
-  // no push evicts by the old capacity after the new one is in force.
-
-  Result<core::RingRecord> CreateRing(
-      Conn& c, const core::CreateRingParams& op) override;
-
-  Result<core::RingRecord> GetRing(Conn& c, std::string_view name) override;
-
-  Status DropRing(Conn& c, std::int64_t ring_id) override;
-
-  Result<RingEntry> RingPush(Conn& c, const core::RingPushParams& op) override;
-
-  Result<std::vector<RingEntry>> RingRead(
-      Conn& c, const core::RingReadParams& op) override;
-
-  Result<std::vector<RingGroup>> RingGroups(Conn& c,
-                                            std::int64_t ring_id) override;
-
-  Status RingDelete(Conn& c, const core::RingDeleteParams& op) override;
-
-  Result<std::int64_t> RingDeleteGroup(
-      Conn& c, const core::RingDeleteGroupParams& op) override;
-
-  Result<std::int64_t> RingSetCapacity(
-      Conn& c, const core::RingSetCapacityParams& op) override;
-
-  Result<RingStats> RingStatsOf(Conn& c, std::int64_t ring_id) override;
-
-  // --- rotations -------------------------------------------------------------
-  // Locking: next() and add() lock the rotation's sqlq_queues row FOR NO
-  // KEY UPDATE first (and keep it to commit), so they run one after the
-  // other per rotation across connections and processes: each call sees
-  // the stamps of the calls before it, which keeps the round-robin order
-  // and the ±1 fairness, and no two calls get the same item. The lock does
-  // not conflict with the FOR KEY SHARE of other operations, but a drop
-  // waits for it. next() also locks the items it serves (FOR UPDATE)
-  // against a concurrent fail/ok/reset/remove.
-
-  Result<core::RotationRecord> CreateRotation(
-      Conn& c, const core::CreateRotationParams& op) override;
-
-  Result<core::RotationRecord> GetRotation(Conn& c,
-                                           std::string_view name) override;
-
-  Status DropRotation(Conn& c, std::int64_t rotation_id) override;
-
-  Status RotationAdd(Conn& c, const core::RotationAddParams& op) override;
-
-  Status RotationRemove(Conn& c, const core::RotationRemoveParams& op) override;
-
-  Result<std::vector<RotationItem>> RotationNext(
-      Conn& c, const core::RotationNextParams& op) override;
-
-  Result<RotationItem> RotationFail(
-      Conn& c, const core::RotationFailParams& op) override;
-
-  Result<RotationItem> RotationOk(Conn& c,
-                                  const core::RotationOkParams& op) override;
-
-  Result<RotationItem> RotationReset(
-      Conn& c, const core::RotationResetParams& op) override;
-
-  Result<std::vector<RotationItem>> RotationList(
-      Conn& c, std::int64_t rotation_id) override;
-
-  Result<RotationStats> RotationStatsOf(Conn& c,
-                                        std::int64_t rotation_id) override;
-
- protected:
  private:
   static PgConn& Pg(Conn& c) { return static_cast<PgConn&>(c); }
-
-  // Creates the row of a ring or rotation (`kind` is one of those two
-  // literals); kAlreadyExists when the name is taken by any kind.
-  Result<std::int64_t> InsertKind(PgConn& conn, std::string_view name,
-                                  const char* kind, std::size_t max_payload,
-                                  std::int64_t capacity, int max_failures);
-
-  // Why `name` is not a `want`: missing, or another kind of thing.
-  static Status Missing(PgConn& conn, std::string_view name,
-                        std::string_view want);
-
-  // The name is taken: says by what kind of thing.
-  static Status Taken(PgConn& conn, std::string_view name);
-
-  // CheckQueue for a ring or rotation: kNotFound naming the kind.
-  Status CheckKind(PgConn& conn, std::int64_t id, std::string_view kind);
-
-  // Locks the rotation's row FOR NO KEY UPDATE (to commit): serialises
-  // next() and add() per rotation. kNotFound when it was dropped.
-  Status LockRotation(PgConn& conn, std::int64_t rotation_id);
-
-  // Takes the rotation's next `count` counter values and returns the last
-  // of them. REQUIRES: LockRotation in this transaction.
-  Result<std::int64_t> NextStamp(PgConn& conn, std::int64_t rotation_id,
-                                 std::int64_t count);
-
-  // Locks the group's row FOR UPDATE (the lock a push takes), before any of
-  // its entries: false when the group was never pushed to.
-  static Result<bool> LockGroup(PgConn& conn, std::int64_t ring_id,
-                                std::string_view group);
-
-  // Deletes the group's `n` oldest entries (lowest seq: a total order) and
-  // returns how many went. REQUIRES: the group row locked.
-  static Result<std::int64_t> EvictOldest(PgConn& conn, std::int64_t ring_id,
-                                          std::string_view group,
-                                          std::int64_t n);
-
-  static Status AdjustEntries(PgConn& conn, std::int64_t ring_id,
-                              std::string_view group, std::int64_t delta);
-
-  static Result<RotationItem> UpdateItem(PgConn& conn, const char* sql,
-                                         const Params& params,
-                                         std::string_view key);
 
   // Inserts a batch of messages with one INSERT ... SELECT FROM unnest(...)
   // per chunk (the columns go as arrays: one statement, one round trip,
@@ -396,23 +255,6 @@ class PostgresEngine : public core::Engine {
                                    std::vector<SendResult>& out,
                                    std::vector<std::size_t>& held);
 
-  static Params Fence(std::int64_t queue_id, const core::Receipt& r);
-
-  Result<std::int64_t> NowUs(PgConn& conn);
-
-  // Makes sure the queue exists and, in write transactions, keeps it from
-  // being dropped until this transaction ends: FOR KEY SHARE conflicts only
-  // with DELETE (and key updates) of the queue row, not with other
-  // senders' or claimers' locks. Taking it first, before any message row,
-  // gives every transaction the same lock order as DROP QUEUE (queue row,
-  // then its messages by cascade), so the two cannot deadlock.
-  // `lock` false: only look (a claim, see there).
-  Status CheckQueue(PgConn& conn, std::int64_t queue_id, bool lock = true);
-
-  // REQUIRES: CheckQueue(queue_id) in this transaction.
-  Status AddCounters(PgConn& conn, std::int64_t queue_id,
-                     const QueueCounters& d);
-
   // One row of changes per transaction and queue (schema version 5): an
   // insert, which leaves no row version behind to walk, even while a
   // snapshot open elsewhere keeps vacuum from removing any.
@@ -424,11 +266,7 @@ class PostgresEngine : public core::Engine {
   static Params CounterParams(std::int64_t queue_id, const QueueCounters& d);
 
   Status WriteCounters(PgConn& conn, std::int64_t queue_id,
-                       const QueueCounters& d);
-
-  // Says why a receipt was refused: the message is gone, or it is there
-  // under another lease.
-  Status Refused(PgConn& conn, std::int64_t queue_id, const core::Receipt& r);
+                       const QueueCounters& d) override;
 
   // BEGIN, and the database clock with it when the store uses it.
   Status Begin(PgConn& conn, bool read_only);
@@ -474,7 +312,6 @@ class PostgresEngine : public core::Engine {
   Status Migrate(PgConn& conn, bool create);
 
   const std::string url_;
-  const std::shared_ptr<Clock> clock_;  // null: the database clock
   const int write_groups_;
   const std::int64_t vacuum_threshold_;
   const std::int64_t fold_threshold_;

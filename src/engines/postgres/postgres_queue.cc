@@ -5,64 +5,6 @@
 
 namespace sqlq::engines::postgres {
 
-Result<core::QueueRecord> PostgresEngine::CreateQueue(
-    Conn& c, const core::CreateQueueParams& op) {
-  const auto& [name, o] = op;
-  PgConn& conn = Pg(c);
-  auto now = NowUs(conn);
-  if (!now.ok()) return now.status();
-  static constexpr const char* kSql = R"sql(
-    INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
-      backoff_max_us, archive, retention_us, max_payload, created_us)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-    ON CONFLICT (name) DO NOTHING
-    RETURNING id)sql";
-  auto rows = conn.Run(kSql,
-                       Params()
-                           .Text(name)
-                           .Int(o.max_attempts)
-                           .Int(Us(o.lease))
-                           .Int(Us(o.backoff_base))
-                           .Int(Us(o.backoff_max))
-                           .Text(o.archive ? "true" : "false")
-                           .Int(Us(o.retention))
-                           .Int(static_cast<std::int64_t>(o.max_payload_bytes))
-                           .Int(*now),
-                       "create queue");
-  if (!rows.ok()) return rows.status();
-  if (rows->size() == 0) return Taken(conn, name);
-  core::QueueRecord r;
-  r.id = rows->Int(0, 0);
-  r.info = {
-      .name = std::string(name), .options = o, .created_at = FromUs(*now)};
-  return r;
-}
-
-Result<core::QueueRecord> PostgresEngine::GetQueue(Conn& c,
-                                                   std::string_view name) {
-  static constexpr const char* kSql = R"sql(
-    SELECT id, name, max_attempts, lease_us, backoff_base_us,
-           backoff_max_us, archive, retention_us, max_payload, created_us
-    FROM sqlq_queues WHERE name = $1 AND kind = 'queue')sql";
-  auto rows = Pg(c).Run(kSql, Params().Text(name), "look up queue");
-  if (!rows.ok()) return rows.status();
-  if (rows->size() == 0) return Missing(Pg(c), name, "queue");
-  return core::DecodeQueue(core::RowAt<Rows>{*rows, 0});
-}
-
-Result<std::vector<core::QueueRecord>> PostgresEngine::ListQueues(Conn& c) {
-  static constexpr const char* kSql = R"sql(
-    SELECT id, name, max_attempts, lease_us, backoff_base_us,
-           backoff_max_us, archive, retention_us, max_payload, created_us
-    FROM sqlq_queues WHERE kind = 'queue' ORDER BY name)sql";
-  auto rows = Pg(c).Run(kSql, Params(), "list queues");
-  if (!rows.ok()) return rows.status();
-  std::vector<core::QueueRecord> out;
-  for (int i = 0; i < rows->size(); ++i)
-    out.push_back(core::DecodeQueue(core::RowAt<Rows>{*rows, i}));
-  return out;
-}
-
 Status PostgresEngine::DropQueue(Conn& c, std::int64_t queue_id) {
   // Dead letters, archive and counters go by ON DELETE CASCADE; messages
   // have no foreign key (schema.h, version 3) and are deleted here, after
@@ -84,53 +26,6 @@ Status PostgresEngine::DropQueue(Conn& c, std::int64_t queue_id) {
   // with kNotFound, instead of at their next poll.
   Pg(c).notify = true;
   return Status::Ok();
-}
-
-Result<std::int64_t> PostgresEngine::PurgeQueue(Conn& c,
-                                                std::int64_t queue_id) {
-  PgConn& conn = Pg(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  static constexpr const char* kSql =
-      "DELETE FROM sqlq_messages WHERE queue_id = $1";
-  auto rows = conn.Run(kSql, Params().Int(queue_id), "purge queue");
-  if (!rows.ok()) return rows.status();
-  return rows->affected();
-}
-
-Result<QueueStats> PostgresEngine::Stats(Conn& c, std::int64_t queue_id) {
-  PgConn& conn = Pg(c);
-  auto now = NowUs(conn);
-  if (!now.ok()) return now.status();
-  // One round trip; sum() of BIGINT is NUMERIC, hence the casts. The
-  // counters are summed in one pass over sqlq_counts: the deltas table
-  // has no index, so each separate sum would read it whole again.
-  static constexpr const char* kSql = R"sql(
-    SELECT q.name, k.sends, k.claims, k.acks, k.nacks, k.expirations,
-      k.dead_lettered,
-      m.ready, m.delayed, m.leased, m.oldest,
-      (SELECT count(*) FROM sqlq_dead d WHERE d.queue_id = q.id),
-      (SELECT count(*) FROM sqlq_archive a WHERE a.queue_id = q.id)
-    FROM sqlq_queues q,
-      LATERAL (SELECT coalesce(sum(sends), 0)::bigint AS sends,
-                 coalesce(sum(claims), 0)::bigint AS claims,
-                 coalesce(sum(acks), 0)::bigint AS acks,
-                 coalesce(sum(nacks), 0)::bigint AS nacks,
-                 coalesce(sum(expirations), 0)::bigint AS expirations,
-                 coalesce(sum(dead_lettered), 0)::bigint AS dead_lettered
-               FROM sqlq_counts WHERE queue_id = q.id) k,
-      LATERAL (SELECT count(*) FILTER (WHERE ready_us <= $2) AS ready,
-                 count(*) FILTER (WHERE ready_us > $2 AND token = 0)
-                   AS delayed,
-                 count(*) FILTER (WHERE ready_us > $2 AND token <> 0)
-                   AS leased,
-                 min(ready_us) FILTER (WHERE ready_us <= $2) AS oldest
-               FROM sqlq_messages WHERE queue_id = q.id) m
-    WHERE q.id = $1)sql";
-  auto rows = conn.Run(kSql, Params().Int(queue_id).Int(*now), "stats");
-  if (!rows.ok()) return rows.status();
-  if (rows->size() == 0) return core::QueueGone(queue_id);
-  return core::DecodeStats(core::RowAt<Rows>{*rows, 0}, *now);
 }
 
 Result<std::vector<SendResult>> PostgresEngine::Send(
@@ -243,22 +138,6 @@ Result<std::vector<SendResult>> PostgresEngine::Send(
   return out;
 }
 
-Result<std::vector<DeadLetter>> PostgresEngine::ListDead(
-    Conn& c, const core::ListDeadParams& op) {
-  const auto& [queue_id, o] = op;
-  PgConn& conn = Pg(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  static constexpr const char* kSql = R"sql(
-    SELECT id, priority, attempts, enqueued_us, died_us, last_error, payload
-    FROM sqlq_dead WHERE queue_id = $1 AND id > $2 ORDER BY id LIMIT $3)sql";
-  auto rows = conn.Run(
-      kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit), "list dead");
-  if (!rows.ok()) return rows.status();
-  return core::DecodeAll(*rows,
-                         [](const auto& r) { return core::DecodeDead(r); });
-}
-
 Result<std::int64_t> PostgresEngine::Redrive(Conn& c,
                                              const core::RedriveParams& op) {
   const auto& [queue_id, ids] = op;
@@ -303,108 +182,6 @@ Result<std::int64_t> PostgresEngine::Redrive(Conn& c,
     conn.MadeReady(queue_id, *now);
   }
   return rows->affected();
-}
-
-Result<std::int64_t> PostgresEngine::PurgeDead(Conn& c, std::int64_t queue_id) {
-  PgConn& conn = Pg(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  static constexpr const char* kSql =
-      "DELETE FROM sqlq_dead WHERE queue_id = $1";
-  auto rows = conn.Run(kSql, Params().Int(queue_id), "purge dead letters");
-  if (!rows.ok()) return rows.status();
-  return rows->affected();
-}
-
-Result<std::vector<ArchivedMessage>> PostgresEngine::ListArchive(
-    Conn& c, const core::ListArchiveParams& op) {
-  const auto& [queue_id, o] = op;
-  PgConn& conn = Pg(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  static constexpr const char* kSql = R"sql(
-    SELECT id, priority, attempts, enqueued_us, completed_us, worker, payload
-    FROM sqlq_archive WHERE queue_id = $1 AND id > $2
-    ORDER BY id LIMIT $3)sql";
-  auto rows =
-      conn.Run(kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit),
-               "list archive");
-  if (!rows.ok()) return rows.status();
-  return core::DecodeAll(*rows,
-                         [](const auto& r) { return core::DecodeArchived(r); });
-}
-
-Result<std::int64_t> PostgresEngine::PruneArchive(
-    Conn& c, const core::PruneArchiveParams& op) {
-  const auto& [queue_id, retention] = op;
-  PgConn& conn = Pg(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  auto now = NowUs(conn);
-  if (!now.ok()) return now.status();
-  static constexpr const char* kSql = R"sql(
-    DELETE FROM sqlq_archive WHERE queue_id = $1 AND completed_us < $2)sql";
-  auto rows =
-      conn.Run(kSql, Params().Int(queue_id).Int(*now - retention.count()),
-               "prune archive");
-  if (!rows.ok()) return rows.status();
-  return rows->affected();
-}
-
-Result<std::int64_t> PostgresEngine::InsertKind(
-    PgConn& conn, std::string_view name, const char* kind,
-    std::size_t max_payload, std::int64_t capacity, int max_failures) {
-  auto now = NowUs(conn);
-  if (!now.ok()) return now.status();
-  static constexpr const char* kSql = R"sql(
-    INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
-      backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
-      created_us, capacity, max_failures)
-    VALUES ($1, $2, 0, 0, 0, 0, false, 0, $3, $4, $5, $6)
-    ON CONFLICT (name) DO NOTHING
-    RETURNING id)sql";
-  auto rows = conn.Run(kSql,
-                       Params()
-                           .Text(name)
-                           .Text(kind)
-                           .Int(static_cast<std::int64_t>(max_payload))
-                           .Int(*now)
-                           .Int(capacity)
-                           .Int(max_failures),
-                       fmt::format("create {}", kind));
-  if (!rows.ok()) return rows.status();
-  if (rows->size() == 0) return Taken(conn, name);
-  return rows->Int(0, 0);
-}
-
-Status PostgresEngine::Missing(PgConn& conn, std::string_view name,
-                               std::string_view want) {
-  static constexpr const char* kSql =
-      "SELECT kind FROM sqlq_queues WHERE name = $1";
-  auto rows = conn.Run(kSql, Params().Text(name), "look up name");
-  if (!rows.ok()) return rows.status();
-  if (rows->size() > 0) {
-    return core::NotA(name, rows->Bytes(0, 0), want);
-  }
-  return core::NotA(name, std::nullopt, want);
-}
-
-Status PostgresEngine::Taken(PgConn& conn, std::string_view name) {
-  static constexpr const char* kSql =
-      "SELECT kind FROM sqlq_queues WHERE name = $1";
-  auto rows = conn.Run(kSql, Params().Text(name), "look up name");
-  if (!rows.ok()) return rows.status();
-  // Dropped again since our insert saw it: taken all the same.
-  if (rows->size() == 0) return core::NameTaken(name, std::nullopt);
-  return core::NameTaken(name, rows->Bytes(0, 0));
-}
-
-Status PostgresEngine::CheckKind(PgConn& conn, std::int64_t id,
-                                 std::string_view kind) {
-  if (conn.known_queues.contains(id)) return Status::Ok();
-  Status s = CheckQueue(conn, id);
-  if (s.code() == Code::kNotFound) return core::KindGone(kind, id);
-  return s;
 }
 
 Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
@@ -585,24 +362,6 @@ Result<std::int64_t> PostgresEngine::InsertBatch(
     begin = end;
   }
   return stored;
-}
-
-Status PostgresEngine::CheckQueue(PgConn& conn, std::int64_t queue_id,
-                                  bool lock) {
-  if (conn.known_queues.contains(queue_id)) return Status::Ok();
-  static constexpr const char* kLock =
-      "SELECT 1 FROM sqlq_queues WHERE id = $1 FOR KEY SHARE";
-  static constexpr const char* kLook =
-      "SELECT 1 FROM sqlq_queues WHERE id = $1";
-  lock = lock && !conn.read_only;
-  auto rows =
-      conn.Run(lock ? kLock : kLook, Params().Int(queue_id), "look up queue");
-  if (!rows.ok()) return rows.status();
-  if (rows->size() == 0) return core::QueueGone(queue_id);
-  // Remembered only once locked: an unlocked look may be repeated by a
-  // later operation of the transaction that wants the lock.
-  if (lock) conn.known_queues.insert(queue_id);
-  return Status::Ok();
 }
 
 }  // namespace sqlq::engines::postgres

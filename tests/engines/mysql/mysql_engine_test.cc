@@ -33,16 +33,6 @@ std::int64_t MsSince(SteadyClock::time_point t0) {
       .count();
 }
 
-// `url` with the password of its user replaced.
-std::string WithPassword(const std::string& url, const std::string& password) {
-  const auto start = url.find("://") + 3;
-  const auto at = url.find('@', start);
-  if (at == std::string::npos) return url;
-  const auto colon = url.find(':', start);
-  const std::string user = url.substr(start, (colon < at ? colon : at) - start);
-  return url.substr(0, start) + user + ":" + password + url.substr(at);
-}
-
 // A plain Connector/C connection, for poking at the database.
 class Raw {
  public:
@@ -101,55 +91,10 @@ class MysqlEngineTest : public ::testing::Test {
 
 // --- URLs and connection errors ---------------------------------------------
 
-TEST_F(MysqlEngineTest, BothUrlSchemesOpenTheSameDatabase) {
-  auto a = OpenStore();
-  ASSERT_TRUE(a);
-  ASSERT_OK(a->CreateQueue("jobs", {}));
-  const std::string url = db_->url();
-  ASSERT_EQ(url.rfind("mysql://", 0), 0u) << url;
-  ASSERT_OK_AND_ASSIGN(auto b, Store::Open("mariadb://" + url.substr(8)));
-  EXPECT_OK(b->Queue("jobs"));
-}
-
-TEST_F(MysqlEngineTest, MalformedUrlIsInvalidArgument) {
-  for (const std::string url :
-       {"mysql://localhost/db?no_such_parameter=1", "mysql://localhost",
-        "mysql://localhost/", "mysql://u:%zz@localhost/db",
-        "mysql://localhost:99999/db", "mysql://localhost:port/db",
-        "mysql://[::1/db", "mysql://localhost/db?ssl=sometimes",
-        "mysql://localhost/db?connect_timeout=0",
-        "mysql://localhost/db?write_groups=0",
-        "mysql://localhost/db?write_groups=65"}) {
-    SCOPED_TRACE(url);
-    EXPECT_CODE(Store::Open(url), Code::kInvalidArgument);
-  }
-}
-
 TEST_F(MysqlEngineTest, WriteGroupsComeFromTheUrl) {
   ASSERT_OK_AND_ASSIGN(auto four, Store::Open(db_->url() + "?write_groups=4"));
   ASSERT_OK_AND_ASSIGN(WorkQueue q, four->CreateQueue("jobs", {}));
   EXPECT_OK(q.Send({.payload = "m"}));
-}
-
-TEST_F(MysqlEngineTest, UnreachableServerIsUnavailableQuickly) {
-  const auto t0 = SteadyClock::now();
-  // Port 1 on loopback: nothing listens, the connection is refused.
-  auto s = Store::Open("mysql://root@127.0.0.1:1/sqlq");
-  EXPECT_CODE(s, Code::kUnavailable);
-  EXPECT_TRUE(s.status().retryable());
-  EXPECT_LT(MsSince(t0), 2000);
-}
-
-TEST_F(MysqlEngineTest, WrongPasswordIsPermissionDenied) {
-  auto s = Store::Open(WithPassword(db_->url(), "certainly-wrong"));
-  EXPECT_CODE(s, Code::kPermissionDenied);
-}
-
-TEST_F(MysqlEngineTest, MissingDatabaseIsNotFound) {
-  auto s = Store::Open(WithDatabase(MysqlTestUrl(), "sqlq_no_such_db"));
-  EXPECT_CODE(s, Code::kNotFound);
-  EXPECT_NE(s.status().message().find("sqlq_no_such_db"), std::string::npos)
-      << s.status().ToString();
 }
 
 TEST_F(MysqlEngineTest, TlsParametersArePassedToTheConnector) {
@@ -166,8 +111,6 @@ TEST_F(MysqlEngineTest, TlsParametersArePassedToTheConnector) {
   // Without it, the same server is fine.
   EXPECT_OK(Store::Open(db_->url() + "?ssl=disable&connect_timeout=5"));
 }
-
-// --- schema ------------------------------------------------------------------
 
 // --- server sql_modes
 // ----------------------------------------------------------
@@ -236,35 +179,6 @@ TEST_F(MysqlEngineTest, WorksUnderEveryServerSqlMode) {
 
 // --- caller transactions -----------------------------------------------------
 
-TEST_F(MysqlEngineTest, JoinedTransactionCommitsQueueAndBusinessRows) {
-  auto store = OpenStore();
-  ASSERT_TRUE(store);
-  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
-  Raw raw(db_->url());
-  raw.Query("CREATE TABLE orders (id INT PRIMARY KEY) ENGINE=InnoDB");
-  // The caller's session has modes of its own; sqlq's SQL must not care.
-  raw.Query(
-      "SET SESSION sql_mode = "
-      "'ANSI,NO_BACKSLASH_ESCAPES,SIMULTANEOUS_ASSIGNMENT'");
-  raw.Query("START TRANSACTION");
-  raw.Query("INSERT INTO orders VALUES (42)");
-  {
-    ASSERT_OK_AND_ASSIGN(Tx tx, store->JoinTx(raw.get()));
-    EXPECT_EQ(tx.native_handle(), raw.get());
-    ASSERT_OK(q.Send(tx, {.payload = "order 42"}));
-    ASSERT_OK(q.Send(tx, {.payload = "a", .dedup_key = "a"}));
-    ASSERT_OK(q.Send(tx, {.payload = "b"}));
-  }
-  // Not committed yet: invisible to the store's own connections.
-  ASSERT_OK_AND_ASSIGN(QueueStats before, q.Stats());
-  EXPECT_EQ(before.ready, 0);
-  raw.Query("COMMIT");
-  ASSERT_OK_AND_ASSIGN(QueueStats after, q.Stats());
-  EXPECT_EQ(after.ready, 3);
-  EXPECT_EQ(after.sends, 3);
-  EXPECT_EQ(raw.Query("SELECT COUNT(*) FROM orders"), "1");
-}
-
 TEST_F(MysqlEngineTest, RolledBackJoinedTransactionLeavesNothing) {
   auto store = OpenStore();
   ASSERT_TRUE(store);
@@ -297,22 +211,6 @@ TEST_F(MysqlEngineTest, OwnTransactionSendsAndAcksTogether) {
   ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
   EXPECT_EQ(st.acks, 1);
   EXPECT_EQ(st.ready, 1);
-}
-
-TEST_F(MysqlEngineTest, JoinTxRefusesAConnectionWithoutATransaction) {
-  auto store = OpenStore();
-  ASSERT_TRUE(store);
-  Raw raw(db_->url());
-  EXPECT_CODE(store->JoinTx(raw.get()), Code::kInvalidArgument);
-}
-
-TEST_F(MysqlEngineTest, JoinTxRefusesAConnectionToAnotherDatabase) {
-  auto store = OpenStore();
-  ASSERT_TRUE(store);
-  Raw raw(MysqlTestUrl());
-  raw.Query("START TRANSACTION");
-  EXPECT_CODE(store->JoinTx(raw.get()), Code::kInvalidArgument);
-  raw.Query("ROLLBACK");
 }
 
 // A caller's transaction at REPEATABLE READ (MariaDB's default, and the
@@ -540,25 +438,6 @@ TEST_F(MysqlEngineTest, ClaimReadsTheIndexInOrderWithoutFilesort) {
   for (const auto& m : got) EXPECT_EQ(m.priority, 4);
 }
 
-TEST_F(MysqlEngineTest, ClaimSkipsMessagesLockedByAnotherTransaction) {
-  auto store = OpenStore();
-  ASSERT_TRUE(store);
-  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
-  ASSERT_OK_AND_ASSIGN(SendResult first, q.Send({.payload = "first"}));
-  ASSERT_OK(q.Send({.payload = "second"}));
-  // Another consumer holds the first message's row.
-  Raw raw(db_->url());
-  raw.Query("START TRANSACTION");
-  raw.Query("SELECT id FROM sqlq_messages WHERE id = " +
-            std::to_string(first.id) + " FOR UPDATE");
-  const auto t0 = SteadyClock::now();
-  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 2}));
-  EXPECT_LT(MsSince(t0), 2000) << "the claim waited on a locked row";
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].payload, "second");
-  raw.Query("ROLLBACK");
-}
-
 TEST_F(MysqlEngineTest, OpenClaimTransactionHoldsUpNoAckOfALeasedMessage) {
   auto store = OpenStore();
   ASSERT_TRUE(store);
@@ -593,25 +472,6 @@ TEST_F(MysqlEngineTest, OpenClaimTransactionHoldsUpNoAckOfALeasedMessage) {
   EXPECT_LT(MsSince(t0), 4000) << "the ack waited for the claim's locks";
   EXPECT_EQ(got[0].id, leased.id);
   raw.Query("ROLLBACK");
-}
-
-// --- time --------------------------------------------------------------------
-
-TEST_F(MysqlEngineTest, LeasesAreMeasuredWithTheDatabaseClock) {
-  auto store = OpenStore();
-  ASSERT_TRUE(store);
-  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
-  ASSERT_OK(q.Send({.payload = "x"}));
-  Raw raw(db_->url());
-  const std::string now_sql =
-      "SELECT CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED)";
-  const std::int64_t before = std::stoll(raw.Query(now_sql));
-  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.lease = seconds(60)}));
-  const std::int64_t after = std::stoll(raw.Query(now_sql));
-  ASSERT_EQ(got.size(), 1u);
-  const std::int64_t expires = Us(got[0].lease_expires_at);
-  EXPECT_GE(expires, before + 60'000'000);
-  EXPECT_LE(expires, after + 60'000'000);
 }
 
 // --- wake-ups ----------------------------------------------------------------

@@ -36,16 +36,6 @@ std::int64_t MsSince(SteadyClock::time_point t0) {
       .count();
 }
 
-// `url` with the password of its user replaced.
-std::string WithPassword(const std::string& url, const std::string& password) {
-  const auto start = url.find("://") + 3;
-  const auto at = url.find('@', start);
-  if (at == std::string::npos) return url;
-  const auto colon = url.find(':', start);
-  const std::string user = url.substr(start, (colon < at ? colon : at) - start);
-  return url.substr(0, start) + user + ":" + password + url.substr(at);
-}
-
 class PostgresEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -124,45 +114,6 @@ class PostgresEngineTest : public ::testing::Test {
 };
 
 // --- URLs and connection errors ---------------------------------------------
-
-TEST_F(PostgresEngineTest, BothUrlSchemesOpenTheSameDatabase) {
-  auto a = OpenStore();
-  ASSERT_TRUE(a);
-  ASSERT_OK(a->CreateQueue("jobs", {}));
-  std::string url = db_->url();
-  ASSERT_EQ(url.rfind("postgresql://", 0), 0u) << url;
-  std::string short_url = "postgres://" + url.substr(13);
-  ASSERT_OK_AND_ASSIGN(auto b, Store::Open(short_url));
-  EXPECT_OK(b->Queue("jobs"));
-}
-
-TEST_F(PostgresEngineTest, MalformedUrlIsInvalidArgument) {
-  for (const std::string url :
-       {"postgresql://localhost/db?no_such_parameter=1", "postgresql://%zz/db",
-        "postgresql://[::1/db"}) {
-    SCOPED_TRACE(url);
-    EXPECT_CODE(Store::Open(url), Code::kInvalidArgument);
-  }
-}
-
-TEST_F(PostgresEngineTest, UnreachableServerIsUnavailableQuickly) {
-  const auto t0 = SteadyClock::now();
-  // Port 1 on loopback: nothing listens, the connection is refused.
-  auto s = Store::Open("postgresql://sqlq@127.0.0.1:1/postgres");
-  EXPECT_CODE(s, Code::kUnavailable);
-  EXPECT_TRUE(s.status().retryable());
-  EXPECT_LT(MsSince(t0), 2000);
-}
-
-TEST_F(PostgresEngineTest, WrongPasswordIsPermissionDenied) {
-  auto s = Store::Open(WithPassword(db_->url(), "certainly-wrong"));
-  EXPECT_CODE(s, Code::kPermissionDenied);
-}
-
-TEST_F(PostgresEngineTest, MissingDatabaseIsNotFound) {
-  auto s = Store::Open(WithDatabase(PostgresTestUrl(), "sqlq_no_such_db"));
-  EXPECT_CODE(s, Code::kNotFound);
-}
 
 // sqlq's tuning parameters are taken out of the URL; libpq's stay in it.
 TEST_F(PostgresEngineTest, TuningParametersAreCheckedAndTheRestGoToLibpq) {
@@ -304,73 +255,7 @@ TEST_F(PostgresEngineTest, ConnectionLostDuringCommitIsOutcomeUnknown) {
   EXPECT_FALSE(r.status().retryable());
 }
 
-// --- caller transactions -----------------------------------------------------
-
-TEST_F(PostgresEngineTest, JoinedTransactionCommitsQueueAndBusinessRows) {
-  auto store = OpenStore();
-  ASSERT_TRUE(store);
-  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
-  PGconn* c = Raw();
-  Query(c, "CREATE TABLE orders (id INT)");
-  Query(c, "BEGIN");
-  Query(c, "INSERT INTO orders VALUES (42)");
-  {
-    ASSERT_OK_AND_ASSIGN(Tx tx, store->JoinTx(c));
-    EXPECT_EQ(tx.native_handle(), c);
-    ASSERT_OK(q.Send(tx, {.payload = "order 42"}));
-  }
-  // Not committed yet: invisible to the store's own connections.
-  ASSERT_OK_AND_ASSIGN(QueueStats before, q.Stats());
-  EXPECT_EQ(before.ready, 0);
-  Query(c, "COMMIT");
-  ASSERT_OK_AND_ASSIGN(QueueStats after, q.Stats());
-  EXPECT_EQ(after.ready, 1);
-  EXPECT_EQ(after.sends, 1);
-  // The caller's connection keeps working, without sqlq's statements.
-  EXPECT_EQ(Query(c, "SELECT count(*) FROM orders"), "1");
-  PQfinish(c);
-}
-
-TEST_F(PostgresEngineTest, JoinTxRefusesAConnectionWithoutATransaction) {
-  auto store = OpenStore();
-  ASSERT_TRUE(store);
-  PGconn* c = Raw();
-  EXPECT_CODE(store->JoinTx(c), Code::kInvalidArgument);
-  PQfinish(c);
-}
-
-TEST_F(PostgresEngineTest, JoinTxRefusesAConnectionToAnotherDatabase) {
-  auto store = OpenStore();
-  ASSERT_TRUE(store);
-  PGconn* c = PQconnectdb(PostgresTestUrl().c_str());
-  ASSERT_EQ(PQstatus(c), CONNECTION_OK);
-  Query(c, "BEGIN");
-  EXPECT_CODE(store->JoinTx(c), Code::kInvalidArgument);
-  Query(c, "ROLLBACK");
-  PQfinish(c);
-}
-
 // --- claims ------------------------------------------------------------------
-
-TEST_F(PostgresEngineTest, ClaimSkipsMessagesLockedByAnotherTransaction) {
-  auto store = OpenStore();
-  ASSERT_TRUE(store);
-  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
-  ASSERT_OK_AND_ASSIGN(SendResult first, q.Send({.payload = "first"}));
-  ASSERT_OK(q.Send({.payload = "second"}));
-  // Another consumer holds the first message's row.
-  PGconn* c = Raw();
-  Query(c, "BEGIN");
-  Query(c, "SELECT id FROM sqlq_messages WHERE id = " +
-               std::to_string(first.id) + " FOR UPDATE");
-  const auto t0 = SteadyClock::now();
-  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 2}));
-  EXPECT_LT(MsSince(t0), 1000) << "the claim waited on a locked row";
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].payload, "second");
-  Query(c, "ROLLBACK");
-  PQfinish(c);
-}
 
 // Many queues with a message or two each and one deep queue: the statistics
 // then say a queue holds a handful of rows, and a generic plan that looked
@@ -679,8 +564,6 @@ TEST_F(PostgresEngineTest,
   EXPECT_EQ(table_rows, 0);
 }
 
-// --- claim marks (claim_marks.h) ------------------------------------------
-
 // --- counters ------------------------------------------------------------
 
 // Counter changes are appended (sqlq_counter_deltas), not added to a row:
@@ -884,26 +767,6 @@ TEST_F(ClaimMarkTest, AMessageSentInALateCommittingTransactionIsNotSkipped) {
   ASSERT_OK(tx.Commit());
   ASSERT_OK_AND_ASSIGN(got, q.Claim({.max = 5}));
   EXPECT_EQ(Payloads(got), std::vector<std::string>{"early"});
-}
-
-// --- time --------------------------------------------------------------------
-
-TEST_F(PostgresEngineTest, LeasesAreMeasuredWithTheDatabaseClock) {
-  auto store = OpenStore();
-  ASSERT_TRUE(store);
-  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
-  ASSERT_OK(q.Send({.payload = "x"}));
-  PGconn* c = Raw();
-  const std::int64_t before = std::stoll(
-      Query(c, "SELECT (extract(epoch FROM clock_timestamp()) * 1e6)::bigint"));
-  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.lease = seconds(60)}));
-  const std::int64_t after = std::stoll(
-      Query(c, "SELECT (extract(epoch FROM clock_timestamp()) * 1e6)::bigint"));
-  PQfinish(c);
-  ASSERT_EQ(got.size(), 1u);
-  const std::int64_t expires = Us(got[0].lease_expires_at);
-  EXPECT_GE(expires, before + 60'000'000);
-  EXPECT_LE(expires, after + 60'000'000);
 }
 
 // --- wake-ups ----------------------------------------------------------------

@@ -1,0 +1,200 @@
+// MariaDB/MySQL's side of the logic the server engines share
+// (engines/shared/sql_engine.h): the statements whose text differs from
+// PostgreSQL's, and the steps that take MariaDB more statements (it has no
+// RETURNING on UPDATE or INSERT ... ON DUPLICATE KEY).
+
+#ifndef SQLQ_ENGINES_MYSQL_DIALECT_H_
+#define SQLQ_ENGINES_MYSQL_DIALECT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "engines/mysql/my_conn.h"
+#include "engines/shared/sql_engine.h"
+
+namespace sqlq::engines::mysql {
+
+struct Dialect {
+  using Conn = MyConn;
+  using Params = mysql::Params;
+  using Rows = mysql::Rows;
+
+  // The shared statements are written with ?, as MariaDB takes them.
+  static std::string Statement(std::string_view sql) {
+    return std::string(sql);
+  }
+
+  // Microseconds since the epoch of NOW(6), exact: UNIX_TIMESTAMP of a
+  // DATETIME(6) is a DECIMAL with six digits. PostgreSQL: now().
+  static inline const std::string kNowSql =
+      "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
+
+  // A shared lock: MariaDB has nothing weaker that keeps the row from
+  // being deleted (PostgreSQL: FOR KEY SHARE).
+  static inline const std::string kLockQueue =
+      "SELECT 1 FROM sqlq_queues WHERE id = ? LOCK IN SHARE MODE";
+
+  // A locking read sees the latest committed row, where a plain read may
+  // see the transaction's snapshot (REPEATABLE READ, under statement-based
+  // logging). PostgreSQL reads at READ COMMITTED without a lock.
+  static inline const std::string kKindOfName =
+      "SELECT kind FROM sqlq_queues WHERE name = ? LOCK IN SHARE MODE";
+
+  // Serialises next() and add() per rotation (sql_engine.h, "Locking").
+  // PostgreSQL takes FOR NO KEY UPDATE, which lets other operations' share
+  // locks through; MariaDB has only FOR UPDATE.
+  static inline const std::string kLockRotation = R"sql(
+    SELECT 1 FROM sqlq_queues WHERE id = ? AND kind = 'rotation'
+    FOR UPDATE)sql";
+
+  // Stats from the counter table itself (PostgreSQL reads a view that adds
+  // the deltas not yet folded in); SUM is a DECIMAL, which Rows::Int
+  // reads.
+  static inline const std::string kRingStats = R"sql(
+    SELECT q.name, q.capacity,
+      (SELECT COALESCE(SUM(pushes), 0) FROM sqlq_counters k
+       WHERE k.queue_id = q.id),
+      (SELECT COUNT(*) FROM sqlq_ring_groups g
+       WHERE g.ring_id = q.id AND g.entries > 0),
+      (SELECT COALESCE(SUM(entries), 0) FROM sqlq_ring_groups g
+       WHERE g.ring_id = q.id)
+    FROM sqlq_queues q WHERE q.id = ? AND q.kind = 'ring')sql";
+  static inline const std::string kRotationStats = R"sql(
+    SELECT q.name, q.max_failures,
+      (SELECT COALESCE(SUM(serves), 0) FROM sqlq_counters k
+       WHERE k.queue_id = q.id),
+      (SELECT COUNT(*) FROM sqlq_rotation_items i
+       WHERE i.rotation_id = q.id),
+      (SELECT COUNT(*) FROM sqlq_rotation_items i
+       WHERE i.rotation_id = q.id AND i.parked <> 0)
+    FROM sqlq_queues q WHERE q.id = ? AND q.kind = 'rotation')sql";
+
+  // Rotation items: the key column is item_key (KEY is reserved; on
+  // PostgreSQL it is `key`) and `parked` is 0 or 1 (a boolean there).
+  // Updates are read back by UpdateItem (PostgreSQL returns the row).
+  static inline const std::string kItemExists = R"sql(
+    SELECT 1 FROM sqlq_rotation_items
+    WHERE rotation_id = ? AND item_key = ? LOCK IN SHARE MODE)sql";
+  static inline const std::string kInsertItem = R"sql(
+    INSERT INTO sqlq_rotation_items (rotation_id, item_key, payload, added)
+    VALUES (?, ?, ?, ?))sql";
+  static inline const std::string kRemoveItem = R"sql(
+    DELETE FROM sqlq_rotation_items
+    WHERE rotation_id = ? AND item_key = ?)sql";
+  // A locking read, not logged; the updates that follow go by primary key,
+  // so statement-based replicas apply the same changes.
+  static inline const std::string kNextItems = R"sql(
+    SELECT item_key, payload, serves, failures FROM sqlq_rotation_items
+    WHERE rotation_id = ? AND parked = 0
+    ORDER BY last_served, added LIMIT ?
+    FOR UPDATE)sql";
+  static inline const std::string kServeItem = R"sql(
+    UPDATE sqlq_rotation_items SET last_served = ?, serves = serves + 1
+    WHERE rotation_id = ? AND item_key = ?)sql";
+  // parked first: MariaDB assigns left to right (unless the session has
+  // SIMULTANEOUS_ASSIGNMENT), so both orders of evaluation agree here.
+  static inline const std::string kFailItem = R"sql(
+    UPDATE sqlq_rotation_items
+    SET parked = (failures + 1 >= ?), failures = failures + 1
+    WHERE rotation_id = ? AND item_key = ?)sql";
+  static inline const std::string kItemParked = R"sql(
+    SELECT parked FROM sqlq_rotation_items
+    WHERE rotation_id = ? AND item_key = ? FOR UPDATE)sql";
+  static inline const std::string kOkItem = R"sql(
+    UPDATE sqlq_rotation_items SET failures = 0
+    WHERE rotation_id = ? AND item_key = ?)sql";
+  static inline const std::string kResetItem = R"sql(
+    UPDATE sqlq_rotation_items SET failures = 0, parked = 0
+    WHERE rotation_id = ? AND item_key = ?)sql";
+  static inline const std::string kListItems = R"sql(
+    SELECT item_key, payload, serves, failures, parked
+    FROM sqlq_rotation_items
+    WHERE rotation_id = ? ORDER BY parked, last_served, added)sql";
+
+  // The sqlq_queues row of a queue, and of a ring or rotation. A taken
+  // name is a duplicate key, a clean failure on MariaDB (the statement is
+  // rolled back, the transaction stays usable); PostgreSQL uses ON
+  // CONFLICT DO NOTHING and RETURNING.
+  static inline const std::string kInsertQueue = R"sql(
+    INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
+      backoff_max_us, archive, retention_us, max_payload, created_us)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
+  static inline const std::string kInsertKind = R"sql(
+    INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
+      backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
+      created_us, capacity, max_failures)
+    VALUES (?, ?, 0, 0, 0, 0, 0, 0, ?, ?, ?, ?))sql";
+
+  // One subquery per figure (PostgreSQL sums its counters in one pass and
+  // counts messages with FILTER, which MariaDB lacks). Parameters: now
+  // four times, the queue.
+  static inline const std::string kStats = R"sql(
+    SELECT q.name,
+      (SELECT COALESCE(SUM(sends), 0) FROM sqlq_counters k
+       WHERE k.queue_id = q.id),
+      (SELECT COALESCE(SUM(claims), 0) FROM sqlq_counters k
+       WHERE k.queue_id = q.id),
+      (SELECT COALESCE(SUM(acks), 0) FROM sqlq_counters k
+       WHERE k.queue_id = q.id),
+      (SELECT COALESCE(SUM(nacks), 0) FROM sqlq_counters k
+       WHERE k.queue_id = q.id),
+      (SELECT COALESCE(SUM(expirations), 0) FROM sqlq_counters k
+       WHERE k.queue_id = q.id),
+      (SELECT COALESCE(SUM(dead_lettered), 0) FROM sqlq_counters k
+       WHERE k.queue_id = q.id),
+      (SELECT COUNT(*) FROM sqlq_messages m
+       WHERE m.queue_id = q.id AND m.ready_us <= ?),
+      (SELECT COUNT(*) FROM sqlq_messages m
+       WHERE m.queue_id = q.id AND m.ready_us > ? AND m.token = 0),
+      (SELECT COUNT(*) FROM sqlq_messages m
+       WHERE m.queue_id = q.id AND m.ready_us > ? AND m.token <> 0),
+      (SELECT MIN(ready_us) FROM sqlq_messages m
+       WHERE m.queue_id = q.id AND m.ready_us <= ?),
+      (SELECT COUNT(*) FROM sqlq_dead d WHERE d.queue_id = q.id),
+      (SELECT COUNT(*) FROM sqlq_archive a WHERE a.queue_id = q.id)
+    FROM sqlq_queues q WHERE q.id = ?)sql";
+
+  // Who holds a refused receipt's message: a locking read, which sees the
+  // latest committed row (PostgreSQL reads it at READ COMMITTED).
+  static inline const std::string kReceiptHolder = R"sql(
+    SELECT token, attempts FROM sqlq_messages
+    WHERE id = ? AND queue_id = ? LOCK IN SHARE MODE)sql";
+
+  // Runs one of the inserts above: the new row's id, or nullopt when the
+  // name is taken.
+  static Result<std::optional<std::int64_t>> InsertName(MyConn& conn,
+                                                        const std::string& sql,
+                                                        Params& params,
+                                                        std::string_view what);
+
+  // Adds an entry to a ring's group: the upsert, then a read of the
+  // group's row under the lock the upsert took (PostgreSQL returns it).
+  static Result<shared::Pushed> PushEntry(MyConn& conn, std::int64_t ring_id,
+                                          std::string_view group,
+                                          std::int64_t now_us,
+                                          std::string_view payload);
+
+  // Deletes the group's `n` oldest entries: finds the n-th seq, then
+  // deletes up to it (MariaDB refuses LIMIT in an IN subquery, and a
+  // DELETE ... LIMIT is unsafe for statement-based replication).
+  static Result<std::int64_t> DeleteOldest(MyConn& conn, std::int64_t ring_id,
+                                           std::string_view group,
+                                           std::int64_t n);
+
+  // Takes the rotation's next `count` stamps and returns the last.
+  // REQUIRES: the rotation locked.
+  static Result<std::int64_t> NextStamp(MyConn& conn, std::int64_t rotation_id,
+                                        std::int64_t count);
+
+  // Runs an item update (by rotation and key), then reads the item.
+  static Result<RotationItem> UpdateItem(MyConn& conn, const std::string& sql,
+                                         Params& params,
+                                         std::int64_t rotation_id,
+                                         std::string_view key);
+};
+
+}  // namespace sqlq::engines::mysql
+
+#endif  // SQLQ_ENGINES_MYSQL_DIALECT_H_

@@ -1,0 +1,202 @@
+// PostgreSQL's side of the logic the server engines share
+// (engines/shared/sql_engine.h): the statements whose text differs from
+// MariaDB's, and the steps that PostgreSQL does in fewer statements.
+// Parameters are numbered in the order the shared code binds them.
+
+#ifndef SQLQ_ENGINES_POSTGRES_DIALECT_H_
+#define SQLQ_ENGINES_POSTGRES_DIALECT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "engines/postgres/pg_conn.h"
+#include "engines/shared/sql_engine.h"
+
+namespace sqlq::engines::postgres {
+
+struct Dialect {
+  using Conn = PgConn;
+  using Params = postgres::Params;
+  using Rows = postgres::Rows;
+
+  // The shared statements are written with ?: PostgreSQL numbers them.
+  static std::string Statement(std::string_view sql) {
+    return NumberPlaceholders(sql);
+  }
+
+  // Microseconds since the epoch of now(), the transaction's start.
+  // MariaDB: NOW(6) through UNIX_TIMESTAMP.
+  static constexpr const char* kNowSql =
+      "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
+
+  // FOR KEY SHARE conflicts only with deleting the row (or changing its
+  // key): not with other operations' share locks, nor with the FOR NO KEY
+  // UPDATE of rotations. MariaDB has no lock that weak: LOCK IN SHARE MODE.
+  static constexpr const char* kLockQueue =
+      "SELECT 1 FROM sqlq_queues WHERE id = $1 FOR KEY SHARE";
+
+  // A plain read sees what committed before the statement (READ
+  // COMMITTED). MariaDB locks, as its plain reads may come from an older
+  // snapshot (REPEATABLE READ under statement-based logging).
+  static constexpr const char* kKindOfName =
+      "SELECT kind FROM sqlq_queues WHERE name = $1";
+
+  // Serialises next() and add() per rotation (sql_engine.h, "Locking").
+  // FOR NO KEY UPDATE does not conflict with the FOR KEY SHARE of other
+  // operations; MariaDB's FOR UPDATE does, which only costs it concurrency.
+  static constexpr const char* kLockRotation = R"sql(
+    SELECT 1 FROM sqlq_queues WHERE id = $1 AND kind = 'rotation'
+    FOR NO KEY UPDATE)sql";
+
+  // Stats: sqlq_counts is the view that adds the counter deltas not yet
+  // folded in (schema.h); sum() of bigint is numeric, hence the casts.
+  // MariaDB reads its counter table directly.
+  static constexpr const char* kRingStats = R"sql(
+    SELECT q.name, q.capacity,
+      (SELECT coalesce(sum(pushes), 0)::bigint FROM sqlq_counts k
+       WHERE k.queue_id = q.id),
+      (SELECT count(*) FROM sqlq_ring_groups g
+       WHERE g.ring_id = q.id AND g.entries > 0),
+      (SELECT coalesce(sum(entries), 0)::bigint FROM sqlq_ring_groups g
+       WHERE g.ring_id = q.id)
+    FROM sqlq_queues q WHERE q.id = $1 AND q.kind = 'ring')sql";
+  static constexpr const char* kRotationStats = R"sql(
+    SELECT q.name, q.max_failures,
+      (SELECT coalesce(sum(serves), 0)::bigint FROM sqlq_counts k
+       WHERE k.queue_id = q.id),
+      (SELECT count(*) FROM sqlq_rotation_items i
+       WHERE i.rotation_id = q.id),
+      (SELECT count(*) FROM sqlq_rotation_items i
+       WHERE i.rotation_id = q.id AND i.parked)
+    FROM sqlq_queues q WHERE q.id = $1 AND q.kind = 'rotation')sql";
+
+  // Rotation items: the key column is `key` (MariaDB: item_key) and
+  // `parked` a boolean (MariaDB: 0 or 1). Updates return the item
+  // (RETURNING); MariaDB reads it again.
+  static constexpr const char* kItemExists = R"sql(
+    SELECT 1 FROM sqlq_rotation_items
+    WHERE rotation_id = $1 AND key = $2)sql";
+  static constexpr const char* kInsertItem = R"sql(
+    INSERT INTO sqlq_rotation_items (rotation_id, key, payload, added)
+    VALUES ($1, $2, $3, $4))sql";
+  static constexpr const char* kRemoveItem = R"sql(
+    DELETE FROM sqlq_rotation_items WHERE rotation_id = $1 AND key = $2)sql";
+  static constexpr const char* kNextItems = R"sql(
+    SELECT key, payload, serves, failures FROM sqlq_rotation_items
+    WHERE rotation_id = $1 AND NOT parked
+    ORDER BY last_served, added LIMIT $2
+    FOR UPDATE)sql";
+  static constexpr const char* kServeItem = R"sql(
+    UPDATE sqlq_rotation_items SET last_served = $1, serves = serves + 1
+    WHERE rotation_id = $2 AND key = $3)sql";
+  // Both assignments read the row as it was.
+  static constexpr const char* kFailItem = R"sql(
+    UPDATE sqlq_rotation_items
+    SET failures = failures + 1, parked = (failures + 1 >= $1)
+    WHERE rotation_id = $2 AND key = $3
+    RETURNING key, payload, serves, failures, parked)sql";
+  static constexpr const char* kItemParked = R"sql(
+    SELECT parked FROM sqlq_rotation_items
+    WHERE rotation_id = $1 AND key = $2 FOR UPDATE)sql";
+  static constexpr const char* kOkItem = R"sql(
+    UPDATE sqlq_rotation_items SET failures = 0
+    WHERE rotation_id = $1 AND key = $2
+    RETURNING key, payload, serves, failures, parked)sql";
+  static constexpr const char* kResetItem = R"sql(
+    UPDATE sqlq_rotation_items SET failures = 0, parked = false
+    WHERE rotation_id = $1 AND key = $2
+    RETURNING key, payload, serves, failures, parked)sql";
+  static constexpr const char* kListItems = R"sql(
+    SELECT key, payload, serves, failures, parked FROM sqlq_rotation_items
+    WHERE rotation_id = $1 ORDER BY parked, last_served, added)sql";
+
+  // The sqlq_queues row of a queue, and of a ring or rotation. ON
+  // CONFLICT DO NOTHING RETURNING id: no row back when the name is taken,
+  // as a failed statement would abort the transaction (MariaDB's duplicate
+  // key leaves it usable).
+  static constexpr const char* kInsertQueue = R"sql(
+    INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
+      backoff_max_us, archive, retention_us, max_payload, created_us)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING id)sql";
+  static constexpr const char* kInsertKind = R"sql(
+    INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
+      backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
+      created_us, capacity, max_failures)
+    VALUES ($1, $2, 0, 0, 0, 0, false, 0, $3, $4, $5, $6)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING id)sql";
+
+  // One pass over the counters (sqlq_counts adds the deltas not yet
+  // folded in; the deltas table has no index, so each separate sum would
+  // read it whole again), one over the queue's messages with FILTER.
+  // sum() of bigint is numeric, hence the casts. MariaDB: one subquery per
+  // figure. Parameters: now four times (as MariaDB binds it), the queue.
+  static constexpr const char* kStats = R"sql(
+    SELECT q.name, k.sends, k.claims, k.acks, k.nacks, k.expirations,
+      k.dead_lettered,
+      m.ready, m.delayed, m.leased, m.oldest,
+      (SELECT count(*) FROM sqlq_dead d WHERE d.queue_id = q.id),
+      (SELECT count(*) FROM sqlq_archive a WHERE a.queue_id = q.id)
+    FROM sqlq_queues q,
+      LATERAL (SELECT coalesce(sum(sends), 0)::bigint AS sends,
+                 coalesce(sum(claims), 0)::bigint AS claims,
+                 coalesce(sum(acks), 0)::bigint AS acks,
+                 coalesce(sum(nacks), 0)::bigint AS nacks,
+                 coalesce(sum(expirations), 0)::bigint AS expirations,
+                 coalesce(sum(dead_lettered), 0)::bigint AS dead_lettered
+               FROM sqlq_counts WHERE queue_id = q.id) k,
+      LATERAL (SELECT count(*) FILTER (WHERE ready_us <= $1) AS ready,
+                 count(*) FILTER (WHERE ready_us > $2 AND token = 0)
+                   AS delayed,
+                 count(*) FILTER (WHERE ready_us > $3 AND token <> 0)
+                   AS leased,
+                 min(ready_us) FILTER (WHERE ready_us <= $4) AS oldest
+               FROM sqlq_messages WHERE queue_id = q.id) m
+    WHERE q.id = $5)sql";
+
+  // Who holds a refused receipt's message. `queue_id + 0` keeps the
+  // planner on the primary key (the claim index starts with queue_id);
+  // MariaDB locks the row it reads.
+  static constexpr const char* kReceiptHolder = R"sql(
+    SELECT token, attempts FROM sqlq_messages
+    WHERE id = $1 AND queue_id + 0 = $2)sql";
+
+  // Runs one of the inserts above: the new row's id, or nullopt when the
+  // name is taken.
+  static Result<std::optional<std::int64_t>> InsertName(PgConn& conn,
+                                                        const char* sql,
+                                                        const Params& params,
+                                                        std::string_view what);
+
+  // Adds an entry to a ring's group: the upsert of the group row returns
+  // the entry's seq (RETURNING; MariaDB reads it back).
+  static Result<shared::Pushed> PushEntry(PgConn& conn, std::int64_t ring_id,
+                                          std::string_view group,
+                                          std::int64_t now_us,
+                                          std::string_view payload);
+
+  // Deletes the group's `n` oldest entries in one statement (MariaDB
+  // refuses LIMIT in such a subquery).
+  static Result<std::int64_t> DeleteOldest(PgConn& conn, std::int64_t ring_id,
+                                           std::string_view group,
+                                           std::int64_t n);
+
+  // Takes the rotation's next `count` stamps and returns the last.
+  // REQUIRES: the rotation locked.
+  static Result<std::int64_t> NextStamp(PgConn& conn, std::int64_t rotation_id,
+                                        std::int64_t count);
+
+  // Runs an item update that returns the item.
+  static Result<RotationItem> UpdateItem(PgConn& conn, const char* sql,
+                                         const Params& params,
+                                         std::int64_t rotation_id,
+                                         std::string_view key);
+};
+
+}  // namespace sqlq::engines::postgres
+
+#endif  // SQLQ_ENGINES_POSTGRES_DIALECT_H_

@@ -1,0 +1,252 @@
+// What the PostgreSQL and MariaDB/MySQL engines share above their SQL:
+// rings, rotations, the listing and pruning of dead letters and archive,
+// the rows of sqlq_queues that name things, the share lock every operation
+// takes on its queue, the transaction's clock and its counters. Written
+// once, over a dialect that holds each engine's SQL and client calls (as
+// River splits its drivers from its logic).
+//
+// A dialect D provides (the names below are its requirements):
+//   Conn, Params, Rows       the engine's connection (a core::TxConn),
+//                            statement parameters and result set, with
+//                            conn.Run(sql, params, what) -> Result<Rows>,
+//                            conn.RunAll(sql, vector<Params>, what),
+//                            Params::Int/Bytes/Text, Rows::size/Int/Bytes/
+//                            affected;
+//   Statement(sql)           a statement written with ? placeholders, as
+//                            the engine runs it (PostgreSQL numbers them);
+//   the statements named k... below whose text differs between engines
+//                            (each dialect says how and why), and
+//   the static functions named D:: in the definitions, whose statements
+//   differ in number or kind, not only in text (RETURNING on PostgreSQL, a
+//   second read on MariaDB): InsertName, PushEntry, DeleteOldest,
+//   NextStamp, UpdateItem.
+//
+// An engine derives from SqlEngine<D>, implements the operations that are
+// its own (queues, sends, claims, acks: their SQL is where the engines
+// differ most, and where each is fastest), and instantiates
+// SqlEngine<D> once, in <engine>_shared.cc. The definitions are in
+// sql_queue.h, sql_ring.h and sql_rotation.h.
+//
+// Locking, for both engines: every operation on a queue, ring or rotation
+// first takes a share lock on its sqlq_queues row (CheckQueue), so that a
+// drop, which deletes that row, waits for it. Rings: a push locks its
+// group's row with the upsert, which serialises the pushes to one group;
+// every operation that deletes entries locks the group row first, so group
+// row, then entries, is the one lock order. Setting a ring's capacity locks
+// the ring's row for update, which waits for the pushes in flight (their
+// share locks) and holds new ones off until it commits: no push evicts by
+// the old capacity after the new one is in force. Rotations: next() and
+// add() lock the rotation's row for update first (LockRotation), so they
+// run one after the other per rotation across connections and processes:
+// each call sees the stamps of the calls before it, which keeps the
+// round-robin order and its fairness, and no two calls get the same item.
+// next() also locks the items it serves against a concurrent
+// fail/ok/reset/remove.
+
+#ifndef SQLQ_ENGINES_SHARED_SQL_ENGINE_H_
+#define SQLQ_ENGINES_SHARED_SQL_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/engine.h"
+#include "sqlq/store.h"
+
+namespace sqlq::engines::shared {
+
+// A ring entry as stored by Dialect::PushEntry.
+struct Pushed {
+  std::int64_t seq = 0;
+  // Entries in the group now, this one included.
+  std::int64_t entries = 0;
+  // The ring's capacity as it is now (not as the caller's handle cached
+  // it), read after the group's row lock was granted.
+  std::int64_t capacity = 0;
+};
+
+template <class D>
+class SqlEngine : public core::Engine {
+ public:
+  using DConn = typename D::Conn;
+  using Params = typename D::Params;
+  using Rows = typename D::Rows;
+
+  // --- queues ----------------------------------------------------------------
+
+  Result<core::QueueRecord> CreateQueue(
+      core::Conn& c, const core::CreateQueueParams& op) override;
+
+  Result<core::QueueRecord> GetQueue(core::Conn& c,
+                                     std::string_view name) override;
+
+  Result<std::vector<core::QueueRecord>> ListQueues(core::Conn& c) override;
+
+  Result<std::int64_t> PurgeQueue(core::Conn& c,
+                                  std::int64_t queue_id) override;
+
+  Result<QueueStats> Stats(core::Conn& c, std::int64_t queue_id) override;
+
+  Result<Timestamp> Now(core::Conn& c) override;
+
+  // --- dead letters and archive -------------------------------------------
+
+  Result<std::vector<DeadLetter>> ListDead(
+      core::Conn& c, const core::ListDeadParams& op) override;
+
+  Result<std::int64_t> PurgeDead(core::Conn& c, std::int64_t queue_id) override;
+
+  Result<std::vector<ArchivedMessage>> ListArchive(
+      core::Conn& c, const core::ListArchiveParams& op) override;
+
+  Result<std::int64_t> PruneArchive(
+      core::Conn& c, const core::PruneArchiveParams& op) override;
+
+  // --- rings -----------------------------------------------------------------
+
+  Result<core::RingRecord> CreateRing(
+      core::Conn& c, const core::CreateRingParams& op) override;
+
+  Result<core::RingRecord> GetRing(core::Conn& c,
+                                   std::string_view name) override;
+
+  Status DropRing(core::Conn& c, std::int64_t ring_id) override;
+
+  Result<RingEntry> RingPush(core::Conn& c,
+                             const core::RingPushParams& op) override;
+
+  Result<std::vector<RingEntry>> RingRead(
+      core::Conn& c, const core::RingReadParams& op) override;
+
+  Result<std::vector<RingGroup>> RingGroups(core::Conn& c,
+                                            std::int64_t ring_id) override;
+
+  Status RingDelete(core::Conn& c, const core::RingDeleteParams& op) override;
+
+  Result<std::int64_t> RingDeleteGroup(
+      core::Conn& c, const core::RingDeleteGroupParams& op) override;
+
+  Result<std::int64_t> RingSetCapacity(
+      core::Conn& c, const core::RingSetCapacityParams& op) override;
+
+  Result<RingStats> RingStatsOf(core::Conn& c, std::int64_t ring_id) override;
+
+  // --- rotations -------------------------------------------------------------
+
+  Result<core::RotationRecord> CreateRotation(
+      core::Conn& c, const core::CreateRotationParams& op) override;
+
+  Result<core::RotationRecord> GetRotation(core::Conn& c,
+                                           std::string_view name) override;
+
+  Status DropRotation(core::Conn& c, std::int64_t rotation_id) override;
+
+  Status RotationAdd(core::Conn& c, const core::RotationAddParams& op) override;
+
+  Status RotationRemove(core::Conn& c,
+                        const core::RotationRemoveParams& op) override;
+
+  Result<std::vector<RotationItem>> RotationNext(
+      core::Conn& c, const core::RotationNextParams& op) override;
+
+  Result<RotationItem> RotationFail(
+      core::Conn& c, const core::RotationFailParams& op) override;
+
+  Result<RotationItem> RotationOk(core::Conn& c,
+                                  const core::RotationOkParams& op) override;
+
+  Result<RotationItem> RotationReset(
+      core::Conn& c, const core::RotationResetParams& op) override;
+
+  Result<std::vector<RotationItem>> RotationList(
+      core::Conn& c, std::int64_t rotation_id) override;
+
+  Result<RotationStats> RotationStatsOf(core::Conn& c,
+                                        std::int64_t rotation_id) override;
+
+ protected:
+  // `clock` null: the database's clock.
+  explicit SqlEngine(std::shared_ptr<Clock> clock) : clock_(std::move(clock)) {}
+
+  static DConn& Native(core::Conn& c) { return static_cast<DConn&>(c); }
+
+  // The transaction's "now" in microseconds: the store's clock if it has
+  // one, else the database's, read once per transaction (engines that read
+  // it with BEGIN set conn.tx_now_us first).
+  Result<std::int64_t> NowUs(DConn& conn);
+
+  // Makes sure the queue (or ring, or rotation) exists and, in write
+  // transactions, keeps it from being dropped until this transaction ends:
+  // a share lock on its row, which conflicts only with its deletion, not
+  // with other senders' or claimers' locks. Taking it first, before any
+  // message row, gives every transaction the same lock order as a drop
+  // (queue row, then its messages by cascade), so the two cannot
+  // deadlock. `lock` false: only look (a claim, which must stay free of
+  // writes and locks when it finds nothing).
+  Status CheckQueue(DConn& conn, std::int64_t queue_id, bool lock = true);
+
+  // CheckQueue for a ring or rotation: kNotFound naming the kind.
+  Status CheckKind(DConn& conn, std::int64_t id, std::string_view kind);
+
+  // Adds to the queue's counters, at commit when the transaction defers
+  // them. REQUIRES: CheckQueue(queue_id) in this transaction.
+  Status AddCounters(DConn& conn, std::int64_t queue_id,
+                     const core::QueueCounters& d);
+
+  // Writes counter changes now (each engine keeps its counters its way).
+  virtual Status WriteCounters(DConn& conn, std::int64_t queue_id,
+                               const core::QueueCounters& d) = 0;
+
+  // Why `name` is not a `want`: missing, or another kind of thing.
+  static Status Missing(DConn& conn, std::string_view name,
+                        std::string_view want);
+
+  // The name is taken: says by what kind of thing.
+  static Status Taken(DConn& conn, std::string_view name);
+
+  // The parameters that fence a receipt (id, queue, token, attempt), in
+  // that order, for `WHERE id = ? AND queue_id = ? AND token = ? AND
+  // attempts = ?`.
+  static Params Fence(std::int64_t queue_id, const core::Receipt& r);
+  static void AppendFence(Params& p, std::int64_t queue_id,
+                          const core::Receipt& r);
+
+  // Says why a receipt was refused: the message is gone, or it is there
+  // under another lease.
+  static Status Refused(DConn& conn, std::int64_t queue_id,
+                        const core::Receipt& r);
+
+  const std::shared_ptr<Clock> clock_;  // null: the database clock
+
+ private:
+  // Creates the row of a ring or rotation (`kind` is one of those two
+  // literals); kAlreadyExists when the name is taken by any kind.
+  Result<std::int64_t> InsertKind(DConn& conn, std::string_view name,
+                                  const char* kind, std::size_t max_payload,
+                                  std::int64_t capacity, int max_failures);
+
+  // Locks the group's row (the lock a push takes), before any of its
+  // entries: false when the group was never pushed to.
+  static Result<bool> LockGroup(DConn& conn, std::int64_t ring_id,
+                                std::string_view group);
+
+  // Deletes the group's `n` oldest entries (lowest seq: a total order) and
+  // returns how many went. REQUIRES: the group row locked.
+  static Result<std::int64_t> EvictOldest(DConn& conn, std::int64_t ring_id,
+                                          std::string_view group,
+                                          std::int64_t n);
+
+  static Status AdjustEntries(DConn& conn, std::int64_t ring_id,
+                              std::string_view group, std::int64_t delta);
+
+  // Locks the rotation's row for update (to commit): serialises next() and
+  // add() per rotation. kNotFound when it was dropped.
+  static Status LockRotation(DConn& conn, std::int64_t rotation_id);
+};
+
+}  // namespace sqlq::engines::shared
+
+#endif  // SQLQ_ENGINES_SHARED_SQL_ENGINE_H_

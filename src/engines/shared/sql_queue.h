@@ -1,0 +1,279 @@
+// SqlEngine (sql_engine.h): queues and the rows that name things, the
+// transaction's clock and counters, the share lock on a queue's row,
+// receipts refused, and the listing and pruning of dead letters and
+// archive. Included only where an engine
+// instantiates SqlEngine<D>.
+
+#ifndef SQLQ_ENGINES_SHARED_SQL_QUEUE_H_
+#define SQLQ_ENGINES_SHARED_SQL_QUEUE_H_
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "core/rows.h"
+#include "engines/shared/sql_engine.h"
+
+namespace sqlq::engines::shared {
+
+template <class D>
+Result<std::int64_t> SqlEngine<D>::NowUs(DConn& conn) {
+  if (clock_) return core::Us(clock_->Now());
+  if (conn.tx_now_us) return *conn.tx_now_us;
+  auto rows = conn.Run(D::kNowSql, Params(), "read the database clock");
+  if (!rows.ok()) return rows.status();
+  conn.tx_now_us = rows->Int(0, 0);
+  return *conn.tx_now_us;
+}
+
+template <class D>
+Status SqlEngine<D>::CheckQueue(DConn& conn, std::int64_t queue_id, bool lock) {
+  if (conn.known_queues.contains(queue_id)) return Status::Ok();
+  static const std::string kLook =
+      D::Statement("SELECT 1 FROM sqlq_queues WHERE id = ?");
+  static const std::string kLock(D::kLockQueue);
+  lock = lock && !conn.read_only;
+  auto rows =
+      conn.Run(lock ? kLock : kLook, Params().Int(queue_id), "look up queue");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return core::QueueGone(queue_id);
+  // Remembered only once locked: an unlocked look may be repeated by a
+  // later operation of the transaction that wants the lock.
+  if (lock) conn.known_queues.insert(queue_id);
+  return Status::Ok();
+}
+
+template <class D>
+Status SqlEngine<D>::CheckKind(DConn& conn, std::int64_t id,
+                               std::string_view kind) {
+  if (conn.known_queues.contains(id)) return Status::Ok();
+  Status s = CheckQueue(conn, id);
+  if (s.code() == Code::kNotFound) return core::KindGone(kind, id);
+  return s;
+}
+
+template <class D>
+Status SqlEngine<D>::AddCounters(DConn& conn, std::int64_t queue_id,
+                                 const core::QueueCounters& d) {
+  if (conn.DeferCounters(queue_id, d)) return Status::Ok();
+  return WriteCounters(conn, queue_id, d);
+}
+
+template <class D>
+Status SqlEngine<D>::Missing(DConn& conn, std::string_view name,
+                             std::string_view want) {
+  auto rows = conn.Run(D::kKindOfName, Params().Text(name), "look up name");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() > 0) return core::NotA(name, rows->Bytes(0, 0), want);
+  return core::NotA(name, std::nullopt, want);
+}
+
+template <class D>
+Status SqlEngine<D>::Taken(DConn& conn, std::string_view name) {
+  auto rows = conn.Run(D::kKindOfName, Params().Text(name), "look up name");
+  if (!rows.ok()) return rows.status();
+  // Dropped again since our insert saw it: taken all the same.
+  if (rows->size() == 0) return core::NameTaken(name, std::nullopt);
+  return core::NameTaken(name, rows->Bytes(0, 0));
+}
+
+template <class D>
+Result<core::QueueRecord> SqlEngine<D>::CreateQueue(
+    core::Conn& c, const core::CreateQueueParams& op) {
+  const auto& [name, o] = op;
+  DConn& conn = Native(c);
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  Params p;
+  p.Text(name)
+      .Int(o.max_attempts)
+      .Int(core::Us(o.lease))
+      .Int(core::Us(o.backoff_base))
+      .Int(core::Us(o.backoff_max))
+      .Int(o.archive ? 1 : 0)  // PostgreSQL reads '1' and '0' as booleans
+      .Int(core::Us(o.retention))
+      .Int(static_cast<std::int64_t>(o.max_payload_bytes))
+      .Int(*now);
+  auto id = D::InsertName(conn, D::kInsertQueue, p, "create queue");
+  if (!id.ok()) return id.status();
+  if (!*id) return Taken(conn, name);
+  core::QueueRecord r;
+  r.id = **id;
+  r.info = {.name = std::string(name),
+            .options = o,
+            .created_at = core::FromUs(*now)};
+  return r;
+}
+
+template <class D>
+Result<core::QueueRecord> SqlEngine<D>::GetQueue(core::Conn& c,
+                                                 std::string_view name) {
+  DConn& conn = Native(c);
+  static const std::string kSql = D::Statement(R"sql(
+    SELECT id, name, max_attempts, lease_us, backoff_base_us,
+           backoff_max_us, archive, retention_us, max_payload, created_us
+    FROM sqlq_queues WHERE name = ? AND kind = 'queue')sql");
+  auto rows = conn.Run(kSql, Params().Text(name), "look up queue");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return Missing(conn, name, "queue");
+  return core::DecodeQueue(core::RowAt<Rows>{*rows, 0});
+}
+
+template <class D>
+Result<std::vector<core::QueueRecord>> SqlEngine<D>::ListQueues(core::Conn& c) {
+  static const std::string kSql = D::Statement(R"sql(
+    SELECT id, name, max_attempts, lease_us, backoff_base_us,
+           backoff_max_us, archive, retention_us, max_payload, created_us
+    FROM sqlq_queues WHERE kind = 'queue' ORDER BY name)sql");
+  auto rows = Native(c).Run(kSql, Params(), "list queues");
+  if (!rows.ok()) return rows.status();
+  return core::DecodeAll(*rows,
+                         [](const auto& r) { return core::DecodeQueue(r); });
+}
+
+template <class D>
+Result<std::int64_t> SqlEngine<D>::PurgeQueue(core::Conn& c,
+                                              std::int64_t queue_id) {
+  DConn& conn = Native(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  static const std::string kSql =
+      D::Statement("DELETE FROM sqlq_messages WHERE queue_id = ?");
+  auto rows = conn.Run(kSql, Params().Int(queue_id), "purge queue");
+  if (!rows.ok()) return rows.status();
+  return rows->affected();
+}
+
+template <class D>
+Result<QueueStats> SqlEngine<D>::Stats(core::Conn& c, std::int64_t queue_id) {
+  DConn& conn = Native(c);
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  auto rows = conn.Run(
+      D::kStats, Params().Int(*now).Int(*now).Int(*now).Int(*now).Int(queue_id),
+      "stats");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return core::QueueGone(queue_id);
+  return core::DecodeStats(core::RowAt<Rows>{*rows, 0}, *now);
+}
+
+template <class D>
+Result<Timestamp> SqlEngine<D>::Now(core::Conn& c) {
+  auto now = NowUs(Native(c));
+  if (!now.ok()) return now.status();
+  return core::FromUs(*now);
+}
+
+template <class D>
+typename SqlEngine<D>::Params SqlEngine<D>::Fence(std::int64_t queue_id,
+                                                  const core::Receipt& r) {
+  Params p;
+  AppendFence(p, queue_id, r);
+  return p;
+}
+
+template <class D>
+void SqlEngine<D>::AppendFence(Params& p, std::int64_t queue_id,
+                               const core::Receipt& r) {
+  p.Int(r.id).Int(queue_id).Int(core::TokenBits(r.token)).Int(r.attempt);
+}
+
+template <class D>
+Status SqlEngine<D>::Refused(DConn& conn, std::int64_t queue_id,
+                             const core::Receipt& r) {
+  auto rows = conn.Run(D::kReceiptHolder, Params().Int(r.id).Int(queue_id),
+                       "check receipt");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return core::NotInQueue(r.id);
+  return core::StaleReceipt(r, rows->Int(0, 0), rows->Int(0, 1));
+}
+
+template <class D>
+Result<std::int64_t> SqlEngine<D>::InsertKind(
+    DConn& conn, std::string_view name, const char* kind,
+    std::size_t max_payload, std::int64_t capacity, int max_failures) {
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  Params p;
+  p.Text(name)
+      .Text(kind)
+      .Int(static_cast<std::int64_t>(max_payload))
+      .Int(*now)
+      .Int(capacity)
+      .Int(max_failures);
+  auto id =
+      D::InsertName(conn, D::kInsertKind, p, fmt::format("create {}", kind));
+  if (!id.ok()) return id.status();
+  if (!*id) return Taken(conn, name);
+  return **id;
+}
+
+template <class D>
+Result<std::vector<DeadLetter>> SqlEngine<D>::ListDead(
+    core::Conn& c, const core::ListDeadParams& op) {
+  const auto& [queue_id, o] = op;
+  DConn& conn = Native(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  static const std::string kSql = D::Statement(R"sql(
+    SELECT id, priority, attempts, enqueued_us, died_us, last_error, payload
+    FROM sqlq_dead WHERE queue_id = ? AND id > ? ORDER BY id LIMIT ?)sql");
+  auto rows = conn.Run(
+      kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit), "list dead");
+  if (!rows.ok()) return rows.status();
+  return core::DecodeAll(*rows,
+                         [](const auto& r) { return core::DecodeDead(r); });
+}
+
+template <class D>
+Result<std::int64_t> SqlEngine<D>::PurgeDead(core::Conn& c,
+                                             std::int64_t queue_id) {
+  DConn& conn = Native(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  static const std::string kSql =
+      D::Statement("DELETE FROM sqlq_dead WHERE queue_id = ?");
+  auto rows = conn.Run(kSql, Params().Int(queue_id), "purge dead letters");
+  if (!rows.ok()) return rows.status();
+  return rows->affected();
+}
+
+template <class D>
+Result<std::vector<ArchivedMessage>> SqlEngine<D>::ListArchive(
+    core::Conn& c, const core::ListArchiveParams& op) {
+  const auto& [queue_id, o] = op;
+  DConn& conn = Native(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  static const std::string kSql = D::Statement(R"sql(
+    SELECT id, priority, attempts, enqueued_us, completed_us, worker, payload
+    FROM sqlq_archive WHERE queue_id = ? AND id > ?
+    ORDER BY id LIMIT ?)sql");
+  auto rows =
+      conn.Run(kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit),
+               "list archive");
+  if (!rows.ok()) return rows.status();
+  return core::DecodeAll(*rows,
+                         [](const auto& r) { return core::DecodeArchived(r); });
+}
+
+template <class D>
+Result<std::int64_t> SqlEngine<D>::PruneArchive(
+    core::Conn& c, const core::PruneArchiveParams& op) {
+  const auto& [queue_id, retention] = op;
+  DConn& conn = Native(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  static const std::string kSql = D::Statement(
+      "DELETE FROM sqlq_archive WHERE queue_id = ? AND completed_us < ?");
+  auto rows =
+      conn.Run(kSql, Params().Int(queue_id).Int(*now - retention.count()),
+               "prune archive");
+  if (!rows.ok()) return rows.status();
+  return rows->affected();
+}
+
+}  // namespace sqlq::engines::shared
+
+#endif  // SQLQ_ENGINES_SHARED_SQL_QUEUE_H_
