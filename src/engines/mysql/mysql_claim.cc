@@ -366,9 +366,7 @@ Result<std::vector<Status>> MysqlEngine::AckMany(
 
 Status MysqlEngine::Retry(Conn& c, const core::RetryParams& p) {
   MyConn& conn = My(c);
-  Status s = CheckQueue(conn, p.queue_id);
-  if (!s.ok()) return s;
-  auto now = NowUs(conn);
+  auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
   static const std::string kSql = R"sql(
     UPDATE sqlq_messages SET token = 0, ready_us = ?, last_error = ?
@@ -384,9 +382,7 @@ Status MysqlEngine::Retry(Conn& c, const core::RetryParams& p) {
 
 Status MysqlEngine::Bury(Conn& c, const core::BuryParams& p) {
   MyConn& conn = My(c);
-  Status s = CheckQueue(conn, p.queue_id);
-  if (!s.ok()) return s;
-  auto now = NowUs(conn);
+  auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
   auto leased = LockLeased(conn, p.queue_id, p.receipt);
   if (!leased.ok()) return leased.status();
@@ -408,9 +404,7 @@ Status MysqlEngine::Bury(Conn& c, const core::BuryParams& p) {
 Result<Timestamp> MysqlEngine::Extend(Conn& c, const core::ExtendParams& op) {
   const auto& [queue_id, receipt, lease] = op;
   MyConn& conn = My(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  auto now = NowUs(conn);
+  auto now = CheckedNow(conn, queue_id);
   if (!now.ok()) return now.status();
   const std::int64_t until = *now + lease.count();
   static const std::string kSql = R"sql(

@@ -166,7 +166,7 @@ Result<ConnParams> ParseUrl(std::string_view url) {
 
 Status MysqlEngine::Write(const std::function<Status(Conn&)>& body) {
   return pool_.RunWrite([&](MyConn& c) {
-    Status begun = Begin(c, /*read_only=*/false);
+    Status begun = StartTransaction(c, /*read_only=*/false);
     if (!begun.ok()) {
       // A pooled connection the server closed while it sat idle shows
       // only now; nothing of the transaction ran.
@@ -177,19 +177,6 @@ Status MysqlEngine::Write(const std::function<Status(Conn&)>& body) {
     c.defer_counters = true;
     return InTransaction(c, body);
   });
-}
-
-Status MysqlEngine::Read(const std::function<Status(Conn&)>& body) {
-  return pool_.RunRead(
-      [&](MyConn& c) { return BeginOn(c, /*read_only=*/true); },
-      [&](MyConn& c) { return InTransaction(c, body); });
-}
-
-Result<std::unique_ptr<Conn>> MysqlEngine::BeginTx() {
-  auto conn =
-      pool_.Lend([&](MyConn& c) { return BeginOn(c, /*read_only=*/false); });
-  if (!conn.ok()) return conn.status();
-  return std::unique_ptr<Conn>(std::move(*conn));
 }
 
 Result<std::unique_ptr<Conn>> MysqlEngine::JoinTx(void* native) {
@@ -213,8 +200,6 @@ Result<std::unique_ptr<Conn>> MysqlEngine::JoinTx(void* native) {
   if (!s.ok()) return s;
   return std::unique_ptr<Conn>(std::move(conn));
 }
-
-Status MysqlEngine::CommitTx(Conn& c) { return Commit(My(c)); }
 
 Status MysqlEngine::RollbackTx(Conn& c) {
   return My(c).Exec("ROLLBACK", "rollback");
@@ -261,7 +246,7 @@ Status MysqlEngine::WriteCounters(MyConn& conn, std::int64_t queue_id,
   return Status::Ok();
 }
 
-Status MysqlEngine::Begin(MyConn& conn, bool read_only) {
+Status MysqlEngine::StartTransaction(MyConn& conn, bool read_only) {
   conn.read_only = read_only;
   conn.tx_open = true;
   if (read_only) {
@@ -319,8 +304,8 @@ Status MysqlEngine::Commit(MyConn& conn) {
   return Status::Ok();
 }
 
-Status MysqlEngine::BeginOn(MyConn& conn, bool read_only) {
-  Status s = Begin(conn, read_only);
+Status MysqlEngine::Begin(MyConn& conn, bool read_only) {
+  Status s = StartTransaction(conn, read_only);
   conn.tx_error.reset();
   return s;
 }

@@ -66,8 +66,6 @@ namespace sqlq::engines::mysql {
 using core::Conn;
 using core::Micros;
 
-// Idle connections kept for reuse.
-constexpr std::size_t kMaxIdle = 16;
 // Rows per multi-row INSERT, and bytes of payload per INSERT (well below
 // the server's max_allowed_packet, 16 MiB by default).
 constexpr std::size_t kMaxInsertRows = 256;
@@ -130,9 +128,8 @@ struct ConnParams {
 class MysqlEngine : public shared::SqlEngine<Dialect> {
  public:
   MysqlEngine(ConnParams params, std::shared_ptr<Clock> clock)
-      : SqlEngine(std::move(clock)),
-        params_(std::move(params)),
-        pool_([this] { return Connect(); }, kMaxIdle) {}
+      : SqlEngine(std::move(clock), [this] { return Connect(); }),
+        params_(std::move(params)) {}
 
   ~MysqlEngine() override { poller_.reset(); }
 
@@ -149,13 +146,7 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
 
   Status Write(const std::function<Status(Conn&)>& body) override;
 
-  Status Read(const std::function<Status(Conn&)>& body) override;
-
-  Result<std::unique_ptr<Conn>> BeginTx() override;
-
   Result<std::unique_ptr<Conn>> JoinTx(void* native) override;
-
-  Status CommitTx(Conn& c) override;
 
   Status RollbackTx(Conn& c) override;
 
@@ -265,18 +256,18 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
   Status WriteCounters(MyConn& conn, std::int64_t queue_id,
                        const QueueCounters& d) override;
 
-  Status Begin(MyConn& conn, bool read_only);
+  // START TRANSACTION, with the database clock read in the same round trip
+  // when the store uses it.
+  Status StartTransaction(MyConn& conn, bool read_only);
 
-  Status Commit(MyConn& conn);
+  Status Commit(MyConn& conn) override;
 
-  // A connection with a transaction begun on it. A pooled connection that
-  // the server closed while idle shows only now; nothing was sent in a
-  // transaction yet, so a fresh connection is tried instead.
-  // Begin for a connection from the pool: a failed BEGIN leaves no error
-  // recorded for the transaction that follows.
-  Status BeginOn(MyConn& conn, bool read_only);
+  // StartTransaction for a connection from the pool: a failed BEGIN leaves
+  // no error recorded for the transaction that follows.
+  Status Begin(MyConn& conn, bool read_only) override;
 
-  Status InTransaction(MyConn& conn, const std::function<Status(Conn&)>& body);
+  Status InTransaction(MyConn& conn,
+                       const std::function<Status(Conn&)>& body) override;
 
   // A raw connection with the session set up, or null with `error` set.
   struct RawDeleter {
@@ -304,7 +295,6 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
   Status Migrate(MyConn& conn, bool create);
 
   const ConnParams params_;
-  core::ConnPool<MyConn> pool_;
   // sends + nacks this store committed (Poller subtracts them).
   std::atomic<std::int64_t> own_bumps_{0};
   std::function<std::size_t()> waiting_;

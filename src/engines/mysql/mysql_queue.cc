@@ -152,9 +152,7 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
                                           const core::RedriveParams& op) {
   const auto& [queue_id, ids] = op;
   MyConn& conn = My(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  auto now = NowUs(conn);
+  auto now = CheckedNow(conn, queue_id);
   if (!now.ok()) return now.status();
   // Pages of dead letters are locked and read (in id order), inserted
   // back with explicit values and deleted by id. Not INSERT ... SELECT:
@@ -213,7 +211,7 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
       if (!rows.ok()) return rows.status();
       if (rows->size() == 0) break;
       after = rows->Int(rows->size() - 1, 0);
-      s = move(*rows);
+      Status s = move(*rows);
       if (!s.ok()) return s;
       if (static_cast<std::size_t>(rows->size()) < kPage) break;
     }
@@ -233,7 +231,7 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
     AddIds(p, some);
     auto rows = conn.Run(sql, p, "redrive");
     if (!rows.ok()) return rows.status();
-    s = move(*rows);
+    Status s = move(*rows);
     if (!s.ok()) return s;
   }
   return moved;

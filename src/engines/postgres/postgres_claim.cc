@@ -221,9 +221,7 @@ Result<std::vector<Status>> PostgresEngine::AckMany(
 
 Status PostgresEngine::Retry(Conn& c, const core::RetryParams& p) {
   PgConn& conn = Pg(c);
-  Status s = CheckQueue(conn, p.queue_id);
-  if (!s.ok()) return s;
-  auto now = NowUs(conn);
+  auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
   static constexpr const char* kSql = R"sql(
     UPDATE sqlq_messages SET token = 0, ready_us = $5, last_error = $6
@@ -246,9 +244,7 @@ Status PostgresEngine::Retry(Conn& c, const core::RetryParams& p) {
 
 Status PostgresEngine::Bury(Conn& c, const core::BuryParams& p) {
   PgConn& conn = Pg(c);
-  Status s = CheckQueue(conn, p.queue_id);
-  if (!s.ok()) return s;
-  auto now = NowUs(conn);
+  auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
   static constexpr const char* kSql = R"sql(
     WITH d AS (
@@ -272,9 +268,7 @@ Result<Timestamp> PostgresEngine::Extend(Conn& c,
                                          const core::ExtendParams& op) {
   const auto& [queue_id, receipt, lease] = op;
   PgConn& conn = Pg(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  auto now = NowUs(conn);
+  auto now = CheckedNow(conn, queue_id);
   if (!now.ok()) return now.status();
   const std::int64_t until = *now + lease.count();
   static constexpr const char* kSql = R"sql(

@@ -19,18 +19,6 @@ Status PostgresEngine::Write(const std::function<Status(Conn&)>& body) {
   });
 }
 
-Status PostgresEngine::Read(const std::function<Status(Conn&)>& body) {
-  return pool_.RunRead([&](PgConn& c) { return Begin(c, /*read_only=*/true); },
-                       [&](PgConn& c) { return InTransaction(c, body); });
-}
-
-Result<std::unique_ptr<Conn>> PostgresEngine::BeginTx() {
-  auto conn =
-      pool_.Lend([&](PgConn& c) { return Begin(c, /*read_only=*/false); });
-  if (!conn.ok()) return conn.status();
-  return std::unique_ptr<Conn>(std::move(*conn));
-}
-
 Result<std::unique_ptr<Conn>> PostgresEngine::JoinTx(void* native) {
   auto* pg = static_cast<PGconn*>(native);
   if (PQstatus(pg) != CONNECTION_OK) {
@@ -49,8 +37,6 @@ Result<std::unique_ptr<Conn>> PostgresEngine::JoinTx(void* native) {
   conn->ResetTxState();
   return std::unique_ptr<Conn>(std::move(conn));
 }
-
-Status PostgresEngine::CommitTx(Conn& c) { return Commit(Pg(c)); }
 
 Status PostgresEngine::RollbackTx(Conn& c) {
   PgConn& conn = Pg(c);

@@ -61,8 +61,6 @@ namespace sqlq::engines::postgres {
 using core::Conn;
 using core::Micros;
 
-// Idle connections kept for reuse.
-constexpr std::size_t kMaxIdle = 16;
 // Group commits run at once (Engine::write_groups); the URL parameter
 // write_groups overrides. Measured on 2 cores (docs/benchmarks.md): 64
 // single senders gain most up to 4; more groups only add connections and
@@ -134,12 +132,11 @@ class PostgresEngine : public shared::SqlEngine<Dialect> {
  public:
   PostgresEngine(std::string url, const Tuning& tuning,
                  std::shared_ptr<Clock> clock)
-      : SqlEngine(std::move(clock)),
+      : SqlEngine(std::move(clock), [this] { return Connect(); }),
         url_(std::move(url)),
         write_groups_(tuning.write_groups),
         vacuum_threshold_(tuning.vacuum_rows),
-        fold_threshold_(tuning.fold_rows),
-        pool_([this] { return Connect(); }, kMaxIdle) {
+        fold_threshold_(tuning.fold_rows) {
     ClaimMarks::Options marks;
     if (tuning.rescan_ms > 0) {
       marks.min_rescan = marks.max_rescan =
@@ -177,13 +174,7 @@ class PostgresEngine : public shared::SqlEngine<Dialect> {
 
   Status Write(const std::function<Status(Conn&)>& body) override;
 
-  Status Read(const std::function<Status(Conn&)>& body) override;
-
-  Result<std::unique_ptr<Conn>> BeginTx() override;
-
   Result<std::unique_ptr<Conn>> JoinTx(void* native) override;
-
-  Status CommitTx(Conn& c) override;
 
   Status RollbackTx(Conn& c) override;
 
@@ -269,16 +260,17 @@ class PostgresEngine : public shared::SqlEngine<Dialect> {
                        const QueueCounters& d) override;
 
   // BEGIN, and the database clock with it when the store uses it.
-  Status Begin(PgConn& conn, bool read_only);
+  Status Begin(PgConn& conn, bool read_only) override;
 
   // Commits, then does what follows a commit (Committed) or a rollback
   // (RolledBack) in this process.
-  Status Commit(PgConn& conn);
+  Status Commit(PgConn& conn) override;
 
   Status RunCommit(PgConn& conn);
 
   // Runs `body` in the transaction begun on `conn`, and commits.
-  Status InTransaction(PgConn& conn, const std::function<Status(Conn&)>& body);
+  Status InTransaction(PgConn& conn,
+                       const std::function<Status(Conn&)>& body) override;
 
   // After a commit: wake other processes' waiters, count dead rows, move
   // the claim marks.
@@ -315,7 +307,6 @@ class PostgresEngine : public shared::SqlEngine<Dialect> {
   const int write_groups_;
   const std::int64_t vacuum_threshold_;
   const std::int64_t fold_threshold_;
-  core::ConnPool<PgConn> pool_;
   std::unique_ptr<Notifier> notifier_;
   std::unique_ptr<Vacuumer> vacuumer_;
   std::unique_ptr<Vacuumer> folder_;   // folds the counter deltas

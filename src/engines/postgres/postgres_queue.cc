@@ -142,9 +142,7 @@ Result<std::int64_t> PostgresEngine::Redrive(Conn& c,
                                              const core::RedriveParams& op) {
   const auto& [queue_id, ids] = op;
   PgConn& conn = Pg(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  auto now = NowUs(conn);
+  auto now = CheckedNow(conn, queue_id);
   if (!now.ok()) return now.status();
   // A redriven message is ready now with fresh attempts; it keeps its id
   // (never reused, see schema.h) but not a dedup key.

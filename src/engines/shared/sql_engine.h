@@ -47,6 +47,7 @@
 #define SQLQ_ENGINES_SHARED_SQL_ENGINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +55,7 @@
 #include <vector>
 
 #include "core/engine.h"
+#include "core/tx_conn.h"
 #include "sqlq/store.h"
 
 namespace sqlq::engines::shared {
@@ -68,12 +70,34 @@ struct Pushed {
   std::int64_t capacity = 0;
 };
 
+// Idle connections kept for reuse.
+constexpr std::size_t kMaxIdle = 16;
+
 template <class D>
 class SqlEngine : public core::Engine {
  public:
   using DConn = typename D::Conn;
   using Params = typename D::Params;
   using Rows = typename D::Rows;
+
+  // --- transactions -------------------------------------------------------
+  // Write() is each engine's own: how a write transaction begins and
+  // commits is where the engines differ (PostgreSQL sends BEGIN with the
+  // first statement, MariaDB reads the clock with it).
+
+  Status Read(const std::function<Status(core::Conn&)>& body) override {
+    return pool_.RunRead([&](DConn& c) { return Begin(c, /*read_only=*/true); },
+                         [&](DConn& c) { return InTransaction(c, body); });
+  }
+
+  Result<std::unique_ptr<core::Conn>> BeginTx() override {
+    auto conn =
+        pool_.Lend([&](DConn& c) { return Begin(c, /*read_only=*/false); });
+    if (!conn.ok()) return conn.status();
+    return std::unique_ptr<core::Conn>(std::move(*conn));
+  }
+
+  Status CommitTx(core::Conn& c) override { return Commit(Native(c)); }
 
   // --- queues ----------------------------------------------------------------
 
@@ -168,8 +192,23 @@ class SqlEngine : public core::Engine {
                                         std::int64_t rotation_id) override;
 
  protected:
-  // `clock` null: the database's clock.
-  explicit SqlEngine(std::shared_ptr<Clock> clock) : clock_(std::move(clock)) {}
+  // `clock` null: the database's clock. `connect` opens a connection for
+  // the pool.
+  SqlEngine(std::shared_ptr<Clock> clock,
+            typename core::ConnPool<DConn>::Connect connect)
+      : clock_(std::move(clock)), pool_(std::move(connect), kMaxIdle) {}
+
+  // Begins a transaction on `conn` (a read-only snapshot, or a write
+  // transaction for a caller's Tx); on failure nothing is left open.
+  virtual Status Begin(DConn& conn, bool read_only) = 0;
+
+  // Runs `body` in the transaction begun on `conn`, and commits (or rolls
+  // back when `body` failed).
+  virtual Status InTransaction(
+      DConn& conn, const std::function<Status(core::Conn&)>& body) = 0;
+
+  // Commits, then does what follows a commit in this process.
+  virtual Status Commit(DConn& conn) = 0;
 
   static DConn& Native(core::Conn& c) { return static_cast<DConn&>(c); }
 
@@ -190,6 +229,10 @@ class SqlEngine : public core::Engine {
 
   // CheckQueue for a ring or rotation: kNotFound naming the kind.
   Status CheckKind(DConn& conn, std::int64_t id, std::string_view kind);
+
+  // CheckQueue, then NowUs: the start of every operation on a queue that
+  // needs the time.
+  Result<std::int64_t> CheckedNow(DConn& conn, std::int64_t queue_id);
 
   // Adds to the queue's counters, at commit when the transaction defers
   // them. REQUIRES: CheckQueue(queue_id) in this transaction.
@@ -220,6 +263,7 @@ class SqlEngine : public core::Engine {
                         const core::Receipt& r);
 
   const std::shared_ptr<Clock> clock_;  // null: the database clock
+  core::ConnPool<DConn> pool_;
 
  private:
   // Creates the row of a ring or rotation (`kind` is one of those two

@@ -52,6 +52,14 @@ Status SqlEngine<D>::CheckKind(DConn& conn, std::int64_t id,
 }
 
 template <class D>
+Result<std::int64_t> SqlEngine<D>::CheckedNow(DConn& conn,
+                                              std::int64_t queue_id) {
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  return NowUs(conn);
+}
+
+template <class D>
 Status SqlEngine<D>::AddCounters(DConn& conn, std::int64_t queue_id,
                                  const core::QueueCounters& d) {
   if (conn.DeferCounters(queue_id, d)) return Status::Ok();
@@ -261,9 +269,7 @@ Result<std::int64_t> SqlEngine<D>::PruneArchive(
     core::Conn& c, const core::PruneArchiveParams& op) {
   const auto& [queue_id, retention] = op;
   DConn& conn = Native(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  auto now = NowUs(conn);
+  auto now = CheckedNow(conn, queue_id);
   if (!now.ok()) return now.status();
   static const std::string kSql = D::Statement(
       "DELETE FROM sqlq_archive WHERE queue_id = ? AND completed_us < ?");
