@@ -228,19 +228,10 @@ Status MysqlEngine::WriteCounters(MyConn& conn, std::int64_t queue_id,
       fmt::format("{} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {}", kCounterInsert,
                   kCounterUpdate);
   const int slot = static_cast<int>(conn.connection_id % kCounterSlots);
-  auto rows = conn.Run(kSql,
-                       Params()
-                           .Int(queue_id)
-                           .Int(slot)
-                           .Int(d.sends)
-                           .Int(d.claims)
-                           .Int(d.acks)
-                           .Int(d.nacks)
-                           .Int(d.expirations)
-                           .Int(d.dead_lettered)
-                           .Int(d.pushes)
-                           .Int(d.serves),
-                       "update counters");
+  Params p;
+  p.Int(queue_id).Int(slot);
+  AppendCounters(p, d);
+  auto rows = conn.Run(kSql, p, "update counters");
   if (!rows.ok()) return rows.status();
   conn.bumps += d.sends + d.nacks;
   return Status::Ok();

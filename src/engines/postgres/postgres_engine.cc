@@ -57,15 +57,8 @@ void PostgresEngine::WatchForeignWrites(std::function<void()> changed) {
 Params PostgresEngine::CounterParams(std::int64_t queue_id,
                                      const QueueCounters& d) {
   Params p;
-  p.Int(queue_id)
-      .Int(d.sends)
-      .Int(d.claims)
-      .Int(d.acks)
-      .Int(d.nacks)
-      .Int(d.expirations)
-      .Int(d.dead_lettered)
-      .Int(d.pushes)
-      .Int(d.serves);
+  p.Int(queue_id);
+  AppendCounters(p, d);
   return p;
 }
 

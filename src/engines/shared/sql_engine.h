@@ -257,6 +257,19 @@ class SqlEngine : public core::Engine {
   static void AppendFence(Params& p, std::int64_t queue_id,
                           const core::Receipt& r);
 
+  // The counters in the order of the columns sends, claims, acks, nacks,
+  // expirations, dead_lettered, pushes, serves.
+  static void AppendCounters(Params& p, const core::QueueCounters& d) {
+    p.Int(d.sends)
+        .Int(d.claims)
+        .Int(d.acks)
+        .Int(d.nacks)
+        .Int(d.expirations)
+        .Int(d.dead_lettered)
+        .Int(d.pushes)
+        .Int(d.serves);
+  }
+
   // Says why a receipt was refused: the message is gone, or it is there
   // under another lease.
   static Status Refused(DConn& conn, std::int64_t queue_id,
