@@ -109,6 +109,13 @@ struct ClaimOutcome {
   std::vector<ClaimedMessage> messages;
   std::int64_t expirations = 0;  // leased messages whose lease had run out
   std::int64_t dead_lettered = 0;
+
+  // What the claim adds to its queue's counters.
+  QueueCounters Counters() const {
+    return {.claims = static_cast<std::int64_t>(messages.size()),
+            .expirations = expirations,
+            .dead_lettered = dead_lettered};
+  }
 };
 
 struct AckParams {

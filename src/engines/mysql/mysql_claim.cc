@@ -142,10 +142,7 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
   }
   const std::int64_t claimed = static_cast<std::int64_t>(out.messages.size());
   if (claimed + out.expirations + out.dead_lettered == 0) return out;
-  Status s = AddCounters(conn, p.queue_id,
-                         {.claims = claimed,
-                          .expirations = out.expirations,
-                          .dead_lettered = out.dead_lettered});
+  Status s = AddCounters(conn, p.queue_id, out.Counters());
   if (!s.ok()) return s;
   return out;
 }

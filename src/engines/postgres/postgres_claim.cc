@@ -115,10 +115,7 @@ Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
     return out;
   }
   conn.churned += claimed + out.dead_lettered;
-  Status s = AddCounters(conn, p.queue_id,
-                         {.claims = claimed,
-                          .expirations = out.expirations,
-                          .dead_lettered = out.dead_lettered});
+  Status s = AddCounters(conn, p.queue_id, out.Counters());
   if (!s.ok()) return s;
   return out;
 }

@@ -109,10 +109,7 @@ Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
     // waiters make no commits (which would wake other waiters).
     return out;
   }
-  Status s = AddCounters(conn, p.queue_id,
-                         {.claims = claimed,
-                          .expirations = out.expirations,
-                          .dead_lettered = out.dead_lettered});
+  Status s = AddCounters(conn, p.queue_id, out.Counters());
   if (!s.ok()) return s;
   return out;
 }
