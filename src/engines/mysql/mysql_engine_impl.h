@@ -222,8 +222,9 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
   // One group commit in flight per process (URL parameter write_groups
   // overrides).
   // With 4, as on PostgreSQL, a process's own groups deadlock with each other
-  // under REPEATABLE READ often enough to use up a transaction's runs, and 4
-  // measured no faster than 1 for mixed (docs/engines/mysql.md).
+  // under REPEATABLE READ (a transaction that keeps losing then runs alone,
+  // core::RetryPolicy), and 4 measured no faster than 1 for mixed
+  // (docs/engines/mysql.md).
   int write_groups() const override;
 
   Status Retry(Conn& c, const core::RetryParams& p) override;
