@@ -20,11 +20,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using SteadyClock = std::chrono::steady_clock;
 
-std::int64_t MsSince(SteadyClock::time_point t0) {
-  return std::chrono::duration_cast<milliseconds>(SteadyClock::now() - t0)
-      .count();
-}
-
 // `url` with the password of its user replaced.
 std::string WithPassword(const std::string& url, const std::string& password) {
   const auto start = url.find("://") + 3;

@@ -1770,11 +1770,6 @@ struct TimedClaim {
   std::int64_t elapsed_ms;
 };
 
-std::int64_t MsSince(SteadyClock::time_point t0) {
-  return std::chrono::duration_cast<milliseconds>(SteadyClock::now() - t0)
-      .count();
-}
-
 // Starts a claim with `wait` on another thread; `started` is set just before
 // the claim begins.
 std::future<TimedClaim> ClaimInBackground(WorkQueue q, Duration wait,

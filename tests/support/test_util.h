@@ -38,6 +38,13 @@ const Status& StatusOf(const Result<T>& r) {
 // Microseconds since the epoch: comparable and printable in assertions.
 inline std::int64_t Us(Timestamp t) { return t.time_since_epoch().count(); }
 
+// Milliseconds of the steady clock since `t0`.
+inline std::int64_t MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
 // A Clock that moves only when told to. Thread-safe.
 class ManualClock : public Clock {
  public:

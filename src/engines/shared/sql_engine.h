@@ -285,6 +285,12 @@ class SqlEngine : public core::Engine {
                                   const char* kind, std::size_t max_payload,
                                   std::int64_t capacity, int max_failures);
 
+  // The sqlq_queues row of the ring or rotation `name` (`kind` is one of
+  // those two literals): id, capacity, max_failures, max_payload. kNotFound
+  // saying what the name is when it is not a `kind`.
+  static Result<Rows> FindKind(DConn& conn, std::string_view name,
+                               const char* kind);
+
   // Locks the group's row (the lock a push takes), before any of its
   // entries: false when the group was never pushed to.
   static Result<bool> LockGroup(DConn& conn, std::int64_t ring_id,

@@ -196,6 +196,19 @@ Status SqlEngine<D>::Refused(DConn& conn, std::int64_t queue_id,
 }
 
 template <class D>
+Result<typename SqlEngine<D>::Rows> SqlEngine<D>::FindKind(
+    DConn& conn, std::string_view name, const char* kind) {
+  static const std::string kSql = D::Statement(R"sql(
+    SELECT id, capacity, max_failures, max_payload FROM sqlq_queues
+    WHERE name = ? AND kind = ?)sql");
+  auto rows = conn.Run(kSql, Params().Text(name).Text(kind),
+                       fmt::format("look up {}", kind));
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return Missing(conn, name, kind);
+  return rows;
+}
+
+template <class D>
 Result<std::int64_t> SqlEngine<D>::InsertKind(
     DConn& conn, std::string_view name, const char* kind,
     std::size_t max_payload, std::int64_t capacity, int max_failures) {

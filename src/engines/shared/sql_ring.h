@@ -23,19 +23,14 @@ Result<core::RingRecord> SqlEngine<D>::CreateRing(
 template <class D>
 Result<core::RingRecord> SqlEngine<D>::GetRing(core::Conn& c,
                                                std::string_view name) {
-  DConn& conn = Native(c);
-  static const std::string kSql = D::Statement(R"sql(
-    SELECT id, capacity, max_payload FROM sqlq_queues
-    WHERE name = ? AND kind = 'ring')sql");
-  auto rows = conn.Run(kSql, Params().Text(name), "look up ring");
+  auto rows = FindKind(Native(c), name, "ring");
   if (!rows.ok()) return rows.status();
-  if (rows->size() == 0) return Missing(conn, name, "ring");
   return core::RingRecord{
       .id = rows->Int(0, 0),
       .name = std::string(name),
       .options = {
           .capacity = rows->Int(0, 1),
-          .max_payload_bytes = static_cast<std::size_t>(rows->Int(0, 2))}};
+          .max_payload_bytes = static_cast<std::size_t>(rows->Int(0, 3))}};
 }
 
 template <class D>

@@ -26,19 +26,14 @@ Result<core::RotationRecord> SqlEngine<D>::CreateRotation(
 template <class D>
 Result<core::RotationRecord> SqlEngine<D>::GetRotation(core::Conn& c,
                                                        std::string_view name) {
-  DConn& conn = Native(c);
-  static const std::string kSql = D::Statement(R"sql(
-    SELECT id, max_failures, max_payload FROM sqlq_queues
-    WHERE name = ? AND kind = 'rotation')sql");
-  auto rows = conn.Run(kSql, Params().Text(name), "look up rotation");
+  auto rows = FindKind(Native(c), name, "rotation");
   if (!rows.ok()) return rows.status();
-  if (rows->size() == 0) return Missing(conn, name, "rotation");
   return core::RotationRecord{
       .id = rows->Int(0, 0),
       .name = std::string(name),
       .options = {
-          .max_failures = static_cast<int>(rows->Int(0, 1)),
-          .max_payload_bytes = static_cast<std::size_t>(rows->Int(0, 2))}};
+          .max_failures = static_cast<int>(rows->Int(0, 2)),
+          .max_payload_bytes = static_cast<std::size_t>(rows->Int(0, 3))}};
 }
 
 template <class D>

@@ -28,11 +28,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using SteadyClock = std::chrono::steady_clock;
 
-std::int64_t MsSince(SteadyClock::time_point t0) {
-  return std::chrono::duration_cast<milliseconds>(SteadyClock::now() - t0)
-      .count();
-}
-
 // A plain Connector/C connection, for poking at the database.
 class Raw {
  public:

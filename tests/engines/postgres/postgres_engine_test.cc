@@ -31,11 +31,6 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using SteadyClock = std::chrono::steady_clock;
 
-std::int64_t MsSince(SteadyClock::time_point t0) {
-  return std::chrono::duration_cast<milliseconds>(SteadyClock::now() - t0)
-      .count();
-}
-
 class PostgresEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
