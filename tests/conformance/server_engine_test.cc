@@ -87,14 +87,7 @@ class ServerEngine : public ::testing::TestWithParam<EngineFactory> {
     db_ = GetParam().make();
     side_ = SideOf(GetParam().name);
   }
-  std::unique_ptr<Store> OpenStore() {
-    auto s = Store::Open(db_->url());
-    if (!s.ok()) {
-      ADD_FAILURE() << "open: " << s.status().ToString();
-      return nullptr;
-    }
-    return std::move(*s);
-  }
+  std::unique_ptr<Store> OpenStore() { return OpenOrFail(db_->url()); }
   // A connection of the engine's client library to `url` (the test's
   // database by default).
   std::unique_ptr<RawDb> Raw(const std::string& url = "") {

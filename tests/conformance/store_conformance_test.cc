@@ -23,14 +23,7 @@ class StoreConformance : public ::testing::TestWithParam<EngineFactory> {
     SQLQ_SKIP_UNLESS_AVAILABLE(GetParam());
     db_ = GetParam().make();
   }
-  std::unique_ptr<Store> OpenStore() {
-    auto s = Store::Open(db_->url());
-    if (!s.ok()) {
-      ADD_FAILURE() << "open: " << s.status().ToString();
-      return nullptr;
-    }
-    return std::move(*s);
-  }
+  std::unique_ptr<Store> OpenStore() { return OpenOrFail(db_->url()); }
   std::unique_ptr<TestDatabase> db_;
 };
 

@@ -100,12 +100,7 @@ class WorkQueueConformance : public EngineTest {
   // tests that need real time to pass.
   std::unique_ptr<Store> OpenRealClockStore(std::unique_ptr<TestDatabase>& db) {
     db = GetParam().make();
-    auto s = Store::Open(db->url());
-    if (!s.ok()) {
-      ADD_FAILURE() << "open: " << s.status().ToString();
-      return nullptr;
-    }
-    return std::move(*s);
+    return OpenOrFail(db->url());
   }
 };
 

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -37,6 +38,17 @@ const Status& StatusOf(const Result<T>& r) {
 
 // Microseconds since the epoch: comparable and printable in assertions.
 inline std::int64_t Us(Timestamp t) { return t.time_since_epoch().count(); }
+
+// A store on `url`, or null after failing the test.
+inline std::unique_ptr<Store> OpenOrFail(const std::string& url,
+                                         const StoreOptions& options = {}) {
+  auto s = Store::Open(url, options);
+  if (!s.ok()) {
+    ADD_FAILURE() << "open: " << s.status().ToString();
+    return nullptr;
+  }
+  return std::move(*s);
+}
 
 // Milliseconds of the steady clock since `t0`.
 inline std::int64_t MsSince(std::chrono::steady_clock::time_point t0) {

@@ -72,14 +72,7 @@ class MysqlEngineTest : public ::testing::Test {
     db_ = std::make_unique<MysqlDatabase>();
   }
 
-  std::unique_ptr<Store> OpenStore() {
-    auto s = Store::Open(db_->url());
-    if (!s.ok()) {
-      ADD_FAILURE() << "open: " << s.status().ToString();
-      return nullptr;
-    }
-    return std::move(*s);
-  }
+  std::unique_ptr<Store> OpenStore() { return OpenOrFail(db_->url()); }
 
   std::unique_ptr<MysqlDatabase> db_;
 };

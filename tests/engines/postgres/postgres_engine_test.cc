@@ -42,12 +42,7 @@ class PostgresEngineTest : public ::testing::Test {
   // the fixture's own (tuning_) when empty.
   std::unique_ptr<Store> OpenStore(std::string tuning = "") {
     if (tuning.empty()) tuning = tuning_;
-    auto s = Store::Open(db_->url() + (tuning.empty() ? "" : "?" + tuning));
-    if (!s.ok()) {
-      ADD_FAILURE() << "open: " << s.status().ToString();
-      return nullptr;
-    }
-    return std::move(*s);
+    return OpenOrFail(db_->url() + (tuning.empty() ? "" : "?" + tuning));
   }
 
   // A plain libpq connection to the test database, for poking at it.
@@ -638,12 +633,7 @@ class ClaimMarkTest : public PostgresEngineTest {
   ClaimMarkTest() { tuning_ = "rescan_ms=3600000"; }
 
   std::unique_ptr<Store> OpenStoreWithClock() {
-    auto s = Store::Open(db_->url() + "?" + tuning_, {.clock = clock_});
-    if (!s.ok()) {
-      ADD_FAILURE() << "open: " << s.status().ToString();
-      return nullptr;
-    }
-    return std::move(*s);
+    return OpenOrFail(db_->url() + "?" + tuning_, {.clock = clock_});
   }
   // Messages sent between two ticks have a ready time of their own.
   void Tick() { clock_->Advance(seconds(1)); }
