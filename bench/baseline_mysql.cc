@@ -5,10 +5,13 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
+
+#include "bench/baseline_drive.h"
 
 namespace sqlq::bench {
 
@@ -170,50 +173,173 @@ double Since(SteadyClock::time_point t) {
   return std::chrono::duration<double>(SteadyClock::now() - t).count();
 }
 
+// One thread's connection for DriveSends and DriveDrain (baseline_drive.h),
+// and for the mixed baseline's producers and consumers.
+class Worker {
+ public:
+  Worker(const Target& t, const std::string& table, std::size_t payload)
+      : my_(t), table_(table), body_(payload, 'x') {}
+  const Status& status() const { return my_.status(); }
+
+  // One multi-row INSERT of n, autocommitted (one durable transaction):
+  // what a careful hand-written producer does.
+  Status Insert(int n) {
+    auto stmt = InsertStatement(n);
+    if (!stmt.ok()) return stmt.status();
+    for (;;) {
+      if (mysql_stmt_execute(*stmt) == 0) return Status::Ok();
+      if (!My::Deadlocked(mysql_stmt_errno(*stmt))) {
+        return My::StmtError(*stmt);
+      }
+    }
+  }
+
+  // Takes up to n and deletes them in one short transaction:
+  //   START TRANSACTION;
+  //   SELECT id, payload FROM t ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED;
+  //   DELETE FROM t WHERE id IN (...);
+  //   COMMIT;
+  // The primary key serves ORDER BY id directly, so FOR UPDATE locks only
+  // the rows it returns; SKIP LOCKED passes over other consumers' rows. A
+  // deadlock rolls back and tries again.
+  Result<long> Take(int n) {
+    if (take_ == nullptr) {
+      auto stmt = my_.Prepare(fmt::format(
+          "SELECT id, payload FROM {} ORDER BY id LIMIT ? FOR UPDATE SKIP "
+          "LOCKED",
+          table_));
+      if (!stmt.ok()) return stmt.status();
+      take_ = *stmt;
+      std::memset(&limit_param_, 0, sizeof limit_param_);
+      limit_param_.buffer_type = MYSQL_TYPE_LONGLONG;
+      limit_param_.buffer = &limit_;
+      payload_buf_.resize(std::max<std::size_t>(body_.size(), 1));
+      std::memset(cols_, 0, sizeof cols_);
+      cols_[0].buffer_type = MYSQL_TYPE_LONGLONG;
+      cols_[0].buffer = &id_;
+      cols_[1].buffer_type = MYSQL_TYPE_BLOB;
+      cols_[1].buffer = payload_buf_.data();
+      cols_[1].buffer_length = payload_buf_.size();
+      cols_[1].length = &payload_len_;
+      if (mysql_stmt_bind_param(take_, &limit_param_) != 0 ||
+          mysql_stmt_bind_result(take_, cols_) != 0) {
+        return My::StmtError(take_);
+      }
+    }
+    limit_ = n;
+    for (;;) {
+      Status st = my_.Exec("START TRANSACTION");
+      if (!st.ok()) return st;
+      if (mysql_stmt_execute(take_) != 0) {
+        if (My::Deadlocked(mysql_stmt_errno(take_))) {
+          (void)my_.Exec("ROLLBACK");
+          continue;
+        }
+        return My::StmtError(take_);
+      }
+      std::string ids;
+      long got = 0;
+      for (;;) {
+        int f = mysql_stmt_fetch(take_);
+        if (f == MYSQL_NO_DATA || f == 1) break;
+        // MYSQL_DATA_TRUNCATED: a longer payload than ours; not read.
+        ids += got == 0 ? "" : ",";
+        ids += std::to_string(id_);
+        ++got;
+      }
+      if (mysql_stmt_errno(take_) != 0) {
+        const bool again = My::Deadlocked(mysql_stmt_errno(take_));
+        Status failed = My::StmtError(take_);
+        mysql_stmt_free_result(take_);
+        (void)my_.Exec("ROLLBACK");
+        if (again) continue;
+        return failed;
+      }
+      mysql_stmt_free_result(take_);
+      // The ids are numbers the server just returned, not user input.
+      if (got > 0) {
+        st = my_.Exec(
+            fmt::format("DELETE FROM {} WHERE id IN ({})", table_, ids));
+      }
+      if (st.ok()) st = my_.Exec("COMMIT");
+      if (!st.ok() && My::Deadlocked(my_.last_errno())) {
+        (void)my_.Exec("ROLLBACK");
+        continue;
+      }
+      if (!st.ok()) return st;
+      return got;
+    }
+  }
+
+ private:
+  Result<MYSQL_STMT*> InsertStatement(int n) {
+    if (auto it = inserts_.find(n); it != inserts_.end()) return it->second;
+    std::string sql = fmt::format("INSERT INTO {} (payload) VALUES ", table_);
+    for (int i = 0; i < n; ++i) sql += i == 0 ? "(?)" : ",(?)";
+    auto stmt = my_.Prepare(sql);
+    if (!stmt.ok()) return stmt.status();
+    auto& lengths = lengths_[n];
+    lengths.assign(static_cast<std::size_t>(n), 0);
+    auto& params = params_[n];
+    for (int i = 0; i < n; ++i) {
+      params.push_back(BlobParam(body_, &lengths[static_cast<std::size_t>(i)]));
+    }
+    if (mysql_stmt_bind_param(*stmt, params.data()) != 0) {
+      return My::StmtError(*stmt);
+    }
+    inserts_[n] = *stmt;
+    return *stmt;
+  }
+
+  My my_;
+  const std::string table_;
+  const std::string body_;
+  std::map<int, MYSQL_STMT*> inserts_;
+  std::map<int, std::vector<unsigned long>> lengths_;
+  std::map<int, std::vector<MYSQL_BIND>> params_;
+  MYSQL_STMT* take_ = nullptr;
+  long long limit_ = 0;
+  long long id_ = 0;
+  MYSQL_BIND limit_param_;
+  MYSQL_BIND cols_[2];
+  std::vector<char> payload_buf_;
+  unsigned long payload_len_ = 0;
+};
+
 }  // namespace
 
 Result<BaselineResult> MysqlBaselineSend1(const std::string& url,
                                           const std::string& table, long total,
                                           int threads, std::size_t payload) {
+  return MysqlBaselineSendBatch(url, table, total, threads, 1, payload);
+}
+
+Result<BaselineResult> MysqlBaselineSendBatch(const std::string& url,
+                                              const std::string& table,
+                                              long total, int threads,
+                                              int batch, std::size_t payload) {
   auto target = ParseUrl(url);
   if (!target.ok()) return target.status();
   Status s = Setup(*target, table);
   if (!s.ok()) return s;
-  std::atomic<long> next{0};
-  std::mutex mu;
-  Status failure;
-  const std::string body(payload, 'x');
-  const std::string insert =
-      fmt::format("INSERT INTO {} (payload) VALUES (?)", table);
-  auto start = SteadyClock::now();
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      auto fail = [&](const Status& st) {
-        std::lock_guard<std::mutex> lock(mu);
-        failure = st;
-        next = total;
-      };
-      My my(*target);
-      if (!my.status().ok()) return fail(my.status());
-      auto stmt = my.Prepare(insert);
-      if (!stmt.ok()) return fail(stmt.status());
-      unsigned long length = 0;
-      MYSQL_BIND param = BlobParam(body, &length);
-      if (mysql_stmt_bind_param(*stmt, &param) != 0) {
-        return fail(My::StmtError(*stmt));
-      }
-      // Autocommit: each INSERT is its own durable transaction.
-      while (next++ < total) {
-        if (mysql_stmt_execute(*stmt) != 0) return fail(My::StmtError(*stmt));
-      }
-    });
-  }
-  for (auto& t : pool) t.join();
-  double seconds = Since(start);
+  auto r = DriveSends(total, threads, batch,
+                      [&] { return Worker(*target, table, payload); });
   Teardown(*target, table);
-  if (!failure.ok()) return failure;
-  return BaselineResult{.seconds = seconds, .messages = total};
+  return r;
+}
+
+Result<BaselineResult> MysqlBaselineDrain(const std::string& url,
+                                          const std::string& table, long total,
+                                          int threads, int per_claim,
+                                          std::size_t payload) {
+  auto target = ParseUrl(url);
+  if (!target.ok()) return target.status();
+  Status s = Setup(*target, table);
+  if (!s.ok()) return s;
+  auto r = DriveDrain(total, threads, per_claim,
+                      [&] { return Worker(*target, table, payload); });
+  Teardown(*target, table);
+  return r;
 }
 
 Result<BaselineResult> MysqlBaselineMixed(
@@ -233,118 +359,35 @@ Result<BaselineResult> MysqlBaselineMixed(
     if (failure.ok()) failure = st;
     stop = true;
   };
-  const std::string body(payload, 'x');
-  // One multi-row INSERT per batch: what a careful hand-written producer
-  // does.
-  std::string insert = fmt::format("INSERT INTO {} (payload) VALUES ", table);
-  for (int i = 0; i < batch; ++i) insert += i == 0 ? "(?)" : ",(?)";
-  // The primary key serves ORDER BY id directly, so FOR UPDATE locks only
-  // the rows it returns; SKIP LOCKED passes over other consumers' rows.
-  const std::string take = fmt::format(
-      "SELECT id, payload FROM {} ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED",
-      table);
   auto start = SteadyClock::now();
   std::vector<std::thread> pool;
   for (int p = 0; p < producers; ++p) {
     pool.emplace_back([&] {
-      My my(*target);
-      if (!my.status().ok()) return fail(my.status());
-      auto stmt = my.Prepare(insert);
-      if (!stmt.ok()) return fail(stmt.status());
-      std::vector<unsigned long> lengths(batch);
-      std::vector<MYSQL_BIND> params;
-      for (int i = 0; i < batch; ++i) {
-        params.push_back(BlobParam(body, &lengths[i]));
-      }
-      if (mysql_stmt_bind_param(*stmt, params.data()) != 0) {
-        return fail(My::StmtError(*stmt));
-      }
+      Worker w(*target, table, payload);
+      if (!w.status().ok()) return fail(w.status());
       while (!stop) {
         if (sent - done > max_backlog) {
           std::this_thread::sleep_for(std::chrono::microseconds(100));
           continue;
         }
-        if (mysql_stmt_execute(*stmt) != 0) {
-          if (My::Deadlocked(mysql_stmt_errno(*stmt))) continue;
-          return fail(My::StmtError(*stmt));
-        }
+        Status st = w.Insert(batch);
+        if (!st.ok()) return fail(st);
         sent += batch;
       }
     });
   }
   for (int c = 0; c < consumers; ++c) {
     pool.emplace_back([&] {
-      My my(*target);
-      if (!my.status().ok()) return fail(my.status());
-      auto stmt = my.Prepare(take);
-      if (!stmt.ok()) return fail(stmt.status());
-      long long limit = claim_max;
-      MYSQL_BIND param;
-      std::memset(&param, 0, sizeof param);
-      param.buffer_type = MYSQL_TYPE_LONGLONG;
-      param.buffer = &limit;
-      long long id = 0;
-      std::vector<char> payload_buf(std::max<std::size_t>(payload, 1));
-      unsigned long payload_len = 0;
-      MYSQL_BIND cols[2];
-      std::memset(cols, 0, sizeof cols);
-      cols[0].buffer_type = MYSQL_TYPE_LONGLONG;
-      cols[0].buffer = &id;
-      cols[1].buffer_type = MYSQL_TYPE_BLOB;
-      cols[1].buffer = payload_buf.data();
-      cols[1].buffer_length = payload_buf.size();
-      cols[1].length = &payload_len;
-      if (mysql_stmt_bind_param(*stmt, &param) != 0 ||
-          mysql_stmt_bind_result(*stmt, cols) != 0) {
-        return fail(My::StmtError(*stmt));
-      }
-      std::string ids;
+      Worker w(*target, table, payload);
+      if (!w.status().ok()) return fail(w.status());
       while (!stop) {
-        Status st = my.Exec("START TRANSACTION");
-        if (!st.ok()) return fail(st);
-        if (mysql_stmt_execute(*stmt) != 0) {
-          if (My::Deadlocked(mysql_stmt_errno(*stmt))) {
-            (void)my.Exec("ROLLBACK");
-            continue;
-          }
-          return fail(My::StmtError(*stmt));
-        }
-        ids.clear();
-        long n = 0;
-        for (;;) {
-          int f = mysql_stmt_fetch(*stmt);
-          if (f == MYSQL_NO_DATA) break;
-          if (f == 1) break;
-          // MYSQL_DATA_TRUNCATED: a longer payload than ours; not read.
-          ids += n == 0 ? "" : ",";
-          ids += std::to_string(id);
-          ++n;
-        }
-        if (mysql_stmt_errno(*stmt) != 0) {
-          if (My::Deadlocked(mysql_stmt_errno(*stmt))) {
-            mysql_stmt_free_result(*stmt);
-            (void)my.Exec("ROLLBACK");
-            continue;
-          }
-          return fail(My::StmtError(*stmt));
-        }
-        mysql_stmt_free_result(*stmt);
-        if (n == 0) {
-          st = my.Exec("COMMIT");
-          if (!st.ok()) return fail(st);
+        auto n = w.Take(claim_max);
+        if (!n.ok()) return fail(n.status());
+        if (*n == 0) {
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
           continue;
         }
-        // The ids are numbers the server just returned, not user input.
-        st =
-            my.Exec(fmt::format("DELETE FROM {} WHERE id IN ({})", table, ids));
-        if (st.ok()) st = my.Exec("COMMIT");
-        if (!st.ok() && My::Deadlocked(my.last_errno())) {
-          (void)my.Exec("ROLLBACK");
-          continue;
-        }
-        if (!st.ok()) return fail(st);
-        done += n;
+        done += *n;
       }
     });
   }

@@ -29,6 +29,20 @@ Result<BaselineResult> MysqlBaselineSend1(const std::string& url,
                                           const std::string& table, long total,
                                           int threads, std::size_t payload);
 
+// `threads` connections insert `total` messages, `batch` per autocommitted
+// multi-row INSERT.
+Result<BaselineResult> MysqlBaselineSendBatch(const std::string& url,
+                                              const std::string& table,
+                                              long total, int threads,
+                                              int batch, std::size_t payload);
+
+// Fills `table` with `total` messages, then `threads` connections take up
+// to `per_claim` at a time as above until it is empty.
+Result<BaselineResult> MysqlBaselineDrain(const std::string& url,
+                                          const std::string& table, long total,
+                                          int threads, int per_claim,
+                                          std::size_t payload);
+
 Result<BaselineResult> MysqlBaselineMixed(
     const std::string& url, const std::string& table, int producers,
     int consumers, int batch, int claim_max, long max_backlog,

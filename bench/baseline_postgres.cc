@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench/baseline_drive.h"
+
 namespace sqlq::bench {
 
 namespace {
@@ -77,38 +79,67 @@ double Since(SteadyClock::time_point t) {
   return std::chrono::duration<double>(SteadyClock::now() - t).count();
 }
 
+// One thread's connection for DriveSends and DriveDrain (baseline_drive.h),
+// and for the mixed baseline's producers and consumers.
+class Worker {
+ public:
+  Worker(const std::string& url, const std::string& table, std::size_t payload)
+      : pg_(url),
+        body_(payload, 'x'),
+        insert_one_(fmt::format("INSERT INTO {} (payload) VALUES ($1)", table)),
+        // One multi-row INSERT per batch: what a careful hand-written
+        // producer does.
+        insert_many_(fmt::format("INSERT INTO {} (payload) SELECT $1::bytea "
+                                 "FROM generate_series(1, $2)",
+                                 table)),
+        take_(fmt::format(
+            "DELETE FROM {0} WHERE id IN (SELECT id FROM {0} ORDER BY id "
+            "LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING id, payload",
+            table)) {}
+  Status status() const { return pg_.status(); }
+
+  // Autocommitted: each call is one durable transaction.
+  Status Insert(int n) {
+    if (n == 1) return pg_.Run(insert_one_, {body_}).status();
+    return pg_.Run(insert_many_, {body_, std::to_string(n)}).status();
+  }
+  Result<long> Take(int n) { return pg_.Run(take_, {std::to_string(n)}); }
+
+ private:
+  Pg pg_;
+  const std::string body_, insert_one_, insert_many_, take_;
+};
+
 }  // namespace
 
 Result<BaselineResult> PgBaselineSend1(const std::string& url,
                                        const std::string& table, long total,
                                        int threads, std::size_t payload) {
+  return PgBaselineSendBatch(url, table, total, threads, 1, payload);
+}
+
+Result<BaselineResult> PgBaselineSendBatch(const std::string& url,
+                                           const std::string& table, long total,
+                                           int threads, int batch,
+                                           std::size_t payload) {
   Status s = Setup(url, table);
   if (!s.ok()) return s;
-  std::atomic<long> next{0};
-  std::mutex mu;
-  Status failure;
-  const std::string body(payload, 'x');
-  const std::string insert =
-      fmt::format("INSERT INTO {} (payload) VALUES ($1)", table);
-  auto start = SteadyClock::now();
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      Pg pg(url);
-      Status st = pg.status();
-      while (st.ok() && next++ < total) st = pg.Run(insert, {body}).status();
-      if (!st.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        failure = st;
-        next = total;
-      }
-    });
-  }
-  for (auto& t : pool) t.join();
-  double seconds = Since(start);
+  auto r = DriveSends(total, threads, batch,
+                      [&] { return Worker(url, table, payload); });
   Teardown(url, table);
-  if (!failure.ok()) return failure;
-  return BaselineResult{.seconds = seconds, .messages = total};
+  return r;
+}
+
+Result<BaselineResult> PgBaselineDrain(const std::string& url,
+                                       const std::string& table, long total,
+                                       int threads, int per_claim,
+                                       std::size_t payload) {
+  Status s = Setup(url, table);
+  if (!s.ok()) return s;
+  auto r = DriveDrain(total, threads, per_claim,
+                      [&] { return Worker(url, table, payload); });
+  Teardown(url, table);
+  return r;
 }
 
 Result<BaselineResult> PgBaselineMixed(const std::string& url,
@@ -131,39 +162,29 @@ Result<BaselineResult> PgBaselineMixed(const std::string& url,
     if (failure.ok()) failure = st;
     stop = true;
   };
-  const std::string body(payload, 'x');
-  // One multi-row INSERT per batch: what a careful hand-written producer
-  // does.
-  const std::string insert = fmt::format(
-      "INSERT INTO {} (payload) SELECT $1::bytea FROM generate_series(1, $2)",
-      table);
-  const std::string take = fmt::format(
-      "DELETE FROM {0} WHERE id IN (SELECT id FROM {0} ORDER BY id LIMIT $1 "
-      "FOR UPDATE SKIP LOCKED) RETURNING id, payload",
-      table);
   auto start = SteadyClock::now();
   std::vector<std::thread> pool;
   for (int p = 0; p < producers; ++p) {
     pool.emplace_back([&] {
-      Pg pg(url);
-      if (!pg.status().ok()) return fail(pg.status());
+      Worker w(url, table, payload);
+      if (!w.status().ok()) return fail(w.status());
       while (!stop) {
         if (sent - done > max_backlog) {
           std::this_thread::sleep_for(std::chrono::microseconds(100));
           continue;
         }
-        auto r = pg.Run(insert, {body, std::to_string(batch)});
-        if (!r.ok()) return fail(r.status());
+        Status st = w.Insert(batch);
+        if (!st.ok()) return fail(st);
         sent += batch;
       }
     });
   }
   for (int c = 0; c < consumers; ++c) {
     pool.emplace_back([&] {
-      Pg pg(url);
-      if (!pg.status().ok()) return fail(pg.status());
+      Worker w(url, table, payload);
+      if (!w.status().ok()) return fail(w.status());
       while (!stop) {
-        auto r = pg.Run(take, {std::to_string(claim_max)});
+        auto r = w.Take(claim_max);
         if (!r.ok()) return fail(r.status());
         if (*r == 0) {
           std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -26,6 +26,20 @@ Result<BaselineResult> PgBaselineSend1(const std::string& url,
                                        const std::string& table, long total,
                                        int threads, std::size_t payload);
 
+// `threads` connections insert `total` messages, `batch` per autocommitted
+// INSERT.
+Result<BaselineResult> PgBaselineSendBatch(const std::string& url,
+                                           const std::string& table, long total,
+                                           int threads, int batch,
+                                           std::size_t payload);
+
+// Fills `table` with `total` messages, then `threads` connections take up
+// to `per_claim` at a time with the DELETE above until it is empty.
+Result<BaselineResult> PgBaselineDrain(const std::string& url,
+                                       const std::string& table, long total,
+                                       int threads, int per_claim,
+                                       std::size_t payload);
+
 // `acked`, when given, counts the messages taken as they go (for interval
 // reports); otherwise a counter of its own.
 Result<BaselineResult> PgBaselineMixed(const std::string& url,

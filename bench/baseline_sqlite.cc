@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench/baseline_drive.h"
+
 namespace sqlq::bench {
 
 namespace {
@@ -57,6 +59,9 @@ class Db {
     }
     return Status::Ok();
   }
+  Status Error() const {
+    return Status::Busy(fmt::format("baseline: {}", sqlite3_errmsg(db_)));
+  }
   Status Step(sqlite3_stmt* st) {
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
@@ -76,39 +81,77 @@ double Since(SteadyClock::time_point t) {
   return std::chrono::duration<double>(SteadyClock::now() - t).count();
 }
 
+// One thread's connection for DriveSends and DriveDrain (baseline_drive.h).
+class Worker {
+ public:
+  Worker(const std::string& path, std::size_t payload)
+      : db_(path), body_(payload, 'x') {
+    ins_ = db_.Prepare("INSERT INTO jobs (payload) VALUES (?)");
+    take_ = db_.Prepare(
+        "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs ORDER BY id "
+        "LIMIT ?) RETURNING id, payload");
+  }
+  Status status() const { return db_.status(); }
+
+  // One autocommitted INSERT, or n in one BEGIN IMMEDIATE ... COMMIT.
+  Status Insert(int n) {
+    Status s = n > 1 ? db_.Exec("BEGIN IMMEDIATE") : Status::Ok();
+    for (int i = 0; s.ok() && i < n; ++i) {
+      sqlite3_bind_blob(ins_, 1, body_.data(), static_cast<int>(body_.size()),
+                        SQLITE_STATIC);
+      s = db_.Step(ins_);
+    }
+    if (n == 1) return s;
+    if (s.ok()) return db_.Exec("COMMIT");
+    (void)db_.Exec("ROLLBACK");
+    return s;
+  }
+
+  // Delete on claim: one autocommitted DELETE ... RETURNING.
+  Result<long> Take(int n) {
+    sqlite3_bind_int(take_, 1, n);
+    long got = 0;
+    int rc;
+    while ((rc = sqlite3_step(take_)) == SQLITE_ROW) ++got;
+    sqlite3_reset(take_);
+    if (rc != SQLITE_DONE) return db_.Error();
+    return got;
+  }
+
+ private:
+  Db db_;
+  const std::string body_;
+  sqlite3_stmt* ins_ = nullptr;
+  sqlite3_stmt* take_ = nullptr;
+};
+
 }  // namespace
 
 Result<BaselineResult> BaselineSend1(const std::string& path, long total,
                                      int threads, std::size_t payload) {
+  return BaselineSendBatch(path, total, threads, 1, payload);
+}
+
+Result<BaselineResult> BaselineSendBatch(const std::string& path, long total,
+                                         int threads, int batch,
+                                         std::size_t payload) {
   {
     Db setup(path, Db::Role::kSetup);
     if (!setup.status().ok()) return setup.status();
   }
-  std::atomic<long> next{0};
-  std::mutex mu;
-  Status failure;
-  const std::string body(payload, 'x');
-  auto start = SteadyClock::now();
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      Db db(path);
-      sqlite3_stmt* ins = db.Prepare("INSERT INTO jobs (payload) VALUES (?)");
-      while (next++ < total) {
-        sqlite3_bind_blob(ins, 1, body.data(), static_cast<int>(body.size()),
-                          SQLITE_STATIC);
-        Status s = db.Step(ins);
-        if (!s.ok()) {
-          std::lock_guard<std::mutex> lock(mu);
-          failure = s;
-          return;
-        }
-      }
-    });
+  return DriveSends(total, threads, batch,
+                    [&] { return Worker(path, payload); });
+}
+
+Result<BaselineResult> BaselineDrain(const std::string& path, long total,
+                                     int threads, int per_claim,
+                                     std::size_t payload) {
+  {
+    Db setup(path, Db::Role::kSetup);
+    if (!setup.status().ok()) return setup.status();
   }
-  for (auto& t : pool) t.join();
-  if (!failure.ok()) return failure;
-  return BaselineResult{.seconds = Since(start), .messages = total};
+  return DriveDrain(total, threads, per_claim,
+                    [&] { return Worker(path, payload); });
 }
 
 Result<BaselineResult> BaselineMixed(const std::string& path, int producers,
@@ -129,7 +172,6 @@ Result<BaselineResult> BaselineMixed(const std::string& path, int producers,
     if (failure.ok()) failure = s;
     stop = true;
   };
-  const std::string body(payload, 'x');
   auto now_us = [] {
     return std::chrono::duration_cast<std::chrono::microseconds>(
                std::chrono::system_clock::now().time_since_epoch())
@@ -139,20 +181,13 @@ Result<BaselineResult> BaselineMixed(const std::string& path, int producers,
   std::vector<std::thread> pool;
   for (int p = 0; p < producers; ++p) {
     pool.emplace_back([&] {
-      Db db(path);
-      sqlite3_stmt* ins = db.Prepare("INSERT INTO jobs (payload) VALUES (?)");
+      Worker w(path, payload);
       while (!stop) {
         if (sent - done > max_backlog) {
           std::this_thread::sleep_for(std::chrono::microseconds(100));
           continue;
         }
-        Status s = db.Exec("BEGIN IMMEDIATE");
-        for (int i = 0; s.ok() && i < batch; ++i) {
-          sqlite3_bind_blob(ins, 1, body.data(), static_cast<int>(body.size()),
-                            SQLITE_STATIC);
-          s = db.Step(ins);
-        }
-        if (s.ok()) s = db.Exec("COMMIT");
+        Status s = w.Insert(batch);
         if (!s.ok()) return fail(s);
         sent += batch;
       }

@@ -24,6 +24,19 @@ struct BaselineResult {
 Result<BaselineResult> BaselineSend1(const std::string& path, long total,
                                      int threads, std::size_t payload);
 
+// `threads` threads insert `total` messages, `batch` per BEGIN IMMEDIATE
+// ... COMMIT.
+Result<BaselineResult> BaselineSendBatch(const std::string& path, long total,
+                                         int threads, int batch,
+                                         std::size_t payload);
+
+// Fills the queue with `total` messages, then `threads` threads take up to
+// `per_claim` at a time, deleting them as they take them (one autocommitted
+// DELETE ... RETURNING: no lease), until it is empty.
+Result<BaselineResult> BaselineDrain(const std::string& path, long total,
+                                     int threads, int per_claim,
+                                     std::size_t payload);
+
 // `producers` insert batches of `batch` in a transaction; `consumers` lease
 // up to `claim_max` in BEGIN IMMEDIATE ... COMMIT and delete them; for
 // `duration`. Returns the messages deleted within the window.

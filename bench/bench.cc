@@ -430,15 +430,24 @@ Result<RunResult> RunMixed(WorkQueue q, const Config& c, Duration duration,
   return r;
 }
 
-// Runs a hand-written baseline workload with the bench's defaults: `send1`
-// gets (messages, threads), `mixed` gets (backlog, duration).
-template <typename Send1, typename Mixed>
+// Runs a hand-written baseline workload with the bench's defaults, those
+// of the sqlq workload of the same name: `send` gets (messages, threads,
+// batch), `drain` gets (messages, threads, per_claim), `mixed` gets
+// (backlog, duration).
+template <typename Send, typename Drain, typename Mixed>
 Result<RunResult> RunBaselineWorkload(const std::string& workload,
-                                      const Config& c, Send1 send1,
+                                      const Config& c, Send send, Drain drain,
                                       Mixed mixed) {
   Result<BaselineResult> r = Status::Internal("unknown workload");
   if (workload == "baseline-send-1") {
-    r = send1(c.messages ? c.messages : 20000, c.threads ? c.threads : 8);
+    r = send(c.messages ? c.messages : 20000, c.threads ? c.threads : 8, 1);
+  } else if (workload == "baseline-send-batch") {
+    r = send(c.messages ? c.messages : 500000, c.threads ? c.threads : 4,
+             c.batch);
+  } else if (workload == "baseline-drain-1" ||
+             workload == "baseline-drain-10") {
+    r = drain(c.messages ? c.messages : 50000, c.threads ? c.threads : 4,
+              workload == "baseline-drain-1" ? 1 : 10);
   } else {
     auto d = wire::ParseDuration(c.duration);
     if (!d.ok()) return d.status();
@@ -458,8 +467,13 @@ Result<RunResult> RunPgBaseline(const std::string& url,
   std::string table = fmt::format("sqlq_bench_baseline_{}_{}", getpid(), run);
   return RunBaselineWorkload(
       workload, c,
-      [&](long total, int threads) {
-        return PgBaselineSend1(url, table, total, threads, c.payload);
+      [&](long total, int threads, int batch) {
+        return PgBaselineSendBatch(url, table, total, threads, batch,
+                                   c.payload);
+      },
+      [&](long total, int threads, int per_claim) {
+        return PgBaselineDrain(url, table, total, threads, per_claim,
+                               c.payload);
       },
       [&](long backlog, auto duration) {
         std::atomic<long> acked{0};
@@ -478,8 +492,13 @@ Result<RunResult> RunMysqlBaseline(const std::string& url,
   std::string table = fmt::format("sqlq_bench_baseline_{}_{}", getpid(), run);
   return RunBaselineWorkload(
       workload, c,
-      [&](long total, int threads) {
-        return MysqlBaselineSend1(url, table, total, threads, c.payload);
+      [&](long total, int threads, int batch) {
+        return MysqlBaselineSendBatch(url, table, total, threads, batch,
+                                      c.payload);
+      },
+      [&](long total, int threads, int per_claim) {
+        return MysqlBaselineDrain(url, table, total, threads, per_claim,
+                                  c.payload);
       },
       [&](long backlog, auto duration) {
         return MysqlBaselineMixed(url, table, c.producers, c.consumers, c.batch,
@@ -495,8 +514,11 @@ Result<RunResult> RunBaseline(const std::string& store_path,
       fmt::format("{}.baseline-{}-{}", store_path, getpid(), run);
   auto r = RunBaselineWorkload(
       workload, c,
-      [&](long total, int threads) {
-        return BaselineSend1(path, total, threads, c.payload);
+      [&](long total, int threads, int batch) {
+        return BaselineSendBatch(path, total, threads, batch, c.payload);
+      },
+      [&](long total, int threads, int per_claim) {
+        return BaselineDrain(path, total, threads, per_claim, c.payload);
       },
       [&](long backlog, auto duration) {
         return BaselineMixed(path, c.producers, c.consumers, c.batch,
@@ -572,8 +594,9 @@ double Median(std::vector<double> v) {
 
 int Run(Config c) {
   const std::vector<std::string> all = {
-      "baseline-send-1", "send-1", "send-batch", "drain-1",      "drain-10",
-      "baseline-mixed",  "mixed",  "ring-push",  "rotation-next"};
+      "baseline-send-1",  "send-1",  "baseline-send-batch", "send-batch",
+      "baseline-drain-1", "drain-1", "baseline-drain-10",   "drain-10",
+      "baseline-mixed",   "mixed",   "ring-push",           "rotation-next"};
   if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
                                        "all") != c.workloads.end()) {
     c.workloads = all;
@@ -583,7 +606,8 @@ int Run(Config c) {
     if (std::find(all.begin(), all.end(), w) == all.end()) {
       return out.Fail(Status::InvalidArgument(fmt::format(
           "unknown workload '{}': choose from send-1, send-batch, drain-1, "
-          "drain-10, mixed, baseline-send-1, baseline-mixed, ring-push, "
+          "drain-10, mixed, baseline-send-1, baseline-send-batch, "
+          "baseline-drain-1, baseline-drain-10, baseline-mixed, ring-push, "
           "rotation-next, all",
           w)));
     }
@@ -759,10 +783,11 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
       "database; --db to measure another)");
   cmd->add_option(
       "--workload", c->workloads,
-      "send-1, send-batch, drain-1, drain-10, mixed, baseline-send-1, "
-      "baseline-mixed (a hand-written SQLite, PostgreSQL or MariaDB queue) "
-      "or all "
-      "(repeatable; default all)");
+      "send-1, send-batch, drain-1, drain-10, mixed, ring-push, "
+      "rotation-next; baseline-send-1, baseline-send-batch, baseline-drain-1, "
+      "baseline-drain-10, baseline-mixed (the same on a hand-written "
+      "SQLite, PostgreSQL or MariaDB queue, with its defaults and "
+      "--threads); or all (repeatable; default all)");
   cmd->add_option("--runs", c->runs,
                   "Runs per workload; the median is "
                   "reported (default 3)");
