@@ -22,39 +22,54 @@
 
 namespace sqlq::bench {
 
-// `threads` workers made by `make()` store `total` messages in calls of
-// `batch` (the last call of each may be shorter).
-template <class Make>
-Result<BaselineResult> DriveSends(long total, int threads, int batch,
-                                  Make make) {
-  std::atomic<long> next{0};
+// Runs `body(worker)` on `threads` threads, each with a worker of its own
+// made by `make()`; returns the first failure.
+template <class Make, class Body>
+Status OnThreads(int threads, Make make, Body body) {
   std::mutex mu;
   Status failure;
-  const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
       auto w = make();
       Status s = w.status();
-      for (;;) {
-        if (!s.ok()) break;
-        const long first = next.fetch_add(batch);
-        if (first >= total) break;
-        s = w.Insert(static_cast<int>(std::min<long>(batch, total - first)));
-      }
+      if (s.ok()) s = body(w);
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(mu);
-        failure = s;
-        next = total;
+        if (failure.ok()) failure = s;
       }
     });
   }
   for (auto& t : pool) t.join();
-  if (!failure.ok()) return failure;
-  return BaselineResult{.seconds = std::chrono::duration<double>(
-                                       std::chrono::steady_clock::now() - start)
-                                       .count(),
-                        .messages = total};
+  return failure;
+}
+
+inline double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// `threads` workers made by `make()` store `total` messages in calls of
+// `batch` (the last call may be shorter).
+template <class Make>
+Result<BaselineResult> DriveSends(long total, int threads, int batch,
+                                  Make make) {
+  std::atomic<long> next{0};
+  const auto start = std::chrono::steady_clock::now();
+  Status s = OnThreads(threads, make, [&](auto& w) {
+    for (;;) {
+      const long first = next.fetch_add(batch);
+      if (first >= total) return Status::Ok();
+      Status st =
+          w.Insert(static_cast<int>(std::min<long>(batch, total - first)));
+      if (!st.ok()) {
+        next = total;  // the others stop too
+        return st;
+      }
+    }
+  });
+  if (!s.ok()) return s;
+  return BaselineResult{.seconds = SecondsSince(start), .messages = total};
 }
 
 // Fills the queue with `total` messages (not timed), then `threads` workers
@@ -71,37 +86,20 @@ Result<BaselineResult> DriveDrain(long total, int threads, int per_claim,
     if (!s.ok()) return s;
   }
   std::atomic<long> done{0};
-  std::mutex mu;
-  Status failure;
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      auto w = make();
-      Status s = w.status();
-      while (s.ok()) {
-        auto n = w.Take(per_claim);
-        if (!n.ok()) {
-          s = n.status();
-        } else if (*n == 0) {
-          return;  // empty: no one adds any more
-        } else {
-          done += *n;
-        }
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      failure = s;
-    });
-  }
-  for (auto& t : pool) t.join();
-  if (!failure.ok()) return failure;
+  Status s = OnThreads(threads, make, [&](auto& w) {
+    for (;;) {
+      auto n = w.Take(per_claim);
+      if (!n.ok()) return n.status();
+      if (*n == 0) return Status::Ok();  // empty: no one adds any more
+      done += *n;
+    }
+  });
+  if (!s.ok()) return s;
   if (done != total) {
     return Status::Internal("baseline: the drain did not take every message");
   }
-  return BaselineResult{.seconds = std::chrono::duration<double>(
-                                       std::chrono::steady_clock::now() - start)
-                                       .count(),
-                        .messages = total};
+  return BaselineResult{.seconds = SecondsSince(start), .messages = total};
 }
 
 }  // namespace sqlq::bench

@@ -1,0 +1,81 @@
+// `sqlq bench` on the library against every engine, with tiny counts: each
+// hand-written baseline runs (a drain baseline that lost a message would
+// fail the command), reports a rate, and is paired with its sqlq workload.
+// Figures are not judged here; they belong in docs/benchmarks.md.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/test_servers.h"
+
+namespace sqlq::test {
+namespace {
+
+using Json = nlohmann::json;
+
+class LibraryBench : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LibraryBench, EveryBaselineRunsAndIsPairedWithItsWorkload) {
+  std::string db;
+  if (GetParam() == "Postgres") {
+    SQLQ_REQUIRE_SERVER(kPostgresServer);
+    db = ServerUrl(kPostgresServer);
+  } else if (GetParam() == "Mysql") {
+    SQLQ_REQUIRE_SERVER(kMariadbServer);
+    db = ServerUrl(kMariadbServer);
+  }
+  const std::vector<std::string> workloads = {
+      "baseline-send-1",   "send-1",           "baseline-send-batch",
+      "send-batch",        "baseline-drain-1", "drain-1",
+      "baseline-drain-10", "drain-10",         "baseline-mixed"};
+  std::string cmd = std::string(SQLQ_BIN) +
+                    " bench --json --runs 1 --threads 2 --messages 300 "
+                    "--batch 10 --duration 1s --producers 1 --consumers 1";
+  if (!db.empty()) cmd += " --db '" + db + "'";
+  for (const auto& w : workloads) cmd += " --workload " + w;
+  cmd += " 2>&1";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  const int st = ::pclose(p);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
+
+  std::map<std::string, Json> rows;
+  std::stringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto j = Json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("workload")) {
+      rows[j["workload"].get<std::string>()] = j;
+    }
+  }
+  for (const auto& w : workloads) {
+    SCOPED_TRACE(w);
+    ASSERT_TRUE(rows.count(w)) << out;
+    EXPECT_GT(rows[w]["msgs_per_s"].get<double>(), 0) << out;
+  }
+  // Each sqlq workload is set against its baseline of the same run.
+  for (const char* w : {"send-1", "send-batch", "drain-1", "drain-10"}) {
+    SCOPED_TRACE(w);
+    ASSERT_TRUE(rows[w].contains("vs_baseline")) << rows[w].dump();
+    EXPECT_GT(rows[w]["vs_baseline"].get<double>(), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, LibraryBench,
+                         ::testing::Values("Sqlite", "Postgres", "Mysql"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return p.param;
+                         });
+
+}  // namespace
+}  // namespace sqlq::test
