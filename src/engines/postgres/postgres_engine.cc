@@ -192,11 +192,15 @@ bool PostgresEngine::SameDatabase(PGconn* other) {
 }
 
 PGconn* PostgresEngine::ConnectRaw(bool start_only) {
-  // Our default connect_timeout comes first, so that the URL's own wins
-  // (libpq lets later keywords override earlier ones).
+  // Our defaults come first, so that the URL's own win (libpq lets later
+  // keywords override earlier ones). Generic plans: each statement is
+  // planned once per connection, not at every execution (planning the
+  // claim cost more than its two commits; docs/engines/postgres.md,
+  // "Connections").
   const char* keys[] = {"connect_timeout", "fallback_application_name",
-                        "dbname", nullptr};
-  const char* values[] = {"10", "sqlq", url_.c_str(), nullptr};
+                        "options", "dbname", nullptr};
+  const char* values[] = {"10", "sqlq", "-c plan_cache_mode=force_generic_plan",
+                          url_.c_str(), nullptr};
   PGconn* conn = start_only
                      ? PQconnectStartParams(keys, values, /*expand_dbname=*/1)
                      : PQconnectdbParams(keys, values, /*expand_dbname=*/1);

@@ -138,6 +138,20 @@ TEST_F(PostgresEngineTest, TlsParametersArePassedToLibpq) {
       << s.status().ToString();
 }
 
+// The store's connections plan each prepared statement once (generic
+// plans), not at every execution: replanning the claim cost more than its
+// commits (docs/engines/postgres.md, "Connections").
+TEST_F(PostgresEngineTest, StoreConnectionsUseGenericPlans) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK(q.Send({.payload = "x"}));
+  ASSERT_OK_AND_ASSIGN(Tx tx, store->BeginTx());
+  auto* c = static_cast<PGconn*>(tx.native_handle());
+  EXPECT_EQ(Query(c, "SHOW plan_cache_mode"), "force_generic_plan");
+  ASSERT_OK(tx.Rollback());
+}
+
 // --- schema ------------------------------------------------------------------
 
 // A role of its own for one test, with a password, dropped afterwards.
