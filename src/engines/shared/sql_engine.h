@@ -1,9 +1,11 @@
 // What the PostgreSQL and MariaDB/MySQL engines share above their SQL:
-// rings, rotations, the listing and pruning of dead letters and archive,
-// the rows of sqlq_queues that name things, the share lock every operation
-// takes on its queue, the transaction's clock and its counters. Written
-// once, over a dialect that holds each engine's SQL and client calls (as
-// River splits its drivers from its logic).
+// the connection pool, read transactions and a caller's Tx; queues
+// (create, look up, list, purge, stats) and the rows of sqlq_queues that
+// name things; rings; rotations; the listing and pruning of dead letters
+// and archive; the share lock every operation takes on its queue; refused
+// receipts; the transaction's clock and its counters. Written once, over a
+// dialect that holds each engine's SQL and client calls (as River splits
+// its drivers from its logic).
 //
 // A dialect D provides (the names below are its requirements):
 //   Conn, Params, Rows       the engine's connection (a core::TxConn),
