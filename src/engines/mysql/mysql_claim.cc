@@ -7,7 +7,7 @@ namespace sqlq::engines::mysql {
 
 Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
                                               const core::ClaimParams& p) {
-  MyConn& conn = My(c);
+  MyConn& conn = Native(c);
   // No share lock on the queue: an empty claim stays a transaction
   // without writes or locks (idle consumers cost next to nothing). The
   // queue is looked up only when no candidate shows it exists.
@@ -175,7 +175,7 @@ Result<std::optional<Timestamp>> MysqlEngine::NextReadyAt(
     Conn& c, std::int64_t queue_id) {
   static const std::string kSql =
       "SELECT MIN(ready_us) FROM sqlq_messages WHERE queue_id = ?";
-  auto rows = My(c).Run(kSql, Params().Int(queue_id), "next ready");
+  auto rows = Native(c).Run(kSql, Params().Int(queue_id), "next ready");
   if (!rows.ok()) return rows.status();
   if (rows->size() == 0 || rows->IsNull(0, 0)) {
     return std::optional<Timestamp>();
@@ -195,7 +195,7 @@ Result<bool> MysqlEngine::LockLeased(MyConn& conn, std::int64_t queue_id,
 }
 
 Status MysqlEngine::Ack(Conn& c, const core::AckParams& p) {
-  MyConn& conn = My(c);
+  MyConn& conn = Native(c);
   Status s = CheckQueue(conn, p.queue_id);
   if (!s.ok()) return s;
   static const std::string kDelete = R"sql(
@@ -285,7 +285,7 @@ Result<std::int64_t> MysqlEngine::DeleteReturning(
 Result<std::vector<Status>> MysqlEngine::AckMany(
     Conn& c, const core::AckManyParams& op) {
   const auto& [queue_id, receipts, archive] = op;
-  MyConn& conn = My(c);
+  MyConn& conn = Native(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
   std::vector<Status> out(receipts.size());
@@ -362,7 +362,7 @@ Result<std::vector<Status>> MysqlEngine::AckMany(
 }
 
 Status MysqlEngine::Retry(Conn& c, const core::RetryParams& p) {
-  MyConn& conn = My(c);
+  MyConn& conn = Native(c);
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
   static const std::string kSql = R"sql(
@@ -378,7 +378,7 @@ Status MysqlEngine::Retry(Conn& c, const core::RetryParams& p) {
 }
 
 Status MysqlEngine::Bury(Conn& c, const core::BuryParams& p) {
-  MyConn& conn = My(c);
+  MyConn& conn = Native(c);
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
   auto leased = LockLeased(conn, p.queue_id, p.receipt);
@@ -400,7 +400,7 @@ Status MysqlEngine::Bury(Conn& c, const core::BuryParams& p) {
 
 Result<Timestamp> MysqlEngine::Extend(Conn& c, const core::ExtendParams& op) {
   const auto& [queue_id, receipt, lease] = op;
-  MyConn& conn = My(c);
+  MyConn& conn = Native(c);
   auto now = CheckedNow(conn, queue_id);
   if (!now.ok()) return now.status();
   const std::int64_t until = *now + lease.count();

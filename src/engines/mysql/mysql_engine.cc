@@ -202,10 +202,10 @@ Result<std::unique_ptr<Conn>> MysqlEngine::JoinTx(void* native) {
 }
 
 Status MysqlEngine::RollbackTx(Conn& c) {
-  return My(c).Exec("ROLLBACK", "rollback");
+  return Native(c).Exec("ROLLBACK", "rollback");
 }
 
-void* MysqlEngine::NativeHandle(Conn& c) { return My(c).my(); }
+void* MysqlEngine::NativeHandle(Conn& c) { return Native(c).my(); }
 
 void MysqlEngine::SetWaitingProbe(std::function<std::size_t()> waiting) {
   waiting_ = std::move(waiting);

@@ -238,8 +238,6 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
   Result<std::int64_t> Redrive(Conn& c, const core::RedriveParams& op) override;
 
  private:
-  static MyConn& My(Conn& c) { return static_cast<MyConn&>(c); }
-
   static constexpr const char* kCounterInsert =
       "INSERT INTO sqlq_counters (queue_id, slot, sends, claims, acks, nacks, "
       "expirations, dead_lettered, pushes, serves)";

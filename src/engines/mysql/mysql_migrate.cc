@@ -10,7 +10,7 @@ Status MysqlEngine::TouchSchema(Conn& c) {
   // are negated and restored: two changes whose redo the commit flushes.
   static const std::string kSql = "UPDATE sqlq_schema SET version = -version";
   for (int i = 0; i < 2; ++i) {
-    auto rows = My(c).Run(kSql, Params(), "check writable");
+    auto rows = Native(c).Run(kSql, Params(), "check writable");
     if (!rows.ok()) return rows.status();
   }
   return Status::Ok();

@@ -8,7 +8,7 @@ namespace sqlq::engines::mysql {
 Status MysqlEngine::DropQueue(Conn& c, std::int64_t queue_id) {
   // Messages, dead letters, archive and counters go by ON DELETE CASCADE.
   static const std::string kSql = "DELETE FROM sqlq_queues WHERE id = ?";
-  auto rows = My(c).Run(kSql, Params().Int(queue_id), "drop queue");
+  auto rows = Native(c).Run(kSql, Params().Int(queue_id), "drop queue");
   if (!rows.ok()) return rows.status();
   if (rows->affected() == 0) return core::QueueGone(queue_id);
   return Status::Ok();
@@ -32,7 +32,7 @@ const std::string& MysqlEngine::InsertSql(std::size_t n) {
 
 Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
                                                   const core::SendParams& p) {
-  MyConn& conn = My(c);
+  MyConn& conn = Native(c);
   // No separate check of the queue: the first INSERT's foreign key check
   // share-locks the queue's row (as CheckQueue would) until commit, and
   // on a dropped queue fails with 1452, which InnoDB rolls back as a
@@ -151,7 +151,7 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
 Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
                                           const core::RedriveParams& op) {
   const auto& [queue_id, ids] = op;
-  MyConn& conn = My(c);
+  MyConn& conn = Native(c);
   auto now = CheckedNow(conn, queue_id);
   if (!now.ok()) return now.status();
   // Pages of dead letters are locked and read (in id order), inserted

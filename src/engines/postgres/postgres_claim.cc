@@ -6,7 +6,7 @@ namespace sqlq::engines::postgres {
 
 Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
                                                  const core::ClaimParams& p) {
-  PgConn& conn = Pg(c);
+  PgConn& conn = Native(c);
   // No FOR KEY SHARE here: an empty claim must stay a transaction without
   // writes, whose COMMIT needs no WAL flush, so that idle consumers cost
   // the server next to nothing. A claim that leases rows takes the lock
@@ -122,7 +122,7 @@ Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
 
 Result<std::optional<Timestamp>> PostgresEngine::NextReadyAt(
     Conn& c, std::int64_t queue_id) {
-  PgConn& conn = Pg(c);
+  PgConn& conn = Native(c);
   auto rows = conn.Run(kNextReadySql, Params().Int(queue_id), "next ready");
   if (!rows.ok()) return rows.status();
   if (rows->size() == 0 || rows->IsNull(0, 0)) {
@@ -139,7 +139,7 @@ Result<std::optional<Timestamp>> PostgresEngine::NextReadyAt(
 }
 
 Status PostgresEngine::Ack(Conn& c, const core::AckParams& p) {
-  PgConn& conn = Pg(c);
+  PgConn& conn = Native(c);
   Status s = CheckQueue(conn, p.queue_id);
   if (!s.ok()) return s;
   static constexpr const char* kDelete = R"sql(
@@ -171,7 +171,7 @@ Status PostgresEngine::Ack(Conn& c, const core::AckParams& p) {
 Result<std::vector<Status>> PostgresEngine::AckMany(
     Conn& c, const core::AckManyParams& op) {
   const auto& [queue_id, receipts, archive] = op;
-  PgConn& conn = Pg(c);
+  PgConn& conn = Native(c);
   Status checked = CheckQueue(conn, queue_id);
   if (!checked.ok()) {
     if (!core::IsCleanFailure(checked)) return checked;
@@ -217,7 +217,7 @@ Result<std::vector<Status>> PostgresEngine::AckMany(
 }
 
 Status PostgresEngine::Retry(Conn& c, const core::RetryParams& p) {
-  PgConn& conn = Pg(c);
+  PgConn& conn = Native(c);
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
   static constexpr const char* kSql = R"sql(
@@ -240,7 +240,7 @@ Status PostgresEngine::Retry(Conn& c, const core::RetryParams& p) {
 }
 
 Status PostgresEngine::Bury(Conn& c, const core::BuryParams& p) {
-  PgConn& conn = Pg(c);
+  PgConn& conn = Native(c);
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
   static constexpr const char* kSql = R"sql(
@@ -264,7 +264,7 @@ Status PostgresEngine::Bury(Conn& c, const core::BuryParams& p) {
 Result<Timestamp> PostgresEngine::Extend(Conn& c,
                                          const core::ExtendParams& op) {
   const auto& [queue_id, receipt, lease] = op;
-  PgConn& conn = Pg(c);
+  PgConn& conn = Native(c);
   auto now = CheckedNow(conn, queue_id);
   if (!now.ok()) return now.status();
   const std::int64_t until = *now + lease.count();

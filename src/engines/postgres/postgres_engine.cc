@@ -39,14 +39,14 @@ Result<std::unique_ptr<Conn>> PostgresEngine::JoinTx(void* native) {
 }
 
 Status PostgresEngine::RollbackTx(Conn& c) {
-  PgConn& conn = Pg(c);
+  PgConn& conn = Native(c);
   // The caller's own statements may have locked message rows too.
   if (marks_) marks_->ForgetAll();
   auto r = conn.Exec("ROLLBACK", "rollback");
   return r.ok() ? Status::Ok() : r.status();
 }
 
-void* PostgresEngine::NativeHandle(Conn& c) { return Pg(c).pg(); }
+void* PostgresEngine::NativeHandle(Conn& c) { return Native(c).pg(); }
 
 void PostgresEngine::WatchForeignWrites(std::function<void()> changed) {
   notifier_ = std::make_unique<Notifier>(

@@ -222,8 +222,6 @@ class PostgresEngine : public shared::SqlEngine<Dialect> {
   Result<std::int64_t> Redrive(Conn& c, const core::RedriveParams& op) override;
 
  private:
-  static PgConn& Pg(Conn& c) { return static_cast<PgConn&>(c); }
-
   // Inserts a batch of messages with one INSERT ... SELECT FROM unnest(...)
   // per chunk (the columns go as arrays: one statement, one round trip,
   // one plan for the batch). Rows are inserted in batch order (ORDER BY

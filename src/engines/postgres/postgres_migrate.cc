@@ -10,7 +10,7 @@ Status PostgresEngine::TouchSchema(Conn& c) {
   static constexpr const char* kSql =
       "UPDATE sqlq_schema SET version = version WHERE version = "
       "(SELECT max(version) FROM sqlq_schema)";
-  auto rows = Pg(c).Run(kSql, Params(), "check writable");
+  auto rows = Native(c).Run(kSql, Params(), "check writable");
   return rows.ok() ? Status::Ok() : rows.status();
 }
 

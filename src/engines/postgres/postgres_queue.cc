@@ -16,21 +16,21 @@ Status PostgresEngine::DropQueue(Conn& c, std::int64_t queue_id) {
   static constexpr const char* kSql = "DELETE FROM sqlq_queues WHERE id = $1";
   static constexpr const char* kMessages =
       "DELETE FROM sqlq_messages WHERE queue_id = $1";
-  auto rows = Pg(c).Run(kSql, Params().Int(queue_id), "drop queue");
+  auto rows = Native(c).Run(kSql, Params().Int(queue_id), "drop queue");
   if (!rows.ok()) return rows.status();
   if (rows->affected() == 0) return core::QueueGone(queue_id);
   auto messages =
-      Pg(c).Run(kMessages, Params().Int(queue_id), "drop queue's messages");
+      Native(c).Run(kMessages, Params().Int(queue_id), "drop queue's messages");
   if (!messages.ok()) return messages.status();
   // Claims waiting on the queue in other processes look again and end
   // with kNotFound, instead of at their next poll.
-  Pg(c).notify = true;
+  Native(c).notify = true;
   return Status::Ok();
 }
 
 Result<std::vector<SendResult>> PostgresEngine::Send(
     Conn& c, const core::SendParams& p) {
-  PgConn& conn = Pg(c);
+  PgConn& conn = Native(c);
   // The clock: the store's own, or the one this transaction read already;
   // else the insert reads the database's itself (now(), the transaction's
   // start, as NowUs would) and returns it, which saves a round trip.
@@ -141,7 +141,7 @@ Result<std::vector<SendResult>> PostgresEngine::Send(
 Result<std::int64_t> PostgresEngine::Redrive(Conn& c,
                                              const core::RedriveParams& op) {
   const auto& [queue_id, ids] = op;
-  PgConn& conn = Pg(c);
+  PgConn& conn = Native(c);
   auto now = CheckedNow(conn, queue_id);
   if (!now.ok()) return now.status();
   // A redriven message is ready now with fresh attempts; it keeps its id
@@ -222,7 +222,7 @@ Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
   std::vector<SendResult> out;
   std::optional<Status> failed;
   Status s = Write([&](Conn& c) -> Status {
-    PgConn& conn = Pg(c);
+    PgConn& conn = Native(c);
     Params params;
     params.Int(p.queue_id)
         .IntArray(priority)

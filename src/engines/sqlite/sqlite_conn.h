@@ -13,6 +13,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "core/engine.h"
 #include "core/tx_conn.h"
@@ -67,6 +68,17 @@ class Stmt {
   int Step() { return sqlite3_step(stmt_); }
   // Steps to completion; OK or the translated error.
   Status Run(std::string_view what);
+  // Steps through every row, `decode(*this)` for each: the rows, or the
+  // translated error.
+  template <class Decode>
+  auto All(Decode decode, std::string_view what)
+      -> Result<std::vector<decltype(decode(*this))>> {
+    std::vector<decltype(decode(*this))> out;
+    int rc;
+    while ((rc = Step()) == SQLITE_ROW) out.push_back(decode(*this));
+    if (rc != SQLITE_DONE) return Translate(rc, db_, what);
+    return out;
+  }
 
   std::int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
   bool IsNull(int col) const {

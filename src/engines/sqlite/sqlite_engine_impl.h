@@ -333,6 +333,11 @@ class SqliteEngine : public core::Engine {
 
   Status CheckQueue(SqliteConn& conn, std::int64_t queue_id);
 
+  // Checks the queue, then runs `sql` (a DELETE of the queue's rows of one
+  // table, its one parameter the queue's id): how many rows went.
+  Result<std::int64_t> DeleteOfQueue(SqliteConn& conn, std::int64_t queue_id,
+                                     const char* sql, std::string_view what);
+
   // REQUIRES: the queue was seen in this transaction (CheckQueue, or a
   // message of it was changed).
   Status AddCounters(SqliteConn& conn, std::int64_t queue_id,

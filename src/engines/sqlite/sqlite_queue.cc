@@ -51,11 +51,8 @@ Result<std::vector<core::QueueRecord>> SqliteEngine::ListQueues(Conn& c) {
       std::string(kSelectQueue) + " WHERE kind = 'queue' ORDER BY name";
   SqliteConn& conn = Sql(c);
   SQLQ_PREPARE(st, conn, sql.c_str());
-  std::vector<core::QueueRecord> out;
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) out.push_back(core::DecodeQueue(st));
-  if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list queues");
-  return out;
+  return st.All([](const Stmt& r) { return core::DecodeQueue(r); },
+                "list queues");
 }
 
 Status SqliteEngine::DropQueue(Conn& c, std::int64_t queue_id) {
@@ -76,12 +73,20 @@ Status SqliteEngine::DropQueue(Conn& c, std::int64_t queue_id) {
 }
 
 Result<std::int64_t> SqliteEngine::PurgeQueue(Conn& c, std::int64_t queue_id) {
-  SqliteConn& conn = Sql(c);
+  return DeleteOfQueue(Sql(c), queue_id,
+                       "DELETE FROM sqlq_messages WHERE queue_id = ?1",
+                       "purge queue");
+}
+
+Result<std::int64_t> SqliteEngine::DeleteOfQueue(SqliteConn& conn,
+                                                 std::int64_t queue_id,
+                                                 const char* sql,
+                                                 std::string_view what) {
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
-  SQLQ_PREPARE(st, conn, "DELETE FROM sqlq_messages WHERE queue_id = ?1");
+  SQLQ_PREPARE(st, conn, sql);
   st.Bind(1, queue_id);
-  s = st.Run("purge queue");
+  s = st.Run(what);
   if (!s.ok()) return s;
   return conn.changes();
 }
@@ -198,13 +203,7 @@ Result<std::vector<DeadLetter>> SqliteEngine::ListDead(
     SELECT id, priority, attempts, enqueued_us, died_us, last_error, payload
     FROM sqlq_dead WHERE queue_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3)sql");
   st.Bind(1, queue_id).Bind(2, o.after_id).Bind(3, o.limit);
-  std::vector<DeadLetter> out;
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) {
-    out.push_back(core::DecodeDead(st));
-  }
-  if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list dead");
-  return out;
+  return st.All([](const Stmt& r) { return core::DecodeDead(r); }, "list dead");
 }
 
 Result<std::int64_t> SqliteEngine::Redrive(Conn& c,
@@ -260,14 +259,9 @@ Result<std::int64_t> SqliteEngine::Redrive(Conn& c,
 }
 
 Result<std::int64_t> SqliteEngine::PurgeDead(Conn& c, std::int64_t queue_id) {
-  SqliteConn& conn = Sql(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  SQLQ_PREPARE(st, conn, "DELETE FROM sqlq_dead WHERE queue_id = ?1");
-  st.Bind(1, queue_id);
-  s = st.Run("purge dead letters");
-  if (!s.ok()) return s;
-  return conn.changes();
+  return DeleteOfQueue(Sql(c), queue_id,
+                       "DELETE FROM sqlq_dead WHERE queue_id = ?1",
+                       "purge dead letters");
 }
 
 Result<std::vector<ArchivedMessage>> SqliteEngine::ListArchive(
@@ -281,13 +275,8 @@ Result<std::vector<ArchivedMessage>> SqliteEngine::ListArchive(
     FROM sqlq_archive WHERE queue_id = ?1 AND id > ?2
     ORDER BY id LIMIT ?3)sql");
   st.Bind(1, queue_id).Bind(2, o.after_id).Bind(3, o.limit);
-  std::vector<ArchivedMessage> out;
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) {
-    out.push_back(core::DecodeArchived(st));
-  }
-  if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list archive");
-  return out;
+  return st.All([](const Stmt& r) { return core::DecodeArchived(r); },
+                "list archive");
 }
 
 Result<std::int64_t> SqliteEngine::PruneArchive(

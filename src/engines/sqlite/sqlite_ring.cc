@@ -114,13 +114,8 @@ Result<std::vector<RingEntry>> SqliteEngine::RingRead(
       .BindText(2, group)
       .Bind(3, o.limit)
       .Bind(4, core::RingReadBound(o));
-  std::vector<RingEntry> out;
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) {
-    out.push_back(core::DecodeRingEntry(st, group));
-  }
-  if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "read ring");
-  return out;
+  return st.All([&](const Stmt& r) { return core::DecodeRingEntry(r, group); },
+                "read ring");
 }
 
 Result<std::vector<RingGroup>> SqliteEngine::RingGroups(Conn& c,
@@ -132,13 +127,11 @@ Result<std::vector<RingGroup>> SqliteEngine::RingGroups(Conn& c,
     SELECT grp, entries FROM sqlq_ring_groups
     WHERE ring_id = ?1 AND entries > 0 ORDER BY grp)sql");
   st.Bind(1, ring_id);
-  std::vector<RingGroup> out;
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) {
-    out.push_back({.group = st.Text(0), .entries = st.Int(1)});
-  }
-  if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list groups");
-  return out;
+  return st.All(
+      [](const Stmt& r) {
+        return RingGroup{.group = r.Text(0), .entries = r.Int(1)};
+      },
+      "list groups");
 }
 
 Status SqliteEngine::RingDelete(Conn& c, const core::RingDeleteParams& op) {

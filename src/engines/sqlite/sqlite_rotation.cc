@@ -179,11 +179,8 @@ Result<std::vector<RotationItem>> SqliteEngine::RotationList(
     SELECT key, payload, serves, failures, parked FROM sqlq_rotation_items
     WHERE rotation_id = ?1 ORDER BY parked, last_served, added)sql");
   st.Bind(1, rotation_id);
-  std::vector<RotationItem> out;
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) out.push_back(core::DecodeItem(st));
-  if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "list items");
-  return out;
+  return st.All([](const Stmt& r) { return core::DecodeItem(r); },
+                "list items");
 }
 
 Result<RotationStats> SqliteEngine::RotationStatsOf(Conn& c,
