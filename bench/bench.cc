@@ -44,26 +44,36 @@ struct Config {
   int threads = 0;    // 0: per-workload default
   int producers = 4;
   int consumers = 4;
-  int batch = 100;       // send-batch and mixed producers
-  int claim_max = 100;   // mixed consumers
-  long max_backlog = 0;  // mixed: 0 means 4 x consumers x claim_max
-  long groups = 1000;    // ring-push
+  int batch = 100;      // send-batch and mixed producers
+  int claim_max = 100;  // mixed consumers
+  // drain-1 and workers: how a consumer that holds one message takes the
+  // next: "each" (Ack, then Claim: two commits) or "next" (AckAndClaim:
+  // one). Empty: each for drain-1, next for workers.
+  std::string ack;
+  std::string work = "0ms";  // workers: time a consumer holds each message
+  long max_backlog = 0;      // mixed: 0 means 4 x consumers x claim_max
+  long groups = 1000;        // ring-push
   std::string duration = "10s";
   std::size_t payload = 100;
   bool json = false;
   std::string report_every;  // mixed: empty means no interval reports
   bool hold_snapshot = false;
   // Set while the runs of a workload are measured with a snapshot held
-  // open elsewhere: "+snapshot" in labels and reports.
+  // open elsewhere: "+snapshot" in labels and reports; for workers-open,
+  // "@25%" and so on.
   std::string variant;
+  // workers-open: the rate producers are paced at, in messages a second.
+  double open_rate = 0;
 };
 
 struct RunResult {
   double seconds = 0;
   long messages = 0;
   double rate() const { return seconds > 0 ? messages / seconds : 0; }
-  double p50_us = -1, p99_us = -1;
+  double p50_us = -1, p99_us = -1, p999_us = -1;
   std::size_t transactions = 0;
+  // workers-open: the rate the producers were paced at.
+  double offered = 0;
 };
 
 // Shows progress on a terminal; silent otherwise.
@@ -190,9 +200,10 @@ Result<RunResult> RunRotationNext(Store& store, const std::string& name,
   return r;
 }
 
-// Claims and acks until the queue is empty.
+// Claims and acks until the queue is empty. With `ack_next`, a consumer
+// that claimed one message acks it and claims the next in one call.
 Result<RunResult> RunDrain(WorkQueue q, long total, int threads, int per_claim,
-                           const std::string& label) {
+                           bool ack_next, const std::string& label) {
   std::atomic<long> done{0};
   std::mutex mu;
   Status failure;
@@ -202,14 +213,17 @@ Result<RunResult> RunDrain(WorkQueue q, long total, int threads, int per_claim,
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
       std::vector<std::string> receipts;
+      Result<std::vector<ClaimedMessage>> r = q.Claim({.max = per_claim});
       for (;;) {
-        auto r = q.Claim({.max = per_claim});
         Status s = r.status();
         if (s.ok() && r->empty()) return;
         if (s.ok()) {
           receipts.clear();
           for (auto& m : *r) receipts.push_back(std::move(m.receipt));
-          if (receipts.size() == 1) {
+          if (receipts.size() == 1 && ack_next) {
+            r = q.AckAndClaim(receipts[0], {.max = per_claim});
+            s = r.status();
+          } else if (receipts.size() == 1) {
             s = q.Ack(receipts[0]);
           } else {
             auto acked = q.AckBatch(receipts);
@@ -227,6 +241,7 @@ Result<RunResult> RunDrain(WorkQueue q, long total, int threads, int per_claim,
           return;
         }
         done += static_cast<long>(receipts.size());
+        if (receipts.size() != 1 || !ack_next) r = q.Claim({.max = per_claim});
       }
     });
   }
@@ -430,6 +445,123 @@ Result<RunResult> RunMixed(WorkQueue q, const Config& c, Duration duration,
   return r;
 }
 
+std::int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             SteadyClock::now().time_since_epoch())
+      .count();
+}
+
+// Single-job workers for `duration`: c.producers threads each send one
+// message per call, c.consumers threads each claim one message, hold it for
+// c.work and ack it (with c.ack "next", the ack and the next claim are one
+// call). End-to-end rate is what the consumers acked within the window;
+// latency is from the send (closed loop: the send call; open loop: the time
+// the schedule gave the send, so that a late producer does not hide a
+// backlog) to the claim's return.
+//
+// `rate` 0 is a closed loop: producers send as fast as they can while at
+// most max_backlog messages wait. A positive `rate` is an open loop:
+// producers are paced to send `rate` messages a second in all, whatever
+// the consumers do.
+Result<RunResult> RunWorkers(WorkQueue q, const Config& c, Duration duration,
+                             Duration work, bool ack_next, double rate,
+                             const std::string& label) {
+  std::atomic<bool> stop{false};
+  std::atomic<long> acked{0};
+  std::atomic<long> sent{0};
+  const long max_backlog = c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers;
+  std::mutex mu;
+  Status failure;
+  std::vector<double> latencies;
+  auto fail = [&](const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failure.ok()) failure = s;
+    stop = true;
+  };
+  Progress progress(label);
+  const auto start = SteadyClock::now();
+  const std::int64_t start_ns = NowNs();
+  std::vector<std::thread> pool;
+  for (int p = 0; p < c.producers; ++p) {
+    pool.emplace_back([&, p] {
+      Message m;
+      for (long i = 0; !stop; ++i) {
+        std::int64_t stamp = 0;
+        if (rate > 0) {
+          // This producer's i-th send is the (i * P + p)-th of the whole
+          // schedule.
+          stamp = start_ns +
+                  static_cast<std::int64_t>(
+                      1e9 * static_cast<double>(i * c.producers + p) / rate);
+          const auto at =
+              SteadyClock::time_point(std::chrono::nanoseconds(stamp));
+          if (SteadyClock::now() < at) std::this_thread::sleep_until(at);
+          if (stop) break;
+        } else {
+          if (sent - acked > max_backlog) {
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+            continue;
+          }
+          stamp = NowNs();
+        }
+        m.payload = std::to_string(stamp);
+        m.payload.resize(std::max(c.payload, m.payload.size() + 1), ' ');
+        Status s = q.Send(m).status();
+        if (!s.ok()) return fail(s);
+        ++sent;
+      }
+    });
+  }
+  for (int k = 0; k < c.consumers; ++k) {
+    pool.emplace_back([&] {
+      std::vector<double> mine;
+      const ClaimOptions one{.max = 1, .wait = std::chrono::milliseconds(100)};
+      std::optional<std::string> held;
+      while (!stop) {
+        Result<std::vector<ClaimedMessage>> r =
+            held && ack_next ? q.AckAndClaim(*held, one) : q.Claim(one);
+        if (!r.ok()) return fail(r.status());
+        if (held && ack_next) ++acked;
+        held.reset();
+        if (r->empty()) continue;
+        const auto got = NowNs();
+        ClaimedMessage& m = r->front();
+        mine.push_back(static_cast<double>(got - std::stoll(m.payload)) /
+                       1000.0);
+        if (work.count() > 0) std::this_thread::sleep_for(work);
+        if (ack_next) {
+          held = std::move(m.receipt);
+          continue;
+        }
+        Status s = q.Ack(m.receipt);
+        if (!s.ok()) return fail(s);
+        ++acked;
+      }
+      // A message still held is acked, outside the window.
+      if (held) (void)q.Ack(*held);
+      std::lock_guard<std::mutex> lock(mu);
+      latencies.insert(latencies.end(), mine.begin(), mine.end());
+    });
+  }
+  const auto deadline = start + duration;
+  while (SteadyClock::now() < deadline && !stop) {
+    progress.Show(acked, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const long in_window = acked;
+  const auto elapsed = SteadyClock::now() - start;
+  stop = true;
+  for (auto& t : pool) t.join();
+  progress.Done();
+  if (!failure.ok()) return failure;
+  RunResult r{.seconds = Seconds(elapsed), .messages = in_window};
+  r.p50_us = Percentile(latencies, 0.50);
+  r.p99_us = Percentile(latencies, 0.99);
+  r.p999_us = Percentile(latencies, 0.999);
+  r.offered = rate;
+  return r;
+}
+
 // Runs a hand-written baseline workload with the bench's defaults, those
 // of the sqlq workload of the same name: `send` gets (messages, threads,
 // batch), `drain` gets (messages, threads, per_claim), `mixed` gets
@@ -541,11 +673,13 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
                                    : RunRotationNext(store, name, c, label);
   }
   std::string qname = fmt::format("bench_{}_{}_{}", getpid(), run,
-                                  workload == "send-1"       ? "s1"
-                                  : workload == "send-batch" ? "sb"
-                                  : workload == "drain-1"    ? "d1"
-                                  : workload == "drain-10"   ? "d10"
-                                                             : "mx");
+                                  workload == "send-1"         ? "s1"
+                                  : workload == "send-batch"   ? "sb"
+                                  : workload == "drain-1"      ? "d1"
+                                  : workload == "drain-10"     ? "d10"
+                                  : workload == "workers"      ? "wk"
+                                  : workload == "workers-open" ? "wo"
+                                                               : "mx");
   (void)store.DropQueue(qname);
   auto q = store.CreateQueue(qname, {.lease = std::chrono::minutes(5)});
   if (!q.ok()) return q.status();
@@ -561,7 +695,14 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
     auto fill = RunSend(*q, total, 2, 1000, c.payload, label + " (fill)");
     if (!fill.ok()) return fill.status();
     r = RunDrain(*q, total, c.threads ? c.threads : 4,
-                 workload == "drain-1" ? 1 : 10, label);
+                 workload == "drain-1" ? 1 : 10, c.ack == "next", label);
+  } else if (workload == "workers" || workload == "workers-open") {
+    auto d = wire::ParseDuration(c.duration);
+    if (!d.ok()) return d.status();
+    auto work = wire::ParseDuration(c.work);
+    if (!work.ok()) return work.status();
+    r = RunWorkers(*q, c, *d, *work, c.ack != "each",
+                   workload == "workers" ? 0 : c.open_rate, label);
   } else if (workload == "mixed") {
     auto d = wire::ParseDuration(c.duration);
     if (!d.ok()) return d.status();
@@ -593,10 +734,20 @@ double Median(std::vector<double> v) {
 }
 
 int Run(Config c) {
-  const std::vector<std::string> all = {
-      "baseline-send-1",  "send-1",  "baseline-send-batch", "send-batch",
-      "baseline-drain-1", "drain-1", "baseline-drain-10",   "drain-10",
-      "baseline-mixed",   "mixed",   "ring-push",           "rotation-next"};
+  const std::vector<std::string> all = {"baseline-send-1",
+                                        "send-1",
+                                        "baseline-send-batch",
+                                        "send-batch",
+                                        "baseline-drain-1",
+                                        "drain-1",
+                                        "baseline-drain-10",
+                                        "drain-10",
+                                        "baseline-mixed",
+                                        "mixed",
+                                        "workers",
+                                        "workers-open",
+                                        "ring-push",
+                                        "rotation-next"};
   if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
                                        "all") != c.workloads.end()) {
     c.workloads = all;
@@ -606,7 +757,8 @@ int Run(Config c) {
     if (std::find(all.begin(), all.end(), w) == all.end()) {
       return out.Fail(Status::InvalidArgument(fmt::format(
           "unknown workload '{}': choose from send-1, send-batch, drain-1, "
-          "drain-10, mixed, baseline-send-1, baseline-send-batch, "
+          "drain-10, mixed, workers, workers-open, baseline-send-1, "
+          "baseline-send-batch, "
           "baseline-drain-1, baseline-drain-10, baseline-mixed, ring-push, "
           "rotation-next, all",
           w)));
@@ -618,6 +770,17 @@ int Run(Config c) {
     return out.Fail(Status::InvalidArgument(
         "bench: --runs 1..100, --batch 1..10000, --claim-max 1..1000, "
         "--producers/--consumers/--groups >= 1"));
+  }
+  if (!c.ack.empty() && c.ack != "each" && c.ack != "next") {
+    return out.Fail(Status::InvalidArgument(fmt::format(
+        "--ack '{}': give each (ack, then claim) or next (ack and claim the "
+        "next in one call)",
+        c.ack)));
+  }
+  if (auto work = wire::ParseDuration(c.work);
+      !work.ok() || work->count() < 0) {
+    return out.Fail(Status::InvalidArgument(fmt::format(
+        "--work '{}': give a duration such as 0ms, 5ms or 1s", c.work)));
   }
   if (!c.report_every.empty()) {
     auto every = wire::ParseDuration(c.report_every);
@@ -661,21 +824,26 @@ int Run(Config c) {
                         Redacted(url), fsync_rate,
                         std::thread::hardware_concurrency(), c.runs));
     out.Columns({"workload", "msgs_per_s", "vs_baseline", "vs_clean", "p50_us",
-                 "p99_us", "ops_per_commit", "runs"});
+                 "p99_us", "p999_us", "ops_per_commit", "runs"});
     std::map<std::string, double> medians;
     const bool postgres = url.rfind("postgres", 0) == 0;
     const bool mysql =
         url.rfind("mysql://", 0) == 0 || url.rfind("mariadb://", 0) == 0;
     // Measures workload `w` c.runs times; with `held`, while another session
     // holds a snapshot open (--hold-snapshot), reported as "w+snapshot"
-    // beside the clean median measured just before.
-    auto measure = [&](const std::string& w, bool held) {
+    // beside the clean median measured just before. workers-open runs at
+    // `load` (a fraction) of the median rate of workers.
+    auto measure = [&](const std::string& w, bool held, double load = 0) {
       const bool baseline = w.rfind("baseline-", 0) == 0;
       Config rc = c;
       rc.db = url;
       rc.variant = held ? "+snapshot" : "";
+      if (load > 0) {
+        rc.variant = fmt::format("@{}%", std::lround(100 * load));
+        rc.open_rate = load * medians["workers"];
+      }
       const std::string name = w + rc.variant;
-      std::vector<double> rates, p50, p99;
+      std::vector<double> rates, p50, p99, p999;
       std::size_t tx0 = (*store)->TEST_write_transactions();
       std::size_t ops0 = (*store)->TEST_write_operations();
       for (int run = 0; run < c.runs; ++run) {
@@ -701,6 +869,7 @@ int Run(Config c) {
           p50.push_back(r->p50_us);
           p99.push_back(r->p99_us);
         }
+        if (r->p999_us >= 0) p999.push_back(r->p999_us);
       }
       nlohmann::ordered_json row = {{"bench", name},
                                     {"workload", name},
@@ -730,12 +899,34 @@ int Run(Config c) {
         row["p50_us"] = std::lround(Median(p50));
         row["p99_us"] = std::lround(Median(p99));
       }
+      if (!p999.empty()) row["p999_us"] = std::lround(Median(p999));
+      if (load > 0) row["offered_msgs_per_s"] = std::lround(rc.open_rate);
+      if (w == "drain-1" || w.rfind("workers", 0) == 0) {
+        row["ack"] = w == "drain-1" ? (c.ack.empty() ? "each" : c.ack)
+                                    : (c.ack.empty() ? "next" : c.ack);
+      }
+      if (w.rfind("workers", 0) == 0) {
+        row["producers"] = c.producers;
+        row["consumers"] = c.consumers;
+        row["work"] = c.work;
+      }
       out.Row(row);
       if (c.json) std::cout.flush();
     };
     for (const auto& w : c.workloads) {
       const bool baseline = w.rfind("baseline-", 0) == 0;
       if (baseline && sqlite_path.empty() && !postgres && !mysql) continue;
+      if (w == "workers-open") {
+        // Paced at fractions of the closed-loop maximum of this run.
+        if (!medians.count("workers")) measure("workers", false);
+        if (code != 0) break;
+        for (double load : {0.25, 0.5, 0.9}) {
+          measure(w, false, load);
+          if (code != 0) break;
+        }
+        if (code != 0) break;
+        continue;
+      }
       measure(w, false);
       if (code != 0) break;
       if (c.hold_snapshot && postgres &&
@@ -783,8 +974,9 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
       "database; --db to measure another)");
   cmd->add_option(
       "--workload", c->workloads,
-      "send-1, send-batch, drain-1, drain-10, mixed, ring-push, "
-      "rotation-next; baseline-send-1, baseline-send-batch, baseline-drain-1, "
+      "send-1, send-batch, drain-1, drain-10, mixed, workers, workers-open, "
+      "ring-push, rotation-next; baseline-send-1, baseline-send-batch, "
+      "baseline-drain-1, "
       "baseline-drain-10, baseline-mixed (the same on a hand-written "
       "SQLite, PostgreSQL or MariaDB queue, with its defaults and "
       "--threads); or all (repeatable; default all)");
@@ -797,17 +989,29 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
   cmd->add_option("--threads", c->threads,
                   "Concurrent callers (default: 8 send-1, 4 send-batch, 4 "
                   "drain)");
-  cmd->add_option("--producers", c->producers, "mixed: producers (default 4)");
-  cmd->add_option("--consumers", c->consumers, "mixed: consumers (default 4)");
+  cmd->add_option("--producers", c->producers,
+                  "mixed, workers: producers (default 4)");
+  cmd->add_option("--consumers", c->consumers,
+                  "mixed, workers: consumers (default 4)");
   cmd->add_option("--batch", c->batch,
                   "Messages per send call in send-batch and mixed (default "
                   "100)");
   cmd->add_option("--claim-max", c->claim_max,
                   "mixed: messages per claim (default 100)");
-  cmd->add_option("--duration", c->duration, "mixed: run time (default 10s)");
+  cmd->add_option("--duration", c->duration,
+                  "mixed, workers, workers-open: run time (default 10s)");
+  cmd->add_option("--ack", c->ack,
+                  "drain-1, workers: how a consumer holding one message "
+                  "takes the next: each (ack, then claim; default for "
+                  "drain-1) or next (ack and claim the next in one call; "
+                  "default for workers)");
+  cmd->add_option("--work", c->work,
+                  "workers: time each consumer holds a message before its "
+                  "ack (default 0ms)");
   cmd->add_option("--max-backlog", c->max_backlog,
-                  "mixed: producers pause while this many messages wait "
-                  "(default 4 x consumers x claim-max)");
+                  "mixed, workers: producers pause while this many messages "
+                  "wait (default 4 x consumers x claim-max; workers: 4 x "
+                  "consumers)");
   cmd->add_option("--payload", c->payload, "Payload bytes (default 100)");
   cmd->add_option("--report-every", c->report_every,
                   "mixed, baseline-mixed: print the rate of each interval of "

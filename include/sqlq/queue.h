@@ -261,6 +261,15 @@ class WorkQueue {
   // the lease expired and someone else claimed the message), kNotFound (the
   // message is no longer in the queue).
   Status Ack(std::string_view receipt);
+  // Acks `receipt` and claims the next messages (as Claim(options)) in the
+  // same transaction: one commit per job for a worker that takes one job at
+  // a time, where Ack then Claim costs two. When the ack fails (malformed,
+  // stale or gone receipt: errors as for Ack) nothing is acked and nothing
+  // is claimed. When nothing is ready the ack is committed and the call
+  // waits up to options.wait as Claim does; an empty vector then means the
+  // ack is done and no message came.
+  Result<std::vector<ClaimedMessage>> AckAndClaim(
+      std::string_view receipt, const ClaimOptions& options = {});
   // Acks many in one commit; one Status per receipt, in order. The outer
   // Result fails only when nothing could be done (database unreachable).
   Result<std::vector<Status>> AckBatch(std::span<const std::string> receipts);

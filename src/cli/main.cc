@@ -349,12 +349,15 @@ void AddSend(CLI::App& app, Runner& run) {
 void AddClaim(CLI::App& app, Runner& run) {
   auto* cmd = app.add_subcommand("claim", "Claim ready messages under a lease");
   struct Args {
-    std::string name, worker;
+    std::string name, worker, ack;
     int max = 1;
     DurationArg lease, wait;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("NAME", a->name, "Queue name")->required();
+  cmd->add_option("--ack", a->ack,
+                  "Ack this receipt in the claim's transaction first (one "
+                  "commit for both); when it is refused nothing is claimed");
   cmd->add_option("--max", a->max, "Claim up to N messages (default 1)");
   a->lease.option = cmd->add_option("--lease", a->lease.text,
                                     "Lease to take (default: the queue's)");
@@ -369,10 +372,11 @@ void AddClaim(CLI::App& app, Runner& run) {
     }
     auto q = run.Queue(a->name);
     if (Failed(run, q)) return;
-    auto r = q->Claim({.max = a->max,
-                       .lease = a->lease.value,
-                       .wait = a->wait.value.value_or(Duration(0)),
-                       .worker = a->worker});
+    const ClaimOptions o{.max = a->max,
+                         .lease = a->lease.value,
+                         .wait = a->wait.value.value_or(Duration(0)),
+                         .worker = a->worker};
+    auto r = a->ack.empty() ? q->Claim(o) : q->AckAndClaim(a->ack, o);
     if (Failed(run, r)) return;
     run.out().Columns({"id", "attempt", "priority", "receipt", "payload"});
     for (const auto& m : *r) {

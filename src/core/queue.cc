@@ -37,6 +37,13 @@ std::string CutError(std::string_view error) {
   return std::string(error.substr(0, core::kMaxErrorText));
 }
 
+// Archiving queues prune entries past their retention from an ack, at most
+// once a minute per handle; failures are left for the next time (the data
+// is only kept longer).
+void MaybePruneArchive(WorkQueue& q, core::QueueImpl& impl) {
+  if (q.options().archive && impl.PruneDue()) (void)q.PruneArchive();
+}
+
 }  // namespace
 
 Result<SendResult> WorkQueue::Send(const Message& message) {
@@ -54,51 +61,67 @@ Result<std::vector<SendResult>> WorkQueue::SendBatch(
   return r;
 }
 
-Result<std::vector<ClaimedMessage>> WorkQueue::Claim(
-    const ClaimOptions& options) {
-  Status s = core::ValidateClaim(options);
-  if (!s.ok()) return s;
-  const Micros lease = options.lease.value_or(this->options().lease);
+namespace {
 
-  auto claim_once = [&]() -> Result<std::vector<ClaimedMessage>> {
-    const std::uint64_t token = core::NewLeaseToken();
-    auto r = core::MergedWrite<core::ClaimOutcome>(
-        impl_->store(), [&](core::Engine& e, Conn& conn) {
-          return e.Claim(conn, {.queue_id = impl_->id(),
-                                .max = options.max,
-                                .lease = lease,
-                                .token = token,
-                                .max_attempts = this->options().max_attempts,
-                                .worker = options.worker,
-                                .max_bytes = options.max_bytes});
-        });
-    if (!r.ok()) return r.status();
-    for (ClaimedMessage& m : r->messages) {
-      m.receipt = core::FormatReceipt(
-          {.id = m.id, .attempt = m.attempt, .token = token});
-    }
-    return std::move(r->messages);
-  };
+// Claims as `options` say in one merged write transaction; `before`, when
+// set, runs first in the same transaction (an ack), and its failure claims
+// nothing.
+Result<std::vector<ClaimedMessage>> ClaimOnce(
+    core::QueueImpl& impl, const ClaimOptions& options,
+    const std::function<Status(core::Engine&, Conn&)>& before) {
+  const std::uint64_t token = core::NewLeaseToken();
+  auto r = core::MergedWrite<core::ClaimOutcome>(
+      impl.store(),
+      [&](core::Engine& e, Conn& conn) -> Result<core::ClaimOutcome> {
+        if (before) {
+          // Its failure claims nothing. After it succeeded, the claim cannot
+          // fail cleanly (which would commit the ack while reporting an
+          // error): the ack holds the queue's lock, and the options were
+          // validated.
+          Status s = before(e, conn);
+          if (!s.ok()) return s;
+        }
+        return e.Claim(
+            conn, {.queue_id = impl.id(),
+                   .max = options.max,
+                   .lease = options.lease.value_or(impl.info().options.lease),
+                   .token = token,
+                   .max_attempts = impl.info().options.max_attempts,
+                   .worker = options.worker,
+                   .max_bytes = options.max_bytes});
+      });
+  if (!r.ok()) return r.status();
+  for (ClaimedMessage& m : r->messages) {
+    m.receipt =
+        core::FormatReceipt({.id = m.id, .attempt = m.attempt, .token = token});
+  }
+  return std::move(r->messages);
+}
 
-  if (options.wait.count() == 0) return claim_once();
-
+// Claims, and when nothing is ready waits up to options.wait for a send, a
+// delayed message or an expiring lease. `first` is the first look (a plain
+// claim, or an ack and claim); later looks are plain claims.
+Result<std::vector<ClaimedMessage>> ClaimWaiting(
+    core::QueueImpl& impl, const ClaimOptions& options,
+    const std::function<Status(core::Engine&, Conn&)>& first) {
+  if (options.wait.count() == 0) return ClaimOnce(impl, options, first);
   using SteadyClock = std::chrono::steady_clock;
   const auto deadline = SteadyClock::now() + options.wait;
-  core::WakeHub& hub = impl_->store().hub();
+  core::WakeHub& hub = impl.store().hub();
   core::WakeHub::Waiter waiter;
   // Registered before the first look, so no send can slip between a look
   // that found nothing and the sleep after it.
-  hub.Register(waiter, impl_->id());
-  Result<std::vector<ClaimedMessage>> result = claim_once();
+  hub.Register(waiter, impl.id());
+  Result<std::vector<ClaimedMessage>> result = ClaimOnce(impl, options, first);
   while (result.ok() && result->empty()) {
     auto now = SteadyClock::now();
     if (now >= deadline) break;
-    auto until = std::min(deadline, now + impl_->store().poll_interval());
+    auto until = std::min(deadline, now + impl.store().poll_interval());
     // Wake for the next delayed message or expiring lease too.
     auto next = core::SnapshotRead<std::optional<Micros>>(
-        impl_->store(),
+        impl.store(),
         [&](core::Engine& e, Conn& conn) -> Result<std::optional<Micros>> {
-          auto at = e.NextReadyAt(conn, impl_->id());
+          auto at = e.NextReadyAt(conn, impl.id());
           if (!at.ok()) return at.status();
           if (!at->has_value()) return std::optional<Micros>();
           auto db_now = e.Now(conn);
@@ -114,10 +137,36 @@ Result<std::vector<ClaimedMessage>> WorkQueue::Claim(
       until = std::min(until, now + in);
     }
     hub.Wait(waiter, until);
-    result = claim_once();
+    result = ClaimOnce(impl, options, nullptr);
   }
   hub.Unregister(waiter);
   return result;
+}
+
+}  // namespace
+
+Result<std::vector<ClaimedMessage>> WorkQueue::Claim(
+    const ClaimOptions& options) {
+  Status s = core::ValidateClaim(options);
+  if (!s.ok()) return s;
+  return ClaimWaiting(*impl_, options, nullptr);
+}
+
+Result<std::vector<ClaimedMessage>> WorkQueue::AckAndClaim(
+    std::string_view receipt, const ClaimOptions& options) {
+  auto parsed = core::ParseReceipt(receipt);
+  if (!parsed.ok()) return parsed.status();
+  Status s = core::ValidateClaim(options);
+  if (!s.ok()) return s;
+  auto r = ClaimWaiting(*impl_, options, [&](core::Engine& e, Conn& conn) {
+    return e.Ack(conn, {.queue_id = impl_->id(),
+                        .receipt = *parsed,
+                        .archive = this->options().archive});
+  });
+  // The ack committed unless the first look failed; a failure of a later
+  // look (while waiting) comes after the committed ack.
+  if (r.ok()) MaybePruneArchive(*this, *impl_);
+  return r;
 }
 
 namespace core {
@@ -163,17 +212,6 @@ Result<std::optional<Duration>> WorkQueue::NextReadyIn() {
         return std::optional<Duration>(std::chrono::ceil<Duration>(in));
       });
 }
-
-namespace {
-
-// Archiving queues prune entries past their retention from an ack, at most
-// once a minute per handle; failures are left for the next time (the data
-// is only kept longer).
-void MaybePruneArchive(WorkQueue& q, core::QueueImpl& impl) {
-  if (q.options().archive && impl.PruneDue()) (void)q.PruneArchive();
-}
-
-}  // namespace
 
 Status WorkQueue::Ack(std::string_view receipt) {
   auto parsed = core::ParseReceipt(receipt);

@@ -700,7 +700,7 @@ Outcome Api::Handle(const Request& req) {
         route_is("POST /v1/queues/{name}/claim");
         method({"POST"});
         need(kClaim, name);
-        Body b(req.body, {"max", "lease_ms", "wait_ms", "worker"});
+        Body b(req.body, {"max", "lease_ms", "wait_ms", "worker", "ack"});
         ClaimOptions o;
         if (auto v = b.Int("max", 1, 1000)) o.max = static_cast<int>(*v);
         if (auto v = b.Millis("lease_ms", kMaxLeaseMs)) o.lease = *v;
@@ -714,15 +714,22 @@ Outcome Api::Handle(const Request& req) {
           }
           wait = Duration(*v);
         }
+        // "ack": a receipt this consumer is done with, acked in the
+        // claim's transaction (WorkQueue::AckAndClaim).
+        std::string ack;
+        if (auto v = b.String("ack")) ack = *v;
         o.max_bytes = ClaimPayloadBudget(limits_.max_reply_bytes, o.max);
         WorkQueue q = queue();
         if (wait.count() == 0) {
-          return Outcome{ClaimReply(q, o, Take(q.Claim(o))), std::nullopt};
+          auto claimed = ack.empty() ? q.Claim(o) : q.AckAndClaim(ack, o);
+          return Outcome{ClaimReply(q, o, Take(std::move(claimed))),
+                         std::nullopt};
         }
         Outcome park{Reply(), ParkedClaim{.queue = q,
                                           .options = o,
                                           .deadline = Clock::now() + wait,
-                                          .token = token}};
+                                          .token = token,
+                                          .ack = std::move(ack)}};
         return park;
       }
       if (seg.size() == 4 && op == "ack") {

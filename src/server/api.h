@@ -55,6 +55,8 @@ struct ParkedClaim {
   ClaimOptions options;  // wait already validated; claims are made with wait 0
   std::chrono::steady_clock::time_point deadline;
   std::string token;  // for the per-token limit; empty without auth
+  // A receipt to ack in the transaction of the first look; empty for none.
+  std::string ack;
 };
 
 struct Outcome {

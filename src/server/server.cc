@@ -621,7 +621,12 @@ void LongPoll::Look(bool peek_first) {
     }
   }
   (void)sub_->TakeSignal();
-  auto r = claim_.queue.Claim(claim_.options);
+  // The first look acks the receipt the claim names, if any; its failure
+  // ends the claim with that error.
+  auto r = claim_.ack.empty()
+               ? claim_.queue.Claim(claim_.options)
+               : claim_.queue.AckAndClaim(std::exchange(claim_.ack, {}),
+                                          claim_.options);
   if (!r.ok()) {
     Status s = r.status();
     return OnStrand([s](LongPoll& lp) { lp.Finish(StatusReply(s)); });

@@ -297,6 +297,26 @@ TEST_F(CliTest, QueueStatsCountSendsClaimsAcksAndNacks) {
   EXPECT_EQ(all[1]["sends"], 0);
 }
 
+TEST_F(CliTest, ClaimWithAckAcksTheHeldMessageAndClaimsTheNext) {
+  One({"queue", "create", "jobs"});
+  for (const char* p : {"a", "b"}) Send("jobs", p);
+  auto first = Ok({"claim", "jobs"});
+  ASSERT_EQ(first.size(), 1u);
+  auto next = Ok({"claim", "jobs", "--ack", first[0]["receipt"]});
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0]["payload"], "b");
+  json s = Stats("jobs");
+  EXPECT_EQ(s["acks"], 1);
+  EXPECT_EQ(s["leased"], 1);
+  // The same receipt again: refused, and the command claims nothing.
+  Send("jobs", "c");
+  EXPECT_TRUE(FailsWith(Human({"claim", "jobs", "--ack", first[0]["receipt"]}),
+                        kNotFound, "not in the queue"));
+  s = Stats("jobs");
+  EXPECT_EQ(s["ready"], 1);
+  EXPECT_EQ(s["leased"], 1);
+}
+
 TEST_F(CliTest, QueueStatsHumanIsATableWithAHeader) {
   One({"queue", "create", "jobs"});
   Send("jobs", "x");

@@ -1573,6 +1573,105 @@ TEST_P(WorkQueueConformance, AckBatchReportsAStatusPerReceipt) {
   EXPECT_OK(q.Ack(fresh->receipt));
 }
 
+// --- ack and claim next
+// -------------------------------------------------------
+
+TEST_P(WorkQueueConformance, AckAndClaimAcksOneAndLeasesTheNext) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  SendOne(q, {.payload = "first"});
+  SendOne(q, {.payload = "second"});
+  SendOne(q, {.payload = "third", .priority = -1});
+  auto first = ClaimOne(q);
+  ASSERT_TRUE(first);
+  ASSERT_OK_AND_ASSIGN(auto next, q.AckAndClaim(first->receipt, {.max = 1}));
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].payload, "second");
+  EXPECT_EQ(next[0].attempt, 1);
+  QueueStats st = StatsOf(q);
+  EXPECT_EQ(st.acks, 1);
+  EXPECT_EQ(st.claims, 2);
+  EXPECT_EQ(st.leased, 1);
+  EXPECT_EQ(st.ready, 1);
+  // The acked message is gone; the new receipt works like any other.
+  EXPECT_CODE(q.Ack(first->receipt), Code::kNotFound);
+  ASSERT_OK_AND_ASSIGN(auto last, q.AckAndClaim(next[0].receipt, {.max = 5}));
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].payload, "third");
+  ASSERT_OK_AND_ASSIGN(auto none, q.AckAndClaim(last[0].receipt));
+  EXPECT_TRUE(none.empty());
+  st = StatsOf(q);
+  EXPECT_EQ(st.acks, 3);
+  EXPECT_EQ(st.leased + st.ready + st.delayed, 0);
+}
+
+TEST_P(WorkQueueConformance, AckAndClaimOnAStaleReceiptClaimsNothing) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q,
+                       store_->CreateQueue("jobs", {.lease = seconds(10)}));
+  SendOne(q, {.payload = "slow"});
+  auto slow = ClaimOne(q);
+  ASSERT_TRUE(slow);
+  clock_->Advance(seconds(11));
+  auto fast = ClaimOne(q);  // the same message, claimed again
+  ASSERT_TRUE(fast);
+  SendOne(q, {.payload = "waiting"});
+
+  auto r = q.AckAndClaim(slow->receipt, {.max = 10});
+  EXPECT_CODE(r, Code::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("stale"), std::string::npos)
+      << r.status().ToString();
+  QueueStats st = StatsOf(q);
+  EXPECT_EQ(st.ready, 1) << "a refused ack must not claim";
+  EXPECT_EQ(st.leased, 1);
+  EXPECT_EQ(st.acks, 0);
+  // A malformed receipt, and one of a message that is gone, claim nothing
+  // either.
+  EXPECT_CODE(q.AckAndClaim("1-1-zz"), Code::kInvalidArgument);
+  EXPECT_OK(q.Ack(fast->receipt));
+  EXPECT_CODE(q.AckAndClaim(fast->receipt), Code::kNotFound);
+  EXPECT_EQ(StatsOf(q).ready, 1);
+  // Bad claim options are refused before the ack.
+  auto held = ClaimOne(q);
+  ASSERT_TRUE(held);
+  EXPECT_CODE(q.AckAndClaim(held->receipt, {.max = 0}), Code::kInvalidArgument);
+  EXPECT_EQ(StatsOf(q).leased, 1);
+  EXPECT_OK(q.Ack(held->receipt));
+}
+
+TEST_P(WorkQueueConformance, AckAndClaimOnAnArchiveQueueArchives) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q,
+                       store_->CreateQueue("jobs", {.archive = true}));
+  SendOne(q, {.payload = "kept"});
+  auto m = ClaimOne(q, {.worker = "w1"});
+  ASSERT_TRUE(m);
+  ASSERT_OK_AND_ASSIGN(auto next, q.AckAndClaim(m->receipt));
+  EXPECT_TRUE(next.empty());
+  ASSERT_OK_AND_ASSIGN(auto archived, q.ListArchive());
+  ASSERT_EQ(archived.size(), 1u);
+  EXPECT_EQ(archived[0].payload, "kept");
+  EXPECT_EQ(archived[0].worker, "w1");
+}
+
+TEST_P(WorkQueueConformance, AckAndClaimWaitsAfterCommittingTheAck) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  SendOne(q, {.payload = "only"});
+  auto m = ClaimOne(q);
+  ASSERT_TRUE(m);
+  auto waiting = std::async(std::launch::async, [&]() {
+    return q.AckAndClaim(m->receipt, {.wait = seconds(30)});
+  });
+  // The ack is visible while the call still waits for a message.
+  for (;;) {
+    if (StatsOf(q).acks == 1) break;
+    ASSERT_EQ(waiting.wait_for(milliseconds(5)), std::future_status::timeout)
+        << "returned before a message was sent";
+  }
+  ASSERT_OK(q.Send({.payload = "wake up"}));
+  auto got = waiting.get();
+  ASSERT_OK(got);
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].payload, "wake up");
+}
+
 TEST_P(WorkQueueConformance, AckBatchWithTheSameReceiptTwiceAcksItOnce) {
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
   SendOne(q, {.payload = "a"});

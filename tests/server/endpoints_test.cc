@@ -141,6 +141,51 @@ TEST_F(Endpoints, SendClaimAckNackExtend) {
   EXPECT_EQ(stats.json["stats"]["leased"], 1);
 }
 
+TEST_F(Endpoints, ClaimWithAnAckAcksAndClaimsTheNextInOneRequest) {
+  ASSERT_EQ(c().Post("/v1/queues/jobs", {{"lease_ms", 60000}}).status, 201);
+  ASSERT_EQ(
+      c().Post("/v1/queues/jobs/messages",
+               {{"messages", {{{"payload", "one"}}, {{"payload", "two"}}}}})
+          .status,
+      200);
+  auto first = c().Post("/v1/queues/jobs/claim", Json::object());
+  ASSERT_EQ(first.json["messages"].size(), 1u) << first.body;
+  const Json receipt = first.json["messages"][0]["receipt"];
+
+  auto next = c().Post("/v1/queues/jobs/claim", {{"ack", receipt}});
+  ASSERT_EQ(next.status, 200) << next.body;
+  ASSERT_EQ(next.json["messages"].size(), 1u) << next.body;
+  EXPECT_EQ(next.json["messages"][0]["payload"], "two");
+  auto stats = c().Get("/v1/queues/jobs");
+  EXPECT_EQ(stats.json["stats"]["acks"], 1);
+  EXPECT_EQ(stats.json["stats"]["leased"], 1);
+
+  // The acked receipt again: refused, and nothing is claimed.
+  ASSERT_EQ(c().Post("/v1/queues/jobs/messages",
+                     {{"messages", {{{"payload", "three"}}}}})
+                .status,
+            200);
+  auto again = c().Post("/v1/queues/jobs/claim", {{"ack", receipt}});
+  EXPECT_EQ(again.status, 404) << again.body;
+  EXPECT_EQ(again.json["error"]["code"], "not_found") << again.body;
+  auto bad = c().Post("/v1/queues/jobs/claim",
+                      {{"ack", "not-a-receipt"}, {"wait_ms", 100}});
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  stats = c().Get("/v1/queues/jobs");
+  EXPECT_EQ(stats.json["stats"]["ready"], 1);
+  EXPECT_EQ(stats.json["stats"]["leased"], 1);
+
+  // With a wait: the ack is done, then the claim takes what is ready.
+  auto waited = c().Post(
+      "/v1/queues/jobs/claim",
+      {{"ack", next.json["messages"][0]["receipt"]}, {"wait_ms", 5000}});
+  ASSERT_EQ(waited.status, 200) << waited.body;
+  ASSERT_EQ(waited.json["messages"].size(), 1u) << waited.body;
+  EXPECT_EQ(waited.json["messages"][0]["payload"], "three");
+  stats = c().Get("/v1/queues/jobs");
+  EXPECT_EQ(stats.json["stats"]["acks"], 2);
+}
+
 TEST_F(Endpoints, DeadLettersListRedrivePurgeAndArchiveAndPurge) {
   ASSERT_EQ(
       c().Post("/v1/queues/jobs", {{"max_attempts", 1}, {"archive", true}})

@@ -72,6 +72,34 @@ TEST_F(LongPoll, ParkedClaimIsAnsweredWhenAMessageIsSent) {
   EXPECT_EQ(Metric(c(), "sqlq_server_waiting_consumers"), 0);
 }
 
+TEST_F(LongPoll, ParkedClaimWithAnAckHasAckedBeforeItWaits) {
+  ASSERT_EQ(c().Post("/v1/queues/jobs/messages",
+                     {{"messages", {{{"payload", "first"}}}}})
+                .status,
+            200);
+  auto first = c().Post("/v1/queues/jobs/claim", Json::object());
+  ASSERT_EQ(first.json["messages"].size(), 1u) << first.body;
+  auto claim = std::async(std::launch::async, [&] {
+    Client waiter(port());
+    return waiter.Post(
+        "/v1/queues/jobs/claim",
+        {{"ack", first.json["messages"][0]["receipt"]}, {"wait_ms", 30000}});
+  });
+  ASSERT_TRUE(WaitingIs(1));
+  // Parked: the ack is already committed.
+  EXPECT_EQ(c().Get("/v1/queues/jobs").json["stats"]["acks"], 1);
+  ASSERT_EQ(c().Post("/v1/queues/jobs/messages",
+                     {{"messages", {{{"payload", "second"}}}}})
+                .status,
+            200);
+  ASSERT_EQ(claim.wait_for(std::chrono::seconds(15)),
+            std::future_status::ready);
+  auto r = claim.get();
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json["messages"].size(), 1u);
+  EXPECT_EQ(r.json["messages"][0]["payload"], "second");
+}
+
 TEST_F(LongPoll, WaitRunsOutWithAnEmptyList) {
   auto r = c().Post("/v1/queues/jobs/claim", {{"wait_ms", 200}});
   ASSERT_EQ(r.status, 200);
