@@ -1026,10 +1026,11 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
                   "ring-push: groups pushed to (default 1000)");
   // --server: HTTP workloads against a running sqlq serve (server_bench.h).
   auto sc = std::make_shared<ServerBenchConfig>();
-  cmd->add_option("--server", sc->url,
-                  "Measure a running `sqlq serve` at http://127.0.0.1:PORT "
-                  "instead (workloads http-send-batch, http-mixed, http-wake, "
-                  "http-idle)");
+  cmd->add_option(
+      "--server", sc->url,
+      "Measure a running `sqlq serve` at http://127.0.0.1:PORT "
+      "instead (workloads http-send-batch, http-mixed, http-workers, "
+      "http-wake, http-idle)");
   cmd->add_option("--token", sc->token,
                   "--server: bearer token (admin, send and claim)");
   cmd->add_option("--server-pid", sc->server_pid,

@@ -96,6 +96,14 @@ class Conn {
   // and returns their payloads (empty when the wait ran out).
   virtual Result<std::vector<std::string>> ClaimAndAck(int max,
                                                        int wait_ms) = 0;
+  // A single-job worker's step: finishes `done` (the handle of the message
+  // the last step returned; empty for none) and claims one more, waiting up
+  // to wait_ms. Returns the claimed payload and its handle, or nothing.
+  struct Job {
+    std::string payload, handle;
+  };
+  virtual Result<std::optional<Job>> Work(const std::string& done,
+                                          int wait_ms) = 0;
   // Consumers waiting on the queue right now.
   virtual Result<long> Waiting() = 0;
   // Messages still in the queue (ready, delayed or leased).
@@ -221,6 +229,30 @@ class HttpConn final : public Conn {
       return Status::Internal("ack: not every receipt was acked: " + *a);
     }
     return payloads;
+  }
+
+  // One request: the claim names the receipt it is done with ("ack"),
+  // acked in the claim's transaction.
+  Result<std::optional<Job>> Work(const std::string& done,
+                                  int wait_ms) override {
+    std::string body =
+        done.empty()
+            ? fmt::format(R"({{"max":1,"lease_ms":60000,"wait_ms":{}}})",
+                          wait_ms)
+            : fmt::format(
+                  R"({{"max":1,"lease_ms":60000,"wait_ms":{},"ack":"{}"}})",
+                  wait_ms, done);
+    auto r = Call(http::verb::post, "/v1/queues/" + queue_ + "/claim",
+                  std::move(body), 200);
+    if (!r.ok()) return r.status();
+    std::vector<std::string> payloads = Strings(*r, R"("payload":")");
+    std::vector<std::string> receipts = Strings(*r, R"("receipt":")");
+    if (payloads.size() != receipts.size() || payloads.size() > 1) {
+      return Status::Internal("claim reply: not one payload and receipt");
+    }
+    if (payloads.empty()) return std::optional<Job>();
+    return std::optional<Job>(
+        Job{std::move(payloads[0]), std::move(receipts[0])});
   }
 
   Result<long> Waiting() override {
@@ -469,6 +501,37 @@ class BeanstalkConn final : public Conn {
     }
     if (!s.ok()) return s;
     return payloads;
+  }
+
+  // The delete of the finished job and the next reserve, pipelined.
+  Result<std::optional<Job>> Work(const std::string& done,
+                                  int wait_ms) override {
+    std::string out;
+    if (!done.empty()) out = fmt::format("delete {}\r\n", done);
+    out += fmt::format("reserve-with-timeout {}\r\n",
+                       wait_ms > 0 ? (wait_ms + 999) / 1000 : 0);
+    Status s = sock_.Write(out);
+    if (!s.ok()) return s;
+    if (!done.empty()) {
+      auto line = sock_.Line();
+      if (!line.ok()) return line.status();
+      if (*line != "DELETED") {
+        return Status::Internal("beanstalkd delete: " + *line);
+      }
+    }
+    auto line = sock_.Line();
+    if (!line.ok()) return line.status();
+    if (*line == "TIMED_OUT" || *line == "DEADLINE_SOON") {
+      return std::optional<Job>();
+    }
+    unsigned long long id = 0;
+    std::size_t bytes = 0;
+    if (std::sscanf(line->c_str(), "RESERVED %llu %zu", &id, &bytes) != 2) {
+      return Status::Internal("beanstalkd reserve: " + *line);
+    }
+    auto body = sock_.Bytes(bytes);
+    if (!body.ok()) return body.status();
+    return std::optional<Job>(Job{std::move(*body), std::to_string(id)});
   }
 
   Result<long> Waiting() override { return TubeStat("current-waiting"); }
@@ -772,6 +835,94 @@ Result<RunResult> RunMixed(System& sys, const std::string& queue,
   return r;
 }
 
+// Single-job workers for `duration`: producers send one message per
+// request, consumers each hold one message and finish it with the request
+// that claims the next (Conn::Work). The rate is what consumers finished
+// inside the window; latency is from the send request to the claim reply.
+// Producers pause while more than max_backlog messages wait (default 4 x
+// consumers).
+Result<RunResult> RunWorkers(System& sys, const std::string& queue,
+                             const ServerBenchConfig& c, Duration duration) {
+  const long max_backlog = c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers;
+  std::atomic<bool> stop{false};
+  std::atomic<long> sent{0}, acked{0};
+  std::mutex mu;
+  std::vector<double> latencies;
+  std::atomic<long> in_window{-1};
+  auto start = SteadyClock::now();
+  std::thread clock([&] {
+    auto deadline = start + duration;
+    while (!stop && SteadyClock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    in_window = acked.load();
+    stop = true;
+  });
+  Status s = OnThreads(c.producers + c.consumers, [&](int i) -> Status {
+    auto conn = sys.Connect(queue);
+    if (!conn.ok()) {
+      stop = true;
+      return conn.status();
+    }
+    if (i < c.producers) {
+      std::vector<std::string> one(1);
+      while (!stop) {
+        if (sent - acked > max_backlog) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          continue;
+        }
+        one[0] = StampedPayload(NowNs(), c.payload);
+        Status st = (*conn)->Send(one);
+        if (!st.ok()) {
+          stop = true;
+          return st;
+        }
+        ++sent;
+      }
+      return Status::Ok();
+    }
+    std::vector<double> mine;
+    std::string held;
+    // A consumer stops only after finishing what it holds (a last step
+    // without a wait that may claim one more, finished by the one after),
+    // so that the counts add up at the end.
+    for (;;) {
+      const bool last = stop;
+      auto got = (*conn)->Work(held, last ? 0 : 100);
+      if (!got.ok()) {
+        stop = true;
+        return got.status();
+      }
+      if (!held.empty()) ++acked;
+      held.clear();
+      if (!got->has_value()) {
+        if (last) break;
+        continue;
+      }
+      mine.push_back(static_cast<double>(NowNs() - StampOf((*got)->payload)) /
+                     1000.0);
+      held = std::move((*got)->handle);
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    latencies.insert(latencies.end(), mine.begin(), mine.end());
+    return Status::Ok();
+  });
+  stop = true;
+  clock.join();
+  if (!s.ok()) return s;
+  RunResult r{.seconds = Seconds(duration), .messages = in_window.load()};
+  r.p50_us = Percentile(latencies, 0.50);
+  r.p99_us = Percentile(latencies, 0.99);
+  auto conn = sys.Connect(queue);
+  if (!conn.ok()) return conn.status();
+  auto left = (*conn)->Left();
+  if (!left.ok()) return left.status();
+  r.sent = sent;
+  r.acked = acked;
+  r.left = *left;
+  return r;
+}
+
 // `consumers` claims wait on an empty queue; one message is sent at a time,
 // once all of them are parked. Two latencies per message: the wake-up, from
 // the send's reply (its commit is durable then) to the reply of the claim
@@ -968,7 +1119,8 @@ Result<int> PortOf(const std::string& url) {
 int RunServerBench(ServerBenchConfig c) {
   wire::Printer out(c.json);
   const std::vector<std::string> all = {"http-send-batch", "http-mixed",
-                                        "http-wake", "http-idle"};
+                                        "http-workers", "http-wake",
+                                        "http-idle"};
   if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
                                        "all") != c.workloads.end()) {
     c.workloads = all;
@@ -977,7 +1129,7 @@ int RunServerBench(ServerBenchConfig c) {
     if (std::find(all.begin(), all.end(), w) == all.end()) {
       return out.Fail(Status::InvalidArgument(fmt::format(
           "unknown workload '{}' with --server: choose from http-send-batch, "
-          "http-mixed, http-wake, http-idle, all",
+          "http-mixed, http-workers, http-wake, http-idle, all",
           w)));
     }
   }
@@ -1064,6 +1216,8 @@ int RunServerBench(ServerBenchConfig c) {
             r = RunSendBatch(*sys, queue, c);
           } else if (w == "http-mixed") {
             r = RunMixed(*sys, queue, c, *duration);
+          } else if (w == "http-workers") {
+            r = RunWorkers(*sys, queue, c, *duration);
           } else {
             r = RunWake(*sys, queue, c);
           }

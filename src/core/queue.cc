@@ -63,47 +63,39 @@ Result<std::vector<SendResult>> WorkQueue::SendBatch(
 
 namespace {
 
-// Claims as `options` say in one merged write transaction; `before`, when
-// set, runs first in the same transaction (an ack), and its failure claims
+// Claims as `options` say in one merged write transaction (with the
+// claims of other callers on this queue: WriteBatcher::Claim); `ack`, when
+// set, is acked first in the same transaction, and its failure claims
 // nothing.
 Result<std::vector<ClaimedMessage>> ClaimOnce(
     core::QueueImpl& impl, const ClaimOptions& options,
-    const std::function<Status(core::Engine&, Conn&)>& before) {
-  const std::uint64_t token = core::NewLeaseToken();
-  auto r = core::MergedWrite<core::ClaimOutcome>(
-      impl.store(),
-      [&](core::Engine& e, Conn& conn) -> Result<core::ClaimOutcome> {
-        if (before) {
-          // Its failure claims nothing. After it succeeded, the claim cannot
-          // fail cleanly (which would commit the ack while reporting an
-          // error): the ack holds the queue's lock, and the options were
-          // validated.
-          Status s = before(e, conn);
-          if (!s.ok()) return s;
-        }
-        return e.Claim(
-            conn, {.queue_id = impl.id(),
-                   .max = options.max,
-                   .lease = options.lease.value_or(impl.info().options.lease),
-                   .token = token,
-                   .max_attempts = impl.info().options.max_attempts,
-                   .worker = options.worker,
-                   .max_bytes = options.max_bytes});
-      });
+    const std::optional<core::Receipt>& ack) {
+  const QueueOptions& qo = impl.info().options;
+  const core::WriteBatcher::ClaimRequest request{
+      .params = {.queue_id = impl.id(),
+                 .max = options.max,
+                 .lease = options.lease.value_or(qo.lease),
+                 .token = core::NewLeaseToken(),
+                 .max_attempts = qo.max_attempts,
+                 .worker = options.worker,
+                 .max_bytes = options.max_bytes},
+      .ack = ack,
+      .archive = qo.archive};
+  auto r = impl.store().batcher().Claim(request);
   if (!r.ok()) return r.status();
-  for (ClaimedMessage& m : r->messages) {
-    m.receipt =
-        core::FormatReceipt({.id = m.id, .attempt = m.attempt, .token = token});
+  for (ClaimedMessage& m : r->outcome.messages) {
+    m.receipt = core::FormatReceipt(
+        {.id = m.id, .attempt = m.attempt, .token = r->token});
   }
-  return std::move(r->messages);
+  return std::move(r->outcome.messages);
 }
 
 // Claims, and when nothing is ready waits up to options.wait for a send, a
-// delayed message or an expiring lease. `first` is the first look (a plain
-// claim, or an ack and claim); later looks are plain claims.
+// delayed message or an expiring lease. The first look acks `first` when
+// set (ack and claim); later looks are plain claims.
 Result<std::vector<ClaimedMessage>> ClaimWaiting(
     core::QueueImpl& impl, const ClaimOptions& options,
-    const std::function<Status(core::Engine&, Conn&)>& first) {
+    const std::optional<core::Receipt>& first) {
   if (options.wait.count() == 0) return ClaimOnce(impl, options, first);
   using SteadyClock = std::chrono::steady_clock;
   const auto deadline = SteadyClock::now() + options.wait;
@@ -137,7 +129,7 @@ Result<std::vector<ClaimedMessage>> ClaimWaiting(
       until = std::min(until, now + in);
     }
     hub.Wait(waiter, until);
-    result = ClaimOnce(impl, options, nullptr);
+    result = ClaimOnce(impl, options, std::nullopt);
   }
   hub.Unregister(waiter);
   return result;
@@ -149,7 +141,7 @@ Result<std::vector<ClaimedMessage>> WorkQueue::Claim(
     const ClaimOptions& options) {
   Status s = core::ValidateClaim(options);
   if (!s.ok()) return s;
-  return ClaimWaiting(*impl_, options, nullptr);
+  return ClaimWaiting(*impl_, options, std::nullopt);
 }
 
 Result<std::vector<ClaimedMessage>> WorkQueue::AckAndClaim(
@@ -158,11 +150,7 @@ Result<std::vector<ClaimedMessage>> WorkQueue::AckAndClaim(
   if (!parsed.ok()) return parsed.status();
   Status s = core::ValidateClaim(options);
   if (!s.ok()) return s;
-  auto r = ClaimWaiting(*impl_, options, [&](core::Engine& e, Conn& conn) {
-    return e.Ack(conn, {.queue_id = impl_->id(),
-                        .receipt = *parsed,
-                        .archive = this->options().archive});
-  });
+  auto r = ClaimWaiting(*impl_, options, *parsed);
   // The ack committed unless the first look failed; a failure of a later
   // look (while waiting) comes after the committed ack.
   if (r.ok()) MaybePruneArchive(*this, *impl_);

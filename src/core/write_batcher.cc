@@ -32,6 +32,18 @@ Result<std::vector<SendResult>> WriteBatcher::Send(
   return std::move(self.results);
 }
 
+Result<WriteBatcher::Claimed> WriteBatcher::Claim(const ClaimRequest& request) {
+  Writer self;
+  self.claim = &request;
+  self.queue_id = request.params.queue_id;
+  // Small claims wait to join a group, as small sends do.
+  self.weight = static_cast<std::size_t>(
+      std::clamp<int>(request.params.max, 1, kMinGroupWeight));
+  Status s = Enter(self);
+  if (!s.ok()) return s;
+  return std::move(self.claimed);
+}
+
 Status WriteBatcher::Enter(Writer& self) {
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -200,12 +212,13 @@ void Slice(const Members& members, const std::vector<SendResult>& results) {
 }  // namespace
 
 bool WriteBatcher::Joins(const Writer* w, std::int64_t queue_id) {
-  return w->op == nullptr && w->combinable && w->queue_id == queue_id;
+  return w->op == nullptr && w->claim == nullptr && w->combinable &&
+         w->queue_id == queue_id;
 }
 
 bool WriteBatcher::OneQueueSends(const std::vector<Writer*>& group) {
   const Writer* first = group.front();
-  if (group.size() == 1) return first->op == nullptr;
+  if (group.size() == 1) return first->op == nullptr && first->claim == nullptr;
   std::size_t total = 0;
   for (const Writer* w : group) {
     if (!Joins(w, first->queue_id)) return false;
@@ -262,6 +275,12 @@ void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
     std::vector<char> sent(group.size(), 0);
     for (std::size_t i = 0; i < group.size(); ++i) {
       Writer* w = group[i];
+      if (w->claim != nullptr) {
+        if (sent[i]) continue;
+        Status s = RunClaims(conn, group, i, sent);
+        if (!s.ok() && !IsCleanFailure(s)) return s;
+        continue;
+      }
       if (w->op == nullptr) {
         if (sent[i]) continue;
         Status s = RunSends(conn, group, i, sent);
@@ -280,6 +299,7 @@ void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
       if (w->status.ok()) {
         w->status = commit;
         w->results.clear();
+        w->claimed = {};
       }
     }
   }
@@ -312,6 +332,91 @@ Status WriteBatcher::RunSends(Conn& conn, const std::vector<Writer*>& group,
     return r.status();
   }
   Slice(members, *r);
+  return Status::Ok();
+}
+
+bool WriteBatcher::ClaimsCombine(const ClaimRequest& a, const ClaimRequest& b) {
+  const ClaimParams& x = a.params;
+  const ClaimParams& y = b.params;
+  return x.queue_id == y.queue_id && x.lease == y.lease &&
+         x.max_attempts == y.max_attempts && x.worker == y.worker &&
+         x.max_bytes == 0 && y.max_bytes == 0 && a.archive == b.archive;
+}
+
+Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
+                               std::size_t first, std::vector<char>& done) {
+  const ClaimRequest& lead = *group[first]->claim;
+  std::vector<Writer*> members = {group[first]};
+  done[first] = 1;
+  int total = lead.params.max;
+  for (std::size_t j = first + 1; j < group.size(); ++j) {
+    Writer* w = group[j];
+    if (done[j] || w->claim == nullptr || !ClaimsCombine(lead, *w->claim)) {
+      continue;
+    }
+    if (total + w->claim->params.max > kMaxCombinedClaim) break;
+    members.push_back(w);
+    done[j] = 1;
+    total += w->claim->params.max;
+  }
+  for (Writer* w : members) {
+    w->status = Status::Ok();
+    w->claimed = {};
+  }
+  // The acks first, in one call; a member whose ack is refused claims
+  // nothing.
+  std::vector<Receipt> receipts;
+  std::vector<Writer*> acking;
+  for (Writer* w : members) {
+    if (!w->claim->ack) continue;
+    receipts.push_back(*w->claim->ack);
+    acking.push_back(w);
+  }
+  if (!receipts.empty()) {
+    auto acked = engine_.AckMany(conn, {.queue_id = lead.params.queue_id,
+                                        .receipts = receipts,
+                                        .archive = lead.archive});
+    if (!acked.ok()) {
+      for (Writer* w : members) w->status = acked.status();
+      return acked.status();
+    }
+    for (std::size_t k = 0; k < acking.size(); ++k) {
+      if ((*acked)[k].ok()) continue;
+      acking[k]->status = (*acked)[k];
+      total -= acking[k]->claim->params.max;
+    }
+  }
+  if (total == 0) return Status::Ok();
+  ClaimParams params = lead.params;
+  params.max = total;
+  auto r = engine_.Claim(conn, params);
+  if (!r.ok()) {
+    for (Writer* w : members) {
+      if (w->status.ok()) w->status = r.status();
+    }
+    return r.status();
+  }
+  // Each member takes the next messages in claim order, up to its max; the
+  // counters of expirations and dead letters stay with the first.
+  std::size_t at = 0;
+  bool counted = false;
+  for (Writer* w : members) {
+    if (!w->status.ok()) continue;
+    w->claimed.token = params.token;
+    ClaimOutcome& out = w->claimed.outcome;
+    if (!counted) {
+      out.expirations = r->expirations;
+      out.dead_lettered = r->dead_lettered;
+      counted = true;
+    }
+    const std::size_t n =
+        std::min<std::size_t>(static_cast<std::size_t>(w->claim->params.max),
+                              r->messages.size() - at);
+    for (std::size_t k = 0; k < n; ++k) {
+      out.messages.push_back(std::move(r->messages[at + k]));
+    }
+    at += n;
+  }
   return Status::Ok();
 }
 

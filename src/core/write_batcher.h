@@ -18,6 +18,13 @@
 // unnest) at the place of the first of them, in the order the callers
 // arrived; each caller gets its own slice of the results.
 //
+// Claims (Claim) go as far: the claims of one group on the same queue with
+// the same lease, worker and attempt limit are made with one engine Claim
+// for all their messages, handed out in the callers' order of arrival; the
+// receipts some of them ack first (ack and claim next) go to one engine
+// AckMany before it. A caller whose ack is refused gets that error and no
+// message.
+//
 // Engines whose writers do not exclude each other (PostgreSQL) allow several
 // groups at once (Engine::write_groups()): up to that many leaders run
 // their groups side by side, each in its own transaction on its own
@@ -75,9 +82,30 @@ class WriteBatcher {
   Result<std::vector<SendResult>> Send(std::int64_t queue_id,
                                        std::span<const Message> messages);
 
+  // A claim, possibly acking one receipt first in the same transaction.
+  struct ClaimRequest {
+    ClaimParams params;
+    std::optional<Receipt> ack;
+    bool archive = false;  // the queue's option, for the ack
+  };
+  // Runs `request` (Engine::Claim, after Engine::AckMany of the ack when
+  // there is one), possibly in one engine call with the other claims of
+  // the same group on the same queue with the same lease, worker and
+  // attempt limit, and returns once committed. The messages are this
+  // caller's, leased under the token of the returned outcome's first
+  // message's claim: `token` (which may be another caller's). Claims with a
+  // byte limit run alone.
+  struct Claimed {
+    ClaimOutcome outcome;
+    std::uint64_t token = 0;
+  };
+  Result<Claimed> Claim(const ClaimRequest& request);
+
   static constexpr std::size_t kMaxMessages = 100;
   static constexpr std::size_t kMaxBytes = 64 << 10;
   static constexpr std::size_t kMaxCombined = 10000;
+  // Most messages one combined claim asks for (the most one claim may).
+  static constexpr int kMaxCombinedClaim = 1000;
   // A group beside those running starts only with this much to do
   // (Writer::weight; a single-message send weighs 1).
   static constexpr std::size_t kMinGroupWeight = 32;
@@ -105,8 +133,10 @@ class WriteBatcher {
   static std::shared_ptr<Signal> ThreadSignal();
 
   struct Writer {
-    // Either op, or a send (queue_id, messages, results).
+    // Either op, or a claim, or a send (queue_id, messages, results).
     const std::function<Status(Conn&)>* op = nullptr;
+    const ClaimRequest* claim = nullptr;
+    Claimed claimed;
     std::int64_t queue_id = 0;
     std::span<const Message> messages;
     bool combinable = false;
@@ -138,6 +168,11 @@ class WriteBatcher {
   // to the same queue; marks them in `sent`.
   Status RunSends(Conn& conn, const std::vector<Writer*>& group,
                   std::size_t first, std::vector<char>& sent);
+  // Runs group[first]'s claim together with the later claims of the group
+  // it combines with; marks them in `done`.
+  Status RunClaims(Conn& conn, const std::vector<Writer*>& group,
+                   std::size_t first, std::vector<char>& done);
+  static bool ClaimsCombine(const ClaimRequest& a, const ClaimRequest& b);
   static void Wake(Writer& w, State state);
 
   Engine& engine_;

@@ -1651,6 +1651,42 @@ TEST_P(WorkQueueConformance, AckAndClaimOnAnArchiveQueueArchives) {
   EXPECT_EQ(archived[0].worker, "w1");
 }
 
+TEST_P(WorkQueueConformance, ConcurrentAckAndClaimWorkersTakeEachMessageOnce) {
+  // Concurrent claims of one queue are merged into one engine claim (and
+  // their acks into one ack): every message still goes to one worker once,
+  // and every ack lands.
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  constexpr int kMessages = 300;
+  std::vector<Message> batch(kMessages, Message{.payload = "x"});
+  ASSERT_OK(q.SendBatch(batch));
+  std::vector<std::future<std::vector<std::int64_t>>> futures;
+  for (int t = 0; t < 8; ++t) {
+    futures.push_back(std::async(std::launch::async, [q]() mutable {
+      std::vector<std::int64_t> ids;
+      auto r = q.Claim();
+      while (r.ok() && !r->empty()) {
+        EXPECT_EQ(r->size(), 1u);
+        ids.push_back(r->front().id);
+        r = q.AckAndClaim(r->front().receipt);
+      }
+      EXPECT_OK(r);
+      return ids;
+    }));
+  }
+  std::multiset<std::int64_t> all;
+  for (auto& f : futures) {
+    for (std::int64_t id : f.get()) all.insert(id);
+  }
+  EXPECT_EQ(all.size(), std::size_t{kMessages});
+  EXPECT_EQ(std::set<std::int64_t>(all.begin(), all.end()).size(),
+            std::size_t{kMessages})
+      << "a message was handed out twice";
+  QueueStats st = StatsOf(q);
+  EXPECT_EQ(st.acks, kMessages);
+  EXPECT_EQ(st.claims, kMessages);
+  EXPECT_EQ(st.ready + st.leased + st.delayed, 0);
+}
+
 TEST_P(WorkQueueConformance, AckAndClaimWaitsAfterCommittingTheAck) {
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
   SendOne(q, {.payload = "only"});

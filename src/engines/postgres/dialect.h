@@ -34,8 +34,11 @@ struct Dialect {
   // FOR KEY SHARE conflicts only with deleting the row (or changing its
   // key): not with other operations' share locks, nor with the FOR NO KEY
   // UPDATE of rotations. MariaDB has no lock that weak: LOCK IN SHARE MODE.
+  // It also reads the clock (kNowSql), which the transaction's later
+  // operations then take without a round trip of their own.
   static constexpr const char* kLockQueue =
-      "SELECT 1 FROM sqlq_queues WHERE id = $1 FOR KEY SHARE";
+      "SELECT (extract(epoch FROM now()) * 1000000)::bigint FROM sqlq_queues "
+      "WHERE id = $1 FOR KEY SHARE";
 
   // A plain read sees what committed before the statement (READ
   // COMMITTED). MariaDB locks, as its plain reads may come from an older

@@ -38,7 +38,11 @@ Status SqlEngine<D>::CheckQueue(DConn& conn, std::int64_t queue_id, bool lock) {
   if (rows->size() == 0) return core::QueueGone(queue_id);
   // Remembered only once locked: an unlocked look may be repeated by a
   // later operation of the transaction that wants the lock.
-  if (lock) conn.known_queues.insert(queue_id);
+  if (lock) {
+    conn.known_queues.insert(queue_id);
+    // The lock read the clock too: NowUs takes it from here.
+    if (!conn.tx_now_us) conn.tx_now_us = rows->Int(0, 0);
+  }
   return Status::Ok();
 }
 
