@@ -835,15 +835,16 @@ Result<RunResult> RunMixed(System& sys, const std::string& queue,
   return r;
 }
 
-// Single-job workers for `duration`: producers send one message per
-// request, consumers each hold one message and finish it with the request
-// that claims the next (Conn::Work). The rate is what consumers finished
-// inside the window; latency is from the send request to the claim reply.
-// Producers pause while more than max_backlog messages wait (default 4 x
-// consumers).
+// Single-job workers for `duration`: producers send `batch` messages per
+// request (--batch 1: one), consumers each hold one message and finish it
+// with the request that claims the next (Conn::Work). The rate is what
+// consumers finished inside the window; latency is from the send request to
+// the claim reply. Producers pause while more than max_backlog messages
+// wait (default 4 x consumers x batch).
 Result<RunResult> RunWorkers(System& sys, const std::string& queue,
                              const ServerBenchConfig& c, Duration duration) {
-  const long max_backlog = c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers;
+  const long max_backlog =
+      c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.batch;
   std::atomic<bool> stop{false};
   std::atomic<long> sent{0}, acked{0};
   std::mutex mu;
@@ -865,19 +866,20 @@ Result<RunResult> RunWorkers(System& sys, const std::string& queue,
       return conn.status();
     }
     if (i < c.producers) {
-      std::vector<std::string> one(1);
+      std::vector<std::string> batch(static_cast<std::size_t>(c.batch));
       while (!stop) {
         if (sent - acked > max_backlog) {
           std::this_thread::sleep_for(std::chrono::microseconds(200));
           continue;
         }
-        one[0] = StampedPayload(NowNs(), c.payload);
-        Status st = (*conn)->Send(one);
+        std::string p = StampedPayload(NowNs(), c.payload);
+        for (auto& m : batch) m = p;
+        Status st = (*conn)->Send(batch);
         if (!st.ok()) {
           stop = true;
           return st;
         }
-        ++sent;
+        sent += c.batch;
       }
       return Status::Ok();
     }

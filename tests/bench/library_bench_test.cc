@@ -71,6 +71,54 @@ TEST_P(LibraryBench, EveryBaselineRunsAndIsPairedWithItsWorkload) {
   }
 }
 
+TEST_P(LibraryBench, WorkersReportLatencyAndOpenLoopRunsAtItsFractions) {
+  std::string db;
+  if (GetParam() == "Postgres") {
+    SQLQ_REQUIRE_SERVER(kPostgresServer);
+    db = ServerUrl(kPostgresServer);
+  } else if (GetParam() == "Mysql") {
+    SQLQ_REQUIRE_SERVER(kMariadbServer);
+    db = ServerUrl(kMariadbServer);
+  }
+  std::string cmd = std::string(SQLQ_BIN) +
+                    " bench --json --runs 1 --duration 1s --producers 2 "
+                    "--consumers 2 --workload workers-open";
+  if (!db.empty()) cmd += " --db '" + db + "'";
+  cmd += " 2>&1";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  const int st = ::pclose(p);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
+  std::map<std::string, Json> rows;
+  std::stringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto j = Json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("workload")) {
+      rows[j["workload"].get<std::string>()] = j;
+    }
+  }
+  // The closed loop first: its rate is what the open loop is paced by.
+  ASSERT_TRUE(rows.count("workers")) << out;
+  const double max = rows["workers"]["msgs_per_s"].get<double>();
+  EXPECT_GT(max, 0) << out;
+  EXPECT_EQ(rows["workers"]["ack"], "next");
+  for (const auto& [name, load] :
+       {std::pair{"workers-open@25%", 0.25}, std::pair{"workers-open@50%", 0.5},
+        std::pair{"workers-open@90%", 0.9}}) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(rows.count(name)) << out;
+    const Json& r = rows[name];
+    EXPECT_NEAR(r["offered_msgs_per_s"].get<double>(), load * max, 1) << out;
+    EXPECT_GT(r["msgs_per_s"].get<double>(), 0) << out;
+    EXPECT_LE(r["p50_us"].get<long>(), r["p99_us"].get<long>());
+    EXPECT_LE(r["p99_us"].get<long>(), r["p999_us"].get<long>());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, LibraryBench,
                          ::testing::Values("Sqlite", "Postgres", "Mysql"),
                          [](const ::testing::TestParamInfo<std::string>& p) {

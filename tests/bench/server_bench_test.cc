@@ -100,6 +100,13 @@ TEST_F(ServerBench, EveryWorkloadReportsAndCountsAddUp) {
               mx["acked"].get<long>() + mx["left"].get<long>());
     EXPECT_LE(mx["p50_us"].get<long>(), mx["p99_us"].get<long>());
 
+    ASSERT_TRUE(rows.count(sys + " http-workers")) << r.out;
+    const Json& wo = rows[sys + " http-workers"];
+    EXPECT_GT(wo["acked"].get<long>(), 0);
+    EXPECT_EQ(wo["sent"].get<long>(),
+              wo["acked"].get<long>() + wo["left"].get<long>());
+    EXPECT_LE(wo["p50_us"].get<long>(), wo["p99_us"].get<long>());
+
     ASSERT_TRUE(rows.count(sys + " http-wake")) << r.out;
     const Json& wk = rows[sys + " http-wake"];
     // Each of the 10 sends woke a waiting claim; none was left behind.
