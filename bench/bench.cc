@@ -23,6 +23,7 @@
 #include "bench/baseline_sqlite.h"
 #include "bench/server_bench.h"
 #include "sqlq/store.h"
+#include "sqlq/worker.h"
 #include "wire/duration.h"
 #include "wire/printer.h"
 
@@ -47,9 +48,11 @@ struct Config {
   int batch = 100;      // send-batch and mixed producers
   int claim_max = 100;  // mixed consumers
   // drain-1 and workers: how a consumer that holds one message takes the
-  // next: "each" (Ack, then Claim: two commits) or "next" (AckAndClaim:
-  // one). Empty: each for drain-1, next for workers.
+  // next: "each" (Ack, then Claim: two commits), "next" (AckAndClaim: one)
+  // or "worker" (a Worker prefetching `prefetch`: one per `prefetch`).
+  // Empty: each for drain-1, next for workers.
   std::string ack;
+  int prefetch = 10;
   std::string work = "0ms";  // workers: time a consumer holds each message
   long max_backlog = 0;      // mixed: 0 means 4 x consumers x claim_max
   long groups = 1000;        // ring-push
@@ -115,12 +118,21 @@ Result<RunResult> RunCalls(long total, int threads, int per_call,
   Status failure;
   Progress progress(label);
   auto start = SteadyClock::now();
+  // When the last call returned: the progress loop below may still sleep
+  // then, which must not count (a short run would look up to 50 ms longer).
+  std::atomic<SteadyClock::rep> end{0};
+  auto finish = [&] {
+    const auto now = SteadyClock::now().time_since_epoch().count();
+    auto seen = end.load();
+    while (seen < now && !end.compare_exchange_weak(seen, now)) {
+    }
+  };
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
       for (;;) {
         long first = next.fetch_add(per_call);
-        if (first >= total) return;
+        if (first >= total) return finish();
         long n = std::min<long>(per_call, total - first);
         Status s = call(n);
         if (!s.ok()) {
@@ -140,8 +152,8 @@ Result<RunResult> RunCalls(long total, int threads, int per_call,
   for (auto& t : pool) t.join();
   progress.Done();
   if (!failure.ok()) return failure;
-  return RunResult{.seconds = Seconds(SteadyClock::now() - start),
-                   .messages = total};
+  const SteadyClock::time_point ended{SteadyClock::duration(end.load())};
+  return RunResult{.seconds = Seconds(ended - start), .messages = total};
 }
 
 // Sends `total` messages from `threads` threads, `per_call` per call.
@@ -203,14 +215,37 @@ Result<RunResult> RunRotationNext(Store& store, const std::string& name,
 // Claims and acks until the queue is empty. With `ack_next`, a consumer
 // that claimed one message acks it and claims the next in one call.
 Result<RunResult> RunDrain(WorkQueue q, long total, int threads, int per_claim,
-                           bool ack_next, const std::string& label) {
+                           const std::string& ack, int prefetch,
+                           const std::string& label) {
+  const bool ack_next = ack == "next";
   std::atomic<long> done{0};
   std::mutex mu;
   Status failure;
   Progress progress(label);
   auto start = SteadyClock::now();
   std::vector<std::thread> pool;
+  auto fail = [&](const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    failure = s;
+  };
   for (int t = 0; t < threads; ++t) {
+    if (ack == "worker") {
+      // One message at a time from a Worker's prefetched claims.
+      pool.emplace_back([&] {
+        Worker w(q, {.prefetch = prefetch});
+        for (;;) {
+          auto m = w.Next();
+          if (!m.ok()) return fail(m.status());
+          if (!m->has_value()) break;
+          Status s = w.Done(**m);
+          if (!s.ok()) return fail(s);
+          ++done;
+        }
+        Status s = w.Close();
+        if (!s.ok()) fail(s);
+      });
+      continue;
+    }
     pool.emplace_back([&] {
       std::vector<std::string> receipts;
       Result<std::vector<ClaimedMessage>> r = q.Claim({.max = per_claim});
@@ -253,12 +288,13 @@ Result<RunResult> RunDrain(WorkQueue q, long total, int threads, int per_claim,
     }
   });
   for (auto& t : pool) t.join();
+  // Before the progress thread is joined: it may be asleep.
+  const auto ended = SteadyClock::now();
   finished = true;
   shower.join();
   progress.Done();
   if (!failure.ok()) return failure;
-  return RunResult{.seconds = Seconds(SteadyClock::now() - start),
-                   .messages = done};
+  return RunResult{.seconds = Seconds(ended - start), .messages = done};
 }
 
 double Percentile(std::vector<double>& v, double p) {
@@ -464,8 +500,9 @@ std::int64_t NowNs() {
 // producers are paced to send `rate` messages a second in all, whatever
 // the consumers do.
 Result<RunResult> RunWorkers(WorkQueue q, const Config& c, Duration duration,
-                             Duration work, bool ack_next, double rate,
+                             Duration work, const std::string& ack, double rate,
                              const std::string& label) {
+  const bool ack_next = ack == "next";
   std::atomic<bool> stop{false};
   std::atomic<long> acked{0};
   std::atomic<long> sent{0};
@@ -513,6 +550,31 @@ Result<RunResult> RunWorkers(WorkQueue q, const Config& c, Duration duration,
     });
   }
   for (int k = 0; k < c.consumers; ++k) {
+    if (ack == "worker") {
+      // A Worker: finished messages are counted at Done; their acks go
+      // with the next claim.
+      pool.emplace_back([&] {
+        std::vector<double> mine;
+        Worker w(q, {.prefetch = c.prefetch});
+        while (!stop) {
+          auto m = w.Next(std::chrono::milliseconds(100));
+          if (!m.ok()) return fail(m.status());
+          if (!m->has_value()) continue;
+          mine.push_back(
+              static_cast<double>(NowNs() - std::stoll((*m)->payload)) /
+              1000.0);
+          if (work.count() > 0) std::this_thread::sleep_for(work);
+          Status s = w.Done(**m);
+          if (!s.ok()) return fail(s);
+          ++acked;
+        }
+        Status s = w.Close();
+        if (!s.ok()) return fail(s);
+        std::lock_guard<std::mutex> lock(mu);
+        latencies.insert(latencies.end(), mine.begin(), mine.end());
+      });
+      continue;
+    }
     pool.emplace_back([&] {
       std::vector<double> mine;
       const ClaimOptions one{.max = 1, .wait = std::chrono::milliseconds(100)};
@@ -695,13 +757,14 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
     auto fill = RunSend(*q, total, 2, 1000, c.payload, label + " (fill)");
     if (!fill.ok()) return fill.status();
     r = RunDrain(*q, total, c.threads ? c.threads : 4,
-                 workload == "drain-1" ? 1 : 10, c.ack == "next", label);
+                 workload == "drain-1" ? 1 : 10,
+                 workload == "drain-1" ? c.ack : "", c.prefetch, label);
   } else if (workload == "workers" || workload == "workers-open") {
     auto d = wire::ParseDuration(c.duration);
     if (!d.ok()) return d.status();
     auto work = wire::ParseDuration(c.work);
     if (!work.ok()) return work.status();
-    r = RunWorkers(*q, c, *d, *work, c.ack != "each",
+    r = RunWorkers(*q, c, *d, *work, c.ack.empty() ? "next" : c.ack,
                    workload == "workers" ? 0 : c.open_rate, label);
   } else if (workload == "mixed") {
     auto d = wire::ParseDuration(c.duration);
@@ -771,11 +834,16 @@ int Run(Config c) {
         "bench: --runs 1..100, --batch 1..10000, --claim-max 1..1000, "
         "--producers/--consumers/--groups >= 1"));
   }
-  if (!c.ack.empty() && c.ack != "each" && c.ack != "next") {
+  if (!c.ack.empty() && c.ack != "each" && c.ack != "next" &&
+      c.ack != "worker") {
     return out.Fail(Status::InvalidArgument(fmt::format(
-        "--ack '{}': give each (ack, then claim) or next (ack and claim the "
-        "next in one call)",
+        "--ack '{}': give each (ack, then claim), next (ack and claim the "
+        "next in one call) or worker (a Worker prefetching --prefetch)",
         c.ack)));
+  }
+  if (c.prefetch < 1 || c.prefetch > 1000) {
+    return out.Fail(Status::InvalidArgument(
+        fmt::format("--prefetch {}: give 1..1000", c.prefetch)));
   }
   if (auto work = wire::ParseDuration(c.work);
       !work.ok() || work->count() < 0) {
@@ -904,6 +972,7 @@ int Run(Config c) {
       if (w == "drain-1" || w.rfind("workers", 0) == 0) {
         row["ack"] = w == "drain-1" ? (c.ack.empty() ? "each" : c.ack)
                                     : (c.ack.empty() ? "next" : c.ack);
+        if (c.ack == "worker") row["prefetch"] = c.prefetch;
       }
       if (w.rfind("workers", 0) == 0) {
         row["producers"] = c.producers;
@@ -1003,8 +1072,12 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
   cmd->add_option("--ack", c->ack,
                   "drain-1, workers: how a consumer holding one message "
                   "takes the next: each (ack, then claim; default for "
-                  "drain-1) or next (ack and claim the next in one call; "
-                  "default for workers)");
+                  "drain-1), next (ack and claim the next in one call; "
+                  "default for workers) or worker (a Worker that prefetches "
+                  "--prefetch and acks with its next claim)");
+  cmd->add_option("--prefetch", c->prefetch,
+                  "--ack worker: messages each Worker claims at once "
+                  "(default 10)");
   cmd->add_option("--work", c->work,
                   "workers: time each consumer holds a message before its "
                   "ack (default 0ms)");

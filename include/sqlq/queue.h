@@ -312,6 +312,7 @@ class WorkQueue {
 
  private:
   friend class Store;
+  friend class Worker;
   explicit WorkQueue(std::shared_ptr<core::QueueImpl> impl);
   std::shared_ptr<core::QueueImpl> impl_;
 };

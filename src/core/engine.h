@@ -129,6 +129,11 @@ struct RetryParams {
   Receipt receipt;
   Micros delay{0};
   std::string_view error;
+  // Give the message back unworked instead (a Worker's prefetched message
+  // it never handed out): ready after `delay`, its attempt returned
+  // (attempts - 1), last error kept, counted as one claim less rather than
+  // as a nack.
+  bool release = false;
 };
 
 struct BuryParams {

@@ -61,46 +61,48 @@ Result<std::vector<SendResult>> WorkQueue::SendBatch(
   return r;
 }
 
+namespace core {
+
 namespace {
 
 // Claims as `options` say in one merged write transaction (with the
-// claims of other callers on this queue: WriteBatcher::Claim); `ack`, when
-// set, is acked first in the same transaction, and its failure claims
-// nothing.
-Result<std::vector<ClaimedMessage>> ClaimOnce(
-    core::QueueImpl& impl, const ClaimOptions& options,
-    const std::optional<core::Receipt>& ack) {
+// claims of other callers on this queue: WriteBatcher::Claim), after the
+// acks of `acks` in the same transaction.
+Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
+                                              const ClaimOptions& options,
+                                              const ClaimAcks& acks) {
   const QueueOptions& qo = impl.info().options;
-  const core::WriteBatcher::ClaimRequest request{
+  const WriteBatcher::ClaimRequest request{
       .params = {.queue_id = impl.id(),
                  .max = options.max,
                  .lease = options.lease.value_or(qo.lease),
-                 .token = core::NewLeaseToken(),
+                 .token = NewLeaseToken(),
                  .max_attempts = qo.max_attempts,
                  .worker = options.worker,
                  .max_bytes = options.max_bytes},
-      .ack = ack,
+      .ack = acks.ack,
+      .done = acks.done,
       .archive = qo.archive};
   auto r = impl.store().batcher().Claim(request);
   if (!r.ok()) return r.status();
+  if (acks.done_status != nullptr) *acks.done_status = std::move(r->done);
   for (ClaimedMessage& m : r->outcome.messages) {
-    m.receipt = core::FormatReceipt(
-        {.id = m.id, .attempt = m.attempt, .token = r->token});
+    m.receipt =
+        FormatReceipt({.id = m.id, .attempt = m.attempt, .token = r->token});
   }
   return std::move(r->outcome.messages);
 }
 
-// Claims, and when nothing is ready waits up to options.wait for a send, a
-// delayed message or an expiring lease. The first look acks `first` when
-// set (ack and claim); later looks are plain claims.
-Result<std::vector<ClaimedMessage>> ClaimWaiting(
-    core::QueueImpl& impl, const ClaimOptions& options,
-    const std::optional<core::Receipt>& first) {
+}  // namespace
+
+Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
+                                                 const ClaimOptions& options,
+                                                 const ClaimAcks& first) {
   if (options.wait.count() == 0) return ClaimOnce(impl, options, first);
   using SteadyClock = std::chrono::steady_clock;
   const auto deadline = SteadyClock::now() + options.wait;
-  core::WakeHub& hub = impl.store().hub();
-  core::WakeHub::Waiter waiter;
+  WakeHub& hub = impl.store().hub();
+  WakeHub::Waiter waiter;
   // Registered before the first look, so no send can slip between a look
   // that found nothing and the sleep after it.
   hub.Register(waiter, impl.id());
@@ -110,9 +112,9 @@ Result<std::vector<ClaimedMessage>> ClaimWaiting(
     if (now >= deadline) break;
     auto until = std::min(deadline, now + impl.store().poll_interval());
     // Wake for the next delayed message or expiring lease too.
-    auto next = core::SnapshotRead<std::optional<Micros>>(
+    auto next = SnapshotRead<std::optional<Micros>>(
         impl.store(),
-        [&](core::Engine& e, Conn& conn) -> Result<std::optional<Micros>> {
+        [&](Engine& e, Conn& conn) -> Result<std::optional<Micros>> {
           auto at = e.NextReadyAt(conn, impl.id());
           if (!at.ok()) return at.status();
           if (!at->has_value()) return std::optional<Micros>();
@@ -129,19 +131,19 @@ Result<std::vector<ClaimedMessage>> ClaimWaiting(
       until = std::min(until, now + in);
     }
     hub.Wait(waiter, until);
-    result = ClaimOnce(impl, options, std::nullopt);
+    result = ClaimOnce(impl, options, {});
   }
   hub.Unregister(waiter);
   return result;
 }
 
-}  // namespace
+}  // namespace core
 
 Result<std::vector<ClaimedMessage>> WorkQueue::Claim(
     const ClaimOptions& options) {
   Status s = core::ValidateClaim(options);
   if (!s.ok()) return s;
-  return ClaimWaiting(*impl_, options, std::nullopt);
+  return core::ClaimWaiting(*impl_, options, {});
 }
 
 Result<std::vector<ClaimedMessage>> WorkQueue::AckAndClaim(
@@ -150,7 +152,7 @@ Result<std::vector<ClaimedMessage>> WorkQueue::AckAndClaim(
   if (!parsed.ok()) return parsed.status();
   Status s = core::ValidateClaim(options);
   if (!s.ok()) return s;
-  auto r = ClaimWaiting(*impl_, options, *parsed);
+  auto r = core::ClaimWaiting(*impl_, options, {.ack = *parsed});
   // The ack committed unless the first look failed; a failure of a later
   // look (while waiting) comes after the committed ack.
   if (r.ok()) MaybePruneArchive(*this, *impl_);

@@ -77,6 +77,26 @@ Result<T> SnapshotRead(StoreImpl& store, Fn fn) {
   return std::move(*out);
 }
 
+class QueueImpl;
+
+// What a claim acks first, in its own transaction.
+struct ClaimAcks {
+  // When refused, nothing is claimed and the claim fails with its error.
+  std::optional<Receipt> ack;
+  // Acked each on its own; their statuses go to *done_status (when set),
+  // and the claim goes on whatever they are.
+  std::span<const Receipt> done;
+  std::vector<Status>* done_status = nullptr;
+};
+
+// Claims as `options` say (a merged write: WriteBatcher::Claim), the first
+// look after the acks of `first`; when nothing is ready, waits up to
+// options.wait for a send, a delayed message or an expiring lease, looking
+// again with plain claims. REQUIRES: options validated.
+Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
+                                                 const ClaimOptions& options,
+                                                 const ClaimAcks& first);
+
 class QueueImpl {
  public:
   QueueImpl(StoreImpl* store, QueueRecord record)

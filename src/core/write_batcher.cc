@@ -363,14 +363,13 @@ Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
     w->status = Status::Ok();
     w->claimed = {};
   }
-  // The acks first, in one call; a member whose ack is refused claims
-  // nothing.
+  // The acks first, in one call; a member whose `ack` is refused claims
+  // nothing, refusals of `done` are only reported.
   std::vector<Receipt> receipts;
-  std::vector<Writer*> acking;
   for (Writer* w : members) {
-    if (!w->claim->ack) continue;
-    receipts.push_back(*w->claim->ack);
-    acking.push_back(w);
+    if (w->claim->ack) receipts.push_back(*w->claim->ack);
+    receipts.insert(receipts.end(), w->claim->done.begin(),
+                    w->claim->done.end());
   }
   if (!receipts.empty()) {
     auto acked = engine_.AckMany(conn, {.queue_id = lead.params.queue_id,
@@ -380,10 +379,15 @@ Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
       for (Writer* w : members) w->status = acked.status();
       return acked.status();
     }
-    for (std::size_t k = 0; k < acking.size(); ++k) {
-      if ((*acked)[k].ok()) continue;
-      acking[k]->status = (*acked)[k];
-      total -= acking[k]->claim->params.max;
+    std::size_t k = 0;
+    for (Writer* w : members) {
+      if (w->claim->ack && !(*acked)[k++].ok()) {
+        w->status = (*acked)[k - 1];
+        total -= w->claim->params.max;
+      }
+      for (std::size_t d = 0; d < w->claim->done.size(); ++d) {
+        w->claimed.done.push_back(std::move((*acked)[k++]));
+      }
     }
   }
   if (total == 0) return Status::Ok();

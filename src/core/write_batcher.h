@@ -85,8 +85,12 @@ class WriteBatcher {
   // A claim, possibly acking one receipt first in the same transaction.
   struct ClaimRequest {
     ClaimParams params;
+    // Acked first; when refused, nothing is claimed (ack and claim next).
     std::optional<Receipt> ack;
-    bool archive = false;  // the queue's option, for the ack
+    // Acked first too, each on its own: a refusal is reported in
+    // Claimed::done and the claim goes on (a Worker's finished messages).
+    std::span<const Receipt> done;
+    bool archive = false;  // the queue's option, for the acks
   };
   // Runs `request` (Engine::Claim, after Engine::AckMany of the ack when
   // there is one), possibly in one engine call with the other claims of
@@ -98,6 +102,7 @@ class WriteBatcher {
   struct Claimed {
     ClaimOutcome outcome;
     std::uint64_t token = 0;
+    std::vector<Status> done;  // one per ClaimRequest::done, in order
   };
   Result<Claimed> Claim(const ClaimRequest& request);
 

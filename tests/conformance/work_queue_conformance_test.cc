@@ -25,6 +25,7 @@
 #include "sqlq/queue.h"
 #include "sqlq/status.h"
 #include "sqlq/store.h"
+#include "sqlq/worker.h"
 #include "tests/conformance/engine_fixture.h"
 
 namespace sqlq::test {
@@ -1706,6 +1707,144 @@ TEST_P(WorkQueueConformance, AckAndClaimWaitsAfterCommittingTheAck) {
   ASSERT_OK(got);
   ASSERT_EQ(got->size(), 1u);
   EXPECT_EQ((*got)[0].payload, "wake up");
+}
+
+// --- workers
+// -------------------------------------------------------------------
+
+TEST_P(WorkQueueConformance, WorkerHandsOutOneAtATimeAndAcksWithTheNextClaim) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  for (const char* p : {"a", "b", "c", "d", "e"}) SendOne(q, {.payload = p});
+  Worker w(q, {.prefetch = 2});
+  std::vector<std::string> got;
+  ASSERT_OK_AND_ASSIGN(auto m, w.Next());
+  ASSERT_TRUE(m);
+  got.push_back(m->payload);
+  // One claim of two: one handed out, one kept.
+  QueueStats st = StatsOf(q);
+  EXPECT_EQ(st.claims, 2);
+  EXPECT_EQ(st.leased, 2);
+  EXPECT_EQ(w.prefetched(), 1u);
+  ASSERT_OK(w.Done(*m));
+  EXPECT_EQ(StatsOf(q).acks, 0) << "the ack waits for the next claim";
+  ASSERT_OK_AND_ASSIGN(m, w.Next());
+  ASSERT_TRUE(m);
+  got.push_back(m->payload);
+  EXPECT_EQ(StatsOf(q).claims, 2) << "handed out from the prefetched";
+  ASSERT_OK(w.Done(*m));
+  // The next claim commits both acks.
+  ASSERT_OK_AND_ASSIGN(m, w.Next());
+  ASSERT_TRUE(m);
+  got.push_back(m->payload);
+  st = StatsOf(q);
+  EXPECT_EQ(st.acks, 2);
+  EXPECT_EQ(st.claims, 4);
+  ASSERT_OK(w.Done(*m));
+  while (true) {
+    ASSERT_OK_AND_ASSIGN(m, w.Next());
+    if (!m) break;
+    got.push_back(m->payload);
+    ASSERT_OK(w.Done(*m));
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+  // The last claim found nothing and committed the acks before it.
+  st = StatsOf(q);
+  EXPECT_EQ(st.acks, 5);
+  EXPECT_EQ(st.leased + st.ready, 0);
+  EXPECT_EQ(w.refused_acks(), 0);
+}
+
+TEST_P(WorkQueueConformance, WorkerFlushCommitsItsAcksAndReportsRefusals) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q,
+                       store_->CreateQueue("jobs", {.lease = seconds(10)}));
+  SendOne(q, {.payload = "slow"});
+  Worker w(q, {.prefetch = 1});
+  ASSERT_OK_AND_ASSIGN(auto slow, w.Next());
+  ASSERT_TRUE(slow);
+  // The lease runs out and another consumer takes the message.
+  clock_->Advance(seconds(11));
+  auto other = ClaimOne(q);
+  ASSERT_TRUE(other);
+  ASSERT_EQ(other->id, slow->id);
+  SendOne(q, {.payload = "fine"});
+  ASSERT_OK(w.Done(*slow));
+  EXPECT_CODE(w.Flush(), Code::kFailedPrecondition);
+  EXPECT_EQ(w.refused_acks(), 1);
+  EXPECT_CODE(w.last_refusal(), Code::kFailedPrecondition);
+  EXPECT_EQ(StatsOf(q).acks, 0);
+  // Refusals of deferred acks do not stop the next claim.
+  ASSERT_OK_AND_ASSIGN(auto fine, w.Next());
+  ASSERT_TRUE(fine);
+  EXPECT_EQ(fine->payload, "fine");
+  ASSERT_OK(w.Done(*fine));
+  ASSERT_OK(w.Flush());
+  EXPECT_EQ(StatsOf(q).acks, 1);
+  EXPECT_CODE(w.Done(ClaimedMessage{.receipt = "bogus"}),
+              Code::kInvalidArgument);
+}
+
+TEST_P(WorkQueueConformance, WorkerCloseGivesPrefetchedMessagesBackUnspent) {
+  // One attempt only: a message given back must not come back dead.
+  ASSERT_OK_AND_ASSIGN(WorkQueue q,
+                       store_->CreateQueue("jobs", {.max_attempts = 1}));
+  for (const char* p : {"a", "b", "c"}) SendOne(q, {.payload = p});
+  Worker w(q, {.prefetch = 3});
+  ASSERT_OK_AND_ASSIGN(auto a, w.Next());
+  ASSERT_TRUE(a);
+  EXPECT_EQ(w.prefetched(), 2u);
+  ASSERT_OK(w.Done(*a));
+  ASSERT_OK(w.Close());
+  EXPECT_EQ(w.prefetched(), 0u);
+  QueueStats st = StatsOf(q);
+  EXPECT_EQ(st.acks, 1);
+  EXPECT_EQ(st.ready, 2) << "given back at once";
+  EXPECT_EQ(st.leased, 0);
+  EXPECT_EQ(st.claims, 1) << "a message given back was never handed out";
+  EXPECT_EQ(st.nacks, 0);
+  auto rest = ClaimAll(q);
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest[0].payload, "b");
+  EXPECT_EQ(rest[0].attempt, 1) << "its attempt was returned";
+  EXPECT_EQ(StatsOf(q).dead, 0);
+}
+
+TEST_P(WorkQueueConformance, WorkerWithBadOptionsRefusesEveryCall) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  SendOne(q, {.payload = "x"});
+  Worker zero(q, {.prefetch = 0});
+  EXPECT_CODE(zero.Next(), Code::kInvalidArgument);
+  Worker huge(q, {.prefetch = 1001});
+  EXPECT_CODE(huge.Next(), Code::kInvalidArgument);
+  Worker w(q, {});
+  EXPECT_CODE(w.Next(hours(2)), Code::kInvalidArgument);
+  EXPECT_EQ(StatsOf(q).claims, 0);
+}
+
+TEST_P(WorkQueueConformance, WorkerRenewsTheLeaseOfAMessageItHeldLong) {
+  std::unique_ptr<TestDatabase> db;
+  std::unique_ptr<Store> store = OpenRealClockStore(db);
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  SendOne(q, {.payload = "a"});
+  SendOne(q, {.payload = "b"});
+  constexpr auto kLease = milliseconds(600);
+  Worker w(q, {.prefetch = 2, .lease = kLease});
+  ASSERT_OK_AND_ASSIGN(auto a, w.Next());
+  ASSERT_TRUE(a);
+  const Timestamp first_expiry = a->lease_expires_at;
+  // Working on "a" for more than half the lease...
+  std::this_thread::sleep_for(kLease / 2 + milliseconds(50));
+  ASSERT_OK(w.Done(*a));
+  // ...so "b", prefetched with it, is renewed before it is handed out.
+  ASSERT_OK_AND_ASSIGN(auto b, w.Next());
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->payload, "b");
+  EXPECT_GE(b->lease_expires_at - first_expiry, kLease / 2)
+      << "handed out with the lease of its claim";
+  ASSERT_OK(w.Done(*b));
+  ASSERT_OK(w.Close());
+  ASSERT_OK_AND_ASSIGN(auto st, q.Stats());
+  EXPECT_EQ(st.acks, 2);
 }
 
 TEST_P(WorkQueueConformance, AckBatchWithTheSameReceiptTwiceAcksItOnce) {

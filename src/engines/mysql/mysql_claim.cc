@@ -368,12 +368,18 @@ Status MysqlEngine::Retry(Conn& c, const core::RetryParams& p) {
   static const std::string kSql = R"sql(
     UPDATE sqlq_messages SET token = 0, ready_us = ?, last_error = ?
     WHERE id = ? AND queue_id = ? AND token = ? AND attempts = ?)sql";
+  static const std::string kRelease = R"sql(
+    UPDATE sqlq_messages SET token = 0, ready_us = ?, attempts = attempts - 1
+    WHERE id = ? AND queue_id = ? AND token = ? AND attempts = ?)sql";
   Params params;
-  params.Int(*now + p.delay.count()).BytesOrNull(p.error);
+  params.Int(*now + p.delay.count());
+  if (!p.release) params.BytesOrNull(p.error);
   AppendFence(params, p.queue_id, p.receipt);
-  auto rows = conn.Run(kSql, params, "nack");
+  auto rows = conn.Run(p.release ? kRelease : kSql, params,
+                       p.release ? "release" : "nack");
   if (!rows.ok()) return rows.status();
   if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+  if (p.release) return AddCounters(conn, p.queue_id, {.claims = -1});
   return AddCounters(conn, p.queue_id, {.nacks = 1});
 }
 

@@ -223,19 +223,26 @@ Status PostgresEngine::Retry(Conn& c, const core::RetryParams& p) {
   static constexpr const char* kSql = R"sql(
     UPDATE sqlq_messages SET token = 0, ready_us = $5, last_error = $6
     WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4)sql";
+  static constexpr const char* kRelease = R"sql(
+    UPDATE sqlq_messages SET token = 0, ready_us = $5, attempts = attempts - 1
+    WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4)sql";
   Params params = Fence(p.queue_id, p.receipt);
   params.Int(*now + p.delay.count());
-  if (p.error.empty()) {
+  if (p.release) {
+    // No error to keep.
+  } else if (p.error.empty()) {
     params.Null();
   } else {
     params.Bytes(p.error);
   }
-  auto rows = conn.Run(kSql, params, "nack");
+  auto rows = conn.Run(p.release ? kRelease : kSql, params,
+                       p.release ? "release" : "nack");
   if (!rows.ok()) return rows.status();
   if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
   conn.notify = true;
   conn.MadeReady(p.queue_id, *now + p.delay.count());
   ++conn.churned;
+  if (p.release) return AddCounters(conn, p.queue_id, {.claims = -1});
   return AddCounters(conn, p.queue_id, {.nacks = 1});
 }
 

@@ -170,6 +170,16 @@ Status SqliteEngine::Ack(Conn& c, const core::AckParams& p) {
 Status SqliteEngine::Retry(Conn& c, const core::RetryParams& p) {
   SqliteConn& conn = Sql(c);
   const std::int64_t now = Us(clock_->Now());
+  if (p.release) {
+    SQLQ_PREPARE(st, conn, R"sql(
+      UPDATE sqlq_messages SET token = 0, ready_us = ?5, attempts = attempts - 1
+      WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
+    BindFence(st, p.queue_id, p.receipt).Bind(5, now + p.delay.count());
+    Status s = st.Run("release");
+    if (!s.ok()) return s;
+    if (conn.changes() == 0) return Refused(conn, p.queue_id, p.receipt);
+    return AddCounters(conn, p.queue_id, {.claims = -1});
+  }
   SQLQ_PREPARE(st, conn, R"sql(
     UPDATE sqlq_messages SET token = 0, ready_us = ?5, last_error = ?6
     WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");

@@ -43,6 +43,7 @@
 #include "sqlq/queue.h"
 #include "sqlq/status.h"
 #include "sqlq/store.h"
+#include "sqlq/worker.h"
 
 namespace sqlq::multiprocess_test {
 namespace {
@@ -677,6 +678,81 @@ TEST(SqliteMultiProcess, MessagesOfAKilledConsumerComeBackAfterTheLease) {
   EXPECT_EQ(stats->claims, 2 * kN);
   EXPECT_EQ(stats->leased, kN);
   EXPECT_EQ(stats->ready, 0);
+}
+
+// A Worker's ack is deferred to its next claim (or Flush): a consumer
+// killed after Done and before that loses the ack, and the message comes
+// back after its lease, once, and is acked once.
+TEST(SqliteMultiProcess, DeferredAckLostToAKillIsRedeliveredAfterTheLease) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::vector<std::int64_t> sent = Prepare(dir.url(), 1, {});
+  ASSERT_EQ(sent.size(), 1u);
+
+  Pipe report, never;
+  pid_t pid = ForkChild([&]() -> int {
+    report.CloseRead();
+    never.CloseWrite();
+    const int out = report.w();
+    auto store = Store::Open(dir.url(), {.create_if_missing = false});
+    if (!store.ok()) return ChildFail(out, "open", store.status());
+    auto q = (*store)->Queue("jobs");
+    if (!q.ok()) return ChildFail(out, "queue", q.status());
+    Worker w(*q, {.prefetch = 1, .lease = seconds(1)});
+    auto m = w.Next();
+    if (!m.ok()) return ChildFail(out, "next", m.status());
+    if (!m->has_value()) return ChildFail(out, "next", Status::Ok());
+    Status done = w.Done(**m);
+    if (!done.ok()) return ChildFail(out, "done", done);
+    WriteAll(out, "done " + std::to_string((*m)->id) + " " +
+                      std::to_string(Us((*m)->lease_expires_at)) + "\n");
+    char ch;
+    (void)ReadByte(never.r(), &ch);  // blocks until killed
+    return 3;
+  });
+  ASSERT_GT(pid, 0);
+  report.CloseWrite();
+  never.CloseRead();
+  LineReader lines(report.r());
+  const auto deadline = SteadyClock::now() + kChildTimeout;
+  auto line = lines.Next(deadline);
+  if (!line) {
+    kill(pid, SIGKILL);
+    WaitChild(pid);
+    FAIL() << "the worker never reported";
+  }
+  std::istringstream in(*line);
+  std::string word;
+  std::int64_t id = 0, expires = 0;
+  in >> word >> id >> expires;
+  ASSERT_EQ(word, "done") << *line;
+  ASSERT_EQ(id, sent[0]);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  EXPECT_EQ(WaitChild(pid), "signal " + std::to_string(SIGKILL));
+
+  auto store = Store::Open(dir.url(), {.create_if_missing = false});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto q = (*store)->Queue("jobs");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  auto stats = q->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->acks, 0) << "the deferred ack was never committed";
+  constexpr auto kLease = seconds(30);
+  auto c = q->Claim({.lease = kLease, .wait = seconds(20)});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->size(), 1u) << "nothing came back within 20s";
+  EXPECT_EQ((*c)[0].id, id);
+  EXPECT_EQ((*c)[0].attempt, 2);
+  const std::int64_t claimed_at =
+      Us((*c)[0].lease_expires_at) -
+      std::chrono::duration_cast<std::chrono::microseconds>(kLease).count();
+  EXPECT_GE(claimed_at, expires) << "handed out again before its lease ran out";
+  ASSERT_TRUE(q->Ack((*c)[0].receipt).ok());
+  stats = q->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->acks, 1);
+  EXPECT_EQ(stats->expirations, 1);
+  EXPECT_EQ(stats->ready + stats->leased + stats->delayed, 0);
 }
 
 // A claim waiting in this process is woken by a send from another process
