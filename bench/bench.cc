@@ -392,99 +392,124 @@ class IntervalReporter {
   std::thread thread_;
 };
 
-// Producers and consumers at once for `duration`; end-to-end rate is what
-// the consumers acked within the window; latency is send-call to claim
-// return, carried in the payload.
-Result<RunResult> RunMixed(WorkQueue q, const Config& c, Duration duration,
-                           const std::string& label, int run) {
+// The shared state of a load that runs for a fixed time (mixed, workers):
+// producer and consumer threads, a first failure that stops them all, the
+// count of messages acked, and the latencies the consumers saw.
+class TimedLoad {
+ public:
   std::atomic<bool> stop{false};
   std::atomic<long> acked{0};
   std::atomic<long> sent{0};
-  IntervalReporter reporter(c, "mixed", run, "sqlq_messages", acked);
-  // Producers hold back while this many messages wait: an open-loop
-  // producer would grow the queue without end and the latency with it.
-  const long max_backlog =
-      c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
-  std::mutex mu;
-  Status failure;
-  std::vector<double> latencies;
-  auto fail = [&](const Status& s) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (failure.ok()) failure = s;
-    stop = true;
-  };
-  auto now_ns = [] {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               SteadyClock::now().time_since_epoch())
-        .count();
-  };
-  Progress progress(label);
-  auto start = SteadyClock::now();
   std::vector<std::thread> pool;
-  for (int p = 0; p < c.producers; ++p) {
-    pool.emplace_back([&] {
-      std::vector<Message> batch(c.batch);
-      while (!stop) {
-        if (sent - acked > max_backlog) {
-          std::this_thread::sleep_for(std::chrono::microseconds(100));
-          continue;
-        }
-        std::string stamp = std::to_string(now_ns());
-        for (auto& m : batch) {
-          m.payload = stamp;
-          m.payload.resize(std::max(c.payload, stamp.size() + 1), ' ');
-        }
-        Status s = q.SendBatch(batch).status();
-        if (!s.ok()) return fail(s);
-        sent += static_cast<long>(batch.size());
-      }
-    });
+
+  void Fail(const Status& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failure_.ok()) failure_ = s;
+    stop = true;
   }
-  for (int k = 0; k < c.consumers; ++k) {
-    pool.emplace_back([&] {
-      std::vector<double> mine;
-      std::vector<std::string> receipts;
-      while (!stop) {
-        auto r = q.Claim(
-            {.max = c.claim_max, .wait = std::chrono::milliseconds(100)});
-        if (!r.ok()) return fail(r.status());
-        auto got = now_ns();
-        receipts.clear();
-        for (auto& m : *r) {
-          mine.push_back(static_cast<double>(got - std::stoll(m.payload)) /
-                         1000.0);
-          receipts.push_back(std::move(m.receipt));
-        }
-        if (receipts.empty()) continue;
-        auto a = q.AckBatch(receipts);
-        if (!a.ok()) return fail(a.status());
-        acked += static_cast<long>(receipts.size());
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      latencies.insert(latencies.end(), mine.begin(), mine.end());
-    });
+  // A consumer's latencies, handed in once as it ends.
+  void Keep(const std::vector<double>& mine) {
+    std::lock_guard<std::mutex> lock(mu_);
+    latencies_.insert(latencies_.end(), mine.begin(), mine.end());
   }
-  auto deadline = start + duration;
-  while (SteadyClock::now() < deadline && !stop) {
-    progress.Show(acked, 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Lets the threads of `pool` run for `duration` from `start`, stops them
+  // and reports what was acked within the window, with the latencies.
+  Result<RunResult> Window(SteadyClock::time_point start, Duration duration,
+                           const std::string& label) {
+    Progress progress(label);
+    const auto deadline = start + duration;
+    while (SteadyClock::now() < deadline && !stop) {
+      progress.Show(acked, 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const long in_window = acked;
+    const auto elapsed = SteadyClock::now() - start;
+    stop = true;
+    for (auto& t : pool) t.join();
+    progress.Done();
+    if (!failure_.ok()) return failure_;
+    RunResult r{.seconds = Seconds(elapsed), .messages = in_window};
+    r.p50_us = Percentile(latencies_, 0.50);
+    r.p99_us = Percentile(latencies_, 0.99);
+    r.p999_us = Percentile(latencies_, 0.999);
+    return r;
   }
-  long in_window = acked;
-  auto elapsed = SteadyClock::now() - start;
-  stop = true;
-  for (auto& t : pool) t.join();
-  progress.Done();
-  if (!failure.ok()) return failure;
-  RunResult r{.seconds = Seconds(elapsed), .messages = in_window};
-  r.p50_us = Percentile(latencies, 0.50);
-  r.p99_us = Percentile(latencies, 0.99);
-  return r;
-}
+
+ private:
+  std::mutex mu_;
+  Status failure_;  // guarded by mu_
+  std::vector<double> latencies_;
+};
 
 std::int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              SteadyClock::now().time_since_epoch())
       .count();
+}
+
+// A payload of `size` bytes (at least the stamp and a space) that carries
+// the time `ns` (NowNs) it was sent at; MicrosSince reads it back.
+std::string Stamped(std::int64_t ns, std::size_t size) {
+  std::string p = std::to_string(ns);
+  p.resize(std::max(size, p.size() + 1), ' ');
+  return p;
+}
+
+double MicrosSince(const std::string& stamped, std::int64_t now_ns) {
+  return static_cast<double>(now_ns - std::stoll(stamped)) / 1000.0;
+}
+
+// Producers and consumers at once for `duration`; end-to-end rate is what
+// the consumers acked within the window; latency is send-call to claim
+// return, carried in the payload.
+Result<RunResult> RunMixed(WorkQueue q, const Config& c, Duration duration,
+                           const std::string& label, int run) {
+  TimedLoad load;
+  IntervalReporter reporter(c, "mixed", run, "sqlq_messages", load.acked);
+  // Producers hold back while this many messages wait: an open-loop
+  // producer would grow the queue without end and the latency with it.
+  const long max_backlog =
+      c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
+  const auto start = SteadyClock::now();
+  for (int p = 0; p < c.producers; ++p) {
+    load.pool.emplace_back([&] {
+      std::vector<Message> batch(c.batch);
+      while (!load.stop) {
+        if (load.sent - load.acked > max_backlog) {
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+          continue;
+        }
+        const std::string stamp = Stamped(NowNs(), c.payload);
+        for (auto& m : batch) m.payload = stamp;
+        Status s = q.SendBatch(batch).status();
+        if (!s.ok()) return load.Fail(s);
+        load.sent += static_cast<long>(batch.size());
+      }
+    });
+  }
+  for (int k = 0; k < c.consumers; ++k) {
+    load.pool.emplace_back([&] {
+      std::vector<double> mine;
+      std::vector<std::string> receipts;
+      while (!load.stop) {
+        auto r = q.Claim(
+            {.max = c.claim_max, .wait = std::chrono::milliseconds(100)});
+        if (!r.ok()) return load.Fail(r.status());
+        const auto got = NowNs();
+        receipts.clear();
+        for (auto& m : *r) {
+          mine.push_back(MicrosSince(m.payload, got));
+          receipts.push_back(std::move(m.receipt));
+        }
+        if (receipts.empty()) continue;
+        auto a = q.AckBatch(receipts);
+        if (!a.ok()) return load.Fail(a.status());
+        load.acked += static_cast<long>(receipts.size());
+      }
+      load.Keep(mine);
+    });
+  }
+  return load.Window(start, duration, label);
 }
 
 // Single-job workers for `duration`: c.producers threads each send one
@@ -503,26 +528,14 @@ Result<RunResult> RunWorkers(WorkQueue q, const Config& c, Duration duration,
                              Duration work, const std::string& ack, double rate,
                              const std::string& label) {
   const bool ack_next = ack == "next";
-  std::atomic<bool> stop{false};
-  std::atomic<long> acked{0};
-  std::atomic<long> sent{0};
+  TimedLoad load;
   const long max_backlog = c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers;
-  std::mutex mu;
-  Status failure;
-  std::vector<double> latencies;
-  auto fail = [&](const Status& s) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (failure.ok()) failure = s;
-    stop = true;
-  };
-  Progress progress(label);
   const auto start = SteadyClock::now();
   const std::int64_t start_ns = NowNs();
-  std::vector<std::thread> pool;
   for (int p = 0; p < c.producers; ++p) {
-    pool.emplace_back([&, p] {
+    load.pool.emplace_back([&, p] {
       Message m;
-      for (long i = 0; !stop; ++i) {
+      for (long i = 0; !load.stop; ++i) {
         std::int64_t stamp = 0;
         if (rate > 0) {
           // This producer's i-th send is the (i * P + p)-th of the whole
@@ -533,94 +546,76 @@ Result<RunResult> RunWorkers(WorkQueue q, const Config& c, Duration duration,
           const auto at =
               SteadyClock::time_point(std::chrono::nanoseconds(stamp));
           if (SteadyClock::now() < at) std::this_thread::sleep_until(at);
-          if (stop) break;
+          if (load.stop) break;
         } else {
-          if (sent - acked > max_backlog) {
+          if (load.sent - load.acked > max_backlog) {
             std::this_thread::sleep_for(std::chrono::microseconds(100));
             continue;
           }
           stamp = NowNs();
         }
-        m.payload = std::to_string(stamp);
-        m.payload.resize(std::max(c.payload, m.payload.size() + 1), ' ');
+        m.payload = Stamped(stamp, c.payload);
         Status s = q.Send(m).status();
-        if (!s.ok()) return fail(s);
-        ++sent;
+        if (!s.ok()) return load.Fail(s);
+        ++load.sent;
       }
     });
   }
+  // The work of one message: its latency, then the work time.
+  auto take = [&](const ClaimedMessage& m, std::vector<double>& mine) {
+    mine.push_back(MicrosSince(m.payload, NowNs()));
+    if (work.count() > 0) std::this_thread::sleep_for(work);
+  };
   for (int k = 0; k < c.consumers; ++k) {
     if (ack == "worker") {
       // A Worker: finished messages are counted at Done; their acks go
       // with the next claim.
-      pool.emplace_back([&] {
+      load.pool.emplace_back([&] {
         std::vector<double> mine;
         Worker w(q, {.prefetch = c.prefetch});
-        while (!stop) {
+        while (!load.stop) {
           auto m = w.Next(std::chrono::milliseconds(100));
-          if (!m.ok()) return fail(m.status());
+          if (!m.ok()) return load.Fail(m.status());
           if (!m->has_value()) continue;
-          mine.push_back(
-              static_cast<double>(NowNs() - std::stoll((*m)->payload)) /
-              1000.0);
-          if (work.count() > 0) std::this_thread::sleep_for(work);
+          take(**m, mine);
           Status s = w.Done(**m);
-          if (!s.ok()) return fail(s);
-          ++acked;
+          if (!s.ok()) return load.Fail(s);
+          ++load.acked;
         }
         Status s = w.Close();
-        if (!s.ok()) return fail(s);
-        std::lock_guard<std::mutex> lock(mu);
-        latencies.insert(latencies.end(), mine.begin(), mine.end());
+        if (!s.ok()) return load.Fail(s);
+        load.Keep(mine);
       });
       continue;
     }
-    pool.emplace_back([&] {
+    load.pool.emplace_back([&] {
       std::vector<double> mine;
       const ClaimOptions one{.max = 1, .wait = std::chrono::milliseconds(100)};
       std::optional<std::string> held;
-      while (!stop) {
+      while (!load.stop) {
         Result<std::vector<ClaimedMessage>> r =
             held && ack_next ? q.AckAndClaim(*held, one) : q.Claim(one);
-        if (!r.ok()) return fail(r.status());
-        if (held && ack_next) ++acked;
+        if (!r.ok()) return load.Fail(r.status());
+        if (held && ack_next) ++load.acked;
         held.reset();
         if (r->empty()) continue;
-        const auto got = NowNs();
         ClaimedMessage& m = r->front();
-        mine.push_back(static_cast<double>(got - std::stoll(m.payload)) /
-                       1000.0);
-        if (work.count() > 0) std::this_thread::sleep_for(work);
+        take(m, mine);
         if (ack_next) {
           held = std::move(m.receipt);
           continue;
         }
         Status s = q.Ack(m.receipt);
-        if (!s.ok()) return fail(s);
-        ++acked;
+        if (!s.ok()) return load.Fail(s);
+        ++load.acked;
       }
       // A message still held is acked, outside the window.
       if (held) (void)q.Ack(*held);
-      std::lock_guard<std::mutex> lock(mu);
-      latencies.insert(latencies.end(), mine.begin(), mine.end());
+      load.Keep(mine);
     });
   }
-  const auto deadline = start + duration;
-  while (SteadyClock::now() < deadline && !stop) {
-    progress.Show(acked, 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  const long in_window = acked;
-  const auto elapsed = SteadyClock::now() - start;
-  stop = true;
-  for (auto& t : pool) t.join();
-  progress.Done();
-  if (!failure.ok()) return failure;
-  RunResult r{.seconds = Seconds(elapsed), .messages = in_window};
-  r.p50_us = Percentile(latencies, 0.50);
-  r.p99_us = Percentile(latencies, 0.99);
-  r.p999_us = Percentile(latencies, 0.999);
-  r.offered = rate;
+  auto r = load.Window(start, duration, label);
+  if (r.ok()) r->offered = rate;
   return r;
 }
 

@@ -754,14 +754,23 @@ Result<RunResult> RunSendBatch(System& sys, const std::string& queue,
   return r;
 }
 
-// Producers send batches while consumers claim (with a wait) and ack, for
-// `duration`; the rate is what consumers acked inside the window. Latency:
-// from the send request that carried a message to the claim that returned
-// it. Producers pause while more than max_backlog messages wait.
-Result<RunResult> RunMixed(System& sys, const std::string& queue,
-                           const ServerBenchConfig& c, Duration duration) {
-  const long max_backlog =
-      c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
+// What a consumer thread of RunLoad sees: whether to stop, where to count
+// what it acked, and where to put the latencies it measured.
+struct Consumer {
+  std::atomic<bool>& stop;
+  std::atomic<long>& acked;
+  std::vector<double> latencies;
+};
+
+// Producers send batches of c.batch (pausing while more than max_backlog
+// messages wait) and c.consumers threads run `consume` on connections of
+// their own, for `duration`; the rate is what consumers acked inside the
+// window. A consumer returns only after acking what it claimed, so that the
+// counts add up at the end.
+Result<RunResult> RunLoad(
+    System& sys, const std::string& queue, const ServerBenchConfig& c,
+    Duration duration, long max_backlog,
+    const std::function<Status(Conn&, Consumer&)>& consume) {
   std::atomic<bool> stop{false};
   std::atomic<long> sent{0}, acked{0};
   std::mutex mu;
@@ -800,23 +809,14 @@ Result<RunResult> RunMixed(System& sys, const std::string& queue,
       }
       return Status::Ok();
     }
-    std::vector<double> mine;
-    // A consumer stops only after acking what it claimed, so that the
-    // counts add up at the end.
-    while (!stop) {
-      auto got = (*conn)->ClaimAndAck(c.claim_max, 100);
-      if (!got.ok()) {
-        stop = true;
-        return got.status();
-      }
-      auto now = NowNs();
-      for (const auto& p : *got) {
-        mine.push_back(static_cast<double>(now - StampOf(p)) / 1000.0);
-      }
-      acked += static_cast<long>(got->size());
+    Consumer me{.stop = stop, .acked = acked, .latencies = {}};
+    Status st = consume(**conn, me);
+    if (!st.ok()) {
+      stop = true;
+      return st;
     }
     std::lock_guard<std::mutex> lock(mu);
-    latencies.insert(latencies.end(), mine.begin(), mine.end());
+    latencies.insert(latencies.end(), me.latencies.begin(), me.latencies.end());
     return Status::Ok();
   });
   stop = true;
@@ -835,94 +835,60 @@ Result<RunResult> RunMixed(System& sys, const std::string& queue,
   return r;
 }
 
-// Single-job workers for `duration`: producers send `batch` messages per
-// request (--batch 1: one), consumers each hold one message and finish it
-// with the request that claims the next (Conn::Work). The rate is what
-// consumers finished inside the window; latency is from the send request to
-// the claim reply. Producers pause while more than max_backlog messages
-// wait (default 4 x consumers x batch).
+// Consumers claim up to claim_max (with a wait) and ack them in one
+// request. Latency: from the send request that carried a message to the
+// claim that returned it. Producers pause while more than max_backlog
+// (default 4 x consumers x claim_max) messages wait.
+Result<RunResult> RunMixed(System& sys, const std::string& queue,
+                           const ServerBenchConfig& c, Duration duration) {
+  const long max_backlog =
+      c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
+  return RunLoad(sys, queue, c, duration, max_backlog,
+                 [&](Conn& conn, Consumer& me) -> Status {
+                   while (!me.stop) {
+                     auto got = conn.ClaimAndAck(c.claim_max, 100);
+                     if (!got.ok()) return got.status();
+                     auto now = NowNs();
+                     for (const auto& p : *got) {
+                       me.latencies.push_back(
+                           static_cast<double>(now - StampOf(p)) / 1000.0);
+                     }
+                     me.acked += static_cast<long>(got->size());
+                   }
+                   return Status::Ok();
+                 });
+}
+
+// Single-job workers: each holds one message and finishes it with the
+// request that claims the next (Conn::Work). Latency: from the send request
+// to the claim reply. Producers send `batch` messages per request (--batch
+// 1: one) and pause while more than max_backlog (default 4 x consumers x
+// batch) messages wait.
 Result<RunResult> RunWorkers(System& sys, const std::string& queue,
                              const ServerBenchConfig& c, Duration duration) {
   const long max_backlog =
       c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.batch;
-  std::atomic<bool> stop{false};
-  std::atomic<long> sent{0}, acked{0};
-  std::mutex mu;
-  std::vector<double> latencies;
-  std::atomic<long> in_window{-1};
-  auto start = SteadyClock::now();
-  std::thread clock([&] {
-    auto deadline = start + duration;
-    while (!stop && SteadyClock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    in_window = acked.load();
-    stop = true;
-  });
-  Status s = OnThreads(c.producers + c.consumers, [&](int i) -> Status {
-    auto conn = sys.Connect(queue);
-    if (!conn.ok()) {
-      stop = true;
-      return conn.status();
-    }
-    if (i < c.producers) {
-      std::vector<std::string> batch(static_cast<std::size_t>(c.batch));
-      while (!stop) {
-        if (sent - acked > max_backlog) {
-          std::this_thread::sleep_for(std::chrono::microseconds(200));
-          continue;
+  return RunLoad(
+      sys, queue, c, duration, max_backlog,
+      [&](Conn& conn, Consumer& me) -> Status {
+        // The last step, once stopped, does not wait and may claim one
+        // more, finished by the one after.
+        std::string held;
+        for (;;) {
+          const bool last = me.stop;
+          auto got = conn.Work(held, last ? 0 : 100);
+          if (!got.ok()) return got.status();
+          if (!held.empty()) ++me.acked;
+          held.clear();
+          if (!got->has_value()) {
+            if (last) return Status::Ok();
+            continue;
+          }
+          me.latencies.push_back(
+              static_cast<double>(NowNs() - StampOf((*got)->payload)) / 1000.0);
+          held = std::move((*got)->handle);
         }
-        std::string p = StampedPayload(NowNs(), c.payload);
-        for (auto& m : batch) m = p;
-        Status st = (*conn)->Send(batch);
-        if (!st.ok()) {
-          stop = true;
-          return st;
-        }
-        sent += c.batch;
-      }
-      return Status::Ok();
-    }
-    std::vector<double> mine;
-    std::string held;
-    // A consumer stops only after finishing what it holds (a last step
-    // without a wait that may claim one more, finished by the one after),
-    // so that the counts add up at the end.
-    for (;;) {
-      const bool last = stop;
-      auto got = (*conn)->Work(held, last ? 0 : 100);
-      if (!got.ok()) {
-        stop = true;
-        return got.status();
-      }
-      if (!held.empty()) ++acked;
-      held.clear();
-      if (!got->has_value()) {
-        if (last) break;
-        continue;
-      }
-      mine.push_back(static_cast<double>(NowNs() - StampOf((*got)->payload)) /
-                     1000.0);
-      held = std::move((*got)->handle);
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    latencies.insert(latencies.end(), mine.begin(), mine.end());
-    return Status::Ok();
-  });
-  stop = true;
-  clock.join();
-  if (!s.ok()) return s;
-  RunResult r{.seconds = Seconds(duration), .messages = in_window.load()};
-  r.p50_us = Percentile(latencies, 0.50);
-  r.p99_us = Percentile(latencies, 0.99);
-  auto conn = sys.Connect(queue);
-  if (!conn.ok()) return conn.status();
-  auto left = (*conn)->Left();
-  if (!left.ok()) return left.status();
-  r.sent = sent;
-  r.acked = acked;
-  r.left = *left;
-  return r;
+      });
 }
 
 // `consumers` claims wait on an empty queue; one message is sent at a time,

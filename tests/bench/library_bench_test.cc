@@ -20,44 +20,52 @@ namespace {
 
 using Json = nlohmann::json;
 
-class LibraryBench : public ::testing::TestWithParam<std::string> {};
+class LibraryBench : public ::testing::TestWithParam<std::string> {
+ protected:
+  // Runs `sqlq bench --json ARGS` on this test's engine; `rows` gets one
+  // row per workload, `out` all the output. False when the command failed.
+  bool Bench(const std::string& args, std::map<std::string, Json>& rows,
+             std::string& out) {
+    std::string cmd = std::string(SQLQ_BIN) + " bench --json " + args;
+    if (GetParam() == "Postgres") {
+      cmd += " --db '" + ServerUrl(kPostgresServer) + "'";
+    } else if (GetParam() == "Mysql") {
+      cmd += " --db '" + ServerUrl(kMariadbServer) + "'";
+    }
+    cmd += " 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return false;
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    const int st = ::pclose(p);
+    std::stringstream lines(out);
+    std::string line;
+    while (std::getline(lines, line)) {
+      auto j = Json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.contains("workload")) {
+        rows[j["workload"].get<std::string>()] = j;
+      }
+    }
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  }
+  void SetUp() override {
+    if (GetParam() == "Postgres") SQLQ_REQUIRE_SERVER(kPostgresServer);
+    if (GetParam() == "Mysql") SQLQ_REQUIRE_SERVER(kMariadbServer);
+  }
+};
 
 TEST_P(LibraryBench, EveryBaselineRunsAndIsPairedWithItsWorkload) {
-  std::string db;
-  if (GetParam() == "Postgres") {
-    SQLQ_REQUIRE_SERVER(kPostgresServer);
-    db = ServerUrl(kPostgresServer);
-  } else if (GetParam() == "Mysql") {
-    SQLQ_REQUIRE_SERVER(kMariadbServer);
-    db = ServerUrl(kMariadbServer);
-  }
   const std::vector<std::string> workloads = {
       "baseline-send-1",   "send-1",           "baseline-send-batch",
       "send-batch",        "baseline-drain-1", "drain-1",
       "baseline-drain-10", "drain-10",         "baseline-mixed"};
-  std::string cmd = std::string(SQLQ_BIN) +
-                    " bench --json --runs 1 --threads 2 --messages 300 "
-                    "--batch 10 --duration 1s --producers 1 --consumers 1";
-  if (!db.empty()) cmd += " --db '" + db + "'";
-  for (const auto& w : workloads) cmd += " --workload " + w;
-  cmd += " 2>&1";
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  const int st = ::pclose(p);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
-
+  std::string args =
+      "--runs 1 --threads 2 --messages 300 --batch 10 --duration 1s "
+      "--producers 1 --consumers 1";
+  for (const auto& w : workloads) args += " --workload " + w;
   std::map<std::string, Json> rows;
-  std::stringstream lines(out);
-  std::string line;
-  while (std::getline(lines, line)) {
-    auto j = Json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.contains("workload")) {
-      rows[j["workload"].get<std::string>()] = j;
-    }
-  }
+  std::string out;
+  ASSERT_TRUE(Bench(args, rows, out)) << out;
   for (const auto& w : workloads) {
     SCOPED_TRACE(w);
     ASSERT_TRUE(rows.count(w)) << out;
@@ -71,36 +79,34 @@ TEST_P(LibraryBench, EveryBaselineRunsAndIsPairedWithItsWorkload) {
   }
 }
 
-TEST_P(LibraryBench, WorkersReportLatencyAndOpenLoopRunsAtItsFractions) {
-  std::string db;
-  if (GetParam() == "Postgres") {
-    SQLQ_REQUIRE_SERVER(kPostgresServer);
-    db = ServerUrl(kPostgresServer);
-  } else if (GetParam() == "Mysql") {
-    SQLQ_REQUIRE_SERVER(kMariadbServer);
-    db = ServerUrl(kMariadbServer);
+TEST_P(LibraryBench, DrainOneRunsInEveryAckMode) {
+  for (const char* mode : {"each", "next", "worker"}) {
+    SCOPED_TRACE(mode);
+    std::map<std::string, Json> rows;
+    std::string out;
+    ASSERT_TRUE(Bench(std::string("--runs 1 --threads 2 --messages 300 "
+                                  "--workload drain-1 --ack ") +
+                          mode,
+                      rows, out))
+        << out;
+    ASSERT_TRUE(rows.count("drain-1")) << out;
+    EXPECT_EQ(rows["drain-1"]["ack"], mode);
+    EXPECT_GT(rows["drain-1"]["msgs_per_s"].get<double>(), 0) << out;
   }
-  std::string cmd = std::string(SQLQ_BIN) +
-                    " bench --json --runs 1 --duration 1s --producers 2 "
-                    "--consumers 2 --workload workers-open";
-  if (!db.empty()) cmd += " --db '" + db + "'";
-  cmd += " 2>&1";
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  const int st = ::pclose(p);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
   std::map<std::string, Json> rows;
-  std::stringstream lines(out);
-  std::string line;
-  while (std::getline(lines, line)) {
-    auto j = Json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.contains("workload")) {
-      rows[j["workload"].get<std::string>()] = j;
-    }
-  }
+  std::string out;
+  EXPECT_FALSE(Bench("--runs 1 --workload drain-1 --ack later", rows, out));
+  EXPECT_NE(out.find("--ack 'later'"), std::string::npos) << out;
+}
+
+TEST_P(LibraryBench, WorkersReportLatencyAndOpenLoopRunsAtItsFractions) {
+  std::map<std::string, Json> rows;
+  std::string out;
+  ASSERT_TRUE(
+      Bench("--runs 1 --duration 1s --producers 2 --consumers 2 "
+            "--workload workers-open",
+            rows, out))
+      << out;
   // The closed loop first: its rate is what the open loop is paced by.
   ASSERT_TRUE(rows.count("workers")) << out;
   const double max = rows["workers"]["msgs_per_s"].get<double>();
