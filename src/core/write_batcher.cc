@@ -338,9 +338,14 @@ Status WriteBatcher::RunSends(Conn& conn, const std::vector<Writer*>& group,
 bool WriteBatcher::ClaimsCombine(const ClaimRequest& a, const ClaimRequest& b) {
   const ClaimParams& x = a.params;
   const ClaimParams& y = b.params;
+  // A byte limit never applies to a claim of one message (its first
+  // message is always taken), so such a claim combines whatever its limit.
+  auto unlimited = [](const ClaimParams& p) {
+    return p.max_bytes == 0 || p.max == 1;
+  };
   return x.queue_id == y.queue_id && x.lease == y.lease &&
          x.max_attempts == y.max_attempts && x.worker == y.worker &&
-         x.max_bytes == 0 && y.max_bytes == 0 && a.archive == b.archive;
+         unlimited(x) && unlimited(y) && a.archive == b.archive;
 }
 
 Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
@@ -393,6 +398,7 @@ Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
   if (total == 0) return Status::Ok();
   ClaimParams params = lead.params;
   params.max = total;
+  if (members.size() > 1) params.max_bytes = 0;  // see ClaimsCombine
   auto r = engine_.Claim(conn, params);
   if (!r.ok()) {
     for (Writer* w : members) {

@@ -97,8 +97,8 @@ class WriteBatcher {
   // the same group on the same queue with the same lease, worker and
   // attempt limit, and returns once committed. The messages are this
   // caller's, leased under the token of the returned outcome's first
-  // message's claim: `token` (which may be another caller's). Claims with a
-  // byte limit run alone.
+  // message's claim: `token` (which may be another caller's). Claims of
+  // more than one message with a byte limit run alone.
   struct Claimed {
     ClaimOutcome outcome;
     std::uint64_t token = 0;

@@ -19,6 +19,8 @@
 #include <future>
 #include <latch>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -131,7 +133,15 @@ class FakeEngine : public Engine {
     if (send_hook) return send_hook(p);
     return Unused();
   }
-  Result<ClaimOutcome> Claim(Conn&, const ClaimParams&) override {
+  // Claims and acks of many go to the hooks, when set.
+  std::function<Result<ClaimOutcome>(const ClaimParams&)> claim_hook;
+  Result<ClaimOutcome> Claim(Conn&, const ClaimParams& p) override {
+    if (claim_hook) return claim_hook(p);
+    return Unused();
+  }
+  std::function<Result<std::vector<Status>>(const AckManyParams&)> ack_hook;
+  Result<std::vector<Status>> AckMany(Conn&, const AckManyParams& p) override {
+    if (ack_hook) return ack_hook(p);
     return Unused();
   }
   Result<std::optional<Timestamp>> NextReadyAt(Conn&, std::int64_t) override {
@@ -793,6 +803,102 @@ TEST(WriteBatcher, SendsQueuedWhileASendGroupOpensItsTransactionJoinIt) {
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].size, 4u);
   EXPECT_EQ(engine.writes(), 1);
+}
+
+// Claims of one queue queued behind a held leader: an engine that hands out
+// ids in order, and acks that succeed unless the receipt's id is 99.
+TEST(WriteBatcher, ClaimsOfOneQueueInAGroupAreOneEngineClaim) {
+  bool merged = false;
+  for (int round = 0; round < kRounds && !merged; ++round) {
+    FakeEngine engine;
+    std::mutex mu;
+    std::int64_t next_id = 1;
+    std::vector<ClaimParams> calls;
+    engine.claim_hook = [&](const ClaimParams& p) -> Result<ClaimOutcome> {
+      std::lock_guard<std::mutex> lock(mu);
+      calls.push_back(p);
+      ClaimOutcome out;
+      for (int i = 0; i < p.max; ++i) {
+        out.messages.push_back({.id = next_id++, .attempt = 1});
+      }
+      return out;
+    };
+    engine.ack_hook =
+        [](const AckManyParams& p) -> Result<std::vector<Status>> {
+      std::vector<Status> out;
+      for (const Receipt& r : p.receipts) {
+        out.push_back(r.id == 99 ? Status::FailedPrecondition("stale")
+                                 : Status::Ok());
+      }
+      return out;
+    };
+    WriteBatcher batcher(engine, 512, /*max_leaders=*/1);
+    auto claim = [](int max, std::size_t max_bytes,
+                    std::optional<Receipt> ack = std::nullopt) {
+      return WriteBatcher::ClaimRequest{
+          .params = {.queue_id = 1,
+                     .max = max,
+                     .lease = std::chrono::seconds(30),
+                     .token = 7,
+                     .max_attempts = 5,
+                     .max_bytes = max_bytes},
+          .ack = ack};
+    };
+    // Three that combine (a byte limit does not matter for one message),
+    // one whose ack is refused, one of two messages with a byte limit.
+    const std::vector<WriteBatcher::ClaimRequest> requests = {
+        claim(1, 0), claim(2, 0, Receipt{.id = 5, .attempt = 1, .token = 1}),
+        claim(1, 4096),
+        claim(1, 0, Receipt{.id = 99, .attempt = 1, .token = 1}),
+        claim(2, 4096)};
+    engine.HoldNextWrite();
+    auto leader_op = engine.Append(0);
+    auto leader =
+        std::async(std::launch::async, [&] { return batcher.Run(leader_op); });
+    engine.WaitUntilHeld();
+    std::latch started(static_cast<std::ptrdiff_t>(requests.size()));
+    std::vector<std::future<Result<WriteBatcher::Claimed>>> results;
+    for (const auto& r : requests) {
+      results.push_back(std::async(std::launch::async, [&] {
+        started.count_down();
+        return batcher.Claim(r);
+      }));
+    }
+    started.wait();
+    engine.Release();
+    EXPECT_OK(leader.get());
+    std::set<std::int64_t> ids;
+    std::size_t handed = 0;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      auto r = results[i].get();
+      if (i == 3) {
+        EXPECT_CODE(r.status(), Code::kFailedPrecondition);
+        continue;
+      }
+      ASSERT_OK(r);
+      EXPECT_EQ(r->outcome.messages.size(),
+                static_cast<std::size_t>(requests[i].params.max));
+      for (const auto& m : r->outcome.messages) ids.insert(m.id);
+      handed += r->outcome.messages.size();
+    }
+    EXPECT_EQ(ids.size(), handed) << "a message went to two callers";
+    int asked = 0, limited_pairs = 0;
+    for (const ClaimParams& p : calls) {
+      asked += p.max;
+      // A byte limit stays only with a claim that runs alone: a combined
+      // claim has none (only the lone claim of two may ask for two with a
+      // limit).
+      if (p.max > 2) {
+        EXPECT_EQ(p.max_bytes, 0u);
+      }
+      if (p.max == 2 && p.max_bytes != 0) ++limited_pairs;
+    }
+    EXPECT_LE(limited_pairs, 1);
+    EXPECT_EQ(asked, 1 + 2 + 1 + 2) << "the refused caller's share was claimed";
+    merged = calls.size() < requests.size() - 1;
+  }
+  EXPECT_TRUE(merged) << "in " << kRounds
+                      << " rounds, no two claims shared an engine claim";
 }
 
 }  // namespace
