@@ -477,18 +477,11 @@ class BeanstalkConn final : public Conn {
     std::vector<std::string> payloads;
     std::string deletes;
     for (int i = 0; i < max; ++i) {
-      auto line = sock_.Line();
-      if (!line.ok()) return line.status();
-      if (*line == "TIMED_OUT" || *line == "DEADLINE_SOON") continue;
-      unsigned long long id = 0;
-      std::size_t bytes = 0;
-      if (std::sscanf(line->c_str(), "RESERVED %llu %zu", &id, &bytes) != 2) {
-        return Status::Internal("beanstalkd reserve: " + *line);
-      }
-      auto body = sock_.Bytes(bytes);
-      if (!body.ok()) return body.status();
-      payloads.push_back(std::move(*body));
-      deletes += fmt::format("delete {}\r\n", id);
+      auto job = Reserved();
+      if (!job.ok()) return job.status();
+      if (!job->has_value()) continue;
+      payloads.push_back(std::move((*job)->payload));
+      deletes += fmt::format("delete {}\r\n", (*job)->handle);
     }
     if (payloads.empty()) return payloads;
     s = sock_.Write(deletes);
@@ -519,6 +512,14 @@ class BeanstalkConn final : public Conn {
         return Status::Internal("beanstalkd delete: " + *line);
       }
     }
+    return Reserved();
+  }
+
+  Result<long> Waiting() override { return TubeStat("current-waiting"); }
+
+  // The reply to one reserve: the job (its id as handle), or nothing when
+  // it timed out.
+  Result<std::optional<Job>> Reserved() {
     auto line = sock_.Line();
     if (!line.ok()) return line.status();
     if (*line == "TIMED_OUT" || *line == "DEADLINE_SOON") {
@@ -533,8 +534,6 @@ class BeanstalkConn final : public Conn {
     if (!body.ok()) return body.status();
     return std::optional<Job>(Job{std::move(*body), std::to_string(id)});
   }
-
-  Result<long> Waiting() override { return TubeStat("current-waiting"); }
   Result<long> Left() override {
     long total = 0;
     for (const char* k : {"current-jobs-ready", "current-jobs-delayed",
