@@ -31,6 +31,12 @@ struct RingOptions {
   std::size_t max_payload_bytes = 1 << 20;
 };
 
+// What a ring is: its name and settings (Store::ListRings).
+struct RingInfo {
+  std::string name;
+  RingOptions options;
+};
+
 struct RingEntry {
   // Per group: 1 for the group's first push, then increasing by one per
   // push, never reused (not even after deletes). 64-bit.

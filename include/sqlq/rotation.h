@@ -30,6 +30,12 @@ struct RotationOptions {
   std::size_t max_payload_bytes = 1 << 20;
 };
 
+// What a rotation is: its name and settings (Store::ListRotations).
+struct RotationInfo {
+  std::string name;
+  RotationOptions options;
+};
+
 struct RotationItem {
   std::string key;
   std::string payload;

@@ -126,6 +126,9 @@ class Store {
                                   const RotationOptions& options);
   Result<Rotation> GetRotation(std::string_view name);
   Status DropRotation(std::string_view name);
+  // Every ring, and every rotation, with its settings, by name.
+  Result<std::vector<RingInfo>> ListRings();
+  Result<std::vector<RotationInfo>> ListRotations();
 
   // Starts a write transaction on a connection of sqlq's own. On SQLite it
   // holds the database's write lock until it ends, so every other write

@@ -612,6 +612,18 @@ void AddRingCommands(CLI::App& app, Runner& run) {
                     "created ring '" + a->name + "'");
     });
   }
+  ring->add_subcommand("list", "List rings and their settings")
+      ->callback([&run] {
+        auto store = run.Open(false);
+        if (Failed(run, store)) return;
+        auto list = (*store)->ListRings();
+        if (Failed(run, list)) return;
+        run.out().Columns({"name", "capacity", "max_payload_bytes"});
+        for (const auto& r : *list) {
+          run.out().Row(wire::RingJson(r.name, r.options));
+        }
+        run.out().Flush();
+      });
   {
     auto* cmd = ring->add_subcommand("push", "Push an entry to a group");
     name(cmd);
@@ -829,9 +841,24 @@ void AddRotationCommands(CLI::App& app, Runner& run) {
     });
   }
   {
-    auto* cmd = rot->add_subcommand("list", "Items in serving order");
-    name(cmd);
+    auto* cmd = rot->add_subcommand(
+        "list",
+        "Without NAME: every rotation and its settings; with NAME: its items "
+        "in serving order");
+    cmd->add_option("NAME", a->name, "Rotation name");
     cmd->callback([a, &run] {
+      if (a->name.empty()) {
+        auto store = run.Open(false);
+        if (Failed(run, store)) return;
+        auto list = (*store)->ListRotations();
+        if (Failed(run, list)) return;
+        run.out().Columns({"name", "max_failures", "max_payload_bytes"});
+        for (const auto& r : *list) {
+          run.out().Row(wire::RotationJson(r.name, r.options));
+        }
+        run.out().Flush();
+        return;
+      }
       auto r = run.Rotation(a->name);
       if (Failed(run, r)) return;
       auto items = r->List();

@@ -83,6 +83,11 @@ struct RotationRecord {
   RotationOptions options;
 };
 
+struct KindsRecord {
+  std::vector<RingRecord> rings;
+  std::vector<RotationRecord> rotations;
+};
+
 struct SendParams {
   std::int64_t queue_id = 0;
   std::span<const Message> messages;
@@ -398,6 +403,9 @@ class Engine {
   virtual Result<RingRecord> CreateRing(Conn& conn,
                                         const CreateRingParams& p) = 0;
   virtual Result<RingRecord> GetRing(Conn& conn, std::string_view name) = 0;
+  // Every ring and every rotation of the store, each list by name (the
+  // columns of DecodeKinds in rows.h).
+  virtual Result<KindsRecord> ListRingsAndRotations(Conn& conn) = 0;
   virtual Status DropRing(Conn& conn, std::int64_t ring_id) = 0;
   // Appends to the group and, when the group then holds more than the
   // ring's capacity (read in the same transaction, so a concurrent

@@ -73,6 +73,29 @@ QueueRecord DecodeQueue(const Row& r) {
   return q;
 }
 
+// The rings and rotations of the rows of kListKindsSql, in order.
+inline constexpr const char* kListKindsSql =
+    "SELECT id, name, kind, capacity, max_failures, max_payload "
+    "FROM sqlq_queues WHERE kind <> 'queue' ORDER BY name";
+template <class Row>
+void DecodeKind(const Row& r, KindsRecord& out) {
+  const std::int64_t id = r.Int(0);
+  std::string name = r.Bytes(1);
+  const auto max_payload = static_cast<std::size_t>(r.Int(5));
+  if (r.Bytes(2) == "ring") {
+    out.rings.push_back(
+        {.id = id,
+         .name = std::move(name),
+         .options = {.capacity = r.Int(3), .max_payload_bytes = max_payload}});
+  } else {
+    out.rotations.push_back(
+        {.id = id,
+         .name = std::move(name),
+         .options = {.max_failures = static_cast<int>(r.Int(4)),
+                     .max_payload_bytes = max_payload}});
+  }
+}
+
 // name, sends, claims, acks, nacks, expirations, dead_lettered, ready,
 // delayed, leased, oldest ready time (NULL: none ready), dead, archived;
 // `now_us` is the time the counts were taken at.

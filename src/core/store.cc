@@ -198,6 +198,32 @@ Status Store::DropRotation(std::string_view name) {
   });
 }
 
+Result<std::vector<RingInfo>> Store::ListRings() {
+  auto all = core::SnapshotRead<core::KindsRecord>(
+      *impl_, [](core::Engine& e, core::Conn& c) {
+        return e.ListRingsAndRotations(c);
+      });
+  if (!all.ok()) return all.status();
+  std::vector<RingInfo> out;
+  for (auto& r : all->rings) {
+    out.push_back({.name = std::move(r.name), .options = r.options});
+  }
+  return out;
+}
+
+Result<std::vector<RotationInfo>> Store::ListRotations() {
+  auto all = core::SnapshotRead<core::KindsRecord>(
+      *impl_, [](core::Engine& e, core::Conn& c) {
+        return e.ListRingsAndRotations(c);
+      });
+  if (!all.ok()) return all.status();
+  std::vector<RotationInfo> out;
+  for (auto& r : all->rotations) {
+    out.push_back({.name = std::move(r.name), .options = r.options});
+  }
+  return out;
+}
+
 Result<Tx> Store::BeginTx() {
   auto conn = impl_->engine().BeginTx();
   if (!conn.ok()) return conn.status();

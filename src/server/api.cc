@@ -883,6 +883,29 @@ Outcome Api::Handle(const Request& req) {
       }
     }
 
+    // ---- rings and rotations: the lists ----
+    if ((kind == "rings" || kind == "rotations") && seg.size() == 2) {
+      Json list = Json::array();
+      if (kind == "rings") {
+        route_is("GET /v1/rings");
+        method({"GET"});
+        Body b(req.body, {});
+        for (const RingInfo& r : Take(store_.ListRings())) {
+          if (who != nullptr && !Auth::Sees(*who, r.name)) continue;
+          list.push_back(wire::RingJson(r.name, r.options));
+        }
+      } else {
+        route_is("GET /v1/rotations");
+        method({"GET"});
+        Body b(req.body, {});
+        for (const RotationInfo& r : Take(store_.ListRotations())) {
+          if (who != nullptr && !Auth::Sees(*who, r.name)) continue;
+          list.push_back(wire::RotationJson(r.name, r.options));
+        }
+      }
+      return reply(200, {{kind, std::move(list)}});
+    }
+
     // ---- rings ----
     if (kind == "rings" && seg.size() >= 3) {
       const std::string& name = seg[2];

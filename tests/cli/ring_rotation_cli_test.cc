@@ -243,6 +243,24 @@ TEST_F(RingRotationCliTest, RingDrop) {
   EXPECT_TRUE(FailsWith(Human({"ring", "drop", "r"}), kNotFound, "r"));
 }
 
+TEST_F(RingRotationCliTest, RingAndRotationListsNameEveryOneWithItsSettings) {
+  One({"queue", "create", "jobs"});
+  EXPECT_TRUE(Ok({"ring", "list"}).empty()) << "a queue listed as a ring";
+  EXPECT_TRUE(Ok({"rotation", "list"}).empty());
+  One({"ring", "create", "views", "--capacity", "3"});
+  One({"ring", "create", "audit", "--capacity", "50"});
+  One({"rotation", "create", "relays", "--max-failures", "2"});
+  auto rings = Ok({"ring", "list"});
+  ASSERT_EQ(rings.size(), 2u);
+  EXPECT_EQ(rings[0], json::parse(R"({"name":"audit","kind":"ring",
+      "capacity":50,"max_payload_bytes":1048576})"));
+  EXPECT_EQ(rings[1]["name"], "views");
+  auto rotations = Ok({"rotation", "list"});
+  ASSERT_EQ(rotations.size(), 1u);
+  EXPECT_EQ(rotations[0], json::parse(R"({"name":"relays","kind":"rotation",
+      "max_failures":2,"max_payload_bytes":1048576})"));
+}
+
 // -------------------------------------------------------------- rotations
 
 TEST_F(RingRotationCliTest, RotationCommands) {

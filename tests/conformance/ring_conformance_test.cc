@@ -94,6 +94,36 @@ class RingConformance : public EngineTest {
 
 // --- create, names, get, drop ----------------------------------------------
 
+TEST_P(RingConformance, RingsAndRotationsAreListedByNameWithTheirSettings) {
+  ASSERT_OK_AND_ASSIGN(auto empty, store_->ListRings());
+  EXPECT_TRUE(empty.empty());
+  ASSERT_OK(store_->CreateQueue("a-queue", {}));
+  ASSERT_OK(store_->CreateRing("views", {.capacity = 3}));
+  ASSERT_OK(
+      store_->CreateRing("audit", {.capacity = 50, .max_payload_bytes = 4096}));
+  ASSERT_OK(store_->CreateRotation("relays", {.max_failures = 2}));
+  ASSERT_OK_AND_ASSIGN(auto rings, store_->ListRings());
+  ASSERT_EQ(rings.size(), 2u) << "a queue or rotation was listed as a ring";
+  EXPECT_EQ(rings[0].name, "audit");
+  EXPECT_EQ(rings[0].options.capacity, 50);
+  EXPECT_EQ(rings[0].options.max_payload_bytes, 4096u);
+  EXPECT_EQ(rings[1].name, "views");
+  EXPECT_EQ(rings[1].options.capacity, 3);
+  ASSERT_OK_AND_ASSIGN(auto rotations, store_->ListRotations());
+  ASSERT_EQ(rotations.size(), 1u);
+  EXPECT_EQ(rotations[0].name, "relays");
+  EXPECT_EQ(rotations[0].options.max_failures, 2);
+  EXPECT_EQ(rotations[0].options.max_payload_bytes, std::size_t{1} << 20);
+  // Queues are listed as queues only.
+  ASSERT_OK_AND_ASSIGN(auto queues, store_->ListQueues());
+  ASSERT_EQ(queues.size(), 1u);
+  EXPECT_EQ(queues[0].name, "a-queue");
+  ASSERT_OK(store_->DropRing("views"));
+  ASSERT_OK_AND_ASSIGN(rings, store_->ListRings());
+  ASSERT_EQ(rings.size(), 1u);
+  EXPECT_EQ(rings[0].name, "audit");
+}
+
 TEST_P(RingConformance, CreateAcceptsCapacityFromOneToAMillion) {
   ASSERT_OK_AND_ASSIGN(Ring one, store_->CreateRing("one", {.capacity = 1}));
   ASSERT_OK_AND_ASSIGN(Ring big,

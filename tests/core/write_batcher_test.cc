@@ -179,6 +179,7 @@ class FakeEngine : public Engine {
   Result<RingRecord> GetRing(Conn&, std::string_view) override {
     return Unused();
   }
+  Result<KindsRecord> ListRingsAndRotations(Conn&) override { return Unused(); }
   Status DropRing(Conn&, std::int64_t) override { return Unused(); }
   Result<RingEntry> RingPush(Conn&, const core::RingPushParams&) override {
     return Unused();

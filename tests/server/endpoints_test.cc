@@ -278,6 +278,27 @@ TEST_F(Endpoints, Rings) {
   EXPECT_EQ(c().Get("/v1/rings/viewers").status, 404);
 }
 
+TEST_F(Endpoints, RingsAndRotationsAreListed) {
+  auto none = c().Get("/v1/rings");
+  ASSERT_EQ(none.status, 200) << none.body;
+  EXPECT_EQ(none.json["rings"], Json::array());
+  ASSERT_EQ(c().Post("/v1/rings/views", {{"capacity", 3}}).status, 201);
+  ASSERT_EQ(c().Post("/v1/rotations/relays", {{"max_failures", 2}}).status,
+            201);
+  ASSERT_EQ(c().Post("/v1/queues/jobs", Json::object()).status, 201);
+  auto rings = c().Get("/v1/rings");
+  ASSERT_EQ(rings.status, 200) << rings.body;
+  ASSERT_EQ(rings.json["rings"].size(), 1u) << rings.body;
+  EXPECT_EQ(rings.json["rings"][0]["name"], "views");
+  EXPECT_EQ(rings.json["rings"][0]["capacity"], 3);
+  auto rotations = c().Get("/v1/rotations");
+  ASSERT_EQ(rotations.status, 200) << rotations.body;
+  ASSERT_EQ(rotations.json["rotations"].size(), 1u) << rotations.body;
+  EXPECT_EQ(rotations.json["rotations"][0]["name"], "relays");
+  EXPECT_EQ(rotations.json["rotations"][0]["max_failures"], 2);
+  EXPECT_EQ(c().Post("/v1/rings", Json::object()).status, 405);
+}
+
 TEST_F(Endpoints, Rotations) {
   ASSERT_EQ(c().Post("/v1/rotations/relays", {{"max_failures", 1}}).status,
             201);

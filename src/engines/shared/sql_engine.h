@@ -136,6 +136,7 @@ class SqlEngine : public core::Engine {
   Result<core::RingRecord> CreateRing(
       core::Conn& c, const core::CreateRingParams& op) override;
 
+  Result<core::KindsRecord> ListRingsAndRotations(core::Conn& c) override;
   Result<core::RingRecord> GetRing(core::Conn& c,
                                    std::string_view name) override;
 

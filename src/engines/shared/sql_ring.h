@@ -34,6 +34,18 @@ Result<core::RingRecord> SqlEngine<D>::GetRing(core::Conn& c,
 }
 
 template <class D>
+Result<core::KindsRecord> SqlEngine<D>::ListRingsAndRotations(core::Conn& c) {
+  static const std::string kSql = D::Statement(core::kListKindsSql);
+  auto rows = Native(c).Run(kSql, Params(), "list rings and rotations");
+  if (!rows.ok()) return rows.status();
+  core::KindsRecord out;
+  for (int i = 0; i < rows->size(); ++i) {
+    core::DecodeKind(core::RowAt<Rows>{*rows, i}, out);
+  }
+  return out;
+}
+
+template <class D>
 Status SqlEngine<D>::DropRing(core::Conn& c, std::int64_t ring_id) {
   // Groups, entries and counters go by ON DELETE CASCADE.
   static const std::string kSql =

@@ -217,6 +217,7 @@ class SqliteEngine : public core::Engine {
       Conn& c, const core::CreateRingParams& op) override;
 
   Result<core::RingRecord> GetRing(Conn& c, std::string_view name) override;
+  Result<core::KindsRecord> ListRingsAndRotations(Conn& c) override;
 
   Status DropRing(Conn& c, std::int64_t ring_id) override;
 

@@ -31,6 +31,20 @@ Result<core::RingRecord> SqliteEngine::GetRing(Conn& c, std::string_view name) {
   return Missing(conn, name, "ring");
 }
 
+Result<core::KindsRecord> SqliteEngine::ListRingsAndRotations(Conn& c) {
+  SqliteConn& conn = Sql(c);
+  SQLQ_PREPARE(st, conn, core::kListKindsSql);
+  core::KindsRecord out;
+  for (;;) {
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return out;
+    if (rc != SQLITE_ROW) {
+      return Translate(rc, conn.db(), "list rings and rotations");
+    }
+    core::DecodeKind(st, out);
+  }
+}
+
 Status SqliteEngine::DropRing(Conn& c, std::int64_t ring_id) {
   return DeleteAll(Sql(c), ring_id,
                    {"DELETE FROM sqlq_ring_entries WHERE ring_id = ?1",
