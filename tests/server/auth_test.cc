@@ -172,6 +172,14 @@ TEST_F(Auth, AdminPermissionAndListingShowsOnlyVisibleQueues) {
       sender.Post("/v1/rings/jobs-ring/groups/g", {{"payload", "p"}}).status,
       200);
   EXPECT_EQ(sender.Get("/v1/rings/jobs-ring/groups/g").status, 403);
+  // The list of rings, too, shows only what the token may see.
+  EXPECT_EQ(admin_->Post("/v1/rings/private-ring", {{"capacity", 3}}).status,
+            201);
+  auto rings = sender.Get("/v1/rings");
+  ASSERT_EQ(rings.status, 200) << rings.body;
+  ASSERT_EQ(rings.json["rings"].size(), 1u) << rings.body;
+  EXPECT_EQ(rings.json["rings"][0]["name"], "jobs-ring");
+  EXPECT_EQ(admin_->Get("/v1/rings").json["rings"].size(), 2u);
 }
 
 TEST_F(Auth, ReceiptFromAnotherQueueIsRefused) {
