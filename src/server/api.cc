@@ -532,18 +532,32 @@ Outcome Api::Handle(const Request& req) {
                 "'admin' permission");
         }
       }
-      auto queues = Take(store_.ListQueues());
-      std::vector<QueueStats> stats;
-      for (const QueueInfo& q : queues) {
-        // A token sees the queues it has a grant on (metrics:* sees all).
-        if (reader != nullptr && !Auth::Sees(*reader, q.name)) continue;
+      // A token sees what it has a grant on (metrics:* sees all); what
+      // was dropped meanwhile is left out.
+      auto visible = [&](const std::string& name) {
+        return reader == nullptr || Auth::Sees(*reader, name);
+      };
+      Metrics::Figures figures;
+      for (const QueueInfo& q : Take(store_.ListQueues())) {
+        if (!visible(q.name)) continue;
         auto h = store_.Queue(q.name);
-        if (!h.ok()) continue;  // dropped meanwhile
-        auto s = h->Stats();
-        if (s.ok()) stats.push_back(std::move(*s));
+        auto s = h.ok() ? h->Stats() : h.status();
+        if (s.ok()) figures.queues.push_back(std::move(*s));
+      }
+      for (const RingInfo& info : Take(store_.ListRings())) {
+        if (!visible(info.name)) continue;
+        auto h = store_.GetRing(info.name);
+        auto s = h.ok() ? h->Stats() : h.status();
+        if (s.ok()) figures.rings.push_back(std::move(*s));
+      }
+      for (const RotationInfo& info : Take(store_.ListRotations())) {
+        if (!visible(info.name)) continue;
+        auto h = store_.GetRotation(info.name);
+        auto s = h.ok() ? h->Stats() : h.status();
+        if (s.ok()) figures.rotations.push_back(std::move(*s));
       }
       Reply r;
-      r.text = metrics_.Render(stats, gauges_.read());
+      r.text = metrics_.Render(figures, gauges_.read());
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
       return Outcome{std::move(r), std::nullopt};
     }

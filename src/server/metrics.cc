@@ -36,8 +36,37 @@ void Metrics::ObserveRequest(const std::string& route, unsigned status,
   h.sum += seconds;
 }
 
-std::string Metrics::Render(const std::vector<QueueStats>& queues,
+namespace {
+
+// One metric family per field of a kind's stats: `label` names the thing
+// (queue="emails").
+template <typename Stats>
+struct Family {
+  const char* name;
+  const char* type;
+  const char* help;
+  std::int64_t Stats::*field;
+};
+
+template <typename Stats, std::size_t N>
+void RenderFamilies(std::string& out, const char* label,
+                    const Family<Stats> (&families)[N],
+                    const std::vector<Stats>& all) {
+  for (const Family<Stats>& f : families) {
+    out +=
+        fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n", f.name, f.help, f.type);
+    for (const Stats& s : all) {
+      out += fmt::format("{}{{{}=\"{}\"}} {}\n", f.name, label, Escape(s.name),
+                         s.*(f.field));
+    }
+  }
+}
+
+}  // namespace
+
+std::string Metrics::Render(const Figures& figures,
                             const Gauges& gauges) const {
+  const std::vector<QueueStats>& queues = figures.queues;
   std::string out;
   auto gauge = [&](const char* name, const char* help, std::int64_t v) {
     out += fmt::format("# HELP {0} {1}\n# TYPE {0} gauge\n{0} {2}\n", name,
@@ -56,13 +85,7 @@ std::string Metrics::Render(const std::vector<QueueStats>& queues,
       "sqlq_server_claim_wakeups_total {}\n",
       gauges.claim_wakeups);
 
-  struct Family {
-    const char* name;
-    const char* type;
-    const char* help;
-    std::int64_t QueueStats::*field;
-  };
-  static const Family kFamilies[] = {
+  static const Family<QueueStats> kQueue[] = {
       {"sqlq_queue_ready", "gauge", "Messages claimable now.",
        &QueueStats::ready},
       {"sqlq_queue_delayed", "gauge",
@@ -85,14 +108,27 @@ std::string Metrics::Render(const std::vector<QueueStats>& queues,
       {"sqlq_queue_dead_lettered_total", "counter",
        "Messages that became dead letters.", &QueueStats::dead_lettered},
   };
-  for (const Family& f : kFamilies) {
-    out +=
-        fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n", f.name, f.help, f.type);
-    for (const QueueStats& q : queues) {
-      out += fmt::format("{}{{queue=\"{}\"}} {}\n", f.name, Escape(q.name),
-                         q.*(f.field));
-    }
-  }
+  RenderFamilies(out, "queue", kQueue, queues);
+  static const Family<RingStats> kRing[] = {
+      {"sqlq_ring_capacity", "gauge", "Entries each group keeps.",
+       &RingStats::capacity},
+      {"sqlq_ring_groups", "gauge", "Groups holding entries.",
+       &RingStats::groups},
+      {"sqlq_ring_entries", "gauge", "Entries over all groups.",
+       &RingStats::entries},
+      {"sqlq_ring_pushes_total", "counter", "Entries pushed.",
+       &RingStats::pushes},
+  };
+  RenderFamilies(out, "ring", kRing, figures.rings);
+  static const Family<RotationStats> kRotation[] = {
+      {"sqlq_rotation_items", "gauge", "Items in the pool.",
+       &RotationStats::items},
+      {"sqlq_rotation_parked", "gauge", "Items parked after failures.",
+       &RotationStats::parked},
+      {"sqlq_rotation_serves_total", "counter", "Items handed out by next.",
+       &RotationStats::serves},
+  };
+  RenderFamilies(out, "rotation", kRotation, figures.rotations);
   out +=
       "# HELP sqlq_queue_oldest_ready_age_seconds How long the oldest ready "
       "message has waited.\n# TYPE sqlq_queue_oldest_ready_age_seconds "

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "sqlq/queue.h"
+#include "sqlq/ring.h"
+#include "sqlq/rotation.h"
 
 namespace sqlq::server {
 
@@ -37,8 +39,13 @@ class Metrics {
     // delivers at most n): the thundering-herd check.
     std::int64_t claim_wakeups = 0;
   };
-  std::string Render(const std::vector<QueueStats>& queues,
-                     const Gauges& gauges) const;
+  // What the store holds, each list in the order to print.
+  struct Figures {
+    std::vector<QueueStats> queues;
+    std::vector<RingStats> rings;
+    std::vector<RotationStats> rotations;
+  };
+  std::string Render(const Figures& figures, const Gauges& gauges) const;
 
  private:
   struct Histogram {

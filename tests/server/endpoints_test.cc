@@ -45,6 +45,38 @@ TEST_F(Endpoints, HealthReadyAndMetrics) {
   EXPECT_NE(m.body.find("sqlq_server_waiting_consumers 0"), std::string::npos);
 }
 
+TEST_F(Endpoints, MetricsShowRingsAndRotations) {
+  ASSERT_EQ(c().Post("/v1/rings/views", {{"capacity", 2}}).status, 201);
+  for (const char* p : {"a", "b", "c"}) {
+    ASSERT_EQ(c().Post("/v1/rings/views/groups/g1", {{"payload", p}}).status,
+              200);
+  }
+  ASSERT_EQ(c().Post("/v1/rings/views/groups/g2", {{"payload", "x"}}).status,
+            200);
+  ASSERT_EQ(c().Post("/v1/rotations/relays", {{"max_failures", 1}}).status,
+            201);
+  for (const char* k : {"a", "b"}) {
+    ASSERT_EQ(c().Post("/v1/rotations/relays/items", {{"key", k}}).status, 201);
+  }
+  ASSERT_EQ(c().Post("/v1/rotations/relays/next", {{"n", 1}}).status, 200);
+  ASSERT_EQ(
+      c().Post("/v1/rotations/relays/items/b/fail", Json::object()).status,
+      200);
+  auto m = c().Get("/metrics");
+  ASSERT_EQ(m.status, 200);
+  for (const char* line :
+       {"sqlq_ring_capacity{ring=\"views\"} 2\n",
+        "sqlq_ring_groups{ring=\"views\"} 2\n",
+        "sqlq_ring_entries{ring=\"views\"} 3\n",
+        "sqlq_ring_pushes_total{ring=\"views\"} 4\n",
+        "sqlq_rotation_items{rotation=\"relays\"} 2\n",
+        "sqlq_rotation_parked{rotation=\"relays\"} 1\n",
+        "sqlq_rotation_serves_total{rotation=\"relays\"} 1\n",
+        "# TYPE sqlq_ring_pushes_total counter\n"}) {
+    EXPECT_NE(m.body.find(line), std::string::npos) << line << m.body;
+  }
+}
+
 TEST_F(Endpoints, QueueCreateListStatsDrop) {
   auto created =
       c().Post("/v1/queues/jobs",
