@@ -73,10 +73,8 @@ QueueRecord DecodeQueue(const Row& r) {
   return q;
 }
 
-// The rings and rotations of the rows of kListKindsSql, in order.
-inline constexpr const char* kListKindsSql =
-    "SELECT id, name, kind, capacity, max_failures, max_payload "
-    "FROM sqlq_queues WHERE kind <> 'queue' ORDER BY name";
+// id, name, kind ('ring' or 'rotation'), capacity, max_failures,
+// max_payload: appended to the rings or the rotations of `out`.
 template <class Row>
 void DecodeKind(const Row& r, KindsRecord& out) {
   const std::int64_t id = r.Int(0);

@@ -198,30 +198,33 @@ Status Store::DropRotation(std::string_view name) {
   });
 }
 
-Result<std::vector<RingInfo>> Store::ListRings() {
+namespace {
+
+// The `Info` (name and options) of each record of one list of the rings
+// and rotations (KindsRecord::rings or ::rotations).
+template <typename Info, typename Records>
+Result<std::vector<Info>> ListKind(core::StoreImpl& store,
+                                   Records core::KindsRecord::*which) {
   auto all = core::SnapshotRead<core::KindsRecord>(
-      *impl_, [](core::Engine& e, core::Conn& c) {
+      store, [](core::Engine& e, core::Conn& c) {
         return e.ListRingsAndRotations(c);
       });
   if (!all.ok()) return all.status();
-  std::vector<RingInfo> out;
-  for (auto& r : all->rings) {
+  std::vector<Info> out;
+  for (auto& r : (*all).*which) {
     out.push_back({.name = std::move(r.name), .options = r.options});
   }
   return out;
 }
 
+}  // namespace
+
+Result<std::vector<RingInfo>> Store::ListRings() {
+  return ListKind<RingInfo>(*impl_, &core::KindsRecord::rings);
+}
+
 Result<std::vector<RotationInfo>> Store::ListRotations() {
-  auto all = core::SnapshotRead<core::KindsRecord>(
-      *impl_, [](core::Engine& e, core::Conn& c) {
-        return e.ListRingsAndRotations(c);
-      });
-  if (!all.ok()) return all.status();
-  std::vector<RotationInfo> out;
-  for (auto& r : all->rotations) {
-    out.push_back({.name = std::move(r.name), .options = r.options});
-  }
-  return out;
+  return ListKind<RotationInfo>(*impl_, &core::KindsRecord::rotations);
 }
 
 Result<Tx> Store::BeginTx() {

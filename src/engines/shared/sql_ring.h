@@ -6,6 +6,7 @@
 
 #include "core/errors.h"
 #include "core/rows.h"
+#include "engines/shared/kinds_sql.h"
 #include "engines/shared/sql_engine.h"
 
 namespace sqlq::engines::shared {
@@ -35,7 +36,7 @@ Result<core::RingRecord> SqlEngine<D>::GetRing(core::Conn& c,
 
 template <class D>
 Result<core::KindsRecord> SqlEngine<D>::ListRingsAndRotations(core::Conn& c) {
-  static const std::string kSql = D::Statement(core::kListKindsSql);
+  static const std::string kSql = D::Statement(kListKindsSql);
   auto rows = Native(c).Run(kSql, Params(), "list rings and rotations");
   if (!rows.ok()) return rows.status();
   core::KindsRecord out;

@@ -1,5 +1,6 @@
 // SQLite engine: rings (docs/rings-and-rotations.md).
 
+#include "engines/shared/kinds_sql.h"
 #include "engines/sqlite/sqlite_engine_impl.h"
 
 namespace sqlq::engines::sqlite {
@@ -33,7 +34,7 @@ Result<core::RingRecord> SqliteEngine::GetRing(Conn& c, std::string_view name) {
 
 Result<core::KindsRecord> SqliteEngine::ListRingsAndRotations(Conn& c) {
   SqliteConn& conn = Sql(c);
-  SQLQ_PREPARE(st, conn, core::kListKindsSql);
+  SQLQ_PREPARE(st, conn, kListKindsSql);
   core::KindsRecord out;
   for (;;) {
     int rc = st.Step();
