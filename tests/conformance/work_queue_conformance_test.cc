@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <limits>
 #include <map>
@@ -62,6 +63,28 @@ class WorkQueueConformance : public EngineTest {
       return {};
     }
     return std::move(*r);
+  }
+
+  // Sends `messages` messages, runs `consume` (which returns the ids it
+  // took) on `threads` threads at once, and checks that every message was
+  // taken exactly once.
+  void ExpectEachTakenOnce(
+      WorkQueue& q, int messages, int threads,
+      const std::function<std::vector<std::int64_t>(WorkQueue)>& consume) {
+    std::vector<Message> batch(messages, Message{.payload = "x"});
+    ASSERT_OK(q.SendBatch(batch));
+    std::vector<std::future<std::vector<std::int64_t>>> futures;
+    for (int t = 0; t < threads; ++t) {
+      futures.push_back(std::async(std::launch::async, consume, q));
+    }
+    std::multiset<std::int64_t> all;
+    for (auto& f : futures) {
+      for (std::int64_t id : f.get()) all.insert(id);
+    }
+    EXPECT_EQ(all.size(), static_cast<std::size_t>(messages));
+    EXPECT_EQ(std::set<std::int64_t>(all.begin(), all.end()).size(),
+              static_cast<std::size_t>(messages))
+        << "a message was handed out twice";
   }
 
   std::vector<std::string> ClaimAllPayloads(WorkQueue& q) {
@@ -885,33 +908,19 @@ TEST_P(WorkQueueConformance, LeasedMessageIsNotHandedToASecondConsumer) {
 
 TEST_P(WorkQueueConformance, ConcurrentClaimsNeverHandOutAMessageTwice) {
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
-  constexpr int kMessages = 60;
-  std::vector<Message> batch(kMessages, Message{.payload = "x"});
-  ASSERT_OK(q.SendBatch(batch));
-  std::vector<std::future<std::vector<std::int64_t>>> futures;
-  for (int t = 0; t < 4; ++t) {
-    futures.push_back(std::async(std::launch::async, [q]() mutable {
-      std::vector<std::int64_t> ids;
-      for (;;) {
-        auto r = q.Claim({.max = 4});
-        if (!r.ok()) {
-          ADD_FAILURE() << r.status().ToString();
-          break;
-        }
-        if (r->empty()) break;
-        for (auto& m : *r) ids.push_back(m.id);
+  ExpectEachTakenOnce(q, 60, 4, [](WorkQueue consumer) {
+    std::vector<std::int64_t> ids;
+    for (;;) {
+      auto r = consumer.Claim({.max = 4});
+      if (!r.ok()) {
+        ADD_FAILURE() << r.status().ToString();
+        break;
       }
-      return ids;
-    }));
-  }
-  std::multiset<std::int64_t> all;
-  for (auto& f : futures) {
-    for (std::int64_t id : f.get()) all.insert(id);
-  }
-  EXPECT_EQ(all.size(), std::size_t{kMessages});
-  EXPECT_EQ(std::set<std::int64_t>(all.begin(), all.end()).size(),
-            std::size_t{kMessages})
-      << "a message was handed out twice";
+      if (r->empty()) break;
+      for (auto& m : *r) ids.push_back(m.id);
+    }
+    return ids;
+  });
 }
 
 TEST_P(WorkQueueConformance, ExtendPushesTheLeaseExpiryOut) {
@@ -1658,30 +1667,17 @@ TEST_P(WorkQueueConformance, ConcurrentAckAndClaimWorkersTakeEachMessageOnce) {
   // and every ack lands.
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
   constexpr int kMessages = 300;
-  std::vector<Message> batch(kMessages, Message{.payload = "x"});
-  ASSERT_OK(q.SendBatch(batch));
-  std::vector<std::future<std::vector<std::int64_t>>> futures;
-  for (int t = 0; t < 8; ++t) {
-    futures.push_back(std::async(std::launch::async, [q]() mutable {
-      std::vector<std::int64_t> ids;
-      auto r = q.Claim();
-      while (r.ok() && !r->empty()) {
-        EXPECT_EQ(r->size(), 1u);
-        ids.push_back(r->front().id);
-        r = q.AckAndClaim(r->front().receipt);
-      }
-      EXPECT_OK(r);
-      return ids;
-    }));
-  }
-  std::multiset<std::int64_t> all;
-  for (auto& f : futures) {
-    for (std::int64_t id : f.get()) all.insert(id);
-  }
-  EXPECT_EQ(all.size(), std::size_t{kMessages});
-  EXPECT_EQ(std::set<std::int64_t>(all.begin(), all.end()).size(),
-            std::size_t{kMessages})
-      << "a message was handed out twice";
+  ExpectEachTakenOnce(q, kMessages, 8, [](WorkQueue consumer) {
+    std::vector<std::int64_t> ids;
+    auto r = consumer.Claim();
+    while (r.ok() && !r->empty()) {
+      EXPECT_EQ(r->size(), 1u);
+      ids.push_back(r->front().id);
+      r = consumer.AckAndClaim(r->front().receipt);
+    }
+    EXPECT_OK(r);
+    return ids;
+  });
   QueueStats st = StatsOf(q);
   EXPECT_EQ(st.acks, kMessages);
   EXPECT_EQ(st.claims, kMessages);
