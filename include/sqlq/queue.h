@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -72,6 +73,31 @@ struct QueueInfo {
   Timestamp created_at;
 };
 
+// A message's headers: string keys to string values, set at send and
+// returned with the message wherever it goes (claim, dead letters, archive).
+// Trace context and tags travel here. Limits (kInvalidArgument beyond them):
+// at most kMaxHeaders keys; each key 1..kMaxHeaderKey bytes of letters,
+// digits and '_', '-', '.', ':'; each value valid UTF-8 without NUL bytes,
+// at most kMaxHeaderValue bytes; keys and values together at most
+// kMaxHeaderBytes.
+using Headers = std::map<std::string, std::string>;
+inline constexpr std::size_t kMaxHeaders = 64;
+inline constexpr std::size_t kMaxHeaderKey = 128;
+inline constexpr std::size_t kMaxHeaderValue = 4096;
+inline constexpr std::size_t kMaxHeaderBytes = 16384;
+
+// One failed attempt of a message, as its error history keeps it: the
+// attempt's number, when it failed, and why (the nack's error text, or
+// "lease expired" when its lease ran out). A message keeps the last
+// kErrorHistory of them; they follow it into the dead letters and the
+// archive.
+struct AttemptError {
+  int attempt = 0;
+  Timestamp at;
+  std::string error;
+};
+inline constexpr std::size_t kErrorHistory = 20;
+
 // One message to send.
 struct Message {
   std::string payload;  // bytes; any content, up to max_payload_bytes
@@ -83,6 +109,12 @@ struct Message {
   // delayed or leased), a send with the same key stores nothing and returns
   // the existing message's id. At most 255 bytes.
   std::string dedup_key;
+  // Claimable from this time on, by the store's clock, instead of after
+  // `delay` (set one or the other). A time already past makes the message
+  // ready at once, in its place at the end of the queue. At most 365 days
+  // ahead and 365 days back.
+  std::optional<Timestamp> run_at;
+  Headers headers;
 };
 
 struct SendResult {
@@ -120,6 +152,7 @@ struct ClaimedMessage {
   std::string payload;
   Timestamp enqueued_at;
   Timestamp lease_expires_at;
+  Headers headers;
 };
 
 struct NackOptions {
@@ -159,6 +192,8 @@ struct DeadLetter {
   std::string last_error;
   Timestamp enqueued_at;
   Timestamp died_at;
+  Headers headers;
+  std::vector<AttemptError> errors;  // oldest first
 };
 
 struct ArchivedMessage {
@@ -169,6 +204,8 @@ struct ArchivedMessage {
   std::string worker;
   Timestamp enqueued_at;
   Timestamp completed_at;
+  Headers headers;
+  std::vector<AttemptError> errors;  // oldest first
 };
 
 // Paging for listings: up to `limit` entries with id greater than `after_id`,

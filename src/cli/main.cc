@@ -258,10 +258,11 @@ void AddSend(CLI::App& app, Runner& run) {
   auto* cmd = app.add_subcommand(
       "send", "Send a message (PAYLOAD '-' sends each line of stdin)");
   struct Args {
-    std::string name, payload, dedup;
+    std::string name, payload, dedup, run_at;
     int priority = 0;
     DurationArg delay;
-    bool base64 = false;
+    bool base64 = false, json = false;
+    std::vector<std::string> headers;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("NAME", a->name, "Queue name")->required();
@@ -274,10 +275,41 @@ void AddSend(CLI::App& app, Runner& run) {
   cmd->add_option("--dedup", a->dedup,
                   "Deduplication key: no second message with this key while "
                   "one is in the queue");
-  cmd->add_flag("--base64", a->base64, "PAYLOAD (or each line) is base64");
+  auto* run_at = cmd->add_option(
+      "--run-at", a->run_at,
+      "Claimable from this RFC 3339 time on (e.g. 2026-12-01T09:00:00Z)");
+  run_at->excludes(a->delay.option);
+  cmd->add_option("--header", a->headers,
+                  "A header NAME=VALUE to send with the message (repeatable)");
+  auto* base64 =
+      cmd->add_flag("--base64", a->base64, "PAYLOAD (or each line) is base64");
+  cmd->add_flag("--json-payload", a->json,
+                "PAYLOAD (or each line) is JSON: checked, and marked with "
+                "the header content-type: application/json")
+      ->excludes(base64);
   cmd->callback([a, &run] {
     Status s = ResolveDuration(a->delay, "--delay");
     if (Failed(run, s)) return;
+    Headers headers;
+    for (const std::string& h : a->headers) {
+      const auto eq = h.find('=');
+      if (eq == std::string::npos) {
+        g_exit = run.Fail(Status::InvalidArgument(
+            fmt::format("--header '{}' must be NAME=VALUE", h)));
+        return;
+      }
+      headers[h.substr(0, eq)] = h.substr(eq + 1);
+    }
+    if (a->json) headers[wire::kContentType] = wire::kJsonContentType;
+    std::optional<Timestamp> at;
+    if (!a->run_at.empty()) {
+      auto t = wire::ParseTime(a->run_at);
+      if (!t.ok()) {
+        g_exit = run.Fail(t.status().WithContext("--run-at"));
+        return;
+      }
+      at = *t;
+    }
     auto q = run.Queue(a->name);
     if (Failed(run, q)) return;
     auto make = [&](std::string payload) -> Result<Message> {
@@ -286,10 +318,15 @@ void AddSend(CLI::App& app, Runner& run) {
         if (!d.ok()) return d.status();
         payload = std::move(*d);
       }
+      if (a->json && !nlohmann::json::accept(payload)) {
+        return Status::InvalidArgument("the payload is not valid JSON");
+      }
       return Message{.payload = std::move(payload),
                      .priority = a->priority,
                      .delay = a->delay.value.value_or(Duration(0)),
-                     .dedup_key = a->dedup};
+                     .dedup_key = a->dedup,
+                     .run_at = at,
+                     .headers = headers};
     };
     auto report = [&](const SendResult& r) {
       nlohmann::ordered_json j = {{"id", r.id}};

@@ -88,6 +88,9 @@ struct KindsRecord {
   std::vector<RotationRecord> rotations;
 };
 
+// Each message's headers go in as EncodeHeaders (core/columns.h) gives
+// them, and it becomes claimable at the later of (now + delay) and
+// NotBeforeUs (core/rows.h).
 struct SendParams {
   std::int64_t queue_id = 0;
   std::span<const Message> messages;
@@ -134,6 +137,8 @@ struct RetryParams {
   Receipt receipt;
   Micros delay{0};
   std::string_view error;
+  // The error as the message's history keeps it (CleanErrorText).
+  std::string_view history_error;
   // Give the message back unworked instead (a Worker's prefetched message
   // it never handed out): ready after `delay`, its attempt returned
   // (attempts - 1), last error kept, counted as one claim less rather than
@@ -145,7 +150,12 @@ struct BuryParams {
   std::int64_t queue_id = 0;
   Receipt receipt;
   std::string_view error;
+  std::string_view history_error;  // as in RetryParams
 };
+
+// What the error history records when a lease runs out: the attempt whose
+// lease expired, at its lease's end.
+inline constexpr std::string_view kLeaseExpired = "lease expired";
 
 // Params of the other operations, field for field what the engine needs.
 // An operation without a struct here takes one id (or name) and nothing

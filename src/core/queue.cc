@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/backoff.h"
+#include "core/columns.h"
 #include "core/receipt.h"
 #include "core/store_impl.h"
 #include "core/validate.h"
@@ -54,7 +55,8 @@ Result<SendResult> WorkQueue::Send(const Message& message) {
 
 Result<std::vector<SendResult>> WorkQueue::SendBatch(
     std::span<const Message> messages) {
-  Status s = core::ValidateBatch(messages, options().max_payload_bytes);
+  Status s = core::ValidateBatch(messages, options().max_payload_bytes,
+                                 impl_->store().Now());
   if (!s.ok()) return s;
   auto r = impl_->store().batcher().Send(impl_->id(), messages);
   if (r.ok()) impl_->store().hub().Notify(impl_->id(), CountStored(*r));
@@ -276,20 +278,25 @@ Result<NackOutcome> WorkQueue::Nack(std::string_view receipt,
                           ? fmt::format("failed attempt {} of {}",
                                         parsed->attempt, qo.max_attempts)
                           : error;
+    const std::string logged = core::CleanErrorText(why);
     Status s = impl_->store().batcher().Run([&](Conn& conn) {
-      return impl_->store().engine().Bury(
-          conn, {.queue_id = impl_->id(), .receipt = *parsed, .error = why});
+      return impl_->store().engine().Bury(conn, {.queue_id = impl_->id(),
+                                                 .receipt = *parsed,
+                                                 .error = why,
+                                                 .history_error = logged});
     });
     if (!s.ok()) return s;
     return NackOutcome::kDead;
   }
   Duration delay = options.delay.value_or(
       core::BackoffDelay(qo.backoff_base, qo.backoff_max, parsed->attempt));
+  const std::string logged = core::CleanErrorText(error);
   Status s = impl_->store().batcher().Run([&](Conn& conn) {
     return impl_->store().engine().Retry(conn, {.queue_id = impl_->id(),
                                                 .receipt = *parsed,
                                                 .delay = delay,
-                                                .error = error});
+                                                .error = error,
+                                                .history_error = logged});
   });
   if (!s.ok()) return s;
   if (delay.count() == 0) impl_->store().hub().Notify(impl_->id(), 1);
@@ -398,7 +405,8 @@ Status CheckTx(Tx& tx, core::TxImpl* impl, core::StoreImpl& store) {
 Result<SendResult> WorkQueue::Send(Tx& tx, const Message& message) {
   Status s = CheckTx(tx, tx.impl_.get(), impl_->store());
   if (!s.ok()) return s;
-  s = core::ValidateMessage(message, options().max_payload_bytes);
+  s = core::ValidateMessage(message, options().max_payload_bytes,
+                            impl_->store().Now());
   if (!s.ok()) return s;
   auto r = impl_->store().engine().Send(
       *tx.impl_->conn(), {.queue_id = impl_->id(),

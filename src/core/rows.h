@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/columns.h"
 #include "core/engine.h"
 
 namespace sqlq::core {
@@ -116,7 +117,14 @@ QueueStats DecodeStats(const Row& r, std::int64_t now_us) {
   return s;
 }
 
-// id, priority, attempts, enqueued_us, died_us, last_error, payload
+// The JSON columns (columns.h) as text; NULL reads as empty.
+template <class Row>
+std::string JsonText(const Row& r, int col) {
+  return r.IsNull(col) ? std::string() : r.Bytes(col);
+}
+
+// id, priority, attempts, enqueued_us, died_us, last_error, payload,
+// headers, errors
 template <class Row>
 DeadLetter DecodeDead(const Row& r) {
   return {.id = r.Int(0),
@@ -125,10 +133,13 @@ DeadLetter DecodeDead(const Row& r) {
           .attempts = static_cast<int>(r.Int(2)),
           .last_error = r.Bytes(5),
           .enqueued_at = FromUs(r.Int(3)),
-          .died_at = FromUs(r.Int(4))};
+          .died_at = FromUs(r.Int(4)),
+          .headers = DecodeHeaders(JsonText(r, 7)),
+          .errors = DecodeErrors(JsonText(r, 8))};
 }
 
-// id, priority, attempts, enqueued_us, completed_us, worker, payload
+// id, priority, attempts, enqueued_us, completed_us, worker, payload,
+// headers, errors
 template <class Row>
 ArchivedMessage DecodeArchived(const Row& r) {
   return {.id = r.Int(0),
@@ -137,7 +148,15 @@ ArchivedMessage DecodeArchived(const Row& r) {
           .attempts = static_cast<int>(r.Int(2)),
           .worker = r.Bytes(5),
           .enqueued_at = FromUs(r.Int(3)),
-          .completed_at = FromUs(r.Int(4))};
+          .completed_at = FromUs(r.Int(4)),
+          .headers = DecodeHeaders(JsonText(r, 7)),
+          .errors = DecodeErrors(JsonText(r, 8))};
+}
+
+// When a message may first be claimed, as engines store it: the later of
+// (now + delay) and this, which is 0 unless the message has a run_at.
+inline std::int64_t NotBeforeUs(const Message& m) {
+  return m.run_at ? Us(*m.run_at) : 0;
 }
 
 // seq, pushed_us, payload (of `group`)

@@ -21,6 +21,12 @@ StoreImpl::StoreImpl(std::string url, std::unique_ptr<Engine> engine)
 
 StoreImpl::~StoreImpl() = default;
 
+Timestamp StoreImpl::Now() const {
+  if (clock_) return clock_->Now();
+  return std::chrono::time_point_cast<std::chrono::microseconds>(
+      std::chrono::system_clock::now());
+}
+
 std::chrono::milliseconds StoreImpl::poll_interval() const {
   return poll_interval_.load(std::memory_order_relaxed);
 }

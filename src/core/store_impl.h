@@ -34,6 +34,10 @@ class StoreImpl {
   void set_poll_interval(std::chrono::milliseconds interval) {
     poll_interval_.store(interval, std::memory_order_relaxed);
   }
+  // StoreOptions::clock, for checks of input against the time (a send's
+  // run_at); nullptr: this machine's clock. Set once, before use.
+  void set_clock(std::shared_ptr<Clock> clock) { clock_ = std::move(clock); }
+  Timestamp Now() const;
 
  private:
   std::string url_;
@@ -42,6 +46,7 @@ class StoreImpl {
   WakeHub hub_;
   std::unique_ptr<Engine> engine_;
   WriteBatcher batcher_;
+  std::shared_ptr<Clock> clock_;
   // One look a second is the safety net for a missed notification; see
   // docs/semantics.md "Waiting".
   std::atomic<std::chrono::milliseconds> poll_interval_{

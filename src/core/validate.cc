@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/columns.h"
 #include "sqlq/text.h"
 
 namespace sqlq::core {
@@ -57,7 +58,8 @@ Status ValidateQueueOptions(const QueueOptions& o) {
   return ValidatePayloadLimit(o.max_payload_bytes);
 }
 
-Status ValidateMessage(const Message& m, std::size_t max_payload) {
+Status ValidateMessage(const Message& m, std::size_t max_payload,
+                       Timestamp now) {
   if (m.payload.size() > max_payload) {
     return Status::TooLarge(
         fmt::format("payload of {} bytes exceeds the queue's limit of {} bytes",
@@ -70,11 +72,24 @@ Status ValidateMessage(const Message& m, std::size_t max_payload) {
         fmt::format("dedup key of {} bytes is longer than {}",
                     m.dedup_key.size(), kMaxDedupKey));
   }
-  return Status::Ok();
+  if (m.run_at) {
+    if (m.delay != Duration(0)) {
+      return Status::InvalidArgument(
+          "a message takes a delay or a run_at time, not both");
+    }
+    // Against the store's clock as this process knows it (the database
+    // server's may differ by a little, never by a year).
+    if (*m.run_at > now + kMaxDelay || *m.run_at < now - kMaxDelay) {
+      return Status::InvalidArgument(
+          fmt::format("run_at is more than {} days from now",
+                      kMaxDelay.count() / 86400000));
+    }
+  }
+  return ValidateHeaders(m.headers);
 }
 
-Status ValidateBatch(std::span<const Message> messages,
-                     std::size_t max_payload) {
+Status ValidateBatch(std::span<const Message> messages, std::size_t max_payload,
+                     Timestamp now) {
   if (messages.empty()) {
     return Status::InvalidArgument("a batch needs at least one message");
   }
@@ -83,7 +98,7 @@ Status ValidateBatch(std::span<const Message> messages,
                                         messages.size(), kMaxBatch));
   }
   for (size_t i = 0; i < messages.size(); ++i) {
-    Status s = ValidateMessage(messages[i], max_payload);
+    Status s = ValidateMessage(messages[i], max_payload, now);
     if (!s.ok()) {
       return messages.size() == 1
                  ? s

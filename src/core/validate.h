@@ -32,9 +32,11 @@ inline constexpr int kMaxListLimit = 10000;
 // "kind" names the thing in the message ("queue").
 Status ValidateName(std::string_view kind, std::string_view name);
 Status ValidateQueueOptions(const QueueOptions& options);
-Status ValidateMessage(const Message& message, std::size_t max_payload);
-Status ValidateBatch(std::span<const Message> messages,
-                     std::size_t max_payload);
+// `now` is the store's time, against which a run_at is checked.
+Status ValidateMessage(const Message& message, std::size_t max_payload,
+                       Timestamp now);
+Status ValidateBatch(std::span<const Message> messages, std::size_t max_payload,
+                     Timestamp now);
 Status ValidateClaim(const ClaimOptions& options);
 Status ValidateLease(Duration lease);
 Status ValidateList(const ListOptions& options);

@@ -38,6 +38,7 @@ Result<std::unique_ptr<Store>> Store::Open(std::string_view url,
   if (!engine.ok()) return engine.status();
   auto impl =
       std::make_unique<core::StoreImpl>(std::string(url), std::move(*engine));
+  impl->set_clock(options.clock);
   return std::unique_ptr<Store>(new Store(std::move(impl)));
 }
 

@@ -228,6 +228,15 @@ class Body {
     if (!doc_[key].is_string()) Wrong(key, "a string");
     return doc_[key].get<std::string>();
   }
+  // The value of `key` as given, any JSON type; nullptr when absent.
+  const Json* Value(const char* key) const {
+    return Has(key) ? &doc_[key] : nullptr;
+  }
+  const Json* Object(const char* key) const {
+    if (!Has(key)) return nullptr;
+    if (!doc_[key].is_object()) Wrong(key, "an object");
+    return &doc_[key];
+  }
   const Json* Array(const char* key) const {
     if (!Has(key)) return nullptr;
     if (!doc_[key].is_array()) Wrong(key, "an array");
@@ -289,6 +298,65 @@ std::string ReadPayload(const Body& b, bool required, std::size_t max_bytes) {
                       b.prefix(), out.size(), max_bytes));
   }
   return out;
+}
+
+// One message of a send: "payload" (a string, or any other JSON value,
+// stored as its JSON text and marked with the JSON content type) or
+// "payload_base64", "priority", "delay_ms" or "run_at" (RFC 3339),
+// "dedup", and "headers" ({name: string}).
+Message ReadMessage(const Body& mb, std::size_t max_payload) {
+  Message msg;
+  const Json* value = mb.Value("payload");
+  if (value != nullptr && !value->is_string()) {
+    if (mb.Has("payload_base64")) {
+      Throw(400, "invalid_argument",
+            mb.prefix() + "give \"payload\" or \"payload_base64\", not both");
+    }
+    msg.payload = value->dump();
+    if (msg.payload.size() > max_payload) {
+      Throw(
+          413, "too_large",
+          fmt::format("{}payload of {} bytes exceeds the server's limit of {}",
+                      mb.prefix(), msg.payload.size(), max_payload));
+    }
+    msg.headers[wire::kContentType] = wire::kJsonContentType;
+  } else {
+    msg.payload = ReadPayload(mb, true, max_payload);
+  }
+  if (const Json* h = mb.Object("headers")) {
+    for (const auto& [key, v] : h->items()) {
+      if (!v.is_string()) {
+        Throw(400, "wrong_type",
+              fmt::format("{}header \"{}\" must be a string", mb.prefix(),
+                          key.substr(0, 80)));
+      }
+      auto [it, added] = msg.headers.emplace(key, v.get<std::string>());
+      if (!added && it->second != v.get<std::string>()) {
+        Throw(400, "invalid_argument",
+              fmt::format("{}a JSON payload has content-type {}, not \"{}\"",
+                          mb.prefix(), wire::kJsonContentType,
+                          it->second.substr(0, 80)));
+      }
+    }
+  }
+  if (auto v = mb.Int("priority", INT32_MIN, INT32_MAX)) {
+    msg.priority = static_cast<std::int32_t>(*v);
+  }
+  if (auto v = mb.Millis("delay_ms", kMaxDelay.count())) msg.delay = *v;
+  if (auto v = mb.String("run_at")) {
+    if (mb.Has("delay_ms")) {
+      Throw(400, "invalid_argument",
+            mb.prefix() + "give \"delay_ms\" or \"run_at\", not both");
+    }
+    auto t = wire::ParseTime(*v);
+    if (!t.ok()) {
+      Throw(400, "invalid_argument",
+            mb.prefix() + "\"run_at\": " + t.status().message());
+    }
+    msg.run_at = *t;
+  }
+  if (auto v = mb.String("dedup")) msg.dedup_key = *v;
+  return msg;
 }
 
 // Reads a listing (dead letters, archive, a ring group) page by page, so
@@ -679,18 +747,11 @@ Outcome Api::Handle(const Request& req) {
         std::vector<Message> msgs;
         msgs.reserve(list->size());
         for (std::size_t i = 0; i < list->size(); ++i) {
-          Body mb(
-              (*list)[i],
-              {"payload", "payload_base64", "priority", "delay_ms", "dedup"},
-              fmt::format("messages[{}]", i));
-          Message msg;
-          msg.payload = ReadPayload(mb, true, limits_.max_payload_bytes);
-          if (auto v = mb.Int("priority", INT32_MIN, INT32_MAX)) {
-            msg.priority = static_cast<std::int32_t>(*v);
-          }
-          if (auto v = mb.Millis("delay_ms", kMaxDelayMs)) msg.delay = *v;
-          if (auto v = mb.String("dedup")) msg.dedup_key = *v;
-          msgs.push_back(std::move(msg));
+          Body mb((*list)[i],
+                  {"payload", "payload_base64", "priority", "delay_ms",
+                   "run_at", "dedup", "headers"},
+                  fmt::format("messages[{}]", i));
+          msgs.push_back(ReadMessage(mb, limits_.max_payload_bytes));
         }
         WorkQueue q = queue();
         auto results = Take(q.SendBatch(msgs));

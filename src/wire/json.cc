@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <ctime>
 #include <iterator>
+#include <optional>
 
 #include "sqlq/text.h"
 
@@ -69,6 +71,101 @@ std::string FormatTime(Timestamp t) {
                      tm.tm_min, tm.tm_sec, frac);
 }
 
+Result<Timestamp> ParseTime(std::string_view text) {
+  auto bad = [&]() {
+    return Status::InvalidArgument(fmt::format(
+        "'{}' is not an RFC 3339 time such as 2026-11-22T10:00:00Z or "
+        "2026-11-22T11:00:00.5+01:00",
+        text.substr(0, 64)));
+  };
+  std::size_t i = 0;
+  auto digits = [&](int n) -> std::optional<int> {
+    int v = 0;
+    for (int k = 0; k < n; ++k, ++i) {
+      if (i >= text.size() || text[i] < '0' || text[i] > '9') {
+        return std::nullopt;
+      }
+      v = v * 10 + (text[i] - '0');
+    }
+    return v;
+  };
+  auto expect = [&](std::string_view any) {
+    if (i < text.size() && any.find(text[i]) != std::string_view::npos) {
+      ++i;
+      return true;
+    }
+    return false;
+  };
+  auto year = digits(4);
+  if (!year || !expect("-")) return bad();
+  auto month = digits(2);
+  if (!month || !expect("-")) return bad();
+  auto day = digits(2);
+  if (!day || !expect("Tt ")) return bad();
+  auto hour = digits(2);
+  if (!hour || !expect(":")) return bad();
+  auto minute = digits(2);
+  if (!minute || !expect(":")) return bad();
+  auto second = digits(2);
+  if (!second) return bad();
+  std::int64_t micros = 0;
+  if (expect(".")) {
+    int n = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+      if (n < 6) micros = micros * 10 + (text[i] - '0');
+      ++n;
+      ++i;
+    }
+    if (n == 0) return bad();
+    for (; n < 6; ++n) micros *= 10;
+  }
+  std::int64_t offset_s = 0;
+  if (!expect("Zz")) {
+    if (i >= text.size() || (text[i] != '+' && text[i] != '-')) return bad();
+    const int sign = text[i] == '-' ? -1 : 1;
+    ++i;
+    auto oh = digits(2);
+    if (!oh || !expect(":")) return bad();
+    auto om = digits(2);
+    if (!om || *oh > 23 || *om > 59) return bad();
+    offset_s = sign * (*oh * 3600 + *om * 60);
+  }
+  if (i != text.size()) return bad();
+  using namespace std::chrono;
+  const year_month_day ymd{std::chrono::year(*year),
+                           std::chrono::month(static_cast<unsigned>(*month)),
+                           std::chrono::day(static_cast<unsigned>(*day))};
+  // 60: a leap second, read as the next second's start.
+  if (!ymd.ok() || *hour > 23 || *minute > 59 || *second > 60) return bad();
+  const auto secs = sys_days(ymd).time_since_epoch() + hours(*hour) +
+                    minutes(*minute) + seconds(*second) - seconds(offset_s);
+  return Timestamp(duration_cast<microseconds>(secs) + microseconds(micros));
+}
+
+bool IsJsonPayload(const Headers& headers, std::string_view payload) {
+  auto it = headers.find(kContentType);
+  return it != headers.end() && it->second == kJsonContentType &&
+         Json::accept(payload);
+}
+
+Json ErrorsJson(const std::vector<AttemptError>& errors) {
+  Json out = Json::array();
+  for (const AttemptError& e : errors) {
+    out.push_back(
+        {{"attempt", e.attempt}, {"at", FormatTime(e.at)}, {"error", e.error}});
+  }
+  return out;
+}
+
+void PutPayload(Json& obj, std::string_view payload, const Headers& headers) {
+  if (IsJsonPayload(headers, payload)) {
+    obj["payload"] = Json::parse(payload);
+  } else {
+    PutPayload(obj, payload);
+  }
+  if (!headers.empty()) obj["headers"] = headers;
+}
+
 void PutPayload(Json& obj, std::string_view payload) {
   if (PayloadIsText(payload)) {
     obj["payload"] = std::string(payload);
@@ -115,7 +212,7 @@ Json ClaimedJson(const ClaimedMessage& m) {
             {"receipt", m.receipt},
             {"attempt", m.attempt},
             {"priority", m.priority}};
-  PutPayload(j, m.payload);
+  PutPayload(j, m.payload, m.headers);
   j["enqueued_at"] = FormatTime(m.enqueued_at);
   j["lease_expires_at"] = FormatTime(m.lease_expires_at);
   return j;
@@ -126,13 +223,29 @@ void AppendClaimed(std::string& out, const ClaimedMessage& m) {
   fmt::format_to(put, R"({{"id":{},"receipt":)", m.id);
   AppendJsonString(out, m.receipt);
   fmt::format_to(put, R"(,"attempt":{},"priority":{},)", m.attempt, m.priority);
-  if (PayloadIsText(m.payload)) {
+  if (!m.headers.empty() && IsJsonPayload(m.headers, m.payload)) {
+    // Checked to be JSON: written as it is, a value in the reply.
+    out += R"("payload":)";
+    out += m.payload;
+  } else if (PayloadIsText(m.payload)) {
     out += R"("payload":)";
     AppendJsonString(out, m.payload);
   } else {
     out += R"("payload_base64":")";
     out += Base64Encode(m.payload);
     out += '"';
+  }
+  if (!m.headers.empty()) {
+    out += R"(,"headers":{)";
+    bool first = true;
+    for (const auto& [key, value] : m.headers) {
+      if (!first) out += ',';
+      first = false;
+      AppendJsonString(out, key);
+      out += ':';
+      AppendJsonString(out, value);
+    }
+    out += '}';
   }
   out += R"(,"enqueued_at":")";
   out += FormatTime(m.enqueued_at);
@@ -146,7 +259,8 @@ Json DeadLetterJson(const DeadLetter& d) {
             {"priority", d.priority},
             {"attempts", d.attempts},
             {"last_error", d.last_error}};
-  PutPayload(j, d.payload);
+  PutPayload(j, d.payload, d.headers);
+  j["errors"] = ErrorsJson(d.errors);
   j["enqueued_at"] = FormatTime(d.enqueued_at);
   j["died_at"] = FormatTime(d.died_at);
   return j;
@@ -157,7 +271,8 @@ Json ArchivedJson(const ArchivedMessage& a) {
             {"priority", a.priority},
             {"attempts", a.attempts},
             {"worker", a.worker}};
-  PutPayload(j, a.payload);
+  PutPayload(j, a.payload, a.headers);
+  j["errors"] = ErrorsJson(a.errors);
   j["enqueued_at"] = FormatTime(a.enqueued_at);
   j["completed_at"] = FormatTime(a.completed_at);
   return j;

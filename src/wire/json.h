@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sqlq/queue.h"
 #include "sqlq/ring.h"
@@ -24,8 +25,25 @@ using Json = nlohmann::ordered_json;
 
 // RFC 3339, UTC, microseconds: 2026-11-22T10:00:00.123456Z
 std::string FormatTime(Timestamp t);
+// An RFC 3339 time: date, 'T' (or 't' or a space), time with optional
+// fraction (digits past microseconds are cut), and 'Z' or an offset
+// (+02:00). kInvalidArgument otherwise, saying what is expected.
+Result<Timestamp> ParseTime(std::string_view text);
+
+// A message whose payload was given as a JSON value carries this header
+// (kContentType: kJsonContentType), and goes out as that JSON value in
+// "payload" when its payload parses as JSON.
+inline constexpr const char* kContentType = "content-type";
+inline constexpr const char* kJsonContentType = "application/json";
+bool IsJsonPayload(const Headers& headers, std::string_view payload);
+
 // Sets "payload" (text) or "payload_base64" (anything else).
 void PutPayload(Json& obj, std::string_view payload);
+// The same for a message: "payload" is a JSON value when IsJsonPayload;
+// "headers" ({name: value}) is set when it has any.
+void PutPayload(Json& obj, std::string_view payload, const Headers& headers);
+// [{"attempt", "at", "error"}], oldest first.
+Json ErrorsJson(const std::vector<AttemptError>& errors);
 
 // {"max_attempts", "lease_ms", "backoff_base_ms", "backoff_max_ms",
 //  "archive", "retention_ms", "max_payload_bytes"}
@@ -38,17 +56,17 @@ Json QueueJson(const QueueInfo& q);
 //  "dead_lettered"}
 Json StatsJson(const QueueStats& s);
 
-// {"id", "receipt", "attempt", "priority", payload, "enqueued_at",
-//  "lease_expires_at"}
+// {"id", "receipt", "attempt", "priority", payload, ["headers"],
+//  "enqueued_at", "lease_expires_at"}
 Json ClaimedJson(const ClaimedMessage& m);
 // The same object as ClaimedJson, appended as text: claim replies are the
 // server's hottest path and skip building a Json tree.
 void AppendClaimed(std::string& out, const ClaimedMessage& m);
-// {"id", "priority", "attempts", "last_error", payload, "enqueued_at",
-//  "died_at"}
+// {"id", "priority", "attempts", "last_error", payload, ["headers"],
+//  "errors", "enqueued_at", "died_at"}
 Json DeadLetterJson(const DeadLetter& d);
-// {"id", "priority", "attempts", "worker", payload, "enqueued_at",
-//  "completed_at"}
+// {"id", "priority", "attempts", "worker", payload, ["headers"], "errors",
+//  "enqueued_at", "completed_at"}
 Json ArchivedJson(const ArchivedMessage& a);
 
 // {"name", "kind": "ring", "capacity", "max_payload_bytes"}

@@ -19,50 +19,14 @@
 #include <vector>
 
 #include "tests/cli/cli_assertions.h"
+#include "tests/cli/cli_fixture.h"
 #include "tests/cli/cli_runner.h"
 
 namespace sqlq::cli_test {
 namespace {
 
-class RingRotationCliTest : public ::testing::Test {
+class RingRotationCliTest : public CliFixture {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sqlq-cli-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    db_path_ = dir_ + "/q.db";
-    db_ = "sqlite:" + db_path_;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
-  // Runs `sqlq --db DB --json ARGS...`.
-  RunResult Json(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--db", db_, "--json"});
-    return cli_test::Run(SQLQ_BIN, args, {.cwd = dir_});
-  }
-  // Runs `sqlq --db DB ARGS...` (human output; errors as "sqlq: ...").
-  RunResult Human(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--db", db_});
-    return cli_test::Run(SQLQ_BIN, args, {.cwd = dir_});
-  }
-  // Json(args) that must succeed silently on stderr; its stdout lines.
-  std::vector<json> Ok(std::vector<std::string> args) {
-    RunResult r = Json(std::move(args));
-    std::vector<json> lines;
-    EXPECT_EQ(r.exit_code, kOk) << Show(r);
-    EXPECT_EQ(r.err, "") << Show(r);
-    EXPECT_TRUE(ParseLines(r.out, &lines));
-    return lines;
-  }
-  json One(std::vector<std::string> args) {
-    auto lines = Ok(std::move(args));
-    EXPECT_EQ(lines.size(), 1u);
-    return lines.empty() ? json::object() : lines[0];
-  }
-
   // The sequence numbers `ring read` prints, in its order.
   std::vector<std::int64_t> ReadSeqs(std::vector<std::string> args) {
     std::vector<std::int64_t> out;
@@ -77,8 +41,6 @@ class RingRotationCliTest : public ::testing::Test {
     }
     return out;
   }
-
-  std::string dir_, db_path_, db_;
 };
 
 std::vector<std::string> Keys(std::initializer_list<int> ids) {

@@ -122,17 +122,56 @@ TEST_P(Upgrade, EveryEarlierVersionIsBroughtToTheNewestAndWorks) {
                      "max_payload, created_us) VALUES ('old', 3, 30000000, "
                      "1000000, 600000000, FALSE, 604800000000, 1048576, 0)"),
           "");
+      // So do its messages and dead letters, as they were (no headers, no
+      // error history).
+      const bool mysql = GetParam().name == "Mysql";
+      ASSERT_EQ(raw.exec()(std::string("INSERT INTO sqlq_messages (queue_id, "
+                                       "priority, ") +
+                           (mysql ? "npriority, " : "") +
+                           "ready_us, enqueued_us, payload) SELECT id, 0, " +
+                           (mysql ? "0, " : "") +
+                           "0, 0, 'stored before' FROM sqlq_queues "
+                           "WHERE name = 'old'"),
+                "");
+      ASSERT_EQ(raw.exec()("INSERT INTO sqlq_dead (id, queue_id, priority, "
+                           "attempts, enqueued_us, died_us, last_error, "
+                           "payload) SELECT 1000, id, 0, 3, 0, 0, 'old error', "
+                           "'dead before' FROM sqlq_queues WHERE name = 'old'"),
+                "");
     }
     // Without create: an existing schema is upgraded all the same.
     ASSERT_OK_AND_ASSIGN(auto store,
                          Store::Open(db->url(), {.create_if_missing = false}));
     ASSERT_OK_AND_ASSIGN(WorkQueue old, store->Queue("old"));
     EXPECT_EQ(old.options().max_attempts, 3);
-    ASSERT_OK(old.Send({.payload = "after the upgrade"}));
-    ASSERT_OK_AND_ASSIGN(auto got, old.Claim({.max = 1}));
-    ASSERT_EQ(got.size(), 1u);
-    EXPECT_EQ(got[0].payload, "after the upgrade");
-    EXPECT_OK(old.Ack(got[0].receipt));
+    ASSERT_OK(
+        old.Send({.payload = "after the upgrade", .headers = {{"k", "v"}}}));
+    ASSERT_OK_AND_ASSIGN(auto got, old.Claim({.max = 2}));
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].payload, "stored before");
+    EXPECT_TRUE(got[0].headers.empty());
+    EXPECT_EQ(got[1].payload, "after the upgrade");
+    EXPECT_EQ(got[1].headers, (Headers{{"k", "v"}}));
+    EXPECT_OK(old.Ack(got[1].receipt));
+    // A message stored before starts its error history now.
+    ASSERT_OK(old.Nack(got[0].receipt, {.delay = Duration(0), .error = "e"}));
+    ASSERT_OK_AND_ASSIGN(auto second, old.Claim({.max = 1}));
+    ASSERT_EQ(second.size(), 1u);
+    EXPECT_EQ(second[0].attempt, 2);
+    ASSERT_OK(old.Nack(second[0].receipt, {.delay = Duration(0)}));
+    ASSERT_OK_AND_ASSIGN(auto third, old.Claim({.max = 1}));
+    ASSERT_EQ(third.size(), 1u);
+    ASSERT_OK(old.Nack(third[0].receipt, {.error = "last"}));
+    ASSERT_OK_AND_ASSIGN(auto dead, old.ListDead());
+    ASSERT_EQ(dead.size(), 2u);
+    // In id order: the message's id is 1, the dead letter's 1000.
+    EXPECT_EQ(dead[0].payload, "stored before");
+    ASSERT_EQ(dead[0].errors.size(), 3u);
+    EXPECT_EQ(dead[0].errors[0].error, "e");
+    EXPECT_EQ(dead[0].errors[2].error, "last");
+    EXPECT_EQ(dead[1].payload, "dead before");
+    EXPECT_EQ(dead[1].last_error, "old error");
+    EXPECT_TRUE(dead[1].errors.empty());
     ASSERT_OK_AND_ASSIGN(Ring ring, store->CreateRing("views", {}));
     EXPECT_OK(ring.Push("g", "x"));
     ASSERT_OK_AND_ASSIGN(Rotation rot, store->CreateRotation("pool", {}));

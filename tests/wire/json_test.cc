@@ -106,6 +106,56 @@ TEST(WireJson, ErrorsCarryCodeNameAndMessage) {
             Json({{"code", "not_found"}, {"message", "queue 'x' not found"}}));
 }
 
+TEST(WireTime, Rfc3339TimesWithFractionsAndOffsets) {
+  const Timestamp base = Timestamp(std::chrono::seconds(1795168800));
+  ASSERT_EQ(FormatTime(base), "2026-11-20T10:00:00.000000Z");
+  EXPECT_EQ(*ParseTime("2026-11-20T10:00:00Z"), base);
+  EXPECT_EQ(*ParseTime("2026-11-20t10:00:00z"), base);
+  EXPECT_EQ(*ParseTime("2026-11-20 10:00:00Z"), base);
+  EXPECT_EQ(*ParseTime("2026-11-20T11:30:00+01:30"), base);
+  EXPECT_EQ(*ParseTime("2026-11-20T05:00:00-05:00"), base);
+  EXPECT_EQ(*ParseTime("2026-11-20T10:00:00.25Z"),
+            base + std::chrono::milliseconds(250));
+  // Past microseconds, digits are cut.
+  EXPECT_EQ(*ParseTime("2026-11-20T10:00:00.1234567Z"),
+            base + std::chrono::microseconds(123456));
+  // What FormatTime writes reads back as the same time.
+  const Timestamp odd = base + std::chrono::microseconds(987654321);
+  EXPECT_EQ(*ParseTime(FormatTime(odd)), odd);
+  for (const char* bad :
+       {"", "2026-11-21", "2026-11-21T08:00:00", "2026-11-21T08:00Z",
+        "2026-02-30T00:00:00Z", "2026-11-21T24:00:00Z", "2026-11-21T08:00:00.Z",
+        "2026-11-21T08:00:00+0100", "2026-11-21T08:00:00Z junk",
+        "26-11-21T08:00:00Z", "tomorrow"}) {
+    auto t = ParseTime(bad);
+    EXPECT_EQ(t.status().code(), Code::kInvalidArgument) << bad;
+  }
+}
+
+TEST(WireJson, AMessageSentAsJsonGoesOutAsJson) {
+  ClaimedMessage m{
+      .id = 7,
+      .receipt = "r",
+      .payload = R"({"a":[1,2]})",
+      .headers = {{"content-type", "application/json"}, {"t\"x", "v\n"}}};
+  const Json j = ClaimedJson(m);
+  EXPECT_EQ(j["payload"], Json::parse(R"({"a":[1,2]})"));
+  EXPECT_EQ(j["headers"]["t\"x"], "v\n");
+  // The claim reply's own writer gives the same object.
+  std::string text;
+  AppendClaimed(text, m);
+  EXPECT_EQ(Json::parse(text), j);
+  // Marked JSON but not JSON: it goes out as text.
+  m.payload = "not {json";
+  EXPECT_EQ(ClaimedJson(m)["payload"], "not {json");
+  text.clear();
+  AppendClaimed(text, m);
+  EXPECT_EQ(Json::parse(text), ClaimedJson(m));
+  // No headers: no "headers" key.
+  m.headers.clear();
+  EXPECT_FALSE(ClaimedJson(m).contains("headers"));
+}
+
 TEST(WireDuration, UnitsAndPlainSeconds) {
   EXPECT_EQ(*ParseDuration("250ms"), Duration(250));
   EXPECT_EQ(*ParseDuration("30"), Duration(30'000));

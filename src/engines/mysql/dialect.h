@@ -16,6 +16,17 @@
 
 namespace sqlq::engines::mysql {
 
+// The errors column with one entry appended for the row's current attempt
+// (core/columns.h): at `at`, error `error`, each an SQL expression; the
+// oldest entry is dropped past kErrorHistory.
+inline std::string AppendError(std::string_view at, std::string_view error) {
+  static_assert(kErrorHistory == 20);
+  return "JSON_ARRAY_APPEND(CASE WHEN JSON_LENGTH(COALESCE(errors, '[]')) "
+         ">= 20 THEN JSON_REMOVE(errors, '$[0]') ELSE COALESCE(errors, '[]') "
+         "END, '$', JSON_OBJECT('attempt', attempts, 'at', " +
+         std::string(at) + ", 'error', " + std::string(error) + "))";
+}
+
 struct Dialect {
   using Conn = MyConn;
   using Params = mysql::Params;
@@ -25,6 +36,9 @@ struct Dialect {
   static std::string Statement(std::string_view sql) {
     return std::string(sql);
   }
+
+  // Text columns already (PostgreSQL: jsonb, cast to text).
+  static constexpr const char* kJsonColumns = "headers, errors";
 
   // Microseconds since the epoch of NOW(6), exact: UNIX_TIMESTAMP of a
   // DATETIME(6) is a DECIMAL with six digits. PostgreSQL: now().

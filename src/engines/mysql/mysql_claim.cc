@@ -77,7 +77,8 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
     // (OpenClaimTransactionHoldsUpNoAckOfALeasedMessage).
     const std::string lock_sql = fmt::format(
         "SELECT id, priority, npriority, ready_us, token, attempts, "
-        "enqueued_us, payload FROM sqlq_messages FORCE INDEX (PRIMARY) "
+        "enqueued_us, payload, headers FROM sqlq_messages FORCE INDEX "
+        "(PRIMARY) "
         "WHERE id IN ({}) AND queue_id = ? AND "
         "ready_us <= ? FOR UPDATE SKIP LOCKED",
         Marks(b));
@@ -95,6 +96,7 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
       return l.Int(x, 0) < l.Int(y, 0);
     });
     std::vector<std::int64_t> lease_ids, dead_ids;
+    bool expired = false;  // whether a lease to take ran out before
     for (int i : order) {
       if (static_cast<int>(lease_ids.size()) == want) break;
       const bool dies = l.Int(i, 5) >= p.max_attempts;
@@ -111,6 +113,7 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
         continue;
       }
       bytes += size;
+      expired = expired || l.Int(i, 4) != 0;
       lease_ids.push_back(l.Int(i, 0));
       ClaimedMessage m;
       m.id = l.Int(i, 0);
@@ -119,6 +122,7 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
       m.enqueued_at = FromUs(l.Int(i, 6));
       m.payload = l.Bytes(i, 7);
       m.lease_expires_at = FromUs(until);
+      if (!l.IsNull(i, 8)) m.headers = core::DecodeHeaders(l.Bytes(i, 8));
       out.messages.push_back(std::move(m));
     }
     if (!dead_ids.empty()) {
@@ -127,9 +131,15 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
       out.dead_lettered += static_cast<std::int64_t>(dead_ids.size());
     }
     if (!lease_ids.empty()) {
+      // A lease that ran out is a failed attempt in the history. First in
+      // SET: MariaDB assigns left to right, and the later assignments
+      // change the token, attempts and ready_us it reads.
       const std::string sql = fmt::format(
-          "UPDATE sqlq_messages SET token = ?, attempts = attempts + 1, "
+          "UPDATE sqlq_messages SET {}token = ?, attempts = attempts + 1, "
           "ready_us = ?, worker = ? WHERE id IN ({})",
+          expired ? "errors = CASE WHEN token = 0 THEN errors ELSE " +
+                        AppendError("ready_us", "'lease expired'") + " END, "
+                  : std::string(),
           Marks(Bucket(lease_ids.size())));
       Params up;
       up.Int(TokenBits(p.token)).Int(until).BytesOrNull(p.worker);
@@ -153,11 +163,11 @@ Status MysqlEngine::BuryExhausted(MyConn& conn,
   const std::string marks = Marks(Bucket(ids.size()));
   const std::string ins = fmt::format(
       "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, "
-      "enqueued_us, died_us, last_error, payload) "
+      "enqueued_us, died_us, last_error, payload, headers, errors) "
       "SELECT id, queue_id, priority, attempts, enqueued_us, ?, "
-      "CONCAT('lease expired on attempt ', attempts, ' of ', ?), payload "
-      "FROM sqlq_messages WHERE id IN ({})",
-      marks);
+      "CONCAT('lease expired on attempt ', attempts, ' of ', ?), payload, "
+      "headers, {} FROM sqlq_messages WHERE id IN ({})",
+      AppendError("ready_us", "'lease expired'"), marks);
   Params ip;
   ip.Int(now).Int(max_attempts);
   AddIds(ip, ids);
@@ -214,8 +224,9 @@ Status MysqlEngine::Ack(Conn& c, const core::AckParams& p) {
   if (!*leased) return Refused(conn, p.queue_id, p.receipt);
   static const std::string kArchive = R"sql(
     INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
-      completed_us, worker, payload)
-    SELECT id, queue_id, priority, attempts, enqueued_us, ?, worker, payload
+      completed_us, worker, payload, headers, errors)
+    SELECT id, queue_id, priority, attempts, enqueued_us, ?, worker, payload,
+           headers, errors
     FROM sqlq_messages WHERE id = ?)sql";
   auto ins = conn.Run(kArchive, Params().Int(*now).Int(p.receipt.id), "ack");
   if (!ins.ok()) return ins.status();
@@ -336,9 +347,9 @@ Result<std::vector<Status>> MysqlEngine::AckMany(
       if (!now.ok()) return now.status();
       const std::string ins = fmt::format(
           "INSERT INTO sqlq_archive (id, queue_id, priority, attempts, "
-          "enqueued_us, completed_us, worker, payload) "
+          "enqueued_us, completed_us, worker, payload, headers, errors) "
           "SELECT id, queue_id, priority, attempts, enqueued_us, ?, worker, "
-          "payload FROM sqlq_messages WHERE id IN ({})",
+          "payload, headers, errors FROM sqlq_messages WHERE id IN ({})",
           marks);
       Params ip;
       ip.Int(*now);
@@ -365,13 +376,15 @@ Status MysqlEngine::Retry(Conn& c, const core::RetryParams& p) {
   MyConn& conn = Native(c);
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
-  static const std::string kSql = R"sql(
-    UPDATE sqlq_messages SET token = 0, ready_us = ?, last_error = ?
-    WHERE id = ? AND queue_id = ? AND token = ? AND attempts = ?)sql";
+  static const std::string kSql =
+      "UPDATE sqlq_messages SET errors = " + AppendError("?", "?") +
+      ", token = 0, ready_us = ?, last_error = ? "
+      "WHERE id = ? AND queue_id = ? AND token = ? AND attempts = ?";
   static const std::string kRelease = R"sql(
     UPDATE sqlq_messages SET token = 0, ready_us = ?, attempts = attempts - 1
     WHERE id = ? AND queue_id = ? AND token = ? AND attempts = ?)sql";
   Params params;
+  if (!p.release) params.Int(*now).Text(p.history_error);
   params.Int(*now + p.delay.count());
   if (!p.release) params.BytesOrNull(p.error);
   AppendFence(params, p.queue_id, p.receipt);
@@ -390,12 +403,19 @@ Status MysqlEngine::Bury(Conn& c, const core::BuryParams& p) {
   auto leased = LockLeased(conn, p.queue_id, p.receipt);
   if (!leased.ok()) return leased.status();
   if (!*leased) return Refused(conn, p.queue_id, p.receipt);
-  static const std::string kSql = R"sql(
-    INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
-      died_us, last_error, payload)
-    SELECT id, queue_id, priority, attempts, enqueued_us, ?, ?, payload
-    FROM sqlq_messages WHERE id = ?)sql";
-  auto ins = conn.Run(kSql, Params().Int(*now).Bytes(p.error).Int(p.receipt.id),
+  static const std::string kSql =
+      "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us, "
+      "died_us, last_error, payload, headers, errors) "
+      "SELECT id, queue_id, priority, attempts, enqueued_us, ?, ?, payload, "
+      "headers, " +
+      AppendError("?", "?") + " FROM sqlq_messages WHERE id = ?";
+  auto ins = conn.Run(kSql,
+                      Params()
+                          .Int(*now)
+                          .Bytes(p.error)
+                          .Int(*now)
+                          .Text(p.history_error)
+                          .Int(p.receipt.id),
                       "nack");
   if (!ins.ok()) return ins.status();
   static const std::string kDeleteId = "DELETE FROM sqlq_messages WHERE id = ?";

@@ -22,9 +22,9 @@ const std::string& MysqlEngine::InsertSql(std::size_t n) {
   if (sql.empty()) {
     sql =
         "INSERT INTO sqlq_messages (queue_id, priority, npriority, "
-        "ready_us, enqueued_us, payload) VALUES ";
+        "ready_us, enqueued_us, payload, headers) VALUES ";
     for (std::size_t i = 0; i < n; ++i) {
-      sql += i == 0 ? "(?, ?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?, ?)";
+      sql += i == 0 ? "(?, ?, ?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?, ?, ?)";
     }
   }
   return sql;
@@ -49,11 +49,23 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
   const std::int64_t now = *now_r;
   static const std::string kInsertDedup = R"sql(
     INSERT INTO sqlq_messages
-      (queue_id, priority, npriority, ready_us, enqueued_us, dedup, payload)
-    VALUES (?, ?, ?, ?, ?, ?, ?))sql";
+      (queue_id, priority, npriority, ready_us, enqueued_us, dedup, payload,
+       headers)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?))sql";
   static const std::string kExisting = R"sql(
     SELECT id FROM sqlq_messages WHERE queue_id = ? AND dedup = ?
     LOCK IN SHARE MODE)sql";
+  // When a message becomes claimable (SendParams).
+  auto ready = [now](const Message& m) {
+    return std::max(now + Us(m.delay), core::NotBeforeUs(m));
+  };
+  auto headers = [](Params& params, const Message& m) {
+    if (m.headers.empty()) {
+      params.Null();
+    } else {
+      params.Text(core::EncodeHeaders(m.headers));
+    }
+  };
   std::vector<SendResult> out;
   out.reserve(p.messages.size());
   std::int64_t stored = 0;
@@ -86,9 +98,10 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
         params.Int(p.queue_id)
             .Int(m.priority)
             .Int(-static_cast<std::int64_t>(m.priority))
-            .Int(now + Us(m.delay))
+            .Int(ready(m))
             .Int(now)
             .Bytes(m.payload);
+        headers(params, m);
       }
       auto rows = conn.Run(InsertSql(chunk), params, "send",
                            /*clean_ok=*/stored == 0 && !checked);
@@ -108,16 +121,16 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
     // and the look-up; then insert again.
     const Message& m = first;
     for (int attempt = 0;; ++attempt) {
-      auto ins = conn.Run(kInsertDedup,
-                          Params()
-                              .Int(p.queue_id)
-                              .Int(m.priority)
-                              .Int(-static_cast<std::int64_t>(m.priority))
-                              .Int(now + Us(m.delay))
-                              .Int(now)
-                              .Bytes(m.dedup_key)
-                              .Bytes(m.payload),
-                          "send", /*clean_ok=*/true);
+      Params params;
+      params.Int(p.queue_id)
+          .Int(m.priority)
+          .Int(-static_cast<std::int64_t>(m.priority))
+          .Int(ready(m))
+          .Int(now)
+          .Bytes(m.dedup_key)
+          .Bytes(m.payload);
+      headers(params, m);
+      auto ins = conn.Run(kInsertDedup, params, "send", /*clean_ok=*/true);
       if (ins.ok()) {
         conn.known_queues.insert(p.queue_id);
         out.push_back({.id = static_cast<std::int64_t>(ins->insert_id())});
@@ -161,14 +174,15 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
   // replication, even with explicit ids.
   constexpr std::size_t kPage = 256;
   static const std::string kAllPage = R"sql(
-    SELECT id, priority, enqueued_us, last_error, payload FROM sqlq_dead
+    SELECT id, priority, enqueued_us, last_error, payload, headers, errors
+    FROM sqlq_dead
     WHERE queue_id = ? AND id > ? ORDER BY id LIMIT 256 FOR UPDATE)sql";
   // A redriven message is ready now with fresh attempts; it keeps its id
   // (never reused, see schema.h) but not a dedup key.
   static const std::string kInsert = R"sql(
     INSERT INTO sqlq_messages (id, queue_id, priority, npriority, ready_us,
-      attempts, enqueued_us, last_error, payload)
-    VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?))sql";
+      attempts, enqueued_us, last_error, payload, headers, errors)
+    VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?))sql";
   std::int64_t moved = 0;
   auto move = [&](const Rows& rows) -> Status {
     std::vector<std::int64_t> page;
@@ -189,6 +203,13 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
         p.Bytes(error);
       }
       p.Bytes(payload);
+      for (int col : {5, 6}) {
+        if (rows.IsNull(i, col)) {
+          p.Null();
+        } else {
+          p.Text(rows.Bytes(i, col));
+        }
+      }
       auto ins = conn.Run(kInsert, p, "redrive");
       if (!ins.ok()) return ins.status();
       page.push_back(rows.Int(i, 0));
@@ -223,8 +244,9 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
         ids.begin() +
             static_cast<std::ptrdiff_t>(std::min(ids.size(), at + kPage)));
     const std::string sql = fmt::format(
-        "SELECT id, priority, enqueued_us, last_error, payload FROM "
-        "sqlq_dead WHERE queue_id = ? AND id IN ({}) ORDER BY id FOR UPDATE",
+        "SELECT id, priority, enqueued_us, last_error, payload, headers, "
+        "errors FROM sqlq_dead WHERE queue_id = ? AND id IN ({}) ORDER BY id "
+        "FOR UPDATE",
         Marks(Bucket(some.size())));
     Params p;
     p.Int(queue_id);

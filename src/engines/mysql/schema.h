@@ -158,6 +158,31 @@ CREATE TABLE IF NOT EXISTS sqlq_rotation_items (
   FOREIGN KEY (rotation_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
 ) ENGINE=InnoDB)sql",
     },
+    // Version 2: headers and error history (core/columns.h): JSON text,
+    // NULL while a message has none, kept by a message wherever it goes.
+    // utf8mb4 and a binary collation whatever the server's defaults, so
+    // that any header text is stored as given. ADD COLUMN IF NOT EXISTS
+    // keeps the step safe to run again (schema.h's rule above).
+    {
+        R"sql(
+ALTER TABLE sqlq_messages
+  ADD COLUMN IF NOT EXISTS headers LONGTEXT CHARACTER SET utf8mb4
+    COLLATE utf8mb4_bin NULL,
+  ADD COLUMN IF NOT EXISTS errors LONGTEXT CHARACTER SET utf8mb4
+    COLLATE utf8mb4_bin NULL)sql",
+        R"sql(
+ALTER TABLE sqlq_dead
+  ADD COLUMN IF NOT EXISTS headers LONGTEXT CHARACTER SET utf8mb4
+    COLLATE utf8mb4_bin NULL,
+  ADD COLUMN IF NOT EXISTS errors LONGTEXT CHARACTER SET utf8mb4
+    COLLATE utf8mb4_bin NULL)sql",
+        R"sql(
+ALTER TABLE sqlq_archive
+  ADD COLUMN IF NOT EXISTS headers LONGTEXT CHARACTER SET utf8mb4
+    COLLATE utf8mb4_bin NULL,
+  ADD COLUMN IF NOT EXISTS errors LONGTEXT CHARACTER SET utf8mb4
+    COLLATE utf8mb4_bin NULL)sql",
+    },
 };
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());

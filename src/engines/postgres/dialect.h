@@ -28,6 +28,9 @@ struct Dialect {
 
   // Microseconds since the epoch of now(), the transaction's start.
   // MariaDB: NOW(6) through UNIX_TIMESTAMP.
+  // jsonb columns come out as text (binary results would add a version
+  // byte).
+  static constexpr const char* kJsonColumns = "headers::text, errors::text";
   static constexpr const char* kNowSql =
       "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
 

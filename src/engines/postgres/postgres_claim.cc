@@ -79,6 +79,9 @@ Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
       bytes += l.m.payload.size();
       l.m.enqueued_at = FromUs(rows->Int(i, 6));
       l.m.lease_expires_at = FromUs(until);
+      if (!rows->IsNull(i, 8)) {
+        l.m.headers = core::DecodeHeaders(rows->Bytes(i, 8));
+      }
       leased.push_back(std::move(l));
     }
     std::sort(leased.begin(), leased.end(),
@@ -150,10 +153,11 @@ Status PostgresEngine::Ack(Conn& c, const core::AckParams& p) {
       DELETE FROM sqlq_messages
       WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
       RETURNING id, queue_id, priority, attempts, enqueued_us, worker,
-                payload)
+                payload, headers, errors)
     INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
-      completed_us, worker, payload)
-    SELECT id, queue_id, priority, attempts, enqueued_us, $5, worker, payload
+      completed_us, worker, payload, headers, errors)
+    SELECT id, queue_id, priority, attempts, enqueued_us, $5, worker, payload,
+           headers, errors
     FROM d)sql";
   Params params = Fence(p.queue_id, p.receipt);
   if (p.archive) {
@@ -220,9 +224,11 @@ Status PostgresEngine::Retry(Conn& c, const core::RetryParams& p) {
   PgConn& conn = Native(c);
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
-  static constexpr const char* kSql = R"sql(
-    UPDATE sqlq_messages SET token = 0, ready_us = $5, last_error = $6
-    WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4)sql";
+  static const std::string kSql =
+      "UPDATE sqlq_messages SET token = 0, ready_us = $5, last_error = $6, "
+      "errors = " +
+      AppendError("errors", "attempts", "$7::bigint", "$8::text") +
+      " WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4";
   static constexpr const char* kRelease = R"sql(
     UPDATE sqlq_messages SET token = 0, ready_us = $5, attempts = attempts - 1
     WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4)sql";
@@ -230,12 +236,15 @@ Status PostgresEngine::Retry(Conn& c, const core::RetryParams& p) {
   params.Int(*now + p.delay.count());
   if (p.release) {
     // No error to keep.
-  } else if (p.error.empty()) {
-    params.Null();
   } else {
-    params.Bytes(p.error);
+    if (p.error.empty()) {
+      params.Null();
+    } else {
+      params.Bytes(p.error);
+    }
+    params.Int(*now).Text(p.history_error);
   }
-  auto rows = conn.Run(p.release ? kRelease : kSql, params,
+  auto rows = conn.Run(p.release ? kRelease : kSql.c_str(), params,
                        p.release ? "release" : "nack");
   if (!rows.ok()) return rows.status();
   if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
@@ -250,18 +259,21 @@ Status PostgresEngine::Bury(Conn& c, const core::BuryParams& p) {
   PgConn& conn = Native(c);
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
-  static constexpr const char* kSql = R"sql(
+  static const std::string kSql =
+      R"sql(
     WITH d AS (
       DELETE FROM sqlq_messages
       WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
-      RETURNING id, queue_id, priority, attempts, enqueued_us, payload)
+      RETURNING id, queue_id, priority, attempts, enqueued_us, payload,
+                headers, errors)
     INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
-      died_us, last_error, payload)
-    SELECT id, queue_id, priority, attempts, enqueued_us, $5, $6, payload
-    FROM d)sql";
+      died_us, last_error, payload, headers, errors)
+    SELECT id, queue_id, priority, attempts, enqueued_us, $5, $6, payload,
+           headers, )sql" +
+      AppendError("errors", "attempts", "$5::bigint", "$7::text") + " FROM d";
   Params params = Fence(p.queue_id, p.receipt);
-  params.Int(*now).Bytes(p.error);
-  auto rows = conn.Run(kSql, params, "nack");
+  params.Int(*now).Bytes(p.error).Text(p.history_error);
+  auto rows = conn.Run(kSql.c_str(), params, "nack");
   if (!rows.ok()) return rows.status();
   if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
   ++conn.churned;

@@ -45,9 +45,9 @@ Result<std::vector<SendResult>> PostgresEngine::Send(
     t AS (SELECT coalesce($4::bigint,
             (extract(epoch FROM now()) * 1000000)::bigint) AS now_us)
     INSERT INTO sqlq_messages
-      (queue_id, priority, ready_us, enqueued_us, dedup, payload)
-    SELECT q.id, $2::integer, t.now_us + $3::bigint, t.now_us, $5::bytea,
-           $6::bytea
+      (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers)
+    SELECT q.id, $2::integer, greatest(t.now_us + $3::bigint, $8::bigint),
+           t.now_us, $5::bytea, $6::bytea, $7::jsonb
     FROM q, t
     ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
     RETURNING id, enqueued_us)sql";
@@ -66,7 +66,9 @@ Result<std::vector<SendResult>> PostgresEngine::Send(
     } else {
       params.Bytes(m.dedup_key);
     }
-    params.Bytes(m.payload);
+    params.Bytes(m.payload)
+        .TextOrNull(core::EncodeHeaders(m.headers))
+        .Int(core::NotBeforeUs(m));
     return params;
   };
   auto learn_now = [&](const Rows& rows, int col) {
@@ -149,18 +151,22 @@ Result<std::int64_t> PostgresEngine::Redrive(Conn& c,
   static constexpr const char* kAll = R"sql(
     WITH d AS (
       DELETE FROM sqlq_dead WHERE queue_id = $1
-      RETURNING id, queue_id, priority, enqueued_us, last_error, payload)
+      RETURNING id, queue_id, priority, enqueued_us, last_error, payload,
+                headers, errors)
     INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
-      enqueued_us, last_error, payload)
-    SELECT id, queue_id, priority, $2, 0, enqueued_us, last_error, payload
+      enqueued_us, last_error, payload, headers, errors)
+    SELECT id, queue_id, priority, $2, 0, enqueued_us, last_error, payload,
+           headers, errors
     FROM d)sql";
   static constexpr const char* kSome = R"sql(
     WITH d AS (
       DELETE FROM sqlq_dead WHERE queue_id = $1 AND id = ANY($3::bigint[])
-      RETURNING id, queue_id, priority, enqueued_us, last_error, payload)
+      RETURNING id, queue_id, priority, enqueued_us, last_error, payload,
+                headers, errors)
     INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
-      enqueued_us, last_error, payload)
-    SELECT id, queue_id, priority, $2, 0, enqueued_us, last_error, payload
+      enqueued_us, last_error, payload, headers, errors)
+    SELECT id, queue_id, priority, $2, 0, enqueued_us, last_error, payload,
+           headers, errors
     FROM d)sql";
   Params params;
   params.Int(queue_id).Int(*now);
@@ -190,11 +196,14 @@ Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
     t AS (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us),
     ins AS (
       INSERT INTO sqlq_messages
-        (queue_id, priority, ready_us, enqueued_us, payload)
-      SELECT q.id, m.priority::integer, t.now_us + m.delay_us, t.now_us,
-             m.payload
-      FROM q, t, unnest($2::bigint[], $3::bigint[], $4::bytea[])
-        WITH ORDINALITY AS m(priority, delay_us, payload, ord)
+        (queue_id, priority, ready_us, enqueued_us, payload, headers)
+      SELECT q.id, m.priority::integer,
+             greatest(t.now_us + m.delay_us, m.not_before), t.now_us,
+             m.payload, convert_from(m.headers, 'UTF8')::jsonb
+      FROM q, t, unnest($2::bigint[], $3::bigint[], $4::bytea[],
+                        $5::bytea[], $6::bigint[])
+        WITH ORDINALITY AS m(priority, delay_us, payload, headers, not_before,
+                             ord)
       ORDER BY m.ord
       RETURNING id, enqueued_us),
     k AS (
@@ -210,13 +219,20 @@ Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
   if (clock_ || keyed || bytes > kStatementBytes) {
     return core::Engine::SendAndCommit(queue_id, messages);
   }
-  std::vector<std::int64_t> priority, delay;
-  std::vector<std::optional<std::string_view>> payload;
+  std::vector<std::int64_t> priority, delay, not_before;
+  std::vector<std::optional<std::string_view>> payload, headers;
+  std::vector<std::string> encoded;
+  encoded.reserve(p.messages.size());
   Duration least = p.messages[0].delay;
   for (const Message& m : p.messages) {
     priority.push_back(m.priority);
     delay.push_back(Us(m.delay));
     payload.push_back(std::string_view(m.payload));
+    not_before.push_back(core::NotBeforeUs(m));
+    encoded.push_back(core::EncodeHeaders(m.headers));
+    headers.push_back(encoded.back().empty()
+                          ? std::nullopt
+                          : std::optional<std::string_view>(encoded.back()));
     least = std::min(least, m.delay);
   }
   std::vector<SendResult> out;
@@ -227,7 +243,9 @@ Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
     params.Int(p.queue_id)
         .IntArray(priority)
         .IntArray(delay)
-        .BytesArray(payload);
+        .BytesArray(payload)
+        .BytesArray(headers)
+        .IntArray(not_before);
     conn.StageForCommit(
         kSendCounted, std::move(params), "send", [&](const Rows& rows) {
           if (rows.size() == 0) {
@@ -264,12 +282,15 @@ Result<std::int64_t> PostgresEngine::InsertBatch(
     t AS (SELECT coalesce($2::bigint,
             (extract(epoch FROM now()) * 1000000)::bigint) AS now_us)
     INSERT INTO sqlq_messages
-      (queue_id, priority, ready_us, enqueued_us, dedup, payload)
-    SELECT q.id, m.priority::integer, t.now_us + m.delay_us, t.now_us,
-           m.dedup, m.payload
+      (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers)
+    SELECT q.id, m.priority::integer,
+           greatest(t.now_us + m.delay_us, m.not_before), t.now_us, m.dedup,
+           m.payload, convert_from(m.headers, 'UTF8')::jsonb
     FROM q, t,
-      unnest($3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[])
-      WITH ORDINALITY AS m(priority, delay_us, dedup, payload, ord)
+      unnest($3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[],
+             $7::bytea[], $8::bigint[])
+      WITH ORDINALITY AS m(priority, delay_us, dedup, payload, headers,
+                           not_before, ord)
     ORDER BY m.ord
     ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
     RETURNING id, dedup, enqueued_us)sql";
@@ -287,12 +308,19 @@ Result<std::int64_t> PostgresEngine::InsertBatch(
           p.messages[end].payload.size() + p.messages[end].dedup_key.size();
       ++end;
     }
-    std::vector<std::int64_t> priority, ready;
-    std::vector<std::optional<std::string_view>> dedup, payload;
+    std::vector<std::int64_t> priority, ready, not_before;
+    std::vector<std::optional<std::string_view>> dedup, payload, headers;
+    std::vector<std::string> encoded;
+    encoded.reserve(end - begin);
     for (std::size_t i = begin; i < end; ++i) {
       const Message& m = p.messages[i];
       priority.push_back(m.priority);
       ready.push_back(Us(m.delay));
+      not_before.push_back(core::NotBeforeUs(m));
+      encoded.push_back(core::EncodeHeaders(m.headers));
+      headers.push_back(encoded.back().empty()
+                            ? std::nullopt
+                            : std::optional<std::string_view>(encoded.back()));
       dedup.push_back(m.dedup_key.empty()
                           ? std::nullopt
                           : std::optional<std::string_view>(m.dedup_key));
@@ -305,8 +333,12 @@ Result<std::int64_t> PostgresEngine::InsertBatch(
     } else {
       params.Null();
     }
-    params.IntArray(priority).IntArray(ready).BytesArray(dedup).BytesArray(
-        payload);
+    params.IntArray(priority)
+        .IntArray(ready)
+        .BytesArray(dedup)
+        .BytesArray(payload)
+        .BytesArray(headers)
+        .IntArray(not_before);
     auto rows = conn.Run(kInsertMany, params, "send");
     if (!rows.ok()) return rows.status();
     if (!now && rows->size() > 0) {

@@ -210,6 +210,14 @@ CREATE VIEW sqlq_counts AS
          pushes, serves
   FROM sqlq_counter_deltas;
 )sql",
+    // Version 6: headers and error history (core/columns.h), jsonb, NULL
+    // while a message has none (adding a column without a default rewrites
+    // nothing); they follow a message into the dead letters and archive.
+    R"sql(
+ALTER TABLE sqlq_messages ADD COLUMN headers jsonb, ADD COLUMN errors jsonb;
+ALTER TABLE sqlq_dead ADD COLUMN headers jsonb, ADD COLUMN errors jsonb;
+ALTER TABLE sqlq_archive ADD COLUMN headers jsonb, ADD COLUMN errors jsonb;
+)sql",
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

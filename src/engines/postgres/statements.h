@@ -9,7 +9,24 @@
 #include <string>
 #include <string_view>
 
+#include "sqlq/queue.h"
+
 namespace sqlq::engines::postgres {
+
+// `errors` (an SQL expression, a jsonb array or NULL) with one entry of the
+// error history appended (core/columns.h): attempt, time and error text,
+// each an SQL expression; the oldest entry is dropped past kErrorHistory.
+inline std::string AppendError(std::string_view errors,
+                               std::string_view attempt, std::string_view at,
+                               std::string_view error) {
+  const std::string e(errors);
+  return "((CASE WHEN jsonb_array_length(coalesce(" + e +
+         ", '[]')) >= 20 THEN " + e + " - 0 ELSE coalesce(" + e +
+         ", '[]') END) || jsonb_build_array(jsonb_build_object('attempt', " +
+         std::string(attempt) + ", 'at', " + std::string(at) + ", 'error', " +
+         std::string(error) + ")))";
+}
+static_assert(kErrorHistory == 20);
 
 // A batch ack (kAckManySql): $1 queue id; $2, $3, $4 the receipts' ids,
 // tokens and attempts as arrays. Returns the ids deleted.
@@ -40,10 +57,11 @@ inline const std::string kAckManySql =
 inline const std::string kAckManyArchiveSql =
     std::string("WITH d AS (") + kAckDeleteSql + R"sql(
     RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
-              m.worker, m.payload)
+              m.worker, m.payload, m.headers, m.errors)
   INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
-    completed_us, worker, payload)
-  SELECT id, queue_id, priority, attempts, enqueued_us, $5, worker, payload
+    completed_us, worker, payload, headers, errors)
+  SELECT id, queue_id, priority, attempts, enqueued_us, $5, worker, payload,
+         headers, errors
   FROM d
   RETURNING id)sql";
 
@@ -77,29 +95,37 @@ inline std::string ClaimRest(const std::string& budget) {
     DELETE FROM sqlq_messages m USING c
     WHERE m.ctid = c.ctid AND c.attempts >= $7
     RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
-              m.payload, c.token AS old_token),
+              m.payload, m.headers, m.errors, c.ready_us AS old_ready,
+              c.token AS old_token),
   buried AS (
     INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
-      died_us, last_error, payload)
+      died_us, last_error, payload, headers, errors)
     SELECT id, queue_id, priority, attempts, enqueued_us, $2,
       convert_to('lease expired on attempt ' || attempts || ' of ' ||
                  $7::integer, 'UTF8'),
-      payload
+      payload, headers, )sql" +
+         AppendError("errors", "attempts", "old_ready", "'lease expired'") +
+         R"sql(
     FROM dead),
   leased AS (
     UPDATE sqlq_messages m
-    SET token = $4, attempts = m.attempts + 1, ready_us = $5, worker = $6
+    SET token = $4, attempts = m.attempts + 1, ready_us = $5, worker = $6,
+        errors = CASE WHEN b.token = 0 THEN m.errors ELSE )sql" +
+         AppendError("m.errors", "m.attempts", "b.ready_us",
+                     "'lease expired'") +
+         R"sql( END
     FROM b WHERE m.ctid = b.ctid AND b.attempts < $7
       AND ()sql" +
          budget + " = 0 OR b.upto <= abs(" + budget + ") OR (" + budget +
          R"sql( > 0 AND b.upto = b.len))
     RETURNING m.id, m.priority, b.ready_us AS old_ready,
-              b.token AS old_token, m.attempts, m.enqueued_us, m.payload)
+              b.token AS old_token, m.attempts, m.enqueued_us, m.payload,
+              m.headers::text AS headers)
   SELECT false, id, priority, old_ready, old_token, attempts, enqueued_us,
-         payload
+         payload, headers
   FROM leased
   UNION ALL
-  SELECT true, id, 0, 0, old_token, 0, 0, NULL FROM dead)sql";
+  SELECT true, id, 0, 0, old_token, 0, 0, NULL, NULL FROM dead)sql";
 }
 
 // The candidates of one branch: `where` selects the part of the index.

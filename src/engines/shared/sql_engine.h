@@ -14,6 +14,7 @@
 //                            conn.RunAll(sql, vector<Params>, what),
 //                            Params::Int/Bytes/Text, Rows::size/Int/Bytes/
 //                            affected;
+//   kJsonColumns             "headers, errors" selected as text;
 //   Statement(sql)           a statement written with ? placeholders, as
 //                            the engine runs it (PostgreSQL numbers them);
 //   the statements named k... below whose text differs between engines

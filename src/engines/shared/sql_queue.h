@@ -239,9 +239,12 @@ Result<std::vector<DeadLetter>> SqlEngine<D>::ListDead(
   DConn& conn = Native(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
-  static const std::string kSql = D::Statement(R"sql(
-    SELECT id, priority, attempts, enqueued_us, died_us, last_error, payload
-    FROM sqlq_dead WHERE queue_id = ? AND id > ? ORDER BY id LIMIT ?)sql");
+  static const std::string kSql = D::Statement(
+      std::string(R"sql(
+    SELECT id, priority, attempts, enqueued_us, died_us, last_error, payload,
+    )sql") +
+      D::kJsonColumns +
+      " FROM sqlq_dead WHERE queue_id = ? AND id > ? ORDER BY id LIMIT ?");
   auto rows = conn.Run(
       kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit), "list dead");
   if (!rows.ok()) return rows.status();
@@ -269,10 +272,12 @@ Result<std::vector<ArchivedMessage>> SqlEngine<D>::ListArchive(
   DConn& conn = Native(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
-  static const std::string kSql = D::Statement(R"sql(
-    SELECT id, priority, attempts, enqueued_us, completed_us, worker, payload
-    FROM sqlq_archive WHERE queue_id = ? AND id > ?
-    ORDER BY id LIMIT ?)sql");
+  static const std::string kSql = D::Statement(
+      std::string(R"sql(
+    SELECT id, priority, attempts, enqueued_us, completed_us, worker, payload,
+    )sql") +
+      D::kJsonColumns +
+      " FROM sqlq_archive WHERE queue_id = ? AND id > ? ORDER BY id LIMIT ?");
   auto rows =
       conn.Run(kSql, Params().Int(queue_id).Int(o.after_id).Int(o.limit),
                "list archive");

@@ -126,6 +126,16 @@ CREATE INDEX sqlq_rotation_order
     // row per version with its time from here on (converted before the
     // steps run, which a statement here could not do for every version).
     "SELECT 1",
+    // Version 4: headers and error history (core/columns.h): JSON text,
+    // NULL while a message has none, kept by a message wherever it goes.
+    R"sql(
+ALTER TABLE sqlq_messages ADD COLUMN headers TEXT;
+ALTER TABLE sqlq_messages ADD COLUMN errors TEXT;
+ALTER TABLE sqlq_dead ADD COLUMN headers TEXT;
+ALTER TABLE sqlq_dead ADD COLUMN errors TEXT;
+ALTER TABLE sqlq_archive ADD COLUMN headers TEXT;
+ALTER TABLE sqlq_archive ADD COLUMN errors TEXT;
+)sql",
 };
 
 inline constexpr int kSchemaVersion =

@@ -25,7 +25,7 @@ Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
     const int want = p.max - static_cast<int>(out.messages.size());
     struct Candidate {
       std::int64_t id, priority, ready_us, token, attempts, enqueued_us;
-      std::string payload;
+      std::string payload, headers;
     };
     std::vector<Candidate> found;
     // One index range per priority level, highest first: "priority = ?
@@ -40,7 +40,8 @@ Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
       if (!level->has_value()) break;
       below = **level;
       SQLQ_PREPARE(st, conn, R"sql(
-        SELECT id, priority, ready_us, token, attempts, enqueued_us, payload
+        SELECT id, priority, ready_us, token, attempts, enqueued_us, payload,
+               headers
         FROM sqlq_messages
         WHERE queue_id = ?1 AND priority = ?2 AND ready_us <= ?3
         ORDER BY ready_us, id
@@ -52,7 +53,8 @@ Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
       int rc;
       while ((rc = st.Step()) == SQLITE_ROW) {
         found.push_back({st.Int(0), st.Int(1), st.Int(2), st.Int(3), st.Int(4),
-                         st.Int(5), st.Blob(6)});
+                         st.Int(5), st.Blob(6),
+                         st.IsNull(7) ? std::string() : st.Text(7)});
         fetched += found.back().payload.size();
         // Past the byte limit no more payloads are read: the reply they
         // would go into is full.
@@ -75,21 +77,29 @@ Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
       if (dies) {
         std::string why = fmt::format("lease expired on attempt {} of {}",
                                       m.attempts, p.max_attempts);
-        Status s = MoveToDead(conn, m.id, why, now);
+        Status s =
+            MoveToDead(conn, m.id, why, now, core::kLeaseExpired, m.ready_us);
         if (!s.ok()) return s;
         ++out.dead_lettered;
         buried = true;
         continue;
       }
       bytes += m.payload.size();
-      SQLQ_PREPARE(st, conn, R"sql(
+      // A lease that ran out is an attempt that failed: its history says so.
+      static constexpr const char* kLease = R"sql(
         UPDATE sqlq_messages
         SET token = ?2, attempts = attempts + 1, ready_us = ?3, worker = ?4
-        WHERE id = ?1)sql");
+        WHERE id = ?1)sql";
+      static constexpr const char* kLeaseExpired =
+          "UPDATE sqlq_messages SET errors = " SQLQ_SQLITE_APPEND_ERROR(
+              "?5", "?6") ", token = ?2, attempts = attempts + 1, "
+                          "ready_us = ?3, worker = ?4 WHERE id = ?1";
+      SQLQ_PREPARE(st, conn, m.token != 0 ? kLeaseExpired : kLease);
       st.Bind(1, m.id)
           .Bind(2, TokenBits(p.token))
           .Bind(3, until)
           .BindTextOrNull(4, p.worker);
+      if (m.token != 0) st.Bind(5, m.ready_us).BindText(6, core::kLeaseExpired);
       Status s = st.Run("claim");
       if (!s.ok()) return s;
       ClaimedMessage cm;
@@ -99,6 +109,7 @@ Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
       cm.payload = std::move(m.payload);
       cm.enqueued_at = FromUs(m.enqueued_us);
       cm.lease_expires_at = FromUs(until);
+      cm.headers = core::DecodeHeaders(m.headers);
       out.messages.push_back(std::move(cm));
     }
     if (full || !buried || static_cast<int>(found.size()) < want) break;
@@ -148,9 +159,9 @@ Status SqliteEngine::Ack(Conn& c, const core::AckParams& p) {
   if (p.archive) {
     SQLQ_PREPARE(st, conn, R"sql(
       INSERT INTO sqlq_archive (id, queue_id, priority, attempts,
-        enqueued_us, completed_us, worker, payload)
+        enqueued_us, completed_us, worker, payload, headers, errors)
       SELECT id, queue_id, priority, attempts, enqueued_us, ?5, worker,
-             payload
+             payload, headers, errors
       FROM sqlq_messages
       WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
     BindFence(st, p.queue_id, p.receipt).Bind(5, now);
@@ -180,12 +191,17 @@ Status SqliteEngine::Retry(Conn& c, const core::RetryParams& p) {
     if (conn.changes() == 0) return Refused(conn, p.queue_id, p.receipt);
     return AddCounters(conn, p.queue_id, {.claims = -1});
   }
-  SQLQ_PREPARE(st, conn, R"sql(
-    UPDATE sqlq_messages SET token = 0, ready_us = ?5, last_error = ?6
-    WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
+  SQLQ_PREPARE(
+      st, conn,
+      "UPDATE sqlq_messages SET token = 0, ready_us = ?5, last_error = ?6, "
+      "errors = " SQLQ_SQLITE_APPEND_ERROR(
+          "?7", "?8") " WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND "
+                      "attempts = ?4");
   BindFence(st, p.queue_id, p.receipt)
       .Bind(5, now + p.delay.count())
-      .BindTextOrNull(6, p.error);
+      .BindTextOrNull(6, p.error)
+      .Bind(7, now)
+      .BindText(8, p.history_error);
   Status s = st.Run("nack");
   if (!s.ok()) return s;
   if (conn.changes() == 0) return Refused(conn, p.queue_id, p.receipt);
@@ -204,7 +220,7 @@ Status SqliteEngine::Bury(Conn& c, const core::BuryParams& p) {
     if (rc == SQLITE_DONE) return Refused(conn, p.queue_id, p.receipt);
     if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "nack");
   }
-  Status s = MoveToDead(conn, p.receipt.id, p.error, now);
+  Status s = MoveToDead(conn, p.receipt.id, p.error, now, p.history_error, now);
   if (!s.ok()) return s;
   return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
 }
@@ -249,14 +265,21 @@ Stmt& SqliteEngine::BindFence(Stmt& st, std::int64_t queue_id,
 }
 
 Status SqliteEngine::MoveToDead(SqliteConn& conn, std::int64_t id,
-                                std::string_view error, std::int64_t now) {
+                                std::string_view error, std::int64_t now,
+                                std::string_view history_error,
+                                std::int64_t failed_at) {
   {
-    SQLQ_PREPARE(st, conn, R"sql(
-      INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
-        died_us, last_error, payload)
-      SELECT id, queue_id, priority, attempts, enqueued_us, ?2, ?3, payload
-      FROM sqlq_messages WHERE id = ?1)sql");
-    st.Bind(1, id).Bind(2, now).BindText(3, error);
+    SQLQ_PREPARE(st, conn,
+                 "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, "
+                 "enqueued_us, died_us, last_error, payload, headers, errors) "
+                 "SELECT id, queue_id, priority, attempts, enqueued_us, ?2, "
+                 "?3, payload, headers, " SQLQ_SQLITE_APPEND_ERROR(
+                     "?4", "?5") " FROM sqlq_messages WHERE id = ?1");
+    st.Bind(1, id)
+        .Bind(2, now)
+        .BindText(3, error)
+        .Bind(4, failed_at)
+        .BindText(5, history_error);
     Status s = st.Run("dead-letter");
     if (!s.ok()) return s;
   }

@@ -173,6 +173,16 @@ class SqliteEngine : public core::Engine {
   Result<core::QueueRecord> CreateQueue(
       Conn& c, const core::CreateQueueParams& op) override;
 
+// The errors column with one entry appended for the row's current attempt
+// (core/columns.h): at `at` and error `error`, each an SQL expression; the
+// oldest entry is dropped past kErrorHistory (20).
+#define SQLQ_SQLITE_APPEND_ERROR(at, error)                                \
+  "json_insert(CASE WHEN json_array_length(coalesce(errors, '[]')) >= 20 " \
+  "THEN json_remove(errors, '$[0]') ELSE coalesce(errors, '[]') END, "     \
+  "'$[#]', json_object('attempt', attempts, 'at', " at ", 'error', " error \
+  "))"
+  static_assert(kErrorHistory == 20);
+
   static constexpr const char* kSelectQueue = R"sql(
     SELECT id, name, max_attempts, lease_us, backoff_base_us, backoff_max_us,
            archive, retention_us, max_payload, created_us
@@ -349,8 +359,12 @@ class SqliteEngine : public core::Engine {
   Status WriteCounters(SqliteConn& conn, std::int64_t queue_id,
                        const QueueCounters& d);
 
+  // Moves message `id` to the dead letters with last error `error`, and
+  // `history_error` appended to its error history for its last attempt at
+  // `failed_at`.
   Status MoveToDead(SqliteConn& conn, std::int64_t id, std::string_view error,
-                    std::int64_t now);
+                    std::int64_t now, std::string_view history_error,
+                    std::int64_t failed_at);
 
   // Says why a receipt was refused: the message is gone, or it is there
   // under another lease.

@@ -159,17 +159,20 @@ Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
   std::int64_t stored = 0;
   for (const Message& m : p.messages) {
     {
+      // Bound as is (SQLITE_STATIC): lives until the statement has run.
+      const std::string headers = core::EncodeHeaders(m.headers);
       SQLQ_PREPARE(st, conn, R"sql(
         INSERT INTO sqlq_messages
-          (queue_id, priority, ready_us, enqueued_us, dedup, payload)
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+          (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
         ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING)sql");
       st.Bind(1, p.queue_id)
           .Bind(2, m.priority)
-          .Bind(3, Us(now) + Us(m.delay))
+          .Bind(3, std::max(Us(now) + Us(m.delay), core::NotBeforeUs(m)))
           .Bind(4, Us(now))
           .BindTextOrNull(5, m.dedup_key)
-          .BindBlob(6, m.payload);
+          .BindBlob(6, m.payload)
+          .BindTextOrNull(7, headers);
       Status s = st.Run("send");
       if (!s.ok()) return s;
     }
@@ -200,7 +203,8 @@ Result<std::vector<DeadLetter>> SqliteEngine::ListDead(
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
   SQLQ_PREPARE(st, conn, R"sql(
-    SELECT id, priority, attempts, enqueued_us, died_us, last_error, payload
+    SELECT id, priority, attempts, enqueued_us, died_us, last_error, payload,
+           headers, errors
     FROM sqlq_dead WHERE queue_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3)sql");
   st.Bind(1, queue_id).Bind(2, o.after_id).Bind(3, o.limit);
   return st.All([](const Stmt& r) { return core::DecodeDead(r); }, "list dead");
@@ -217,13 +221,15 @@ Result<std::int64_t> SqliteEngine::Redrive(Conn& c,
   // (never reused, see schema.h) but not a dedup key.
   static constexpr const char* kInsertAll = R"sql(
     INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
-      enqueued_us, last_error, payload)
-    SELECT id, queue_id, priority, ?2, 0, enqueued_us, last_error, payload
+      enqueued_us, last_error, payload, headers, errors)
+    SELECT id, queue_id, priority, ?2, 0, enqueued_us, last_error, payload,
+           headers, errors
     FROM sqlq_dead WHERE queue_id = ?1 ORDER BY id)sql";
   static constexpr const char* kInsertOne = R"sql(
     INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
-      enqueued_us, last_error, payload)
-    SELECT id, queue_id, priority, ?2, 0, enqueued_us, last_error, payload
+      enqueued_us, last_error, payload, headers, errors)
+    SELECT id, queue_id, priority, ?2, 0, enqueued_us, last_error, payload,
+           headers, errors
     FROM sqlq_dead WHERE queue_id = ?1 AND id = ?3)sql";
   std::int64_t moved = 0;
   if (ids.empty()) {
@@ -271,7 +277,8 @@ Result<std::vector<ArchivedMessage>> SqliteEngine::ListArchive(
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
   SQLQ_PREPARE(st, conn, R"sql(
-    SELECT id, priority, attempts, enqueued_us, completed_us, worker, payload
+    SELECT id, priority, attempts, enqueued_us, completed_us, worker, payload,
+           headers, errors
     FROM sqlq_archive WHERE queue_id = ?1 AND id > ?2
     ORDER BY id LIMIT ?3)sql");
   st.Bind(1, queue_id).Bind(2, o.after_id).Bind(3, o.limit);

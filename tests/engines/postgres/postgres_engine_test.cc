@@ -388,6 +388,10 @@ TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
   // Back to version 2 as that version left it: counters in slot rows of
   // sqlq_counters (slot 7 here), no deltas.
   Query(c, "DELETE FROM sqlq_schema WHERE version > 2");
+  for (const char* table : {"sqlq_messages", "sqlq_dead", "sqlq_archive"}) {
+    Query(c, std::string("ALTER TABLE ") + table +
+                 " DROP COLUMN headers, DROP COLUMN errors");
+  }
   Query(c,
         "INSERT INTO sqlq_counters (queue_id, slot, sends) "
         "SELECT queue_id, 7, sum(sends) FROM sqlq_counter_deltas "

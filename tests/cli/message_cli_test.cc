@@ -1,0 +1,89 @@
+// The CLI's side of what a message carries (docs/cli.md, `send`): headers,
+// a JSON payload and a run_at time, through the real sqlq program; bad input
+// exits 2 with one line on stderr and stores nothing.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "tests/cli/cli_assertions.h"
+#include "tests/cli/cli_fixture.h"
+#include "tests/cli/cli_runner.h"
+
+namespace sqlq::cli_test {
+namespace {
+
+class MessageCliTest : public CliFixture {
+ protected:
+  void SetUp() override {
+    CliFixture::SetUp();
+    One({"queue", "create", "jobs"});
+  }
+  std::int64_t Sends() {
+    return One({"queue", "stats", "jobs"}).value("sends", -1);
+  }
+};
+
+// An RFC 3339 time `from_now` away, with a +00:00 offset.
+std::string TimeFromNow(std::chrono::seconds from_now) {
+  const std::time_t t =
+      std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()) +
+      from_now.count();
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[64];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S+00:00", &tm);
+  return text;
+}
+
+TEST_F(MessageCliTest, HeadersAndAJsonPayloadComeBackOnClaim) {
+  One({"send", "jobs", "--json-payload", "--header", "tenant=acme", "--header",
+       "trace=a=b", R"({"to": "ada", "n": [1, 2]})"});
+  One({"send", "jobs", "plain"});
+  auto claimed = Ok({"claim", "jobs", "--max", "2"});
+  ASSERT_EQ(claimed.size(), 2u);
+  EXPECT_EQ(claimed[0]["payload"],
+            json::parse(R"({"to": "ada", "n": [1, 2]})"));
+  // The value after the first '=' is the header's, '=' and all.
+  EXPECT_EQ(claimed[0]["headers"],
+            json::parse(R"({"content-type": "application/json",
+                            "tenant": "acme", "trace": "a=b"})"));
+  EXPECT_EQ(claimed[1]["payload"], "plain");
+  EXPECT_FALSE(claimed[1].contains("headers"));
+}
+
+TEST_F(MessageCliTest, RunAtHoldsTheMessageBack) {
+  One({"send", "jobs", "--run-at", TimeFromNow(std::chrono::hours(1)),
+       "later"});
+  One({"send", "jobs", "--run-at", TimeFromNow(-std::chrono::hours(1)),
+       "overdue"});
+  auto claimed = Ok({"claim", "jobs", "--max", "5"});
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0]["payload"], "overdue");
+  EXPECT_EQ(One({"queue", "stats", "jobs"}).value("delayed", -1), 1);
+}
+
+TEST_F(MessageCliTest, BadInputExitsTwoAndSendsNothing) {
+  EXPECT_TRUE(FailsWith(Human({"send", "jobs", "--header", "novalue", "x"}),
+                        kUsage, "NAME=VALUE"));
+  EXPECT_TRUE(FailsWith(Human({"send", "jobs", "--header", "bad name=v", "x"}),
+                        kUsage, "header name"));
+  EXPECT_TRUE(FailsWith(Human({"send", "jobs", "--json-payload", "{oops"}),
+                        kUsage, "not valid JSON"));
+  EXPECT_TRUE(FailsWith(Human({"send", "jobs", "--run-at", "soon", "x"}),
+                        kUsage, "RFC 3339"));
+  EXPECT_TRUE(FailsWith(Human({"send", "jobs", "--run-at",
+                               TimeFromNow(std::chrono::hours(24 * 400)), "x"}),
+                        kUsage, "365 days"));
+  EXPECT_EQ(Human({"send", "jobs", "--run-at",
+                   TimeFromNow(std::chrono::hours(1)), "--delay", "5s", "x"})
+                .exit_code,
+            kUsage);
+  EXPECT_EQ(Sends(), 0);
+}
+
+}  // namespace
+}  // namespace sqlq::cli_test

@@ -1,0 +1,135 @@
+// What a message carries over HTTP besides a text payload: a JSON value as
+// payload, headers, run_at, and the error history of dead letters
+// (docs/http-api.md, "Send" and "Objects"), against a running `sqlq serve`.
+
+#include "tests/server/server_fixture.h"
+
+namespace sqlq::server_test {
+namespace {
+
+class MessageFields : public ServerTest {
+ protected:
+  void SetUp() override {
+    ServerTest::SetUp();
+    StartServer();
+    c_.emplace(port());
+    ASSERT_EQ(c().Post("/v1/queues/jobs", {{"max_attempts", 2}}).status, 201);
+  }
+  Client& c() { return *c_; }
+
+  Response Send(const Json& message) {
+    return c().Post("/v1/queues/jobs/messages",
+                    {{"messages", Json::array({message})}});
+  }
+  Json ClaimOne() {
+    Response r = c().Post("/v1/queues/jobs/claim", {{"max", 1}});
+    EXPECT_EQ(r.status, 200) << r.body;
+    if (r.json["messages"].empty()) return Json();
+    return r.json["messages"][0];
+  }
+  // Sends `bad` and expects it refused with `code`, naming `says`, and
+  // nothing stored.
+  void ExpectRefused(const Json& bad, const std::string& code,
+                     const std::string& says) {
+    Response r = Send(bad);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(r.json["error"]["code"], code) << r.body;
+    EXPECT_NE(r.json["error"]["message"].get<std::string>().find(says),
+              std::string::npos)
+        << r.body;
+    EXPECT_EQ(c().Get("/v1/queues/jobs").json["stats"]["sends"], 0) << r.body;
+  }
+  std::optional<Client> c_;
+};
+
+TEST_F(MessageFields, AJsonPayloadComesBackAsTheSameJsonValue) {
+  const Json job = Json::parse(
+      R"({"to": "ada@example.com", "n": 3, "tags": ["a", "b"], "z": null})");
+  ASSERT_EQ(Send({{"payload", job}}).status, 200);
+  ASSERT_EQ(Send({{"payload", 42}}).status, 200);
+  ASSERT_EQ(Send({{"payload", "plain text"}}).status, 200);
+
+  Json m = ClaimOne();
+  EXPECT_EQ(m["payload"], job);  // a JSON object, keys in the order sent
+  EXPECT_EQ(m["payload"].dump(), job.dump());
+  EXPECT_EQ(m["headers"], Json({{"content-type", "application/json"}}));
+  m = ClaimOne();
+  EXPECT_EQ(m["payload"], 42);
+  m = ClaimOne();
+  EXPECT_EQ(m["payload"], "plain text");
+  EXPECT_FALSE(m.contains("headers"));
+}
+
+TEST_F(MessageFields, HeadersTravelToTheClaimAndTheDeadLetter) {
+  const Json headers = {{"traceparent", "00-4bf92f35-00f067aa-01"},
+                        {"tenant", "acme"}};
+  ASSERT_EQ(Send({{"payload", "x"}, {"headers", headers}}).status, 200);
+  Json m = ClaimOne();
+  EXPECT_EQ(m["headers"], headers);
+  ASSERT_EQ(c().Post("/v1/queues/jobs/nack", {{"receipt", m["receipt"]},
+                                              {"error", "smtp 451"},
+                                              {"delay_ms", 0}})
+                .status,
+            200);
+  m = ClaimOne();
+  ASSERT_EQ(c().Post("/v1/queues/jobs/nack",
+                     {{"receipt", m["receipt"]}, {"error", "smtp 550"}})
+                .status,
+            200);
+  Response dead = c().Get("/v1/queues/jobs/dead");
+  ASSERT_EQ(dead.status, 200) << dead.body;
+  const Json& d = dead.json["dead"][0];
+  EXPECT_EQ(d["headers"], headers);
+  ASSERT_EQ(d["errors"].size(), 2u) << dead.body;
+  EXPECT_EQ(d["errors"][0]["attempt"], 1);
+  EXPECT_EQ(d["errors"][0]["error"], "smtp 451");
+  EXPECT_EQ(d["errors"][1]["attempt"], 2);
+  EXPECT_EQ(d["errors"][1]["error"], "smtp 550");
+  EXPECT_TRUE(d["errors"][1]["at"].is_string());
+}
+
+TEST_F(MessageFields, RunAtHoldsTheMessageUntilThatTime) {
+  ASSERT_EQ(
+      Send({{"payload", "later"}, {"run_at", "2099-01-01T00:00:00Z"}}).status,
+      400);  // more than a year ahead
+  ASSERT_EQ(
+      Send({{"payload", "past"}, {"run_at", "2020-01-01T00:00:00Z"}}).status,
+      400);
+  // An hour ahead, written with an offset.
+  const auto in_an_hour =
+      std::chrono::system_clock::now() + std::chrono::hours(1);
+  const std::time_t t = std::chrono::system_clock::to_time_t(in_an_hour);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[64];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S+00:00", &tm);
+  ASSERT_EQ(Send({{"payload", "later"}, {"run_at", text}}).status, 200);
+  ASSERT_EQ(Send({{"payload", "now"}}).status, 200);
+  EXPECT_EQ(ClaimOne()["payload"], "now");
+  EXPECT_TRUE(ClaimOne().is_null());
+  EXPECT_EQ(c().Get("/v1/queues/jobs").json["stats"]["delayed"], 1);
+}
+
+TEST_F(MessageFields, BadFieldsAreRefusedAndNothingIsStored) {
+  ExpectRefused({{"payload", "x"}, {"run_at", "tomorrow"}}, "invalid_argument",
+                "RFC 3339");
+  ExpectRefused({{"payload", "x"}, {"run_at", "2026-02-30T00:00:00Z"}},
+                "invalid_argument", "RFC 3339");
+  ExpectRefused(
+      {{"payload", "x"}, {"delay_ms", 5}, {"run_at", "2026-11-01T00:00:00Z"}},
+      "invalid_argument", "not both");
+  ExpectRefused({{"payload", "x"}, {"headers", {{"n", 1}}}}, "wrong_type",
+                "header \"n\" must be a string");
+  ExpectRefused({{"payload", "x"}, {"headers", "k=v"}}, "wrong_type",
+                "\"headers\" must be an object");
+  ExpectRefused({{"payload", "x"}, {"headers", {{"bad name", "v"}}}},
+                "invalid_argument", "header name 'bad name'");
+  ExpectRefused(
+      {{"payload", {{"a", 1}}}, {"headers", {{"content-type", "text/plain"}}}},
+      "invalid_argument", "content-type application/json");
+  ExpectRefused({{"payload", {{"a", 1}}}, {"payload_base64", "eA=="}},
+                "invalid_argument", "not both");
+}
+
+}  // namespace
+}  // namespace sqlq::server_test
