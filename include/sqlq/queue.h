@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sqlq/status.h"
@@ -215,6 +216,77 @@ struct ListOptions {
   std::int64_t after_id = 0;
 };
 
+// Where a message is. Ready, delayed and leased messages are in the queue
+// (a message whose lease ran out is ready again); dead letters and archived
+// messages have left it.
+enum class MessageState { kReady, kDelayed, kLeased, kDead, kArchived };
+// "ready", "delayed", "leased", "dead", "archived".
+std::string_view MessageStateName(MessageState state);
+// kInvalidArgument for another name.
+Result<MessageState> ParseMessageState(std::string_view name);
+
+// A message as Get and ListMessages show it, in whatever state it is.
+struct MessageInfo {
+  std::int64_t id = 0;
+  MessageState state = MessageState::kReady;
+  std::int32_t priority = 0;
+  int attempts = 0;  // deliveries so far
+  std::string payload;
+  Headers headers;
+  std::string dedup_key;  // in the queue only
+  Timestamp enqueued_at;
+  // In the queue: when it is (or was) claimable, or, leased, when its lease
+  // ends.
+  std::optional<Timestamp> ready_at;
+  // Leased (or ready after its lease ran out): the lease's end.
+  std::optional<Timestamp> lease_expires_at;
+  // Leased: the worker named by the claim; archived: the one that acked.
+  std::string worker;
+  std::string last_error;
+  std::vector<AttemptError> errors;       // oldest first
+  std::optional<Timestamp> died_at;       // dead
+  std::optional<Timestamp> completed_at;  // archived
+};
+
+// Which messages a listing or a bulk change takes. Every criterion set must
+// hold. `state` picks the place looked in: unset, every message in the
+// queue (ready, delayed, leased); kDead the dead letters; kArchived the
+// archive. dedup_key only matches messages in the queue.
+struct MessageFilter {
+  std::optional<MessageState> state;
+  std::optional<std::int32_t> min_priority, max_priority;
+  std::string dedup_key;
+  // A header that must be present with exactly this value.
+  std::optional<std::pair<std::string, std::string>> header;
+  // enqueued_after <= enqueue time < enqueued_before
+  std::optional<Timestamp> enqueued_after, enqueued_before;
+};
+
+// A page of ListMessages: up to `limit` (1..1,000) messages in id order,
+// from where `cursor` (the previous page's next_cursor; empty: the start)
+// left off.
+struct ListMessagesOptions {
+  MessageFilter filter;
+  int limit = 100;
+  std::string cursor;
+};
+
+struct MessagePage {
+  std::vector<MessageInfo> messages;
+  // Empty when the listing is complete; else where the next page starts.
+  // A page may hold fewer than `limit` messages (none, even) and still have
+  // a next cursor: each page reads at most a bounded stretch of the queue
+  // (docs/semantics.md, "Finding messages").
+  std::string next_cursor;
+};
+
+// The messages a bulk change applies to: these ids (1..10,000) when given,
+// else every message that `filter` selects.
+struct MessageSelection {
+  std::vector<std::int64_t> ids;
+  MessageFilter filter;
+};
+
 // The checks CreateQueue applies, for callers that want to refuse bad input
 // before touching a database: kInvalidArgument with the reason, or OK.
 Status CheckQueueName(std::string_view name);
@@ -340,6 +412,32 @@ class WorkQueue {
       const ListOptions& options = {});
   // Deletes archived messages older than the queue's retention.
   Result<std::int64_t> PruneArchive();
+
+  // --- seeing and steering single messages (docs/semantics.md) -----------
+  // The message with this id, in the queue, the dead letters or the
+  // archive. kNotFound when this queue has no message with that id (it
+  // was acked without an archive, deleted, or belongs to another queue).
+  Result<MessageInfo> Get(std::int64_t id);
+  // Messages in id order, page by page; stable under concurrent sends and
+  // claims: a message that stays where the filter looks is listed once.
+  // kInvalidArgument for a malformed cursor or one from another listing.
+  Result<MessagePage> ListMessages(const ListMessagesOptions& options = {});
+  // Deletes the selected messages (filter.state picks the queue, the dead
+  // letters or the archive). A deleted leased message's receipt stops
+  // working: its ack gets kNotFound. Returns how many were deleted.
+  Result<std::int64_t> Delete(const MessageSelection& selection);
+  // Makes the selected messages claimable now: delayed ones in the queue
+  // become ready (ready and leased ones are left as they are); dead
+  // letters (filter.state = kDead) are redriven. Returns how many changed.
+  Result<std::int64_t> RetryNow(const MessageSelection& selection);
+  // Moves the selected ready or delayed messages' claimable time to `at`
+  // (a time past makes them ready now); leased ones are left alone. Only
+  // for messages in the queue. Returns how many changed.
+  Result<std::int64_t> Reschedule(const MessageSelection& selection,
+                                  Timestamp at);
+  // Gives the selected messages in the queue (any state) a new priority.
+  Result<std::int64_t> SetPriority(const MessageSelection& selection,
+                                   std::int32_t priority);
 
   // Transactional variants: the write joins `tx` and commits or rolls back
   // with it (and with the caller's own writes in it). REQUIRES: tx came from

@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -612,6 +614,201 @@ Result<std::string> PayloadArg(const std::string& text, bool base64) {
   return Base64Decode(text);
 }
 
+// The filter options of `message list` and the bulk changes.
+struct FilterArgs {
+  std::string state, dedup, header, after, before;
+  std::optional<std::int32_t> min_priority, max_priority;
+  bool all = false;
+
+  void AddTo(CLI::App* cmd) {
+    cmd->add_option("--state", state,
+                    "ready, delayed, leased, dead or archived (default: "
+                    "every message in the queue)");
+    cmd->add_option("--min-priority", min_priority, "Priority at least P");
+    cmd->add_option("--max-priority", max_priority, "Priority at most P");
+    cmd->add_option("--dedup", dedup, "With this dedup key");
+    cmd->add_option("--header", header,
+                    "With this header: NAME=VALUE, the value exactly");
+    cmd->add_option("--enqueued-after", after,
+                    "Sent at or after this RFC 3339 time");
+    cmd->add_option("--enqueued-before", before,
+                    "Sent before this RFC 3339 time");
+  }
+  // Whether any criterion was given (bulk changes by filter need one, or
+  // --all).
+  bool any() const {
+    return !state.empty() || !dedup.empty() || !header.empty() ||
+           !after.empty() || !before.empty() || min_priority || max_priority;
+  }
+  Result<MessageFilter> Filter() const {
+    MessageFilter f;
+    if (!state.empty()) {
+      auto st = ParseMessageState(state);
+      if (!st.ok()) return st.status().WithContext("--state");
+      f.state = *st;
+    }
+    f.min_priority = min_priority;
+    f.max_priority = max_priority;
+    f.dedup_key = dedup;
+    if (!header.empty()) {
+      const auto eq = header.find('=');
+      if (eq == std::string::npos) {
+        return Status::InvalidArgument(
+            fmt::format("--header '{}' must be NAME=VALUE", header));
+      }
+      f.header = std::pair(header.substr(0, eq), header.substr(eq + 1));
+    }
+    for (auto [text, into, flag] :
+         {std::tuple{&after, &f.enqueued_after, "--enqueued-after"},
+          std::tuple{&before, &f.enqueued_before, "--enqueued-before"}}) {
+      if (text->empty()) continue;
+      auto t = wire::ParseTime(*text);
+      if (!t.ok()) return t.status().WithContext(flag);
+      *into = *t;
+    }
+    return f;
+  }
+};
+
+void AddMessageCommands(CLI::App& app, Runner& run) {
+  auto* msg = app.add_subcommand(
+      "message",
+      "See and steer single messages: get, list, delete, retry, "
+      "reschedule, priority");
+  msg->require_subcommand(1);
+  {
+    auto* cmd = msg->add_subcommand(
+        "get", "A message by id: in the queue, dead or archived");
+    auto name = std::make_shared<std::string>();
+    auto id = std::make_shared<std::int64_t>(0);
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->add_option("ID", *id, "Message id")->required();
+    cmd->callback([=, &run] {
+      auto q = run.Queue(*name);
+      if (Failed(run, q)) return;
+      auto m = q->Get(*id);
+      if (Failed(run, m)) return;
+      run.out().Columns({"id", "state", "attempts", "priority", "payload"});
+      run.out().Row(wire::MessageInfoJson(*m));
+      run.out().Flush();
+    });
+  }
+  {
+    auto* cmd = msg->add_subcommand(
+        "list", "Messages in id order, filtered; pages through the queue");
+    auto name = std::make_shared<std::string>();
+    auto filter = std::make_shared<FilterArgs>();
+    auto limit = std::make_shared<int>(100);
+    auto cursor = std::make_shared<std::string>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    filter->AddTo(cmd);
+    cmd->add_option("--limit", *limit,
+                    "At most N messages (default 100, at most 100000)");
+    cmd->add_option("--cursor", *cursor,
+                    "Go on where a listing stopped (its next_cursor)");
+    cmd->callback([=, &run] {
+      if (*limit < 1 || *limit > 100000) {
+        Failed(run, Status::InvalidArgument(fmt::format(
+                        "--limit {} is out of range [1, 100000]", *limit)));
+        return;
+      }
+      auto f = filter->Filter();
+      if (Failed(run, f)) return;
+      auto q = run.Queue(*name);
+      if (Failed(run, q)) return;
+      run.out().Columns({"id", "state", "attempts", "priority", "payload"});
+      ListMessagesOptions o{.filter = *f, .cursor = *cursor};
+      int left = *limit;
+      std::string next;
+      while (left > 0) {
+        o.limit = std::min(left, 1000);
+        auto page = q->ListMessages(o);
+        if (Failed(run, page)) return;
+        for (const MessageInfo& m : page->messages) {
+          run.out().Row(wire::MessageInfoJson(m));
+        }
+        left -= static_cast<int>(page->messages.size());
+        next = page->next_cursor;
+        if (next.empty()) break;
+        o.cursor = next;
+      }
+      run.out().Flush();
+      if (!next.empty()) {
+        // More to list: said on stderr, so that stdout stays messages.
+        if (run.out().json()) {
+          std::cerr << nlohmann::json({{"next_cursor", next}}).dump() << "\n";
+        } else {
+          std::cerr << "sqlq: more messages; go on with --cursor " << next
+                    << "\n";
+        }
+      }
+    });
+  }
+  // The bulk changes: by ids, or by filter (one criterion at least, or
+  // --all).
+  struct Change {
+    const char* name;
+    const char* help;
+  };
+  for (Change c :
+       {Change{"delete",
+               "Delete messages (in the queue, or dead or archived "
+               "with --state)"},
+        Change{"retry",
+               "Make delayed messages ready now; redrive dead "
+               "letters (--state dead)"},
+        Change{"reschedule", "Move ready and delayed messages to --at TIME"},
+        Change{"priority", "Give messages in the queue --priority P"}}) {
+    auto* cmd = msg->add_subcommand(c.name, c.help);
+    auto name = std::make_shared<std::string>();
+    auto ids = std::make_shared<std::vector<std::int64_t>>();
+    auto filter = std::make_shared<FilterArgs>();
+    auto at = std::make_shared<std::string>();
+    auto priority = std::make_shared<std::int32_t>(0);
+    const std::string action = c.name;
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->add_option("ID", *ids, "Message ids (else the filter's messages)");
+    filter->AddTo(cmd);
+    cmd->add_flag("--all", filter->all,
+                  "With no ids and no filter: every message the state selects");
+    if (action == "reschedule") {
+      cmd->add_option("--at", *at, "RFC 3339 time")->required();
+    }
+    if (action == "priority") {
+      cmd->add_option("--priority", *priority, "The new priority")->required();
+    }
+    cmd->callback([=, &run] {
+      auto f = filter->Filter();
+      if (Failed(run, f)) return;
+      if (ids->empty() && !filter->any() && !filter->all) {
+        Failed(run, Status::InvalidArgument(
+                        "give message ids, a filter (--state, --header, ...) "
+                        "or --all"));
+        return;
+      }
+      std::optional<Timestamp> when;
+      if (action == "reschedule") {
+        auto t = wire::ParseTime(*at);
+        if (!t.ok()) {
+          Failed(run, t.status().WithContext("--at"));
+          return;
+        }
+        when = *t;
+      }
+      auto q = run.Queue(*name);
+      if (Failed(run, q)) return;
+      const MessageSelection sel{.ids = *ids, .filter = *f};
+      auto r = action == "delete"       ? q->Delete(sel)
+               : action == "retry"      ? q->RetryNow(sel)
+               : action == "reschedule" ? q->Reschedule(sel, *when)
+                                        : q->SetPriority(sel, *priority);
+      if (Failed(run, r)) return;
+      run.out().Say({{"changed", *r}}, fmt::format("{}: {} message{}", action,
+                                                   *r, *r == 1 ? "" : "s"));
+    });
+  }
+}
+
 void AddRingCommands(CLI::App& app, Runner& run) {
   auto* ring = app.add_subcommand(
       "ring", "Rings: capped per-group queues (each group keeps its newest N)");
@@ -955,6 +1152,7 @@ int Main(int argc, char** argv) {
   AddClaim(app, run);
   AddReceiptCommands(app, run);
   AddDeadAndArchive(app, run);
+  AddMessageCommands(app, run);
   AddRingCommands(app, run);
   AddRotationCommands(app, run);
   AddServeCommand(

@@ -267,6 +267,51 @@ struct RotationResetParams {
   std::string_view key;
 };
 
+// Where a message is stored: the queue's table (ready, delayed, leased),
+// the dead letters, the archive.
+enum class MessageTable { kQueued, kDead, kArchived };
+
+// Messages of one table of a queue, chosen by `filter` (its state, when
+// one of the queue's, narrows kQueued) and, when `ids` is not empty, among
+// those ids; in id order past `after_id`, at most `limit`. With `scan` > 0
+// only the first `scan` rows of the queue's part of the table past
+// `after_id` are looked at, whatever the filter: the cost of a page is
+// bounded however few rows match (FoundMessages::scanned_to says where it
+// stopped).
+struct FindMessagesParams {
+  std::int64_t queue_id = 0;
+  MessageTable table = MessageTable::kQueued;
+  const MessageFilter* filter = nullptr;
+  std::span<const std::int64_t> ids;
+  std::int64_t after_id = 0;
+  int limit = 100;
+  int scan = 0;
+};
+
+struct FoundMessages {
+  std::vector<MessageInfo> messages;
+  // Set when the scan bound was reached: the last id looked at.
+  std::optional<std::int64_t> scanned_to;
+};
+
+// Bulk changes of messages chosen as FindMessagesParams chooses them.
+enum class SteerAction {
+  kDelete,       // any table
+  kMakeReady,    // kQueued: delayed messages ready now
+  kReschedule,   // kQueued: ready or delayed ones claimable at at_us
+  kSetPriority,  // kQueued: any state
+};
+
+struct SteerParams {
+  std::int64_t queue_id = 0;
+  MessageTable table = MessageTable::kQueued;
+  SteerAction action = SteerAction::kDelete;
+  const MessageFilter* filter = nullptr;
+  std::span<const std::int64_t> ids;
+  std::int64_t at_us = 0;
+  std::int32_t priority = 0;
+};
+
 // See "Clean failures" above.
 inline bool IsCleanFailure(const Status& s) {
   switch (s.code()) {
@@ -404,6 +449,14 @@ class Engine {
       Conn& conn, const ListArchiveParams& p) = 0;
   virtual Result<std::int64_t> PruneArchive(Conn& conn,
                                             const PruneArchiveParams& p) = 0;
+
+  // --- single messages (WorkQueue::Get, ListMessages, the bulk changes) --
+  // Each checks the queue first (kNotFound when it is gone). The SQL is
+  // built by engines/shared/message_sql.h.
+  virtual Result<FoundMessages> FindMessages(Conn& conn,
+                                             const FindMessagesParams& p) = 0;
+  // Returns how many messages changed.
+  virtual Result<std::int64_t> Steer(Conn& conn, const SteerParams& p) = 0;
 
   // --- rings and rotations -----------------------------------------------
   // Rings (docs/rings-and-rotations.md).

@@ -153,6 +153,46 @@ ArchivedMessage DecodeArchived(const Row& r) {
           .errors = DecodeErrors(JsonText(r, 8))};
 }
 
+// A found message (engines/shared/message_sql.h): id, priority, attempts,
+// enqueued_us, ready_us, token, dedup, worker, last_error, payload,
+// headers, errors, left_us; its state read against `now_us`.
+template <class Row>
+MessageInfo DecodeMessageInfo(const Row& r, MessageTable table,
+                              std::int64_t now_us) {
+  MessageInfo m;
+  m.id = r.Int(0);
+  m.priority = static_cast<std::int32_t>(r.Int(1));
+  m.attempts = static_cast<int>(r.Int(2));
+  m.enqueued_at = FromUs(r.Int(3));
+  if (!r.IsNull(6)) m.dedup_key = r.Bytes(6);
+  if (!r.IsNull(7)) m.worker = r.Bytes(7);
+  if (!r.IsNull(8)) m.last_error = r.Bytes(8);
+  m.payload = r.Bytes(9);
+  m.headers = DecodeHeaders(JsonText(r, 10));
+  m.errors = DecodeErrors(JsonText(r, 11));
+  switch (table) {
+    case MessageTable::kQueued: {
+      const std::int64_t ready = r.Int(4);
+      const bool leased = r.Int(5) != 0;
+      m.ready_at = FromUs(ready);
+      if (leased) m.lease_expires_at = FromUs(ready);
+      m.state = ready <= now_us ? MessageState::kReady
+                : leased        ? MessageState::kLeased
+                                : MessageState::kDelayed;
+      break;
+    }
+    case MessageTable::kDead:
+      m.state = MessageState::kDead;
+      m.died_at = FromUs(r.Int(12));
+      break;
+    case MessageTable::kArchived:
+      m.state = MessageState::kArchived;
+      m.completed_at = FromUs(r.Int(12));
+      break;
+  }
+  return m;
+}
+
 // When a message may first be claimed, as engines store it: the later of
 // (now + delay) and this, which is 0 unless the message has a run_at.
 inline std::int64_t NotBeforeUs(const Message& m) {

@@ -359,6 +359,146 @@ Message ReadMessage(const Body& mb, std::size_t max_payload) {
   return msg;
 }
 
+// A time given as RFC 3339 in `what`.
+Timestamp ReadTime(const std::string& what, const std::string& text) {
+  auto t = wire::ParseTime(text);
+  if (!t.ok()) {
+    Throw(400, "invalid_argument", what + ": " + t.status().message());
+  }
+  return *t;
+}
+
+MessageState ReadState(const std::string& text) {
+  auto s = ParseMessageState(text);
+  if (!s.ok()) Throw(400, "invalid_argument", s.status().message());
+  return *s;
+}
+
+// "NAME=VALUE", the header a filter asks for.
+std::pair<std::string, std::string> ReadHeaderMatch(const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos) {
+    Throw(400, "invalid_argument",
+          "header must be NAME=VALUE, the header's name and its exact value");
+  }
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+// A listing's filter from the query: state, min_priority, max_priority,
+// dedup, header (NAME=VALUE), enqueued_after, enqueued_before.
+MessageFilter FilterFromQuery(const Target& t) {
+  MessageFilter f;
+  auto get = [&](const char* key) -> const std::string* {
+    auto it = t.query.find(key);
+    return it == t.query.end() ? nullptr : &it->second;
+  };
+  if (auto* v = get("state")) f.state = ReadState(*v);
+  if (get("min_priority")) {
+    f.min_priority = static_cast<std::int32_t>(
+        QueryInt(t, "min_priority", 0, INT32_MIN, INT32_MAX));
+  }
+  if (get("max_priority")) {
+    f.max_priority = static_cast<std::int32_t>(
+        QueryInt(t, "max_priority", 0, INT32_MIN, INT32_MAX));
+  }
+  if (auto* v = get("dedup")) f.dedup_key = *v;
+  if (auto* v = get("header")) f.header = ReadHeaderMatch(*v);
+  if (auto* v = get("enqueued_after")) {
+    f.enqueued_after = ReadTime("enqueued_after", *v);
+  }
+  if (auto* v = get("enqueued_before")) {
+    f.enqueued_before = ReadTime("enqueued_before", *v);
+  }
+  return f;
+}
+
+// The same filter as a JSON object: {"state", "min_priority",
+// "max_priority", "dedup", "header": {"name", "value"}, "enqueued_after",
+// "enqueued_before"}.
+MessageFilter FilterFromJson(const Json& obj) {
+  Body b(obj,
+         {"state", "min_priority", "max_priority", "dedup", "header",
+          "enqueued_after", "enqueued_before"},
+         "filter");
+  MessageFilter f;
+  if (auto v = b.String("state")) f.state = ReadState(*v);
+  if (auto v = b.Int("min_priority", INT32_MIN, INT32_MAX)) {
+    f.min_priority = static_cast<std::int32_t>(*v);
+  }
+  if (auto v = b.Int("max_priority", INT32_MIN, INT32_MAX)) {
+    f.max_priority = static_cast<std::int32_t>(*v);
+  }
+  if (auto v = b.String("dedup")) f.dedup_key = *v;
+  if (const Json* h = b.Object("header")) {
+    Body hb(*h, {"name", "value"}, "filter.header");
+    auto name = hb.String("name");
+    auto value = hb.String("value");
+    if (!name || !value) {
+      Throw(400, "invalid_argument",
+            "filter.header needs \"name\" and \"value\"");
+    }
+    f.header = std::pair(*name, *value);
+  }
+  if (auto v = b.String("enqueued_after")) {
+    f.enqueued_after = ReadTime("enqueued_after", *v);
+  }
+  if (auto v = b.String("enqueued_before")) {
+    f.enqueued_before = ReadTime("enqueued_before", *v);
+  }
+  return f;
+}
+
+// The messages a bulk change takes: {"ids": [...]} or {"filter": {...}}
+// ({} selects every message in the queue), one of the two.
+MessageSelection SelectionFromBody(const Body& b) {
+  const Json* ids = b.Array("ids");
+  const Json* filter = b.Object("filter");
+  if ((ids == nullptr) == (filter == nullptr)) {
+    Throw(400, "invalid_argument",
+          "give either \"ids\" (an array of message ids) or \"filter\" "
+          "(an object; {} for every message in the queue)");
+  }
+  MessageSelection sel;
+  if (ids != nullptr) {
+    if (ids->empty()) {
+      Throw(400, "invalid_argument", "\"ids\" must not be empty");
+    }
+    for (const Json& id : *ids) {
+      if (!id.is_number_integer()) b.Wrong("ids", "an array of integers");
+      sel.ids.push_back(id.get<std::int64_t>());
+    }
+  } else {
+    sel.filter = FilterFromJson(*filter);
+  }
+  return sel;
+}
+
+// Runs a change of messages: `action` is delete, retry, reschedule (needs
+// "run_at") or priority (needs "priority"); returns how many changed.
+std::int64_t Steer(WorkQueue q, const std::string& action,
+                   const MessageSelection& sel, const Body& b) {
+  const char* wants = action == "reschedule" ? "run_at"
+                      : action == "priority" ? "priority"
+                                             : nullptr;
+  for (const char* field : {"run_at", "priority"}) {
+    if (b.Has(field) && (wants == nullptr || std::string(wants) != field)) {
+      Throw(400, "unknown_field",
+            fmt::format("\"{}\" does not go with {}", field, action));
+    }
+  }
+  if (wants != nullptr && !b.Has(wants)) {
+    Throw(400, "invalid_argument",
+          fmt::format("{} needs \"{}\"", action, wants));
+  }
+  if (action == "delete") return Take(q.Delete(sel));
+  if (action == "retry") return Take(q.RetryNow(sel));
+  if (action == "reschedule") {
+    return Take(q.Reschedule(sel, ReadTime("run_at", *b.String("run_at"))));
+  }
+  return Take(q.SetPriority(sel, static_cast<std::int32_t>(*b.Int(
+                                     "priority", INT32_MIN, INT32_MAX))));
+}
+
 // Reads a listing (dead letters, archive, a ring group) page by page, so
 // that its reply stays within `reply_bytes`: each page asks for as many
 // rows as fit in what is left, counting `max_payload` for each (the
@@ -728,6 +868,112 @@ Outcome Api::Handle(const Request& req) {
         return reply(200, {{"dropped", name}});
       }
       const std::string& op = seg[3];
+      if (seg.size() == 4 && op == "messages" && m == "GET") {
+        route_is("GET /v1/queues/{name}/messages");
+        need(kAdmin, name);
+        ListMessagesOptions o{
+            .filter = FilterFromQuery(t),
+            .limit = static_cast<int>(QueryInt(t, "limit", 100, 1, 1000))};
+        if (auto it = t.query.find("cursor"); it != t.query.end()) {
+          o.cursor = it->second;
+        }
+        WorkQueue q = queue();
+        // Within the reply limit: a page that would not fit is asked for
+        // again with as many messages as fit (at least one), so that its
+        // next_cursor goes on from the last one sent.
+        for (;;) {
+          MessagePage page = Take(q.ListMessages(o));
+          Json list = Json::array();
+          std::size_t bytes = 64 + page.next_cursor.size();
+          int fit = 0;
+          for (const MessageInfo& info : page.messages) {
+            Json j = wire::MessageInfoJson(info);
+            bytes += j.dump().size() + 1;
+            if (fit > 0 && bytes > limits_.max_reply_bytes) break;
+            list.push_back(std::move(j));
+            ++fit;
+          }
+          if (fit < static_cast<int>(page.messages.size())) {
+            o.limit = fit;
+            continue;
+          }
+          Json body = {{"messages", std::move(list)}};
+          body["next_cursor"] =
+              page.next_cursor.empty() ? Json(nullptr) : Json(page.next_cursor);
+          return reply(200, std::move(body));
+        }
+      }
+      if (seg.size() == 5 && op == "messages" &&
+          (seg[4] == "delete" || seg[4] == "retry" || seg[4] == "reschedule" ||
+           seg[4] == "priority")) {
+        const std::string& action = seg[4];
+        route_is(action == "delete"  ? "POST /v1/queues/{name}/messages/delete"
+                 : action == "retry" ? "POST /v1/queues/{name}/messages/retry"
+                 : action == "reschedule"
+                     ? "POST /v1/queues/{name}/messages/reschedule"
+                     : "POST /v1/queues/{name}/messages/priority");
+        method({"POST"});
+        need(kAdmin, name);
+        Body b(req.body, {"ids", "filter", "run_at", "priority"});
+        MessageSelection sel = SelectionFromBody(b);
+        return reply(200, {{"changed", Steer(queue(), action, sel, b)}});
+      }
+      if ((seg.size() == 5 || seg.size() == 6) && op == "messages") {
+        std::int64_t id = 0;
+        const std::string& text = seg[4];
+        auto [end, ec] =
+            std::from_chars(text.data(), text.data() + text.size(), id);
+        if (ec != std::errc() || end != text.data() + text.size()) {
+          Throw(404, "no_route",
+                fmt::format("no endpoint at {} {}: '{}' is not a message id", m,
+                            req.target.substr(0, req.target.find('?')),
+                            text.substr(0, 64)));
+        }
+        MessageSelection sel{.ids = {id}};
+        if (seg.size() == 5) {
+          if (m == "GET") {
+            route_is("GET /v1/queues/{name}/messages/{id}");
+            need(kAdmin, name);
+            return reply(200, wire::MessageInfoJson(Take(queue().Get(id))));
+          }
+          route_is("DELETE /v1/queues/{name}/messages/{id}");
+          method({"GET", "DELETE"});
+          need(kAdmin, name);
+          // A message in the queue, a dead letter or an archived one:
+          // wherever it is.
+          WorkQueue q = queue();
+          MessageInfo info = Take(q.Get(id));
+          if (info.state == MessageState::kDead ||
+              info.state == MessageState::kArchived) {
+            sel.filter.state = info.state;
+          }
+          return reply(200, {{"deleted", Take(q.Delete(sel))}});
+        }
+        const std::string& action = seg[5];
+        if (action != "retry" && action != "reschedule" &&
+            action != "priority") {
+          Throw(404, "no_route",
+                fmt::format("no endpoint at {} {}", m,
+                            req.target.substr(0, req.target.find('?'))));
+        }
+        route_is(action == "retry"
+                     ? "POST /v1/queues/{name}/messages/{id}/retry"
+                 : action == "reschedule"
+                     ? "POST /v1/queues/{name}/messages/{id}/reschedule"
+                     : "POST /v1/queues/{name}/messages/{id}/priority");
+        method({"POST"});
+        need(kAdmin, name);
+        Body b(req.body, {"run_at", "priority"});
+        WorkQueue q = queue();
+        // Retry of a dead letter redrives it.
+        if (action == "retry") {
+          MessageInfo info = Take(q.Get(id));
+          if (info.state == MessageState::kDead) {
+            sel.filter.state = MessageState::kDead;
+          }
+        }
+        return reply(200, {{"changed", Steer(q, action, sel, b)}});
+      }
       if (seg.size() == 4 && op == "messages") {
         route_is("POST /v1/queues/{name}/messages");
         method({"POST"});

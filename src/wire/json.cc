@@ -278,6 +278,26 @@ Json ArchivedJson(const ArchivedMessage& a) {
   return j;
 }
 
+Json MessageInfoJson(const MessageInfo& m) {
+  Json j = {{"id", m.id},
+            {"state", std::string(MessageStateName(m.state))},
+            {"priority", m.priority},
+            {"attempts", m.attempts}};
+  PutPayload(j, m.payload, m.headers);
+  if (!m.dedup_key.empty()) j["dedup"] = m.dedup_key;
+  j["enqueued_at"] = FormatTime(m.enqueued_at);
+  if (m.ready_at) j["ready_at"] = FormatTime(*m.ready_at);
+  if (m.lease_expires_at) {
+    j["lease_expires_at"] = FormatTime(*m.lease_expires_at);
+  }
+  if (!m.worker.empty()) j["worker"] = m.worker;
+  if (!m.last_error.empty()) j["last_error"] = m.last_error;
+  j["errors"] = ErrorsJson(m.errors);
+  if (m.died_at) j["died_at"] = FormatTime(*m.died_at);
+  if (m.completed_at) j["completed_at"] = FormatTime(*m.completed_at);
+  return j;
+}
+
 Json RingJson(std::string_view name, const RingOptions& o) {
   return {{"name", name},
           {"kind", "ring"},

@@ -69,6 +69,12 @@ Json DeadLetterJson(const DeadLetter& d);
 //  "enqueued_at", "completed_at"}
 Json ArchivedJson(const ArchivedMessage& a);
 
+// {"id", "state", "priority", "attempts", payload, ["headers"], ["dedup"],
+//  "enqueued_at", ["ready_at"], ["lease_expires_at"], ["worker"],
+//  ["last_error"], "errors", ["died_at"], ["completed_at"]}: the keys in
+// brackets only when the message has them.
+Json MessageInfoJson(const MessageInfo& m);
+
 // {"name", "kind": "ring", "capacity", "max_payload_bytes"}
 Json RingJson(std::string_view name, const RingOptions& o);
 // {"seq", "group", payload, "pushed_at"}

@@ -85,5 +85,55 @@ TEST_F(MessageCliTest, BadInputExitsTwoAndSendsNothing) {
   EXPECT_EQ(Sends(), 0);
 }
 
+TEST_F(MessageCliTest, GetListAndChangeMessages) {
+  One({"send", "jobs", "--header", "tenant=acme", "a"});
+  One({"send", "jobs", "--delay", "1h", "b"});
+  One({"send", "jobs", "--header", "tenant=acme", "c"});
+  json a = One({"message", "get", "jobs", "1"});
+  EXPECT_EQ(a["state"], "ready");
+  EXPECT_EQ(a["payload"], "a");
+  EXPECT_EQ(a["headers"], json::parse(R"({"tenant":"acme"})"));
+
+  auto acme = Ok({"message", "list", "jobs", "--header", "tenant=acme"});
+  ASSERT_EQ(acme.size(), 2u);
+  EXPECT_EQ(acme[0]["id"], 1);
+  EXPECT_EQ(acme[1]["id"], 3);
+  // A limit below what there is: the cursor to go on with is on stderr.
+  RunResult first = Json({"message", "list", "jobs", "--limit", "2"});
+  ASSERT_EQ(first.exit_code, kOk) << Show(first);
+  std::vector<json> lines;
+  ASSERT_TRUE(ParseLines(first.out, &lines));
+  ASSERT_EQ(lines.size(), 2u);
+  const std::string cursor = json::parse(first.err)["next_cursor"];
+  auto rest = Ok({"message", "list", "jobs", "--cursor", cursor});
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0]["id"], 3);
+
+  EXPECT_EQ(One({"message", "retry", "jobs", "--state", "delayed"})["changed"],
+            1);
+  EXPECT_EQ(
+      One({"message", "priority", "jobs", "3", "--priority", "9"})["changed"],
+      1);
+  EXPECT_EQ(One({"claim", "jobs"})["id"], 3);
+  EXPECT_EQ(One({"message", "reschedule", "jobs", "1", "--at",
+                 TimeFromNow(std::chrono::hours(2))})["changed"],
+            1);
+  EXPECT_EQ(One({"message", "get", "jobs", "1"})["state"], "delayed");
+  EXPECT_EQ(One({"message", "delete", "jobs", "1", "2"})["changed"], 2);
+  EXPECT_TRUE(FailsWith(Human({"message", "get", "jobs", "1"}), kNotFound,
+                        "message 1"));
+}
+
+TEST_F(MessageCliTest, ChangesWithoutIdsOrFilterAreRefused) {
+  One({"send", "jobs", "a"});
+  EXPECT_TRUE(FailsWith(Human({"message", "delete", "jobs"}), kUsage, "--all"));
+  EXPECT_TRUE(FailsWith(Human({"message", "list", "jobs", "--state", "odd"}),
+                        kUsage, "unknown state"));
+  EXPECT_TRUE(FailsWith(Human({"message", "list", "jobs", "--cursor", "x"}),
+                        kUsage, "cursor"));
+  EXPECT_EQ(One({"queue", "stats", "jobs"}).value("ready", -1), 1);
+  EXPECT_EQ(One({"message", "delete", "jobs", "--all"})["changed"], 1);
+}
+
 }  // namespace
 }  // namespace sqlq::cli_test

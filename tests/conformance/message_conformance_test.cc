@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sqlq/queue.h"
@@ -267,6 +269,346 @@ TEST_P(MessageConformance, AReleaseByAWorkerIsNoFailure) {
   ASSERT_EQ(archived.size(), 2u);
   EXPECT_TRUE(archived[0].errors.empty());
   EXPECT_TRUE(archived[1].errors.empty());
+}
+
+// ---------------------------------------------------------------- finding
+
+// Every id that pages of `filter` list, following next_cursor to the end.
+std::vector<std::int64_t> AllPages(WorkQueue& q, const MessageFilter& filter,
+                                   int limit) {
+  std::vector<std::int64_t> ids;
+  ListMessagesOptions o{.filter = filter, .limit = limit};
+  for (int pages = 0; pages < 1000; ++pages) {
+    auto page = q.ListMessages(o);
+    if (!page.ok()) {
+      ADD_FAILURE() << page.status().ToString();
+      return ids;
+    }
+    for (const MessageInfo& m : page->messages) ids.push_back(m.id);
+    if (page->next_cursor.empty()) return ids;
+    o.cursor = page->next_cursor;
+  }
+  ADD_FAILURE() << "the listing never ended";
+  return ids;
+}
+
+TEST_P(MessageConformance, GetShowsAMessageInEveryState) {
+  WorkQueue q = MakeQueue({.max_attempts = 2, .archive = true});
+  const Timestamp sent = clock_->Now();
+  ASSERT_OK_AND_ASSIGN(SendResult ready, q.Send({.payload = "r",
+                                                 .priority = 3,
+                                                 .dedup_key = "key-r",
+                                                 .headers = {{"h", "1"}}}));
+  ASSERT_OK_AND_ASSIGN(SendResult delayed,
+                       q.Send({.payload = "d", .delay = hours(1)}));
+  ASSERT_OK_AND_ASSIGN(SendResult leased, q.Send({.payload = "l"}));
+  ASSERT_OK_AND_ASSIGN(SendResult dead,
+                       q.Send({.payload = "x", .priority = 5}));
+  ASSERT_OK_AND_ASSIGN(SendResult archived, q.Send({.payload = "a"}));
+  // Claimed in order x, r, l, a. r is given back; x fails twice and dies;
+  // a is acked; l stays leased.
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 4, .worker = "w1"}));
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_EQ(got[0].id, dead.id);
+  ASSERT_EQ(got[1].id, ready.id);
+  ASSERT_EQ(got[3].id, archived.id);
+  ASSERT_OK(q.Nack(got[0].receipt, {.delay = Duration(0), .error = "first"}));
+  ASSERT_OK(q.Nack(got[1].receipt, {.delay = Duration(0), .error = "later"}));
+  ASSERT_OK(q.Ack(got[3].receipt));
+  ClaimedMessage again = ClaimOne(q);
+  ASSERT_EQ(again.id, dead.id);
+  ASSERT_OK(q.Nack(again.receipt, {.error = "fatal"}));
+
+  ASSERT_OK_AND_ASSIGN(MessageInfo r, q.Get(ready.id));
+  EXPECT_EQ(r.state, MessageState::kReady);
+  EXPECT_EQ(r.payload, "r");
+  EXPECT_EQ(r.priority, 3);
+  EXPECT_EQ(r.attempts, 1);
+  EXPECT_EQ(r.dedup_key, "key-r");
+  EXPECT_EQ(r.headers, (Headers{{"h", "1"}}));
+  EXPECT_EQ(Us(r.enqueued_at), Us(sent));
+  ASSERT_TRUE(r.ready_at);
+  EXPECT_EQ(Us(*r.ready_at), Us(clock_->Now()));
+  EXPECT_FALSE(r.lease_expires_at);
+  EXPECT_EQ(r.last_error, "later");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].error, "later");
+
+  ASSERT_OK_AND_ASSIGN(MessageInfo d, q.Get(delayed.id));
+  EXPECT_EQ(d.state, MessageState::kDelayed);
+  EXPECT_EQ(d.attempts, 0);
+  EXPECT_EQ(Us(*d.ready_at), Us(sent + hours(1)));
+
+  ASSERT_OK_AND_ASSIGN(MessageInfo l, q.Get(leased.id));
+  EXPECT_EQ(l.state, MessageState::kLeased);
+  EXPECT_EQ(l.worker, "w1");
+  ASSERT_TRUE(l.lease_expires_at);
+  EXPECT_EQ(Us(*l.lease_expires_at), Us(clock_->Now() + seconds(30)));
+
+  ASSERT_OK_AND_ASSIGN(MessageInfo x, q.Get(dead.id));
+  EXPECT_EQ(x.state, MessageState::kDead);
+  EXPECT_EQ(x.last_error, "fatal");
+  ASSERT_TRUE(x.died_at);
+  EXPECT_FALSE(x.ready_at);
+  EXPECT_EQ(x.attempts, 2);
+  ASSERT_EQ(x.errors.size(), 2u);
+  EXPECT_EQ(x.errors[1].error, "fatal");
+
+  ASSERT_OK_AND_ASSIGN(MessageInfo a, q.Get(archived.id));
+  EXPECT_EQ(a.state, MessageState::kArchived);
+  EXPECT_EQ(a.worker, "w1");
+  ASSERT_TRUE(a.completed_at);
+
+  // Its lease ran out: ready again, the lease's end still shown.
+  clock_->Advance(minutes(1));
+  ASSERT_OK_AND_ASSIGN(l, q.Get(leased.id));
+  EXPECT_EQ(l.state, MessageState::kReady);
+  EXPECT_TRUE(l.lease_expires_at);
+}
+
+TEST_P(MessageConformance, GetOfAnUnknownOrForeignIdIsNotFound) {
+  WorkQueue q = MakeQueue();
+  ASSERT_OK_AND_ASSIGN(WorkQueue other, store_->CreateQueue("other", {}));
+  ASSERT_OK_AND_ASSIGN(SendResult theirs, other.Send({.payload = "o"}));
+  Status s = q.Get(theirs.id).status();
+  EXPECT_EQ(s.code(), Code::kNotFound);
+  EXPECT_NE(s.message().find("not in queue 'jobs'"), std::string::npos)
+      << s.ToString();
+  EXPECT_CODE(q.Get(123456), Code::kNotFound);
+  EXPECT_CODE(q.Get(0), Code::kInvalidArgument);
+  EXPECT_CODE(q.Get(-4), Code::kInvalidArgument);
+  ASSERT_OK(other.Get(theirs.id));
+}
+
+TEST_P(MessageConformance, ListingPagesInIdOrderWithEveryFilter) {
+  WorkQueue q = MakeQueue({.max_attempts = 1});
+  std::vector<std::int64_t> all, tagged, high, early;
+  for (int i = 0; i < 23; ++i) {
+    Message m{.payload = std::to_string(i), .priority = i % 4};
+    if (i % 5 == 0) m.headers = {{"tenant", "acme"}};
+    if (i == 7) m.dedup_key = "seven";
+    ASSERT_OK_AND_ASSIGN(SendResult r, q.Send(m));
+    all.push_back(r.id);
+    if (i % 5 == 0) tagged.push_back(r.id);
+    if (i % 4 >= 2) high.push_back(r.id);
+    if (i < 10) early.push_back(r.id);
+    clock_->Advance(seconds(1));
+  }
+  const Timestamp cut = clock_->Now() - seconds(13);
+  EXPECT_EQ(AllPages(q, {}, 5), all);
+  EXPECT_EQ(AllPages(q, {}, 1000), all);
+  EXPECT_EQ(
+      AllPages(
+          q, {.header = std::pair<std::string, std::string>("tenant", "acme")},
+          2),
+      tagged);
+  EXPECT_TRUE(
+      AllPages(
+          q, {.header = std::pair<std::string, std::string>("tenant", "ACME")},
+          10)
+          .empty());
+  EXPECT_EQ(AllPages(q, {.min_priority = 2}, 4), high);
+  EXPECT_EQ(AllPages(q, {.min_priority = 2, .max_priority = 3}, 4), high);
+  EXPECT_EQ(AllPages(q, {.dedup_key = "seven"}, 4),
+            std::vector<std::int64_t>{all[7]});
+  EXPECT_EQ(AllPages(q, {.enqueued_before = cut}, 3), early);
+
+  // By state: claim the three highest (priority 3: 3, 7, 11), let one die.
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 3}));
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_OK(q.Nack(got[0].receipt, {.error = "x"}));
+  std::vector<std::int64_t> leased = {got[1].id, got[2].id};
+  std::sort(leased.begin(), leased.end());
+  EXPECT_EQ(AllPages(q, {.state = MessageState::kLeased}, 1), leased);
+  EXPECT_EQ(AllPages(q, {.state = MessageState::kDead}, 1),
+            std::vector<std::int64_t>{got[0].id});
+  EXPECT_EQ(AllPages(q, {.state = MessageState::kReady}, 7).size(), 20u);
+  EXPECT_TRUE(AllPages(q, {.state = MessageState::kDelayed}, 7).empty());
+  ASSERT_OK_AND_ASSIGN(
+      auto page, q.ListMessages({.filter = {.state = MessageState::kDead}}));
+  ASSERT_EQ(page.messages.size(), 1u);
+  EXPECT_EQ(page.messages[0].state, MessageState::kDead);
+  EXPECT_EQ(page.messages[0].last_error, "x");
+}
+
+TEST_P(MessageConformance, ListingIsStableUnderConcurrentSendsAndClaims) {
+  WorkQueue q = MakeQueue();
+  for (int i = 0; i < 10; ++i) ASSERT_OK(q.Send({.payload = "a"}));
+  ASSERT_OK_AND_ASSIGN(auto first, q.ListMessages({.limit = 4}));
+  ASSERT_EQ(first.messages.size(), 4u);
+  // Meanwhile: three claims (the oldest, some already listed), five sends.
+  ASSERT_OK(q.Claim({.max = 3}));
+  for (int i = 0; i < 5; ++i) ASSERT_OK(q.Send({.payload = "b"}));
+  std::vector<std::int64_t> seen;
+  for (const auto& m : first.messages) seen.push_back(m.id);
+  ListMessagesOptions o{.limit = 4, .cursor = first.next_cursor};
+  while (!o.cursor.empty()) {
+    ASSERT_OK_AND_ASSIGN(auto page, q.ListMessages(o));
+    for (const auto& m : page.messages) seen.push_back(m.id);
+    o.cursor = page.next_cursor;
+  }
+  // Each message once, in id order, the new ones at the end.
+  ASSERT_EQ(seen.size(), 15u);
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+  EXPECT_EQ(std::adjacent_find(seen.begin(), seen.end()), seen.end());
+}
+
+TEST_P(MessageConformance, APageReadsABoundedStretchOfADeepQueue) {
+  WorkQueue q = MakeQueue();
+  std::vector<Message> batch(10000, Message{.payload = "x"});
+  ASSERT_OK(q.SendBatch(batch));
+  batch.resize(1000);
+  batch.back().headers = {{"find", "me"}};
+  ASSERT_OK_AND_ASSIGN(auto sent, q.SendBatch(batch));
+  const MessageFilter f{.header =
+                            std::pair<std::string, std::string>("find", "me")};
+  // The first page looks at 10,000 messages, finds none, and says where
+  // to go on; the second finds it.
+  ASSERT_OK_AND_ASSIGN(auto first, q.ListMessages({.filter = f}));
+  EXPECT_TRUE(first.messages.empty());
+  ASSERT_FALSE(first.next_cursor.empty());
+  ASSERT_OK_AND_ASSIGN(
+      auto second, q.ListMessages({.filter = f, .cursor = first.next_cursor}));
+  ASSERT_EQ(second.messages.size(), 1u);
+  EXPECT_EQ(second.messages[0].id, sent.back().id);
+  EXPECT_TRUE(second.next_cursor.empty());
+}
+
+TEST_P(MessageConformance, BadCursorsAndFiltersAreRefused) {
+  WorkQueue q = MakeQueue();
+  ASSERT_OK_AND_ASSIGN(WorkQueue other, store_->CreateQueue("other", {}));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK(q.Send({.payload = "a"}));
+    ASSERT_OK(other.Send({.payload = "a"}));
+  }
+  ASSERT_OK_AND_ASSIGN(auto page, q.ListMessages({.limit = 1}));
+  ASSERT_FALSE(page.next_cursor.empty());
+  ASSERT_OK_AND_ASSIGN(auto theirs, other.ListMessages({.limit = 1}));
+  for (const std::string& bad :
+       {std::string("nonsense"), std::string("m1.1.2"),
+        std::string("m1.zz.1.0"), page.next_cursor + "0"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_CODE(q.ListMessages({.cursor = bad}), Code::kInvalidArgument);
+  }
+  Status s = q.ListMessages({.cursor = theirs.next_cursor}).status();
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("another listing"), std::string::npos)
+      << s.ToString();
+  EXPECT_CODE(q.ListMessages(
+                  {.filter = {.min_priority = 1}, .cursor = page.next_cursor}),
+              Code::kInvalidArgument);
+  EXPECT_CODE(q.ListMessages({.limit = 0}), Code::kInvalidArgument);
+  EXPECT_CODE(q.ListMessages({.limit = 1001}), Code::kInvalidArgument);
+  EXPECT_CODE(
+      q.ListMessages({.filter = {.min_priority = 5, .max_priority = 1}}),
+      Code::kInvalidArgument);
+  EXPECT_CODE(
+      q.ListMessages({.filter = {.header = std::pair<std::string, std::string>(
+                                     "bad key", "v")}}),
+      Code::kInvalidArgument);
+}
+
+// --------------------------------------------------------------- steering
+
+TEST_P(MessageConformance, DeletingALeasedMessageMakesItsReceiptFail) {
+  WorkQueue q = MakeQueue();
+  ASSERT_OK_AND_ASSIGN(SendResult a, q.Send({.payload = "a"}));
+  ASSERT_OK_AND_ASSIGN(SendResult b, q.Send({.payload = "b"}));
+  ClaimedMessage m = ClaimOne(q);
+  ASSERT_EQ(m.id, a.id);
+  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.Delete({.ids = {a.id, 999999}}));
+  EXPECT_EQ(n, 1);
+  EXPECT_CODE(q.Ack(m.receipt), Code::kNotFound);
+  EXPECT_CODE(q.Get(a.id), Code::kNotFound);
+  ASSERT_OK(q.Get(b.id));
+  // Deleting again changes nothing.
+  ASSERT_OK_AND_ASSIGN(n, q.Delete({.ids = {a.id}}));
+  EXPECT_EQ(n, 0);
+}
+
+TEST_P(MessageConformance, BulkChangesByFilterReportHowManyChanged) {
+  WorkQueue q = MakeQueue({.max_attempts = 1});
+  for (int i = 0; i < 6; ++i) {
+    Message m{.payload = std::to_string(i), .delay = hours(1)};
+    if (i < 4) m.headers = {{"batch", "b1"}};
+    ASSERT_OK(q.Send(m));
+  }
+  const MessageFilter b1{
+      .header = std::pair<std::string, std::string>("batch", "b1")};
+  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.RetryNow({.filter = b1}));
+  EXPECT_EQ(n, 4);
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.ready, 4);
+  EXPECT_EQ(st.delayed, 2);
+  // Already ready: nothing more to do.
+  ASSERT_OK_AND_ASSIGN(n, q.RetryNow({.filter = b1}));
+  EXPECT_EQ(n, 0);
+
+  ASSERT_OK_AND_ASSIGN(n, q.SetPriority({.filter = b1}, 9));
+  EXPECT_EQ(n, 4);
+  ASSERT_OK_AND_ASSIGN(n, q.Reschedule({.filter = {.max_priority = 0}},
+                                       clock_->Now() - minutes(1)));
+  EXPECT_EQ(n, 2);  // the two delayed ones, ready now
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 10}));
+  ASSERT_EQ(got.size(), 6u);
+  EXPECT_EQ(got[0].priority, 9);
+  EXPECT_EQ(got[3].priority, 9);
+  EXPECT_EQ(got[4].priority, 0);
+
+  // Dead letters: redriven by filter.
+  for (const ClaimedMessage& m : got) ASSERT_OK(q.Nack(m.receipt));
+  ASSERT_OK_AND_ASSIGN(n, q.RetryNow({.filter = {.state = MessageState::kDead,
+                                                 .header = b1.header}}));
+  EXPECT_EQ(n, 4);
+  ASSERT_OK_AND_ASSIGN(st, q.Stats());
+  EXPECT_EQ(st.ready, 4);
+  EXPECT_EQ(st.dead, 2);
+  ASSERT_OK_AND_ASSIGN(n, q.Delete({.filter = {.state = MessageState::kDead}}));
+  EXPECT_EQ(n, 2);
+  ASSERT_OK_AND_ASSIGN(n, q.Delete({.filter = b1}));
+  EXPECT_EQ(n, 4);
+  ASSERT_OK_AND_ASSIGN(st, q.Stats());
+  EXPECT_EQ(st.ready + st.delayed + st.leased + st.dead, 0);
+}
+
+TEST_P(MessageConformance, RescheduleMovesReadyAndDelayedButNotLeased) {
+  WorkQueue q = MakeQueue();
+  ASSERT_OK_AND_ASSIGN(SendResult a, q.Send({.payload = "a"}));
+  ASSERT_OK_AND_ASSIGN(SendResult b, q.Send({.payload = "b"}));
+  ASSERT_OK_AND_ASSIGN(SendResult c, q.Send({.payload = "c"}));
+  ClaimedMessage m = ClaimOne(q);  // a, leased
+  ASSERT_EQ(m.id, a.id);
+  const Timestamp at = clock_->Now() + hours(3);
+  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.Reschedule({.ids = {a.id, b.id}}, at));
+  EXPECT_EQ(n, 1);
+  ASSERT_OK_AND_ASSIGN(MessageInfo bi, q.Get(b.id));
+  EXPECT_EQ(bi.state, MessageState::kDelayed);
+  EXPECT_EQ(Us(*bi.ready_at), Us(at));
+  ASSERT_OK(q.Ack(m.receipt));  // the lease is untouched
+  ClaimedMessage cm = ClaimOne(q);
+  EXPECT_EQ(cm.id, c.id);
+  ASSERT_OK(q.Ack(cm.receipt));
+  EXPECT_TRUE(NothingReady(q));
+  clock_->Advance(hours(3));
+  EXPECT_EQ(ClaimOne(q).id, b.id);
+}
+
+TEST_P(MessageConformance, SteeringBadInputIsRefusedAndChangesNothing) {
+  WorkQueue q = MakeQueue({.archive = true});
+  ASSERT_OK_AND_ASSIGN(SendResult a, q.Send({.payload = "a"}));
+  const MessageFilter dead{.state = MessageState::kDead};
+  const MessageFilter archived{.state = MessageState::kArchived};
+  EXPECT_CODE(q.Reschedule({.filter = dead}, clock_->Now()),
+              Code::kInvalidArgument);
+  EXPECT_CODE(q.SetPriority({.filter = archived}, 1), Code::kInvalidArgument);
+  EXPECT_CODE(q.RetryNow({.filter = archived}), Code::kInvalidArgument);
+  EXPECT_CODE(q.Reschedule({.ids = {a.id}}, clock_->Now() + hours(24 * 400)),
+              Code::kInvalidArgument);
+  EXPECT_CODE(q.Delete({.ids = {a.id, -1}}), Code::kInvalidArgument);
+  EXPECT_CODE(q.Delete({.ids = std::vector<std::int64_t>(10001, a.id)}),
+              Code::kTooLarge);
+  ASSERT_OK_AND_ASSIGN(MessageInfo m, q.Get(a.id));
+  EXPECT_EQ(m.state, MessageState::kReady);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sqlite, MessageConformance,

@@ -180,6 +180,13 @@ class FakeEngine : public Engine {
     return Unused();
   }
   Result<KindsRecord> ListRingsAndRotations(Conn&) override { return Unused(); }
+  Result<FoundMessages> FindMessages(Conn&,
+                                     const FindMessagesParams&) override {
+    return Unused();
+  }
+  Result<std::int64_t> Steer(Conn&, const SteerParams&) override {
+    return Unused();
+  }
   Status DropRing(Conn&, std::int64_t) override { return Unused(); }
   Result<RingEntry> RingPush(Conn&, const core::RingPushParams&) override {
     return Unused();

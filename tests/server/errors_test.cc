@@ -45,9 +45,10 @@ TEST_F(Errors, MalformedJsonWrongTypeUnknownField) {
               "wrong_type");
   ExpectError(c().Post("/v1/queues/jobs/messages", {{"messages", "x"}}), 400,
               "wrong_type");
-  ExpectError(
-      c().Post("/v1/queues/jobs/messages", {{"messages", {{{"payload", 5}}}}}),
-      400, "wrong_type");
+  // ("payload" may be any JSON value; base64 must be a string.)
+  ExpectError(c().Post("/v1/queues/jobs/messages",
+                       {{"messages", {{{"payload_base64", 5}}}}}),
+              400, "wrong_type");
   ExpectError(c().Post("/v1/queues/jobs/claim", {{"max", 1}, {"maxx", 2}}), 400,
               "unknown_field");
   ExpectError(c().Post("/v1/queues/jobs/messages",

@@ -131,5 +131,98 @@ TEST_F(MessageFields, BadFieldsAreRefusedAndNothingIsStored) {
                 "invalid_argument", "not both");
 }
 
+TEST_F(MessageFields, GetListAndChangeMessagesById) {
+  ASSERT_EQ(Send({{"payload", "a"}, {"headers", {{"tenant", "acme"}}}}).status,
+            200);
+  ASSERT_EQ(Send({{"payload", "b"}, {"delay_ms", 3600000}}).status, 200);
+  ASSERT_EQ(Send({{"payload", "c"}, {"headers", {{"tenant", "acme"}}}}).status,
+            200);
+  Json a = c().Get("/v1/queues/jobs/messages/1").json;
+  EXPECT_EQ(a["state"], "ready");
+  EXPECT_EQ(a["payload"], "a");
+  EXPECT_EQ(a["headers"], Json({{"tenant", "acme"}}));
+  EXPECT_EQ(a["errors"], Json::array());
+  EXPECT_EQ(c().Get("/v1/queues/jobs/messages/2").json["state"], "delayed");
+
+  // Paging by one, by the header.
+  std::vector<std::int64_t> ids;
+  std::string url = "/v1/queues/jobs/messages?header=tenant%3Dacme&limit=1";
+  for (int pages = 0; pages < 10; ++pages) {
+    Response r = c().Get(url);
+    ASSERT_EQ(r.status, 200) << r.body;
+    for (const Json& m : r.json["messages"]) ids.push_back(m["id"]);
+    if (r.json["next_cursor"].is_null()) break;
+    url = "/v1/queues/jobs/messages?header=tenant%3Dacme&limit=1&cursor=" +
+          r.json["next_cursor"].get<std::string>();
+  }
+  EXPECT_EQ(ids, (std::vector<std::int64_t>{1, 3}));
+  Response delayed = c().Get("/v1/queues/jobs/messages?state=delayed");
+  ASSERT_EQ(delayed.json["messages"].size(), 1u) << delayed.body;
+  EXPECT_EQ(delayed.json["messages"][0]["id"], 2);
+
+  Response retried =
+      c().Post("/v1/queues/jobs/messages/2/retry", Json::object());
+  EXPECT_EQ(retried.json["changed"], 1) << retried.body;
+  EXPECT_EQ(c().Get("/v1/queues/jobs/messages/2").json["state"], "ready");
+  EXPECT_EQ(c().Post("/v1/queues/jobs/messages/3/priority", {{"priority", 7}})
+                .json["changed"],
+            1);
+  EXPECT_EQ(ClaimOne()["id"], 3);  // first now
+  Response moved = c().Post("/v1/queues/jobs/messages/1/reschedule",
+                            {{"run_at", "2026-01-01T00:00:00Z"}});
+  EXPECT_EQ(moved.json["changed"], 1) << moved.body;
+
+  Response del = c().Call("DELETE", "/v1/queues/jobs/messages/3");
+  EXPECT_EQ(del.json["deleted"], 1) << del.body;
+  Response gone = c().Get("/v1/queues/jobs/messages/3");
+  EXPECT_EQ(gone.status, 404);
+  EXPECT_EQ(gone.json["error"]["code"], "not_found");
+
+  Response bulk =
+      c().Post("/v1/queues/jobs/messages/delete", {{"filter", Json::object()}});
+  EXPECT_EQ(bulk.json["changed"], 2) << bulk.body;
+  EXPECT_EQ(c().Get("/v1/queues/jobs").json["stats"]["ready"], 0);
+}
+
+TEST_F(MessageFields, BadListingsAndChangesAreRefused) {
+  ASSERT_EQ(Send({{"payload", "a"}}).status, 200);
+  struct Case {
+    Response r;
+    unsigned status;
+    const char* code;
+  } cases[] = {
+      {c().Get("/v1/queues/jobs/messages?cursor=nope"), 400,
+       "invalid_argument"},
+      {c().Get("/v1/queues/jobs/messages?state=gone"), 400, "invalid_argument"},
+      {c().Get("/v1/queues/jobs/messages?header=novalue"), 400,
+       "invalid_argument"},
+      {c().Get("/v1/queues/jobs/messages?limit=5000"), 400, "invalid_argument"},
+      {c().Get("/v1/queues/jobs/messages?enqueued_after=yesterday"), 400,
+       "invalid_argument"},
+      {c().Get("/v1/queues/jobs/messages/abc"), 404, "no_route"},
+      {c().Get("/v1/queues/jobs/messages/999"), 404, "not_found"},
+      {c().Post("/v1/queues/jobs/messages/delete",
+                {{"ids", {1}}, {"filter", Json::object()}}),
+       400, "invalid_argument"},
+      {c().Post("/v1/queues/jobs/messages/delete", Json::object()), 400,
+       "invalid_argument"},
+      {c().Post("/v1/queues/jobs/messages/reschedule", {{"ids", {1}}}), 400,
+       "invalid_argument"},
+      {c().Post("/v1/queues/jobs/messages/delete",
+                {{"ids", {1}}, {"run_at", "2026-01-01T00:00:00Z"}}),
+       400, "unknown_field"},
+      {c().Post("/v1/queues/jobs/messages/priority",
+                {{"filter", {{"state", "dead"}}}, {"priority", 1}}),
+       400, "invalid_argument"},
+      {c().Post("/v1/queues/jobs/messages/1/explode", Json::object()), 404,
+       "no_route"},
+  };
+  for (const Case& k : cases) {
+    EXPECT_EQ(k.r.status, k.status) << k.r.body;
+    EXPECT_EQ(k.r.json["error"]["code"], k.code) << k.r.body;
+  }
+  EXPECT_EQ(c().Get("/v1/queues/jobs/messages/1").json["state"], "ready");
+}
+
 }  // namespace
 }  // namespace sqlq::server_test

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "engines/mysql/my_conn.h"
+#include "engines/shared/message_sql.h"
 #include "engines/shared/sql_engine.h"
 
 namespace sqlq::engines::mysql {
@@ -36,6 +37,33 @@ struct Dialect {
   static std::string Statement(std::string_view sql) {
     return std::string(sql);
   }
+
+  // Header names are checked (letters, digits, _-.:), so $."name" is a
+  // path to that key; it goes in as a parameter all the same.
+  static constexpr shared::MessageSqlStyle kMessageStyle = {
+      .placeholder = [](int) { return std::string("?"); },
+      .header_equals =
+          [](const std::string& path, const std::string& value) {
+            // Compared as bytes: the connection's collation may ignore
+            // case.
+            return "CAST(JSON_UNQUOTE(JSON_EXTRACT(headers, " + path +
+                   ")) AS BINARY) = CAST(" + value + " AS BINARY)";
+          },
+      .header_key_is_path = true,
+      .headers_column = "headers",
+      .errors_column = "errors",
+      .null_int = "NULL",
+      .null_bytes = "NULL",
+      .has_npriority = true,
+  };
+  static Result<Rows> RunOnce(Conn& conn, const std::string& sql, Params params,
+                              std::string_view what) {
+    return conn.RunOnce(sql, params, what);
+  }
+  static void AfterSteer(Conn&, std::int64_t) {}
+  // The listing's statements name their index order already (InnoDB's
+  // optimizer keeps to an index whose order an ORDER BY ... LIMIT takes).
+  static Status BeforeListing(Conn&) { return Status::Ok(); }
 
   // Text columns already (PostgreSQL: jsonb, cast to text).
   static constexpr const char* kJsonColumns = "headers, errors";

@@ -133,6 +133,17 @@ class MyConn : public core::TxConn {
   // usable), remembers that the transaction must not commit.
   Result<Rows> Run(const std::string& sql, Params& params,
                    std::string_view what, bool clean_ok = false);
+  // Runs a statement built at run time (its text differs from call to
+  // call), and closes it after: it is not kept on the connection.
+  Result<Rows> RunOnce(const std::string& sql, Params& params,
+                       std::string_view what) {
+    auto rows = Run(sql, params, what);
+    if (auto it = prepared_.find(sql); it != prepared_.end()) {
+      mysql_stmt_close(it->second);
+      prepared_.erase(it);
+    }
+    return rows;
+  }
   Result<Rows> Run(const std::string& sql, Params&& params,
                    std::string_view what, bool clean_ok = false) {
     return Run(sql, params, what, clean_ok);

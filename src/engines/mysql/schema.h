@@ -183,6 +183,14 @@ ALTER TABLE sqlq_archive
   ADD COLUMN IF NOT EXISTS errors LONGTEXT CHARACTER SET utf8mb4
     COLLATE utf8mb4_bin NULL)sql",
     },
+    // Version 3: a queue's messages in id order, for listing them page by
+    // page (WorkQueue::ListMessages). CREATE INDEX IF NOT EXISTS: safe to
+    // run again.
+    {
+        R"sql(
+CREATE INDEX IF NOT EXISTS sqlq_messages_queue
+  ON sqlq_messages (queue_id, id))sql",
+    },
 };
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());

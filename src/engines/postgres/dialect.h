@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "engines/postgres/pg_conn.h"
+#include "engines/shared/message_sql.h"
 #include "engines/shared/sql_engine.h"
 
 namespace sqlq::engines::postgres {
@@ -31,6 +32,42 @@ struct Dialect {
   // jsonb columns come out as text (binary results would add a version
   // byte).
   static constexpr const char* kJsonColumns = "headers::text, errors::text";
+  static constexpr shared::MessageSqlStyle kMessageStyle = {
+      .placeholder = [](int n) { return "$" + std::to_string(n); },
+      .header_equals =
+          [](const std::string& key, const std::string& value) {
+            return "(headers ->> " + key + "::text) = " + value + "::text";
+          },
+      .headers_column = "headers::text",
+      .errors_column = "errors::text",
+      .null_int = "NULL::bigint",
+      .null_bytes = "NULL::bytea",
+      .list_id = "(id + 0)",
+  };
+  static Result<Rows> RunOnce(Conn& conn, const std::string& sql,
+                              const Params& params, std::string_view what) {
+    return conn.RunOnce(sql, params, what);
+  }
+  // Before the listing's statements, for the rest of the transaction: no
+  // sequential scans and no sorts, so that they walk the queue's part of
+  // sqlq_messages_queue in id order whatever the statistics say (with
+  // those of a vacuum of the empty table, the planner sorts the whole
+  // table: docs/engines/postgres.md, "Plans that do not depend on
+  // statistics").
+  static constexpr const char* kListingSettings =
+      "SELECT set_config('enable_seqscan', 'off', true), "
+      "set_config('enable_sort', 'off', true)";
+  static Status BeforeListing(Conn& conn) {
+    auto r = conn.Run(kListingSettings, Params(), "find messages");
+    return r.ok() ? Status::Ok() : r.status();
+  }
+  // Waiting claims of other processes are woken, and this store's claim
+  // marks (claim_marks.h) start again from the queue's start: a message
+  // may now be claimable before a mark.
+  static void AfterSteer(Conn& conn, std::int64_t queue_id) {
+    conn.notify = true;
+    conn.MadeReady(queue_id, 0);
+  }
   static constexpr const char* kNowSql =
       "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
 

@@ -349,6 +349,20 @@ Result<Rows> PgConn::Run(const char* sql, const Params& params,
   return Finish(std::move(res), what, phase);
 }
 
+Result<Rows> PgConn::RunOnce(const std::string& sql, const Params& params,
+                             std::string_view what) {
+  if (tx_error) return *tx_error;
+  if (pending_begin_ != nullptr) {
+    // The deferred BEGIN goes with a statement that is kept prepared.
+    auto begun = Run("SELECT 1", Params(), what);
+    if (!begun.ok()) return begun.status();
+  }
+  PgResult res(PQexecParams(conn_, sql.c_str(), params.size(), nullptr,
+                            params.values(), params.lengths(), params.formats(),
+                            /*resultFormat=*/1));
+  return Finish(std::move(res), what, Phase::kStatement);
+}
+
 Result<Rows> PgConn::RunAfterBegin(const std::string& name,
                                    const Params& params,
                                    std::string_view what) {

@@ -144,6 +144,10 @@ class PgConn : public core::TxConn {
                    Phase phase = Phase::kStatement);
   // The same for a statement built once (Dialect::Statement): `sql` must
   // have static storage too.
+  // Runs a statement built at run time (its text differs from call to
+  // call), unprepared: it is not kept on the connection.
+  Result<Rows> RunOnce(const std::string& sql, const Params& params,
+                       std::string_view what);
   Result<Rows> Run(const std::string& sql, const Params& params,
                    std::string_view what, Phase phase = Phase::kStatement) {
     return Run(sql.c_str(), params, what, phase);

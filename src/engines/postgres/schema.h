@@ -218,6 +218,14 @@ ALTER TABLE sqlq_messages ADD COLUMN headers jsonb, ADD COLUMN errors jsonb;
 ALTER TABLE sqlq_dead ADD COLUMN headers jsonb, ADD COLUMN errors jsonb;
 ALTER TABLE sqlq_archive ADD COLUMN headers jsonb, ADD COLUMN errors jsonb;
 )sql",
+    // Version 7: a queue's messages in id order, for listing them page by
+    // page (WorkQueue::ListMessages). On id + 0, as the claim index ends
+    // (version 4): a look-up by id then never reads this index instead of
+    // the primary key. Built while the table's writes wait, about a second
+    // per million messages.
+    R"sql(
+CREATE INDEX sqlq_messages_queue ON sqlq_messages (queue_id, (id + 0));
+)sql",
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

@@ -15,6 +15,12 @@
 //                            Params::Int/Bytes/Text, Rows::size/Int/Bytes/
 //                            affected;
 //   kJsonColumns             "headers, errors" selected as text;
+//   kMessageStyle            how message_sql.h writes its statements;
+//   RunOnce(conn, sql, p, w) runs a statement built at run time, which is
+//                            not kept prepared;
+//   AfterSteer(conn, queue)  what a bulk change of messages needs at commit
+//                            (PostgreSQL: a notification);
+//   BeforeListing(conn)      what the listing's plans need first;
 //   Statement(sql)           a statement written with ? placeholders, as
 //                            the engine runs it (PostgreSQL numbers them);
 //   the statements named k... below whose text differs between engines
@@ -131,6 +137,14 @@ class SqlEngine : public core::Engine {
 
   Result<std::int64_t> PruneArchive(
       core::Conn& c, const core::PruneArchiveParams& op) override;
+
+  // --- single messages ------------------------------------------------------
+
+  Result<core::FoundMessages> FindMessages(
+      core::Conn& c, const core::FindMessagesParams& op) override;
+
+  Result<std::int64_t> Steer(core::Conn& c,
+                             const core::SteerParams& op) override;
 
   // --- rings -----------------------------------------------------------------
 

@@ -11,6 +11,7 @@
 
 #include "core/errors.h"
 #include "core/rows.h"
+#include "engines/shared/message_sql.h"
 #include "engines/shared/sql_engine.h"
 
 namespace sqlq::engines::shared {
@@ -299,6 +300,77 @@ Result<std::int64_t> SqlEngine<D>::PruneArchive(
       conn.Run(kSql, Params().Int(queue_id).Int(*now - retention.count()),
                "prune archive");
   if (!rows.ok()) return rows.status();
+  return rows->affected();
+}
+
+namespace message_sql {
+
+// The dialect's Params holding `args`, which must outlive them.
+template <class Params>
+Params ParamsOf(const std::vector<SqlArg>& args) {
+  Params p;
+  for (const SqlArg& a : args) {
+    switch (a.kind) {
+      case SqlArg::kInt:
+        p.Int(a.i);
+        break;
+      case SqlArg::kText:
+        p.Text(a.s);
+        break;
+      case SqlArg::kBytes:
+        p.Bytes(a.s);
+        break;
+    }
+  }
+  return p;
+}
+
+}  // namespace message_sql
+
+template <class D>
+Result<core::FoundMessages> SqlEngine<D>::FindMessages(
+    core::Conn& c, const core::FindMessagesParams& p) {
+  DConn& conn = Native(c);
+  Status s = CheckQueue(conn, p.queue_id);
+  if (!s.ok()) return s;
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  s = D::BeforeListing(conn);
+  if (!s.ok()) return s;
+  auto run = [&](const BuiltSql& b) {
+    return D::RunOnce(conn, b.sql, message_sql::ParamsOf<Params>(b.args),
+                      "find messages");
+  };
+  return FindMessagesWith(
+      D::kMessageStyle, p, *now,
+      [&](const BuiltSql& b) -> Result<std::pair<std::int64_t, std::int64_t>> {
+        auto rows = run(b);
+        if (!rows.ok()) return rows.status();
+        if (rows->size() == 0 || rows->IsNull(0, 1)) {
+          return std::pair<std::int64_t, std::int64_t>(0, 0);
+        }
+        return std::pair(rows->Int(0, 0), rows->Int(0, 1));
+      },
+      [&](const BuiltSql& b) -> Result<std::vector<MessageInfo>> {
+        auto rows = run(b);
+        if (!rows.ok()) return rows.status();
+        return core::DecodeAll(*rows, [&](const auto& r) {
+          return core::DecodeMessageInfo(r, p.table, *now);
+        });
+      });
+}
+
+template <class D>
+Result<std::int64_t> SqlEngine<D>::Steer(core::Conn& c,
+                                         const core::SteerParams& p) {
+  DConn& conn = Native(c);
+  auto now = CheckedNow(conn, p.queue_id);
+  if (!now.ok()) return now.status();
+  const BuiltSql b = SteerSql(D::kMessageStyle, p, *now);
+  auto rows = D::RunOnce(conn, b.sql, message_sql::ParamsOf<Params>(b.args),
+                         "change messages");
+  if (!rows.ok()) return rows.status();
+  if (rows->affected() > 0) D::AfterSteer(conn, p.queue_id);
   return rows->affected();
 }
 

@@ -136,6 +136,11 @@ ALTER TABLE sqlq_dead ADD COLUMN errors TEXT;
 ALTER TABLE sqlq_archive ADD COLUMN headers TEXT;
 ALTER TABLE sqlq_archive ADD COLUMN errors TEXT;
 )sql",
+    // Version 5: a queue's messages in id order, for listing them page by
+    // page (WorkQueue::ListMessages) without reading the whole queue.
+    R"sql(
+CREATE INDEX sqlq_messages_queue ON sqlq_messages (queue_id, id);
+)sql",
 };
 
 inline constexpr int kSchemaVersion =

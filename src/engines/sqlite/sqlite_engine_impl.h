@@ -35,6 +35,7 @@
 #include "core/migrate.h"
 #include "core/rows.h"
 #include "core/validate.h"
+#include "engines/shared/message_sql.h"
 #include "engines/sqlite/file_watcher.h"
 #include "engines/sqlite/schema.h"
 #include "engines/sqlite/sqlite_conn.h"
@@ -199,6 +200,13 @@ class SqliteEngine : public core::Engine {
   Result<std::int64_t> PurgeQueue(Conn& c, std::int64_t queue_id) override;
 
   Result<QueueStats> Stats(Conn& c, std::int64_t queue_id) override;
+
+  // --- single messages -----------------------------------------------------
+
+  Result<core::FoundMessages> FindMessages(
+      Conn& c, const core::FindMessagesParams& p) override;
+
+  Result<std::int64_t> Steer(Conn& c, const core::SteerParams& p) override;
 
   // --- messages ------------------------------------------------------------
 

@@ -300,6 +300,87 @@ Result<std::int64_t> SqliteEngine::PruneArchive(
   return conn.changes();
 }
 
+namespace {
+
+constexpr shared::MessageSqlStyle kMessageStyle = {
+    .placeholder = [](int n) { return "?" + std::to_string(n); },
+    .header_equals =
+        [](const std::string& key, const std::string& value) {
+          return "EXISTS (SELECT 1 FROM json_each(headers) WHERE key = " + key +
+                 " AND value = " + value + ")";
+        },
+    .headers_column = "headers",
+    .errors_column = "errors",
+    .null_int = "NULL",
+    .null_bytes = "NULL",
+};
+
+// Runs a statement built at run time, prepared for this call only (the
+// connection's cache keeps statements by their text's address), calling
+// `row(stmt)` for each row.
+template <class Row>
+Status RunBuilt(SqliteConn& conn, const shared::BuiltSql& b,
+                std::string_view what, Row row) {
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v2(conn.db(), b.sql.c_str(), -1, &raw, nullptr);
+  if (rc != SQLITE_OK) return Translate(rc, conn.db(), what);
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> owned(raw,
+                                                              sqlite3_finalize);
+  Stmt st(conn.db(), raw);
+  for (std::size_t i = 0; i < b.args.size(); ++i) {
+    const shared::SqlArg& a = b.args[i];
+    const int n = static_cast<int>(i + 1);
+    // Dedup keys are text columns here: kBytes binds as text too.
+    if (a.kind == shared::SqlArg::kInt) {
+      st.Bind(n, a.i);
+    } else {
+      st.BindText(n, a.s);
+    }
+  }
+  while ((rc = st.Step()) == SQLITE_ROW) row(st);
+  if (rc != SQLITE_DONE) return Translate(rc, conn.db(), what);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<core::FoundMessages> SqliteEngine::FindMessages(
+    Conn& c, const core::FindMessagesParams& p) {
+  SqliteConn& conn = Sql(c);
+  Status s = CheckQueue(conn, p.queue_id);
+  if (!s.ok()) return s;
+  const std::int64_t now = Us(clock_->Now());
+  return shared::FindMessagesWith(
+      kMessageStyle, p, now,
+      [&](const shared::BuiltSql& b)
+          -> Result<std::pair<std::int64_t, std::int64_t>> {
+        std::pair<std::int64_t, std::int64_t> w{0, 0};
+        Status r = RunBuilt(conn, b, "find messages", [&](const Stmt& st) {
+          if (!st.IsNull(1)) w = {st.Int(0), st.Int(1)};
+        });
+        if (!r.ok()) return r;
+        return w;
+      },
+      [&](const shared::BuiltSql& b) -> Result<std::vector<MessageInfo>> {
+        std::vector<MessageInfo> out;
+        Status r = RunBuilt(conn, b, "find messages", [&](const Stmt& st) {
+          out.push_back(core::DecodeMessageInfo(st, p.table, now));
+        });
+        if (!r.ok()) return r;
+        return out;
+      });
+}
+
+Result<std::int64_t> SqliteEngine::Steer(Conn& c, const core::SteerParams& p) {
+  SqliteConn& conn = Sql(c);
+  Status s = CheckQueue(conn, p.queue_id);
+  if (!s.ok()) return s;
+  s = RunBuilt(conn, shared::SteerSql(kMessageStyle, p, Us(clock_->Now())),
+               "change messages", [](const Stmt&) {});
+  if (!s.ok()) return s;
+  return conn.changes();
+}
+
 Result<std::int64_t> SqliteEngine::InsertKind(
     SqliteConn& conn, std::string_view name, const char* kind,
     std::size_t max_payload, std::int64_t capacity, int max_failures) {

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "engines/postgres/dialect.h"
 #include "engines/postgres/schema.h"
 #include "engines/postgres/statements.h"
 #include "sqlq/queue.h"
@@ -316,6 +317,81 @@ TEST_F(PostgresEngineTest, AckBatchPlanLooksUpReceiptsByIdWhateverTheStats) {
   EXPECT_EQ(stats.leased, 0);
 }
 
+// The listing of a queue's messages (WorkQueue::ListMessages) reads the
+// queue's part of sqlq_messages_queue in id order, a bounded stretch per
+// page, with the statistics of a vacuum of the empty table as well as with
+// fresh ones: never the whole table, never the claim index. The statements
+// are the engine's own (engines/shared/message_sql.h), with the values in
+// place of their parameters, as the engine runs them (unprepared, so
+// planned with their values).
+TEST_F(PostgresEngineTest, ListingPlansWalkTheQueueIndexWhateverTheStats) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue deep, store->CreateQueue("deep", {}));
+  PGconn* c = Raw();
+  Query(c, "VACUUM ANALYZE sqlq_messages");  // the table is empty
+  std::vector<Message> batch(5000, Message{.payload = "m"});
+  ASSERT_OK(deep.SendBatch(batch));
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_OK_AND_ASSIGN(WorkQueue small,
+                         store->CreateQueue("small" + std::to_string(i), {}));
+    ASSERT_OK(small.Send({.payload = "m"}));
+  }
+  const std::string queue_id =
+      Query(c, "SELECT id FROM sqlq_queues WHERE name = 'deep'");
+  const MessageFilter filter{
+      .header = std::pair<std::string, std::string>("tenant", "acme")};
+  const core::FindMessagesParams p{.queue_id = std::stoll(queue_id),
+                                   .filter = &filter,
+                                   .after_id = 10,
+                                   .limit = 100,
+                                   .scan = 10000};
+  // The statement's text with each $n replaced by its value.
+  auto literal = [](const engines::shared::BuiltSql& b) {
+    std::string sql = b.sql;
+    for (int n = static_cast<int>(b.args.size()); n >= 1; --n) {
+      const auto& a = b.args[static_cast<std::size_t>(n - 1)];
+      const std::string v = a.kind == engines::shared::SqlArg::kInt
+                                ? std::to_string(a.i)
+                                : "'" + a.s + "'";
+      const std::string ph = "$" + std::to_string(n);
+      for (auto at = sql.find(ph); at != std::string::npos;
+           at = sql.find(ph, at + v.size())) {
+        sql.replace(at, ph.size(), v);
+      }
+    }
+    return sql;
+  };
+  const auto& style = engines::postgres::Dialect::kMessageStyle;
+  for (const char* stats : {"after a vacuum of the empty table", "fresh"}) {
+    SCOPED_TRACE(stats);
+    if (std::string(stats) == "fresh") Query(c, "ANALYZE sqlq_messages");
+    // In a transaction, as the engine runs them, after its settings.
+    Query(c, "BEGIN");
+    Query(c, engines::postgres::Dialect::kListingSettings);
+    for (const std::string& sql :
+         {literal(engines::shared::WindowSql(style, p)),
+          literal(engines::shared::FindSql(style, p, 0, 5000))}) {
+      const std::string plan = Query(c, "EXPLAIN (FORMAT JSON) " + sql);
+      RecordProperty("plan", plan);
+      EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_queue\""),
+                std::string::npos)
+          << sql << "\n"
+          << plan;
+      EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << sql << "\n"
+                                                          << plan;
+      EXPECT_EQ(plan.find("sqlq_messages_claim"), std::string::npos)
+          << sql << "\n"
+          << plan;
+      EXPECT_EQ(plan.find("\"Node Type\": \"Sort\""), std::string::npos)
+          << sql << "\n"
+          << plan;
+    }
+    Query(c, "COMMIT");
+  }
+  PQfinish(c);
+}
+
 // Messages have no foreign key to their queue (schema version 3): what keeps
 // a send racing DropQueue from leaving messages behind is the queue row's
 // lock. Senders in other stores send until the queue is gone; whatever they
@@ -388,6 +464,7 @@ TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
   // Back to version 2 as that version left it: counters in slot rows of
   // sqlq_counters (slot 7 here), no deltas.
   Query(c, "DELETE FROM sqlq_schema WHERE version > 2");
+  Query(c, "DROP INDEX sqlq_messages_queue");
   for (const char* table : {"sqlq_messages", "sqlq_dead", "sqlq_archive"}) {
     Query(c, std::string("ALTER TABLE ") + table +
                  " DROP COLUMN headers, DROP COLUMN errors");

@@ -1,0 +1,197 @@
+#include "engines/shared/message_sql.h"
+
+#include <algorithm>
+
+#include "core/rows.h"
+
+namespace sqlq::engines::shared {
+
+namespace {
+
+// Collects the arguments of one statement and names their placeholders.
+class Args {
+ public:
+  explicit Args(const MessageSqlStyle& style) : style_(style) {}
+  std::string Int(std::int64_t v) {
+    out_.push_back({.kind = SqlArg::kInt, .i = v});
+    return Next();
+  }
+  std::string Text(std::string v) {
+    out_.push_back({.kind = SqlArg::kText, .s = std::move(v)});
+    return Next();
+  }
+  std::string Bytes(std::string v) {
+    out_.push_back({.kind = SqlArg::kBytes, .s = std::move(v)});
+    return Next();
+  }
+  std::vector<SqlArg> Take() { return std::move(out_); }
+
+ private:
+  std::string Next() {
+    return style_.placeholder(static_cast<int>(out_.size()));
+  }
+  const MessageSqlStyle& style_;
+  std::vector<SqlArg> out_;
+};
+
+const char* TableName(core::MessageTable t) {
+  switch (t) {
+    case core::MessageTable::kQueued:
+      return "sqlq_messages";
+    case core::MessageTable::kDead:
+      return "sqlq_dead";
+    case core::MessageTable::kArchived:
+      return "sqlq_archive";
+  }
+  return "sqlq_messages";
+}
+
+std::string Columns(const MessageSqlStyle& s, core::MessageTable t) {
+  const std::string tail =
+      std::string(", payload, ") + s.headers_column + ", " + s.errors_column;
+  switch (t) {
+    case core::MessageTable::kQueued:
+      return "id, priority, attempts, enqueued_us, ready_us, token, dedup, "
+             "worker, last_error" +
+             tail + ", " + s.null_int;
+    case core::MessageTable::kDead:
+      return std::string("id, priority, attempts, enqueued_us, ") + s.null_int +
+             ", 0, " + s.null_bytes + ", " + s.null_bytes + ", last_error" +
+             tail + ", died_us";
+    case core::MessageTable::kArchived:
+      return std::string("id, priority, attempts, enqueued_us, ") + s.null_int +
+             ", 0, " + s.null_bytes + ", worker, " + s.null_bytes + tail +
+             ", completed_us";
+  }
+  return {};
+}
+
+// " AND ..." for the queue, the ids and the filter.
+std::string Conditions(const MessageSqlStyle& style, Args& a,
+                       std::int64_t queue_id, core::MessageTable table,
+                       std::span<const std::int64_t> ids,
+                       const MessageFilter* f, std::int64_t now_us) {
+  std::string w = "queue_id = " + a.Int(queue_id);
+  if (!ids.empty()) {
+    w += " AND id IN (";
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0) w += ", ";
+      w += a.Int(ids[i]);
+    }
+    w += ")";
+  }
+  if (f == nullptr) return w;
+  if (table == core::MessageTable::kQueued && f->state) {
+    switch (*f->state) {
+      case MessageState::kReady:
+        w += " AND ready_us <= " + a.Int(now_us);
+        break;
+      case MessageState::kDelayed:
+        w += " AND token = 0 AND ready_us > " + a.Int(now_us);
+        break;
+      case MessageState::kLeased:
+        w += " AND token <> 0 AND ready_us > " + a.Int(now_us);
+        break;
+      default:
+        break;
+    }
+  }
+  if (f->min_priority) w += " AND priority >= " + a.Int(*f->min_priority);
+  if (f->max_priority) w += " AND priority <= " + a.Int(*f->max_priority);
+  if (!f->dedup_key.empty()) {
+    // Only messages in the queue hold a key.
+    w += table == core::MessageTable::kQueued
+             ? " AND dedup = " + a.Bytes(f->dedup_key)
+             : std::string(" AND 1 = 0");
+  }
+  if (f->header) {
+    const auto& [key, value] = *f->header;
+    const std::string k = a.Text(style.header_key_is_path ? "$.\"" + key + "\""
+                                                          : std::string(key));
+    const std::string v = a.Text(value);
+    w += " AND " + style.header_equals(k, v);
+  }
+  if (f->enqueued_after) {
+    w += " AND enqueued_us >= " + a.Int(core::Us(*f->enqueued_after));
+  }
+  if (f->enqueued_before) {
+    w += " AND enqueued_us < " + a.Int(core::Us(*f->enqueued_before));
+  }
+  return w;
+}
+
+}  // namespace
+
+BuiltSql WindowSql(const MessageSqlStyle& style,
+                   const core::FindMessagesParams& p) {
+  Args a(style);
+  const std::string id = p.table == core::MessageTable::kQueued
+                             ? style.list_id
+                             : std::string("id");
+  std::string sql = "SELECT count(*), max(id) FROM (SELECT id FROM ";
+  sql += TableName(p.table);
+  sql += " WHERE queue_id = " + a.Int(p.queue_id);
+  sql += " AND " + id + " > " + a.Int(p.after_id);
+  sql += " ORDER BY " + id + " LIMIT " + a.Int(p.scan) + ") w";
+  return {std::move(sql), a.Take()};
+}
+
+BuiltSql FindSql(const MessageSqlStyle& style,
+                 const core::FindMessagesParams& p, std::int64_t now_us,
+                 std::int64_t bound) {
+  Args a(style);
+  std::string sql = "SELECT " + Columns(style, p.table) + " FROM " +
+                    TableName(p.table) + " WHERE ";
+  const std::string id = p.table == core::MessageTable::kQueued
+                             ? style.list_id
+                             : std::string("id");
+  sql += Conditions(style, a, p.queue_id, p.table, p.ids, p.filter, now_us);
+  if (p.after_id > 0) sql += " AND " + id + " > " + a.Int(p.after_id);
+  if (bound > 0) sql += " AND " + id + " <= " + a.Int(bound);
+  sql += " ORDER BY " + id + " LIMIT " + a.Int(p.limit);
+  return {std::move(sql), a.Take()};
+}
+
+BuiltSql SteerSql(const MessageSqlStyle& style, const core::SteerParams& p,
+                  std::int64_t now_us) {
+  Args a(style);
+  std::string sql;
+  // The SET list first: its placeholders come before the WHERE's.
+  switch (p.action) {
+    case core::SteerAction::kDelete:
+      sql = std::string("DELETE FROM ") + TableName(p.table) + " WHERE ";
+      break;
+    case core::SteerAction::kMakeReady:
+    case core::SteerAction::kReschedule: {
+      const std::int64_t at = p.action == core::SteerAction::kMakeReady
+                                  ? now_us
+                                  : std::max(p.at_us, now_us);
+      // token = 0: a message whose lease ran out is no longer leased.
+      sql = "UPDATE sqlq_messages SET ready_us = " + a.Int(at) +
+            ", token = 0 WHERE ";
+      break;
+    }
+    case core::SteerAction::kSetPriority:
+      sql = "UPDATE sqlq_messages SET priority = " + a.Int(p.priority);
+      if (style.has_npriority) {
+        sql += ", npriority = " + a.Int(-static_cast<std::int64_t>(p.priority));
+      }
+      sql += " WHERE ";
+      break;
+  }
+  sql += Conditions(style, a, p.queue_id, p.table, p.ids, p.filter, now_us);
+  switch (p.action) {
+    case core::SteerAction::kMakeReady:
+      // Delayed ones only: a ready message keeps its place in the order.
+      sql += " AND token = 0 AND ready_us > " + a.Int(now_us);
+      break;
+    case core::SteerAction::kReschedule:
+      sql += " AND (token = 0 OR ready_us <= " + a.Int(now_us) + ")";
+      break;
+    default:
+      break;
+  }
+  return {std::move(sql), a.Take()};
+}
+
+}  // namespace sqlq::engines::shared

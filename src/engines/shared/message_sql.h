@@ -1,0 +1,99 @@
+// The statements that find and change messages chosen by a filter
+// (WorkQueue::Get, ListMessages and the bulk changes), built once for
+// every engine from its style: how it writes a parameter, reads a header
+// and types a NULL. Every value goes in as a parameter, never into the SQL
+// text; the only input-derived text is the number of id placeholders.
+//
+// The columns every found row has, in this order (core::DecodeMessageInfo):
+//   id, priority, attempts, enqueued_us, ready_us, token, dedup, worker,
+//   last_error, payload, headers, errors, left_us (died or completed)
+// with NULL where the table has no such column.
+
+#ifndef SQLQ_ENGINES_SHARED_MESSAGE_SQL_H_
+#define SQLQ_ENGINES_SHARED_MESSAGE_SQL_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/engine.h"
+
+namespace sqlq::engines::shared {
+
+// One bound value of a built statement.
+struct SqlArg {
+  enum Kind { kInt, kText, kBytes } kind = kInt;
+  std::int64_t i = 0;
+  std::string s;
+};
+
+struct BuiltSql {
+  std::string sql;
+  std::vector<SqlArg> args;
+};
+
+struct MessageSqlStyle {
+  // The placeholder of parameter n (1-based): "?", "?3" or "$3".
+  std::string (*placeholder)(int n);
+  // The condition that the message has header `key` with value `value`,
+  // given their placeholders.
+  std::string (*header_equals)(const std::string& key,
+                               const std::string& value);
+  // Whether the key goes in as a JSON path ($."key") rather than the name.
+  bool header_key_is_path = false;
+  const char* headers_column;  // as text
+  const char* errors_column;
+  const char* null_int;
+  const char* null_bytes;
+  // MariaDB keeps npriority = -priority beside priority.
+  bool has_npriority = false;
+  // The id as the listing index holds it (PostgreSQL: id + 0, so that no
+  // look-up by id is tempted by that index).
+  const char* list_id = "id";
+};
+
+// The window a listing page reads: how many rows of the table's part for
+// the queue lie past `after_id`, up to `scan`, and the last of their ids:
+// SELECT count, max id.
+BuiltSql WindowSql(const MessageSqlStyle& style,
+                   const core::FindMessagesParams& p);
+
+// The rows of the page: the filter's messages with after_id < id <= bound
+// (no upper bound when `bound` is 0), in id order, at most p.limit.
+BuiltSql FindSql(const MessageSqlStyle& style,
+                 const core::FindMessagesParams& p, std::int64_t now_us,
+                 std::int64_t bound);
+
+// The statement of a bulk change (core::SteerParams); its affected rows
+// are what changed.
+BuiltSql SteerSql(const MessageSqlStyle& style, const core::SteerParams& p,
+                  std::int64_t now_us);
+
+// Engine::FindMessages over an engine's way of running statements, the
+// same for every engine: `window(sql)` runs WindowSql and returns its
+// (count, max id); `rows(sql)` runs FindSql and returns the messages.
+template <class Window, class Rows>
+Result<core::FoundMessages> FindMessagesWith(const MessageSqlStyle& style,
+                                             const core::FindMessagesParams& p,
+                                             std::int64_t now_us, Window window,
+                                             Rows rows) {
+  core::FoundMessages out;
+  std::int64_t bound = 0;
+  if (p.scan > 0 && p.ids.empty()) {
+    Result<std::pair<std::int64_t, std::int64_t>> w =
+        window(WindowSql(style, p));
+    if (!w.ok()) return w.status();
+    if (w->first == 0) return out;  // nothing past after_id
+    bound = w->second;
+    if (w->first >= p.scan) out.scanned_to = bound;
+  }
+  auto found = rows(FindSql(style, p, now_us, bound));
+  if (!found.ok()) return found.status();
+  out.messages = std::move(*found);
+  return out;
+}
+
+}  // namespace sqlq::engines::shared
+
+#endif  // SQLQ_ENGINES_SHARED_MESSAGE_SQL_H_
