@@ -304,6 +304,44 @@ double Percentile(std::vector<double>& v, double p) {
   return v[k];
 }
 
+// Pages through a deep queue (ListMessages), one page after another from
+// one thread, and times each page: `pages` pages of 100 with no filter, and
+// as many filtered by a header no message has, each of which reads the
+// most a page reads (10,000 messages) to find nothing. messages = pages.
+Result<RunResult> RunListDeep(WorkQueue& q, long pages,
+                              const std::string& label) {
+  std::vector<double> latencies;
+  const auto start = SteadyClock::now();
+  for (const bool filtered : {false, true}) {
+    ListMessagesOptions o{.limit = 100};
+    if (filtered) {
+      o.filter.header = std::pair<std::string, std::string>("tag", "none");
+    }
+    Progress progress(label + (filtered ? " (filtered)" : " (pages)"));
+    for (long i = 0; i < pages; ++i) {
+      const auto t0 = SteadyClock::now();
+      auto page = q.ListMessages(o);
+      if (!page.ok()) return page.status();
+      latencies.push_back(Seconds(SteadyClock::now() - t0) * 1e6);
+      if (!filtered && page->messages.size() != 100) {
+        return Status::Internal("list-deep: a page came back short");
+      }
+      o.cursor = page->next_cursor;
+      if (o.cursor.empty()) {
+        return Status::Internal("list-deep: the queue ended early");
+      }
+      progress.Show(i + 1, pages);
+    }
+    progress.Done();
+  }
+  RunResult r{.seconds = Seconds(SteadyClock::now() - start),
+              .messages = 2 * pages};
+  r.p50_us = Percentile(latencies, 0.50);
+  r.p99_us = Percentile(latencies, 0.99);
+  r.p999_us = Percentile(latencies, 0.999);
+  return r;
+}
+
 // Prints, every --report-every, the rate acked during that interval and,
 // on PostgreSQL, the live and dead tuples of the queue table: whether a long
 // run holds up (issue 3: first minute against last minute, dead tuples
@@ -736,6 +774,7 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
                                   : workload == "drain-10"     ? "d10"
                                   : workload == "workers"      ? "wk"
                                   : workload == "workers-open" ? "wo"
+                                  : workload == "list-deep"    ? "ld"
                                                                : "mx");
   (void)store.DropQueue(qname);
   auto q = store.CreateQueue(qname, {.lease = std::chrono::minutes(5)});
@@ -761,6 +800,14 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
     if (!work.ok()) return work.status();
     r = RunWorkers(*q, c, *d, *work, c.ack.empty() ? "next" : c.ack,
                    workload == "workers" ? 0 : c.open_rate, label);
+  } else if (workload == "list-deep") {
+    // A deep queue: --messages (default 1,000,000), then 50 pages each way
+    // (a filtered page reads 10,000 messages: 50 of them walk half a
+    // million).
+    long total = c.messages ? c.messages : 1000000;
+    auto fill = RunSend(*q, total, 2, 1000, c.payload, label + " (fill)");
+    if (!fill.ok()) return fill.status();
+    r = RunListDeep(*q, std::min<long>(50, total / 10000), label);
   } else if (workload == "mixed") {
     auto d = wire::ParseDuration(c.duration);
     if (!d.ok()) return d.status();
@@ -806,19 +853,22 @@ int Run(Config c) {
                                         "workers-open",
                                         "ring-push",
                                         "rotation-next"};
+  // Not in "all": filling a queue of a million messages takes a while.
+  const std::vector<std::string> also = {"list-deep"};
   if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
                                        "all") != c.workloads.end()) {
     c.workloads = all;
   }
   wire::Printer out(c.json);
   for (const auto& w : c.workloads) {
-    if (std::find(all.begin(), all.end(), w) == all.end()) {
+    if (std::find(all.begin(), all.end(), w) == all.end() &&
+        std::find(also.begin(), also.end(), w) == also.end()) {
       return out.Fail(Status::InvalidArgument(fmt::format(
           "unknown workload '{}': choose from send-1, send-batch, drain-1, "
           "drain-10, mixed, workers, workers-open, baseline-send-1, "
           "baseline-send-batch, "
           "baseline-drain-1, baseline-drain-10, baseline-mixed, ring-push, "
-          "rotation-next, all",
+          "rotation-next, list-deep, all",
           w)));
     }
   }
@@ -1039,7 +1089,8 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
   cmd->add_option(
       "--workload", c->workloads,
       "send-1, send-batch, drain-1, drain-10, mixed, workers, workers-open, "
-      "ring-push, rotation-next; baseline-send-1, baseline-send-batch, "
+      "ring-push, rotation-next, list-deep (not in all); baseline-send-1, "
+      "baseline-send-batch, "
       "baseline-drain-1, "
       "baseline-drain-10, baseline-mixed (the same on a hand-written "
       "SQLite, PostgreSQL or MariaDB queue, with its defaults and "

@@ -44,7 +44,8 @@ class QueueImpl;
 struct SubscriptionState;
 }  // namespace core
 
-// Per-queue settings, fixed when the queue is created.
+// Per-queue settings: set when the queue is created, changed with
+// WorkQueue::Alter (docs/semantics.md, "Changing a queue").
 struct QueueOptions {
   // Deliveries a message gets before it becomes a dead letter. Each claim
   // uses one attempt. Range 1..1,000,000.
@@ -65,13 +66,19 @@ struct QueueOptions {
   Duration retention = std::chrono::hours(24 * 7);
   // Largest payload a send accepts, in bytes. Range 1..64 MiB.
   std::size_t max_payload_bytes = 1 << 20;
+  // Keep dead letters this long after they died, then delete them (pruned
+  // as the archive is); 0 keeps them until purged. 0..10 years.
+  Duration dead_retention{0};
 };
 
-// What a queue is: its name, settings and creation time.
+// What a queue is: its name, settings, creation time and whether it is
+// paused.
 struct QueueInfo {
   std::string name;
   QueueOptions options;
   Timestamp created_at;
+  // Paused: sends go on, claims return nothing (WorkQueue::Pause).
+  bool paused = false;
 };
 
 // A message's headers: string keys to string values, set at send and
@@ -183,6 +190,7 @@ struct QueueStats {
   std::int64_t nacks = 0;
   std::int64_t expirations = 0;  // leases that ran out before an ack
   std::int64_t dead_lettered = 0;
+  bool paused = false;  // WorkQueue::Pause
 };
 
 struct DeadLetter {
@@ -330,9 +338,25 @@ class WorkQueue {
   ~WorkQueue();
 
   const std::string& name() const;
-  const QueueOptions& options() const;
-  // Name, options and creation time.
-  const QueueInfo& info() const;
+  // The queue's settings and state as this handle last read them: when it
+  // was opened, after its own Alter, Pause or Resume, and at most a second
+  // old while it is used (changes by other handles or processes show within
+  // a second).
+  QueueOptions options() const;
+  // Name, options, creation time and paused state.
+  QueueInfo info() const;
+
+  // Changes the queue's settings (all of them, as given; read info() first
+  // to change one). What is in flight keeps what it has: a leased message
+  // its lease; a delayed one its time; a longer max_attempts gives
+  // messages that have not died yet more attempts, a shorter one takes
+  // effect at their next failure or claim. kInvalidArgument for options
+  // out of range.
+  Status Alter(const QueueOptions& options);
+  // Paused, claims (waiting ones included) get nothing while sends go on
+  // and are stored; Resume wakes the waiting claims. Both are idempotent.
+  Status Pause();
+  Status Resume();
 
   // Sends one message. Returns once it is durably committed.
   // Errors: kInvalidArgument (delay, priority, dedup key), kTooLarge
@@ -407,6 +431,9 @@ class WorkQueue {
   Result<std::int64_t> Redrive(std::span<const std::int64_t> ids);
   Result<std::int64_t> RedriveAll();
   Result<std::int64_t> PurgeDead();
+  // Deletes dead letters older than the queue's dead_retention (none when
+  // it is 0). Nacks that dead-letter run this at most once a minute.
+  Result<std::int64_t> PruneDead();
 
   Result<std::vector<ArchivedMessage>> ListArchive(
       const ListOptions& options = {});

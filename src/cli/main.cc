@@ -126,6 +126,67 @@ bool Failed(Runner& run, const R& r) {
   return true;
 }
 
+// The options of `queue create` and `queue alter`; for alter each one
+// given changes, the others keep their value.
+struct QueueOptionArgs {
+  std::optional<int> max_attempts;
+  std::optional<std::size_t> max_payload;
+  bool archive = false, no_archive = false;
+  DurationArg lease, base, max, retention, dead_retention;
+
+  void AddTo(CLI::App* cmd, bool alter) {
+    auto dflt = [&](const char* d) {
+      return alter ? std::string() : std::string(" (default ") + d + ")";
+    };
+    cmd->add_option(
+        "--max-attempts", max_attempts,
+        "Deliveries before a message becomes a dead letter" + dflt("5"));
+    lease.option = cmd->add_option("--lease", lease.text,
+                                   "Default lease of a claim" + dflt("30s"));
+    base.option =
+        cmd->add_option("--backoff-base", base.text,
+                        "Retry delay after the first failure" + dflt("1s"));
+    max.option = cmd->add_option("--backoff-max", max.text,
+                                 "Cap of the retry delay" + dflt("10m"));
+    auto* on = cmd->add_flag("--archive", archive,
+                             "Keep acked messages in the archive");
+    if (alter) {
+      cmd->add_flag("--no-archive", no_archive,
+                    "Stop keeping acked messages (the archive stays)")
+          ->excludes(on);
+    }
+    retention.option =
+        cmd->add_option("--retention", retention.text,
+                        "How long the archive keeps messages" + dflt("7d"));
+    dead_retention.option = cmd->add_option(
+        "--dead-retention", dead_retention.text,
+        "How long dead letters are kept; 0 for ever" + dflt("0"));
+    cmd->add_option("--max-payload", max_payload,
+                    "Largest payload in bytes" + dflt("1048576"))
+        ->check(NotNegative());
+  }
+  Status Apply(QueueOptions& o) {
+    for (auto [arg, flag] : {std::pair{&lease, "--lease"},
+                             {&base, "--backoff-base"},
+                             {&max, "--backoff-max"},
+                             {&retention, "--retention"},
+                             {&dead_retention, "--dead-retention"}}) {
+      Status s = ResolveDuration(*arg, flag);
+      if (!s.ok()) return s;
+    }
+    if (max_attempts) o.max_attempts = *max_attempts;
+    if (lease.value) o.lease = *lease.value;
+    if (base.value) o.backoff_base = *base.value;
+    if (max.value) o.backoff_max = *max.value;
+    if (archive) o.archive = true;
+    if (no_archive) o.archive = false;
+    if (retention.value) o.retention = *retention.value;
+    if (dead_retention.value) o.dead_retention = *dead_retention.value;
+    if (max_payload) o.max_payload_bytes = *max_payload;
+    return Status::Ok();
+  }
+};
+
 void AddQueueCommands(CLI::App& app, Runner& run) {
   auto* queue =
       app.add_subcommand("queue", "Create, list, inspect, drop queues");
@@ -134,53 +195,56 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
   {
     auto* cmd = queue->add_subcommand("create", "Create a work queue");
     auto name = std::make_shared<std::string>();
-    auto o = std::make_shared<QueueOptions>();
-    auto lease = std::make_shared<DurationArg>();
-    auto base = std::make_shared<DurationArg>();
-    auto max = std::make_shared<DurationArg>();
-    auto retention = std::make_shared<DurationArg>();
+    auto args = std::make_shared<QueueOptionArgs>();
     cmd->add_option("NAME", *name, "Queue name: 1-64 of [A-Za-z0-9_-]")
         ->required();
-    cmd->add_option("--max-attempts", o->max_attempts,
-                    "Deliveries before a message becomes a dead letter "
-                    "(default 5)");
-    lease->option = cmd->add_option("--lease", lease->text,
-                                    "Default lease of a claim (default 30s)");
-    base->option =
-        cmd->add_option("--backoff-base", base->text,
-                        "Retry delay after the first failure (default 1s)");
-    max->option = cmd->add_option("--backoff-max", max->text,
-                                  "Cap of the retry delay (default 10m)");
-    cmd->add_flag("--archive", o->archive,
-                  "Keep acked messages in the archive");
-    retention->option =
-        cmd->add_option("--retention", retention->text,
-                        "How long the archive keeps messages (default 7d)");
-    cmd->add_option("--max-payload", o->max_payload_bytes,
-                    "Largest payload in bytes (default 1048576)")
-        ->check(NotNegative());
+    args->AddTo(cmd, /*alter=*/false);
     cmd->callback([=, &run] {
-      for (auto [arg, flag] : {std::pair{lease.get(), "--lease"},
-                               {base.get(), "--backoff-base"},
-                               {max.get(), "--backoff-max"},
-                               {retention.get(), "--retention"}}) {
-        Status s = ResolveDuration(*arg, flag);
-        if (Failed(run, s)) return;
-      }
-      if (lease->value) o->lease = *lease->value;
-      if (base->value) o->backoff_base = *base->value;
-      if (max->value) o->backoff_max = *max->value;
-      if (retention->value) o->retention = *retention->value;
+      QueueOptions o;
+      if (Failed(run, args->Apply(o))) return;
       // Refuse bad input before the database file gets created.
       Status valid = CheckQueueName(*name);
-      if (valid.ok()) valid = CheckQueueOptions(*o);
+      if (valid.ok()) valid = CheckQueueOptions(o);
       if (Failed(run, valid)) return;
       auto store = run.Open(true);
       if (Failed(run, store)) return;
-      auto q = (*store)->CreateQueue(*name, *o);
+      auto q = (*store)->CreateQueue(*name, o);
       if (Failed(run, q)) return;
       run.out().Say(wire::QueueJson(q->info()),
                     "created queue '" + *name + "'");
+    });
+  }
+  {
+    auto* cmd = queue->add_subcommand(
+        "alter", "Change a queue's settings (those given; the rest stay)");
+    auto name = std::make_shared<std::string>();
+    auto args = std::make_shared<QueueOptionArgs>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    args->AddTo(cmd, /*alter=*/true);
+    cmd->callback([=, &run] {
+      auto q = run.Queue(*name);
+      if (Failed(run, q)) return;
+      QueueOptions o = q->options();
+      if (Failed(run, args->Apply(o))) return;
+      if (Failed(run, q->Alter(o))) return;
+      run.out().Say(wire::QueueJson(q->info()),
+                    "altered queue '" + *name + "'");
+    });
+  }
+  for (const bool pause : {true, false}) {
+    auto* cmd = queue->add_subcommand(
+        pause ? "pause" : "resume",
+        pause ? "Pause a queue: sends go on, claims get nothing"
+              : "Resume a paused queue");
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->callback([=, &run] {
+      auto q = run.Queue(*name);
+      if (Failed(run, q)) return;
+      if (Failed(run, pause ? q->Pause() : q->Resume())) return;
+      run.out().Say(
+          wire::QueueJson(q->info()),
+          (pause ? "paused queue '" : "resumed queue '") + *name + "'");
     });
   }
 
@@ -552,6 +616,20 @@ void AddDeadAndArchive(CLI::App& app, Runner& run) {
       if (Failed(run, r)) return;
       run.out().Say({{"redriven", *r}},
                     "redrove " + std::to_string(*r) + " dead letters");
+    });
+  }
+  {
+    auto* cmd = dead->add_subcommand(
+        "prune", "Delete dead letters older than the queue's dead retention");
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->callback([=, &run] {
+      auto q = run.Queue(*name);
+      if (Failed(run, q)) return;
+      auto r = q->PruneDead();
+      if (Failed(run, r)) return;
+      run.out().Say({{"pruned", *r}},
+                    "pruned " + std::to_string(*r) + " dead letters");
     });
   }
   {
@@ -1151,6 +1229,28 @@ int Main(int argc, char** argv) {
   AddSend(app, run);
   AddClaim(app, run);
   AddReceiptCommands(app, run);
+  app.add_subcommand("list",
+                     "List everything in the store: queues, rings and "
+                     "rotations, by kind and name")
+      ->callback([&run] {
+        auto store = run.Open(false);
+        if (Failed(run, store)) return;
+        auto queues = (*store)->ListQueues();
+        if (Failed(run, queues)) return;
+        auto rings = (*store)->ListRings();
+        if (Failed(run, rings)) return;
+        auto rotations = (*store)->ListRotations();
+        if (Failed(run, rotations)) return;
+        run.out().Columns({"kind", "name"});
+        for (const auto& q : *queues) run.out().Row(wire::QueueJson(q));
+        for (const auto& r : *rings) {
+          run.out().Row(wire::RingJson(r.name, r.options));
+        }
+        for (const auto& r : *rotations) {
+          run.out().Row(wire::RotationJson(r.name, r.options));
+        }
+        run.out().Flush();
+      });
   AddDeadAndArchive(app, run);
   AddMessageCommands(app, run);
   AddRingCommands(app, run);

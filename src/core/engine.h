@@ -165,6 +165,21 @@ struct CreateQueueParams {
   QueueOptions options;
 };
 
+struct AlterQueueParams {
+  std::int64_t queue_id = 0;
+  QueueOptions options;
+};
+
+struct SetPausedParams {
+  std::int64_t queue_id = 0;
+  bool paused = false;
+};
+
+struct PruneDeadParams {
+  std::int64_t queue_id = 0;
+  Micros retention{0};
+};
+
 struct AckManyParams {
   std::int64_t queue_id = 0;
   std::span<const Receipt> receipts;
@@ -379,6 +394,9 @@ class Engine {
   virtual Result<QueueRecord> GetQueue(Conn& conn, std::string_view name) = 0;
   virtual Result<std::vector<QueueRecord>> ListQueues(Conn& conn) = 0;
   virtual Status DropQueue(Conn& conn, std::int64_t queue_id) = 0;
+  // Writes the queue's options (all of them); kNotFound when it is gone.
+  virtual Status AlterQueue(Conn& conn, const AlterQueueParams& p) = 0;
+  virtual Status SetPaused(Conn& conn, const SetPausedParams& p) = 0;
   virtual Result<std::int64_t> PurgeQueue(Conn& conn,
                                           std::int64_t queue_id) = 0;
   virtual Result<QueueStats> Stats(Conn& conn, std::int64_t queue_id) = 0;
@@ -445,6 +463,9 @@ class Engine {
   // Empty `ids` means all.
   virtual Result<std::int64_t> Redrive(Conn& conn, const RedriveParams& p) = 0;
   virtual Result<std::int64_t> PurgeDead(Conn& conn, std::int64_t queue_id) = 0;
+  // Deletes dead letters that died more than `retention` ago.
+  virtual Result<std::int64_t> PruneDead(Conn& conn,
+                                         const PruneDeadParams& p) = 0;
   virtual Result<std::vector<ArchivedMessage>> ListArchive(
       Conn& conn, const ListArchiveParams& p) = 0;
   virtual Result<std::int64_t> PruneArchive(Conn& conn,

@@ -23,9 +23,36 @@ WorkQueue::WorkQueue(std::shared_ptr<core::QueueImpl> impl)
     : impl_(std::move(impl)) {}
 WorkQueue::~WorkQueue() = default;
 
-const std::string& WorkQueue::name() const { return impl_->info().name; }
-const QueueOptions& WorkQueue::options() const { return impl_->info().options; }
-const QueueInfo& WorkQueue::info() const { return impl_->info(); }
+const std::string& WorkQueue::name() const { return impl_->name(); }
+QueueOptions WorkQueue::options() const { return impl_->Current()->options; }
+QueueInfo WorkQueue::info() const { return *impl_->Current(); }
+
+namespace core {
+
+std::shared_ptr<const QueueInfo> QueueImpl::Current() {
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (now - read_at_ < kRefresh) return info_;
+    // One caller reads; the others go on with the copy meanwhile.
+    read_at_ = now;
+  }
+  auto fresh = SnapshotRead<QueueRecord>(
+      *store_, [&](Engine& e, Conn& conn) { return e.GetQueue(conn, name_); });
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fresh.ok() && fresh->id == id_) {
+    info_ = std::make_shared<const QueueInfo>(std::move(fresh->info));
+  }
+  return info_;
+}
+
+void QueueImpl::Set(QueueInfo info) {
+  std::lock_guard<std::mutex> lock(mu_);
+  info_ = std::make_shared<const QueueInfo>(std::move(info));
+  read_at_ = std::chrono::steady_clock::now();
+}
+
+}  // namespace core
 
 namespace {
 
@@ -43,6 +70,14 @@ std::string CutError(std::string_view error) {
 // is only kept longer).
 void MaybePruneArchive(WorkQueue& q, core::QueueImpl& impl) {
   if (q.options().archive && impl.PruneDue()) (void)q.PruneArchive();
+}
+
+// The same for dead letters of queues with a dead-letter retention, from a
+// nack or a claim.
+void MaybePruneDead(WorkQueue& q, core::QueueImpl& impl) {
+  if (q.options().dead_retention.count() != 0 && impl.DeadPruneDue()) {
+    (void)q.PruneDead();
+  }
 }
 
 }  // namespace
@@ -70,10 +105,39 @@ namespace {
 // Claims as `options` say in one merged write transaction (with the
 // claims of other callers on this queue: WriteBatcher::Claim), after the
 // acks of `acks` in the same transaction.
+// Only the acks of a claim, for a paused queue.
+Result<std::vector<ClaimedMessage>> AcksOnly(QueueImpl& impl,
+                                             const ClaimAcks& acks,
+                                             bool archive) {
+  if (!acks.ack && acks.done.empty()) return std::vector<ClaimedMessage>();
+  Status s = impl.store().batcher().Run([&](Conn& conn) -> Status {
+    Engine& e = impl.store().engine();
+    if (acks.ack) {
+      Status acked = e.Ack(
+          conn,
+          {.queue_id = impl.id(), .receipt = *acks.ack, .archive = archive});
+      if (!acked.ok()) return acked;
+    }
+    if (!acks.done.empty()) {
+      auto r = e.AckMany(
+          conn,
+          {.queue_id = impl.id(), .receipts = acks.done, .archive = archive});
+      if (!r.ok()) return r.status();
+      if (acks.done_status != nullptr) *acks.done_status = std::move(*r);
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return std::vector<ClaimedMessage>();
+}
+
 Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
                                               const ClaimOptions& options,
                                               const ClaimAcks& acks) {
-  const QueueOptions& qo = impl.info().options;
+  const std::shared_ptr<const QueueInfo> info = impl.Current();
+  const QueueOptions& qo = info->options;
+  // Paused: nothing is claimed; the acks it carries are done all the same.
+  if (info->paused) return AcksOnly(impl, acks, qo.archive);
   const WriteBatcher::ClaimRequest request{
       .params = {.queue_id = impl.id(),
                  .max = options.max,
@@ -270,7 +334,7 @@ Result<NackOutcome> WorkQueue::Nack(std::string_view receipt,
                       options.delay->count(), core::kMaxDelay.count()));
     }
   }
-  const QueueOptions& qo = this->options();
+  const QueueOptions qo = this->options();
   const std::string error = CutError(options.error);
   // Core decides the message's fate; the engine stores it.
   if (parsed->attempt >= qo.max_attempts) {
@@ -286,6 +350,7 @@ Result<NackOutcome> WorkQueue::Nack(std::string_view receipt,
                                                  .history_error = logged});
     });
     if (!s.ok()) return s;
+    MaybePruneDead(*this, *impl_);
     return NackOutcome::kDead;
   }
   Duration delay = options.delay.value_or(
@@ -323,9 +388,53 @@ Result<std::int64_t> WorkQueue::Purge() {
 
 Result<QueueStats> WorkQueue::Stats() {
   return core::SnapshotRead<QueueStats>(
-      impl_->store(),
-      [&](core::Engine& e, Conn& conn) { return e.Stats(conn, impl_->id()); });
+      impl_->store(), [&](core::Engine& e, Conn& conn) -> Result<QueueStats> {
+        auto stats = e.Stats(conn, impl_->id());
+        if (!stats.ok()) return stats.status();
+        // Paused or not as the store says now, in the same snapshot.
+        auto record = e.GetQueue(conn, impl_->name());
+        if (!record.ok()) return record.status();
+        stats->paused = record->info.paused;
+        return stats;
+      });
 }
+
+Status WorkQueue::Alter(const QueueOptions& options) {
+  Status s = core::ValidateQueueOptions(options);
+  if (!s.ok()) return s;
+  s = impl_->store().batcher().Run([&](Conn& conn) {
+    return impl_->store().engine().AlterQueue(
+        conn, {.queue_id = impl_->id(), .options = options});
+  });
+  if (!s.ok()) return s;
+  QueueInfo info = *impl_->Current();
+  info.options = options;
+  impl_->Set(std::move(info));
+  return Status::Ok();
+}
+
+namespace {
+
+Status SetPaused(core::QueueImpl& impl, bool paused) {
+  Status s = impl.store().batcher().Run([&](Conn& conn) {
+    return impl.store().engine().SetPaused(
+        conn, {.queue_id = impl.id(), .paused = paused});
+  });
+  if (!s.ok()) return s;
+  QueueInfo info = *impl.Current();
+  info.paused = paused;
+  impl.Set(std::move(info));
+  // Waiting claims of this process look again (those of other processes
+  // see the commit as any other write, and their handles the state within
+  // QueueImpl::kRefresh).
+  if (!paused) impl.store().hub().NotifyAll();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WorkQueue::Pause() { return SetPaused(*impl_, true); }
+Status WorkQueue::Resume() { return SetPaused(*impl_, false); }
 
 Result<std::vector<DeadLetter>> WorkQueue::ListDead(
     const ListOptions& options) {
@@ -361,6 +470,16 @@ Result<std::int64_t> WorkQueue::RedriveAll() {
       });
   if (r.ok()) impl_->store().hub().Notify(impl_->id(), *r);
   return r;
+}
+
+Result<std::int64_t> WorkQueue::PruneDead() {
+  const Duration retention = options().dead_retention;
+  if (retention.count() == 0) return 0;
+  return core::MergedWrite<std::int64_t>(
+      impl_->store(), [&](core::Engine& e, Conn& c) {
+        return e.PruneDead(
+            c, {.queue_id = impl_->id(), .retention = core::Micros(retention)});
+      });
 }
 
 Result<std::int64_t> WorkQueue::PurgeDead() {

@@ -57,7 +57,7 @@ auto DecodeAll(const Rows& rows, Decode decode) {
 }
 
 // id, name, max_attempts, lease_us, backoff_base_us, backoff_max_us,
-// archive, retention_us, max_payload, created_us
+// archive, retention_us, max_payload, created_us, paused, dead_retention_us
 template <class Row>
 QueueRecord DecodeQueue(const Row& r) {
   QueueRecord q;
@@ -71,6 +71,8 @@ QueueRecord DecodeQueue(const Row& r) {
   q.info.options.retention = DurationFromUs(r.Int(7));
   q.info.options.max_payload_bytes = static_cast<std::size_t>(r.Int(8));
   q.info.created_at = FromUs(r.Int(9));
+  q.info.paused = r.Int(10) != 0;
+  q.info.options.dead_retention = DurationFromUs(r.Int(11));
   return q;
 }
 

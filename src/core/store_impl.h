@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -105,11 +106,23 @@ Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
 class QueueImpl {
  public:
   QueueImpl(StoreImpl* store, QueueRecord record)
-      : store_(store), record_(std::move(record)) {}
+      : store_(store),
+        id_(record.id),
+        name_(record.info.name),
+        info_(std::make_shared<const QueueInfo>(std::move(record.info))),
+        read_at_(std::chrono::steady_clock::now()) {}
 
   StoreImpl& store() { return *store_; }
-  std::int64_t id() const { return record_.id; }
-  const QueueInfo& info() const { return record_.info; }
+  std::int64_t id() const { return id_; }
+  const std::string& name() const { return name_; }
+  // The queue's settings and paused state, read again from the store when
+  // the copy is more than kRefresh old, so that changes made elsewhere
+  // (another handle, another process) show within that. A failed read
+  // keeps the copy.
+  static constexpr std::chrono::seconds kRefresh{1};
+  std::shared_ptr<const QueueInfo> Current();
+  // After this handle's own change: the copy is `info` now.
+  void Set(QueueInfo info);
 
   // True at most once per interval: whether this ack should also prune the
   // archive (retention is enforced without anyone running a command).
@@ -126,8 +139,26 @@ class QueueImpl {
 
  private:
   StoreImpl* store_;
-  QueueRecord record_;
+  const std::int64_t id_;
+  const std::string name_;
+  std::mutex mu_;
+  std::shared_ptr<const QueueInfo> info_;          // guarded by mu_
+  std::chrono::steady_clock::time_point read_at_;  // guarded by mu_
   std::atomic<std::int64_t> next_prune_{0};
+  std::atomic<std::int64_t> next_dead_prune_{0};
+
+ public:
+  // The same for dead letters (QueueOptions::dead_retention).
+  bool DeadPruneDue() {
+    auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    auto due = next_dead_prune_.load(std::memory_order_relaxed);
+    if (now < due) return false;
+    auto next =
+        now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                  std::chrono::minutes(1))
+                  .count();
+    return next_dead_prune_.compare_exchange_strong(due, next);
+  }
 };
 
 // What a Ring or Rotation handle holds: its store and its record.

@@ -55,6 +55,9 @@ Status ValidateQueueOptions(const QueueOptions& o) {
   if (!s.ok()) return s;
   s = CheckRange("retention", o.retention, Duration(1), kMaxRetention);
   if (!s.ok()) return s;
+  s = CheckRange("dead retention", o.dead_retention, Duration(0),
+                 kMaxRetention);
+  if (!s.ok()) return s;
   return ValidatePayloadLimit(o.max_payload_bytes);
 }
 

@@ -582,6 +582,29 @@ constexpr std::int64_t kMaxLeaseMs = kMaxLease.count();
 constexpr std::int64_t kMaxDelayMs = kMaxDelay.count();
 constexpr std::int64_t kMaxRetentionMs = kMaxRetention.count();
 
+// A queue's options in a body (create, change), each optional.
+constexpr std::initializer_list<const char*> kQueueOptionFields = {
+    "max_attempts", "lease_ms",     "backoff_base_ms",   "backoff_max_ms",
+    "archive",      "retention_ms", "max_payload_bytes", "dead_retention_ms"};
+
+// Sets in `o` the options `b` gives.
+void ReadQueueOptions(const Body& b, QueueOptions& o) {
+  if (auto v = b.Int("max_attempts", 1, 1000000)) {
+    o.max_attempts = static_cast<int>(*v);
+  }
+  if (auto v = b.Millis("lease_ms", kMaxLeaseMs)) o.lease = *v;
+  if (auto v = b.Millis("backoff_base_ms", kMaxDelayMs)) o.backoff_base = *v;
+  if (auto v = b.Millis("backoff_max_ms", kMaxDelayMs)) o.backoff_max = *v;
+  if (auto v = b.Bool("archive")) o.archive = *v;
+  if (auto v = b.Millis("retention_ms", kMaxRetentionMs)) o.retention = *v;
+  if (auto v = b.Int("max_payload_bytes", 1, 64 << 20)) {
+    o.max_payload_bytes = static_cast<std::size_t>(*v);
+  }
+  if (auto v = b.Millis("dead_retention_ms", kMaxRetentionMs)) {
+    o.dead_retention = *v;
+  }
+}
+
 }  // namespace
 
 Api::Api(Store& store, const Limits& limits, const Auth& auth, Metrics& metrics,
@@ -826,24 +849,9 @@ Outcome Api::Handle(const Request& req) {
         if (m == "POST") {
           route_is("POST /v1/queues/{name}");
           need(kAdmin, name);
-          Body b(req.body, {"max_attempts", "lease_ms", "backoff_base_ms",
-                            "backoff_max_ms", "archive", "retention_ms",
-                            "max_payload_bytes"});
+          Body b(req.body, kQueueOptionFields);
           QueueOptions o;
-          if (auto v = b.Int("max_attempts", 1, 1000000)) o.max_attempts = *v;
-          if (auto v = b.Millis("lease_ms", kMaxLeaseMs)) o.lease = *v;
-          if (auto v = b.Millis("backoff_base_ms", kMaxDelayMs)) {
-            o.backoff_base = *v;
-          }
-          if (auto v = b.Millis("backoff_max_ms", kMaxDelayMs)) {
-            o.backoff_max = *v;
-          }
-          if (auto v = b.Bool("archive")) o.archive = *v;
-          if (auto v = b.Millis("retention_ms", kMaxRetentionMs))
-            o.retention = *v;
-          if (auto v = b.Int("max_payload_bytes", 1, 64 << 20)) {
-            o.max_payload_bytes = static_cast<std::size_t>(*v);
-          }
+          ReadQueueOptions(b, o);
           Check(CheckQueueName(name));
           Check(CheckQueueOptions(o));
           WorkQueue q = Take(store_.CreateQueue(name, o));
@@ -860,14 +868,35 @@ Outcome Api::Handle(const Request& req) {
                     {"options", wire::QueueOptionsJson(q.options())}};
           return reply(200, std::move(j));
         }
+        if (m == "PATCH") {
+          // The options given change; the others stay as they are.
+          route_is("PATCH /v1/queues/{name}");
+          need(kAdmin, name);
+          Body b(req.body, kQueueOptionFields);
+          WorkQueue q = queue();
+          QueueOptions o = q.options();
+          ReadQueueOptions(b, o);
+          Check(q.Alter(o));
+          return reply(200, wire::QueueJson(q.info()));
+        }
         route_is("DELETE /v1/queues/{name}");
-        method({"POST", "GET", "DELETE"});
+        method({"POST", "GET", "PATCH", "DELETE"});
         need(kAdmin, name);
         Forget(name);
         Check(store_.DropQueue(name));
         return reply(200, {{"dropped", name}});
       }
       const std::string& op = seg[3];
+      if (seg.size() == 4 && (op == "pause" || op == "resume")) {
+        route_is(op == "pause" ? "POST /v1/queues/{name}/pause"
+                               : "POST /v1/queues/{name}/resume");
+        method({"POST"});
+        need(kAdmin, name);
+        Body b(req.body, {});
+        WorkQueue q = queue();
+        Check(op == "pause" ? q.Pause() : q.Resume());
+        return reply(200, wire::QueueJson(q.info()));
+      }
       if (seg.size() == 4 && op == "messages" && m == "GET") {
         route_is("GET /v1/queues/{name}/messages");
         need(kAdmin, name);
@@ -1204,27 +1233,43 @@ Outcome Api::Handle(const Request& req) {
       }
     }
 
-    // ---- rings and rotations: the lists ----
-    if ((kind == "rings" || kind == "rotations") && seg.size() == 2) {
+    // ---- rings and rotations: the lists, and everything at once ----
+    auto visible = [&](const std::string& name) {
+      return who == nullptr || Auth::Sees(*who, name);
+    };
+    auto rings = [&] {
       Json list = Json::array();
-      if (kind == "rings") {
-        route_is("GET /v1/rings");
-        method({"GET"});
-        Body b(req.body, {});
-        for (const RingInfo& r : Take(store_.ListRings())) {
-          if (who != nullptr && !Auth::Sees(*who, r.name)) continue;
-          list.push_back(wire::RingJson(r.name, r.options));
-        }
-      } else {
-        route_is("GET /v1/rotations");
-        method({"GET"});
-        Body b(req.body, {});
-        for (const RotationInfo& r : Take(store_.ListRotations())) {
-          if (who != nullptr && !Auth::Sees(*who, r.name)) continue;
+      for (const RingInfo& r : Take(store_.ListRings())) {
+        if (visible(r.name)) list.push_back(wire::RingJson(r.name, r.options));
+      }
+      return list;
+    };
+    auto rotations = [&] {
+      Json list = Json::array();
+      for (const RotationInfo& r : Take(store_.ListRotations())) {
+        if (visible(r.name)) {
           list.push_back(wire::RotationJson(r.name, r.options));
         }
       }
-      return reply(200, {{kind, std::move(list)}});
+      return list;
+    };
+    if ((kind == "rings" || kind == "rotations") && seg.size() == 2) {
+      route_is(kind == "rings" ? "GET /v1/rings" : "GET /v1/rotations");
+      method({"GET"});
+      Body b(req.body, {});
+      return reply(200, {{kind, kind == "rings" ? rings() : rotations()}});
+    }
+    if (kind == "all" && seg.size() == 2) {
+      route_is("GET /v1/all");
+      method({"GET"});
+      Body b(req.body, {});
+      Json queues = Json::array();
+      for (const QueueInfo& q : Take(store_.ListQueues())) {
+        if (visible(q.name)) queues.push_back(wire::QueueJson(q));
+      }
+      return reply(200, {{"queues", std::move(queues)},
+                         {"rings", rings()},
+                         {"rotations", rotations()}});
     }
 
     // ---- rings ----

@@ -130,6 +130,13 @@ std::string Metrics::Render(const Figures& figures,
   };
   RenderFamilies(out, "rotation", kRotation, figures.rotations);
   out +=
+      "# HELP sqlq_queue_paused 1 while the queue is paused (claims get "
+      "nothing).\n# TYPE sqlq_queue_paused gauge\n";
+  for (const QueueStats& q : queues) {
+    out += fmt::format("sqlq_queue_paused{{queue=\"{}\"}} {}\n", Escape(q.name),
+                       q.paused ? 1 : 0);
+  }
+  out +=
       "# HELP sqlq_queue_oldest_ready_age_seconds How long the oldest ready "
       "message has waited.\n# TYPE sqlq_queue_oldest_ready_age_seconds "
       "gauge\n";

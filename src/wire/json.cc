@@ -181,13 +181,15 @@ Json QueueOptionsJson(const QueueOptions& o) {
           {"backoff_max_ms", o.backoff_max.count()},
           {"archive", o.archive},
           {"retention_ms", o.retention.count()},
-          {"max_payload_bytes", o.max_payload_bytes}};
+          {"max_payload_bytes", o.max_payload_bytes},
+          {"dead_retention_ms", o.dead_retention.count()}};
 }
 
 Json QueueJson(const QueueInfo& q) {
   Json j = {{"name", q.name}, {"kind", "queue"}};
   j.update(QueueOptionsJson(q.options));
   if (q.created_at != Timestamp{}) j["created_at"] = FormatTime(q.created_at);
+  j["paused"] = q.paused;
   return j;
 }
 
@@ -204,7 +206,8 @@ Json StatsJson(const QueueStats& s) {
           {"acks", s.acks},
           {"nacks", s.nacks},
           {"expirations", s.expirations},
-          {"dead_lettered", s.dead_lettered}};
+          {"dead_lettered", s.dead_lettered},
+          {"paused", s.paused}};
 }
 
 Json ClaimedJson(const ClaimedMessage& m) {

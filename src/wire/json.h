@@ -46,14 +46,14 @@ void PutPayload(Json& obj, std::string_view payload, const Headers& headers);
 Json ErrorsJson(const std::vector<AttemptError>& errors);
 
 // {"max_attempts", "lease_ms", "backoff_base_ms", "backoff_max_ms",
-//  "archive", "retention_ms", "max_payload_bytes"}
+//  "archive", "retention_ms", "max_payload_bytes", "dead_retention_ms"}
 Json QueueOptionsJson(const QueueOptions& o);
-// {"name", "kind": "queue", the options' keys, "created_at"}; created_at is
-// left out when unknown (zero).
+// {"name", "kind": "queue", the options' keys, "created_at", "paused"};
+// created_at is left out when unknown (zero).
 Json QueueJson(const QueueInfo& q);
 // {"name", "ready", "delayed", "leased", "dead", "archived",
 //  "oldest_ready_age_ms", "sends", "claims", "acks", "nacks", "expirations",
-//  "dead_lettered"}
+//  "dead_lettered", "paused"}
 Json StatsJson(const QueueStats& s);
 
 // {"id", "receipt", "attempt", "priority", payload, ["headers"],

@@ -176,7 +176,7 @@ TEST_F(CliTest, QueueCreateTakesEveryOption) {
   EXPECT_EQ(created, json::parse(R"({"name":"jobs","kind":"queue",
       "max_attempts":3,"lease_ms":500,"backoff_base_ms":2000,
       "backoff_max_ms":300000,"archive":true,"retention_ms":86400000,
-      "max_payload_bytes":100})"));
+      "max_payload_bytes":100,"dead_retention_ms":0,"paused":false})"));
 
   // The settings are stored, not just echoed.
   auto list = Ok({"queue", "list"});
@@ -188,7 +188,8 @@ TEST_F(CliTest, QueueCreateTakesEveryOption) {
   q.erase("created_at");
   EXPECT_EQ(q, json::parse(R"({"name":"jobs","kind":"queue","max_attempts":3,
       "lease_ms":500,"backoff_base_ms":2000,"backoff_max_ms":300000,"archive":true,
-      "retention_ms":86400000,"max_payload_bytes":100})"));
+      "retention_ms":86400000,"max_payload_bytes":100,"dead_retention_ms":0,
+      "paused":false})"));
 }
 
 TEST_F(CliTest, QueueCreateDefaults) {
@@ -197,7 +198,7 @@ TEST_F(CliTest, QueueCreateDefaults) {
   EXPECT_EQ(created, json::parse(R"({"name":"plain","kind":"queue",
       "max_attempts":5,"lease_ms":30000,"backoff_base_ms":1000,
       "backoff_max_ms":600000,"archive":false,"retention_ms":604800000,
-      "max_payload_bytes":1048576})"));
+      "max_payload_bytes":1048576,"dead_retention_ms":0,"paused":false})"));
 }
 
 TEST_F(CliTest, DurationsTakeEveryUnitAndPlainSeconds) {
@@ -261,7 +262,8 @@ TEST_F(CliTest, QueueStatsCountSendsClaimsAcksAndNacks) {
   json s = Stats("jobs");
   EXPECT_EQ(s, json::parse(R"({"name":"jobs","ready":0,"delayed":0,
       "leased":0,"dead":0,"archived":0,"oldest_ready_age_ms":0,"sends":0,
-      "claims":0,"acks":0,"nacks":0,"expirations":0,"dead_lettered":0})"));
+      "claims":0,"acks":0,"nacks":0,"expirations":0,"dead_lettered":0,
+      "paused":false})"));
 
   for (const char* p : {"a", "b", "c"}) Send("jobs", p);
   s = Stats("jobs");

@@ -135,5 +135,39 @@ TEST_F(MessageCliTest, ChangesWithoutIdsOrFilterAreRefused) {
   EXPECT_EQ(One({"message", "delete", "jobs", "--all"})["changed"], 1);
 }
 
+TEST_F(MessageCliTest, AlterPauseAndResume) {
+  json q = One({"queue", "alter", "jobs", "--max-attempts", "2",
+                "--dead-retention", "1h", "--archive"});
+  EXPECT_EQ(q["max_attempts"], 2);
+  EXPECT_EQ(q["dead_retention_ms"], 3600000);
+  EXPECT_EQ(q["archive"], true);
+  EXPECT_EQ(q["lease_ms"], 30000);
+  EXPECT_EQ(One({"queue", "alter", "jobs", "--no-archive"})["archive"], false);
+  EXPECT_EQ(One({"queue", "list"})["max_attempts"], 2);
+  EXPECT_TRUE(
+      FailsWith(Human({"queue", "alter", "jobs", "--max-attempts", "0"}),
+                kUsage, "max attempts"));
+  EXPECT_EQ(One({"queue", "pause", "jobs"})["paused"], true);
+  One({"send", "jobs", "m"});
+  EXPECT_TRUE(Ok({"claim", "jobs"}).empty());
+  EXPECT_EQ(One({"queue", "stats", "jobs"})["paused"], true);
+  EXPECT_EQ(One({"queue", "resume", "jobs"})["paused"], false);
+  EXPECT_EQ(One({"claim", "jobs"})["payload"], "m");
+  EXPECT_TRUE(FailsWith(Human({"queue", "pause", "nope"}), kNotFound, "nope"));
+}
+
+TEST_F(MessageCliTest, ListShowsEverythingInTheStore) {
+  One({"ring", "create", "views", "--capacity", "3"});
+  One({"rotation", "create", "relays"});
+  auto all = Ok({"list"});
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0]["kind"], "queue");
+  EXPECT_EQ(all[0]["name"], "jobs");
+  EXPECT_EQ(all[1]["kind"], "ring");
+  EXPECT_EQ(all[1]["name"], "views");
+  EXPECT_EQ(all[2]["kind"], "rotation");
+  EXPECT_EQ(all[2]["name"], "relays");
+}
+
 }  // namespace
 }  // namespace sqlq::cli_test

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -609,6 +611,123 @@ TEST_P(MessageConformance, SteeringBadInputIsRefusedAndChangesNothing) {
               Code::kTooLarge);
   ASSERT_OK_AND_ASSIGN(MessageInfo m, q.Get(a.id));
   EXPECT_EQ(m.state, MessageState::kReady);
+}
+
+// ---------------------------------------------------------- queue control
+
+TEST_P(MessageConformance, AlterChangesTheOptionsForWhatHappensNext) {
+  WorkQueue q = MakeQueue({.max_attempts = 5});
+  ASSERT_OK(q.Send({.payload = "a"}));
+  ClaimedMessage m = ClaimOne(q);
+  QueueOptions o = q.options();
+  o.max_attempts = 1;
+  o.archive = true;
+  o.dead_retention = hours(1);
+  ASSERT_OK(q.Alter(o));
+  EXPECT_EQ(q.options().max_attempts, 1);
+  // The leased message keeps its lease; its next failure is its last.
+  ASSERT_OK_AND_ASSIGN(NackOutcome out, q.Nack(m.receipt, {.error = "x"}));
+  EXPECT_EQ(out, NackOutcome::kDead);
+  // Stored: a handle opened now reads the new options.
+  ASSERT_OK_AND_ASSIGN(WorkQueue again, store_->Queue("jobs"));
+  EXPECT_EQ(again.options().max_attempts, 1);
+  EXPECT_TRUE(again.options().archive);
+  EXPECT_EQ(again.options().dead_retention, hours(1));
+  ASSERT_OK_AND_ASSIGN(auto listed, store_->ListQueues());
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].options.max_attempts, 1);
+}
+
+TEST_P(MessageConformance, AnotherStoresHandleSeesAnAlterWithinASecond) {
+  WorkQueue q = MakeQueue({.max_attempts = 5});
+  auto other_store = Store::Open(db_->url(), StoreOptions{.clock = clock_});
+  ASSERT_OK(other_store.status());
+  ASSERT_OK_AND_ASSIGN(WorkQueue other, (*other_store)->Queue("jobs"));
+  EXPECT_EQ(other.options().max_attempts, 5);
+  ASSERT_OK(q.Alter({.max_attempts = 2}));
+  // Waits on the change itself (a handle re-reads within a second).
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while (other.options().max_attempts != 2 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(other.options().max_attempts, 2);
+}
+
+TEST_P(MessageConformance, AlterRefusesOptionsOutOfRangeAndChangesNothing) {
+  WorkQueue q = MakeQueue({.max_attempts = 3});
+  EXPECT_CODE(q.Alter({.max_attempts = 0}), Code::kInvalidArgument);
+  EXPECT_CODE(q.Alter({.lease = Duration(0)}), Code::kInvalidArgument);
+  EXPECT_CODE(q.Alter({.dead_retention = Duration(-1)}),
+              Code::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(WorkQueue again, store_->Queue("jobs"));
+  EXPECT_EQ(again.options().max_attempts, 3);
+  ASSERT_OK(store_->DropQueue("jobs"));
+  EXPECT_CODE(q.Alter({}), Code::kNotFound);
+  EXPECT_CODE(q.Pause(), Code::kNotFound);
+}
+
+TEST_P(MessageConformance, APausedQueueTakesSendsButGivesNothing) {
+  WorkQueue q = MakeQueue();
+  ASSERT_OK(q.Send({.payload = "before"}));
+  ClaimedMessage held = ClaimOne(q);
+  ASSERT_OK(q.Pause());
+  ASSERT_OK(q.Pause());  // idempotent
+  EXPECT_TRUE(q.info().paused);
+  ASSERT_OK(q.Send({.payload = "during"}));
+  EXPECT_TRUE(NothingReady(q));
+  // An ack that travels with a claim is done; nothing is claimed.
+  ASSERT_OK_AND_ASSIGN(auto got, q.AckAndClaim(held.receipt));
+  EXPECT_TRUE(got.empty());
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_TRUE(st.paused);
+  EXPECT_EQ(st.ready, 1);
+  EXPECT_EQ(st.acks, 1);
+  ASSERT_OK_AND_ASSIGN(WorkQueue fresh, store_->Queue("jobs"));
+  EXPECT_TRUE(fresh.info().paused);
+  ASSERT_OK(q.Resume());
+  ASSERT_OK_AND_ASSIGN(st, q.Stats());
+  EXPECT_FALSE(st.paused);
+  EXPECT_EQ(ClaimOne(q).payload, "during");
+}
+
+TEST_P(MessageConformance, AWaitingClaimStaysParkedUntilResume) {
+  WorkQueue q = MakeQueue();
+  ASSERT_OK(q.Pause());
+  auto waiting = std::async(std::launch::async, [q]() mutable {
+    return q.Claim({.wait = seconds(30)});
+  });
+  ASSERT_OK(q.Send({.payload = "m"}));
+  // The send would wake it at once; paused, it keeps waiting.
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(300)),
+            std::future_status::timeout);
+  ASSERT_OK(q.Resume());
+  ASSERT_EQ(waiting.wait_for(seconds(20)), std::future_status::ready);
+  auto got = waiting.get();
+  ASSERT_OK(got.status());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].payload, "m");
+}
+
+TEST_P(MessageConformance, DeadLettersPastTheirRetentionArePruned) {
+  WorkQueue q = MakeQueue({.max_attempts = 1, .dead_retention = hours(1)});
+  ASSERT_OK(q.Send({.payload = "old"}));
+  ASSERT_OK(q.Nack(ClaimOne(q).receipt));
+  clock_->Advance(minutes(30));
+  ASSERT_OK(q.Send({.payload = "young"}));
+  ASSERT_OK(q.Nack(ClaimOne(q).receipt));
+  clock_->Advance(minutes(31));
+  ASSERT_OK_AND_ASSIGN(std::int64_t pruned, q.PruneDead());
+  EXPECT_EQ(pruned, 1);
+  DeadLetter left = OnlyDead(q);
+  EXPECT_EQ(left.payload, "young");
+  // Without a retention nothing is pruned.
+  QueueOptions o = q.options();
+  o.dead_retention = Duration(0);
+  ASSERT_OK(q.Alter(o));
+  clock_->Advance(hours(100));
+  ASSERT_OK_AND_ASSIGN(pruned, q.PruneDead());
+  EXPECT_EQ(pruned, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sqlite, MessageConformance,

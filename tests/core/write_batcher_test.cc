@@ -187,6 +187,13 @@ class FakeEngine : public Engine {
   Result<std::int64_t> Steer(Conn&, const SteerParams&) override {
     return Unused();
   }
+  Status AlterQueue(Conn&, const AlterQueueParams&) override {
+    return Unused();
+  }
+  Status SetPaused(Conn&, const SetPausedParams&) override { return Unused(); }
+  Result<std::int64_t> PruneDead(Conn&, const PruneDeadParams&) override {
+    return Unused();
+  }
   Status DropRing(Conn&, std::int64_t) override { return Unused(); }
   Result<RingEntry> RingPush(Conn&, const core::RingPushParams&) override {
     return Unused();

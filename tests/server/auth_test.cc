@@ -180,6 +180,15 @@ TEST_F(Auth, AdminPermissionAndListingShowsOnlyVisibleQueues) {
   ASSERT_EQ(rings.json["rings"].size(), 1u) << rings.body;
   EXPECT_EQ(rings.json["rings"][0]["name"], "jobs-ring");
   EXPECT_EQ(admin_->Get("/v1/rings").json["rings"].size(), 2u);
+  // And the list of everything.
+  auto all = sender.Get("/v1/all");
+  ASSERT_EQ(all.status, 200) << all.body;
+  ASSERT_EQ(all.json["rings"].size(), 1u) << all.body;
+  EXPECT_EQ(all.json["rings"][0]["name"], "jobs-ring");
+  for (const Json& q : all.json["queues"]) {
+    EXPECT_EQ(q["name"].get<std::string>().rfind("jobs", 0), 0u) << all.body;
+  }
+  EXPECT_EQ(admin_->Get("/v1/all").json["rings"].size(), 2u);
 }
 
 TEST_F(Auth, ReceiptFromAnotherQueueIsRefused) {

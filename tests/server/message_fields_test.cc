@@ -2,6 +2,8 @@
 // payload, headers, run_at, and the error history of dead letters
 // (docs/http-api.md, "Send" and "Objects"), against a running `sqlq serve`.
 
+#include <future>
+
 #include "tests/server/server_fixture.h"
 
 namespace sqlq::server_test {
@@ -222,6 +224,47 @@ TEST_F(MessageFields, BadListingsAndChangesAreRefused) {
     EXPECT_EQ(k.r.json["error"]["code"], k.code) << k.r.body;
   }
   EXPECT_EQ(c().Get("/v1/queues/jobs/messages/1").json["state"], "ready");
+}
+
+TEST_F(MessageFields, PatchPauseAndResumeAQueue) {
+  Response patched = c().Call(
+      "PATCH", "/v1/queues/jobs",
+      Json({{"max_attempts", 9}, {"dead_retention_ms", 60000}}).dump());
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(patched.json["max_attempts"], 9);
+  EXPECT_EQ(patched.json["dead_retention_ms"], 60000);
+  EXPECT_EQ(patched.json["lease_ms"], 30000);  // not given: unchanged
+  EXPECT_EQ(c().Get("/v1/queues/jobs").json["options"]["max_attempts"], 9);
+
+  Response paused = c().Post("/v1/queues/jobs/pause", Json::object());
+  ASSERT_EQ(paused.status, 200) << paused.body;
+  EXPECT_EQ(paused.json["paused"], true);
+  ASSERT_EQ(Send({{"payload", "m"}}).status, 200);
+  EXPECT_TRUE(ClaimOne().is_null());
+  EXPECT_EQ(c().Get("/v1/queues/jobs").json["stats"]["paused"], true);
+  EXPECT_NE(
+      c().Get("/metrics").body.find("sqlq_queue_paused{queue=\"jobs\"} 1"),
+      std::string::npos);
+  // A long poll stays parked while paused and takes the message on resume.
+  Client poller(port());
+  auto waiting = std::async(std::launch::async, [&] {
+    return poller.Post("/v1/queues/jobs/claim", {{"wait_ms", 20000}});
+  });
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(300)),
+            std::future_status::timeout);
+  EXPECT_EQ(c().Post("/v1/queues/jobs/resume", Json::object()).json["paused"],
+            false);
+  Response got = waiting.get();
+  ASSERT_EQ(got.status, 200) << got.body;
+  ASSERT_EQ(got.json["messages"].size(), 1u) << got.body;
+
+  Response bad =
+      c().Call("PATCH", "/v1/queues/jobs", Json({{"max_attempts", 0}}).dump());
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  Response unknown =
+      c().Call("PATCH", "/v1/queues/jobs", Json({{"paused", true}}).dump());
+  EXPECT_EQ(unknown.json["error"]["code"], "unknown_field") << unknown.body;
+  EXPECT_EQ(c().Post("/v1/queues/nope/pause", Json::object()).status, 404);
 }
 
 }  // namespace

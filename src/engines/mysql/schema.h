@@ -191,6 +191,16 @@ ALTER TABLE sqlq_archive
 CREATE INDEX IF NOT EXISTS sqlq_messages_queue
   ON sqlq_messages (queue_id, id))sql",
     },
+    // Version 4: a queue can be paused, and keep its dead letters for a
+    // while only (pruned by time of death, hence the index).
+    {
+        R"sql(
+ALTER TABLE sqlq_queues
+  ADD COLUMN IF NOT EXISTS paused TINYINT NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS dead_retention_us BIGINT NOT NULL DEFAULT 0)sql",
+        R"sql(
+CREATE INDEX IF NOT EXISTS sqlq_dead_died ON sqlq_dead (queue_id, died_us))sql",
+    },
 };
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());

@@ -226,6 +226,15 @@ ALTER TABLE sqlq_archive ADD COLUMN headers jsonb, ADD COLUMN errors jsonb;
     R"sql(
 CREATE INDEX sqlq_messages_queue ON sqlq_messages (queue_id, (id + 0));
 )sql",
+    // Version 8: a queue can be paused, and keep its dead letters for a
+    // while only (pruned by time of death, hence the index). A column with
+    // a constant default rewrites nothing.
+    R"sql(
+ALTER TABLE sqlq_queues
+  ADD COLUMN paused BOOLEAN NOT NULL DEFAULT false,
+  ADD COLUMN dead_retention_us BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX sqlq_dead_died ON sqlq_dead (queue_id, died_us);
+)sql",
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

@@ -121,6 +121,10 @@ class SqlEngine : public core::Engine {
   Result<std::int64_t> PurgeQueue(core::Conn& c,
                                   std::int64_t queue_id) override;
 
+  Status AlterQueue(core::Conn& c, const core::AlterQueueParams& op) override;
+
+  Status SetPaused(core::Conn& c, const core::SetPausedParams& p) override;
+
   Result<QueueStats> Stats(core::Conn& c, std::int64_t queue_id) override;
 
   Result<Timestamp> Now(core::Conn& c) override;
@@ -131,6 +135,9 @@ class SqlEngine : public core::Engine {
       core::Conn& c, const core::ListDeadParams& op) override;
 
   Result<std::int64_t> PurgeDead(core::Conn& c, std::int64_t queue_id) override;
+
+  Result<std::int64_t> PruneDead(core::Conn& c,
+                                 const core::PruneDeadParams& op) override;
 
   Result<std::vector<ArchivedMessage>> ListArchive(
       core::Conn& c, const core::ListArchiveParams& op) override;

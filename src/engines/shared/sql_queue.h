@@ -105,7 +105,8 @@ Result<core::QueueRecord> SqlEngine<D>::CreateQueue(
       .Int(o.archive ? 1 : 0)  // PostgreSQL reads '1' and '0' as booleans
       .Int(core::Us(o.retention))
       .Int(static_cast<std::int64_t>(o.max_payload_bytes))
-      .Int(*now);
+      .Int(*now)
+      .Int(core::Us(o.dead_retention));
   auto id = D::InsertName(conn, D::kInsertQueue, p, "create queue");
   if (!id.ok()) return id.status();
   if (!*id) return Taken(conn, name);
@@ -123,7 +124,8 @@ Result<core::QueueRecord> SqlEngine<D>::GetQueue(core::Conn& c,
   DConn& conn = Native(c);
   static const std::string kSql = D::Statement(R"sql(
     SELECT id, name, max_attempts, lease_us, backoff_base_us,
-           backoff_max_us, archive, retention_us, max_payload, created_us
+           backoff_max_us, archive, retention_us, max_payload, created_us,
+           paused, dead_retention_us
     FROM sqlq_queues WHERE name = ? AND kind = 'queue')sql");
   auto rows = conn.Run(kSql, Params().Text(name), "look up queue");
   if (!rows.ok()) return rows.status();
@@ -135,7 +137,8 @@ template <class D>
 Result<std::vector<core::QueueRecord>> SqlEngine<D>::ListQueues(core::Conn& c) {
   static const std::string kSql = D::Statement(R"sql(
     SELECT id, name, max_attempts, lease_us, backoff_base_us,
-           backoff_max_us, archive, retention_us, max_payload, created_us
+           backoff_max_us, archive, retention_us, max_payload, created_us,
+           paused, dead_retention_us
     FROM sqlq_queues WHERE kind = 'queue' ORDER BY name)sql");
   auto rows = Native(c).Run(kSql, Params(), "list queues");
   if (!rows.ok()) return rows.status();
@@ -251,6 +254,64 @@ Result<std::vector<DeadLetter>> SqlEngine<D>::ListDead(
   if (!rows.ok()) return rows.status();
   return core::DecodeAll(*rows,
                          [](const auto& r) { return core::DecodeDead(r); });
+}
+
+template <class D>
+Status SqlEngine<D>::AlterQueue(core::Conn& c,
+                                const core::AlterQueueParams& op) {
+  const auto& [queue_id, o] = op;
+  DConn& conn = Native(c);
+  static const std::string kSql = D::Statement(R"sql(
+    UPDATE sqlq_queues SET max_attempts = ?, lease_us = ?,
+      backoff_base_us = ?, backoff_max_us = ?, archive = ?,
+      retention_us = ?, max_payload = ?, dead_retention_us = ?
+    WHERE id = ? AND kind = 'queue')sql");
+  Params p;
+  p.Int(o.max_attempts)
+      .Int(core::Us(o.lease))
+      .Int(core::Us(o.backoff_base))
+      .Int(core::Us(o.backoff_max))
+      .Int(o.archive ? 1 : 0)
+      .Int(core::Us(o.retention))
+      .Int(static_cast<std::int64_t>(o.max_payload_bytes))
+      .Int(core::Us(o.dead_retention))
+      .Int(queue_id);
+  auto rows = conn.Run(kSql, p, "alter queue");
+  if (!rows.ok()) return rows.status();
+  // MariaDB counts rows changed, not matched: a row set to what it was
+  // is there all the same.
+  if (rows->affected() == 0) return CheckQueue(conn, queue_id);
+  return Status::Ok();
+}
+
+template <class D>
+Status SqlEngine<D>::SetPaused(core::Conn& c, const core::SetPausedParams& p) {
+  DConn& conn = Native(c);
+  static const std::string kSql = D::Statement(
+      "UPDATE sqlq_queues SET paused = ? WHERE id = ? AND kind = 'queue'");
+  auto rows = conn.Run(kSql, Params().Int(p.paused ? 1 : 0).Int(p.queue_id),
+                       p.paused ? "pause queue" : "resume queue");
+  if (!rows.ok()) return rows.status();
+  if (rows->affected() == 0) return CheckQueue(conn, p.queue_id);
+  // Resumed: waiting claims in other processes look again.
+  if (!p.paused) D::AfterSteer(conn, p.queue_id);
+  return Status::Ok();
+}
+
+template <class D>
+Result<std::int64_t> SqlEngine<D>::PruneDead(core::Conn& c,
+                                             const core::PruneDeadParams& op) {
+  const auto& [queue_id, retention] = op;
+  DConn& conn = Native(c);
+  auto now = CheckedNow(conn, queue_id);
+  if (!now.ok()) return now.status();
+  static const std::string kSql =
+      D::Statement("DELETE FROM sqlq_dead WHERE queue_id = ? AND died_us < ?");
+  auto rows =
+      conn.Run(kSql, Params().Int(queue_id).Int(*now - retention.count()),
+               "prune dead letters");
+  if (!rows.ok()) return rows.status();
+  return rows->affected();
 }
 
 template <class D>

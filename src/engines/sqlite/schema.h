@@ -141,6 +141,14 @@ ALTER TABLE sqlq_archive ADD COLUMN errors TEXT;
     R"sql(
 CREATE INDEX sqlq_messages_queue ON sqlq_messages (queue_id, id);
 )sql",
+    // Version 6: a queue can be paused, and keep its dead letters for a
+    // while only (pruned by time of death, hence the index).
+    R"sql(
+ALTER TABLE sqlq_queues ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sqlq_queues ADD COLUMN dead_retention_us INTEGER NOT NULL
+  DEFAULT 0;
+CREATE INDEX sqlq_dead_died ON sqlq_dead (queue_id, died_us);
+)sql",
 };
 
 inline constexpr int kSchemaVersion =

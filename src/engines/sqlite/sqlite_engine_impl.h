@@ -186,7 +186,8 @@ class SqliteEngine : public core::Engine {
 
   static constexpr const char* kSelectQueue = R"sql(
     SELECT id, name, max_attempts, lease_us, backoff_base_us, backoff_max_us,
-           archive, retention_us, max_payload, created_us
+           archive, retention_us, max_payload, created_us, paused,
+           dead_retention_us
     FROM sqlq_queues)sql";
 
   Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override;
@@ -196,6 +197,13 @@ class SqliteEngine : public core::Engine {
   Status TouchSchema(Conn& c) override;
 
   Status DropQueue(Conn& c, std::int64_t queue_id) override;
+
+  Status AlterQueue(Conn& c, const core::AlterQueueParams& op) override;
+
+  Status SetPaused(Conn& c, const core::SetPausedParams& p) override;
+
+  Result<std::int64_t> PruneDead(Conn& c,
+                                 const core::PruneDeadParams& op) override;
 
   Result<std::int64_t> PurgeQueue(Conn& c, std::int64_t queue_id) override;
 

@@ -11,8 +11,9 @@ Result<core::QueueRecord> SqliteEngine::CreateQueue(
   const Timestamp now = clock_->Now();
   SQLQ_PREPARE(st, conn, R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
-      backoff_max_us, archive, retention_us, max_payload, created_us)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+      backoff_max_us, archive, retention_us, max_payload, created_us,
+      dead_retention_us)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
     ON CONFLICT (name) DO NOTHING)sql");
   st.BindText(1, name)
       .Bind(2, o.max_attempts)
@@ -22,7 +23,8 @@ Result<core::QueueRecord> SqliteEngine::CreateQueue(
       .Bind(6, o.archive ? 1 : 0)
       .Bind(7, Us(o.retention))
       .Bind(8, static_cast<std::int64_t>(o.max_payload_bytes))
-      .Bind(9, Us(now));
+      .Bind(9, Us(now))
+      .Bind(10, Us(o.dead_retention));
   Status s = st.Run("create queue");
   if (!s.ok()) return s;
   if (conn.changes() == 0) return Taken(conn, name);
@@ -70,6 +72,55 @@ Status SqliteEngine::DropQueue(Conn& c, std::int64_t queue_id) {
     if (!s.ok()) return s;
   }
   return Status::Ok();
+}
+
+Status SqliteEngine::AlterQueue(Conn& c, const core::AlterQueueParams& op) {
+  const auto& [queue_id, o] = op;
+  SqliteConn& conn = Sql(c);
+  SQLQ_PREPARE(st, conn, R"sql(
+    UPDATE sqlq_queues SET max_attempts = ?1, lease_us = ?2,
+      backoff_base_us = ?3, backoff_max_us = ?4, archive = ?5,
+      retention_us = ?6, max_payload = ?7, dead_retention_us = ?8
+    WHERE id = ?9 AND kind = 'queue')sql");
+  st.Bind(1, o.max_attempts)
+      .Bind(2, Us(o.lease))
+      .Bind(3, Us(o.backoff_base))
+      .Bind(4, Us(o.backoff_max))
+      .Bind(5, o.archive ? 1 : 0)
+      .Bind(6, Us(o.retention))
+      .Bind(7, static_cast<std::int64_t>(o.max_payload_bytes))
+      .Bind(8, Us(o.dead_retention))
+      .Bind(9, queue_id);
+  Status s = st.Run("alter queue");
+  if (!s.ok()) return s;
+  if (conn.changes() == 0) return core::QueueGone(queue_id);
+  return Status::Ok();
+}
+
+Status SqliteEngine::SetPaused(Conn& c, const core::SetPausedParams& p) {
+  SqliteConn& conn = Sql(c);
+  SQLQ_PREPARE(st, conn,
+               "UPDATE sqlq_queues SET paused = ?1 WHERE id = ?2 AND kind = "
+               "'queue'");
+  st.Bind(1, p.paused ? 1 : 0).Bind(2, p.queue_id);
+  Status s = st.Run(p.paused ? "pause queue" : "resume queue");
+  if (!s.ok()) return s;
+  if (conn.changes() == 0) return core::QueueGone(p.queue_id);
+  return Status::Ok();
+}
+
+Result<std::int64_t> SqliteEngine::PruneDead(Conn& c,
+                                             const core::PruneDeadParams& op) {
+  const auto& [queue_id, retention] = op;
+  SqliteConn& conn = Sql(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  SQLQ_PREPARE(st, conn, R"sql(
+    DELETE FROM sqlq_dead WHERE queue_id = ?1 AND died_us < ?2)sql");
+  st.Bind(1, queue_id).Bind(2, Us(clock_->Now()) - retention.count());
+  s = st.Run("prune dead letters");
+  if (!s.ok()) return s;
+  return conn.changes();
 }
 
 Result<std::int64_t> SqliteEngine::PurgeQueue(Conn& c, std::int64_t queue_id) {
