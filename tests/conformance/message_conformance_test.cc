@@ -476,6 +476,24 @@ TEST_P(MessageConformance, APageReadsABoundedStretchOfADeepQueue) {
   EXPECT_TRUE(second.next_cursor.empty());
 }
 
+TEST_P(MessageConformance, AQueueBesideADeeperOneListsAllItsMessages) {
+  WorkQueue q = MakeQueue();
+  ASSERT_OK_AND_ASSIGN(WorkQueue big, store_->CreateQueue("big", {}));
+  std::vector<std::int64_t> ours;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(SendResult r, q.Send({.payload = "ours"}));
+    ours.push_back(r.id);
+  }
+  ASSERT_OK(
+      big.SendBatch(std::vector<Message>(10000, Message{.payload = "b"})));
+  ASSERT_OK(big.SendBatch(std::vector<Message>(5000, Message{.payload = "b"})));
+  ASSERT_OK_AND_ASSIGN(SendResult last, q.Send({.payload = "ours"}));
+  ours.push_back(last.id);
+  // Pages past the other queue's messages come back empty, with a cursor.
+  EXPECT_EQ(AllPages(q, {}, 100), ours);
+  EXPECT_EQ(AllPages(big, {}, 1000).size(), 15000u);
+}
+
 TEST_P(MessageConformance, BadCursorsAndFiltersAreRefused) {
   WorkQueue q = MakeQueue();
   ASSERT_OK_AND_ASSIGN(WorkQueue other, store_->CreateQueue("other", {}));

@@ -55,14 +55,15 @@ struct Dialect {
       .null_int = "NULL",
       .null_bytes = "NULL",
       .has_npriority = true,
+      .by_id = " FORCE INDEX (PRIMARY)",
   };
   static Result<Rows> RunOnce(Conn& conn, const std::string& sql, Params params,
                               std::string_view what) {
     return conn.RunOnce(sql, params, what);
   }
   static void AfterSteer(Conn&, std::int64_t) {}
-  // The listing's statements name their index order already (InnoDB's
-  // optimizer keeps to an index whose order an ORDER BY ... LIMIT takes).
+  // The listing's statements name their index (kMessageStyle.by_id), or
+  // have one whose order their ORDER BY ... LIMIT takes.
   static Status BeforeListing(Conn&) { return Status::Ok(); }
 
   // Text columns already (PostgreSQL: jsonb, cast to text).

@@ -183,15 +183,7 @@ ALTER TABLE sqlq_archive
   ADD COLUMN IF NOT EXISTS errors LONGTEXT CHARACTER SET utf8mb4
     COLLATE utf8mb4_bin NULL)sql",
     },
-    // Version 3: a queue's messages in id order, for listing them page by
-    // page (WorkQueue::ListMessages). CREATE INDEX IF NOT EXISTS: safe to
-    // run again.
-    {
-        R"sql(
-CREATE INDEX IF NOT EXISTS sqlq_messages_queue
-  ON sqlq_messages (queue_id, id))sql",
-    },
-    // Version 4: a queue can be paused, and keep its dead letters for a
+    // Version 3: a queue can be paused, and keep its dead letters for a
     // while only (pruned by time of death, hence the index).
     {
         R"sql(

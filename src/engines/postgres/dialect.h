@@ -42,18 +42,18 @@ struct Dialect {
       .errors_column = "errors::text",
       .null_int = "NULL::bigint",
       .null_bytes = "NULL::bytea",
-      .list_id = "(id + 0)",
+      .queue_id_by_id = "queue_id + 0",
   };
   static Result<Rows> RunOnce(Conn& conn, const std::string& sql,
                               const Params& params, std::string_view what) {
     return conn.RunOnce(sql, params, what);
   }
   // Before the listing's statements, for the rest of the transaction: no
-  // sequential scans and no sorts, so that they walk the queue's part of
-  // sqlq_messages_queue in id order whatever the statistics say (with
-  // those of a vacuum of the empty table, the planner sorts the whole
-  // table: docs/engines/postgres.md, "Plans that do not depend on
-  // statistics").
+  // sequential scans and no sorts, so that they walk the primary key (or,
+  // in the dead letters and archive, the queue's (queue_id, id) index) in
+  // id order whatever the statistics say (with those of a vacuum of the
+  // empty table, the planner sorts the whole table: docs/engines/
+  // postgres.md, "Plans that do not depend on statistics").
   static constexpr const char* kListingSettings =
       "SELECT set_config('enable_seqscan', 'off', true), "
       "set_config('enable_sort', 'off', true)";

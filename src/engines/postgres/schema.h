@@ -218,15 +218,7 @@ ALTER TABLE sqlq_messages ADD COLUMN headers jsonb, ADD COLUMN errors jsonb;
 ALTER TABLE sqlq_dead ADD COLUMN headers jsonb, ADD COLUMN errors jsonb;
 ALTER TABLE sqlq_archive ADD COLUMN headers jsonb, ADD COLUMN errors jsonb;
 )sql",
-    // Version 7: a queue's messages in id order, for listing them page by
-    // page (WorkQueue::ListMessages). On id + 0, as the claim index ends
-    // (version 4): a look-up by id then never reads this index instead of
-    // the primary key. Built while the table's writes wait, about a second
-    // per million messages.
-    R"sql(
-CREATE INDEX sqlq_messages_queue ON sqlq_messages (queue_id, (id + 0));
-)sql",
-    // Version 8: a queue can be paused, and keep its dead letters for a
+    // Version 7: a queue can be paused, and keep its dead letters for a
     // while only (pruned by time of death, hence the index). A column with
     // a constant default rewrites nothing.
     R"sql(

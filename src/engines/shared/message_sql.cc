@@ -67,11 +67,14 @@ std::string Columns(const MessageSqlStyle& s, core::MessageTable t) {
 }
 
 // " AND ..." for the queue, the ids and the filter.
+// `by_id`: the statement walks sqlq_messages by primary key (a listing).
 std::string Conditions(const MessageSqlStyle& style, Args& a,
                        std::int64_t queue_id, core::MessageTable table,
                        std::span<const std::int64_t> ids,
-                       const MessageFilter* f, std::int64_t now_us) {
-  std::string w = "queue_id = " + a.Int(queue_id);
+                       const MessageFilter* f, std::int64_t now_us,
+                       bool by_id = false) {
+  std::string w = std::string(by_id ? style.queue_id_by_id : "queue_id") +
+                  " = " + a.Int(queue_id);
   if (!ids.empty()) {
     w += " AND id IN (";
     for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -125,14 +128,15 @@ std::string Conditions(const MessageSqlStyle& style, Args& a,
 BuiltSql WindowSql(const MessageSqlStyle& style,
                    const core::FindMessagesParams& p) {
   Args a(style);
-  const std::string id = p.table == core::MessageTable::kQueued
-                             ? style.list_id
-                             : std::string("id");
   std::string sql = "SELECT count(*), max(id) FROM (SELECT id FROM ";
   sql += TableName(p.table);
-  sql += " WHERE queue_id = " + a.Int(p.queue_id);
-  sql += " AND " + id + " > " + a.Int(p.after_id);
-  sql += " ORDER BY " + id + " LIMIT " + a.Int(p.scan) + ") w";
+  if (p.table == core::MessageTable::kQueued) {
+    sql += std::string(style.by_id) + " WHERE ";
+  } else {
+    sql += " WHERE queue_id = " + a.Int(p.queue_id) + " AND ";
+  }
+  sql += "id > " + a.Int(p.after_id);
+  sql += " ORDER BY id LIMIT " + a.Int(p.scan) + ") w";
   return {std::move(sql), a.Take()};
 }
 
@@ -140,15 +144,16 @@ BuiltSql FindSql(const MessageSqlStyle& style,
                  const core::FindMessagesParams& p, std::int64_t now_us,
                  std::int64_t bound) {
   Args a(style);
-  std::string sql = "SELECT " + Columns(style, p.table) + " FROM " +
-                    TableName(p.table) + " WHERE ";
-  const std::string id = p.table == core::MessageTable::kQueued
-                             ? style.list_id
-                             : std::string("id");
-  sql += Conditions(style, a, p.queue_id, p.table, p.ids, p.filter, now_us);
-  if (p.after_id > 0) sql += " AND " + id + " > " + a.Int(p.after_id);
-  if (bound > 0) sql += " AND " + id + " <= " + a.Int(bound);
-  sql += " ORDER BY " + id + " LIMIT " + a.Int(p.limit);
+  std::string sql =
+      "SELECT " + Columns(style, p.table) + " FROM " + TableName(p.table);
+  const bool by_id = p.table == core::MessageTable::kQueued;
+  if (by_id) sql += style.by_id;
+  sql += " WHERE ";
+  sql +=
+      Conditions(style, a, p.queue_id, p.table, p.ids, p.filter, now_us, by_id);
+  if (p.after_id > 0) sql += " AND id > " + a.Int(p.after_id);
+  if (bound > 0) sql += " AND id <= " + a.Int(bound);
+  sql += " ORDER BY id LIMIT " + a.Int(p.limit);
   return {std::move(sql), a.Take()};
 }
 

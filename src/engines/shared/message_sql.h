@@ -48,14 +48,23 @@ struct MessageSqlStyle {
   const char* null_bytes;
   // MariaDB keeps npriority = -priority beside priority.
   bool has_npriority = false;
-  // The id as the listing index holds it (PostgreSQL: id + 0, so that no
-  // look-up by id is tempted by that index).
-  const char* list_id = "id";
+  // How a listing names its walk of sqlq_messages by primary key, after
+  // the table's name (MariaDB: FORCE INDEX (PRIMARY)).
+  const char* by_id = "";
+  // The queue column as a listing of sqlq_messages compares it, so that no
+  // index on it is taken instead of the primary key (SQLite: +queue_id;
+  // PostgreSQL: queue_id + 0).
+  const char* queue_id_by_id = "queue_id";
 };
 
-// The window a listing page reads: how many rows of the table's part for
-// the queue lie past `after_id`, up to `scan`, and the last of their ids:
-// SELECT count, max id.
+// The window a listing page reads: how many rows lie past `after_id`, up
+// to `scan`, and the last of their ids (SELECT count, max id). In the dead
+// letters and the archive, the queue's rows, by their (queue_id, id)
+// index; in sqlq_messages, the rows of every queue, by the primary key:
+// ids are one sequence over all queues, and an index of each queue's ids
+// would cost every send and ack a write more (a fifth of a batched send's
+// rate) for the listing's sake. A page of a queue among larger ones may
+// therefore find none of its messages and still have a next cursor.
 BuiltSql WindowSql(const MessageSqlStyle& style,
                    const core::FindMessagesParams& p);
 

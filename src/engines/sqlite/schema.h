@@ -136,12 +136,7 @@ ALTER TABLE sqlq_dead ADD COLUMN errors TEXT;
 ALTER TABLE sqlq_archive ADD COLUMN headers TEXT;
 ALTER TABLE sqlq_archive ADD COLUMN errors TEXT;
 )sql",
-    // Version 5: a queue's messages in id order, for listing them page by
-    // page (WorkQueue::ListMessages) without reading the whole queue.
-    R"sql(
-CREATE INDEX sqlq_messages_queue ON sqlq_messages (queue_id, id);
-)sql",
-    // Version 6: a queue can be paused, and keep its dead letters for a
+    // Version 5: a queue can be paused, and keep its dead letters for a
     // while only (pruned by time of death, hence the index).
     R"sql(
 ALTER TABLE sqlq_queues ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;

@@ -364,6 +364,7 @@ constexpr shared::MessageSqlStyle kMessageStyle = {
     .errors_column = "errors",
     .null_int = "NULL",
     .null_bytes = "NULL",
+    .queue_id_by_id = "+queue_id",
 };
 
 // Runs a statement built at run time, prepared for this call only (the

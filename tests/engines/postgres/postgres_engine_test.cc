@@ -317,14 +317,14 @@ TEST_F(PostgresEngineTest, AckBatchPlanLooksUpReceiptsByIdWhateverTheStats) {
   EXPECT_EQ(stats.leased, 0);
 }
 
-// The listing of a queue's messages (WorkQueue::ListMessages) reads the
-// queue's part of sqlq_messages_queue in id order, a bounded stretch per
-// page, with the statistics of a vacuum of the empty table as well as with
-// fresh ones: never the whole table, never the claim index. The statements
-// are the engine's own (engines/shared/message_sql.h), with the values in
-// place of their parameters, as the engine runs them (unprepared, so
+// The listing of a queue's messages (WorkQueue::ListMessages) walks
+// sqlq_messages by primary key in id order, a bounded stretch per page,
+// with the statistics of a vacuum of the empty table as well as with fresh
+// ones: never the whole table, never the claim index, never a sort. The
+// statements are the engine's own (engines/shared/message_sql.h), with the
+// values in place of their parameters, as the engine runs them (unprepared, so
 // planned with their values).
-TEST_F(PostgresEngineTest, ListingPlansWalkTheQueueIndexWhateverTheStats) {
+TEST_F(PostgresEngineTest, ListingPlansWalkThePrimaryKeyWhateverTheStats) {
   auto store = OpenStore();
   ASSERT_TRUE(store);
   ASSERT_OK_AND_ASSIGN(WorkQueue deep, store->CreateQueue("deep", {}));
@@ -374,7 +374,7 @@ TEST_F(PostgresEngineTest, ListingPlansWalkTheQueueIndexWhateverTheStats) {
           literal(engines::shared::FindSql(style, p, 0, 5000))}) {
       const std::string plan = Query(c, "EXPLAIN (FORMAT JSON) " + sql);
       RecordProperty("plan", plan);
-      EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_queue\""),
+      EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_pkey\""),
                 std::string::npos)
           << sql << "\n"
           << plan;
@@ -464,7 +464,6 @@ TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
   // Back to version 2 as that version left it: counters in slot rows of
   // sqlq_counters (slot 7 here), no deltas.
   Query(c, "DELETE FROM sqlq_schema WHERE version > 2");
-  Query(c, "DROP INDEX sqlq_messages_queue");
   Query(c, "DROP INDEX sqlq_dead_died");
   Query(c,
         "ALTER TABLE sqlq_queues DROP COLUMN paused, DROP COLUMN "
