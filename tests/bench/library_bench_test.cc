@@ -79,6 +79,23 @@ TEST_P(LibraryBench, EveryBaselineRunsAndIsPairedWithItsWorkload) {
   }
 }
 
+// The listing workloads on a queue of 20,000: two pages each, timed.
+TEST_P(LibraryBench, ListingWorkloadsPageThroughADeepQueue) {
+  std::map<std::string, Json> rows;
+  std::string out;
+  ASSERT_TRUE(
+      Bench("--runs 1 --messages 20000 --workload list-deep "
+            "--workload list-deep-filter",
+            rows, out))
+      << out;
+  for (const char* w : {"list-deep", "list-deep-filter"}) {
+    SCOPED_TRACE(w);
+    ASSERT_TRUE(rows.count(w)) << out;
+    EXPECT_GT(rows[w]["msgs_per_s"].get<double>(), 0) << out;
+    EXPECT_GT(rows[w]["p50_us"].get<double>(), 0) << out;
+  }
+}
+
 TEST_P(LibraryBench, DrainOneRunsInEveryAckMode) {
   for (const char* mode : {"each", "next", "worker"}) {
     SCOPED_TRACE(mode);

@@ -32,27 +32,37 @@ class CliFixture : public ::testing::Test {
     std::filesystem::remove_all(dir_, ec);
   }
 
+  // Runs sqlq with exactly `args`, in the test's directory unless
+  // `options` names another, without SQLQ_DB unless `options` sets it.
+  RunResult Sqlq(const std::vector<std::string>& args,
+                 RunOptions options = {}) {
+    if (options.cwd.empty()) options.cwd = dir_;
+    return cli_test::Run(SQLQ_BIN, args, options);
+  }
   // Runs `sqlq --db DB --json ARGS...`.
-  RunResult Json(std::vector<std::string> args) {
+  RunResult Json(std::vector<std::string> args, RunOptions options = {}) {
     args.insert(args.begin(), {"--db", db_, "--json"});
-    return cli_test::Run(SQLQ_BIN, args, {.cwd = dir_});
+    return Sqlq(args, std::move(options));
   }
   // Runs `sqlq --db DB ARGS...` (human output; errors as "sqlq: ...").
-  RunResult Human(std::vector<std::string> args) {
+  RunResult Human(std::vector<std::string> args, RunOptions options = {}) {
     args.insert(args.begin(), {"--db", db_});
-    return cli_test::Run(SQLQ_BIN, args, {.cwd = dir_});
+    return Sqlq(args, std::move(options));
   }
   // Json(args) that must succeed silently on stderr; its stdout lines.
-  std::vector<json> Ok(std::vector<std::string> args) {
-    RunResult r = Json(std::move(args));
+  std::vector<json> Ok(std::vector<std::string> args,
+                       std::string stdin_bytes = "") {
+    RunResult r =
+        Json(std::move(args), {.stdin_bytes = std::move(stdin_bytes)});
     std::vector<json> lines;
     EXPECT_EQ(r.exit_code, kOk) << Show(r);
     EXPECT_EQ(r.err, "") << Show(r);
     EXPECT_TRUE(ParseLines(r.out, &lines));
     return lines;
   }
-  json One(std::vector<std::string> args) {
-    auto lines = Ok(std::move(args));
+  // Ok(args) that prints exactly one object.
+  json One(std::vector<std::string> args, std::string stdin_bytes = "") {
+    auto lines = Ok(std::move(args), std::move(stdin_bytes));
     EXPECT_EQ(lines.size(), 1u);
     return lines.empty() ? json::object() : lines[0];
   }

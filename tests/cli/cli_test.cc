@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "tests/cli/cli_assertions.h"
+#include "tests/cli/cli_fixture.h"
 #include "tests/cli/cli_runner.h"
 
 namespace sqlq::cli_test {
@@ -82,27 +83,8 @@ bool WaitUntilBlockedInFutex(pid_t pid,
   return false;
 }
 
-class CliTest : public ::testing::Test {
+class CliTest : public CliFixture {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sqlq-cli-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    db_path_ = dir_ + "/q.db";
-    db_ = "sqlite:" + db_path_;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
-  // Runs sqlq with exactly `args`, in the test's directory, without SQLQ_DB
-  // unless `options` sets it.
-  RunResult Sqlq(const std::vector<std::string>& args,
-                 RunOptions options = {}) {
-    if (options.cwd.empty()) options.cwd = dir_;
-    return cli_test::Run(SQLQ_BIN, args, options);
-  }
   // Makes `as` run the program as user nobody when the tests run as root,
   // who ignores file modes; fails when nobody cannot run it.
   void AsUnprivileged(RunOptions& as) {
@@ -117,35 +99,6 @@ class CliTest : public ::testing::Test {
         << " (are the build directory and its parents world-executable?)\n"
         << Show(probe);
   }
-  // Runs `sqlq --db DB --json ARGS...`.
-  RunResult Json(std::vector<std::string> args, RunOptions options = {}) {
-    args.insert(args.begin(), {"--db", db_, "--json"});
-    return Sqlq(args, std::move(options));
-  }
-  // Runs `sqlq --db DB ARGS...` (human output).
-  RunResult Human(std::vector<std::string> args, RunOptions options = {}) {
-    args.insert(args.begin(), {"--db", db_});
-    return Sqlq(args, std::move(options));
-  }
-
-  // Json(args) that must succeed silently on stderr; its stdout lines.
-  std::vector<json> Ok(std::vector<std::string> args,
-                       std::string stdin_bytes = "") {
-    RunResult r =
-        Json(std::move(args), {.stdin_bytes = std::move(stdin_bytes)});
-    std::vector<json> lines;
-    EXPECT_EQ(r.exit_code, kOk) << Show(r);
-    EXPECT_EQ(r.err, "") << Show(r);
-    EXPECT_TRUE(ParseLines(r.out, &lines));
-    return lines;
-  }
-  // Ok(args) that prints exactly one object.
-  json One(std::vector<std::string> args, std::string stdin_bytes = "") {
-    auto lines = Ok(std::move(args), std::move(stdin_bytes));
-    EXPECT_EQ(lines.size(), 1u);
-    return lines.empty() ? json::object() : lines[0];
-  }
-
   json Stats(const std::string& queue) {
     return One({"queue", "stats", queue});
   }
@@ -158,8 +111,6 @@ class CliTest : public ::testing::Test {
     json j = One({"send", queue, payload});
     return j.value("id", std::int64_t{-1});
   }
-
-  std::string dir_, db_path_, db_;
 };
 
 // ---------------------------------------------------------------- queues
