@@ -124,41 +124,38 @@ class QueueImpl {
   // After this handle's own change: the copy is `info` now.
   void Set(QueueInfo info);
 
-  // True at most once per interval: whether this ack should also prune the
-  // archive (retention is enforced without anyone running a command).
-  bool PruneDue() {
-    auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    auto due = next_prune_.load(std::memory_order_relaxed);
-    if (now < due) return false;
-    auto next =
-        now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                  std::chrono::minutes(1))
-                  .count();
-    return next_prune_.compare_exchange_strong(due, next);
-  }
+  // True at most once a minute: whether this ack should also prune the
+  // archive, or this nack the dead letters (retention is enforced without
+  // anyone running a command).
+  bool PruneDue() { return archive_prune_.Due(); }
+  bool DeadPruneDue() { return dead_prune_.Due(); }
 
  private:
+  // True at most once a minute, from any number of threads.
+  class OncePerMinute {
+   public:
+    bool Due() {
+      auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+      auto due = next_.load(std::memory_order_relaxed);
+      if (now < due) return false;
+      auto next =
+          now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::minutes(1))
+                    .count();
+      return next_.compare_exchange_strong(due, next);
+    }
+
+   private:
+    std::atomic<std::int64_t> next_{0};
+  };
+
   StoreImpl* store_;
   const std::int64_t id_;
   const std::string name_;
   std::mutex mu_;
   std::shared_ptr<const QueueInfo> info_;          // guarded by mu_
   std::chrono::steady_clock::time_point read_at_;  // guarded by mu_
-  std::atomic<std::int64_t> next_prune_{0};
-  std::atomic<std::int64_t> next_dead_prune_{0};
-
- public:
-  // The same for dead letters (QueueOptions::dead_retention).
-  bool DeadPruneDue() {
-    auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    auto due = next_dead_prune_.load(std::memory_order_relaxed);
-    if (now < due) return false;
-    auto next =
-        now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                  std::chrono::minutes(1))
-                  .count();
-    return next_dead_prune_.compare_exchange_strong(due, next);
-  }
+  OncePerMinute archive_prune_, dead_prune_;
 };
 
 // What a Ring or Rotation handle holds: its store and its record.

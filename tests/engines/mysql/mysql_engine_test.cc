@@ -21,6 +21,7 @@
 #include "sqlq/status.h"
 #include "sqlq/store.h"
 #include "tests/conformance/engine_fixture.h"
+#include "tests/support/listing_sql.h"
 
 namespace sqlq::test {
 namespace {
@@ -444,25 +445,10 @@ TEST_F(MysqlEngineTest, ListingWalksThePrimaryKeyWithoutFilesort) {
   raw.Query("ANALYZE TABLE sqlq_messages");
   const std::string queue_id =
       raw.Query("SELECT id FROM sqlq_queues WHERE name = 'jobs'");
-  const MessageFilter filter{
-      .header = std::pair<std::string, std::string>("tenant", "acme")};
-  const core::FindMessagesParams p{.queue_id = std::stoll(queue_id),
-                                   .filter = &filter,
-                                   .after_id = 10,
-                                   .limit = 100,
-                                   .scan = 10000};
+  const ListingPage page(std::stoll(queue_id));
+  const core::FindMessagesParams& p = page.params;
   auto literal = [](const engines::shared::BuiltSql& b) {
-    std::string sql = b.sql;
-    std::size_t at = 0;
-    for (const auto& a : b.args) {
-      at = sql.find('?', at);
-      const std::string v = a.kind == engines::shared::SqlArg::kInt
-                                ? std::to_string(a.i)
-                                : "'" + a.s + "'";
-      sql.replace(at, 1, v);
-      at += v.size();
-    }
-    return sql;
+    return WithValues(b, /*numbered=*/false);
   };
   const auto& style = engines::mysql::Dialect::kMessageStyle;
   for (const std::string& sql :

@@ -24,6 +24,7 @@
 #include "sqlq/status.h"
 #include "sqlq/store.h"
 #include "tests/conformance/engine_fixture.h"
+#include "tests/support/listing_sql.h"
 
 namespace sqlq::test {
 namespace {
@@ -339,28 +340,10 @@ TEST_F(PostgresEngineTest, ListingPlansWalkThePrimaryKeyWhateverTheStats) {
   }
   const std::string queue_id =
       Query(c, "SELECT id FROM sqlq_queues WHERE name = 'deep'");
-  const MessageFilter filter{
-      .header = std::pair<std::string, std::string>("tenant", "acme")};
-  const core::FindMessagesParams p{.queue_id = std::stoll(queue_id),
-                                   .filter = &filter,
-                                   .after_id = 10,
-                                   .limit = 100,
-                                   .scan = 10000};
-  // The statement's text with each $n replaced by its value.
+  const ListingPage page(std::stoll(queue_id));
+  const core::FindMessagesParams& p = page.params;
   auto literal = [](const engines::shared::BuiltSql& b) {
-    std::string sql = b.sql;
-    for (int n = static_cast<int>(b.args.size()); n >= 1; --n) {
-      const auto& a = b.args[static_cast<std::size_t>(n - 1)];
-      const std::string v = a.kind == engines::shared::SqlArg::kInt
-                                ? std::to_string(a.i)
-                                : "'" + a.s + "'";
-      const std::string ph = "$" + std::to_string(n);
-      for (auto at = sql.find(ph); at != std::string::npos;
-           at = sql.find(ph, at + v.size())) {
-        sql.replace(at, ph.size(), v);
-      }
-    }
-    return sql;
+    return WithValues(b, /*numbered=*/true);
   };
   const auto& style = engines::postgres::Dialect::kMessageStyle;
   for (const char* stats : {"after a vacuum of the empty table", "fresh"}) {
