@@ -766,7 +766,9 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
       if (Failed(run, q)) return;
       auto m = q->Get(*id);
       if (Failed(run, m)) return;
-      run.out().Columns({"id", "state", "attempts", "priority", "payload"});
+      run.out().Columns({"id", "state", "attempts", "priority", "ready_at",
+                         "lease_expires_at", "worker", "last_error",
+                         "payload"});
       run.out().Row(wire::MessageInfoJson(*m));
       run.out().Flush();
     });
@@ -794,7 +796,8 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
       if (Failed(run, f)) return;
       auto q = run.Queue(*name);
       if (Failed(run, q)) return;
-      run.out().Columns({"id", "state", "attempts", "priority", "payload"});
+      run.out().Columns(
+          {"id", "state", "attempts", "priority", "last_error", "payload"});
       ListMessagesOptions o{.filter = *f, .cursor = *cursor};
       int left = *limit;
       std::string next;
