@@ -127,6 +127,36 @@ TEST_F(Auth, SendPermission) {
   EXPECT_EQ(admin_->Get("/v1/queues/jobs-a").json["stats"]["ready"], 1);
 }
 
+// Seeing and steering messages, and changing a queue, take the admin
+// permission: a claim or send token gets 403 and changes nothing.
+TEST_F(Auth, MessagesAndQueueControlNeedAdmin) {
+  ASSERT_EQ(Send(*admin_, "jobs-a").status, 200);
+  Client worker(port(), kWorker);
+  Client sender(port(), kSender);
+  for (Client* c : {&worker, &sender}) {
+    EXPECT_EQ(c->Get("/v1/queues/jobs-a/messages").status, 403);
+    EXPECT_EQ(c->Get("/v1/queues/jobs-a/messages/1").status, 403);
+    EXPECT_EQ(c->Delete("/v1/queues/jobs-a/messages/1").status, 403);
+    EXPECT_EQ(
+        c->Post("/v1/queues/jobs-a/messages/1/retry", Json::object()).status,
+        403);
+    EXPECT_EQ(c->Post("/v1/queues/jobs-a/messages/delete",
+                      {{"filter", Json::object()}})
+                  .status,
+              403);
+    EXPECT_EQ(c->Post("/v1/queues/jobs-a/pause", Json::object()).status, 403);
+    EXPECT_EQ(c->Call("PATCH", "/v1/queues/jobs-a",
+                      Json({{"max_attempts", 1}}).dump())
+                  .status,
+              403);
+  }
+  auto got = admin_->Get("/v1/queues/jobs-a/messages/1");
+  EXPECT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(got.json["state"], "ready");
+  EXPECT_EQ(admin_->Get("/v1/queues/jobs-a").json["options"]["max_attempts"],
+            5);
+}
+
 TEST_F(Auth, ClaimPermissionCoversClaimAckNackExtend) {
   ASSERT_EQ(Send(*admin_, "jobs-a").status, 200);
   ASSERT_EQ(Send(*admin_, "jobs-a").status, 200);
