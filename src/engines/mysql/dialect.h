@@ -165,8 +165,8 @@ struct Dialect {
   // CONFLICT DO NOTHING and RETURNING.
   static inline const std::string kInsertQueue = R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
-      backoff_max_us, archive, retention_us, max_payload, created_us,
-      dead_retention_us)
+      backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
+      created_us)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
   static inline const std::string kInsertKind = R"sql(
     INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,

@@ -161,8 +161,8 @@ struct Dialect {
   // key leaves it usable).
   static constexpr const char* kInsertQueue = R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
-      backoff_max_us, archive, retention_us, max_payload, created_us,
-      dead_retention_us)
+      backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
+      created_us)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
     ON CONFLICT (name) DO NOTHING
     RETURNING id)sql";

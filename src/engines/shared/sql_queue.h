@@ -89,6 +89,20 @@ Status SqlEngine<D>::Taken(DConn& conn, std::string_view name) {
   return core::NameTaken(name, rows->Bytes(0, 0));
 }
 
+// A queue's options, in the order CreateQueue's and AlterQueue's
+// statements take them.
+template <class Params>
+Params& AppendOptions(Params& p, const QueueOptions& o) {
+  return p.Int(o.max_attempts)
+      .Int(core::Us(o.lease))
+      .Int(core::Us(o.backoff_base))
+      .Int(core::Us(o.backoff_max))
+      .Int(o.archive ? 1 : 0)  // PostgreSQL reads '1' and '0' as booleans
+      .Int(core::Us(o.retention))
+      .Int(static_cast<std::int64_t>(o.max_payload_bytes))
+      .Int(core::Us(o.dead_retention));
+}
+
 template <class D>
 Result<core::QueueRecord> SqlEngine<D>::CreateQueue(
     core::Conn& c, const core::CreateQueueParams& op) {
@@ -97,16 +111,7 @@ Result<core::QueueRecord> SqlEngine<D>::CreateQueue(
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
   Params p;
-  p.Text(name)
-      .Int(o.max_attempts)
-      .Int(core::Us(o.lease))
-      .Int(core::Us(o.backoff_base))
-      .Int(core::Us(o.backoff_max))
-      .Int(o.archive ? 1 : 0)  // PostgreSQL reads '1' and '0' as booleans
-      .Int(core::Us(o.retention))
-      .Int(static_cast<std::int64_t>(o.max_payload_bytes))
-      .Int(*now)
-      .Int(core::Us(o.dead_retention));
+  AppendOptions(p.Text(name), o).Int(*now);
   auto id = D::InsertName(conn, D::kInsertQueue, p, "create queue");
   if (!id.ok()) return id.status();
   if (!*id) return Taken(conn, name);
@@ -267,15 +272,7 @@ Status SqlEngine<D>::AlterQueue(core::Conn& c,
       retention_us = ?, max_payload = ?, dead_retention_us = ?
     WHERE id = ? AND kind = 'queue')sql");
   Params p;
-  p.Int(o.max_attempts)
-      .Int(core::Us(o.lease))
-      .Int(core::Us(o.backoff_base))
-      .Int(core::Us(o.backoff_max))
-      .Int(o.archive ? 1 : 0)
-      .Int(core::Us(o.retention))
-      .Int(static_cast<std::int64_t>(o.max_payload_bytes))
-      .Int(core::Us(o.dead_retention))
-      .Int(queue_id);
+  AppendOptions(p, o).Int(queue_id);
   auto rows = conn.Run(kSql, p, "alter queue");
   if (!rows.ok()) return rows.status();
   // MariaDB counts rows changed, not matched: a row set to what it was

@@ -4,6 +4,23 @@
 
 namespace sqlq::engines::sqlite {
 
+namespace {
+
+// A queue's options, bound from parameter `first` on in the order
+// CreateQueue's and AlterQueue's statements take them.
+Stmt& BindOptions(Stmt& st, int first, const QueueOptions& o) {
+  return st.Bind(first, o.max_attempts)
+      .Bind(first + 1, Us(o.lease))
+      .Bind(first + 2, Us(o.backoff_base))
+      .Bind(first + 3, Us(o.backoff_max))
+      .Bind(first + 4, o.archive ? 1 : 0)
+      .Bind(first + 5, Us(o.retention))
+      .Bind(first + 6, static_cast<std::int64_t>(o.max_payload_bytes))
+      .Bind(first + 7, Us(o.dead_retention));
+}
+
+}  // namespace
+
 Result<core::QueueRecord> SqliteEngine::CreateQueue(
     Conn& c, const core::CreateQueueParams& op) {
   const auto& [name, o] = op;
@@ -11,20 +28,11 @@ Result<core::QueueRecord> SqliteEngine::CreateQueue(
   const Timestamp now = clock_->Now();
   SQLQ_PREPARE(st, conn, R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
-      backoff_max_us, archive, retention_us, max_payload, created_us,
-      dead_retention_us)
+      backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
+      created_us)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
     ON CONFLICT (name) DO NOTHING)sql");
-  st.BindText(1, name)
-      .Bind(2, o.max_attempts)
-      .Bind(3, Us(o.lease))
-      .Bind(4, Us(o.backoff_base))
-      .Bind(5, Us(o.backoff_max))
-      .Bind(6, o.archive ? 1 : 0)
-      .Bind(7, Us(o.retention))
-      .Bind(8, static_cast<std::int64_t>(o.max_payload_bytes))
-      .Bind(9, Us(now))
-      .Bind(10, Us(o.dead_retention));
+  BindOptions(st.BindText(1, name), 2, o).Bind(10, Us(now));
   Status s = st.Run("create queue");
   if (!s.ok()) return s;
   if (conn.changes() == 0) return Taken(conn, name);
@@ -82,15 +90,7 @@ Status SqliteEngine::AlterQueue(Conn& c, const core::AlterQueueParams& op) {
       backoff_base_us = ?3, backoff_max_us = ?4, archive = ?5,
       retention_us = ?6, max_payload = ?7, dead_retention_us = ?8
     WHERE id = ?9 AND kind = 'queue')sql");
-  st.Bind(1, o.max_attempts)
-      .Bind(2, Us(o.lease))
-      .Bind(3, Us(o.backoff_base))
-      .Bind(4, Us(o.backoff_max))
-      .Bind(5, o.archive ? 1 : 0)
-      .Bind(6, Us(o.retention))
-      .Bind(7, static_cast<std::int64_t>(o.max_payload_bytes))
-      .Bind(8, Us(o.dead_retention))
-      .Bind(9, queue_id);
+  BindOptions(st, 1, o).Bind(9, queue_id);
   Status s = st.Run("alter queue");
   if (!s.ok()) return s;
   if (conn.changes() == 0) return core::QueueGone(queue_id);
