@@ -69,6 +69,11 @@ struct QueueOptions {
   // Keep dead letters this long after they died, then delete them (pruned
   // as the archive is); 0 keeps them until purged. 0..10 years.
   Duration dead_retention{0};
+  // Dedup window: a message's dedup key stays taken this long after the
+  // message is acked or dead-lettered, so a send with that key in the
+  // meantime is a duplicate of it (SendResult::duplicate, its id). 0 frees
+  // the key as the message leaves the queue. 0..10 years.
+  Duration unique_for{0};
 };
 
 // What a queue is: its name, settings, creation time and whether it is

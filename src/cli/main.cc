@@ -132,7 +132,7 @@ struct QueueOptionArgs {
   std::optional<int> max_attempts;
   std::optional<std::size_t> max_payload;
   bool archive = false, no_archive = false;
-  DurationArg lease, base, max, retention, dead_retention;
+  DurationArg lease, base, max, retention, dead_retention, unique_for;
 
   void AddTo(CLI::App* cmd, bool alter) {
     auto dflt = [&](const char* d) {
@@ -161,6 +161,11 @@ struct QueueOptionArgs {
     dead_retention.option = cmd->add_option(
         "--dead-retention", dead_retention.text,
         "How long dead letters are kept; 0 for ever" + dflt("0"));
+    unique_for.option = cmd->add_option(
+        "--unique-for", unique_for.text,
+        "How long a dedup key stays taken after its message is acked or "
+        "dead-lettered" +
+            dflt("0"));
     cmd->add_option("--max-payload", max_payload,
                     "Largest payload in bytes" + dflt("1048576"))
         ->check(NotNegative());
@@ -170,7 +175,8 @@ struct QueueOptionArgs {
                              {&base, "--backoff-base"},
                              {&max, "--backoff-max"},
                              {&retention, "--retention"},
-                             {&dead_retention, "--dead-retention"}}) {
+                             {&dead_retention, "--dead-retention"},
+                             {&unique_for, "--unique-for"}}) {
       Status s = ResolveDuration(*arg, flag);
       if (!s.ok()) return s;
     }
@@ -182,6 +188,7 @@ struct QueueOptionArgs {
     if (no_archive) o.archive = false;
     if (retention.value) o.retention = *retention.value;
     if (dead_retention.value) o.dead_retention = *dead_retention.value;
+    if (unique_for.value) o.unique_for = *unique_for.value;
     if (max_payload) o.max_payload_bytes = *max_payload;
     return Status::Ok();
   }

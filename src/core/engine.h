@@ -91,9 +91,19 @@ struct KindsRecord {
 // Each message's headers go in as EncodeHeaders (core/columns.h) gives
 // them, and it becomes claimable at the later of (now + delay) and
 // NotBeforeUs (core/rows.h).
+// Dedup windows (QueueOptions::unique_for): when `unique_for` is above 0,
+// an operation that removes a message with a dedup key from the queue by
+// ack or dead-lettering records a hold on the key until now + unique_for
+// (sqlq_dedup_holds: queue, key, message id, end), replacing any earlier
+// hold; a send with `unique_for` above 0 whose key is held by an unexpired
+// hold stores nothing and returns the hold's message id as a duplicate,
+// also when the holder was acked by a transaction that committed while the
+// send waited for it (engines check after their insert, not before, where
+// concurrent writers exist). With 0, none of this runs.
 struct SendParams {
   std::int64_t queue_id = 0;
   std::span<const Message> messages;
+  Micros unique_for{0};
 };
 
 struct ClaimParams {
@@ -110,6 +120,7 @@ struct ClaimParams {
   // most this, always at least one; 0 for no limit. Candidates that are
   // dead-lettered instead do not count.
   std::size_t max_bytes = 0;
+  Micros unique_for{0};  // for the candidates dead-lettered (SendParams)
 };
 
 struct ClaimOutcome {
@@ -130,6 +141,7 @@ struct AckParams {
   std::int64_t queue_id = 0;
   Receipt receipt;
   bool archive = false;
+  Micros unique_for{0};  // SendParams
 };
 
 struct RetryParams {
@@ -151,6 +163,7 @@ struct BuryParams {
   Receipt receipt;
   std::string_view error;
   std::string_view history_error;  // as in RetryParams
+  Micros unique_for{0};            // SendParams
 };
 
 // What the error history records when a lease runs out: the attempt whose
@@ -184,6 +197,7 @@ struct AckManyParams {
   std::int64_t queue_id = 0;
   std::span<const Receipt> receipts;
   bool archive = false;
+  Micros unique_for{0};  // SendParams
 };
 
 struct ExtendParams {
@@ -413,12 +427,15 @@ class Engine {
   // engine can (the default: once the transaction is open), so that sends
   // that arrived meanwhile can still join, and may be called again (a
   // transaction run again) to give the same messages.
+  // `to` gives the queue and the dedup window; its messages are not used.
   using MessagesFn = std::function<std::span<const Message>()>;
   virtual Result<std::vector<SendResult>> SendAndCommit(
-      std::int64_t queue_id, const MessagesFn& messages) {
+      const SendParams& to, const MessagesFn& messages) {
     std::vector<SendResult> out;
     Status s = Write([&](Conn& conn) -> Status {
-      auto r = Send(conn, {.queue_id = queue_id, .messages = messages()});
+      SendParams p = to;
+      p.messages = messages();
+      auto r = Send(conn, p);
       if (!r.ok()) return r.status();
       out = std::move(*r);
       return Status::Ok();
@@ -446,8 +463,10 @@ class Engine {
     std::vector<Status> out;
     out.reserve(p.receipts.size());
     for (const Receipt& r : p.receipts) {
-      Status s = Ack(
-          conn, {.queue_id = p.queue_id, .receipt = r, .archive = p.archive});
+      Status s = Ack(conn, {.queue_id = p.queue_id,
+                            .receipt = r,
+                            .archive = p.archive,
+                            .unique_for = p.unique_for});
       if (!s.ok() && !IsCleanFailure(s)) return s;
       out.push_back(std::move(s));
     }
@@ -466,6 +485,9 @@ class Engine {
   // Deletes dead letters that died more than `retention` ago.
   virtual Result<std::int64_t> PruneDead(Conn& conn,
                                          const PruneDeadParams& p) = 0;
+  // Deletes the queue's dedup holds that have run out (SendParams).
+  virtual Result<std::int64_t> PruneHolds(Conn& conn,
+                                          std::int64_t queue_id) = 0;
   virtual Result<std::vector<ArchivedMessage>> ListArchive(
       Conn& conn, const ListArchiveParams& p) = 0;
   virtual Result<std::int64_t> PruneArchive(Conn& conn,

@@ -65,15 +65,8 @@ std::string CutError(std::string_view error) {
   return std::string(error.substr(0, core::kMaxErrorText));
 }
 
-// Archiving queues prune entries past their retention from an ack, at most
-// once a minute per handle; failures are left for the next time (the data
-// is only kept longer).
-void MaybePruneArchive(WorkQueue& q, core::QueueImpl& impl) {
-  if (q.options().archive && impl.PruneDue()) (void)q.PruneArchive();
-}
-
-// The same for dead letters of queues with a dead-letter retention, from a
-// nack or a claim.
+// The same as PruneAfterAcks for dead letters of queues with a dead-letter
+// retention, from a nack or a claim.
 void MaybePruneDead(WorkQueue& q, core::QueueImpl& impl) {
   if (q.options().dead_retention.count() != 0 && impl.DeadPruneDue()) {
     (void)q.PruneDead();
@@ -81,6 +74,20 @@ void MaybePruneDead(WorkQueue& q, core::QueueImpl& impl) {
 }
 
 }  // namespace
+
+namespace core {
+
+void PruneAfterAcks(WorkQueue& q, QueueImpl& impl) {
+  const QueueOptions o = q.options();
+  if (o.archive && impl.PruneDue()) (void)q.PruneArchive();
+  if (o.unique_for.count() != 0 && impl.HoldPruneDue()) {
+    (void)MergedWrite<std::int64_t>(impl.store(), [&](Engine& e, Conn& c) {
+      return e.PruneHolds(c, impl.id());
+    });
+  }
+}
+
+}  // namespace core
 
 Result<SendResult> WorkQueue::Send(const Message& message) {
   auto r = SendBatch(std::span<const Message>(&message, 1));
@@ -93,7 +100,8 @@ Result<std::vector<SendResult>> WorkQueue::SendBatch(
   Status s = core::ValidateBatch(messages, options().max_payload_bytes,
                                  impl_->store().Now());
   if (!s.ok()) return s;
-  auto r = impl_->store().batcher().Send(impl_->id(), messages);
+  auto r = impl_->store().batcher().Send(impl_->id(), messages,
+                                         core::Micros(options().unique_for));
   if (r.ok()) impl_->store().hub().Notify(impl_->id(), CountStored(*r));
   return r;
 }
@@ -108,20 +116,22 @@ namespace {
 // Only the acks of a claim, for a paused queue.
 Result<std::vector<ClaimedMessage>> AcksOnly(QueueImpl& impl,
                                              const ClaimAcks& acks,
-                                             bool archive) {
+                                             const QueueOptions& qo) {
   if (!acks.ack && acks.done.empty()) return std::vector<ClaimedMessage>();
   Status s = impl.store().batcher().Run([&](Conn& conn) -> Status {
     Engine& e = impl.store().engine();
     if (acks.ack) {
-      Status acked = e.Ack(
-          conn,
-          {.queue_id = impl.id(), .receipt = *acks.ack, .archive = archive});
+      Status acked = e.Ack(conn, {.queue_id = impl.id(),
+                                  .receipt = *acks.ack,
+                                  .archive = qo.archive,
+                                  .unique_for = Micros(qo.unique_for)});
       if (!acked.ok()) return acked;
     }
     if (!acks.done.empty()) {
-      auto r = e.AckMany(
-          conn,
-          {.queue_id = impl.id(), .receipts = acks.done, .archive = archive});
+      auto r = e.AckMany(conn, {.queue_id = impl.id(),
+                                .receipts = acks.done,
+                                .archive = qo.archive,
+                                .unique_for = Micros(qo.unique_for)});
       if (!r.ok()) return r.status();
       if (acks.done_status != nullptr) *acks.done_status = std::move(*r);
     }
@@ -137,7 +147,7 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
   const std::shared_ptr<const QueueInfo> info = impl.Current();
   const QueueOptions& qo = info->options;
   // Paused: nothing is claimed; the acks it carries are done all the same.
-  if (info->paused) return AcksOnly(impl, acks, qo.archive);
+  if (info->paused) return AcksOnly(impl, acks, qo);
   const WriteBatcher::ClaimRequest request{
       .params = {.queue_id = impl.id(),
                  .max = options.max,
@@ -145,7 +155,8 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
                  .token = NewLeaseToken(),
                  .max_attempts = qo.max_attempts,
                  .worker = options.worker,
-                 .max_bytes = options.max_bytes},
+                 .max_bytes = options.max_bytes,
+                 .unique_for = Micros(qo.unique_for)},
       .ack = acks.ack,
       .done = acks.done,
       .archive = qo.archive};
@@ -221,7 +232,7 @@ Result<std::vector<ClaimedMessage>> WorkQueue::AckAndClaim(
   auto r = core::ClaimWaiting(*impl_, options, {.ack = *parsed});
   // The ack committed unless the first look failed; a failure of a later
   // look (while waiting) comes after the committed ack.
-  if (r.ok()) MaybePruneArchive(*this, *impl_);
+  if (r.ok()) core::PruneAfterAcks(*this, *impl_);
   return r;
 }
 
@@ -272,12 +283,15 @@ Result<std::optional<Duration>> WorkQueue::NextReadyIn() {
 Status WorkQueue::Ack(std::string_view receipt) {
   auto parsed = core::ParseReceipt(receipt);
   if (!parsed.ok()) return parsed.status();
+  const QueueOptions qo = options();
   Status s = impl_->store().batcher().Run([&](Conn& conn) {
-    return impl_->store().engine().Ack(conn, {.queue_id = impl_->id(),
-                                              .receipt = *parsed,
-                                              .archive = options().archive});
+    return impl_->store().engine().Ack(
+        conn, {.queue_id = impl_->id(),
+               .receipt = *parsed,
+               .archive = qo.archive,
+               .unique_for = core::Micros(qo.unique_for)});
   });
-  if (s.ok()) MaybePruneArchive(*this, *impl_);
+  if (s.ok()) core::PruneAfterAcks(*this, *impl_);
   return s;
 }
 
@@ -308,10 +322,14 @@ Result<std::vector<Status>> WorkQueue::AckBatch(
     valid.push_back(*parsed[i]);
     where.push_back(i);
   }
+  const QueueOptions qo = options();
   Status s = impl_->store().batcher().Run([&](Conn& conn) -> Status {
     if (valid.empty()) return Status::Ok();
     auto acked = impl_->store().engine().AckMany(
-        conn, {impl_->id(), valid, options().archive});
+        conn, {.queue_id = impl_->id(),
+               .receipts = valid,
+               .archive = qo.archive,
+               .unique_for = core::Micros(qo.unique_for)});
     if (!acked.ok()) return acked.status();
     for (size_t k = 0; k < where.size(); ++k) {
       out[where[k]] = std::move((*acked)[k]);
@@ -319,7 +337,7 @@ Result<std::vector<Status>> WorkQueue::AckBatch(
     return Status::Ok();
   });
   if (!s.ok()) return s;
-  MaybePruneArchive(*this, *impl_);
+  core::PruneAfterAcks(*this, *impl_);
   return out;
 }
 
@@ -344,13 +362,16 @@ Result<NackOutcome> WorkQueue::Nack(std::string_view receipt,
                           : error;
     const std::string logged = core::CleanErrorText(why);
     Status s = impl_->store().batcher().Run([&](Conn& conn) {
-      return impl_->store().engine().Bury(conn, {.queue_id = impl_->id(),
-                                                 .receipt = *parsed,
-                                                 .error = why,
-                                                 .history_error = logged});
+      return impl_->store().engine().Bury(
+          conn, {.queue_id = impl_->id(),
+                 .receipt = *parsed,
+                 .error = why,
+                 .history_error = logged,
+                 .unique_for = core::Micros(qo.unique_for)});
     });
     if (!s.ok()) return s;
     MaybePruneDead(*this, *impl_);
+    core::PruneAfterAcks(*this, *impl_);
     return NackOutcome::kDead;
   }
   Duration delay = options.delay.value_or(
@@ -529,7 +550,8 @@ Result<SendResult> WorkQueue::Send(Tx& tx, const Message& message) {
   if (!s.ok()) return s;
   auto r = impl_->store().engine().Send(
       *tx.impl_->conn(), {.queue_id = impl_->id(),
-                          .messages = std::span<const Message>(&message, 1)});
+                          .messages = std::span<const Message>(&message, 1),
+                          .unique_for = core::Micros(options().unique_for)});
   if (!r.ok()) {
     if (!core::IsCleanFailure(r.status())) tx.impl_->Poison(r.status());
     return r.status();
@@ -543,10 +565,12 @@ Status WorkQueue::Ack(Tx& tx, std::string_view receipt) {
   if (!s.ok()) return s;
   auto parsed = core::ParseReceipt(receipt);
   if (!parsed.ok()) return parsed.status();
+  const QueueOptions qo = options();
   s = impl_->store().engine().Ack(*tx.impl_->conn(),
                                   {.queue_id = impl_->id(),
                                    .receipt = *parsed,
-                                   .archive = options().archive});
+                                   .archive = qo.archive,
+                                   .unique_for = core::Micros(qo.unique_for)});
   if (!s.ok() && !core::IsCleanFailure(s)) tx.impl_->Poison(s);
   return s;
 }

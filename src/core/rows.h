@@ -57,7 +57,8 @@ auto DecodeAll(const Rows& rows, Decode decode) {
 }
 
 // id, name, max_attempts, lease_us, backoff_base_us, backoff_max_us,
-// archive, retention_us, max_payload, created_us, paused, dead_retention_us
+// archive, retention_us, max_payload, created_us, paused, dead_retention_us,
+// unique_for_us
 template <class Row>
 QueueRecord DecodeQueue(const Row& r) {
   QueueRecord q;
@@ -73,6 +74,7 @@ QueueRecord DecodeQueue(const Row& r) {
   q.info.created_at = FromUs(r.Int(9));
   q.info.paused = r.Int(10) != 0;
   q.info.options.dead_retention = DurationFromUs(r.Int(11));
+  q.info.options.unique_for = DurationFromUs(r.Int(12));
   return q;
 }
 

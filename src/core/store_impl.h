@@ -129,6 +129,7 @@ class QueueImpl {
   // anyone running a command).
   bool PruneDue() { return archive_prune_.Due(); }
   bool DeadPruneDue() { return dead_prune_.Due(); }
+  bool HoldPruneDue() { return hold_prune_.Due(); }
 
  private:
   // True at most once a minute, from any number of threads.
@@ -155,8 +156,13 @@ class QueueImpl {
   std::mutex mu_;
   std::shared_ptr<const QueueInfo> info_;          // guarded by mu_
   std::chrono::steady_clock::time_point read_at_;  // guarded by mu_
-  OncePerMinute archive_prune_, dead_prune_;
+  OncePerMinute archive_prune_, dead_prune_, hold_prune_;
 };
+
+// After acks on queue `q` (of `impl`): prunes its archive past retention
+// and its dedup holds that ran out, each at most once a minute per handle;
+// failures are left for the next time (the data is only kept longer).
+void PruneAfterAcks(WorkQueue& q, QueueImpl& impl);
 
 // What a Ring or Rotation handle holds: its store and its record.
 template <typename Record>

@@ -58,6 +58,8 @@ Status ValidateQueueOptions(const QueueOptions& o) {
   s = CheckRange("dead retention", o.dead_retention, Duration(0),
                  kMaxRetention);
   if (!s.ok()) return s;
+  s = CheckRange("dedup window", o.unique_for, Duration(0), kMaxRetention);
+  if (!s.ok()) return s;
   return ValidatePayloadLimit(o.max_payload_bytes);
 }
 

@@ -19,10 +19,12 @@ Status WriteBatcher::Run(const std::function<Status(Conn&)>& op) {
 }
 
 Result<std::vector<SendResult>> WriteBatcher::Send(
-    std::int64_t queue_id, std::span<const Message> messages) {
+    std::int64_t queue_id, std::span<const Message> messages,
+    Micros unique_for) {
   Writer self;
   self.queue_id = queue_id;
   self.messages = messages;
+  self.unique_for = unique_for;
   self.weight = messages.size();
   std::size_t bytes = 0;
   for (const Message& m : messages) bytes += m.payload.size();
@@ -211,9 +213,9 @@ void Slice(const Members& members, const std::vector<SendResult>& results) {
 
 }  // namespace
 
-bool WriteBatcher::Joins(const Writer* w, std::int64_t queue_id) {
+bool WriteBatcher::Joins(const Writer* w, const Writer& lead) {
   return w->op == nullptr && w->claim == nullptr && w->combinable &&
-         w->queue_id == queue_id;
+         w->queue_id == lead.queue_id && w->unique_for == lead.unique_for;
 }
 
 bool WriteBatcher::OneQueueSends(const std::vector<Writer*>& group) {
@@ -221,20 +223,20 @@ bool WriteBatcher::OneQueueSends(const std::vector<Writer*>& group) {
   if (group.size() == 1) return first->op == nullptr && first->claim == nullptr;
   std::size_t total = 0;
   for (const Writer* w : group) {
-    if (!Joins(w, first->queue_id)) return false;
+    if (!Joins(w, *first)) return false;
     total += w->messages.size();
   }
   return total <= kMaxCombined;
 }
 
 void WriteBatcher::JoinLate(std::vector<Writer*>& group) {
-  const std::int64_t queue_id = group.front()->queue_id;
+  const Writer& lead = *group.front();
   std::size_t total = 0;
   for (const Writer* w : group) total += w->messages.size();
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = queue_.begin(); it != queue_.end();) {
     Writer* w = *it;
-    if (!Joins(w, queue_id) || total + w->messages.size() > kMaxCombined ||
+    if (!Joins(w, lead) || total + w->messages.size() > kMaxCombined ||
         group.size() >= max_group_) {
       ++it;
       continue;
@@ -262,7 +264,9 @@ void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
       }
       return all;
     };
-    auto r = engine_.SendAndCommit(group.front()->queue_id, messages);
+    auto r = engine_.SendAndCommit({.queue_id = group.front()->queue_id,
+                                    .unique_for = group.front()->unique_for},
+                                   messages);
     if (!r.ok()) {
       for (Writer* w : group) w->status = r.status();
       return;
@@ -314,7 +318,7 @@ Status WriteBatcher::RunSends(Conn& conn, const std::vector<Writer*>& group,
   if (lead.combinable) {
     for (std::size_t j = first + 1; j < group.size(); ++j) {
       Writer* w = group[j];
-      if (sent[j] || !Joins(w, lead.queue_id)) continue;
+      if (sent[j] || !Joins(w, lead)) continue;
       if (total + w->messages.size() > kMaxCombined) break;
       members.push_back(w);
       sent[j] = 1;
@@ -322,8 +326,9 @@ Status WriteBatcher::RunSends(Conn& conn, const std::vector<Writer*>& group,
     }
   }
   std::vector<Message> joined;
-  auto r = engine_.Send(
-      conn, {.queue_id = lead.queue_id, .messages = Join(members, joined)});
+  auto r = engine_.Send(conn, {.queue_id = lead.queue_id,
+                               .messages = Join(members, joined),
+                               .unique_for = lead.unique_for});
   if (!r.ok()) {
     for (Writer* w : members) {
       w->status = r.status();
@@ -345,7 +350,8 @@ bool WriteBatcher::ClaimsCombine(const ClaimRequest& a, const ClaimRequest& b) {
   };
   return x.queue_id == y.queue_id && x.lease == y.lease &&
          x.max_attempts == y.max_attempts && x.worker == y.worker &&
-         unlimited(x) && unlimited(y) && a.archive == b.archive;
+         unlimited(x) && unlimited(y) && a.archive == b.archive &&
+         x.unique_for == y.unique_for;
 }
 
 Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
@@ -379,7 +385,8 @@ Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
   if (!receipts.empty()) {
     auto acked = engine_.AckMany(conn, {.queue_id = lead.params.queue_id,
                                         .receipts = receipts,
-                                        .archive = lead.archive});
+                                        .archive = lead.archive,
+                                        .unique_for = lead.params.unique_for});
     if (!acked.ok()) {
       for (Writer* w : members) w->status = acked.status();
       return acked.status();

@@ -79,8 +79,11 @@ class WriteBatcher {
   // that large batches are never copied; a combined call carries at most
   // kMaxCombined messages. A group that is nothing but sends to one queue
   // is stored with Engine::SendAndCommit.
+  // `unique_for` is the queue's dedup window (SendParams); only sends with
+  // the same window share a call.
   Result<std::vector<SendResult>> Send(std::int64_t queue_id,
-                                       std::span<const Message> messages);
+                                       std::span<const Message> messages,
+                                       Micros unique_for = Micros(0));
 
   // A claim, possibly acking one receipt first in the same transaction.
   struct ClaimRequest {
@@ -144,6 +147,7 @@ class WriteBatcher {
     Claimed claimed;
     std::int64_t queue_id = 0;
     std::span<const Message> messages;
+    Micros unique_for{0};
     bool combinable = false;
     // How much this caller brings to a group: a send's message count; any
     // other operation is worth a group of its own.
@@ -165,8 +169,8 @@ class WriteBatcher {
   // Moves the queued sends that may join `group`, a group of sends to one
   // queue, into it.
   void JoinLate(std::vector<Writer*>& group);
-  // True when `w` is a send to `queue_id` that may share a call.
-  static bool Joins(const Writer* w, std::int64_t queue_id);
+  // True when `w` is a send that may share a call with `lead`'s.
+  static bool Joins(const Writer* w, const Writer& lead);
   // True when the group is sends to one queue that may share a call.
   static bool OneQueueSends(const std::vector<Writer*>& group);
   // Runs group[first]'s send together with the later sends of the group

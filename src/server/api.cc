@@ -584,8 +584,9 @@ constexpr std::int64_t kMaxRetentionMs = kMaxRetention.count();
 
 // A queue's options in a body (create, change), each optional.
 constexpr std::initializer_list<const char*> kQueueOptionFields = {
-    "max_attempts", "lease_ms",     "backoff_base_ms",   "backoff_max_ms",
-    "archive",      "retention_ms", "max_payload_bytes", "dead_retention_ms"};
+    "max_attempts",      "lease_ms",          "backoff_base_ms",
+    "backoff_max_ms",    "archive",           "retention_ms",
+    "max_payload_bytes", "dead_retention_ms", "unique_for_ms"};
 
 // Sets in `o` the options `b` gives.
 void ReadQueueOptions(const Body& b, QueueOptions& o) {
@@ -603,6 +604,7 @@ void ReadQueueOptions(const Body& b, QueueOptions& o) {
   if (auto v = b.Millis("dead_retention_ms", kMaxRetentionMs)) {
     o.dead_retention = *v;
   }
+  if (auto v = b.Millis("unique_for_ms", kMaxRetentionMs)) o.unique_for = *v;
 }
 
 }  // namespace

@@ -182,7 +182,8 @@ Json QueueOptionsJson(const QueueOptions& o) {
           {"archive", o.archive},
           {"retention_ms", o.retention.count()},
           {"max_payload_bytes", o.max_payload_bytes},
-          {"dead_retention_ms", o.dead_retention.count()}};
+          {"dead_retention_ms", o.dead_retention.count()},
+          {"unique_for_ms", o.unique_for.count()}};
 }
 
 Json QueueJson(const QueueInfo& q) {

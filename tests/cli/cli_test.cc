@@ -119,7 +119,7 @@ TEST_F(CliTest, QueueCreateTakesEveryOption) {
   json created =
       One({"queue", "create", "jobs", "--max-attempts", "3", "--lease", "500ms",
            "--backoff-base", "2s", "--backoff-max", "5m", "--archive",
-           "--retention", "1d", "--max-payload", "100"});
+           "--retention", "1d", "--max-payload", "100", "--unique-for", "10m"});
   // The queue object, as `queue list` and the HTTP API show it.
   ASSERT_TRUE(created.contains("created_at")) << created;
   EXPECT_LE(std::abs(NowUs() - ParseTimeUs(created["created_at"])), 60'000'000);
@@ -127,7 +127,8 @@ TEST_F(CliTest, QueueCreateTakesEveryOption) {
   EXPECT_EQ(created, json::parse(R"({"name":"jobs","kind":"queue",
       "max_attempts":3,"lease_ms":500,"backoff_base_ms":2000,
       "backoff_max_ms":300000,"archive":true,"retention_ms":86400000,
-      "max_payload_bytes":100,"dead_retention_ms":0,"paused":false})"));
+      "max_payload_bytes":100,"dead_retention_ms":0,"unique_for_ms":600000,
+      "paused":false})"));
 
   // The settings are stored, not just echoed.
   auto list = Ok({"queue", "list"});
@@ -140,7 +141,7 @@ TEST_F(CliTest, QueueCreateTakesEveryOption) {
   EXPECT_EQ(q, json::parse(R"({"name":"jobs","kind":"queue","max_attempts":3,
       "lease_ms":500,"backoff_base_ms":2000,"backoff_max_ms":300000,"archive":true,
       "retention_ms":86400000,"max_payload_bytes":100,"dead_retention_ms":0,
-      "paused":false})"));
+      "unique_for_ms":600000,"paused":false})"));
 }
 
 TEST_F(CliTest, QueueCreateDefaults) {
@@ -149,7 +150,8 @@ TEST_F(CliTest, QueueCreateDefaults) {
   EXPECT_EQ(created, json::parse(R"({"name":"plain","kind":"queue",
       "max_attempts":5,"lease_ms":30000,"backoff_base_ms":1000,
       "backoff_max_ms":600000,"archive":false,"retention_ms":604800000,
-      "max_payload_bytes":1048576,"dead_retention_ms":0,"paused":false})"));
+      "max_payload_bytes":1048576,"dead_retention_ms":0,"unique_for_ms":0,
+      "paused":false})"));
 }
 
 TEST_F(CliTest, DurationsTakeEveryUnitAndPlainSeconds) {

@@ -143,6 +143,12 @@ TEST_F(MessageCliTest, AlterPauseAndResume) {
   EXPECT_EQ(q["archive"], true);
   EXPECT_EQ(q["lease_ms"], 30000);
   EXPECT_EQ(One({"queue", "alter", "jobs", "--no-archive"})["archive"], false);
+  EXPECT_EQ(
+      One({"queue", "alter", "jobs", "--unique-for", "1h"})["unique_for_ms"],
+      3600000);
+  EXPECT_TRUE(
+      FailsWith(Human({"queue", "alter", "jobs", "--unique-for", "soon"}),
+                kUsage, "--unique-for"));
   EXPECT_EQ(One({"queue", "list"})["max_attempts"], 2);
   EXPECT_TRUE(
       FailsWith(Human({"queue", "alter", "jobs", "--max-attempts", "0"}),
@@ -154,6 +160,17 @@ TEST_F(MessageCliTest, AlterPauseAndResume) {
   EXPECT_EQ(One({"queue", "resume", "jobs"})["paused"], false);
   EXPECT_EQ(One({"claim", "jobs"})["payload"], "m");
   EXPECT_TRUE(FailsWith(Human({"queue", "pause", "nope"}), kNotFound, "nope"));
+}
+
+TEST_F(MessageCliTest, UniqueForKeepsAnAckedKeyTaken) {
+  One({"queue", "create", "once", "--unique-for", "1h"});
+  json first = One({"send", "once", "a", "--dedup", "welcome-42"});
+  json claimed = One({"claim", "once"});
+  One({"ack", "once", claimed["receipt"]});
+  json again = One({"send", "once", "b", "--dedup", "welcome-42"});
+  EXPECT_EQ(again["id"], first["id"]);
+  EXPECT_EQ(again["duplicate"], true);
+  EXPECT_TRUE(Ok({"claim", "once"}).empty());
 }
 
 TEST_F(MessageCliTest, ListShowsEverythingInTheStore) {

@@ -194,6 +194,9 @@ class FakeEngine : public Engine {
   Result<std::int64_t> PruneDead(Conn&, const PruneDeadParams&) override {
     return Unused();
   }
+  Result<std::int64_t> PruneHolds(Conn&, std::int64_t) override {
+    return Unused();
+  }
   Status DropRing(Conn&, std::int64_t) override { return Unused(); }
   Result<RingEntry> RingPush(Conn&, const core::RingPushParams&) override {
     return Unused();

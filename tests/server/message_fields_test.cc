@@ -226,6 +226,30 @@ TEST_F(MessageFields, BadListingsAndChangesAreRefused) {
   EXPECT_EQ(c().Get("/v1/queues/jobs/messages/1").json["state"], "ready");
 }
 
+TEST_F(MessageFields, DedupWindowHoldsAnAckedKey) {
+  Response bad = c().Call("PATCH", "/v1/queues/jobs",
+                          Json({{"unique_for_ms", -1}}).dump());
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.json["error"]["code"], "invalid_argument") << bad.body;
+  Response patched = c().Call("PATCH", "/v1/queues/jobs",
+                              Json({{"unique_for_ms", 3600000}}).dump());
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(patched.json["unique_for_ms"], 3600000);
+  EXPECT_EQ(c().Get("/v1/queues/jobs").json["options"]["unique_for_ms"],
+            3600000);
+  Response first = Send({{"payload", "a"}, {"dedup", "order-7"}});
+  ASSERT_EQ(first.status, 200) << first.body;
+  Json m = ClaimOne();
+  ASSERT_FALSE(m.is_null());
+  ASSERT_EQ(c().Post("/v1/queues/jobs/ack", {{"receipt", m["receipt"]}}).status,
+            200);
+  Response again = Send({{"payload", "b"}, {"dedup", "order-7"}});
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json["duplicate"][0], true) << again.body;
+  EXPECT_EQ(again.json["ids"][0], first.json["ids"][0]) << again.body;
+  EXPECT_TRUE(ClaimOne().is_null());
+}
+
 TEST_F(MessageFields, PatchPauseAndResumeAQueue) {
   Response patched = c().Call(
       "PATCH", "/v1/queues/jobs",

@@ -166,8 +166,8 @@ struct Dialect {
   static inline const std::string kInsertQueue = R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
       backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
-      created_us)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
+      unique_for_us, created_us)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
   static inline const std::string kInsertKind = R"sql(
     INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
       backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
@@ -240,6 +240,20 @@ struct Dialect {
                                          Params& params,
                                          std::int64_t rotation_id,
                                          std::string_view key);
+
+  // The message holding a dedup key by an unexpired hold: queue, key, now.
+  // A locking read, which sees the latest committed holds, not the
+  // transaction's snapshot.
+  static constexpr const char* kHeldBy = R"sql(
+    SELECT message_id FROM sqlq_dedup_holds
+    WHERE queue_id = ? AND dedup = ? AND until_us > ?
+    LOCK IN SHARE MODE)sql";
+  // Holds `keys` until `until_us`, replacing earlier holds: rows of VALUES
+  // (the table's only unique key is its primary key, so the upsert is safe
+  // for statement-based replication), in pages of at most 64.
+  static Status WriteHolds(MyConn& conn, std::int64_t queue_id,
+                           const std::vector<shared::HeldKey>& keys,
+                           std::int64_t until_us);
 };
 
 }  // namespace sqlq::engines::mysql

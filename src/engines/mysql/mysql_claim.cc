@@ -126,7 +126,7 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
       out.messages.push_back(std::move(m));
     }
     if (!dead_ids.empty()) {
-      Status s = BuryExhausted(conn, dead_ids, now, p.max_attempts);
+      Status s = BuryExhausted(conn, dead_ids, now, p);
       if (!s.ok()) return s;
       out.dead_lettered += static_cast<std::int64_t>(dead_ids.size());
     }
@@ -159,7 +159,10 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
 
 Status MysqlEngine::BuryExhausted(MyConn& conn,
                                   const std::vector<std::int64_t>& ids,
-                                  std::int64_t now, int max_attempts) {
+                                  std::int64_t now,
+                                  const core::ClaimParams& p) {
+  Status held = HoldLocked(conn, p.queue_id, ids, p.unique_for);
+  if (!held.ok()) return held;
   const std::string marks = Marks(Bucket(ids.size()));
   const std::string ins = fmt::format(
       "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, "
@@ -169,7 +172,7 @@ Status MysqlEngine::BuryExhausted(MyConn& conn,
       "headers, {} FROM sqlq_messages WHERE id IN ({})",
       AppendError("ready_us", "'lease expired'"), marks);
   Params ip;
-  ip.Int(now).Int(max_attempts);
+  ip.Int(now).Int(p.max_attempts);
   AddIds(ip, ids);
   auto r = conn.Run(ins, ip, "claim (dead-letter)");
   if (!r.ok()) return r.status();
@@ -193,6 +196,23 @@ Result<std::optional<Timestamp>> MysqlEngine::NextReadyAt(
   return std::optional<Timestamp>(FromUs(rows->Int(0, 0)));
 }
 
+Status MysqlEngine::HoldLocked(MyConn& conn, std::int64_t queue_id,
+                               const std::vector<std::int64_t>& ids,
+                               core::Micros unique_for) {
+  if (unique_for.count() == 0 || ids.empty()) return Status::Ok();
+  // A locking read: the rows are this transaction's already, and a
+  // snapshot read could predate them.
+  const std::string sql = fmt::format(
+      "SELECT id, dedup FROM sqlq_messages WHERE id IN ({}) "
+      "AND dedup IS NOT NULL FOR UPDATE",
+      Marks(Bucket(ids.size())));
+  Params p;
+  AddIds(p, ids);
+  auto rows = conn.Run(sql, p, "hold dedup keys");
+  if (!rows.ok()) return rows.status();
+  return HoldKeys(conn, queue_id, KeysOf(*rows), unique_for);
+}
+
 Result<bool> MysqlEngine::LockLeased(MyConn& conn, std::int64_t queue_id,
                                      const core::Receipt& r) {
   static const std::string kSql = R"sql(
@@ -211,25 +231,30 @@ Status MysqlEngine::Ack(Conn& c, const core::AckParams& p) {
   static const std::string kDelete = R"sql(
     DELETE FROM sqlq_messages
     WHERE id = ? AND queue_id = ? AND token = ? AND attempts = ?)sql";
-  if (!p.archive) {
+  if (!p.archive && p.unique_for.count() == 0) {
     auto rows = conn.Run(kDelete, Fence(p.queue_id, p.receipt), "ack");
     if (!rows.ok()) return rows.status();
     if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
     return AddCounters(conn, p.queue_id, {.acks = 1});
   }
-  auto now = NowUs(conn);
-  if (!now.ok()) return now.status();
+  // Archived or with a dedup window: lock, copy what is kept, delete.
   auto leased = LockLeased(conn, p.queue_id, p.receipt);
   if (!leased.ok()) return leased.status();
   if (!*leased) return Refused(conn, p.queue_id, p.receipt);
-  static const std::string kArchive = R"sql(
-    INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
-      completed_us, worker, payload, headers, errors)
-    SELECT id, queue_id, priority, attempts, enqueued_us, ?, worker, payload,
-           headers, errors
-    FROM sqlq_messages WHERE id = ?)sql";
-  auto ins = conn.Run(kArchive, Params().Int(*now).Int(p.receipt.id), "ack");
-  if (!ins.ok()) return ins.status();
+  s = HoldLocked(conn, p.queue_id, {p.receipt.id}, p.unique_for);
+  if (!s.ok()) return s;
+  if (p.archive) {
+    auto now = NowUs(conn);
+    if (!now.ok()) return now.status();
+    static const std::string kArchive = R"sql(
+      INSERT INTO sqlq_archive (id, queue_id, priority, attempts,
+        enqueued_us, completed_us, worker, payload, headers, errors)
+      SELECT id, queue_id, priority, attempts, enqueued_us, ?, worker,
+             payload, headers, errors
+      FROM sqlq_messages WHERE id = ?)sql";
+    auto ins = conn.Run(kArchive, Params().Int(*now).Int(p.receipt.id), "ack");
+    if (!ins.ok()) return ins.status();
+  }
   static const std::string kDeleteId = "DELETE FROM sqlq_messages WHERE id = ?";
   auto del = conn.Run(kDeleteId, Params().Int(p.receipt.id), "ack");
   if (!del.ok()) return del.status();
@@ -295,7 +320,7 @@ Result<std::int64_t> MysqlEngine::DeleteReturning(
 
 Result<std::vector<Status>> MysqlEngine::AckMany(
     Conn& c, const core::AckManyParams& op) {
-  const auto& [queue_id, receipts, archive] = op;
+  const auto& [queue_id, receipts, archive, unique_for] = op;
   MyConn& conn = Native(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
@@ -306,7 +331,7 @@ Result<std::vector<Status>> MysqlEngine::AckMany(
     const std::size_t end = std::min(receipts.size(), at + kPage);
     std::vector<std::int64_t> ids;
     for (std::size_t i = at; i < end; ++i) ids.push_back(receipts[i].id);
-    if (conn.mariadb && !archive) {
+    if (conn.mariadb && !archive && unique_for.count() == 0) {
       auto n = DeleteReturning(conn, queue_id, receipts, at, end, ids, out);
       if (!n.ok()) return n.status();
       acked += *n;
@@ -341,6 +366,8 @@ Result<std::vector<Status>> MysqlEngine::AckMany(
       }
     }
     if (gone.empty()) continue;
+    s = HoldLocked(conn, queue_id, gone, unique_for);
+    if (!s.ok()) return s;
     const std::string marks = Marks(Bucket(gone.size()));
     if (archive) {
       auto now = NowUs(conn);
@@ -403,6 +430,8 @@ Status MysqlEngine::Bury(Conn& c, const core::BuryParams& p) {
   auto leased = LockLeased(conn, p.queue_id, p.receipt);
   if (!leased.ok()) return leased.status();
   if (!*leased) return Refused(conn, p.queue_id, p.receipt);
+  Status held = HoldLocked(conn, p.queue_id, {p.receipt.id}, p.unique_for);
+  if (!held.ok()) return held;
   static const std::string kSql =
       "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us, "
       "died_us, last_error, payload, headers, errors) "

@@ -190,7 +190,13 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
 
   // Moves locked messages whose attempts ran out to the dead letters.
   Status BuryExhausted(MyConn& conn, const std::vector<std::int64_t>& ids,
-                       std::int64_t now, int max_attempts);
+                       std::int64_t now, const core::ClaimParams& p);
+
+  // Holds the dedup keys of messages `ids` (locked by this transaction,
+  // about to leave the queue) for `unique_for`; nothing when it is 0.
+  Status HoldLocked(MyConn& conn, std::int64_t queue_id,
+                    const std::vector<std::int64_t>& ids,
+                    core::Micros unique_for);
 
   Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
                                                std::int64_t queue_id) override;
@@ -213,7 +219,8 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
                                        std::vector<Status>& out);
 
   // Acks a batch in a fixed number of statements whatever its size: on
-  // MariaDB one DELETE ... RETURNING per page (DeleteReturning); otherwise
+  // MariaDB, for a queue without archive or dedup window, one DELETE ...
+  // RETURNING per page (DeleteReturning); otherwise
   // lock the messages by primary key, check each receipt against its row,
   // delete (or archive) the matching ones by id.
   Result<std::vector<Status>> AckMany(Conn& c,

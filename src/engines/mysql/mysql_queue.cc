@@ -154,6 +154,8 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
     }
     ++i;
   }
+  Status held = ApplyHolds(conn, p, out, stored);
+  if (!held.ok()) return held;
   if (stored > 0) {
     Status s = AddCounters(conn, p.queue_id, {.sends = stored});
     if (!s.ok()) return s;

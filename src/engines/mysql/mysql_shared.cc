@@ -112,6 +112,33 @@ Result<RotationItem> Dialect::UpdateItem(MyConn& conn, const std::string& sql,
   return core::DecodeItem(core::RowAt<Rows>{*rows, 0});
 }
 
+Status Dialect::WriteHolds(MyConn& conn, std::int64_t queue_id,
+                           const std::vector<shared::HeldKey>& keys,
+                           std::int64_t until_us) {
+  constexpr std::size_t kPage = 64;
+  for (std::size_t at = 0; at < keys.size(); at += kPage) {
+    const std::size_t n = std::min(kPage, keys.size() - at);
+    std::string sql =
+        "INSERT INTO sqlq_dedup_holds (queue_id, dedup, message_id, "
+        "until_us) VALUES ";
+    Params p;
+    for (std::size_t i = 0; i < n; ++i) {
+      sql += i == 0 ? "(?, ?, ?, ?)" : ", (?, ?, ?, ?)";
+      p.Int(queue_id)
+          .Bytes(keys[at + i].key)
+          .Int(keys[at + i].message_id)
+          .Int(until_us);
+    }
+    sql +=
+        " ON DUPLICATE KEY UPDATE message_id = VALUES(message_id), "
+        "until_us = VALUES(until_us)";
+    auto rows = n == 1 ? conn.Run(sql, p, "hold dedup keys")
+                       : RunOnce(conn, sql, std::move(p), "hold dedup keys");
+    if (!rows.ok()) return rows.status();
+  }
+  return Status::Ok();
+}
+
 }  // namespace sqlq::engines::mysql
 
 template class sqlq::engines::shared::SqlEngine<sqlq::engines::mysql::Dialect>;

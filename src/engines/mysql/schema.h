@@ -193,6 +193,24 @@ ALTER TABLE sqlq_queues
         R"sql(
 CREATE INDEX IF NOT EXISTS sqlq_dead_died ON sqlq_dead (queue_id, died_us))sql",
     },
+    // Version 4: dedup windows. A queue's window, and the keys held after
+    // their message was acked or dead-lettered, until until_us (pruned by
+    // that time, hence the index).
+    {
+        R"sql(
+ALTER TABLE sqlq_queues
+  ADD COLUMN IF NOT EXISTS unique_for_us BIGINT NOT NULL DEFAULT 0)sql",
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_dedup_holds (
+  queue_id   BIGINT NOT NULL,
+  dedup      VARBINARY(255) NOT NULL,
+  message_id BIGINT NOT NULL,
+  until_us   BIGINT NOT NULL,
+  PRIMARY KEY (queue_id, dedup),
+  KEY sqlq_dedup_holds_until (queue_id, until_us),
+  FOREIGN KEY (queue_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
+) ENGINE=InnoDB)sql",
+    },
 };
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());

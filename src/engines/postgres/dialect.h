@@ -162,8 +162,8 @@ struct Dialect {
   static constexpr const char* kInsertQueue = R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
       backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
-      created_us)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+      unique_for_us, created_us)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
     ON CONFLICT (name) DO NOTHING
     RETURNING id)sql";
   static constexpr const char* kInsertKind = R"sql(
@@ -239,6 +239,17 @@ struct Dialect {
                                          const Params& params,
                                          std::int64_t rotation_id,
                                          std::string_view key);
+
+  // The message holding a dedup key by an unexpired hold: queue, key, now.
+  // A statement of READ COMMITTED sees every hold committed before it.
+  static constexpr const char* kHeldBy = R"sql(
+    SELECT message_id FROM sqlq_dedup_holds
+    WHERE queue_id = ? AND dedup = ? AND until_us > ?)sql";
+  // Holds `keys` until `until_us`, replacing earlier holds, in one
+  // statement (arrays; MariaDB: rows of VALUES).
+  static Status WriteHolds(PgConn& conn, std::int64_t queue_id,
+                           const std::vector<shared::HeldKey>& keys,
+                           std::int64_t until_us);
 };
 
 }  // namespace sqlq::engines::postgres

@@ -65,10 +65,16 @@ Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
     };
     std::vector<Leased> leased;
     int buried = 0;
+    // Dead letters' keys, to hold: a dead row has its key where a leased
+    // one has its payload (statements.h).
+    std::vector<shared::HeldKey> held;
     for (int i = 0; i < rows->size(); ++i) {
       if (rows->Int(i, 4) != 0) ++out.expirations;
       if (rows->Int(i, 0) != 0) {
         ++buried;
+        if (p.unique_for.count() > 0 && !rows->IsNull(i, 7)) {
+          held.push_back({rows->Int(i, 1), rows->Bytes(i, 7)});
+        }
         continue;
       }
       Leased l{.priority = rows->Int(i, 2), .old_ready = rows->Int(i, 3)};
@@ -99,6 +105,8 @@ Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
       out.messages.push_back(std::move(l.m));
     }
     out.dead_lettered += buried;
+    Status s = HoldKeys(conn, p.queue_id, held, p.unique_for);
+    if (!s.ok()) return s;
     // Dead letters left places free: look again for messages behind them.
     if (buried == 0 || rows->size() < want) break;
   }
@@ -159,22 +167,48 @@ Status PostgresEngine::Ack(Conn& c, const core::AckParams& p) {
     SELECT id, queue_id, priority, attempts, enqueued_us, $5, worker, payload,
            headers, errors
     FROM d)sql";
+  // With a dedup window: the same, returning the message's id and key.
+  static const std::string kDeleteKeyed =
+      std::string(kDelete) + " RETURNING id, dedup";
+  static constexpr const char* kArchiveKeyed = R"sql(
+    WITH d AS (
+      DELETE FROM sqlq_messages
+      WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
+      RETURNING id, queue_id, priority, attempts, enqueued_us, worker,
+                payload, headers, errors, dedup),
+    a AS (
+      INSERT INTO sqlq_archive (id, queue_id, priority, attempts,
+        enqueued_us, completed_us, worker, payload, headers, errors)
+      SELECT id, queue_id, priority, attempts, enqueued_us, $5, worker,
+             payload, headers, errors
+      FROM d)
+    SELECT id, dedup FROM d)sql";
+  const bool keyed = p.unique_for.count() > 0;
   Params params = Fence(p.queue_id, p.receipt);
   if (p.archive) {
     auto now = NowUs(conn);
     if (!now.ok()) return now.status();
     params.Int(*now);
   }
-  auto rows = conn.Run(p.archive ? kArchive : kDelete, params, "ack");
+  const char* sql = p.archive ? (keyed ? kArchiveKeyed : kArchive)
+                              : (keyed ? kDeleteKeyed.c_str() : kDelete);
+  auto rows = conn.Run(sql, params, "ack");
   if (!rows.ok()) return rows.status();
-  if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+  if ((keyed ? rows->size() : rows->affected()) == 0) {
+    return Refused(conn, p.queue_id, p.receipt);
+  }
+  if (keyed) {
+    s = HoldKeys(conn, p.queue_id, KeysOf(*rows), p.unique_for);
+    if (!s.ok()) return s;
+  }
   ++conn.churned;
   return AddCounters(conn, p.queue_id, {.acks = 1});
 }
 
 Result<std::vector<Status>> PostgresEngine::AckMany(
     Conn& c, const core::AckManyParams& op) {
-  const auto& [queue_id, receipts, archive] = op;
+  const auto& [queue_id, receipts, archive, unique_for] = op;
+  const bool keyed = unique_for.count() > 0;
   PgConn& conn = Native(c);
   Status checked = CheckQueue(conn, queue_id);
   if (!checked.ok()) {
@@ -194,10 +228,15 @@ Result<std::vector<Status>> PostgresEngine::AckMany(
     if (!now.ok()) return now.status();
     params.Int(*now);
   }
-  auto rows =
-      conn.Run(archive ? kAckManyArchiveSql.c_str() : kAckManySql.c_str(),
-               params, "ack");
+  const std::string& sql =
+      archive ? (keyed ? kAckManyArchiveKeyedSql : kAckManyArchiveSql)
+              : (keyed ? kAckManyKeyedSql : kAckManySql);
+  auto rows = conn.Run(sql.c_str(), params, "ack");
   if (!rows.ok()) return rows.status();
+  if (keyed) {
+    Status s = HoldKeys(conn, queue_id, KeysOf(*rows), unique_for);
+    if (!s.ok()) return s;
+  }
   std::unordered_set<std::int64_t> matched;
   for (int i = 0; i < rows->size(); ++i) matched.insert(rows->Int(i, 0));
   const auto acked = static_cast<std::int64_t>(matched.size());
@@ -271,11 +310,34 @@ Status PostgresEngine::Bury(Conn& c, const core::BuryParams& p) {
     SELECT id, queue_id, priority, attempts, enqueued_us, $5, $6, payload,
            headers, )sql" +
       AppendError("errors", "attempts", "$5::bigint", "$7::text") + " FROM d";
+  // With a dedup window: the same, returning the message's id and key.
+  static const std::string kKeyedSql =
+      R"sql(
+    WITH d AS (
+      DELETE FROM sqlq_messages
+      WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
+      RETURNING id, queue_id, priority, attempts, enqueued_us, payload,
+                headers, errors, dedup),
+    b AS (
+      INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
+        died_us, last_error, payload, headers, errors)
+      SELECT id, queue_id, priority, attempts, enqueued_us, $5, $6, payload,
+             headers, )sql" +
+      AppendError("errors", "attempts", "$5::bigint", "$7::text") +
+      " FROM d) SELECT id, dedup FROM d";
+  const bool keyed = p.unique_for.count() > 0;
   Params params = Fence(p.queue_id, p.receipt);
   params.Int(*now).Bytes(p.error).Text(p.history_error);
-  auto rows = conn.Run(kSql.c_str(), params, "nack");
+  auto rows =
+      conn.Run(keyed ? kKeyedSql.c_str() : kSql.c_str(), params, "nack");
   if (!rows.ok()) return rows.status();
-  if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
+  if ((keyed ? rows->size() : rows->affected()) == 0) {
+    return Refused(conn, p.queue_id, p.receipt);
+  }
+  if (keyed) {
+    Status s = HoldKeys(conn, p.queue_id, KeysOf(*rows), p.unique_for);
+    if (!s.ok()) return s;
+  }
   ++conn.churned;
   return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
 }

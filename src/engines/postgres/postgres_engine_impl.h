@@ -236,7 +236,7 @@ class PostgresEngine : public shared::SqlEngine<Dialect> {
   // the commit: no dedup keys (a held key needs one), the database's clock,
   // one statement's worth of payload. Others go the way of any write.
   Result<std::vector<SendResult>> SendAndCommit(
-      std::int64_t queue_id, const MessagesFn& messages) override;
+      const core::SendParams& to, const MessagesFn& messages) override;
 
   // `now`: as in Send; set from the database's clock when it was not known.
   Result<std::int64_t> InsertBatch(PgConn& conn, const core::SendParams& p,

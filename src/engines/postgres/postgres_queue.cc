@@ -129,6 +129,8 @@ Result<std::vector<SendResult>> PostgresEngine::Send(
       }
     }
   }
+  Status held_keys = ApplyHolds(conn, p, out, stored);
+  if (!held_keys.ok()) return held_keys;
   if (stored > 0) {
     conn.notify = true;
     Duration least = p.messages[0].delay;
@@ -189,8 +191,10 @@ Result<std::int64_t> PostgresEngine::Redrive(Conn& c,
 }
 
 Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
-    std::int64_t queue_id, const MessagesFn& messages) {
-  const core::SendParams p = {.queue_id = queue_id, .messages = messages()};
+    const core::SendParams& to, const MessagesFn& messages) {
+  const core::SendParams p = {.queue_id = to.queue_id,
+                              .messages = messages(),
+                              .unique_for = to.unique_for};
   static constexpr const char* kSendCounted = R"sql(
     WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE),
     t AS (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us),
@@ -217,7 +221,7 @@ Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
     keyed = keyed || !m.dedup_key.empty();
   }
   if (clock_ || keyed || bytes > kStatementBytes) {
-    return core::Engine::SendAndCommit(queue_id, messages);
+    return core::Engine::SendAndCommit(to, messages);
   }
   std::vector<std::int64_t> priority, delay, not_before;
   std::vector<std::optional<std::string_view>> payload, headers;

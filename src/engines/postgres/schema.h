@@ -227,6 +227,20 @@ ALTER TABLE sqlq_queues
   ADD COLUMN dead_retention_us BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX sqlq_dead_died ON sqlq_dead (queue_id, died_us);
 )sql",
+    // Version 8: dedup windows. A queue's window, and the keys held after
+    // their message was acked or dead-lettered, until until_us (pruned by
+    // that time, hence the index).
+    R"sql(
+ALTER TABLE sqlq_queues ADD COLUMN unique_for_us BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE sqlq_dedup_holds (
+  queue_id   BIGINT NOT NULL REFERENCES sqlq_queues ON DELETE CASCADE,
+  dedup      BYTEA  NOT NULL,
+  message_id BIGINT NOT NULL,
+  until_us   BIGINT NOT NULL,
+  PRIMARY KEY (queue_id, dedup)
+);
+CREATE INDEX sqlq_dedup_holds_until ON sqlq_dedup_holds (queue_id, until_us);
+)sql",
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

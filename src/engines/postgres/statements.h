@@ -52,6 +52,9 @@ inline constexpr const char* kAckDeleteSql = R"sql(
 
 inline const std::string kAckManySql =
     std::string(kAckDeleteSql) + " RETURNING m.id";
+// With a dedup window: the ids and keys deleted.
+inline const std::string kAckManyKeyedSql =
+    std::string(kAckDeleteSql) + " RETURNING m.id, m.dedup";
 
 // The same for a queue that keeps an archive; $5 is the completion time.
 inline const std::string kAckManyArchiveSql =
@@ -64,6 +67,19 @@ inline const std::string kAckManyArchiveSql =
          headers, errors
   FROM d
   RETURNING id)sql";
+
+// The same with a dedup window: the ids and keys deleted.
+inline const std::string kAckManyArchiveKeyedSql =
+    std::string("WITH d AS (") + kAckDeleteSql + R"sql(
+    RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
+              m.worker, m.payload, m.headers, m.errors, m.dedup),
+  a AS (
+    INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
+      completed_us, worker, payload, headers, errors)
+    SELECT id, queue_id, priority, attempts, enqueued_us, $5, worker,
+           payload, headers, errors
+    FROM d)
+  SELECT id, dedup FROM d)sql";
 
 // Claims: $1 queue id, $2 now, $3 how many, $4 the lease token, $5 the
 // lease's end, $6 the worker, $7 max attempts. One statement locks up to $3
@@ -83,7 +99,8 @@ inline const std::string kAckManyArchiveSql =
 // adds up the payload sizes of the candidates to lease, in claim order
 // (octet_length reads a stored value's size, not the value), and only
 // those within the budget are leased; the others stay locked, unchanged,
-// until the commit.
+// until the commit. A dead-lettered row comes back with its dedup key in
+// the payload's place (for a dedup window: core/engine.h, SendParams).
 inline std::string ClaimRest(const std::string& budget) {
   return R"sql(,
   b AS (
@@ -95,7 +112,7 @@ inline std::string ClaimRest(const std::string& budget) {
     DELETE FROM sqlq_messages m USING c
     WHERE m.ctid = c.ctid AND c.attempts >= $7
     RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
-              m.payload, m.headers, m.errors, c.ready_us AS old_ready,
+              m.payload, m.headers, m.errors, m.dedup, c.ready_us AS old_ready,
               c.token AS old_token),
   buried AS (
     INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
@@ -125,7 +142,7 @@ inline std::string ClaimRest(const std::string& budget) {
          payload, headers
   FROM leased
   UNION ALL
-  SELECT true, id, 0, 0, old_token, 0, 0, NULL, NULL FROM dead)sql";
+  SELECT true, id, 0, 0, old_token, 0, 0, dedup, NULL FROM dead)sql";
 }
 
 // The candidates of one branch: `where` selects the part of the index.

@@ -28,7 +28,7 @@
 //   the static functions named D:: in the definitions, whose statements
 //   differ in number or kind, not only in text (RETURNING on PostgreSQL, a
 //   second read on MariaDB): InsertName, PushEntry, DeleteOldest,
-//   NextStamp, UpdateItem.
+//   NextStamp, UpdateItem, WriteHolds.
 //
 // An engine derives from SqlEngine<D>, implements the operations that are
 // its own (queues, sends, claims, acks: their SQL is where the engines
@@ -77,6 +77,12 @@ struct Pushed {
   // The ring's capacity as it is now (not as the caller's handle cached
   // it), read after the group's row lock was granted.
   std::int64_t capacity = 0;
+};
+
+// A dedup key to hold (core/engine.h, SendParams): the message that had it.
+struct HeldKey {
+  std::int64_t message_id = 0;
+  std::string key;
 };
 
 // Idle connections kept for reuse.
@@ -138,6 +144,9 @@ class SqlEngine : public core::Engine {
 
   Result<std::int64_t> PruneDead(core::Conn& c,
                                  const core::PruneDeadParams& op) override;
+
+  Result<std::int64_t> PruneHolds(core::Conn& c,
+                                  std::int64_t queue_id) override;
 
   Result<std::vector<ArchivedMessage>> ListArchive(
       core::Conn& c, const core::ListArchiveParams& op) override;
@@ -294,6 +303,27 @@ class SqlEngine : public core::Engine {
         .Int(d.pushes)
         .Int(d.serves);
   }
+
+  // Dedup windows (core/engine.h, SendParams). HoldKeys holds `keys` until
+  // now + unique_for (nothing when either is empty or 0).
+  Status HoldKeys(DConn& conn, std::int64_t queue_id,
+                  const std::vector<HeldKey>& keys, core::Micros unique_for);
+  // The keys of rows of (message id, dedup key or NULL).
+  static std::vector<HeldKey> KeysOf(const Rows& rows) {
+    std::vector<HeldKey> keys;
+    for (int i = 0; i < rows.size(); ++i) {
+      if (!rows.IsNull(i, 1))
+        keys.push_back({rows.Int(i, 0), rows.Bytes(i, 1)});
+    }
+    return keys;
+  }
+  // After a send's inserts: each message of `out` stored under a key that
+  // an unexpired hold has is deleted again and becomes a duplicate of the
+  // hold's message; `stored` counts what remains. Run after the inserts,
+  // which wait for a transaction that is acking the key's holder, so that
+  // its hold is seen here (a look before would miss it).
+  Status ApplyHolds(DConn& conn, const core::SendParams& p,
+                    std::vector<SendResult>& out, std::int64_t& stored);
 
   // Says why a receipt was refused: the message is gone, or it is there
   // under another lease.

@@ -100,7 +100,8 @@ Params& AppendOptions(Params& p, const QueueOptions& o) {
       .Int(o.archive ? 1 : 0)  // PostgreSQL reads '1' and '0' as booleans
       .Int(core::Us(o.retention))
       .Int(static_cast<std::int64_t>(o.max_payload_bytes))
-      .Int(core::Us(o.dead_retention));
+      .Int(core::Us(o.dead_retention))
+      .Int(core::Us(o.unique_for));
 }
 
 template <class D>
@@ -130,7 +131,7 @@ Result<core::QueueRecord> SqlEngine<D>::GetQueue(core::Conn& c,
   static const std::string kSql = D::Statement(R"sql(
     SELECT id, name, max_attempts, lease_us, backoff_base_us,
            backoff_max_us, archive, retention_us, max_payload, created_us,
-           paused, dead_retention_us
+           paused, dead_retention_us, unique_for_us
     FROM sqlq_queues WHERE name = ? AND kind = 'queue')sql");
   auto rows = conn.Run(kSql, Params().Text(name), "look up queue");
   if (!rows.ok()) return rows.status();
@@ -143,7 +144,7 @@ Result<std::vector<core::QueueRecord>> SqlEngine<D>::ListQueues(core::Conn& c) {
   static const std::string kSql = D::Statement(R"sql(
     SELECT id, name, max_attempts, lease_us, backoff_base_us,
            backoff_max_us, archive, retention_us, max_payload, created_us,
-           paused, dead_retention_us
+           paused, dead_retention_us, unique_for_us
     FROM sqlq_queues WHERE kind = 'queue' ORDER BY name)sql");
   auto rows = Native(c).Run(kSql, Params(), "list queues");
   if (!rows.ok()) return rows.status();
@@ -269,7 +270,8 @@ Status SqlEngine<D>::AlterQueue(core::Conn& c,
   static const std::string kSql = D::Statement(R"sql(
     UPDATE sqlq_queues SET max_attempts = ?, lease_us = ?,
       backoff_base_us = ?, backoff_max_us = ?, archive = ?,
-      retention_us = ?, max_payload = ?, dead_retention_us = ?
+      retention_us = ?, max_payload = ?, dead_retention_us = ?,
+      unique_for_us = ?
     WHERE id = ? AND kind = 'queue')sql");
   Params p;
   AppendOptions(p, o).Int(queue_id);
@@ -309,6 +311,73 @@ Result<std::int64_t> SqlEngine<D>::PruneDead(core::Conn& c,
                "prune dead letters");
   if (!rows.ok()) return rows.status();
   return rows->affected();
+}
+
+template <class D>
+Result<std::int64_t> SqlEngine<D>::PruneHolds(core::Conn& c,
+                                              std::int64_t queue_id) {
+  DConn& conn = Native(c);
+  auto now = CheckedNow(conn, queue_id);
+  if (!now.ok()) return now.status();
+  static const std::string kSql = D::Statement(
+      "DELETE FROM sqlq_dedup_holds WHERE queue_id = ? AND until_us <= ?");
+  auto rows =
+      conn.Run(kSql, Params().Int(queue_id).Int(*now), "prune dedup holds");
+  if (!rows.ok()) return rows.status();
+  return rows->affected();
+}
+
+template <class D>
+Status SqlEngine<D>::HoldKeys(DConn& conn, std::int64_t queue_id,
+                              const std::vector<HeldKey>& keys,
+                              core::Micros unique_for) {
+  if (keys.empty() || unique_for.count() == 0) return Status::Ok();
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  return D::WriteHolds(conn, queue_id, keys, *now + unique_for.count());
+}
+
+template <class D>
+Status SqlEngine<D>::ApplyHolds(DConn& conn, const core::SendParams& p,
+                                std::vector<SendResult>& out,
+                                std::int64_t& stored) {
+  if (p.unique_for.count() == 0) return Status::Ok();
+  // D::kHeldBy reads the latest committed holds (MariaDB: a locking read;
+  // PostgreSQL's READ COMMITTED statement sees them).
+  static const std::string kHeld = D::Statement(D::kHeldBy);
+  static const std::string kUnsend =
+      D::Statement("DELETE FROM sqlq_messages WHERE id = ?");
+  std::optional<std::int64_t> now;
+  // Ids deleted again -> the hold's message, for later duplicates of them
+  // in the same batch.
+  std::vector<std::pair<std::int64_t, std::int64_t>> replaced;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const Message& m = p.messages[i];
+    if (m.dedup_key.empty()) continue;
+    if (out[i].duplicate) {
+      for (const auto& [was, now_id] : replaced) {
+        if (out[i].id == was) out[i].id = now_id;
+      }
+      continue;
+    }
+    if (!now) {
+      auto n = NowUs(conn);
+      if (!n.ok()) return n.status();
+      now = *n;
+    }
+    auto held =
+        conn.Run(kHeld, Params().Int(p.queue_id).Bytes(m.dedup_key).Int(*now),
+                 "send (dedup window)");
+    if (!held.ok()) return held.status();
+    if (held->size() == 0) continue;
+    auto gone =
+        conn.Run(kUnsend, Params().Int(out[i].id), "send (dedup window)");
+    if (!gone.ok()) return gone.status();
+    replaced.emplace_back(out[i].id, held->Int(0, 0));
+    out[i] = {.id = held->Int(0, 0), .duplicate = true};
+    --stored;
+  }
+  return Status::Ok();
 }
 
 template <class D>

@@ -144,6 +144,20 @@ ALTER TABLE sqlq_queues ADD COLUMN dead_retention_us INTEGER NOT NULL
   DEFAULT 0;
 CREATE INDEX sqlq_dead_died ON sqlq_dead (queue_id, died_us);
 )sql",
+    // Version 6: dedup windows. A queue's window, and the keys held after
+    // their message was acked or dead-lettered, until until_us (pruned by
+    // that time, hence the index).
+    R"sql(
+ALTER TABLE sqlq_queues ADD COLUMN unique_for_us INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE sqlq_dedup_holds (
+  queue_id   INTEGER NOT NULL,
+  dedup      TEXT    NOT NULL,
+  message_id INTEGER NOT NULL,
+  until_us   INTEGER NOT NULL,
+  PRIMARY KEY (queue_id, dedup)
+) WITHOUT ROWID;
+CREATE INDEX sqlq_dedup_holds_until ON sqlq_dedup_holds (queue_id, until_us);
+)sql",
 };
 
 inline constexpr int kSchemaVersion =

@@ -77,8 +77,8 @@ Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
       if (dies) {
         std::string why = fmt::format("lease expired on attempt {} of {}",
                                       m.attempts, p.max_attempts);
-        Status s =
-            MoveToDead(conn, m.id, why, now, core::kLeaseExpired, m.ready_us);
+        Status s = MoveToDead(conn, m.id, why, now, core::kLeaseExpired,
+                              m.ready_us, p.unique_for);
         if (!s.ok()) return s;
         ++out.dead_lettered;
         buried = true;
@@ -156,6 +156,17 @@ Result<Timestamp> SqliteEngine::Now(Conn&) { return clock_->Now(); }
 Status SqliteEngine::Ack(Conn& c, const core::AckParams& p) {
   SqliteConn& conn = Sql(c);
   const std::int64_t now = Us(clock_->Now());
+  if (p.unique_for.count() > 0) {
+    // Before the delete, and only if the receipt is current (the same
+    // fence), so that a refused ack holds nothing.
+    SQLQ_PREPARE(st, conn,
+                 "INSERT INTO sqlq_dedup_holds " SQLQ_SQLITE_HOLD(
+                     "id = ?1 AND queue_id = ?2 AND token = ?3 AND "
+                     "attempts = ?4"));
+    BindFence(st, p.queue_id, p.receipt).Bind(5, now + p.unique_for.count());
+    Status s = st.Run("ack (dedup window)");
+    if (!s.ok()) return s;
+  }
   if (p.archive) {
     SQLQ_PREPARE(st, conn, R"sql(
       INSERT INTO sqlq_archive (id, queue_id, priority, attempts,
@@ -220,7 +231,8 @@ Status SqliteEngine::Bury(Conn& c, const core::BuryParams& p) {
     if (rc == SQLITE_DONE) return Refused(conn, p.queue_id, p.receipt);
     if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "nack");
   }
-  Status s = MoveToDead(conn, p.receipt.id, p.error, now, p.history_error, now);
+  Status s = MoveToDead(conn, p.receipt.id, p.error, now, p.history_error, now,
+                        p.unique_for);
   if (!s.ok()) return s;
   return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
 }
@@ -267,7 +279,15 @@ Stmt& SqliteEngine::BindFence(Stmt& st, std::int64_t queue_id,
 Status SqliteEngine::MoveToDead(SqliteConn& conn, std::int64_t id,
                                 std::string_view error, std::int64_t now,
                                 std::string_view history_error,
-                                std::int64_t failed_at) {
+                                std::int64_t failed_at,
+                                core::Micros unique_for) {
+  if (unique_for.count() > 0) {
+    SQLQ_PREPARE(st, conn,
+                 "INSERT INTO sqlq_dedup_holds " SQLQ_SQLITE_HOLD("id = ?1"));
+    st.Bind(1, id).Bind(5, now + unique_for.count());
+    Status s = st.Run("dead-letter (dedup window)");
+    if (!s.ok()) return s;
+  }
   {
     SQLQ_PREPARE(st, conn,
                  "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, "

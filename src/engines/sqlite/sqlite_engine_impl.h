@@ -184,10 +184,19 @@ class SqliteEngine : public core::Engine {
   "))"
   static_assert(kErrorHistory == 20);
 
+// The rest of an INSERT INTO sqlq_dedup_holds that holds the dedup key of
+// the message `where` selects until ?5, replacing an earlier hold of the
+// key (core/engine.h, SendParams).
+#define SQLQ_SQLITE_HOLD(where)                                             \
+  "(queue_id, dedup, message_id, until_us) SELECT queue_id, dedup, id, ?5 " \
+  "FROM sqlq_messages WHERE " where                                         \
+  " AND dedup IS NOT NULL ON CONFLICT (queue_id, dedup) DO UPDATE SET "     \
+  "message_id = excluded.message_id, until_us = excluded.until_us"
+
   static constexpr const char* kSelectQueue = R"sql(
     SELECT id, name, max_attempts, lease_us, backoff_base_us, backoff_max_us,
            archive, retention_us, max_payload, created_us, paused,
-           dead_retention_us
+           dead_retention_us, unique_for_us
     FROM sqlq_queues)sql";
 
   Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override;
@@ -204,6 +213,8 @@ class SqliteEngine : public core::Engine {
 
   Result<std::int64_t> PruneDead(Conn& c,
                                  const core::PruneDeadParams& op) override;
+
+  Result<std::int64_t> PruneHolds(Conn& c, std::int64_t queue_id) override;
 
   Result<std::int64_t> PurgeQueue(Conn& c, std::int64_t queue_id) override;
 
@@ -378,9 +389,11 @@ class SqliteEngine : public core::Engine {
   // Moves message `id` to the dead letters with last error `error`, and
   // `history_error` appended to its error history for its last attempt at
   // `failed_at`.
+  // With `unique_for` above 0, its dedup key is held that long from now
+  // (core/engine.h, SendParams).
   Status MoveToDead(SqliteConn& conn, std::int64_t id, std::string_view error,
                     std::int64_t now, std::string_view history_error,
-                    std::int64_t failed_at);
+                    std::int64_t failed_at, core::Micros unique_for);
 
   // Says why a receipt was refused: the message is gone, or it is there
   // under another lease.

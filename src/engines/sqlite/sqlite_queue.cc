@@ -16,7 +16,8 @@ Stmt& BindOptions(Stmt& st, int first, const QueueOptions& o) {
       .Bind(first + 4, o.archive ? 1 : 0)
       .Bind(first + 5, Us(o.retention))
       .Bind(first + 6, static_cast<std::int64_t>(o.max_payload_bytes))
-      .Bind(first + 7, Us(o.dead_retention));
+      .Bind(first + 7, Us(o.dead_retention))
+      .Bind(first + 8, Us(o.unique_for));
 }
 
 }  // namespace
@@ -29,10 +30,10 @@ Result<core::QueueRecord> SqliteEngine::CreateQueue(
   SQLQ_PREPARE(st, conn, R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
       backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
-      created_us)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+      unique_for_us, created_us)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
     ON CONFLICT (name) DO NOTHING)sql");
-  BindOptions(st.BindText(1, name), 2, o).Bind(10, Us(now));
+  BindOptions(st.BindText(1, name), 2, o).Bind(11, Us(now));
   Status s = st.Run("create queue");
   if (!s.ok()) return s;
   if (conn.changes() == 0) return Taken(conn, name);
@@ -71,6 +72,7 @@ Status SqliteEngine::DropQueue(Conn& c, std::int64_t queue_id) {
       "DELETE FROM sqlq_messages WHERE queue_id = ?1",
       "DELETE FROM sqlq_dead WHERE queue_id = ?1",
       "DELETE FROM sqlq_archive WHERE queue_id = ?1",
+      "DELETE FROM sqlq_dedup_holds WHERE queue_id = ?1",
       "DELETE FROM sqlq_queues WHERE id = ?1",
   };
   for (const char* sql : kDeletes) {
@@ -88,9 +90,10 @@ Status SqliteEngine::AlterQueue(Conn& c, const core::AlterQueueParams& op) {
   SQLQ_PREPARE(st, conn, R"sql(
     UPDATE sqlq_queues SET max_attempts = ?1, lease_us = ?2,
       backoff_base_us = ?3, backoff_max_us = ?4, archive = ?5,
-      retention_us = ?6, max_payload = ?7, dead_retention_us = ?8
-    WHERE id = ?9 AND kind = 'queue')sql");
-  BindOptions(st, 1, o).Bind(9, queue_id);
+      retention_us = ?6, max_payload = ?7, dead_retention_us = ?8,
+      unique_for_us = ?9
+    WHERE id = ?10 AND kind = 'queue')sql");
+  BindOptions(st, 1, o).Bind(10, queue_id);
   Status s = st.Run("alter queue");
   if (!s.ok()) return s;
   if (conn.changes() == 0) return core::QueueGone(queue_id);
@@ -119,6 +122,18 @@ Result<std::int64_t> SqliteEngine::PruneDead(Conn& c,
     DELETE FROM sqlq_dead WHERE queue_id = ?1 AND died_us < ?2)sql");
   st.Bind(1, queue_id).Bind(2, Us(clock_->Now()) - retention.count());
   s = st.Run("prune dead letters");
+  if (!s.ok()) return s;
+  return conn.changes();
+}
+
+Result<std::int64_t> SqliteEngine::PruneHolds(Conn& c, std::int64_t queue_id) {
+  SqliteConn& conn = Sql(c);
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  SQLQ_PREPARE(st, conn, R"sql(
+    DELETE FROM sqlq_dedup_holds WHERE queue_id = ?1 AND until_us <= ?2)sql");
+  st.Bind(1, queue_id).Bind(2, Us(clock_->Now()));
+  s = st.Run("prune dedup holds");
   if (!s.ok()) return s;
   return conn.changes();
 }
@@ -209,6 +224,20 @@ Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
   out.reserve(p.messages.size());
   std::int64_t stored = 0;
   for (const Message& m : p.messages) {
+    if (p.unique_for.count() > 0 && !m.dedup_key.empty()) {
+      // A key held after its message left (SendParams). Looked up first:
+      // writers take turns, so no ack can commit in between.
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT message_id FROM sqlq_dedup_holds
+        WHERE queue_id = ?1 AND dedup = ?2 AND until_us > ?3)sql");
+      st.Bind(1, p.queue_id).BindText(2, m.dedup_key).Bind(3, Us(now));
+      int rc = st.Step();
+      if (rc == SQLITE_ROW) {
+        out.push_back({.id = st.Int(0), .duplicate = true});
+        continue;
+      }
+      if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "send (dedup)");
+    }
     {
       // Bound as is (SQLITE_STATIC): lives until the statement has run.
       const std::string headers = core::EncodeHeaders(m.headers);

@@ -448,9 +448,10 @@ TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
   // sqlq_counters (slot 7 here), no deltas.
   Query(c, "DELETE FROM sqlq_schema WHERE version > 2");
   Query(c, "DROP INDEX sqlq_dead_died");
+  Query(c, "DROP TABLE sqlq_dedup_holds");
   Query(c,
         "ALTER TABLE sqlq_queues DROP COLUMN paused, DROP COLUMN "
-        "dead_retention_us");
+        "dead_retention_us, DROP COLUMN unique_for_us");
   for (const char* table : {"sqlq_messages", "sqlq_dead", "sqlq_archive"}) {
     Query(c, std::string("ALTER TABLE ") + table +
                  " DROP COLUMN headers, DROP COLUMN errors");
