@@ -44,6 +44,25 @@ class QueueImpl;
 struct SubscriptionState;
 }  // namespace core
 
+// How a queue's claims treat the groups of its messages (Message::group;
+// docs/semantics.md, "Groups"). Set when the queue is created.
+enum class GroupMode {
+  // Groups are kept and shown, and claims ignore them.
+  kNone,
+  // Claims take messages round-robin across the groups with ready
+  // messages, in send order within a group: a group with many messages
+  // does not starve the others.
+  kFair,
+  // As kFair, and a group's messages are delivered strictly in send order,
+  // one at a time: the next is claimable only once the one before left the
+  // queue (acked, dead-lettered or deleted).
+  kOrdered,
+};
+// "none", "fair", "ordered".
+std::string_view GroupModeName(GroupMode mode);
+// kInvalidArgument for another name.
+Result<GroupMode> ParseGroupMode(std::string_view name);
+
 // Per-queue settings: set when the queue is created, changed with
 // WorkQueue::Alter (docs/semantics.md, "Changing a queue").
 struct QueueOptions {
@@ -74,6 +93,8 @@ struct QueueOptions {
   // meantime is a duplicate of it (SendResult::duplicate, its id). 0 frees
   // the key as the message leaves the queue. 0..10 years.
   Duration unique_for{0};
+  // Set at creation only: Alter refuses to change it.
+  GroupMode groups = GroupMode::kNone;
 };
 
 // What a queue is: its name, settings, creation time and whether it is
@@ -128,7 +149,13 @@ struct Message {
   // ahead and 365 days back.
   std::optional<Timestamp> run_at;
   Headers headers;
+  // The message's group (a customer, a tenant, an account: whatever must
+  // go in order, or share fairly), at most kMaxGroup bytes. In a queue
+  // whose GroupMode is kFair or kOrdered a message without one is in the
+  // group "" (the empty string) with every other such message.
+  std::string group;
 };
+inline constexpr std::size_t kMaxGroup = 255;
 
 struct SendResult {
   std::int64_t id = 0;
@@ -166,6 +193,7 @@ struct ClaimedMessage {
   Timestamp enqueued_at;
   Timestamp lease_expires_at;
   Headers headers;
+  std::string group;
 };
 
 struct NackOptions {
@@ -247,6 +275,7 @@ struct MessageInfo {
   std::string payload;
   Headers headers;
   std::string dedup_key;  // in the queue only
+  std::string group;      // in the queue and the dead letters
   Timestamp enqueued_at;
   // In the queue: when it is (or was) claimable, or, leased, when its lease
   // ends.

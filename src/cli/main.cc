@@ -131,6 +131,7 @@ bool Failed(Runner& run, const R& r) {
 struct QueueOptionArgs {
   std::optional<int> max_attempts;
   std::optional<std::size_t> max_payload;
+  std::string groups;
   bool archive = false, no_archive = false;
   DurationArg lease, base, max, retention, dead_retention, unique_for;
 
@@ -169,6 +170,12 @@ struct QueueOptionArgs {
     cmd->add_option("--max-payload", max_payload,
                     "Largest payload in bytes" + dflt("1048576"))
         ->check(NotNegative());
+    if (!alter) {
+      cmd->add_option("--groups", groups,
+                      "How claims treat message groups: none, fair "
+                      "(round-robin between groups) or ordered (each group "
+                      "in send order, one at a time) (default none)");
+    }
   }
   Status Apply(QueueOptions& o) {
     for (auto [arg, flag] : {std::pair{&lease, "--lease"},
@@ -190,6 +197,11 @@ struct QueueOptionArgs {
     if (dead_retention.value) o.dead_retention = *dead_retention.value;
     if (unique_for.value) o.unique_for = *unique_for.value;
     if (max_payload) o.max_payload_bytes = *max_payload;
+    if (!groups.empty()) {
+      auto mode = ParseGroupMode(groups);
+      if (!mode.ok()) return mode.status();
+      o.groups = *mode;
+    }
     return Status::Ok();
   }
 };
@@ -331,7 +343,7 @@ void AddSend(CLI::App& app, Runner& run) {
   auto* cmd = app.add_subcommand(
       "send", "Send a message (PAYLOAD '-' sends each line of stdin)");
   struct Args {
-    std::string name, payload, dedup, run_at;
+    std::string name, payload, dedup, run_at, group;
     int priority = 0;
     DurationArg delay;
     bool base64 = false, json = false;
@@ -348,6 +360,9 @@ void AddSend(CLI::App& app, Runner& run) {
   cmd->add_option("--dedup", a->dedup,
                   "Deduplication key: no second message with this key while "
                   "one is in the queue");
+  cmd->add_option("--group", a->group,
+                  "The message's group: delivered in order (queues created "
+                  "--groups ordered), or shared fairly (--groups fair)");
   auto* run_at = cmd->add_option(
       "--run-at", a->run_at,
       "Claimable from this RFC 3339 time on (e.g. 2026-12-01T09:00:00Z)");
@@ -399,7 +414,8 @@ void AddSend(CLI::App& app, Runner& run) {
                      .delay = a->delay.value.value_or(Duration(0)),
                      .dedup_key = a->dedup,
                      .run_at = at,
-                     .headers = headers};
+                     .headers = headers,
+                     .group = a->group};
     };
     auto report = [&](const SendResult& r) {
       nlohmann::ordered_json j = {{"id", r.id}};

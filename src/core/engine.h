@@ -104,6 +104,9 @@ struct SendParams {
   std::int64_t queue_id = 0;
   std::span<const Message> messages;
   Micros unique_for{0};
+  // The queue's GroupMode is not kNone: a message without a group is
+  // stored in the group "" (else its group column is NULL).
+  bool grouped = false;
 };
 
 struct ClaimParams {
@@ -121,6 +124,17 @@ struct ClaimParams {
   // dead-lettered instead do not count.
   std::size_t max_bytes = 0;
   Micros unique_for{0};  // for the candidates dead-lettered (SendParams)
+  // Not kNone: the claim goes round the queue's groups in key order,
+  // starting after `after_group` (from the first group when unset), taking
+  // at most one message from a group per round: kFair its first ready
+  // message in id order, kOrdered its first message (in id order) if that
+  // is ready; more rounds while `max` is not reached and a round leased
+  // something. A claim looks at most kMaxIdleGroups groups in a row that
+  // give it nothing, and a group at most once between two leases (groups
+  // come and go while it walks). ClaimOutcome::last_group says where to
+  // start next time: the last group looked at.
+  GroupMode groups = GroupMode::kNone;
+  std::optional<std::string> after_group;
 };
 
 struct ClaimOutcome {
@@ -128,6 +142,8 @@ struct ClaimOutcome {
   std::vector<ClaimedMessage> messages;
   std::int64_t expirations = 0;  // leased messages whose lease had run out
   std::int64_t dead_lettered = 0;
+  // Grouped claims: the last group looked at (ClaimParams).
+  std::optional<std::string> last_group;
 
   // What the claim adds to its queue's counters.
   QueueCounters Counters() const {
@@ -165,6 +181,10 @@ struct BuryParams {
   std::string_view history_error;  // as in RetryParams
   Micros unique_for{0};            // SendParams
 };
+
+// ClaimParams::groups: how many groups in a row a claim looks at without
+// leasing anything before it gives up (the next claim goes on from there).
+inline constexpr int kMaxIdleGroups = 256;
 
 // What the error history records when a lease runs out: the attempt whose
 // lease expired, at its lease's end.
@@ -427,7 +447,7 @@ class Engine {
   // engine can (the default: once the transaction is open), so that sends
   // that arrived meanwhile can still join, and may be called again (a
   // transaction run again) to give the same messages.
-  // `to` gives the queue and the dedup window; its messages are not used.
+  // `to` gives the queue and its rules; its messages are not used.
   using MessagesFn = std::function<std::span<const Message>()>;
   virtual Result<std::vector<SendResult>> SendAndCommit(
       const SendParams& to, const MessagesFn& messages) {

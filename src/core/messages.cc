@@ -172,6 +172,28 @@ Result<MessageState> ParseMessageState(std::string_view name) {
       name.substr(0, 64)));
 }
 
+std::string_view GroupModeName(GroupMode mode) {
+  switch (mode) {
+    case GroupMode::kNone:
+      return "none";
+    case GroupMode::kFair:
+      return "fair";
+    case GroupMode::kOrdered:
+      return "ordered";
+  }
+  return "none";
+}
+
+Result<GroupMode> ParseGroupMode(std::string_view name) {
+  for (GroupMode m :
+       {GroupMode::kNone, GroupMode::kFair, GroupMode::kOrdered}) {
+    if (GroupModeName(m) == name) return m;
+  }
+  return Status::InvalidArgument(
+      fmt::format("unknown group mode '{}': expected none, fair or ordered",
+                  name.substr(0, 64)));
+}
+
 Result<MessageInfo> WorkQueue::Get(std::int64_t id) {
   if (id <= 0) {
     return Status::InvalidArgument(

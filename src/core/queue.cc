@@ -65,7 +65,7 @@ std::string CutError(std::string_view error) {
   return std::string(error.substr(0, core::kMaxErrorText));
 }
 
-// The same as PruneAfterAcks for dead letters of queues with a dead-letter
+// The same as AfterAcks for dead letters of queues with a dead-letter
 // retention, from a nack or a claim.
 void MaybePruneDead(WorkQueue& q, core::QueueImpl& impl) {
   if (q.options().dead_retention.count() != 0 && impl.DeadPruneDue()) {
@@ -77,8 +77,11 @@ void MaybePruneDead(WorkQueue& q, core::QueueImpl& impl) {
 
 namespace core {
 
-void PruneAfterAcks(WorkQueue& q, QueueImpl& impl) {
+void AfterAcks(WorkQueue& q, QueueImpl& impl) {
   const QueueOptions o = q.options();
+  if (o.groups == GroupMode::kOrdered) {
+    impl.store().hub().Notify(impl.id(), std::int64_t{1} << 30);
+  }
   if (o.archive && impl.PruneDue()) (void)q.PruneArchive();
   if (o.unique_for.count() != 0 && impl.HoldPruneDue()) {
     (void)MergedWrite<std::int64_t>(impl.store(), [&](Engine& e, Conn& c) {
@@ -100,8 +103,12 @@ Result<std::vector<SendResult>> WorkQueue::SendBatch(
   Status s = core::ValidateBatch(messages, options().max_payload_bytes,
                                  impl_->store().Now());
   if (!s.ok()) return s;
-  auto r = impl_->store().batcher().Send(impl_->id(), messages,
-                                         core::Micros(options().unique_for));
+  const QueueOptions qo = options();
+  auto r =
+      impl_->store().batcher().Send({.queue_id = impl_->id(),
+                                     .messages = messages,
+                                     .unique_for = core::Micros(qo.unique_for),
+                                     .grouped = qo.groups != GroupMode::kNone});
   if (r.ok()) impl_->store().hub().Notify(impl_->id(), CountStored(*r));
   return r;
 }
@@ -156,13 +163,18 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
                  .max_attempts = qo.max_attempts,
                  .worker = options.worker,
                  .max_bytes = options.max_bytes,
-                 .unique_for = Micros(qo.unique_for)},
+                 .unique_for = Micros(qo.unique_for),
+                 .groups = qo.groups,
+                 .after_group = qo.groups == GroupMode::kNone
+                                    ? std::nullopt
+                                    : impl.GroupCursor()},
       .ack = acks.ack,
       .done = acks.done,
       .archive = qo.archive};
   auto r = impl.store().batcher().Claim(request);
   if (!r.ok()) return r.status();
   if (acks.done_status != nullptr) *acks.done_status = std::move(r->done);
+  if (r->outcome.last_group) impl.SetGroupCursor(*r->outcome.last_group);
   for (ClaimedMessage& m : r->outcome.messages) {
     m.receipt =
         FormatReceipt({.id = m.id, .attempt = m.attempt, .token = r->token});
@@ -203,7 +215,11 @@ Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
       result = next.status();
       break;
     }
-    if (next->has_value()) {
+    // In an ordered queue a message may be ready and still wait for the
+    // one before it in its group: that wait ends with an ack (AfterAcks
+    // wakes), not at a time.
+    const bool ordered = impl.Current()->options.groups == GroupMode::kOrdered;
+    if (next->has_value() && !(ordered && **next <= Micros(0))) {
       auto in = std::max(**next, Micros(0)) + Micros(500);
       until = std::min(until, now + in);
     }
@@ -232,7 +248,7 @@ Result<std::vector<ClaimedMessage>> WorkQueue::AckAndClaim(
   auto r = core::ClaimWaiting(*impl_, options, {.ack = *parsed});
   // The ack committed unless the first look failed; a failure of a later
   // look (while waiting) comes after the committed ack.
-  if (r.ok()) core::PruneAfterAcks(*this, *impl_);
+  if (r.ok()) core::AfterAcks(*this, *impl_);
   return r;
 }
 
@@ -291,7 +307,7 @@ Status WorkQueue::Ack(std::string_view receipt) {
                .archive = qo.archive,
                .unique_for = core::Micros(qo.unique_for)});
   });
-  if (s.ok()) core::PruneAfterAcks(*this, *impl_);
+  if (s.ok()) core::AfterAcks(*this, *impl_);
   return s;
 }
 
@@ -337,7 +353,7 @@ Result<std::vector<Status>> WorkQueue::AckBatch(
     return Status::Ok();
   });
   if (!s.ok()) return s;
-  core::PruneAfterAcks(*this, *impl_);
+  core::AfterAcks(*this, *impl_);
   return out;
 }
 
@@ -371,7 +387,7 @@ Result<NackOutcome> WorkQueue::Nack(std::string_view receipt,
     });
     if (!s.ok()) return s;
     MaybePruneDead(*this, *impl_);
-    core::PruneAfterAcks(*this, *impl_);
+    core::AfterAcks(*this, *impl_);
     return NackOutcome::kDead;
   }
   Duration delay = options.delay.value_or(
@@ -423,6 +439,11 @@ Result<QueueStats> WorkQueue::Stats() {
 Status WorkQueue::Alter(const QueueOptions& options) {
   Status s = core::ValidateQueueOptions(options);
   if (!s.ok()) return s;
+  if (options.groups != impl_->Current()->options.groups) {
+    return Status::InvalidArgument(fmt::format(
+        "a queue's group mode is set when it is created ({}), not changed",
+        GroupModeName(impl_->Current()->options.groups)));
+  }
   s = impl_->store().batcher().Run([&](Conn& conn) {
     return impl_->store().engine().AlterQueue(
         conn, {.queue_id = impl_->id(), .options = options});
@@ -551,7 +572,8 @@ Result<SendResult> WorkQueue::Send(Tx& tx, const Message& message) {
   auto r = impl_->store().engine().Send(
       *tx.impl_->conn(), {.queue_id = impl_->id(),
                           .messages = std::span<const Message>(&message, 1),
-                          .unique_for = core::Micros(options().unique_for)});
+                          .unique_for = core::Micros(options().unique_for),
+                          .grouped = options().groups != GroupMode::kNone});
   if (!r.ok()) {
     if (!core::IsCleanFailure(r.status())) tx.impl_->Poison(r.status());
     return r.status();

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,9 +57,16 @@ auto DecodeAll(const Rows& rows, Decode decode) {
   return out;
 }
 
+// The group a message is stored in (SendParams::grouped): its own, else
+// "" in a grouped queue, else none (NULL).
+inline std::optional<std::string_view> GroupOf(const Message& m, bool grouped) {
+  if (!m.group.empty() || grouped) return std::string_view(m.group);
+  return std::nullopt;
+}
+
 // id, name, max_attempts, lease_us, backoff_base_us, backoff_max_us,
 // archive, retention_us, max_payload, created_us, paused, dead_retention_us,
-// unique_for_us
+// unique_for_us, group_mode (0 none, 1 fair, 2 ordered)
 template <class Row>
 QueueRecord DecodeQueue(const Row& r) {
   QueueRecord q;
@@ -75,6 +83,7 @@ QueueRecord DecodeQueue(const Row& r) {
   q.info.paused = r.Int(10) != 0;
   q.info.options.dead_retention = DurationFromUs(r.Int(11));
   q.info.options.unique_for = DurationFromUs(r.Int(12));
+  q.info.options.groups = static_cast<GroupMode>(r.Int(13));
   return q;
 }
 
@@ -159,7 +168,7 @@ ArchivedMessage DecodeArchived(const Row& r) {
 
 // A found message (engines/shared/message_sql.h): id, priority, attempts,
 // enqueued_us, ready_us, token, dedup, worker, last_error, payload,
-// headers, errors, left_us; its state read against `now_us`.
+// headers, errors, left_us, grp; its state read against `now_us`.
 template <class Row>
 MessageInfo DecodeMessageInfo(const Row& r, MessageTable table,
                               std::int64_t now_us) {
@@ -174,6 +183,7 @@ MessageInfo DecodeMessageInfo(const Row& r, MessageTable table,
   m.payload = r.Bytes(9);
   m.headers = DecodeHeaders(JsonText(r, 10));
   m.errors = DecodeErrors(JsonText(r, 11));
+  if (!r.IsNull(13)) m.group = r.Bytes(13);
   switch (table) {
     case MessageTable::kQueued: {
       const std::int64_t ready = r.Int(4);

@@ -131,6 +131,17 @@ class QueueImpl {
   bool DeadPruneDue() { return dead_prune_.Due(); }
   bool HoldPruneDue() { return hold_prune_.Due(); }
 
+  // Where this handle's next claim of a grouped queue starts its round of
+  // the groups (ClaimParams::after_group): after the last group it served.
+  std::optional<std::string> GroupCursor() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return group_cursor_;
+  }
+  void SetGroupCursor(std::string group) {
+    std::lock_guard<std::mutex> lock(mu_);
+    group_cursor_ = std::move(group);
+  }
+
  private:
   // True at most once a minute, from any number of threads.
   class OncePerMinute {
@@ -156,13 +167,17 @@ class QueueImpl {
   std::mutex mu_;
   std::shared_ptr<const QueueInfo> info_;          // guarded by mu_
   std::chrono::steady_clock::time_point read_at_;  // guarded by mu_
+  std::optional<std::string> group_cursor_;        // guarded by mu_
   OncePerMinute archive_prune_, dead_prune_, hold_prune_;
 };
 
-// After acks on queue `q` (of `impl`): prunes its archive past retention
-// and its dedup holds that ran out, each at most once a minute per handle;
-// failures are left for the next time (the data is only kept longer).
-void PruneAfterAcks(WorkQueue& q, QueueImpl& impl);
+// After messages of queue `q` (of `impl`) left it (acks, dead letters):
+// in an ordered queue, wakes waiting claims of this process (the next
+// message of each group is claimable now; other processes' claims see it
+// at their next poll); prunes the archive past retention and the dedup
+// holds that ran out, each at most once a minute per handle; failures are
+// left for the next time (the data is only kept longer).
+void AfterAcks(WorkQueue& q, QueueImpl& impl);
 
 // What a Ring or Rotation handle holds: its store and its record.
 template <typename Record>

@@ -77,6 +77,10 @@ Status ValidateMessage(const Message& m, std::size_t max_payload,
         fmt::format("dedup key of {} bytes is longer than {}",
                     m.dedup_key.size(), kMaxDedupKey));
   }
+  if (m.group.size() > kMaxGroup) {
+    return Status::InvalidArgument(fmt::format(
+        "group of {} bytes is longer than {}", m.group.size(), kMaxGroup));
+  }
   if (m.run_at) {
     if (m.delay != Duration(0)) {
       return Status::InvalidArgument(

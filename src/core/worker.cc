@@ -84,7 +84,7 @@ Result<std::optional<ClaimedMessage>> Worker::Next(Duration wait) {
     done_.clear();
   }
   if (!r.ok()) return r.status();
-  if (!done.empty()) core::PruneAfterAcks(queue_, *queue_.impl_);
+  if (!done.empty()) core::AfterAcks(queue_, *queue_.impl_);
   if (r->empty()) return std::optional<ClaimedMessage>();
   const auto now = std::chrono::steady_clock::now();
   for (std::size_t i = 1; i < r->size(); ++i) {

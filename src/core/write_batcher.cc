@@ -18,13 +18,13 @@ Status WriteBatcher::Run(const std::function<Status(Conn&)>& op) {
   return Enter(self);
 }
 
-Result<std::vector<SendResult>> WriteBatcher::Send(
-    std::int64_t queue_id, std::span<const Message> messages,
-    Micros unique_for) {
+Result<std::vector<SendResult>> WriteBatcher::Send(const SendParams& p) {
+  const std::span<const Message> messages = p.messages;
   Writer self;
-  self.queue_id = queue_id;
+  self.queue_id = p.queue_id;
   self.messages = messages;
-  self.unique_for = unique_for;
+  self.rules = p;
+  self.rules.messages = {};
   self.weight = messages.size();
   std::size_t bytes = 0;
   for (const Message& m : messages) bytes += m.payload.size();
@@ -215,7 +215,9 @@ void Slice(const Members& members, const std::vector<SendResult>& results) {
 
 bool WriteBatcher::Joins(const Writer* w, const Writer& lead) {
   return w->op == nullptr && w->claim == nullptr && w->combinable &&
-         w->queue_id == lead.queue_id && w->unique_for == lead.unique_for;
+         w->queue_id == lead.queue_id &&
+         w->rules.unique_for == lead.rules.unique_for &&
+         w->rules.grouped == lead.rules.grouped;
 }
 
 bool WriteBatcher::OneQueueSends(const std::vector<Writer*>& group) {
@@ -264,9 +266,7 @@ void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
       }
       return all;
     };
-    auto r = engine_.SendAndCommit({.queue_id = group.front()->queue_id,
-                                    .unique_for = group.front()->unique_for},
-                                   messages);
+    auto r = engine_.SendAndCommit(group.front()->rules, messages);
     if (!r.ok()) {
       for (Writer* w : group) w->status = r.status();
       return;
@@ -326,9 +326,9 @@ Status WriteBatcher::RunSends(Conn& conn, const std::vector<Writer*>& group,
     }
   }
   std::vector<Message> joined;
-  auto r = engine_.Send(conn, {.queue_id = lead.queue_id,
-                               .messages = Join(members, joined),
-                               .unique_for = lead.unique_for});
+  SendParams p = lead.rules;
+  p.messages = Join(members, joined);
+  auto r = engine_.Send(conn, p);
   if (!r.ok()) {
     for (Writer* w : members) {
       w->status = r.status();
@@ -351,7 +351,7 @@ bool WriteBatcher::ClaimsCombine(const ClaimRequest& a, const ClaimRequest& b) {
   return x.queue_id == y.queue_id && x.lease == y.lease &&
          x.max_attempts == y.max_attempts && x.worker == y.worker &&
          unlimited(x) && unlimited(y) && a.archive == b.archive &&
-         x.unique_for == y.unique_for;
+         x.unique_for == y.unique_for && x.groups == y.groups;
 }
 
 Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
@@ -421,6 +421,7 @@ Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
     if (!w->status.ok()) continue;
     w->claimed.token = params.token;
     ClaimOutcome& out = w->claimed.outcome;
+    out.last_group = r->last_group;
     if (!counted) {
       out.expirations = r->expirations;
       out.dead_lettered = r->dead_lettered;

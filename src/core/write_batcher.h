@@ -79,11 +79,9 @@ class WriteBatcher {
   // that large batches are never copied; a combined call carries at most
   // kMaxCombined messages. A group that is nothing but sends to one queue
   // is stored with Engine::SendAndCommit.
-  // `unique_for` is the queue's dedup window (SendParams); only sends with
-  // the same window share a call.
-  Result<std::vector<SendResult>> Send(std::int64_t queue_id,
-                                       std::span<const Message> messages,
-                                       Micros unique_for = Micros(0));
+  // `p` names the queue, its messages and the queue's rules (SendParams);
+  // only sends with the same rules share a call.
+  Result<std::vector<SendResult>> Send(const SendParams& p);
 
   // A claim, possibly acking one receipt first in the same transaction.
   struct ClaimRequest {
@@ -147,7 +145,7 @@ class WriteBatcher {
     Claimed claimed;
     std::int64_t queue_id = 0;
     std::span<const Message> messages;
-    Micros unique_for{0};
+    SendParams rules;  // a send's: unique_for and grouped (messages unused)
     bool combinable = false;
     // How much this caller brings to a group: a send's message count; any
     // other operation is worth a group of its own.

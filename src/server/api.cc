@@ -303,7 +303,7 @@ std::string ReadPayload(const Body& b, bool required, std::size_t max_bytes) {
 // One message of a send: "payload" (a string, or any other JSON value,
 // stored as its JSON text and marked with the JSON content type) or
 // "payload_base64", "priority", "delay_ms" or "run_at" (RFC 3339),
-// "dedup", and "headers" ({name: string}).
+// "dedup", "group", and "headers" ({name: string}).
 Message ReadMessage(const Body& mb, std::size_t max_payload) {
   Message msg;
   const Json* value = mb.Value("payload");
@@ -356,6 +356,7 @@ Message ReadMessage(const Body& mb, std::size_t max_payload) {
     msg.run_at = *t;
   }
   if (auto v = mb.String("dedup")) msg.dedup_key = *v;
+  if (auto v = mb.String("group")) msg.group = *v;
   return msg;
 }
 
@@ -584,9 +585,9 @@ constexpr std::int64_t kMaxRetentionMs = kMaxRetention.count();
 
 // A queue's options in a body (create, change), each optional.
 constexpr std::initializer_list<const char*> kQueueOptionFields = {
-    "max_attempts",      "lease_ms",          "backoff_base_ms",
-    "backoff_max_ms",    "archive",           "retention_ms",
-    "max_payload_bytes", "dead_retention_ms", "unique_for_ms"};
+    "max_attempts",  "lease_ms",     "backoff_base_ms",   "backoff_max_ms",
+    "archive",       "retention_ms", "max_payload_bytes", "dead_retention_ms",
+    "unique_for_ms", "groups"};
 
 // Sets in `o` the options `b` gives.
 void ReadQueueOptions(const Body& b, QueueOptions& o) {
@@ -605,6 +606,11 @@ void ReadQueueOptions(const Body& b, QueueOptions& o) {
     o.dead_retention = *v;
   }
   if (auto v = b.Millis("unique_for_ms", kMaxRetentionMs)) o.unique_for = *v;
+  if (auto v = b.String("groups")) {
+    auto mode = ParseGroupMode(*v);
+    if (!mode.ok()) Throw(400, "invalid_argument", mode.status().message());
+    o.groups = *mode;
+  }
 }
 
 }  // namespace
@@ -1026,7 +1032,7 @@ Outcome Api::Handle(const Request& req) {
         for (std::size_t i = 0; i < list->size(); ++i) {
           Body mb((*list)[i],
                   {"payload", "payload_base64", "priority", "delay_ms",
-                   "run_at", "dedup", "headers"},
+                   "run_at", "dedup", "group", "headers"},
                   fmt::format("messages[{}]", i));
           msgs.push_back(ReadMessage(mb, limits_.max_payload_bytes));
         }

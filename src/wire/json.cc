@@ -183,7 +183,8 @@ Json QueueOptionsJson(const QueueOptions& o) {
           {"retention_ms", o.retention.count()},
           {"max_payload_bytes", o.max_payload_bytes},
           {"dead_retention_ms", o.dead_retention.count()},
-          {"unique_for_ms", o.unique_for.count()}};
+          {"unique_for_ms", o.unique_for.count()},
+          {"groups", GroupModeName(o.groups)}};
 }
 
 Json QueueJson(const QueueInfo& q) {
@@ -217,6 +218,7 @@ Json ClaimedJson(const ClaimedMessage& m) {
             {"attempt", m.attempt},
             {"priority", m.priority}};
   PutPayload(j, m.payload, m.headers);
+  if (!m.group.empty()) j["group"] = m.group;
   j["enqueued_at"] = FormatTime(m.enqueued_at);
   j["lease_expires_at"] = FormatTime(m.lease_expires_at);
   return j;
@@ -250,6 +252,10 @@ void AppendClaimed(std::string& out, const ClaimedMessage& m) {
       AppendJsonString(out, value);
     }
     out += '}';
+  }
+  if (!m.group.empty()) {
+    out += R"(,"group":)";
+    AppendJsonString(out, m.group);
   }
   out += R"(,"enqueued_at":")";
   out += FormatTime(m.enqueued_at);
@@ -289,6 +295,7 @@ Json MessageInfoJson(const MessageInfo& m) {
             {"attempts", m.attempts}};
   PutPayload(j, m.payload, m.headers);
   if (!m.dedup_key.empty()) j["dedup"] = m.dedup_key;
+  if (!m.group.empty()) j["group"] = m.group;
   j["enqueued_at"] = FormatTime(m.enqueued_at);
   if (m.ready_at) j["ready_at"] = FormatTime(*m.ready_at);
   if (m.lease_expires_at) {

@@ -47,7 +47,7 @@ Json ErrorsJson(const std::vector<AttemptError>& errors);
 
 // {"max_attempts", "lease_ms", "backoff_base_ms", "backoff_max_ms",
 //  "archive", "retention_ms", "max_payload_bytes", "dead_retention_ms",
-//  "unique_for_ms"}
+//  "unique_for_ms", "groups"}
 Json QueueOptionsJson(const QueueOptions& o);
 // {"name", "kind": "queue", the options' keys, "created_at", "paused"};
 // created_at is left out when unknown (zero).

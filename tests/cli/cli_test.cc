@@ -127,7 +127,7 @@ TEST_F(CliTest, QueueCreateTakesEveryOption) {
   EXPECT_EQ(created, json::parse(R"({"name":"jobs","kind":"queue",
       "max_attempts":3,"lease_ms":500,"backoff_base_ms":2000,
       "backoff_max_ms":300000,"archive":true,"retention_ms":86400000,
-      "max_payload_bytes":100,"dead_retention_ms":0,"unique_for_ms":600000,
+      "max_payload_bytes":100,"dead_retention_ms":0,"unique_for_ms":600000,"groups":"none",
       "paused":false})"));
 
   // The settings are stored, not just echoed.
@@ -141,7 +141,7 @@ TEST_F(CliTest, QueueCreateTakesEveryOption) {
   EXPECT_EQ(q, json::parse(R"({"name":"jobs","kind":"queue","max_attempts":3,
       "lease_ms":500,"backoff_base_ms":2000,"backoff_max_ms":300000,"archive":true,
       "retention_ms":86400000,"max_payload_bytes":100,"dead_retention_ms":0,
-      "unique_for_ms":600000,"paused":false})"));
+      "unique_for_ms":600000,"groups":"none","paused":false})"));
 }
 
 TEST_F(CliTest, QueueCreateDefaults) {
@@ -150,7 +150,7 @@ TEST_F(CliTest, QueueCreateDefaults) {
   EXPECT_EQ(created, json::parse(R"({"name":"plain","kind":"queue",
       "max_attempts":5,"lease_ms":30000,"backoff_base_ms":1000,
       "backoff_max_ms":600000,"archive":false,"retention_ms":604800000,
-      "max_payload_bytes":1048576,"dead_retention_ms":0,"unique_for_ms":0,
+      "max_payload_bytes":1048576,"dead_retention_ms":0,"unique_for_ms":0,"groups":"none",
       "paused":false})"));
 }
 

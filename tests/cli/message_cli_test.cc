@@ -173,6 +173,21 @@ TEST_F(MessageCliTest, UniqueForKeepsAnAckedKeyTaken) {
   EXPECT_TRUE(Ok({"claim", "once"}).empty());
 }
 
+TEST_F(MessageCliTest, OrderedGroupsFromTheCommandLine) {
+  EXPECT_EQ(One({"queue", "create", "ord", "--groups", "ordered"})["groups"],
+            "ordered");
+  EXPECT_TRUE(FailsWith(Human({"queue", "create", "bad", "--groups", "odd"}),
+                        kUsage, "group mode"));
+  One({"send", "ord", "a1", "--group", "acct-1"});
+  One({"send", "ord", "a2", "--group", "acct-1"});
+  json first = One({"claim", "ord", "--max", "5"});
+  EXPECT_EQ(first["payload"], "a1");
+  EXPECT_EQ(first["group"], "acct-1");
+  EXPECT_TRUE(Ok({"claim", "ord"}).empty());
+  One({"ack", "ord", first["receipt"]});
+  EXPECT_EQ(One({"claim", "ord"})["payload"], "a2");
+}
+
 TEST_F(MessageCliTest, ListShowsEverythingInTheStore) {
   One({"ring", "create", "views", "--capacity", "3"});
   One({"rotation", "create", "relays"});

@@ -672,7 +672,8 @@ void SendBehindAHeldLeader(FakeEngine& engine, WriteBatcher& batcher,
   for (const Sender& sender : senders) {
     results.push_back(std::async(std::launch::async, [&] {
       started.count_down();
-      return batcher.Send(sender.queue_id, sender.messages);
+      return batcher.Send(
+          {.queue_id = sender.queue_id, .messages = sender.messages});
     }));
   }
   started.wait();
@@ -778,7 +779,7 @@ TEST(WriteBatcher, LargeSendsLeadBesideARunningLeader) {
   for (int i = 0; i < 3; ++i) {
     const auto messages =
         Numbered(1, 100 * i, static_cast<int>(WriteBatcher::kMinGroupWeight));
-    auto r = batcher.Send(1, messages);
+    auto r = batcher.Send({.queue_id = 1, .messages = messages});
     ASSERT_OK(r.status());
     EXPECT_EQ(r->size(), messages.size());
   }
@@ -796,15 +797,17 @@ TEST(WriteBatcher, SendsQueuedWhileASendGroupOpensItsTransactionJoinIt) {
   // its messages, while three more sends queue up behind it.
   engine.HoldNextWrite();
   const auto first_messages = Numbered(1, 0, 1);
-  auto first = std::async(std::launch::async,
-                          [&] { return batcher.Send(1, first_messages); });
+  auto first = std::async(std::launch::async, [&] {
+    return batcher.Send({.queue_id = 1, .messages = first_messages});
+  });
   engine.WaitUntilHeld();
   std::vector<std::vector<Message>> later;
   for (int i = 1; i <= 3; ++i) later.push_back(Numbered(1, i, 1));
   std::vector<std::future<Result<std::vector<SendResult>>>> results;
   for (const auto& m : later) {
-    results.push_back(
-        std::async(std::launch::async, [&] { return batcher.Send(1, m); }));
+    results.push_back(std::async(std::launch::async, [&] {
+      return batcher.Send({.queue_id = 1, .messages = m});
+    }));
   }
   EXPECT_TRUE(WaitUntilQueued(batcher, later.size()));
   engine.Release();

@@ -250,6 +250,35 @@ TEST_F(MessageFields, DedupWindowHoldsAnAckedKey) {
   EXPECT_TRUE(ClaimOne().is_null());
 }
 
+TEST_F(MessageFields, OrderedGroupsOverHttp) {
+  Response bad = c().Post("/v1/queues/ord", {{"groups", "sorted"}});
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.json["error"]["code"], "invalid_argument") << bad.body;
+  Response created = c().Post("/v1/queues/ord", {{"groups", "ordered"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(created.json["groups"], "ordered");
+  Response sent = c().Post(
+      "/v1/queues/ord/messages",
+      {{"messages", Json::array({{{"payload", "a1"}, {"group", "acct-1"}},
+                                 {{"payload", "a2"}, {"group", "acct-1"}},
+                                 {{"payload", "b1"}, {"group", "acct-2"}}})}});
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  Response claimed = c().Post("/v1/queues/ord/claim", {{"max", 10}});
+  ASSERT_EQ(claimed.status, 200) << claimed.body;
+  ASSERT_EQ(claimed.json["messages"].size(), 2u) << claimed.body;
+  EXPECT_EQ(claimed.json["messages"][0]["payload"], "a1");
+  EXPECT_EQ(claimed.json["messages"][0]["group"], "acct-1");
+  EXPECT_EQ(claimed.json["messages"][1]["payload"], "b1");
+  const Json id = sent.json["ids"][1];
+  Response got =
+      c().Get("/v1/queues/ord/messages/" + std::to_string(id.get<int>()));
+  EXPECT_EQ(got.json["group"], "acct-1") << got.body;
+  Response patched =
+      c().Call("PATCH", "/v1/queues/ord", Json({{"groups", "fair"}}).dump());
+  EXPECT_EQ(patched.status, 400) << patched.body;
+  EXPECT_EQ(c().Get("/v1/queues/ord").json["options"]["groups"], "ordered");
+}
+
 TEST_F(MessageFields, PatchPauseAndResumeAQueue) {
   Response patched = c().Call(
       "PATCH", "/v1/queues/jobs",

@@ -166,8 +166,8 @@ struct Dialect {
   static inline const std::string kInsertQueue = R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
       backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
-      unique_for_us, created_us)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
+      unique_for_us, created_us, group_mode)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
   static inline const std::string kInsertKind = R"sql(
     INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
       backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
@@ -240,6 +240,16 @@ struct Dialect {
                                          Params& params,
                                          std::int64_t rotation_id,
                                          std::string_view key);
+
+  // Leases one message a grouped claim locked (sql_groups.h): token, lease
+  // end, worker, id. A lease that ran out is a failed attempt in the
+  // history; first in SET, as MariaDB assigns left to right.
+  static inline const std::string kLeaseOne =
+      "UPDATE sqlq_messages SET errors = CASE WHEN token = 0 THEN errors "
+      "ELSE " +
+      AppendError("ready_us", "'lease expired'") +
+      " END, token = ?, attempts = attempts + 1, ready_us = ?, worker = ? "
+      "WHERE id = ?";
 
   // The message holding a dedup key by an unexpired hold: queue, key, now.
   // A locking read, which sees the latest committed holds, not the

@@ -8,6 +8,7 @@ namespace sqlq::engines::mysql {
 Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
                                               const core::ClaimParams& p) {
   MyConn& conn = Native(c);
+  if (p.groups != GroupMode::kNone) return ClaimGroups(conn, p);
   // No share lock on the queue: an empty claim stays a transaction
   // without writes or locks (idle consumers cost next to nothing). The
   // queue is looked up only when no candidate shows it exists.
@@ -77,7 +78,7 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
     // (OpenClaimTransactionHoldsUpNoAckOfALeasedMessage).
     const std::string lock_sql = fmt::format(
         "SELECT id, priority, npriority, ready_us, token, attempts, "
-        "enqueued_us, payload, headers FROM sqlq_messages FORCE INDEX "
+        "enqueued_us, payload, headers, grp FROM sqlq_messages FORCE INDEX "
         "(PRIMARY) "
         "WHERE id IN ({}) AND queue_id = ? AND "
         "ready_us <= ? FOR UPDATE SKIP LOCKED",
@@ -123,6 +124,7 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
       m.payload = l.Bytes(i, 7);
       m.lease_expires_at = FromUs(until);
       if (!l.IsNull(i, 8)) m.headers = core::DecodeHeaders(l.Bytes(i, 8));
+      if (!l.IsNull(i, 9)) m.group = l.Bytes(i, 9);
       out.messages.push_back(std::move(m));
     }
     if (!dead_ids.empty()) {
@@ -166,10 +168,10 @@ Status MysqlEngine::BuryExhausted(MyConn& conn,
   const std::string marks = Marks(Bucket(ids.size()));
   const std::string ins = fmt::format(
       "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, "
-      "enqueued_us, died_us, last_error, payload, headers, errors) "
+      "enqueued_us, died_us, last_error, payload, headers, grp, errors) "
       "SELECT id, queue_id, priority, attempts, enqueued_us, ?, "
       "CONCAT('lease expired on attempt ', attempts, ' of ', ?), payload, "
-      "headers, {} FROM sqlq_messages WHERE id IN ({})",
+      "headers, grp, {} FROM sqlq_messages WHERE id IN ({})",
       AppendError("ready_us", "'lease expired'"), marks);
   Params ip;
   ip.Int(now).Int(p.max_attempts);
@@ -434,9 +436,9 @@ Status MysqlEngine::Bury(Conn& c, const core::BuryParams& p) {
   if (!held.ok()) return held;
   static const std::string kSql =
       "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us, "
-      "died_us, last_error, payload, headers, errors) "
+      "died_us, last_error, payload, headers, grp, errors) "
       "SELECT id, queue_id, priority, attempts, enqueued_us, ?, ?, payload, "
-      "headers, " +
+      "headers, grp, " +
       AppendError("?", "?") + " FROM sqlq_messages WHERE id = ?";
   auto ins = conn.Run(kSql,
                       Params()

@@ -164,9 +164,9 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
 
   // --- messages ------------------------------------------------------------
 
-  // INSERT of `n` messages without dedup keys, prepared once per n (a
-  // power of two, see Send).
-  static const std::string& InsertSql(std::size_t n);
+  // INSERT of `n` messages without dedup keys, prepared once per n (see
+  // Send); `grouped`: with their groups too (a column more).
+  static const std::string& InsertSql(std::size_t n, bool grouped);
 
   Result<std::vector<SendResult>> Send(Conn& c,
                                        const core::SendParams& p) override;
@@ -190,7 +190,7 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
 
   // Moves locked messages whose attempts ran out to the dead letters.
   Status BuryExhausted(MyConn& conn, const std::vector<std::int64_t>& ids,
-                       std::int64_t now, const core::ClaimParams& p);
+                       std::int64_t now, const core::ClaimParams& p) override;
 
   // Holds the dedup keys of messages `ids` (locked by this transaction,
   // about to leave the queue) for `unique_for`; nothing when it is 0.

@@ -14,17 +14,21 @@ Status MysqlEngine::DropQueue(Conn& c, std::int64_t queue_id) {
   return Status::Ok();
 }
 
-const std::string& MysqlEngine::InsertSql(std::size_t n) {
+const std::string& MysqlEngine::InsertSql(std::size_t n, bool grouped) {
   static std::mutex mu;
-  static std::map<std::size_t, std::string> cache;
+  static std::map<std::pair<std::size_t, bool>, std::string> cache;
   std::lock_guard<std::mutex> lock(mu);
-  auto& sql = cache[n];
+  auto& sql = cache[{n, grouped}];
   if (sql.empty()) {
-    sql =
-        "INSERT INTO sqlq_messages (queue_id, priority, npriority, "
-        "ready_us, enqueued_us, payload, headers) VALUES ";
+    sql = grouped ? "INSERT INTO sqlq_messages (queue_id, priority, npriority, "
+                    "ready_us, enqueued_us, payload, headers, grp) VALUES "
+                  : "INSERT INTO sqlq_messages (queue_id, priority, npriority, "
+                    "ready_us, enqueued_us, payload, headers) VALUES ";
+    const char* row =
+        grouped ? "(?, ?, ?, ?, ?, ?, ?, ?)" : "(?, ?, ?, ?, ?, ?, ?)";
     for (std::size_t i = 0; i < n; ++i) {
-      sql += i == 0 ? "(?, ?, ?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?, ?, ?)";
+      if (i > 0) sql += ", ";
+      sql += row;
     }
   }
   return sql;
@@ -50,8 +54,19 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
   static const std::string kInsertDedup = R"sql(
     INSERT INTO sqlq_messages
       (queue_id, priority, npriority, ready_us, enqueued_us, dedup, payload,
-       headers)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?))sql";
+       headers, grp)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
+  // Groups go in a column of their own only when the send has any, so a
+  // plain send binds what it always did.
+  bool grouped = p.grouped;
+  for (const Message& m : p.messages) grouped = grouped || !m.group.empty();
+  auto group = [&](Params& params, const Message& m) {
+    if (auto g = core::GroupOf(m, p.grouped)) {
+      params.Bytes(*g);
+    } else {
+      params.Null();
+    }
+  };
   static const std::string kExisting = R"sql(
     SELECT id FROM sqlq_messages WHERE queue_id = ? AND dedup = ?
     LOCK IN SHARE MODE)sql";
@@ -102,8 +117,9 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
             .Int(now)
             .Bytes(m.payload);
         headers(params, m);
+        if (grouped) group(params, m);
       }
-      auto rows = conn.Run(InsertSql(chunk), params, "send",
+      auto rows = conn.Run(InsertSql(chunk, grouped), params, "send",
                            /*clean_ok=*/stored == 0 && !checked);
       if (!rows.ok()) return gone(rows.status());
       conn.known_queues.insert(p.queue_id);
@@ -130,6 +146,7 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
           .Bytes(m.dedup_key)
           .Bytes(m.payload);
       headers(params, m);
+      group(params, m);
       auto ins = conn.Run(kInsertDedup, params, "send", /*clean_ok=*/true);
       if (ins.ok()) {
         conn.known_queues.insert(p.queue_id);
@@ -176,15 +193,16 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
   // replication, even with explicit ids.
   constexpr std::size_t kPage = 256;
   static const std::string kAllPage = R"sql(
-    SELECT id, priority, enqueued_us, last_error, payload, headers, errors
+    SELECT id, priority, enqueued_us, last_error, payload, headers, errors,
+           grp
     FROM sqlq_dead
     WHERE queue_id = ? AND id > ? ORDER BY id LIMIT 256 FOR UPDATE)sql";
   // A redriven message is ready now with fresh attempts; it keeps its id
   // (never reused, see schema.h) but not a dedup key.
   static const std::string kInsert = R"sql(
     INSERT INTO sqlq_messages (id, queue_id, priority, npriority, ready_us,
-      attempts, enqueued_us, last_error, payload, headers, errors)
-    VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?))sql";
+      attempts, enqueued_us, last_error, payload, headers, errors, grp)
+    VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?))sql";
   std::int64_t moved = 0;
   auto move = [&](const Rows& rows) -> Status {
     std::vector<std::int64_t> page;
@@ -211,6 +229,11 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
         } else {
           p.Text(rows.Bytes(i, col));
         }
+      }
+      if (rows.IsNull(i, 7)) {
+        p.Null();
+      } else {
+        p.Bytes(rows.Bytes(i, 7));
       }
       auto ins = conn.Run(kInsert, p, "redrive");
       if (!ins.ok()) return ins.status();
@@ -247,8 +270,8 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
             static_cast<std::ptrdiff_t>(std::min(ids.size(), at + kPage)));
     const std::string sql = fmt::format(
         "SELECT id, priority, enqueued_us, last_error, payload, headers, "
-        "errors FROM sqlq_dead WHERE queue_id = ? AND id IN ({}) ORDER BY id "
-        "FOR UPDATE",
+        "errors, grp FROM sqlq_dead WHERE queue_id = ? AND id IN ({}) ORDER "
+        "BY id FOR UPDATE",
         Marks(Bucket(some.size())));
     Params p;
     p.Int(queue_id);

@@ -211,6 +211,21 @@ CREATE TABLE IF NOT EXISTS sqlq_dedup_holds (
   FOREIGN KEY (queue_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
 ) ENGINE=InnoDB)sql",
     },
+    // Version 5: groups. A queue's group mode (0 none, 1 fair, 2 ordered)
+    // and each message's group, which follows it into the dead letters;
+    // the claims of grouped queues walk the groups through the index.
+    {
+        R"sql(
+ALTER TABLE sqlq_queues
+  ADD COLUMN IF NOT EXISTS group_mode TINYINT NOT NULL DEFAULT 0)sql",
+        R"sql(
+ALTER TABLE sqlq_messages ADD COLUMN IF NOT EXISTS grp VARBINARY(255) NULL)sql",
+        R"sql(
+ALTER TABLE sqlq_dead ADD COLUMN IF NOT EXISTS grp VARBINARY(255) NULL)sql",
+        R"sql(
+CREATE INDEX IF NOT EXISTS sqlq_messages_group
+  ON sqlq_messages (queue_id, grp, id))sql",
+    },
 };
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "engines/postgres/pg_conn.h"
+#include "engines/postgres/statements.h"
 #include "engines/shared/message_sql.h"
 #include "engines/shared/sql_engine.h"
 
@@ -162,8 +163,8 @@ struct Dialect {
   static constexpr const char* kInsertQueue = R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
       backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
-      unique_for_us, created_us)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+      unique_for_us, created_us, group_mode)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
     ON CONFLICT (name) DO NOTHING
     RETURNING id)sql";
   static constexpr const char* kInsertKind = R"sql(
@@ -239,6 +240,16 @@ struct Dialect {
                                          const Params& params,
                                          std::int64_t rotation_id,
                                          std::string_view key);
+
+  // Leases one message a grouped claim locked (sql_groups.h): token, lease
+  // end, worker, id. A lease that ran out is a failed attempt in the
+  // history (SET reads the row as it was).
+  static inline const std::string kLeaseOne =
+      "UPDATE sqlq_messages SET errors = CASE WHEN token = 0 THEN errors "
+      "ELSE " +
+      AppendError("errors", "attempts", "ready_us", "'lease expired'") +
+      " END, token = ?, attempts = attempts + 1, ready_us = ?, worker = ? "
+      "WHERE id = ?";
 
   // The message holding a dedup key by an unexpired hold: queue, key, now.
   // A statement of READ COMMITTED sees every hold committed before it.

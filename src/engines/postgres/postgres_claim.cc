@@ -7,6 +7,7 @@ namespace sqlq::engines::postgres {
 Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
                                                  const core::ClaimParams& p) {
   PgConn& conn = Native(c);
+  if (p.groups != GroupMode::kNone) return ClaimGroups(conn, p);
   // No FOR KEY SHARE here: an empty claim must stay a transaction without
   // writes, whose COMMIT needs no WAL flush, so that idle consumers cost
   // the server next to nothing. A claim that leases rows takes the lock
@@ -88,6 +89,7 @@ Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
       if (!rows->IsNull(i, 8)) {
         l.m.headers = core::DecodeHeaders(rows->Bytes(i, 8));
       }
+      if (!rows->IsNull(i, 9)) l.m.group = rows->Bytes(i, 9);
       leased.push_back(std::move(l));
     }
     std::sort(leased.begin(), leased.end(),
@@ -129,6 +131,33 @@ Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
   Status s = AddCounters(conn, p.queue_id, out.Counters());
   if (!s.ok()) return s;
   return out;
+}
+
+Status PostgresEngine::BuryExhausted(PgConn& conn,
+                                     const std::vector<std::int64_t>& ids,
+                                     std::int64_t now,
+                                     const core::ClaimParams& p) {
+  static const std::string kSql =
+      R"sql(
+    WITH d AS (
+      DELETE FROM sqlq_messages WHERE id = ANY($1::bigint[])
+      RETURNING id, queue_id, priority, attempts, enqueued_us, payload,
+                headers, errors, grp, dedup, ready_us),
+    b AS (
+      INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
+        died_us, last_error, payload, headers, grp, errors)
+      SELECT id, queue_id, priority, attempts, enqueued_us, $2,
+        convert_to('lease expired on attempt ' || attempts || ' of ' ||
+                   $3::integer, 'UTF8'),
+        payload, headers, grp, )sql" +
+      AppendError("errors", "attempts", "ready_us", "'lease expired'") +
+      " FROM d) SELECT id, dedup FROM d";
+  auto rows = conn.Run(kSql.c_str(),
+                       Params().IntArray(ids).Int(now).Int(p.max_attempts),
+                       "claim (dead-letter)");
+  if (!rows.ok()) return rows.status();
+  conn.churned += rows->size();
+  return HoldKeys(conn, p.queue_id, KeysOf(*rows), p.unique_for);
 }
 
 Result<std::optional<Timestamp>> PostgresEngine::NextReadyAt(
@@ -304,11 +333,11 @@ Status PostgresEngine::Bury(Conn& c, const core::BuryParams& p) {
       DELETE FROM sqlq_messages
       WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
       RETURNING id, queue_id, priority, attempts, enqueued_us, payload,
-                headers, errors)
+                headers, errors, grp)
     INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
-      died_us, last_error, payload, headers, errors)
+      died_us, last_error, payload, headers, grp, errors)
     SELECT id, queue_id, priority, attempts, enqueued_us, $5, $6, payload,
-           headers, )sql" +
+           headers, grp, )sql" +
       AppendError("errors", "attempts", "$5::bigint", "$7::text") + " FROM d";
   // With a dedup window: the same, returning the message's id and key.
   static const std::string kKeyedSql =
@@ -317,12 +346,12 @@ Status PostgresEngine::Bury(Conn& c, const core::BuryParams& p) {
       DELETE FROM sqlq_messages
       WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
       RETURNING id, queue_id, priority, attempts, enqueued_us, payload,
-                headers, errors, dedup),
+                headers, errors, grp, dedup),
     b AS (
       INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
-        died_us, last_error, payload, headers, errors)
+        died_us, last_error, payload, headers, grp, errors)
       SELECT id, queue_id, priority, attempts, enqueued_us, $5, $6, payload,
-             headers, )sql" +
+             headers, grp, )sql" +
       AppendError("errors", "attempts", "$5::bigint", "$7::text") +
       " FROM d) SELECT id, dedup FROM d";
   const bool keyed = p.unique_for.count() > 0;

@@ -193,6 +193,9 @@ class PostgresEngine : public shared::SqlEngine<Dialect> {
   Result<std::vector<SendResult>> Send(Conn& c,
                                        const core::SendParams& p) override;
 
+  Status BuryExhausted(PgConn& conn, const std::vector<std::int64_t>& ids,
+                       std::int64_t now, const core::ClaimParams& p) override;
+
   Result<core::ClaimOutcome> Claim(Conn& c,
                                    const core::ClaimParams& p) override;
 

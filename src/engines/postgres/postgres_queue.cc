@@ -45,9 +45,10 @@ Result<std::vector<SendResult>> PostgresEngine::Send(
     t AS (SELECT coalesce($4::bigint,
             (extract(epoch FROM now()) * 1000000)::bigint) AS now_us)
     INSERT INTO sqlq_messages
-      (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers)
+      (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers,
+       grp)
     SELECT q.id, $2::integer, greatest(t.now_us + $3::bigint, $8::bigint),
-           t.now_us, $5::bytea, $6::bytea, $7::jsonb
+           t.now_us, $5::bytea, $6::bytea, $7::jsonb, $9::bytea
     FROM q, t
     ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
     RETURNING id, enqueued_us)sql";
@@ -69,6 +70,11 @@ Result<std::vector<SendResult>> PostgresEngine::Send(
     params.Bytes(m.payload)
         .TextOrNull(core::EncodeHeaders(m.headers))
         .Int(core::NotBeforeUs(m));
+    if (auto g = core::GroupOf(m, p.grouped)) {
+      params.Bytes(*g);
+    } else {
+      params.Null();
+    }
     return params;
   };
   auto learn_now = [&](const Rows& rows, int col) {
@@ -154,21 +160,21 @@ Result<std::int64_t> PostgresEngine::Redrive(Conn& c,
     WITH d AS (
       DELETE FROM sqlq_dead WHERE queue_id = $1
       RETURNING id, queue_id, priority, enqueued_us, last_error, payload,
-                headers, errors)
+                headers, errors, grp)
     INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
-      enqueued_us, last_error, payload, headers, errors)
+      enqueued_us, last_error, payload, headers, errors, grp)
     SELECT id, queue_id, priority, $2, 0, enqueued_us, last_error, payload,
-           headers, errors
+           headers, errors, grp
     FROM d)sql";
   static constexpr const char* kSome = R"sql(
     WITH d AS (
       DELETE FROM sqlq_dead WHERE queue_id = $1 AND id = ANY($3::bigint[])
       RETURNING id, queue_id, priority, enqueued_us, last_error, payload,
-                headers, errors)
+                headers, errors, grp)
     INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
-      enqueued_us, last_error, payload, headers, errors)
+      enqueued_us, last_error, payload, headers, errors, grp)
     SELECT id, queue_id, priority, $2, 0, enqueued_us, last_error, payload,
-           headers, errors
+           headers, errors, grp
     FROM d)sql";
   Params params;
   params.Int(queue_id).Int(*now);
@@ -192,9 +198,8 @@ Result<std::int64_t> PostgresEngine::Redrive(Conn& c,
 
 Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
     const core::SendParams& to, const MessagesFn& messages) {
-  const core::SendParams p = {.queue_id = to.queue_id,
-                              .messages = messages(),
-                              .unique_for = to.unique_for};
+  core::SendParams p = to;
+  p.messages = messages();
   static constexpr const char* kSendCounted = R"sql(
     WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE),
     t AS (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us),
@@ -215,10 +220,11 @@ Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
       SELECT $1, count(*) FROM ins HAVING count(*) > 0)
     SELECT id, enqueued_us FROM ins)sql";
   std::size_t bytes = 0;
-  bool keyed = false;
+  // Keys and groups take the general path (Send).
+  bool keyed = p.grouped;
   for (const Message& m : p.messages) {
     bytes += m.payload.size();
-    keyed = keyed || !m.dedup_key.empty();
+    keyed = keyed || !m.dedup_key.empty() || !m.group.empty();
   }
   if (clock_ || keyed || bytes > kStatementBytes) {
     return core::Engine::SendAndCommit(to, messages);
@@ -286,15 +292,16 @@ Result<std::int64_t> PostgresEngine::InsertBatch(
     t AS (SELECT coalesce($2::bigint,
             (extract(epoch FROM now()) * 1000000)::bigint) AS now_us)
     INSERT INTO sqlq_messages
-      (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers)
+      (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers,
+       grp)
     SELECT q.id, m.priority::integer,
            greatest(t.now_us + m.delay_us, m.not_before), t.now_us, m.dedup,
-           m.payload, convert_from(m.headers, 'UTF8')::jsonb
+           m.payload, convert_from(m.headers, 'UTF8')::jsonb, m.grp
     FROM q, t,
       unnest($3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[],
-             $7::bytea[], $8::bigint[])
+             $7::bytea[], $8::bigint[], $9::bytea[])
       WITH ORDINALITY AS m(priority, delay_us, dedup, payload, headers,
-                           not_before, ord)
+                           not_before, grp, ord)
     ORDER BY m.ord
     ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
     RETURNING id, dedup, enqueued_us)sql";
@@ -313,11 +320,12 @@ Result<std::int64_t> PostgresEngine::InsertBatch(
       ++end;
     }
     std::vector<std::int64_t> priority, ready, not_before;
-    std::vector<std::optional<std::string_view>> dedup, payload, headers;
+    std::vector<std::optional<std::string_view>> dedup, payload, headers, grp;
     std::vector<std::string> encoded;
     encoded.reserve(end - begin);
     for (std::size_t i = begin; i < end; ++i) {
       const Message& m = p.messages[i];
+      grp.push_back(core::GroupOf(m, p.grouped));
       priority.push_back(m.priority);
       ready.push_back(Us(m.delay));
       not_before.push_back(core::NotBeforeUs(m));
@@ -342,7 +350,8 @@ Result<std::int64_t> PostgresEngine::InsertBatch(
         .BytesArray(dedup)
         .BytesArray(payload)
         .BytesArray(headers)
-        .IntArray(not_before);
+        .IntArray(not_before)
+        .BytesArray(grp);
     auto rows = conn.Run(kInsertMany, params, "send");
     if (!rows.ok()) return rows.status();
     if (!now && rows->size() > 0) {

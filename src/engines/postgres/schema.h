@@ -241,6 +241,17 @@ CREATE TABLE sqlq_dedup_holds (
 );
 CREATE INDEX sqlq_dedup_holds_until ON sqlq_dedup_holds (queue_id, until_us);
 )sql",
+    // Version 9: groups. A queue's group mode (0 none, 1 fair, 2 ordered)
+    // and each message's group, which follows it into the dead letters;
+    // the claims of grouped queues walk the groups through the index
+    // (messages without a group are not in it).
+    R"sql(
+ALTER TABLE sqlq_queues ADD COLUMN group_mode SMALLINT NOT NULL DEFAULT 0;
+ALTER TABLE sqlq_messages ADD COLUMN grp BYTEA;
+ALTER TABLE sqlq_dead ADD COLUMN grp BYTEA;
+CREATE INDEX sqlq_messages_group ON sqlq_messages (queue_id, grp, id)
+  WHERE grp IS NOT NULL;
+)sql",
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

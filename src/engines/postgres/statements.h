@@ -112,15 +112,15 @@ inline std::string ClaimRest(const std::string& budget) {
     DELETE FROM sqlq_messages m USING c
     WHERE m.ctid = c.ctid AND c.attempts >= $7
     RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
-              m.payload, m.headers, m.errors, m.dedup, c.ready_us AS old_ready,
-              c.token AS old_token),
+              m.payload, m.headers, m.errors, m.dedup, m.grp,
+              c.ready_us AS old_ready, c.token AS old_token),
   buried AS (
     INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
-      died_us, last_error, payload, headers, errors)
+      died_us, last_error, payload, headers, grp, errors)
     SELECT id, queue_id, priority, attempts, enqueued_us, $2,
       convert_to('lease expired on attempt ' || attempts || ' of ' ||
                  $7::integer, 'UTF8'),
-      payload, headers, )sql" +
+      payload, headers, grp, )sql" +
          AppendError("errors", "attempts", "old_ready", "'lease expired'") +
          R"sql(
     FROM dead),
@@ -137,12 +137,12 @@ inline std::string ClaimRest(const std::string& budget) {
          R"sql( > 0 AND b.upto = b.len))
     RETURNING m.id, m.priority, b.ready_us AS old_ready,
               b.token AS old_token, m.attempts, m.enqueued_us, m.payload,
-              m.headers::text AS headers)
+              m.headers::text AS headers, m.grp)
   SELECT false, id, priority, old_ready, old_token, attempts, enqueued_us,
-         payload, headers
+         payload, headers, grp
   FROM leased
   UNION ALL
-  SELECT true, id, 0, 0, old_token, 0, 0, dedup, NULL FROM dead)sql";
+  SELECT true, id, 0, 0, old_token, 0, 0, dedup, NULL, NULL FROM dead)sql";
 }
 
 // The candidates of one branch: `where` selects the part of the index.

@@ -53,15 +53,15 @@ std::string Columns(const MessageSqlStyle& s, core::MessageTable t) {
     case core::MessageTable::kQueued:
       return "id, priority, attempts, enqueued_us, ready_us, token, dedup, "
              "worker, last_error" +
-             tail + ", " + s.null_int;
+             tail + ", " + s.null_int + ", grp";
     case core::MessageTable::kDead:
       return std::string("id, priority, attempts, enqueued_us, ") + s.null_int +
              ", 0, " + s.null_bytes + ", " + s.null_bytes + ", last_error" +
-             tail + ", died_us";
+             tail + ", died_us, grp";
     case core::MessageTable::kArchived:
       return std::string("id, priority, attempts, enqueued_us, ") + s.null_int +
              ", 0, " + s.null_bytes + ", worker, " + s.null_bytes + tail +
-             ", completed_us";
+             ", completed_us, " + s.null_bytes;
   }
   return {};
 }

@@ -6,7 +6,7 @@
 //
 // The columns every found row has, in this order (core::DecodeMessageInfo):
 //   id, priority, attempts, enqueued_us, ready_us, token, dedup, worker,
-//   last_error, payload, headers, errors, left_us (died or completed)
+//   last_error, payload, headers, errors, left_us (died or completed), grp
 // with NULL where the table has no such column.
 
 #ifndef SQLQ_ENGINES_SHARED_MESSAGE_SQL_H_

@@ -29,6 +29,8 @@
 //   differ in number or kind, not only in text (RETURNING on PostgreSQL, a
 //   second read on MariaDB): InsertName, PushEntry, DeleteOldest,
 //   NextStamp, UpdateItem, WriteHolds.
+// The definitions are in sql_queue.h, sql_groups.h, sql_ring.h and
+// sql_rotation.h.
 //
 // An engine derives from SqlEngine<D>, implements the operations that are
 // its own (queues, sends, claims, acks: their SQL is where the engines
@@ -324,6 +326,17 @@ class SqlEngine : public core::Engine {
   // its hold is seen here (a look before would miss it).
   Status ApplyHolds(DConn& conn, const core::SendParams& p,
                     std::vector<SendResult>& out, std::int64_t& stored);
+
+  // A claim of a queue with groups (sql_groups.h).
+  Result<core::ClaimOutcome> ClaimGroups(DConn& conn,
+                                         const core::ClaimParams& p);
+  // Moves messages `ids`, locked by this transaction and out of attempts
+  // (their last lease ran out), to the dead letters, holding their dedup
+  // keys for p.unique_for.
+  virtual Status BuryExhausted(DConn& conn,
+                               const std::vector<std::int64_t>& ids,
+                               std::int64_t now,
+                               const core::ClaimParams& p) = 0;
 
   // Says why a receipt was refused: the message is gone, or it is there
   // under another lease.

@@ -112,7 +112,7 @@ Result<core::QueueRecord> SqlEngine<D>::CreateQueue(
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
   Params p;
-  AppendOptions(p.Text(name), o).Int(*now);
+  AppendOptions(p.Text(name), o).Int(*now).Int(static_cast<int>(o.groups));
   auto id = D::InsertName(conn, D::kInsertQueue, p, "create queue");
   if (!id.ok()) return id.status();
   if (!*id) return Taken(conn, name);
@@ -131,7 +131,7 @@ Result<core::QueueRecord> SqlEngine<D>::GetQueue(core::Conn& c,
   static const std::string kSql = D::Statement(R"sql(
     SELECT id, name, max_attempts, lease_us, backoff_base_us,
            backoff_max_us, archive, retention_us, max_payload, created_us,
-           paused, dead_retention_us, unique_for_us
+           paused, dead_retention_us, unique_for_us, group_mode
     FROM sqlq_queues WHERE name = ? AND kind = 'queue')sql");
   auto rows = conn.Run(kSql, Params().Text(name), "look up queue");
   if (!rows.ok()) return rows.status();
@@ -144,7 +144,7 @@ Result<std::vector<core::QueueRecord>> SqlEngine<D>::ListQueues(core::Conn& c) {
   static const std::string kSql = D::Statement(R"sql(
     SELECT id, name, max_attempts, lease_us, backoff_base_us,
            backoff_max_us, archive, retention_us, max_payload, created_us,
-           paused, dead_retention_us, unique_for_us
+           paused, dead_retention_us, unique_for_us, group_mode
     FROM sqlq_queues WHERE kind = 'queue' ORDER BY name)sql");
   auto rows = Native(c).Run(kSql, Params(), "list queues");
   if (!rows.ok()) return rows.status();

@@ -1,14 +1,64 @@
 // SQLite engine: claims, acks, nacks and extends (the lease of a message).
 
+#include <set>
+#include <string>
+
 #include "engines/sqlite/sqlite_engine_impl.h"
 
 namespace sqlq::engines::sqlite {
+
+Status SqliteEngine::LeaseCandidate(SqliteConn& conn,
+                                    const core::ClaimParams& p, Candidate& m,
+                                    std::int64_t until,
+                                    core::ClaimOutcome& out) {
+  // A lease that ran out is an attempt that failed: its history says so.
+  static constexpr const char* kLease = R"sql(
+    UPDATE sqlq_messages
+    SET token = ?2, attempts = attempts + 1, ready_us = ?3, worker = ?4
+    WHERE id = ?1)sql";
+  static constexpr const char* kLeaseExpired =
+      "UPDATE sqlq_messages SET errors = " SQLQ_SQLITE_APPEND_ERROR(
+          "?5", "?6") ", token = ?2, attempts = attempts + 1, "
+                      "ready_us = ?3, worker = ?4 WHERE id = ?1";
+  SQLQ_PREPARE(st, conn, m.token != 0 ? kLeaseExpired : kLease);
+  st.Bind(1, m.id)
+      .Bind(2, TokenBits(p.token))
+      .Bind(3, until)
+      .BindTextOrNull(4, p.worker);
+  if (m.token != 0) st.Bind(5, m.ready_us).BindText(6, core::kLeaseExpired);
+  Status s = st.Run("claim");
+  if (!s.ok()) return s;
+  ClaimedMessage cm;
+  cm.id = m.id;
+  cm.attempt = static_cast<int>(m.attempts + 1);
+  cm.priority = static_cast<std::int32_t>(m.priority);
+  cm.payload = std::move(m.payload);
+  cm.enqueued_at = FromUs(m.enqueued_us);
+  cm.lease_expires_at = FromUs(until);
+  cm.headers = core::DecodeHeaders(m.headers);
+  cm.group = std::move(m.group);
+  out.messages.push_back(std::move(cm));
+  return Status::Ok();
+}
+
+Status SqliteEngine::BuryCandidate(SqliteConn& conn, const core::ClaimParams& p,
+                                   const Candidate& m, std::int64_t now,
+                                   core::ClaimOutcome& out) {
+  std::string why = fmt::format("lease expired on attempt {} of {}", m.attempts,
+                                p.max_attempts);
+  Status s = MoveToDead(conn, m.id, why, now, core::kLeaseExpired, m.ready_us,
+                        p.unique_for);
+  if (!s.ok()) return s;
+  ++out.dead_lettered;
+  return Status::Ok();
+}
 
 Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
                                                const core::ClaimParams& p) {
   SqliteConn& conn = Sql(c);
   Status checked = CheckQueue(conn, p.queue_id);
   if (!checked.ok()) return checked;
+  if (p.groups != GroupMode::kNone) return ClaimGroups(conn, p);
   const std::int64_t now = Us(clock_->Now());
   const std::int64_t until = now + p.lease.count();
   core::ClaimOutcome out;
@@ -23,10 +73,6 @@ Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
   // dead letters, and we look again for the places they leave free.
   for (;;) {
     const int want = p.max - static_cast<int>(out.messages.size());
-    struct Candidate {
-      std::int64_t id, priority, ready_us, token, attempts, enqueued_us;
-      std::string payload, headers;
-    };
     std::vector<Candidate> found;
     // One index range per priority level, highest first: "priority = ?
     // AND ready_us <= now" is a range of the claim index, so leased and
@@ -41,7 +87,7 @@ Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
       below = **level;
       SQLQ_PREPARE(st, conn, R"sql(
         SELECT id, priority, ready_us, token, attempts, enqueued_us, payload,
-               headers
+               headers, grp
         FROM sqlq_messages
         WHERE queue_id = ?1 AND priority = ?2 AND ready_us <= ?3
         ORDER BY ready_us, id
@@ -54,7 +100,8 @@ Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
       while ((rc = st.Step()) == SQLITE_ROW) {
         found.push_back({st.Int(0), st.Int(1), st.Int(2), st.Int(3), st.Int(4),
                          st.Int(5), st.Blob(6),
-                         st.IsNull(7) ? std::string() : st.Text(7)});
+                         st.IsNull(7) ? std::string() : st.Text(7),
+                         st.IsNull(8) ? std::string() : st.Text(8)});
         fetched += found.back().payload.size();
         // Past the byte limit no more payloads are read: the reply they
         // would go into is full.
@@ -75,42 +122,14 @@ Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
       }
       if (m.token != 0) ++out.expirations;
       if (dies) {
-        std::string why = fmt::format("lease expired on attempt {} of {}",
-                                      m.attempts, p.max_attempts);
-        Status s = MoveToDead(conn, m.id, why, now, core::kLeaseExpired,
-                              m.ready_us, p.unique_for);
+        Status s = BuryCandidate(conn, p, m, now, out);
         if (!s.ok()) return s;
-        ++out.dead_lettered;
         buried = true;
         continue;
       }
       bytes += m.payload.size();
-      // A lease that ran out is an attempt that failed: its history says so.
-      static constexpr const char* kLease = R"sql(
-        UPDATE sqlq_messages
-        SET token = ?2, attempts = attempts + 1, ready_us = ?3, worker = ?4
-        WHERE id = ?1)sql";
-      static constexpr const char* kLeaseExpired =
-          "UPDATE sqlq_messages SET errors = " SQLQ_SQLITE_APPEND_ERROR(
-              "?5", "?6") ", token = ?2, attempts = attempts + 1, "
-                          "ready_us = ?3, worker = ?4 WHERE id = ?1";
-      SQLQ_PREPARE(st, conn, m.token != 0 ? kLeaseExpired : kLease);
-      st.Bind(1, m.id)
-          .Bind(2, TokenBits(p.token))
-          .Bind(3, until)
-          .BindTextOrNull(4, p.worker);
-      if (m.token != 0) st.Bind(5, m.ready_us).BindText(6, core::kLeaseExpired);
-      Status s = st.Run("claim");
+      Status s = LeaseCandidate(conn, p, m, until, out);
       if (!s.ok()) return s;
-      ClaimedMessage cm;
-      cm.id = m.id;
-      cm.attempt = static_cast<int>(m.attempts + 1);
-      cm.priority = static_cast<std::int32_t>(m.priority);
-      cm.payload = std::move(m.payload);
-      cm.enqueued_at = FromUs(m.enqueued_us);
-      cm.lease_expires_at = FromUs(until);
-      cm.headers = core::DecodeHeaders(m.headers);
-      out.messages.push_back(std::move(cm));
     }
     if (full || !buried || static_cast<int>(found.size()) < want) break;
   }
@@ -118,6 +137,103 @@ Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
   if (claimed + out.expirations + out.dead_lettered == 0) {
     // Nothing written: an empty claim stays read-only, so that idle
     // waiters make no commits (which would wake other waiters).
+    return out;
+  }
+  Status s = AddCounters(conn, p.queue_id, out.Counters());
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<core::ClaimOutcome> SqliteEngine::ClaimGroups(
+    SqliteConn& conn, const core::ClaimParams& p) {
+  const std::int64_t now = Us(clock_->Now());
+  const std::int64_t until = now + p.lease.count();
+  const bool ordered = p.groups == GroupMode::kOrdered;
+  core::ClaimOutcome out;
+  std::size_t bytes = 0;
+  // The group after `from` in key order, else the first (a round wraps
+  // around); none when the queue has no messages. Each is one seek of the
+  // group index.
+  auto next_group = [&](const std::optional<std::string>& from)
+      -> Result<std::optional<std::string>> {
+    static constexpr const char* kAfter = R"sql(
+      SELECT grp FROM sqlq_messages WHERE queue_id = ?1 AND grp > ?2
+      ORDER BY grp LIMIT 1)sql";
+    static constexpr const char* kFirst = R"sql(
+      SELECT grp FROM sqlq_messages WHERE queue_id = ?1 AND grp IS NOT NULL
+      ORDER BY grp LIMIT 1)sql";
+    for (const char* sql : {kAfter, kFirst}) {
+      if (sql == kAfter && !from) continue;
+      SQLQ_PREPARE(st, conn, sql);
+      st.Bind(1, p.queue_id);
+      if (sql == kAfter) st.BindText(2, *from);
+      int rc = st.Step();
+      if (rc == SQLITE_ROW) return std::optional<std::string>(st.Text(0));
+      if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "claim");
+    }
+    return std::optional<std::string>();
+  };
+  // The group's candidate: ordered, its first message if that is ready;
+  // fair, its first ready message.
+  auto candidate =
+      [&](const std::string& group) -> Result<std::optional<Candidate>> {
+    static constexpr const char* kHead = R"sql(
+      SELECT id, priority, ready_us, token, attempts, enqueued_us, payload,
+             headers
+      FROM sqlq_messages WHERE queue_id = ?1 AND grp = ?2
+      ORDER BY id LIMIT 1)sql";
+    static constexpr const char* kReady = R"sql(
+      SELECT id, priority, ready_us, token, attempts, enqueued_us, payload,
+             headers
+      FROM sqlq_messages WHERE queue_id = ?1 AND grp = ?2 AND ready_us <= ?3
+      ORDER BY id LIMIT 1)sql";
+    SQLQ_PREPARE(st, conn, ordered ? kHead : kReady);
+    st.Bind(1, p.queue_id).BindText(2, group);
+    if (!ordered) st.Bind(3, now);
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return std::optional<Candidate>();
+    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "claim");
+    if (st.Int(2) > now) return std::optional<Candidate>();
+    return std::optional<Candidate>(Candidate{
+        st.Int(0), st.Int(1), st.Int(2), st.Int(3), st.Int(4), st.Int(5),
+        st.Blob(6), st.IsNull(7) ? std::string() : st.Text(7), group});
+  };
+  std::optional<std::string> cursor = p.after_group;
+  // The groups looked at since the last lease: one seen again means a
+  // round without a lease, and the claim is over (ClaimParams).
+  std::set<std::string> idle;
+  while (static_cast<int>(out.messages.size()) < p.max) {
+    auto group = next_group(cursor);
+    if (!group.ok()) return group.status();
+    if (!group->has_value()) break;
+    if (!idle.insert(**group).second) break;
+    if (static_cast<int>(idle.size()) > core::kMaxIdleGroups) break;
+    cursor = **group;
+    out.last_group = **group;
+    auto m = candidate(**group);
+    if (!m.ok()) return m.status();
+    // Out of attempts: a dead letter, and the group's next candidate
+    // looked at in its place.
+    while (m->has_value() && (*m)->attempts >= p.max_attempts) {
+      if ((*m)->token != 0) ++out.expirations;
+      Status s = BuryCandidate(conn, p, **m, now, out);
+      if (!s.ok()) return s;
+      idle.clear();
+      m = candidate(**group);
+      if (!m.ok()) return m.status();
+    }
+    if (!m->has_value()) continue;
+    if (p.max_bytes != 0 && !out.messages.empty() &&
+        bytes + (*m)->payload.size() > p.max_bytes) {
+      break;
+    }
+    if ((*m)->token != 0) ++out.expirations;
+    bytes += (*m)->payload.size();
+    Status s = LeaseCandidate(conn, p, **m, until, out);
+    if (!s.ok()) return s;
+    idle.clear();
+  }
+  if (out.messages.size() + out.expirations + out.dead_lettered == 0) {
     return out;
   }
   Status s = AddCounters(conn, p.queue_id, out.Counters());
@@ -291,9 +407,10 @@ Status SqliteEngine::MoveToDead(SqliteConn& conn, std::int64_t id,
   {
     SQLQ_PREPARE(st, conn,
                  "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, "
-                 "enqueued_us, died_us, last_error, payload, headers, errors) "
-                 "SELECT id, queue_id, priority, attempts, enqueued_us, ?2, "
-                 "?3, payload, headers, " SQLQ_SQLITE_APPEND_ERROR(
+                 "enqueued_us, died_us, last_error, payload, headers, grp, "
+                 "errors) SELECT id, queue_id, priority, attempts, "
+                 "enqueued_us, ?2, ?3, payload, headers, grp, "
+                 "" SQLQ_SQLITE_APPEND_ERROR(
                      "?4", "?5") " FROM sqlq_messages WHERE id = ?1");
     st.Bind(1, id)
         .Bind(2, now)

@@ -43,6 +43,10 @@ class Stmt {
                       SQLITE_STATIC);
     return *this;
   }
+  Stmt& BindNull(int i) {
+    sqlite3_bind_null(stmt_, i);
+    return *this;
+  }
   // Empty text binds NULL.
   Stmt& BindTextOrNull(int i, std::string_view v) {
     if (v.empty()) {

@@ -196,7 +196,7 @@ class SqliteEngine : public core::Engine {
   static constexpr const char* kSelectQueue = R"sql(
     SELECT id, name, max_attempts, lease_us, backoff_base_us, backoff_max_us,
            archive, retention_us, max_payload, created_us, paused,
-           dead_retention_us, unique_for_us
+           dead_retention_us, unique_for_us, group_mode
     FROM sqlq_queues)sql";
 
   Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override;
@@ -234,6 +234,23 @@ class SqliteEngine : public core::Engine {
 
   Result<core::ClaimOutcome> Claim(Conn& c,
                                    const core::ClaimParams& p) override;
+
+  // A message a claim may lease or dead-letter.
+  struct Candidate {
+    std::int64_t id, priority, ready_us, token, attempts, enqueued_us;
+    std::string payload, headers, group;
+  };
+  // Leases `m` until `until` for claim `p`, adding it to `out`.
+  Status LeaseCandidate(SqliteConn& conn, const core::ClaimParams& p,
+                        Candidate& m, std::int64_t until,
+                        core::ClaimOutcome& out);
+  // Moves `m`, out of attempts, to the dead letters.
+  Status BuryCandidate(SqliteConn& conn, const core::ClaimParams& p,
+                       const Candidate& m, std::int64_t now,
+                       core::ClaimOutcome& out);
+  // Claim of a queue with groups (ClaimParams::groups).
+  Result<core::ClaimOutcome> ClaimGroups(SqliteConn& conn,
+                                         const core::ClaimParams& p);
 
   Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
                                                std::int64_t queue_id) override;

@@ -30,10 +30,12 @@ Result<core::QueueRecord> SqliteEngine::CreateQueue(
   SQLQ_PREPARE(st, conn, R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
       backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
-      unique_for_us, created_us)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+      unique_for_us, created_us, group_mode)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
     ON CONFLICT (name) DO NOTHING)sql");
-  BindOptions(st.BindText(1, name), 2, o).Bind(11, Us(now));
+  BindOptions(st.BindText(1, name), 2, o)
+      .Bind(11, Us(now))
+      .Bind(12, static_cast<int>(o.groups));
   Status s = st.Run("create queue");
   if (!s.ok()) return s;
   if (conn.changes() == 0) return Taken(conn, name);
@@ -243,8 +245,9 @@ Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
       const std::string headers = core::EncodeHeaders(m.headers);
       SQLQ_PREPARE(st, conn, R"sql(
         INSERT INTO sqlq_messages
-          (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers)
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+          (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers,
+           grp)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
         ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING)sql");
       st.Bind(1, p.queue_id)
           .Bind(2, m.priority)
@@ -253,6 +256,11 @@ Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
           .BindTextOrNull(5, m.dedup_key)
           .BindBlob(6, m.payload)
           .BindTextOrNull(7, headers);
+      if (auto g = core::GroupOf(m, p.grouped)) {
+        st.BindText(8, *g);
+      } else {
+        st.BindNull(8);
+      }
       Status s = st.Run("send");
       if (!s.ok()) return s;
     }
@@ -301,15 +309,15 @@ Result<std::int64_t> SqliteEngine::Redrive(Conn& c,
   // (never reused, see schema.h) but not a dedup key.
   static constexpr const char* kInsertAll = R"sql(
     INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
-      enqueued_us, last_error, payload, headers, errors)
+      enqueued_us, last_error, payload, headers, errors, grp)
     SELECT id, queue_id, priority, ?2, 0, enqueued_us, last_error, payload,
-           headers, errors
+           headers, errors, grp
     FROM sqlq_dead WHERE queue_id = ?1 ORDER BY id)sql";
   static constexpr const char* kInsertOne = R"sql(
     INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
-      enqueued_us, last_error, payload, headers, errors)
+      enqueued_us, last_error, payload, headers, errors, grp)
     SELECT id, queue_id, priority, ?2, 0, enqueued_us, last_error, payload,
-           headers, errors
+           headers, errors, grp
     FROM sqlq_dead WHERE queue_id = ?1 AND id = ?3)sql";
   std::int64_t moved = 0;
   if (ids.empty()) {

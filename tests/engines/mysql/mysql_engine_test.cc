@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engines/mysql/dialect.h"
+#include "engines/shared/sql_groups.h"
 #include "sqlq/queue.h"
 #include "sqlq/status.h"
 #include "sqlq/store.h"
@@ -433,6 +434,56 @@ TEST_F(MysqlEngineTest, ClaimReadsTheIndexInOrderWithoutFilesort) {
 // filesort, whatever else the table holds. The statements are the engine's own
 // (engines/shared/message_sql.h), with their values in place of the
 // placeholders.
+// The statements of a grouped claim (engines/shared/sql_groups.h) are
+// ranges of the group index: never the whole table, never a filesort.
+TEST_F(MysqlEngineTest, GroupClaimStatementsSeekTheGroupIndex) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue plain, store->CreateQueue("plain", {}));
+  ASSERT_OK_AND_ASSIGN(
+      WorkQueue grouped,
+      store->CreateQueue("grouped", {.groups = GroupMode::kOrdered}));
+  ASSERT_OK(
+      plain.SendBatch(std::vector<Message>(2000, Message{.payload = "m"})));
+  std::vector<Message> batch;
+  for (int i = 0; i < 2000; ++i) {
+    batch.push_back({.payload = "m", .group = "g" + std::to_string(i % 50)});
+  }
+  ASSERT_OK(grouped.SendBatch(batch));
+  Raw raw(db_->url());
+  raw.Query("ANALYZE TABLE sqlq_messages");
+  const std::string id =
+      raw.Query("SELECT id FROM sqlq_queues WHERE name = 'grouped'");
+  auto filled = [](std::string sql, const std::vector<std::string>& values) {
+    std::size_t at = 0;
+    for (const std::string& v : values) {
+      at = sql.find('?', at);
+      sql.replace(at, 1, v);
+      at += v.size();
+    }
+    return sql;
+  };
+  for (const std::string& sql :
+       {filled(engines::shared::kGroupAfterSql, {id, "'g17'"}),
+        filled(engines::shared::kGroupFirstSql, {id}),
+        filled(engines::shared::kGroupHeadSql, {id, "'g17'"}),
+        filled(std::string("SELECT id FROM sqlq_messages ") +
+                   engines::shared::kGroupReadyWhere,
+               {id, "'g17'", "9000000000000000"})}) {
+    const std::string plan = raw.Query("EXPLAIN FORMAT=JSON " + sql);
+    EXPECT_EQ(plan.find("\"access_type\": \"ALL\""), std::string::npos)
+        << sql << "\n"
+        << plan;
+    EXPECT_EQ(plan.find("filesort"), std::string::npos) << sql << "\n" << plan;
+    // min(id) of one group is answered from the index alone ("Select
+    // tables optimized away"); the others read it.
+    EXPECT_TRUE(plan.find("sqlq_messages_group") != std::string::npos ||
+                plan.find("optimized away") != std::string::npos)
+        << sql << "\n"
+        << plan;
+  }
+}
+
 TEST_F(MysqlEngineTest, ListingWalksThePrimaryKeyWithoutFilesort) {
   auto store = OpenStore();
   ASSERT_TRUE(store);

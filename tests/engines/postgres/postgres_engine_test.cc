@@ -20,6 +20,7 @@
 #include "engines/postgres/dialect.h"
 #include "engines/postgres/schema.h"
 #include "engines/postgres/statements.h"
+#include "engines/shared/sql_groups.h"
 #include "sqlq/queue.h"
 #include "sqlq/status.h"
 #include "sqlq/store.h"
@@ -375,6 +376,66 @@ TEST_F(PostgresEngineTest, ListingPlansWalkThePrimaryKeyWhateverTheStats) {
   PQfinish(c);
 }
 
+// `sql` with its ? placeholders replaced by `values` (SQL literals), in
+// order: a statement to EXPLAIN.
+std::string Filled(std::string sql, const std::vector<std::string>& values) {
+  std::size_t at = 0;
+  for (const std::string& v : values) {
+    at = sql.find('?', at);
+    if (at == std::string::npos) break;
+    sql.replace(at, 1, v);
+    at += v.size();
+  }
+  return sql;
+}
+
+// The statements of a grouped claim (engines/shared/sql_groups.h) are seeks
+// of the group index whatever the statistics say: never a scan of the
+// queue, never a sort, beside a plain queue's messages.
+TEST_F(PostgresEngineTest, GroupClaimPlansSeekTheGroupIndexWhateverTheStats) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue plain, store->CreateQueue("plain", {}));
+  ASSERT_OK_AND_ASSIGN(
+      WorkQueue grouped,
+      store->CreateQueue("grouped", {.groups = GroupMode::kOrdered}));
+  PGconn* c = Raw();
+  Query(c, "VACUUM ANALYZE sqlq_messages");  // the table is empty
+  ASSERT_OK(
+      plain.SendBatch(std::vector<Message>(5000, Message{.payload = "m"})));
+  std::vector<Message> batch;
+  for (int i = 0; i < 5000; ++i) {
+    batch.push_back({.payload = "m", .group = "g" + std::to_string(i % 50)});
+  }
+  ASSERT_OK(grouped.SendBatch(batch));
+  const std::string id =
+      Query(c, "SELECT id FROM sqlq_queues WHERE name = 'grouped'");
+  const std::string group = "'g17'::bytea";
+  for (const char* stats : {"after a vacuum of the empty table", "fresh"}) {
+    SCOPED_TRACE(stats);
+    if (std::string(stats) == "fresh") Query(c, "ANALYZE sqlq_messages");
+    for (const std::string& sql :
+         {Filled(engines::shared::kGroupAfterSql, {id, group}),
+          Filled(engines::shared::kGroupFirstSql, {id}),
+          Filled(engines::shared::kGroupHeadSql, {id, group}),
+          Filled(std::string("SELECT id FROM sqlq_messages ") +
+                     engines::shared::kGroupReadyWhere,
+                 {id, group, "9000000000000000"})}) {
+      const std::string plan = Query(c, "EXPLAIN (FORMAT JSON) " + sql);
+      EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_group\""),
+                std::string::npos)
+          << sql << "\n"
+          << plan;
+      EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << sql << "\n"
+                                                          << plan;
+      EXPECT_EQ(plan.find("\"Node Type\": \"Sort\""), std::string::npos)
+          << sql << "\n"
+          << plan;
+    }
+  }
+  PQfinish(c);
+}
+
 // Messages have no foreign key to their queue (schema version 3): what keeps
 // a send racing DropQueue from leaving messages behind is the queue row's
 // lock. Senders in other stores send until the queue is gone; whatever they
@@ -449,9 +510,13 @@ TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
   Query(c, "DELETE FROM sqlq_schema WHERE version > 2");
   Query(c, "DROP INDEX sqlq_dead_died");
   Query(c, "DROP TABLE sqlq_dedup_holds");
+  Query(c, "DROP INDEX sqlq_messages_group");
+  Query(c, "ALTER TABLE sqlq_messages DROP COLUMN grp");
+  Query(c, "ALTER TABLE sqlq_dead DROP COLUMN grp");
   Query(c,
         "ALTER TABLE sqlq_queues DROP COLUMN paused, DROP COLUMN "
-        "dead_retention_us, DROP COLUMN unique_for_us");
+        "dead_retention_us, DROP COLUMN unique_for_us, DROP COLUMN "
+        "group_mode");
   for (const char* table : {"sqlq_messages", "sqlq_dead", "sqlq_archive"}) {
     Query(c, std::string("ALTER TABLE ") + table +
                  " DROP COLUMN headers, DROP COLUMN errors");

@@ -1,0 +1,184 @@
+// SqlEngine (sql_engine.h): the claims of queues with groups
+// (ClaimParams::groups), the same on PostgreSQL and MariaDB. Included only
+// where an engine instantiates SqlEngine<D>.
+//
+// A claim goes round the queue's groups in key order from where this
+// handle's last claim stopped, one seek of the group index
+// (queue_id, grp, id) per group, and looks at one candidate per group:
+// kOrdered the group's first message, kFair its first ready one. Only
+// candidates are locked (FOR UPDATE SKIP LOCKED), so claims never wait for
+// each other: a candidate another claim holds is passed over with its
+// group.
+//
+// Ordered groups: the head is found by a plain read of min(id), then
+// locked by id. A lock on the head itself (not "the first row of the
+// group that is not locked") is what keeps two claims from leasing two
+// messages of one group: a claim that finds the head locked skips the
+// group, and one that locks it after another leased it reads the leased
+// row (a locking read sees the latest version) and skips it as not ready.
+// A head deleted meanwhile (acked) is not found by id: the group waits for
+// the next claim.
+
+#ifndef SQLQ_ENGINES_SHARED_SQL_GROUPS_H_
+#define SQLQ_ENGINES_SHARED_SQL_GROUPS_H_
+
+#include <set>
+#include <string>
+
+#include "core/columns.h"
+#include "core/errors.h"
+#include "core/rows.h"
+#include "engines/shared/sql_engine.h"
+
+namespace sqlq::engines::shared {
+
+// The statements of the walk, with ? placeholders (tests EXPLAIN them):
+// the group after a key, the first group, a group's head, and a fair
+// group's first ready message (the columns selected go before it).
+inline constexpr const char* kGroupAfterSql = R"sql(
+  SELECT grp FROM sqlq_messages WHERE queue_id = ? AND grp > ?
+  ORDER BY grp LIMIT 1)sql";
+inline constexpr const char* kGroupFirstSql = R"sql(
+  SELECT grp FROM sqlq_messages WHERE queue_id = ? AND grp IS NOT NULL
+  ORDER BY grp LIMIT 1)sql";
+inline constexpr const char* kGroupHeadSql = R"sql(
+  SELECT min(id) FROM sqlq_messages WHERE queue_id = ? AND grp = ?)sql";
+inline constexpr const char* kGroupReadyWhere =
+    "WHERE queue_id = ? AND grp = ? AND ready_us <= ? ORDER BY id LIMIT 1 "
+    "FOR UPDATE SKIP LOCKED";
+
+template <class D>
+Result<core::ClaimOutcome> SqlEngine<D>::ClaimGroups(
+    DConn& conn, const core::ClaimParams& p) {
+  auto now_r = NowUs(conn);
+  if (!now_r.ok()) return now_r.status();
+  const std::int64_t now = *now_r;
+  const std::int64_t until = now + p.lease.count();
+  const bool ordered = p.groups == GroupMode::kOrdered;
+  static const std::string kAfter = D::Statement(kGroupAfterSql);
+  static const std::string kFirst = D::Statement(kGroupFirstSql);
+  static const std::string kHead = D::Statement(kGroupHeadSql);
+  static const std::string kColumns =
+      std::string(
+          "SELECT id, priority, ready_us, token, attempts, "
+          "enqueued_us, payload, ") +
+      D::kMessageStyle.headers_column + " FROM sqlq_messages ";
+  static const std::string kLockHead =
+      D::Statement(kColumns + "WHERE id = ? FOR UPDATE SKIP LOCKED");
+  static const std::string kLockReady =
+      D::Statement(kColumns + kGroupReadyWhere);
+  static const std::string kLease = D::Statement(D::kLeaseOne);
+
+  auto next_group = [&](const std::optional<std::string>& from)
+      -> Result<std::optional<std::string>> {
+    if (from) {
+      auto rows = conn.Run(kAfter, Params().Int(p.queue_id).Bytes(*from),
+                           "claim (groups)");
+      if (!rows.ok()) return rows.status();
+      if (rows->size() > 0) {
+        return std::optional<std::string>(rows->Bytes(0, 0));
+      }
+    }
+    auto rows = conn.Run(kFirst, Params().Int(p.queue_id), "claim (groups)");
+    if (!rows.ok()) return rows.status();
+    if (rows->size() == 0) return std::optional<std::string>();
+    return std::optional<std::string>(rows->Bytes(0, 0));
+  };
+  // The group's candidate, locked; none when it has none that is ready.
+  auto lock = [&](const std::string& group) -> Result<std::optional<Rows>> {
+    if (!ordered) {
+      auto rows =
+          conn.Run(kLockReady, Params().Int(p.queue_id).Bytes(group).Int(now),
+                   "claim (groups)");
+      if (!rows.ok()) return rows.status();
+      return std::optional<Rows>(std::move(*rows));
+    }
+    auto head = conn.Run(kHead, Params().Int(p.queue_id).Bytes(group),
+                         "claim (groups)");
+    if (!head.ok()) return head.status();
+    if (head->size() == 0 || head->IsNull(0, 0)) return std::optional<Rows>();
+    auto rows =
+        conn.Run(kLockHead, Params().Int(head->Int(0, 0)), "claim (groups)");
+    if (!rows.ok()) return rows.status();
+    return std::optional<Rows>(std::move(*rows));
+  };
+  auto candidate =
+      [&](const std::string& group) -> Result<std::optional<Rows>> {
+    auto rows = lock(group);
+    if (!rows.ok() || !rows->has_value()) return rows;
+    const Rows& r = **rows;
+    if (r.size() == 0 || r.Int(0, 2) > now) return std::optional<Rows>();
+    return rows;
+  };
+
+  core::ClaimOutcome out;
+  std::size_t bytes = 0;
+  std::optional<std::string> cursor = p.after_group;
+  // The groups looked at since the last lease: one seen again means a
+  // round without a lease, and the claim is over (ClaimParams).
+  std::set<std::string> idle;
+  while (static_cast<int>(out.messages.size()) < p.max) {
+    auto group = next_group(cursor);
+    if (!group.ok()) return group.status();
+    if (!group->has_value()) break;
+    if (!idle.insert(**group).second) break;
+    if (static_cast<int>(idle.size()) > core::kMaxIdleGroups) break;
+    cursor = **group;
+    out.last_group = **group;
+    auto m = candidate(**group);
+    if (!m.ok()) return m.status();
+    // Out of attempts: a dead letter, and the group's next candidate
+    // looked at in its place.
+    while (m->has_value() && (*m)->Int(0, 4) >= p.max_attempts) {
+      if ((*m)->Int(0, 3) != 0) ++out.expirations;
+      Status s = BuryExhausted(conn, {(*m)->Int(0, 0)}, now, p);
+      if (!s.ok()) return s;
+      ++out.dead_lettered;
+      idle.clear();
+      m = candidate(**group);
+      if (!m.ok()) return m.status();
+    }
+    if (!m->has_value()) continue;
+    const Rows& r = **m;
+    const std::string payload = r.Bytes(0, 6);
+    if (p.max_bytes != 0 && !out.messages.empty() &&
+        bytes + payload.size() > p.max_bytes) {
+      break;
+    }
+    Params lease;
+    lease.Int(core::TokenBits(p.token)).Int(until);
+    if (p.worker.empty()) {
+      lease.Null();
+    } else {
+      lease.Bytes(p.worker);
+    }
+    lease.Int(r.Int(0, 0));
+    auto leased = conn.Run(kLease, lease, "claim (groups)");
+    if (!leased.ok()) return leased.status();
+    if (r.Int(0, 3) != 0) ++out.expirations;
+    bytes += payload.size();
+    ClaimedMessage cm;
+    cm.id = r.Int(0, 0);
+    cm.priority = static_cast<std::int32_t>(r.Int(0, 1));
+    cm.attempt = static_cast<int>(r.Int(0, 4)) + 1;
+    cm.enqueued_at = core::FromUs(r.Int(0, 5));
+    cm.payload = payload;
+    cm.lease_expires_at = core::FromUs(until);
+    if (!r.IsNull(0, 7)) cm.headers = core::DecodeHeaders(r.Bytes(0, 7));
+    cm.group = **group;
+    out.messages.push_back(std::move(cm));
+    idle.clear();
+  }
+  if (out.messages.size() + out.expirations + out.dead_lettered == 0) {
+    Status checked = CheckQueue(conn, p.queue_id, /*lock=*/false);
+    if (!checked.ok()) return checked;
+    return out;
+  }
+  Status s = AddCounters(conn, p.queue_id, out.Counters());
+  if (!s.ok()) return s;
+  return out;
+}
+
+}  // namespace sqlq::engines::shared
+
+#endif  // SQLQ_ENGINES_SHARED_SQL_GROUPS_H_

@@ -1,0 +1,287 @@
+// Conformance of groups (docs/semantics.md, "Groups"): ordered groups
+// deliver in send order one message at a time, fair queues share claims
+// round-robin between groups, and plain queues keep a message's group
+// without letting it change the order. Every engine runs it unchanged, on
+// a ManualClock.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "sqlq/queue.h"
+#include "sqlq/status.h"
+#include "sqlq/store.h"
+#include "tests/conformance/engine_fixture.h"
+
+namespace sqlq::test {
+namespace {
+
+using std::chrono::seconds;
+
+class GroupConformance : public EngineTest {
+ protected:
+  WorkQueue MakeQueue(QueueOptions o) {
+    auto q = store_->CreateQueue("jobs", o);
+    EXPECT_TRUE(q.ok()) << q.status().ToString();
+    return std::move(*q);
+  }
+  void SendTo(WorkQueue& q, const std::string& group,
+              const std::vector<std::string>& payloads) {
+    std::vector<Message> batch;
+    for (const std::string& p : payloads) {
+      batch.push_back({.payload = p, .group = group});
+    }
+    auto r = q.SendBatch(batch);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  // The payloads a claim of up to `max` returns, in order.
+  std::vector<std::string> Claim(WorkQueue& q, int max,
+                                 std::vector<ClaimedMessage>* out = nullptr) {
+    auto r = q.Claim({.max = max});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    std::vector<std::string> payloads;
+    if (!r.ok()) return payloads;
+    for (const ClaimedMessage& m : *r) payloads.push_back(m.payload);
+    if (out != nullptr) *out = std::move(*r);
+    return payloads;
+  }
+  using Payloads = std::vector<std::string>;
+};
+
+TEST_P(GroupConformance, OrderedGroupsDeliverInSendOrderOneAtATime) {
+  WorkQueue q = MakeQueue({.groups = GroupMode::kOrdered});
+  SendTo(q, "acct-1", {"a1", "a2", "a3"});
+  SendTo(q, "acct-2", {"b1", "b2"});
+  std::vector<ClaimedMessage> leased;
+  EXPECT_EQ(Claim(q, 10, &leased), (Payloads{"a1", "b1"}));
+  ASSERT_EQ(leased.size(), 2u);
+  EXPECT_EQ(leased[0].group, "acct-1");
+  EXPECT_TRUE(Claim(q, 10).empty()) << "a group's next message while its "
+                                       "head is leased";
+  ASSERT_OK(q.Ack(leased[0].receipt));
+  EXPECT_EQ(Claim(q, 10), (Payloads{"a2"}));
+  // A nack keeps the group's head in place: the retry comes before b2.
+  ASSERT_OK(q.Nack(leased[1].receipt, {.delay = seconds(5)}));
+  EXPECT_TRUE(Claim(q, 10).empty());
+  clock_->Advance(seconds(5));
+  std::vector<ClaimedMessage> again;
+  EXPECT_EQ(Claim(q, 10, &again), (Payloads{"b1"}));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].attempt, 2);
+}
+
+TEST_P(GroupConformance, OrderedHeadIsRedeliveredAfterItsLeaseRanOut) {
+  WorkQueue q =
+      MakeQueue({.lease = seconds(30), .groups = GroupMode::kOrdered});
+  SendTo(q, "g", {"first", "second"});
+  EXPECT_EQ(Claim(q, 5), (Payloads{"first"}));
+  clock_->Advance(seconds(31));
+  std::vector<ClaimedMessage> again;
+  EXPECT_EQ(Claim(q, 5, &again), (Payloads{"first"}));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].attempt, 2);
+}
+
+TEST_P(GroupConformance, DeadLetterOrDeletionOfTheHeadFreesItsGroup) {
+  WorkQueue q = MakeQueue(
+      {.max_attempts = 1, .lease = seconds(30), .groups = GroupMode::kOrdered});
+  SendTo(q, "g", {"m1", "m2", "m3", "m4"});
+  std::vector<ClaimedMessage> leased;
+  EXPECT_EQ(Claim(q, 5, &leased), (Payloads{"m1"}));
+  ASSERT_OK(q.Nack(leased[0].receipt, {.error = "bad"}));  // last attempt
+  EXPECT_EQ(Claim(q, 5, &leased), (Payloads{"m2"}));
+  // Its lease runs out on its last attempt: the claim dead-letters it and
+  // takes the next.
+  clock_->Advance(seconds(31));
+  EXPECT_EQ(Claim(q, 5, &leased), (Payloads{"m3"}));
+  ASSERT_OK_AND_ASSIGN(std::int64_t deleted, q.Delete({.ids = {leased[0].id}}));
+  EXPECT_EQ(deleted, 1);
+  EXPECT_EQ(Claim(q, 5), (Payloads{"m4"}));
+  ASSERT_OK_AND_ASSIGN(auto dead, q.ListDead());
+  EXPECT_EQ(dead.size(), 2u);
+}
+
+TEST_P(GroupConformance, MessagesWithoutAGroupShareTheEmptyGroup) {
+  WorkQueue q = MakeQueue({.groups = GroupMode::kOrdered});
+  ASSERT_OK(q.Send({.payload = "x"}));
+  ASSERT_OK(q.Send({.payload = "y"}));
+  std::vector<ClaimedMessage> leased;
+  EXPECT_EQ(Claim(q, 5, &leased), (Payloads{"x"}));
+  EXPECT_EQ(leased[0].group, "");
+  ASSERT_OK(q.Ack(leased[0].receipt));
+  EXPECT_EQ(Claim(q, 5), (Payloads{"y"}));
+}
+
+TEST_P(GroupConformance, FairClaimsServeEveryGroupBesideAFloodingOne) {
+  WorkQueue q = MakeQueue({.groups = GroupMode::kFair});
+  std::vector<std::string> flood;
+  for (int i = 0; i < 300; ++i) flood.push_back("big-" + std::to_string(i));
+  SendTo(q, "big", flood);
+  SendTo(q, "small-1", {"s1-0", "s1-1"});
+  SendTo(q, "small-2", {"s2-0"});
+  // Round-robin in group order: one from each group per round.
+  EXPECT_EQ(Claim(q, 4), (Payloads{"big-0", "s1-0", "s2-0", "big-1"}));
+  // The next claim goes on where the last stopped.
+  EXPECT_EQ(Claim(q, 2), (Payloads{"s1-1", "big-2"}));
+  EXPECT_EQ(Claim(q, 2), (Payloads{"big-3", "big-4"}));
+}
+
+TEST_P(GroupConformance, FairClaimsOfOneMessageTakeTheGroupsInTurn) {
+  WorkQueue q = MakeQueue({.groups = GroupMode::kFair});
+  SendTo(q, "a", {"a0", "a1", "a2"});
+  SendTo(q, "b", {"b0", "b1", "b2"});
+  SendTo(q, "c", {"c0"});
+  Payloads got;
+  for (int i = 0; i < 7; ++i) {
+    auto one = Claim(q, 1);
+    ASSERT_EQ(one.size(), 1u) << "claim " << i;
+    got.push_back(one[0]);
+  }
+  EXPECT_EQ(got, (Payloads{"a0", "b0", "c0", "a1", "b1", "a2", "b2"}));
+}
+
+TEST_P(GroupConformance, PlainQueuesKeepTheGroupAndIgnoreIt) {
+  WorkQueue q = MakeQueue({});
+  SendTo(q, "g", {"1", "2"});
+  std::vector<ClaimedMessage> leased;
+  EXPECT_EQ(Claim(q, 5, &leased), (Payloads{"1", "2"}));
+  EXPECT_EQ(leased[0].group, "g");
+  ASSERT_OK(q.Send({.payload = "none"}));
+  EXPECT_EQ(Claim(q, 5, &leased), (Payloads{"none"}));
+  EXPECT_EQ(leased[0].group, "");
+}
+
+TEST_P(GroupConformance, BadGroupsAndModeChangesAreRefused) {
+  WorkQueue q = MakeQueue({.groups = GroupMode::kOrdered});
+  EXPECT_CODE(q.Send({.payload = "x", .group = std::string(256, 'g')}),
+              Code::kInvalidArgument);
+  ASSERT_OK(q.Send({.payload = "x", .group = std::string(255, 'g')}));
+  QueueOptions o = q.options();
+  o.groups = GroupMode::kFair;
+  EXPECT_CODE(q.Alter(o), Code::kInvalidArgument);
+  EXPECT_EQ(q.options().groups, GroupMode::kOrdered);
+  ASSERT_OK_AND_ASSIGN(WorkQueue again, store_->Queue("jobs"));
+  EXPECT_EQ(again.options().groups, GroupMode::kOrdered);
+  EXPECT_CODE(ParseGroupMode("sorted"), Code::kInvalidArgument);
+}
+
+TEST_P(GroupConformance, RedrivenDeadLetterComesBackAtTheHeadOfItsGroup) {
+  WorkQueue q = MakeQueue({.max_attempts = 1, .groups = GroupMode::kOrdered});
+  SendTo(q, "g", {"first", "second", "third"});
+  std::vector<ClaimedMessage> leased;
+  EXPECT_EQ(Claim(q, 5, &leased), (Payloads{"first"}));
+  ASSERT_OK(q.Nack(leased[0].receipt));
+  EXPECT_EQ(Claim(q, 5, &leased), (Payloads{"second"}));
+  ASSERT_OK(q.Ack(leased[0].receipt));
+  // Redriven, the first message keeps its id and its group: it is the
+  // group's head again, before the third.
+  ASSERT_OK(q.RedriveAll());
+  EXPECT_EQ(Claim(q, 5, &leased), (Payloads{"first"}));
+  EXPECT_EQ(leased[0].group, "g");
+  ASSERT_OK(q.Ack(leased[0].receipt));
+  EXPECT_EQ(Claim(q, 5), (Payloads{"third"}));
+}
+
+// Consumers on two stores (as two processes would be) claim from one
+// ordered queue at once: no group ever has two messages leased, and each
+// group's messages are done in send order.
+TEST_P(GroupConformance, ConcurrentConsumersNeverHoldTwoMessagesOfAGroup) {
+  MakeQueue({.lease = std::chrono::minutes(10), .groups = GroupMode::kOrdered});
+  constexpr int kGroups = 4, kPerGroup = 30;
+  {
+    ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->Queue("jobs"));
+    for (int g = 0; g < kGroups; ++g) {
+      std::vector<std::string> payloads;
+      for (int i = 0; i < kPerGroup; ++i) {
+        payloads.push_back(std::to_string(g) + ":" + std::to_string(i));
+      }
+      SendTo(q, "g" + std::to_string(g), payloads);
+    }
+  }
+  auto other = Store::Open(db_->url(), StoreOptions{.clock = clock_});
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  std::mutex mu;
+  std::set<std::string> in_flight;           // guarded by mu
+  std::map<std::string, int> next_in_group;  // guarded by mu
+  std::vector<std::string> problems;         // guarded by mu
+  std::atomic<int> done{0};
+  auto consumer = [&](Store& store) {
+    auto q = store.Queue("jobs");
+    if (!q.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      problems.push_back(q.status().ToString());
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+    while (done.load() < kGroups * kPerGroup &&
+           std::chrono::steady_clock::now() < deadline) {
+      auto r = q->Claim({.max = 2});
+      if (!r.ok()) {
+        if (r.status().code() == Code::kBusy) continue;
+        std::lock_guard<std::mutex> lock(mu);
+        problems.push_back(r.status().ToString());
+        return;
+      }
+      // Leased from here until just before the ack: no other consumer may
+      // hold a message of the same group meanwhile.
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        for (const ClaimedMessage& m : *r) {
+          if (!in_flight.insert(m.group).second) {
+            problems.push_back("two messages of " + m.group + " leased");
+          }
+        }
+      }
+      for (const ClaimedMessage& m : *r) {
+        const auto colon = m.payload.find(':');
+        const int seq = std::stoi(m.payload.substr(colon + 1));
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (next_in_group[m.group] != seq) {
+            problems.push_back(m.group + ": got " + m.payload + ", want " +
+                               std::to_string(next_in_group[m.group]));
+          }
+          next_in_group[m.group] = seq + 1;
+          // Out of the set before the ack: the group's next message is
+          // claimable only once the ack commits.
+          in_flight.erase(m.group);
+        }
+        Status s = q->Ack(m.receipt);
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          problems.push_back("ack: " + s.ToString());
+        }
+        ++done;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back(consumer,
+                         i % 2 == 0 ? std::ref(*store_) : std::ref(**other));
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  EXPECT_EQ(done.load(), kGroups * kPerGroup);
+  for (int g = 0; g < kGroups; ++g) {
+    EXPECT_EQ(next_in_group["g" + std::to_string(g)], kPerGroup);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sqlite, GroupConformance,
+                         ::testing::Values(SqliteFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Postgres, GroupConformance,
+                         ::testing::Values(PostgresFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Mysql, GroupConformance,
+                         ::testing::Values(MysqlFactory()), EngineName);
+
+}  // namespace
+}  // namespace sqlq::test
