@@ -167,6 +167,24 @@ Result<RunResult> RunSend(WorkQueue q, long total, int threads, int per_call,
   });
 }
 
+// Sends `total` messages in batches of 1000 from two threads, spread over
+// `groups` groups in turn (message k in group-(k mod groups)).
+Result<RunResult> FillGroups(WorkQueue q, long total, long groups,
+                             std::size_t payload, const std::string& label) {
+  std::atomic<long> counter{0};
+  const std::string body = Payload(payload);
+  return RunCalls(total, 2, 1000, label, [&](long n) {
+    std::vector<Message> batch;
+    batch.reserve(static_cast<std::size_t>(n));
+    for (long i = 0; i < n; ++i) {
+      const long k = counter++;
+      batch.push_back(
+          {.payload = body, .group = "group-" + std::to_string(k % groups)});
+    }
+    return q.SendBatch(batch).status();
+  });
+}
+
 // Pushes to `groups` groups (round robin over a per-thread random start) of
 // a ring with capacity 10: after the first 10 pushes of a group every push
 // also evicts one entry.
@@ -777,9 +795,15 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
                                   : workload == "workers-open"     ? "wo"
                                   : workload == "list-deep"        ? "ld"
                                   : workload == "list-deep-filter" ? "lf"
+                                  : workload == "drain-ordered"    ? "do"
+                                  : workload == "drain-fair"       ? "df"
                                                                    : "mx");
   (void)store.DropQueue(qname);
-  auto q = store.CreateQueue(qname, {.lease = std::chrono::minutes(5)});
+  auto q = store.CreateQueue(
+      qname, {.lease = std::chrono::minutes(5),
+              .groups = workload == "drain-ordered" ? GroupMode::kOrdered
+                        : workload == "drain-fair"  ? GroupMode::kFair
+                                                    : GroupMode::kNone});
   if (!q.ok()) return q.status();
   Result<RunResult> r = Status::Internal("unknown workload");
   if (workload == "send-1") {
@@ -795,6 +819,13 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
     r = RunDrain(*q, total, c.threads ? c.threads : 4,
                  workload == "drain-1" ? 1 : 10,
                  workload == "drain-1" ? c.ack : "", c.prefetch, label);
+  } else if (workload == "drain-ordered" || workload == "drain-fair") {
+    // drain-1 on a queue whose messages are spread over --groups groups.
+    long total = c.messages ? c.messages : 50000;
+    auto fill = FillGroups(*q, total, c.groups, c.payload, label + " (fill)");
+    if (!fill.ok()) return fill.status();
+    r = RunDrain(*q, total, c.threads ? c.threads : 4, 1, c.ack, c.prefetch,
+                 label);
   } else if (workload == "workers" || workload == "workers-open") {
     auto d = wire::ParseDuration(c.duration);
     if (!d.ok()) return d.status();
@@ -856,8 +887,10 @@ int Run(Config c) {
                                         "workers-open",
                                         "ring-push",
                                         "rotation-next"};
-  // Not in "all": filling a queue of a million messages takes a while.
-  const std::vector<std::string> also = {"list-deep", "list-deep-filter"};
+  // Not in "all": filling a queue of a million messages takes a while;
+  // the grouped drains are compared with drain-1 at the same --threads.
+  const std::vector<std::string> also = {"list-deep", "list-deep-filter",
+                                         "drain-ordered", "drain-fair"};
   if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
                                        "all") != c.workloads.end()) {
     c.workloads = all;
@@ -871,7 +904,8 @@ int Run(Config c) {
           "drain-10, mixed, workers, workers-open, baseline-send-1, "
           "baseline-send-batch, "
           "baseline-drain-1, baseline-drain-10, baseline-mixed, ring-push, "
-          "rotation-next, list-deep, list-deep-filter, all",
+          "rotation-next, list-deep, list-deep-filter, drain-ordered, "
+          "drain-fair, all",
           w)));
     }
   }
@@ -1092,8 +1126,9 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
   cmd->add_option(
       "--workload", c->workloads,
       "send-1, send-batch, drain-1, drain-10, mixed, workers, workers-open, "
-      "ring-push, rotation-next, list-deep, list-deep-filter (these two not "
-      "in all); baseline-send-1, "
+      "ring-push, rotation-next, list-deep, list-deep-filter, drain-ordered, "
+      "drain-fair (drain-1 on a queue of --groups groups, ordered or fair; "
+      "these four not in all); baseline-send-1, "
       "baseline-send-batch, "
       "baseline-drain-1, "
       "baseline-drain-10, baseline-mixed (the same on a hand-written "
@@ -1146,7 +1181,8 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
                 "a REPEATABLE READ snapshot open (vacuum then cannot remove "
                 "dead rows); reports vs_clean");
   cmd->add_option("--groups", c->groups,
-                  "ring-push: groups pushed to (default 1000)");
+                  "ring-push: groups pushed to; drain-ordered, drain-fair: "
+                  "groups the messages are spread over (default 1000)");
   // --server: HTTP workloads against a running sqlq serve (server_bench.h).
   auto sc = std::make_shared<ServerBenchConfig>();
   cmd->add_option(
