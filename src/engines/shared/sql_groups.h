@@ -22,11 +22,11 @@
 #ifndef SQLQ_ENGINES_SHARED_SQL_GROUPS_H_
 #define SQLQ_ENGINES_SHARED_SQL_GROUPS_H_
 
-#include <set>
 #include <string>
 
 #include "core/columns.h"
 #include "core/errors.h"
+#include "core/group_walk.h"
 #include "core/rows.h"
 #include "engines/shared/sql_engine.h"
 
@@ -102,73 +102,54 @@ Result<core::ClaimOutcome> SqlEngine<D>::ClaimGroups(
     if (!rows.ok()) return rows.status();
     return std::optional<Rows>(std::move(*rows));
   };
+  core::ClaimOutcome out;
+  // A locked candidate, as core::WalkGroups takes it.
+  struct Candidate {
+    ClaimedMessage m;  // but its payload
+    std::int64_t attempts = 0, token = 0;
+    std::string payload;
+  };
   auto candidate =
-      [&](const std::string& group) -> Result<std::optional<Rows>> {
+      [&](const std::string& group) -> Result<std::optional<Candidate>> {
     auto rows = lock(group);
-    if (!rows.ok() || !rows->has_value()) return rows;
+    if (!rows.ok()) return rows.status();
+    if (!rows->has_value()) return std::optional<Candidate>();
     const Rows& r = **rows;
-    if (r.size() == 0 || r.Int(0, 2) > now) return std::optional<Rows>();
-    return rows;
+    if (r.size() == 0 || r.Int(0, 2) > now) return std::optional<Candidate>();
+    std::optional<Candidate> c(std::in_place);
+    c->m.id = r.Int(0, 0);
+    c->m.priority = static_cast<std::int32_t>(r.Int(0, 1));
+    c->token = r.Int(0, 3);
+    c->attempts = r.Int(0, 4);
+    c->m.attempt = static_cast<int>(c->attempts) + 1;
+    c->m.enqueued_at = core::FromUs(r.Int(0, 5));
+    c->payload = r.Bytes(0, 6);
+    c->m.lease_expires_at = core::FromUs(until);
+    if (!r.IsNull(0, 7)) c->m.headers = core::DecodeHeaders(r.Bytes(0, 7));
+    c->m.group = group;
+    return c;
+  };
+  auto lease = [&](Candidate& c) -> Status {
+    Params params;
+    params.Int(core::TokenBits(p.token)).Int(until);
+    if (p.worker.empty()) {
+      params.Null();
+    } else {
+      params.Bytes(p.worker);
+    }
+    params.Int(c.m.id);
+    auto leased = conn.Run(kLease, params, "claim (groups)");
+    if (!leased.ok()) return leased.status();
+    c.m.payload = std::move(c.payload);
+    out.messages.push_back(std::move(c.m));
+    return Status::Ok();
   };
 
-  core::ClaimOutcome out;
-  std::size_t bytes = 0;
-  std::optional<std::string> cursor = p.after_group;
-  // The groups looked at since the last lease: one seen again means a
-  // round without a lease, and the claim is over (ClaimParams).
-  std::set<std::string> idle;
-  while (static_cast<int>(out.messages.size()) < p.max) {
-    auto group = next_group(cursor);
-    if (!group.ok()) return group.status();
-    if (!group->has_value()) break;
-    if (!idle.insert(**group).second) break;
-    if (static_cast<int>(idle.size()) > core::kMaxIdleGroups) break;
-    cursor = **group;
-    out.last_group = **group;
-    auto m = candidate(**group);
-    if (!m.ok()) return m.status();
-    // Out of attempts: a dead letter, and the group's next candidate
-    // looked at in its place.
-    while (m->has_value() && (*m)->Int(0, 4) >= p.max_attempts) {
-      if ((*m)->Int(0, 3) != 0) ++out.expirations;
-      Status s = BuryExhausted(conn, {(*m)->Int(0, 0)}, now, p);
-      if (!s.ok()) return s;
-      ++out.dead_lettered;
-      idle.clear();
-      m = candidate(**group);
-      if (!m.ok()) return m.status();
-    }
-    if (!m->has_value()) continue;
-    const Rows& r = **m;
-    const std::string payload = r.Bytes(0, 6);
-    if (p.max_bytes != 0 && !out.messages.empty() &&
-        bytes + payload.size() > p.max_bytes) {
-      break;
-    }
-    Params lease;
-    lease.Int(core::TokenBits(p.token)).Int(until);
-    if (p.worker.empty()) {
-      lease.Null();
-    } else {
-      lease.Bytes(p.worker);
-    }
-    lease.Int(r.Int(0, 0));
-    auto leased = conn.Run(kLease, lease, "claim (groups)");
-    if (!leased.ok()) return leased.status();
-    if (r.Int(0, 3) != 0) ++out.expirations;
-    bytes += payload.size();
-    ClaimedMessage cm;
-    cm.id = r.Int(0, 0);
-    cm.priority = static_cast<std::int32_t>(r.Int(0, 1));
-    cm.attempt = static_cast<int>(r.Int(0, 4)) + 1;
-    cm.enqueued_at = core::FromUs(r.Int(0, 5));
-    cm.payload = payload;
-    cm.lease_expires_at = core::FromUs(until);
-    if (!r.IsNull(0, 7)) cm.headers = core::DecodeHeaders(r.Bytes(0, 7));
-    cm.group = **group;
-    out.messages.push_back(std::move(cm));
-    idle.clear();
-  }
+  Status walked = core::WalkGroups(
+      p, out, next_group, candidate,
+      [&](const Candidate& c) { return BuryExhausted(conn, {c.m.id}, now, p); },
+      lease);
+  if (!walked.ok()) return walked;
   if (out.messages.size() + out.expirations + out.dead_lettered == 0) {
     Status checked = CheckQueue(conn, p.queue_id, /*lock=*/false);
     if (!checked.ok()) return checked;

@@ -1,8 +1,8 @@
 // SQLite engine: claims, acks, nacks and extends (the lease of a message).
 
-#include <set>
 #include <string>
 
+#include "core/group_walk.h"
 #include "engines/sqlite/sqlite_engine_impl.h"
 
 namespace sqlq::engines::sqlite {
@@ -42,15 +42,11 @@ Status SqliteEngine::LeaseCandidate(SqliteConn& conn,
 }
 
 Status SqliteEngine::BuryCandidate(SqliteConn& conn, const core::ClaimParams& p,
-                                   const Candidate& m, std::int64_t now,
-                                   core::ClaimOutcome& out) {
+                                   const Candidate& m, std::int64_t now) {
   std::string why = fmt::format("lease expired on attempt {} of {}", m.attempts,
                                 p.max_attempts);
-  Status s = MoveToDead(conn, m.id, why, now, core::kLeaseExpired, m.ready_us,
-                        p.unique_for);
-  if (!s.ok()) return s;
-  ++out.dead_lettered;
-  return Status::Ok();
+  return MoveToDead(conn, m.id, why, now, core::kLeaseExpired, m.ready_us,
+                    p.unique_for);
 }
 
 Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
@@ -122,8 +118,9 @@ Result<core::ClaimOutcome> SqliteEngine::Claim(Conn& c,
       }
       if (m.token != 0) ++out.expirations;
       if (dies) {
-        Status s = BuryCandidate(conn, p, m, now, out);
+        Status s = BuryCandidate(conn, p, m, now);
         if (!s.ok()) return s;
+        ++out.dead_lettered;
         buried = true;
         continue;
       }
@@ -150,7 +147,6 @@ Result<core::ClaimOutcome> SqliteEngine::ClaimGroups(
   const std::int64_t until = now + p.lease.count();
   const bool ordered = p.groups == GroupMode::kOrdered;
   core::ClaimOutcome out;
-  std::size_t bytes = 0;
   // The group after `from` in key order, else the first (a round wraps
   // around); none when the queue has no messages. Each is one seek of the
   // group index.
@@ -198,41 +194,11 @@ Result<core::ClaimOutcome> SqliteEngine::ClaimGroups(
         st.Int(0), st.Int(1), st.Int(2), st.Int(3), st.Int(4), st.Int(5),
         st.Blob(6), st.IsNull(7) ? std::string() : st.Text(7), group});
   };
-  std::optional<std::string> cursor = p.after_group;
-  // The groups looked at since the last lease: one seen again means a
-  // round without a lease, and the claim is over (ClaimParams).
-  std::set<std::string> idle;
-  while (static_cast<int>(out.messages.size()) < p.max) {
-    auto group = next_group(cursor);
-    if (!group.ok()) return group.status();
-    if (!group->has_value()) break;
-    if (!idle.insert(**group).second) break;
-    if (static_cast<int>(idle.size()) > core::kMaxIdleGroups) break;
-    cursor = **group;
-    out.last_group = **group;
-    auto m = candidate(**group);
-    if (!m.ok()) return m.status();
-    // Out of attempts: a dead letter, and the group's next candidate
-    // looked at in its place.
-    while (m->has_value() && (*m)->attempts >= p.max_attempts) {
-      if ((*m)->token != 0) ++out.expirations;
-      Status s = BuryCandidate(conn, p, **m, now, out);
-      if (!s.ok()) return s;
-      idle.clear();
-      m = candidate(**group);
-      if (!m.ok()) return m.status();
-    }
-    if (!m->has_value()) continue;
-    if (p.max_bytes != 0 && !out.messages.empty() &&
-        bytes + (*m)->payload.size() > p.max_bytes) {
-      break;
-    }
-    if ((*m)->token != 0) ++out.expirations;
-    bytes += (*m)->payload.size();
-    Status s = LeaseCandidate(conn, p, **m, until, out);
-    if (!s.ok()) return s;
-    idle.clear();
-  }
+  Status walked = core::WalkGroups(
+      p, out, next_group, candidate,
+      [&](const Candidate& m) { return BuryCandidate(conn, p, m, now); },
+      [&](Candidate& m) { return LeaseCandidate(conn, p, m, until, out); });
+  if (!walked.ok()) return walked;
   if (out.messages.size() + out.expirations + out.dead_lettered == 0) {
     return out;
   }

@@ -246,8 +246,7 @@ class SqliteEngine : public core::Engine {
                         core::ClaimOutcome& out);
   // Moves `m`, out of attempts, to the dead letters.
   Status BuryCandidate(SqliteConn& conn, const core::ClaimParams& p,
-                       const Candidate& m, std::int64_t now,
-                       core::ClaimOutcome& out);
+                       const Candidate& m, std::int64_t now);
   // Claim of a queue with groups (ClaimParams::groups).
   Result<core::ClaimOutcome> ClaimGroups(SqliteConn& conn,
                                          const core::ClaimParams& p);
