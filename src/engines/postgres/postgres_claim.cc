@@ -143,15 +143,9 @@ Status PostgresEngine::BuryExhausted(PgConn& conn,
       DELETE FROM sqlq_messages WHERE id = ANY($1::bigint[])
       RETURNING id, queue_id, priority, attempts, enqueued_us, payload,
                 headers, errors, grp, dedup, ready_us),
-    b AS (
-      INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
-        died_us, last_error, payload, headers, grp, errors)
-      SELECT id, queue_id, priority, attempts, enqueued_us, $2,
-        convert_to('lease expired on attempt ' || attempts || ' of ' ||
-                   $3::integer, 'UTF8'),
-        payload, headers, grp, )sql" +
-      AppendError("errors", "attempts", "ready_us", "'lease expired'") +
-      " FROM d) SELECT id, dedup FROM d";
+    b AS ()sql" +
+      InsertLeaseExpiredDead("d", "$2", "$3", "ready_us") +
+      ") SELECT id, dedup FROM d";
   auto rows = conn.Run(kSql.c_str(),
                        Params().IntArray(ids).Int(now).Int(p.max_attempts),
                        "claim (dead-letter)");

@@ -81,6 +81,26 @@ inline const std::string kAckManyArchiveKeyedSql =
     FROM d)
   SELECT id, dedup FROM d)sql";
 
+// The dead letters of messages whose last lease ran out, from the rows of
+// `from` (a CTE deleted from sqlq_messages, with its columns): died at
+// `died`, out of `max_attempts`, the failed attempt's lease having ended
+// at `lease_end` (SQL expressions).
+inline std::string InsertLeaseExpiredDead(std::string_view from,
+                                          std::string_view died,
+                                          std::string_view max_attempts,
+                                          std::string_view lease_end) {
+  return "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, "
+         "enqueued_us, died_us, last_error, payload, headers, grp, errors) "
+         "SELECT id, queue_id, priority, attempts, enqueued_us, " +
+         std::string(died) +
+         ", convert_to('lease expired on attempt ' || attempts || ' of ' || " +
+         std::string(max_attempts) +
+         "::integer, 'UTF8'), payload, headers, "
+         "grp, " +
+         AppendError("errors", "attempts", lease_end, "'lease expired'") +
+         " FROM " + std::string(from);
+}
+
 // Claims: $1 queue id, $2 now, $3 how many, $4 the lease token, $5 the
 // lease's end, $6 the worker, $7 max attempts. One statement locks up to $3
 // candidates in claim order, skipping rows other consumers hold; moves those
@@ -114,16 +134,8 @@ inline std::string ClaimRest(const std::string& budget) {
     RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
               m.payload, m.headers, m.errors, m.dedup, m.grp,
               c.ready_us AS old_ready, c.token AS old_token),
-  buried AS (
-    INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
-      died_us, last_error, payload, headers, grp, errors)
-    SELECT id, queue_id, priority, attempts, enqueued_us, $2,
-      convert_to('lease expired on attempt ' || attempts || ' of ' ||
-                 $7::integer, 'UTF8'),
-      payload, headers, grp, )sql" +
-         AppendError("errors", "attempts", "old_ready", "'lease expired'") +
-         R"sql(
-    FROM dead),
+  buried AS ()sql" +
+         InsertLeaseExpiredDead("dead", "$2", "$7", "old_ready") + R"sql(),
   leased AS (
     UPDATE sqlq_messages m
     SET token = $4, attempts = m.attempts + 1, ready_us = $5, worker = $6,

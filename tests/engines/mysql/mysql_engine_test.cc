@@ -429,11 +429,6 @@ TEST_F(MysqlEngineTest, ClaimReadsTheIndexInOrderWithoutFilesort) {
   for (const auto& m : got) EXPECT_EQ(m.priority, 4);
 }
 
-// The listing of a queue's messages (WorkQueue::ListMessages) walks
-// sqlq_messages by primary key in id order, a bounded range, without a
-// filesort, whatever else the table holds. The statements are the engine's own
-// (engines/shared/message_sql.h), with their values in place of the
-// placeholders.
 // The statements of a grouped claim (engines/shared/sql_groups.h) are
 // ranges of the group index: never the whole table, never a filesort.
 TEST_F(MysqlEngineTest, GroupClaimStatementsSeekTheGroupIndex) {
@@ -484,6 +479,11 @@ TEST_F(MysqlEngineTest, GroupClaimStatementsSeekTheGroupIndex) {
   }
 }
 
+// The listing of a queue's messages (WorkQueue::ListMessages) walks
+// sqlq_messages by primary key in id order, a bounded range, without a
+// filesort, whatever else the table holds. The statements are the engine's own
+// (engines/shared/message_sql.h), with their values in place of the
+// placeholders.
 TEST_F(MysqlEngineTest, ListingWalksThePrimaryKeyWithoutFilesort) {
   auto store = OpenStore();
   ASSERT_TRUE(store);
