@@ -10,14 +10,17 @@
 // each other: a candidate another claim holds is passed over with its
 // group.
 //
-// Ordered groups: the head is found by a plain read of min(id), then
-// locked by id. A lock on the head itself (not "the first row of the
-// group that is not locked") is what keeps two claims from leasing two
-// messages of one group: a claim that finds the head locked skips the
-// group, and one that locks it after another leased it reads the leased
-// row (a locking read sees the latest version) and skips it as not ready.
-// A head deleted meanwhile (acked) is not found by id: the group waits for
-// the next claim.
+// Ordered groups: the head (the group's lowest id) is found by a plain
+// read; a head that is not ready (leased, or waiting for its retry) skips
+// the group at once, without a lock, so that claims do not hold up the
+// acks of leased heads. A ready head is locked by its id, again on
+// condition that it is ready. A lock on the head itself (not "the first
+// row of the group that is not locked") is what keeps two claims from
+// leasing two messages of one group: a claim that finds the head locked
+// skips the group, and one that locks it after another leased it reads the
+// leased row (a locking read sees the latest version), which fails the
+// condition. A head deleted meanwhile (acked) is not found by id: the group
+// waits for the next claim.
 
 #ifndef SQLQ_ENGINES_SHARED_SQL_GROUPS_H_
 #define SQLQ_ENGINES_SHARED_SQL_GROUPS_H_
@@ -34,7 +37,7 @@ namespace sqlq::engines::shared {
 
 // The statements of the walk, with ? placeholders (tests EXPLAIN them):
 // the group after a key, the first group, a group's head, and a fair
-// group's first ready message (the columns selected go before it).
+// group's first ready message; each candidate found is then locked by id.
 inline constexpr const char* kGroupAfterSql = R"sql(
   SELECT grp FROM sqlq_messages WHERE queue_id = ? AND grp > ?
   ORDER BY grp LIMIT 1)sql";
@@ -42,10 +45,11 @@ inline constexpr const char* kGroupFirstSql = R"sql(
   SELECT grp FROM sqlq_messages WHERE queue_id = ? AND grp IS NOT NULL
   ORDER BY grp LIMIT 1)sql";
 inline constexpr const char* kGroupHeadSql = R"sql(
-  SELECT min(id) FROM sqlq_messages WHERE queue_id = ? AND grp = ?)sql";
-inline constexpr const char* kGroupReadyWhere =
-    "WHERE queue_id = ? AND grp = ? AND ready_us <= ? ORDER BY id LIMIT 1 "
-    "FOR UPDATE SKIP LOCKED";
+  SELECT id, ready_us FROM sqlq_messages WHERE queue_id = ? AND grp = ?
+  ORDER BY id LIMIT 1)sql";
+inline constexpr const char* kGroupReadySql = R"sql(
+  SELECT id, ready_us FROM sqlq_messages
+  WHERE queue_id = ? AND grp = ? AND ready_us <= ? ORDER BY id LIMIT 1)sql";
 
 template <class D>
 Result<core::ClaimOutcome> SqlEngine<D>::ClaimGroups(
@@ -63,10 +67,9 @@ Result<core::ClaimOutcome> SqlEngine<D>::ClaimGroups(
           "SELECT id, priority, ready_us, token, attempts, "
           "enqueued_us, payload, ") +
       D::kMessageStyle.headers_column + " FROM sqlq_messages ";
-  static const std::string kLockHead =
-      D::Statement(kColumns + "WHERE id = ? FOR UPDATE SKIP LOCKED");
-  static const std::string kLockReady =
-      D::Statement(kColumns + kGroupReadyWhere);
+  static const std::string kLock = D::Statement(
+      kColumns + "WHERE id = ? AND ready_us <= ? FOR UPDATE SKIP LOCKED");
+  static const std::string kReady = D::Statement(kGroupReadySql);
   static const std::string kLease = D::Statement(D::kLeaseOne);
 
   auto next_group = [&](const std::optional<std::string>& from)
@@ -85,20 +88,22 @@ Result<core::ClaimOutcome> SqlEngine<D>::ClaimGroups(
     return std::optional<std::string>(rows->Bytes(0, 0));
   };
   // The group's candidate, locked; none when it has none that is ready.
+  // The group's candidate read plainly (ordered: its head, skipped unless
+  // ready; fair: its first ready message), then locked by id on condition
+  // that it is still ready.
   auto lock = [&](const std::string& group) -> Result<std::optional<Rows>> {
-    if (!ordered) {
-      auto rows =
-          conn.Run(kLockReady, Params().Int(p.queue_id).Bytes(group).Int(now),
-                   "claim (groups)");
-      if (!rows.ok()) return rows.status();
-      return std::optional<Rows>(std::move(*rows));
+    auto found =
+        ordered
+            ? conn.Run(kHead, Params().Int(p.queue_id).Bytes(group),
+                       "claim (groups)")
+            : conn.Run(kReady, Params().Int(p.queue_id).Bytes(group).Int(now),
+                       "claim (groups)");
+    if (!found.ok()) return found.status();
+    if (found->size() == 0 || found->Int(0, 1) > now) {
+      return std::optional<Rows>();
     }
-    auto head = conn.Run(kHead, Params().Int(p.queue_id).Bytes(group),
+    auto rows = conn.Run(kLock, Params().Int(found->Int(0, 0)).Int(now),
                          "claim (groups)");
-    if (!head.ok()) return head.status();
-    if (head->size() == 0 || head->IsNull(0, 0)) return std::optional<Rows>();
-    auto rows =
-        conn.Run(kLockHead, Params().Int(head->Int(0, 0)), "claim (groups)");
     if (!rows.ok()) return rows.status();
     return std::optional<Rows>(std::move(*rows));
   };

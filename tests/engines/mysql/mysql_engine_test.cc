@@ -462,8 +462,7 @@ TEST_F(MysqlEngineTest, GroupClaimStatementsSeekTheGroupIndex) {
        {filled(engines::shared::kGroupAfterSql, {id, "'g17'"}),
         filled(engines::shared::kGroupFirstSql, {id}),
         filled(engines::shared::kGroupHeadSql, {id, "'g17'"}),
-        filled(std::string("SELECT id FROM sqlq_messages ") +
-                   engines::shared::kGroupReadyWhere,
+        filled(engines::shared::kGroupReadySql,
                {id, "'g17'", "9000000000000000"})}) {
     const std::string plan = raw.Query("EXPLAIN FORMAT=JSON " + sql);
     EXPECT_EQ(plan.find("\"access_type\": \"ALL\""), std::string::npos)

@@ -418,8 +418,7 @@ TEST_F(PostgresEngineTest, GroupClaimPlansSeekTheGroupIndexWhateverTheStats) {
          {Filled(engines::shared::kGroupAfterSql, {id, group}),
           Filled(engines::shared::kGroupFirstSql, {id}),
           Filled(engines::shared::kGroupHeadSql, {id, group}),
-          Filled(std::string("SELECT id FROM sqlq_messages ") +
-                     engines::shared::kGroupReadyWhere,
+          Filled(engines::shared::kGroupReadySql,
                  {id, group, "9000000000000000"})}) {
       const std::string plan = Query(c, "EXPLAIN (FORMAT JSON) " + sql);
       EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_group\""),
