@@ -26,6 +26,8 @@
 #define SQLQ_ENGINES_SHARED_SQL_GROUPS_H_
 
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "core/columns.h"
 #include "core/errors.h"
@@ -38,12 +40,14 @@ namespace sqlq::engines::shared {
 // The statements of the walk, with ? placeholders (tests EXPLAIN them):
 // the group after a key, the first group, a group's head, and a fair
 // group's first ready message; each candidate found is then locked by id.
+// The first two return the group's head too (its lowest id, and when it is
+// ready), which an ordered claim takes instead of reading it again.
 inline constexpr const char* kGroupAfterSql = R"sql(
-  SELECT grp FROM sqlq_messages WHERE queue_id = ? AND grp > ?
-  ORDER BY grp LIMIT 1)sql";
+  SELECT grp, id, ready_us FROM sqlq_messages WHERE queue_id = ? AND grp > ?
+  ORDER BY grp, id LIMIT 1)sql";
 inline constexpr const char* kGroupFirstSql = R"sql(
-  SELECT grp FROM sqlq_messages WHERE queue_id = ? AND grp IS NOT NULL
-  ORDER BY grp LIMIT 1)sql";
+  SELECT grp, id, ready_us FROM sqlq_messages
+  WHERE queue_id = ? AND grp IS NOT NULL ORDER BY grp, id LIMIT 1)sql";
 inline constexpr const char* kGroupHeadSql = R"sql(
   SELECT id, ready_us FROM sqlq_messages WHERE queue_id = ? AND grp = ?
   ORDER BY id LIMIT 1)sql";
@@ -72,38 +76,46 @@ Result<core::ClaimOutcome> SqlEngine<D>::ClaimGroups(
   static const std::string kReady = D::Statement(kGroupReadySql);
   static const std::string kLease = D::Statement(D::kLeaseOne);
 
+  // The head the last next_group read with its group: id, ready_us.
+  std::optional<std::pair<std::int64_t, std::int64_t>> head_seen;
   auto next_group = [&](const std::optional<std::string>& from)
       -> Result<std::optional<std::string>> {
-    if (from) {
-      auto rows = conn.Run(kAfter, Params().Int(p.queue_id).Bytes(*from),
-                           "claim (groups)");
-      if (!rows.ok()) return rows.status();
-      if (rows->size() > 0) {
-        return std::optional<std::string>(rows->Bytes(0, 0));
-      }
-    }
-    auto rows = conn.Run(kFirst, Params().Int(p.queue_id), "claim (groups)");
+    head_seen.reset();
+    auto rows =
+        from ? conn.Run(kAfter, Params().Int(p.queue_id).Bytes(*from),
+                        "claim (groups)")
+             : conn.Run(kFirst, Params().Int(p.queue_id), "claim (groups)");
     if (!rows.ok()) return rows.status();
+    if (rows->size() == 0 && from) {
+      rows = conn.Run(kFirst, Params().Int(p.queue_id), "claim (groups)");
+      if (!rows.ok()) return rows.status();
+    }
     if (rows->size() == 0) return std::optional<std::string>();
+    head_seen.emplace(rows->Int(0, 1), rows->Int(0, 2));
     return std::optional<std::string>(rows->Bytes(0, 0));
   };
-  // The group's candidate, locked; none when it has none that is ready.
   // The group's candidate read plainly (ordered: its head, skipped unless
   // ready; fair: its first ready message), then locked by id on condition
   // that it is still ready.
   auto lock = [&](const std::string& group) -> Result<std::optional<Rows>> {
-    auto found =
-        ordered
-            ? conn.Run(kHead, Params().Int(p.queue_id).Bytes(group),
-                       "claim (groups)")
-            : conn.Run(kReady, Params().Int(p.queue_id).Bytes(group).Int(now),
-                       "claim (groups)");
-    if (!found.ok()) return found.status();
-    if (found->size() == 0 || found->Int(0, 1) > now) {
-      return std::optional<Rows>();
-    }
-    auto rows = conn.Run(kLock, Params().Int(found->Int(0, 0)).Int(now),
+    std::int64_t id = 0, ready_us = 0;
+    if (ordered && head_seen) {
+      std::tie(id, ready_us) = *head_seen;
+      head_seen.reset();  // a second look (after a dead letter) reads again
+    } else {
+      auto found =
+          ordered
+              ? conn.Run(kHead, Params().Int(p.queue_id).Bytes(group),
+                         "claim (groups)")
+              : conn.Run(kReady, Params().Int(p.queue_id).Bytes(group).Int(now),
                          "claim (groups)");
+      if (!found.ok()) return found.status();
+      if (found->size() == 0) return std::optional<Rows>();
+      id = found->Int(0, 0);
+      ready_us = found->Int(0, 1);
+    }
+    if (ready_us > now) return std::optional<Rows>();
+    auto rows = conn.Run(kLock, Params().Int(id).Int(now), "claim (groups)");
     if (!rows.ok()) return rows.status();
     return std::optional<Rows>(std::move(*rows));
   };
