@@ -298,6 +298,9 @@ struct MessageFilter {
   std::optional<MessageState> state;
   std::optional<std::int32_t> min_priority, max_priority;
   std::string dedup_key;
+  // In this group ("" included); only messages in the queue and dead
+  // letters have one.
+  std::optional<std::string> group;
   // A header that must be present with exactly this value.
   std::optional<std::pair<std::string, std::string>> header;
   // enqueued_after <= enqueue time < enqueued_before

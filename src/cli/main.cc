@@ -718,6 +718,7 @@ Result<std::string> PayloadArg(const std::string& text, bool base64) {
 // The filter options of `message list` and the bulk changes.
 struct FilterArgs {
   std::string state, dedup, header, after, before;
+  std::optional<std::string> group;
   std::optional<std::int32_t> min_priority, max_priority;
   bool all = false;
 
@@ -728,6 +729,7 @@ struct FilterArgs {
     cmd->add_option("--min-priority", min_priority, "Priority at least P");
     cmd->add_option("--max-priority", max_priority, "Priority at most P");
     cmd->add_option("--dedup", dedup, "With this dedup key");
+    cmd->add_option("--group", group, "In this group");
     cmd->add_option("--header", header,
                     "With this header: NAME=VALUE, the value exactly");
     cmd->add_option("--enqueued-after", after,
@@ -739,7 +741,8 @@ struct FilterArgs {
   // --all).
   bool any() const {
     return !state.empty() || !dedup.empty() || !header.empty() ||
-           !after.empty() || !before.empty() || min_priority || max_priority;
+           !after.empty() || !before.empty() || min_priority || max_priority ||
+           group;
   }
   Result<MessageFilter> Filter() const {
     MessageFilter f;
@@ -751,6 +754,7 @@ struct FilterArgs {
     f.min_priority = min_priority;
     f.max_priority = max_priority;
     f.dedup_key = dedup;
+    f.group = group;
     if (!header.empty()) {
       const auto eq = header.find('=');
       if (eq == std::string::npos) {

@@ -45,6 +45,10 @@ Status ValidateFilter(const MessageFilter& f) {
         fmt::format("dedup key of {} bytes is longer than {}",
                     f.dedup_key.size(), core::kMaxDedupKey));
   }
+  if (f.group && f.group->size() > kMaxGroup) {
+    return Status::InvalidArgument(fmt::format(
+        "group of {} bytes is longer than {}", f.group->size(), kMaxGroup));
+  }
   if (f.header) {
     // The rules of a header sent with a message: a filter on a header no
     // message can have is a mistake worth saying.
@@ -92,6 +96,7 @@ std::uint64_t FilterHash(const MessageFilter& f) {
   mix(f.min_priority ? std::to_string(*f.min_priority) : "-");
   mix(f.max_priority ? std::to_string(*f.max_priority) : "-");
   mix(f.dedup_key);
+  mix(f.group ? "=" + *f.group : "-");
   mix(f.header ? f.header->first : "-");
   mix(f.header ? f.header->second : "-");
   opt(f.enqueued_after);

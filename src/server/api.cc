@@ -386,7 +386,7 @@ std::pair<std::string, std::string> ReadHeaderMatch(const std::string& text) {
 }
 
 // A listing's filter from the query: state, min_priority, max_priority,
-// dedup, header (NAME=VALUE), enqueued_after, enqueued_before.
+// dedup, group, header (NAME=VALUE), enqueued_after, enqueued_before.
 MessageFilter FilterFromQuery(const Target& t) {
   MessageFilter f;
   auto get = [&](const char* key) -> const std::string* {
@@ -403,6 +403,7 @@ MessageFilter FilterFromQuery(const Target& t) {
         QueryInt(t, "max_priority", 0, INT32_MIN, INT32_MAX));
   }
   if (auto* v = get("dedup")) f.dedup_key = *v;
+  if (auto* v = get("group")) f.group = *v;
   if (auto* v = get("header")) f.header = ReadHeaderMatch(*v);
   if (auto* v = get("enqueued_after")) {
     f.enqueued_after = ReadTime("enqueued_after", *v);
@@ -414,11 +415,11 @@ MessageFilter FilterFromQuery(const Target& t) {
 }
 
 // The same filter as a JSON object: {"state", "min_priority",
-// "max_priority", "dedup", "header": {"name", "value"}, "enqueued_after",
-// "enqueued_before"}.
+// "max_priority", "dedup", "group", "header": {"name", "value"},
+// "enqueued_after", "enqueued_before"}.
 MessageFilter FilterFromJson(const Json& obj) {
   Body b(obj,
-         {"state", "min_priority", "max_priority", "dedup", "header",
+         {"state", "min_priority", "max_priority", "dedup", "group", "header",
           "enqueued_after", "enqueued_before"},
          "filter");
   MessageFilter f;
@@ -430,6 +431,7 @@ MessageFilter FilterFromJson(const Json& obj) {
     f.max_priority = static_cast<std::int32_t>(*v);
   }
   if (auto v = b.String("dedup")) f.dedup_key = *v;
+  if (auto v = b.String("group")) f.group = *v;
   if (const Json* h = b.Object("header")) {
     Body hb(*h, {"name", "value"}, "filter.header");
     auto name = hb.String("name");

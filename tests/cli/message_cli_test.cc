@@ -186,6 +186,11 @@ TEST_F(MessageCliTest, OrderedGroupsFromTheCommandLine) {
   EXPECT_TRUE(Ok({"claim", "ord"}).empty());
   One({"ack", "ord", first["receipt"]});
   EXPECT_EQ(One({"claim", "ord"})["payload"], "a2");
+  One({"send", "ord", "b1", "--group", "acct-2"});
+  auto listed = Ok({"message", "list", "ord", "--group", "acct-2"});
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0]["payload"], "b1");
+  EXPECT_EQ(listed[0]["group"], "acct-2");
 }
 
 TEST_F(MessageCliTest, ListShowsEverythingInTheStore) {

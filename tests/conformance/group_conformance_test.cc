@@ -190,6 +190,41 @@ TEST_P(GroupConformance, RedrivenDeadLetterComesBackAtTheHeadOfItsGroup) {
   EXPECT_EQ(Claim(q, 5), (Payloads{"third"}));
 }
 
+TEST_P(GroupConformance, MessagesAreFoundAndSteeredByGroup) {
+  WorkQueue q = MakeQueue({.max_attempts = 1, .groups = GroupMode::kFair});
+  SendTo(q, "acct-1", {"a1", "a2"});
+  SendTo(q, "acct-2", {"b1"});
+  ASSERT_OK(q.Send({.payload = "none"}));  // the group ""
+  auto payloads = [&](std::optional<std::string> group,
+                      std::optional<MessageState> state = std::nullopt) {
+    Payloads out;
+    auto page =
+        q.ListMessages({.filter = {.state = state, .group = std::move(group)}});
+    EXPECT_TRUE(page.ok()) << page.status().ToString();
+    if (page.ok()) {
+      for (const MessageInfo& m : page->messages) out.push_back(m.payload);
+    }
+    return out;
+  };
+  EXPECT_EQ(payloads("acct-1"), (Payloads{"a1", "a2"}));
+  EXPECT_EQ(payloads(""), (Payloads{"none"}));
+  EXPECT_EQ(payloads(std::nullopt).size(), 4u);
+  // Dead letters keep their group; the archive has none.
+  // (The group "" comes first in a round: groups go in bytewise order.)
+  std::vector<ClaimedMessage> leased;
+  ASSERT_EQ(Claim(q, 2, &leased), (Payloads{"none", "a1"}));
+  ASSERT_OK(q.Nack(leased[1].receipt));
+  EXPECT_EQ(payloads("acct-1", MessageState::kDead), (Payloads{"a1"}));
+  EXPECT_TRUE(payloads("acct-1", MessageState::kArchived).empty());
+  // A bulk change by group touches that group only.
+  ASSERT_OK_AND_ASSIGN(std::int64_t deleted,
+                       q.Delete({.filter = {.group = "acct-2"}}));
+  EXPECT_EQ(deleted, 1);
+  EXPECT_EQ(payloads(std::nullopt), (Payloads{"a2", "none"}));
+  EXPECT_CODE(q.ListMessages({.filter = {.group = std::string(256, 'g')}}),
+              Code::kInvalidArgument);
+}
+
 // Consumers on two stores (as two processes would be) claim from one
 // ordered queue at once: no group ever has two messages leased, and each
 // group's messages are done in send order.

@@ -273,6 +273,10 @@ TEST_F(MessageFields, OrderedGroupsOverHttp) {
   Response got =
       c().Get("/v1/queues/ord/messages/" + std::to_string(id.get<int>()));
   EXPECT_EQ(got.json["group"], "acct-1") << got.body;
+  Response listed = c().Get("/v1/queues/ord/messages?group=acct-1");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  ASSERT_EQ(listed.json["messages"].size(), 2u) << listed.body;
+  EXPECT_EQ(listed.json["messages"][1]["payload"], "a2");
   Response patched =
       c().Call("PATCH", "/v1/queues/ord", Json({{"groups", "fair"}}).dump());
   EXPECT_EQ(patched.status, 400) << patched.body;

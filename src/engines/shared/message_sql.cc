@@ -107,6 +107,12 @@ std::string Conditions(const MessageSqlStyle& style, Args& a,
              ? " AND dedup = " + a.Bytes(f->dedup_key)
              : std::string(" AND 1 = 0");
   }
+  if (f->group) {
+    // The archive keeps no group.
+    w += table == core::MessageTable::kArchived
+             ? std::string(" AND 1 = 0")
+             : " AND grp = " + a.Bytes(*f->group);
+  }
   if (f->header) {
     const auto& [key, value] = *f->header;
     const std::string k = a.Text(style.header_key_is_path ? "$.\"" + key + "\""
