@@ -179,33 +179,24 @@ Status PostgresEngine::Ack(Conn& c, const core::AckParams& p) {
   static constexpr const char* kDelete = R"sql(
     DELETE FROM sqlq_messages
     WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4)sql";
-  static constexpr const char* kArchive = R"sql(
-    WITH d AS (
-      DELETE FROM sqlq_messages
-      WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
-      RETURNING id, queue_id, priority, attempts, enqueued_us, worker,
-                payload, headers, errors)
+  // The archiving ack: the deleted row goes to the archive.
+  static constexpr const char* kDeleted = R"sql(
+    DELETE FROM sqlq_messages
+    WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
+    RETURNING id, queue_id, priority, attempts, enqueued_us, worker,
+              payload, headers, errors)sql";
+  static constexpr const char* kToArchive = R"sql(
     INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
       completed_us, worker, payload, headers, errors)
     SELECT id, queue_id, priority, attempts, enqueued_us, $5, worker, payload,
            headers, errors
     FROM d)sql";
+  static const std::string kArchive = FromDeleted(kDeleted, kToArchive, false);
   // With a dedup window: the same, returning the message's id and key.
   static const std::string kDeleteKeyed =
       std::string(kDelete) + " RETURNING id, dedup";
-  static constexpr const char* kArchiveKeyed = R"sql(
-    WITH d AS (
-      DELETE FROM sqlq_messages
-      WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
-      RETURNING id, queue_id, priority, attempts, enqueued_us, worker,
-                payload, headers, errors, dedup),
-    a AS (
-      INSERT INTO sqlq_archive (id, queue_id, priority, attempts,
-        enqueued_us, completed_us, worker, payload, headers, errors)
-      SELECT id, queue_id, priority, attempts, enqueued_us, $5, worker,
-             payload, headers, errors
-      FROM d)
-    SELECT id, dedup FROM d)sql";
+  static const std::string kArchiveKeyed =
+      FromDeleted(kDeleted, kToArchive, true);
   const bool keyed = p.unique_for.count() > 0;
   Params params = Fence(p.queue_id, p.receipt);
   if (p.archive) {
@@ -213,7 +204,7 @@ Status PostgresEngine::Ack(Conn& c, const core::AckParams& p) {
     if (!now.ok()) return now.status();
     params.Int(*now);
   }
-  const char* sql = p.archive ? (keyed ? kArchiveKeyed : kArchive)
+  const char* sql = p.archive ? (keyed ? kArchiveKeyed : kArchive).c_str()
                               : (keyed ? kDeleteKeyed.c_str() : kDelete);
   auto rows = conn.Run(sql, params, "ack");
   if (!rows.ok()) return rows.status();
@@ -321,33 +312,21 @@ Status PostgresEngine::Bury(Conn& c, const core::BuryParams& p) {
   PgConn& conn = Native(c);
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
-  static const std::string kSql =
+  static constexpr const char* kDeleted = R"sql(
+    DELETE FROM sqlq_messages
+    WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
+    RETURNING id, queue_id, priority, attempts, enqueued_us, payload,
+              headers, errors, grp)sql";
+  static const std::string kToDead =
       R"sql(
-    WITH d AS (
-      DELETE FROM sqlq_messages
-      WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
-      RETURNING id, queue_id, priority, attempts, enqueued_us, payload,
-                headers, errors, grp)
     INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
       died_us, last_error, payload, headers, grp, errors)
     SELECT id, queue_id, priority, attempts, enqueued_us, $5, $6, payload,
            headers, grp, )sql" +
       AppendError("errors", "attempts", "$5::bigint", "$7::text") + " FROM d";
+  static const std::string kSql = FromDeleted(kDeleted, kToDead, false);
   // With a dedup window: the same, returning the message's id and key.
-  static const std::string kKeyedSql =
-      R"sql(
-    WITH d AS (
-      DELETE FROM sqlq_messages
-      WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
-      RETURNING id, queue_id, priority, attempts, enqueued_us, payload,
-                headers, errors, grp, dedup),
-    b AS (
-      INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
-        died_us, last_error, payload, headers, grp, errors)
-      SELECT id, queue_id, priority, attempts, enqueued_us, $5, $6, payload,
-             headers, grp, )sql" +
-      AppendError("errors", "attempts", "$5::bigint", "$7::text") +
-      " FROM d) SELECT id, dedup FROM d";
+  static const std::string kKeyedSql = FromDeleted(kDeleted, kToDead, true);
   const bool keyed = p.unique_for.count() > 0;
   Params params = Fence(p.queue_id, p.receipt);
   params.Int(*now).Bytes(p.error).Text(p.history_error);

@@ -81,6 +81,18 @@ inline const std::string kAckManyArchiveKeyedSql =
     FROM d)
   SELECT id, dedup FROM d)sql";
 
+// `insert`, an INSERT ... SELECT ... FROM d, fed by `returning`, a DELETE
+// ... RETURNING the columns it reads, as d. `keyed` (a dedup window):
+// d returns the dedup key too and the statement returns each deleted
+// row's id and key (core/engine.h, SendParams).
+inline std::string FromDeleted(std::string_view returning,
+                               std::string_view insert, bool keyed) {
+  const std::string d =
+      "WITH d AS (" + std::string(returning) + (keyed ? ", dedup)" : ")");
+  if (!keyed) return d + " " + std::string(insert);
+  return d + ", moved AS (" + std::string(insert) + ") SELECT id, dedup FROM d";
+}
+
 // The dead letters of messages whose last lease ran out, from the rows of
 // `from` (a CTE deleted from sqlq_messages, with its columns): died at
 // `died`, out of `max_attempts`, the failed attempt's lease having ended

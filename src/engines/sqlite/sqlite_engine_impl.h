@@ -392,6 +392,12 @@ class SqliteEngine : public core::Engine {
   Result<std::int64_t> DeleteOfQueue(SqliteConn& conn, std::int64_t queue_id,
                                      const char* sql, std::string_view what);
 
+  // The same for a prune: `sql`'s parameters are the queue's id and a
+  // time in microseconds (`cutoff_us`) before which rows go.
+  Result<std::int64_t> DeleteBefore(SqliteConn& conn, std::int64_t queue_id,
+                                    const char* sql, std::int64_t cutoff_us,
+                                    std::string_view what);
+
   // REQUIRES: the queue was seen in this transaction (CheckQueue, or a
   // message of it was changed).
   Status AddCounters(SqliteConn& conn, std::int64_t queue_id,

@@ -117,33 +117,38 @@ Status SqliteEngine::SetPaused(Conn& c, const core::SetPausedParams& p) {
 Result<std::int64_t> SqliteEngine::PruneDead(Conn& c,
                                              const core::PruneDeadParams& op) {
   const auto& [queue_id, retention] = op;
-  SqliteConn& conn = Sql(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  SQLQ_PREPARE(st, conn, R"sql(
-    DELETE FROM sqlq_dead WHERE queue_id = ?1 AND died_us < ?2)sql");
-  st.Bind(1, queue_id).Bind(2, Us(clock_->Now()) - retention.count());
-  s = st.Run("prune dead letters");
-  if (!s.ok()) return s;
-  return conn.changes();
+  return DeleteBefore(Sql(c), queue_id,
+                      "DELETE FROM sqlq_dead WHERE queue_id = ?1 AND "
+                      "died_us < ?2",
+                      Us(clock_->Now()) - retention.count(),
+                      "prune dead letters");
 }
 
 Result<std::int64_t> SqliteEngine::PruneHolds(Conn& c, std::int64_t queue_id) {
-  SqliteConn& conn = Sql(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  SQLQ_PREPARE(st, conn, R"sql(
-    DELETE FROM sqlq_dedup_holds WHERE queue_id = ?1 AND until_us <= ?2)sql");
-  st.Bind(1, queue_id).Bind(2, Us(clock_->Now()));
-  s = st.Run("prune dedup holds");
-  if (!s.ok()) return s;
-  return conn.changes();
+  return DeleteBefore(Sql(c), queue_id,
+                      "DELETE FROM sqlq_dedup_holds WHERE queue_id = ?1 AND "
+                      "until_us <= ?2",
+                      Us(clock_->Now()), "prune dedup holds");
 }
 
 Result<std::int64_t> SqliteEngine::PurgeQueue(Conn& c, std::int64_t queue_id) {
   return DeleteOfQueue(Sql(c), queue_id,
                        "DELETE FROM sqlq_messages WHERE queue_id = ?1",
                        "purge queue");
+}
+
+Result<std::int64_t> SqliteEngine::DeleteBefore(SqliteConn& conn,
+                                                std::int64_t queue_id,
+                                                const char* sql,
+                                                std::int64_t cutoff_us,
+                                                std::string_view what) {
+  Status s = CheckQueue(conn, queue_id);
+  if (!s.ok()) return s;
+  SQLQ_PREPARE(st, conn, sql);
+  st.Bind(1, queue_id).Bind(2, cutoff_us);
+  s = st.Run(what);
+  if (!s.ok()) return s;
+  return conn.changes();
 }
 
 Result<std::int64_t> SqliteEngine::DeleteOfQueue(SqliteConn& conn,
@@ -377,15 +382,10 @@ Result<std::vector<ArchivedMessage>> SqliteEngine::ListArchive(
 Result<std::int64_t> SqliteEngine::PruneArchive(
     Conn& c, const core::PruneArchiveParams& op) {
   const auto& [queue_id, retention] = op;
-  SqliteConn& conn = Sql(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  SQLQ_PREPARE(st, conn, R"sql(
-    DELETE FROM sqlq_archive WHERE queue_id = ?1 AND completed_us < ?2)sql");
-  st.Bind(1, queue_id).Bind(2, Us(clock_->Now()) - retention.count());
-  s = st.Run("prune archive");
-  if (!s.ok()) return s;
-  return conn.changes();
+  return DeleteBefore(Sql(c), queue_id,
+                      "DELETE FROM sqlq_archive WHERE queue_id = ?1 AND "
+                      "completed_us < ?2",
+                      Us(clock_->Now()) - retention.count(), "prune archive");
 }
 
 namespace {
