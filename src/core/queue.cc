@@ -100,10 +100,10 @@ Result<SendResult> WorkQueue::Send(const Message& message) {
 
 Result<std::vector<SendResult>> WorkQueue::SendBatch(
     std::span<const Message> messages) {
-  Status s = core::ValidateBatch(messages, options().max_payload_bytes,
-                                 impl_->store().Now());
-  if (!s.ok()) return s;
   const QueueOptions qo = options();
+  Status s =
+      core::ValidateBatch(messages, qo.max_payload_bytes, impl_->store().Now());
+  if (!s.ok()) return s;
   auto r =
       impl_->store().batcher().Send({.queue_id = impl_->id(),
                                      .messages = messages,
