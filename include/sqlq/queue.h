@@ -95,7 +95,29 @@ struct QueueOptions {
   Duration unique_for{0};
   // Set at creation only: Alter refuses to change it.
   GroupMode groups = GroupMode::kNone;
+
+  // Limits (docs/semantics.md, "Limits"). Unset: no limit. Alter sets and
+  // unsets them; a new limit applies to the leases taken after it.
+  // At most this many messages of the queue leased at once, counted over
+  // every consumer and every process on the database. 1..kMaxLeasedLimit.
+  std::optional<int> max_leased;
+  // At most this many messages claimed per second, shared by every process
+  // on the database: a bucket of `rate_burst` claims that refills at this
+  // rate. 0.001..kMaxRateLimit (0.1 is one every 10 seconds).
+  std::optional<double> rate_limit;
+  // How many claims the bucket holds: the most that go at once after a
+  // quiet spell. 1..kMaxRateBurst; unset: one second's worth, at least 1.
+  // Only with rate_limit.
+  std::optional<int> rate_burst;
+  // Fair queues only: at most this many messages of one group leased at
+  // once. Each group's window is its `group_limit` oldest messages, and only
+  // those can be claimed. 1..kMaxGroupLimit. (An ordered queue's is 1.)
+  std::optional<int> group_limit;
 };
+inline constexpr int kMaxLeasedLimit = 1000000;
+inline constexpr double kMaxRateLimit = 1000000;
+inline constexpr int kMaxRateBurst = 1000000;
+inline constexpr int kMaxGroupLimit = 10000;
 
 // What a queue is: its name, settings, creation time and whether it is
 // paused.
@@ -179,6 +201,17 @@ struct ClaimOptions {
   // would pass it: fewer than `max` messages, but a bounded reply. The first
   // message is always taken, whatever its size. 0: no limit.
   std::size_t max_bytes = 0;
+};
+
+// What a claim says besides its messages: set when a limit of the queue
+// (max_leased, rate_limit) gave it fewer messages than it asked for while
+// more were ready.
+struct ClaimNote {
+  // "max_leased" or "rate_limit"; empty when no limit held the claim back.
+  std::string limited_by;
+  // When more becomes claimable: the next claim the bucket allows, or the
+  // end of the first lease that runs out (an ack frees capacity sooner).
+  Duration retry_after{0};
 };
 
 // A message handed to a consumer under a lease.
@@ -407,7 +440,10 @@ class WorkQueue {
   // id ASC order, leasing each. Never blocks on messages other consumers
   // hold. Messages whose attempts are used up become dead letters instead of
   // being delivered. An empty vector means nothing was ready within `wait`.
-  Result<std::vector<ClaimedMessage>> Claim(const ClaimOptions& options = {});
+  // With `note`, says whether a limit of the queue held the claim back
+  // (ClaimNote).
+  Result<std::vector<ClaimedMessage>> Claim(const ClaimOptions& options = {},
+                                            ClaimNote* note = nullptr);
 
   // Subscribes to this queue's wake-ups, for callers that wait for messages
   // without blocking a thread (an event loop): register first, then claim
@@ -439,7 +475,8 @@ class WorkQueue {
   // waits up to options.wait as Claim does; an empty vector then means the
   // ack is done and no message came.
   Result<std::vector<ClaimedMessage>> AckAndClaim(
-      std::string_view receipt, const ClaimOptions& options = {});
+      std::string_view receipt, const ClaimOptions& options = {},
+      ClaimNote* note = nullptr);
   // Acks many in one commit; one Status per receipt, in order. The outer
   // Result fails only when nothing could be done (database unreachable).
   Result<std::vector<Status>> AckBatch(std::span<const std::string> receipts);

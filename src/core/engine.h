@@ -135,6 +135,25 @@ struct ClaimParams {
   // start next time: the last group looked at.
   GroupMode groups = GroupMode::kNone;
   std::optional<std::string> after_group;
+  // kFair: a group's window, its `group_limit` oldest messages, of which
+  // only the ready ones can be claimed (at most that many leased per
+  // group); 0 for no limit. kOrdered is a window of 1 whatever this says.
+  int group_limit = 0;
+  // The queue's max_leased and rate limit (QueueOptions), 0 for none:
+  // core::ClaimLimited applies them around the engine's Claim.
+  std::int64_t max_leased = 0, rate_u = 0, rate_burst = 0;
+};
+
+// A limited queue's claim state (ClaimParams::max_leased, rate_u), read
+// under the lock that lets one limited claim of the queue run at a time.
+struct LimitState {
+  std::int64_t now_us = 0;    // the store's clock
+  std::int64_t tokens_u = 0;  // the rate bucket, claims times 10^6...
+  std::int64_t at_us = 0;     // ...as of this time; 0 for a full bucket
+  // Counted only when asked: the queue's live leases taken by limited
+  // claims, and the earliest of their ends (0 when none).
+  std::int64_t leased = 0;
+  std::int64_t first_end_us = 0;
 };
 
 struct ClaimOutcome {
@@ -144,6 +163,10 @@ struct ClaimOutcome {
   std::int64_t dead_lettered = 0;
   // Grouped claims: the last group looked at (ClaimParams).
   std::optional<std::string> last_group;
+  // Set by core::ClaimLimited when a limit gave the claim fewer messages
+  // than it asked for: which one, and when more becomes claimable.
+  std::string_view limited_by;
+  Micros retry_after{0};
 
   // What the claim adds to its queue's counters.
   QueueCounters Counters() const {
@@ -464,6 +487,18 @@ class Engine {
     return out;
   }
   virtual Result<ClaimOutcome> Claim(Conn& conn, const ClaimParams& p) = 0;
+  // Limited claims (core::ClaimLimited): locks the queue's limit state for
+  // the rest of the transaction, creating it when missing, and reads it;
+  // with `count_leased`, counts the live leases of sqlq_leases (dropping
+  // the rows of leases that ended).
+  virtual Result<LimitState> LockLimits(Conn& conn, std::int64_t queue_id,
+                                        bool count_leased) = 0;
+  // Stores the bucket of `state` (when `bucket`) and records `leased`, the
+  // ids just leased with `token` (TokenBits), in sqlq_leases.
+  virtual Status SaveLimits(Conn& conn, std::int64_t queue_id,
+                            const LimitState& state, bool bucket,
+                            std::span<const std::int64_t> leased,
+                            std::int64_t token) = 0;
   // When the next message of the queue becomes claimable (its delay, backoff
   // or lease ends); nullopt when the queue holds no message at all.
   virtual Result<std::optional<Timestamp>> NextReadyAt(

@@ -10,6 +10,7 @@
 #include "core/backoff.h"
 #include "core/columns.h"
 #include "core/receipt.h"
+#include "core/rows.h"
 #include "core/store_impl.h"
 #include "core/validate.h"
 #include "sqlq/store.h"
@@ -79,7 +80,9 @@ namespace core {
 
 void AfterAcks(WorkQueue& q, QueueImpl& impl) {
   const QueueOptions o = q.options();
-  if (o.groups == GroupMode::kOrdered) {
+  // An ack may let a message through that waits for its group or for a
+  // limit: waiting claims look again.
+  if (o.groups == GroupMode::kOrdered || o.group_limit || o.max_leased) {
     impl.store().hub().Notify(impl.id(), std::int64_t{1} << 30);
   }
   if (o.archive && impl.PruneDue()) (void)q.PruneArchive();
@@ -150,7 +153,9 @@ Result<std::vector<ClaimedMessage>> AcksOnly(QueueImpl& impl,
 
 Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
                                               const ClaimOptions& options,
-                                              const ClaimAcks& acks) {
+                                              const ClaimAcks& acks,
+                                              ClaimNote& note) {
+  note = {};
   const std::shared_ptr<const QueueInfo> info = impl.Current();
   const QueueOptions& qo = info->options;
   // Paused: nothing is claimed; the acks it carries are done all the same.
@@ -167,7 +172,11 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
                  .groups = qo.groups,
                  .after_group = qo.groups == GroupMode::kNone
                                     ? std::nullopt
-                                    : impl.GroupCursor()},
+                                    : impl.GroupCursor(),
+                 .group_limit = qo.group_limit.value_or(0),
+                 .max_leased = LimitColumn(qo.max_leased),
+                 .rate_u = RateColumn(qo.rate_limit),
+                 .rate_burst = LimitColumn(qo.rate_burst)},
       .ack = acks.ack,
       .done = acks.done,
       .archive = qo.archive};
@@ -175,6 +184,10 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
   if (!r.ok()) return r.status();
   if (acks.done_status != nullptr) *acks.done_status = std::move(r->done);
   if (r->outcome.last_group) impl.SetGroupCursor(*r->outcome.last_group);
+  if (!r->outcome.limited_by.empty()) {
+    note.limited_by = r->outcome.limited_by;
+    note.retry_after = std::chrono::ceil<Duration>(r->outcome.retry_after);
+  }
   for (ClaimedMessage& m : r->outcome.messages) {
     m.receipt =
         FormatReceipt({.id = m.id, .attempt = m.attempt, .token = r->token});
@@ -186,8 +199,11 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
 
 Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
                                                  const ClaimOptions& options,
-                                                 const ClaimAcks& first) {
-  if (options.wait.count() == 0) return ClaimOnce(impl, options, first);
+                                                 const ClaimAcks& first,
+                                                 ClaimNote* note_out) {
+  ClaimNote local;
+  ClaimNote& note = note_out != nullptr ? *note_out : local;
+  if (options.wait.count() == 0) return ClaimOnce(impl, options, first, note);
   using SteadyClock = std::chrono::steady_clock;
   const auto deadline = SteadyClock::now() + options.wait;
   WakeHub& hub = impl.store().hub();
@@ -195,7 +211,8 @@ Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
   // Registered before the first look, so no send can slip between a look
   // that found nothing and the sleep after it.
   hub.Register(waiter, impl.id());
-  Result<std::vector<ClaimedMessage>> result = ClaimOnce(impl, options, first);
+  Result<std::vector<ClaimedMessage>> result =
+      ClaimOnce(impl, options, first, note);
   while (result.ok() && result->empty()) {
     auto now = SteadyClock::now();
     if (now >= deadline) break;
@@ -219,12 +236,16 @@ Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
     // one before it in its group: that wait ends with an ack (AfterAcks
     // wakes), not at a time.
     const bool ordered = impl.Current()->options.groups == GroupMode::kOrdered;
-    if (next->has_value() && !(ordered && **next <= Micros(0))) {
+    // Held back by a limit: ready messages wait for it, not for a time of
+    // their own.
+    const bool limited = !note.limited_by.empty();
+    if (limited) until = std::min(until, now + note.retry_after);
+    if (next->has_value() && !limited && !(ordered && **next <= Micros(0))) {
       auto in = std::max(**next, Micros(0)) + Micros(500);
       until = std::min(until, now + in);
     }
     hub.Wait(waiter, until);
-    result = ClaimOnce(impl, options, {});
+    result = ClaimOnce(impl, options, {}, note);
   }
   hub.Unregister(waiter);
   return result;
@@ -233,19 +254,19 @@ Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
 }  // namespace core
 
 Result<std::vector<ClaimedMessage>> WorkQueue::Claim(
-    const ClaimOptions& options) {
+    const ClaimOptions& options, ClaimNote* note) {
   Status s = core::ValidateClaim(options);
   if (!s.ok()) return s;
-  return core::ClaimWaiting(*impl_, options, {});
+  return core::ClaimWaiting(*impl_, options, {}, note);
 }
 
 Result<std::vector<ClaimedMessage>> WorkQueue::AckAndClaim(
-    std::string_view receipt, const ClaimOptions& options) {
+    std::string_view receipt, const ClaimOptions& options, ClaimNote* note) {
   auto parsed = core::ParseReceipt(receipt);
   if (!parsed.ok()) return parsed.status();
   Status s = core::ValidateClaim(options);
   if (!s.ok()) return s;
-  auto r = core::ClaimWaiting(*impl_, options, {.ack = *parsed});
+  auto r = core::ClaimWaiting(*impl_, options, {.ack = *parsed}, note);
   // The ack committed unless the first look failed; a failure of a later
   // look (while waiting) comes after the committed ack.
   if (r.ok()) core::AfterAcks(*this, *impl_);

@@ -12,6 +12,7 @@
 #define SQLQ_CORE_ROWS_H_
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -64,9 +65,27 @@ inline std::optional<std::string_view> GroupOf(const Message& m, bool grouped) {
   return std::nullopt;
 }
 
-// id, name, max_attempts, lease_us, backoff_base_us, backoff_max_us,
-// archive, retention_us, max_payload, created_us, paused, dead_retention_us,
-// unique_for_us, group_mode (0 none, 1 fair, 2 ordered)
+// What DecodeQueue reads, in its order: group_mode is 0 none, 1 fair,
+// 2 ordered; the limits are 0 for none, rate_u claims per second times 10^6.
+inline constexpr const char* kQueueColumns =
+    "id, name, max_attempts, lease_us, backoff_base_us, backoff_max_us, "
+    "archive, retention_us, max_payload, created_us, paused, "
+    "dead_retention_us, unique_for_us, group_mode, max_leased, rate_u, "
+    "rate_burst, group_limit";
+inline constexpr double kRateScale = 1e6;
+
+// A limit as a column holds it: 0 for none.
+inline std::int64_t LimitColumn(const std::optional<int>& v) {
+  return v.value_or(0);
+}
+inline std::int64_t RateColumn(const std::optional<double>& rate) {
+  return rate ? std::llround(*rate * kRateScale) : 0;
+}
+inline std::optional<int> LimitFromColumn(std::int64_t v) {
+  if (v == 0) return std::nullopt;
+  return static_cast<int>(v);
+}
+
 template <class Row>
 QueueRecord DecodeQueue(const Row& r) {
   QueueRecord q;
@@ -84,6 +103,12 @@ QueueRecord DecodeQueue(const Row& r) {
   q.info.options.dead_retention = DurationFromUs(r.Int(11));
   q.info.options.unique_for = DurationFromUs(r.Int(12));
   q.info.options.groups = static_cast<GroupMode>(r.Int(13));
+  q.info.options.max_leased = LimitFromColumn(r.Int(14));
+  if (r.Int(15) != 0) {
+    q.info.options.rate_limit = static_cast<double>(r.Int(15)) / kRateScale;
+  }
+  q.info.options.rate_burst = LimitFromColumn(r.Int(16));
+  q.info.options.group_limit = LimitFromColumn(r.Int(17));
   return q;
 }
 

@@ -98,10 +98,13 @@ struct ClaimAcks {
 // Claims as `options` say (a merged write: WriteBatcher::Claim), the first
 // look after the acks of `first`; when nothing is ready, waits up to
 // options.wait for a send, a delayed message or an expiring lease, looking
-// again with plain claims. REQUIRES: options validated.
+// again with plain claims; a claim a limit held back looks again when the
+// limit allows (or an ack wakes it). `note`, when set, gets the last
+// look's ClaimNote. REQUIRES: options validated.
 Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
                                                  const ClaimOptions& options,
-                                                 const ClaimAcks& first);
+                                                 const ClaimAcks& first,
+                                                 ClaimNote* note = nullptr);
 
 class QueueImpl {
  public:

@@ -42,6 +42,47 @@ Status ValidateName(std::string_view kind, std::string_view name) {
   return Status::Ok();
 }
 
+namespace {
+
+// An optional limit: unset, or within [1, max].
+Status CheckLimit(const char* what, const std::optional<int>& v, int max) {
+  if (v && (*v < 1 || *v > max)) {
+    return Status::InvalidArgument(
+        fmt::format("{} {} is out of range [1, {}] (leave it unset for no "
+                    "limit)",
+                    what, *v, max));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateLimits(const QueueOptions& o) {
+  Status s = CheckLimit("max_leased", o.max_leased, kMaxLeasedLimit);
+  if (!s.ok()) return s;
+  s = CheckLimit("rate_burst", o.rate_burst, kMaxRateBurst);
+  if (!s.ok()) return s;
+  s = CheckLimit("group_limit", o.group_limit, kMaxGroupLimit);
+  if (!s.ok()) return s;
+  if (o.rate_limit &&
+      !(*o.rate_limit >= 0.001 && *o.rate_limit <= kMaxRateLimit)) {
+    return Status::InvalidArgument(fmt::format(
+        "rate_limit {} is out of range [0.001, {}] claims per second (leave "
+        "it unset for no limit)",
+        *o.rate_limit, kMaxRateLimit));
+  }
+  if (o.rate_burst && !o.rate_limit) {
+    return Status::InvalidArgument("rate_burst needs a rate_limit");
+  }
+  if (o.group_limit && o.groups != GroupMode::kFair) {
+    return Status::InvalidArgument(fmt::format(
+        "group_limit needs a queue with groups \"fair\" (this one's are "
+        "\"{}\"; an ordered queue's limit is always 1)",
+        GroupModeName(o.groups)));
+  }
+  return Status::Ok();
+}
+
 Status ValidateQueueOptions(const QueueOptions& o) {
   if (o.max_attempts < 1 || o.max_attempts > 1000000) {
     return Status::InvalidArgument(fmt::format(
@@ -59,6 +100,8 @@ Status ValidateQueueOptions(const QueueOptions& o) {
                  kMaxRetention);
   if (!s.ok()) return s;
   s = CheckRange("dedup window", o.unique_for, Duration(0), kMaxRetention);
+  if (!s.ok()) return s;
+  s = ValidateLimits(o);
   if (!s.ok()) return s;
   return ValidatePayloadLimit(o.max_payload_bytes);
 }

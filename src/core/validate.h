@@ -31,6 +31,8 @@ inline constexpr int kMaxListLimit = 10000;
 
 // "kind" names the thing in the message ("queue").
 Status ValidateName(std::string_view kind, std::string_view name);
+// The limits of `options` (QueueOptions::max_leased ... group_limit).
+Status ValidateLimits(const QueueOptions& options);
 Status ValidateQueueOptions(const QueueOptions& options);
 // `now` is the store's time, against which a run_at is checked.
 Status ValidateMessage(const Message& message, std::size_t max_payload,

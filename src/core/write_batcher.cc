@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/limits.h"
+
 namespace sqlq::core {
 
 WriteBatcher::WriteBatcher(Engine& engine, std::size_t max_group,
@@ -351,7 +353,9 @@ bool WriteBatcher::ClaimsCombine(const ClaimRequest& a, const ClaimRequest& b) {
   return x.queue_id == y.queue_id && x.lease == y.lease &&
          x.max_attempts == y.max_attempts && x.worker == y.worker &&
          unlimited(x) && unlimited(y) && a.archive == b.archive &&
-         x.unique_for == y.unique_for && x.groups == y.groups;
+         x.unique_for == y.unique_for && x.groups == y.groups &&
+         x.group_limit == y.group_limit && x.max_leased == y.max_leased &&
+         x.rate_u == y.rate_u && x.rate_burst == y.rate_burst;
 }
 
 Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
@@ -406,7 +410,8 @@ Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
   ClaimParams params = lead.params;
   params.max = total;
   if (members.size() > 1) params.max_bytes = 0;  // see ClaimsCombine
-  auto r = engine_.Claim(conn, params);
+  auto r = Limited(params) ? ClaimLimited(engine_, conn, params)
+                           : engine_.Claim(conn, params);
   if (!r.ok()) {
     for (Writer* w : members) {
       if (w->status.ok()) w->status = r.status();
@@ -422,6 +427,8 @@ Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
     w->claimed.token = params.token;
     ClaimOutcome& out = w->claimed.outcome;
     out.last_group = r->last_group;
+    out.limited_by = r->limited_by;
+    out.retry_after = r->retry_after;
     if (!counted) {
       out.expirations = r->expirations;
       out.dead_lettered = r->dead_lettered;

@@ -197,6 +197,13 @@ class FakeEngine : public Engine {
   Result<std::int64_t> PruneHolds(Conn&, std::int64_t) override {
     return Unused();
   }
+  Result<LimitState> LockLimits(Conn&, std::int64_t, bool) override {
+    return Unused();
+  }
+  Status SaveLimits(Conn&, std::int64_t, const LimitState&, bool,
+                    std::span<const std::int64_t>, std::int64_t) override {
+    return Unused();
+  }
   Status DropRing(Conn&, std::int64_t) override { return Unused(); }
   Result<RingEntry> RingPush(Conn&, const core::RingPushParams&) override {
     return Unused();

@@ -166,8 +166,9 @@ struct Dialect {
   static inline const std::string kInsertQueue = R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
       backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
-      unique_for_us, created_us, group_mode)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
+      unique_for_us, max_leased, rate_u, rate_burst, group_limit, created_us,
+      group_mode)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
   static inline const std::string kInsertKind = R"sql(
     INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
       backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
@@ -250,6 +251,15 @@ struct Dialect {
       AppendError("ready_us", "'lease expired'") +
       " END, token = ?, attempts = attempts + 1, ready_us = ?, worker = ? "
       "WHERE id = ?";
+
+  // Limits (sql_limits.h): a queue's limit row, made when missing (queue);
+  // a lease recorded for max_leased (queue, message, token).
+  static constexpr const char* kMakeLimits = R"sql(
+    INSERT INTO sqlq_limits (queue_id, tokens_u, at_us) VALUES (?, 0, 0)
+    ON DUPLICATE KEY UPDATE queue_id = queue_id)sql";
+  static constexpr const char* kRecordLease = R"sql(
+    INSERT INTO sqlq_leases (queue_id, message_id, token) VALUES (?, ?, ?)
+    ON DUPLICATE KEY UPDATE token = VALUES(token))sql";
 
   // The message holding a dedup key by an unexpired hold: queue, key, now.
   // A locking read, which sees the latest committed holds, not the

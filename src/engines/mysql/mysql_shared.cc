@@ -6,6 +6,7 @@
 #include "engines/mysql/dialect.h"
 #include "engines/mysql/mysql_engine_impl.h"
 #include "engines/shared/sql_groups.h"
+#include "engines/shared/sql_limits.h"
 #include "engines/shared/sql_queue.h"
 #include "engines/shared/sql_ring.h"
 #include "engines/shared/sql_rotation.h"

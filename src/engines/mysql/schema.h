@@ -226,6 +226,36 @@ ALTER TABLE sqlq_dead ADD COLUMN IF NOT EXISTS grp VARBINARY(255) NULL)sql",
 CREATE INDEX IF NOT EXISTS sqlq_messages_group
   ON sqlq_messages (queue_id, grp, id))sql",
     },
+    // Version 6: limits (0 for none; rate_u is claims per second times
+    // 10^6). A limited queue's claims lock its row in sqlq_limits (one
+    // limited claim at a time per queue), which holds the rate bucket
+    // (tokens_u, claims times 10^6, as of at_us; at_us 0 for a full
+    // bucket); sqlq_leases holds the messages they leased with the lease's
+    // token, which is what counts the queue's leases for max_leased (a row
+    // whose message no longer carries that live lease counts for nothing).
+    {
+        R"sql(
+ALTER TABLE sqlq_queues
+  ADD COLUMN IF NOT EXISTS max_leased BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS rate_u BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS rate_burst BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS group_limit INT NOT NULL DEFAULT 0)sql",
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_limits (
+  queue_id BIGINT NOT NULL PRIMARY KEY,
+  tokens_u BIGINT NOT NULL,
+  at_us    BIGINT NOT NULL,
+  FOREIGN KEY (queue_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
+) ENGINE=InnoDB)sql",
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_leases (
+  queue_id   BIGINT NOT NULL,
+  message_id BIGINT NOT NULL,
+  token      BIGINT NOT NULL,
+  PRIMARY KEY (queue_id, message_id),
+  FOREIGN KEY (queue_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
+) ENGINE=InnoDB)sql",
+    },
 };
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());

@@ -163,8 +163,10 @@ struct Dialect {
   static constexpr const char* kInsertQueue = R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
       backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
-      unique_for_us, created_us, group_mode)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+      unique_for_us, max_leased, rate_u, rate_burst, group_limit, created_us,
+      group_mode)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+      $16)
     ON CONFLICT (name) DO NOTHING
     RETURNING id)sql";
   static constexpr const char* kInsertKind = R"sql(
@@ -250,6 +252,15 @@ struct Dialect {
       AppendError("errors", "attempts", "ready_us", "'lease expired'") +
       " END, token = ?, attempts = attempts + 1, ready_us = ?, worker = ? "
       "WHERE id = ?";
+
+  // Limits (sql_limits.h): a queue's limit row, made when missing (queue);
+  // a lease recorded for max_leased (queue, message, token).
+  static constexpr const char* kMakeLimits = R"sql(
+    INSERT INTO sqlq_limits (queue_id, tokens_u, at_us) VALUES (?, 0, 0)
+    ON CONFLICT (queue_id) DO NOTHING)sql";
+  static constexpr const char* kRecordLease = R"sql(
+    INSERT INTO sqlq_leases (queue_id, message_id, token) VALUES (?, ?, ?)
+    ON CONFLICT (queue_id, message_id) DO UPDATE SET token = excluded.token)sql";
 
   // The message holding a dedup key by an unexpired hold: queue, key, now.
   // A statement of READ COMMITTED sees every hold committed before it.

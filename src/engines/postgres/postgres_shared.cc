@@ -4,6 +4,7 @@
 #include "engines/postgres/dialect.h"
 #include "engines/postgres/postgres_engine_impl.h"
 #include "engines/shared/sql_groups.h"
+#include "engines/shared/sql_limits.h"
 #include "engines/shared/sql_queue.h"
 #include "engines/shared/sql_ring.h"
 #include "engines/shared/sql_rotation.h"

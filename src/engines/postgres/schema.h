@@ -252,6 +252,31 @@ ALTER TABLE sqlq_dead ADD COLUMN grp BYTEA;
 CREATE INDEX sqlq_messages_group ON sqlq_messages (queue_id, grp, id)
   WHERE grp IS NOT NULL;
 )sql",
+    // Version 10: limits (0 for none; rate_u is claims per second times
+    // 10^6). A limited queue's claims lock its row in sqlq_limits (one
+    // limited claim at a time per queue), which holds the rate bucket
+    // (tokens_u, claims times 10^6, as of at_us; at_us 0 for a full
+    // bucket); sqlq_leases holds the messages they leased with the lease's
+    // token, which is what counts the queue's leases for max_leased (a row
+    // whose message no longer carries that live lease counts for nothing).
+    R"sql(
+ALTER TABLE sqlq_queues
+  ADD COLUMN max_leased BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN rate_u BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN rate_burst BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN group_limit INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE sqlq_limits (
+  queue_id BIGINT PRIMARY KEY REFERENCES sqlq_queues ON DELETE CASCADE,
+  tokens_u BIGINT NOT NULL,
+  at_us    BIGINT NOT NULL
+);
+CREATE TABLE sqlq_leases (
+  queue_id   BIGINT NOT NULL REFERENCES sqlq_queues ON DELETE CASCADE,
+  message_id BIGINT NOT NULL,
+  token      BIGINT NOT NULL,
+  PRIMARY KEY (queue_id, message_id)
+);
+)sql",
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

@@ -137,6 +137,14 @@ class SqlEngine : public core::Engine {
 
   Result<Timestamp> Now(core::Conn& c) override;
 
+  // Limits (sql_limits.h).
+  Result<core::LimitState> LockLimits(core::Conn& c, std::int64_t queue_id,
+                                      bool count_leased) override;
+  Status SaveLimits(core::Conn& c, std::int64_t queue_id,
+                    const core::LimitState& state, bool bucket,
+                    std::span<const std::int64_t> leased,
+                    std::int64_t token) override;
+
   // --- dead letters and archive -------------------------------------------
 
   Result<std::vector<DeadLetter>> ListDead(

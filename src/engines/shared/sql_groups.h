@@ -10,6 +10,12 @@
 // each other: a candidate another claim holds is passed over with its
 // group.
 //
+// Fair groups with a group limit K: the candidate is the first ready
+// message among the group's K oldest (its window). Leased messages stay in
+// the window until they leave the queue, and the window only moves on when
+// its oldest leave, so no more than K of a group are ever leased; the
+// lock by id (below) keeps two claims from leasing the same one.
+//
 // Ordered groups: the head (the group's lowest id) is found by a plain
 // read; a head that is not ready (leased, or waiting for its retry) skips
 // the group at once, without a lock, so that claims do not hold up the
@@ -54,6 +60,13 @@ inline constexpr const char* kGroupHeadSql = R"sql(
 inline constexpr const char* kGroupReadySql = R"sql(
   SELECT id, ready_us FROM sqlq_messages
   WHERE queue_id = ? AND grp = ? AND ready_us <= ? ORDER BY id LIMIT 1)sql";
+// A fair group with a group limit: the first ready message of its window,
+// its ? oldest messages.
+inline constexpr const char* kGroupWindowSql = R"sql(
+  SELECT id, ready_us FROM (
+    SELECT id, ready_us FROM sqlq_messages WHERE queue_id = ? AND grp = ?
+    ORDER BY id LIMIT ?) w
+  WHERE ready_us <= ? ORDER BY id LIMIT 1)sql";
 
 template <class D>
 Result<core::ClaimOutcome> SqlEngine<D>::ClaimGroups(
@@ -74,6 +87,7 @@ Result<core::ClaimOutcome> SqlEngine<D>::ClaimGroups(
   static const std::string kLock = D::Statement(
       kColumns + "WHERE id = ? AND ready_us <= ? FOR UPDATE SKIP LOCKED");
   static const std::string kReady = D::Statement(kGroupReadySql);
+  static const std::string kWindow = D::Statement(kGroupWindowSql);
   static const std::string kLease = D::Statement(D::kLeaseOne);
 
   // The head the last next_group read with its group: id, ready_us.
@@ -104,8 +118,15 @@ Result<core::ClaimOutcome> SqlEngine<D>::ClaimGroups(
       head_seen.reset();  // a second look (after a dead letter) reads again
     } else {
       auto found =
-          ordered
-              ? conn.Run(kHead, Params().Int(p.queue_id).Bytes(group),
+          ordered ? conn.Run(kHead, Params().Int(p.queue_id).Bytes(group),
+                             "claim (groups)")
+          : p.group_limit > 0
+              ? conn.Run(kWindow,
+                         Params()
+                             .Int(p.queue_id)
+                             .Bytes(group)
+                             .Int(p.group_limit)
+                             .Int(now),
                          "claim (groups)")
               : conn.Run(kReady, Params().Int(p.queue_id).Bytes(group).Int(now),
                          "claim (groups)");

@@ -101,7 +101,11 @@ Params& AppendOptions(Params& p, const QueueOptions& o) {
       .Int(core::Us(o.retention))
       .Int(static_cast<std::int64_t>(o.max_payload_bytes))
       .Int(core::Us(o.dead_retention))
-      .Int(core::Us(o.unique_for));
+      .Int(core::Us(o.unique_for))
+      .Int(core::LimitColumn(o.max_leased))
+      .Int(core::RateColumn(o.rate_limit))
+      .Int(core::LimitColumn(o.rate_burst))
+      .Int(core::LimitColumn(o.group_limit));
 }
 
 template <class D>
@@ -128,11 +132,9 @@ template <class D>
 Result<core::QueueRecord> SqlEngine<D>::GetQueue(core::Conn& c,
                                                  std::string_view name) {
   DConn& conn = Native(c);
-  static const std::string kSql = D::Statement(R"sql(
-    SELECT id, name, max_attempts, lease_us, backoff_base_us,
-           backoff_max_us, archive, retention_us, max_payload, created_us,
-           paused, dead_retention_us, unique_for_us, group_mode
-    FROM sqlq_queues WHERE name = ? AND kind = 'queue')sql");
+  static const std::string kSql =
+      D::Statement(std::string("SELECT ") + core::kQueueColumns +
+                   " FROM sqlq_queues WHERE name = ? AND kind = 'queue'");
   auto rows = conn.Run(kSql, Params().Text(name), "look up queue");
   if (!rows.ok()) return rows.status();
   if (rows->size() == 0) return Missing(conn, name, "queue");
@@ -141,11 +143,9 @@ Result<core::QueueRecord> SqlEngine<D>::GetQueue(core::Conn& c,
 
 template <class D>
 Result<std::vector<core::QueueRecord>> SqlEngine<D>::ListQueues(core::Conn& c) {
-  static const std::string kSql = D::Statement(R"sql(
-    SELECT id, name, max_attempts, lease_us, backoff_base_us,
-           backoff_max_us, archive, retention_us, max_payload, created_us,
-           paused, dead_retention_us, unique_for_us, group_mode
-    FROM sqlq_queues WHERE kind = 'queue' ORDER BY name)sql");
+  static const std::string kSql =
+      D::Statement(std::string("SELECT ") + core::kQueueColumns +
+                   " FROM sqlq_queues WHERE kind = 'queue' ORDER BY name");
   auto rows = Native(c).Run(kSql, Params(), "list queues");
   if (!rows.ok()) return rows.status();
   return core::DecodeAll(*rows,
@@ -271,7 +271,8 @@ Status SqlEngine<D>::AlterQueue(core::Conn& c,
     UPDATE sqlq_queues SET max_attempts = ?, lease_us = ?,
       backoff_base_us = ?, backoff_max_us = ?, archive = ?,
       retention_us = ?, max_payload = ?, dead_retention_us = ?,
-      unique_for_us = ?
+      unique_for_us = ?, max_leased = ?, rate_u = ?, rate_burst = ?,
+      group_limit = ?
     WHERE id = ? AND kind = 'queue')sql");
   Params p;
   AppendOptions(p, o).Int(queue_id);

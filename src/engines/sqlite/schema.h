@@ -169,6 +169,29 @@ ALTER TABLE sqlq_dead ADD COLUMN grp TEXT;
 CREATE INDEX sqlq_messages_group ON sqlq_messages (queue_id, grp, id)
   WHERE grp IS NOT NULL;
 )sql",
+    // Version 8: limits (0 for none; rate_u is claims per second times
+    // 10^6). A limited queue's claims keep their state in two tables: the
+    // rate bucket (tokens_u, claims times 10^6, as of at_us; at_us 0 for a
+    // full bucket), and the messages they leased with the lease's token,
+    // which is what counts the queue's leases for max_leased (a row whose
+    // message no longer carries that live lease counts for nothing).
+    R"sql(
+ALTER TABLE sqlq_queues ADD COLUMN max_leased INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sqlq_queues ADD COLUMN rate_u INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sqlq_queues ADD COLUMN rate_burst INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sqlq_queues ADD COLUMN group_limit INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE sqlq_limits (
+  queue_id INTEGER PRIMARY KEY,
+  tokens_u INTEGER NOT NULL,
+  at_us    INTEGER NOT NULL
+);
+CREATE TABLE sqlq_leases (
+  queue_id   INTEGER NOT NULL,
+  message_id INTEGER NOT NULL,
+  token      INTEGER NOT NULL,
+  PRIMARY KEY (queue_id, message_id)
+) WITHOUT ROWID;
+)sql",
 };
 
 inline constexpr int kSchemaVersion =

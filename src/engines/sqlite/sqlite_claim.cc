@@ -183,9 +183,22 @@ Result<core::ClaimOutcome> SqliteEngine::ClaimGroups(
              headers
       FROM sqlq_messages WHERE queue_id = ?1 AND grp = ?2 AND ready_us <= ?3
       ORDER BY id LIMIT 1)sql";
-    SQLQ_PREPARE(st, conn, ordered ? kHead : kReady);
+    // A group limit: the first ready message of the group's window, its
+    // ?3 oldest messages.
+    static constexpr const char* kWindow = R"sql(
+      SELECT id, priority, ready_us, token, attempts, enqueued_us, payload,
+             headers
+      FROM (SELECT * FROM sqlq_messages WHERE queue_id = ?1 AND grp = ?2
+            ORDER BY id LIMIT ?3)
+      WHERE ready_us <= ?4 ORDER BY id LIMIT 1)sql";
+    const bool window = !ordered && p.group_limit > 0;
+    SQLQ_PREPARE(st, conn, ordered ? kHead : window ? kWindow : kReady);
     st.Bind(1, p.queue_id).BindText(2, group);
-    if (!ordered) st.Bind(3, now);
+    if (window) {
+      st.Bind(3, p.group_limit).Bind(4, now);
+    } else if (!ordered) {
+      st.Bind(3, now);
+    }
     int rc = st.Step();
     if (rc == SQLITE_DONE) return std::optional<Candidate>();
     if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "claim");
@@ -205,6 +218,76 @@ Result<core::ClaimOutcome> SqliteEngine::ClaimGroups(
   Status s = AddCounters(conn, p.queue_id, out.Counters());
   if (!s.ok()) return s;
   return out;
+}
+
+// Limits (core/limits.h). Write transactions are one at a time here, so
+// the limit row needs no lock of its own. max_leased counts the rows of
+// sqlq_leases whose message still carries their lease, live; the rows of
+// ended leases are deleted first.
+Result<core::LimitState> SqliteEngine::LockLimits(Conn& c,
+                                                  std::int64_t queue_id,
+                                                  bool count_leased) {
+  SqliteConn& conn = Sql(c);
+  core::LimitState state;
+  state.now_us = Us(clock_->Now());
+  {
+    SQLQ_PREPARE(st, conn,
+                 "SELECT tokens_u, at_us FROM sqlq_limits WHERE queue_id = ?1");
+    st.Bind(1, queue_id);
+    int rc = st.Step();
+    if (rc == SQLITE_ROW) {
+      state.tokens_u = st.Int(0);
+      state.at_us = st.Int(1);
+    } else if (rc != SQLITE_DONE) {
+      return Translate(rc, conn.db(), "limited claim");
+    }
+  }
+  if (!count_leased) return state;
+  {
+    SQLQ_PREPARE(st, conn, R"sql(
+      DELETE FROM sqlq_leases WHERE queue_id = ?1 AND NOT EXISTS (
+        SELECT 1 FROM sqlq_messages m WHERE m.id = sqlq_leases.message_id
+          AND m.token = sqlq_leases.token AND m.ready_us > ?2))sql");
+    st.Bind(1, queue_id).Bind(2, state.now_us);
+    Status s = st.Run("limited claim");
+    if (!s.ok()) return s;
+  }
+  SQLQ_PREPARE(st, conn, R"sql(
+    SELECT count(*), coalesce(min(m.ready_us), 0)
+    FROM sqlq_leases l JOIN sqlq_messages m
+      ON m.id = l.message_id AND m.token = l.token
+    WHERE l.queue_id = ?1 AND m.ready_us > ?2)sql");
+  st.Bind(1, queue_id).Bind(2, state.now_us);
+  int rc = st.Step();
+  if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "limited claim");
+  state.leased = st.Int(0);
+  state.first_end_us = st.Int(1);
+  return state;
+}
+
+Status SqliteEngine::SaveLimits(Conn& c, std::int64_t queue_id,
+                                const core::LimitState& state, bool bucket,
+                                std::span<const std::int64_t> leased,
+                                std::int64_t token) {
+  SqliteConn& conn = Sql(c);
+  if (bucket) {
+    SQLQ_PREPARE(st, conn, R"sql(
+      INSERT INTO sqlq_limits (queue_id, tokens_u, at_us) VALUES (?1, ?2, ?3)
+      ON CONFLICT (queue_id) DO UPDATE SET tokens_u = excluded.tokens_u,
+        at_us = excluded.at_us)sql");
+    st.Bind(1, queue_id).Bind(2, state.tokens_u).Bind(3, state.at_us);
+    Status s = st.Run("limited claim");
+    if (!s.ok()) return s;
+  }
+  for (std::int64_t id : leased) {
+    SQLQ_PREPARE(st, conn, R"sql(
+      INSERT INTO sqlq_leases (queue_id, message_id, token) VALUES (?1, ?2, ?3)
+      ON CONFLICT (queue_id, message_id) DO UPDATE SET token = excluded.token)sql");
+    st.Bind(1, queue_id).Bind(2, id).Bind(3, token);
+    Status s = st.Run("limited claim");
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
 }
 
 Result<std::optional<Timestamp>> SqliteEngine::NextReadyAt(

@@ -193,11 +193,8 @@ class SqliteEngine : public core::Engine {
   " AND dedup IS NOT NULL ON CONFLICT (queue_id, dedup) DO UPDATE SET "     \
   "message_id = excluded.message_id, until_us = excluded.until_us"
 
-  static constexpr const char* kSelectQueue = R"sql(
-    SELECT id, name, max_attempts, lease_us, backoff_base_us, backoff_max_us,
-           archive, retention_us, max_payload, created_us, paused,
-           dead_retention_us, unique_for_us, group_mode
-    FROM sqlq_queues)sql";
+  static inline const std::string kSelectQueue =
+      std::string("SELECT ") + core::kQueueColumns + " FROM sqlq_queues";
 
   Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override;
 
@@ -234,6 +231,12 @@ class SqliteEngine : public core::Engine {
 
   Result<core::ClaimOutcome> Claim(Conn& c,
                                    const core::ClaimParams& p) override;
+  Result<core::LimitState> LockLimits(Conn& c, std::int64_t queue_id,
+                                      bool count_leased) override;
+  Status SaveLimits(Conn& c, std::int64_t queue_id,
+                    const core::LimitState& state, bool bucket,
+                    std::span<const std::int64_t> leased,
+                    std::int64_t token) override;
 
   // A message a claim may lease or dead-letter.
   struct Candidate {

@@ -17,7 +17,11 @@ Stmt& BindOptions(Stmt& st, int first, const QueueOptions& o) {
       .Bind(first + 5, Us(o.retention))
       .Bind(first + 6, static_cast<std::int64_t>(o.max_payload_bytes))
       .Bind(first + 7, Us(o.dead_retention))
-      .Bind(first + 8, Us(o.unique_for));
+      .Bind(first + 8, Us(o.unique_for))
+      .Bind(first + 9, core::LimitColumn(o.max_leased))
+      .Bind(first + 10, core::RateColumn(o.rate_limit))
+      .Bind(first + 11, core::LimitColumn(o.rate_burst))
+      .Bind(first + 12, core::LimitColumn(o.group_limit));
 }
 
 }  // namespace
@@ -30,12 +34,14 @@ Result<core::QueueRecord> SqliteEngine::CreateQueue(
   SQLQ_PREPARE(st, conn, R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
       backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
-      unique_for_us, created_us, group_mode)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+      unique_for_us, max_leased, rate_u, rate_burst, group_limit, created_us,
+      group_mode)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,
+      ?16)
     ON CONFLICT (name) DO NOTHING)sql");
   BindOptions(st.BindText(1, name), 2, o)
-      .Bind(11, Us(now))
-      .Bind(12, static_cast<int>(o.groups));
+      .Bind(15, Us(now))
+      .Bind(16, static_cast<int>(o.groups));
   Status s = st.Run("create queue");
   if (!s.ok()) return s;
   if (conn.changes() == 0) return Taken(conn, name);
@@ -75,6 +81,8 @@ Status SqliteEngine::DropQueue(Conn& c, std::int64_t queue_id) {
       "DELETE FROM sqlq_dead WHERE queue_id = ?1",
       "DELETE FROM sqlq_archive WHERE queue_id = ?1",
       "DELETE FROM sqlq_dedup_holds WHERE queue_id = ?1",
+      "DELETE FROM sqlq_limits WHERE queue_id = ?1",
+      "DELETE FROM sqlq_leases WHERE queue_id = ?1",
       "DELETE FROM sqlq_queues WHERE id = ?1",
   };
   for (const char* sql : kDeletes) {
@@ -93,9 +101,10 @@ Status SqliteEngine::AlterQueue(Conn& c, const core::AlterQueueParams& op) {
     UPDATE sqlq_queues SET max_attempts = ?1, lease_us = ?2,
       backoff_base_us = ?3, backoff_max_us = ?4, archive = ?5,
       retention_us = ?6, max_payload = ?7, dead_retention_us = ?8,
-      unique_for_us = ?9
-    WHERE id = ?10 AND kind = 'queue')sql");
-  BindOptions(st, 1, o).Bind(10, queue_id);
+      unique_for_us = ?9, max_leased = ?10, rate_u = ?11, rate_burst = ?12,
+      group_limit = ?13
+    WHERE id = ?14 AND kind = 'queue')sql");
+  BindOptions(st, 1, o).Bind(14, queue_id);
   Status s = st.Run("alter queue");
   if (!s.ok()) return s;
   if (conn.changes() == 0) return core::QueueGone(queue_id);
