@@ -461,6 +461,10 @@ class WorkQueue {
   // is pending. A subscriber sleeps at most this long (and should look again
   // now and then, as claims do: see docs/semantics.md "Waiting").
   Result<std::optional<Duration>> NextReadyIn();
+  // Whether a ready message may still wait for the one before it in its
+  // group (an ordered queue, or a group limit): then NextReadyIn() of 0
+  // after a claim that got nothing means "after an ack", not "now".
+  bool BlockedByGroups() const;
 
   // The message is done: deleted, or archived when the queue keeps one.
   // Errors: kInvalidArgument (malformed receipt), kFailedPrecondition (stale:

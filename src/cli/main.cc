@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -134,6 +135,8 @@ struct QueueOptionArgs {
   std::string groups;
   bool archive = false, no_archive = false;
   DurationArg lease, base, max, retention, dead_retention, unique_for;
+  // Limits as given: a number, or "none" to lift one (alter).
+  std::optional<std::string> max_leased, rate_limit, rate_burst, group_limit;
 
   void AddTo(CLI::App* cmd, bool alter) {
     auto dflt = [&](const char* d) {
@@ -170,6 +173,22 @@ struct QueueOptionArgs {
     cmd->add_option("--max-payload", max_payload,
                     "Largest payload in bytes" + dflt("1048576"))
         ->check(NotNegative());
+    cmd->add_option("--max-leased", max_leased,
+                    "At most N messages leased at once, over every consumer "
+                    "and process" +
+                        std::string(alter ? "; none lifts it" : ""));
+    cmd->add_option("--rate-limit", rate_limit,
+                    "At most R claims a second, shared by every process: R, "
+                    "R/s, R/m or R/h (100/m is 100 a minute)" +
+                        std::string(alter ? "; none lifts it" : ""));
+    cmd->add_option("--rate-burst", rate_burst,
+                    "Claims that may go at once after a quiet spell (default "
+                    "one second's worth)" +
+                        std::string(alter ? "; none for the default" : ""));
+    cmd->add_option("--group-limit", group_limit,
+                    "Fair queues: at most K messages of one group leased at "
+                    "once" +
+                        std::string(alter ? "; none lifts it" : ""));
     if (!alter) {
       cmd->add_option("--groups", groups,
                       "How claims treat message groups: none, fair "
@@ -202,7 +221,62 @@ struct QueueOptionArgs {
       if (!mode.ok()) return mode.status();
       o.groups = *mode;
     }
+    for (auto [text, field, flag] :
+         {std::tuple{&max_leased, &o.max_leased, "--max-leased"},
+          {&rate_burst, &o.rate_burst, "--rate-burst"},
+          {&group_limit, &o.group_limit, "--group-limit"}}) {
+      if (!*text) continue;
+      auto v = ParseLimit(**text, flag);
+      if (!v.ok()) return v.status();
+      *field = *v;
+    }
+    if (rate_limit) {
+      auto v = ParseRate(*rate_limit);
+      if (!v.ok()) return v.status();
+      o.rate_limit = *v;
+      if (!*v) o.rate_burst.reset();
+    }
     return Status::Ok();
+  }
+
+  // A whole number, or "none".
+  static Result<std::optional<int>> ParseLimit(const std::string& text,
+                                               const char* flag) {
+    if (text == "none") return std::optional<int>();
+    int v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+      return Status::InvalidArgument(
+          fmt::format("{} takes a whole number or none, not '{}'", flag, text));
+    }
+    return std::optional<int>(v);
+  }
+  // R, R/s, R/m or R/h, as claims a second; or "none".
+  static Result<std::optional<double>> ParseRate(const std::string& text) {
+    if (text == "none") return std::optional<double>();
+    const std::size_t slash = text.find('/');
+    const std::string number = text.substr(0, slash);
+    const std::string unit =
+        slash == std::string::npos ? "s" : text.substr(slash + 1);
+    double per = 0;
+    if (unit == "s" || unit == "sec") {
+      per = 1;
+    } else if (unit == "m" || unit == "min") {
+      per = 60;
+    } else if (unit == "h") {
+      per = 3600;
+    }
+    double v = 0;
+    auto [end, ec] =
+        std::from_chars(number.data(), number.data() + number.size(), v);
+    if (per == 0 || number.empty() || ec != std::errc() ||
+        end != number.data() + number.size()) {
+      return Status::InvalidArgument(fmt::format(
+          "--rate-limit takes R, R/s, R/m or R/h (R a number) or none, not "
+          "'{}'",
+          text));
+    }
+    return std::optional<double>(v / per);
   }
 };
 
@@ -502,14 +576,23 @@ void AddClaim(CLI::App& app, Runner& run) {
                          .lease = a->lease.value,
                          .wait = a->wait.value.value_or(Duration(0)),
                          .worker = a->worker};
-    auto r = a->ack.empty() ? q->Claim(o) : q->AckAndClaim(a->ack, o);
+    ClaimNote note;
+    auto r =
+        a->ack.empty() ? q->Claim(o, &note) : q->AckAndClaim(a->ack, o, &note);
     if (Failed(run, r)) return;
     run.out().Columns({"id", "attempt", "priority", "receipt", "payload"});
     for (const auto& m : *r) {
       run.out().Row(wire::ClaimedJson(m));
     }
     run.out().Flush();
-    if (r->empty() && !run.out().json()) {
+    // A limit that held the claim back is said on stderr (the messages
+    // stay the only output).
+    if (!note.limited_by.empty()) {
+      std::cerr << fmt::format(
+          "sqlq: held back by the queue's {}; more claimable in {}ms\n",
+          note.limited_by == "rate_limit" ? "rate limit" : "max_leased",
+          note.retry_after.count());
+    } else if (r->empty() && !run.out().json()) {
       std::cerr << "sqlq: no message ready\n";
     }
   });

@@ -78,6 +78,10 @@ void MaybePruneDead(WorkQueue& q, core::QueueImpl& impl) {
 
 namespace core {
 
+bool BlockedByGroups(const QueueOptions& o) {
+  return o.groups == GroupMode::kOrdered || o.group_limit.has_value();
+}
+
 void AfterAcks(WorkQueue& q, QueueImpl& impl) {
   const QueueOptions o = q.options();
   // An ack may let a message through that waits for its group or for a
@@ -232,10 +236,10 @@ Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
       result = next.status();
       break;
     }
-    // In an ordered queue a message may be ready and still wait for the
-    // one before it in its group: that wait ends with an ack (AfterAcks
-    // wakes), not at a time.
-    const bool ordered = impl.Current()->options.groups == GroupMode::kOrdered;
+    // In an ordered queue (or with a group limit) a message may be ready
+    // and still wait for the one before it in its group: that wait ends
+    // with an ack (AfterAcks wakes), not at a time.
+    const bool ordered = BlockedByGroups(impl.Current()->options);
     // Held back by a limit: ready messages wait for it, not for a time of
     // their own.
     const bool limited = !note.limited_by.empty();
@@ -300,6 +304,10 @@ std::unique_ptr<ReadySubscription> WorkQueue::Subscribe(
   impl_->store().hub().Register(state->waiter, impl_->id());
   return std::unique_ptr<ReadySubscription>(
       new ReadySubscription(std::move(state)));
+}
+
+bool WorkQueue::BlockedByGroups() const {
+  return core::BlockedByGroups(impl_->Current()->options);
 }
 
 Result<std::optional<Duration>> WorkQueue::NextReadyIn() {

@@ -174,10 +174,14 @@ class QueueImpl {
   OncePerMinute archive_prune_, dead_prune_, hold_prune_;
 };
 
+// An ordered queue, or one with a group limit (WorkQueue::BlockedByGroups).
+bool BlockedByGroups(const QueueOptions& o);
+
 // After messages of queue `q` (of `impl`) left it (acks, dead letters):
-// in an ordered queue, wakes waiting claims of this process (the next
-// message of each group is claimable now; other processes' claims see it
-// at their next poll); prunes the archive past retention and the dedup
+// in an ordered queue, or one with a group limit or max_leased, wakes
+// waiting claims of this process (a group's next message, or a place
+// under the limit, is claimable now; other processes' claims see it at
+// their next poll); prunes the archive past retention and the dedup
 // holds that ran out, each at most once a minute per handle; failures are
 // left for the next time (the data is only kept longer).
 void AfterAcks(WorkQueue& q, QueueImpl& impl);

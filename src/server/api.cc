@@ -589,7 +589,8 @@ constexpr std::int64_t kMaxRetentionMs = kMaxRetention.count();
 constexpr std::initializer_list<const char*> kQueueOptionFields = {
     "max_attempts",  "lease_ms",     "backoff_base_ms",   "backoff_max_ms",
     "archive",       "retention_ms", "max_payload_bytes", "dead_retention_ms",
-    "unique_for_ms", "groups"};
+    "unique_for_ms", "groups",       "max_leased",        "rate_limit",
+    "rate_burst",    "group_limit"};
 
 // Sets in `o` the options `b` gives.
 void ReadQueueOptions(const Body& b, QueueOptions& o) {
@@ -612,6 +613,35 @@ void ReadQueueOptions(const Body& b, QueueOptions& o) {
     auto mode = ParseGroupMode(*v);
     if (!mode.ok()) Throw(400, "invalid_argument", mode.status().message());
     o.groups = *mode;
+  }
+  // Limits: a number, or null to lift the limit.
+  auto limit = [&](const char* key, int max, std::optional<int>& field) {
+    const Json* v = b.Value(key);
+    if (v == nullptr) return;
+    if (v->is_null()) {
+      field.reset();
+      return;
+    }
+    field = static_cast<int>(*b.Int(key, 1, max));
+  };
+  limit("max_leased", kMaxLeasedLimit, o.max_leased);
+  limit("rate_burst", kMaxRateBurst, o.rate_burst);
+  limit("group_limit", kMaxGroupLimit, o.group_limit);
+  if (const Json* v = b.Value("rate_limit")) {
+    if (v->is_null()) {
+      o.rate_limit.reset();
+      o.rate_burst.reset();
+    } else {
+      if (!v->is_number()) b.Wrong("rate_limit", "a number or null");
+      const double rate = v->get<double>();
+      if (!(rate >= 0.001 && rate <= kMaxRateLimit)) {
+        Throw(400, "invalid_argument",
+              fmt::format("\"rate_limit\" must be in 0.001..{} claims per "
+                          "second, or null for none",
+                          kMaxRateLimit));
+      }
+      o.rate_limit = rate;
+    }
   }
 }
 
@@ -682,7 +712,8 @@ std::size_t Api::ClaimPayloadBudget(std::size_t reply_bytes, int max) {
 }
 
 Reply Api::ClaimReply(WorkQueue& queue, const ClaimOptions& options,
-                      const std::vector<ClaimedMessage>& messages) {
+                      const std::vector<ClaimedMessage>& messages,
+                      const ClaimNote& note) {
   bool limited = false;
   if (options.max_bytes != 0 && !messages.empty() &&
       static_cast<int>(messages.size()) < options.max) {
@@ -695,11 +726,11 @@ Reply Api::ClaimReply(WorkQueue& queue, const ClaimOptions& options,
       limited = next.ok() && next->has_value() && **next == Duration(0);
     }
   }
-  return ClaimReply(messages, limited);
+  return ClaimReply(messages, limited, note);
 }
 
-Reply Api::ClaimReply(const std::vector<ClaimedMessage>& messages,
-                      bool limited) {
+Reply Api::ClaimReply(const std::vector<ClaimedMessage>& messages, bool limited,
+                      const ClaimNote& note) {
   std::string out;
   std::size_t size = 32;
   for (const ClaimedMessage& m : messages) {
@@ -712,7 +743,12 @@ Reply Api::ClaimReply(const std::vector<ClaimedMessage>& messages,
     if (i > 0) out += ',';
     wire::AppendClaimed(out, m);
   }
-  out += limited ? R"(],"limited":true})" : "]}";
+  out += limited ? R"(],"limited":true)" : "]";
+  if (!note.limited_by.empty()) {
+    out += fmt::format(R"(,"limited_by":"{}","retry_after_ms":{})",
+                       note.limited_by, note.retry_after.count());
+  }
+  out += '}';
   Reply r;
   r.text = std::move(out);
   return r;
@@ -1081,8 +1117,10 @@ Outcome Api::Handle(const Request& req) {
         o.max_bytes = ClaimPayloadBudget(limits_.max_reply_bytes, o.max);
         WorkQueue q = queue();
         if (wait.count() == 0) {
-          auto claimed = ack.empty() ? q.Claim(o) : q.AckAndClaim(ack, o);
-          return Outcome{ClaimReply(q, o, Take(std::move(claimed))),
+          ClaimNote note;
+          auto claimed =
+              ack.empty() ? q.Claim(o, &note) : q.AckAndClaim(ack, o, &note);
+          return Outcome{ClaimReply(q, o, Take(std::move(claimed)), note),
                          std::nullopt};
         }
         Outcome park{Reply(), ParkedClaim{.queue = q,

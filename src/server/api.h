@@ -79,10 +79,14 @@ class Api {
 
   // The reply to a claim: {"messages":[...]}, with "limited":true when the
   // claim stopped short of `options.max` at the reply size limit while more
-  // messages were ready.
+  // messages were ready, and "limited_by" and "retry_after_ms" when a limit
+  // of the queue held it back (`note`).
   static Reply ClaimReply(WorkQueue& queue, const ClaimOptions& options,
-                          const std::vector<ClaimedMessage>& messages);
-  static Reply EmptyClaimReply() { return ClaimReply({}, false); }
+                          const std::vector<ClaimedMessage>& messages,
+                          const ClaimNote& note);
+  static Reply EmptyClaimReply(const ClaimNote& note = {}) {
+    return ClaimReply({}, false, note);
+  }
 
   // The payload bytes a claim of `max` messages may take for its reply to
   // stay within `reply_bytes` (ClaimOptions::max_bytes).
@@ -94,7 +98,7 @@ class Api {
   // an operation finds it gone (dropped elsewhere).
   // `hit` tells whether the handle came from the cache.
   static Reply ClaimReply(const std::vector<ClaimedMessage>& messages,
-                          bool limited);
+                          bool limited, const ClaimNote& note);
   Result<WorkQueue> CachedQueue(const std::string& name, bool& hit);
   void Forget(const std::string& name);
   // The entry of the request's bearer token (the token itself in `token`,

@@ -161,6 +161,9 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   Server& server_;
   std::shared_ptr<Session> session_;
   ParkedClaim claim_;
+  // What the last look said (a limit that held it back), for the empty
+  // reply at the end of the wait.
+  ClaimNote note_;
   std::string route_;
   asio::steady_timer timer_;
   std::unique_ptr<ReadySubscription> sub_;
@@ -623,22 +626,36 @@ void LongPoll::Look(bool peek_first) {
   (void)sub_->TakeSignal();
   // The first look acks the receipt the claim names, if any; its failure
   // ends the claim with that error.
+  ClaimNote note;
   auto r = claim_.ack.empty()
-               ? claim_.queue.Claim(claim_.options)
+               ? claim_.queue.Claim(claim_.options, &note)
                : claim_.queue.AckAndClaim(std::exchange(claim_.ack, {}),
-                                          claim_.options);
+                                          claim_.options, &note);
   if (!r.ok()) {
     Status s = r.status();
     return OnStrand([s](LongPoll& lp) { lp.Finish(StatusReply(s)); });
   }
   if (!r->empty()) {
-    Reply reply = Api::ClaimReply(claim_.queue, claim_.options, *r);
+    Reply reply = Api::ClaimReply(claim_.queue, claim_.options, *r, note);
     return OnStrand([reply = std::move(reply)](LongPoll& lp) mutable {
       lp.Finish(std::move(reply));
     });
   }
-  auto next = claim_.queue.NextReadyIn();
-  OnStrand([next = std::move(next)](LongPoll& lp) mutable {
+  // Held back by a limit: the messages are ready, and claimable when the
+  // limit allows (or an ack wakes this claim).
+  auto next = note.limited_by.empty()
+                  ? claim_.queue.NextReadyIn()
+                  : Result<std::optional<Duration>>(
+                        std::optional<Duration>(note.retry_after));
+  // A message ready now that this claim did not get waits for the one
+  // before it in its group (ordered, or a full group window): an ack ends
+  // that wait, not a time.
+  if (next.ok() && next->has_value() && **next == Duration(0) &&
+      claim_.queue.BlockedByGroups()) {
+    next = std::optional<Duration>();
+  }
+  OnStrand([next = std::move(next), note](LongPoll& lp) mutable {
+    lp.note_ = std::move(note);
     lp.AfterLook(std::move(next));
   });
 }
@@ -653,7 +670,7 @@ void LongPoll::AfterLook(Result<std::optional<Duration>> next) {
     return Wake(std::exchange(pending_signal_, false));
   }
   auto now = SteadyClock::now();
-  if (now >= claim_.deadline) return Finish(Api::EmptyClaimReply());
+  if (now >= claim_.deadline) return Finish(Api::EmptyClaimReply(note_));
   auto until = claim_.deadline;
   // The safety net of every waiting claim: look again now and then even
   // without a wake-up (docs/semantics.md, "Waiting").

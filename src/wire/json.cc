@@ -174,6 +174,13 @@ void PutPayload(Json& obj, std::string_view payload) {
   }
 }
 
+namespace {
+// A limit: its value, or null for none.
+Json LimitJson(const std::optional<int>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+}  // namespace
+
 Json QueueOptionsJson(const QueueOptions& o) {
   return {{"max_attempts", o.max_attempts},
           {"lease_ms", o.lease.count()},
@@ -184,7 +191,11 @@ Json QueueOptionsJson(const QueueOptions& o) {
           {"max_payload_bytes", o.max_payload_bytes},
           {"dead_retention_ms", o.dead_retention.count()},
           {"unique_for_ms", o.unique_for.count()},
-          {"groups", GroupModeName(o.groups)}};
+          {"groups", GroupModeName(o.groups)},
+          {"max_leased", LimitJson(o.max_leased)},
+          {"rate_limit", o.rate_limit ? Json(*o.rate_limit) : Json(nullptr)},
+          {"rate_burst", LimitJson(o.rate_burst)},
+          {"group_limit", LimitJson(o.group_limit)}};
 }
 
 Json QueueJson(const QueueInfo& q) {

@@ -193,6 +193,38 @@ TEST_F(MessageCliTest, OrderedGroupsFromTheCommandLine) {
   EXPECT_EQ(listed[0]["group"], "acct-2");
 }
 
+TEST_F(MessageCliTest, LimitsFromTheCommandLine) {
+  json created = One({"queue", "create", "lim", "--max-leased", "2",
+                      "--rate-limit", "120/m", "--rate-burst", "5"});
+  EXPECT_EQ(created["max_leased"], 2);
+  EXPECT_EQ(created["rate_limit"], 2.0);
+  EXPECT_EQ(created["rate_burst"], 5);
+  for (int i = 0; i < 4; ++i) One({"send", "lim", "m" + std::to_string(i)});
+  RunResult held = Human({"claim", "lim", "--max", "10"});
+  EXPECT_EQ(held.exit_code, kOk) << Show(held);
+  EXPECT_NE(held.out.find("m1"), std::string::npos) << Show(held);
+  EXPECT_NE(held.err.find("held back by the queue's max_leased"),
+            std::string::npos)
+      << Show(held);
+  json lifted = One({"queue", "alter", "lim", "--max-leased", "none"});
+  EXPECT_TRUE(lifted["max_leased"].is_null());
+  EXPECT_EQ(lifted["rate_burst"], 5);
+  EXPECT_EQ(Ok({"claim", "lim", "--max", "10"}).size(), 2u);
+  // Each with what its error names.
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--max-leased", "0", "max_leased 0"},
+        {"--max-leased", "lots", "--max-leased"},
+        {"--rate-limit", "5/week", "--rate-limit"},
+        {"--rate-limit", "0", "rate_limit 0"},
+        {"--rate-burst", "3", "needs a rate_limit"},
+        {"--group-limit", "2", "fair"}}) {
+    EXPECT_TRUE(FailsWith(Human({"queue", "create", "bad", bad[0], bad[1]}),
+                          kUsage, bad[2]));
+  }
+  auto names = Ok({"queue", "list"});
+  EXPECT_EQ(names.size(), 2u) << "a refused queue was created";
+}
+
 TEST_F(MessageCliTest, ListShowsEverythingInTheStore) {
   One({"ring", "create", "views", "--capacity", "3"});
   One({"rotation", "create", "relays"});

@@ -72,6 +72,34 @@ TEST_F(LongPoll, ParkedClaimIsAnsweredWhenAMessageIsSent) {
   EXPECT_EQ(Metric(c(), "sqlq_server_waiting_consumers"), 0);
 }
 
+TEST_F(LongPoll, ParkedClaimOnAFullQueueIsAnsweredWhenAnAckFreesAPlace) {
+  ASSERT_EQ(c().Post("/v1/queues/one", {{"max_leased", 1}}).status, 201);
+  ASSERT_EQ(
+      c().Post("/v1/queues/one/messages",
+               {{"messages", {{{"payload", "first"}}, {{"payload", "next"}}}}})
+          .status,
+      200);
+  Response first = c().Post("/v1/queues/one/claim", {{"max", 5}});
+  ASSERT_EQ(first.json["messages"].size(), 1u) << first.body;
+  auto claim = std::async(std::launch::async, [&] {
+    Client waiter(port());
+    return waiter.Post("/v1/queues/one/claim",
+                       {{"max", 5}, {"wait_ms", 30000}});
+  });
+  ASSERT_TRUE(WaitingIs(1));
+  ASSERT_EQ(c().Post("/v1/queues/one/ack",
+                     {{"receipt", first.json["messages"][0]["receipt"]}})
+                .status,
+            200);
+  // The queue's lease is 30 s: only the ack can answer it before then.
+  ASSERT_EQ(claim.wait_for(std::chrono::seconds(15)),
+            std::future_status::ready);
+  Response r = claim.get();
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json["messages"].size(), 1u) << r.body;
+  EXPECT_EQ(r.json["messages"][0]["payload"], "next");
+}
+
 TEST_F(LongPoll, ParkedClaimWithAnAckHasAckedBeforeItWaits) {
   ASSERT_EQ(c().Post("/v1/queues/jobs/messages",
                      {{"messages", {{{"payload", "first"}}}}})

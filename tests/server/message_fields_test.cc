@@ -283,6 +283,44 @@ TEST_F(MessageFields, OrderedGroupsOverHttp) {
   EXPECT_EQ(c().Get("/v1/queues/ord").json["options"]["groups"], "ordered");
 }
 
+TEST_F(MessageFields, LimitsOverHttp) {
+  for (const Json& bad :
+       {Json({{"max_leased", 0}}), Json({{"rate_limit", 0}}),
+        Json({{"rate_burst", 4}}), Json({{"group_limit", 2}}),
+        Json({{"max_leased", 1.5}}), Json({{"rate_limit", "fast"}})}) {
+    Response r = c().Post("/v1/queues/lim", bad);
+    EXPECT_EQ(r.status, 400) << bad.dump() << " " << r.body;
+  }
+  EXPECT_EQ(c().Get("/v1/queues/lim").status, 404);
+  Response created =
+      c().Post("/v1/queues/lim", {{"max_leased", 1}, {"rate_limit", 100}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(created.json["max_leased"], 1);
+  EXPECT_EQ(created.json["rate_limit"], 100.0);
+  EXPECT_TRUE(created.json["rate_burst"].is_null());
+  EXPECT_TRUE(created.json["group_limit"].is_null());
+  ASSERT_EQ(c().Post("/v1/queues/lim/messages",
+                     {{"messages", Json::array({{{"payload", "a"}},
+                                                {{"payload", "b"}},
+                                                {{"payload", "c"}}})}})
+                .status,
+            200);
+  Response claimed = c().Post("/v1/queues/lim/claim", {{"max", 10}});
+  ASSERT_EQ(claimed.status, 200) << claimed.body;
+  EXPECT_EQ(claimed.json["messages"].size(), 1u) << claimed.body;
+  EXPECT_EQ(claimed.json["limited_by"], "max_leased") << claimed.body;
+  EXPECT_EQ(claimed.json["retry_after_ms"], 30000) << claimed.body;
+  // null lifts a limit; the others stay.
+  Response patched = c().Call("PATCH", "/v1/queues/lim",
+                              Json({{"max_leased", nullptr}}).dump());
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_TRUE(patched.json["max_leased"].is_null());
+  EXPECT_EQ(patched.json["rate_limit"], 100.0);
+  Response rest = c().Post("/v1/queues/lim/claim", {{"max", 10}});
+  EXPECT_EQ(rest.json["messages"].size(), 2u) << rest.body;
+  EXPECT_FALSE(rest.json.contains("limited_by")) << rest.body;
+}
+
 TEST_F(MessageFields, PatchPauseAndResumeAQueue) {
   Response patched = c().Call(
       "PATCH", "/v1/queues/jobs",

@@ -509,13 +509,16 @@ TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
   Query(c, "DELETE FROM sqlq_schema WHERE version > 2");
   Query(c, "DROP INDEX sqlq_dead_died");
   Query(c, "DROP TABLE sqlq_dedup_holds");
+  Query(c, "DROP TABLE sqlq_limits");
+  Query(c, "DROP TABLE sqlq_leases");
   Query(c, "DROP INDEX sqlq_messages_group");
   Query(c, "ALTER TABLE sqlq_messages DROP COLUMN grp");
   Query(c, "ALTER TABLE sqlq_dead DROP COLUMN grp");
   Query(c,
         "ALTER TABLE sqlq_queues DROP COLUMN paused, DROP COLUMN "
         "dead_retention_us, DROP COLUMN unique_for_us, DROP COLUMN "
-        "group_mode");
+        "group_mode, DROP COLUMN max_leased, DROP COLUMN rate_u, DROP COLUMN "
+        "rate_burst, DROP COLUMN group_limit");
   for (const char* table : {"sqlq_messages", "sqlq_dead", "sqlq_archive"}) {
     Query(c, std::string("ALTER TABLE ") + table +
                  " DROP COLUMN headers, DROP COLUMN errors");
