@@ -67,6 +67,8 @@ struct Config {
   std::string variant;
   // workers-open: the rate producers are paced at, in messages a second.
   double open_rate = 0;
+  // rate-limited: the queue's rate limit, claims a second.
+  double rate_limit = 200;
 };
 
 struct RunResult {
@@ -227,6 +229,55 @@ Result<RunResult> RunRotationNext(Store& store, const std::string& name,
                     });
   Status dropped = store.DropRotation(name);
   if (r.ok() && !dropped.ok()) return dropped;
+  return r;
+}
+
+// Claims (up to 10 at a time, waiting) and acks with `threads` consumers
+// for `d` from a queue rate-limited to `rate` claims a second with a bucket
+// of one: the rate it held (RunResult::offered is `rate`).
+Result<RunResult> RunRateLimited(WorkQueue q, int threads, double rate,
+                                 Duration d, const std::string& label) {
+  std::atomic<long> claimed{0};
+  std::mutex mu;
+  Status failure;
+  Progress progress(label);
+  const auto start = SteadyClock::now();
+  const auto end = start + d;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      while (SteadyClock::now() < end) {
+        auto r = q.Claim({.max = 10, .wait = std::chrono::milliseconds(200)});
+        Status s = r.status();
+        // Counted when claimed within the run: the rate over d.
+        if (s.ok() && SteadyClock::now() <= end) {
+          claimed += static_cast<long>(r->size());
+        }
+        if (s.ok() && !r->empty()) {
+          std::vector<std::string> receipts;
+          for (auto& m : *r) receipts.push_back(std::move(m.receipt));
+          s = q.AckBatch(receipts).status();
+        }
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          failure = s;
+          return;
+        }
+      }
+    });
+  }
+  while (SteadyClock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    progress.Show(static_cast<long>(Seconds(SteadyClock::now() - start)),
+                  static_cast<long>(Seconds(d)));
+  }
+  for (auto& t : pool) t.join();
+  progress.Done();
+  if (!failure.ok()) return failure;
+  RunResult r;
+  r.seconds = Seconds(d);
+  r.messages = claimed.load();
+  r.offered = rate;
   return r;
 }
 
@@ -797,13 +848,21 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
                                   : workload == "list-deep-filter" ? "lf"
                                   : workload == "drain-ordered"    ? "do"
                                   : workload == "drain-fair"       ? "df"
+                                  : workload == "drain-limited"    ? "dl"
+                                  : workload == "rate-limited"     ? "rl"
                                                                    : "mx");
   (void)store.DropQueue(qname);
-  auto q = store.CreateQueue(
-      qname, {.lease = std::chrono::minutes(5),
-              .groups = workload == "drain-ordered" ? GroupMode::kOrdered
-                        : workload == "drain-fair"  ? GroupMode::kFair
-                                                    : GroupMode::kNone});
+  QueueOptions qo{.lease = std::chrono::minutes(5),
+                  .groups = workload == "drain-ordered" ? GroupMode::kOrdered
+                            : workload == "drain-fair"  ? GroupMode::kFair
+                                                        : GroupMode::kNone};
+  // drain-limited: a limit that never binds, for what counting costs.
+  if (workload == "drain-limited") qo.max_leased = kMaxLeasedLimit;
+  if (workload == "rate-limited") {
+    qo.rate_limit = c.rate_limit;
+    qo.rate_burst = 1;
+  }
+  auto q = store.CreateQueue(qname, qo);
   if (!q.ok()) return q.status();
   Result<RunResult> r = Status::Internal("unknown workload");
   if (workload == "send-1") {
@@ -812,13 +871,23 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
   } else if (workload == "send-batch") {
     r = RunSend(*q, c.messages ? c.messages : 500000, c.threads ? c.threads : 4,
                 c.batch, c.payload, label);
-  } else if (workload == "drain-1" || workload == "drain-10") {
+  } else if (workload == "rate-limited") {
+    auto d = wire::ParseDuration(c.duration);
+    if (!d.ok()) return d.status();
+    // More than the run can take, so that the limit is all that holds it.
+    const long total =
+        static_cast<long>(c.rate_limit * Seconds(*d) * 1.2) + 100;
+    auto fill = RunSend(*q, total, 2, 1000, c.payload, label + " (fill)");
+    if (!fill.ok()) return fill.status();
+    r = RunRateLimited(*q, c.threads ? c.threads : 4, c.rate_limit, *d, label);
+  } else if (workload == "drain-1" || workload == "drain-10" ||
+             workload == "drain-limited") {
     long total = c.messages ? c.messages : 50000;
     auto fill = RunSend(*q, total, 2, 1000, c.payload, label + " (fill)");
     if (!fill.ok()) return fill.status();
-    r = RunDrain(*q, total, c.threads ? c.threads : 4,
-                 workload == "drain-1" ? 1 : 10,
-                 workload == "drain-1" ? c.ack : "", c.prefetch, label);
+    const bool one = workload != "drain-10";
+    r = RunDrain(*q, total, c.threads ? c.threads : 4, one ? 1 : 10,
+                 one ? c.ack : "", c.prefetch, label);
   } else if (workload == "drain-ordered" || workload == "drain-fair") {
     // drain-1 on a queue whose messages are spread over --groups groups.
     long total = c.messages ? c.messages : 50000;
@@ -889,8 +958,9 @@ int Run(Config c) {
                                         "rotation-next"};
   // Not in "all": filling a queue of a million messages takes a while;
   // the grouped drains are compared with drain-1 at the same --threads.
-  const std::vector<std::string> also = {"list-deep", "list-deep-filter",
-                                         "drain-ordered", "drain-fair"};
+  const std::vector<std::string> also = {"list-deep",     "list-deep-filter",
+                                         "drain-ordered", "drain-fair",
+                                         "drain-limited", "rate-limited"};
   if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
                                        "all") != c.workloads.end()) {
     c.workloads = all;
@@ -1051,6 +1121,12 @@ int Run(Config c) {
       }
       if (!p999.empty()) row["p999_us"] = std::lround(Median(p999));
       if (load > 0) row["offered_msgs_per_s"] = std::lround(rc.open_rate);
+      if (w == "rate-limited") {
+        row["rate_limit"] = c.rate_limit;
+        row["vs_limit"] =
+            std::round(1000 * medians[name] / c.rate_limit) / 1000;
+        row["duration"] = c.duration;
+      }
       if (w == "drain-1" || w.rfind("workers", 0) == 0) {
         row["ack"] = w == "drain-1" ? (c.ack.empty() ? "each" : c.ack)
                                     : (c.ack.empty() ? "next" : c.ack);
@@ -1127,8 +1203,11 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
       "--workload", c->workloads,
       "send-1, send-batch, drain-1, drain-10, mixed, workers, workers-open, "
       "ring-push, rotation-next, list-deep, list-deep-filter, drain-ordered, "
-      "drain-fair (drain-1 on a queue of --groups groups, ordered or fair; "
-      "these four not in all); baseline-send-1, "
+      "drain-fair (drain-1 on a queue of --groups groups, ordered or fair), "
+      "drain-limited (drain-1 on a queue with a max_leased that never "
+      "binds), rate-limited (claims for --duration from a queue limited to "
+      "--rate-limit claims a second: the rate it held) (these not in all); "
+      "baseline-send-1, "
       "baseline-send-batch, "
       "baseline-drain-1, "
       "baseline-drain-10, baseline-mixed (the same on a hand-written "
@@ -1152,8 +1231,9 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
                   "100)");
   cmd->add_option("--claim-max", c->claim_max,
                   "mixed: messages per claim (default 100)");
-  cmd->add_option("--duration", c->duration,
-                  "mixed, workers, workers-open: run time (default 10s)");
+  cmd->add_option(
+      "--duration", c->duration,
+      "mixed, workers, workers-open, rate-limited: run time (default 10s)");
   cmd->add_option("--ack", c->ack,
                   "drain-1, workers: how a consumer holding one message "
                   "takes the next: each (ack, then claim; default for "
@@ -1180,6 +1260,9 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
                 "baseline-mixed, run them again while another session holds "
                 "a REPEATABLE READ snapshot open (vacuum then cannot remove "
                 "dead rows); reports vs_clean");
+  cmd->add_option("--rate-limit", c->rate_limit,
+                  "rate-limited: the queue's limit, claims a second (default "
+                  "200)");
   cmd->add_option("--groups", c->groups,
                   "ring-push: groups pushed to; drain-ordered, drain-fair: "
                   "groups the messages are spread over (default 1000)");

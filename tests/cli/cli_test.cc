@@ -116,10 +116,30 @@ class CliTest : public CliFixture {
 // ---------------------------------------------------------------- queues
 
 TEST_F(CliTest, QueueCreateTakesEveryOption) {
-  json created =
-      One({"queue", "create", "jobs", "--max-attempts", "3", "--lease", "500ms",
-           "--backoff-base", "2s", "--backoff-max", "5m", "--archive",
-           "--retention", "1d", "--max-payload", "100", "--unique-for", "10m"});
+  json created = One({"queue",
+                      "create",
+                      "jobs",
+                      "--max-attempts",
+                      "3",
+                      "--lease",
+                      "500ms",
+                      "--backoff-base",
+                      "2s",
+                      "--backoff-max",
+                      "5m",
+                      "--archive",
+                      "--retention",
+                      "1d",
+                      "--max-payload",
+                      "100",
+                      "--unique-for",
+                      "10m",
+                      "--max-leased",
+                      "4",
+                      "--rate-limit",
+                      "10/s",
+                      "--rate-burst",
+                      "20"});
   // The queue object, as `queue list` and the HTTP API show it.
   ASSERT_TRUE(created.contains("created_at")) << created;
   EXPECT_LE(std::abs(NowUs() - ParseTimeUs(created["created_at"])), 60'000'000);
@@ -128,6 +148,7 @@ TEST_F(CliTest, QueueCreateTakesEveryOption) {
       "max_attempts":3,"lease_ms":500,"backoff_base_ms":2000,
       "backoff_max_ms":300000,"archive":true,"retention_ms":86400000,
       "max_payload_bytes":100,"dead_retention_ms":0,"unique_for_ms":600000,"groups":"none",
+      "max_leased":4,"rate_limit":10.0,"rate_burst":20,"group_limit":null,
       "paused":false})"));
 
   // The settings are stored, not just echoed.
@@ -141,7 +162,8 @@ TEST_F(CliTest, QueueCreateTakesEveryOption) {
   EXPECT_EQ(q, json::parse(R"({"name":"jobs","kind":"queue","max_attempts":3,
       "lease_ms":500,"backoff_base_ms":2000,"backoff_max_ms":300000,"archive":true,
       "retention_ms":86400000,"max_payload_bytes":100,"dead_retention_ms":0,
-      "unique_for_ms":600000,"groups":"none","paused":false})"));
+      "unique_for_ms":600000,"groups":"none","max_leased":4,"rate_limit":10.0,
+      "rate_burst":20,"group_limit":null,"paused":false})"));
 }
 
 TEST_F(CliTest, QueueCreateDefaults) {
@@ -151,6 +173,7 @@ TEST_F(CliTest, QueueCreateDefaults) {
       "max_attempts":5,"lease_ms":30000,"backoff_base_ms":1000,
       "backoff_max_ms":600000,"archive":false,"retention_ms":604800000,
       "max_payload_bytes":1048576,"dead_retention_ms":0,"unique_for_ms":0,"groups":"none",
+      "max_leased":null,"rate_limit":null,"rate_burst":null,"group_limit":null,
       "paused":false})"));
 }
 
