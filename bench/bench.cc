@@ -67,8 +67,10 @@ struct Config {
   std::string variant;
   // workers-open: the rate producers are paced at, in messages a second.
   double open_rate = 0;
-  // rate-limited: the queue's rate limit, claims a second.
+  // rate-limited: the queue's rate limit, claims a second, and its bucket
+  // (0: the default, a second's worth).
   double rate_limit = 200;
+  int rate_burst = 0;
 };
 
 struct RunResult {
@@ -233,8 +235,8 @@ Result<RunResult> RunRotationNext(Store& store, const std::string& name,
 }
 
 // Claims (up to 10 at a time, waiting) and acks with `threads` consumers
-// for `d` from a queue rate-limited to `rate` claims a second with a bucket
-// of one: the rate it held (RunResult::offered is `rate`).
+// for `d` from a queue rate-limited to `rate` claims a second: the rate it
+// held, the first burst included (RunResult::offered is `rate`).
 Result<RunResult> RunRateLimited(WorkQueue q, int threads, double rate,
                                  Duration d, const std::string& label) {
   std::atomic<long> claimed{0};
@@ -860,7 +862,7 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
   if (workload == "drain-limited") qo.max_leased = kMaxLeasedLimit;
   if (workload == "rate-limited") {
     qo.rate_limit = c.rate_limit;
-    qo.rate_burst = 1;
+    if (c.rate_burst > 0) qo.rate_burst = c.rate_burst;
   }
   auto q = store.CreateQueue(qname, qo);
   if (!q.ok()) return q.status();
@@ -1123,6 +1125,7 @@ int Run(Config c) {
       if (load > 0) row["offered_msgs_per_s"] = std::lround(rc.open_rate);
       if (w == "rate-limited") {
         row["rate_limit"] = c.rate_limit;
+        if (c.rate_burst > 0) row["rate_burst"] = c.rate_burst;
         row["vs_limit"] =
             std::round(1000 * medians[name] / c.rate_limit) / 1000;
         row["duration"] = c.duration;
@@ -1263,6 +1266,9 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
   cmd->add_option("--rate-limit", c->rate_limit,
                   "rate-limited: the queue's limit, claims a second (default "
                   "200)");
+  cmd->add_option("--rate-burst", c->rate_burst,
+                  "rate-limited: the queue's bucket (default a second's "
+                  "worth)");
   cmd->add_option("--groups", c->groups,
                   "ring-push: groups pushed to; drain-ordered, drain-fair: "
                   "groups the messages are spread over (default 1000)");

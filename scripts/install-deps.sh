@@ -11,6 +11,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev
   libboost1.81-dev libssl-dev curl
+  libcctz-dev tzdata
   beanstalkd
 )
 

@@ -23,6 +23,7 @@
 #include "sqlq/queue.h"
 #include "sqlq/ring.h"
 #include "sqlq/rotation.h"
+#include "sqlq/schedule.h"
 #include "sqlq/status.h"
 
 namespace sqlq {
@@ -47,6 +48,11 @@ struct StoreOptions {
   bool create_if_missing = true;
   // Time source; nullptr means the engine's own clock.
   std::shared_ptr<Clock> clock;
+  // Run the scheduler in a thread of this store: it takes the database's
+  // scheduler lease when no other process holds it, and sends the due
+  // ticks of every schedule (RunSchedules) while it holds it. `sqlq serve`
+  // runs one; short-lived programs should not.
+  bool run_schedules = false;
 };
 
 // A transaction the caller controls, for writing business rows and queue rows
@@ -129,6 +135,28 @@ class Store {
   // Every ring, and every rotation, with its settings, by name.
   Result<std::vector<RingInfo>> ListRings();
   Result<std::vector<RotationInfo>> ListRotations();
+
+  // Schedules (sqlq/schedule.h; names as queue names, in their own
+  // namespace). Create checks the cron, the zone, the queue and the
+  // message. Errors: kInvalidArgument, kAlreadyExists, kNotFound (queue).
+  Result<ScheduleInfo> CreateSchedule(std::string_view name,
+                                      const ScheduleOptions& options);
+  Result<ScheduleInfo> GetSchedule(std::string_view name);
+  Result<std::vector<ScheduleInfo>> ListSchedules();
+  // A paused schedule sends nothing; resumed, it goes on from its next
+  // tick after now (the ticks while it was paused are not sent).
+  Status PauseSchedule(std::string_view name);
+  Status ResumeSchedule(std::string_view name);
+  Status DropSchedule(std::string_view name);
+  // One pass of the scheduler: takes (or renews) the scheduler lease of the
+  // database unless another store holds it, and then sends every due tick
+  // of every schedule, each tick exactly once (its send commits with the
+  // schedule's move to its next tick). Safe to call from any number of
+  // processes at once. The background scheduler (run_schedules) calls it.
+  Result<ScheduleRun> RunSchedules();
+  // How long the scheduler lease lasts: a store that stops renewing it
+  // (killed) is replaced once it runs out.
+  static constexpr std::chrono::seconds kSchedulerLease{5};
 
   // Starts a write transaction on a connection of sqlq's own. On SQLite it
   // holds the database's write lock until it ends, so every other write

@@ -1000,6 +1000,132 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
   }
 }
 
+void AddScheduleCommands(CLI::App& app, Runner& run) {
+  auto* sched = app.add_subcommand(
+      "schedule",
+      "Schedules: a message sent to a queue at each tick of a cron "
+      "expression");
+  sched->require_subcommand(1);
+  {
+    struct Args {
+      std::string name, cron, tz = "UTC", queue, payload, group;
+      std::vector<std::string> headers;
+      std::int32_t priority = 0;
+      int catch_up = 0;
+      bool base64 = false;
+    };
+    auto a = std::make_shared<Args>();
+    auto* cmd = sched->add_subcommand(
+        "add", "Add a schedule (sent by `sqlq serve`, or `schedule run`)");
+    cmd->add_option("NAME", a->name, "Schedule name: 1-64 of [A-Za-z0-9_-]")
+        ->required();
+    cmd->add_option("--cron", a->cron,
+                    "When: five fields (minute hour day-of-month month "
+                    "day-of-week), six with seconds first, or @hourly, "
+                    "@daily, @weekly, @monthly, @yearly")
+        ->required();
+    cmd->add_option("--tz", a->tz,
+                    "Time zone of the cron's times (default UTC), e.g. "
+                    "Europe/Berlin");
+    cmd->add_option("--queue", a->queue, "Queue the messages go to")
+        ->required();
+    cmd->add_option("--payload", a->payload, "Payload of each message")
+        ->required();
+    cmd->add_flag("--base64", a->base64, "--payload is base64");
+    cmd->add_option("--priority", a->priority, "Priority of each message");
+    cmd->add_option("--header", a->headers,
+                    "A header NAME=VALUE of each message (repeatable)");
+    cmd->add_option("--group", a->group, "Group of each message");
+    cmd->add_option("--catch-up", a->catch_up,
+                    "Ticks missed while no scheduler ran that are still "
+                    "sent, the latest first (default 0: skip them)");
+    cmd->callback([a, &run] {
+      ScheduleOptions o{.cron = a->cron,
+                        .time_zone = a->tz,
+                        .queue = a->queue,
+                        .message = {.payload = a->payload,
+                                    .priority = a->priority,
+                                    .group = a->group},
+                        .catch_up = a->catch_up};
+      if (a->base64) {
+        auto d = Base64Decode(a->payload);
+        if (Failed(run, d)) return;
+        o.message.payload = std::move(*d);
+      }
+      for (const std::string& h : a->headers) {
+        const auto eq = h.find('=');
+        if (eq == std::string::npos) {
+          g_exit = run.Fail(Status::InvalidArgument(
+              fmt::format("--header '{}' must be NAME=VALUE", h)));
+          return;
+        }
+        o.message.headers[h.substr(0, eq)] = h.substr(eq + 1);
+      }
+      auto store = run.Open(false);
+      if (Failed(run, store)) return;
+      auto s = (*store)->CreateSchedule(a->name, o);
+      if (Failed(run, s)) return;
+      run.out().Say(wire::ScheduleJson(*s), "added schedule '" + a->name + "'");
+    });
+  }
+  sched->add_subcommand("list", "List schedules: next tick, last tick, sent")
+      ->callback([&run] {
+        auto store = run.Open(false);
+        if (Failed(run, store)) return;
+        auto list = (*store)->ListSchedules();
+        if (Failed(run, list)) return;
+        run.out().Columns({"name", "cron", "time_zone", "queue", "paused",
+                           "next_tick", "sent", "skipped"});
+        for (const ScheduleInfo& s : *list) {
+          run.out().Row(wire::ScheduleJson(s));
+        }
+        run.out().Flush();
+      });
+  for (const char* verb : {"pause", "resume", "remove"}) {
+    auto name = std::make_shared<std::string>();
+    const std::string v = verb;
+    auto* cmd = sched->add_subcommand(
+        verb, v == "pause"    ? "Stop a schedule sending (it keeps its place)"
+              : v == "resume" ? "Send again, from the next tick after now"
+                              : "Remove a schedule");
+    cmd->add_option("NAME", *name, "Schedule name")->required();
+    cmd->callback([name, v, &run] {
+      auto store = run.Open(false);
+      if (Failed(run, store)) return;
+      Status s = v == "pause"    ? (*store)->PauseSchedule(*name)
+                 : v == "resume" ? (*store)->ResumeSchedule(*name)
+                                 : (*store)->DropSchedule(*name);
+      if (Failed(run, s)) return;
+      if (v == "remove") {
+        run.out().Say({{"removed", *name}}, "removed schedule '" + *name + "'");
+        return;
+      }
+      auto info = (*store)->GetSchedule(*name);
+      if (Failed(run, info)) return;
+      run.out().Say(
+          wire::ScheduleJson(*info),
+          (v == "pause" ? "paused schedule '" : "resumed schedule '") + *name +
+              "'");
+    });
+  }
+  sched
+      ->add_subcommand("run",
+                       "One pass of the scheduler: send the due ticks, "
+                       "unless another process holds the scheduler lease")
+      ->callback([&run] {
+        auto store = run.Open(false);
+        if (Failed(run, store)) return;
+        auto r = (*store)->RunSchedules();
+        if (Failed(run, r)) return;
+        nlohmann::ordered_json j = {
+            {"leader", r->leader}, {"sent", r->sent}, {"skipped", r->skipped}};
+        run.out().Say(j, r->leader ? fmt::format("sent {}, skipped {}", r->sent,
+                                                 r->skipped)
+                                   : "another process holds the scheduler "
+                                     "lease");
+      });
+}
+
 void AddRingCommands(CLI::App& app, Runner& run) {
   auto* ring = app.add_subcommand(
       "ring", "Rings: capped per-group queues (each group keeps its newest N)");
@@ -1367,6 +1493,7 @@ int Main(int argc, char** argv) {
   AddDeadAndArchive(app, run);
   AddMessageCommands(app, run);
   AddRingCommands(app, run);
+  AddScheduleCommands(app, run);
   AddRotationCommands(app, run);
   AddServeCommand(
       app, [&] { return g.db; }, g_exit);

@@ -35,6 +35,7 @@
 #include "sqlq/queue.h"
 #include "sqlq/ring.h"
 #include "sqlq/rotation.h"
+#include "sqlq/schedule.h"
 #include "sqlq/status.h"
 
 namespace sqlq::core {
@@ -142,6 +143,25 @@ struct ClaimParams {
   // The queue's max_leased and rate limit (QueueOptions), 0 for none:
   // core::ClaimLimited applies them around the engine's Claim.
   std::int64_t max_leased = 0, rate_u = 0, rate_burst = 0;
+};
+
+// A schedule as stored: its id, and its info with next_tick and last_tick
+// as the columns hold them (microseconds; 0 for none).
+struct ScheduleRecord {
+  std::int64_t id = 0;
+  ScheduleInfo info;
+};
+
+// A scheduler pass's move of a schedule past the ticks it sent or skipped
+// (Engine::AdvanceSchedule): made only while the schedule is still at
+// `from_us`, so that of two passes that read the same tick one sends it.
+struct ScheduleAdvance {
+  std::int64_t id = 0;
+  std::int64_t from_us = 0;  // its next tick as the pass read it
+  std::int64_t next_us = 0;  // 0: it never ticks again
+  std::int64_t last_us = 0;  // the last tick sent now; 0: unchanged
+  std::int64_t sent = 0, skipped = 0;
+  std::string_view last_error;  // kept as is when empty and nothing sent
 };
 
 // A limited queue's claim state (ClaimParams::max_leased, rate_u), read
@@ -487,6 +507,23 @@ class Engine {
     return out;
   }
   virtual Result<ClaimOutcome> Claim(Conn& conn, const ClaimParams& p) = 0;
+  // Schedules (core/schedules.cc). Create: the id, kAlreadyExists when the
+  // name is taken. SetSchedulePaused: resumed at next_us. kNotFound for a
+  // name that is not there.
+  virtual Result<std::int64_t> CreateSchedule(Conn& conn,
+                                              const ScheduleInfo& info) = 0;
+  virtual Result<std::vector<ScheduleRecord>> ListSchedules(Conn& conn) = 0;
+  virtual Status DropSchedule(Conn& conn, std::string_view name) = 0;
+  virtual Status SetSchedulePaused(Conn& conn, std::string_view name,
+                                   bool paused, std::int64_t next_us) = 0;
+  // Takes or renews the scheduler lease for `holder` until now + lease,
+  // unless another holder's lease is live: whether `holder` holds it.
+  virtual Result<bool> TakeSchedulerLease(Conn& conn, std::string_view holder,
+                                          Micros lease) = 0;
+  // false when the schedule is no longer at `a.from_us` (or was dropped).
+  virtual Result<bool> AdvanceSchedule(Conn& conn,
+                                       const ScheduleAdvance& a) = 0;
+
   // Limited claims (core::ClaimLimited): locks the queue's limit state for
   // the rest of the transaction, creating it when missing, and reads it;
   // with `count_leased`, counts the live leases of sqlq_leases (dropping

@@ -6,6 +6,10 @@ namespace sqlq::core {
 
 Status QueueGone(std::int64_t queue_id) { return KindGone("queue", queue_id); }
 
+Status ScheduleMissing(std::string_view name) {
+  return Status::NotFound(fmt::format("schedule '{}' not found", name));
+}
+
 Status KindGone(std::string_view kind, std::int64_t id) {
   return Status::NotFound(
       fmt::format("{} (id {}) no longer exists: it was dropped", kind, id));

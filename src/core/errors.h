@@ -18,6 +18,8 @@ namespace sqlq::core {
 
 // kNotFound: the queue was dropped while a handle to it was held.
 Status QueueGone(std::int64_t queue_id);
+// kNotFound: no schedule has this name.
+Status ScheduleMissing(std::string_view name);
 // kNotFound: the same for a ring or rotation (`kind` "ring", "rotation").
 Status KindGone(std::string_view kind, std::int64_t id);
 // Why `name` cannot be opened as a `want` ("queue", "ring", "rotation"):

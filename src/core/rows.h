@@ -112,6 +112,37 @@ QueueRecord DecodeQueue(const Row& r) {
   return q;
 }
 
+// What DecodeSchedule reads, in its order (times in microseconds, 0 for
+// none; headers JSON text or NULL, grp NULL when none).
+inline constexpr const char* kScheduleColumns =
+    "id, name, cron, time_zone, queue, payload, priority, headers, grp, "
+    "catch_up, paused, next_us, last_us, sent, skipped, last_error, "
+    "created_us";
+
+template <class Row>
+ScheduleRecord DecodeSchedule(const Row& r) {
+  ScheduleRecord s;
+  s.id = r.Int(0);
+  ScheduleInfo& i = s.info;
+  i.name = r.Bytes(1);
+  i.options.cron = r.Bytes(2);
+  i.options.time_zone = r.Bytes(3);
+  i.options.queue = r.Bytes(4);
+  i.options.message.payload = r.Bytes(5);
+  i.options.message.priority = static_cast<std::int32_t>(r.Int(6));
+  if (!r.IsNull(7)) i.options.message.headers = DecodeHeaders(r.Bytes(7));
+  if (!r.IsNull(8)) i.options.message.group = r.Bytes(8);
+  i.options.catch_up = static_cast<int>(r.Int(9));
+  i.paused = r.Int(10) != 0;
+  if (r.Int(11) != 0) i.next_tick = FromUs(r.Int(11));
+  if (r.Int(12) != 0) i.last_tick = FromUs(r.Int(12));
+  i.sent = r.Int(13);
+  i.skipped = r.Int(14);
+  if (!r.IsNull(15)) i.last_error = r.Bytes(15);
+  i.created_at = FromUs(r.Int(16));
+  return s;
+}
+
 // id, name, kind ('ring' or 'rotation'), capacity, max_failures,
 // max_payload: appended to the rings or the rotations of `out`.
 template <class Row>

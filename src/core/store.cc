@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/schedules.h"
 #include "core/store_impl.h"
 #include "core/validate.h"
 
@@ -14,12 +15,17 @@ namespace core {
 StoreImpl::StoreImpl(std::string url, std::unique_ptr<Engine> engine)
     : url_(std::move(url)),
       engine_(std::move(engine)),
-      batcher_(*engine_, /*max_group=*/512, engine_->write_groups()) {
+      batcher_(*engine_, /*max_group=*/512, engine_->write_groups()),
+      scheduler_holder_(NewSchedulerHolder()) {
   engine_->SetWaitingProbe([this] { return hub_.waiting(); });
   engine_->WatchForeignWrites([this] { hub_.NotifyAll(); });
 }
 
-StoreImpl::~StoreImpl() = default;
+StoreImpl::~StoreImpl() { scheduler_.reset(); }
+
+void StoreImpl::StartScheduler() {
+  if (!scheduler_) scheduler_ = std::make_unique<SchedulerThread>(*this);
+}
 
 Timestamp StoreImpl::Now() const {
   if (clock_) return clock_->Now();

@@ -19,6 +19,8 @@
 
 namespace sqlq::core {
 
+class SchedulerThread;
+
 class StoreImpl {
  public:
   StoreImpl(std::string url, std::unique_ptr<Engine> engine);
@@ -39,6 +41,11 @@ class StoreImpl {
   // run_at); nullptr: this machine's clock. Set once, before use.
   void set_clock(std::shared_ptr<Clock> clock) { clock_ = std::move(clock); }
   Timestamp Now() const;
+  // This store as the holder of the scheduler lease (core/schedules.h).
+  const std::string& scheduler_holder() const { return scheduler_holder_; }
+  // Starts the scheduler thread (StoreOptions::run_schedules); it stops
+  // first when the store closes.
+  void StartScheduler();
 
  private:
   std::string url_;
@@ -52,6 +59,9 @@ class StoreImpl {
   // docs/semantics.md "Waiting".
   std::atomic<std::chrono::milliseconds> poll_interval_{
       std::chrono::milliseconds(1000)};
+  const std::string scheduler_holder_;
+  // Last, so that it stops before anything it uses goes.
+  std::unique_ptr<SchedulerThread> scheduler_;
 };
 
 // Runs `fn(engine, conn)` as one write merged with concurrent callers'

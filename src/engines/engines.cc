@@ -39,6 +39,7 @@ Result<std::unique_ptr<Store>> Store::Open(std::string_view url,
   auto impl =
       std::make_unique<core::StoreImpl>(std::string(url), std::move(*engine));
   impl->set_clock(options.clock);
+  if (options.run_schedules) impl->StartScheduler();
   return std::unique_ptr<Store>(new Store(std::move(impl)));
 }
 

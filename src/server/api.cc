@@ -1420,6 +1420,67 @@ Outcome Api::Handle(const Request& req) {
       }
     }
 
+    // ---- schedules: permissions follow the schedule's queue ----
+    if (kind == "schedules" && seg.size() == 2) {
+      route_is("GET /v1/schedules");
+      method({"GET"});
+      Body b(req.body, {});
+      Json list = Json::array();
+      for (const ScheduleInfo& s : Take(store_.ListSchedules())) {
+        if (visible(s.options.queue)) list.push_back(wire::ScheduleJson(s));
+      }
+      return reply(200, {{"schedules", std::move(list)}});
+    }
+    if (kind == "schedules" && (seg.size() == 3 || seg.size() == 4)) {
+      const std::string& name = seg[2];
+      if (seg.size() == 3 && m == "POST") {
+        route_is("POST /v1/schedules/{name}");
+        Body b(req.body,
+               {"cron", "time_zone", "queue", "payload", "payload_base64",
+                "priority", "headers", "group", "catch_up"});
+        ScheduleOptions o;
+        auto cron = b.String("cron");
+        auto queue = b.String("queue");
+        if (!cron || !queue) {
+          Throw(400, "invalid_argument",
+                "a schedule needs \"cron\" and \"queue\"");
+        }
+        need(kAdmin, *queue);
+        o.cron = *cron;
+        o.queue = *queue;
+        if (auto v = b.String("time_zone")) o.time_zone = *v;
+        if (auto v = b.Int("catch_up", 0, kMaxCatchUp)) {
+          o.catch_up = static_cast<int>(*v);
+        }
+        o.message = ReadMessage(b, limits_.max_payload_bytes);
+        return reply(201,
+                     wire::ScheduleJson(Take(store_.CreateSchedule(name, o))));
+      }
+      ScheduleInfo s = Take(store_.GetSchedule(name));
+      if (seg.size() == 3 && m == "GET") {
+        route_is("GET /v1/schedules/{name}");
+        see(s.options.queue);
+        return reply(200, wire::ScheduleJson(s));
+      }
+      if (seg.size() == 3) {
+        route_is("DELETE /v1/schedules/{name}");
+        method({"POST", "GET", "DELETE"});
+        need(kAdmin, s.options.queue);
+        Check(store_.DropSchedule(name));
+        return reply(200, {{"dropped", name}});
+      }
+      if (seg[3] == "pause" || seg[3] == "resume") {
+        route_is(seg[3] == "pause" ? "POST /v1/schedules/{name}/pause"
+                                   : "POST /v1/schedules/{name}/resume");
+        method({"POST"});
+        need(kAdmin, s.options.queue);
+        Body b(req.body, {});
+        Check(seg[3] == "pause" ? store_.PauseSchedule(name)
+                                : store_.ResumeSchedule(name));
+        return reply(200, wire::ScheduleJson(Take(store_.GetSchedule(name))));
+      }
+    }
+
     // ---- rotations ----
     if (kind == "rotations" && seg.size() >= 3) {
       const std::string& name = seg[2];

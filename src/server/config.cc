@@ -47,6 +47,10 @@ constexpr SettingSpec kSettings[] = {
     {"metrics-public", "SQLQ_METRICS_PUBLIC",
      "Serve /metrics without a token even with --tokens (true or false)",
      "false"},
+    {"schedules", "SQLQ_SCHEDULES",
+     "Run the scheduler: send the ticks of schedules while this server holds "
+     "the database's scheduler lease (true or false)",
+     "true"},
     {"cors-origins", "SQLQ_CORS_ORIGINS",
      "Origins of web pages allowed to call the API (comma-separated, "
      "https://app.example.com)",
@@ -121,6 +125,12 @@ Result<ServerConfig> MakeServerConfig(const SettingValues& values,
   c.bind = get("bind");
   c.port_file = get("port-file");
   c.tokens_file = get("tokens");
+  if (std::string v = get("schedules"); v == "true" || v == "false") {
+    c.schedules = v == "true";
+  } else {
+    return Status::InvalidArgument(
+        fmt::format("--schedules: '{}' is neither true nor false", v));
+  }
   if (std::string v = get("metrics-public"); v == "true" || v == "false") {
     c.metrics_public = v == "true";
   } else {

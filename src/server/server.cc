@@ -920,7 +920,8 @@ int RunServer(const ServerConfig& config,
     rl.rlim_cur = rl.rlim_max;
     (void)setrlimit(RLIMIT_NOFILE, &rl);
   }
-  auto store = Store::Open(config.db, {.create_if_missing = true});
+  auto store = Store::Open(config.db, {.create_if_missing = true,
+                                       .run_schedules = config.schedules});
   if (!store.ok()) {
     std::cerr << "sqlq serve: cannot open " << config.db << ": "
               << store.status().ToString() << "\n";

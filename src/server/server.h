@@ -30,6 +30,8 @@ struct ServerConfig {
   // /metrics without a token even with a token file (for scrapers that
   // cannot send one); otherwise it needs a metrics or admin grant.
   bool metrics_public = false;
+  // Run the scheduler (StoreOptions::run_schedules).
+  bool schedules = true;
 };
 
 // Runs until SIGTERM or SIGINT, then shuts down gracefully. Returns the

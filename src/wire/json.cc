@@ -346,6 +346,30 @@ Json RingStatsJson(const RingStats& s) {
           {"pushes", s.pushes}};
 }
 
+Json ScheduleJson(const ScheduleInfo& s) {
+  const ScheduleOptions& o = s.options;
+  auto time = [](const std::optional<Timestamp>& t) {
+    return t ? Json(FormatTime(*t)) : Json(nullptr);
+  };
+  Json j = {{"name", s.name},
+            {"cron", o.cron},
+            {"time_zone", o.time_zone},
+            {"queue", o.queue}};
+  PutPayload(j, o.message.payload, o.message.headers);
+  j["priority"] = o.message.priority;
+  j["headers"] = o.message.headers;
+  j["group"] = o.message.group;
+  j["catch_up"] = o.catch_up;
+  j["paused"] = s.paused;
+  j["next_tick"] = time(s.next_tick);
+  j["last_tick"] = time(s.last_tick);
+  j["sent"] = s.sent;
+  j["skipped"] = s.skipped;
+  j["last_error"] = s.last_error;
+  j["created_at"] = FormatTime(s.created_at);
+  return j;
+}
+
 Json RotationJson(std::string_view name, const RotationOptions& o) {
   return {{"name", name},
           {"kind", "rotation"},

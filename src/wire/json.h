@@ -17,6 +17,7 @@
 #include "sqlq/queue.h"
 #include "sqlq/ring.h"
 #include "sqlq/rotation.h"
+#include "sqlq/schedule.h"
 #include "sqlq/status.h"
 
 namespace sqlq::wire {
@@ -87,6 +88,10 @@ Json RingStatsJson(const RingStats& s);
 
 // {"name", "kind": "rotation", "max_failures", "max_payload_bytes"}
 Json RotationJson(std::string_view name, const RotationOptions& o);
+// A schedule: name, cron, time_zone, queue, the message (payload or
+// payload_base64, priority, headers, group), catch_up, paused, next_tick,
+// last_tick (null when none), sent, skipped, last_error, created_at.
+Json ScheduleJson(const ScheduleInfo& s);
 // {"key", payload, "served", "failures", "parked"}
 Json RotationItemJson(const RotationItem& i);
 // {"name", "max_failures", "items", "parked", "serves"}

@@ -197,6 +197,23 @@ class FakeEngine : public Engine {
   Result<std::int64_t> PruneHolds(Conn&, std::int64_t) override {
     return Unused();
   }
+  Result<std::int64_t> CreateSchedule(Conn&, const ScheduleInfo&) override {
+    return Unused();
+  }
+  Result<std::vector<ScheduleRecord>> ListSchedules(Conn&) override {
+    return Unused();
+  }
+  Status DropSchedule(Conn&, std::string_view) override { return Unused(); }
+  Status SetSchedulePaused(Conn&, std::string_view, bool,
+                           std::int64_t) override {
+    return Unused();
+  }
+  Result<bool> TakeSchedulerLease(Conn&, std::string_view, Micros) override {
+    return Unused();
+  }
+  Result<bool> AdvanceSchedule(Conn&, const ScheduleAdvance&) override {
+    return Unused();
+  }
   Result<LimitState> LockLimits(Conn&, std::int64_t, bool) override {
     return Unused();
   }

@@ -252,6 +252,10 @@ struct Dialect {
       " END, token = ?, attempts = attempts + 1, ready_us = ?, worker = ? "
       "WHERE id = ?";
 
+  // What an insert of a named row (InsertName) ends with: nothing, a taken
+  // name is a duplicate key.
+  static constexpr const char* kInsertNameTail = "";
+
   // Limits (sql_limits.h): a queue's limit row, made when missing (queue);
   // a lease recorded for max_leased (queue, message, token).
   static constexpr const char* kMakeLimits = R"sql(

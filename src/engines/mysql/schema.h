@@ -256,6 +256,40 @@ CREATE TABLE IF NOT EXISTS sqlq_leases (
   FOREIGN KEY (queue_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
 ) ENGINE=InnoDB)sql",
     },
+    // Version 7: schedules (include/sqlq/schedule.h): each with its cron,
+    // zone, queue, message and where it stands (next_us, the next tick to
+    // send; 0 for none), and the scheduler lease, one row: who holds it
+    // until when.
+    {
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_schedules (
+  id         BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  name       VARBINARY(64)  NOT NULL UNIQUE,
+  cron       VARBINARY(256) NOT NULL,
+  time_zone  VARBINARY(64)  NOT NULL,
+  queue      VARBINARY(64)  NOT NULL,
+  payload    LONGBLOB       NOT NULL,
+  priority   INT            NOT NULL,
+  headers    BLOB           NULL,
+  grp        VARBINARY(255) NULL,
+  catch_up   INT            NOT NULL,
+  paused     TINYINT        NOT NULL DEFAULT 0,
+  next_us    BIGINT         NOT NULL,
+  last_us    BIGINT         NOT NULL DEFAULT 0,
+  sent       BIGINT         NOT NULL DEFAULT 0,
+  skipped    BIGINT         NOT NULL DEFAULT 0,
+  last_error BLOB           NULL,
+  created_us BIGINT         NOT NULL
+) ENGINE=InnoDB)sql",
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_scheduler (
+  id       INT           NOT NULL PRIMARY KEY,
+  holder   VARBINARY(64) NOT NULL,
+  until_us BIGINT        NOT NULL
+) ENGINE=InnoDB)sql",
+        R"sql(
+INSERT IGNORE INTO sqlq_scheduler (id, holder, until_us) VALUES (1, '', 0))sql",
+    },
 };
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());

@@ -253,6 +253,11 @@ struct Dialect {
       " END, token = ?, attempts = attempts + 1, ready_us = ?, worker = ? "
       "WHERE id = ?";
 
+  // What an insert of a named row (InsertName) ends with: no row back when
+  // the name is taken.
+  static constexpr const char* kInsertNameTail =
+      " ON CONFLICT (name) DO NOTHING RETURNING id";
+
   // Limits (sql_limits.h): a queue's limit row, made when missing (queue);
   // a lease recorded for max_leased (queue, message, token).
   static constexpr const char* kMakeLimits = R"sql(

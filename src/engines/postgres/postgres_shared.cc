@@ -8,6 +8,7 @@
 #include "engines/shared/sql_queue.h"
 #include "engines/shared/sql_ring.h"
 #include "engines/shared/sql_rotation.h"
+#include "engines/shared/sql_schedules.h"
 
 namespace sqlq::engines::postgres {
 

@@ -277,6 +277,37 @@ CREATE TABLE sqlq_leases (
   PRIMARY KEY (queue_id, message_id)
 );
 )sql",
+    // Version 11: schedules (include/sqlq/schedule.h): each with its cron,
+    // zone, queue, message and where it stands (next_us, the next tick to
+    // send; 0 for none), and the scheduler lease, one row: who holds it
+    // until when.
+    R"sql(
+CREATE TABLE sqlq_schedules (
+  id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  name       TEXT     NOT NULL UNIQUE,
+  cron       TEXT     NOT NULL,
+  time_zone  TEXT     NOT NULL,
+  queue      TEXT     NOT NULL,
+  payload    BYTEA    NOT NULL,
+  priority   INTEGER  NOT NULL,
+  headers    TEXT,
+  grp        BYTEA,
+  catch_up   INTEGER  NOT NULL,
+  paused     SMALLINT NOT NULL DEFAULT 0,
+  next_us    BIGINT   NOT NULL,
+  last_us    BIGINT   NOT NULL DEFAULT 0,
+  sent       BIGINT   NOT NULL DEFAULT 0,
+  skipped    BIGINT   NOT NULL DEFAULT 0,
+  last_error TEXT,
+  created_us BIGINT   NOT NULL
+);
+CREATE TABLE sqlq_scheduler (
+  id       INTEGER PRIMARY KEY,
+  holder   TEXT   NOT NULL,
+  until_us BIGINT NOT NULL
+);
+INSERT INTO sqlq_scheduler (id, holder, until_us) VALUES (1, '', 0);
+)sql",
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

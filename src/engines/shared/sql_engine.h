@@ -137,6 +137,19 @@ class SqlEngine : public core::Engine {
 
   Result<Timestamp> Now(core::Conn& c) override;
 
+  // Schedules (sql_schedules.h).
+  Result<std::int64_t> CreateSchedule(core::Conn& c,
+                                      const ScheduleInfo& info) override;
+  Result<std::vector<core::ScheduleRecord>> ListSchedules(
+      core::Conn& c) override;
+  Status DropSchedule(core::Conn& c, std::string_view name) override;
+  Status SetSchedulePaused(core::Conn& c, std::string_view name, bool paused,
+                           std::int64_t next_us) override;
+  Result<bool> TakeSchedulerLease(core::Conn& c, std::string_view holder,
+                                  core::Micros lease) override;
+  Result<bool> AdvanceSchedule(core::Conn& c,
+                               const core::ScheduleAdvance& a) override;
+
   // Limits (sql_limits.h).
   Result<core::LimitState> LockLimits(core::Conn& c, std::int64_t queue_id,
                                       bool count_leased) override;

@@ -192,6 +192,37 @@ CREATE TABLE sqlq_leases (
   PRIMARY KEY (queue_id, message_id)
 ) WITHOUT ROWID;
 )sql",
+    // Version 9: schedules (include/sqlq/schedule.h): each with its cron,
+    // zone, queue, message and where it stands (next_us, the next tick to
+    // send; 0 for none), and the scheduler lease, one row: who holds it
+    // until when.
+    R"sql(
+CREATE TABLE sqlq_schedules (
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
+  name       TEXT    NOT NULL UNIQUE,
+  cron       TEXT    NOT NULL,
+  time_zone  TEXT    NOT NULL,
+  queue      TEXT    NOT NULL,
+  payload    BLOB    NOT NULL,
+  priority   INTEGER NOT NULL,
+  headers    TEXT,
+  grp        TEXT,
+  catch_up   INTEGER NOT NULL,
+  paused     INTEGER NOT NULL DEFAULT 0,
+  next_us    INTEGER NOT NULL,
+  last_us    INTEGER NOT NULL DEFAULT 0,
+  sent       INTEGER NOT NULL DEFAULT 0,
+  skipped    INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT,
+  created_us INTEGER NOT NULL
+);
+CREATE TABLE sqlq_scheduler (
+  id       INTEGER PRIMARY KEY,
+  holder   TEXT    NOT NULL,
+  until_us INTEGER NOT NULL
+);
+INSERT INTO sqlq_scheduler (id, holder, until_us) VALUES (1, '', 0);
+)sql",
 };
 
 inline constexpr int kSchemaVersion =
