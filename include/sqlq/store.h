@@ -154,6 +154,8 @@ class Store {
   // schedule's move to its next tick). Safe to call from any number of
   // processes at once. The background scheduler (run_schedules) calls it.
   Result<ScheduleRun> RunSchedules();
+  // Whether this store's last scheduler pass held the lease.
+  bool HoldsSchedulerLease() const;
   // How long the scheduler lease lasts: a store that stops renewing it
   // (killed) is replaced once it runs out.
   static constexpr std::chrono::seconds kSchedulerLease{5};

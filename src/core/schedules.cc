@@ -114,6 +114,7 @@ Result<ScheduleRun> RunSchedulesOnce(StoreImpl& store,
   });
   if (!leader.ok()) return leader.status();
   run.leader = *leader;
+  store.set_scheduler_leader(run.leader);
   struct Seen {
     std::vector<ScheduleRecord> schedules;
     Timestamp now;
@@ -344,5 +345,7 @@ Status Store::DropSchedule(std::string_view name) {
 Result<ScheduleRun> Store::RunSchedules() {
   return core::RunSchedulesOnce(*impl_, impl_->scheduler_holder());
 }
+
+bool Store::HoldsSchedulerLease() const { return impl_->scheduler_leader(); }
 
 }  // namespace sqlq

@@ -43,6 +43,9 @@ class StoreImpl {
   Timestamp Now() const;
   // This store as the holder of the scheduler lease (core/schedules.h).
   const std::string& scheduler_holder() const { return scheduler_holder_; }
+  // What the last pass of this store found (Store::HoldsSchedulerLease).
+  void set_scheduler_leader(bool leader) { scheduler_leader_ = leader; }
+  bool scheduler_leader() const { return scheduler_leader_; }
   // Starts the scheduler thread (StoreOptions::run_schedules); it stops
   // first when the store closes.
   void StartScheduler();
@@ -60,6 +63,7 @@ class StoreImpl {
   std::atomic<std::chrono::milliseconds> poll_interval_{
       std::chrono::milliseconds(1000)};
   const std::string scheduler_holder_;
+  std::atomic<bool> scheduler_leader_{false};
   // Last, so that it stops before anything it uses goes.
   std::unique_ptr<SchedulerThread> scheduler_;
 };

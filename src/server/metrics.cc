@@ -79,6 +79,10 @@ std::string Metrics::Render(const Figures& figures,
         gauges.waiting_consumers);
   gauge("sqlq_server_requests_in_flight", "Requests being handled.",
         gauges.requests_in_flight);
+  gauge("sqlq_server_scheduler_leader",
+        "1 while this server holds the scheduler lease and sends the ticks "
+        "of schedules.",
+        gauges.scheduler_leader);
   out += fmt::format(
       "# HELP sqlq_server_claim_wakeups_total Wake-ups delivered to parked "
       "claims.\n# TYPE sqlq_server_claim_wakeups_total counter\n"

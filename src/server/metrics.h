@@ -38,6 +38,8 @@ class Metrics {
     // Wake-ups delivered to parked claims by sends (a send of n messages
     // delivers at most n): the thundering-herd check.
     std::int64_t claim_wakeups = 0;
+    // 1 while this server holds the database's scheduler lease.
+    std::int64_t scheduler_leader = 0;
   };
   // What the store holds, each list in the order to print.
   struct Figures {

@@ -260,7 +260,8 @@ class Server {
     return {.connections = connections_.load(),
             .waiting_consumers = waiting_.load(),
             .requests_in_flight = in_flight_.load(),
-            .claim_wakeups = wakeups_.load()};
+            .claim_wakeups = wakeups_.load(),
+            .scheduler_leader = store_.HoldsSchedulerLease() ? 1 : 0};
   }
   void Accept();
   void BeginShutdown(int signal);

@@ -225,6 +225,41 @@ TEST_F(MessageCliTest, LimitsFromTheCommandLine) {
   EXPECT_EQ(names.size(), 2u) << "a refused queue was created";
 }
 
+TEST_F(MessageCliTest, SchedulesFromTheCommandLine) {
+  EXPECT_TRUE(FailsWith(Human({"schedule", "add", "nightly", "--cron",
+                               "0 3 * *", "--queue", "jobs", "--payload", "x"}),
+                        kUsage, "has 4 fields"));
+  EXPECT_TRUE(FailsWith(
+      Human({"schedule", "add", "nightly", "--cron", "0 3 * * *", "--tz",
+             "Atlantis/Capital", "--queue", "jobs", "--payload", "x"}),
+      kUsage, "unknown time zone"));
+  EXPECT_TRUE(FailsWith(Human({"schedule", "add", "nightly", "--cron", "@daily",
+                               "--queue", "nope", "--payload", "x"}),
+                        kNotFound, "nope"));
+  json made = One({"schedule", "add", "nightly", "--cron", "0 3 * * *", "--tz",
+                   "Europe/Berlin", "--queue", "jobs", "--payload", "report",
+                   "--header", "team=ops", "--catch-up", "2"});
+  EXPECT_EQ(made["name"], "nightly");
+  EXPECT_EQ(made["time_zone"], "Europe/Berlin");
+  EXPECT_EQ(made["headers"]["team"], "ops");
+  EXPECT_EQ(made["catch_up"], 2);
+  EXPECT_TRUE(made["next_tick"].is_string());
+  EXPECT_TRUE(FailsWith(Human({"schedule", "add", "nightly", "--cron", "@daily",
+                               "--queue", "jobs", "--payload", "x"}),
+                        kExists, "nightly"));
+  auto list = Ok({"schedule", "list"});
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["cron"], "0 3 * * *");
+  json run = One({"schedule", "run"});
+  EXPECT_EQ(run["leader"], true);
+  EXPECT_EQ(run["sent"], 0) << "its first tick is to come";
+  EXPECT_EQ(One({"schedule", "pause", "nightly"})["paused"], true);
+  EXPECT_EQ(One({"schedule", "resume", "nightly"})["paused"], false);
+  EXPECT_EQ(One({"schedule", "remove", "nightly"})["removed"], "nightly");
+  EXPECT_TRUE(FailsWith(Human({"schedule", "remove", "nightly"}), kNotFound,
+                        "nightly"));
+}
+
 TEST_F(MessageCliTest, ListShowsEverythingInTheStore) {
   One({"ring", "create", "views", "--capacity", "3"});
   One({"rotation", "create", "relays"});

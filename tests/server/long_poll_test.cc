@@ -11,18 +11,6 @@
 namespace sqlq::server_test {
 namespace {
 
-// The value of an unlabelled metric, or -1.
-double Metric(Client& c, const std::string& name) {
-  auto r = c.Get("/metrics");
-  std::istringstream in(r.body);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(name + " ", 0) == 0)
-      return std::stod(line.substr(name.size()));
-  }
-  return -1;
-}
-
 std::string ClaimRequest(int wait_ms, int max = 1) {
   std::string body = Json{{"max", max}, {"wait_ms", wait_ms}}.dump();
   return "POST /v1/queues/jobs/claim HTTP/1.1\r\nHost: localhost\r\n"

@@ -389,6 +389,18 @@ class ServerProcess {
   int status_ = 0;
 };
 
+// The value of an unlabelled metric of /metrics, or -1.
+inline double Metric(Client& c, const std::string& name) {
+  auto r = c.Get("/metrics");
+  std::istringstream in(r.body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + " ", 0) == 0)
+      return std::stod(line.substr(name.size()));
+  }
+  return -1;
+}
+
 // A fresh directory per test, removed afterwards.
 class ServerTest : public ::testing::Test {
  protected:
