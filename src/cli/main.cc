@@ -413,6 +413,20 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
   }
 }
 
+// --header NAME=VALUE, as given (repeatable).
+Result<Headers> HeaderArgs(const std::vector<std::string>& args) {
+  Headers headers;
+  for (const std::string& h : args) {
+    const auto eq = h.find('=');
+    if (eq == std::string::npos) {
+      return Status::InvalidArgument(
+          fmt::format("--header '{}' must be NAME=VALUE", h));
+    }
+    headers[h.substr(0, eq)] = h.substr(eq + 1);
+  }
+  return headers;
+}
+
 void AddSend(CLI::App& app, Runner& run) {
   auto* cmd = app.add_subcommand(
       "send", "Send a message (PAYLOAD '-' sends each line of stdin)");
@@ -452,16 +466,9 @@ void AddSend(CLI::App& app, Runner& run) {
   cmd->callback([a, &run] {
     Status s = ResolveDuration(a->delay, "--delay");
     if (Failed(run, s)) return;
-    Headers headers;
-    for (const std::string& h : a->headers) {
-      const auto eq = h.find('=');
-      if (eq == std::string::npos) {
-        g_exit = run.Fail(Status::InvalidArgument(
-            fmt::format("--header '{}' must be NAME=VALUE", h)));
-        return;
-      }
-      headers[h.substr(0, eq)] = h.substr(eq + 1);
-    }
+    auto parsed = HeaderArgs(a->headers);
+    if (Failed(run, parsed)) return;
+    Headers headers = std::move(*parsed);
     if (a->json) headers[wire::kContentType] = wire::kJsonContentType;
     std::optional<Timestamp> at;
     if (!a->run_at.empty()) {
@@ -1052,15 +1059,9 @@ void AddScheduleCommands(CLI::App& app, Runner& run) {
         if (Failed(run, d)) return;
         o.message.payload = std::move(*d);
       }
-      for (const std::string& h : a->headers) {
-        const auto eq = h.find('=');
-        if (eq == std::string::npos) {
-          g_exit = run.Fail(Status::InvalidArgument(
-              fmt::format("--header '{}' must be NAME=VALUE", h)));
-          return;
-        }
-        o.message.headers[h.substr(0, eq)] = h.substr(eq + 1);
-      }
+      auto headers = HeaderArgs(a->headers);
+      if (Failed(run, headers)) return;
+      o.message.headers = std::move(*headers);
       auto store = run.Open(false);
       if (Failed(run, store)) return;
       auto s = (*store)->CreateSchedule(a->name, o);

@@ -261,6 +261,14 @@ class EngineTest : public ::testing::TestWithParam<EngineFactory> {
 
   void TearDown() override { store_.reset(); }
 
+  // A second store on the same database and clock: another process, as
+  // far as the database can tell.
+  std::unique_ptr<Store> OtherStore() {
+    auto other = Store::Open(db_->url(), StoreOptions{.clock = clock_});
+    EXPECT_TRUE(other.ok()) << other.status().ToString();
+    return other.ok() ? std::move(*other) : nullptr;
+  }
+
   std::unique_ptr<TestDatabase> db_;
   std::shared_ptr<ManualClock> clock_;
   std::unique_ptr<Store> store_;

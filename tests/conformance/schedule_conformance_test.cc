@@ -45,11 +45,6 @@ class ScheduleConformance : public EngineTest {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? std::move(*r) : std::vector<ClaimedMessage>();
   }
-  std::unique_ptr<Store> OtherStore() {
-    auto other = Store::Open(db_->url(), StoreOptions{.clock = clock_});
-    EXPECT_TRUE(other.ok()) << other.status().ToString();
-    return other.ok() ? std::move(*other) : nullptr;
-  }
 };
 
 TEST_P(ScheduleConformance, MadeListedPausedResumedAndDropped) {

@@ -27,6 +27,14 @@ class SharedLimits : public ServerTest {
     if (out != nullptr) *out = r;
     return static_cast<int>(r.json["messages"].size());
   }
+  // A send body's messages: "0" to "19".
+  static Json Twenty() {
+    Json batch = Json::array();
+    for (int i = 0; i < 20; ++i) {
+      batch.push_back({{"payload", std::to_string(i)}});
+    }
+    return batch;
+  }
   std::optional<ServerProcess> a_, b_;
 };
 
@@ -39,11 +47,9 @@ TEST_F(SharedLimits, TwoServersShareOneRateBucket) {
       ca.Post("/v1/queues/slow", {{"rate_limit", 0.001}, {"rate_burst", 3}})
           .status,
       201);
-  Json batch = Json::array();
-  for (int i = 0; i < 20; ++i)
-    batch.push_back({{"payload", std::to_string(i)}});
-  ASSERT_EQ(ca.Post("/v1/queues/slow/messages", {{"messages", batch}}).status,
-            200);
+  ASSERT_EQ(
+      ca.Post("/v1/queues/slow/messages", {{"messages", Twenty()}}).status,
+      200);
   Response last;
   const int from_a = Claimed(ca, "slow");
   const int from_b = Claimed(cb, "slow", &last);
@@ -59,10 +65,7 @@ TEST_F(SharedLimits, TwoServersShareMaxLeased) {
   StartBoth();
   Client ca(a_->port()), cb(b_->port());
   ASSERT_EQ(ca.Post("/v1/queues/few", {{"max_leased", 4}}).status, 201);
-  Json batch = Json::array();
-  for (int i = 0; i < 20; ++i)
-    batch.push_back({{"payload", std::to_string(i)}});
-  ASSERT_EQ(cb.Post("/v1/queues/few/messages", {{"messages", batch}}).status,
+  ASSERT_EQ(cb.Post("/v1/queues/few/messages", {{"messages", Twenty()}}).status,
             200);
   Response first;
   const int from_a = Claimed(ca, "few", &first);
