@@ -57,7 +57,8 @@ struct ScheduleInfo {
 
 // What one pass of the scheduler did (Store::RunSchedules).
 struct ScheduleRun {
-  // This store holds the scheduler lease (else it did nothing).
+  // This store holds the scheduler lease (else it did nothing). No store
+  // takes it while no schedule ticks (none, or all paused).
   bool leader = false;
   std::int64_t sent = 0;
   std::int64_t skipped = 0;

@@ -109,12 +109,6 @@ Result<std::optional<Timestamp>> ValidateSchedule(std::string_view name,
 Result<ScheduleRun> RunSchedulesOnce(StoreImpl& store,
                                      const std::string& holder) {
   ScheduleRun run;
-  auto leader = MergedWrite<bool>(store, [&](Engine& e, Conn& c) {
-    return e.TakeSchedulerLease(c, holder, Micros(Store::kSchedulerLease));
-  });
-  if (!leader.ok()) return leader.status();
-  run.leader = *leader;
-  store.set_scheduler_leader(run.leader);
   struct Seen {
     std::vector<ScheduleRecord> schedules;
     Timestamp now;
@@ -128,6 +122,20 @@ Result<ScheduleRun> RunSchedulesOnce(StoreImpl& store,
   });
   if (!seen.ok()) return seen.status();
   const Timestamp now = seen->now;
+  // Without a schedule that ticks there is nothing to lead: no lease is
+  // taken, so an idle database gets no write a second from each server.
+  bool active = false;
+  for (const ScheduleRecord& r : seen->schedules) {
+    active = active || (!r.info.paused && r.info.next_tick);
+  }
+  if (active) {
+    auto leader = MergedWrite<bool>(store, [&](Engine& e, Conn& c) {
+      return e.TakeSchedulerLease(c, holder, Micros(Store::kSchedulerLease));
+    });
+    if (!leader.ok()) return leader.status();
+    run.leader = *leader;
+  }
+  store.set_scheduler_leader(run.leader);
   auto note_next = [&](const std::optional<Timestamp>& t) {
     if (t && (!run.next_tick || *t < *run.next_tick)) run.next_tick = t;
   };
