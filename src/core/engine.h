@@ -452,6 +452,11 @@ class Engine {
   // commits to the database; at most every few milliseconds. Engines that
   // cannot tell never call it; waiting claims then fall back to polling.
   virtual void WatchForeignWrites(std::function<void()> changed) = 0;
+  // Has waiting claims of other processes look again: after acks that
+  // let messages through that waited for their group or a limit. Engines
+  // whose watch above already sees every commit (SQLite's file watch,
+  // MariaDB's poll of the counters) need do nothing.
+  virtual void WakeOthers() {}
   // How many claims wait in this process (core's WakeHub), for engines that
   // poll for foreign writes: they poll only while some claim waits. Called
   // once, before WatchForeignWrites.

@@ -88,6 +88,7 @@ void AfterAcks(WorkQueue& q, QueueImpl& impl) {
   // limit: waiting claims look again.
   if (o.groups == GroupMode::kOrdered || o.group_limit || o.max_leased) {
     impl.store().hub().Notify(impl.id(), std::int64_t{1} << 30);
+    impl.store().engine().WakeOthers();
   }
   if (o.archive && impl.PruneDue()) (void)q.PruneArchive();
   if (o.unique_for.count() != 0 && impl.HoldPruneDue()) {

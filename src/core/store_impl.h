@@ -193,11 +193,11 @@ bool BlockedByGroups(const QueueOptions& o);
 
 // After messages of queue `q` (of `impl`) left it (acks, dead letters):
 // in an ordered queue, or one with a group limit or max_leased, wakes
-// waiting claims of this process (a group's next message, or a place
-// under the limit, is claimable now; other processes' claims see it at
-// their next poll); prunes the archive past retention and the dedup
-// holds that ran out, each at most once a minute per handle; failures are
-// left for the next time (the data is only kept longer).
+// waiting claims of this process and of others (a group's next message, or
+// a place under the limit, is claimable now: Engine::WakeOthers); prunes the
+// archive past retention and the dedup holds that ran out, each at most once a
+// minute per handle; failures are left for the next time (the data is only kept
+// longer).
 void AfterAcks(WorkQueue& q, QueueImpl& impl);
 
 // What a Ring or Rotation handle holds: its store and its record.

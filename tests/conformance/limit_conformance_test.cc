@@ -271,6 +271,7 @@ TEST_P(LimitConformance, AWaitingClaimWakesWhenAnAckFreesAPlace) {
   ASSERT_EQ(first.size(), 1u);
   // No safety-net look within the wait: only a wake-up can end it early.
   store_->TEST_set_poll_interval(std::chrono::hours(1));
+  const std::size_t looks_before = store_->TEST_write_transactions();
   std::vector<ClaimedMessage> got;
   Status status;
   std::chrono::steady_clock::duration waited{};
@@ -285,9 +286,47 @@ TEST_P(LimitConformance, AWaitingClaimWakesWhenAnAckFreesAPlace) {
     status = r.status();
     if (r.ok()) got = std::move(*r);
   });
-  // Acked once the waiter is waiting (else it would find nothing to wait
-  // for and the test would prove nothing about waking).
-  while (store_->TEST_waiting_claims() == 0) std::this_thread::yield();
+  // Acked once the waiter has looked and found the queue full (its look is
+  // a write transaction of the store): else it would find the place free
+  // at its first look, and the test would prove nothing about waking.
+  while (store_->TEST_write_transactions() == looks_before) {
+    std::this_thread::yield();
+  }
+  ASSERT_OK(q.Ack(first[0].receipt));
+  waiter.join();
+  ASSERT_OK(status);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].payload, "1");
+  EXPECT_LT(waited, seconds(30));
+}
+
+TEST_P(LimitConformance, AWaitingClaimOfAnotherStoreWakesWhenAnAckFreesAPlace) {
+  WorkQueue q = MakeQueue({.lease = minutes(10), .max_leased = 1});
+  Fill(q, 2);
+  auto first = Claim(q, 1);
+  ASSERT_EQ(first.size(), 1u);
+  auto other = OtherStore();
+  ASSERT_NE(other, nullptr);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q2, other->Queue("jobs"));
+  // No safety-net look within the wait: only the engine's wake-up from
+  // the other store's ack can end it early.
+  other->TEST_set_poll_interval(std::chrono::hours(1));
+  const std::size_t looks_before = other->TEST_write_transactions();
+  std::vector<ClaimedMessage> got;
+  Status status;
+  std::chrono::steady_clock::duration waited{};
+  std::thread waiter([&] {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = q2.Claim({.max = 1, .wait = seconds(60)});
+    waited = std::chrono::steady_clock::now() - start;
+    status = r.status();
+    if (r.ok()) got = std::move(*r);
+  });
+  // Acked once the waiter has looked and found the queue full (its look
+  // is a write transaction of its store).
+  while (other->TEST_write_transactions() == looks_before) {
+    std::this_thread::yield();
+  }
   ASSERT_OK(q.Ack(first[0].receipt));
   waiter.join();
   ASSERT_OK(status);

@@ -282,6 +282,9 @@ class PostgresEngine : public shared::SqlEngine<Dialect> {
   void RolledBack(PgConn& conn);
 
   void Poke();
+  // A NOTIFY (coalesced with those of sends) for other processes' waiting
+  // claims: acks send none of their own.
+  void WakeOthers() override { Poke(); }
 
   bool SameDatabase(PGconn* other);
 
