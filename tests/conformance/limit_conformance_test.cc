@@ -264,22 +264,23 @@ TEST_P(LimitConformance, ConcurrentConsumersStayWithinMaxLeased) {
   EXPECT_LE(most, kMax);
 }
 
-TEST_P(LimitConformance, AWaitingClaimWakesWhenAnAckFreesAPlace) {
-  WorkQueue q = MakeQueue({.lease = minutes(10), .max_leased = 1});
-  Fill(q, 2);
-  auto first = Claim(q, 1);
-  ASSERT_EQ(first.size(), 1u);
-  // No safety-net look within the wait: only a wake-up can end it early.
-  store_->TEST_set_poll_interval(std::chrono::hours(1));
-  const std::size_t looks_before = store_->TEST_write_transactions();
+// A queue full under max_leased 1, a claim waiting on it through `waiter`
+// (this store or another), and an ack from this store: the waiting claim
+// gets the freed place well before its wait runs out.
+void ExpectAnAckWakes(WorkQueue& q, Store& waiter) {
+  const auto first = q.Claim({.max = 1});
+  ASSERT_TRUE(first.ok() && first->size() == 1u);
+  ASSERT_OK_AND_ASSIGN(WorkQueue w, waiter.Queue("jobs"));
+  // No safety-net look within the wait: only a wake-up can end it early
+  // (the lease it would otherwise wait for is ten minutes).
+  waiter.TEST_set_poll_interval(std::chrono::hours(1));
+  const std::size_t looks_before = waiter.TEST_write_transactions();
   std::vector<ClaimedMessage> got;
   Status status;
   std::chrono::steady_clock::duration waited{};
-  std::thread waiter([&] {
-    // Its only way to a message within the wait is the ack below: the
-    // lease it would otherwise wait for is ten minutes.
+  std::thread t([&] {
     const auto start = std::chrono::steady_clock::now();
-    auto r = q.Claim({.max = 1, .wait = seconds(60)});
+    auto r = w.Claim({.max = 1, .wait = seconds(60)});
     // A claim that only looked again when its wait ran out (and found the
     // message then) was not woken.
     waited = std::chrono::steady_clock::now() - start;
@@ -287,52 +288,31 @@ TEST_P(LimitConformance, AWaitingClaimWakesWhenAnAckFreesAPlace) {
     if (r.ok()) got = std::move(*r);
   });
   // Acked once the waiter has looked and found the queue full (its look is
-  // a write transaction of the store): else it would find the place free
+  // a write transaction of its store): else it would find the place free
   // at its first look, and the test would prove nothing about waking.
-  while (store_->TEST_write_transactions() == looks_before) {
+  while (waiter.TEST_write_transactions() == looks_before) {
     std::this_thread::yield();
   }
-  ASSERT_OK(q.Ack(first[0].receipt));
-  waiter.join();
+  ASSERT_OK(q.Ack((*first)[0].receipt));
+  t.join();
   ASSERT_OK(status);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].payload, "1");
   EXPECT_LT(waited, seconds(30));
 }
 
+TEST_P(LimitConformance, AWaitingClaimWakesWhenAnAckFreesAPlace) {
+  WorkQueue q = MakeQueue({.lease = minutes(10), .max_leased = 1});
+  Fill(q, 2);
+  ExpectAnAckWakes(q, *store_);
+}
+
 TEST_P(LimitConformance, AWaitingClaimOfAnotherStoreWakesWhenAnAckFreesAPlace) {
   WorkQueue q = MakeQueue({.lease = minutes(10), .max_leased = 1});
   Fill(q, 2);
-  auto first = Claim(q, 1);
-  ASSERT_EQ(first.size(), 1u);
   auto other = OtherStore();
   ASSERT_NE(other, nullptr);
-  ASSERT_OK_AND_ASSIGN(WorkQueue q2, other->Queue("jobs"));
-  // No safety-net look within the wait: only the engine's wake-up from
-  // the other store's ack can end it early.
-  other->TEST_set_poll_interval(std::chrono::hours(1));
-  const std::size_t looks_before = other->TEST_write_transactions();
-  std::vector<ClaimedMessage> got;
-  Status status;
-  std::chrono::steady_clock::duration waited{};
-  std::thread waiter([&] {
-    const auto start = std::chrono::steady_clock::now();
-    auto r = q2.Claim({.max = 1, .wait = seconds(60)});
-    waited = std::chrono::steady_clock::now() - start;
-    status = r.status();
-    if (r.ok()) got = std::move(*r);
-  });
-  // Acked once the waiter has looked and found the queue full (its look
-  // is a write transaction of its store).
-  while (other->TEST_write_transactions() == looks_before) {
-    std::this_thread::yield();
-  }
-  ASSERT_OK(q.Ack(first[0].receipt));
-  waiter.join();
-  ASSERT_OK(status);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].payload, "1");
-  EXPECT_LT(waited, seconds(30));
+  ExpectAnAckWakes(q, *other);
 }
 
 TEST_P(LimitConformance, BadLimitsAreRefusedAndChangeNothing) {
