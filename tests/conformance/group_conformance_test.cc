@@ -4,6 +4,7 @@
 // without letting it change the order. Every engine runs it unchanged, on
 // a ManualClock.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -76,6 +77,38 @@ TEST_P(GroupConformance, OrderedGroupsDeliverInSendOrderOneAtATime) {
   EXPECT_EQ(Claim(q, 10, &again), (Payloads{"b1"}));
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].attempt, 2);
+}
+
+// A claim looks at groups in batches (core/group_walk.h): past long runs
+// of groups with nothing to give, round the end of the groups and back, it
+// still takes every ready head once, in group order from where the last
+// claim stopped, and stops when it comes round to where it began.
+TEST_P(GroupConformance, ClaimWalksPastBlockedGroupsAndRoundTheEnd) {
+  WorkQueue q = MakeQueue({.groups = GroupMode::kOrdered});
+  auto name = [](int g) { return fmt::format("g{:03}", g); };
+  std::vector<Message> batch;
+  for (int round = 0; round < 2; ++round) {
+    for (int g = 0; g < 100; ++g) {
+      batch.push_back(
+          {.payload = fmt::format("{}-{}", name(g), round), .group = name(g)});
+    }
+  }
+  ASSERT_OK(q.SendBatch(batch).status());
+  std::vector<ClaimedMessage> heads;
+  Payloads first = Claim(q, 100, &heads);
+  ASSERT_EQ(first.size(), 100u);
+  for (int g = 0; g < 100; ++g) EXPECT_EQ(first[g], name(g) + "-0");
+  EXPECT_TRUE(Claim(q, 5).empty()) << "every head is leased";
+  // Groups 50 to 54 move on; the claim starts after g099 (where the last
+  // stopped), goes round to g000 and through 50 blocked groups.
+  for (int g = 50; g < 55; ++g) ASSERT_OK(q.Ack(heads[g].receipt));
+  EXPECT_EQ(Claim(q, 10),
+            (Payloads{"g050-1", "g051-1", "g052-1", "g053-1", "g054-1"}));
+  EXPECT_TRUE(Claim(q, 10).empty());
+  // And from the middle: after g054, round the end, back to g010.
+  ASSERT_OK(q.Ack(heads[10].receipt));
+  ASSERT_OK(q.Ack(heads[99].receipt));
+  EXPECT_EQ(Claim(q, 10), (Payloads{"g099-1", "g010-1"}));
 }
 
 TEST_P(GroupConformance, OrderedHeadIsRedeliveredAfterItsLeaseRanOut) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engines/mysql/my_conn.h"
 #include "engines/shared/message_sql.h"
@@ -26,6 +27,29 @@ inline std::string AppendError(std::string_view at, std::string_view error) {
          ">= 20 THEN JSON_REMOVE(errors, '$[0]') ELSE COALESCE(errors, '[]') "
          "END, '$', JSON_OBJECT('attempt', attempts, 'at', " +
          std::string(at) + ", 'error', " + std::string(error) + "))";
+}
+
+// "?, ?, ?" for `n` placeholders.
+inline std::string Marks(std::size_t n) {
+  std::string s;
+  s.reserve(n * 3);
+  for (std::size_t i = 0; i < n; ++i) s += i == 0 ? "?" : ", ?";
+  return s;
+}
+
+// IN lists are padded (by repeating the last id) to a power of two, so that
+// a connection prepares at most a dozen variants of each statement.
+inline std::size_t Bucket(std::size_t n) {
+  std::size_t b = 1;
+  while (b < n) b <<= 1;
+  return b;
+}
+
+inline void AddIds(Params& p, const std::vector<std::int64_t>& ids) {
+  for (std::int64_t id : ids) p.Int(id);
+  for (std::size_t i = ids.size(); i < Bucket(ids.size()); ++i) {
+    p.Int(ids.back());
+  }
 }
 
 struct Dialect {
@@ -242,15 +266,31 @@ struct Dialect {
                                          std::int64_t rotation_id,
                                          std::string_view key);
 
-  // Leases one message a grouped claim locked (sql_groups.h): token, lease
-  // end, worker, id. A lease that ran out is a failed attempt in the
-  // history; first in SET, as MariaDB assigns left to right.
-  static inline const std::string kLeaseOne =
+  // Leases the messages a grouped claim locked (sql_groups.h), with the
+  // ids after it (IdsIn): token, lease end, worker. A lease that ran out is
+  // a failed attempt in the history; first in SET, as MariaDB assigns left
+  // to right.
+  static inline const std::string kLeaseSet =
       "UPDATE sqlq_messages SET errors = CASE WHEN token = 0 THEN errors "
       "ELSE " +
       AppendError("ready_us", "'lease expired'") +
       " END, token = ?, attempts = attempts + 1, ready_us = ?, worker = ? "
-      "WHERE id = ?";
+      "WHERE id ";
+
+  // A list of `n` ids as a condition on a column: "IN (?, ...)", padded
+  // (Bucket), and its parameters.
+  static std::string IdsIn(std::size_t n) {
+    return "IN (" + Marks(Bucket(n)) + ")";
+  }
+  static void AddIds(Params& p, const std::vector<std::int64_t>& ids) {
+    mysql::AddIds(p, ids);
+  }
+
+  // A grouped claim's look at the next groups (sql_groups.h) is one
+  // statement per group here: MariaDB reads a correlated subquery's range
+  // (grp > the previous group) from the start of the queue's index, so a
+  // recursive walk costs a scan per step.
+  static constexpr bool kGroupLookInOneStatement = false;
 
   // What an insert of a named row (InsertName) ends with: nothing, a taken
   // name is a duplicate key.

@@ -87,29 +87,6 @@ using core::FromUs;
 using core::TokenBits;
 using core::Us;
 
-// "?, ?, ?" for `n` placeholders.
-inline std::string Marks(std::size_t n) {
-  std::string s;
-  s.reserve(n * 3);
-  for (std::size_t i = 0; i < n; ++i) s += i == 0 ? "?" : ", ?";
-  return s;
-}
-
-// IN lists are padded (by repeating the last id) to a power of two, so that
-// a connection prepares at most a dozen variants of each statement.
-inline std::size_t Bucket(std::size_t n) {
-  std::size_t b = 1;
-  while (b < n) b <<= 1;
-  return b;
-}
-
-inline void AddIds(Params& p, const std::vector<std::int64_t>& ids) {
-  for (std::int64_t id : ids) p.Int(id);
-  for (std::size_t i = ids.size(); i < Bucket(ids.size()); ++i) {
-    p.Int(ids.back());
-  }
-}
-
 // Connection parameters from the URL.
 struct ConnParams {
   std::string host = "localhost";

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engines/postgres/pg_conn.h"
 #include "engines/postgres/statements.h"
@@ -243,15 +244,71 @@ struct Dialect {
                                          std::int64_t rotation_id,
                                          std::string_view key);
 
-  // Leases one message a grouped claim locked (sql_groups.h): token, lease
-  // end, worker, id. A lease that ran out is a failed attempt in the
-  // history (SET reads the row as it was).
-  static inline const std::string kLeaseOne =
+  // Leases the messages a grouped claim locked (sql_groups.h), with the
+  // ids after it (IdsIn): token, lease end, worker. A lease that ran out is
+  // a failed attempt in the history (SET reads the row as it was).
+  static inline const std::string kLeaseSet =
       "UPDATE sqlq_messages SET errors = CASE WHEN token = 0 THEN errors "
       "ELSE " +
       AppendError("errors", "attempts", "ready_us", "'lease expired'") +
       " END, token = ?, attempts = attempts + 1, ready_us = ?, worker = ? "
-      "WHERE id = ?";
+      "WHERE id ";
+
+  // A list of ids as a condition on a column: one array parameter.
+  static std::string IdsIn(std::size_t) { return "= ANY(?::bigint[])"; }
+  static void AddIds(Params& p, const std::vector<std::int64_t>& ids) {
+    p.IntArray(ids);
+  }
+
+  // A grouped claim's look at the next groups (sql_groups.h) in one
+  // statement: a recursive walk of the group index, one seek per group
+  // (the group after the previous one, and its head: its lowest id), and
+  // each group's candidate, its id, or 0 when it has none now (in no
+  // particular order: the caller sorts them, which spares a plan its
+  // sort). Parameters:
+  // queue, after (the walk starts at groups >= it when `first`), how many
+  // groups, now, and, for a window, the group limit.
+  static constexpr bool kGroupLookInOneStatement = true;
+  static const std::string& GroupLookSql(bool first, bool ordered,
+                                         bool window) {
+    auto build = [](bool from_first, bool heads, bool windowed) {
+      std::string walk = std::string(R"sql(
+        WITH RECURSIVE walk (n, grp, id, ready_us) AS (
+          (SELECT 1, grp, id, ready_us FROM sqlq_messages
+           WHERE queue_id = $1 AND grp )sql") +
+                         (from_first ? ">=" : ">") + R"sql( $2
+           ORDER BY grp, id LIMIT 1)
+          UNION ALL
+          SELECT w.n + 1, x.grp, x.id, x.ready_us FROM walk w, LATERAL (
+            SELECT grp, id, ready_us FROM sqlq_messages
+            WHERE queue_id = $1 AND grp > w.grp
+            ORDER BY grp, id LIMIT 1) x
+          WHERE w.n < $3)
+        )sql";
+      if (heads) {
+        return walk +
+               "SELECT grp, CASE WHEN ready_us <= $4 THEN id ELSE 0 END "
+               "FROM walk";
+      }
+      const std::string ready = windowed ? R"sql(
+            SELECT id FROM (
+              SELECT id, ready_us FROM sqlq_messages
+              WHERE queue_id = $1 AND grp = w.grp ORDER BY id LIMIT $5) k
+            WHERE ready_us <= $4 ORDER BY id LIMIT 1)sql"
+                                         : R"sql(
+            SELECT id FROM sqlq_messages
+            WHERE queue_id = $1 AND grp = w.grp AND ready_us <= $4
+            ORDER BY id LIMIT 1)sql";
+      return walk + "SELECT w.grp, coalesce(c.id, 0) FROM walk w " +
+             "LEFT JOIN LATERAL (" + ready + ") c ON true";
+    };
+    static const std::string kSql[2][2][2] = {
+        {{build(false, false, false), build(false, false, true)},
+         {build(false, true, false), build(false, true, true)}},
+        {{build(true, false, false), build(true, false, true)},
+         {build(true, true, false), build(true, true, true)}}};
+    return kSql[first][ordered][window];
+  }
 
   // What an insert of a named row (InsertName) ends with: no row back when
   // the name is taken.

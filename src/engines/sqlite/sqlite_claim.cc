@@ -1,6 +1,8 @@
 // SQLite engine: claims, acks, nacks and extends (the lease of a message).
 
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "core/group_walk.h"
 #include "engines/sqlite/sqlite_engine_impl.h"
@@ -147,9 +149,8 @@ Result<core::ClaimOutcome> SqliteEngine::ClaimGroups(
   const std::int64_t until = now + p.lease.count();
   const bool ordered = p.groups == GroupMode::kOrdered;
   core::ClaimOutcome out;
-  // The group after `from` in key order, else the first (a round wraps
-  // around); none when the queue has no messages. Each is one seek of the
-  // group index.
+  // The group after `from` in key order (the first when unset); none past
+  // the last. Each is one seek of the group index.
   auto next_group = [&](const std::optional<std::string>& from)
       -> Result<std::optional<std::string>> {
     static constexpr const char* kAfter = R"sql(
@@ -158,15 +159,12 @@ Result<core::ClaimOutcome> SqliteEngine::ClaimGroups(
     static constexpr const char* kFirst = R"sql(
       SELECT grp FROM sqlq_messages WHERE queue_id = ?1 AND grp IS NOT NULL
       ORDER BY grp LIMIT 1)sql";
-    for (const char* sql : {kAfter, kFirst}) {
-      if (sql == kAfter && !from) continue;
-      SQLQ_PREPARE(st, conn, sql);
-      st.Bind(1, p.queue_id);
-      if (sql == kAfter) st.BindText(2, *from);
-      int rc = st.Step();
-      if (rc == SQLITE_ROW) return std::optional<std::string>(st.Text(0));
-      if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "claim");
-    }
+    SQLQ_PREPARE(st, conn, from ? kAfter : kFirst);
+    st.Bind(1, p.queue_id);
+    if (from) st.BindText(2, *from);
+    int rc = st.Step();
+    if (rc == SQLITE_ROW) return std::optional<std::string>(st.Text(0));
+    if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "claim");
     return std::optional<std::string>();
   };
   // The group's candidate: ordered, its first message if that is ready;
@@ -207,10 +205,49 @@ Result<core::ClaimOutcome> SqliteEngine::ClaimGroups(
         st.Int(0), st.Int(1), st.Int(2), st.Int(3), st.Int(4), st.Int(5),
         st.Blob(6), st.IsNull(7) ? std::string() : st.Text(7), group});
   };
-  Status walked = core::WalkGroups(
-      p, out, next_group, candidate,
+  // Candidates are read whole by the look; "locking" them takes them from
+  // here (writes are one at a time: nothing else changes them meanwhile).
+  std::unordered_map<std::int64_t, Candidate> seen;
+  auto look = [&](std::optional<std::string> after, int n,
+                  int want) -> Result<std::vector<core::GroupLook>> {
+    std::vector<core::GroupLook> looks;
+    int found = 0;
+    while (static_cast<int>(looks.size()) < n && found < want) {
+      auto group = next_group(after);
+      if (!group.ok()) return group.status();
+      if (!group->has_value()) break;
+      auto c = candidate(**group);
+      if (!c.ok()) return c.status();
+      looks.push_back({.group = **group, .candidate = *c ? (*c)->id : 0});
+      if (*c) {
+        ++found;
+        seen.insert_or_assign((*c)->id, std::move(**c));
+      }
+      after = std::move(*group);
+    }
+    return looks;
+  };
+  auto lock = [&](const std::vector<std::int64_t>& ids)
+      -> Result<std::vector<Candidate>> {
+    std::vector<Candidate> locked;
+    for (std::int64_t id : ids) {
+      auto it = seen.find(id);
+      if (it == seen.end()) continue;
+      locked.push_back(std::move(it->second));
+      seen.erase(it);
+    }
+    return locked;
+  };
+  Status walked = core::WalkGroups<Candidate>(
+      p, out, look, lock, candidate,
       [&](const Candidate& m) { return BuryCandidate(conn, p, m, now); },
-      [&](Candidate& m) { return LeaseCandidate(conn, p, m, until, out); });
+      [&](std::vector<Candidate>& taken) {
+        for (Candidate& m : taken) {
+          Status s = LeaseCandidate(conn, p, m, until, out);
+          if (!s.ok()) return s;
+        }
+        return Status::Ok();
+      });
   if (!walked.ok()) return walked;
   if (out.messages.size() + out.expirations + out.dead_lettered == 0) {
     return out;

@@ -431,6 +431,44 @@ TEST_F(PostgresEngineTest, GroupClaimPlansSeekTheGroupIndexWhateverTheStats) {
           << sql << "\n"
           << plan;
     }
+    // The look at the next groups, one recursive statement: each step a
+    // seek of the group index, never a scan or a sort.
+    for (bool first : {false, true}) {
+      for (bool ordered : {false, true}) {
+        for (bool window : {false, true}) {
+          if (ordered && window) continue;
+          std::string sql =
+              engines::postgres::Dialect::GroupLookSql(first, ordered, window);
+          for (const auto& [mark, value] :
+               std::vector<std::pair<std::string, std::string>>{
+                   {"$1", id},
+                   {"$2", first ? std::string("''::bytea") : group},
+                   {"$3", "40"},
+                   {"$4", "9000000000000000"},
+                   {"$5", "3"}}) {
+            for (auto at = sql.find(mark); at != std::string::npos;
+                 at = sql.find(mark, at)) {
+              sql.replace(at, mark.size(), value);
+            }
+          }
+          const std::string plan = Query(c, "EXPLAIN (FORMAT JSON) " + sql);
+          EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_group\""),
+                    std::string::npos)
+              << sql << "\n"
+              << plan;
+          EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << sql << "\n"
+                                                              << plan;
+          EXPECT_EQ(plan.find("\"Node Type\": \"Sort\""), std::string::npos)
+              << sql << "\n"
+              << plan;
+          // Every scan of sqlq_messages in it is the group index's.
+          EXPECT_EQ(plan.find("\"Index Name\": \"sqlq_messages_pkey\""),
+                    std::string::npos)
+              << sql << "\n"
+              << plan;
+        }
+      }
+    }
   }
   PQfinish(c);
 }
