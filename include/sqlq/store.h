@@ -187,6 +187,9 @@ class Store {
   // prove a wake-up came from the engine's notification, not the poll.
   std::size_t TEST_waiting_claims() const;
   void TEST_set_poll_interval(std::chrono::milliseconds interval);
+  // Whether commits of other processes wake this Store's waiting claims
+  // yet (PostgreSQL listens from a connection it opens in the background).
+  bool TEST_watching_foreign_writes() const;
 
  private:
   explicit Store(std::unique_ptr<core::StoreImpl> impl);

@@ -457,6 +457,9 @@ class Engine {
   // whose watch above already sees every commit (SQLite's file watch,
   // MariaDB's poll of the counters) need do nothing.
   virtual void WakeOthers() {}
+  // Whether the watch above sees other processes' commits yet (it may
+  // start in the background: PostgreSQL's LISTEN connection).
+  virtual bool WatchingForeignWrites() const { return true; }
   // How many claims wait in this process (core's WakeHub), for engines that
   // poll for foreign writes: they poll only while some claim waits. Called
   // once, before WatchForeignWrites.

@@ -66,6 +66,9 @@ std::size_t Store::TEST_waiting_claims() const {
 void Store::TEST_set_poll_interval(std::chrono::milliseconds interval) {
   impl_->set_poll_interval(interval);
 }
+bool Store::TEST_watching_foreign_writes() const {
+  return impl_->engine().WatchingForeignWrites();
+}
 
 Result<WorkQueue> Store::CreateQueue(std::string_view name,
                                      const QueueOptions& options) {

@@ -48,6 +48,9 @@ class Notifier {
 
   // For tests: connections (re)established so far.
   int TEST_connects() const { return connects_.load(); }
+  // Whether it has listened once: notifications reach it from then on
+  // (but for the moments of a reconnect).
+  bool Listened() const { return connects_.load() > 0; }
 
  private:
   void Loop();

@@ -285,6 +285,9 @@ class PostgresEngine : public shared::SqlEngine<Dialect> {
   // A NOTIFY (coalesced with those of sends) for other processes' waiting
   // claims: acks send none of their own.
   void WakeOthers() override { Poke(); }
+  bool WatchingForeignWrites() const override {
+    return notifier_ != nullptr && notifier_->Listened();
+  }
 
   bool SameDatabase(PGconn* other);
 
