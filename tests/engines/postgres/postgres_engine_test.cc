@@ -414,25 +414,14 @@ TEST_F(PostgresEngineTest, GroupClaimPlansSeekTheGroupIndexWhateverTheStats) {
   for (const char* stats : {"after a vacuum of the empty table", "fresh"}) {
     SCOPED_TRACE(stats);
     if (std::string(stats) == "fresh") Query(c, "ANALYZE sqlq_messages");
-    for (const std::string& sql :
-         {Filled(engines::shared::kGroupAfterSql, {id, group}),
-          Filled(engines::shared::kGroupFirstSql, {id}),
-          Filled(engines::shared::kGroupHeadSql, {id, group}),
-          Filled(engines::shared::kGroupReadySql,
-                 {id, group, "9000000000000000"})}) {
-      const std::string plan = Query(c, "EXPLAIN (FORMAT JSON) " + sql);
-      EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_group\""),
-                std::string::npos)
-          << sql << "\n"
-          << plan;
-      EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << sql << "\n"
-                                                          << plan;
-      EXPECT_EQ(plan.find("\"Node Type\": \"Sort\""), std::string::npos)
-          << sql << "\n"
-          << plan;
-    }
+    std::vector<std::string> statements = {
+        Filled(engines::shared::kGroupAfterSql, {id, group}),
+        Filled(engines::shared::kGroupFirstSql, {id}),
+        Filled(engines::shared::kGroupHeadSql, {id, group}),
+        Filled(engines::shared::kGroupReadySql,
+               {id, group, "9000000000000000"})};
     // The look at the next groups, one recursive statement: each step a
-    // seek of the group index, never a scan or a sort.
+    // seek of the group index.
     for (bool first : {false, true}) {
       for (bool ordered : {false, true}) {
         for (bool window : {false, true}) {
@@ -451,23 +440,26 @@ TEST_F(PostgresEngineTest, GroupClaimPlansSeekTheGroupIndexWhateverTheStats) {
               sql.replace(at, mark.size(), value);
             }
           }
-          const std::string plan = Query(c, "EXPLAIN (FORMAT JSON) " + sql);
-          EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_group\""),
-                    std::string::npos)
-              << sql << "\n"
-              << plan;
-          EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << sql << "\n"
-                                                              << plan;
-          EXPECT_EQ(plan.find("\"Node Type\": \"Sort\""), std::string::npos)
-              << sql << "\n"
-              << plan;
-          // Every scan of sqlq_messages in it is the group index's.
-          EXPECT_EQ(plan.find("\"Index Name\": \"sqlq_messages_pkey\""),
-                    std::string::npos)
-              << sql << "\n"
-              << plan;
+          statements.push_back(sql);
         }
       }
+    }
+    for (const std::string& sql : statements) {
+      const std::string plan = Query(c, "EXPLAIN (FORMAT JSON) " + sql);
+      EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_group\""),
+                std::string::npos)
+          << sql << "\n"
+          << plan;
+      // Every read of sqlq_messages in it goes through the group index.
+      EXPECT_EQ(plan.find("\"Index Name\": \"sqlq_messages_pkey\""),
+                std::string::npos)
+          << sql << "\n"
+          << plan;
+      EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << sql << "\n"
+                                                          << plan;
+      EXPECT_EQ(plan.find("\"Node Type\": \"Sort\""), std::string::npos)
+          << sql << "\n"
+          << plan;
     }
   }
   PQfinish(c);
