@@ -460,6 +460,12 @@ class Engine {
   // Whether the watch above sees other processes' commits yet (it may
   // start in the background: PostgreSQL's LISTEN connection).
   virtual bool WatchingForeignWrites() const { return true; }
+  // What a queue with groups needs before its claims run, outside any
+  // transaction (Store::CreateQueue calls it before the queue's transaction
+  // and again after it commits). MariaDB makes the group index here: it
+  // has no partial indexes, and the index would cost every message of
+  // every queue.
+  virtual Status PrepareGroups() { return Status::Ok(); }
   // How many claims wait in this process (core's WakeHub), for engines that
   // poll for foreign writes: they poll only while some claim waits. Called
   // once, before WatchForeignWrites.

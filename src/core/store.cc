@@ -76,6 +76,14 @@ Result<WorkQueue> Store::CreateQueue(std::string_view name,
   if (!s.ok()) return s;
   s = core::ValidateQueueOptions(options);
   if (!s.ok()) return s;
+  // Before: the queue's first claims find what they need. After: in case
+  // another process, upgrading its schema meanwhile, undid it when it saw
+  // no grouped queue yet.
+  const bool grouped = options.groups != GroupMode::kNone;
+  if (grouped) {
+    s = impl_->engine().PrepareGroups();
+    if (!s.ok()) return s;
+  }
   core::QueueRecord record;
   s = impl_->engine().Write([&](core::Conn& conn) {
     auto r = impl_->engine().CreateQueue(conn, {name, options});
@@ -84,6 +92,10 @@ Result<WorkQueue> Store::CreateQueue(std::string_view name,
     return Status::Ok();
   });
   if (!s.ok()) return s;
+  if (grouped) {
+    s = impl_->engine().PrepareGroups();
+    if (!s.ok()) return s;
+  }
   return WorkQueue(
       std::make_shared<core::QueueImpl>(impl_.get(), std::move(record)));
 }

@@ -220,6 +220,33 @@ void MysqlEngine::WatchForeignWrites(std::function<void()> changed) {
       std::move(changed));
 }
 
+Status MysqlEngine::PrepareGroups() {
+  // Looked up first: a CREATE INDEX, even one that finds the index there,
+  // waits for every transaction open on the table.
+  auto conn = Connect();
+  if (!conn.ok()) return conn.status();
+  static const std::string kHas = R"sql(
+    SELECT COUNT(*) FROM information_schema.STATISTICS
+    WHERE table_schema = DATABASE() AND table_name = 'sqlq_messages'
+      AND index_name = 'sqlq_messages_group')sql";
+  auto has = (*conn)->Run(kHas, Params(), "look up the group index");
+  if (!has.ok()) return has.status();
+  if (has->Int(0, 0) > 0) {
+    Release(std::move(*conn));
+    return Status::Ok();
+  }
+  // Built online (reads and writes of the table go on); a caller's own
+  // open transaction on the table would hold it up for good, hence the
+  // bound. The connection is not pooled again with its setting.
+  Status s = (*conn)->Exec("SET SESSION lock_wait_timeout = 60",
+                           "create the group index");
+  if (!s.ok()) return s;
+  return (*conn)->Exec(
+      "CREATE INDEX IF NOT EXISTS sqlq_messages_group "
+      "ON sqlq_messages (queue_id, grp, id)",
+      "create the group index");
+}
+
 int MysqlEngine::write_groups() const { return params_.write_groups; }
 
 Status MysqlEngine::WriteCounters(MyConn& conn, std::int64_t queue_id,

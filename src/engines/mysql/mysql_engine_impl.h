@@ -133,6 +133,9 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
 
   void WatchForeignWrites(std::function<void()> changed) override;
 
+  // Makes the group index when it is missing (schema.h, version 8).
+  Status PrepareGroups() override;
+
   // --- queues --------------------------------------------------------------
 
   Status TouchSchema(Conn& c) override;

@@ -4,6 +4,7 @@
 // wake-ups across stores and concurrent migrations. Runs against the server
 // named by SQLQ_TEST_MYSQL_URL (scripts/test.sh starts one).
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <mysql.h>
 
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "engines/mysql/dialect.h"
+#include "engines/mysql/schema.h"
 #include "engines/shared/sql_groups.h"
 #include "sqlq/queue.h"
 #include "sqlq/status.h"
@@ -427,6 +429,66 @@ TEST_F(MysqlEngineTest, ClaimReadsTheIndexInOrderWithoutFilesort) {
   ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 5}));
   ASSERT_EQ(got.size(), 5u);
   for (const auto& m : got) EXPECT_EQ(m.priority, 4);
+}
+
+// The group index costs every message a write (MariaDB has no partial
+// indexes): it exists only once a queue has groups, and a grouped queue's
+// claims have it from the start.
+TEST_F(MysqlEngineTest, GroupIndexIsMadeWithTheFirstGroupedQueue) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  Raw raw(db_->url());
+  auto has_index = [&] {
+    return raw.Query(
+               "SELECT COUNT(DISTINCT index_name) FROM "
+               "information_schema.STATISTICS WHERE "
+               "table_schema = DATABASE() AND table_name = 'sqlq_messages' "
+               "AND index_name = 'sqlq_messages_group'") != "0";
+  };
+  EXPECT_FALSE(has_index()) << "a new database";
+  ASSERT_OK_AND_ASSIGN(WorkQueue plain, store->CreateQueue("plain", {}));
+  ASSERT_OK(plain.Send({.payload = "p", .group = "kept"}));
+  EXPECT_FALSE(has_index()) << "a plain queue";
+  ASSERT_OK_AND_ASSIGN(
+      WorkQueue fair, store->CreateQueue("fair", {.groups = GroupMode::kFair}));
+  EXPECT_TRUE(has_index());
+  // Another grouped queue finds it there.
+  ASSERT_OK(
+      store->CreateQueue("ordered", {.groups = GroupMode::kOrdered}).status());
+  EXPECT_TRUE(has_index());
+}
+
+// Version 8 drops the index of version 5 unless a queue has groups.
+TEST_F(MysqlEngineTest, UpgradeKeepsTheGroupIndexOnlyForGroupedQueues) {
+  for (bool grouped : {false, true}) {
+    SCOPED_TRACE(grouped ? "with a grouped queue" : "without");
+    auto db = std::make_unique<MysqlDatabase>();
+    Raw raw(db->url());
+    raw.Query(
+        "CREATE TABLE sqlq_schema (version INT NOT NULL PRIMARY KEY, "
+        "applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB");
+    for (int v = 1; v <= 7; ++v) {
+      for (const char* stmt :
+           engines::mysql::kMigrations[static_cast<std::size_t>(v - 1)]) {
+        raw.Query(stmt);
+      }
+      raw.Query("INSERT INTO sqlq_schema VALUES (" + std::to_string(v) +
+                ", NOW(6))");
+    }
+    raw.Query(fmt::format(
+        "INSERT INTO sqlq_queues (name, max_attempts, lease_us, "
+        "backoff_base_us, backoff_max_us, archive, retention_us, "
+        "max_payload, created_us, group_mode) VALUES ('q', 3, 30000000, "
+        "1000000, 600000000, FALSE, 604800000000, 1048576, 0, {})",
+        grouped ? 1 : 0));
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(db->url()));
+    EXPECT_EQ(raw.Query("SELECT COUNT(DISTINCT index_name) FROM "
+                        "information_schema.STATISTICS "
+                        "WHERE table_schema = DATABASE() AND table_name = "
+                        "'sqlq_messages' AND index_name = "
+                        "'sqlq_messages_group'"),
+              grouped ? "1" : "0");
+  }
 }
 
 // The statements of a grouped claim (engines/shared/sql_groups.h) are
