@@ -4,6 +4,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -65,32 +67,90 @@ Status CheckToken(std::string_view token) {
   return Status::Ok();
 }
 
-// A token read from the file, with where it was (for errors).
+// AWS access key ids are letters and digits (AKIA...), and a secret is
+// what the SDKs' signing takes as it is: neither may hold spaces, and an
+// id no '/' (it is a field of the signature's Credential).
+Status CheckKey(std::string_view id, std::string_view secret) {
+  if (id.size() < 4 || id.size() > 128 ||
+      !std::all_of(id.begin(), id.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0;
+      })) {
+    return Status::InvalidArgument(
+        "an access key id is 4 to 128 letters and digits");
+  }
+  if (secret.size() < 16 || secret.size() > 256) {
+    return Status::InvalidArgument(
+        "a secret access key is 16 to 256 characters");
+  }
+  for (char c : secret) {
+    if (c <= ' ' || c == 0x7f) {
+      return Status::InvalidArgument(
+          "a secret access key must not contain spaces or control "
+          "characters");
+    }
+  }
+  return Status::Ok();
+}
+
+// A token, or an access key, read from the file, with where it was (for
+// errors).
 struct Parsed {
-  std::string token;
-  std::string where;  // "line 3", "tokens[2]"
+  std::string token;   // or the access key id
+  std::string secret;  // an access key's; empty for a token
+  std::string where;   // "line 3", "tokens[2]", "keys[0]"
   std::vector<Grant> grants;
 };
+
+// `grants` ({"PATTERN": ["PERM", ...], ...}) added to `e`.
+Status JsonGrants(const nlohmann::json& grants, Parsed& e) {
+  for (const auto& [pattern, perms] : grants.items()) {
+    if (!perms.is_array() || perms.empty()) {
+      return Status::InvalidArgument(fmt::format(
+          "grants of '{}' must be a non-empty array of permissions", pattern));
+    }
+    Grant g{.pattern = pattern};
+    for (const auto& p : perms) {
+      if (!p.is_string()) {
+        return Status::InvalidArgument("permissions are strings");
+      }
+      auto bits = ParsePermission(p.get<std::string>());
+      if (!bits.ok()) return bits.status();
+      g.permissions |= *bits;
+    }
+    e.grants.push_back(std::move(g));
+  }
+  if (e.grants.empty()) {
+    return Status::InvalidArgument(
+        e.secret.empty() ? "a token needs at least one grant"
+                         : "an access key needs at least one grant");
+  }
+  return Status::Ok();
+}
 
 Result<std::vector<Parsed>> ParseJson(const std::string& text) {
   auto doc = nlohmann::json::parse(text, nullptr, false);
   if (doc.is_discarded()) {
     return Status::InvalidArgument("not valid JSON");
   }
-  if (!doc.is_object() || !doc.contains("tokens") ||
-      !doc["tokens"].is_array()) {
+  if (!doc.is_object() || (!doc.contains("tokens") && !doc.contains("keys"))) {
     return Status::InvalidArgument(
-        "expected a JSON object with a \"tokens\" array");
+        "expected a JSON object with a \"tokens\" or \"keys\" array");
   }
   for (const auto& [key, value] : doc.items()) {
-    if (key != "tokens") {
+    if (key != "tokens" && key != "keys") {
+      return Status::InvalidArgument(fmt::format(
+          "unknown field \"{}\" (expected \"tokens\" and \"keys\")", key));
+    }
+    if (!value.is_array()) {
       return Status::InvalidArgument(
-          fmt::format("unknown field \"{}\" (expected only \"tokens\")", key));
+          fmt::format("\"{}\" must be an array", key));
     }
   }
   std::vector<Parsed> out;
-  for (std::size_t i = 0; i < doc["tokens"].size(); ++i) {
-    const auto& t = doc["tokens"][i];
+  const nlohmann::json none = nlohmann::json::array();
+  const nlohmann::json& tokens = doc.contains("tokens") ? doc["tokens"] : none;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const auto& t = tokens[i];
     const std::string where = fmt::format("tokens[{}]", i);
     auto at = [&](std::string_view what) {
       return Status::InvalidArgument(fmt::format("{}: {}", where, what));
@@ -107,22 +167,40 @@ Result<std::vector<Parsed>> ParseJson(const std::string& text) {
     }
     Parsed e{.token = t["token"].get<std::string>(), .where = where};
     if (Status s = CheckToken(e.token); !s.ok()) return at(s.message());
-    for (const auto& [pattern, perms] : t["grants"].items()) {
-      if (!perms.is_array() || perms.empty()) {
-        return at(fmt::format(
-            "grants of '{}' must be a non-empty array of permissions",
-            pattern));
-      }
-      Grant g{.pattern = pattern};
-      for (const auto& p : perms) {
-        if (!p.is_string()) return at("permissions are strings");
-        auto bits = ParsePermission(p.get<std::string>());
-        if (!bits.ok()) return at(bits.status().message());
-        g.permissions |= *bits;
-      }
-      e.grants.push_back(std::move(g));
+    if (Status s = JsonGrants(t["grants"], e); !s.ok()) return at(s.message());
+    out.push_back(std::move(e));
+  }
+  const nlohmann::json& keys = doc.contains("keys") ? doc["keys"] : none;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const auto& k = keys[i];
+    const std::string where = fmt::format("keys[{}]", i);
+    auto at = [&](std::string_view what) {
+      return Status::InvalidArgument(fmt::format("{}: {}", where, what));
+    };
+    if (!k.is_object() || !k.contains("access_key_id") ||
+        !k["access_key_id"].is_string() || !k.contains("secret_access_key") ||
+        !k["secret_access_key"].is_string() || !k.contains("grants") ||
+        !k["grants"].is_object()) {
+      return at(
+          "needs \"access_key_id\" and \"secret_access_key\" (strings) and "
+          "\"grants\" (an object)");
     }
-    if (e.grants.empty()) return at("a token needs at least one grant");
+    for (const auto& [key, value] : k.items()) {
+      if (key != "access_key_id" && key != "secret_access_key" &&
+          key != "grants") {
+        return at(
+            fmt::format("unknown field \"{}\" (expected \"access_key_id\", "
+                        "\"secret_access_key\" and \"grants\")",
+                        key));
+      }
+    }
+    Parsed e{.token = k["access_key_id"].get<std::string>(),
+             .secret = k["secret_access_key"].get<std::string>(),
+             .where = where};
+    if (Status s = CheckKey(e.token, e.secret); !s.ok()) {
+      return at(s.message());
+    }
+    if (Status s = JsonGrants(k["grants"], e); !s.ok()) return at(s.message());
     out.push_back(std::move(e));
   }
   return out;
@@ -145,8 +223,18 @@ Result<std::vector<Parsed>> ParseLines(const std::string& text) {
       return Status::InvalidArgument(
           fmt::format("line {}: {}", number, s.message()));
     };
-    if (Status s = CheckToken(token); !s.ok()) return at(s);
-    Parsed e{.token = token, .where = fmt::format("line {}", number)};
+    Parsed e{.where = fmt::format("line {}", number)};
+    // "aws-key" is shorter than any token may be: it cannot be one.
+    if (token == "aws-key") {
+      if (!(words >> e.token >> e.secret)) {
+        return at(Status::InvalidArgument(
+            "expected aws-key ID SECRET PERM[,PERM]:PATTERN ..."));
+      }
+      if (Status s = CheckKey(e.token, e.secret); !s.ok()) return at(s);
+    } else {
+      if (Status s = CheckToken(token); !s.ok()) return at(s);
+      e.token = token;
+    }
     std::string grant;
     while (words >> grant) {
       auto colon = grant.find(':');
@@ -168,7 +256,9 @@ Result<std::vector<Parsed>> ParseLines(const std::string& text) {
       e.grants.push_back(std::move(g));
     }
     if (e.grants.empty()) {
-      return at(Status::InvalidArgument("a token needs at least one grant"));
+      return at(Status::InvalidArgument(
+          e.secret.empty() ? "a token needs at least one grant"
+                           : "an access key needs at least one grant"));
     }
     out.push_back(std::move(e));
   }
@@ -194,23 +284,33 @@ Result<Auth> Auth::Load(const std::string& path) {
   }
   if (parsed->empty()) {
     return Status::InvalidArgument(
-        fmt::format("token file '{}' holds no tokens", path));
+        fmt::format("token file '{}' holds no tokens or keys", path));
   }
   Auth a;
   a.enabled_ = true;
   for (std::size_t i = 0; i < parsed->size(); ++i) {
     const Parsed& p = (*parsed)[i];
+    const bool key = !p.secret.empty();
     for (std::size_t j = 0; j < i; ++j) {
-      if ((*parsed)[j].token == p.token) {
+      if ((*parsed)[j].token == p.token && (*parsed)[j].secret.empty() != key) {
         // Two lines for one token would leave only the first's grants in
         // force: say so rather than guess which the writer meant.
         return Status::InvalidArgument(fmt::format(
-            "token file '{}': {} repeats the token of {}; give each token "
-            "once, with all its grants",
-            path, p.where, (*parsed)[j].where));
+            "token file '{}': {} repeats the {} of {}; give each once, with "
+            "all its grants",
+            path, p.where, key ? "access key id" : "token",
+            (*parsed)[j].where));
       }
     }
-    a.tokens_.push_back({.hash = Sha256(p.token), .grants = p.grants});
+    if (key) {
+      KeyEntry k;
+      k.grants = p.grants;
+      k.id = p.token;
+      k.secret = p.secret;
+      a.keys_.push_back(std::move(k));
+    } else {
+      a.tokens_.push_back({.hash = Sha256(p.token), .grants = p.grants});
+    }
   }
   return a;
 }
@@ -225,6 +325,14 @@ const TokenEntry* Auth::Find(std::string_view token) const {
     found = same ? &e : found;
   }
   return found;
+}
+
+const KeyEntry* Auth::FindKey(std::string_view id) const {
+  // Ids are not secret (they travel in the clear in every request).
+  for (const KeyEntry& k : keys_) {
+    if (k.id == id) return &k;
+  }
+  return nullptr;
 }
 
 bool Auth::Allows(const TokenEntry& entry, unsigned perm,

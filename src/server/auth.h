@@ -32,16 +32,29 @@ struct TokenEntry {
   std::vector<Grant> grants;
 };
 
+// An AWS access key of the SQS endpoint (docs/sqs.md): its id, its secret
+// (kept as written, since checking a request's signature needs it; keep
+// the file readable by the server's user only) and the grants a token
+// would have (`hash` is unused).
+struct KeyEntry : TokenEntry {
+  std::string id;
+  std::string secret;
+};
+
 bool GlobMatch(std::string_view pattern, std::string_view name);
 
 class Auth {
  public:
   // Reads a token file: a JSON document
-  //   {"tokens":[{"token":"...","grants":{"jobs-*":["send","claim"]}}]}
-  // or lines "TOKEN PERM[,PERM]:PATTERN ..." ('#' starts a comment), either
-  // optionally after a UTF-8 byte order mark.
+  //   {"tokens":[{"token":"...","grants":{"jobs-*":["send","claim"]}}],
+  //    "keys":[{"access_key_id":"...","secret_access_key":"...",
+  //             "grants":{...}}]}
+  // (either array may be left out) or lines "TOKEN PERM[,PERM]:PATTERN ..."
+  // and "aws-key ID SECRET PERM[,PERM]:PATTERN ..." ('#' starts a comment),
+  // either optionally after a UTF-8 byte order mark.
   // Errors: kInvalidArgument naming the line or field at fault (unknown
-  // fields, a grant without permissions, a token given twice), kNotFound.
+  // fields, a grant without permissions, a token or key id given twice, a
+  // malformed key), kNotFound.
   static Result<Auth> Load(const std::string& path);
 
   // An Auth that allows everything (no token file: loopback only).
@@ -50,6 +63,8 @@ class Auth {
 
   // The entry of `token`, or nullptr for an unknown token.
   const TokenEntry* Find(std::string_view token) const;
+  // The access key `id`, or nullptr for an unknown one.
+  const KeyEntry* FindKey(std::string_view id) const;
   // Whether `entry` may do `perm` on `name`. REQUIRES: enabled().
   static bool Allows(const TokenEntry& entry, unsigned perm,
                      std::string_view name);
@@ -61,6 +76,7 @@ class Auth {
  private:
   bool enabled_ = false;
   std::vector<TokenEntry> tokens_;
+  std::vector<KeyEntry> keys_;
 };
 
 }  // namespace sqlq::server

@@ -94,6 +94,58 @@ TEST(Auth, TokenFileGrantsWhatItSaysAndNoMore) {
             Code::kNotFound);
 }
 
+// AWS access keys for the SQS endpoint live in the same file, with the
+// same grants; bad keys are refused with what is wrong and where.
+TEST(Auth, AccessKeysCarryTheirSecretAndGrants) {
+  TempDir dir;
+  const std::string path = (dir.path() / "tokens").string();
+  const std::string secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+  for (const std::string& text : std::vector<std::string>{
+           "worker-token send:jobs\naws-key AKIAWORKER " + secret +
+               " send,claim:jobs-*\n",
+           R"({"tokens":[{"token":"worker-token","grants":{"jobs":["send"]}}],)"
+           R"("keys":[{"access_key_id":"AKIAWORKER","secret_access_key":")" +
+               secret + R"(","grants":{"jobs-*":["send","claim"]}}]})"}) {
+    SCOPED_TRACE(text);
+    std::ofstream(path) << text;
+    auto auth = Auth::Load(path);
+    ASSERT_TRUE(auth.ok()) << auth.status().ToString();
+    EXPECT_EQ(auth->FindKey("AKIAOTHER"), nullptr);
+    // A key is no bearer token, and a token no key.
+    EXPECT_EQ(auth->Find("AKIAWORKER"), nullptr);
+    EXPECT_EQ(auth->FindKey("worker-token"), nullptr);
+    const KeyEntry* k = auth->FindKey("AKIAWORKER");
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(k->secret, secret);
+    EXPECT_TRUE(Auth::Allows(*k, kClaim, "jobs-emails"));
+    EXPECT_FALSE(Auth::Allows(*k, kAdmin, "jobs-emails"));
+    EXPECT_FALSE(Auth::Sees(*k, "billing"));
+  }
+  // Keys alone make a token file.
+  std::ofstream(path) << "aws-key AKIAONLY " << secret << " admin:*\n";
+  ASSERT_TRUE(Auth::Load(path).ok());
+  for (
+      const std::string& bad : std::vector<std::string>{
+          "aws-key AKIAWORKER\n", "aws-key AK " + secret + " send:q\n",
+          "aws-key AKIA/WORKER " + secret + " send:q\n",
+          "aws-key AKIAWORKER short send:q\n",
+          "aws-key AKIAWORKER " + secret + "\n",
+          "aws-key AKIAWORKER " + secret + " send:a\naws-key AKIAWORKER " +
+              secret + " claim:b\n",
+          R"({"keys":[{"access_key_id":"AKIAWORKER","grants":{"q":["send"]}}]})",
+          R"({"keys":[{"access_key_id":"AKIAWORKER","secret_access_key":")" +
+              secret + R"(","grants":{"q":["send"]},"region":"x"}]})",
+          R"({"keys":{}})"}) {
+    SCOPED_TRACE(bad);
+    std::ofstream(path) << bad;
+    auto auth = Auth::Load(path);
+    EXPECT_EQ(auth.status().code(), Code::kInvalidArgument);
+    // The message says where, never the secret.
+    EXPECT_EQ(auth.status().message().find(secret), std::string::npos)
+        << auth.status().message();
+  }
+}
+
 // ---- settings and the config file ----------------------------------------
 
 TEST(Config, FileLinesCommentsAndQuotes) {
