@@ -652,6 +652,7 @@ Api::Api(Store& store, const Limits& limits, const Auth& auth, Metrics& metrics,
     : store_(store),
       limits_(limits),
       auth_(auth),
+      sqs_(store, auth),
       metrics_(metrics),
       gauges_(std::move(gauges)),
       metrics_public_(metrics_public) {}
@@ -760,6 +761,11 @@ Outcome Api::Handle(const Request& req) {
   std::string cached;  // the queue whose cached handle this request used
   bool hit = false;
   auto handle = [&]() -> Outcome {
+    if (req.sqs) {
+      Reply r = sqs_.Handle(req);
+      route = r.route;
+      return Outcome{std::move(r), std::nullopt};
+    }
     const Target t = ParseTarget(req.target);
     const auto& seg = t.segments;
     const std::string& m = req.method;

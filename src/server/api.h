@@ -20,6 +20,7 @@
 #include "server/auth.h"
 #include "server/metrics.h"
 #include "server/reply.h"
+#include "server/sqs.h"
 #include "sqlq/store.h"
 
 namespace sqlq::server {
@@ -47,6 +48,10 @@ struct Request {
   std::string target;         // "/v1/queues/jobs?limit=10"
   std::string authorization;  // the Authorization header, or empty
   std::string body;
+  // For the SQS endpoint (sqs.h), which checks signatures over them: every
+  // header as received. Set only for requests SqsApi::Wants.
+  bool sqs = false;
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 // A claim to hold until a message comes or the wait runs out.
@@ -112,6 +117,7 @@ class Api {
   Store& store_;
   const Limits& limits_;
   const Auth& auth_;
+  SqsApi sqs_;
   Metrics& metrics_;
   ServerGauges gauges_;
   const bool metrics_public_;

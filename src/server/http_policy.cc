@@ -188,7 +188,12 @@ std::optional<Reply> CheckRequest(const RequestHead& head,
     }
     std::string_view type = head.content_type;
     type = Trim(type.substr(0, type.find(';')));
-    if (Lower(type) != "application/json") {
+    const std::string lower = Lower(type);
+    const bool sqs = lower == "application/x-www-form-urlencoded" ||
+                     lower == "application/x-amz-json-1.0";
+    const bool browser = !head.origin.empty() || !head.sec_fetch_site.empty();
+    if (lower != "application/json" &&
+        !(sqs && head.sqs && (head.aws_signed || !browser))) {
       return ErrorReply(
           415, "unsupported_media_type",
           fmt::format("a request body must be sent with 'Content-Type: "

@@ -11,6 +11,10 @@
 // - Content-Type: a request that carries a body must declare it
 //   `application/json`, so that an HTML form or a "simple" cross-origin
 //   fetch (text/plain, form-encoded) can never be read as an API call.
+//   The SQS endpoint's bodies (form-encoded, or application/x-amz-json-1.0)
+//   pass only from clients that are not browsers: signed with an AWS
+//   signature, or without the Origin and Sec-Fetch-Site headers every
+//   browser sends.
 // - Bodies on GET, HEAD and DELETE are refused; so are transfer codings
 //   other than a lone `chunked`, which the server does not decode.
 //
@@ -56,6 +60,10 @@ struct RequestHead {
   std::string_view sec_fetch_mode;
   std::string_view cors_request_method;  // Access-Control-Request-Method
   bool has_body = false;                 // Content-Length > 0, or chunked
+  // For the SQS endpoint: SqsApi::Wants the request, and it carries an
+  // AWS Signature Version 4 Authorization header.
+  bool sqs = false;
+  bool aws_signed = false;
 };
 
 // The reply to give instead of handling the request, or nullopt to go on.

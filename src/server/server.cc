@@ -123,6 +123,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // Of the request being handled, for its reply's CORS headers.
   std::string host_;
   std::string origin_;
+  // SqsApi::Wants this request (decided from its head).
+  bool sqs_ = false;
 };
 
 class LongPoll : public std::enable_shared_from_this<LongPoll> {
@@ -361,6 +363,9 @@ void Session::OnHeader(beast::error_code ec) {
   started_ = SteadyClock::now();
   auto& req = parser_->get();
   host_ = std::string(req[http::field::host]);
+  sqs_ = SqsApi::Wants(
+      req.method_string(), req.target(), req[http::field::content_type],
+      req[http::field::authorization], req.find("X-Amz-Target") != req.end());
   origin_ = std::string(req[http::field::origin]);
   const bool chunked = parser_->chunked();
   const auto length = parser_->content_length();
@@ -374,7 +379,10 @@ void Session::OnHeader(beast::error_code ec) {
       .sec_fetch_site = req["Sec-Fetch-Site"],
       .sec_fetch_mode = req["Sec-Fetch-Mode"],
       .cors_request_method = req[http::field::access_control_request_method],
-      .has_body = chunked || (length && *length > 0)};
+      .has_body = chunked || (length && *length > 0),
+      .sqs = sqs_,
+      .aws_signed =
+          req[http::field::authorization].starts_with("AWS4-HMAC-SHA256 ")};
   if (auto refused = CheckRequest(head, server_.policy())) {
     Log("info", "request_refused",
         fmt::format("peer={} status={} code={}", peer_, refused->status,
@@ -473,6 +481,13 @@ void Session::Dispatch() {
               .target = std::string(msg.target()),
               .authorization = std::string(msg[http::field::authorization]),
               .body = std::move(msg.body())};
+  req.sqs = sqs_;
+  if (req.sqs) {
+    for (const auto& field : msg) {
+      req.headers.emplace_back(std::string(field.name_string()),
+                               std::string(field.value()));
+    }
+  }
   asio::post(server_.db_pool(), [self = shared_from_this(),
                                  req = std::move(req)]() mutable {
     const bool large = req.body.size() > kLargeBodyBytes;

@@ -167,6 +167,41 @@ TEST_F(CrossSite, BodiesMustBeDeclaredJson) {
   EXPECT_EQ(Ready(), 0);
 }
 
+// The SQS endpoint takes form bodies (its query protocol), but not from a
+// browser: a page's form must not drop a queue of a server without a
+// token file. SQS clients send neither Origin nor Sec-Fetch-Site.
+TEST_F(CrossSite, SqsFormsFromBrowsersAreRefused) {
+  Start();
+  const std::string form =
+      "Action=DeleteQueue&QueueUrl=http%3A%2F%2F127.0.0.1%2F000000000000%"
+      "2Fjobs";
+  // A page of this origin: the form is refused as a body that is not
+  // JSON; one of another site already for where it comes from.
+  for (const auto& [browser, status] : std::vector<std::pair<std::string, int>>{
+           {"Sec-Fetch-Site: same-origin", 415},
+           {"Origin: http://" + Here().substr(Here().find(' ') + 1), 415},
+           {"Sec-Fetch-Site: cross-site", 403}}) {
+    std::string r = Raw(
+        "POST", "/",
+        {Here(), "Content-Type: application/x-www-form-urlencoded", browser},
+        form);
+    EXPECT_EQ(StatusOf(r), status) << browser << "\n" << r;
+  }
+  EXPECT_EQ(Ready(), 2);
+  // A form to /v1 is no SQS request, whoever sends it.
+  std::string r =
+      Raw("POST", "/v1/queues/jobs/purge",
+          {Here(), "Content-Type: application/x-www-form-urlencoded"}, "{}");
+  EXPECT_EQ(StatusOf(r), 415) << r;
+  EXPECT_EQ(Ready(), 2);
+  // The same form from a client that is no browser is an SQS call.
+  r = Raw("POST", "/",
+          {Here(), "Content-Type: application/x-www-form-urlencoded"},
+          "Action=GetQueueUrl&QueueName=jobs");
+  EXPECT_EQ(StatusOf(r), 200) << r;
+  EXPECT_NE(r.find("/000000000000/jobs</QueueUrl>"), std::string::npos) << r;
+}
+
 TEST_F(CrossSite, BodiesOnRoutesThatTakeNoneAreRefused) {
   Start();
   for (std::string method : {"GET", "DELETE"}) {

@@ -5,8 +5,10 @@
 #include "server/sigv4.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -51,9 +53,13 @@ std::vector<Sent> SignWithBotocore(const std::vector<Sent>& requests,
                   {"region", "eu-central-1"},
                   {"amz_date", kDate}});
   }
-  const std::string dir = ::testing::TempDir();
-  const std::string in_path = dir + "/sigv4_in.json";
-  const std::string out_path = dir + "/sigv4_out.json";
+  // Files of this process and call: ctest runs tests side by side.
+  static int calls = 0;
+  const std::string base = ::testing::TempDir() + "/sigv4_" +
+                           std::to_string(::getpid()) + "_" +
+                           std::to_string(++calls);
+  const std::string in_path = base + "_in.json";
+  const std::string out_path = base + "_out.json";
   std::ofstream(in_path) << in.dump();
   const std::string cmd = std::string("/usr/bin/python3 ") + SQLQ_SOURCE_DIR +
                           "/tests/server_unit/sign_with_botocore.py < " +
@@ -67,6 +73,8 @@ std::vector<Sent> SignWithBotocore(const std::vector<Sent>& requests,
   std::ifstream out_file(out_path);
   std::stringstream text;
   text << out_file.rdbuf();
+  std::remove(in_path.c_str());
+  std::remove(out_path.c_str());
   auto out = nlohmann::json::parse(text.str());
   std::vector<Sent> signed_requests;
   for (std::size_t i = 0; i < requests.size(); ++i) {
