@@ -115,21 +115,9 @@ std::string CanonicalUri(std::string_view path) {
 // sorted by name, then value.
 std::string CanonicalQuery(std::string_view query) {
   std::vector<std::pair<std::string, std::string>> pairs;
-  std::size_t at = 0;
-  while (at < query.size()) {
-    std::size_t end = query.find('&', at);
-    if (end == std::string_view::npos) end = query.size();
-    std::string_view pair = query.substr(at, end - at);
-    if (!pair.empty()) {
-      const std::size_t eq = pair.find('=');
-      std::string_view name = pair.substr(0, eq);
-      std::string_view value = eq == std::string_view::npos
-                                   ? std::string_view()
-                                   : pair.substr(eq + 1);
-      pairs.emplace_back(UriEncode(PercentDecode(name), false),
-                         UriEncode(PercentDecode(value), false));
-    }
-    at = end + 1;
+  for (const auto& [name, value] : SplitPairs(query)) {
+    pairs.emplace_back(UriEncode(PercentDecode(name), false),
+                       UriEncode(PercentDecode(value), false));
   }
   std::sort(pairs.begin(), pairs.end());
   std::string out;

@@ -119,26 +119,11 @@ Reply ErrorXml(const SqsError& e) {
 // body of a POST.
 std::map<std::string, std::string> Parameters(const Request& r) {
   std::map<std::string, std::string> out;
-  auto add = [&](std::string_view text) {
-    std::size_t at = 0;
-    while (at < text.size()) {
-      std::size_t end = text.find('&', at);
-      if (end == std::string_view::npos) end = text.size();
-      std::string_view pair = text.substr(at, end - at);
-      if (!pair.empty()) {
-        const std::size_t eq = pair.find('=');
-        std::string_view value = eq == std::string_view::npos
-                                     ? std::string_view()
-                                     : pair.substr(eq + 1);
-        out[PercentDecode(pair.substr(0, eq), true)] =
-            PercentDecode(value, true);
-      }
-      at = end + 1;
-    }
-  };
   const std::size_t q = r.target.find('?');
-  if (q != std::string::npos) add(std::string_view(r.target).substr(q + 1));
-  if (r.method == "POST") add(r.body);
+  if (q != std::string::npos) {
+    AddDecodedPairs(std::string_view(r.target).substr(q + 1), out);
+  }
+  if (r.method == "POST") AddDecodedPairs(r.body, out);
   return out;
 }
 

@@ -36,25 +36,36 @@ std::string PercentDecode(std::string_view in, bool plus_is_space) {
   return out;
 }
 
+std::vector<std::pair<std::string_view, std::string_view>> SplitPairs(
+    std::string_view text) {
+  std::vector<std::pair<std::string_view, std::string_view>> out;
+  while (!text.empty()) {
+    const auto amp = text.find('&');
+    const std::string_view pair = text.substr(0, amp);
+    const auto eq = pair.find('=');
+    if (!pair.empty()) {
+      out.emplace_back(pair.substr(0, eq), eq == std::string_view::npos
+                                               ? std::string_view()
+                                               : pair.substr(eq + 1));
+    }
+    text = amp == std::string_view::npos ? "" : text.substr(amp + 1);
+  }
+  return out;
+}
+
+void AddDecodedPairs(std::string_view text,
+                     std::map<std::string, std::string>& out) {
+  for (const auto& [name, value] : SplitPairs(text)) {
+    out[PercentDecode(name, true)] = PercentDecode(value, true);
+  }
+}
+
 Target ParseTarget(std::string_view target) {
   Target t;
   auto q = target.find('?');
   std::string_view path = target.substr(0, q);
-  if (q != std::string_view::npos) {
-    std::string_view rest = target.substr(q + 1);
-    while (!rest.empty()) {
-      auto amp = rest.find('&');
-      std::string_view pair = rest.substr(0, amp);
-      auto eq = pair.find('=');
-      if (!pair.empty()) {
-        t.query[PercentDecode(pair.substr(0, eq), true)] =
-            eq == std::string_view::npos
-                ? ""
-                : PercentDecode(pair.substr(eq + 1), true);
-      }
-      rest = amp == std::string_view::npos ? "" : rest.substr(amp + 1);
-    }
-  }
+  if (q != std::string_view::npos)
+    AddDecodedPairs(target.substr(q + 1), t.query);
   if (path.empty() || path[0] != '/') {
     throw HttpError{400, "bad_request",
                     "the request target must be an absolute path"};

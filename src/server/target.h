@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace sqlq::server {
@@ -20,6 +21,17 @@ struct Target {
 // encoding) '+' stands for ' ', in a path segment it is itself. Throws the
 // 400 HttpError (bad_request) for a '%' not followed by two hex digits.
 std::string PercentDecode(std::string_view in, bool plus_is_space = false);
+
+// The NAME=VALUE pairs of a query string or form body, still encoded, in
+// their order; empty pairs are skipped, and a pair without '=' has an
+// empty value.
+std::vector<std::pair<std::string_view, std::string_view>> SplitPairs(
+    std::string_view text);
+
+// Adds the pairs of `text`, decoded as a form ('+' is a space), to `out`;
+// a name given again keeps its last value. Throws as PercentDecode does.
+void AddDecodedPairs(std::string_view text,
+                     std::map<std::string, std::string>& out);
 
 // "/v1/queues/a%20b?limit=10&x" -> {"v1","queues","a b"}, {limit: "10",
 // x: ""}. Empty path segments are kept ("/v1//x" has three); a repeated
