@@ -13,7 +13,7 @@ packages=(
   libboost1.81-dev libssl-dev curl
   libcctz-dev tzdata
   beanstalkd
-  python3-botocore python3-boto3
+  python3-botocore python3-boto3 awscli
 )
 
 # The dashboard's browser test (tests/web): a headless Chromium and Node.js

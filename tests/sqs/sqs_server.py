@@ -1,0 +1,66 @@
+"""A real `sqlq serve` for the SQS client tests: SQLite in a temporary
+directory, a token file with two access keys, and clients for it."""
+import os
+import subprocess
+import tempfile
+import time
+
+import boto3
+import botocore.config
+
+SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+WORKER_SECRET = "workerSECRETworkerSECRET0123456789"
+
+
+class Server:
+    """sqlq serve on SQLite in a temporary directory, with a token file."""
+
+    def __init__(self):
+        self.dir = tempfile.TemporaryDirectory()
+        tokens = os.path.join(self.dir.name, "tokens")
+        with open(tokens, "w") as f:
+            f.write(f"aws-key AKIAADMIN {SECRET} admin:*\n")
+            f.write(f"aws-key AKIAWORKER {WORKER_SECRET} send,claim:jobs*\n")
+        port_file = os.path.join(self.dir.name, "port")
+        self.log = open(os.path.join(self.dir.name, "log"), "w")
+        self.proc = subprocess.Popen(
+            [os.environ["SQLQ_BIN"], "--db",
+             "sqlite:" + os.path.join(self.dir.name, "db"), "serve",
+             "--port", "0", "--port-file", port_file, "--tokens", tokens],
+            stdout=self.log, stderr=self.log)
+        # The port file appears once the server listens.
+        deadline = time.monotonic() + 15
+        self.port = 0
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                with open(port_file) as f:
+                    self.port = int(f.read().strip() or 0)
+            except FileNotFoundError:
+                pass
+            if self.port:
+                break
+            time.sleep(0.01)
+        if not self.port:
+            raise RuntimeError("sqlq serve did not start: " + self.read_log())
+
+    def read_log(self):
+        with open(os.path.join(self.dir.name, "log")) as f:
+            return f.read()
+
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self, key="AKIAADMIN", secret=SECRET):
+        return boto3.client(
+            "sqs", endpoint_url=f"http://127.0.0.1:{self.port}",
+            region_name="eu-central-1", aws_access_key_id=key,
+            aws_secret_access_key=secret,
+            config=botocore.config.Config(retries={"max_attempts": 1}))
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.log.close()
+        self.dir.cleanup()
+
+
