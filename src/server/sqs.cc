@@ -279,13 +279,15 @@ Reply SqsApi::Run(const Request& r, std::string& action) {
     if (action == "CreateQueue") {
       const std::string& name = param("QueueName");
       if (!allowed(kAdmin, name)) denied(name);
-      const QueueOptions wanted = OptionsOf(Attributes(params));
+      const auto attributes = Attributes(params);
+      const QueueOptions wanted = OptionsOf(attributes);
       auto created = store_.CreateQueue(name, wanted);
       if (!created.ok() && created.status().code() == Code::kAlreadyExists) {
-        // Idempotent for the same attributes, as SQS is.
+        // Idempotent, as SQS is: the attributes given must be the queue's.
         auto existing = store_.Queue(name);
         if (!existing.ok()) FailStatus(existing.status());
-        if (existing->options().lease != wanted.lease) {
+        if (attributes.count("VisibilityTimeout") != 0 &&
+            existing->options().lease != wanted.lease) {
           Fail(400, "QueueAlreadyExists",
                fmt::format("A queue already exists with the same name and a "
                            "different value for attribute VisibilityTimeout"));

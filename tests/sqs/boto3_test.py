@@ -50,6 +50,9 @@ class QueuesOverSqs(unittest.TestCase):
             code_of(lambda: sqs.create_queue(
                 QueueName="jobs-b", Attributes={"VisibilityTimeout": "46"})),
             "QueueAlreadyExists")
+        # Attributes left out are not compared (SQS compares those given).
+        self.assertEqual(sqs.create_queue(QueueName="jobs-b")["QueueUrl"],
+                         url.replace("jobs-a", "jobs-b"))
         self.assertEqual(
             code_of(lambda: sqs.create_queue(
                 QueueName="jobs-c", Attributes={"VisibilityTimeout": "x"})),
