@@ -130,20 +130,6 @@ std::string CanonicalQuery(std::string_view query) {
   return out;
 }
 
-std::optional<std::string> Header(const Request& r, std::string_view name) {
-  std::optional<std::string> out;
-  for (const auto& [n, v] : r.headers) {
-    if (Lower(n) != name) continue;
-    if (out) {
-      *out += ',';
-      *out += Trimmed(v);
-    } else {
-      out = Trimmed(v);
-    }
-  }
-  return out;
-}
-
 // YYYYMMDD'T'HHMMSS'Z' as a time; none when malformed.
 std::optional<std::chrono::system_clock::time_point> ParseAmzDate(
     std::string_view s) {
@@ -173,6 +159,22 @@ std::optional<std::chrono::system_clock::time_point> ParseAmzDate(
 }
 
 }  // namespace
+
+std::optional<std::string> HeaderValue(
+    const std::vector<std::pair<std::string, std::string>>& headers,
+    std::string_view name) {
+  std::optional<std::string> out;
+  for (const auto& [n, v] : headers) {
+    if (Lower(n) != name) continue;
+    if (out) {
+      *out += ',';
+      *out += Trimmed(v);
+    } else {
+      out = Trimmed(v);
+    }
+  }
+  return out;
+}
 
 std::string AmzDate(std::chrono::system_clock::time_point t) {
   const std::time_t secs = std::chrono::system_clock::to_time_t(t);
@@ -273,7 +275,7 @@ std::string CanonicalRequest(const Request& r,
   for (const std::string& name : signed_headers) {
     out += name;
     out += ':';
-    out += Header(r, name).value_or("");
+    out += HeaderValue(r.headers, name).value_or("");
     out += '\n';
   }
   out += '\n';
@@ -324,7 +326,7 @@ Verdict Verify(
     const Request& r,
     const std::function<const std::string*(std::string_view)>& secret_of,
     std::chrono::system_clock::time_point now) {
-  auto header = Header(r, "authorization");
+  auto header = HeaderValue(r.headers, "authorization");
   if (!header) {
     return {Refusal::kMissing, "",
             "Request is missing Authentication Token (an AWS Signature "
@@ -332,7 +334,7 @@ Verdict Verify(
   }
   auto a = ParseAuthorization(*header);
   if (!a.ok()) return {Refusal::kMalformed, "", a.status().message()};
-  auto amz_date = Header(r, "x-amz-date");
+  auto amz_date = HeaderValue(r.headers, "x-amz-date");
   auto dated = amz_date ? ParseAmzDate(*amz_date) : std::nullopt;
   if (!dated) {
     return {Refusal::kMalformed, a->access_key,

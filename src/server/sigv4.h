@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -49,6 +50,13 @@ struct Authorization {
   std::vector<std::string> signed_headers;  // lower case, as listed
   std::string signature;                    // lower-case hex
 };
+
+// The value of header `name` (lower case) among `headers` (names in any
+// case): values of a repeated name joined by ',', each trimmed, inner runs
+// of spaces as one, as a signature reads them; none when absent.
+std::optional<std::string> HeaderValue(
+    const std::vector<std::pair<std::string, std::string>>& headers,
+    std::string_view name);
 
 // `t` as an X-Amz-Date: YYYYMMDD'T'HHMMSS'Z', UTC.
 std::string AmzDate(std::chrono::system_clock::time_point t);

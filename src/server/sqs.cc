@@ -127,19 +127,6 @@ std::map<std::string, std::string> Parameters(const Request& r) {
   return out;
 }
 
-const std::string* HeaderOf(const Request& r, std::string_view name) {
-  for (const auto& [n, v] : r.headers) {
-    if (n.size() == name.size() &&
-        std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) {
-          return std::tolower(static_cast<unsigned char>(a)) ==
-                 std::tolower(static_cast<unsigned char>(b));
-        })) {
-      return &v;
-    }
-  }
-  return nullptr;
-}
-
 // The queue named by a QueueUrl (http://HOST/ACCOUNT/NAME; the host is
 // not checked: clients reach the server by many names).
 std::string QueueOfUrl(std::string_view url) {
@@ -258,7 +245,8 @@ Reply SqsApi::Run(const Request& r, std::string& action) {
       Fail(400, "MissingAction", "the request names no Action");
     }
     action = params["Action"];
-    const std::string* host = HeaderOf(r, "Host");
+    const std::optional<std::string> host =
+        sigv4::HeaderValue(r.headers, "host");
     auto url_of = [&](const std::string& name) {
       return fmt::format("http://{}/{}/{}", host ? *host : "localhost",
                          kSqsAccount, name);
