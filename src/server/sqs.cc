@@ -4,7 +4,6 @@
 #include <openssl/rand.h>
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <map>
 #include <optional>
