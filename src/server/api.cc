@@ -652,25 +652,11 @@ Api::Api(Store& store, const Limits& limits, const Auth& auth, Metrics& metrics,
     : store_(store),
       limits_(limits),
       auth_(auth),
-      sqs_(store, auth),
+      cache_(store),
+      sqs_(store, limits, auth, cache_),
       metrics_(metrics),
       gauges_(std::move(gauges)),
       metrics_public_(metrics_public) {}
-
-Result<WorkQueue> Api::CachedQueue(const std::string& name, bool& hit) {
-  {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    auto it = cache_.find(name);
-    hit = it != cache_.end();
-    if (hit) return it->second;
-  }
-  auto q = store_.Queue(name);
-  if (!q.ok()) return q;
-  std::lock_guard<std::mutex> lock(cache_mu_);
-  if (cache_.size() >= 10000) cache_.clear();  // bound it; refills on use
-  cache_.insert_or_assign(name, *q);
-  return q;
-}
 
 const TokenEntry* Api::Authenticate(const std::string& authorization,
                                     std::string* token) const {
@@ -690,11 +676,6 @@ Status Api::CheckWritable() {
     ready_checked_ = now;
   }
   return ready_;
-}
-
-void Api::Forget(const std::string& name) {
-  std::lock_guard<std::mutex> lock(cache_mu_);
-  cache_.erase(name);
 }
 
 // Claim replies are the consumers' hot path: written straight into one
@@ -762,9 +743,9 @@ Outcome Api::Handle(const Request& req) {
   bool hit = false;
   auto handle = [&]() -> Outcome {
     if (req.sqs) {
-      Reply r = sqs_.Handle(req);
-      route = r.route;
-      return Outcome{std::move(r), std::nullopt};
+      Outcome o = sqs_.Handle(req);
+      route = o.reply.route;
+      return o;
     }
     const Target t = ParseTarget(req.target);
     const auto& seg = t.segments;
@@ -895,7 +876,7 @@ Outcome Api::Handle(const Request& req) {
       const std::string& name = seg[2];
       auto queue = [&] {
         cached = name;
-        return Take(CachedQueue(name, hit));
+        return Take(cache_.Get(name, hit));
       };
       if (seg.size() == 3) {
         if (m == "POST") {
@@ -934,7 +915,7 @@ Outcome Api::Handle(const Request& req) {
         route_is("DELETE /v1/queues/{name}");
         method({"POST", "GET", "PATCH", "DELETE"});
         need(kAdmin, name);
-        Forget(name);
+        cache_.Forget(name);
         Check(store_.DropQueue(name));
         return reply(200, {{"dropped", name}});
       }
@@ -1595,7 +1576,7 @@ Outcome Api::Handle(const Request& req) {
         // The queue may have been dropped (and made again) elsewhere: a
         // handle from the cache is refreshed and the request made once more.
         // A 404 leaves nothing done, so the retry is safe.
-        Forget(cached);
+        cache_.Forget(cached);
         cached.clear();
         if (hit && attempt == 0) continue;
       }

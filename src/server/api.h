@@ -19,6 +19,7 @@
 
 #include "server/auth.h"
 #include "server/metrics.h"
+#include "server/queue_cache.h"
 #include "server/reply.h"
 #include "server/sqs.h"
 #include "sqlq/store.h"
@@ -62,6 +63,13 @@ struct ParkedClaim {
   std::string token;  // for the per-token limit; empty without auth
   // A receipt to ack in the transaction of the first look; empty for none.
   std::string ack;
+  // How the claim is answered when it ends: with its messages (none when
+  // the wait ran out or the server stops) or its failure. Unset: the native
+  // API's claim reply. Also answers a claim refused for too many waiting
+  // (Code::kBusy).
+  std::function<Reply(const Result<std::vector<ClaimedMessage>>&,
+                      const ClaimNote&)>
+      answer;
 };
 
 struct Outcome {
@@ -98,14 +106,8 @@ class Api {
   static std::size_t ClaimPayloadBudget(std::size_t reply_bytes, int max);
 
  private:
-  // Queue handles by name, so that a request does not look the queue up in
-  // the database each time. Forgotten when this server drops the queue or
-  // an operation finds it gone (dropped elsewhere).
-  // `hit` tells whether the handle came from the cache.
   static Reply ClaimReply(const std::vector<ClaimedMessage>& messages,
                           bool limited, const ClaimNote& note);
-  Result<WorkQueue> CachedQueue(const std::string& name, bool& hit);
-  void Forget(const std::string& name);
   // The entry of the request's bearer token (the token itself in `token`,
   // when given), or nullptr when the server has no token file. Throws the
   // 401 reply for a missing or unknown token.
@@ -117,6 +119,7 @@ class Api {
   Store& store_;
   const Limits& limits_;
   const Auth& auth_;
+  QueueCache cache_;
   SqsApi sqs_;
   Metrics& metrics_;
   ServerGauges gauges_;
@@ -124,8 +127,6 @@ class Api {
   std::mutex ready_mu_;
   Status ready_;  // guarded by ready_mu_, as is the time it was found
   std::chrono::steady_clock::time_point ready_checked_{};
-  std::mutex cache_mu_;
-  std::unordered_map<std::string, WorkQueue> cache_;  // guarded by cache_mu_
 };
 
 }  // namespace sqlq::server

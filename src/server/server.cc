@@ -155,6 +155,15 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   void Look(bool peek_first);
   void AfterLook(Result<std::optional<Duration>> next);
   void Finish(Reply reply);
+  // The reply that ends the claim (ParkedClaim::answer).
+  Reply Answer(const Result<std::vector<ClaimedMessage>>& result,
+               const ClaimNote& note = {}) {
+    if (claim_.answer) return claim_.answer(result, note);
+    if (!result.ok()) return StatusReply(result.status());
+    return result->empty()
+               ? Api::EmptyClaimReply(note)
+               : Api::ClaimReply(claim_.queue, claim_.options, *result, note);
+  }
   void OnStrand(std::function<void(LongPoll&)> fn) {
     asio::post(timer_.get_executor(),
                [self = shared_from_this(), fn = std::move(fn)] { fn(*self); });
@@ -224,10 +233,11 @@ class Server {
       std::lock_guard<std::mutex> lock(mu_);
       int& n = polls_per_token_[claim.token];
       if (n >= config_.limits.max_polls_per_token) {
-        Reply r = ErrorReply(
-            429, "too_many_polls",
+        const std::string why =
             fmt::format("this token already has {} claims waiting (limit {})",
-                        n, config_.limits.max_polls_per_token));
+                        n, config_.limits.max_polls_per_token);
+        Reply r = claim.answer ? claim.answer(Status(Code::kBusy, why), {})
+                               : ErrorReply(429, "too_many_polls", why);
         r.route = route;
         asio::post(session->executor(),
                    [session, r = std::move(r)] { session->Send(r); });
@@ -649,10 +659,10 @@ void LongPoll::Look(bool peek_first) {
                                           claim_.options, &note);
   if (!r.ok()) {
     Status s = r.status();
-    return OnStrand([s](LongPoll& lp) { lp.Finish(StatusReply(s)); });
+    return OnStrand([s](LongPoll& lp) { lp.Finish(lp.Answer(s)); });
   }
   if (!r->empty()) {
-    Reply reply = Api::ClaimReply(claim_.queue, claim_.options, *r, note);
+    Reply reply = Answer(*r, note);
     return OnStrand([reply = std::move(reply)](LongPoll& lp) mutable {
       lp.Finish(std::move(reply));
     });
@@ -679,14 +689,16 @@ void LongPoll::Look(bool peek_first) {
 void LongPoll::AfterLook(Result<std::optional<Duration>> next) {
   in_flight_ = false;
   if (done_) return;
-  if (!next.ok()) return Finish(StatusReply(next.status()));
-  if (stop_) return Finish(Api::EmptyClaimReply());
+  if (!next.ok()) return Finish(Answer(next.status()));
+  if (stop_) return Finish(Answer(std::vector<ClaimedMessage>()));
   if (pending_) {
     pending_ = false;
     return Wake(std::exchange(pending_signal_, false));
   }
   auto now = SteadyClock::now();
-  if (now >= claim_.deadline) return Finish(Api::EmptyClaimReply(note_));
+  if (now >= claim_.deadline) {
+    return Finish(Answer(std::vector<ClaimedMessage>(), note_));
+  }
   auto until = claim_.deadline;
   // The safety net of every waiting claim: look again now and then even
   // without a wake-up (docs/semantics.md, "Waiting").
@@ -719,7 +731,7 @@ void LongPoll::Wake(bool signalled) {
 
 void LongPoll::Stop() {
   stop_ = true;
-  if (!in_flight_) Finish(Api::EmptyClaimReply());
+  if (!in_flight_) Finish(Answer(std::vector<ClaimedMessage>()));
 }
 
 void LongPoll::Finish(Reply reply) {

@@ -1,130 +1,171 @@
 #include "server/sqs.h"
 
 #include <fmt/format.h>
-#include <openssl/rand.h>
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <charconv>
 #include <map>
 #include <optional>
+#include <set>
 #include <string_view>
 
 #include "server/api.h"
 #include "server/sigv4.h"
+#include "server/sqs_wire.h"
 #include "server/target.h"
+#include "sqlq/text.h"
 
 namespace sqlq::server {
 namespace {
 
-constexpr std::string_view kXmlns =
-    "http://queue.amazonaws.com/doc/2012-11-05/";
+using sqs::Fail;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
 
-// An error as SQS sends it: its code (what the SDKs map to exception
-// classes), HTTP status, and whose fault it is.
-struct SqsError {
-  unsigned status = 400;
-  std::string code;
-  std::string message;
-  bool sender = true;
-};
-
-[[noreturn]] void Fail(unsigned status, std::string code, std::string message) {
-  throw SqsError{status, std::move(code), std::move(message), status < 500};
-}
+// The settings of queues made by CreateQueue (docs/sqs.md): SQS keeps a
+// message until it is deleted, however often it is received, unless a
+// redrive policy says otherwise.
+constexpr int kForever = 1000000;  // QueueOptions::max_attempts' largest
+constexpr std::size_t kDefaultMessageSize = 262144;
+constexpr std::size_t kMaxMessageSize = 1 << 20;
+constexpr int kMaxBatch = 10;
+constexpr int kMaxMessageAttributes = 10;
+constexpr std::int64_t kMaxVisibility = 43200;  // seconds: 12 hours
+constexpr std::int64_t kMaxWaitSeconds = 20;
+// A message attribute's type that is not "String" travels in a header
+// of its own beside the value: "sqs:type:NAME". SQS names have no ':', so
+// these never meet an attribute's.
+constexpr std::string_view kTypeHeader = "sqs:type:";
 
 [[noreturn]] void FailStatus(const Status& s) {
   switch (s.code()) {
     case Code::kNotFound:
-      Fail(400, "AWS.SimpleQueueService.NonExistentQueue",
-           "The specified queue does not exist.");
+      Fail(sqs::kNonExistentQueue, "The specified queue does not exist.");
     case Code::kInvalidArgument:
-      Fail(400, "InvalidParameterValue", s.message());
+    case Code::kTooLarge:
+      Fail(sqs::kInvalidParameterValue, s.message());
     case Code::kAlreadyExists:
-      Fail(400, "QueueAlreadyExists", s.message());
+      Fail(sqs::kQueueAlreadyExists, s.message());
+    case Code::kBusy:
+    case Code::kUnavailable:
+    case Code::kTimeout:
+    case Code::kPermissionDenied:
+      Fail(sqs::kServiceUnavailable, s.message());
     default:
-      Fail(500, "InternalFailure", s.message());
+      Fail(sqs::kInternalFailure, s.message());
   }
 }
 
-std::string Xml(std::string_view text) {
+template <class T>
+T Take(Result<T> r) {
+  if (!r.ok()) FailStatus(r.status());
+  return std::move(*r);
+}
+
+std::string Md5Hex(std::string_view bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &n, EVP_md5(), nullptr);
   std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
+  for (unsigned i = 0; i < n; ++i) out += fmt::format("{:02x}", digest[i]);
+  return out;
+}
+
+// `v` when it is an object, else an empty one: to read an entry that is
+// not a map as one with nothing in it.
+const Json& AsObject(const Json& v) {
+  static const Json kEmpty = Json::object();
+  return v.is_object() ? v : kEmpty;
+}
+
+std::optional<std::int64_t> IntOf(const Json& v) {
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (!v.is_string()) return std::nullopt;
+  const std::string& s = v.get_ref<const std::string&>();
+  std::int64_t n = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) {
+    return std::nullopt;
+  }
+  return n;
+}
+
+std::string Shown(const Json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// An operation's input, in the JSON protocol's shape (sqs_wire.h).
+class Input {
+ public:
+  explicit Input(const Json& j) : j_(j) {}
+
+  const Json* Find(std::string_view name) const {
+    auto it = j_.find(name);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  std::optional<std::string> String(std::string_view name) const {
+    const Json* v = Find(name);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_string()) {
+      Fail(sqs::kInvalidParameterValue,
+           fmt::format("The parameter {} must be a string.", name));
     }
+    return v->get<std::string>();
   }
-  return out;
-}
-
-std::string RequestId() {
-  unsigned char b[16];
-  RAND_bytes(b, sizeof b);
-  return fmt::format(
-      "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-"
-      "{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-      b[12], b[13], b[14], b[15]);
-}
-
-Reply XmlReply(unsigned status, std::string body) {
-  Reply r;
-  r.status = status;
-  r.text = "<?xml version=\"1.0\"?>" + std::move(body);
-  r.content_type = "text/xml";
-  return r;
-}
-
-// <ACTIONResponse><ACTIONResult>result</ACTIONResult>...</ACTIONResponse>;
-// no Result element when `result` is unset.
-Reply Success(std::string_view action, std::optional<std::string> result) {
-  std::string body = fmt::format("<{}Response xmlns=\"{}\">", action, kXmlns);
-  if (result)
-    body += fmt::format("<{0}Result>{1}</{0}Result>", action, *result);
-  body += fmt::format(
-      "<ResponseMetadata><RequestId>{}</RequestId></ResponseMetadata></"
-      "{}Response>",
-      RequestId(), action);
-  return XmlReply(200, std::move(body));
-}
-
-Reply ErrorXml(const SqsError& e) {
-  return XmlReply(
-      e.status,
-      fmt::format("<ErrorResponse xmlns=\"{}\"><Error><Type>{}</Type><Code>{}"
-                  "</Code><Message>{}</Message><Detail/></Error><RequestId>{}"
-                  "</RequestId></ErrorResponse>",
-                  kXmlns, e.sender ? "Sender" : "Receiver", Xml(e.code),
-                  Xml(e.message), RequestId()));
-}
-
-// The parameters of a query-protocol request: the query, then the form
-// body of a POST.
-std::map<std::string, std::string> Parameters(const Request& r) {
-  std::map<std::string, std::string> out;
-  const std::size_t q = r.target.find('?');
-  if (q != std::string::npos) {
-    AddDecodedPairs(std::string_view(r.target).substr(q + 1), out);
+  std::string Need(std::string_view name) const {
+    auto v = String(name);
+    if (!v) {
+      Fail(sqs::kMissingParameter,
+           fmt::format("The request must contain the parameter {}.", name));
+    }
+    return *v;
   }
-  if (r.method == "POST") AddDecodedPairs(r.body, out);
-  return out;
-}
+  std::optional<std::int64_t> Int(std::string_view name, std::int64_t lo,
+                                  std::int64_t hi) const {
+    const Json* v = Find(name);
+    if (v == nullptr) return std::nullopt;
+    auto n = IntOf(*v);
+    if (!n || *n < lo || *n > hi) {
+      Fail(sqs::kInvalidParameterValue,
+           fmt::format("Value {} for parameter {} is invalid. Reason: must "
+                       "be an integer from {} to {}.",
+                       Shown(*v), name, lo, hi));
+    }
+    return n;
+  }
+  std::vector<std::string> Strings(std::string_view name) const {
+    std::vector<std::string> out;
+    const Json* v = Find(name);
+    if (v == nullptr) return out;
+    if (!v->is_array()) {
+      Fail(sqs::kInvalidParameterValue,
+           fmt::format("The parameter {} must be a list.", name));
+    }
+    for (const Json& e : *v) {
+      if (!e.is_string()) {
+        Fail(sqs::kInvalidParameterValue,
+             fmt::format("The parameter {} must be a list of strings.", name));
+      }
+      out.push_back(e.get<std::string>());
+    }
+    return out;
+  }
+  // A map of the input ({} when absent).
+  const Json& Object(std::string_view name) const {
+    const Json* v = Find(name);
+    if (v == nullptr) return AsObject(Json());
+    if (!v->is_object()) {
+      Fail(sqs::kInvalidParameterValue,
+           fmt::format("The parameter {} must be a map.", name));
+    }
+    return *v;
+  }
+
+ private:
+  const Json& j_;
+};
 
 // The queue named by a QueueUrl (http://HOST/ACCOUNT/NAME; the host is
 // not checked: clients reach the server by many names).
@@ -132,55 +173,920 @@ std::string QueueOfUrl(std::string_view url) {
   const std::size_t slash = url.rfind('/');
   if (url.empty() || slash == std::string_view::npos ||
       slash + 1 == url.size()) {
-    Fail(400, "AWS.SimpleQueueService.NonExistentQueue",
-         "The specified queue does not exist.");
+    Fail(sqs::kNonExistentQueue, "The specified queue does not exist.");
   }
   return PercentDecode(url.substr(slash + 1));
 }
 
-// The settings SQS's CreateQueue takes (Attribute.N.Name/Value).
-std::map<std::string, std::string> Attributes(
-    const std::map<std::string, std::string>& params) {
-  std::map<std::string, std::string> out;
-  for (int n = 1;; ++n) {
-    auto name = params.find(fmt::format("Attribute.{}.Name", n));
-    if (name == params.end()) break;
-    auto value = params.find(fmt::format("Attribute.{}.Value", n));
-    out[name->second] = value == params.end() ? "" : value->second;
+// The characters SQS allows in a body and in string attributes: #x9, #xA,
+// #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000 to #x10FFFF.
+bool SqsText(std::string_view s) {
+  if (!IsUtf8(s)) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') return false;
+    // U+FFFE and U+FFFF: EF BF BE, EF BF BF.
+    if (c == 0xEF && i + 2 < s.size() &&
+        static_cast<unsigned char>(s[i + 1]) == 0xBF &&
+        (static_cast<unsigned char>(s[i + 2]) & 0xFE) == 0xBE) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A message attribute: its type ("String", "Number", "Binary", each
+// optionally with ".label") and value (bytes, for Binary).
+struct Attribute {
+  std::string type;
+  std::string value;
+  bool binary() const { return type.starts_with("Binary"); }
+};
+using Attributes = std::map<std::string, Attribute>;
+
+bool ValidAttributeName(std::string_view n) {
+  if (n.empty() || n.size() > kMaxHeaderKey - kTypeHeader.size()) return false;
+  if (n.front() == '.' || n.back() == '.' ||
+      n.find("..") != std::string_view::npos) {
+    return false;
+  }
+  std::string lower(n);
+  for (char& c : lower) c = static_cast<char>(std::tolower(c));
+  if (lower.starts_with("aws.") || lower.starts_with("amazon.")) return false;
+  return std::all_of(n.begin(), n.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+           c == '-' || c == '.';
+  });
+}
+
+bool ValidNumber(std::string_view s) {
+  std::size_t i = 0;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+  std::size_t digits = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
+    ++i;
+    ++digits;
+  }
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
+      ++i;
+      ++digits;
+    }
+  }
+  if (digits == 0 || digits > 38) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    std::size_t exp = 0;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
+      ++i;
+      ++exp;
+    }
+    if (exp == 0) return false;
+  }
+  return i == s.size();
+}
+
+Attributes ReadAttributes(const Json& map) {
+  if (map.size() > kMaxMessageAttributes) {
+    Fail(sqs::kInvalidParameterValue,
+         fmt::format("Number of message attributes [{}] exceeds the allowed "
+                     "maximum [{}].",
+                     map.size(), kMaxMessageAttributes));
+  }
+  Attributes out;
+  for (const auto& [name, v] : map.items()) {
+    if (!ValidAttributeName(name)) {
+      Fail(sqs::kInvalidParameterValue,
+           fmt::format("Message attribute name '{}' is invalid: letters, "
+                       "digits, '_', '-' and '.', at most {} characters, not "
+                       "starting with AWS. or Amazon.",
+                       name, kMaxHeaderKey - kTypeHeader.size()));
+    }
+    Input a(AsObject(v));
+    Attribute attr;
+    attr.type = a.String("DataType").value_or("");
+    const std::string base = attr.type.substr(0, attr.type.find('.'));
+    if (base != "String" && base != "Number" && base != "Binary") {
+      Fail(sqs::kInvalidParameterValue,
+           fmt::format("The type of message attribute '{}' is invalid. "
+                       "You must use only the following supported type "
+                       "prefixes: Binary, Number, String.",
+                       name));
+    }
+    if (attr.type.size() > 256 || !SqsText(attr.type)) {
+      Fail(sqs::kInvalidParameterValue,
+           fmt::format("The type of message attribute '{}' is invalid.", name));
+    }
+    if (attr.binary()) {
+      auto bytes = Base64Decode(a.String("BinaryValue").value_or(""));
+      if (!bytes.ok() || bytes->empty()) {
+        Fail(sqs::kInvalidParameterValue,
+             fmt::format("Message attribute '{}' must contain a non-empty "
+                         "base64 binary value.",
+                         name));
+      }
+      attr.value = std::move(*bytes);
+    } else {
+      attr.value = a.String("StringValue").value_or("");
+      if (attr.value.empty()) {
+        Fail(sqs::kInvalidParameterValue,
+             fmt::format("Message attribute '{}' must contain a non-empty "
+                         "value of message attribute type '{}'.",
+                         name, attr.type));
+      }
+      if (!SqsText(attr.value)) {
+        Fail(sqs::kInvalidMessageContents,
+             fmt::format("Message attribute '{}' has characters outside "
+                         "those SQS allows.",
+                         name));
+      }
+      if (base == "Number" && !ValidNumber(attr.value)) {
+        Fail(sqs::kInvalidParameterValue,
+             fmt::format("Message attribute '{}' of type Number has the "
+                         "value '{}', which is not a number.",
+                         name, attr.value));
+      }
+    }
+    out.emplace(name, std::move(attr));
   }
   return out;
 }
 
-QueueOptions OptionsOf(const std::map<std::string, std::string>& attrs) {
-  QueueOptions o;
-  for (const auto& [name, value] : attrs) {
-    if (name == "VisibilityTimeout") {
-      int seconds = -1;
-      auto [end, ec] =
-          std::from_chars(value.data(), value.data() + value.size(), seconds);
-      if (ec != std::errc() || end != value.data() + value.size() ||
-          seconds < 0 || seconds > 43200) {
-        Fail(400, "InvalidAttributeValue",
-             fmt::format("Invalid value for the parameter VisibilityTimeout: "
-                         "'{}' (0 to 43200 seconds)",
-                         value));
-      }
-      // sqlq leases last at least a millisecond.
-      o.lease = seconds == 0 ? Duration(std::chrono::milliseconds(1))
-                             : Duration(std::chrono::seconds(seconds));
+// MD5OfMessageAttributes as SQS computes it: for each attribute in name
+// order, the name, the type and the value, each preceded by its length as
+// four bytes big-endian, with a byte 1 (string or number) or 2 (binary)
+// before the value.
+std::string AttributesMd5(const Attributes& attrs) {
+  std::string buf;
+  auto put = [&](std::string_view s) {
+    const auto n = static_cast<std::uint32_t>(s.size());
+    for (int shift : {24, 16, 8, 0}) buf += static_cast<char>(n >> shift);
+    buf += s;
+  };
+  for (const auto& [name, a] : attrs) {
+    put(name);
+    put(a.type);
+    buf += static_cast<char>(a.binary() ? 2 : 1);
+    put(a.value);
+  }
+  return Md5Hex(buf);
+}
+
+// The bytes SQS counts against a message's size limit: the body and
+// every attribute's name, type and value.
+std::size_t SizeOf(std::string_view body, const Attributes& attrs) {
+  std::size_t n = body.size();
+  for (const auto& [name, a] : attrs) {
+    n += name.size() + a.type.size() + a.value.size();
+  }
+  return n;
+}
+
+void ToHeaders(const Attributes& attrs, Headers& h) {
+  for (const auto& [name, a] : attrs) {
+    h[name] = a.binary() ? Base64Encode(a.value) : a.value;
+    if (a.type != "String") h[std::string(kTypeHeader) + name] = a.type;
+  }
+}
+
+// A message's headers as SQS message attributes: those named as SQS names
+// them, typed by their sqs:type: header ("String" without one).
+Attributes FromHeaders(const Headers& h) {
+  Attributes out;
+  for (const auto& [key, value] : h) {
+    if (key.find(':') != std::string::npos || !ValidAttributeName(key)) {
+      continue;
+    }
+    Attribute a;
+    auto type = h.find(std::string(kTypeHeader) + key);
+    a.type = type == h.end() ? "String" : type->second;
+    if (a.binary()) {
+      auto bytes = Base64Decode(value);
+      if (!bytes.ok()) continue;
+      a.value = std::move(*bytes);
     } else {
-      Fail(400, "InvalidAttributeName",
-           fmt::format("Unknown or not yet supported attribute {}", name));
+      if (!SqsText(value) || value.empty()) continue;
+      a.value = value;
+    }
+    out.emplace(key, std::move(a));
+  }
+  return out;
+}
+
+Json AttributesJson(const Attributes& attrs) {
+  Json out = Json::object();
+  for (const auto& [name, a] : attrs) {
+    out[name] =
+        a.binary()
+            ? Json{{"BinaryValue", Base64Encode(a.value)}, {"DataType", a.type}}
+            : Json{{"StringValue", a.value}, {"DataType", a.type}};
+  }
+  return out;
+}
+
+// Whether `name` is picked by a list of MessageAttributeNames: "All",
+// ".*", a name, or a prefix followed by ".*".
+bool Picked(const std::vector<std::string>& wanted, std::string_view name) {
+  for (const std::string& w : wanted) {
+    if (w == "All" || w == ".*" || w == name) return true;
+    if (w.ends_with(".*") && name.starts_with(w.substr(0, w.size() - 1))) {
+      return true;
     }
   }
-  return o;
+  return false;
+}
+
+bool ValidEntryId(std::string_view id) {
+  return !id.empty() && id.size() <= 80 &&
+         std::all_of(id.begin(), id.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                  c == '-';
+         });
+}
+
+// The entries of a batch request, checked as SQS checks them.
+const Json& Entries(const Input& in) {
+  const Json* e = in.Find("Entries");
+  if (e == nullptr || (e->is_array() && e->empty())) {
+    Fail(sqs::kEmptyBatchRequest,
+         "There should be at least one entry in the request.");
+  }
+  if (!e->is_array()) {
+    Fail(sqs::kInvalidParameterValue, "The parameter Entries must be a list.");
+  }
+  if (e->size() > kMaxBatch) {
+    Fail(sqs::kTooManyEntriesInBatchRequest,
+         fmt::format("Maximum number of entries per request are {}. You have "
+                     "sent {}.",
+                     kMaxBatch, e->size()));
+  }
+  std::set<std::string> ids;
+  for (const Json& entry : *e) {
+    Input x(AsObject(entry));
+    const std::string id = x.String("Id").value_or("");
+    if (!ValidEntryId(id)) {
+      Fail(sqs::kInvalidBatchEntryId,
+           "A batch entry id can only contain alphanumeric characters, "
+           "hyphens and underscores. It can be at most 80 letters long.");
+    }
+    if (!ids.insert(id).second) {
+      Fail(sqs::kBatchEntryIdsNotDistinct, fmt::format("Id {} repeated.", id));
+    }
+  }
+  return *e;
+}
+
+Json FailedEntry(const std::string& id, const sqs::Error& e) {
+  return Json{{"Id", id},
+              {"SenderFault", e.status < 500},
+              {"Code", std::string(e.code)},
+              {"Message", e.message}};
+}
+
+std::int64_t Millis(Timestamp t) {
+  return duration_cast<milliseconds>(t.time_since_epoch()).count();
 }
 
 }  // namespace
 
-SqsApi::SqsApi(Store& store, const Auth& auth,
+// One request on its way through the endpoint.
+class SqsApi::Call {
+ public:
+  Call(SqsApi& api, const Request& r) : api_(api), r_(r) {}
+
+  Outcome Run();
+  const std::string& cached() const { return cached_; }
+  bool hit() const { return hit_; }
+  sqs::Protocol protocol() const { return call_.protocol; }
+  const std::string& action() const { return call_.action; }
+
+ private:
+  void Authenticate();
+  bool Allowed(unsigned perm, const std::string& name) const {
+    return key_ == nullptr || Auth::Allows(*key_, perm, name);
+  }
+  bool Sees(const std::string& name) const {
+    return key_ == nullptr || Auth::Sees(*key_, name);
+  }
+  void Need(unsigned perm, const std::string& name) const {
+    if (!Allowed(perm, name)) Denied(name);
+  }
+  [[noreturn]] void Denied(const std::string& name) const {
+    Fail(sqs::kAccessDenied,
+         fmt::format("Access to the resource {} is denied.", UrlOf(name)));
+  }
+  std::string UrlOf(const std::string& name) const {
+    const std::optional<std::string> host =
+        sigv4::HeaderValue(r_.headers, "host");
+    return fmt::format("http://{}/{}/{}", host ? *host : "localhost",
+                       kSqsAccount, name);
+  }
+  std::string ArnOf(const std::string& name) const {
+    return fmt::format("arn:aws:sqs:{}:{}:{}", region_, kSqsAccount, name);
+  }
+  WorkQueue Queue(const std::string& name) {
+    cached_ = name;
+    return Take(api_.cache_.Get(name, hit_));
+  }
+  Reply Done(const Json& output) const { return sqs::Write(call_, output); }
+
+  Reply CreateQueue(const Input& in);
+  Reply ListQueues(const Input& in);
+  Reply GetQueueAttributes(const Input& in);
+  Reply SetQueueAttributes(const Input& in);
+  Reply SendMessage(const Input& in);
+  Reply SendMessageBatch(const Input& in);
+  Outcome ReceiveMessage(const Input& in);
+  Reply DeleteMessage(const Input& in);
+  Reply DeleteMessageBatch(const Input& in);
+  Reply ChangeMessageVisibility(const Input& in);
+  Reply ChangeMessageVisibilityBatch(const Input& in);
+
+  // A message to send from a SendMessage or a batch entry: checked, with
+  // its digests.
+  struct Outgoing {
+    Message message;
+    std::string body_md5;
+    std::string attributes_md5;  // empty without attributes
+    std::size_t size = 0;
+  };
+  Outgoing ReadMessage(const Input& in, const QueueOptions& o) const;
+  Json SentJson(const Outgoing& m, const SendResult& r) const;
+
+  SqsApi& api_;
+  const Request& r_;
+  sqs::Call call_;
+  const KeyEntry* key_ = nullptr;
+  std::string region_ = "us-east-1";
+  std::string cached_;
+  bool hit_ = false;
+};
+
+void SqsApi::Call::Authenticate() {
+  if (auto a = sigv4::ParseAuthorization(
+          sigv4::HeaderValue(r_.headers, "authorization").value_or(""));
+      a.ok() && !a->region.empty()) {
+    region_ = a->region;
+  }
+  if (!api_.auth_.enabled()) return;
+  const sigv4::Verdict v = sigv4::Verify(
+      {.method = r_.method,
+       .target = r_.target,
+       .headers = r_.headers,
+       .body = r_.body},
+      [&](std::string_view id) -> const std::string* {
+        const KeyEntry* k = api_.auth_.FindKey(id);
+        return k == nullptr ? nullptr : &k->secret;
+      },
+      api_.now_());
+  if (v.refusal != sigv4::Refusal::kNone) {
+    const sigv4::SqsError e = sigv4::ErrorOf(v.refusal);
+    Fail(static_cast<unsigned>(e.status), e.code, v.message);
+  }
+  key_ = api_.auth_.FindKey(v.access_key);
+}
+
+Outcome SqsApi::Call::Run() {
+  // Known before the request is read, for the error of one that does not.
+  if (sigv4::HeaderValue(r_.headers, "x-amz-target")) {
+    call_.protocol = sqs::Protocol::kJson;
+  }
+  call_ = sqs::Read(r_);
+  Authenticate();
+  if (call_.action.empty()) {
+    Fail(sqs::kMissingParameter,
+         "The request must contain the parameter "
+         "Action.");
+  }
+  const Input in(call_.input);
+  const std::string& a = call_.action;
+  auto reply = [](Reply r) { return Outcome{std::move(r), std::nullopt}; };
+  if (a == "CreateQueue") return reply(CreateQueue(in));
+  if (a == "GetQueueUrl") {
+    const std::string name = in.Need("QueueName");
+    if (!Sees(name)) Denied(name);
+    Queue(name);
+    return reply(Done({{"QueueUrl", UrlOf(name)}}));
+  }
+  if (a == "ListQueues") return reply(ListQueues(in));
+  if (a == "DeleteQueue") {
+    const std::string name = QueueOfUrl(in.Need("QueueUrl"));
+    Need(kAdmin, name);
+    api_.cache_.Forget(name);
+    Status s = api_.store_.DropQueue(name);
+    if (!s.ok()) FailStatus(s);
+    return reply(Done(Json()));
+  }
+  if (a == "PurgeQueue") {
+    const std::string name = QueueOfUrl(in.Need("QueueUrl"));
+    Need(kAdmin, name);
+    Take(Queue(name).Purge());
+    return reply(Done(Json()));
+  }
+  if (a == "GetQueueAttributes") return reply(GetQueueAttributes(in));
+  if (a == "SetQueueAttributes") return reply(SetQueueAttributes(in));
+  if (a == "SendMessage") return reply(SendMessage(in));
+  if (a == "SendMessageBatch") return reply(SendMessageBatch(in));
+  if (a == "ReceiveMessage") return ReceiveMessage(in);
+  if (a == "DeleteMessage") return reply(DeleteMessage(in));
+  if (a == "DeleteMessageBatch") return reply(DeleteMessageBatch(in));
+  if (a == "ChangeMessageVisibility") {
+    return reply(ChangeMessageVisibility(in));
+  }
+  if (a == "ChangeMessageVisibilityBatch") {
+    return reply(ChangeMessageVisibilityBatch(in));
+  }
+  Fail(sqs::kInvalidAction,
+       fmt::format("The action {} is not valid for this endpoint.", a));
+}
+
+// ---- queues ----
+
+namespace {
+
+// The queue settings CreateQueue and SetQueueAttributes take, applied to
+// `o`; InvalidAttributeName for others, InvalidAttributeValue for values
+// out of range.
+void ApplyAttributes(const Json& attrs, QueueOptions& o) {
+  for (const auto& [name, v] : attrs.items()) {
+    auto number = [&](std::int64_t lo, std::int64_t hi) {
+      auto n = IntOf(v);
+      if (!n || *n < lo || *n > hi) {
+        Fail(sqs::kInvalidAttributeValue,
+             fmt::format("Invalid value for the parameter {}: '{}' ({} to "
+                         "{})",
+                         name, Shown(v), lo, hi));
+      }
+      return *n;
+    };
+    if (name == "VisibilityTimeout") {
+      const std::int64_t s = number(0, kMaxVisibility);
+      // sqlq leases last at least a millisecond.
+      o.lease = s == 0 ? Duration(1) : Duration(seconds(s));
+    } else if (name == "MaximumMessageSize") {
+      o.max_payload_bytes =
+          static_cast<std::size_t>(number(1024, kMaxMessageSize));
+    } else {
+      Fail(sqs::kInvalidAttributeName,
+           fmt::format("Unknown or not yet supported attribute {}.", name));
+    }
+  }
+}
+
+}  // namespace
+
+Reply SqsApi::Call::CreateQueue(const Input& in) {
+  const std::string name = in.Need("QueueName");
+  Need(kAdmin, name);
+  const Json& attrs = in.Object("Attributes");
+  QueueOptions wanted;
+  wanted.max_attempts = kForever;
+  wanted.max_payload_bytes = kDefaultMessageSize;
+  ApplyAttributes(attrs, wanted);
+  auto created = api_.store_.CreateQueue(name, wanted);
+  if (!created.ok() && created.status().code() == Code::kAlreadyExists) {
+    // Idempotent, as SQS is: the attributes given must be the queue's.
+    const QueueOptions has = Take(api_.store_.Queue(name)).options();
+    QueueOptions changed = has;
+    ApplyAttributes(attrs, changed);
+    if (changed.lease != has.lease ||
+        changed.max_payload_bytes != has.max_payload_bytes) {
+      Fail(sqs::kQueueAlreadyExists,
+           "A queue already exists with the same name and a different value "
+           "for an attribute.");
+    }
+  } else if (!created.ok()) {
+    FailStatus(created.status());
+  }
+  return Done({{"QueueUrl", UrlOf(name)}});
+}
+
+Reply SqsApi::Call::ListQueues(const Input& in) {
+  const std::string prefix = in.String("QueueNamePrefix").value_or("");
+  const std::optional<std::int64_t> max = in.Int("MaxResults", 1, 1000);
+  const std::string after = in.String("NextToken").value_or("");
+  std::vector<std::string> names;
+  for (const QueueInfo& q : Take(api_.store_.ListQueues())) {
+    if (q.name.starts_with(prefix) && Sees(q.name) &&
+        (after.empty() || q.name > after)) {
+      names.push_back(q.name);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  const std::size_t limit = static_cast<std::size_t>(max.value_or(1000));
+  const bool more = names.size() > limit;
+  if (more) names.resize(limit);
+  Json out = Json::object();
+  if (!names.empty()) {
+    Json urls = Json::array();
+    for (const std::string& n : names) urls.push_back(UrlOf(n));
+    out["QueueUrls"] = std::move(urls);
+  }
+  // Paging only when asked for with MaxResults, as SQS does.
+  if (more && max) out["NextToken"] = names.back();
+  return Done(out);
+}
+
+Reply SqsApi::Call::GetQueueAttributes(const Input& in) {
+  const std::string name = QueueOfUrl(in.Need("QueueUrl"));
+  if (!Sees(name)) Denied(name);
+  WorkQueue q = Queue(name);
+  const QueueInfo info = q.info();
+  const QueueStats st = Take(q.Stats());
+  const auto created =
+      duration_cast<seconds>(info.created_at.time_since_epoch()).count();
+  const Json all = {
+      {"QueueArn", ArnOf(name)},
+      {"ApproximateNumberOfMessages", std::to_string(st.ready)},
+      {"ApproximateNumberOfMessagesNotVisible", std::to_string(st.leased)},
+      {"ApproximateNumberOfMessagesDelayed", std::to_string(st.delayed)},
+      {"CreatedTimestamp", std::to_string(created)},
+      {"LastModifiedTimestamp", std::to_string(created)},
+      {"VisibilityTimeout",
+       std::to_string(duration_cast<seconds>(info.options.lease).count())},
+      {"MaximumMessageSize", std::to_string(info.options.max_payload_bytes)},
+      {"MessageRetentionPeriod", "345600"},
+      {"DelaySeconds", "0"},
+      {"ReceiveMessageWaitTimeSeconds", "0"},
+      {"SqsManagedSseEnabled", "false"},
+  };
+  const std::vector<std::string> wanted = in.Strings("AttributeNames");
+  Json out = Json::object();
+  for (const std::string& w : wanted) {
+    if (w == "All") {
+      out = all;
+      break;
+    }
+    if (!all.contains(w)) {
+      Fail(sqs::kInvalidAttributeName, fmt::format("Unknown Attribute {}.", w));
+    }
+    out[w] = all[w];
+  }
+  if (out.empty()) return Done(Json::object());
+  return Done({{"Attributes", out}});
+}
+
+Reply SqsApi::Call::SetQueueAttributes(const Input& in) {
+  const std::string name = QueueOfUrl(in.Need("QueueUrl"));
+  Need(kAdmin, name);
+  WorkQueue q = Queue(name);
+  QueueOptions o = q.options();
+  ApplyAttributes(in.Object("Attributes"), o);
+  Status s = q.Alter(o);
+  if (!s.ok()) FailStatus(s);
+  return Done(Json());
+}
+
+// ---- messages ----
+
+SqsApi::Call::Outgoing SqsApi::Call::ReadMessage(const Input& in,
+                                                 const QueueOptions& o) const {
+  Outgoing out;
+  out.message.payload = in.Need("MessageBody");
+  if (out.message.payload.empty()) {
+    Fail(sqs::kInvalidParameterValue,
+         "The message body must be at least one character.");
+  }
+  if (!SqsText(out.message.payload)) {
+    Fail(sqs::kInvalidMessageContents,
+         "Invalid characters found. Valid unicode characters are #x9 | #xA | "
+         "#xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF");
+  }
+  const Attributes attrs = ReadAttributes(in.Object("MessageAttributes"));
+  out.size = SizeOf(out.message.payload, attrs);
+  if (out.size > o.max_payload_bytes) {
+    Fail(sqs::kInvalidParameterValue,
+         fmt::format("One or more parameters are invalid. Reason: Message "
+                     "must be shorter than {} bytes.",
+                     o.max_payload_bytes));
+  }
+  if (auto d = in.Int("DelaySeconds", 0, 900)) {
+    out.message.delay = seconds(*d);
+  }
+  if (auto g = in.String("MessageGroupId")) out.message.group = *g;
+  ToHeaders(attrs, out.message.headers);
+  out.body_md5 = Md5Hex(out.message.payload);
+  if (!attrs.empty()) out.attributes_md5 = AttributesMd5(attrs);
+  return out;
+}
+
+Json SqsApi::Call::SentJson(const Outgoing& m, const SendResult& r) const {
+  Json out = {{"MessageId", std::to_string(r.id)},
+              {"MD5OfMessageBody", m.body_md5}};
+  if (!m.attributes_md5.empty()) {
+    out["MD5OfMessageAttributes"] = m.attributes_md5;
+  }
+  return out;
+}
+
+Reply SqsApi::Call::SendMessage(const Input& in) {
+  const std::string name = QueueOfUrl(in.Need("QueueUrl"));
+  Need(kSend, name);
+  WorkQueue q = Queue(name);
+  const Outgoing m = ReadMessage(in, q.options());
+  const SendResult r = Take(q.Send(m.message));
+  return Done(SentJson(m, r));
+}
+
+Reply SqsApi::Call::SendMessageBatch(const Input& in) {
+  const std::string name = QueueOfUrl(in.Need("QueueUrl"));
+  Need(kSend, name);
+  const Json& entries = Entries(in);
+  WorkQueue q = Queue(name);
+  const QueueOptions o = q.options();
+  // Entries that are wrong fail on their own; the others are sent together.
+  std::vector<Outgoing> good;
+  std::vector<std::string> good_ids;
+  Json failed = Json::array();
+  std::size_t total = 0;
+  for (const Json& e : entries) {
+    const Input x(AsObject(e));
+    const std::string id = x.Need("Id");
+    try {
+      good.push_back(ReadMessage(x, o));
+      good_ids.push_back(id);
+      total += good.back().size;
+    } catch (const sqs::Error& err) {
+      failed.push_back(FailedEntry(id, err));
+    }
+  }
+  if (total > o.max_payload_bytes) {
+    Fail(sqs::kBatchRequestTooLong,
+         fmt::format("Batch requests cannot be longer than {} bytes. You have "
+                     "sent {} bytes.",
+                     o.max_payload_bytes, total));
+  }
+  Json ok = Json::array();
+  if (!good.empty()) {
+    std::vector<Message> batch;
+    batch.reserve(good.size());
+    for (const Outgoing& m : good) batch.push_back(m.message);
+    const std::vector<SendResult> sent = Take(q.SendBatch(batch));
+    for (std::size_t i = 0; i < sent.size(); ++i) {
+      Json entry = SentJson(good[i], sent[i]);
+      entry["Id"] = good_ids[i];
+      ok.push_back(std::move(entry));
+    }
+  }
+  Json out = Json::object();
+  if (!ok.empty()) out["Successful"] = std::move(ok);
+  if (!failed.empty()) out["Failed"] = std::move(failed);
+  return Done(out);
+}
+
+namespace {
+
+// What a ReceiveMessage asked to see of each message.
+struct Wanted {
+  std::set<std::string> system;  // "All" or names
+  std::vector<std::string> attributes;
+  bool Wants(const std::string& name) const {
+    return system.contains("All") || system.contains(name);
+  }
+};
+
+Json ReceivedJson(WorkQueue& q, const ClaimedMessage& m, const Wanted& shown,
+                  std::int64_t received_ms) {
+  const bool text = SqsText(m.payload);
+  // A payload sent natively that is not text SQS allows goes out in base64.
+  const std::string body = text ? m.payload : Base64Encode(m.payload);
+  Json out = {{"MessageId", std::to_string(m.id)},
+              {"ReceiptHandle", m.receipt},
+              {"MD5OfBody", Md5Hex(body)},
+              {"Body", body}};
+  Json system = Json::object();
+  if (shown.Wants("SenderId")) system["SenderId"] = kSqsAccount;
+  if (shown.Wants("SentTimestamp")) {
+    system["SentTimestamp"] = std::to_string(Millis(m.enqueued_at));
+  }
+  if (shown.Wants("ApproximateReceiveCount")) {
+    system["ApproximateReceiveCount"] = std::to_string(m.attempt);
+  }
+  if (shown.Wants("ApproximateFirstReceiveTimestamp")) {
+    // sqlq keeps when each failed attempt ended, not when the first began:
+    // for a message received before, the end of its first recorded attempt.
+    std::int64_t first = received_ms;
+    if (m.attempt > 1) {
+      auto info = q.Get(m.id);
+      if (info.ok() && !info->errors.empty()) {
+        first = Millis(info->errors.front().at);
+      }
+    }
+    system["ApproximateFirstReceiveTimestamp"] = std::to_string(first);
+  }
+  if (shown.Wants("MessageGroupId") && !m.group.empty()) {
+    system["MessageGroupId"] = m.group;
+  }
+  if (!system.empty()) out["Attributes"] = std::move(system);
+  if (!shown.attributes.empty()) {
+    Attributes attrs = FromHeaders(m.headers);
+    std::erase_if(attrs, [&](const auto& a) {
+      return !Picked(shown.attributes, a.first);
+    });
+    if (!attrs.empty()) {
+      out["MD5OfMessageAttributes"] = AttributesMd5(attrs);
+      out["MessageAttributes"] = AttributesJson(attrs);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Outcome SqsApi::Call::ReceiveMessage(const Input& in) {
+  const std::string name = QueueOfUrl(in.Need("QueueUrl"));
+  Need(kClaim, name);
+  ClaimOptions o;
+  o.max =
+      static_cast<int>(in.Int("MaxNumberOfMessages", 1, kMaxBatch).value_or(1));
+  if (auto v = in.Int("VisibilityTimeout", 0, kMaxVisibility)) {
+    o.lease = *v == 0 ? Duration(1) : Duration(seconds(*v));
+  }
+  const Duration wait =
+      seconds(in.Int("WaitTimeSeconds", 0, kMaxWaitSeconds).value_or(0));
+  o.max_bytes = Api::ClaimPayloadBudget(api_.limits_.max_reply_bytes, o.max);
+  if (o.max_bytes < 4 * kMaxMessageSize) o.max_bytes = 4 * kMaxMessageSize;
+  Wanted shown;
+  for (const char* list : {"AttributeNames", "MessageSystemAttributeNames"}) {
+    for (std::string& n : in.Strings(list)) shown.system.insert(std::move(n));
+  }
+  shown.attributes = in.Strings("MessageAttributeNames");
+  WorkQueue q = Queue(name);
+  auto answer = [call = call_, shown, q](
+                    const Result<std::vector<ClaimedMessage>>& r,
+                    const ClaimNote&) mutable -> Reply {
+    try {
+      if (!r.ok()) FailStatus(r.status());
+      const std::int64_t now =
+          Millis(std::chrono::time_point_cast<std::chrono::microseconds>(
+              std::chrono::system_clock::now()));
+      Json messages = Json::array();
+      for (const ClaimedMessage& m : *r) {
+        messages.push_back(ReceivedJson(q, m, shown, now));
+      }
+      Json out = Json::object();
+      if (!messages.empty()) out["Messages"] = std::move(messages);
+      return sqs::Write(call, out);
+    } catch (const sqs::Error& e) {
+      return sqs::WriteError(call.protocol, e);
+    }
+  };
+  if (wait.count() == 0) {
+    ClaimNote note;
+    auto claimed = q.Claim(o, &note);
+    return Outcome{answer(claimed, note), std::nullopt};
+  }
+  return Outcome{
+      Reply(), ParkedClaim{.queue = q,
+                           .options = o,
+                           .deadline = std::chrono::steady_clock::now() + wait,
+                           .token = key_ == nullptr ? "" : key_->id,
+                           .answer = std::move(answer)}};
+}
+
+Reply SqsApi::Call::DeleteMessage(const Input& in) {
+  const std::string name = QueueOfUrl(in.Need("QueueUrl"));
+  Need(kClaim, name);
+  const std::string receipt = in.Need("ReceiptHandle");
+  Status s = Queue(name).Ack(receipt);
+  // A stale receipt (the message was received again since) deletes
+  // nothing and succeeds, as SQS's does; so does one of a message already
+  // gone.
+  if (!s.ok() && s.code() != Code::kFailedPrecondition &&
+      s.code() != Code::kNotFound) {
+    if (s.code() == Code::kInvalidArgument) {
+      Fail(sqs::kReceiptHandleIsInvalid,
+           fmt::format("The input receipt handle \"{}\" is not a valid "
+                       "receipt handle.",
+                       receipt));
+    }
+    FailStatus(s);
+  }
+  return Done(Json());
+}
+
+Reply SqsApi::Call::DeleteMessageBatch(const Input& in) {
+  const std::string name = QueueOfUrl(in.Need("QueueUrl"));
+  Need(kClaim, name);
+  const Json& entries = Entries(in);
+  std::vector<std::string> receipts;
+  for (const Json& e : entries) {
+    receipts.push_back(Input(AsObject(e)).Need("ReceiptHandle"));
+  }
+  const std::vector<Status> acked = Take(Queue(name).AckBatch(receipts));
+  Json ok = Json::array();
+  Json failed = Json::array();
+  for (std::size_t i = 0; i < acked.size(); ++i) {
+    const std::string id = entries[i]["Id"].get<std::string>();
+    const Status& s = acked[i];
+    if (s.ok() || s.code() == Code::kFailedPrecondition ||
+        s.code() == Code::kNotFound) {
+      ok.push_back({{"Id", id}});
+    } else if (s.code() == Code::kInvalidArgument) {
+      failed.push_back(FailedEntry(
+          id, {400,
+               sqs::kReceiptHandleIsInvalid.code,
+               {},
+               fmt::format("The input receipt handle \"{}\" is not a valid "
+                           "receipt handle.",
+                           receipts[i])}));
+    } else {
+      failed.push_back(
+          FailedEntry(id, {500, sqs::kInternalFailure.code, {}, s.message()}));
+    }
+  }
+  Json out = Json::object();
+  if (!ok.empty()) out["Successful"] = std::move(ok);
+  if (!failed.empty()) out["Failed"] = std::move(failed);
+  return Done(out);
+}
+
+namespace {
+
+// ChangeMessageVisibility of one receipt: the lease renewed to `s` seconds
+// from now (0: the message is visible again at once).
+void ChangeVisibility(WorkQueue& q, const std::string& receipt,
+                      std::int64_t s) {
+  const Duration lease = s == 0 ? Duration(1) : Duration(seconds(s));
+  auto r = q.Extend(receipt, lease);
+  if (r.ok()) return;
+  switch (r.status().code()) {
+    case Code::kInvalidArgument:
+      Fail(sqs::kReceiptHandleIsInvalid,
+           fmt::format("The input receipt handle \"{}\" is not a valid "
+                       "receipt handle.",
+                       receipt));
+    case Code::kFailedPrecondition:
+      Fail(sqs::kInvalidParameterValue,
+           fmt::format("Value {} for parameter ReceiptHandle is invalid. "
+                       "Reason: The receipt handle has expired.",
+                       receipt));
+    case Code::kNotFound:
+      Fail(sqs::kMessageNotInflight,
+           "The message referred to is not in flight.");
+    default:
+      FailStatus(r.status());
+  }
+}
+
+}  // namespace
+
+Reply SqsApi::Call::ChangeMessageVisibility(const Input& in) {
+  const std::string name = QueueOfUrl(in.Need("QueueUrl"));
+  Need(kClaim, name);
+  const std::string receipt = in.Need("ReceiptHandle");
+  const auto s = in.Int("VisibilityTimeout", 0, kMaxVisibility);
+  if (!s) {
+    Fail(sqs::kMissingParameter,
+         "The request must contain the parameter VisibilityTimeout.");
+  }
+  WorkQueue q = Queue(name);
+  ChangeVisibility(q, receipt, *s);
+  return Done(Json());
+}
+
+Reply SqsApi::Call::ChangeMessageVisibilityBatch(const Input& in) {
+  const std::string name = QueueOfUrl(in.Need("QueueUrl"));
+  Need(kClaim, name);
+  const Json& entries = Entries(in);
+  WorkQueue q = Queue(name);
+  Json ok = Json::array();
+  Json failed = Json::array();
+  for (const Json& e : entries) {
+    const Input x(AsObject(e));
+    const std::string id = x.Need("Id");
+    try {
+      const auto s = x.Int("VisibilityTimeout", 0, kMaxVisibility);
+      if (!s) {
+        Fail(sqs::kMissingParameter,
+             "The request must contain the parameter VisibilityTimeout.");
+      }
+      ChangeVisibility(q, x.Need("ReceiptHandle"), *s);
+      ok.push_back({{"Id", id}});
+    } catch (const sqs::Error& err) {
+      // A queue gone fails the whole request.
+      if (err.code == sqs::kNonExistentQueue.code) throw;
+      failed.push_back(FailedEntry(id, err));
+    }
+  }
+  Json out = Json::object();
+  if (!ok.empty()) out["Successful"] = std::move(ok);
+  if (!failed.empty()) out["Failed"] = std::move(failed);
+  return Done(out);
+}
+
+// ---- the endpoint ----
+
+SqsApi::SqsApi(Store& store, const Limits& limits, const Auth& auth,
+               QueueCache& cache,
                std::function<std::chrono::system_clock::time_point()> now)
-    : store_(store), auth_(auth), now_(std::move(now)) {}
+    : store_(store),
+      limits_(limits),
+      auth_(auth),
+      cache_(cache),
+      now_(std::move(now)) {}
 
 bool SqsApi::Wants(std::string_view method, std::string_view target,
                    std::string_view content_type,
@@ -200,148 +1106,56 @@ bool SqsApi::Wants(std::string_view method, std::string_view target,
           target.find("&Action=", q) != std::string_view::npos);
 }
 
-Reply SqsApi::Handle(const Request& r) {
-  std::string action = "Unknown";
-  Reply reply = Run(r, action);
+Outcome SqsApi::Handle(const Request& r) {
   // Routes label metrics: only actions this endpoint knows, so that a
   // client cannot make up new series.
-  static constexpr std::string_view kKnown[] = {"CreateQueue", "GetQueueUrl",
-                                                "ListQueues", "DeleteQueue"};
-  const bool known = std::find(std::begin(kKnown), std::end(kKnown), action) !=
-                     std::end(kKnown);
-  reply.route = known ? "SQS " + action : "SQS (other)";
-  return reply;
-}
-
-Reply SqsApi::Run(const Request& r, std::string& action) {
-  try {
-    const KeyEntry* key = nullptr;
-    if (auth_.enabled()) {
-      const sigv4::Verdict v = sigv4::Verify(
-          {.method = r.method,
-           .target = r.target,
-           .headers = r.headers,
-           .body = r.body},
-          [&](std::string_view id) -> const std::string* {
-            const KeyEntry* k = auth_.FindKey(id);
-            return k == nullptr ? nullptr : &k->secret;
-          },
-          now_());
-      if (v.refusal != sigv4::Refusal::kNone) {
-        const sigv4::SqsError e = sigv4::ErrorOf(v.refusal);
-        Fail(static_cast<unsigned>(e.status), std::string(e.code), v.message);
+  static const std::set<std::string, std::less<>> kKnown = {
+      "CreateQueue",
+      "GetQueueUrl",
+      "ListQueues",
+      "DeleteQueue",
+      "PurgeQueue",
+      "GetQueueAttributes",
+      "SetQueueAttributes",
+      "SendMessage",
+      "SendMessageBatch",
+      "ReceiveMessage",
+      "DeleteMessage",
+      "DeleteMessageBatch",
+      "ChangeMessageVisibility",
+      "ChangeMessageVisibilityBatch"};
+  Outcome out;
+  sqs::Protocol protocol = sqs::Protocol::kQuery;
+  std::string action;
+  for (int attempt = 0;; ++attempt) {
+    Call call(*this, r);
+    try {
+      out = call.Run();
+      action = call.action();
+      break;
+    } catch (const sqs::Error& e) {
+      protocol = call.protocol();
+      action = call.action();
+      // The queue may have been dropped (and made again) elsewhere: a
+      // handle from the cache is refreshed and the request made once more.
+      // Nothing is done before a queue is found missing, so that is safe.
+      if (e.code == sqs::kNonExistentQueue.code && !call.cached().empty()) {
+        cache_.Forget(call.cached());
+        if (call.hit() && attempt == 0) continue;
       }
-      key = auth_.FindKey(v.access_key);
+      out = Outcome{sqs::WriteError(protocol, e), std::nullopt};
+      break;
+    } catch (const HttpError& e) {  // a malformed percent escape
+      out = Outcome{
+          sqs::WriteError(protocol,
+                          {400, sqs::kMalformedInput.code, {}, e.message}),
+          std::nullopt};
+      break;
     }
-    auto allowed = [&](unsigned perm, const std::string& name) {
-      return key == nullptr || Auth::Allows(*key, perm, name);
-    };
-    auto sees = [&](const std::string& name) {
-      return key == nullptr || Auth::Sees(*key, name);
-    };
-    auto params = Parameters(r);
-    if (params.count("Action") == 0) {
-      Fail(400, "MissingAction", "the request names no Action");
-    }
-    action = params["Action"];
-    const std::optional<std::string> host =
-        sigv4::HeaderValue(r.headers, "host");
-    auto url_of = [&](const std::string& name) {
-      return fmt::format("http://{}/{}/{}", host ? *host : "localhost",
-                         kSqsAccount, name);
-    };
-    auto param = [&](const char* name) -> const std::string& {
-      auto it = params.find(name);
-      if (it == params.end()) {
-        Fail(400, "MissingParameter",
-             fmt::format("The request must contain the parameter {}.", name));
-      }
-      return it->second;
-    };
-    auto denied = [&](const std::string& name) {
-      Fail(403, "AccessDenied",
-           fmt::format("Access to the resource {} is denied.", url_of(name)));
-    };
-
-    if (action == "CreateQueue") {
-      const std::string& name = param("QueueName");
-      if (!allowed(kAdmin, name)) denied(name);
-      const auto attributes = Attributes(params);
-      const QueueOptions wanted = OptionsOf(attributes);
-      auto created = store_.CreateQueue(name, wanted);
-      if (!created.ok() && created.status().code() == Code::kAlreadyExists) {
-        // Idempotent, as SQS is: the attributes given must be the queue's.
-        auto existing = store_.Queue(name);
-        if (!existing.ok()) FailStatus(existing.status());
-        if (attributes.count("VisibilityTimeout") != 0 &&
-            existing->options().lease != wanted.lease) {
-          Fail(400, "QueueAlreadyExists",
-               fmt::format("A queue already exists with the same name and a "
-                           "different value for attribute VisibilityTimeout"));
-        }
-      } else if (!created.ok()) {
-        FailStatus(created.status());
-      }
-      return Success(action, "<QueueUrl>" + Xml(url_of(name)) + "</QueueUrl>");
-    }
-    if (action == "GetQueueUrl") {
-      const std::string& name = param("QueueName");
-      if (!sees(name)) denied(name);
-      auto q = store_.Queue(name);
-      if (!q.ok()) FailStatus(q.status());
-      return Success(action, "<QueueUrl>" + Xml(url_of(name)) + "</QueueUrl>");
-    }
-    if (action == "ListQueues") {
-      const std::string prefix =
-          params.count("QueueNamePrefix") ? params["QueueNamePrefix"] : "";
-      int max = 1000;
-      if (params.count("MaxResults")) {
-        const std::string& v = params["MaxResults"];
-        auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), max);
-        if (ec != std::errc() || end != v.data() + v.size() || max < 1 ||
-            max > 1000) {
-          Fail(400, "InvalidParameterValue",
-               "MaxResults must be an integer from 1 to 1000");
-        }
-      }
-      const std::string after =
-          params.count("NextToken") ? params["NextToken"] : "";
-      auto all = store_.ListQueues();
-      if (!all.ok()) FailStatus(all.status());
-      std::vector<std::string> names;
-      for (const QueueInfo& q : *all) {
-        if (q.name.starts_with(prefix) && sees(q.name) &&
-            (after.empty() || q.name > after)) {
-          names.push_back(q.name);
-        }
-      }
-      std::sort(names.begin(), names.end());
-      std::string result;
-      const bool more = static_cast<int>(names.size()) > max;
-      if (more) names.resize(static_cast<std::size_t>(max));
-      for (const std::string& n : names) {
-        result += "<QueueUrl>" + Xml(url_of(n)) + "</QueueUrl>";
-      }
-      // Paging only when asked for with MaxResults, as SQS does.
-      if (more && params.count("MaxResults")) {
-        result += "<NextToken>" + Xml(names.back()) + "</NextToken>";
-      }
-      return Success(action, result);
-    }
-    if (action == "DeleteQueue") {
-      const std::string name = QueueOfUrl(param("QueueUrl"));
-      if (!allowed(kAdmin, name)) denied(name);
-      Status s = store_.DropQueue(name);
-      if (!s.ok()) FailStatus(s);
-      return Success(action, std::nullopt);
-    }
-    Fail(400, "InvalidAction",
-         fmt::format("The action {} is not valid for this endpoint.", action));
-  } catch (const SqsError& e) {
-    return ErrorXml(e);
-  } catch (const HttpError& e) {  // a malformed percent escape
-    return ErrorXml({400, "MalformedQueryString", e.message, true});
   }
+  out.reply.route =
+      kKnown.contains(action) ? "SQS " + action : std::string("SQS (other)");
+  return out;
 }
 
 }  // namespace sqlq::server

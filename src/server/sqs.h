@@ -1,12 +1,9 @@
 // The SQS-compatible endpoint (docs/sqs.md), on the server's own port:
-// Amazon SQS's query protocol (form-encoded `Action=...` requests, XML
-// replies), as the AWS CLI and boto3 in Debian 12 speak it, mapped onto
-// the library's operations. Requests are signed with AWS Signature
-// Version 4 by an access key of the token file (sigv4.h); without a token
-// file the server listens on loopback only and every request is allowed,
-// as on the native API.
-//
-// So far: CreateQueue, GetQueueUrl, ListQueues and DeleteQueue.
+// Amazon SQS's query and JSON protocols (sqs_wire.h) mapped onto the
+// library's operations. Requests are signed with AWS Signature Version 4
+// by an access key of the token file (sigv4.h); without a token file the
+// server listens on loopback only and every request is allowed, as on the
+// native API.
 //
 // Thread-safe.
 
@@ -18,19 +15,23 @@
 #include <string>
 
 #include "server/auth.h"
+#include "server/queue_cache.h"
 #include "server/reply.h"
 #include "sqlq/store.h"
 
 namespace sqlq::server {
 
 struct Request;
+struct Limits;
+struct Outcome;
 
 // The account in queue URLs (http://HOST/ACCOUNT/NAME): one per server.
 inline constexpr const char* kSqsAccount = "000000000000";
 
 class SqsApi {
  public:
-  SqsApi(Store& store, const Auth& auth,
+  SqsApi(Store& store, const Limits& limits, const Auth& auth,
+         QueueCache& cache,
          std::function<std::chrono::system_clock::time_point()> now =
              std::chrono::system_clock::now);
 
@@ -41,14 +42,16 @@ class SqsApi {
                     std::string_view content_type,
                     std::string_view authorization, bool has_amz_target);
 
-  Reply Handle(const Request& request);
+  // The reply, or a ReceiveMessage to park until a message comes.
+  Outcome Handle(const Request& request);
 
  private:
-  // Handle's work; `action` is set as soon as it is known (for the route).
-  Reply Run(const Request& request, std::string& action);
+  class Call;
 
   Store& store_;
+  const Limits& limits_;
   const Auth& auth_;
+  QueueCache& cache_;
   std::function<std::chrono::system_clock::time_point()> now_;
 };
 
