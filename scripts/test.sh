@@ -17,6 +17,9 @@ cmake --build --preset "$preset" --target format-check
 # The dashboard's browser test: playwright-core at the version pinned in
 # tests/web/package-lock.json.
 (cd tests/web && npm ci --no-audit --no-fund --silent)
+# The SQS endpoint's JavaScript test: @aws-sdk/client-sqs at the version
+# pinned in tests/sqs/node/package-lock.json.
+(cd tests/sqs/node && npm ci --no-audit --no-fund --silent)
 
 # A server of the developer's own may be named in SQLQ_TEST_PG_URL instead
 # (its user must be allowed to create databases).

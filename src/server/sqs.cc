@@ -409,7 +409,9 @@ bool ValidEntryId(std::string_view id) {
 // The entries of a batch request, checked as SQS checks them.
 const Json& Entries(const Input& in) {
   const Json* e = in.Find("Entries");
-  if (e == nullptr || (e->is_array() && e->empty())) {
+  // The query protocol sends an empty list as one empty parameter.
+  if (e == nullptr || (e->is_array() && e->empty()) ||
+      (e->is_string() && e->get_ref<const std::string&>().empty())) {
     Fail(sqs::kEmptyBatchRequest,
          "There should be at least one entry in the request.");
   }

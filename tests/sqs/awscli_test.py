@@ -51,6 +51,49 @@ class AwsCli(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("AWS.SimpleQueueService.NonExistentQueue", r.stderr)
 
+    def test_messages_from_the_command_line(self):
+        url = self.ok("create-queue", "--queue-name", "cli-msgs")["QueueUrl"]
+        sent = self.ok("send-message", "--queue-url", url, "--message-body",
+                       "hello from the shell", "--message-attributes",
+                       json.dumps({"origin": {"DataType": "String",
+                                              "StringValue": "cli"}}))
+        self.assertTrue(sent["MessageId"])
+        self.ok("send-message-batch", "--queue-url", url, "--entries",
+                json.dumps([{"Id": "a", "MessageBody": "two"},
+                            {"Id": "b", "MessageBody": "three"}]))
+        attrs = self.ok("get-queue-attributes", "--queue-url", url,
+                        "--attribute-names", "ApproximateNumberOfMessages")
+        self.assertEqual(attrs["Attributes"]["ApproximateNumberOfMessages"],
+                         "3")
+        got = self.ok("receive-message", "--queue-url", url,
+                      "--max-number-of-messages", "10", "--wait-time-seconds",
+                      "5", "--message-attribute-names", "All")["Messages"]
+        self.assertEqual(sorted(m["Body"] for m in got),
+                         ["hello from the shell", "three", "two"])
+        first = next(m for m in got if m["MessageId"] == sent["MessageId"])
+        self.assertEqual(first["MessageAttributes"]["origin"]["StringValue"],
+                         "cli")
+        self.ok("delete-message", "--queue-url", url, "--receipt-handle",
+                first["ReceiptHandle"])
+        self.ok("change-message-visibility", "--queue-url", url,
+                "--receipt-handle", got[1]["ReceiptHandle"],
+                "--visibility-timeout", "0")
+        again = self.ok("receive-message", "--queue-url", url,
+                        "--wait-time-seconds", "5", "--attribute-names",
+                        "ApproximateReceiveCount")["Messages"]
+        self.assertEqual(again[0]["MessageId"], got[1]["MessageId"])
+        self.assertEqual(again[0]["Attributes"]["ApproximateReceiveCount"],
+                         "2")
+        self.ok("purge-queue", "--queue-url", url)
+        attrs = self.ok("get-queue-attributes", "--queue-url", url,
+                        "--attribute-names", "All")["Attributes"]
+        self.assertEqual(attrs["ApproximateNumberOfMessages"], "0")
+        self.assertEqual(attrs["ApproximateNumberOfMessagesNotVisible"], "0")
+        r = self.aws("delete-message", "--queue-url", url, "--receipt-handle",
+                     "nonsense")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("ReceiptHandleIsInvalid", r.stderr)
+
     def test_a_wrong_secret_is_refused(self):
         r = self.aws("list-queues", secret="not-the-secret-at-all")
         self.assertNotEqual(r.returncode, 0)

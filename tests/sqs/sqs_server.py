@@ -1,15 +1,18 @@
 """A real `sqlq serve` for the SQS client tests: SQLite in a temporary
 directory, a token file with two access keys, and clients for it."""
 import os
+import re
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 import boto3
 import botocore.config
 
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 WORKER_SECRET = "workerSECRETworkerSECRET0123456789"
+METRICS_TOKEN = "metrics-reader-0123456789abcdef"
 
 
 class Server:
@@ -21,6 +24,7 @@ class Server:
         with open(tokens, "w") as f:
             f.write(f"aws-key AKIAADMIN {SECRET} admin:*\n")
             f.write(f"aws-key AKIAWORKER {WORKER_SECRET} send,claim:jobs*\n")
+            f.write(f"{METRICS_TOKEN} metrics:*\n")
         port_file = os.path.join(self.dir.name, "port")
         self.log = open(os.path.join(self.dir.name, "log"), "w")
         self.proc = subprocess.Popen(
@@ -49,6 +53,24 @@ class Server:
 
     def url(self):
         return f"http://127.0.0.1:{self.port}"
+
+    def metric(self, name):
+        """A gauge or counter of the server's /metrics."""
+        req = urllib.request.Request(
+            self.url() + "/metrics",
+            headers={"Authorization": "Bearer " + METRICS_TOKEN})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read().decode()
+        m = re.search(r"^" + name + r" (\S+)$", text, re.M)
+        return float(m.group(1)) if m else 0.0
+
+    def wait_for_parked(self, n):
+        """Waits until `n` receives are parked waiting for messages."""
+        deadline = time.monotonic() + 30
+        while self.metric("sqlq_server_waiting_consumers") < n:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{n} receives never parked")
+            time.sleep(0.01)
 
     def client(self, key="AKIAADMIN", secret=SECRET):
         return boto3.client(
