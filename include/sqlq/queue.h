@@ -113,7 +113,26 @@ struct QueueOptions {
   // once. Each group's window is its `group_limit` oldest messages, and only
   // those can be claimed. 1..kMaxGroupLimit. (An ordered queue's is 1.)
   std::optional<int> group_limit;
+
+  // Where this queue's dead letters go (docs/semantics.md, "Dead-letter
+  // queues"): when set, a message that uses up its attempts is moved into
+  // the queue of this name as a ready message with fresh attempts (same
+  // id, payload, headers, group and error history), instead of staying in
+  // this queue's dead letters. Empty: they stay here. Not this queue's own
+  // name. While the named queue does not exist, they stay here and move
+  // once it does (at the next message that dies).
+  std::string dead_letter_queue;
+  // Labels: names to text, kept with the queue and changed with Alter.
+  // sqlq gives them no meaning: they are for the application (an owner, a
+  // team) and for front ends (the SQS endpoint keeps its settings and tags
+  // here, under keys beginning "sqs:"). At most kMaxLabels; keys as header
+  // keys (1..kMaxHeaderKey bytes of letters, digits and '_', '-', '.',
+  // ':'); values valid UTF-8 without NUL bytes, at most kMaxLabelValue
+  // bytes; keys and values together at most 4 * kMaxLabelValue.
+  std::map<std::string, std::string> labels;
 };
+inline constexpr std::size_t kMaxLabels = 64;
+inline constexpr std::size_t kMaxLabelValue = 65536;
 inline constexpr int kMaxLeasedLimit = 1000000;
 inline constexpr double kMaxRateLimit = 1000000;
 inline constexpr int kMaxRateBurst = 1000000;

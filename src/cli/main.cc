@@ -137,6 +137,10 @@ struct QueueOptionArgs {
   DurationArg lease, base, max, retention, dead_retention, unique_for;
   // Limits as given: a number, or "none" to lift one (alter).
   std::optional<std::string> max_leased, rate_limit, rate_burst, group_limit;
+  // A queue's name, or "none" (alter); labels as NAME=TEXT, NAME= drops
+  // one (alter).
+  std::optional<std::string> dead_letter_queue;
+  std::vector<std::string> labels;
 
   void AddTo(CLI::App* cmd, bool alter) {
     auto dflt = [&](const char* d) {
@@ -189,6 +193,13 @@ struct QueueOptionArgs {
                     "Fair queues: at most K messages of one group leased at "
                     "once" +
                         std::string(alter ? "; none lifts it" : ""));
+    cmd->add_option("--dead-letter-queue", dead_letter_queue,
+                    "Move messages that use up their attempts into this "
+                    "queue, ready, instead of keeping them as dead letters" +
+                        std::string(alter ? "; none keeps them here" : ""));
+    cmd->add_option("--label", labels,
+                    "A label NAME=TEXT kept with the queue (repeatable)" +
+                        std::string(alter ? "; NAME= removes it" : ""));
     if (!alter) {
       cmd->add_option("--groups", groups,
                       "How claims treat message groups: none, fair "
@@ -235,6 +246,22 @@ struct QueueOptionArgs {
       if (!v.ok()) return v.status();
       o.rate_limit = *v;
       if (!*v) o.rate_burst.reset();
+    }
+    if (dead_letter_queue) {
+      o.dead_letter_queue =
+          *dead_letter_queue == "none" ? std::string() : *dead_letter_queue;
+    }
+    for (const std::string& l : labels) {
+      const std::size_t eq = l.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return Status::InvalidArgument(fmt::format(
+            "--label '{}': expected NAME=TEXT", l.substr(0, 80)));
+      }
+      if (eq + 1 == l.size()) {
+        o.labels.erase(l.substr(0, eq));
+      } else {
+        o.labels[l.substr(0, eq)] = l.substr(eq + 1);
+      }
     }
     return Status::Ok();
   }

@@ -32,44 +32,70 @@ std::size_t Utf8Length(std::string_view s, std::size_t i) {
 
 }  // namespace
 
-Status ValidateHeaders(const Headers& headers) {
-  if (headers.size() > kMaxHeaders) {
+namespace {
+
+// The limits of a map of names to text (headers, labels).
+struct PairLimits {
+  std::size_t count, value, total;
+  const char* what;  // "header", "label"
+};
+
+Status ValidatePairs(const std::map<std::string, std::string>& pairs,
+                     const PairLimits& l) {
+  if (pairs.size() > l.count) {
     return Status::InvalidArgument(
-        fmt::format("{} headers are more than the {} allowed", headers.size(),
-                    kMaxHeaders));
+        fmt::format("{} {}s are more than the {} allowed", pairs.size(),
+                    l.what, l.count));
   }
   std::size_t total = 0;
-  for (const auto& [key, value] : headers) {
+  for (const auto& [key, value] : pairs) {
     if (key.empty() || key.size() > kMaxHeaderKey) {
       return Status::InvalidArgument(
-          fmt::format("header name '{}' must be 1 to {} bytes",
+          fmt::format("{} name '{}' must be 1 to {} bytes", l.what,
                       key.substr(0, 80), kMaxHeaderKey));
     }
     for (unsigned char c : key) {
       if (!IsHeaderKeyChar(c)) {
         return Status::InvalidArgument(fmt::format(
-            "header name '{}': only letters, digits, '_', '-', '.' and ':' "
+            "{} name '{}': only letters, digits, '_', '-', '.' and ':' "
             "are allowed",
+            l.what,
             IsUtf8(key) ? key.substr(0, 80) : std::string("(not UTF-8)")));
       }
     }
-    if (value.size() > kMaxHeaderValue) {
+    if (value.size() > l.value) {
       return Status::InvalidArgument(
-          fmt::format("header '{}' has a value of {} bytes, more than {}", key,
-                      value.size(), kMaxHeaderValue));
+          fmt::format("{} '{}' has a value of {} bytes, more than {}", l.what,
+                      key, value.size(), l.value));
     }
     if (!IsUtf8(value) || value.find('\0') != std::string::npos) {
       return Status::InvalidArgument(fmt::format(
-          "header '{}' must have a UTF-8 value without NUL bytes", key));
+          "{} '{}' must have a UTF-8 value without NUL bytes", l.what, key));
     }
     total += key.size() + value.size();
   }
-  if (total > kMaxHeaderBytes) {
+  if (total > l.total) {
     return Status::InvalidArgument(
-        fmt::format("headers of {} bytes (names and values) exceed {}", total,
-                    kMaxHeaderBytes));
+        fmt::format("{}s of {} bytes (names and values) exceed {}", l.what,
+                    total, l.total));
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateHeaders(const Headers& headers) {
+  return ValidatePairs(headers, {.count = kMaxHeaders,
+                                 .value = kMaxHeaderValue,
+                                 .total = kMaxHeaderBytes,
+                                 .what = "header"});
+}
+
+Status ValidateLabels(const std::map<std::string, std::string>& labels) {
+  return ValidatePairs(labels, {.count = kMaxLabels,
+                                .value = kMaxLabelValue,
+                                .total = kMaxLabelValue * 4,
+                                .what = "label"});
 }
 
 std::string EncodeHeaders(const Headers& headers) {

@@ -20,6 +20,8 @@ namespace sqlq::core {
 // kInvalidArgument with the reason when `headers` breaks a limit of
 // sqlq::Headers (queue.h).
 Status ValidateHeaders(const Headers& headers);
+// The same for a queue's labels (QueueOptions::labels).
+Status ValidateLabels(const std::map<std::string, std::string>& labels);
 // The column's text: empty (stored as NULL) for no headers.
 std::string EncodeHeaders(const Headers& headers);
 // Column text back to headers; empty text (NULL) is none. Text that is not

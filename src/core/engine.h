@@ -276,7 +276,11 @@ struct ListDeadParams {
 
 struct RedriveParams {
   std::int64_t queue_id = 0;
-  std::span<const std::int64_t> ids;
+  std::span<const std::int64_t> ids;  // empty: every dead letter
+  // The queue they go to as ready messages; 0: back into queue_id. Another
+  // queue is where the dead letters of a queue with a dead-letter queue go
+  // (QueueOptions::dead_letter_queue).
+  std::int64_t to_queue_id = 0;
 };
 
 struct ListArchiveParams {

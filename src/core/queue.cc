@@ -78,6 +78,21 @@ void MaybePruneDead(WorkQueue& q, core::QueueImpl& impl) {
 
 namespace core {
 
+void ForwardDead(QueueImpl& impl) {
+  const std::string to = impl.Current()->options.dead_letter_queue;
+  if (to.empty()) return;
+  std::int64_t to_id = 0;
+  auto moved = MergedWrite<std::int64_t>(
+      impl.store(), [&](Engine& e, Conn& c) -> Result<std::int64_t> {
+        auto target = e.GetQueue(c, to);
+        // Not there (yet): they wait in this queue's dead letters.
+        if (!target.ok()) return std::int64_t{0};
+        to_id = target->id;
+        return e.Redrive(c, {.queue_id = impl.id(), .to_queue_id = to_id});
+      });
+  if (moved.ok() && *moved > 0) impl.store().hub().Notify(to_id, *moved);
+}
+
 bool BlockedByGroups(const QueueOptions& o) {
   return o.groups == GroupMode::kOrdered || o.group_limit.has_value();
 }
@@ -188,6 +203,7 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
   auto r = impl.store().batcher().Claim(request);
   if (!r.ok()) return r.status();
   if (acks.done_status != nullptr) *acks.done_status = std::move(r->done);
+  if (r->outcome.dead_lettered > 0) ForwardDead(impl);
   if (r->outcome.last_group) impl.SetGroupCursor(*r->outcome.last_group);
   if (!r->outcome.limited_by.empty()) {
     note.limited_by = r->outcome.limited_by;
@@ -416,6 +432,7 @@ Result<NackOutcome> WorkQueue::Nack(std::string_view receipt,
                  .unique_for = core::Micros(qo.unique_for)});
     });
     if (!s.ok()) return s;
+    core::ForwardDead(*impl_);
     MaybePruneDead(*this, *impl_);
     core::AfterAcks(*this, *impl_);
     return NackOutcome::kDead;
@@ -468,6 +485,8 @@ Result<QueueStats> WorkQueue::Stats() {
 
 Status WorkQueue::Alter(const QueueOptions& options) {
   Status s = core::ValidateQueueOptions(options);
+  if (!s.ok()) return s;
+  s = core::ValidateDeadLetterQueue(name(), options);
   if (!s.ok()) return s;
   if (options.groups != impl_->Current()->options.groups) {
     return Status::InvalidArgument(fmt::format(

@@ -66,12 +66,13 @@ inline std::optional<std::string_view> GroupOf(const Message& m, bool grouped) {
 }
 
 // What DecodeQueue reads, in its order: group_mode is 0 none, 1 fair,
-// 2 ordered; the limits are 0 for none, rate_u claims per second times 10^6.
+// 2 ordered; the limits are 0 for none, rate_u claims per second times 10^6;
+// dead_letter_queue '' for none; labels EncodeHeaders' text, NULL for none.
 inline constexpr const char* kQueueColumns =
     "id, name, max_attempts, lease_us, backoff_base_us, backoff_max_us, "
     "archive, retention_us, max_payload, created_us, paused, "
     "dead_retention_us, unique_for_us, group_mode, max_leased, rate_u, "
-    "rate_burst, group_limit";
+    "rate_burst, group_limit, dead_letter_queue, labels";
 inline constexpr double kRateScale = 1e6;
 
 // A limit as a column holds it: 0 for none.
@@ -109,6 +110,8 @@ QueueRecord DecodeQueue(const Row& r) {
   }
   q.info.options.rate_burst = LimitFromColumn(r.Int(16));
   q.info.options.group_limit = LimitFromColumn(r.Int(17));
+  q.info.options.dead_letter_queue = r.Bytes(18);
+  if (!r.IsNull(19)) q.info.options.labels = DecodeHeaders(r.Bytes(19));
   return q;
 }
 

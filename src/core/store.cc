@@ -76,6 +76,8 @@ Result<WorkQueue> Store::CreateQueue(std::string_view name,
   if (!s.ok()) return s;
   s = core::ValidateQueueOptions(options);
   if (!s.ok()) return s;
+  s = core::ValidateDeadLetterQueue(name, options);
+  if (!s.ok()) return s;
   // Before: the queue's first claims find what they need. After: in case
   // another process, upgrading its schema meanwhile, undid it when it saw
   // no grouped queue yet.

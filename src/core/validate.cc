@@ -103,7 +103,21 @@ Status ValidateQueueOptions(const QueueOptions& o) {
   if (!s.ok()) return s;
   s = ValidateLimits(o);
   if (!s.ok()) return s;
+  if (!o.dead_letter_queue.empty()) {
+    s = ValidateName("dead-letter queue", o.dead_letter_queue);
+    if (!s.ok()) return s;
+  }
+  s = ValidateLabels(o.labels);
+  if (!s.ok()) return s;
   return ValidatePayloadLimit(o.max_payload_bytes);
+}
+
+Status ValidateDeadLetterQueue(std::string_view name, const QueueOptions& o) {
+  if (o.dead_letter_queue == name) {
+    return Status::InvalidArgument(fmt::format(
+        "queue '{}' cannot be its own dead-letter queue", name));
+  }
+  return Status::Ok();
 }
 
 Status ValidateMessage(const Message& m, std::size_t max_payload,

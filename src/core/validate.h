@@ -34,6 +34,9 @@ Status ValidateName(std::string_view kind, std::string_view name);
 // The limits of `options` (QueueOptions::max_leased ... group_limit).
 Status ValidateLimits(const QueueOptions& options);
 Status ValidateQueueOptions(const QueueOptions& options);
+// kInvalidArgument when queue `name` names itself its dead-letter queue.
+Status ValidateDeadLetterQueue(std::string_view name,
+                               const QueueOptions& options);
 // `now` is the store's time, against which a run_at is checked.
 Status ValidateMessage(const Message& message, std::size_t max_payload,
                        Timestamp now);

@@ -590,7 +590,7 @@ constexpr std::initializer_list<const char*> kQueueOptionFields = {
     "max_attempts",  "lease_ms",     "backoff_base_ms",   "backoff_max_ms",
     "archive",       "retention_ms", "max_payload_bytes", "dead_retention_ms",
     "unique_for_ms", "groups",       "max_leased",        "rate_limit",
-    "rate_burst",    "group_limit"};
+    "rate_burst",    "group_limit",  "dead_letter_queue", "labels"};
 
 // Sets in `o` the options `b` gives.
 void ReadQueueOptions(const Body& b, QueueOptions& o) {
@@ -641,6 +641,24 @@ void ReadQueueOptions(const Body& b, QueueOptions& o) {
                           kMaxRateLimit));
       }
       o.rate_limit = rate;
+    }
+  }
+  // A queue's name, or null for none.
+  if (const Json* v = b.Value("dead_letter_queue")) {
+    if (v->is_null()) {
+      o.dead_letter_queue.clear();
+    } else {
+      if (!v->is_string()) b.Wrong("dead_letter_queue", "a string or null");
+      o.dead_letter_queue = v->get<std::string>();
+    }
+  }
+  // All of the queue's labels, as given ({name: string}).
+  if (const Json* v = b.Value("labels")) {
+    if (!v->is_object()) b.Wrong("labels", "an object of strings");
+    o.labels.clear();
+    for (const auto& [key, text] : v->items()) {
+      if (!text.is_string()) b.Wrong("labels", "an object of strings");
+      o.labels[key] = text.get<std::string>();
     }
   }
 }

@@ -195,7 +195,11 @@ Json QueueOptionsJson(const QueueOptions& o) {
           {"max_leased", LimitJson(o.max_leased)},
           {"rate_limit", o.rate_limit ? Json(*o.rate_limit) : Json(nullptr)},
           {"rate_burst", LimitJson(o.rate_burst)},
-          {"group_limit", LimitJson(o.group_limit)}};
+          {"group_limit", LimitJson(o.group_limit)},
+          {"dead_letter_queue", o.dead_letter_queue.empty()
+                                    ? Json(nullptr)
+                                    : Json(o.dead_letter_queue)},
+          {"labels", o.labels}};
 }
 
 Json QueueJson(const QueueInfo& q) {

@@ -48,7 +48,8 @@ Json ErrorsJson(const std::vector<AttemptError>& errors);
 
 // {"max_attempts", "lease_ms", "backoff_base_ms", "backoff_max_ms",
 //  "archive", "retention_ms", "max_payload_bytes", "dead_retention_ms",
-//  "unique_for_ms", "groups"}
+//  "unique_for_ms", "groups", "max_leased", "rate_limit", "rate_burst",
+//  "group_limit", "dead_letter_queue" (null for none), "labels" ({})}
 Json QueueOptionsJson(const QueueOptions& o);
 // {"name", "kind": "queue", the options' keys, "created_at", "paused"};
 // created_at is left out when unknown (zero).

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <map>
 #include <string>
 #include <thread>
 #include <utility>
@@ -980,6 +981,102 @@ TEST_P(DedupWindowConformance, SendWaitingForAnAckSeesItsHold) {
   EXPECT_TRUE(r->duplicate);
   EXPECT_EQ(r->id, first.id);
   EXPECT_TRUE(NothingReady(q));
+}
+
+// ---- dead-letter queues (docs/semantics.md, "Dead-letter queues") ----
+
+TEST_P(MessageConformance, ANackedToDeathMessageGoesReadyToTheDeadLetterQueue) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue dlq, store_->CreateQueue("jobs-dlq", {}));
+  WorkQueue q = MakeQueue({.max_attempts = 2, .dead_letter_queue = "jobs-dlq"});
+  ASSERT_OK_AND_ASSIGN(
+      SendResult sent,
+      q.Send({.payload = "p", .headers = kHeaders, .group = "acct-1"}));
+  ClaimedMessage m = ClaimOne(q);
+  ASSERT_OK(q.Nack(m.receipt, {.delay = Duration(0), .error = "boom"}));
+  m = ClaimOne(q);
+  ASSERT_OK_AND_ASSIGN(NackOutcome outcome,
+                       q.Nack(m.receipt, {.error = "again"}));
+  EXPECT_EQ(outcome, NackOutcome::kDead);
+
+  // Gone from the queue and its dead letters; ready in the other queue,
+  // with fresh attempts and everything it carried.
+  ASSERT_OK_AND_ASSIGN(auto dead, q.ListDead());
+  EXPECT_TRUE(dead.empty());
+  EXPECT_TRUE(NothingReady(q));
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.dead_lettered, 1);
+  ClaimedMessage moved = ClaimOne(dlq);
+  EXPECT_EQ(moved.id, sent.id);
+  EXPECT_EQ(moved.payload, "p");
+  EXPECT_EQ(moved.headers, kHeaders);
+  EXPECT_EQ(moved.group, "acct-1");
+  EXPECT_EQ(moved.attempt, 1);
+  ASSERT_OK_AND_ASSIGN(MessageInfo info, dlq.Get(sent.id));
+  ASSERT_EQ(info.errors.size(), 2u);
+  EXPECT_EQ(info.errors[0].error, "boom");
+  EXPECT_EQ(info.errors[1].error, "again");
+}
+
+TEST_P(MessageConformance, AnExpiredLastAttemptGoesToTheDeadLetterQueue) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue dlq, store_->CreateQueue("jobs-dlq", {}));
+  WorkQueue q = MakeQueue({.max_attempts = 1,
+                           .lease = seconds(10),
+                           .dead_letter_queue = "jobs-dlq"});
+  ASSERT_OK(q.Send({.payload = "slow"}));
+  ClaimOne(q);
+  clock_->Advance(seconds(11));
+  // The claim that finds the lease run out with no attempt left moves it.
+  EXPECT_TRUE(NothingReady(q));
+  EXPECT_EQ(ClaimOne(dlq).payload, "slow");
+}
+
+TEST_P(MessageConformance, DeadLettersWaitForAMissingDeadLetterQueue) {
+  WorkQueue q = MakeQueue({.max_attempts = 1, .dead_letter_queue = "later"});
+  ASSERT_OK(q.Send({.payload = "first"}));
+  ASSERT_OK(q.Nack(ClaimOne(q).receipt));
+  EXPECT_EQ(OnlyDead(q).payload, "first");
+  // Once the queue exists, the next death takes every dead letter there.
+  ASSERT_OK_AND_ASSIGN(WorkQueue later, store_->CreateQueue("later", {}));
+  ASSERT_OK(q.Send({.payload = "second"}));
+  ASSERT_OK(q.Nack(ClaimOne(q).receipt));
+  ASSERT_OK_AND_ASSIGN(auto dead, q.ListDead());
+  EXPECT_TRUE(dead.empty());
+  ASSERT_OK_AND_ASSIGN(auto got, later.Claim({.max = 10}));
+  std::vector<std::string> payloads;
+  for (const auto& m : got) payloads.push_back(m.payload);
+  std::sort(payloads.begin(), payloads.end());
+  EXPECT_EQ(payloads, (std::vector<std::string>{"first", "second"}));
+}
+
+TEST_P(MessageConformance, DeadLetterQueueAndLabelsAreKeptAndChanged) {
+  const std::map<std::string, std::string> labels = {
+      {"owner", "payments"}, {"sqs:DelaySeconds", "5"}, {"note", "caf\xc3\xa9"}};
+  WorkQueue q = MakeQueue({.dead_letter_queue = "jobs-dlq", .labels = labels});
+  // Read back from the database by another store.
+  auto other = OtherStore();
+  ASSERT_NE(other, nullptr);
+  ASSERT_OK_AND_ASSIGN(WorkQueue seen, other->Queue("jobs"));
+  EXPECT_EQ(seen.options().dead_letter_queue, "jobs-dlq");
+  EXPECT_EQ(seen.options().labels, labels);
+  QueueOptions o = q.options();
+  o.dead_letter_queue.clear();
+  o.labels = {{"owner", "billing"}};
+  ASSERT_OK(q.Alter(o));
+  ASSERT_OK_AND_ASSIGN(seen, other->Queue("jobs"));
+  EXPECT_EQ(seen.options().dead_letter_queue, "");
+  EXPECT_EQ(seen.options().labels, o.labels);
+  // Refused: a queue as its own dead-letter queue, a bad name or label.
+  o.dead_letter_queue = "jobs";
+  EXPECT_EQ(q.Alter(o).code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->CreateQueue("x", {.dead_letter_queue = "x"}).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(
+      store_->CreateQueue("y", {.dead_letter_queue = "no spaces"}).status().code(),
+      Code::kInvalidArgument);
+  EXPECT_EQ(store_->CreateQueue("z", {.labels = {{"bad key", "v"}}})
+                .status()
+                .code(),
+            Code::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sqlite, MessageConformance,

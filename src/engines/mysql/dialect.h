@@ -190,9 +190,9 @@ struct Dialect {
   static inline const std::string kInsertQueue = R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
       backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
-      unique_for_us, max_leased, rate_u, rate_burst, group_limit, created_us,
-      group_mode)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
+      unique_for_us, max_leased, rate_u, rate_burst, group_limit,
+      dead_letter_queue, labels, created_us, group_mode)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
   static inline const std::string kInsertKind = R"sql(
     INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
       backoff_base_us, backoff_max_us, archive, retention_us, max_payload,

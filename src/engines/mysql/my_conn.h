@@ -63,6 +63,10 @@ class Params {
   Params& BytesOrNull(std::string_view v);
   // An owned copy of `v`.
   Params& Text(std::string_view v);
+  // An owned copy, or NULL when empty.
+  Params& TextOrNull(std::string_view v) {
+    return v.empty() ? Null() : Text(v);
+  }
   Params& Null();
 
   std::size_t size() const { return binds_.size(); }

@@ -182,10 +182,15 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
 
 Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
                                           const core::RedriveParams& op) {
-  const auto& [queue_id, ids] = op;
+  const auto& [queue_id, ids, to_queue_id] = op;
+  const std::int64_t to = to_queue_id != 0 ? to_queue_id : queue_id;
   MyConn& conn = Native(c);
   auto now = CheckedNow(conn, queue_id);
   if (!now.ok()) return now.status();
+  if (to != queue_id) {
+    Status s = CheckQueue(conn, to);
+    if (!s.ok()) return s;
+  }
   // Pages of dead letters are locked and read (in id order), inserted
   // back with explicit values and deleted by id. Not INSERT ... SELECT:
   // MariaDB counts a write to a table with an AUTO_INCREMENT column after
@@ -197,8 +202,8 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
            grp
     FROM sqlq_dead
     WHERE queue_id = ? AND id > ? ORDER BY id LIMIT 256 FOR UPDATE)sql";
-  // A redriven message is ready now with fresh attempts; it keeps its id
-  // (never reused, see schema.h) but not a dedup key.
+  // A redriven message is ready now with fresh attempts, in queue `to`; it
+  // keeps its id (never reused, see schema.h) but not a dedup key.
   static const std::string kInsert = R"sql(
     INSERT INTO sqlq_messages (id, queue_id, priority, npriority, ready_us,
       attempts, enqueued_us, last_error, payload, headers, errors, grp)
@@ -212,7 +217,7 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
       const std::string payload = rows.Bytes(i, 4);
       Params p;
       p.Int(rows.Int(i, 0))
-          .Int(queue_id)
+          .Int(to)
           .Int(priority)
           .Int(-priority)
           .Int(*now)

@@ -304,6 +304,15 @@ SET @sqlq_group_index = IF(
         "EXECUTE sqlq_group_index",
         "DEALLOCATE PREPARE sqlq_group_index",
     },
+    // Version 9: a queue's dead-letter queue ('' for none) and labels
+    // (core/columns.h's header text, NULL for none).
+    {
+        R"sql(
+ALTER TABLE sqlq_queues
+  ADD COLUMN IF NOT EXISTS dead_letter_queue VARBINARY(64) NOT NULL
+    DEFAULT '',
+  ADD COLUMN IF NOT EXISTS labels MEDIUMBLOB NULL)sql",
+    },
 };
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());

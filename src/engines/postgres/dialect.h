@@ -164,10 +164,10 @@ struct Dialect {
   static constexpr const char* kInsertQueue = R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
       backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
-      unique_for_us, max_leased, rate_u, rate_burst, group_limit, created_us,
-      group_mode)
+      unique_for_us, max_leased, rate_u, rate_burst, group_limit,
+      dead_letter_queue, labels, created_us, group_mode)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-      $16)
+      $16, $17, $18)
     ON CONFLICT (name) DO NOTHING
     RETURNING id)sql";
   static constexpr const char* kInsertKind = R"sql(

@@ -150,34 +150,39 @@ Result<std::vector<SendResult>> PostgresEngine::Send(
 
 Result<std::int64_t> PostgresEngine::Redrive(Conn& c,
                                              const core::RedriveParams& op) {
-  const auto& [queue_id, ids] = op;
+  const auto& [queue_id, ids, to_queue_id] = op;
+  const std::int64_t to = to_queue_id != 0 ? to_queue_id : queue_id;
   PgConn& conn = Native(c);
   auto now = CheckedNow(conn, queue_id);
   if (!now.ok()) return now.status();
-  // A redriven message is ready now with fresh attempts; it keeps its id
-  // (never reused, see schema.h) but not a dedup key.
+  if (to != queue_id) {
+    Status s = CheckQueue(conn, to);
+    if (!s.ok()) return s;
+  }
+  // A redriven message is ready now with fresh attempts, in queue $3; it
+  // keeps its id (never reused, see schema.h) but not a dedup key.
   static constexpr const char* kAll = R"sql(
     WITH d AS (
       DELETE FROM sqlq_dead WHERE queue_id = $1
-      RETURNING id, queue_id, priority, enqueued_us, last_error, payload,
-                headers, errors, grp)
+      RETURNING id, priority, enqueued_us, last_error, payload, headers,
+                errors, grp)
     INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
       enqueued_us, last_error, payload, headers, errors, grp)
-    SELECT id, queue_id, priority, $2, 0, enqueued_us, last_error, payload,
+    SELECT id, $3, priority, $2, 0, enqueued_us, last_error, payload,
            headers, errors, grp
     FROM d)sql";
   static constexpr const char* kSome = R"sql(
     WITH d AS (
-      DELETE FROM sqlq_dead WHERE queue_id = $1 AND id = ANY($3::bigint[])
-      RETURNING id, queue_id, priority, enqueued_us, last_error, payload,
-                headers, errors, grp)
+      DELETE FROM sqlq_dead WHERE queue_id = $1 AND id = ANY($4::bigint[])
+      RETURNING id, priority, enqueued_us, last_error, payload, headers,
+                errors, grp)
     INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
       enqueued_us, last_error, payload, headers, errors, grp)
-    SELECT id, queue_id, priority, $2, 0, enqueued_us, last_error, payload,
+    SELECT id, $3, priority, $2, 0, enqueued_us, last_error, payload,
            headers, errors, grp
     FROM d)sql";
   Params params;
-  params.Int(queue_id).Int(*now);
+  params.Int(queue_id).Int(*now).Int(to);
   if (!ids.empty()) {
     std::string array = "{";
     for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -191,7 +196,7 @@ Result<std::int64_t> PostgresEngine::Redrive(Conn& c,
   if (!rows.ok()) return rows.status();
   if (rows->affected() > 0) {
     conn.notify = true;
-    conn.MadeReady(queue_id, *now);
+    conn.MadeReady(to, *now);
   }
   return rows->affected();
 }

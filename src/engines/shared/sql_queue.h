@@ -105,7 +105,9 @@ Params& AppendOptions(Params& p, const QueueOptions& o) {
       .Int(core::LimitColumn(o.max_leased))
       .Int(core::RateColumn(o.rate_limit))
       .Int(core::LimitColumn(o.rate_burst))
-      .Int(core::LimitColumn(o.group_limit));
+      .Int(core::LimitColumn(o.group_limit))
+      .Text(o.dead_letter_queue)
+      .TextOrNull(core::EncodeHeaders(o.labels));
 }
 
 template <class D>
@@ -272,7 +274,7 @@ Status SqlEngine<D>::AlterQueue(core::Conn& c,
       backoff_base_us = ?, backoff_max_us = ?, archive = ?,
       retention_us = ?, max_payload = ?, dead_retention_us = ?,
       unique_for_us = ?, max_leased = ?, rate_u = ?, rate_burst = ?,
-      group_limit = ?
+      group_limit = ?, dead_letter_queue = ?, labels = ?
     WHERE id = ? AND kind = 'queue')sql");
   Params p;
   AppendOptions(p, o).Int(queue_id);

@@ -223,6 +223,12 @@ CREATE TABLE sqlq_scheduler (
 );
 INSERT INTO sqlq_scheduler (id, holder, until_us) VALUES (1, '', 0);
 )sql",
+    // Version 10: a queue's dead-letter queue ('' for none) and labels
+    // (core/columns.h's header text, NULL for none).
+    R"sql(
+ALTER TABLE sqlq_queues ADD COLUMN dead_letter_queue TEXT NOT NULL DEFAULT '';
+ALTER TABLE sqlq_queues ADD COLUMN labels TEXT;
+)sql",
 };
 
 inline constexpr int kSchemaVersion =

@@ -8,7 +8,10 @@ namespace {
 
 // A queue's options, bound from parameter `first` on in the order
 // CreateQueue's and AlterQueue's statements take them.
-Stmt& BindOptions(Stmt& st, int first, const QueueOptions& o) {
+// `labels`: EncodeHeaders(o.labels), which must outlive the statement's
+// execution.
+Stmt& BindOptions(Stmt& st, int first, const QueueOptions& o,
+                  const std::string& labels) {
   return st.Bind(first, o.max_attempts)
       .Bind(first + 1, Us(o.lease))
       .Bind(first + 2, Us(o.backoff_base))
@@ -21,7 +24,9 @@ Stmt& BindOptions(Stmt& st, int first, const QueueOptions& o) {
       .Bind(first + 9, core::LimitColumn(o.max_leased))
       .Bind(first + 10, core::RateColumn(o.rate_limit))
       .Bind(first + 11, core::LimitColumn(o.rate_burst))
-      .Bind(first + 12, core::LimitColumn(o.group_limit));
+      .Bind(first + 12, core::LimitColumn(o.group_limit))
+      .BindText(first + 13, o.dead_letter_queue)
+      .BindTextOrNull(first + 14, labels);
 }
 
 }  // namespace
@@ -34,14 +39,15 @@ Result<core::QueueRecord> SqliteEngine::CreateQueue(
   SQLQ_PREPARE(st, conn, R"sql(
     INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
       backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
-      unique_for_us, max_leased, rate_u, rate_burst, group_limit, created_us,
-      group_mode)
+      unique_for_us, max_leased, rate_u, rate_burst, group_limit,
+      dead_letter_queue, labels, created_us, group_mode)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,
-      ?16)
+      ?16, ?17, ?18)
     ON CONFLICT (name) DO NOTHING)sql");
-  BindOptions(st.BindText(1, name), 2, o)
-      .Bind(15, Us(now))
-      .Bind(16, static_cast<int>(o.groups));
+  const std::string labels = core::EncodeHeaders(o.labels);
+  BindOptions(st.BindText(1, name), 2, o, labels)
+      .Bind(17, Us(now))
+      .Bind(18, static_cast<int>(o.groups));
   Status s = st.Run("create queue");
   if (!s.ok()) return s;
   if (conn.changes() == 0) return Taken(conn, name);
@@ -102,9 +108,10 @@ Status SqliteEngine::AlterQueue(Conn& c, const core::AlterQueueParams& op) {
       backoff_base_us = ?3, backoff_max_us = ?4, archive = ?5,
       retention_us = ?6, max_payload = ?7, dead_retention_us = ?8,
       unique_for_us = ?9, max_leased = ?10, rate_u = ?11, rate_burst = ?12,
-      group_limit = ?13
-    WHERE id = ?14 AND kind = 'queue')sql");
-  BindOptions(st, 1, o).Bind(14, queue_id);
+      group_limit = ?13, dead_letter_queue = ?14, labels = ?15
+    WHERE id = ?16 AND kind = 'queue')sql");
+  const std::string labels = core::EncodeHeaders(o.labels);
+  BindOptions(st, 1, o, labels).Bind(16, queue_id);
   Status s = st.Run("alter queue");
   if (!s.ok()) return s;
   if (conn.changes() == 0) return core::QueueGone(queue_id);
@@ -314,30 +321,35 @@ Result<std::vector<DeadLetter>> SqliteEngine::ListDead(
 
 Result<std::int64_t> SqliteEngine::Redrive(Conn& c,
                                            const core::RedriveParams& op) {
-  const auto& [queue_id, ids] = op;
+  const auto& [queue_id, ids, to_queue_id] = op;
+  const std::int64_t to = to_queue_id != 0 ? to_queue_id : queue_id;
   SqliteConn& conn = Sql(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;
+  if (to != queue_id) {
+    s = CheckQueue(conn, to);
+    if (!s.ok()) return s;
+  }
   const std::int64_t now = Us(clock_->Now());
-  // A redriven message is ready now with fresh attempts; it keeps its id
-  // (never reused, see schema.h) but not a dedup key.
+  // A redriven message is ready now with fresh attempts, in queue ?4; it
+  // keeps its id (never reused, see schema.h) but not a dedup key.
   static constexpr const char* kInsertAll = R"sql(
     INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
       enqueued_us, last_error, payload, headers, errors, grp)
-    SELECT id, queue_id, priority, ?2, 0, enqueued_us, last_error, payload,
+    SELECT id, ?4, priority, ?2, 0, enqueued_us, last_error, payload,
            headers, errors, grp
     FROM sqlq_dead WHERE queue_id = ?1 ORDER BY id)sql";
   static constexpr const char* kInsertOne = R"sql(
     INSERT INTO sqlq_messages (id, queue_id, priority, ready_us, attempts,
       enqueued_us, last_error, payload, headers, errors, grp)
-    SELECT id, queue_id, priority, ?2, 0, enqueued_us, last_error, payload,
+    SELECT id, ?4, priority, ?2, 0, enqueued_us, last_error, payload,
            headers, errors, grp
     FROM sqlq_dead WHERE queue_id = ?1 AND id = ?3)sql";
   std::int64_t moved = 0;
   if (ids.empty()) {
     {
       SQLQ_PREPARE(st, conn, kInsertAll);
-      st.Bind(1, queue_id).Bind(2, now);
+      st.Bind(1, queue_id).Bind(2, now).Bind(4, to);
       s = st.Run("redrive");
       if (!s.ok()) return s;
       moved = conn.changes();
@@ -351,7 +363,7 @@ Result<std::int64_t> SqliteEngine::Redrive(Conn& c,
   for (std::int64_t id : ids) {
     {
       SQLQ_PREPARE(st, conn, kInsertOne);
-      st.Bind(1, queue_id).Bind(2, now).Bind(3, id);
+      st.Bind(1, queue_id).Bind(2, now).Bind(3, id).Bind(4, to);
       s = st.Run("redrive");
       if (!s.ok()) return s;
       if (conn.changes() == 0) continue;

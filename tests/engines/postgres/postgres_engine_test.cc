@@ -550,7 +550,8 @@ TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
         "ALTER TABLE sqlq_queues DROP COLUMN paused, DROP COLUMN "
         "dead_retention_us, DROP COLUMN unique_for_us, DROP COLUMN "
         "group_mode, DROP COLUMN max_leased, DROP COLUMN rate_u, DROP COLUMN "
-        "rate_burst, DROP COLUMN group_limit");
+        "rate_burst, DROP COLUMN group_limit, DROP COLUMN dead_letter_queue, "
+        "DROP COLUMN labels");
   for (const char* table : {"sqlq_messages", "sqlq_dead", "sqlq_archive"}) {
     Query(c, std::string("ALTER TABLE ") + table +
                  " DROP COLUMN headers, DROP COLUMN errors");
