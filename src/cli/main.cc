@@ -254,8 +254,8 @@ struct QueueOptionArgs {
     for (const std::string& l : labels) {
       const std::size_t eq = l.find('=');
       if (eq == std::string::npos || eq == 0) {
-        return Status::InvalidArgument(fmt::format(
-            "--label '{}': expected NAME=TEXT", l.substr(0, 80)));
+        return Status::InvalidArgument(
+            fmt::format("--label '{}': expected NAME=TEXT", l.substr(0, 80)));
       }
       if (eq + 1 == l.size()) {
         o.labels.erase(l.substr(0, eq));

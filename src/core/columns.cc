@@ -43,9 +43,8 @@ struct PairLimits {
 Status ValidatePairs(const std::map<std::string, std::string>& pairs,
                      const PairLimits& l) {
   if (pairs.size() > l.count) {
-    return Status::InvalidArgument(
-        fmt::format("{} {}s are more than the {} allowed", pairs.size(),
-                    l.what, l.count));
+    return Status::InvalidArgument(fmt::format(
+        "{} {}s are more than the {} allowed", pairs.size(), l.what, l.count));
   }
   std::size_t total = 0;
   for (const auto& [key, value] : pairs) {

@@ -182,24 +182,24 @@ Json LimitJson(const std::optional<int>& v) {
 }  // namespace
 
 Json QueueOptionsJson(const QueueOptions& o) {
-  return {{"max_attempts", o.max_attempts},
-          {"lease_ms", o.lease.count()},
-          {"backoff_base_ms", o.backoff_base.count()},
-          {"backoff_max_ms", o.backoff_max.count()},
-          {"archive", o.archive},
-          {"retention_ms", o.retention.count()},
-          {"max_payload_bytes", o.max_payload_bytes},
-          {"dead_retention_ms", o.dead_retention.count()},
-          {"unique_for_ms", o.unique_for.count()},
-          {"groups", GroupModeName(o.groups)},
-          {"max_leased", LimitJson(o.max_leased)},
-          {"rate_limit", o.rate_limit ? Json(*o.rate_limit) : Json(nullptr)},
-          {"rate_burst", LimitJson(o.rate_burst)},
-          {"group_limit", LimitJson(o.group_limit)},
-          {"dead_letter_queue", o.dead_letter_queue.empty()
-                                    ? Json(nullptr)
-                                    : Json(o.dead_letter_queue)},
-          {"labels", o.labels}};
+  return {
+      {"max_attempts", o.max_attempts},
+      {"lease_ms", o.lease.count()},
+      {"backoff_base_ms", o.backoff_base.count()},
+      {"backoff_max_ms", o.backoff_max.count()},
+      {"archive", o.archive},
+      {"retention_ms", o.retention.count()},
+      {"max_payload_bytes", o.max_payload_bytes},
+      {"dead_retention_ms", o.dead_retention.count()},
+      {"unique_for_ms", o.unique_for.count()},
+      {"groups", GroupModeName(o.groups)},
+      {"max_leased", LimitJson(o.max_leased)},
+      {"rate_limit", o.rate_limit ? Json(*o.rate_limit) : Json(nullptr)},
+      {"rate_burst", LimitJson(o.rate_burst)},
+      {"group_limit", LimitJson(o.group_limit)},
+      {"dead_letter_queue",
+       o.dead_letter_queue.empty() ? Json(nullptr) : Json(o.dead_letter_queue)},
+      {"labels", o.labels}};
 }
 
 Json QueueJson(const QueueInfo& q) {

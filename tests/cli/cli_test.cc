@@ -139,7 +139,13 @@ TEST_F(CliTest, QueueCreateTakesEveryOption) {
                       "--rate-limit",
                       "10/s",
                       "--rate-burst",
-                      "20"});
+                      "20",
+                      "--dead-letter-queue",
+                      "jobs-dlq",
+                      "--label",
+                      "owner=payments",
+                      "--label",
+                      "tier=gold"});
   // The queue object, as `queue list` and the HTTP API show it.
   ASSERT_TRUE(created.contains("created_at")) << created;
   EXPECT_LE(std::abs(NowUs() - ParseTimeUs(created["created_at"])), 60'000'000);
@@ -149,6 +155,7 @@ TEST_F(CliTest, QueueCreateTakesEveryOption) {
       "backoff_max_ms":300000,"archive":true,"retention_ms":86400000,
       "max_payload_bytes":100,"dead_retention_ms":0,"unique_for_ms":600000,"groups":"none",
       "max_leased":4,"rate_limit":10.0,"rate_burst":20,"group_limit":null,
+      "dead_letter_queue":"jobs-dlq","labels":{"owner":"payments","tier":"gold"},
       "paused":false})"));
 
   // The settings are stored, not just echoed.
@@ -163,7 +170,15 @@ TEST_F(CliTest, QueueCreateTakesEveryOption) {
       "lease_ms":500,"backoff_base_ms":2000,"backoff_max_ms":300000,"archive":true,
       "retention_ms":86400000,"max_payload_bytes":100,"dead_retention_ms":0,
       "unique_for_ms":600000,"groups":"none","max_leased":4,"rate_limit":10.0,
-      "rate_burst":20,"group_limit":null,"paused":false})"));
+      "rate_burst":20,"group_limit":null,"dead_letter_queue":"jobs-dlq",
+      "labels":{"owner":"payments","tier":"gold"},"paused":false})"));
+
+  // alter: "none" lifts the dead-letter queue, NAME= drops a label.
+  json altered = One({"queue", "alter", "jobs", "--dead-letter-queue", "none",
+                      "--label", "tier=", "--label", "team=core"});
+  EXPECT_TRUE(altered["dead_letter_queue"].is_null()) << altered;
+  EXPECT_EQ(altered["labels"], json::parse(R"({"owner":"payments",
+      "team":"core"})"));
 }
 
 TEST_F(CliTest, QueueCreateDefaults) {
@@ -174,7 +189,7 @@ TEST_F(CliTest, QueueCreateDefaults) {
       "backoff_max_ms":600000,"archive":false,"retention_ms":604800000,
       "max_payload_bytes":1048576,"dead_retention_ms":0,"unique_for_ms":0,"groups":"none",
       "max_leased":null,"rate_limit":null,"rate_burst":null,"group_limit":null,
-      "paused":false})"));
+      "dead_letter_queue":null,"labels":{},"paused":false})"));
 }
 
 TEST_F(CliTest, DurationsTakeEveryUnitAndPlainSeconds) {

@@ -321,6 +321,46 @@ TEST_F(MessageFields, LimitsOverHttp) {
   EXPECT_FALSE(rest.json.contains("limited_by")) << rest.body;
 }
 
+TEST_F(MessageFields, DeadLetterQueueAndLabelsOverHttp) {
+  Response created =
+      c().Post("/v1/queues/work", {{"max_attempts", 1},
+                                   {"dead_letter_queue", "work-dlq"},
+                                   {"labels", {{"owner", "payments"}}}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(created.json["dead_letter_queue"], "work-dlq");
+  EXPECT_EQ(created.json["labels"], Json({{"owner", "payments"}}));
+  ASSERT_EQ(c().Post("/v1/queues/work-dlq", Json::object()).status, 201);
+  ASSERT_EQ(c().Post("/v1/queues/work/messages",
+                     {{"messages", Json::array({{{"payload", "m"}}})}})
+                .status,
+            200);
+  Response claimed = c().Post("/v1/queues/work/claim", Json::object());
+  ASSERT_EQ(claimed.json["messages"].size(), 1u) << claimed.body;
+  Response nacked = c().Post(
+      "/v1/queues/work/nack",
+      {{"receipt", claimed.json["messages"][0]["receipt"]}, {"error", "x"}});
+  ASSERT_EQ(nacked.status, 200) << nacked.body;
+  // The dead letter went to work-dlq, ready.
+  Response moved = c().Post("/v1/queues/work-dlq/claim", Json::object());
+  ASSERT_EQ(moved.json["messages"].size(), 1u) << moved.body;
+  EXPECT_EQ(moved.json["messages"][0]["payload"], "m");
+  // null lifts the dead-letter queue; labels are replaced as given.
+  Response patched = c().Call(
+      "PATCH", "/v1/queues/work",
+      Json({{"dead_letter_queue", nullptr}, {"labels", {{"team", "core"}}}})
+          .dump());
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_TRUE(patched.json["dead_letter_queue"].is_null());
+  EXPECT_EQ(patched.json["labels"], Json({{"team", "core"}}));
+  for (const Json& bad :
+       {Json({{"dead_letter_queue", "work"}}), Json({{"dead_letter_queue", 5}}),
+        Json({{"labels", {{"bad key", "v"}}}}),
+        Json({{"labels", {{"k", 1}}}})}) {
+    Response r = c().Call("PATCH", "/v1/queues/work", bad.dump());
+    EXPECT_EQ(r.status, 400) << bad.dump() << " " << r.body;
+  }
+}
+
 TEST_F(MessageFields, PatchPauseAndResumeAQueue) {
   Response patched = c().Call(
       "PATCH", "/v1/queues/jobs",

@@ -42,14 +42,29 @@ TEST(WireJson, PayloadIsTextOrBase64) {
 TEST(WireJson, QueueObjectHasKindOptionsAndCreationTime) {
   QueueInfo q{.name = "emails", .options = {}, .created_at = At(1'000'000)};
   Json j = QueueJson(q);
-  EXPECT_EQ(
-      Keys(j),
-      (std::vector<std::string>{
-          "name", "kind", "max_attempts", "lease_ms", "backoff_base_ms",
-          "backoff_max_ms", "archive", "retention_ms", "max_payload_bytes",
-          "dead_retention_ms", "unique_for_ms", "groups", "max_leased",
-          "rate_limit", "rate_burst", "group_limit", "created_at", "paused"}));
+  EXPECT_EQ(Keys(j), (std::vector<std::string>{"name",
+                                               "kind",
+                                               "max_attempts",
+                                               "lease_ms",
+                                               "backoff_base_ms",
+                                               "backoff_max_ms",
+                                               "archive",
+                                               "retention_ms",
+                                               "max_payload_bytes",
+                                               "dead_retention_ms",
+                                               "unique_for_ms",
+                                               "groups",
+                                               "max_leased",
+                                               "rate_limit",
+                                               "rate_burst",
+                                               "group_limit",
+                                               "dead_letter_queue",
+                                               "labels",
+                                               "created_at",
+                                               "paused"}));
   EXPECT_EQ(j["kind"], "queue");
+  EXPECT_TRUE(j["dead_letter_queue"].is_null());
+  EXPECT_EQ(j["labels"], Json::object());
   EXPECT_EQ(j["lease_ms"], QueueOptions{}.lease.count());
   EXPECT_EQ(j["created_at"], "1970-01-01T00:00:01.000000Z");
   // An unknown creation time is left out rather than shown as 1970.
