@@ -31,13 +31,19 @@ Status ValidateName(std::string_view kind, std::string_view name) {
   }
   for (unsigned char c : name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '_' || c == '-';
+              (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
     if (!ok) {
       return Status::InvalidArgument(fmt::format(
-          "invalid {} name '{}': only letters, digits, '_' and '-' are "
+          "invalid {} name '{}': only letters, digits, '_', '-' and '.' are "
           "allowed",
           kind, name.substr(0, 80)));
     }
+  }
+  // Not "." or "..", which mean other things in a URL's path.
+  if (name.front() == '.') {
+    return Status::InvalidArgument(fmt::format(
+        "invalid {} name '{}': must not begin with '.'", kind,
+        name.substr(0, 80)));
   }
   return Status::Ok();
 }

@@ -16,10 +16,11 @@ namespace {
 constexpr Timestamp kNow = Timestamp(std::chrono::seconds(1704067200));
 Timestamp Now() { return kNow; }
 
-TEST(ValidateName, AcceptsOneToSixtyFourLettersDigitsUnderscoresAndDashes) {
+TEST(ValidateName, AcceptsOneToSixtyFourLettersDigitsUnderscoresDashesDots) {
   for (const std::string& name :
        {std::string("a"), std::string("Z"), std::string("0"), std::string("_"),
         std::string("-"), std::string("emails-2024_v2"),
+        std::string("orders.fifo"), std::string("a..b."),
         std::string(64, 'x')}) {
     SCOPED_TRACE(name);
     EXPECT_OK(ValidateName("queue", name));
@@ -36,7 +37,8 @@ TEST(ValidateName, RejectsEmptyAndTooLongNames) {
 
 TEST(ValidateName, RejectsEveryOtherCharacter) {
   for (const std::string& name :
-       {std::string("a b"), std::string("x;DROP TABLE"), std::string("a.b"),
+       {std::string("a b"), std::string("x;DROP TABLE"), std::string("."),
+        std::string(".."), std::string(".hidden"),
         std::string("a/b"), std::string("'q'"), std::string("\"q\""),
         std::string("a\nb"), std::string("a\tb"), std::string("a%"),
         std::string("caf\xc3\xa9"), std::string("\xff"),
