@@ -41,9 +41,9 @@ Status ValidateName(std::string_view kind, std::string_view name) {
   }
   // Not "." or "..", which mean other things in a URL's path.
   if (name.front() == '.') {
-    return Status::InvalidArgument(fmt::format(
-        "invalid {} name '{}': must not begin with '.'", kind,
-        name.substr(0, 80)));
+    return Status::InvalidArgument(
+        fmt::format("invalid {} name '{}': must not begin with '.'", kind,
+                    name.substr(0, 80)));
   }
   return Status::Ok();
 }

@@ -28,10 +28,10 @@ std::string Hex(const unsigned char* p, std::size_t n) {
   return out;
 }
 
-std::string Sha256Hex(std::string_view text) {
-  std::array<unsigned char, 32> h{};
+std::string DigestHex(const EVP_MD* md, std::string_view text) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> h{};
   unsigned int n = 0;
-  EVP_Digest(text.data(), text.size(), h.data(), &n, EVP_sha256(), nullptr);
+  EVP_Digest(text.data(), text.size(), h.data(), &n, md, nullptr);
   return Hex(h.data(), n);
 }
 
@@ -159,6 +159,14 @@ std::optional<std::chrono::system_clock::time_point> ParseAmzDate(
 }
 
 }  // namespace
+
+std::string Sha256Hex(std::string_view bytes) {
+  return DigestHex(EVP_sha256(), bytes);
+}
+
+std::string Md5Hex(std::string_view bytes) {
+  return DigestHex(EVP_md5(), bytes);
+}
 
 std::optional<std::string> HeaderValue(
     const std::vector<std::pair<std::string, std::string>>& headers,

@@ -58,6 +58,11 @@ std::optional<std::string> HeaderValue(
     const std::vector<std::pair<std::string, std::string>>& headers,
     std::string_view name);
 
+// Lower-case hex digests: SHA-256 (signatures, SQS's content-based
+// deduplication) and MD5 (SQS's MD5OfMessageBody).
+std::string Sha256Hex(std::string_view bytes);
+std::string Md5Hex(std::string_view bytes);
+
 // `t` as an X-Amz-Date: YYYYMMDD'T'HHMMSS'Z', UTC.
 std::string AmzDate(std::chrono::system_clock::time_point t);
 

@@ -1,7 +1,6 @@
 #include "server/sqs.h"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <charconv>
@@ -12,32 +11,13 @@
 
 #include "server/api.h"
 #include "server/sigv4.h"
+#include "server/sqs_call.h"
 #include "server/sqs_wire.h"
 #include "server/target.h"
 #include "sqlq/text.h"
 
 namespace sqlq::server {
-namespace {
-
-using sqs::Fail;
-using std::chrono::duration_cast;
-using std::chrono::milliseconds;
-using std::chrono::seconds;
-
-// The settings of queues made by CreateQueue (docs/sqs.md): SQS keeps a
-// message until it is deleted, however often it is received, unless a
-// redrive policy says otherwise.
-constexpr int kForever = 1000000;  // QueueOptions::max_attempts' largest
-constexpr std::size_t kDefaultMessageSize = 262144;
-constexpr std::size_t kMaxMessageSize = 1 << 20;
-constexpr int kMaxBatch = 10;
-constexpr int kMaxMessageAttributes = 10;
-constexpr std::int64_t kMaxVisibility = 43200;  // seconds: 12 hours
-constexpr std::int64_t kMaxWaitSeconds = 20;
-// A message attribute's type that is not "String" travels in a header
-// of its own beside the value: "sqs:type:NAME". SQS names have no ':', so
-// these never meet an attribute's.
-constexpr std::string_view kTypeHeader = "sqs:type:";
+namespace sqs {
 
 [[noreturn]] void FailStatus(const Status& s) {
   switch (s.code()) {
@@ -56,21 +36,6 @@ constexpr std::string_view kTypeHeader = "sqs:type:";
     default:
       Fail(sqs::kInternalFailure, s.message());
   }
-}
-
-template <class T>
-T Take(Result<T> r) {
-  if (!r.ok()) FailStatus(r.status());
-  return std::move(*r);
-}
-
-std::string Md5Hex(std::string_view bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned n = 0;
-  EVP_Digest(bytes.data(), bytes.size(), digest, &n, EVP_md5(), nullptr);
-  std::string out;
-  for (unsigned i = 0; i < n; ++i) out += fmt::format("{:02x}", digest[i]);
-  return out;
 }
 
 // `v` when it is an object, else an empty one: to read an entry that is
@@ -96,77 +61,6 @@ std::string Shown(const Json& v) {
   return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
-// An operation's input, in the JSON protocol's shape (sqs_wire.h).
-class Input {
- public:
-  explicit Input(const Json& j) : j_(j) {}
-
-  const Json* Find(std::string_view name) const {
-    auto it = j_.find(name);
-    return it == j_.end() || it->is_null() ? nullptr : &*it;
-  }
-  std::optional<std::string> String(std::string_view name) const {
-    const Json* v = Find(name);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_string()) {
-      Fail(sqs::kInvalidParameterValue,
-           fmt::format("The parameter {} must be a string.", name));
-    }
-    return v->get<std::string>();
-  }
-  std::string Need(std::string_view name) const {
-    auto v = String(name);
-    if (!v) {
-      Fail(sqs::kMissingParameter,
-           fmt::format("The request must contain the parameter {}.", name));
-    }
-    return *v;
-  }
-  std::optional<std::int64_t> Int(std::string_view name, std::int64_t lo,
-                                  std::int64_t hi) const {
-    const Json* v = Find(name);
-    if (v == nullptr) return std::nullopt;
-    auto n = IntOf(*v);
-    if (!n || *n < lo || *n > hi) {
-      Fail(sqs::kInvalidParameterValue,
-           fmt::format("Value {} for parameter {} is invalid. Reason: must "
-                       "be an integer from {} to {}.",
-                       Shown(*v), name, lo, hi));
-    }
-    return n;
-  }
-  std::vector<std::string> Strings(std::string_view name) const {
-    std::vector<std::string> out;
-    const Json* v = Find(name);
-    if (v == nullptr) return out;
-    if (!v->is_array()) {
-      Fail(sqs::kInvalidParameterValue,
-           fmt::format("The parameter {} must be a list.", name));
-    }
-    for (const Json& e : *v) {
-      if (!e.is_string()) {
-        Fail(sqs::kInvalidParameterValue,
-             fmt::format("The parameter {} must be a list of strings.", name));
-      }
-      out.push_back(e.get<std::string>());
-    }
-    return out;
-  }
-  // A map of the input ({} when absent).
-  const Json& Object(std::string_view name) const {
-    const Json* v = Find(name);
-    if (v == nullptr) return AsObject(Json());
-    if (!v->is_object()) {
-      Fail(sqs::kInvalidParameterValue,
-           fmt::format("The parameter {} must be a map.", name));
-    }
-    return *v;
-  }
-
- private:
-  const Json& j_;
-};
-
 // The queue named by a QueueUrl (http://HOST/ACCOUNT/NAME; the host is
 // not checked: clients reach the server by many names).
 std::string QueueOfUrl(std::string_view url) {
@@ -177,6 +71,64 @@ std::string QueueOfUrl(std::string_view url) {
   }
   return PercentDecode(url.substr(slash + 1));
 }
+
+bool ValidEntryId(std::string_view id) {
+  return !id.empty() && id.size() <= 80 &&
+         std::all_of(id.begin(), id.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                  c == '-';
+         });
+}
+
+// The entries of a batch request, checked as SQS checks them.
+const Json& Entries(const Input& in) {
+  const Json* e = in.Find("Entries");
+  // The query protocol sends an empty list as one empty parameter.
+  if (e == nullptr || (e->is_array() && e->empty()) ||
+      (e->is_string() && e->get_ref<const std::string&>().empty())) {
+    Fail(sqs::kEmptyBatchRequest,
+         "There should be at least one entry in the request.");
+  }
+  if (!e->is_array()) {
+    Fail(sqs::kInvalidParameterValue, "The parameter Entries must be a list.");
+  }
+  if (e->size() > kMaxBatch) {
+    Fail(sqs::kTooManyEntriesInBatchRequest,
+         fmt::format("Maximum number of entries per request are {}. You have "
+                     "sent {}.",
+                     kMaxBatch, e->size()));
+  }
+  std::set<std::string> ids;
+  for (const Json& entry : *e) {
+    Input x(AsObject(entry));
+    const std::string id = x.String("Id").value_or("");
+    if (!ValidEntryId(id)) {
+      Fail(sqs::kInvalidBatchEntryId,
+           "A batch entry id can only contain alphanumeric characters, "
+           "hyphens and underscores. It can be at most 80 letters long.");
+    }
+    if (!ids.insert(id).second) {
+      Fail(sqs::kBatchEntryIdsNotDistinct, fmt::format("Id {} repeated.", id));
+    }
+  }
+  return *e;
+}
+
+Json FailedEntry(const std::string& id, const sqs::Error& e) {
+  return Json{{"Id", id},
+              {"SenderFault", e.status < 500},
+              {"Code", std::string(e.code)},
+              {"Message", e.message}};
+}
+
+std::int64_t Millis(Timestamp t) {
+  return duration_cast<milliseconds>(t.time_since_epoch()).count();
+}
+}  // namespace sqs
+
+using namespace sqs;  // NOLINT: the endpoint's own helpers
+
+namespace {
 
 // The characters SQS allows in a body and in string attributes: #x9, #xA,
 // #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000 to #x10FFFF.
@@ -203,6 +155,13 @@ struct Attribute {
   bool binary() const { return type.starts_with("Binary"); }
 };
 using Attributes = std::map<std::string, Attribute>;
+
+// MessageGroupId and MessageDeduplicationId: letters, digits and
+// punctuation (!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~).
+bool ValidIdText(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return c > ' ' && c < 127; });
+}
 
 bool ValidAttributeName(std::string_view n) {
   if (n.empty() || n.size() > kMaxHeaderKey - kTypeHeader.size()) return false;
@@ -331,7 +290,7 @@ std::string AttributesMd5(const Attributes& attrs) {
     buf += static_cast<char>(a.binary() ? 2 : 1);
     put(a.value);
   }
-  return Md5Hex(buf);
+  return sigv4::Md5Hex(buf);
 }
 
 // The bytes SQS counts against a message's size limit: the body and
@@ -398,133 +357,7 @@ bool Picked(const std::vector<std::string>& wanted, std::string_view name) {
   return false;
 }
 
-bool ValidEntryId(std::string_view id) {
-  return !id.empty() && id.size() <= 80 &&
-         std::all_of(id.begin(), id.end(), [](char c) {
-           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
-                  c == '-';
-         });
-}
-
-// The entries of a batch request, checked as SQS checks them.
-const Json& Entries(const Input& in) {
-  const Json* e = in.Find("Entries");
-  // The query protocol sends an empty list as one empty parameter.
-  if (e == nullptr || (e->is_array() && e->empty()) ||
-      (e->is_string() && e->get_ref<const std::string&>().empty())) {
-    Fail(sqs::kEmptyBatchRequest,
-         "There should be at least one entry in the request.");
-  }
-  if (!e->is_array()) {
-    Fail(sqs::kInvalidParameterValue, "The parameter Entries must be a list.");
-  }
-  if (e->size() > kMaxBatch) {
-    Fail(sqs::kTooManyEntriesInBatchRequest,
-         fmt::format("Maximum number of entries per request are {}. You have "
-                     "sent {}.",
-                     kMaxBatch, e->size()));
-  }
-  std::set<std::string> ids;
-  for (const Json& entry : *e) {
-    Input x(AsObject(entry));
-    const std::string id = x.String("Id").value_or("");
-    if (!ValidEntryId(id)) {
-      Fail(sqs::kInvalidBatchEntryId,
-           "A batch entry id can only contain alphanumeric characters, "
-           "hyphens and underscores. It can be at most 80 letters long.");
-    }
-    if (!ids.insert(id).second) {
-      Fail(sqs::kBatchEntryIdsNotDistinct, fmt::format("Id {} repeated.", id));
-    }
-  }
-  return *e;
-}
-
-Json FailedEntry(const std::string& id, const sqs::Error& e) {
-  return Json{{"Id", id},
-              {"SenderFault", e.status < 500},
-              {"Code", std::string(e.code)},
-              {"Message", e.message}};
-}
-
-std::int64_t Millis(Timestamp t) {
-  return duration_cast<milliseconds>(t.time_since_epoch()).count();
-}
-
 }  // namespace
-
-// One request on its way through the endpoint.
-class SqsApi::Call {
- public:
-  Call(SqsApi& api, const Request& r) : api_(api), r_(r) {}
-
-  Outcome Run();
-  const std::string& cached() const { return cached_; }
-  bool hit() const { return hit_; }
-  sqs::Protocol protocol() const { return call_.protocol; }
-  const std::string& action() const { return call_.action; }
-
- private:
-  void Authenticate();
-  bool Allowed(unsigned perm, const std::string& name) const {
-    return key_ == nullptr || Auth::Allows(*key_, perm, name);
-  }
-  bool Sees(const std::string& name) const {
-    return key_ == nullptr || Auth::Sees(*key_, name);
-  }
-  void Need(unsigned perm, const std::string& name) const {
-    if (!Allowed(perm, name)) Denied(name);
-  }
-  [[noreturn]] void Denied(const std::string& name) const {
-    Fail(sqs::kAccessDenied,
-         fmt::format("Access to the resource {} is denied.", UrlOf(name)));
-  }
-  std::string UrlOf(const std::string& name) const {
-    const std::optional<std::string> host =
-        sigv4::HeaderValue(r_.headers, "host");
-    return fmt::format("http://{}/{}/{}", host ? *host : "localhost",
-                       kSqsAccount, name);
-  }
-  std::string ArnOf(const std::string& name) const {
-    return fmt::format("arn:aws:sqs:{}:{}:{}", region_, kSqsAccount, name);
-  }
-  WorkQueue Queue(const std::string& name) {
-    cached_ = name;
-    return Take(api_.cache_.Get(name, hit_));
-  }
-  Reply Done(const Json& output) const { return sqs::Write(call_, output); }
-
-  Reply CreateQueue(const Input& in);
-  Reply ListQueues(const Input& in);
-  Reply GetQueueAttributes(const Input& in);
-  Reply SetQueueAttributes(const Input& in);
-  Reply SendMessage(const Input& in);
-  Reply SendMessageBatch(const Input& in);
-  Outcome ReceiveMessage(const Input& in);
-  Reply DeleteMessage(const Input& in);
-  Reply DeleteMessageBatch(const Input& in);
-  Reply ChangeMessageVisibility(const Input& in);
-  Reply ChangeMessageVisibilityBatch(const Input& in);
-
-  // A message to send from a SendMessage or a batch entry: checked, with
-  // its digests.
-  struct Outgoing {
-    Message message;
-    std::string body_md5;
-    std::string attributes_md5;  // empty without attributes
-    std::size_t size = 0;
-  };
-  Outgoing ReadMessage(const Input& in, const QueueOptions& o) const;
-  Json SentJson(const Outgoing& m, const SendResult& r) const;
-
-  SqsApi& api_;
-  const Request& r_;
-  sqs::Call call_;
-  const KeyEntry* key_ = nullptr;
-  std::string region_ = "us-east-1";
-  std::string cached_;
-  bool hit_ = false;
-};
 
 void SqsApi::Call::Authenticate() {
   if (auto a = sigv4::ParseAuthorization(
@@ -588,6 +421,16 @@ Outcome SqsApi::Call::Run() {
     return reply(Done(Json()));
   }
   if (a == "GetQueueAttributes") return reply(GetQueueAttributes(in));
+  if (a == "TagQueue" || a == "UntagQueue" || a == "ListQueueTags") {
+    return reply(Tags(in));
+  }
+  if (a == "ListDeadLetterSourceQueues") {
+    return reply(ListDeadLetterSourceQueues(in));
+  }
+  if (a == "StartMessageMoveTask" || a == "ListMessageMoveTasks" ||
+      a == "CancelMessageMoveTask") {
+    return reply(MoveTasks(in));
+  }
   if (a == "SetQueueAttributes") return reply(SetQueueAttributes(in));
   if (a == "SendMessage") return reply(SendMessage(in));
   if (a == "SendMessageBatch") return reply(SendMessageBatch(in));
@@ -602,143 +445,6 @@ Outcome SqsApi::Call::Run() {
   }
   Fail(sqs::kInvalidAction,
        fmt::format("The action {} is not valid for this endpoint.", a));
-}
-
-// ---- queues ----
-
-namespace {
-
-// The queue settings CreateQueue and SetQueueAttributes take, applied to
-// `o`; InvalidAttributeName for others, InvalidAttributeValue for values
-// out of range.
-void ApplyAttributes(const Json& attrs, QueueOptions& o) {
-  for (const auto& [name, v] : attrs.items()) {
-    auto number = [&](std::int64_t lo, std::int64_t hi) {
-      auto n = IntOf(v);
-      if (!n || *n < lo || *n > hi) {
-        Fail(sqs::kInvalidAttributeValue,
-             fmt::format("Invalid value for the parameter {}: '{}' ({} to "
-                         "{})",
-                         name, Shown(v), lo, hi));
-      }
-      return *n;
-    };
-    if (name == "VisibilityTimeout") {
-      const std::int64_t s = number(0, kMaxVisibility);
-      // sqlq leases last at least a millisecond.
-      o.lease = s == 0 ? Duration(1) : Duration(seconds(s));
-    } else if (name == "MaximumMessageSize") {
-      o.max_payload_bytes =
-          static_cast<std::size_t>(number(1024, kMaxMessageSize));
-    } else {
-      Fail(sqs::kInvalidAttributeName,
-           fmt::format("Unknown or not yet supported attribute {}.", name));
-    }
-  }
-}
-
-}  // namespace
-
-Reply SqsApi::Call::CreateQueue(const Input& in) {
-  const std::string name = in.Need("QueueName");
-  Need(kAdmin, name);
-  const Json& attrs = in.Object("Attributes");
-  QueueOptions wanted;
-  wanted.max_attempts = kForever;
-  wanted.max_payload_bytes = kDefaultMessageSize;
-  ApplyAttributes(attrs, wanted);
-  auto created = api_.store_.CreateQueue(name, wanted);
-  if (!created.ok() && created.status().code() == Code::kAlreadyExists) {
-    // Idempotent, as SQS is: the attributes given must be the queue's.
-    const QueueOptions has = Take(api_.store_.Queue(name)).options();
-    QueueOptions changed = has;
-    ApplyAttributes(attrs, changed);
-    if (changed.lease != has.lease ||
-        changed.max_payload_bytes != has.max_payload_bytes) {
-      Fail(sqs::kQueueAlreadyExists,
-           "A queue already exists with the same name and a different value "
-           "for an attribute.");
-    }
-  } else if (!created.ok()) {
-    FailStatus(created.status());
-  }
-  return Done({{"QueueUrl", UrlOf(name)}});
-}
-
-Reply SqsApi::Call::ListQueues(const Input& in) {
-  const std::string prefix = in.String("QueueNamePrefix").value_or("");
-  const std::optional<std::int64_t> max = in.Int("MaxResults", 1, 1000);
-  const std::string after = in.String("NextToken").value_or("");
-  std::vector<std::string> names;
-  for (const QueueInfo& q : Take(api_.store_.ListQueues())) {
-    if (q.name.starts_with(prefix) && Sees(q.name) &&
-        (after.empty() || q.name > after)) {
-      names.push_back(q.name);
-    }
-  }
-  std::sort(names.begin(), names.end());
-  const std::size_t limit = static_cast<std::size_t>(max.value_or(1000));
-  const bool more = names.size() > limit;
-  if (more) names.resize(limit);
-  Json out = Json::object();
-  if (!names.empty()) {
-    Json urls = Json::array();
-    for (const std::string& n : names) urls.push_back(UrlOf(n));
-    out["QueueUrls"] = std::move(urls);
-  }
-  // Paging only when asked for with MaxResults, as SQS does.
-  if (more && max) out["NextToken"] = names.back();
-  return Done(out);
-}
-
-Reply SqsApi::Call::GetQueueAttributes(const Input& in) {
-  const std::string name = QueueOfUrl(in.Need("QueueUrl"));
-  if (!Sees(name)) Denied(name);
-  WorkQueue q = Queue(name);
-  const QueueInfo info = q.info();
-  const QueueStats st = Take(q.Stats());
-  const auto created =
-      duration_cast<seconds>(info.created_at.time_since_epoch()).count();
-  const Json all = {
-      {"QueueArn", ArnOf(name)},
-      {"ApproximateNumberOfMessages", std::to_string(st.ready)},
-      {"ApproximateNumberOfMessagesNotVisible", std::to_string(st.leased)},
-      {"ApproximateNumberOfMessagesDelayed", std::to_string(st.delayed)},
-      {"CreatedTimestamp", std::to_string(created)},
-      {"LastModifiedTimestamp", std::to_string(created)},
-      {"VisibilityTimeout",
-       std::to_string(duration_cast<seconds>(info.options.lease).count())},
-      {"MaximumMessageSize", std::to_string(info.options.max_payload_bytes)},
-      {"MessageRetentionPeriod", "345600"},
-      {"DelaySeconds", "0"},
-      {"ReceiveMessageWaitTimeSeconds", "0"},
-      {"SqsManagedSseEnabled", "false"},
-  };
-  const std::vector<std::string> wanted = in.Strings("AttributeNames");
-  Json out = Json::object();
-  for (const std::string& w : wanted) {
-    if (w == "All") {
-      out = all;
-      break;
-    }
-    if (!all.contains(w)) {
-      Fail(sqs::kInvalidAttributeName, fmt::format("Unknown Attribute {}.", w));
-    }
-    out[w] = all[w];
-  }
-  if (out.empty()) return Done(Json::object());
-  return Done({{"Attributes", out}});
-}
-
-Reply SqsApi::Call::SetQueueAttributes(const Input& in) {
-  const std::string name = QueueOfUrl(in.Need("QueueUrl"));
-  Need(kAdmin, name);
-  WorkQueue q = Queue(name);
-  QueueOptions o = q.options();
-  ApplyAttributes(in.Object("Attributes"), o);
-  Status s = q.Alter(o);
-  if (!s.ok()) FailStatus(s);
-  return Done(Json());
 }
 
 // ---- messages ----
@@ -764,12 +470,49 @@ SqsApi::Call::Outgoing SqsApi::Call::ReadMessage(const Input& in,
                      "must be shorter than {} bytes.",
                      o.max_payload_bytes));
   }
-  if (auto d = in.Int("DelaySeconds", 0, 900)) {
-    out.message.delay = seconds(*d);
+  out.fifo = IsFifo(o);
+  std::optional<std::int64_t> delay = in.Int("DelaySeconds", 0, 900);
+  if (delay && out.fifo) {
+    Fail(sqs::kInvalidParameterValue,
+         "The request include parameter DelaySeconds that is not valid for "
+         "this queue type: FIFO queues take a delay per queue only.");
   }
-  if (auto g = in.String("MessageGroupId")) out.message.group = *g;
+  if (!delay) {
+    if (auto d = KeptValue(o, "DelaySeconds")) delay = IntOf(Json(*d));
+  }
+  if (delay) out.message.delay = seconds(*delay);
+  auto group = in.String("MessageGroupId");
+  auto dedup = in.String("MessageDeduplicationId");
+  for (const auto* id : {&group, &dedup}) {
+    if (*id && (id->value().empty() || id->value().size() > 128 ||
+                !ValidIdText(**id))) {
+      Fail(sqs::kInvalidParameterValue,
+           "MessageGroupId and MessageDeduplicationId are 1 to 128 "
+           "characters, letters, digits and punctuation.");
+    }
+  }
+  if (out.fifo) {
+    if (!group) {
+      Fail(sqs::kMissingParameter,
+           "The request must contain the parameter MessageGroupId.");
+    }
+    if (!dedup) {
+      if (KeptValue(o, "ContentBasedDeduplication") != "true") {
+        Fail(sqs::kInvalidParameterValue,
+             "The queue should either have ContentBasedDeduplication "
+             "enabled or MessageDeduplicationId provided explicitly");
+      }
+      dedup = sigv4::Sha256Hex(out.message.payload);
+    }
+    out.message.dedup_key = *dedup;
+  } else if (dedup) {
+    Fail(sqs::kInvalidParameterValue,
+         "The request include parameter MessageDeduplicationId that is not "
+         "valid for this queue type: FIFO queues only.");
+  }
+  if (group) out.message.group = *group;
   ToHeaders(attrs, out.message.headers);
-  out.body_md5 = Md5Hex(out.message.payload);
+  out.body_md5 = sigv4::Md5Hex(out.message.payload);
   if (!attrs.empty()) out.attributes_md5 = AttributesMd5(attrs);
   return out;
 }
@@ -780,6 +523,8 @@ Json SqsApi::Call::SentJson(const Outgoing& m, const SendResult& r) const {
   if (!m.attributes_md5.empty()) {
     out["MD5OfMessageAttributes"] = m.attributes_md5;
   }
+  // A FIFO queue's messages are numbered in send order: sqlq's ids are.
+  if (m.fifo) out["SequenceNumber"] = std::to_string(r.id);
   return out;
 }
 
@@ -844,6 +589,7 @@ namespace {
 struct Wanted {
   std::set<std::string> system;  // "All" or names
   std::vector<std::string> attributes;
+  bool fifo = false;  // of a FIFO queue
   bool Wants(const std::string& name) const {
     return system.contains("All") || system.contains(name);
   }
@@ -856,7 +602,7 @@ Json ReceivedJson(WorkQueue& q, const ClaimedMessage& m, const Wanted& shown,
   const std::string body = text ? m.payload : Base64Encode(m.payload);
   Json out = {{"MessageId", std::to_string(m.id)},
               {"ReceiptHandle", m.receipt},
-              {"MD5OfBody", Md5Hex(body)},
+              {"MD5OfBody", sigv4::Md5Hex(body)},
               {"Body", body}};
   Json system = Json::object();
   if (shown.Wants("SenderId")) system["SenderId"] = kSqsAccount;
@@ -880,6 +626,15 @@ Json ReceivedJson(WorkQueue& q, const ClaimedMessage& m, const Wanted& shown,
   }
   if (shown.Wants("MessageGroupId") && !m.group.empty()) {
     system["MessageGroupId"] = m.group;
+  }
+  if (shown.fifo && shown.Wants("SequenceNumber")) {
+    system["SequenceNumber"] = std::to_string(m.id);
+  }
+  if (shown.fifo && shown.Wants("MessageDeduplicationId")) {
+    auto info = q.Get(m.id);
+    if (info.ok() && !info->dedup_key.empty()) {
+      system["MessageDeduplicationId"] = info->dedup_key;
+    }
   }
   if (!system.empty()) out["Attributes"] = std::move(system);
   if (!shown.attributes.empty()) {
@@ -906,16 +661,24 @@ Outcome SqsApi::Call::ReceiveMessage(const Input& in) {
   if (auto v = in.Int("VisibilityTimeout", 0, kMaxVisibility)) {
     o.lease = *v == 0 ? Duration(1) : Duration(seconds(*v));
   }
-  const Duration wait =
-      seconds(in.Int("WaitTimeSeconds", 0, kMaxWaitSeconds).value_or(0));
+  std::optional<std::int64_t> wait_s =
+      in.Int("WaitTimeSeconds", 0, kMaxWaitSeconds);
   o.max_bytes = Api::ClaimPayloadBudget(api_.limits_.max_reply_bytes, o.max);
-  if (o.max_bytes < 4 * kMaxMessageSize) o.max_bytes = 4 * kMaxMessageSize;
   Wanted shown;
   for (const char* list : {"AttributeNames", "MessageSystemAttributeNames"}) {
     for (std::string& n : in.Strings(list)) shown.system.insert(std::move(n));
   }
   shown.attributes = in.Strings("MessageAttributeNames");
   WorkQueue q = Queue(name);
+  const QueueOptions qo = q.options();
+  shown.fifo = IsFifo(qo);
+  // Without WaitTimeSeconds, the queue's ReceiveMessageWaitTimeSeconds.
+  if (!wait_s) {
+    if (auto d = KeptValue(qo, "ReceiveMessageWaitTimeSeconds")) {
+      wait_s = IntOf(Json(*d));
+    }
+  }
+  const Duration wait = seconds(wait_s.value_or(0));
   auto answer = [call = call_, shown, q](
                     const Result<std::vector<ClaimedMessage>>& r,
                     const ClaimNote&) mutable -> Reply {
@@ -1125,7 +888,14 @@ Outcome SqsApi::Handle(const Request& r) {
       "DeleteMessage",
       "DeleteMessageBatch",
       "ChangeMessageVisibility",
-      "ChangeMessageVisibilityBatch"};
+      "ChangeMessageVisibilityBatch",
+      "TagQueue",
+      "UntagQueue",
+      "ListQueueTags",
+      "ListDeadLetterSourceQueues",
+      "StartMessageMoveTask",
+      "ListMessageMoveTasks",
+      "CancelMessageMoveTask"};
   Outcome out;
   sqs::Protocol protocol = sqs::Protocol::kQuery;
   std::string action;

@@ -12,6 +12,8 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "server/auth.h"
@@ -53,6 +55,10 @@ class SqsApi {
   const Auth& auth_;
   QueueCache& cache_;
   std::function<std::chrono::system_clock::time_point()> now_;
+  // The last message move task of each queue (ListMessageMoveTasks), as
+  // this process ran it.
+  std::mutex tasks_mu_;
+  std::map<std::string, Json> tasks_;  // guarded by tasks_mu_
 };
 
 }  // namespace sqlq::server

@@ -81,6 +81,8 @@ inline constexpr ErrorKind kInvalidAction{
 inline constexpr ErrorKind kMalformedInput{"MalformedQueryString",
                                            "SerializationException", 400};
 inline constexpr ErrorKind kOverLimit{"OverLimit", "", 403};
+inline constexpr ErrorKind kResourceNotFound{"ResourceNotFoundException", "",
+                                             404};
 inline constexpr ErrorKind kServiceUnavailable{"ServiceUnavailable", "", 503};
 inline constexpr ErrorKind kInternalFailure{"InternalFailure", "", 500};
 

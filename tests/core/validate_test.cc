@@ -38,11 +38,10 @@ TEST(ValidateName, RejectsEmptyAndTooLongNames) {
 TEST(ValidateName, RejectsEveryOtherCharacter) {
   for (const std::string& name :
        {std::string("a b"), std::string("x;DROP TABLE"), std::string("."),
-        std::string(".."), std::string(".hidden"),
-        std::string("a/b"), std::string("'q'"), std::string("\"q\""),
-        std::string("a\nb"), std::string("a\tb"), std::string("a%"),
-        std::string("caf\xc3\xa9"), std::string("\xff"),
-        std::string("a\0b", 3)}) {
+        std::string(".."), std::string(".hidden"), std::string("a/b"),
+        std::string("'q'"), std::string("\"q\""), std::string("a\nb"),
+        std::string("a\tb"), std::string("a%"), std::string("caf\xc3\xa9"),
+        std::string("\xff"), std::string("a\0b", 3)}) {
     SCOPED_TRACE(name);
     EXPECT_CODE(ValidateName("queue", name), Code::kInvalidArgument);
   }

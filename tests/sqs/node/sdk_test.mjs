@@ -20,13 +20,18 @@ import {
   DeleteQueueCommand,
   GetQueueAttributesCommand,
   GetQueueUrlCommand,
+  ListDeadLetterSourceQueuesCommand,
+  ListMessageMoveTasksCommand,
   ListQueuesCommand,
+  ListQueueTagsCommand,
   PurgeQueueCommand,
   ReceiveMessageCommand,
   SendMessageBatchCommand,
   SendMessageCommand,
   SetQueueAttributesCommand,
   SQSClient,
+  StartMessageMoveTaskCommand,
+  TagQueueCommand,
 } from "@aws-sdk/client-sqs";
 
 const SECRET = "nodeSECRETnodeSECRETnodeSECRET0123456789";
@@ -341,12 +346,94 @@ test("signatures and grants", async () => {
   const m = (await worker.send(new ReceiveMessageCommand({ QueueUrl: work }))).Messages[0];
   await worker.send(new DeleteMessageCommand({ QueueUrl: work, ReceiptHandle: m.ReceiptHandle }));
   for (const call of [
-    worker.send(new SendMessageCommand({ QueueUrl: other, MessageBody: "x" })),
-    worker.send(new PurgeQueueCommand({ QueueUrl: work })),
-    worker.send(new CreateQueueCommand({ QueueName: "work-b" })),
+    () => worker.send(new SendMessageCommand({ QueueUrl: other, MessageBody: "x" })),
+    () => worker.send(new PurgeQueueCommand({ QueueUrl: work })),
+    () => worker.send(new CreateQueueCommand({ QueueName: "work-b" })),
   ]) {
-    const e = await errorOf(call);
+    const e = await errorOf(call());
     assert.equal(e.Code, "AccessDenied");
     assert.equal(e.$metadata.httpStatusCode, 403);
   }
+});
+
+test("dead-letter queues: poison messages move there and back", async () => {
+  const sqs = client();
+  const dlq = (await sqs.send(new CreateQueueCommand({ QueueName: "node-dlq" })))
+    .QueueUrl;
+  const arn = (
+    await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlq, AttributeNames: ["QueueArn"] }))
+  ).Attributes.QueueArn;
+  const src = (
+    await sqs.send(
+      new CreateQueueCommand({
+        QueueName: "node-src",
+        Attributes: {
+          RedrivePolicy: JSON.stringify({ deadLetterTargetArn: arn, maxReceiveCount: 1 }),
+        },
+      }),
+    )
+  ).QueueUrl;
+  await sqs.send(new SendMessageCommand({ QueueUrl: src, MessageBody: "poison" }));
+  const m = (await sqs.send(new ReceiveMessageCommand({ QueueUrl: src }))).Messages[0];
+  await sqs.send(
+    new ChangeMessageVisibilityCommand({ QueueUrl: src, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0 }),
+  );
+  // Its one receive used: the next receive moves it to the dead-letter queue.
+  assert.equal((await sqs.send(new ReceiveMessageCommand({ QueueUrl: src }))).Messages, undefined);
+  const sources = await sqs.send(new ListDeadLetterSourceQueuesCommand({ QueueUrl: dlq }));
+  assert.deepEqual(sources.queueUrls, [src]);
+  const attrs = (
+    await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlq, AttributeNames: ["ApproximateNumberOfMessages"] }))
+  ).Attributes;
+  assert.equal(attrs.ApproximateNumberOfMessages, "1");
+  // Moved back to the source, where it came from.
+  const task = await sqs.send(new StartMessageMoveTaskCommand({ SourceArn: arn }));
+  assert.ok(task.TaskHandle);
+  const tasks = await sqs.send(new ListMessageMoveTasksCommand({ SourceArn: arn }));
+  assert.equal(tasks.Results[0].Status, "COMPLETED");
+  assert.equal(tasks.Results[0].ApproximateNumberOfMessagesMoved, 1);
+  const back = (await sqs.send(new ReceiveMessageCommand({ QueueUrl: src, WaitTimeSeconds: 5 })))
+    .Messages[0];
+  assert.equal(back.Body, "poison");
+  assert.equal((await sqs.send(new ReceiveMessageCommand({ QueueUrl: dlq }))).Messages, undefined);
+});
+
+test("FIFO queues and tags over the JSON protocol", async () => {
+  const sqs = client();
+  const { QueueUrl } = await sqs.send(
+    new CreateQueueCommand({
+      QueueName: "node-orders.fifo",
+      Attributes: { FifoQueue: "true" },
+      tags: { team: "orders" },
+    }),
+  );
+  const noDedup = await errorOf(
+    sqs.send(new SendMessageCommand({ QueueUrl, MessageBody: "x", MessageGroupId: "g" })),
+  );
+  assert.equal(noDedup.Code, "InvalidParameterValue");
+  const a = await sqs.send(
+    new SendMessageCommand({ QueueUrl, MessageBody: "a", MessageGroupId: "g", MessageDeduplicationId: "1" }),
+  );
+  const dup = await sqs.send(
+    new SendMessageCommand({ QueueUrl, MessageBody: "a", MessageGroupId: "g", MessageDeduplicationId: "1" }),
+  );
+  assert.equal(dup.MessageId, a.MessageId);
+  await sqs.send(
+    new SendMessageBatchCommand({
+      QueueUrl,
+      Entries: [{ Id: "b", MessageBody: "b", MessageGroupId: "g", MessageDeduplicationId: "2" }],
+    }),
+  );
+  const got = (
+    await sqs.send(
+      new ReceiveMessageCommand({ QueueUrl, MaxNumberOfMessages: 10, MessageSystemAttributeNames: ["All"] }),
+    )
+  ).Messages;
+  assert.deepEqual(got.map((m) => m.Body), ["a"]);
+  assert.equal(got[0].Attributes.MessageGroupId, "g");
+  assert.equal(got[0].Attributes.MessageDeduplicationId, "1");
+  assert.equal(got[0].Attributes.SequenceNumber, a.SequenceNumber);
+  await sqs.send(new TagQueueCommand({ QueueUrl, Tags: { env: "test" } }));
+  const tags = await sqs.send(new ListQueueTagsCommand({ QueueUrl }));
+  assert.deepEqual(tags.Tags, { team: "orders", env: "test" });
 });
