@@ -196,4 +196,31 @@ Result<ServerConfig> MakeServerConfig(const SettingValues& values,
   return c;
 }
 
+std::string RedactedDbUrl(std::string_view url) {
+  std::string out(url);
+  // user:PASSWORD@ in the authority.
+  const std::size_t scheme = out.find("://");
+  if (scheme != std::string::npos) {
+    const std::size_t start = scheme + 3;
+    const std::size_t end = out.find_first_of("/?#", start);
+    const std::size_t at =
+        out.rfind('@', end == std::string::npos ? out.size() : end);
+    if (at != std::string::npos && at > start) {
+      const std::size_t colon = out.find(':', start);
+      if (colon != std::string::npos && colon < at) {
+        out.replace(colon + 1, at - colon - 1, "***");
+      }
+    }
+  }
+  // password=VALUE, as a parameter or a keyword (up to '&' or a space).
+  for (std::size_t at = out.find("password="); at != std::string::npos;
+       at = out.find("password=", at + 1)) {
+    const std::size_t value = at + 9;
+    const std::size_t end = out.find_first_of("& ", value);
+    out.replace(value, (end == std::string::npos ? out.size() : end) - value,
+                "***");
+  }
+  return out;
+}
+
 }  // namespace sqlq::server

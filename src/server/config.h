@@ -43,6 +43,10 @@ Result<SettingValues> ReadConfigFile(const std::string& path);
 Result<ServerConfig> MakeServerConfig(const SettingValues& values,
                                       std::string db_url);
 
+// A database URL as logs show it: a password (in "user:PASSWORD@" or a
+// "password=" parameter) replaced by "***".
+std::string RedactedDbUrl(std::string_view url);
+
 }  // namespace sqlq::server
 
 #endif  // SQLQ_SERVER_CONFIG_H_

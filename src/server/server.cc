@@ -27,6 +27,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "server/config.h"
 #include "sqlq/store.h"
 
 namespace sqlq::server {
@@ -852,7 +853,7 @@ int Server::Run() {
   }
   Log("info", "listening",
       fmt::format("addr={} port={} db={} auth={} io_threads={} db_threads={}",
-                  config_.bind, port, Quote(store_.url()),
+                  config_.bind, port, Quote(RedactedDbUrl(store_.url())),
                   auth_.enabled() ? "tokens" : "none", config_.io_threads,
                   config_.db_threads));
 

@@ -148,6 +148,21 @@ TEST(Auth, AccessKeysCarryTheirSecretAndGrants) {
 
 // ---- settings and the config file ----------------------------------------
 
+TEST(Config, LogsShowDatabaseUrlsWithoutPasswords) {
+  EXPECT_EQ(RedactedDbUrl("postgresql://sqlq:s3cret@db1:5432/sqlq"),
+            "postgresql://sqlq:***@db1:5432/sqlq");
+  EXPECT_EQ(RedactedDbUrl("mysql://root:p@ss:w@127.0.0.1:3306/q?x=1"),
+            "mysql://root:***@127.0.0.1:3306/q?x=1");
+  EXPECT_EQ(RedactedDbUrl("postgresql://db1/sqlq?user=a&password=s3cret&x=1"),
+            "postgresql://db1/sqlq?user=a&password=***&x=1");
+  EXPECT_EQ(RedactedDbUrl("host=db1 password=s3cret dbname=q"),
+            "host=db1 password=*** dbname=q");
+  EXPECT_EQ(RedactedDbUrl("postgresql://sqlq@db1/sqlq"),
+            "postgresql://sqlq@db1/sqlq");
+  EXPECT_EQ(RedactedDbUrl("sqlite:/var/lib/sqlq/q.db"),
+            "sqlite:/var/lib/sqlq/q.db");
+}
+
 TEST(Config, FileLinesCommentsAndQuotes) {
   auto v = ParseConfigText(
       "# a comment\n\nmax-batch = 5   # five\nbind=\"0.0.0.0\"\r\n", "f.conf");

@@ -1,5 +1,6 @@
-"""A real `sqlq serve` for the SQS client tests: SQLite in a temporary
-directory, a token file with two access keys, and clients for it."""
+"""A real `sqlq serve` for the SQS client tests: a fresh database on the
+engine SQLQ_SQS_ENGINE names (test_db.py; SQLite by default), a token file
+with two access keys and a metrics token, and clients for it."""
 import os
 import re
 import subprocess
@@ -7,8 +8,12 @@ import tempfile
 import time
 import urllib.request
 
+import unittest
+
 import boto3
 import botocore.config
+
+import test_db
 
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 WORKER_SECRET = "workerSECRETworkerSECRET0123456789"
@@ -16,10 +21,17 @@ METRICS_TOKEN = "metrics-reader-0123456789abcdef"
 
 
 class Server:
-    """sqlq serve on SQLite in a temporary directory, with a token file."""
+    """sqlq serve on a fresh database, with a token file. Raises
+    unittest.SkipTest when the engine's server is not there (and not
+    required)."""
 
     def __init__(self):
         self.dir = tempfile.TemporaryDirectory()
+        try:
+            self.db = test_db.create(self.dir.name)
+        except test_db.Skip as e:
+            self.dir.cleanup()
+            raise unittest.SkipTest(str(e))
         tokens = os.path.join(self.dir.name, "tokens")
         with open(tokens, "w") as f:
             f.write(f"aws-key AKIAADMIN {SECRET} admin:*\n")
@@ -28,8 +40,7 @@ class Server:
         port_file = os.path.join(self.dir.name, "port")
         self.log = open(os.path.join(self.dir.name, "log"), "w")
         self.proc = subprocess.Popen(
-            [os.environ["SQLQ_BIN"], "--db",
-             "sqlite:" + os.path.join(self.dir.name, "db"), "serve",
+            [os.environ["SQLQ_BIN"], "--db", self.db, "serve",
              "--port", "0", "--port-file", port_file, "--tokens", tokens],
             stdout=self.log, stderr=self.log)
         # The port file appears once the server listens.
@@ -83,6 +94,7 @@ class Server:
         self.proc.terminate()
         self.proc.wait(timeout=30)
         self.log.close()
+        test_db.drop(self.db)
         self.dir.cleanup()
 
 
