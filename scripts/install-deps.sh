@@ -13,7 +13,8 @@ packages=(
   libboost1.81-dev libssl-dev curl
   libcctz-dev tzdata
   beanstalkd
-  python3-botocore python3-boto3 awscli
+  python3-botocore python3-boto3 awscli python3-celery python3-kombu
+  python3-pycurl
 )
 
 # The dashboard's browser test (tests/web): a headless Chromium and Node.js

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <ctime>
+#include <map>
 #include <optional>
 
 #include "server/target.h"
@@ -330,11 +332,97 @@ SqsError ErrorOf(Refusal r) {
   return {"SignatureDoesNotMatch", 403};
 }
 
+namespace {
+
+// A presigned request: the signature's parts in the query (X-Amz-Algorithm,
+// X-Amz-Credential, X-Amz-Date, X-Amz-Expires, X-Amz-SignedHeaders,
+// X-Amz-Signature) instead of an Authorization header, as botocore's
+// SigV4QueryAuth makes them (kombu sends its GETs so).
+Verdict VerifyPresigned(
+    const Request& r,
+    const std::function<const std::string*(std::string_view)>& secret_of,
+    std::chrono::system_clock::time_point now) {
+  const std::size_t q = r.target.find('?');
+  std::map<std::string, std::string> params;
+  std::string unsigned_target(r.target.substr(0, q));
+  char sep = '?';
+  try {
+    for (const auto& [name, value] : SplitPairs(r.target.substr(q + 1))) {
+      const std::string n = PercentDecode(name, true);
+      params[n] = PercentDecode(value, true);
+      if (n == "X-Amz-Signature") continue;
+      unsigned_target += sep;
+      unsigned_target += name;
+      unsigned_target += '=';
+      unsigned_target += value;
+      sep = '&';
+    }
+  } catch (const std::exception&) {
+    return {Refusal::kMalformed, "",
+            "the request target has a malformed percent escape"};
+  }
+  if (params["X-Amz-Algorithm"] != kAlgorithm) {
+    return {Refusal::kMalformed, "",
+            "X-Amz-Algorithm must be AWS4-HMAC-SHA256"};
+  }
+  auto a = ParseAuthorization(
+      fmt::format("{} Credential={}, SignedHeaders={}, Signature={}",
+                  kAlgorithm, params["X-Amz-Credential"],
+                  params["X-Amz-SignedHeaders"], params["X-Amz-Signature"]));
+  if (!a.ok()) return {Refusal::kMalformed, "", a.status().message()};
+  const std::string& amz_date = params["X-Amz-Date"];
+  auto dated = ParseAmzDate(amz_date);
+  int expires = -1;
+  const std::string& e = params["X-Amz-Expires"];
+  std::from_chars(e.data(), e.data() + e.size(), expires);
+  if (!dated || a->date != amz_date.substr(0, 8) || a->service != "sqs" ||
+      expires < 1 || expires > 604800 ||
+      std::find(a->signed_headers.begin(), a->signed_headers.end(), "host") ==
+          a->signed_headers.end()) {
+    return {Refusal::kMalformed, a->access_key,
+            "a presigned request needs X-Amz-Date, its date in the "
+            "Credential, the service sqs, X-Amz-Expires of 1 to 604800 and "
+            "host among the signed headers"};
+  }
+  const std::string* secret = secret_of(a->access_key);
+  if (secret == nullptr) {
+    return {Refusal::kUnknownKey, a->access_key,
+            "The security token included in the request is invalid."};
+  }
+  Request unsigned_request = r;
+  unsigned_request.target = unsigned_target;
+  const std::string expected =
+      Signature(unsigned_request, *a, *secret, amz_date);
+  if (CRYPTO_memcmp(expected.data(), a->signature.data(), expected.size()) !=
+      0) {
+    return {Refusal::kBadSignature, a->access_key,
+            "The request signature we calculated does not match the "
+            "signature you provided. Check your AWS Secret Access Key and "
+            "signing method."};
+  }
+  if (*dated > now + kMaxSkew ||
+      *dated + std::chrono::seconds(expires) < now - kMaxSkew) {
+    return {Refusal::kExpired, a->access_key,
+            fmt::format("Request has expired: signed {} for {} s; the "
+                        "server's time is {}",
+                        amz_date, expires, AmzDate(now))};
+  }
+  return {Refusal::kNone, a->access_key, ""};
+}
+
+}  // namespace
+
 Verdict Verify(
     const Request& r,
     const std::function<const std::string*(std::string_view)>& secret_of,
     std::chrono::system_clock::time_point now) {
   auto header = HeaderValue(r.headers, "authorization");
+  const std::size_t q = r.target.find('?');
+  if (!header && q != std::string_view::npos &&
+      (r.target.find("?X-Amz-Signature=", q) != std::string_view::npos ||
+       r.target.find("&X-Amz-Signature=", q) != std::string_view::npos)) {
+    return VerifyPresigned(r, secret_of, now);
+  }
   if (!header) {
     return {Refusal::kMissing, "",
             "Request is missing Authentication Token (an AWS Signature "

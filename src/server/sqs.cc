@@ -390,6 +390,14 @@ Outcome SqsApi::Call::Run() {
   }
   call_ = sqs::Read(r_);
   Authenticate();
+  // The query protocol may name the queue by the path instead of a
+  // QueueUrl (a POST to /ACCOUNT/NAME), as kombu does.
+  const std::string_view path =
+      std::string_view(r_.target).substr(0, r_.target.find('?'));
+  if (!call_.input.contains("QueueUrl") &&
+      std::count(path.begin(), path.end(), '/') == 2 && !path.ends_with('/')) {
+    call_.input["QueueUrl"] = std::string(path);
+  }
   if (call_.action.empty()) {
     Fail(sqs::kMissingParameter,
          "The request must contain the parameter "

@@ -3,9 +3,11 @@
 
 Reads a JSON list of requests on stdin, each
   {"method", "url", "headers": [[name, value], ...], "body",
-   "key", "secret", "region", "amz_date"}
+   "key", "secret", "region", "amz_date", "presign" (seconds, or absent)}
 and writes the same list with the headers botocore added (X-Amz-Date,
-Authorization) appended to "headers".
+Authorization) appended to "headers"; with "presign", the signature goes in
+the query instead (botocore's SigV4QueryAuth, as kombu's GETs carry it)
+and "url" is the presigned URL.
 """
 import datetime
 import json
@@ -31,9 +33,14 @@ def sign(spec):
     for name, value in spec["headers"]:
         request.headers[name] = value
     creds = botocore.credentials.Credentials(spec["key"], spec["secret"])
-    botocore.auth.SigV4Auth(creds, "sqs", spec["region"]).add_auth(request)
+    if spec.get("presign"):
+        botocore.auth.SigV4QueryAuth(creds, "sqs", spec["region"],
+                                     expires=spec["presign"]).add_auth(request)
+    else:
+        botocore.auth.SigV4Auth(creds, "sqs", spec["region"]).add_auth(request)
     prepared = request.prepare()
     spec["headers"] = [[k, v] for k, v in prepared.headers.items()]
+    spec["url"] = prepared.url
     return spec
 
 

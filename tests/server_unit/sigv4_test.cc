@@ -40,8 +40,11 @@ struct Sent {
 
 // Signs each request (method, target, extra headers, body) with botocore,
 // as it would send it to http://127.0.0.1:9324.
+// With `presign_seconds`, the signature goes in the query (a presigned
+// URL valid that long).
 std::vector<Sent> SignWithBotocore(const std::vector<Sent>& requests,
-                                   const std::string& secret = kSecret) {
+                                   const std::string& secret = kSecret,
+                                   int presign_seconds = 0) {
   nlohmann::json in = nlohmann::json::array();
   for (const Sent& s : requests) {
     in.push_back({{"method", s.method},
@@ -52,6 +55,7 @@ std::vector<Sent> SignWithBotocore(const std::vector<Sent>& requests,
                   {"secret", secret},
                   {"region", "eu-central-1"},
                   {"amz_date", kDate}});
+    if (presign_seconds > 0) in.back()["presign"] = presign_seconds;
   }
   // Files of this process and call: ctest runs tests side by side.
   static int calls = 0;
@@ -85,6 +89,8 @@ std::vector<Sent> SignWithBotocore(const std::vector<Sent>& requests,
     for (const auto& h : out[i]["headers"]) {
       s.headers.emplace_back(h[0].get<std::string>(), h[1].get<std::string>());
     }
+    const std::string url = out[i]["url"].get<std::string>();
+    s.target = url.substr(std::string("http://127.0.0.1:9324").size());
     signed_requests.push_back(std::move(s));
   }
   return signed_requests;
@@ -145,6 +151,34 @@ TEST(SigV4, SignaturesOfARealClientVerify) {
     EXPECT_EQ(v.refusal, Refusal::kNone) << v.message;
     EXPECT_EQ(v.access_key, kKey);
   }
+}
+
+// kombu (Celery's SQS transport) sends its GETs presigned: the signature
+// in the query, valid for X-Amz-Expires seconds.
+TEST(SigV4, PresignedRequestsVerifyUntilTheyExpire) {
+  const Sent get{.method = "GET",
+                 .target =
+                     "/000000000000/celery?Action=DeleteMessage&"
+                     "ReceiptHandle=12-1-00ff",
+                 .body = "",
+                 .headers = {}};
+  const std::vector<Sent> sent = SignWithBotocore({get}, kSecret, 3600);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_NE(sent[0].target.find("X-Amz-Signature="), std::string::npos);
+  Verdict v = Check(sent[0]);
+  EXPECT_EQ(v.refusal, Refusal::kNone) << v.message;
+  EXPECT_EQ(v.access_key, kKey);
+  // Within its hour (and the clock's 5 minutes of slack), not after.
+  EXPECT_EQ(Check(sent[0], At(kDate) + minutes(64)).refusal, Refusal::kNone);
+  EXPECT_EQ(Check(sent[0], At(kDate) + minutes(66)).refusal, Refusal::kExpired);
+  EXPECT_EQ(Check(sent[0], At(kDate) - minutes(6)).refusal, Refusal::kExpired);
+  // A changed parameter, or another secret, breaks the signature.
+  Sent changed = sent[0];
+  changed.target.replace(changed.target.find("00ff"), 4, "00fe");
+  EXPECT_EQ(Check(changed).refusal, Refusal::kBadSignature);
+  const std::vector<Sent> other =
+      SignWithBotocore({get}, "not-the-secret", 3600);
+  EXPECT_EQ(Check(other[0]).refusal, Refusal::kBadSignature);
 }
 
 TEST(SigV4, AnyChangeToWhatWasSignedIsRefused) {

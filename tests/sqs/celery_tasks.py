@@ -1,0 +1,40 @@
+"""Celery tasks for celery_test.py: each records what it did in a file of
+CELERY_TEST_DIR, so that the test sees the work done, not only the
+messages moved."""
+import os
+
+from celery import Celery
+
+DIR = os.environ["CELERY_TEST_DIR"]
+
+app = Celery("celery_tasks", broker=os.environ["CELERY_BROKER"])
+app.conf.broker_transport_options = {
+    "region": "eu-central-1",
+    "is_secure": False,  # sqlq serve on loopback, plain HTTP
+    "wait_time_seconds": 5,  # long polls
+    "polling_interval": 0.1,
+    "visibility_timeout": 60,
+}
+app.conf.task_default_queue = "celery-jobs"
+app.conf.worker_hijack_root_logger = False
+
+
+def record(name, text):
+    with open(os.path.join(DIR, name + ".tmp"), "w") as f:
+        f.write(text)
+    os.rename(os.path.join(DIR, name + ".tmp"), os.path.join(DIR, name))
+
+
+@app.task
+def add(x, y, name):
+    record(name, str(x + y))
+
+
+@app.task(bind=True, max_retries=3)
+def flaky(self, name):
+    """Fails its first run and asks Celery to retry it a second later."""
+    marker = os.path.join(DIR, name + ".tried")
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        raise self.retry(countdown=1)
+    record(name, f"retries={self.request.retries}")
