@@ -1294,6 +1294,13 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
   cmd->add_flag("--beanstalkd", sc->beanstalkd,
                 "--server: also run the same work against a beanstalkd that "
                 "the bench starts (binlog on, fsync every write)");
+  cmd->add_flag("--sqs", sc->sqs,
+                "--server: also run the same work through the server's SQS "
+                "endpoint (JSON protocol; at most 10 messages a request, as "
+                "SQS allows)");
+  cmd->add_option("--sqs-key", sc->sqs_key,
+                  "--sqs: the access key ID:SECRET to sign with, for a "
+                  "server with a token file (admin, send and claim)");
   cmd->callback([c, sc, db, json, &exit_code] {
     c->db = db();
     c->json = json();

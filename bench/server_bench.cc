@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "server/sigv4.h"
 #include "sqlq/status.h"
 #include "wire/duration.h"
 #include "wire/printer.h"
@@ -129,6 +130,24 @@ class System {
 
 // -- sqlq serve over HTTP/1.1 keep-alive --
 
+// The values of `key` ("payload":") in a reply, up to the next quote: the
+// payloads are digits and 'x' and the receipts base64url or digits and
+// '-', so a scan finds them without a JSON parser (which would take CPU
+// from the server on a small machine).
+std::vector<std::string> Strings(const std::string& text,
+                                 std::string_view key) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while ((at = text.find(key, at)) != std::string::npos) {
+    at += key.size();
+    auto end = text.find('"', at);
+    if (end == std::string::npos) break;
+    out.emplace_back(text, at, end - at);
+    at = end;
+  }
+  return out;
+}
+
 class HttpConn final : public Conn {
  public:
   HttpConn(int port, std::string token, std::string queue)
@@ -150,15 +169,18 @@ class HttpConn final : public Conn {
     return Status::Ok();
   }
 
-  // One request and its reply, on this keep-alive connection.
-  Result<std::string> Call(http::verb verb, const std::string& target,
-                           std::string body, int expect) {
+  // One request and its reply, on this keep-alive connection. `headers`
+  // replace the defaults (a JSON body, the bearer token).
+  Result<std::string> Call(
+      http::verb verb, const std::string& target, std::string body, int expect,
+      const std::vector<std::pair<std::string, std::string>>& headers = {}) {
     http::request<http::string_body> req(verb, target, 11);
     req.set(http::field::host, "127.0.0.1");
     if (!token_.empty()) {
       req.set(http::field::authorization, "Bearer " + token_);
     }
     if (!body.empty()) req.set(http::field::content_type, "application/json");
+    for (const auto& [name, value] : headers) req.set(name, value);
     req.body() = std::move(body);
     req.keep_alive(true);
     req.prepare_payload();
@@ -204,9 +226,6 @@ class HttpConn final : public Conn {
                               max, wait_ms),
                   200);
     if (!r.ok()) return r.status();
-    // The payloads are digits and 'x' and the receipts base64url: neither
-    // holds a quote or an escape, so a scan finds them without a JSON
-    // parser (which would take CPU from the server on a small machine).
     std::vector<std::string> payloads = Strings(*r, R"("payload":")");
     std::vector<std::string> receipts = Strings(*r, R"("receipt":")");
     if (payloads.size() != receipts.size()) {
@@ -279,20 +298,6 @@ class HttpConn final : public Conn {
   }
 
  private:
-  static std::vector<std::string> Strings(const std::string& text,
-                                          std::string_view key) {
-    std::vector<std::string> out;
-    std::size_t at = 0;
-    while ((at = text.find(key, at)) != std::string::npos) {
-      at += key.size();
-      auto end = text.find('"', at);
-      if (end == std::string::npos) break;
-      out.emplace_back(text, at, end - at);
-      at = end;
-    }
-    return out;
-  }
-
   int port_;
   std::string token_;
   std::string queue_;
@@ -345,6 +350,202 @@ class HttpSystem final : public System {
  private:
   int port_;
   std::string token_;
+  int pid_;
+};
+
+// -- sqlq serve's SQS endpoint, JSON protocol --
+
+// The SQS operations the workloads use, over an HttpConn: SendMessageBatch
+// (10 at most per request), ReceiveMessage and DeleteMessageBatch.
+class SqsConn final : public Conn {
+ public:
+  // `token`: the bearer token for /metrics (Waiting), when the server has
+  // a token file.
+  SqsConn(int port, std::string token, std::string key, std::string queue)
+      : http_(port, std::move(token), queue),
+        key_(std::move(key)),
+        url_(fmt::format("http://127.0.0.1:{}/000000000000/{}", port, queue)) {}
+
+  Status Open() { return http_.Open(); }
+
+  // One operation: its JSON reply.
+  Result<std::string> Op(std::string_view action, const Json& input) {
+    std::string body = input.dump();
+    std::vector<std::pair<std::string, std::string>> headers = {
+        {"Content-Type", "application/x-amz-json-1.0"},
+        {"X-Amz-Target", "AmazonSQS." + std::string(action)}};
+    if (!key_.empty()) Sign(body, headers);
+    return http_.Call(http::verb::post, "/", std::move(body), 200, headers);
+  }
+
+  Status Send(const std::vector<std::string>& payloads) override {
+    for (std::size_t at = 0; at < payloads.size(); at += kMaxBatch) {
+      Json entries = Json::array();
+      for (std::size_t i = at; i < std::min(payloads.size(), at + kMaxBatch);
+           ++i) {
+        entries.push_back(
+            {{"Id", std::to_string(i)}, {"MessageBody", payloads[i]}});
+      }
+      auto r =
+          Op("SendMessageBatch", {{"QueueUrl", url_}, {"Entries", entries}});
+      if (!r.ok()) return r.status();
+      if (r->find("\"Failed\"") != std::string::npos) {
+        return Status::Internal("SendMessageBatch: entries failed: " + *r);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> ClaimAndAck(int max, int wait_ms) override {
+    auto r =
+        Op("ReceiveMessage", {{"QueueUrl", url_},
+                              {"MaxNumberOfMessages", std::min(max, 10)},
+                              {"WaitTimeSeconds", (wait_ms + 999) / 1000}});
+    if (!r.ok()) return r.status();
+    std::vector<std::string> bodies = Strings(*r, R"("Body":")");
+    std::vector<std::string> handles = Strings(*r, R"("ReceiptHandle":")");
+    if (bodies.size() != handles.size()) {
+      return Status::Internal("ReceiveMessage: bodies and handles differ");
+    }
+    if (handles.empty()) return bodies;
+    Json entries = Json::array();
+    for (std::size_t i = 0; i < handles.size(); ++i) {
+      entries.push_back(
+          {{"Id", std::to_string(i)}, {"ReceiptHandle", handles[i]}});
+    }
+    auto d =
+        Op("DeleteMessageBatch", {{"QueueUrl", url_}, {"Entries", entries}});
+    if (!d.ok()) return d.status();
+    if (d->find("\"Failed\"") != std::string::npos) {
+      return Status::Internal("DeleteMessageBatch: entries failed: " + *d);
+    }
+    return bodies;
+  }
+
+  // SQS has no "delete and receive": a DeleteMessage, then a receive.
+  Result<std::optional<Job>> Work(const std::string& done,
+                                  int wait_ms) override {
+    if (!done.empty()) {
+      auto d =
+          Op("DeleteMessage", {{"QueueUrl", url_}, {"ReceiptHandle", done}});
+      if (!d.ok()) return d.status();
+    }
+    auto r =
+        Op("ReceiveMessage", {{"QueueUrl", url_},
+                              {"MaxNumberOfMessages", 1},
+                              {"WaitTimeSeconds", (wait_ms + 999) / 1000}});
+    if (!r.ok()) return r.status();
+    std::vector<std::string> bodies = Strings(*r, R"("Body":")");
+    std::vector<std::string> handles = Strings(*r, R"("ReceiptHandle":")");
+    if (bodies.size() != handles.size() || bodies.size() > 1) {
+      return Status::Internal("ReceiveMessage: not one body and handle");
+    }
+    if (bodies.empty()) return std::optional<Job>();
+    return std::optional<Job>(Job{std::move(bodies[0]), std::move(handles[0])});
+  }
+
+  Result<long> Waiting() override { return http_.Waiting(); }
+
+  Result<long> Left() override {
+    auto r =
+        Op("GetQueueAttributes", {{"QueueUrl", url_},
+                                  {"AttributeNames",
+                                   {"ApproximateNumberOfMessages",
+                                    "ApproximateNumberOfMessagesNotVisible",
+                                    "ApproximateNumberOfMessagesDelayed"}}});
+    if (!r.ok()) return r.status();
+    auto j = Json::parse(*r, nullptr, false);
+    if (j.is_discarded() || !j.contains("Attributes")) {
+      return Status::Internal("GetQueueAttributes: unexpected reply " + *r);
+    }
+    long left = 0;
+    for (const auto& [name, v] : j["Attributes"].items()) {
+      left += std::strtol(v.get<std::string>().c_str(), nullptr, 10);
+    }
+    return left;
+  }
+
+ private:
+  static constexpr std::size_t kMaxBatch = 10;
+
+  // AWS Signature Version 4 with the key "ID:SECRET", as an SDK signs.
+  void Sign(const std::string& body,
+            std::vector<std::pair<std::string, std::string>>& headers) const {
+    const std::string amz_date =
+        server::sigv4::AmzDate(std::chrono::system_clock::now());
+    headers.emplace_back("X-Amz-Date", amz_date);
+    std::vector<std::pair<std::string, std::string>> seen = headers;
+    seen.emplace_back("Host", "127.0.0.1");
+    const std::size_t colon = key_.find(':');
+    server::sigv4::Authorization a{
+        .access_key = key_.substr(0, colon),
+        .date = amz_date.substr(0, 8),
+        .region = "us-east-1",
+        .service = "sqs",
+        .signed_headers = {"content-type", "host", "x-amz-date",
+                           "x-amz-target"}};
+    const std::string signature = server::sigv4::Signature(
+        {.method = "POST", .target = "/", .headers = seen, .body = body}, a,
+        key_.substr(colon + 1), amz_date);
+    headers.emplace_back(
+        "Authorization",
+        fmt::format("AWS4-HMAC-SHA256 Credential={}/{}/us-east-1/sqs/"
+                    "aws4_request, SignedHeaders=content-type;host;"
+                    "x-amz-date;x-amz-target, Signature={}",
+                    a.access_key, a.date, signature));
+  }
+
+  HttpConn http_;
+  std::string key_;
+  std::string url_;
+};
+
+class SqsSystem final : public System {
+ public:
+  SqsSystem(int port, std::string token, std::string key, int pid)
+      : port_(port),
+        token_(std::move(token)),
+        key_(std::move(key)),
+        pid_(pid) {}
+  std::string name() const override { return "sqs"; }
+  Status Create(const std::string& queue) override {
+    SqsConn c(port_, token_, key_, queue);
+    Status s = c.Open();
+    if (!s.ok()) return s;
+    Drop(queue);
+    return c
+        .Op("CreateQueue", {{"QueueName", queue},
+                            {"Attributes", {{"VisibilityTimeout", "300"}}}})
+        .status();
+  }
+  Result<std::unique_ptr<Conn>> Connect(const std::string& queue) override {
+    auto c = std::make_unique<SqsConn>(port_, token_, key_, queue);
+    Status s = c->Open();
+    if (!s.ok()) return s;
+    return std::unique_ptr<Conn>(std::move(c));
+  }
+  void Drop(const std::string& queue) override {
+    SqsConn c(port_, token_, key_, queue);
+    if (c.Open().ok()) {
+      (void)c.Op(
+          "DeleteQueue",
+          {{"QueueUrl",
+            fmt::format("http://127.0.0.1:{}/000000000000/{}", port_, queue)}});
+    }
+  }
+  std::string Probe() const override {
+    return "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  }
+  bool ProbeDone(const std::string& got) const override {
+    return HttpSystem(port_, "", pid_).ProbeDone(got);
+  }
+  int port() const override { return port_; }
+  int pid() const override { return pid_; }
+
+ private:
+  int port_;
+  std::string token_;
+  std::string key_;
   int pid_;
 };
 
@@ -1137,6 +1338,10 @@ int RunServerBench(ServerBenchConfig c) {
     }
   }
   systems.push_back(std::make_unique<HttpSystem>(*port, c.token, c.server_pid));
+  if (c.sqs) {
+    systems.push_back(
+        std::make_unique<SqsSystem>(*port, c.token, c.sqs_key, c.server_pid));
+  }
   if (code == 0) {
     out.Say(
         {{"bench", "environment"},
@@ -1154,14 +1359,16 @@ int RunServerBench(ServerBenchConfig c) {
             c.url,
             c.beanstalkd ? "binlog on, -f 0 (fsync every write)" : "not run",
             fsync_rate, tmp, std::thread::hardware_concurrency(), c.runs));
-    out.Columns({"workload", "system", "msgs_per_s", "vs_beanstalkd", "p50_us",
-                 "p99_us", "rss_before_kib", "rss_after_kib", "bytes_per_conn",
-                 "runs"});
+    out.Columns({"workload", "system", "msgs_per_s", "vs_beanstalkd",
+                 "vs_native", "p50_us", "p99_us", "rss_before_kib",
+                 "rss_after_kib", "bytes_per_conn", "runs"});
   }
   for (const auto& w : c.workloads) {
     if (code != 0) break;
     std::map<std::string, double> medians;
     for (auto& sys : systems) {
+      // Idle connections cost the same whatever they would speak.
+      if (w == "http-idle" && sys->name() == "sqs") continue;
       std::vector<double> rates, p50, p99, total50, total99;
       RunResult last;
       const std::string label = sys->name() + " " + w;
@@ -1242,6 +1449,12 @@ int RunServerBench(ServerBenchConfig c) {
         row["sent"] = last.sent;
         row["acked"] = last.acked;
         row["left"] = last.left;
+      }
+      if (sys->name() == "sqs" && medians["sqlq"] > 0 && w != "http-idle" &&
+          w != "http-wake") {
+        // The SQS endpoint's rate over the native API's, same run.
+        row["vs_native"] =
+            std::round(100 * medians["sqs"] / medians["sqlq"]) / 100;
       }
       if (sys->name() == "sqlq" && medians["beanstalkd"] > 0 &&
           w != "http-idle" && w != "http-wake") {

@@ -29,6 +29,10 @@ struct ServerBenchConfig {
   long idle_connections = 10000;
   std::size_t payload = 100;
   bool beanstalkd = false;  // also run the beanstalkd workloads
+  // Also run them through the server's SQS endpoint (JSON protocol), its
+  // requests signed with this access key ("ID:SECRET") when not empty.
+  bool sqs = false;
+  std::string sqs_key;
   std::string beanstalkd_bin = "beanstalkd";
   bool json = false;
 };
