@@ -386,39 +386,24 @@ class SqsConn final : public Conn {
         entries.push_back(
             {{"Id", std::to_string(i)}, {"MessageBody", payloads[i]}});
       }
-      auto r =
-          Op("SendMessageBatch", {{"QueueUrl", url_}, {"Entries", entries}});
-      if (!r.ok()) return r.status();
-      if (r->find("\"Failed\"") != std::string::npos) {
-        return Status::Internal("SendMessageBatch: entries failed: " + *r);
-      }
+      Status s = Batch("SendMessageBatch", std::move(entries));
+      if (!s.ok()) return s;
     }
     return Status::Ok();
   }
 
   Result<std::vector<std::string>> ClaimAndAck(int max, int wait_ms) override {
-    auto r =
-        Op("ReceiveMessage", {{"QueueUrl", url_},
-                              {"MaxNumberOfMessages", std::min(max, 10)},
-                              {"WaitTimeSeconds", (wait_ms + 999) / 1000}});
-    if (!r.ok()) return r.status();
-    std::vector<std::string> bodies = Strings(*r, R"("Body":")");
-    std::vector<std::string> handles = Strings(*r, R"("ReceiptHandle":")");
-    if (bodies.size() != handles.size()) {
-      return Status::Internal("ReceiveMessage: bodies and handles differ");
-    }
+    auto got = Receive(max, wait_ms);
+    if (!got.ok()) return got.status();
+    auto& [bodies, handles] = *got;
     if (handles.empty()) return bodies;
     Json entries = Json::array();
     for (std::size_t i = 0; i < handles.size(); ++i) {
       entries.push_back(
           {{"Id", std::to_string(i)}, {"ReceiptHandle", handles[i]}});
     }
-    auto d =
-        Op("DeleteMessageBatch", {{"QueueUrl", url_}, {"Entries", entries}});
-    if (!d.ok()) return d.status();
-    if (d->find("\"Failed\"") != std::string::npos) {
-      return Status::Internal("DeleteMessageBatch: entries failed: " + *d);
-    }
+    Status s = Batch("DeleteMessageBatch", std::move(entries));
+    if (!s.ok()) return s;
     return bodies;
   }
 
@@ -430,15 +415,11 @@ class SqsConn final : public Conn {
           Op("DeleteMessage", {{"QueueUrl", url_}, {"ReceiptHandle", done}});
       if (!d.ok()) return d.status();
     }
-    auto r =
-        Op("ReceiveMessage", {{"QueueUrl", url_},
-                              {"MaxNumberOfMessages", 1},
-                              {"WaitTimeSeconds", (wait_ms + 999) / 1000}});
-    if (!r.ok()) return r.status();
-    std::vector<std::string> bodies = Strings(*r, R"("Body":")");
-    std::vector<std::string> handles = Strings(*r, R"("ReceiptHandle":")");
-    if (bodies.size() != handles.size() || bodies.size() > 1) {
-      return Status::Internal("ReceiveMessage: not one body and handle");
+    auto got = Receive(1, wait_ms);
+    if (!got.ok()) return got.status();
+    auto& [bodies, handles] = *got;
+    if (bodies.size() > 1) {
+      return Status::Internal("ReceiveMessage: more than one message");
     }
     if (bodies.empty()) return std::optional<Job>();
     return std::optional<Job>(Job{std::move(bodies[0]), std::move(handles[0])});
@@ -467,6 +448,33 @@ class SqsConn final : public Conn {
 
  private:
   static constexpr std::size_t kMaxBatch = 10;
+
+  // A batch operation on the queue; any entry that failed fails it.
+  Status Batch(std::string_view action, Json entries) {
+    auto r = Op(action, {{"QueueUrl", url_}, {"Entries", std::move(entries)}});
+    if (!r.ok()) return r.status();
+    if (r->find("\"Failed\"") != std::string::npos) {
+      return Status::Internal(
+          fmt::format("{}: entries failed: {}", action, *r));
+    }
+    return Status::Ok();
+  }
+
+  // A ReceiveMessage of up to `max` (10 at most): bodies and handles.
+  Result<std::pair<std::vector<std::string>, std::vector<std::string>>> Receive(
+      int max, int wait_ms) {
+    auto r =
+        Op("ReceiveMessage", {{"QueueUrl", url_},
+                              {"MaxNumberOfMessages", std::min(max, 10)},
+                              {"WaitTimeSeconds", (wait_ms + 999) / 1000}});
+    if (!r.ok()) return r.status();
+    std::vector<std::string> bodies = Strings(*r, R"("Body":")");
+    std::vector<std::string> handles = Strings(*r, R"("ReceiptHandle":")");
+    if (bodies.size() != handles.size()) {
+      return Status::Internal("ReceiveMessage: bodies and handles differ");
+    }
+    return std::pair(std::move(bodies), std::move(handles));
+  }
 
   // AWS Signature Version 4 with the key "ID:SECRET", as an SDK signs.
   void Sign(const std::string& body,

@@ -334,6 +334,33 @@ SqsError ErrorOf(Refusal r) {
 
 namespace {
 
+// Looks up the key's secret and checks the signature: the refusal, or none
+// when it matches.
+std::optional<Verdict> Mismatch(
+    const Request& r, const Authorization& a, std::string_view amz_date,
+    const std::function<const std::string*(std::string_view)>& secret_of) {
+  const std::string* secret = secret_of(a.access_key);
+  if (secret == nullptr) {
+    return Verdict{Refusal::kUnknownKey, a.access_key,
+                   "The security token included in the request is invalid."};
+  }
+  std::string expected;
+  try {
+    expected = Signature(r, a, *secret, amz_date);
+  } catch (const std::exception&) {  // a bad %XX escape in the query
+    return Verdict{Refusal::kMalformed, a.access_key,
+                   "the request target has a malformed percent escape"};
+  }
+  if (CRYPTO_memcmp(expected.data(), a.signature.data(), expected.size()) !=
+      0) {
+    return Verdict{Refusal::kBadSignature, a.access_key,
+                   "The request signature we calculated does not match the "
+                   "signature you provided. Check your AWS Secret Access "
+                   "Key and signing method."};
+  }
+  return std::nullopt;
+}
+
 // A presigned request: the signature's parts in the query (X-Amz-Algorithm,
 // X-Amz-Credential, X-Amz-Date, X-Amz-Expires, X-Amz-SignedHeaders,
 // X-Amz-Signature) instead of an Authorization header, as botocore's
@@ -384,21 +411,10 @@ Verdict VerifyPresigned(
             "Credential, the service sqs, X-Amz-Expires of 1 to 604800 and "
             "host among the signed headers"};
   }
-  const std::string* secret = secret_of(a->access_key);
-  if (secret == nullptr) {
-    return {Refusal::kUnknownKey, a->access_key,
-            "The security token included in the request is invalid."};
-  }
   Request unsigned_request = r;
   unsigned_request.target = unsigned_target;
-  const std::string expected =
-      Signature(unsigned_request, *a, *secret, amz_date);
-  if (CRYPTO_memcmp(expected.data(), a->signature.data(), expected.size()) !=
-      0) {
-    return {Refusal::kBadSignature, a->access_key,
-            "The request signature we calculated does not match the "
-            "signature you provided. Check your AWS Secret Access Key and "
-            "signing method."};
+  if (auto refused = Mismatch(unsigned_request, *a, amz_date, secret_of)) {
+    return *refused;
   }
   if (*dated > now + kMaxSkew ||
       *dated + std::chrono::seconds(expires) < now - kMaxSkew) {
@@ -453,25 +469,7 @@ Verdict Verify(
               fmt::format("SignedHeaders must include {}", needed)};
     }
   }
-  const std::string* secret = secret_of(a->access_key);
-  if (secret == nullptr) {
-    return {Refusal::kUnknownKey, a->access_key,
-            "The security token included in the request is invalid."};
-  }
-  std::string expected;
-  try {
-    expected = Signature(r, *a, *secret, *amz_date);
-  } catch (const std::exception&) {  // a bad %XX escape in the query
-    return {Refusal::kMalformed, a->access_key,
-            "the request target has a malformed percent escape"};
-  }
-  if (CRYPTO_memcmp(expected.data(), a->signature.data(), expected.size()) !=
-      0) {
-    return {Refusal::kBadSignature, a->access_key,
-            "The request signature we calculated does not match the "
-            "signature you provided. Check your AWS Secret Access Key and "
-            "signing method."};
-  }
+  if (auto refused = Mismatch(r, *a, *amz_date, secret_of)) return *refused;
   // Checked after the signature, so that only the key's holder learns
   // about the server's clock.
   if (*dated < now - kMaxSkew || *dated > now + kMaxSkew) {
