@@ -443,6 +443,35 @@ class QueuesOverSqs(unittest.TestCase):
             QueueUrl=std, MessageBody="x", MessageDeduplicationId="d")),
             "InvalidParameterValue")
 
+    def test_message_groups_share_a_fair_queue(self):
+        # Queues made by CreateQueue are plain; one made fair natively
+        # shares its receives between MessageGroupIds, as SQS fair queues
+        # do.
+        self.server.native("POST", "/v1/queues/fair-tenants",
+                           {"groups": "fair"})
+        sqs = self.server.client()
+        url = sqs.get_queue_url(QueueName="fair-tenants")["QueueUrl"]
+        sqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "MessageBody": f"noisy-{i}",
+             "MessageGroupId": "noisy"} for i in range(8)])
+        sqs.send_message(QueueUrl=url, MessageBody="quiet-0",
+                         MessageGroupId="quiet")
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2,
+                                  AttributeNames=["MessageGroupId"])[
+            "Messages"]
+        self.assertEqual(sorted(m["Attributes"]["MessageGroupId"]
+                                for m in got), ["noisy", "quiet"])
+        # A plain queue delivers in send order, groups or not.
+        plain = sqs.create_queue(QueueName="plain-tenants")["QueueUrl"]
+        sqs.send_message_batch(QueueUrl=plain, Entries=[
+            {"Id": str(i), "MessageBody": f"noisy-{i}",
+             "MessageGroupId": "noisy"} for i in range(8)])
+        sqs.send_message(QueueUrl=plain, MessageBody="quiet-0",
+                         MessageGroupId="quiet")
+        got = sqs.receive_message(QueueUrl=plain, MaxNumberOfMessages=2)[
+            "Messages"]
+        self.assertEqual([m["Body"] for m in got], ["noisy-0", "noisy-1"])
+
     def test_workers_send_and_receive_only_where_granted(self):
         admin = self.server.client()
         jobs = admin.create_queue(QueueName="jobs-granted")["QueueUrl"]

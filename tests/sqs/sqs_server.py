@@ -18,6 +18,7 @@ import test_db
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 WORKER_SECRET = "workerSECRETworkerSECRET0123456789"
 METRICS_TOKEN = "metrics-reader-0123456789abcdef"
+ADMIN_TOKEN = "native-admin-0123456789abcdef"
 
 
 class Server:
@@ -37,6 +38,7 @@ class Server:
             f.write(f"aws-key AKIAADMIN {SECRET} admin:*\n")
             f.write(f"aws-key AKIAWORKER {WORKER_SECRET} send,claim:jobs*\n")
             f.write(f"{METRICS_TOKEN} metrics:*\n")
+            f.write(f"{ADMIN_TOKEN} admin:*\n")
         port_file = os.path.join(self.dir.name, "port")
         self.log = open(os.path.join(self.dir.name, "log"), "w")
         self.proc = subprocess.Popen(
@@ -74,6 +76,17 @@ class Server:
             text = r.read().decode()
         m = re.search(r"^" + name + r" (\S+)$", text, re.M)
         return float(m.group(1)) if m else 0.0
+
+    def native(self, method, path, body=None):
+        """A request to the native HTTP API, as the admin token."""
+        import json
+        req = urllib.request.Request(
+            self.url() + path, method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": "Bearer " + ADMIN_TOKEN,
+                     "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read() or b"null")
 
     def wait_for_parked(self, n):
         """Waits until `n` receives are parked waiting for messages."""
