@@ -450,12 +450,16 @@ class QueuesOverSqs(unittest.TestCase):
         self.server.native("POST", "/v1/queues/fair-tenants",
                            {"groups": "fair"})
         sqs = self.server.client()
+
+        def noisy_then_quiet(url):
+            sqs.send_message_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "MessageBody": f"noisy-{i}",
+                 "MessageGroupId": "noisy"} for i in range(8)])
+            sqs.send_message(QueueUrl=url, MessageBody="quiet-0",
+                             MessageGroupId="quiet")
+
         url = sqs.get_queue_url(QueueName="fair-tenants")["QueueUrl"]
-        sqs.send_message_batch(QueueUrl=url, Entries=[
-            {"Id": str(i), "MessageBody": f"noisy-{i}",
-             "MessageGroupId": "noisy"} for i in range(8)])
-        sqs.send_message(QueueUrl=url, MessageBody="quiet-0",
-                         MessageGroupId="quiet")
+        noisy_then_quiet(url)
         got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2,
                                   AttributeNames=["MessageGroupId"])[
             "Messages"]
@@ -463,11 +467,7 @@ class QueuesOverSqs(unittest.TestCase):
                                 for m in got), ["noisy", "quiet"])
         # A plain queue delivers in send order, groups or not.
         plain = sqs.create_queue(QueueName="plain-tenants")["QueueUrl"]
-        sqs.send_message_batch(QueueUrl=plain, Entries=[
-            {"Id": str(i), "MessageBody": f"noisy-{i}",
-             "MessageGroupId": "noisy"} for i in range(8)])
-        sqs.send_message(QueueUrl=plain, MessageBody="quiet-0",
-                         MessageGroupId="quiet")
+        noisy_then_quiet(plain)
         got = sqs.receive_message(QueueUrl=plain, MaxNumberOfMessages=2)[
             "Messages"]
         self.assertEqual([m["Body"] for m in got], ["noisy-0", "noisy-1"])
