@@ -150,28 +150,6 @@ class CheckedJsonBuilder {
   std::vector<std::size_t> open_;
 };
 
-// Parses a request body into a document, or throws the error reply.
-Json ParseBody(const std::string& text) {
-  if (text.find('\0') != std::string::npos) {
-    // nlohmann's parser stops at a NUL as at the end of its input, which
-    // would accept `{}` followed by NUL and anything.
-    Throw(400, "malformed_json",
-          "the request body holds a NUL byte, which JSON does not allow "
-          "outside strings (write \\u0000 inside them)");
-  }
-  Json doc;
-  CheckedJsonBuilder builder(doc);
-  const bool ok = Json::sax_parse(text, &builder, Json::input_format_t::json,
-                                  /*strict=*/true);
-  if (!ok || builder.error_) {
-    auto [code, message] =
-        builder.error_.value_or(std::pair<std::string, std::string>(
-            "malformed_json", "the request body is not valid JSON"));
-    Throw(400, code, message);
-  }
-  return doc;
-}
-
 // A JSON request body: an object whose fields are all known, each read with
 // its type checked. An empty body is an empty object.
 class Body {
@@ -664,6 +642,27 @@ void ReadQueueOptions(const Body& b, QueueOptions& o) {
 }
 
 }  // namespace
+
+Json ParseBody(const std::string& text) {
+  if (text.find('\0') != std::string::npos) {
+    // nlohmann's parser stops at a NUL as at the end of its input, which
+    // would accept `{}` followed by NUL and anything.
+    Throw(400, "malformed_json",
+          "the request body holds a NUL byte, which JSON does not allow "
+          "outside strings (write \\u0000 inside them)");
+  }
+  Json doc;
+  CheckedJsonBuilder builder(doc);
+  const bool ok = Json::sax_parse(text, &builder, Json::input_format_t::json,
+                                  /*strict=*/true);
+  if (!ok || builder.error_) {
+    auto [code, message] =
+        builder.error_.value_or(std::pair<std::string, std::string>(
+            "malformed_json", "the request body is not valid JSON"));
+    Throw(400, code, message);
+  }
+  return doc;
+}
 
 Api::Api(Store& store, const Limits& limits, const Auth& auth, Metrics& metrics,
          ServerGauges gauges, bool metrics_public)

@@ -55,6 +55,11 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
+// Parses a JSON request body into a document, or throws the 400
+// HttpError: invalid JSON, nesting deeper than 16 levels, more than 100,000
+// values, duplicate keys.
+Json ParseBody(const std::string& text);
+
 // A claim to hold until a message comes or the wait runs out.
 struct ParkedClaim {
   WorkQueue queue;

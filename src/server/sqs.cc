@@ -58,7 +58,11 @@ std::optional<std::int64_t> IntOf(const Json& v) {
 }
 
 std::string Shown(const Json& v) {
-  return v.is_string() ? v.get<std::string>() : v.dump();
+  std::string text =
+      v.is_string() ? v.get<std::string>()
+                    : v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (text.size() > 200) text = text.substr(0, 200) + "...";
+  return text;
 }
 
 // The queue named by a QueueUrl (http://HOST/ACCOUNT/NAME; the host is
@@ -360,12 +364,30 @@ bool Picked(const std::vector<std::string>& wanted, std::string_view name) {
 }  // namespace
 
 void SqsApi::Call::Authenticate() {
+  // The region goes into ARNs: one that looks like a region, or the
+  // default.
   if (auto a = sigv4::ParseAuthorization(
           sigv4::HeaderValue(r_.headers, "authorization").value_or(""));
-      a.ok() && !a->region.empty()) {
+      a.ok() && !a->region.empty() && a->region.size() <= 32 &&
+      std::all_of(a->region.begin(), a->region.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+      })) {
     region_ = a->region;
   }
-  if (!api_.auth_.enabled()) return;
+  if (!api_.auth_.enabled()) {
+    // No token file: loopback only, and no signature needed, so no page
+    // in a browser may reach the endpoint (a form, a link, a script).
+    // Browsers mark their requests; SQS clients send none of these.
+    for (const char* h :
+         {"origin", "sec-fetch-site", "sec-fetch-mode", "sec-fetch-dest"}) {
+      if (sigv4::HeaderValue(r_.headers, h)) {
+        Fail(sqs::kAccessDenied,
+             "Requests from web browsers are not accepted by the SQS "
+             "endpoint without a token file.");
+      }
+    }
+    return;
+  }
   const sigv4::Verdict v = sigv4::Verify(
       {.method = r_.method,
        .target = r_.target,
@@ -388,8 +410,9 @@ Outcome SqsApi::Call::Run() {
   if (sigv4::HeaderValue(r_.headers, "x-amz-target")) {
     call_.protocol = sqs::Protocol::kJson;
   }
-  call_ = sqs::Read(r_);
+  // Before the body is read: an unsigned request costs no parsing.
   Authenticate();
+  call_ = sqs::Read(r_);
   // The query protocol may name the queue by the path instead of a
   // QueueUrl (a POST to /ACCOUNT/NAME), as kombu does.
   const std::string_view path =
@@ -419,6 +442,8 @@ Outcome SqsApi::Call::Run() {
     Need(kAdmin, name);
     api_.cache_.Forget(name);
     Status s = api_.store_.DropQueue(name);
+    // Again: a request meanwhile may have cached the handle being dropped.
+    api_.cache_.Forget(name);
     if (!s.ok()) FailStatus(s);
     return reply(Done(Json()));
   }
@@ -487,6 +512,8 @@ SqsApi::Call::Outgoing SqsApi::Call::ReadMessage(const Input& in,
   }
   if (!delay) {
     if (auto d = KeptValue(o, "DelaySeconds")) delay = IntOf(Json(*d));
+    // Set natively, a label may hold anything: only SQS's range counts.
+    if (delay && (*delay < 0 || *delay > 900)) delay.reset();
   }
   if (delay) out.message.delay = seconds(*delay);
   auto group = in.String("MessageGroupId");
@@ -684,14 +711,24 @@ Outcome SqsApi::Call::ReceiveMessage(const Input& in) {
   if (!wait_s) {
     if (auto d = KeptValue(qo, "ReceiveMessageWaitTimeSeconds")) {
       wait_s = IntOf(Json(*d));
+      if (wait_s && (*wait_s < 0 || *wait_s > kMaxWaitSeconds)) wait_s.reset();
     }
   }
   const Duration wait = seconds(wait_s.value_or(0));
-  auto answer = [call = call_, shown, q](
+  // How the receive is answered, now or once parked: the call's protocol
+  // and action only (not its input), the queue's handle and name.
+  sqs::Call reply_as{.protocol = call_.protocol, .action = call_.action};
+  auto answer = [call = std::move(reply_as), shown, q, name,
+                 cache = &api_.cache_](
                     const Result<std::vector<ClaimedMessage>>& r,
                     const ClaimNote&) mutable -> Reply {
     try {
-      if (!r.ok()) FailStatus(r.status());
+      if (!r.ok()) {
+        // Dropped (perhaps made again) elsewhere: the next request looks
+        // the queue up afresh.
+        if (r.status().code() == Code::kNotFound) cache->Forget(name);
+        FailStatus(r.status());
+      }
       const std::int64_t now =
           Millis(std::chrono::time_point_cast<std::chrono::microseconds>(
               std::chrono::system_clock::now()));
@@ -704,6 +741,9 @@ Outcome SqsApi::Call::ReceiveMessage(const Input& in) {
       return sqs::Write(call, out);
     } catch (const sqs::Error& e) {
       return sqs::WriteError(call.protocol, e);
+    } catch (const std::exception& e) {
+      return sqs::WriteError(call.protocol,
+                             {500, sqs::kInternalFailure.code, {}, e.what()});
     }
   };
   if (wait.count() == 0) {
@@ -724,6 +764,7 @@ Reply SqsApi::Call::DeleteMessage(const Input& in) {
   Need(kClaim, name);
   const std::string receipt = in.Need("ReceiptHandle");
   Status s = Queue(name).Ack(receipt);
+  if (s.code() == Code::kNotFound) RetryIfCached();
   // A stale receipt (the message was received again since) deletes
   // nothing and succeeds, as SQS's does; so does one of a message already
   // gone.
@@ -749,6 +790,9 @@ Reply SqsApi::Call::DeleteMessageBatch(const Input& in) {
     receipts.push_back(Input(AsObject(e)).Need("ReceiptHandle"));
   }
   const std::vector<Status> acked = Take(Queue(name).AckBatch(receipts));
+  for (const Status& s : acked) {
+    if (s.code() == Code::kNotFound) RetryIfCached();
+  }
   Json ok = Json::array();
   Json failed = Json::array();
   for (std::size_t i = 0; i < acked.size(); ++i) {
@@ -779,9 +823,10 @@ Reply SqsApi::Call::DeleteMessageBatch(const Input& in) {
 namespace {
 
 // ChangeMessageVisibility of one receipt: the lease renewed to `s` seconds
-// from now (0: the message is visible again at once).
-void ChangeVisibility(WorkQueue& q, const std::string& receipt,
-                      std::int64_t s) {
+// from now (0: the message is visible again at once). `cached`: the handle
+// came from the cache (Call::RetryIfCached).
+void ChangeVisibility(WorkQueue& q, const std::string& receipt, std::int64_t s,
+                      bool cached) {
   const Duration lease = s == 0 ? Duration(1) : Duration(seconds(s));
   auto r = q.Extend(receipt, lease);
   if (r.ok()) return;
@@ -797,6 +842,9 @@ void ChangeVisibility(WorkQueue& q, const std::string& receipt,
                        "Reason: The receipt handle has expired.",
                        receipt));
     case Code::kNotFound:
+      if (cached) {
+        Fail(sqs::kNonExistentQueue, "The specified queue does not exist.");
+      }
       Fail(sqs::kMessageNotInflight,
            "The message referred to is not in flight.");
     default:
@@ -816,7 +864,7 @@ Reply SqsApi::Call::ChangeMessageVisibility(const Input& in) {
          "The request must contain the parameter VisibilityTimeout.");
   }
   WorkQueue q = Queue(name);
-  ChangeVisibility(q, receipt, *s);
+  ChangeVisibility(q, receipt, *s, hit_);
   return Done(Json());
 }
 
@@ -836,7 +884,7 @@ Reply SqsApi::Call::ChangeMessageVisibilityBatch(const Input& in) {
         Fail(sqs::kMissingParameter,
              "The request must contain the parameter VisibilityTimeout.");
       }
-      ChangeVisibility(q, x.Need("ReceiptHandle"), *s);
+      ChangeVisibility(q, x.Need("ReceiptHandle"), *s, hit_);
       ok.push_back({{"Id", id}});
     } catch (const sqs::Error& err) {
       // A queue gone fails the whole request.
@@ -905,7 +953,6 @@ Outcome SqsApi::Handle(const Request& r) {
       "ListMessageMoveTasks",
       "CancelMessageMoveTask"};
   Outcome out;
-  sqs::Protocol protocol = sqs::Protocol::kQuery;
   std::string action;
   for (int attempt = 0;; ++attempt) {
     Call call(*this, r);
@@ -914,7 +961,6 @@ Outcome SqsApi::Handle(const Request& r) {
       action = call.action();
       break;
     } catch (const sqs::Error& e) {
-      protocol = call.protocol();
       action = call.action();
       // The queue may have been dropped (and made again) elsewhere: a
       // handle from the cache is refreshed and the request made once more.
@@ -923,13 +969,21 @@ Outcome SqsApi::Handle(const Request& r) {
         cache_.Forget(call.cached());
         if (call.hit() && attempt == 0) continue;
       }
-      out = Outcome{sqs::WriteError(protocol, e), std::nullopt};
+      out = Outcome{sqs::WriteError(call.protocol(), e), std::nullopt};
       break;
     } catch (const HttpError& e) {  // a malformed percent escape
       out = Outcome{
-          sqs::WriteError(protocol,
+          sqs::WriteError(call.protocol(),
                           {400, sqs::kMalformedInput.code, {}, e.message}),
           std::nullopt};
+      action = call.action();
+      break;
+    } catch (const std::exception& e) {  // a bug: answered, not fatal
+      out = Outcome{
+          sqs::WriteError(call.protocol(),
+                          {500, sqs::kInternalFailure.code, {}, e.what()}),
+          std::nullopt};
+      action = call.action();
       break;
     }
   }

@@ -189,6 +189,15 @@ class SqsApi::Call {
     return sqs::Take(api_.cache_.Get(name, hit_));
   }
   Reply Done(const Json& output) const { return sqs::Write(call_, output); }
+  // For a kNotFound of a message operation: with a handle from the cache,
+  // the queue may have been dropped (perhaps made again) elsewhere rather
+  // than the message gone, so the request is made once more with a fresh
+  // handle (SqsApi::Handle retries NonExistentQueue once).
+  void RetryIfCached() const {
+    if (hit_) {
+      sqs::Fail(sqs::kNonExistentQueue, "The specified queue does not exist.");
+    }
+  }
 
   // Queues (sqs_queues.cc).
   Reply CreateQueue(const sqs::Input& in);

@@ -103,7 +103,7 @@ std::int64_t NumberIn(std::string_view name, const Json& v, std::int64_t lo,
 std::string Text(const Json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
-  return v.dump();
+  return v.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 std::map<std::string, std::string> TagsOf(const QueueOptions& o) {
@@ -393,7 +393,7 @@ Reply SqsApi::Call::GetQueueAttributes(const Input& in) {
     all["RedrivePolicy"] = Json{
         {"deadLetterTargetArn", ArnOf(o.dead_letter_queue)},
         {"maxReceiveCount",
-         o.max_attempts}}.dump();
+         o.max_attempts}}.dump(-1, ' ', false, Json::error_handler_t::replace);
   }
   const std::vector<std::string> wanted = in.Strings("AttributeNames");
   Json out = Json::object();
@@ -490,7 +490,9 @@ Reply SqsApi::Call::MoveTasks(const Input& in) {
   } else {
     std::vector<std::string> sources;
     for (const QueueInfo& q : Take(api_.store_.ListQueues())) {
-      if (q.options.dead_letter_queue == source) sources.push_back(q.name);
+      if (q.options.dead_letter_queue == source && Sees(q.name)) {
+        sources.push_back(q.name);
+      }
     }
     if (sources.size() != 1) {
       Fail(kInvalidParameterValue,
@@ -500,16 +502,25 @@ Reply SqsApi::Call::MoveTasks(const Input& in) {
     }
     dest = sources.front();
   }
+  if (dest == source) {
+    Fail(kInvalidParameterValue,
+         "The destination of a message move task must be another queue.");
+  }
   Need(kSend, dest);
   WorkQueue to = Take(api_.store_.Queue(dest));
+  // The messages ready now; those that come meanwhile wait for the next
+  // task, so that a task ends.
+  const std::int64_t ready = Take(from.Stats()).ready;
   const auto started = std::chrono::system_clock::now();
   const std::string handle = TaskHandle();
   // Each batch in one transaction: sent to the destination and acked here
   // together, so that a message is moved once, never lost or doubled.
   std::int64_t moved = 0;
-  for (;;) {
+  while (moved < ready) {
     auto claimed = Take(from.Claim(
-        {.max = 100, .lease = std::chrono::minutes(5), .worker = "sqs-move"}));
+        {.max = static_cast<int>(std::min<std::int64_t>(100, ready - moved)),
+         .lease = std::chrono::minutes(5),
+         .worker = "sqs-move"}));
     if (claimed.empty()) break;
     Tx tx = Take(api_.store_.BeginTx());
     for (const ClaimedMessage& m : claimed) {
@@ -532,7 +543,7 @@ Reply SqsApi::Call::MoveTasks(const Input& in) {
         {"SourceArn", source_arn},
         {"DestinationArn", ArnOf(dest)},
         {"ApproximateNumberOfMessagesMoved", moved},
-        {"ApproximateNumberOfMessagesToMove", moved},
+        {"ApproximateNumberOfMessagesToMove", ready},
         {"StartedTimestamp",
          Millis(std::chrono::time_point_cast<std::chrono::microseconds>(
              started))}};

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <vector>
@@ -40,6 +41,11 @@ bool IsIndex(std::string_view s) {
 // Flattened names as a tree: "A.1.B" -> {"A": {"1": {"B": value}}}.
 // Numbered levels are made arrays afterwards (Arrays).
 void Put(Json& root, std::string_view name, const std::string& value) {
+  // SQS's deepest name has five parts
+  // (SendMessageBatchRequestEntry.1.MessageAttribute.1.Name).
+  if (std::count(name.begin(), name.end(), '.') > 6) {
+    Fail(kMalformedInput, "parameter names have at most seven parts");
+  }
   Json* at = &root;
   for (;;) {
     const std::size_t dot = name.find('.');
@@ -120,13 +126,14 @@ std::string ListMember(std::string_view action, std::string_view key) {
   if (key == "Messages") return "Message";
   if (key == "Successful") return std::string(action) + "ResultEntry";
   if (key == "Failed") return "BatchResultErrorEntry";
+  if (key == "Results") return std::string(action) + "ResultEntry";
   return std::string(key);
 }
 
 std::string ScalarText(const Json& v) {
   if (v.is_string()) return XmlText(v.get_ref<const std::string&>());
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
-  return v.dump();
+  return v.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 void WriteXml(std::string& out, std::string_view action, const Json& obj) {
@@ -241,9 +248,9 @@ Call Read(const Request& r) {
     call.action = target->substr(kTargetPrefix.size());
     if (r.body.empty()) return call;
     try {
-      call.input = Json::parse(r.body);
-    } catch (const Json::exception&) {
-      Fail(kMalformedInput, "the request body is not JSON");
+      call.input = ParseBody(r.body);
+    } catch (const HttpError& e) {
+      Fail(kMalformedInput, e.message);
     }
     if (!call.input.is_object()) {
       Fail(kMalformedInput, "the request body is not a JSON object");

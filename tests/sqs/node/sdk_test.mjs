@@ -405,6 +405,11 @@ test("dead-letter queues: poison messages move there and back", async () => {
     await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlq, AttributeNames: ["ApproximateNumberOfMessages"] }))
   ).Attributes;
   assert.equal(attrs.ApproximateNumberOfMessages, "1");
+  // A task into its own queue would never end: refused.
+  const loop = await errorOf(
+    sqs.send(new StartMessageMoveTaskCommand({ SourceArn: arn, DestinationArn: arn })),
+  );
+  assert.equal(loop.Code, "InvalidParameterValue");
   // Moved back to the source, where it came from.
   const task = await sqs.send(new StartMessageMoveTaskCommand({ SourceArn: arn }));
   assert.ok(task.TaskHandle);
