@@ -381,7 +381,23 @@ class QueuesOverSqs(unittest.TestCase):
         self.assertEqual(sqs.list_dead_letter_source_queues(QueueUrl=dlq)[
             "queueUrls"], [src])
         # Moving messages back (StartMessageMoveTask) is newer than
-        # Debian's boto3: the JavaScript SDK's test does it.
+        # Debian's boto3: signed query-protocol calls of our own.
+        sqs.change_message_visibility(QueueUrl=dlq,
+                                      ReceiptHandle=moved["ReceiptHandle"],
+                                      VisibilityTimeout=0)
+        status, xml = self.server.query({"Action": "StartMessageMoveTask",
+                                         "SourceArn": arn})
+        self.assertEqual(status, 200, xml)
+        self.assertIn("<TaskHandle>", xml)
+        status, xml = self.server.query({"Action": "ListMessageMoveTasks",
+                                         "SourceArn": arn})
+        self.assertEqual(status, 200, xml)
+        self.assertRegex(
+            xml, r"<ListMessageMoveTasksResultEntry>.*<Status>COMPLETED"
+                 r"</Status>.*<ApproximateNumberOfMessagesMoved>1<")
+        back = sqs.receive_message(QueueUrl=src, WaitTimeSeconds=5)[
+            "Messages"][0]
+        self.assertEqual(back["Body"], "poison")
         # An empty policy removes it.
         sqs.set_queue_attributes(QueueUrl=src,
                                  Attributes={"RedrivePolicy": ""})

@@ -6,6 +6,7 @@ import re
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 import unittest
@@ -87,6 +88,32 @@ class Server:
                      "Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=10) as r:
             return json.loads(r.read() or b"null")
+
+    def query(self, params, key="AKIAADMIN", secret=SECRET):
+        """A query-protocol call signed as botocore signs, for operations
+        Debian's boto3 predates: (HTTP status, XML reply)."""
+        import botocore.auth
+        import botocore.awsrequest
+        import botocore.credentials
+        request = botocore.awsrequest.AWSRequest(
+            method="POST", url=self.url() + "/", data=params,
+            headers={"Content-Type":
+                     "application/x-www-form-urlencoded; charset=utf-8"})
+        botocore.auth.SigV4Auth(
+            botocore.credentials.Credentials(key, secret), "sqs",
+            "eu-central-1").add_auth(request)
+        prepared = request.prepare()
+        body = prepared.body
+        if isinstance(body, str):
+            body = body.encode()
+        req = urllib.request.Request(prepared.url, data=body,
+                                     headers=dict(prepared.headers),
+                                     method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
 
     def wait_for_parked(self, n):
         """Waits until `n` receives are parked waiting for messages."""
