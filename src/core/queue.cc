@@ -69,7 +69,8 @@ std::string CutError(std::string_view error) {
 // The same as AfterAcks for dead letters of queues with a dead-letter
 // retention, from a nack or a claim.
 void MaybePruneDead(WorkQueue& q, core::QueueImpl& impl) {
-  if (q.options().dead_retention.count() != 0 && impl.DeadPruneDue()) {
+  if (impl.Current()->options.dead_retention.count() != 0 &&
+      impl.DeadPruneDue()) {
     (void)q.PruneDead();
   }
 }
@@ -98,7 +99,8 @@ bool BlockedByGroups(const QueueOptions& o) {
 }
 
 void AfterAcks(WorkQueue& q, QueueImpl& impl) {
-  const QueueOptions o = q.options();
+  const auto current = impl.Current();
+  const QueueOptions& o = current->options;
   // An ack may let a message through that waits for its group or for a
   // limit: waiting claims look again.
   if (o.groups == GroupMode::kOrdered || o.group_limit || o.max_leased) {
@@ -123,7 +125,8 @@ Result<SendResult> WorkQueue::Send(const Message& message) {
 
 Result<std::vector<SendResult>> WorkQueue::SendBatch(
     std::span<const Message> messages) {
-  const QueueOptions qo = options();
+  const auto current = impl_->Current();
+  const QueueOptions& qo = current->options;
   Status s =
       core::ValidateBatch(messages, qo.max_payload_bytes, impl_->store().Now());
   if (!s.ok()) return s;
@@ -345,7 +348,8 @@ Result<std::optional<Duration>> WorkQueue::NextReadyIn() {
 Status WorkQueue::Ack(std::string_view receipt) {
   auto parsed = core::ParseReceipt(receipt);
   if (!parsed.ok()) return parsed.status();
-  const QueueOptions qo = options();
+  const auto current = impl_->Current();
+  const QueueOptions& qo = current->options;
   Status s = impl_->store().batcher().Run([&](Conn& conn) {
     return impl_->store().engine().Ack(
         conn, {.queue_id = impl_->id(),
@@ -384,7 +388,8 @@ Result<std::vector<Status>> WorkQueue::AckBatch(
     valid.push_back(*parsed[i]);
     where.push_back(i);
   }
-  const QueueOptions qo = options();
+  const auto current = impl_->Current();
+  const QueueOptions& qo = current->options;
   Status s = impl_->store().batcher().Run([&](Conn& conn) -> Status {
     if (valid.empty()) return Status::Ok();
     auto acked = impl_->store().engine().AckMany(
@@ -414,7 +419,8 @@ Result<NackOutcome> WorkQueue::Nack(std::string_view receipt,
                       options.delay->count(), core::kMaxDelay.count()));
     }
   }
-  const QueueOptions qo = this->options();
+  const auto current = impl_->Current();
+  const QueueOptions& qo = current->options;
   const std::string error = CutError(options.error);
   // Core decides the message's fate; the engine stores it.
   if (parsed->attempt >= qo.max_attempts) {
@@ -564,7 +570,7 @@ Result<std::int64_t> WorkQueue::RedriveAll() {
 }
 
 Result<std::int64_t> WorkQueue::PruneDead() {
-  const Duration retention = options().dead_retention;
+  const Duration retention = impl_->Current()->options.dead_retention;
   if (retention.count() == 0) return 0;
   return core::MergedWrite<std::int64_t>(
       impl_->store(), [&](core::Engine& e, Conn& c) {
@@ -592,7 +598,8 @@ Result<std::vector<ArchivedMessage>> WorkQueue::ListArchive(
 Result<std::int64_t> WorkQueue::PruneArchive() {
   return core::MergedWrite<std::int64_t>(
       impl_->store(), [&](core::Engine& e, Conn& c) {
-        return e.PruneArchive(c, {impl_->id(), options().retention});
+        return e.PruneArchive(
+            c, {impl_->id(), impl_->Current()->options.retention});
       });
 }
 
@@ -615,14 +622,16 @@ Status CheckTx(Tx& tx, core::TxImpl* impl, core::StoreImpl& store) {
 Result<SendResult> WorkQueue::Send(Tx& tx, const Message& message) {
   Status s = CheckTx(tx, tx.impl_.get(), impl_->store());
   if (!s.ok()) return s;
-  s = core::ValidateMessage(message, options().max_payload_bytes,
+  const auto current = impl_->Current();
+  const QueueOptions& qo = current->options;
+  s = core::ValidateMessage(message, qo.max_payload_bytes,
                             impl_->store().Now());
   if (!s.ok()) return s;
   auto r = impl_->store().engine().Send(
       *tx.impl_->conn(), {.queue_id = impl_->id(),
                           .messages = std::span<const Message>(&message, 1),
-                          .unique_for = core::Micros(options().unique_for),
-                          .grouped = options().groups != GroupMode::kNone});
+                          .unique_for = core::Micros(qo.unique_for),
+                          .grouped = qo.groups != GroupMode::kNone});
   if (!r.ok()) {
     if (!core::IsCleanFailure(r.status())) tx.impl_->Poison(r.status());
     return r.status();
@@ -636,7 +645,8 @@ Status WorkQueue::Ack(Tx& tx, std::string_view receipt) {
   if (!s.ok()) return s;
   auto parsed = core::ParseReceipt(receipt);
   if (!parsed.ok()) return parsed.status();
-  const QueueOptions qo = options();
+  const auto current = impl_->Current();
+  const QueueOptions& qo = current->options;
   s = impl_->store().engine().Ack(*tx.impl_->conn(),
                                   {.queue_id = impl_->id(),
                                    .receipt = *parsed,

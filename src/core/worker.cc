@@ -48,7 +48,9 @@ void Worker::Count(const std::vector<Status>& statuses) {
 
 Result<std::optional<ClaimedMessage>> Worker::Next(Duration wait) {
   if (!invalid_.ok()) return invalid_;
-  const Duration lease = options_.lease.value_or(queue_.options().lease);
+  // The snapshot's lease, not a copy of every option (they hold strings).
+  const Duration lease =
+      options_.lease.value_or(queue_.impl_->Current()->options.lease);
   while (!buffer_.empty()) {
     Prefetched p = std::move(buffer_.front());
     buffer_.pop_front();

@@ -9,7 +9,6 @@
 // or only kept and shown.
 
 #include <fmt/format.h>
-#include <openssl/rand.h>
 
 #include <algorithm>
 #include <map>
@@ -154,14 +153,6 @@ std::string Now() {
   return std::to_string(duration_cast<seconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count());
-}
-
-std::string TaskHandle() {
-  unsigned char b[12];
-  RAND_bytes(b, sizeof b);
-  std::string out;
-  for (unsigned char c : b) out += fmt::format("{:02x}", c);
-  return out;
 }
 
 }  // namespace
@@ -512,7 +503,7 @@ Reply SqsApi::Call::MoveTasks(const Input& in) {
   // task, so that a task ends.
   const std::int64_t ready = Take(from.Stats()).ready;
   const auto started = std::chrono::system_clock::now();
-  const std::string handle = TaskHandle();
+  const std::string handle = RandomHex(12);
   // Each batch in one transaction: sent to the destination and acked here
   // together, so that a message is moved once, never lost or doubled.
   std::int64_t moved = 0;

@@ -21,13 +21,9 @@ constexpr std::string_view kJsonType = "application/x-amz-json-1.0";
 constexpr std::string_view kTargetPrefix = "AmazonSQS.";
 
 std::string RequestId() {
-  unsigned char b[16];
-  RAND_bytes(b, sizeof b);
-  return fmt::format(
-      "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-"
-      "{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-      b[12], b[13], b[14], b[15]);
+  const std::string h = RandomHex(16);
+  return fmt::format("{}-{}-{}-{}-{}", h.substr(0, 8), h.substr(8, 4),
+                     h.substr(12, 4), h.substr(16, 4), h.substr(20));
 }
 
 bool IsIndex(std::string_view s) {
@@ -196,6 +192,14 @@ Reply XmlReply(unsigned status, std::string body) {
 }
 
 }  // namespace
+
+std::string RandomHex(std::size_t bytes) {
+  std::vector<unsigned char> b(bytes);
+  RAND_bytes(b.data(), static_cast<int>(b.size()));
+  std::string out;
+  for (unsigned char c : b) out += fmt::format("{:02x}", c);
+  return out;
+}
 
 void Fail(const ErrorKind& kind, std::string message) {
   throw Error{kind.status, kind.code, kind.shape, std::move(message)};

@@ -107,6 +107,9 @@ Call Read(const Request& request);
 Reply Write(const Call& call, const Json& output);
 Reply WriteError(Protocol protocol, const Error& error);
 
+// `bytes` random bytes in lower-case hex (request ids, task handles).
+std::string RandomHex(std::size_t bytes);
+
 // Text as XML element content: markup and carriage returns escaped.
 std::string XmlText(std::string_view text);
 
