@@ -23,22 +23,39 @@
 
 namespace sqlq::core {
 
-// A group as a claim's look finds it: its key and its candidate's id, 0
-// when it has none now (kOrdered: its head, when ready; kFair: its first
-// ready message, of its window when the queue has a group limit).
+// A group as a claim's look finds it: its key and its candidates, in id
+// order, none when it has none now (kOrdered: its head, when ready; kFair:
+// its first ready messages, of its window when the queue has a group
+// limit).
 struct GroupLook {
   std::string group;
-  std::int64_t candidate = 0;
+  std::vector<std::int64_t> candidates;
 };
+
+// A look's groups, in key order. `whole`: the look went from the first
+// group to the last, so it holds every group, and each fair group has up
+// to PerGroup(want, groups.size()) candidates (one otherwise).
+struct GroupLooks {
+  std::vector<GroupLook> groups;
+  bool whole = false;
+};
+
+// How many candidates a whole look of `groups` groups reads of each fair
+// group, for a claim that wants `want`: enough for the claim when every
+// group has that many.
+inline int PerGroup(int want, std::size_t groups) {
+  const auto g = static_cast<int>(std::max<std::size_t>(groups, 1));
+  return std::max(1, (want + g - 1) / g);
+}
 
 // Walks the groups for claim `p`, adding to `out`. C is the engine's
 // candidate, with `id`, `attempts`, `token` and `payload`. The engine
 // supplies
-//   look(after, n, want) -> Result<vector<GroupLook>>: up to n groups
-//     after `after` in key order (from the first when unset), fewer only
-//     when the groups end or once `want` of them have candidates (an
-//     engine that looks at each group with statements of its own stops
-//     there);
+//   look(after, n, want) -> Result<GroupLooks>: up to n groups after
+//     `after` in key order, from the first when it is unset or no group is
+//     after it; fewer only when the groups end or once `want` of them have
+//     candidates (an engine that looks at each group with statements of
+//     its own stops there);
 //   lock(ids) -> Result<vector<C>>: those candidates that are still ready,
 //     locked where the engine locks, in any order; a candidate another
 //     claim holds is left out;
@@ -52,13 +69,15 @@ struct GroupLook {
 // The claim goes round the groups from after p.after_group, wrapping past
 // the last, and takes one candidate per group it passes; it stops when it
 // has p.max (or p.max_bytes), when it comes back to a group without having
-// taken anything since (a round found nothing more), or after
-// kMaxIdleGroups groups in a row gave nothing.
+// taken anything since (a round found nothing more), when a whole look
+// took every candidate its groups had, or after kMaxIdleGroups groups in a
+// row gave nothing. A whole look serves several rounds at once: first
+// candidates in key order, then second ones, and so on, so that a claim of
+// ten from a queue of one group costs one look, not ten.
 template <class C, class Look, class Lock, class Again, class Bury, class Lease>
 Status WalkGroups(const ClaimParams& p, ClaimOutcome& out, Look look, Lock lock,
                   Again again, Bury bury, Lease lease) {
   std::optional<std::string> cursor = p.after_group;
-  bool from_first = false;  // the last look reached the last group
   std::size_t bytes = 0;
   // The groups looked at since the last lease or dead letter.
   std::set<std::string> idle;
@@ -70,36 +89,49 @@ Status WalkGroups(const ClaimParams& p, ClaimOutcome& out, Look look, Lock lock,
   while (!full && static_cast<int>(out.messages.size()) < p.max) {
     const int want = p.max - static_cast<int>(out.messages.size());
     span = span == 0 ? want + 8 : std::min(2 * span, kMaxIdleGroups + 1);
-    auto looks = look(from_first ? std::nullopt : cursor, span, want);
-    if (!looks.ok()) return looks.status();
-    if (looks->empty()) {
-      if (from_first || !cursor) break;  // no groups
-      from_first = true;
-      continue;
-    }
-    // This round's groups: up to `want` candidates, and not past a group
-    // seen since the last lease.
-    std::size_t end = 0;
-    bool round_over = false;
+    auto looked = look(cursor, span, want);
+    if (!looked.ok()) return looked.status();
+    const std::vector<GroupLook>& groups = looked->groups;
+    if (groups.empty()) break;  // no groups
+    // The groups this round passes, each with its candidate (0 for none):
+    // up to `want` candidates, and not past a group seen since the last
+    // lease. `last`: the group has no later candidate in this look.
+    struct Pick {
+      std::size_t group;
+      std::int64_t id;
+      bool last;
+    };
+    std::vector<Pick> picks;
     std::vector<std::int64_t> ids;
-    for (; end < looks->size(); ++end) {
-      const GroupLook& g = (*looks)[end];
+    bool round_over = false;
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      const GroupLook& g = groups[i];
       if (idle.count(g.group) != 0) {
         round_over = true;
         break;
       }
-      if (g.candidate == 0) continue;
-      ids.push_back(g.candidate);
-      if (static_cast<int>(ids.size()) == want) {
-        ++end;
-        break;
-      }
+      const std::int64_t id = g.candidates.empty() ? 0 : g.candidates[0];
+      picks.push_back({i, id, g.candidates.size() <= 1});
+      if (id == 0) continue;
+      ids.push_back(id);
+      if (static_cast<int>(ids.size()) == want) break;
     }
-    // The groups ended before the look had what it asked for: the next
-    // look starts from the first.
-    from_first = end == looks->size() &&
-                 static_cast<int>(looks->size()) < span &&
-                 static_cast<int>(ids.size()) < want;
+    // A whole look: the next rounds, its groups' later candidates.
+    const bool every = looked->whole && !round_over &&
+                       picks.size() == groups.size() &&
+                       static_cast<int>(ids.size()) < want;
+    for (std::size_t rank = 1; every && static_cast<int>(ids.size()) < want;
+         ++rank) {
+      const std::size_t before = ids.size();
+      for (std::size_t i = 0; i < groups.size(); ++i) {
+        const std::vector<std::int64_t>& c = groups[i].candidates;
+        if (c.size() <= rank) continue;
+        picks.push_back({i, c[rank], c.size() == rank + 1});
+        ids.push_back(c[rank]);
+        if (static_cast<int>(ids.size()) == want) break;
+      }
+      if (ids.size() == before) break;
+    }
     std::unordered_map<std::int64_t, std::size_t> locked_at;
     std::vector<C> locked;
     if (!ids.empty()) {
@@ -112,17 +144,23 @@ Status WalkGroups(const ClaimParams& p, ClaimOutcome& out, Look look, Lock lock,
     }
     std::vector<C> taken;
     bool took = false;
-    for (std::size_t i = 0; i < end && !full; ++i) {
-      const GroupLook& g = (*looks)[i];
-      cursor = g.group;
-      out.last_group = g.group;
-      idle.insert(g.group);
-      if (g.candidate == 0) continue;
-      auto at = locked_at.find(g.candidate);
-      if (at == locked_at.end()) continue;  // held by another claim
+    // Every candidate the look found was taken.
+    bool took_all = true;
+    for (const Pick& pick : picks) {
+      if (full) break;
+      const std::string& group = groups[pick.group].group;
+      cursor = group;
+      out.last_group = group;
+      idle.insert(group);
+      if (pick.id == 0) continue;
+      auto at = locked_at.find(pick.id);
+      if (at == locked_at.end()) {  // held by another claim
+        took_all = false;
+        continue;
+      }
       std::optional<C> m(std::move(locked[at->second]));
       // Out of attempts: a dead letter, and the group's next candidate
-      // looked at in its place.
+      // looked at in its place, unless it is among this look's.
       while (m && m->attempts >= p.max_attempts) {
         if (m->token != 0) ++out.expirations;
         Status s = bury(*m);
@@ -130,7 +168,17 @@ Status WalkGroups(const ClaimParams& p, ClaimOutcome& out, Look look, Lock lock,
         ++out.dead_lettered;
         idle.clear();
         took = true;
-        auto next = again(g.group);
+        took_all = false;
+        m.reset();
+        if (!pick.last) break;
+        // Those taken are leased first, so that the group's next
+        // candidate is not one of them.
+        if (!taken.empty()) {
+          s = lease(taken);
+          if (!s.ok()) return s;
+          taken.clear();
+        }
+        auto next = again(group);
         if (!next.ok()) return next.status();
         m = std::move(*next);
       }
@@ -152,6 +200,19 @@ Status WalkGroups(const ClaimParams& p, ClaimOutcome& out, Look look, Lock lock,
     }
     if (took) span = 0;
     if (round_over && !took) break;
+    // A whole look whose groups had fewer candidates than it read of each,
+    // all taken: nothing is left to find now.
+    if (looked->whole && !round_over && took_all) {
+      const int per = PerGroup(want, groups.size());
+      bool short_everywhere = true;
+      for (const GroupLook& g : groups) {
+        if (static_cast<int>(g.candidates.size()) >= per) {
+          short_everywhere = false;
+          break;
+        }
+      }
+      if (short_everywhere) break;
+    }
     if (static_cast<int>(idle.size()) > kMaxIdleGroups) break;
   }
   return Status::Ok();

@@ -577,7 +577,7 @@ Reply SqsApi::Call::SendMessageBatch(const Input& in) {
   Need(kSend, name);
   const Json& entries = Entries(in);
   WorkQueue q = Queue(name);
-  const QueueOptions o = q.options();
+  const QueueOptions& o = q.options();
   // Entries that are wrong fail on their own; the others are sent together.
   std::vector<Outgoing> good;
   std::vector<std::string> good_ids;
@@ -604,7 +604,7 @@ Reply SqsApi::Call::SendMessageBatch(const Input& in) {
   if (!good.empty()) {
     std::vector<Message> batch;
     batch.reserve(good.size());
-    for (const Outgoing& m : good) batch.push_back(m.message);
+    for (Outgoing& m : good) batch.push_back(std::move(m.message));
     const std::vector<SendResult> sent = Take(q.SendBatch(batch));
     for (std::size_t i = 0; i < sent.size(); ++i) {
       Json entry = SentJson(good[i], sent[i]);

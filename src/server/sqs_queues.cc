@@ -286,6 +286,10 @@ Reply SqsApi::Call::CreateQueue(const Input& in) {
     wanted.groups = GroupMode::kOrdered;
     wanted.unique_for = kFifoDedupWindow;
     wanted.labels[Label("FifoQueue")] = "true";
+  } else {
+    // Standard: receives share fairly between MessageGroupIds, as SQS fair
+    // queues do (messages without one share the group "").
+    wanted.groups = GroupMode::kFair;
   }
   std::map<std::string, std::string> tags;
   AddTags(in.Object(in.Find("tags") ? "tags" : "Tags"), tags);

@@ -181,6 +181,57 @@ TEST_P(GroupConformance, FairClaimsOfOneMessageTakeTheGroupsInTurn) {
   EXPECT_EQ(got, (Payloads{"a0", "b0", "c0", "a1", "b1", "a2", "b2"}));
 }
 
+// A claim of many from few groups takes several rounds in one go; the
+// order is still the round-robin of claims of one.
+TEST_P(GroupConformance, FairClaimsOfManyFromFewGroupsKeepTheRounds) {
+  WorkQueue q = MakeQueue({.groups = GroupMode::kFair});
+  SendTo(q, "a", {"a0", "a1", "a2"});
+  SendTo(q, "b", {"b0", "b1", "b2"});
+  SendTo(q, "c", {"c0"});
+  EXPECT_EQ(Claim(q, 10), (Payloads{"a0", "b0", "c0", "a1", "b1", "a2", "b2"}));
+  EXPECT_EQ(Claim(q, 10), Payloads{});
+
+  // One small group beside a deep one: the small one's message, then the
+  // deep one's in send order, up to the claim's most.
+  ASSERT_OK_AND_ASSIGN(
+      WorkQueue r, store_->CreateQueue("deep", {.groups = GroupMode::kFair}));
+  SendTo(r, "small", {"s0"});
+  Payloads deep;
+  for (int i = 0; i < 20; ++i) deep.push_back("d" + std::to_string(i));
+  SendTo(r, "deep", deep);
+  ASSERT_OK(r.Send({.payload = "u0"}));  // the group ""
+  EXPECT_EQ(Claim(r, 10), (Payloads{"u0", "d0", "s0", "d1", "d2", "d3", "d4",
+                                    "d5", "d6", "d7"}));
+  EXPECT_EQ(Claim(r, 3), (Payloads{"d8", "d9", "d10"}));
+}
+
+// A candidate out of attempts among several of one group: it goes to the
+// dead letters, the group's next message is taken in its place, and none
+// is leased twice.
+TEST_P(GroupConformance, FairClaimsBuryExhaustedCandidatesAndTakeTheNext) {
+  WorkQueue q = MakeQueue(
+      {.max_attempts = 1, .lease = seconds(30), .groups = GroupMode::kFair});
+  ASSERT_OK(q.Send({.payload = "m1", .delay = seconds(60), .group = "g"}));
+  SendTo(q, "g", {"m2", "m3", "m4"});
+  EXPECT_EQ(Claim(q, 1), (Payloads{"m2"}));
+  // m2's lease runs out on its last attempt; m1 becomes ready.
+  clock_->Advance(seconds(61));
+  std::vector<ClaimedMessage> leased;
+  EXPECT_EQ(Claim(q, 2, &leased), (Payloads{"m1", "m3"}));
+  EXPECT_EQ(Claim(q, 5), (Payloads{"m4"}));
+  ASSERT_OK_AND_ASSIGN(auto dead, q.ListDead());
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].payload, "m2");
+
+  // Every candidate of a look out of attempts: the claim still fills up.
+  SendTo(q, "h", {"h1", "h2", "h3", "h4", "h5", "h6"});
+  EXPECT_EQ(Claim(q, 3), (Payloads{"h1", "h2", "h3"}));
+  clock_->Advance(seconds(31));
+  EXPECT_EQ(Claim(q, 3), (Payloads{"h4", "h5", "h6"}));
+  ASSERT_OK_AND_ASSIGN(dead, q.ListDead());
+  EXPECT_EQ(dead.size(), 7u);  // m2, h1-h3, and m1, m3, m4 ran out too
+}
+
 TEST_P(GroupConformance, PlainQueuesKeepTheGroupAndIgnoreIt) {
   WorkQueue q = MakeQueue({});
   SendTo(q, "g", {"1", "2"});

@@ -459,12 +459,10 @@ class QueuesOverSqs(unittest.TestCase):
             QueueUrl=std, MessageBody="x", MessageDeduplicationId="d")),
             "InvalidParameterValue")
 
-    def test_message_groups_share_a_fair_queue(self):
-        # Queues made by CreateQueue are plain; one made fair natively
-        # shares its receives between MessageGroupIds, as SQS fair queues
-        # do.
-        self.server.native("POST", "/v1/queues/fair-tenants",
-                           {"groups": "fair"})
+    def test_message_groups_share_a_standard_queue(self):
+        # A standard queue made by CreateQueue shares its receives between
+        # MessageGroupIds, as SQS fair queues do: a noisy tenant's backlog
+        # does not hold up a quiet one.
         sqs = self.server.client()
 
         def noisy_then_quiet(url):
@@ -473,20 +471,30 @@ class QueuesOverSqs(unittest.TestCase):
                  "MessageGroupId": "noisy"} for i in range(8)])
             sqs.send_message(QueueUrl=url, MessageBody="quiet-0",
                              MessageGroupId="quiet")
+            sqs.send_message(QueueUrl=url, MessageBody="nobody-0")
 
-        url = sqs.get_queue_url(QueueName="fair-tenants")["QueueUrl"]
+        url = sqs.create_queue(QueueName="fair-tenants")["QueueUrl"]
         noisy_then_quiet(url)
-        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2,
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=4)[
+            "Messages"]
+        # One of each group per round (messages without a group are one
+        # group), then the noisy one's next: each group in send order.
+        self.assertEqual(sorted(m["Body"] for m in got),
+                         ["nobody-0", "noisy-0", "noisy-1", "quiet-0"])
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)[
+            "Messages"]
+        self.assertEqual([m["Body"] for m in got],
+                         [f"noisy-{i}" for i in range(2, 8)])
+        # A queue made plain natively keeps the groups but delivers in
+        # send order.
+        self.server.native("POST", "/v1/queues/plain-tenants", {})
+        plain = sqs.get_queue_url(QueueName="plain-tenants")["QueueUrl"]
+        noisy_then_quiet(plain)
+        got = sqs.receive_message(QueueUrl=plain, MaxNumberOfMessages=2,
                                   AttributeNames=["MessageGroupId"])[
             "Messages"]
-        self.assertEqual(sorted(m["Attributes"]["MessageGroupId"]
-                                for m in got), ["noisy", "quiet"])
-        # A plain queue delivers in send order, groups or not.
-        plain = sqs.create_queue(QueueName="plain-tenants")["QueueUrl"]
-        noisy_then_quiet(plain)
-        got = sqs.receive_message(QueueUrl=plain, MaxNumberOfMessages=2)[
-            "Messages"]
         self.assertEqual([m["Body"] for m in got], ["noisy-0", "noisy-1"])
+        self.assertEqual(got[0]["Attributes"]["MessageGroupId"], "noisy")
 
     def test_workers_send_and_receive_only_where_granted(self):
         admin = self.server.client()

@@ -286,11 +286,13 @@ struct Dialect {
     mysql::AddIds(p, ids);
   }
 
-  // A grouped claim's look at the next groups (sql_groups.h) is one
-  // statement per group here: MariaDB reads a correlated subquery's range
-  // (grp > the previous group) from the start of the queue's index, so a
-  // recursive walk costs a scan per step.
+  // A grouped claim's look at the next groups (sql_groups.h) is a loose
+  // index scan here (kGroupListSql), then a statement per fair group for
+  // its candidates: MariaDB reads a correlated subquery's range (grp > the
+  // previous group) from the start of the queue's index, so a recursive
+  // walk would cost a scan per step.
   static constexpr bool kGroupLookInOneStatement = false;
+  static constexpr bool kGroupLookLocks = false;
 
   // What an insert of a named row (InsertName) ends with: nothing, a taken
   // name is a duplicate key.

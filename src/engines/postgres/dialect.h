@@ -262,45 +262,79 @@ struct Dialect {
 
   // A grouped claim's look at the next groups (sql_groups.h) in one
   // statement: a recursive walk of the group index, one seek per group
-  // (the group after the previous one, and its head: its lowest id), and
-  // each group's candidate, its id, or 0 when it has none now (in no
-  // particular order: the caller sorts them, which spares a plan its
-  // sort). Parameters:
-  // queue, after (the walk starts at groups >= it when `first`), how many
-  // groups, now, and, for a window, the group limit.
+  // (the group after the previous one, and its head: its lowest id), from
+  // the first group when none is after `after`, and each group's
+  // candidates: one row per candidate, or a row with id 0 for a group
+  // without (in no particular order: the caller sorts them, which spares a
+  // plan its sort); column 2 is 1 when the walk began at the first group.
+  // A fair walk that began at the first group and found fewer groups than
+  // it may look at has seen every group: it reads each group's first
+  // core::PerGroup(want, groups) ready messages, one otherwise. A fair
+  // look without a window locks its candidates as it finds them (FOR
+  // UPDATE SKIP LOCKED: one another claim holds is passed over for the
+  // group's next) and returns them whole from column 3, in the columns of
+  // the claim's lock statement (sql_groups.h), which it then spares. The
+  // start
+  // is the first row of two: the group after `after`, then the first group
+  // (PostgreSQL reads a UNION ALL's parts in order and stops at the
+  // limit; either row is a start the walk can use, column 2 says which).
+  // Parameters: queue, after (the walk starts at groups >= it when
+  // `first`), how many groups, now, and, when fair, the claim's want and,
+  // for a window, the group limit.
   static constexpr bool kGroupLookInOneStatement = true;
+  static constexpr bool kGroupLookLocks = true;
   static const std::string& GroupLookSql(bool first, bool ordered,
                                          bool window) {
     auto build = [](bool from_first, bool heads, bool windowed) {
-      std::string walk = std::string(R"sql(
-        WITH RECURSIVE walk (n, grp, id, ready_us) AS (
-          (SELECT 1, grp, id, ready_us FROM sqlq_messages
-           WHERE queue_id = $1 AND grp )sql") +
-                         (from_first ? ">=" : ">") + R"sql( $2
-           ORDER BY grp, id LIMIT 1)
+      const std::string anchor = from_first ? R"sql(
+          (SELECT 1, grp, id, ready_us, 1 FROM sqlq_messages
+           WHERE queue_id = $1 AND grp >= $2 ORDER BY grp, id LIMIT 1))sql"
+                                            : R"sql(
+          (SELECT 1, grp, id, ready_us, first FROM (
+             (SELECT grp, id, ready_us, 0 AS first FROM sqlq_messages
+              WHERE queue_id = $1 AND grp > $2 ORDER BY grp, id LIMIT 1)
+             UNION ALL
+             (SELECT grp, id, ready_us, 1 FROM sqlq_messages
+              WHERE queue_id = $1 AND grp IS NOT NULL
+              ORDER BY grp, id LIMIT 1)) a
+           LIMIT 1))sql";
+      std::string walk =
+          "WITH RECURSIVE walk (n, grp, id, ready_us, first) "
+          "AS (" +
+          anchor + R"sql(
           UNION ALL
-          SELECT w.n + 1, x.grp, x.id, x.ready_us FROM walk w, LATERAL (
+          SELECT w.n + 1, x.grp, x.id, x.ready_us, w.first
+          FROM walk w, LATERAL (
             SELECT grp, id, ready_us FROM sqlq_messages
             WHERE queue_id = $1 AND grp > w.grp
             ORDER BY grp, id LIMIT 1) x
-          WHERE w.n < $3)
-        )sql";
+          WHERE w.n < $3))sql";
       if (heads) {
         return walk +
-               "SELECT grp, CASE WHEN ready_us <= $4 THEN id ELSE 0 END "
-               "FROM walk";
+               " SELECT grp, CASE WHEN ready_us <= $4 THEN id ELSE 0 END, "
+               "first FROM walk";
       }
       const std::string ready = windowed ? R"sql(
             SELECT id FROM (
               SELECT id, ready_us FROM sqlq_messages
-              WHERE queue_id = $1 AND grp = w.grp ORDER BY id LIMIT $5) k
-            WHERE ready_us <= $4 ORDER BY id LIMIT 1)sql"
+              WHERE queue_id = $1 AND grp = w.grp ORDER BY id LIMIT $6) k
+            WHERE ready_us <= $4 ORDER BY id
+            LIMIT (SELECT k FROM per))sql"
                                          : R"sql(
-            SELECT id FROM sqlq_messages
+            SELECT id, priority, ready_us, token, attempts, enqueued_us,
+                   payload, headers::text FROM sqlq_messages
             WHERE queue_id = $1 AND grp = w.grp AND ready_us <= $4
-            ORDER BY id LIMIT 1)sql";
-      return walk + "SELECT w.grp, coalesce(c.id, 0) FROM walk w " +
-             "LEFT JOIN LATERAL (" + ready + ") c ON true";
+            ORDER BY id LIMIT (SELECT k FROM per)
+            FOR UPDATE SKIP LOCKED)sql";
+      return walk + R"sql(,
+        per (k) AS (
+          SELECT CASE WHEN min(first) = 1 AND count(*) < $3
+                      THEN ($5::bigint + count(*) - 1) / count(*)
+                      ELSE 1 END
+          FROM walk)
+        SELECT w.grp, coalesce(c.id, 0), w.first)sql" +
+             (windowed ? "" : ", c.*") + " FROM walk w LEFT JOIN LATERAL (" +
+             ready + ") c ON true";
     };
     static const std::string kSql[2][2][2] = {
         {{build(false, false, false), build(false, false, true)},

@@ -167,10 +167,11 @@ Result<core::ClaimOutcome> SqliteEngine::ClaimGroups(
     if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "claim");
     return std::optional<std::string>();
   };
-  // The group's candidate: ordered, its first message if that is ready;
-  // fair, its first ready message.
-  auto candidate =
-      [&](const std::string& group) -> Result<std::optional<Candidate>> {
+  // A group's candidates, up to `limit` of them in id order: ordered, its
+  // first message if that is ready (limit 1); fair, its first ready
+  // messages.
+  auto candidates = [&](const std::string& group,
+                        int limit) -> Result<std::vector<Candidate>> {
     static constexpr const char* kHead = R"sql(
       SELECT id, priority, ready_us, token, attempts, enqueued_us, payload,
              headers
@@ -180,50 +181,87 @@ Result<core::ClaimOutcome> SqliteEngine::ClaimGroups(
       SELECT id, priority, ready_us, token, attempts, enqueued_us, payload,
              headers
       FROM sqlq_messages WHERE queue_id = ?1 AND grp = ?2 AND ready_us <= ?3
-      ORDER BY id LIMIT 1)sql";
-    // A group limit: the first ready message of the group's window, its
+      ORDER BY id LIMIT ?4)sql";
+    // A group limit: the first ready messages of the group's window, its
     // ?3 oldest messages.
     static constexpr const char* kWindow = R"sql(
       SELECT id, priority, ready_us, token, attempts, enqueued_us, payload,
              headers
       FROM (SELECT * FROM sqlq_messages WHERE queue_id = ?1 AND grp = ?2
             ORDER BY id LIMIT ?3)
-      WHERE ready_us <= ?4 ORDER BY id LIMIT 1)sql";
+      WHERE ready_us <= ?4 ORDER BY id LIMIT ?5)sql";
     const bool window = !ordered && p.group_limit > 0;
     SQLQ_PREPARE(st, conn, ordered ? kHead : window ? kWindow : kReady);
     st.Bind(1, p.queue_id).BindText(2, group);
     if (window) {
-      st.Bind(3, p.group_limit).Bind(4, now);
+      st.Bind(3, p.group_limit).Bind(4, now).Bind(5, limit);
     } else if (!ordered) {
-      st.Bind(3, now);
+      st.Bind(3, now).Bind(4, limit);
     }
-    int rc = st.Step();
-    if (rc == SQLITE_DONE) return std::optional<Candidate>();
-    if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "claim");
-    if (st.Int(2) > now) return std::optional<Candidate>();
-    return std::optional<Candidate>(Candidate{
-        st.Int(0), st.Int(1), st.Int(2), st.Int(3), st.Int(4), st.Int(5),
-        st.Blob(6), st.IsNull(7) ? std::string() : st.Text(7), group});
+    std::vector<Candidate> found;
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) {
+      if (st.Int(2) > now) break;  // an ordered head not ready
+      found.push_back(Candidate{
+          st.Int(0), st.Int(1), st.Int(2), st.Int(3), st.Int(4), st.Int(5),
+          st.Blob(6), st.IsNull(7) ? std::string() : st.Text(7), group});
+    }
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+      return Translate(rc, conn.db(), "claim");
+    }
+    return found;
+  };
+  auto candidate =
+      [&](const std::string& group) -> Result<std::optional<Candidate>> {
+    auto c = candidates(group, 1);
+    if (!c.ok()) return c.status();
+    if (c->empty()) return std::optional<Candidate>();
+    return std::optional<Candidate>(std::move(c->front()));
   };
   // Candidates are read whole by the look; "locking" them takes them from
   // here (writes are one at a time: nothing else changes them meanwhile).
   std::unordered_map<std::int64_t, Candidate> seen;
   auto look = [&](std::optional<std::string> after, int n,
-                  int want) -> Result<std::vector<core::GroupLook>> {
-    std::vector<core::GroupLook> looks;
+                  int want) -> Result<core::GroupLooks> {
+    core::GroupLooks looks;
+    bool from_first = !after;
     int found = 0;
-    while (static_cast<int>(looks.size()) < n && found < want) {
+    while (static_cast<int>(looks.groups.size()) < n && found < want) {
       auto group = next_group(after);
       if (!group.ok()) return group.status();
-      if (!group->has_value()) break;
+      if (!group->has_value()) {
+        if (looks.groups.empty() && !from_first) {  // none after: wrap
+          from_first = true;
+          after.reset();
+          continue;
+        }
+        looks.whole = from_first;
+        break;
+      }
       auto c = candidate(**group);
       if (!c.ok()) return c.status();
-      looks.push_back({.group = **group, .candidate = *c ? (*c)->id : 0});
+      core::GroupLook& g = looks.groups.emplace_back();
+      g.group = **group;
       if (*c) {
         ++found;
+        g.candidates.push_back((*c)->id);
         seen.insert_or_assign((*c)->id, std::move(**c));
       }
       after = std::move(*group);
+    }
+    // Every group seen: more candidates of each, for the later rounds.
+    const int per = core::PerGroup(want, looks.groups.size());
+    if (looks.whole && !ordered && per > 1) {
+      for (core::GroupLook& g : looks.groups) {
+        if (g.candidates.empty()) continue;
+        auto more = candidates(g.group, per);
+        if (!more.ok()) return more.status();
+        g.candidates.clear();
+        for (Candidate& m : *more) {
+          g.candidates.push_back(m.id);
+          seen.insert_or_assign(m.id, std::move(m));
+        }
+      }
     }
     return looks;
   };

@@ -520,12 +520,31 @@ TEST_F(MysqlEngineTest, GroupClaimStatementsSeekTheGroupIndex) {
     }
     return sql;
   };
+  // The lists of the next groups: each seek of the index finds a group
+  // (a loose index scan), whether groups follow the key ('g17') or not
+  // ('g9', the last: the list starts again from the first).
   for (const std::string& sql :
-       {filled(engines::shared::kGroupAfterSql, {id, "'g17'"}),
-        filled(engines::shared::kGroupFirstSql, {id}),
+       {filled(engines::shared::kGroupListSql,
+               {id, "'g17'", "18", id, id, "'g17'", "18"}),
+        filled(engines::shared::kGroupListSql,
+               {id, "'g9'", "18", id, id, "'g9'", "18"}),
+        filled(engines::shared::kGroupListFirstSql, {id, "18"})}) {
+    const std::string plan = raw.Query("EXPLAIN FORMAT=JSON " + sql);
+    EXPECT_NE(plan.find("\"using_index_for_group_by\": true"),
+              std::string::npos)
+        << sql << "\n"
+        << plan;
+    EXPECT_EQ(plan.find("filesort"), std::string::npos) << sql << "\n" << plan;
+  }
+  for (const std::string& sql :
+       {filled(engines::shared::kGroupListSql,
+               {id, "'g17'", "18", id, id, "'g17'", "18"}),
+        filled(engines::shared::kGroupListSql,
+               {id, "'g9'", "18", id, id, "'g9'", "18"}),
+        filled(engines::shared::kGroupListFirstSql, {id, "18"}),
         filled(engines::shared::kGroupHeadSql, {id, "'g17'"}),
         filled(engines::shared::kGroupReadySql,
-               {id, "'g17'", "9000000000000000"})}) {
+               {id, "'g17'", "9000000000000000", "10"})}) {
     const std::string plan = raw.Query("EXPLAIN FORMAT=JSON " + sql);
     EXPECT_EQ(plan.find("\"access_type\": \"ALL\""), std::string::npos)
         << sql << "\n"

@@ -415,11 +415,9 @@ TEST_F(PostgresEngineTest, GroupClaimPlansSeekTheGroupIndexWhateverTheStats) {
     SCOPED_TRACE(stats);
     if (std::string(stats) == "fresh") Query(c, "ANALYZE sqlq_messages");
     std::vector<std::string> statements = {
-        Filled(engines::shared::kGroupAfterSql, {id, group}),
-        Filled(engines::shared::kGroupFirstSql, {id}),
         Filled(engines::shared::kGroupHeadSql, {id, group}),
         Filled(engines::shared::kGroupReadySql,
-               {id, group, "9000000000000000"})};
+               {id, group, "9000000000000000", "10"})};
     // The look at the next groups, one recursive statement: each step a
     // seek of the group index.
     for (bool first : {false, true}) {
@@ -434,7 +432,8 @@ TEST_F(PostgresEngineTest, GroupClaimPlansSeekTheGroupIndexWhateverTheStats) {
                    {"$2", first ? std::string("''::bytea") : group},
                    {"$3", "40"},
                    {"$4", "9000000000000000"},
-                   {"$5", "3"}}) {
+                   {"$5", "10"},
+                   {"$6", "3"}}) {
             for (auto at = sql.find(mark); at != std::string::npos;
                  at = sql.find(mark, at)) {
               sql.replace(at, mark.size(), value);
