@@ -48,6 +48,22 @@ inline int PerGroup(int want, std::size_t groups) {
   return std::max(1, (want + g - 1) / g);
 }
 
+// The walk's lock for an engine whose look read its candidates whole and
+// locked them already (or needs no lock): takes those of `ids` still in
+// `seen` out of it, in the order of `ids`.
+template <class C>
+std::vector<C> TakeSeen(std::unordered_map<std::int64_t, C>& seen,
+                        const std::vector<std::int64_t>& ids) {
+  std::vector<C> taken;
+  for (std::int64_t id : ids) {
+    auto it = seen.find(id);
+    if (it == seen.end()) continue;
+    taken.push_back(std::move(it->second));
+    seen.erase(it);
+  }
+  return taken;
+}
+
 // Walks the groups for claim `p`, adding to `out`. C is the engine's
 // candidate, with `id`, `attempts`, `token` and `payload`. The engine
 // supplies

@@ -324,14 +324,7 @@ Result<core::ClaimOutcome> SqlEngine<D>::ClaimGroups(
   auto lock = [&](const std::vector<std::int64_t>& ids)
       -> Result<std::vector<Candidate>> {
     if (!look_locks) return lock_now(ids);
-    std::vector<Candidate> locked;
-    for (std::int64_t id : ids) {
-      auto it = seen.find(id);
-      if (it == seen.end()) continue;
-      locked.push_back(std::move(it->second));
-      seen.erase(it);
-    }
-    return locked;
+    return Result<std::vector<Candidate>>(core::TakeSeen(seen, ids));
   };
   // The group's candidate now, locked: after a dead letter.
   auto again =

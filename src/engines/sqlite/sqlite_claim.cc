@@ -266,16 +266,7 @@ Result<core::ClaimOutcome> SqliteEngine::ClaimGroups(
     return looks;
   };
   auto lock = [&](const std::vector<std::int64_t>& ids)
-      -> Result<std::vector<Candidate>> {
-    std::vector<Candidate> locked;
-    for (std::int64_t id : ids) {
-      auto it = seen.find(id);
-      if (it == seen.end()) continue;
-      locked.push_back(std::move(it->second));
-      seen.erase(it);
-    }
-    return locked;
-  };
+      -> Result<std::vector<Candidate>> { return core::TakeSeen(seen, ids); };
   Status walked = core::WalkGroups<Candidate>(
       p, out, look, lock, candidate,
       [&](const Candidate& m) { return BuryCandidate(conn, p, m, now); },
