@@ -671,6 +671,7 @@ Api::Api(Store& store, const Limits& limits, const Auth& auth, Metrics& metrics,
       auth_(auth),
       cache_(store),
       sqs_(store, limits, auth, cache_),
+      overview_(store),
       metrics_(metrics),
       gauges_(std::move(gauges)),
       metrics_public_(metrics_public) {}
@@ -753,6 +754,72 @@ Reply Api::ClaimReply(const std::vector<ClaimedMessage>& messages, bool limited,
   return r;
 }
 
+Json Api::OverviewJson(const Picture& picture, const TokenEntry* who) const {
+  auto sees = [&](const std::string& name) {
+    return who == nullptr || Auth::Sees(*who, name);
+  };
+  // What the token may do with an object: the buttons a page shows.
+  auto can = [&](const std::string& name) {
+    Json list = Json::array();
+    for (const auto& [perm, word] :
+         {std::pair{kSend, "send"}, {kClaim, "claim"}, {kAdmin, "admin"}}) {
+      if (who == nullptr || Auth::Allows(*who, perm, name)) {
+        list.push_back(word);
+      }
+    }
+    return list;
+  };
+  Json queues = Json::array();
+  for (std::size_t i = 0; i < picture.infos.size(); ++i) {
+    const QueueInfo& info = picture.infos[i];
+    if (!sees(info.name)) continue;
+    Json q = wire::StatsJson(picture.figures.queues[i]);
+    q["kind"] = "queue";
+    q["groups"] = std::string(GroupModeName(info.options.groups));
+    const Rates& r = picture.rates[i];
+    q["rates"] = {{"sends", r[0]},
+                  {"claims", r[1]},
+                  {"acks", r[2]},
+                  {"dead_lettered", r[3]}};
+    q["can"] = can(info.name);
+    queues.push_back(std::move(q));
+  }
+  Json rings = Json::array();
+  for (const RingStats& s : picture.figures.rings) {
+    if (!sees(s.name)) continue;
+    Json j = wire::RingStatsJson(s);
+    j["kind"] = "ring";
+    j["can"] = can(s.name);
+    rings.push_back(std::move(j));
+  }
+  Json rotations = Json::array();
+  for (const RotationStats& s : picture.figures.rotations) {
+    if (!sees(s.name)) continue;
+    Json j = wire::RotationStatsJson(s);
+    j["kind"] = "rotation";
+    j["can"] = can(s.name);
+    rotations.push_back(std::move(j));
+  }
+  Json schedules = Json::array();
+  for (const ScheduleInfo& s : picture.schedules) {
+    if (!sees(s.options.queue)) continue;
+    Json j = wire::ScheduleJson(s);
+    j["can"] = can(s.options.queue);
+    schedules.push_back(std::move(j));
+  }
+  const Metrics::Gauges g = gauges_.read();
+  return {{"at", wire::FormatTime(picture.at)},
+          {"server",
+           {{"connections", g.connections},
+            {"waiting_consumers", g.waiting_consumers},
+            {"requests_in_flight", g.requests_in_flight}}},
+          {"metrics", who == nullptr || Auth::ReadsMetrics(*who)},
+          {"queues", std::move(queues)},
+          {"rings", std::move(rings)},
+          {"rotations", std::move(rotations)},
+          {"schedules", std::move(schedules)}};
+}
+
 Outcome Api::Handle(const Request& req) {
   Outcome out;
   std::string route = "unmatched";
@@ -818,24 +885,17 @@ Outcome Api::Handle(const Request& req) {
       auto visible = [&](const std::string& name) {
         return reader == nullptr || Auth::Sees(*reader, name);
       };
+      // The dashboard's picture, at most a second old.
+      const std::shared_ptr<const Picture> picture = Take(overview_.Latest());
       Metrics::Figures figures;
-      for (const QueueInfo& q : Take(store_.ListQueues())) {
-        if (!visible(q.name)) continue;
-        auto h = store_.Queue(q.name);
-        auto s = h.ok() ? h->Stats() : h.status();
-        if (s.ok()) figures.queues.push_back(std::move(*s));
+      for (const QueueStats& s : picture->figures.queues) {
+        if (visible(s.name)) figures.queues.push_back(s);
       }
-      for (const RingInfo& info : Take(store_.ListRings())) {
-        if (!visible(info.name)) continue;
-        auto h = store_.GetRing(info.name);
-        auto s = h.ok() ? h->Stats() : h.status();
-        if (s.ok()) figures.rings.push_back(std::move(*s));
+      for (const RingStats& s : picture->figures.rings) {
+        if (visible(s.name)) figures.rings.push_back(s);
       }
-      for (const RotationInfo& info : Take(store_.ListRotations())) {
-        if (!visible(info.name)) continue;
-        auto h = store_.GetRotation(info.name);
-        auto s = h.ok() ? h->Stats() : h.status();
-        if (s.ok()) figures.rotations.push_back(std::move(*s));
+      for (const RotationStats& s : picture->figures.rotations) {
+        if (visible(s.name)) figures.rotations.push_back(s);
       }
       Reply r;
       r.text = metrics_.Render(figures, gauges_.read());
@@ -1262,6 +1322,31 @@ Outcome Api::Handle(const Request& req) {
         }
         return reply(200, {{"redriven", Take(q.Redrive(list))}});
       }
+      if (op == "history" && seg.size() == 4) {
+        route_is("GET /v1/queues/{name}/history");
+        method({"GET"});
+        see(name);
+        Body b(req.body, {});
+        queue();  // not_found for a queue that does not exist
+        Json points = Json::array();
+        for (const HistoryPoint& h : overview_.History(name)) {
+          points.push_back({{"at", wire::FormatTime(h.at)},
+                            {"ready", h.ready},
+                            {"delayed", h.delayed},
+                            {"leased", h.leased},
+                            {"dead", h.dead},
+                            {"rates",
+                             {{"sends", h.rates[0]},
+                              {"claims", h.rates[1]},
+                              {"acks", h.rates[2]},
+                              {"dead_lettered", h.rates[3]}}}});
+        }
+        return reply(
+            200,
+            {{"step_s",
+              std::chrono::duration<double>(overview_.options().step).count()},
+             {"points", std::move(points)}});
+      }
       if (op == "archive" && seg.size() == 4) {
         route_is("GET /v1/queues/{name}/archive");
         method({"GET"});
@@ -1310,6 +1395,12 @@ Outcome Api::Handle(const Request& req) {
       method({"GET"});
       Body b(req.body, {});
       return reply(200, {{kind, kind == "rings" ? rings() : rotations()}});
+    }
+    if (kind == "overview" && seg.size() == 2) {
+      route_is("GET /v1/overview");
+      method({"GET"});
+      Body b(req.body, {});
+      return reply(200, OverviewJson(*Take(overview_.Latest()), who));
     }
     if (kind == "all" && seg.size() == 2) {
       route_is("GET /v1/all");

@@ -19,6 +19,7 @@
 
 #include "server/auth.h"
 #include "server/metrics.h"
+#include "server/overview.h"
 #include "server/queue_cache.h"
 #include "server/reply.h"
 #include "server/sqs.h"
@@ -95,6 +96,10 @@ class Api {
 
   Outcome Handle(const Request& request);
 
+  // The dashboard's and /metrics' view of the store, and the queues'
+  // history (sampled once Server::Run starts it).
+  Overview& overview() { return overview_; }
+
   // The reply to a claim: {"messages":[...]}, with "limited":true when the
   // claim stopped short of `options.max` at the reply size limit while more
   // messages were ready, and "limited_by" and "retry_after_ms" when a limit
@@ -118,6 +123,9 @@ class Api {
   // 401 reply for a missing or unknown token.
   const TokenEntry* Authenticate(const std::string& authorization,
                                  std::string* token = nullptr) const;
+  // GET /v1/overview: what `picture` holds that `who` may see (everything
+  // when nullptr), each object with what `who` may do with it ("can").
+  Json OverviewJson(const Picture& picture, const TokenEntry* who) const;
   // Store::CheckWritable, made at most once a second (for /readyz).
   Status CheckWritable();
 
@@ -126,6 +134,7 @@ class Api {
   const Auth& auth_;
   QueueCache cache_;
   SqsApi sqs_;
+  Overview overview_;
   Metrics& metrics_;
   ServerGauges gauges_;
   const bool metrics_public_;

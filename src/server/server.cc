@@ -861,6 +861,8 @@ int Server::Run() {
     if (!e) BeginShutdown(sig);
   });
   Accept();
+  // The queues' history for the dashboard: a reading every step.
+  api_.overview().StartSampling();
 
   std::vector<std::thread> threads;
   for (int i = 1; i < config_.io_threads; ++i) {

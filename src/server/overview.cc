@@ -1,0 +1,191 @@
+#include "server/overview.h"
+
+#include <algorithm>
+#include <unordered_set>
+#include <utility>
+
+namespace sqlq::server {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::array<std::int64_t, 4> CountersOf(const QueueStats& s) {
+  return {s.sends, s.claims, s.acks, s.dead_lettered};
+}
+
+// Per second from `before` to `after` over `seconds`; a counter that went
+// back (the queue was dropped and made again) counts from 0.
+Rates RatesBetween(const std::array<std::int64_t, 4>& before,
+                   const std::array<std::int64_t, 4>& after, double seconds) {
+  Rates r{};
+  if (seconds <= 0) return r;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const std::int64_t d =
+        after[i] >= before[i] ? after[i] - before[i] : after[i];
+    r[i] = static_cast<double>(d) / seconds;
+  }
+  return r;
+}
+
+double Seconds(SteadyClock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
+Overview::Overview(Store& store, Options options)
+    : store_(store), options_(std::move(options)) {}
+
+Overview::~Overview() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (sampler_.joinable()) sampler_.join();
+}
+
+Result<std::shared_ptr<const Picture>> Overview::Take() {
+  auto p = std::make_shared<Picture>();
+  p->taken = options_.now();
+  p->at = std::chrono::time_point_cast<std::chrono::microseconds>(
+      std::chrono::system_clock::now());
+  auto queues = store_.ListQueues();
+  if (!queues.ok()) return queues.status();
+  for (QueueInfo& info : *queues) {
+    // A queue dropped since the list is left out.
+    auto q = store_.Queue(info.name);
+    auto s = q.ok() ? q->Stats() : q.status();
+    if (!s.ok()) {
+      if (s.status().code() == Code::kNotFound) continue;
+      return s.status();
+    }
+    p->figures.queues.push_back(std::move(*s));
+    p->infos.push_back(std::move(info));
+  }
+  auto rings = store_.ListRings();
+  if (!rings.ok()) return rings.status();
+  for (const RingInfo& info : *rings) {
+    auto r = store_.GetRing(info.name);
+    auto s = r.ok() ? r->Stats() : r.status();
+    if (s.ok()) {
+      p->figures.rings.push_back(std::move(*s));
+    } else if (s.status().code() != Code::kNotFound) {
+      return s.status();
+    }
+  }
+  auto rotations = store_.ListRotations();
+  if (!rotations.ok()) return rotations.status();
+  for (const RotationInfo& info : *rotations) {
+    auto r = store_.GetRotation(info.name);
+    auto s = r.ok() ? r->Stats() : r.status();
+    if (s.ok()) {
+      p->figures.rotations.push_back(std::move(*s));
+    } else if (s.status().code() != Code::kNotFound) {
+      return s.status();
+    }
+  }
+  auto schedules = store_.ListSchedules();
+  if (!schedules.ok()) return schedules.status();
+  p->schedules = std::move(*schedules);
+
+  // Rates since the last picture; a picture taken too soon after it to
+  // say much keeps the last rates.
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unordered_map<std::string, std::size_t> before;
+  if (latest_) {
+    for (std::size_t i = 0; i < latest_->infos.size(); ++i) {
+      before[latest_->infos[i].name] = i;
+    }
+  }
+  const double seconds = latest_ ? Seconds(p->taken - latest_->taken) : 0;
+  const bool too_soon = seconds < Seconds(options_.fresh) / 2;
+  for (std::size_t i = 0; i < p->infos.size(); ++i) {
+    Rates r{};
+    auto it = before.find(p->infos[i].name);
+    if (it != before.end()) {
+      r = too_soon
+              ? latest_->rates[it->second]
+              : RatesBetween(CountersOf(latest_->figures.queues[it->second]),
+                             CountersOf(p->figures.queues[i]), seconds);
+    }
+    p->rates.push_back(r);
+  }
+  if (!too_soon || !latest_) latest_ = p;
+  return std::shared_ptr<const Picture>(p);
+}
+
+Result<std::shared_ptr<const Picture>> Overview::Latest() {
+  auto fresh = [&]() -> std::shared_ptr<const Picture> {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (latest_ && options_.now() - latest_->taken < options_.fresh) {
+      return latest_;
+    }
+    return nullptr;
+  };
+  if (auto p = fresh()) return p;
+  // One reading at a time: who waited here finds the picture just taken.
+  std::lock_guard<std::mutex> taking(take_mu_);
+  if (auto p = fresh()) return p;
+  return Take();
+}
+
+Status Overview::Sample() {
+  std::shared_ptr<const Picture> p;
+  {
+    std::lock_guard<std::mutex> taking(take_mu_);
+    auto taken = Take();
+    if (!taken.ok()) return taken.status();
+    p = std::move(*taken);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unordered_set<std::string> present;
+  for (std::size_t i = 0; i < p->infos.size(); ++i) {
+    const std::string& name = p->infos[i].name;
+    const QueueStats& s = p->figures.queues[i];
+    present.insert(name);
+    Series& series = history_[name];
+    HistoryPoint point{.at = p->at,
+                       .ready = s.ready,
+                       .delayed = s.delayed,
+                       .leased = s.leased,
+                       .dead = s.dead};
+    const auto counters = CountersOf(s);
+    if (series.taken != SteadyClock::time_point()) {
+      point.rates = RatesBetween(series.counters, counters,
+                                 Seconds(p->taken - series.taken));
+    }
+    series.counters = counters;
+    series.taken = p->taken;
+    series.points.push_back(point);
+    while (series.points.size() > options_.points) series.points.pop_front();
+  }
+  std::erase_if(history_, [&](const auto& entry) {
+    return !present.contains(entry.first);
+  });
+  return Status::Ok();
+}
+
+void Overview::StartSampling() {
+  if (sampler_.joinable()) return;
+  sampler_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(stop_mu_);
+    while (!stopping_) {
+      lock.unlock();
+      // A failed reading (the database away) leaves a gap in the history.
+      (void)Sample();
+      lock.lock();
+      stop_cv_.wait_for(lock, options_.step, [this] { return stopping_; });
+    }
+  });
+}
+
+std::vector<HistoryPoint> Overview::History(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = history_.find(name);
+  if (it == history_.end()) return {};
+  return {it->second.points.begin(), it->second.points.end()};
+}
+
+}  // namespace sqlq::server
