@@ -665,13 +665,13 @@ Json ParseBody(const std::string& text) {
 }
 
 Api::Api(Store& store, const Limits& limits, const Auth& auth, Metrics& metrics,
-         ServerGauges gauges, bool metrics_public)
+         ServerGauges gauges, bool metrics_public, Overview::Options overview)
     : store_(store),
       limits_(limits),
       auth_(auth),
       cache_(store),
       sqs_(store, limits, auth, cache_),
-      overview_(store),
+      overview_(store, std::move(overview)),
       metrics_(metrics),
       gauges_(std::move(gauges)),
       metrics_public_(metrics_public) {}

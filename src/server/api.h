@@ -90,9 +90,10 @@ class Api {
     std::function<bool()> shutting_down;
   };
   // `metrics_public`: /metrics answers without a token even when the
-  // server has a token file.
+  // server has a token file. `overview`: the dashboard's readings.
   Api(Store& store, const Limits& limits, const Auth& auth, Metrics& metrics,
-      ServerGauges gauges, bool metrics_public = false);
+      ServerGauges gauges, bool metrics_public = false,
+      Overview::Options overview = {});
 
   Outcome Handle(const Request& request);
 

@@ -51,6 +51,10 @@ constexpr SettingSpec kSettings[] = {
      "Run the scheduler: send the ticks of schedules while this server holds "
      "the database's scheduler lease (true or false)",
      "true"},
+    {"history-step", "SQLQ_HISTORY_STEP",
+     "How often the dashboard's history records each queue's depth and "
+     "rates (an hour of steps is kept, at most 3600)",
+     "10s"},
     {"cors-origins", "SQLQ_CORS_ORIGINS",
      "Origins of web pages allowed to call the API (comma-separated, "
      "https://app.example.com)",
@@ -193,6 +197,14 @@ Result<ServerConfig> MakeServerConfig(const SettingValues& values,
     if (!d.ok()) return d.status().WithContext(fmt::format("--{}", name));
     *out = *d;
   }
+  auto step = wire::ParseDuration(get("history-step"));
+  if (!step.ok()) return step.status().WithContext("--history-step");
+  if (*step < std::chrono::milliseconds(100) || *step > std::chrono::hours(1)) {
+    return Status::InvalidArgument(
+        fmt::format("--history-step: '{}' is not between 100ms and 1h",
+                    get("history-step")));
+  }
+  c.history_step = *step;
   return c;
 }
 

@@ -189,6 +189,16 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   std::uint64_t gen_ = 0;
 };
 
+// The dashboard's history: a point every --history-step, an hour of them
+// (at most 3600).
+Overview::Options HistoryOptions(const ServerConfig& config) {
+  Overview::Options o;
+  o.step = config.history_step;
+  o.points = static_cast<std::size_t>(std::clamp<std::int64_t>(
+      std::chrono::hours(1) / config.history_step, 1, 3600));
+  return o;
+}
+
 class Server {
  public:
   Server(const ServerConfig& config, Store& store, const Auth& auth)
@@ -198,7 +208,7 @@ class Server {
         api_(store, config.limits, auth, metrics_,
              {.read = [this] { return Gauges(); },
               .shutting_down = [this] { return stopping_.load(); }},
-             config.metrics_public),
+             config.metrics_public, HistoryOptions(config)),
         db_pool_(static_cast<std::size_t>(config.db_threads)),
         acceptor_(ioc_),
         signals_(ioc_, SIGTERM, SIGINT),

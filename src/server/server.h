@@ -32,6 +32,8 @@ struct ServerConfig {
   bool metrics_public = false;
   // Run the scheduler (StoreOptions::run_schedules).
   bool schedules = true;
+  // The dashboard's history: a point per queue every step (Overview).
+  Duration history_step = std::chrono::seconds(10);
 };
 
 // Runs until SIGTERM or SIGINT, then shuts down gracefully. Returns the

@@ -1,8 +1,11 @@
 // The dashboard in a real headless browser: a real `sqlq serve` (SQLQ_BIN)
 // with a token file, messages sent over HTTP, and Debian's Chromium driven
-// by playwright-core. Checks the numbers a user sees change, the waiting
-// consumers, the token kept in sessionStorage, and that only an admin token
-// can peek and redrive dead letters.
+// by playwright-core. Checks what a user sees: live numbers from one
+// request per refresh, the waiting consumers, a queue's page (pause, the
+// message browser, bulk actions behind a confirmation), a message's page
+// and its actions, rings and rotations, a hostile payload staying text,
+// and a claim-only token seeing no admin control. Screenshots go to
+// $SQLQ_SCREENSHOTS when set (docs/dashboard.md shows them).
 //
 // Run: SQLQ_BIN=build/dev/sqlq node tests/web/dashboard_test.mjs
 // (after `npm ci` in tests/web). CTest runs it with the label "web".
@@ -11,6 +14,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { createRequire } from "node:module";
 import { test } from "node:test";
 
 import { BROWSER, DEADLINE_MS, loadChromium, startServer as serve, waitFor }
@@ -20,17 +24,20 @@ const chromium = await loadChromium();
 
 const ADMIN = "admin-token-web-0001";
 const WORKER = "worker-token-web-0001";
+const CLAIMER = "claimer-token-web-0001";
+const HOSTILE = '<img src=x onerror="window.pwned=1"><script>window.pwned=1</script>';
 
-async function startServer(dir) {
+async function startServer(dir, args) {
   fs.writeFileSync(path.join(dir, "tokens.txt"),
-                   `${ADMIN} admin:*\n${WORKER} send,claim:*\n`);
-  return serve(dir, ["--tokens", path.join(dir, "tokens.txt")]);
+                   `${ADMIN} admin:*\n${WORKER} send,claim:*\n` +
+                   `${CLAIMER} claim:jobs\n`);
+  return serve(dir, ["--tokens", path.join(dir, "tokens.txt"), ...args]);
 }
 
-test("the dashboard shows live queue numbers and redrives dead letters",
-     async () => {
+// A server (with `args`), a browser, and helpers; `body` runs with them.
+async function withDashboard(body, args = [], pageOptions = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sqlq-web-"));
-  const { url, stop } = await startServer(dir);
+  const { url, stop } = await startServer(dir, args);
   const browser = await chromium.launch({ executablePath: BROWSER,
                                           args: ["--no-sandbox"] });
   try {
@@ -43,81 +50,108 @@ test("the dashboard shows live queue numbers and redrives dead letters",
       const json = await res.json();
       return { status: res.status, json };
     };
-    const send = async (queue, payloads) => {
+    const send = async (queue, messages) => {
       const r = await call("POST", `/v1/queues/${queue}/messages`,
-                           { messages: payloads.map((p) => ({ payload: p })) });
-      assert.equal(r.status, 200);
+                           { messages: messages.map((m) =>
+                               typeof m === "string" ? { payload: m } : m) });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      return r.json;
     };
+    const page = await browser.newPage({ viewport: { width: 1200, height: 900 },
+                                         ...pageOptions });
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    // Console errors but the browser's own line for each failed request
+    // (a 401 before the token is typed is the page working as meant).
+    page.on("console", (m) => {
+      if (m.type() === "error" && !m.text().startsWith("Failed to load resource")) {
+        errors.push(m.text());
+      }
+    });
+    const requests = [];
+    page.on("request", (r) => requests.push(r.method() + " " +
+                                            new URL(r.url()).pathname));
+    const login = async (token) => {
+      await page.fill("#token", token);
+      await page.click("#token-save");
+    };
+    const shot = async (name) => {
+      const to = process.env.SQLQ_SCREENSHOTS;
+      if (to) await page.screenshot({ path: path.join(to, name + ".png"),
+                                      fullPage: true });
+    };
+    await body({ url, call, send, page, errors, requests, login, shot });
+    // Every page loaded and every action ran without a console error
+    // (a script or style the Content-Security-Policy blocked shows there).
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+    await stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const field = (page, queue, name) =>
+    page.locator(`#queues tr[data-queue="${queue}"] td[data-field="${name}"]`);
+const shows = (page, queue, name, text) =>
+    waitFor(`${queue} ${name} = ${text}`, async () =>
+        (await field(page, queue, name).count()) === 1 &&
+        (await field(page, queue, name).textContent()) === text);
+
+test("the overview is live, one request a refresh", async () => {
+  await withDashboard(async ({ url, call, send, page, requests, login, shot }) => {
     assert.equal((await call("POST", "/v1/queues/jobs",
                              { max_attempts: 1 })).status, 201);
     assert.equal((await call("POST", "/v1/queues/other", {})).status, 201);
+    assert.equal((await call("POST", "/v1/rings/views", { capacity: 3 })).status,
+                 201);
+    assert.equal((await call("POST", "/v1/rotations/relays", {})).status, 201);
+    assert.equal((await call("POST", "/v1/schedules/nightly",
+                             { cron: "0 3 * * *", queue: "jobs",
+                               payload: "report" })).status, 201);
     await send("jobs", ["a", "b", "c"]);
 
-    const page = await browser.newPage();
-    const errors = [];
-    page.on("pageerror", (e) => errors.push(e.message));
-    // A script or style the Content-Security-Policy blocked shows here.
-    page.on("console", (m) => {
-      if (/Content Security Policy/.test(m.text())) errors.push(m.text());
-    });
     const res = await page.goto(url + "/");
     assert.equal(res.status(), 200);
-    assert.match(res.headers()["content-type"], /text\/html/);
     assert.match(res.headers()["content-security-policy"],
                  /default-src 'none'; script-src 'sha256-/);
-    assert.match(res.headers()["content-security-policy"],
-                 /frame-ancestors 'none'/);
     assert.equal(res.headers()["x-frame-options"], "DENY");
     assert.equal(await page.title(), "sqlq dashboard");
-
     // Without a token the page says why it shows nothing.
-    await page.waitForFunction(
-        () => document.getElementById("status").textContent
-                  .includes("unauthorized"),
-        null, { timeout: DEADLINE_MS });
+    await waitFor("unauthorized", async () =>
+        (await page.textContent("#status")).includes("unauthorized"));
     assert.equal(await page.locator("#queues tbody tr").count(), 0);
 
-    const field = (queue, name) =>
-        page.locator(`#queues tr[data-queue="${queue}"] td[data-field="${name}"]`);
-    const shows = (queue, name, text) =>
-        waitFor(`${queue} ${name} = ${text}`, async () =>
-            (await field(queue, name).count()) === 1 &&
-            (await field(queue, name).textContent()) === text);
+    await login(ADMIN);
+    await shows(page, "jobs", "ready", "3");
+    await shows(page, "other", "ready", "0");
+    await waitFor("the ring, the rotation and the schedule", async () =>
+        (await page.locator('#rings tr[data-ring="views"]').count()) === 1 &&
+        (await page.locator('#rotations tr[data-rotation="relays"]').count()) ===
+            1 &&
+        (await page.locator('#schedules tr[data-schedule="nightly"]').count()) ===
+            1);
 
-    await page.fill("#token", ADMIN);
-    await page.click("#token-save");
-    await shows("jobs", "ready", "3");
-    await shows("jobs", "leased", "0");
-    await shows("jobs", "dead", "0");
-    await shows("other", "ready", "0");
-    assert.equal(await page.textContent("#status"), "live");
-
-    // New sends show up in the depth and, for one refresh, as a send rate.
-    const sawRate = page.waitForFunction(
-        () => {
-          const td = document.querySelector(
-              '#queues tr[data-queue="jobs"] td[data-field="sends_per_s"]');
-          return td !== null && Number(td.textContent) > 0;
-        }, null, { polling: "raf", timeout: DEADLINE_MS });
+    // New sends show in the depth and as a send rate.
+    const sawRate = page.waitForFunction(() => {
+      const td = document.querySelector(
+          '#queues tr[data-queue="jobs"] td[data-field="sends_per_s"]');
+      return td !== null && Number(td.textContent) > 0;
+    }, null, { polling: "raf", timeout: DEADLINE_MS });
     await send("jobs", ["d", "e"]);
     await sawRate;
-    await shows("jobs", "ready", "5");
+    await shows(page, "jobs", "ready", "5");
 
-    // Claimed messages move from ready to leased.
+    // Claimed messages move from ready to leased; a nack on the last
+    // attempt makes a dead letter.
     const claimed = await call("POST", "/v1/queues/jobs/claim",
                                { max: 2, lease_ms: 60000 });
     assert.equal(claimed.json.messages.length, 2);
-    await shows("jobs", "ready", "3");
-    await shows("jobs", "leased", "2");
-
-    // A nack on the last attempt makes a dead letter.
-    const one = await call("POST", "/v1/queues/jobs/claim", { max: 1 });
-    const dead = one.json.messages[0];
+    await shows(page, "jobs", "leased", "2");
     assert.equal((await call("POST", "/v1/queues/jobs/nack",
-                             { receipt: dead.receipt, error: "boom" })).status,
-                 200);
-    await shows("jobs", "dead", "1");
-    await shows("jobs", "ready", "2");
+                             { receipt: claimed.json.messages[0].receipt,
+                               error: "boom" })).status, 200);
+    await shows(page, "jobs", "dead", "1");
 
     // A claim waiting on "other" is a waiting consumer until a send wakes it.
     await waitFor("no waiting consumers",
@@ -130,50 +164,276 @@ test("the dashboard shows live queue numbers and redrives dead letters",
     assert.equal((await parked).json.messages[0].payload, "wake");
     await waitFor("no waiting consumers again",
                   async () => (await page.textContent("#waiting")) === "0");
-    await shows("other", "leased", "1");
 
-    // The token survives a reload of the tab (sessionStorage).
+    // Each refresh is one request, whatever the page shows.
+    requests.length = 0;
+    await waitFor("three refreshes", async () =>
+        requests.filter((r) => r === "GET /v1/overview").length >= 3, 15000);
+    assert.deepEqual([...new Set(requests)], ["GET /v1/overview"]);
+
+    // The token survives a reload of the tab (sessionStorage); the filter
+    // narrows the tables.
     await page.reload();
     assert.equal(await page.inputValue("#token"), ADMIN);
-    await shows("jobs", "dead", "1");
+    await shows(page, "jobs", "dead", "1");
+    await shot("overview");
+    await page.fill("#filter", "oth");
+    await waitFor("only 'other'", async () =>
+        (await page.locator("#queues tbody tr").count()) === 1 &&
+        (await field(page, "other", "ready").count()) === 1);
+  });
+});
 
-    // A token without admin sees the queue but may not peek dead letters.
-    await page.fill("#token", WORKER);
-    await page.click("#token-save");
-    // Its queues stay live; the server's gauges need a metrics grant.
-    await waitFor("the gauges hidden from a worker's token", async () =>
-        (await page.textContent("#waiting")) === "–");
-    assert.equal(await page.textContent("#status"), "live");
-    await page.click('#queues tr[data-queue="jobs"] button.show-dead');
-    await waitFor("the forbidden message", async () =>
-        (await page.textContent("#dead-message")).includes("forbidden"));
-    assert.equal(await page.locator("#dead-letters tbody tr").count(), 0);
+test("five hundred queues refresh with one request", async () => {
+  await withDashboard(async ({ url, call, page, requests, login }) => {
+    for (let i = 0; i < 500; i += 50) {
+      const made = await Promise.all(Array.from({ length: 50 }, (_, k) =>
+          call("POST", `/v1/queues/q${String(i + k).padStart(3, "0")}`, {})));
+      for (const m of made) assert.equal(m.status, 201);
+    }
+    await page.goto(url + "/");
+    await login(ADMIN);
+    await waitFor("500 rows", async () =>
+        (await page.locator("#queues tbody tr").count()) === 500);
+    requests.length = 0;
+    await waitFor("two refreshes", async () =>
+        requests.filter((r) => r === "GET /v1/overview").length >= 2, 15000);
+    assert.deepEqual([...new Set(requests)], ["GET /v1/overview"]);
+    assert.equal(await page.locator("#queues tbody tr").count(), 500);
+  });
+});
 
-    // The admin peeks the dead letter: its payload and last error...
-    await page.fill("#token", ADMIN);
-    await page.click("#token-save");
-    const row = page.locator(`#dead-letters tr[data-id="${dead.id}"]`);
-    await waitFor("the dead letter row", async () => (await row.count()) === 1);
-    assert.equal(await row.locator('td[data-field="payload"]').textContent(),
-                 dead.payload);
-    assert.equal(await row.locator('td[data-field="last_error"]').textContent(),
-                 "boom");
-    // ...and redrives it: it is ready again, and no longer dead.
-    await row.locator("input.dead-select").check();
-    await page.click("#redrive-selected");
-    await waitFor("the redrive message", async () =>
-        (await page.textContent("#dead-message")) === "Redriven: 1");
-    await shows("jobs", "dead", "0");
-    await shows("jobs", "ready", "3");
-    assert.equal(await page.locator("#dead-letters tbody tr").count(), 0);
-    const stats = await call("GET", "/v1/queues/jobs");
-    assert.equal(stats.json.stats.dead, 0);
-    assert.equal(stats.json.stats.ready, 3);
+test("a queue's page: pause, browse, bulk actions, a message's actions",
+     async () => {
+  await withDashboard(async ({ url, call, send, page, login, shot }) => {
+    assert.equal((await call("POST", "/v1/queues/jobs",
+                             { max_attempts: 1 })).status, 201);
+    const sent = await send("jobs", [
+      { payload: HOSTILE, headers: { tenant: "acme" }, group: "g1" },
+      { payload: '{"to":"a@example.com","n":1}', headers: { tenant: "acme" } },
+      { payload_base64: Buffer.from([0, 1, 2, 255]).toString("base64") },
+      "four", "five", "six"]);
+    const ids = sent.ids;
+    await page.goto(url + "/#/queue/jobs");
+    await login(ADMIN);
+    await waitFor("the counts", async () =>
+        (await page.locator('#counts b[data-field="ready"]').count()) === 1 &&
+        (await page.textContent('#counts b[data-field="ready"]')) === "6");
+    // The charts draw the history the server keeps (a point every 200 ms
+    // here): the depth of 6, and the sends.
+    const line = (chart, series) =>
+        page.locator(`#${chart} path[data-series="${series}"]`);
+    await waitFor("lines of several points", async () =>
+        (await line("depth-chart", "ready").count()) === 1 &&
+        (await line("depth-chart", "ready").getAttribute("d")).includes("L") &&
+        (await line("rate-chart", "sends").count()) === 1);
+    const history = (await call("GET", "/v1/queues/jobs/history")).json;
+    assert.ok(history.points.length >= 1);
+    assert.equal(history.points.at(-1).ready, 6);
+    assert.equal(history.step_s, 0.2);
 
-    assert.deepEqual(errors, []);
-  } finally {
-    await browser.close();
-    await stop();
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
+    // Pause and resume.
+    await page.click("#pause");
+    await waitFor("paused", async () =>
+        (await call("GET", "/v1/queues/jobs")).json.stats.paused === true);
+    await page.locator("#resume").waitFor({ timeout: DEADLINE_MS });
+    await page.click("#resume");
+    await waitFor("resumed", async () =>
+        (await call("GET", "/v1/queues/jobs")).json.stats.paused === false);
+
+    // The browser lists the ready messages; the hostile payload is text.
+    const row = (id) => page.locator(`#messages tr[data-id="${id}"]`);
+    await waitFor("six rows", async () =>
+        (await page.locator("#messages tbody tr").count()) === 6);
+    assert.equal(await row(ids[0]).locator("td.payload").textContent(), HOSTILE);
+    assert.equal(await page.evaluate(() => window.pwned), undefined);
+    await shot("queue");
+
+    // A header search narrows the list.
+    await page.fill("#find-header", "tenant=acme");
+    await page.press("#find-header", "Enter");
+    await waitFor("two acme rows", async () =>
+        (await page.locator("#messages tbody tr").count()) === 2);
+
+    // Bulk delete of a selection asks first and says how many.
+    await row(ids[0]).locator("input.pick").check();
+    await row(ids[1]).locator("input.pick").check();
+    await page.click("#bulk-delete");
+    await page.locator("#confirm[open]").waitFor({ timeout: DEADLINE_MS });
+    assert.equal(await page.textContent("#confirm-text"), "Delete 2 messages?");
+    await page.click("#confirm-no");
+    assert.equal((await call("GET", "/v1/queues/jobs")).json.stats.ready, 6);
+    // Over the filter: every acme message, counted.
+    await page.click("#bulk-delete-all");
+    await page.locator("#confirm[open]").waitFor({ timeout: DEADLINE_MS });
+    assert.match(await page.textContent("#confirm-text"),
+                 /^Delete 2 messages \(every ready message the filter selects\)\?$/);
+    await page.click("#confirm-yes");
+    await waitFor("two deleted", async () =>
+        (await call("GET", "/v1/queues/jobs")).json.stats.ready === 4);
+    await waitFor("no acme rows", async () =>
+        (await page.locator("#no-messages").count()) === 1);
+
+    // A message's page: a binary payload as hex, its priority changed.
+    await page.goto(url + `/#/queue/jobs/message/${ids[2]}`);
+    await page.locator("#payload-hex").waitFor({ timeout: DEADLINE_MS });
+    assert.match(await page.textContent("#payload-hex"), /^000000 {2}00 01 02 ff$/);
+    await page.fill("#priority", "7");
+    await page.click("#set-priority");
+    await waitFor("priority 7", async () =>
+        (await call("GET", `/v1/queues/jobs/messages/${ids[2]}`)).json.priority === 7);
+    await waitFor("the page shows it", async () =>
+        (await page.textContent('#fields dd[data-field="priority"]')) === "7");
+    await shot("message");
+
+    // Reschedule to tomorrow, then retry now: delayed, then ready again.
+    const tomorrow = new Date(Date.now() + 86400000);
+    const local = new Date(tomorrow.getTime() - tomorrow.getTimezoneOffset() * 60000)
+        .toISOString().slice(0, 16);
+    await page.fill("#run-at", local);
+    await page.click("#reschedule");
+    await waitFor("delayed", async () =>
+        (await call("GET", `/v1/queues/jobs/messages/${ids[2]}`)).json.state ===
+            "delayed");
+    await page.locator('#fields dd[data-field="state"]:text("delayed")')
+        .waitFor({ timeout: DEADLINE_MS });
+    await page.click("#retry");
+    await waitFor("ready", async () =>
+        (await call("GET", `/v1/queues/jobs/messages/${ids[2]}`)).json.state ===
+            "ready");
+
+    // A dead letter: its error history, and a redrive.
+    const claimed = await call("POST", "/v1/queues/jobs/claim", { max: 1 });
+    const dead = claimed.json.messages[0];
+    await call("POST", "/v1/queues/jobs/nack",
+               { receipt: dead.receipt, error: "smtp 451" });
+    await page.goto(url + `/#/queue/jobs/message/${dead.id}`);
+    await page.locator('#fields dd[data-field="state"]:text("dead")')
+        .waitFor({ timeout: DEADLINE_MS });
+    assert.match(await page.textContent("#errors"), /smtp 451/);
+    await page.click("#retry");
+    await waitFor("redriven", async () =>
+        (await call("GET", `/v1/queues/jobs/messages/${dead.id}`)).json.state ===
+            "ready");
+
+    // Delete, after a confirmation.
+    await page.click("#delete");
+    await page.locator("#confirm[open]").waitFor({ timeout: DEADLINE_MS });
+    assert.equal(await page.textContent("#confirm-text"),
+                 `Delete message ${dead.id}?`);
+    await page.click("#confirm-yes");
+    await waitFor("gone", async () =>
+        (await call("GET", `/v1/queues/jobs/messages/${dead.id}`)).status === 404);
+    await page.waitForURL(/#\/queue\/jobs$/, { timeout: DEADLINE_MS });
+  }, ["--history-step", "200ms"]);
+});
+
+test("a claim-only token sees its queue and no admin control", async () => {
+  await withDashboard(async ({ url, call, send, page, login }) => {
+    for (const q of ["jobs", "billing"]) {
+      assert.equal((await call("POST", `/v1/queues/${q}`, {})).status, 201);
+    }
+    await call("POST", "/v1/rings/views", {});
+    await send("jobs", ["x"]);
+    await page.goto(url + "/");
+    await login(CLAIMER);
+    await shows(page, "jobs", "ready", "1");
+    assert.equal(await page.locator("#queues tbody tr").count(), 1);
+    assert.equal(await page.locator("#rings").count(), 0);
+    await page.click('#queues a[href="#/queue/jobs"]');
+    await waitFor("the queue page", async () =>
+        (await page.locator("#queue-head").count()) === 1);
+    await page.locator("#browser p").waitFor({ timeout: DEADLINE_MS });
+    assert.match(await page.textContent("#browser"), /needs the admin permission/);
+    for (const control of ["#pause", "#resume", "#bulk", "#bulk-delete",
+                           "#messages"]) {
+      assert.equal(await page.locator(control).count(), 0, control);
+    }
+  });
+});
+
+test("rings and rotations have pages", async () => {
+  await withDashboard(async ({ url, call, page, login, shot }) => {
+    await call("POST", "/v1/rings/views", { capacity: 3 });
+    for (const p of ["v1", "v2", "v3", "v4"]) {
+      await call("POST", "/v1/rings/views/groups/home", { payload: p });
+    }
+    await call("POST", "/v1/rotations/relays", { max_failures: 2 });
+    for (const k of ["smtp-a", "smtp-b"]) {
+      await call("POST", "/v1/rotations/relays/items", { key: k, payload: k });
+    }
+    await call("POST", "/v1/rotations/relays/items/smtp-b/fail", {});
+    await call("POST", "/v1/rotations/relays/items/smtp-b/fail", {});
+    await page.goto(url + "/#/ring/views");
+    await login(ADMIN);
+    await waitFor("the newest entries", async () =>
+        (await page.locator("main table tbody tr").count()) === 3);
+    assert.equal(await page.locator("main table tbody tr td.payload").first()
+                     .textContent(), "v4");
+    await page.goto(url + "/#/rotation/relays");
+    await waitFor("the items", async () =>
+        (await page.locator("#items tbody tr").count()) === 2);
+    assert.match(await page.textContent("#items"), /parked/);
+    await shot("rotation");
+  });
+});
+
+// axe-core (from npm, in tests/web) on every page: no serious or critical
+// violation of WCAG 2 A and AA. The page's Content-Security-Policy would
+// refuse the injected checker, so this page's context bypasses it (the
+// other tests keep it). And the keyboard alone reaches a queue.
+const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
+
+test("every page passes an accessibility check and works from the keyboard",
+     async () => {
+  await withDashboard(async ({ url, call, send, page, login }) => {
+    assert.equal((await call("POST", "/v1/queues/jobs", { max_attempts: 1 })).status,
+                 201);
+    const sent = await send("jobs", [{ payload: "a", headers: { k: "v" } }, "b"]);
+    const claimed = await call("POST", "/v1/queues/jobs/claim", { max: 1 });
+    await call("POST", "/v1/queues/jobs/nack",
+               { receipt: claimed.json.messages[0].receipt, error: "bad" });
+    await call("POST", "/v1/rings/views", {});
+    await call("POST", "/v1/rings/views/groups/home", { payload: "p" });
+    await call("POST", "/v1/rotations/relays", {});
+    await call("POST", "/v1/rotations/relays/items", { key: "k", payload: "p" });
+    await page.goto(url + "/");
+    await login(ADMIN);
+    const audit = async (what, ready) => {
+      await page.locator(ready).first().waitFor({ timeout: DEADLINE_MS });
+      if (!(await page.evaluate(() => typeof window.axe !== "undefined"))) {
+        await page.addScriptTag({ path: AXE });
+      }
+      const found = await page.evaluate(async () => {
+        const r = await window.axe.run(document, {
+            runOnly: { type: "tag", values: ["wcag2a", "wcag2aa"] } });
+        return r.violations.filter((v) => v.impact === "serious" ||
+                                          v.impact === "critical")
+                           .map((v) => v.id + ": " + v.help + " (" +
+                                       v.nodes.length + ")");
+      });
+      assert.deepEqual(found, [], what);
+    };
+    await audit("overview", '#queues tr[data-queue="jobs"]');
+
+    // The keyboard: Tab from the token field to the queue's link, Enter.
+    await page.focus("#token");
+    let reached = false;
+    for (let i = 0; i < 20 && !reached; ++i) {
+      await page.keyboard.press("Tab");
+      reached = await page.evaluate(() =>
+          document.activeElement.getAttribute("href") === "#/queue/jobs");
+    }
+    assert.ok(reached, "Tab reaches the queue's link");
+    await page.keyboard.press("Enter");
+    await audit("queue", "#messages tbody tr");
+    await page.goto(url + `/#/queue/jobs/message/${sent.ids[1]}`);
+    await audit("message", "#fields");
+    await page.goto(url + `/#/queue/jobs/message/${sent.ids[0]}`);
+    await audit("dead letter", "#errors");
+    await page.goto(url + "/#/ring/views");
+    await audit("ring", "main table");
+    await page.goto(url + "/#/rotation/relays");
+    await audit("rotation", "#items");
+  }, [], { bypassCSP: true });
 });
