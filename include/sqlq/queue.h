@@ -357,7 +357,10 @@ struct MessageFilter {
   std::optional<std::pair<std::string, std::string>> header;
   // enqueued_after <= enqueue time < enqueued_before
   std::optional<Timestamp> enqueued_after, enqueued_before;
+  // Whose payload begins with these bytes (at most kMaxPayloadPrefix).
+  std::string payload_prefix;
 };
+inline constexpr std::size_t kMaxPayloadPrefix = 1024;
 
 // A page of ListMessages: up to `limit` (1..1,000) messages in id order,
 // from where `cursor` (the previous page's next_cursor; empty: the start)

@@ -834,7 +834,7 @@ Result<std::string> PayloadArg(const std::string& text, bool base64) {
 
 // The filter options of `message list` and the bulk changes.
 struct FilterArgs {
-  std::string state, dedup, header, after, before;
+  std::string state, dedup, header, after, before, payload_prefix;
   std::optional<std::string> group;
   std::optional<std::int32_t> min_priority, max_priority;
   bool all = false;
@@ -849,6 +849,8 @@ struct FilterArgs {
     cmd->add_option("--group", group, "In this group");
     cmd->add_option("--header", header,
                     "With this header: NAME=VALUE, the value exactly");
+    cmd->add_option("--payload-prefix", payload_prefix,
+                    "Whose payload begins with this text");
     cmd->add_option("--enqueued-after", after,
                     "Sent at or after this RFC 3339 time");
     cmd->add_option("--enqueued-before", before,
@@ -859,7 +861,7 @@ struct FilterArgs {
   bool any() const {
     return !state.empty() || !dedup.empty() || !header.empty() ||
            !after.empty() || !before.empty() || min_priority || max_priority ||
-           group;
+           group || !payload_prefix.empty();
   }
   Result<MessageFilter> Filter() const {
     MessageFilter f;
@@ -871,6 +873,7 @@ struct FilterArgs {
     f.min_priority = min_priority;
     f.max_priority = max_priority;
     f.dedup_key = dedup;
+    f.payload_prefix = payload_prefix;
     f.group = group;
     if (!header.empty()) {
       const auto eq = header.find('=');

@@ -45,6 +45,11 @@ Status ValidateFilter(const MessageFilter& f) {
         fmt::format("dedup key of {} bytes is longer than {}",
                     f.dedup_key.size(), core::kMaxDedupKey));
   }
+  if (f.payload_prefix.size() > kMaxPayloadPrefix) {
+    return Status::InvalidArgument(
+        fmt::format("payload prefix of {} bytes is longer than {}",
+                    f.payload_prefix.size(), kMaxPayloadPrefix));
+  }
   if (f.group && f.group->size() > kMaxGroup) {
     return Status::InvalidArgument(fmt::format(
         "group of {} bytes is longer than {}", f.group->size(), kMaxGroup));
@@ -99,6 +104,7 @@ std::uint64_t FilterHash(const MessageFilter& f) {
   mix(f.group ? "=" + *f.group : "-");
   mix(f.header ? f.header->first : "-");
   mix(f.header ? f.header->second : "-");
+  mix(f.payload_prefix);
   opt(f.enqueued_after);
   opt(f.enqueued_before);
   return h;

@@ -364,7 +364,8 @@ std::pair<std::string, std::string> ReadHeaderMatch(const std::string& text) {
 }
 
 // A listing's filter from the query: state, min_priority, max_priority,
-// dedup, group, header (NAME=VALUE), enqueued_after, enqueued_before.
+// dedup, group, header (NAME=VALUE), payload_prefix (text), enqueued_after,
+// enqueued_before.
 MessageFilter FilterFromQuery(const Target& t) {
   MessageFilter f;
   auto get = [&](const char* key) -> const std::string* {
@@ -383,6 +384,7 @@ MessageFilter FilterFromQuery(const Target& t) {
   if (auto* v = get("dedup")) f.dedup_key = *v;
   if (auto* v = get("group")) f.group = *v;
   if (auto* v = get("header")) f.header = ReadHeaderMatch(*v);
+  if (auto* v = get("payload_prefix")) f.payload_prefix = *v;
   if (auto* v = get("enqueued_after")) {
     f.enqueued_after = ReadTime("enqueued_after", *v);
   }
@@ -394,11 +396,12 @@ MessageFilter FilterFromQuery(const Target& t) {
 
 // The same filter as a JSON object: {"state", "min_priority",
 // "max_priority", "dedup", "group", "header": {"name", "value"},
+// "payload_prefix",
 // "enqueued_after", "enqueued_before"}.
 MessageFilter FilterFromJson(const Json& obj) {
   Body b(obj,
          {"state", "min_priority", "max_priority", "dedup", "group", "header",
-          "enqueued_after", "enqueued_before"},
+          "payload_prefix", "enqueued_after", "enqueued_before"},
          "filter");
   MessageFilter f;
   if (auto v = b.String("state")) f.state = ReadState(*v);
@@ -410,6 +413,7 @@ MessageFilter FilterFromJson(const Json& obj) {
   }
   if (auto v = b.String("dedup")) f.dedup_key = *v;
   if (auto v = b.String("group")) f.group = *v;
+  if (auto v = b.String("payload_prefix")) f.payload_prefix = *v;
   if (const Json* h = b.Object("header")) {
     Body hb(*h, {"name", "value"}, "filter.header");
     auto name = hb.String("name");
@@ -885,8 +889,8 @@ Outcome Api::Handle(const Request& req) {
       auto visible = [&](const std::string& name) {
         return reader == nullptr || Auth::Sees(*reader, name);
       };
-      // The dashboard's picture, at most a second old.
-      const std::shared_ptr<const Picture> picture = Take(overview_.Latest());
+      // The store as it is now (the reading the dashboard shares).
+      const std::shared_ptr<const Picture> picture = Take(overview_.Read());
       Metrics::Figures figures;
       for (const QueueStats& s : picture->figures.queues) {
         if (visible(s.name)) figures.queues.push_back(s);

@@ -131,6 +131,11 @@ Result<std::shared_ptr<const Picture>> Overview::Latest() {
   return Take();
 }
 
+Result<std::shared_ptr<const Picture>> Overview::Read() {
+  std::lock_guard<std::mutex> taking(take_mu_);
+  return Take();
+}
+
 Status Overview::Sample() {
   std::shared_ptr<const Picture> p;
   {

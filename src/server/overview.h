@@ -69,6 +69,9 @@ class Overview {
   // The latest picture: the last one while it is younger than `fresh`,
   // else a new one. Callers that ask together share one reading.
   Result<std::shared_ptr<const Picture>> Latest();
+  // A new picture now (for /metrics, whose scrapers expect the store as it
+  // is), which pages asking next share.
+  Result<std::shared_ptr<const Picture>> Read();
 
   // Takes a new picture and adds a point to every queue's history (its
   // rates over the time since the last point).

@@ -384,6 +384,52 @@ TEST_P(MessageConformance, GetOfAnUnknownOrForeignIdIsNotFound) {
   ASSERT_OK(other.Get(theirs.id));
 }
 
+// A payload prefix compares bytes: case counts, a prefix may end inside a
+// UTF-8 character or hold any byte, and a payload shorter than the prefix
+// does not match. It finds dead letters too.
+TEST_P(MessageConformance, ListingFindsPayloadsByTheirFirstBytes) {
+  WorkQueue q = MakeQueue({.max_attempts = 1});
+  const std::string binary(
+      "\xff\x00"
+      "abc",
+      5);
+  std::vector<std::int64_t> id;
+  for (const std::string& p :
+       {std::string("order:1"), std::string("order:12"), std::string("ORDER:1"),
+        std::string("ord"), binary, std::string("h\xc3\xa9llo")}) {
+    ASSERT_OK_AND_ASSIGN(SendResult r, q.Send({.payload = p}));
+    id.push_back(r.id);
+  }
+  EXPECT_EQ(AllPages(q, {.payload_prefix = "order:1"}, 1),
+            (std::vector<std::int64_t>{id[0], id[1]}));
+  EXPECT_EQ(AllPages(q, {.payload_prefix = "order:12"}, 10),
+            (std::vector<std::int64_t>{id[1]}));
+  EXPECT_EQ(AllPages(q, {.payload_prefix = "ORD"}, 10),
+            (std::vector<std::int64_t>{id[2]}));
+  EXPECT_EQ(AllPages(q, {.payload_prefix = std::string("\xff\x00", 2)}, 10),
+            (std::vector<std::int64_t>{id[4]}));
+  EXPECT_EQ(AllPages(q, {.payload_prefix = "h\xc3"}, 10),
+            (std::vector<std::int64_t>{id[5]}));
+  EXPECT_TRUE(AllPages(q, {.payload_prefix = "orde!"}, 10).empty());
+  // Bulk changes take it as well.
+  ASSERT_OK_AND_ASSIGN(
+      std::int64_t changed,
+      q.SetPriority({.filter = {.payload_prefix = "order:"}}, 9));
+  EXPECT_EQ(changed, 2);
+  // Dead letters: the two order messages claimed first (priority 9), one
+  // failed for good.
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 1}));
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_OK(q.Nack(got[0].receipt, {.error = "x"}));
+  EXPECT_EQ(
+      AllPages(q, {.state = MessageState::kDead, .payload_prefix = "order:"},
+               10),
+      (std::vector<std::int64_t>{got[0].id}));
+  auto too_long = q.ListMessages(
+      {.filter = {.payload_prefix = std::string(kMaxPayloadPrefix + 1, 'x')}});
+  EXPECT_CODE(too_long, Code::kInvalidArgument);
+}
+
 TEST_P(MessageConformance, ListingPagesInIdOrderWithEveryFilter) {
   WorkQueue q = MakeQueue({.max_attempts = 1});
   std::vector<std::int64_t> all, tagged, high, early;

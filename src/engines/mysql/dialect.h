@@ -73,6 +73,11 @@ struct Dialect {
             return "CAST(JSON_UNQUOTE(JSON_EXTRACT(headers, " + path +
                    ")) AS BINARY) = CAST(" + value + " AS BINARY)";
           },
+      .payload_starts =
+          [](const std::string& len, const std::string& prefix) {
+            return "LEFT(payload, " + len + ") = CAST(" + prefix +
+                   " AS BINARY)";
+          },
       .header_key_is_path = true,
       .headers_column = "headers",
       .errors_column = "errors",

@@ -40,6 +40,11 @@ struct Dialect {
           [](const std::string& key, const std::string& value) {
             return "(headers ->> " + key + "::text) = " + value + "::text";
           },
+      .payload_starts =
+          [](const std::string& len, const std::string& prefix) {
+            return "substring(payload from 1 for " + len +
+                   "::int) = " + prefix + "::bytea";
+          },
       .headers_column = "headers::text",
       .errors_column = "errors::text",
       .null_int = "NULL::bigint",

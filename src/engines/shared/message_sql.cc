@@ -120,6 +120,11 @@ std::string Conditions(const MessageSqlStyle& style, Args& a,
     const std::string v = a.Text(value);
     w += " AND " + style.header_equals(k, v);
   }
+  if (!f->payload_prefix.empty()) {
+    const std::string len =
+        a.Int(static_cast<std::int64_t>(f->payload_prefix.size()));
+    w += " AND " + style.payload_starts(len, a.Bytes(f->payload_prefix));
+  }
   if (f->enqueued_after) {
     w += " AND enqueued_us >= " + a.Int(core::Us(*f->enqueued_after));
   }

@@ -40,6 +40,10 @@ struct MessageSqlStyle {
   // given their placeholders.
   std::string (*header_equals)(const std::string& key,
                                const std::string& value);
+  // The condition that the payload's first `len` bytes are `prefix`, given
+  // their placeholders.
+  std::string (*payload_starts)(const std::string& len,
+                                const std::string& prefix);
   // Whether the key goes in as a JSON path ($."key") rather than the name.
   bool header_key_is_path = false;
   const char* headers_column;  // as text

@@ -418,6 +418,12 @@ constexpr shared::MessageSqlStyle kMessageStyle = {
           return "EXISTS (SELECT 1 FROM json_each(headers) WHERE key = " + key +
                  " AND value = " + value + ")";
         },
+    // Bytes, not characters: a payload stored as text is cast first.
+    .payload_starts =
+        [](const std::string& len, const std::string& prefix) {
+          return "substr(CAST(payload AS BLOB), 1, " + len + ") = CAST(" +
+                 prefix + " AS BLOB)";
+        },
     .headers_column = "headers",
     .errors_column = "errors",
     .null_int = "NULL",
