@@ -181,6 +181,11 @@ test("the overview is live, one request a refresh", async () => {
     await waitFor("only 'other'", async () =>
         (await page.locator("#queues tbody tr").count()) === 1 &&
         (await field(page, "other", "ready").count()) === 1);
+
+    // The queue's page lists the schedules that send to it.
+    await page.goto(url + "/#/queue/jobs");
+    await page.locator("#queue-schedules").waitFor({ timeout: DEADLINE_MS });
+    assert.match(await page.textContent("#queue-schedules"), /nightly.*0 3 \* \* \*/);
   });
 });
 

@@ -196,10 +196,13 @@ PGconn* PostgresEngine::ConnectRaw(bool start_only) {
   // keywords override earlier ones). Generic plans: each statement is
   // planned once per connection, not at every execution (planning the
   // claim cost more than its two commits; docs/engines/postgres.md,
-  // "Connections").
+  // "Connections"). No JIT: sqlq's statements are short, and a scan the
+  // session's settings disable (below) counts as a huge cost, which would
+  // have every execution of such a statement compiled, ~100 ms each.
   const char* keys[] = {"connect_timeout", "fallback_application_name",
                         "options", "dbname", nullptr};
-  const char* values[] = {"10", "sqlq", "-c plan_cache_mode=force_generic_plan",
+  const char* values[] = {"10", "sqlq",
+                          "-c plan_cache_mode=force_generic_plan -c jit=off",
                           url_.c_str(), nullptr};
   PGconn* conn = start_only
                      ? PQconnectStartParams(keys, values, /*expand_dbname=*/1)
