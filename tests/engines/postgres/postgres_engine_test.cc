@@ -155,6 +155,39 @@ TEST_F(PostgresEngineTest, StoreConnectionsUseGenericPlans) {
   ASSERT_OK(tx.Rollback());
 }
 
+// Nor do they compile statements (JIT): a scan the session disables counts
+// as a huge cost, which put a queue's stats over jit_above_cost and had
+// every call compiled first, 100 ms each (docs/engines/postgres.md,
+// "Connections").
+TEST_F(PostgresEngineTest, StoreConnectionsCompileNoStatement) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK(q.Send({.payload = "x"}));
+  ASSERT_OK(q.Stats().status());  // folds nothing; deltas stay in the table
+  ASSERT_OK_AND_ASSIGN(Tx tx, store->BeginTx());
+  auto* c = static_cast<PGconn*>(tx.native_handle());
+  EXPECT_EQ(Query(c, "SHOW jit"), "off");
+  std::string sql = engines::postgres::Dialect::kStats;
+  const std::string id =
+      Query(c, "SELECT id FROM sqlq_queues WHERE name = 'jobs'");
+  for (const auto& [mark, value] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"$1", "9000000000000000"},
+           {"$2", "9000000000000000"},
+           {"$3", "9000000000000000"},
+           {"$4", "9000000000000000"},
+           {"$5", id}}) {
+    for (auto at = sql.find(mark); at != std::string::npos;
+         at = sql.find(mark, at)) {
+      sql.replace(at, mark.size(), value);
+    }
+  }
+  const std::string plan = Query(c, "EXPLAIN (ANALYZE, FORMAT JSON) " + sql);
+  EXPECT_EQ(plan.find("\"JIT\""), std::string::npos) << plan;
+  ASSERT_OK(tx.Rollback());
+}
+
 // --- schema ------------------------------------------------------------------
 
 // A role of its own for one test, with a password, dropped afterwards.
