@@ -32,6 +32,24 @@ double Seconds(SteadyClock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
+// The stats of each of `listed` (a list of rings or rotations) into
+// `out`; one dropped since the list is left out.
+template <class Info, class Get, class Stats>
+Status AddStats(Result<std::vector<Info>> listed, Get get,
+                std::vector<Stats>& out) {
+  if (!listed.ok()) return listed.status();
+  for (const Info& info : *listed) {
+    auto handle = get(info);
+    auto s = handle.ok() ? handle->Stats() : handle.status();
+    if (s.ok()) {
+      out.push_back(std::move(*s));
+    } else if (s.status().code() != Code::kNotFound) {
+      return s.status();
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Overview::Overview(Store& store, Options options)
@@ -64,28 +82,16 @@ Result<std::shared_ptr<const Picture>> Overview::Take() {
     p->figures.queues.push_back(std::move(*s));
     p->infos.push_back(std::move(info));
   }
-  auto rings = store_.ListRings();
-  if (!rings.ok()) return rings.status();
-  for (const RingInfo& info : *rings) {
-    auto r = store_.GetRing(info.name);
-    auto s = r.ok() ? r->Stats() : r.status();
-    if (s.ok()) {
-      p->figures.rings.push_back(std::move(*s));
-    } else if (s.status().code() != Code::kNotFound) {
-      return s.status();
-    }
-  }
-  auto rotations = store_.ListRotations();
-  if (!rotations.ok()) return rotations.status();
-  for (const RotationInfo& info : *rotations) {
-    auto r = store_.GetRotation(info.name);
-    auto s = r.ok() ? r->Stats() : r.status();
-    if (s.ok()) {
-      p->figures.rotations.push_back(std::move(*s));
-    } else if (s.status().code() != Code::kNotFound) {
-      return s.status();
-    }
-  }
+  Status s = AddStats(
+      store_.ListRings(),
+      [&](const RingInfo& i) { return store_.GetRing(i.name); },
+      p->figures.rings);
+  if (!s.ok()) return s;
+  s = AddStats(
+      store_.ListRotations(),
+      [&](const RotationInfo& i) { return store_.GetRotation(i.name); },
+      p->figures.rotations);
+  if (!s.ok()) return s;
   auto schedules = store_.ListSchedules();
   if (!schedules.ok()) return schedules.status();
   p->schedules = std::move(*schedules);
