@@ -811,13 +811,18 @@ Json Api::OverviewJson(const Picture& picture, const TokenEntry* who) const {
     j["can"] = can(s.options.queue);
     schedules.push_back(std::move(j));
   }
-  const Metrics::Gauges g = gauges_.read();
+  // The server's own figures, for those who may read /metrics.
+  const bool metrics = who == nullptr || Auth::ReadsMetrics(*who);
+  Json server = nullptr;
+  if (metrics) {
+    const Metrics::Gauges g = gauges_.read();
+    server = {{"connections", g.connections},
+              {"waiting_consumers", g.waiting_consumers},
+              {"requests_in_flight", g.requests_in_flight}};
+  }
   return {{"at", wire::FormatTime(picture.at)},
-          {"server",
-           {{"connections", g.connections},
-            {"waiting_consumers", g.waiting_consumers},
-            {"requests_in_flight", g.requests_in_flight}}},
-          {"metrics", who == nullptr || Auth::ReadsMetrics(*who)},
+          {"server", std::move(server)},
+          {"metrics", metrics},
           {"queues", std::move(queues)},
           {"rings", std::move(rings)},
           {"rotations", std::move(rotations)},

@@ -33,7 +33,8 @@ double Seconds(SteadyClock::duration d) {
 }
 
 // The stats of each of `listed` (a list of rings or rotations) into
-// `out`; one dropped since the list is left out.
+// `out`; one dropped since the list, or that cannot be read now, is left
+// out.
 template <class Info, class Get, class Stats>
 Status AddStats(Result<std::vector<Info>> listed, Get get,
                 std::vector<Stats>& out) {
@@ -41,11 +42,7 @@ Status AddStats(Result<std::vector<Info>> listed, Get get,
   for (const Info& info : *listed) {
     auto handle = get(info);
     auto s = handle.ok() ? handle->Stats() : handle.status();
-    if (s.ok()) {
-      out.push_back(std::move(*s));
-    } else if (s.status().code() != Code::kNotFound) {
-      return s.status();
-    }
+    if (s.ok()) out.push_back(std::move(*s));
   }
   return Status::Ok();
 }
@@ -73,12 +70,10 @@ Result<std::shared_ptr<const Picture>> Overview::Take() {
   if (!queues.ok()) return queues.status();
   for (QueueInfo& info : *queues) {
     // A queue dropped since the list is left out.
+    // One that cannot be read now is left out too: the others are shown.
     auto q = store_.Queue(info.name);
     auto s = q.ok() ? q->Stats() : q.status();
-    if (!s.ok()) {
-      if (s.status().code() == Code::kNotFound) continue;
-      return s.status();
-    }
+    if (!s.ok()) continue;
     p->figures.queues.push_back(std::move(*s));
     p->infos.push_back(std::move(info));
   }
@@ -118,28 +113,32 @@ Result<std::shared_ptr<const Picture>> Overview::Take() {
     }
     p->rates.push_back(r);
   }
-  if (!too_soon || !latest_) latest_ = p;
+  latest_ = p;
   return std::shared_ptr<const Picture>(p);
 }
 
-Result<std::shared_ptr<const Picture>> Overview::Latest() {
-  auto fresh = [&]() -> std::shared_ptr<const Picture> {
+Result<std::shared_ptr<const Picture>> Overview::Begun(
+    std::chrono::steady_clock::time_point after) {
+  // The newest picture when it began at `after` or later.
+  auto found = [&]() -> std::shared_ptr<const Picture> {
     std::lock_guard<std::mutex> lock(mu_);
-    if (latest_ && options_.now() - latest_->taken < options_.fresh) {
-      return latest_;
-    }
+    if (latest_ && latest_->taken >= after) return latest_;
     return nullptr;
   };
-  if (auto p = fresh()) return p;
-  // One reading at a time: who waited here finds the picture just taken.
+  if (auto p = found()) return p;
+  // One reading at a time: who waited here takes the one just made, when
+  // it began after the time it asked for, however long it took.
   std::lock_guard<std::mutex> taking(take_mu_);
-  if (auto p = fresh()) return p;
+  if (auto p = found()) return p;
   return Take();
 }
 
+Result<std::shared_ptr<const Picture>> Overview::Latest() {
+  return Begun(options_.now() - options_.fresh);
+}
+
 Result<std::shared_ptr<const Picture>> Overview::Read() {
-  std::lock_guard<std::mutex> taking(take_mu_);
-  return Take();
+  return Begun(options_.now());
 }
 
 Status Overview::Sample() {

@@ -69,8 +69,9 @@ class Overview {
   // The latest picture: the last one while it is younger than `fresh`,
   // else a new one. Callers that ask together share one reading.
   Result<std::shared_ptr<const Picture>> Latest();
-  // A new picture now (for /metrics, whose scrapers expect the store as it
-  // is), which pages asking next share.
+  // A picture begun after this call (for /metrics, whose scrapers expect
+  // the store as it is), which pages asking next share, and so do callers
+  // waiting while it is taken.
   Result<std::shared_ptr<const Picture>> Read();
 
   // Takes a new picture and adds a point to every queue's history (its
@@ -85,6 +86,9 @@ class Overview {
 
  private:
   Result<std::shared_ptr<const Picture>> Take();
+  // The latest picture if it began at `after` or later, else a new one.
+  Result<std::shared_ptr<const Picture>> Begun(
+      std::chrono::steady_clock::time_point after);
 
   Store& store_;
   const Options options_;

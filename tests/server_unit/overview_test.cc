@@ -167,6 +167,7 @@ TEST_F(OverviewRoutes, ShowsWhatTheTokenMaySeeAndWhatItMayDo) {
   EXPECT_EQ(mine["queues"][0]["can"], Json({"claim"}));
   EXPECT_TRUE(mine["rings"].empty());
   EXPECT_EQ(mine["metrics"], false);
+  EXPECT_TRUE(mine["server"].is_null());  // the server's figures need metrics
 
   // History: for whoever sees the queue.
   Outcome history =

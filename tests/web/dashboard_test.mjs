@@ -333,6 +333,33 @@ test("a queue's page: pause, browse, bulk actions, a message's actions",
         (await call("GET", `/v1/queues/jobs/messages/${dead.id}`)).json.state ===
             "ready");
 
+    // Chosen dead letters are redriven from the browser too.
+    const again = await call("POST", "/v1/queues/jobs/claim", { max: 1 });
+    const dead2 = again.json.messages[0];
+    await call("POST", "/v1/queues/jobs/nack",
+               { receipt: dead2.receipt, error: "smtp 550" });
+    await page.goto(url + "/#/queue/jobs");
+    await page.locator("#state").waitFor({ timeout: DEADLINE_MS });
+    await page.selectOption("#state", "dead");
+    await row(dead2.id).locator("input.pick").check({ timeout: DEADLINE_MS });
+    await page.click("#bulk-redrive");
+    await page.locator("#confirm[open]").waitFor({ timeout: DEADLINE_MS });
+    assert.equal(await page.textContent("#confirm-text"), "Retry now 1 message?");
+    await page.click("#confirm-yes");
+    await waitFor("redriven from the browser", async () =>
+        (await call("GET", `/v1/queues/jobs/messages/${dead2.id}`)).json.state ===
+            "ready");
+
+    // A made-up message address reaches nothing but an error.
+    const asked = [];
+    page.on("request", (r) => asked.push(new URL(r.url()).pathname));
+    await page.goto(url + "/#/queue/jobs/message/..%2F..%2F..%2Fschedules%2Fx");
+    await waitFor("the error", async () =>
+        (await page.textContent("#status")).includes("no message id"));
+    assert.deepEqual(asked.filter((p) => p.includes("schedules")), []);
+    await page.goto(url + `/#/queue/jobs/message/${dead.id}`);
+    await page.locator("#delete").waitFor({ timeout: DEADLINE_MS });
+
     // Delete, after a confirmation.
     await page.click("#delete");
     await page.locator("#confirm[open]").waitFor({ timeout: DEADLINE_MS });
