@@ -181,6 +181,13 @@ test("the overview is live, one request a refresh", async () => {
     await waitFor("only 'other'", async () =>
         (await page.locator("#queues tbody tr").count()) === 1 &&
         (await field(page, "other", "ready").count()) === 1);
+    // Refreshes leave the box the user types in alone.
+    const box = await page.$("#filter");
+    requests.length = 0;
+    await waitFor("two more refreshes", async () =>
+        requests.filter((r) => r === "GET /v1/overview").length >= 2, 15000);
+    assert.equal(await box.evaluate((e) => e.isConnected), true);
+    assert.equal(await page.inputValue("#filter"), "oth");
 
     // The queue's page lists the schedules that send to it.
     await page.goto(url + "/#/queue/jobs");
