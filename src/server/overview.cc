@@ -1,8 +1,12 @@
 #include "server/overview.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <unordered_set>
 #include <utility>
+
+#include "server/server.h"
 
 namespace sqlq::server {
 
@@ -181,10 +185,19 @@ void Overview::StartSampling() {
   if (sampler_.joinable()) return;
   sampler_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(stop_mu_);
+    bool failing = false;
     while (!stopping_) {
       lock.unlock();
-      // A failed reading (the database away) leaves a gap in the history.
-      (void)Sample();
+      // A failed reading (the database away) leaves a gap in the history,
+      // said once in the log until the readings work again.
+      Status s = Sample();
+      if (!s.ok() && !failing) {
+        Log("warn", "history_sample_failed",
+            fmt::format("error={}", Quote(s.ToString())));
+      } else if (s.ok() && failing) {
+        Log("info", "history_sample_recovered");
+      }
+      failing = !s.ok();
       lock.lock();
       stop_cv_.wait_for(lock, options_.step, [this] { return stopping_; });
     }

@@ -56,9 +56,6 @@ void Log(std::string_view level, std::string_view event,
   (void)!::write(STDERR_FILENO, line.data(), line.size());
 }
 
-namespace {
-
-// A value for a key=value log field: quoted when it holds spaces or quotes.
 std::string Quote(std::string_view v) {
   if (v.find_first_of(" \"=\n") == std::string_view::npos && !v.empty()) {
     return std::string(v);
@@ -70,6 +67,8 @@ std::string Quote(std::string_view v) {
   }
   return out + "\"";
 }
+
+namespace {
 
 class Server;
 class LongPoll;

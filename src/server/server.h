@@ -47,6 +47,8 @@ int RunServer(const ServerConfig& config,
 // One structured log line on stderr: "ts=... level=... event=... k=v ...".
 void Log(std::string_view level, std::string_view event,
          std::string_view fields = {});
+// A value for a key=value log field: quoted when it holds spaces or quotes.
+std::string Quote(std::string_view v);
 
 }  // namespace sqlq::server
 
