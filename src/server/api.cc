@@ -452,7 +452,14 @@ MessageSelection SelectionFromBody(const Body& b) {
       if (!id.is_number_integer()) b.Wrong("ids", "an array of integers");
       sel.ids.push_back(id.get<std::int64_t>());
     }
+    // Where the ids are: the queue (by default), the dead letters or the
+    // archive.
+    if (auto state = b.String("state")) sel.filter.state = ReadState(*state);
   } else {
+    if (b.String("state")) {
+      Throw(400, "invalid_argument",
+            "\"state\" goes with \"ids\"; a filter has its own");
+    }
     sel.filter = FilterFromJson(*filter);
   }
   return sel;
@@ -758,6 +765,18 @@ Reply Api::ClaimReply(const std::vector<ClaimedMessage>& messages, bool limited,
   return r;
 }
 
+namespace {
+
+// A queue's rates, per second, as the overview and the history show them.
+Json RatesJson(const Rates& r) {
+  return {{"sends", r[0]},
+          {"claims", r[1]},
+          {"acks", r[2]},
+          {"dead_lettered", r[3]}};
+}
+
+}  // namespace
+
 Json Api::OverviewJson(const Picture& picture, const TokenEntry* who) const {
   auto sees = [&](const std::string& name) {
     return who == nullptr || Auth::Sees(*who, name);
@@ -780,30 +799,27 @@ Json Api::OverviewJson(const Picture& picture, const TokenEntry* who) const {
     Json q = wire::StatsJson(picture.figures.queues[i]);
     q["kind"] = "queue";
     q["groups"] = std::string(GroupModeName(info.options.groups));
-    const Rates& r = picture.rates[i];
-    q["rates"] = {{"sends", r[0]},
-                  {"claims", r[1]},
-                  {"acks", r[2]},
-                  {"dead_lettered", r[3]}};
+    q["rates"] = RatesJson(picture.rates[i]);
     q["can"] = can(info.name);
     queues.push_back(std::move(q));
   }
-  Json rings = Json::array();
-  for (const RingStats& s : picture.figures.rings) {
-    if (!sees(s.name)) continue;
-    Json j = wire::RingStatsJson(s);
-    j["kind"] = "ring";
-    j["can"] = can(s.name);
-    rings.push_back(std::move(j));
-  }
-  Json rotations = Json::array();
-  for (const RotationStats& s : picture.figures.rotations) {
-    if (!sees(s.name)) continue;
-    Json j = wire::RotationStatsJson(s);
-    j["kind"] = "rotation";
-    j["can"] = can(s.name);
-    rotations.push_back(std::move(j));
-  }
+  // Rings and rotations: their stats, kind and "can".
+  auto each = [&](const auto& list, const char* kind, auto json) {
+    Json out = Json::array();
+    for (const auto& s : list) {
+      if (!sees(s.name)) continue;
+      Json j = json(s);
+      j["kind"] = kind;
+      j["can"] = can(s.name);
+      out.push_back(std::move(j));
+    }
+    return out;
+  };
+  Json rings = each(picture.figures.rings, "ring",
+                    [](const RingStats& s) { return wire::RingStatsJson(s); });
+  Json rotations =
+      each(picture.figures.rotations, "rotation",
+           [](const RotationStats& s) { return wire::RotationStatsJson(s); });
   Json schedules = Json::array();
   for (const ScheduleInfo& s : picture.schedules) {
     if (!sees(s.options.queue)) continue;
@@ -1062,7 +1078,7 @@ Outcome Api::Handle(const Request& req) {
                      : "POST /v1/queues/{name}/messages/priority");
         method({"POST"});
         need(kAdmin, name);
-        Body b(req.body, {"ids", "filter", "run_at", "priority"});
+        Body b(req.body, {"ids", "state", "filter", "run_at", "priority"});
         MessageSelection sel = SelectionFromBody(b);
         return reply(200, {{"changed", Steer(queue(), action, sel, b)}});
       }
@@ -1344,11 +1360,7 @@ Outcome Api::Handle(const Request& req) {
                             {"delayed", h.delayed},
                             {"leased", h.leased},
                             {"dead", h.dead},
-                            {"rates",
-                             {{"sends", h.rates[0]},
-                              {"claims", h.rates[1]},
-                              {"acks", h.rates[2]},
-                              {"dead_lettered", h.rates[3]}}}});
+                            {"rates", RatesJson(h.rates)}});
         }
         return reply(
             200,

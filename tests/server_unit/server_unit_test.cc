@@ -280,6 +280,55 @@ TEST_F(Routing, RoutesMethodsAndUnknownPaths) {
   EXPECT_EQ(Body(now)["messages"].size(), 1u);
 }
 
+// Bulk changes by id look where "state" says: dead letters are redriven and
+// deleted by their ids, which the queue alone does not hold.
+TEST_F(Routing, BulkChangesByIdTakeWhereTheIdsAre) {
+  Auth open = Auth::AllowAll();
+  Api api = MakeApi(open);
+  ASSERT_EQ(api.Handle({"POST", "/v1/queues/jobs", "", R"({"max_attempts":1})"})
+                .reply.status,
+            201u);
+  ASSERT_EQ(api.Handle({"POST", "/v1/queues/jobs/messages", "",
+                        R"({"messages":[{"payload":"a"},{"payload":"b"}]})"})
+                .reply.status,
+            200u);
+  Json claimed =
+      Body(api.Handle({"POST", "/v1/queues/jobs/claim", "", R"({"max":2})"}));
+  std::vector<std::int64_t> ids;
+  for (const Json& m : claimed["messages"]) {
+    ids.push_back(m["id"].get<std::int64_t>());
+    ASSERT_EQ(api.Handle({"POST", "/v1/queues/jobs/nack", "",
+                          Json({{"receipt", m["receipt"]}}).dump()})
+                  .reply.status,
+              200u);
+  }
+  ASSERT_EQ(ids.size(), 2u);
+  const std::string one = Json({{"ids", {ids[0]}}}).dump();
+  // In the queue (the default) they are not: nothing changes.
+  EXPECT_EQ(Body(api.Handle({"POST", "/v1/queues/jobs/messages/retry", "",
+                             one}))["changed"],
+            0);
+  // Among the dead letters they are.
+  EXPECT_EQ(
+      Body(api.Handle(
+          {"POST", "/v1/queues/jobs/messages/retry", "",
+           Json({{"ids", {ids[0]}}, {"state", "dead"}}).dump()}))["changed"],
+      1);
+  EXPECT_EQ(
+      Body(api.Handle(
+          {"POST", "/v1/queues/jobs/messages/delete", "",
+           Json({{"ids", {ids[1]}}, {"state", "dead"}}).dump()}))["changed"],
+      1);
+  Json stats = Body(api.Handle({"GET", "/v1/queues/jobs", "", ""}))["stats"];
+  EXPECT_EQ(stats["ready"], 1);
+  EXPECT_EQ(stats["dead"], 0);
+  // A state beside a filter is refused: the filter has its own.
+  EXPECT_EQ(api.Handle({"POST", "/v1/queues/jobs/messages/delete", "",
+                        R"({"filter":{},"state":"dead"})"})
+                .reply.status,
+            400u);
+}
+
 TEST_F(Routing, TokensAreCheckedOnEveryRoute) {
   const std::string path = (dir_.path() / "tokens").string();
   std::ofstream(path) << "sender-token send:jobs\nboss-token admin:*\n";
