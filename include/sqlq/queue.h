@@ -387,6 +387,9 @@ struct MessageSelection {
   MessageFilter filter;
 };
 
+// The last error of a cancelled message (WorkQueue::Cancel).
+inline constexpr std::string_view kCancelled = "cancelled";
+
 // The checks CreateQueue applies, for callers that want to refuse bad input
 // before touching a database: kInvalidArgument with the reason, or OK.
 Status CheckQueueName(std::string_view name);
@@ -549,6 +552,9 @@ class WorkQueue {
   // claims: a message that stays where the filter looks is listed once.
   // kInvalidArgument for a malformed cursor or one from another listing.
   Result<MessagePage> ListMessages(const ListMessagesOptions& options = {});
+  // How many messages the filter chooses now (what a bulk change by the
+  // same filter would touch, unless they change meanwhile).
+  Result<std::int64_t> CountMessages(const MessageFilter& filter = {});
   // Deletes the selected messages (filter.state picks the queue, the dead
   // letters or the archive). A deleted leased message's receipt stops
   // working: its ack gets kNotFound. Returns how many were deleted.
@@ -562,6 +568,12 @@ class WorkQueue {
   // for messages in the queue. Returns how many changed.
   Result<std::int64_t> Reschedule(const MessageSelection& selection,
                                   Timestamp at);
+  // Cancels the selected messages in the queue (any state): they become
+  // dead letters with the error "cancelled" (kCancelled), which a person
+  // can redrive. A cancelled leased message's lease ends: its worker's ack
+  // or nack gets kNotFound. Only for messages in the queue. Returns how many
+  // were cancelled.
+  Result<std::int64_t> Cancel(const MessageSelection& selection);
   // Gives the selected messages in the queue (any state) a new priority.
   Result<std::int64_t> SetPriority(const MessageSelection& selection,
                                    std::int32_t priority);

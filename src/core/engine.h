@@ -217,6 +217,17 @@ struct RetryParams {
   bool release = false;
 };
 
+// Engine::Cancel: the queue's messages `ids` that are still in it, in
+// any state, go to its dead letters with `error` as their last error and
+// in their error history (their attempts unchanged); a leased one's lease
+// ends with it, so its worker's receipt is refused afterwards.
+struct CancelParams {
+  std::int64_t queue_id = 0;
+  std::span<const std::int64_t> ids;
+  std::string_view error;
+  Micros unique_for{0};  // SendParams
+};
+
 struct BuryParams {
   std::int64_t queue_id = 0;
   Receipt receipt;
@@ -584,6 +595,8 @@ class Engine {
   }
   virtual Status Retry(Conn& conn, const RetryParams& p) = 0;
   virtual Status Bury(Conn& conn, const BuryParams& p) = 0;
+  // Returns how many moved; counts them as dead-lettered.
+  virtual Result<std::int64_t> Cancel(Conn& conn, const CancelParams& p) = 0;
   virtual Result<Timestamp> Extend(Conn& conn, const ExtendParams& p) = 0;
 
   // --- dead letters and archive -------------------------------------------
@@ -607,6 +620,10 @@ class Engine {
   // Each checks the queue first (kNotFound when it is gone). The SQL is
   // built by engines/shared/message_sql.h.
   virtual Result<FoundMessages> FindMessages(Conn& conn,
+                                             const FindMessagesParams& p) = 0;
+  // How many messages FindMessages would find without its limit, after_id
+  // and scan bound.
+  virtual Result<std::int64_t> CountMessages(Conn& conn,
                                              const FindMessagesParams& p) = 0;
   // Returns how many messages changed.
   virtual Result<std::int64_t> Steer(Conn& conn, const SteerParams& p) = 0;

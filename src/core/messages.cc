@@ -270,6 +270,17 @@ Result<MessagePage> WorkQueue::ListMessages(
   return page;
 }
 
+Result<std::int64_t> WorkQueue::CountMessages(const MessageFilter& filter) {
+  Status s = ValidateFilter(filter);
+  if (!s.ok()) return s;
+  return core::SnapshotRead<std::int64_t>(impl_->store(), [&](core::Engine& e,
+                                                              Conn& conn) {
+    return e.CountMessages(
+        conn,
+        {.queue_id = impl_->id(), .table = TableOf(filter), .filter = &filter});
+  });
+}
+
 namespace {
 
 // Runs one bulk change as a merged write.
@@ -372,6 +383,48 @@ Result<std::int64_t> WorkQueue::Reschedule(const MessageSelection& selection,
     impl_->store().hub().Notify(impl_->id(), *changed);
   }
   return changed;
+}
+
+Result<std::int64_t> WorkQueue::Cancel(const MessageSelection& selection) {
+  Status s = ValidateSelection(selection);
+  if (!s.ok()) return s;
+  s = OnlyInTheQueue(selection.filter, "cancel");
+  if (!s.ok()) return s;
+  const auto unique_for = core::Micros(impl_->Current()->options.unique_for);
+  // The chosen messages page by page, each page moved as it is found, in
+  // one transaction.
+  auto moved = core::MergedWrite<std::int64_t>(
+      impl_->store(), [&](core::Engine& e, Conn& conn) -> Result<std::int64_t> {
+        std::int64_t total = 0, after = 0;
+        for (;;) {
+          auto page = e.FindMessages(
+              conn, {.queue_id = impl_->id(),
+                     .table = MessageTable::kQueued,
+                     .filter = &selection.filter,
+                     .ids = selection.ids,
+                     .after_id = after,
+                     .limit = static_cast<int>(core::kMaxBatch)});
+          if (!page.ok()) return page.status();
+          std::vector<std::int64_t> ids;
+          for (const MessageInfo& m : page->messages) ids.push_back(m.id);
+          if (ids.empty()) break;
+          auto n = e.Cancel(conn, {.queue_id = impl_->id(),
+                                   .ids = ids,
+                                   .error = kCancelled,
+                                   .unique_for = unique_for});
+          if (!n.ok()) return n.status();
+          total += *n;
+          if (ids.size() < core::kMaxBatch) break;
+          after = ids.back();
+        }
+        return total;
+      });
+  if (moved.ok() && *moved > 0) {
+    // A group's next message, or a place under a limit, may be free now.
+    core::AfterAcks(*this, *impl_);
+    core::ForwardDead(*impl_);
+  }
+  return moved;
 }
 
 Result<std::int64_t> WorkQueue::SetPriority(const MessageSelection& selection,

@@ -200,6 +200,10 @@ bool BlockedByGroups(const QueueOptions& o);
 // longer).
 void AfterAcks(WorkQueue& q, QueueImpl& impl);
 
+// Moves the queue's dead letters on to its dead-letter queue, when it has
+// one and that queue exists (QueueOptions::dead_letter_queue).
+void ForwardDead(QueueImpl& impl);
+
 // What a Ring or Rotation handle holds: its store and its record.
 template <typename Record>
 class KindImpl {

@@ -594,6 +594,116 @@ TEST_P(MessageConformance, DeletingALeasedMessageMakesItsReceiptFail) {
   EXPECT_EQ(n, 0);
 }
 
+TEST_P(MessageConformance, CancelledMessagesAreDeadLettersWhateverTheirState) {
+  WorkQueue q = MakeQueue({.max_attempts = 5});
+  ASSERT_OK_AND_ASSIGN(SendResult leased, q.Send({.payload = "leased"}));
+  ASSERT_OK_AND_ASSIGN(SendResult ready, q.Send({.payload = "ready"}));
+  ASSERT_OK_AND_ASSIGN(SendResult delayed,
+                       q.Send({.payload = "delayed", .delay = hours(1)}));
+  ASSERT_OK_AND_ASSIGN(SendResult kept, q.Send({.payload = "kept"}));
+  ClaimedMessage m = ClaimOne(q);
+  ASSERT_EQ(m.id, leased.id);
+
+  ASSERT_OK_AND_ASSIGN(
+      std::int64_t n,
+      q.Cancel({.ids = {leased.id, ready.id, delayed.id, 999999}}));
+  EXPECT_EQ(n, 3);
+  // The worker's lease ended with it.
+  EXPECT_CODE(q.Ack(m.receipt), Code::kNotFound);
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.ready, 1);
+  EXPECT_EQ(st.delayed + st.leased, 0);
+  EXPECT_EQ(st.dead, 3);
+  EXPECT_EQ(st.dead_lettered, 3);
+  ASSERT_OK_AND_ASSIGN(auto dead, q.ListDead());
+  ASSERT_EQ(dead.size(), 3u);
+  for (const DeadLetter& d : dead) {
+    EXPECT_EQ(d.last_error, kCancelled) << d.payload;
+    ASSERT_FALSE(d.errors.empty()) << d.payload;
+    EXPECT_EQ(d.errors.back().error, kCancelled) << d.payload;
+    EXPECT_EQ(d.attempts, d.id == leased.id ? 1 : 0) << d.payload;
+  }
+  // Cancelling again changes nothing; dead letters are not "in the queue".
+  ASSERT_OK_AND_ASSIGN(n, q.Cancel({.ids = {ready.id}}));
+  EXPECT_EQ(n, 0);
+  EXPECT_CODE(q.Cancel({.filter = {.state = MessageState::kDead}}),
+              Code::kInvalidArgument);
+  // A cancelled message can be redriven, and is claimed like any other.
+  ASSERT_OK_AND_ASSIGN(n, q.Redrive(std::vector<std::int64_t>{ready.id}));
+  EXPECT_EQ(n, 1);
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 5}));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].id, ready.id);
+  EXPECT_EQ(got[1].id, kept.id);
+}
+
+TEST_P(MessageConformance, CancelByFilterTakesEveryMatchAndOnlyThose) {
+  WorkQueue q = MakeQueue();
+  // More matches than one page of the cancel's walk (10,000).
+  std::vector<Message> batch;
+  for (int i = 0; i < 10050; ++i) {
+    batch.push_back({.payload = std::to_string(i),
+                     .headers = {{"batch", i % 2 == 0 ? "even" : "odd"}}});
+  }
+  for (std::size_t at = 0; at < batch.size(); at += 1000) {
+    const std::size_t n = std::min<std::size_t>(1000, batch.size() - at);
+    ASSERT_OK(q.SendBatch(std::span<const Message>(batch.data() + at, n)));
+  }
+  const MessageFilter even{
+      .header = std::pair<std::string, std::string>("batch", "even")};
+  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.CountMessages(even));
+  EXPECT_EQ(n, 5025);
+  ASSERT_OK_AND_ASSIGN(n, q.Cancel({.filter = even}));
+  EXPECT_EQ(n, 5025);
+  ASSERT_OK_AND_ASSIGN(n, q.CountMessages(even));
+  EXPECT_EQ(n, 0);
+  ASSERT_OK_AND_ASSIGN(n, q.CountMessages({.state = MessageState::kDead,
+                                           .header = even.header}));
+  EXPECT_EQ(n, 5025);
+  ASSERT_OK_AND_ASSIGN(n, q.CountMessages());
+  EXPECT_EQ(n, 5025);
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.ready, 5025);
+  EXPECT_EQ(st.dead, 5025);
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 3}));
+  ASSERT_EQ(got.size(), 3u);
+  for (const ClaimedMessage& c : got) {
+    EXPECT_EQ(c.headers.at("batch"), "odd") << c.payload;
+  }
+}
+
+TEST_P(MessageConformance, CancellingAnOrderedGroupsHeadLetsTheNextThrough) {
+  WorkQueue q = MakeQueue({.groups = GroupMode::kOrdered});
+  ASSERT_OK_AND_ASSIGN(SendResult head,
+                       q.Send({.payload = "head", .group = "acct"}));
+  ASSERT_OK_AND_ASSIGN(SendResult next,
+                       q.Send({.payload = "next", .group = "acct"}));
+  EXPECT_EQ(ClaimOne(q).id, head.id);
+  EXPECT_TRUE(NothingReady(q));
+  // A claim waiting for the group is woken by the cancel.
+  auto waiting = std::async(std::launch::async,
+                            [&] { return q.Claim({.wait = seconds(30)}); });
+  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.Cancel({.ids = {head.id}}));
+  EXPECT_EQ(n, 1);
+  auto got = waiting.get();
+  ASSERT_OK(got.status());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ(got->front().id, next.id);
+}
+
+TEST_P(MessageConformance, CancelledMessagesGoToTheDeadLetterQueue) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue dlq, store_->CreateQueue("jobs-dlq", {}));
+  WorkQueue q = MakeQueue({.dead_letter_queue = "jobs-dlq"});
+  ASSERT_OK_AND_ASSIGN(SendResult sent, q.Send({.payload = "p"}));
+  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.Cancel({.ids = {sent.id}}));
+  EXPECT_EQ(n, 1);
+  ClaimedMessage moved = ClaimOne(dlq);
+  EXPECT_EQ(moved.id, sent.id);
+  ASSERT_OK_AND_ASSIGN(MessageInfo info, dlq.Get(sent.id));
+  ASSERT_EQ(info.errors.size(), 1u);
+  EXPECT_EQ(info.errors[0].error, kCancelled);
+}
+
 TEST_P(MessageConformance, BulkChangesByFilterReportHowManyChanged) {
   WorkQueue q = MakeQueue({.max_attempts = 1});
   for (int i = 0; i < 6; ++i) {
@@ -603,7 +713,13 @@ TEST_P(MessageConformance, BulkChangesByFilterReportHowManyChanged) {
   }
   const MessageFilter b1{
       .header = std::pair<std::string, std::string>("batch", "b1")};
-  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.RetryNow({.filter = b1}));
+  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.CountMessages(b1));
+  EXPECT_EQ(n, 4);
+  ASSERT_OK_AND_ASSIGN(n, q.CountMessages({.state = MessageState::kReady}));
+  EXPECT_EQ(n, 0);
+  ASSERT_OK_AND_ASSIGN(n, q.RetryNow({.filter = b1}));
+  EXPECT_EQ(n, 4);
+  ASSERT_OK_AND_ASSIGN(n, q.CountMessages({.state = MessageState::kReady}));
   EXPECT_EQ(n, 4);
   ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
   EXPECT_EQ(st.ready, 4);
@@ -867,6 +983,17 @@ TEST_P(DedupWindowConformance, KeyOfADeadLetterIsHeld) {
   clock_->Advance(minutes(59));
   ExpectFree(q, "nacked", nacked.id);
   ExpectHeld(q, "expired", expired.id);
+}
+
+TEST_P(DedupWindowConformance, KeyOfACancelledMessageIsHeld) {
+  WorkQueue q = MakeQueue({.unique_for = hours(1)});
+  ASSERT_OK_AND_ASSIGN(SendResult sent,
+                       q.Send({.payload = "a", .dedup_key = "cancelled"}));
+  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.Cancel({.ids = {sent.id}}));
+  EXPECT_EQ(n, 1);
+  ExpectHeld(q, "cancelled", sent.id);
+  clock_->Advance(hours(1));
+  ExpectFree(q, "cancelled", sent.id);
 }
 
 TEST_P(DedupWindowConformance, EveryAckPathHoldsTheKey) {

@@ -151,6 +151,13 @@ class FakeEngine : public Engine {
   Status Ack(Conn&, const AckParams&) override { return Unused(); }
   Status Retry(Conn&, const RetryParams&) override { return Unused(); }
   Status Bury(Conn&, const BuryParams&) override { return Unused(); }
+  Result<std::int64_t> CountMessages(Conn&,
+                                     const FindMessagesParams&) override {
+    return Unused();
+  }
+  Result<std::int64_t> Cancel(Conn&, const CancelParams&) override {
+    return Unused();
+  }
   Result<Timestamp> Extend(Conn&, const core::ExtendParams&) override {
     return Unused();
   }

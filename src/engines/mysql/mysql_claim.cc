@@ -455,6 +455,53 @@ Status MysqlEngine::Bury(Conn& c, const core::BuryParams& p) {
   return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
 }
 
+Result<std::int64_t> MysqlEngine::Cancel(Conn& c, const core::CancelParams& p) {
+  MyConn& conn = Native(c);
+  auto now = CheckedNow(conn, p.queue_id);
+  if (!now.ok()) return now.status();
+  if (p.ids.empty()) return 0;
+  // The messages still there, locked: what the statements below move.
+  std::vector<std::int64_t> ids(p.ids.begin(), p.ids.end());
+  {
+    const std::string sql = fmt::format(
+        "SELECT id FROM sqlq_messages WHERE id IN ({}) AND queue_id = ? "
+        "FOR UPDATE",
+        Marks(Bucket(ids.size())));
+    Params lp;
+    AddIds(lp, ids);
+    lp.Int(p.queue_id);
+    auto rows = conn.Run(sql, lp, "cancel");
+    if (!rows.ok()) return rows.status();
+    ids.clear();
+    for (int i = 0; i < rows->size(); ++i) ids.push_back(rows->Int(i, 0));
+  }
+  if (ids.empty()) return 0;
+  Status held = HoldLocked(conn, p.queue_id, ids, p.unique_for);
+  if (!held.ok()) return held;
+  const std::string marks = Marks(Bucket(ids.size()));
+  const std::string ins = fmt::format(
+      "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, "
+      "enqueued_us, died_us, last_error, payload, headers, grp, errors) "
+      "SELECT id, queue_id, priority, attempts, enqueued_us, ?, ?, payload, "
+      "headers, grp, {} FROM sqlq_messages WHERE id IN ({})",
+      AppendError("?", "?"), marks);
+  Params ip;
+  ip.Int(*now).Bytes(p.error).Int(*now).Text(p.error);
+  AddIds(ip, ids);
+  auto r = conn.Run(ins, ip, "cancel");
+  if (!r.ok()) return r.status();
+  Params dp;
+  AddIds(dp, ids);
+  auto d =
+      conn.Run(fmt::format("DELETE FROM sqlq_messages WHERE id IN ({})", marks),
+               dp, "cancel");
+  if (!d.ok()) return d.status();
+  const auto moved = static_cast<std::int64_t>(ids.size());
+  Status s = AddCounters(conn, p.queue_id, {.dead_lettered = moved});
+  if (!s.ok()) return s;
+  return moved;
+}
+
 Result<Timestamp> MysqlEngine::Extend(Conn& c, const core::ExtendParams& op) {
   const auto& [queue_id, receipt, lease] = op;
   MyConn& conn = Native(c);

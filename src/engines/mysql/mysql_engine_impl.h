@@ -217,6 +217,7 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
   Status Retry(Conn& c, const core::RetryParams& p) override;
 
   Status Bury(Conn& c, const core::BuryParams& p) override;
+  Result<std::int64_t> Cancel(Conn& c, const core::CancelParams& p) override;
 
   Result<Timestamp> Extend(Conn& c, const core::ExtendParams& op) override;
 

@@ -344,6 +344,52 @@ Status PostgresEngine::Bury(Conn& c, const core::BuryParams& p) {
   return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
 }
 
+Result<std::int64_t> PostgresEngine::Cancel(Conn& c,
+                                            const core::CancelParams& p) {
+  PgConn& conn = Native(c);
+  auto now = CheckedNow(conn, p.queue_id);
+  if (!now.ok()) return now.status();
+  if (p.ids.empty()) return 0;
+  static constexpr const char* kDeleted = R"sql(
+    DELETE FROM sqlq_messages WHERE id = ANY($1::bigint[]) AND queue_id + 0 = $2
+    RETURNING id, queue_id, priority, attempts, enqueued_us, payload,
+              headers, errors, grp)sql";
+  static const std::string kToDead =
+      R"sql(
+    INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
+      died_us, last_error, payload, headers, grp, errors)
+    SELECT id, queue_id, priority, attempts, enqueued_us, $3, $4, payload,
+           headers, grp, )sql" +
+      AppendError("errors", "attempts", "$3::bigint", "$5::text") + " FROM d";
+  static const std::string kSql = FromDeleted(kDeleted, kToDead, false);
+  // With a dedup window: the same, returning the messages' ids and keys.
+  static const std::string kKeyedSql = FromDeleted(kDeleted, kToDead, true);
+  const bool keyed = p.unique_for.count() > 0;
+  const std::vector<std::int64_t> ids(p.ids.begin(), p.ids.end());
+  auto rows = conn.Run(keyed ? kKeyedSql.c_str() : kSql.c_str(),
+                       Params()
+                           .IntArray(ids)
+                           .Int(p.queue_id)
+                           .Int(*now)
+                           .Bytes(p.error)
+                           .Text(p.error),
+                       "cancel");
+  if (!rows.ok()) return rows.status();
+  const std::int64_t moved =
+      keyed ? static_cast<std::int64_t>(rows->size()) : rows->affected();
+  if (moved == 0) return 0;
+  if (keyed) {
+    Status s = HoldKeys(conn, p.queue_id, KeysOf(*rows), p.unique_for);
+    if (!s.ok()) return s;
+  }
+  // The next message of an ordered group may be claimable now.
+  Dialect::AfterSteer(conn, p.queue_id);
+  conn.churned += moved;
+  Status s = AddCounters(conn, p.queue_id, {.dead_lettered = moved});
+  if (!s.ok()) return s;
+  return moved;
+}
+
 Result<Timestamp> PostgresEngine::Extend(Conn& c,
                                          const core::ExtendParams& op) {
   const auto& [queue_id, receipt, lease] = op;

@@ -168,6 +168,15 @@ BuiltSql FindSql(const MessageSqlStyle& style,
   return {std::move(sql), a.Take()};
 }
 
+BuiltSql CountSql(const MessageSqlStyle& style,
+                  const core::FindMessagesParams& p, std::int64_t now_us) {
+  Args a(style);
+  std::string sql =
+      std::string("SELECT count(*) FROM ") + TableName(p.table) + " WHERE " +
+      Conditions(style, a, p.queue_id, p.table, p.ids, p.filter, now_us);
+  return {std::move(sql), a.Take()};
+}
+
 BuiltSql SteerSql(const MessageSqlStyle& style, const core::SteerParams& p,
                   std::int64_t now_us) {
   Args a(style);

@@ -78,6 +78,11 @@ BuiltSql FindSql(const MessageSqlStyle& style,
                  const core::FindMessagesParams& p, std::int64_t now_us,
                  std::int64_t bound);
 
+// How many messages the filter chooses (SELECT count(*)), in the queue's
+// part of the table, found by whichever index the database picks.
+BuiltSql CountSql(const MessageSqlStyle& style,
+                  const core::FindMessagesParams& p, std::int64_t now_us);
+
 // The statement of a bulk change (core::SteerParams); its affected rows
 // are what changed.
 BuiltSql SteerSql(const MessageSqlStyle& style, const core::SteerParams& p,

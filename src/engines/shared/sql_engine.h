@@ -184,6 +184,8 @@ class SqlEngine : public core::Engine {
 
   Result<std::int64_t> Steer(core::Conn& c,
                              const core::SteerParams& op) override;
+  Result<std::int64_t> CountMessages(
+      core::Conn& c, const core::FindMessagesParams& p) override;
 
   // --- rings -----------------------------------------------------------------
 

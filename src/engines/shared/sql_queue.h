@@ -491,6 +491,21 @@ Result<core::FoundMessages> SqlEngine<D>::FindMessages(
 }
 
 template <class D>
+Result<std::int64_t> SqlEngine<D>::CountMessages(
+    core::Conn& c, const core::FindMessagesParams& p) {
+  DConn& conn = Native(c);
+  Status s = CheckQueue(conn, p.queue_id);
+  if (!s.ok()) return s;
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  const BuiltSql b = CountSql(D::kMessageStyle, p, *now);
+  auto rows = D::RunOnce(conn, b.sql, message_sql::ParamsOf<Params>(b.args),
+                         "count messages");
+  if (!rows.ok()) return rows.status();
+  return rows->Int(0, 0);
+}
+
+template <class D>
 Result<std::int64_t> SqlEngine<D>::Steer(core::Conn& c,
                                          const core::SteerParams& p) {
   DConn& conn = Native(c);

@@ -468,6 +468,32 @@ Status SqliteEngine::Bury(Conn& c, const core::BuryParams& p) {
   return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
 }
 
+Result<std::int64_t> SqliteEngine::Cancel(Conn& c,
+                                          const core::CancelParams& p) {
+  SqliteConn& conn = Sql(c);
+  Status s = CheckQueue(conn, p.queue_id);
+  if (!s.ok()) return s;
+  const std::int64_t now = Us(clock_->Now());
+  std::int64_t moved = 0;
+  for (std::int64_t id : p.ids) {
+    {
+      SQLQ_PREPARE(st, conn, R"sql(
+        SELECT 1 FROM sqlq_messages WHERE id = ?1 AND queue_id = ?2)sql");
+      st.Bind(1, id).Bind(2, p.queue_id);
+      const int rc = st.Step();
+      if (rc == SQLITE_DONE) continue;
+      if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "cancel");
+    }
+    s = MoveToDead(conn, id, p.error, now, p.error, now, p.unique_for);
+    if (!s.ok()) return s;
+    ++moved;
+  }
+  if (moved == 0) return 0;
+  s = AddCounters(conn, p.queue_id, {.dead_lettered = moved});
+  if (!s.ok()) return s;
+  return moved;
+}
+
 Result<Timestamp> SqliteEngine::Extend(Conn& c, const core::ExtendParams& op) {
   const auto& [queue_id, receipt, lease] = op;
   SqliteConn& conn = Sql(c);

@@ -222,6 +222,8 @@ class SqliteEngine : public core::Engine {
   Result<core::FoundMessages> FindMessages(
       Conn& c, const core::FindMessagesParams& p) override;
 
+  Result<std::int64_t> CountMessages(
+      Conn& c, const core::FindMessagesParams& p) override;
   Result<std::int64_t> Steer(Conn& c, const core::SteerParams& p) override;
 
   // --- messages ------------------------------------------------------------
@@ -274,6 +276,7 @@ class SqliteEngine : public core::Engine {
   Status Retry(Conn& c, const core::RetryParams& p) override;
 
   Status Bury(Conn& c, const core::BuryParams& p) override;
+  Result<std::int64_t> Cancel(Conn& c, const core::CancelParams& p) override;
 
   Result<Timestamp> Extend(Conn& c, const core::ExtendParams& op) override;
 

@@ -487,6 +487,18 @@ Result<core::FoundMessages> SqliteEngine::FindMessages(
       });
 }
 
+Result<std::int64_t> SqliteEngine::CountMessages(
+    Conn& c, const core::FindMessagesParams& p) {
+  SqliteConn& conn = Sql(c);
+  Status s = CheckQueue(conn, p.queue_id);
+  if (!s.ok()) return s;
+  std::int64_t n = 0;
+  s = RunBuilt(conn, shared::CountSql(kMessageStyle, p, Us(clock_->Now())),
+               "count messages", [&](const Stmt& st) { n = st.Int(0); });
+  if (!s.ok()) return s;
+  return n;
+}
+
 Result<std::int64_t> SqliteEngine::Steer(Conn& c, const core::SteerParams& p) {
   SqliteConn& conn = Sql(c);
   Status s = CheckQueue(conn, p.queue_id);
