@@ -898,8 +898,8 @@ struct FilterArgs {
 void AddMessageCommands(CLI::App& app, Runner& run) {
   auto* msg = app.add_subcommand(
       "message",
-      "See and steer single messages: get, list, delete, retry, "
-      "reschedule, priority");
+      "See and steer single messages: get, list, count, delete, cancel, "
+      "retry, reschedule, priority");
   msg->require_subcommand(1);
   {
     auto* cmd = msg->add_subcommand(
@@ -972,6 +972,24 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
       }
     });
   }
+  {
+    auto* cmd = msg->add_subcommand(
+        "count", "How many messages a filter chooses (what a change by it "
+                 "would touch)");
+    auto name = std::make_shared<std::string>();
+    auto filter = std::make_shared<FilterArgs>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    filter->AddTo(cmd);
+    cmd->callback([=, &run] {
+      auto f = filter->Filter();
+      if (Failed(run, f)) return;
+      auto q = run.Queue(*name);
+      if (Failed(run, q)) return;
+      auto n = q->CountMessages(*f);
+      if (Failed(run, n)) return;
+      run.out().Say({{"count", *n}}, std::to_string(*n));
+    });
+  }
   // The bulk changes: by ids, or by filter (one criterion at least, or
   // --all).
   struct Change {
@@ -982,6 +1000,9 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
        {Change{"delete",
                "Delete messages (in the queue, or dead or archived "
                "with --state)"},
+        Change{"cancel",
+               "Cancel messages in the queue (any state): they become dead "
+               "letters with the error \"cancelled\""},
         Change{"retry",
                "Make delayed messages ready now; redrive dead "
                "letters (--state dead)"},
@@ -1027,6 +1048,7 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
       if (Failed(run, q)) return;
       const MessageSelection sel{.ids = *ids, .filter = *f};
       auto r = action == "delete"       ? q->Delete(sel)
+               : action == "cancel"     ? q->Cancel(sel)
                : action == "retry"      ? q->RetryNow(sel)
                : action == "reschedule" ? q->Reschedule(sel, *when)
                                         : q->SetPriority(sel, *priority);

@@ -465,8 +465,9 @@ MessageSelection SelectionFromBody(const Body& b) {
   return sel;
 }
 
-// Runs a change of messages: `action` is delete, retry, reschedule (needs
-// "run_at") or priority (needs "priority"); returns how many changed.
+// Runs a change of messages: `action` is delete, cancel, retry, reschedule
+// (needs "run_at") or priority (needs "priority"); returns how many
+// changed.
 std::int64_t Steer(WorkQueue q, const std::string& action,
                    const MessageSelection& sel, const Body& b) {
   const char* wants = action == "reschedule" ? "run_at"
@@ -483,6 +484,7 @@ std::int64_t Steer(WorkQueue q, const std::string& action,
           fmt::format("{} needs \"{}\"", action, wants));
   }
   if (action == "delete") return Take(q.Delete(sel));
+  if (action == "cancel") return Take(q.Cancel(sel));
   if (action == "retry") return Take(q.RetryNow(sel));
   if (action == "reschedule") {
     return Take(q.Reschedule(sel, ReadTime("run_at", *b.String("run_at"))));
@@ -1067,12 +1069,20 @@ Outcome Api::Handle(const Request& req) {
           return reply(200, std::move(body));
         }
       }
+      if (seg.size() == 5 && op == "messages" && seg[4] == "count") {
+        route_is("GET /v1/queues/{name}/messages/count");
+        method({"GET"});
+        need(kAdmin, name);
+        return reply(200,
+                     {{"count", Take(queue().CountMessages(FilterFromQuery(t)))}});
+      }
       if (seg.size() == 5 && op == "messages" &&
-          (seg[4] == "delete" || seg[4] == "retry" || seg[4] == "reschedule" ||
-           seg[4] == "priority")) {
+          (seg[4] == "delete" || seg[4] == "cancel" || seg[4] == "retry" ||
+           seg[4] == "reschedule" || seg[4] == "priority")) {
         const std::string& action = seg[4];
-        route_is(action == "delete"  ? "POST /v1/queues/{name}/messages/delete"
-                 : action == "retry" ? "POST /v1/queues/{name}/messages/retry"
+        route_is(action == "delete"   ? "POST /v1/queues/{name}/messages/delete"
+                 : action == "cancel" ? "POST /v1/queues/{name}/messages/cancel"
+                 : action == "retry"  ? "POST /v1/queues/{name}/messages/retry"
                  : action == "reschedule"
                      ? "POST /v1/queues/{name}/messages/reschedule"
                      : "POST /v1/queues/{name}/messages/priority");
@@ -1114,14 +1124,16 @@ Outcome Api::Handle(const Request& req) {
           return reply(200, {{"deleted", Take(q.Delete(sel))}});
         }
         const std::string& action = seg[5];
-        if (action != "retry" && action != "reschedule" &&
-            action != "priority") {
+        if (action != "retry" && action != "cancel" &&
+            action != "reschedule" && action != "priority") {
           Throw(404, "no_route",
                 fmt::format("no endpoint at {} {}", m,
                             req.target.substr(0, req.target.find('?'))));
         }
         route_is(action == "retry"
                      ? "POST /v1/queues/{name}/messages/{id}/retry"
+                 : action == "cancel"
+                     ? "POST /v1/queues/{name}/messages/{id}/cancel"
                  : action == "reschedule"
                      ? "POST /v1/queues/{name}/messages/{id}/reschedule"
                      : "POST /v1/queues/{name}/messages/{id}/priority");

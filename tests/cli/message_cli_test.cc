@@ -124,6 +124,25 @@ TEST_F(MessageCliTest, GetListAndChangeMessages) {
                         "message 1"));
 }
 
+TEST_F(MessageCliTest, CountAndCancel) {
+  One({"send", "jobs", "--header", "tenant=acme", "a"});
+  One({"send", "jobs", "--header", "tenant=acme", "b"});
+  One({"send", "jobs", "c"});
+  EXPECT_EQ(One({"message", "count", "jobs"})["count"], 3);
+  EXPECT_EQ(
+      One({"message", "count", "jobs", "--header", "tenant=acme"})["count"], 2);
+  EXPECT_EQ(
+      One({"message", "cancel", "jobs", "--header", "tenant=acme"})["changed"],
+      2);
+  EXPECT_EQ(One({"message", "count", "jobs", "--state", "dead"})["count"], 2);
+  json dead = One({"message", "get", "jobs", "1"});
+  EXPECT_EQ(dead["state"], "dead");
+  EXPECT_EQ(dead["last_error"], "cancelled");
+  EXPECT_TRUE(FailsWith(Human({"message", "cancel", "jobs", "--state", "dead"}),
+                        kUsage, "not to dead letters"));
+  EXPECT_EQ(One({"claim", "jobs"})["payload"], "c");
+}
+
 TEST_F(MessageCliTest, ChangesWithoutIdsOrFilterAreRefused) {
   One({"send", "jobs", "a"});
   EXPECT_TRUE(FailsWith(Human({"message", "delete", "jobs"}), kUsage, "--all"));

@@ -186,6 +186,59 @@ TEST_F(MessageFields, GetListAndChangeMessagesById) {
   EXPECT_EQ(c().Get("/v1/queues/jobs").json["stats"]["ready"], 0);
 }
 
+TEST_F(MessageFields, CountAndCancelMessages) {
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(Send({{"payload", std::to_string(i)},
+                    {"headers", {{"tenant", i < 3 ? "acme" : "other"}}}})
+                  .status,
+              200);
+  }
+  auto count = [&](const std::string& query) {
+    Response r = c().Get("/v1/queues/jobs/messages/count" + query);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json["count"];
+  };
+  EXPECT_EQ(count(""), 5);
+  EXPECT_EQ(count("?header=tenant%3Dacme"), 3);
+  EXPECT_EQ(count("?state=dead"), 0);
+
+  // One leased message cancelled by id: its worker's ack is refused.
+  Json claimed = ClaimOne();
+  const std::int64_t id = claimed["id"];
+  Response one = c().Post(
+      "/v1/queues/jobs/messages/" + std::to_string(id) + "/cancel",
+      Json::object());
+  EXPECT_EQ(one.json["changed"], 1) << one.body;
+  Response ack =
+      c().Post("/v1/queues/jobs/ack", {{"receipt", claimed["receipt"]}});
+  EXPECT_EQ(ack.status, 404) << ack.body;
+  Json dead = c().Get("/v1/queues/jobs/messages/" + std::to_string(id)).json;
+  EXPECT_EQ(dead["state"], "dead");
+  EXPECT_EQ(dead["last_error"], "cancelled");
+
+  // The rest of acme's by filter.
+  Response bulk =
+      c().Post("/v1/queues/jobs/messages/cancel",
+               {{"filter", {{"header", {{"name", "tenant"}, {"value", "acme"}}},
+                            {"state", "ready"}}}});
+  EXPECT_EQ(bulk.json["changed"], 2) << bulk.body;
+  EXPECT_EQ(count("?state=dead"), 3);
+  EXPECT_EQ(count("?state=ready"), 2);
+  Json stats = c().Get("/v1/queues/jobs").json["stats"];
+  EXPECT_EQ(stats["dead"], 3);
+  EXPECT_EQ(stats["ready"], 2);
+
+  // Only messages in the queue can be cancelled.
+  Response refused = c().Post("/v1/queues/jobs/messages/cancel",
+                              {{"filter", {{"state", "dead"}}}});
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(count("?state=dead"), 3);
+  Response bad = c().Get("/v1/queues/jobs/messages/count?state=gone");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(c().Post("/v1/queues/jobs/messages/count", Json::object()).status,
+            405);
+}
+
 TEST_F(MessageFields, BadListingsAndChangesAreRefused) {
   ASSERT_EQ(Send({{"payload", "a"}}).status, 200);
   struct Case {
