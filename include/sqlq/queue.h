@@ -387,6 +387,16 @@ struct MessageSelection {
   MessageFilter filter;
 };
 
+// WorkQueue::CountMessages: how many, and a time just past the store's
+// clock when they were counted. A change by the same filter with
+// enqueued_before set to `at` takes every message counted (that is still
+// there) and leaves alone those sent since, but for sends of the count's
+// own microsecond or committing at that moment.
+struct MessageCount {
+  std::int64_t count = 0;
+  Timestamp at;
+};
+
 // The last error of a cancelled message (WorkQueue::Cancel).
 inline constexpr std::string_view kCancelled = "cancelled";
 
@@ -553,8 +563,8 @@ class WorkQueue {
   // kInvalidArgument for a malformed cursor or one from another listing.
   Result<MessagePage> ListMessages(const ListMessagesOptions& options = {});
   // How many messages the filter chooses now (what a bulk change by the
-  // same filter would touch, unless they change meanwhile).
-  Result<std::int64_t> CountMessages(const MessageFilter& filter = {});
+  // same filter would touch, unless they change meanwhile), and when.
+  Result<MessageCount> CountMessages(const MessageFilter& filter = {});
   // Deletes the selected messages (filter.state picks the queue, the dead
   // letters or the archive). A deleted leased message's receipt stops
   // working: its ack gets kNotFound. Returns how many were deleted.

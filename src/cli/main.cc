@@ -974,8 +974,9 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
   }
   {
     auto* cmd = msg->add_subcommand(
-        "count", "How many messages a filter chooses (what a change by it "
-                 "would touch)");
+        "count",
+        "How many messages a filter chooses (what a change by it "
+        "would touch)");
     auto name = std::make_shared<std::string>();
     auto filter = std::make_shared<FilterArgs>();
     cmd->add_option("NAME", *name, "Queue name")->required();
@@ -987,7 +988,8 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
       if (Failed(run, q)) return;
       auto n = q->CountMessages(*f);
       if (Failed(run, n)) return;
-      run.out().Say({{"count", *n}}, std::to_string(*n));
+      run.out().Say({{"count", n->count}, {"at", wire::FormatTime(n->at)}},
+                    std::to_string(n->count));
     });
   }
   // The bulk changes: by ids, or by filter (one criterion at least, or

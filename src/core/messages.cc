@@ -270,15 +270,22 @@ Result<MessagePage> WorkQueue::ListMessages(
   return page;
 }
 
-Result<std::int64_t> WorkQueue::CountMessages(const MessageFilter& filter) {
+Result<MessageCount> WorkQueue::CountMessages(const MessageFilter& filter) {
   Status s = ValidateFilter(filter);
   if (!s.ok()) return s;
-  return core::SnapshotRead<std::int64_t>(impl_->store(), [&](core::Engine& e,
-                                                              Conn& conn) {
-    return e.CountMessages(
-        conn,
-        {.queue_id = impl_->id(), .table = TableOf(filter), .filter = &filter});
-  });
+  return core::SnapshotRead<MessageCount>(
+      impl_->store(), [&](core::Engine& e, Conn& conn) -> Result<MessageCount> {
+        auto at = e.Now(conn);
+        if (!at.ok()) return at.status();
+        auto n = e.CountMessages(conn, {.queue_id = impl_->id(),
+                                        .table = TableOf(filter),
+                                        .filter = &filter});
+        if (!n.ok()) return n.status();
+        // Past every message counted, whose enqueue times are at most the
+        // clock's now (MessageCount).
+        return MessageCount{.count = *n,
+                            .at = *at + std::chrono::microseconds(1)};
+      });
 }
 
 namespace {

@@ -1073,8 +1073,8 @@ Outcome Api::Handle(const Request& req) {
         route_is("GET /v1/queues/{name}/messages/count");
         method({"GET"});
         need(kAdmin, name);
-        return reply(200,
-                     {{"count", Take(queue().CountMessages(FilterFromQuery(t)))}});
+        const MessageCount n = Take(queue().CountMessages(FilterFromQuery(t)));
+        return reply(200, {{"count", n.count}, {"at", wire::FormatTime(n.at)}});
       }
       if (seg.size() == 5 && op == "messages" &&
           (seg[4] == "delete" || seg[4] == "cancel" || seg[4] == "retry" ||
@@ -1124,19 +1124,18 @@ Outcome Api::Handle(const Request& req) {
           return reply(200, {{"deleted", Take(q.Delete(sel))}});
         }
         const std::string& action = seg[5];
-        if (action != "retry" && action != "cancel" &&
-            action != "reschedule" && action != "priority") {
+        if (action != "retry" && action != "cancel" && action != "reschedule" &&
+            action != "priority") {
           Throw(404, "no_route",
                 fmt::format("no endpoint at {} {}", m,
                             req.target.substr(0, req.target.find('?'))));
         }
-        route_is(action == "retry"
-                     ? "POST /v1/queues/{name}/messages/{id}/retry"
-                 : action == "cancel"
-                     ? "POST /v1/queues/{name}/messages/{id}/cancel"
-                 : action == "reschedule"
-                     ? "POST /v1/queues/{name}/messages/{id}/reschedule"
-                     : "POST /v1/queues/{name}/messages/{id}/priority");
+        route_is(
+            action == "retry"    ? "POST /v1/queues/{name}/messages/{id}/retry"
+            : action == "cancel" ? "POST /v1/queues/{name}/messages/{id}/cancel"
+            : action == "reschedule"
+                ? "POST /v1/queues/{name}/messages/{id}/reschedule"
+                : "POST /v1/queues/{name}/messages/{id}/priority");
         method({"POST"});
         need(kAdmin, name);
         Body b(req.body, {"run_at", "priority"});

@@ -46,6 +46,13 @@ class MessageConformance : public EngineTest {
     return std::move(r->front());
   }
 
+  // How many messages the filter selects (-1 on failure).
+  std::int64_t Count(WorkQueue& q, const MessageFilter& f = {}) {
+    auto c = q.CountMessages(f);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? c->count : -1;
+  }
+
   bool NothingReady(WorkQueue& q) {
     auto r = q.Claim();
     EXPECT_TRUE(r.ok()) << r.status().ToString();
@@ -651,17 +658,13 @@ TEST_P(MessageConformance, CancelByFilterTakesEveryMatchAndOnlyThose) {
   }
   const MessageFilter even{
       .header = std::pair<std::string, std::string>("batch", "even")};
-  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.CountMessages(even));
+  EXPECT_EQ(Count(q, even), 5025);
+  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.Cancel({.filter = even}));
   EXPECT_EQ(n, 5025);
-  ASSERT_OK_AND_ASSIGN(n, q.Cancel({.filter = even}));
-  EXPECT_EQ(n, 5025);
-  ASSERT_OK_AND_ASSIGN(n, q.CountMessages(even));
-  EXPECT_EQ(n, 0);
-  ASSERT_OK_AND_ASSIGN(n, q.CountMessages({.state = MessageState::kDead,
-                                           .header = even.header}));
-  EXPECT_EQ(n, 5025);
-  ASSERT_OK_AND_ASSIGN(n, q.CountMessages());
-  EXPECT_EQ(n, 5025);
+  EXPECT_EQ(Count(q, even), 0);
+  EXPECT_EQ(Count(q, {.state = MessageState::kDead, .header = even.header}),
+            5025);
+  EXPECT_EQ(Count(q), 5025);
   ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
   EXPECT_EQ(st.ready, 5025);
   EXPECT_EQ(st.dead, 5025);
@@ -670,6 +673,33 @@ TEST_P(MessageConformance, CancelByFilterTakesEveryMatchAndOnlyThose) {
   for (const ClaimedMessage& c : got) {
     EXPECT_EQ(c.headers.at("batch"), "odd") << c.payload;
   }
+}
+
+TEST_P(MessageConformance, ACountPinsAChangeToWhatItCounted) {
+  WorkQueue q = MakeQueue();
+  const Headers acme = {{"tenant", "acme"}};
+  ASSERT_OK(q.Send({.payload = "a", .headers = acme}));
+  ASSERT_OK(q.Send({.payload = "b", .headers = acme}));
+  const MessageFilter f{
+      .header = std::pair<std::string, std::string>("tenant", "acme")};
+  ASSERT_OK_AND_ASSIGN(MessageCount c, q.CountMessages(f));
+  EXPECT_EQ(c.count, 2);
+  // Sent after the count, in the same microsecond and later.
+  ASSERT_OK_AND_ASSIGN(SendResult same,
+                       q.Send({.payload = "c", .headers = acme}));
+  clock_->Advance(std::chrono::microseconds(1));
+  ASSERT_OK_AND_ASSIGN(SendResult later,
+                       q.Send({.payload = "d", .headers = acme}));
+  MessageFilter pinned = f;
+  pinned.enqueued_before = c.at;
+  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.Cancel({.filter = pinned}));
+  // The two counted, and the one sent in the count's own microsecond
+  // (MessageCount says so); not the later one.
+  EXPECT_EQ(n, 3);
+  ASSERT_OK_AND_ASSIGN(MessageInfo s, q.Get(same.id));
+  EXPECT_EQ(s.state, MessageState::kDead);
+  ASSERT_OK_AND_ASSIGN(MessageInfo d, q.Get(later.id));
+  EXPECT_EQ(d.state, MessageState::kReady);
 }
 
 TEST_P(MessageConformance, CancellingAnOrderedGroupsHeadLetsTheNextThrough) {
@@ -713,14 +743,11 @@ TEST_P(MessageConformance, BulkChangesByFilterReportHowManyChanged) {
   }
   const MessageFilter b1{
       .header = std::pair<std::string, std::string>("batch", "b1")};
-  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.CountMessages(b1));
+  EXPECT_EQ(Count(q, b1), 4);
+  EXPECT_EQ(Count(q, {.state = MessageState::kReady}), 0);
+  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.RetryNow({.filter = b1}));
   EXPECT_EQ(n, 4);
-  ASSERT_OK_AND_ASSIGN(n, q.CountMessages({.state = MessageState::kReady}));
-  EXPECT_EQ(n, 0);
-  ASSERT_OK_AND_ASSIGN(n, q.RetryNow({.filter = b1}));
-  EXPECT_EQ(n, 4);
-  ASSERT_OK_AND_ASSIGN(n, q.CountMessages({.state = MessageState::kReady}));
-  EXPECT_EQ(n, 4);
+  EXPECT_EQ(Count(q, {.state = MessageState::kReady}), 4);
   ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
   EXPECT_EQ(st.ready, 4);
   EXPECT_EQ(st.delayed, 2);

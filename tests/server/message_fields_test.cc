@@ -199,15 +199,16 @@ TEST_F(MessageFields, CountAndCancelMessages) {
     return r.json["count"];
   };
   EXPECT_EQ(count(""), 5);
+  EXPECT_TRUE(c().Get("/v1/queues/jobs/messages/count").json["at"].is_string());
   EXPECT_EQ(count("?header=tenant%3Dacme"), 3);
   EXPECT_EQ(count("?state=dead"), 0);
 
   // One leased message cancelled by id: its worker's ack is refused.
   Json claimed = ClaimOne();
   const std::int64_t id = claimed["id"];
-  Response one = c().Post(
-      "/v1/queues/jobs/messages/" + std::to_string(id) + "/cancel",
-      Json::object());
+  Response one =
+      c().Post("/v1/queues/jobs/messages/" + std::to_string(id) + "/cancel",
+               Json::object());
   EXPECT_EQ(one.json["changed"], 1) << one.body;
   Response ack =
       c().Post("/v1/queues/jobs/ack", {{"receipt", claimed["receipt"]}});
@@ -219,8 +220,9 @@ TEST_F(MessageFields, CountAndCancelMessages) {
   // The rest of acme's by filter.
   Response bulk =
       c().Post("/v1/queues/jobs/messages/cancel",
-               {{"filter", {{"header", {{"name", "tenant"}, {"value", "acme"}}},
-                            {"state", "ready"}}}});
+               {{"filter",
+                 {{"header", {{"name", "tenant"}, {"value", "acme"}}},
+                  {"state", "ready"}}}});
   EXPECT_EQ(bulk.json["changed"], 2) << bulk.body;
   EXPECT_EQ(count("?state=dead"), 3);
   EXPECT_EQ(count("?state=ready"), 2);

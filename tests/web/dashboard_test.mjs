@@ -284,16 +284,36 @@ test("a queue's page: pause, browse, bulk actions, a message's actions",
     assert.equal(await page.textContent("#confirm-text"), "Delete 2 messages?");
     await page.click("#confirm-no");
     assert.equal((await call("GET", "/v1/queues/jobs")).json.stats.ready, 6);
-    // Over the filter: every acme message, counted.
+    // Over the filter: every acme message, counted; one sent while the
+    // dialog is open is not among those it said, and stays.
     await page.click("#bulk-delete-all");
     await page.locator("#confirm[open]").waitFor({ timeout: DEADLINE_MS });
     assert.match(await page.textContent("#confirm-text"),
                  /^Delete 2 messages \(every ready message the filter selects\)\?$/);
+    const late = (await send("jobs", [{ payload: "late", headers: { tenant: "acme" } }]))
+        .ids[0];
     await page.click("#confirm-yes");
     await waitFor("two deleted", async () =>
-        (await call("GET", "/v1/queues/jobs")).json.stats.ready === 4);
-    await waitFor("no acme rows", async () =>
-        (await page.locator("#no-messages").count()) === 1);
+        (await call("GET", "/v1/queues/jobs")).json.stats.ready === 5);
+    assert.equal((await call("GET", `/v1/queues/jobs/messages/${late}`)).json.state,
+                 "ready");
+    await waitFor("the late acme row only", async () =>
+        (await page.locator("#messages tbody tr").count()) === 1 &&
+        (await row(late).count()) === 1);
+
+    // Cancel from a message's page: a dead letter with the error "cancelled".
+    await page.goto(url + `/#/queue/jobs/message/${late}`);
+    await page.locator("#cancel").waitFor({ timeout: DEADLINE_MS });
+    await page.click("#cancel");
+    await page.locator("#confirm[open]").waitFor({ timeout: DEADLINE_MS });
+    assert.equal(await page.textContent("#confirm-text"),
+                 `Cancel message ${late}? It becomes a dead letter.`);
+    await page.click("#confirm-yes");
+    await page.locator('#fields dd[data-field="state"]:text("dead")')
+        .waitFor({ timeout: DEADLINE_MS });
+    assert.equal(await page.textContent('#fields dd[data-field="last_error"]'),
+                 "cancelled");
+    assert.equal((await call("GET", "/v1/queues/jobs")).json.stats.ready, 4);
 
     // A message's page: a binary payload as hex, its priority changed.
     await page.goto(url + `/#/queue/jobs/message/${ids[2]}`);
