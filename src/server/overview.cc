@@ -153,6 +153,12 @@ Status Overview::Sample() {
     if (!taken.ok()) return taken.status();
     p = std::move(*taken);
   }
+  // How many points each queue keeps: an hour of them, unless that many
+  // for every queue exceeds the cap on them all.
+  const std::size_t keep = std::max<std::size_t>(
+      1,
+      std::min(options_.points, options_.max_points /
+                                    std::max<std::size_t>(1, p->infos.size())));
   std::lock_guard<std::mutex> lock(mu_);
   std::unordered_set<std::string> present;
   for (std::size_t i = 0; i < p->infos.size(); ++i) {
@@ -173,11 +179,16 @@ Status Overview::Sample() {
     series.counters = counters;
     series.taken = p->taken;
     series.points.push_back(point);
-    while (series.points.size() > options_.points) series.points.pop_front();
   }
   std::erase_if(history_, [&](const auto& entry) {
     return !present.contains(entry.first);
   });
+  for (auto& [name, series] : history_) {
+    if (series.points.size() <= keep) continue;
+    series.points.erase(series.points.begin(),
+                        series.points.end() - static_cast<long>(keep));
+    series.points.shrink_to_fit();
+  }
   return Status::Ok();
 }
 

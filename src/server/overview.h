@@ -55,6 +55,10 @@ class Overview {
     std::chrono::steady_clock::duration fresh = std::chrono::seconds(1);
     std::chrono::steady_clock::duration step = std::chrono::seconds(10);
     std::size_t points = 360;  // an hour of steps
+    // The points of every queue together, at most: past points x queues,
+    // each queue keeps its newest max_points / queues (at least one).
+    // A point takes about 80 bytes.
+    std::size_t max_points = 1'000'000;
     // The steady clock, for tests.
     std::function<std::chrono::steady_clock::time_point()> now = [] {
       return std::chrono::steady_clock::now();

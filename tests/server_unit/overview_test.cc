@@ -96,6 +96,40 @@ TEST_F(OverviewTest, HistoryKeepsEachStepsDepthAndRates) {
   EXPECT_EQ(h[0].ready, 3);
 }
 
+TEST_F(OverviewTest, ManyQueuesShareACapOnTheHistorysPoints) {
+  std::vector<WorkQueue> queues;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(WorkQueue q,
+                         store_->CreateQueue("q" + std::to_string(i), {}));
+    queues.push_back(std::move(q));
+  }
+  Overview::Options o = Moved(/*points=*/10);
+  o.max_points = 12;  // 3 a queue
+  Overview ov(*store_, o);
+  for (int i = 0; i < 6; ++i) {
+    Send(queues[0], 1);
+    now_ += seconds(10);
+    ASSERT_OK(ov.Sample());
+  }
+  for (int i = 0; i < 4; ++i) {
+    std::vector<HistoryPoint> h = ov.History("q" + std::to_string(i));
+    ASSERT_EQ(h.size(), 3u) << i;
+  }
+  // The newest three: 4, 5 and 6 messages.
+  std::vector<HistoryPoint> h = ov.History("q0");
+  EXPECT_EQ(h[0].ready, 4);
+  EXPECT_EQ(h[2].ready, 6);
+  // With fewer queues, each keeps more again (up to `points`).
+  ASSERT_OK(store_->DropQueue("q1"));
+  ASSERT_OK(store_->DropQueue("q2"));
+  ASSERT_OK(store_->DropQueue("q3"));
+  for (int i = 0; i < 10; ++i) {
+    now_ += seconds(10);
+    ASSERT_OK(ov.Sample());
+  }
+  EXPECT_EQ(ov.History("q0").size(), 10u);
+}
+
 TEST_F(OverviewTest, PicturesAreSharedWhileFreshAndRatesCountBetweenThem) {
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
   ASSERT_OK(store_->CreateRing("views", {}).status());
