@@ -15,6 +15,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -159,6 +161,13 @@ class Store {
   // How long the scheduler lease lasts: a store that stops renewing it
   // (killed) is replaced once it runs out.
   static constexpr std::chrono::seconds kSchedulerLease{5};
+
+  // The claims waiting for messages, by queue name, in every process that
+  // uses this database (servers, workers, programs): each reports its own
+  // when its first claim waits and then every 5 s while any wait, and a
+  // report counts for 15 s (a process that died stops counting then).
+  // Queues without any are left out. docs/semantics.md, "Waiting".
+  Result<std::map<std::string, std::int64_t>> WaitingConsumers();
 
   // Starts a write transaction on a connection of sqlq's own. On SQLite it
   // holds the database's write lock until it ends, so every other write

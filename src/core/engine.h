@@ -24,11 +24,13 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/receipt.h"
@@ -215,6 +217,16 @@ struct RetryParams {
   // (attempts - 1), last error kept, counted as one claim less rather than
   // as a nack.
   bool release = false;
+};
+
+// Engine::ReportWaiting: this process's claims waiting for each queue
+// (queue id, how many), which replace its earlier report, stamped with
+// the engine's clock. Rows of any process reported before now -
+// `forget_after` go too (processes gone without a word).
+struct WaitingReport {
+  std::string_view process;
+  std::span<const std::pair<std::int64_t, std::int64_t>> waiting;
+  Micros forget_after{0};
 };
 
 // Engine::Cancel: the queue's messages `ids` that are still in it, in
@@ -615,6 +627,13 @@ class Engine {
       Conn& conn, const ListArchiveParams& p) = 0;
   virtual Result<std::int64_t> PruneArchive(Conn& conn,
                                             const PruneArchiveParams& p) = 0;
+
+  // --- waiting claims of every process (core/waiting_report.h) ---------
+  virtual Status ReportWaiting(Conn& conn, const WaitingReport& r) = 0;
+  // The claims waiting per queue name, summed over the reports made in the
+  // last `fresh` by the engine's clock; queues with none are left out.
+  virtual Result<std::map<std::string, std::int64_t>> ReadWaiting(
+      Conn& conn, Micros fresh) = 0;
 
   // --- single messages (WorkQueue::Get, ListMessages, the bulk changes) --
   // Each checks the queue first (kNotFound when it is gone). The SQL is

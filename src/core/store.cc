@@ -7,6 +7,7 @@
 #include "core/schedules.h"
 #include "core/store_impl.h"
 #include "core/validate.h"
+#include "core/waiting_report.h"
 
 namespace sqlq {
 
@@ -21,7 +22,16 @@ StoreImpl::StoreImpl(std::string url, std::unique_ptr<Engine> engine)
   engine_->WatchForeignWrites([this] { hub_.NotifyAll(); });
 }
 
-StoreImpl::~StoreImpl() { scheduler_.reset(); }
+StoreImpl::~StoreImpl() {
+  reporter_.reset();
+  scheduler_.reset();
+}
+
+void StoreImpl::StartWaitingReports() {
+  std::call_once(reporting_, [this] {
+    reporter_ = std::make_unique<WaitingReporter>(*this);
+  });
+}
 
 void StoreImpl::StartScheduler() {
   if (!scheduler_) scheduler_ = std::make_unique<SchedulerThread>(*this);
@@ -53,6 +63,13 @@ Store::~Store() = default;
 // so that core builds without any database client library.
 
 const std::string& Store::url() const { return impl_->url(); }
+
+Result<std::map<std::string, std::int64_t>> Store::WaitingConsumers() {
+  return core::SnapshotRead<std::map<std::string, std::int64_t>>(
+      *impl_, [](core::Engine& e, core::Conn& c) {
+        return e.ReadWaiting(c, core::kWaitingFresh);
+      });
+}
 
 std::size_t Store::TEST_write_transactions() const {
   return impl_->batcher().TEST_transactions();

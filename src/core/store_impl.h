@@ -20,6 +20,7 @@
 namespace sqlq::core {
 
 class SchedulerThread;
+class WaitingReporter;
 
 class StoreImpl {
  public:
@@ -41,7 +42,11 @@ class StoreImpl {
   // run_at); nullptr: this machine's clock. Set once, before use.
   void set_clock(std::shared_ptr<Clock> clock) { clock_ = std::move(clock); }
   Timestamp Now() const;
-  // This store as the holder of the scheduler lease (core/schedules.h).
+  // Starts reporting this store's waiting claims, once: called when a
+  // claim begins to wait (core/waiting_report.h).
+  void StartWaitingReports();
+  // This store as the holder of the scheduler lease (core/schedules.h),
+  // and as the process of its reports of waiting claims.
   const std::string& scheduler_holder() const { return scheduler_holder_; }
   // What the last pass of this store found (Store::HoldsSchedulerLease).
   void set_scheduler_leader(bool leader) { scheduler_leader_ = leader; }
@@ -64,8 +69,10 @@ class StoreImpl {
       std::chrono::milliseconds(1000)};
   const std::string scheduler_holder_;
   std::atomic<bool> scheduler_leader_{false};
-  // Last, so that it stops before anything it uses goes.
+  // Last, so that they stop before anything they use goes.
   std::unique_ptr<SchedulerThread> scheduler_;
+  std::once_flag reporting_;
+  std::unique_ptr<WaitingReporter> reporter_;
 };
 
 // Runs `fn(engine, conn)` as one write merged with concurrent callers'

@@ -94,4 +94,13 @@ std::size_t WakeHub::waiting() const {
   return count_;
 }
 
+std::map<std::int64_t, std::int64_t> WakeHub::WaitingByQueue() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::int64_t, std::int64_t> out;
+  for (const auto& [queue_id, list] : waiters_) {
+    out[queue_id] = static_cast<std::int64_t>(list.size());
+  }
+  return out;
+}
+
 }  // namespace sqlq::core

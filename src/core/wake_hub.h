@@ -57,6 +57,8 @@ class WakeHub {
   void NotifyAll();
 
   std::size_t waiting() const;
+  // How many wait for each queue that has any, by queue id.
+  std::map<std::int64_t, std::int64_t> WaitingByQueue() const;
 
  private:
   static void Signal(Waiter& w);  // REQUIRES: mu_ held

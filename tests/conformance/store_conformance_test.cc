@@ -112,6 +112,92 @@ TEST_P(StoreConformance, SendFromAnotherStoreWakesAWaitingClaim) {
   }
 }
 
+// Claims waiting in any store (process) of the database are counted by
+// every store: each reports its own when its first claim waits, then
+// every 5 s; a report counts for 15 s by the database's clock.
+TEST_P(StoreConformance, WaitingClaimsOfEveryStoreAreCounted) {
+  using Counts = std::map<std::string, std::int64_t>;
+  auto a = OpenStore();
+  auto b = OpenStore();
+  ASSERT_TRUE(a && b);
+  ASSERT_OK_AND_ASSIGN(WorkQueue jobs, a->CreateQueue("jobs", {}));
+  ASSERT_OK(a->CreateQueue("other", {}).status());
+  ASSERT_OK_AND_ASSIGN(Counts none, a->WaitingConsumers());
+  EXPECT_TRUE(none.empty());
+  // Until `want` is what `a` reads, or 20 s (four reports) have passed.
+  auto reads = [&](const Counts& want) {
+    const auto deadline = SteadyClock::now() + seconds(20);
+    Result<Counts> got = Counts();
+    while (SteadyClock::now() < deadline) {
+      got = a->WaitingConsumers();
+      if (got.ok() && *got == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::string seen;
+    if (!got.ok()) seen = got.status().ToString();
+    for (const auto& [name, n] : got.ok() ? *got : Counts()) {
+      seen += name + "=" + std::to_string(n) + " ";
+    }
+    ADD_FAILURE() << "waiting claims never became what was expected: " << seen;
+    return false;
+  };
+  ASSERT_OK_AND_ASSIGN(WorkQueue bjobs, b->Queue("jobs"));
+  ASSERT_OK_AND_ASSIGN(WorkQueue bother, b->Queue("other"));
+  auto first = std::async(std::launch::async,
+                          [&] { return bjobs.Claim({.wait = seconds(60)}); });
+  auto second = std::async(std::launch::async,
+                           [&] { return bjobs.Claim({.wait = seconds(60)}); });
+  auto third = std::async(std::launch::async,
+                          [&] { return bother.Claim({.wait = seconds(60)}); });
+  ASSERT_TRUE(reads({{"jobs", 2}, {"other", 1}}));
+
+  // A process that died left rows: the fresh one counts, the old one not.
+  const std::int64_t now_us =
+      Us(std::chrono::time_point_cast<std::chrono::microseconds>(
+          std::chrono::system_clock::now()));
+  const std::string jobs_id =
+      RawDb(GetParam().name, *db_)
+          .Query("SELECT id FROM sqlq_queues WHERE name = 'jobs'");
+  {
+    RawDb raw(GetParam().name, *db_);
+    for (auto [process, age] : {std::pair{"died-now", 13},
+                                {"died-long-ago", 20},
+                                {"died-hours-ago", 7200}}) {
+      ASSERT_EQ(raw.exec()(
+                    "INSERT INTO sqlq_waiting (process, queue_id, waiting, "
+                    "reported_us) VALUES ('" +
+                    std::string(process) + "', " + jobs_id + ", 5, " +
+                    std::to_string(now_us - age * std::int64_t{1000000}) + ")"),
+                "");
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(Counts with_dead, a->WaitingConsumers());
+  EXPECT_EQ(with_dead, (Counts{{"jobs", 7}, {"other", 1}}));
+
+  // Claims that end stop counting at the next report; so does the dead
+  // process's row once 15 s have passed since its report (2 s from now).
+  ASSERT_OK(jobs.Send({.payload = "one"}));
+  ASSERT_OK(jobs.Send({.payload = "two"}));
+  ASSERT_OK_AND_ASSIGN(auto got, first.get());
+  ASSERT_OK_AND_ASSIGN(auto got2, second.get());
+  EXPECT_EQ(got.size() + got2.size(), 2u);
+  ASSERT_TRUE(reads({{"other", 1}}));
+  // Rows a minute old are deleted by the reports.
+  EXPECT_EQ(RawDb(GetParam().name, *db_)
+                .Query("SELECT count(*) FROM sqlq_waiting WHERE process = "
+                       "'died-hours-ago'"),
+            "0");
+  // A store that closes clears its rows at once (rather than at its next
+  // report, up to 5 s later).
+  ASSERT_OK_AND_ASSIGN(WorkQueue other, a->Queue("other"));
+  ASSERT_OK(other.Send({.payload = "three"}));
+  ASSERT_OK_AND_ASSIGN(auto got3, third.get());
+  EXPECT_EQ(got3.size(), 1u);
+  b.reset();
+  ASSERT_OK_AND_ASSIGN(Counts after, a->WaitingConsumers());
+  EXPECT_TRUE(after.empty());
+}
+
 // Many stores (processes) claim from one queue at once: concurrent
 // transactions that compete for the same rows. No message goes to two
 // consumers, none is lost, and no lock wait or deadlock reaches a caller.

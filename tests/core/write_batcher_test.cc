@@ -155,6 +155,13 @@ class FakeEngine : public Engine {
                                      const FindMessagesParams&) override {
     return Unused();
   }
+  Status ReportWaiting(Conn&, const WaitingReport&) override {
+    return Unused();
+  }
+  Result<std::map<std::string, std::int64_t>> ReadWaiting(Conn&,
+                                                          Micros) override {
+    return Unused();
+  }
   Result<std::int64_t> Cancel(Conn&, const CancelParams&) override {
     return Unused();
   }

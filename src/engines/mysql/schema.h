@@ -313,6 +313,18 @@ ALTER TABLE sqlq_queues
     DEFAULT '',
   ADD COLUMN IF NOT EXISTS labels MEDIUMBLOB NULL)sql",
     },
+    // Version 10: the claims waiting for each queue in each process, as
+    // each reports them (core/waiting_report.h).
+    {
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_waiting (
+  process     VARBINARY(64) NOT NULL,
+  queue_id    BIGINT        NOT NULL,
+  waiting     BIGINT        NOT NULL,
+  reported_us BIGINT        NOT NULL,
+  PRIMARY KEY (process, queue_id)
+) ENGINE=InnoDB)sql",
+    },
 };
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());

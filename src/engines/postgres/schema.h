@@ -315,6 +315,18 @@ ALTER TABLE sqlq_queues
   ADD COLUMN dead_letter_queue TEXT NOT NULL DEFAULT '',
   ADD COLUMN labels TEXT;
 )sql",
+    // Version 13: the claims waiting for each queue in each process, as
+    // each reports them (core/waiting_report.h). INTEGER, so that their
+    // sum is a bigint.
+    R"sql(
+CREATE TABLE sqlq_waiting (
+  process     TEXT    NOT NULL,
+  queue_id    BIGINT  NOT NULL,
+  waiting     INTEGER NOT NULL,
+  reported_us BIGINT  NOT NULL,
+  PRIMARY KEY (process, queue_id)
+);
+)sql",
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

@@ -177,6 +177,51 @@ BuiltSql CountSql(const MessageSqlStyle& style,
   return {std::move(sql), a.Take()};
 }
 
+std::vector<BuiltSql> ReportWaitingSql(const MessageSqlStyle& style,
+                                       const core::WaitingReport& r,
+                                       std::int64_t now_us) {
+  std::vector<BuiltSql> out;
+  {
+    Args a(style);
+    std::string sql = "DELETE FROM sqlq_waiting WHERE process = " +
+                      a.Text(std::string(r.process));
+    out.push_back({std::move(sql), a.Take()});
+  }
+  {
+    Args a(style);
+    std::string sql = "DELETE FROM sqlq_waiting WHERE reported_us < " +
+                      a.Int(now_us - r.forget_after.count());
+    out.push_back({std::move(sql), a.Take()});
+  }
+  if (!r.waiting.empty()) {
+    Args a(style);
+    std::string sql =
+        "INSERT INTO sqlq_waiting (process, queue_id, waiting, reported_us) "
+        "VALUES ";
+    for (std::size_t i = 0; i < r.waiting.size(); ++i) {
+      // One placeholder at a time: "?" placeholders go by their order in
+      // the text, and the operands of + have no order of evaluation.
+      sql += i > 0 ? ", (" : "(";
+      sql += a.Text(std::string(r.process));
+      sql += ", " + a.Int(r.waiting[i].first);
+      sql += ", " + a.Int(r.waiting[i].second);
+      sql += ", " + a.Int(now_us) + ")";
+    }
+    out.push_back({std::move(sql), a.Take()});
+  }
+  return out;
+}
+
+BuiltSql ReadWaitingSql(const MessageSqlStyle& style, std::int64_t since_us) {
+  Args a(style);
+  std::string sql =
+      "SELECT q.name, sum(w.waiting) FROM sqlq_waiting w "
+      "JOIN sqlq_queues q ON q.id = w.queue_id "
+      "WHERE w.reported_us >= " +
+      a.Int(since_us) + " GROUP BY q.name";
+  return {std::move(sql), a.Take()};
+}
+
 BuiltSql SteerSql(const MessageSqlStyle& style, const core::SteerParams& p,
                   std::int64_t now_us) {
   Args a(style);

@@ -83,6 +83,17 @@ BuiltSql FindSql(const MessageSqlStyle& style,
 BuiltSql CountSql(const MessageSqlStyle& style,
                   const core::FindMessagesParams& p, std::int64_t now_us);
 
+// The statements of Engine::ReportWaiting, in order, at the engine's
+// clock `now_us`: this process's earlier rows of sqlq_waiting go, so do
+// every process's rows older than forget_after, and the new counts go in
+// (none when there are none).
+std::vector<BuiltSql> ReportWaitingSql(const MessageSqlStyle& style,
+                                       const core::WaitingReport& r,
+                                       std::int64_t now_us);
+// Engine::ReadWaiting: (queue name, claims waiting) of the queues that
+// have any in reports made at `since_us` or later.
+BuiltSql ReadWaitingSql(const MessageSqlStyle& style, std::int64_t since_us);
+
 // The statement of a bulk change (core::SteerParams); its affected rows
 // are what changed.
 BuiltSql SteerSql(const MessageSqlStyle& style, const core::SteerParams& p,

@@ -186,6 +186,9 @@ class SqlEngine : public core::Engine {
                              const core::SteerParams& op) override;
   Result<std::int64_t> CountMessages(
       core::Conn& c, const core::FindMessagesParams& p) override;
+  Status ReportWaiting(core::Conn& c, const core::WaitingReport& r) override;
+  Result<std::map<std::string, std::int64_t>> ReadWaiting(
+      core::Conn& c, core::Micros fresh) override;
 
   // --- rings -----------------------------------------------------------------
 

@@ -506,6 +506,37 @@ Result<std::int64_t> SqlEngine<D>::CountMessages(
 }
 
 template <class D>
+Status SqlEngine<D>::ReportWaiting(core::Conn& c,
+                                   const core::WaitingReport& r) {
+  DConn& conn = Native(c);
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  for (const BuiltSql& b : ReportWaitingSql(D::kMessageStyle, r, *now)) {
+    auto rows = D::RunOnce(conn, b.sql, message_sql::ParamsOf<Params>(b.args),
+                           "report waiting claims");
+    if (!rows.ok()) return rows.status();
+  }
+  return Status::Ok();
+}
+
+template <class D>
+Result<std::map<std::string, std::int64_t>> SqlEngine<D>::ReadWaiting(
+    core::Conn& c, core::Micros fresh) {
+  DConn& conn = Native(c);
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  const BuiltSql b = ReadWaitingSql(D::kMessageStyle, *now - fresh.count());
+  auto rows = D::RunOnce(conn, b.sql, message_sql::ParamsOf<Params>(b.args),
+                         "read waiting claims");
+  if (!rows.ok()) return rows.status();
+  std::map<std::string, std::int64_t> out;
+  for (int i = 0; i < rows->size(); ++i) {
+    out[rows->Bytes(i, 0)] = rows->Int(i, 1);
+  }
+  return out;
+}
+
+template <class D>
 Result<std::int64_t> SqlEngine<D>::Steer(core::Conn& c,
                                          const core::SteerParams& p) {
   DConn& conn = Native(c);

@@ -229,6 +229,17 @@ INSERT INTO sqlq_scheduler (id, holder, until_us) VALUES (1, '', 0);
 ALTER TABLE sqlq_queues ADD COLUMN dead_letter_queue TEXT NOT NULL DEFAULT '';
 ALTER TABLE sqlq_queues ADD COLUMN labels TEXT;
 )sql",
+    // Version 11: the claims waiting for each queue in each process, as
+    // each reports them (core/waiting_report.h).
+    R"sql(
+CREATE TABLE sqlq_waiting (
+  process     TEXT    NOT NULL,
+  queue_id    INTEGER NOT NULL,
+  waiting     INTEGER NOT NULL,
+  reported_us INTEGER NOT NULL,
+  PRIMARY KEY (process, queue_id)
+) WITHOUT ROWID;
+)sql",
 };
 
 inline constexpr int kSchemaVersion =

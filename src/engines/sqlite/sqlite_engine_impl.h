@@ -224,6 +224,9 @@ class SqliteEngine : public core::Engine {
 
   Result<std::int64_t> CountMessages(
       Conn& c, const core::FindMessagesParams& p) override;
+  Status ReportWaiting(Conn& c, const core::WaitingReport& r) override;
+  Result<std::map<std::string, std::int64_t>> ReadWaiting(
+      Conn& c, core::Micros fresh) override;
   Result<std::int64_t> Steer(Conn& c, const core::SteerParams& p) override;
 
   // --- messages ------------------------------------------------------------

@@ -499,6 +499,29 @@ Result<std::int64_t> SqliteEngine::CountMessages(
   return n;
 }
 
+Status SqliteEngine::ReportWaiting(Conn& c, const core::WaitingReport& r) {
+  SqliteConn& conn = Sql(c);
+  for (const shared::BuiltSql& b :
+       shared::ReportWaitingSql(kMessageStyle, r, Us(clock_->Now()))) {
+    Status s = RunBuilt(conn, b, "report waiting claims", [](const Stmt&) {});
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Result<std::map<std::string, std::int64_t>> SqliteEngine::ReadWaiting(
+    Conn& c, core::Micros fresh) {
+  SqliteConn& conn = Sql(c);
+  std::map<std::string, std::int64_t> out;
+  Status s = RunBuilt(
+      conn,
+      shared::ReadWaitingSql(kMessageStyle, Us(clock_->Now()) - fresh.count()),
+      "read waiting claims",
+      [&](const Stmt& st) { out[st.Text(0)] = st.Int(1); });
+  if (!s.ok()) return s;
+  return out;
+}
+
 Result<std::int64_t> SqliteEngine::Steer(Conn& c, const core::SteerParams& p) {
   SqliteConn& conn = Sql(c);
   Status s = CheckQueue(conn, p.queue_id);
