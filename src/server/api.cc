@@ -795,11 +795,15 @@ Json Api::OverviewJson(const Picture& picture, const TokenEntry* who) const {
     return list;
   };
   Json queues = Json::array();
+  std::int64_t waiting = 0;  // in the queues the token sees
   for (std::size_t i = 0; i < picture.infos.size(); ++i) {
     const QueueInfo& info = picture.infos[i];
     if (!sees(info.name)) continue;
     Json q = wire::StatsJson(picture.figures.queues[i]);
     q["kind"] = "queue";
+    const auto w = picture.waiting.find(info.name);
+    q["waiting_consumers"] = w == picture.waiting.end() ? 0 : w->second;
+    waiting += q["waiting_consumers"].get<std::int64_t>();
     q["groups"] = std::string(GroupModeName(info.options.groups));
     q["rates"] = RatesJson(picture.rates[i]);
     q["can"] = can(info.name);
@@ -839,6 +843,7 @@ Json Api::OverviewJson(const Picture& picture, const TokenEntry* who) const {
               {"requests_in_flight", g.requests_in_flight}};
   }
   return {{"at", wire::FormatTime(picture.at)},
+          {"waiting_consumers", waiting},
           {"server", std::move(server)},
           {"metrics", metrics},
           {"queues", std::move(queues)},

@@ -94,6 +94,11 @@ Result<std::shared_ptr<const Picture>> Overview::Take() {
   auto schedules = store_.ListSchedules();
   if (!schedules.ok()) return schedules.status();
   p->schedules = std::move(*schedules);
+  // Without them (an older server's schema cannot hold them), the rest
+  // still shows.
+  if (auto waiting = store_.WaitingConsumers(); waiting.ok()) {
+    p->waiting = std::move(*waiting);
+  }
 
   // Rates since the last picture; a picture taken too soon after it to
   // say much keeps the last rates.

@@ -11,13 +11,15 @@
 // (after `npm ci` in tests/web). CTest runs it with the label "web".
 
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { createRequire } from "node:module";
 import { test } from "node:test";
 
-import { BROWSER, DEADLINE_MS, loadChromium, startServer as serve, waitFor }
+import { BIN, BROWSER, DEADLINE_MS, loadChromium, startServer as serve,
+         waitFor }
     from "./serve.mjs";
 
 const chromium = await loadChromium();
@@ -80,7 +82,8 @@ async function withDashboard(body, args = [], pageOptions = {}) {
       if (to) await page.screenshot({ path: path.join(to, name + ".png"),
                                       fullPage: true });
     };
-    await body({ url, call, send, page, errors, requests, login, shot });
+    const db = "sqlite:" + path.join(dir, "q.db");
+    await body({ url, db, call, send, page, errors, requests, login, shot });
     // Every page loaded and every action ran without a console error
     // (a script or style the Content-Security-Policy blocked shows there).
     assert.deepEqual(errors, []);
@@ -99,7 +102,8 @@ const shows = (page, queue, name, text) =>
         (await field(page, queue, name).textContent()) === text);
 
 test("the overview is live, one request a refresh", async () => {
-  await withDashboard(async ({ url, call, send, page, requests, login, shot }) => {
+  await withDashboard(async ({ url, db, call, send, page, requests, login,
+                               shot }) => {
     assert.equal((await call("POST", "/v1/queues/jobs",
                              { max_attempts: 1 })).status, 201);
     assert.equal((await call("POST", "/v1/queues/other", {})).status, 201);
@@ -164,6 +168,25 @@ test("the overview is live, one request a refresh", async () => {
     assert.equal((await parked).json.messages[0].payload, "wake");
     await waitFor("no waiting consumers again",
                   async () => (await page.textContent("#waiting")) === "0");
+
+    // A claim waiting in another process (a worker on the same database)
+    // counts for the whole database and for its queue, not for this
+    // server; it is reported within 5 s.
+    const worker = spawn(BIN, ["--db", db, "--json", "claim", "other",
+                               "--wait", "60s"], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    worker.stdout.on("data", (d) => { out += d; });
+    const exited = new Promise((r) => worker.on("exit", r));
+    await waitFor("a waiting consumer elsewhere", async () =>
+        (await page.textContent("#waiting-all")) === "1" &&
+        (await field(page, "other", "waiting").textContent()) === "1", 15000);
+    assert.equal(await page.textContent("#waiting"), "0");
+    await send("other", ["for the worker"]);
+    assert.equal(await exited, 0);
+    assert.equal(JSON.parse(out).payload, "for the worker");
+    await waitFor("no waiting consumer elsewhere", async () =>
+        (await page.textContent("#waiting-all")) === "0" &&
+        (await field(page, "other", "waiting").textContent()) === "0", 15000);
 
     // Each refresh is one request, whatever the page shows.
     requests.length = 0;
