@@ -55,6 +55,12 @@ struct StoreOptions {
   // ticks of every schedule (RunSchedules) while it holds it. `sqlq serve`
   // runs one; short-lived programs should not.
   bool run_schedules = false;
+  // Report this store's waiting claims to the database, so that every
+  // process sees them in WaitingConsumers (the dashboard's waiting
+  // consumers): a small write every 5 s while claims wait (and one when
+  // they stop). Off, an idle waiting claim writes nothing.
+  // `sqlq serve` and the sqlq command report; a worker of your own can.
+  bool report_waiting = false;
 };
 
 // A transaction the caller controls, for writing business rows and queue rows
@@ -163,10 +169,11 @@ class Store {
   static constexpr std::chrono::seconds kSchedulerLease{5};
 
   // The claims waiting for messages, by queue name, in every process that
-  // uses this database (servers, workers, programs): each reports its own
-  // when its first claim waits and then every 5 s while any wait, and a
-  // report counts for 15 s (a process that died stops counting then).
-  // Queues without any are left out. docs/semantics.md, "Waiting".
+  // uses this database and reports them (StoreOptions::report_waiting:
+  // servers, the sqlq command, workers that opt in): each reports its own
+  // every 5 s while any wait, and a report counts for 15 s (a process that
+  // died stops counting then). Queues without any are left out.
+  // docs/semantics.md, "Waiting".
   Result<std::map<std::string, std::int64_t>> WaitingConsumers();
 
   // Starts a write transaction on a connection of sqlq's own. On SQLite it

@@ -82,7 +82,8 @@ class Runner {
   Result<Store*> Open(bool create) {
     if (store_) return store_.get();
     std::string url = g_.db.empty() ? std::string(Store::kDefaultUrl) : g_.db;
-    auto s = Store::Open(url, {.create_if_missing = create});
+    auto s =
+        Store::Open(url, {.create_if_missing = create, .report_waiting = true});
     if (!s.ok()) return s.status();
     store_ = std::move(*s);
     return store_.get();

@@ -235,7 +235,6 @@ Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
   // Registered before the first look, so no send can slip between a look
   // that found nothing and the sleep after it.
   hub.Register(waiter, impl.id());
-  impl.store().StartWaitingReports();
   Result<std::vector<ClaimedMessage>> result =
       ClaimOnce(impl, options, first, note);
   while (result.ok() && result->empty()) {
@@ -323,7 +322,6 @@ std::unique_ptr<ReadySubscription> WorkQueue::Subscribe(
   state->queue = impl_;
   state->waiter.on_signal = std::move(on_ready);
   impl_->store().hub().Register(state->waiter, impl_->id());
-  impl_->store().StartWaitingReports();
   return std::unique_ptr<ReadySubscription>(
       new ReadySubscription(std::move(state)));
 }

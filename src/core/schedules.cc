@@ -218,35 +218,17 @@ std::string NewSchedulerHolder() {
                      static_cast<std::uint32_t>(NewLeaseToken()));
 }
 
-SchedulerThread::SchedulerThread(StoreImpl& store)
-    : store_(store), thread_([this] { Loop(); }) {}
-
-SchedulerThread::~SchedulerThread() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+std::chrono::steady_clock::duration SchedulerPass(StoreImpl& store) {
+  auto run = RunSchedulesOnce(store, store.scheduler_holder());
+  // A pass a second renews the lease (it lasts kSchedulerLease) and sees
+  // new schedules; sooner when a tick is due sooner.
+  auto wait = std::chrono::milliseconds(1000);
+  if (run.ok() && run->leader && run->next_tick) {
+    const auto in = std::chrono::ceil<std::chrono::milliseconds>(
+        *run->next_tick - store.Now());
+    wait = std::clamp(in, std::chrono::milliseconds(1), wait);
   }
-  cv_.notify_all();
-  thread_.join();
-}
-
-void SchedulerThread::Loop() {
-  using SteadyClock = std::chrono::steady_clock;
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    auto run = RunSchedulesOnce(store_, store_.scheduler_holder());
-    lock.lock();
-    // A pass a second renews the lease (it lasts kSchedulerLease) and sees
-    // new schedules; sooner when a tick is due sooner.
-    auto wait = std::chrono::milliseconds(1000);
-    if (run.ok() && run->leader && run->next_tick) {
-      const auto in = std::chrono::ceil<std::chrono::milliseconds>(
-          *run->next_tick - store_.Now());
-      wait = std::clamp(in, std::chrono::milliseconds(1), wait);
-    }
-    cv_.wait_until(lock, SteadyClock::now() + wait, [&] { return stop_; });
-  }
+  return wait;
 }
 
 }  // namespace sqlq::core

@@ -6,11 +6,9 @@
 #ifndef SQLQ_CORE_SCHEDULES_H_
 #define SQLQ_CORE_SCHEDULES_H_
 
-#include <condition_variable>
-#include <mutex>
+#include <chrono>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/cron.h"
@@ -56,21 +54,9 @@ Result<ScheduleRun> RunSchedulesOnce(StoreImpl& store,
 // and a random part.
 std::string NewSchedulerHolder();
 
-// A thread that runs passes: every second, and at each next tick.
-class SchedulerThread {
- public:
-  explicit SchedulerThread(StoreImpl& store);
-  ~SchedulerThread();  // stops and joins
-
- private:
-  void Loop();
-
-  StoreImpl& store_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
-  std::thread thread_;
-};
+// One pass of the scheduler thread (StoreOptions::run_schedules), and how
+// long until the next: a second, or less when a tick is due sooner.
+std::chrono::steady_clock::duration SchedulerPass(StoreImpl& store);
 
 }  // namespace sqlq::core
 

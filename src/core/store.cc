@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/periodic_thread.h"
 #include "core/schedules.h"
 #include "core/store_impl.h"
 #include "core/validate.h"
@@ -28,13 +29,14 @@ StoreImpl::~StoreImpl() {
 }
 
 void StoreImpl::StartWaitingReports() {
-  std::call_once(reporting_, [this] {
-    reporter_ = std::make_unique<WaitingReporter>(*this);
-  });
+  if (!reporter_) reporter_ = std::make_unique<WaitingReporter>(*this);
 }
 
 void StoreImpl::StartScheduler() {
-  if (!scheduler_) scheduler_ = std::make_unique<SchedulerThread>(*this);
+  if (!scheduler_) {
+    scheduler_ = std::make_unique<PeriodicThread>(
+        [this] { return SchedulerPass(*this); });
+  }
 }
 
 Timestamp StoreImpl::Now() const {

@@ -19,7 +19,7 @@
 
 namespace sqlq::core {
 
-class SchedulerThread;
+class PeriodicThread;
 class WaitingReporter;
 
 class StoreImpl {
@@ -42,8 +42,8 @@ class StoreImpl {
   // run_at); nullptr: this machine's clock. Set once, before use.
   void set_clock(std::shared_ptr<Clock> clock) { clock_ = std::move(clock); }
   Timestamp Now() const;
-  // Starts reporting this store's waiting claims, once: called when a
-  // claim begins to wait (core/waiting_report.h).
+  // Starts reporting this store's waiting claims (StoreOptions::
+  // report_waiting; core/waiting_report.h).
   void StartWaitingReports();
   // This store as the holder of the scheduler lease (core/schedules.h),
   // and as the process of its reports of waiting claims.
@@ -70,8 +70,7 @@ class StoreImpl {
   const std::string scheduler_holder_;
   std::atomic<bool> scheduler_leader_{false};
   // Last, so that they stop before anything they use goes.
-  std::unique_ptr<SchedulerThread> scheduler_;
-  std::once_flag reporting_;
+  std::unique_ptr<PeriodicThread> scheduler_;
   std::unique_ptr<WaitingReporter> reporter_;
 };
 

@@ -3,31 +3,19 @@
 #include <utility>
 #include <vector>
 
+#include "core/periodic_thread.h"
 #include "core/store_impl.h"
 
 namespace sqlq::core {
 
 WaitingReporter::WaitingReporter(StoreImpl& store)
-    : store_(store), thread_([this] { Loop(); }) {}
+    : store_(store), thread_(std::make_unique<PeriodicThread>([this] {
+        Report(store_.hub().WaitingByQueue());
+        return kWaitingReportEvery;
+      })) {}
 
 WaitingReporter::~WaitingReporter() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
-
-void WaitingReporter::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    Report(store_.hub().WaitingByQueue());
-    lock.lock();
-    cv_.wait_for(lock, kWaitingReportEvery, [this] { return stop_; });
-  }
-  lock.unlock();
+  thread_.reset();
   // Closing: what waited here waits no more.
   Report({});
 }

@@ -40,6 +40,7 @@ Result<std::unique_ptr<Store>> Store::Open(std::string_view url,
       std::make_unique<core::StoreImpl>(std::string(url), std::move(*engine));
   impl->set_clock(options.clock);
   if (options.run_schedules) impl->StartScheduler();
+  if (options.report_waiting) impl->StartWaitingReports();
   return std::unique_ptr<Store>(new Store(std::move(impl)));
 }
 

@@ -6,6 +6,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "core/periodic_thread.h"
 #include "server/server.h"
 
 namespace sqlq::server {
@@ -56,14 +57,7 @@ Status AddStats(Result<std::vector<Info>> listed, Get get,
 Overview::Overview(Store& store, Options options)
     : store_(store), options_(std::move(options)) {}
 
-Overview::~Overview() {
-  {
-    std::lock_guard<std::mutex> lock(stop_mu_);
-    stopping_ = true;
-  }
-  stop_cv_.notify_all();
-  if (sampler_.joinable()) sampler_.join();
-}
+Overview::~Overview() { sampler_.reset(); }
 
 Result<std::shared_ptr<const Picture>> Overview::Take() {
   auto p = std::make_shared<Picture>();
@@ -198,26 +192,21 @@ Status Overview::Sample() {
 }
 
 void Overview::StartSampling() {
-  if (sampler_.joinable()) return;
-  sampler_ = std::thread([this] {
-    std::unique_lock<std::mutex> lock(stop_mu_);
-    bool failing = false;
-    while (!stopping_) {
-      lock.unlock();
-      // A failed reading (the database away) leaves a gap in the history,
-      // said once in the log until the readings work again.
-      Status s = Sample();
-      if (!s.ok() && !failing) {
-        Log("warn", "history_sample_failed",
-            fmt::format("error={}", Quote(s.ToString())));
-      } else if (s.ok() && failing) {
-        Log("info", "history_sample_recovered");
-      }
-      failing = !s.ok();
-      lock.lock();
-      stop_cv_.wait_for(lock, options_.step, [this] { return stopping_; });
-    }
-  });
+  if (sampler_) return;
+  sampler_ =
+      std::make_unique<core::PeriodicThread>([this, failing = false]() mutable {
+        // A failed reading (the database away) leaves a gap in the history,
+        // said once in the log until the readings work again.
+        Status s = Sample();
+        if (!s.ok() && !failing) {
+          Log("warn", "history_sample_failed",
+              fmt::format("error={}", Quote(s.ToString())));
+        } else if (s.ok() && failing) {
+          Log("info", "history_sample_recovered");
+        }
+        failing = !s.ok();
+        return options_.step;
+      });
 }
 
 std::vector<HistoryPoint> Overview::History(const std::string& name) const {

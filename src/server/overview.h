@@ -10,7 +10,6 @@
 
 #include <array>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -18,13 +17,16 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "server/metrics.h"
 #include "sqlq/schedule.h"
 #include "sqlq/store.h"
+
+namespace sqlq::core {
+class PeriodicThread;
+}
 
 namespace sqlq::server {
 
@@ -109,10 +111,7 @@ class Overview {
     std::chrono::steady_clock::time_point taken;
   };
   std::unordered_map<std::string, Series> history_;  // guarded by mu_
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;  // guarded by stop_mu_
-  std::thread sampler_;
+  std::unique_ptr<core::PeriodicThread> sampler_;    // last: it uses the rest
 };
 
 }  // namespace sqlq::server

@@ -961,7 +961,8 @@ int RunServer(const ServerConfig& config,
     (void)setrlimit(RLIMIT_NOFILE, &rl);
   }
   auto store = Store::Open(config.db, {.create_if_missing = true,
-                                       .run_schedules = config.schedules});
+                                       .run_schedules = config.schedules,
+                                       .report_waiting = true});
   if (!store.ok()) {
     std::cerr << "sqlq serve: cannot open " << config.db << ": "
               << store.status().ToString() << "\n";

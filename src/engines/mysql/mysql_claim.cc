@@ -1,6 +1,8 @@
 // MariaDB/MySQL engine: claims, acks, nacks and extends (the lease of a
 // message).
 
+#include <functional>
+
 #include "engines/mysql/mysql_engine_impl.h"
 
 namespace sqlq::engines::mysql {
@@ -159,31 +161,51 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
   return out;
 }
 
+namespace {
+
+// Moves the messages `ids`, locked by this transaction, to the dead
+// letters: died `now`, their last error the SQL expression `last_error`
+// and the history's entry AppendError(at, error), whose parameters (after
+// the time of death) `add` binds.
+Status MoveIdsToDead(MyConn& conn, const std::vector<std::int64_t>& ids,
+                     std::int64_t now, std::string_view last_error,
+                     std::string_view at, std::string_view error,
+                     const std::function<void(Params&)>& add,
+                     const char* what) {
+  const std::string marks = Marks(Bucket(ids.size()));
+  const std::string ins = fmt::format(
+      "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, "
+      "enqueued_us, died_us, last_error, payload, headers, grp, errors) "
+      "SELECT id, queue_id, priority, attempts, enqueued_us, ?, {}, payload, "
+      "headers, grp, {} FROM sqlq_messages WHERE id IN ({})",
+      last_error, AppendError(at, error), marks);
+  Params ip;
+  ip.Int(now);
+  add(ip);
+  AddIds(ip, ids);
+  auto r = conn.Run(ins, ip, what);
+  if (!r.ok()) return r.status();
+  Params dp;
+  AddIds(dp, ids);
+  auto d =
+      conn.Run(fmt::format("DELETE FROM sqlq_messages WHERE id IN ({})", marks),
+               dp, what);
+  return d.ok() ? Status::Ok() : d.status();
+}
+
+}  // namespace
+
 Status MysqlEngine::BuryExhausted(MyConn& conn,
                                   const std::vector<std::int64_t>& ids,
                                   std::int64_t now,
                                   const core::ClaimParams& p) {
   Status held = HoldLocked(conn, p.queue_id, ids, p.unique_for);
   if (!held.ok()) return held;
-  const std::string marks = Marks(Bucket(ids.size()));
-  const std::string ins = fmt::format(
-      "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, "
-      "enqueued_us, died_us, last_error, payload, headers, grp, errors) "
-      "SELECT id, queue_id, priority, attempts, enqueued_us, ?, "
-      "CONCAT('lease expired on attempt ', attempts, ' of ', ?), payload, "
-      "headers, grp, {} FROM sqlq_messages WHERE id IN ({})",
-      AppendError("ready_us", "'lease expired'"), marks);
-  Params ip;
-  ip.Int(now).Int(p.max_attempts);
-  AddIds(ip, ids);
-  auto r = conn.Run(ins, ip, "claim (dead-letter)");
-  if (!r.ok()) return r.status();
-  const std::string del =
-      fmt::format("DELETE FROM sqlq_messages WHERE id IN ({})", marks);
-  Params dp;
-  AddIds(dp, ids);
-  auto d = conn.Run(del, dp, "claim (dead-letter)");
-  return d.ok() ? Status::Ok() : d.status();
+  return MoveIdsToDead(
+      conn, ids, now,
+      "CONCAT('lease expired on attempt ', attempts, ' of ', ?)", "ready_us",
+      "'lease expired'", [&](Params& params) { params.Int(p.max_attempts); },
+      "claim (dead-letter)");
 }
 
 Result<std::optional<Timestamp>> MysqlEngine::NextReadyAt(
@@ -478,26 +500,13 @@ Result<std::int64_t> MysqlEngine::Cancel(Conn& c, const core::CancelParams& p) {
   if (ids.empty()) return 0;
   Status held = HoldLocked(conn, p.queue_id, ids, p.unique_for);
   if (!held.ok()) return held;
-  const std::string marks = Marks(Bucket(ids.size()));
-  const std::string ins = fmt::format(
-      "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, "
-      "enqueued_us, died_us, last_error, payload, headers, grp, errors) "
-      "SELECT id, queue_id, priority, attempts, enqueued_us, ?, ?, payload, "
-      "headers, grp, {} FROM sqlq_messages WHERE id IN ({})",
-      AppendError("?", "?"), marks);
-  Params ip;
-  ip.Int(*now).Bytes(p.error).Int(*now).Text(p.error);
-  AddIds(ip, ids);
-  auto r = conn.Run(ins, ip, "cancel");
-  if (!r.ok()) return r.status();
-  Params dp;
-  AddIds(dp, ids);
-  auto d =
-      conn.Run(fmt::format("DELETE FROM sqlq_messages WHERE id IN ({})", marks),
-               dp, "cancel");
-  if (!d.ok()) return d.status();
+  Status s = MoveIdsToDead(
+      conn, ids, *now, "?", "?", "?",
+      [&](Params& params) { params.Bytes(p.error).Int(*now).Text(p.error); },
+      "cancel");
+  if (!s.ok()) return s;
   const auto moved = static_cast<std::int64_t>(ids.size());
-  Status s = AddCounters(conn, p.queue_id, {.dead_lettered = moved});
+  s = AddCounters(conn, p.queue_id, {.dead_lettered = moved});
   if (!s.ok()) return s;
   return moved;
 }

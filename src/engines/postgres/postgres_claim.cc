@@ -312,18 +312,11 @@ Status PostgresEngine::Bury(Conn& c, const core::BuryParams& p) {
   PgConn& conn = Native(c);
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
-  static constexpr const char* kDeleted = R"sql(
+  static const std::string kDeleted = std::string(R"sql(
     DELETE FROM sqlq_messages
     WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
-    RETURNING id, queue_id, priority, attempts, enqueued_us, payload,
-              headers, errors, grp)sql";
-  static const std::string kToDead =
-      R"sql(
-    INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
-      died_us, last_error, payload, headers, grp, errors)
-    SELECT id, queue_id, priority, attempts, enqueued_us, $5, $6, payload,
-           headers, grp, )sql" +
-      AppendError("errors", "attempts", "$5::bigint", "$7::text") + " FROM d";
+    RETURNING )sql") + kDeadColumns;
+  static const std::string kToDead = InsertDead("$5", "$6", "$7::text");
   static const std::string kSql = FromDeleted(kDeleted, kToDead, false);
   // With a dedup window: the same, returning the message's id and key.
   static const std::string kKeyedSql = FromDeleted(kDeleted, kToDead, true);
@@ -350,17 +343,10 @@ Result<std::int64_t> PostgresEngine::Cancel(Conn& c,
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
   if (p.ids.empty()) return 0;
-  static constexpr const char* kDeleted = R"sql(
+  static const std::string kDeleted = std::string(R"sql(
     DELETE FROM sqlq_messages WHERE id = ANY($1::bigint[]) AND queue_id + 0 = $2
-    RETURNING id, queue_id, priority, attempts, enqueued_us, payload,
-              headers, errors, grp)sql";
-  static const std::string kToDead =
-      R"sql(
-    INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
-      died_us, last_error, payload, headers, grp, errors)
-    SELECT id, queue_id, priority, attempts, enqueued_us, $3, $4, payload,
-           headers, grp, )sql" +
-      AppendError("errors", "attempts", "$3::bigint", "$5::text") + " FROM d";
+    RETURNING )sql") + kDeadColumns;
+  static const std::string kToDead = InsertDead("$3", "$4", "$5::text");
   static const std::string kSql = FromDeleted(kDeleted, kToDead, false);
   // With a dedup window: the same, returning the messages' ids and keys.
   static const std::string kKeyedSql = FromDeleted(kDeleted, kToDead, true);

@@ -93,6 +93,25 @@ inline std::string FromDeleted(std::string_view returning,
   return d + ", moved AS (" + std::string(insert) + ") SELECT id, dedup FROM d";
 }
 
+// What a DELETE from sqlq_messages returns for InsertDead.
+inline constexpr const char* kDeadColumns =
+    "id, queue_id, priority, attempts, enqueued_us, payload, headers, "
+    "errors, grp";
+
+// The dead letters of the rows of d (a DELETE ... RETURNING kDeadColumns),
+// died at `died` (a bigint parameter), with `last_error` (bytea) and an
+// entry of the error history saying `error` (text), SQL expressions.
+inline std::string InsertDead(std::string_view died,
+                              std::string_view last_error,
+                              std::string_view error) {
+  const std::string at = std::string(died) + "::bigint";
+  return "INSERT INTO sqlq_dead (id, queue_id, priority, attempts, "
+         "enqueued_us, died_us, last_error, payload, headers, grp, errors) "
+         "SELECT id, queue_id, priority, attempts, enqueued_us, " +
+         at + ", " + std::string(last_error) + ", payload, headers, grp, " +
+         AppendError("errors", "attempts", at, error) + " FROM d";
+}
+
 // The dead letters of messages whose last lease ran out, from the rows of
 // `from` (a CTE deleted from sqlq_messages, with its columns): died at
 // `died`, out of `max_attempts`, the failed attempt's lease having ended

@@ -455,6 +455,13 @@ Params ParamsOf(const std::vector<SqlArg>& args) {
   return p;
 }
 
+// Runs a built statement once (its text varies: not prepared).
+template <class D>
+Result<typename D::Rows> RunBuilt(typename D::Conn& conn, const BuiltSql& b,
+                                  const char* what) {
+  return D::RunOnce(conn, b.sql, ParamsOf<typename D::Params>(b.args), what);
+}
+
 }  // namespace message_sql
 
 template <class D>
@@ -468,8 +475,7 @@ Result<core::FoundMessages> SqlEngine<D>::FindMessages(
   s = D::BeforeListing(conn);
   if (!s.ok()) return s;
   auto run = [&](const BuiltSql& b) {
-    return D::RunOnce(conn, b.sql, message_sql::ParamsOf<Params>(b.args),
-                      "find messages");
+    return message_sql::RunBuilt<D>(conn, b, "find messages");
   };
   return FindMessagesWith(
       D::kMessageStyle, p, *now,
@@ -499,8 +505,7 @@ Result<std::int64_t> SqlEngine<D>::CountMessages(
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
   const BuiltSql b = CountSql(D::kMessageStyle, p, *now);
-  auto rows = D::RunOnce(conn, b.sql, message_sql::ParamsOf<Params>(b.args),
-                         "count messages");
+  auto rows = message_sql::RunBuilt<D>(conn, b, "count messages");
   if (!rows.ok()) return rows.status();
   return rows->Int(0, 0);
 }
@@ -512,8 +517,7 @@ Status SqlEngine<D>::ReportWaiting(core::Conn& c,
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
   for (const BuiltSql& b : ReportWaitingSql(D::kMessageStyle, r, *now)) {
-    auto rows = D::RunOnce(conn, b.sql, message_sql::ParamsOf<Params>(b.args),
-                           "report waiting claims");
+    auto rows = message_sql::RunBuilt<D>(conn, b, "report waiting claims");
     if (!rows.ok()) return rows.status();
   }
   return Status::Ok();
@@ -526,8 +530,7 @@ Result<std::map<std::string, std::int64_t>> SqlEngine<D>::ReadWaiting(
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
   const BuiltSql b = ReadWaitingSql(D::kMessageStyle, *now - fresh.count());
-  auto rows = D::RunOnce(conn, b.sql, message_sql::ParamsOf<Params>(b.args),
-                         "read waiting claims");
+  auto rows = message_sql::RunBuilt<D>(conn, b, "read waiting claims");
   if (!rows.ok()) return rows.status();
   std::map<std::string, std::int64_t> out;
   for (int i = 0; i < rows->size(); ++i) {
@@ -543,8 +546,7 @@ Result<std::int64_t> SqlEngine<D>::Steer(core::Conn& c,
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
   const BuiltSql b = SteerSql(D::kMessageStyle, p, *now);
-  auto rows = D::RunOnce(conn, b.sql, message_sql::ParamsOf<Params>(b.args),
-                         "change messages");
+  auto rows = message_sql::RunBuilt<D>(conn, b, "change messages");
   if (!rows.ok()) return rows.status();
   if (rows->affected() > 0) D::AfterSteer(conn, p.queue_id);
   return rows->affected();

@@ -575,6 +575,7 @@ TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
   Query(c, "DROP TABLE sqlq_leases");
   Query(c, "DROP TABLE sqlq_schedules");
   Query(c, "DROP TABLE sqlq_scheduler");
+  Query(c, "DROP TABLE sqlq_waiting");
   Query(c, "DROP INDEX sqlq_messages_group");
   Query(c, "ALTER TABLE sqlq_messages DROP COLUMN grp");
   Query(c, "ALTER TABLE sqlq_dead DROP COLUMN grp");
