@@ -468,11 +468,9 @@ template <class D>
 Result<core::FoundMessages> SqlEngine<D>::FindMessages(
     core::Conn& c, const core::FindMessagesParams& p) {
   DConn& conn = Native(c);
-  Status s = CheckQueue(conn, p.queue_id);
-  if (!s.ok()) return s;
-  auto now = NowUs(conn);
+  auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
-  s = D::BeforeListing(conn);
+  Status s = D::BeforeListing(conn);
   if (!s.ok()) return s;
   auto run = [&](const BuiltSql& b) {
     return message_sql::RunBuilt<D>(conn, b, "find messages");
@@ -500,9 +498,7 @@ template <class D>
 Result<std::int64_t> SqlEngine<D>::CountMessages(
     core::Conn& c, const core::FindMessagesParams& p) {
   DConn& conn = Native(c);
-  Status s = CheckQueue(conn, p.queue_id);
-  if (!s.ok()) return s;
-  auto now = NowUs(conn);
+  auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
   const BuiltSql b = CountSql(D::kMessageStyle, p, *now);
   auto rows = message_sql::RunBuilt<D>(conn, b, "count messages");
