@@ -104,26 +104,29 @@ class TempDir {
 #define SQLQ_TEST_CONCAT(a, b) SQLQ_TEST_CONCAT_INNER(a, b)
 
 // ASSERT_OK(status_or_result): fails the test, printing the status.
-#define ASSERT_OK(expr)                                                      \
-  do {                                                                       \
-    const auto& sqlq_test_r_ = (expr);                                       \
-    ASSERT_TRUE(::sqlq::test::StatusOf(sqlq_test_r_).ok())                   \
-        << #expr << ": " << ::sqlq::test::StatusOf(sqlq_test_r_).ToString(); \
+// The status is copied out while the expression's temporaries live:
+// `r.status()` of a temporary result is a reference into it, which a
+// reference kept past the full expression would outlive.
+#define ASSERT_OK(expr)                                               \
+  do {                                                                \
+    const ::sqlq::Status sqlq_test_s_ = ::sqlq::test::StatusOf(expr); \
+    ASSERT_TRUE(sqlq_test_s_.ok())                                    \
+        << #expr << ": " << sqlq_test_s_.ToString();                  \
   } while (0)
 
-#define EXPECT_OK(expr)                                                      \
-  do {                                                                       \
-    const auto& sqlq_test_r_ = (expr);                                       \
-    EXPECT_TRUE(::sqlq::test::StatusOf(sqlq_test_r_).ok())                   \
-        << #expr << ": " << ::sqlq::test::StatusOf(sqlq_test_r_).ToString(); \
+#define EXPECT_OK(expr)                                               \
+  do {                                                                \
+    const ::sqlq::Status sqlq_test_s_ = ::sqlq::test::StatusOf(expr); \
+    EXPECT_TRUE(sqlq_test_s_.ok())                                    \
+        << #expr << ": " << sqlq_test_s_.ToString();                  \
   } while (0)
 
 // EXPECT_CODE(status_or_result, sqlq::Code::kNotFound)
-#define EXPECT_CODE(expr, expected_code)                                     \
-  do {                                                                       \
-    const auto& sqlq_test_r_ = (expr);                                       \
-    EXPECT_EQ(::sqlq::test::StatusOf(sqlq_test_r_).code(), expected_code)    \
-        << #expr << ": " << ::sqlq::test::StatusOf(sqlq_test_r_).ToString(); \
+#define EXPECT_CODE(expr, expected_code)                              \
+  do {                                                                \
+    const ::sqlq::Status sqlq_test_s_ = ::sqlq::test::StatusOf(expr); \
+    EXPECT_EQ(sqlq_test_s_.code(), expected_code)                     \
+        << #expr << ": " << sqlq_test_s_.ToString();                  \
   } while (0)
 
 // ASSERT_OK_AND_ASSIGN(auto x, result_expr): declares (or assigns) lhs from
