@@ -200,9 +200,12 @@ Result<core::ClaimOutcome> SqlEngine<D>::ClaimGroups(
     core::GroupLooks looks;
     std::vector<core::GroupLook>& groups = looks.groups;
     if constexpr (D::kGroupLookInOneStatement) {
+      // Bytes keeps a view: of `after`, or of a string that outlives the
+      // statement (a temporary one would die before it runs).
+      static const std::string kFromTheStart;
       Params params;
       params.Int(p.queue_id)
-          .Bytes(after ? *after : std::string())
+          .Bytes(after ? *after : kFromTheStart)
           .Int(n)
           .Int(now);
       if (!ordered) params.Int(want);
