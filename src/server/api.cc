@@ -801,8 +801,8 @@ Json Api::OverviewJson(const Picture& picture, const TokenEntry* who) const {
     if (!sees(info.name)) continue;
     Json q = wire::StatsJson(picture.figures.queues[i]);
     q["kind"] = "queue";
-    const auto w = picture.waiting.find(info.name);
-    q["waiting_consumers"] = w == picture.waiting.end() ? 0 : w->second;
+    const auto w = picture.figures.waiting.find(info.name);
+    q["waiting_consumers"] = w == picture.figures.waiting.end() ? 0 : w->second;
     waiting += q["waiting_consumers"].get<std::int64_t>();
     q["groups"] = std::string(GroupModeName(info.options.groups));
     q["rates"] = RatesJson(picture.rates[i]);
@@ -920,6 +920,7 @@ Outcome Api::Handle(const Request& req) {
       // The store as it is now (the reading the dashboard shares).
       const std::shared_ptr<const Picture> picture = Take(overview_.Read());
       Metrics::Figures figures;
+      figures.waiting = picture->figures.waiting;  // shown for the queues
       for (const QueueStats& s : picture->figures.queues) {
         if (visible(s.name)) figures.queues.push_back(s);
       }

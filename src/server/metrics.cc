@@ -113,6 +113,16 @@ std::string Metrics::Render(const Figures& figures,
        "Messages that became dead letters.", &QueueStats::dead_lettered},
   };
   RenderFamilies(out, "queue", kQueue, queues);
+  out +=
+      "# HELP sqlq_queue_waiting_consumers Claims waiting for messages in "
+      "every process of the database that reports them.\n"
+      "# TYPE sqlq_queue_waiting_consumers gauge\n";
+  for (const QueueStats& s : queues) {
+    const auto w = figures.waiting.find(s.name);
+    out +=
+        fmt::format("sqlq_queue_waiting_consumers{{queue=\"{}\"}} {}\n",
+                    Escape(s.name), w == figures.waiting.end() ? 0 : w->second);
+  }
   static const Family<RingStats> kRing[] = {
       {"sqlq_ring_capacity", "gauge", "Entries each group keeps.",
        &RingStats::capacity},

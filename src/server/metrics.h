@@ -46,6 +46,9 @@ class Metrics {
     std::vector<QueueStats> queues;
     std::vector<RingStats> rings;
     std::vector<RotationStats> rotations;
+    // The claims waiting per queue name in every process of the database
+    // that reports them (Store::WaitingConsumers); none when unread.
+    std::map<std::string, std::int64_t> waiting;
   };
   std::string Render(const Figures& figures, const Gauges& gauges) const;
 

@@ -91,7 +91,7 @@ Result<std::shared_ptr<const Picture>> Overview::Take() {
   // Without them (an older server's schema cannot hold them), the rest
   // still shows.
   if (auto waiting = store_.WaitingConsumers(); waiting.ok()) {
-    p->waiting = std::move(*waiting);
+    p->figures.waiting = std::move(*waiting);
   }
 
   // Rates since the last picture; a picture taken too soon after it to

@@ -43,9 +43,6 @@ struct Picture {
   Metrics::Figures figures;  // queues, rings, rotations
   std::vector<Rates> rates;
   std::vector<ScheduleInfo> schedules;
-  // The claims waiting per queue in every process of the database
-  // (Store::WaitingConsumers); empty when they could not be read.
-  std::map<std::string, std::int64_t> waiting;
 };
 
 // A queue at one step of its history.

@@ -60,6 +60,29 @@ TEST_F(LongPoll, ParkedClaimIsAnsweredWhenAMessageIsSent) {
   EXPECT_EQ(Metric(c(), "sqlq_server_waiting_consumers"), 0);
 }
 
+// A parked claim is a waiting consumer of the database too, as the server
+// reports it (every 5 s while claims wait): in /metrics and the overview.
+TEST_F(LongPoll, ParkedClaimsCountAmongTheDatabasesWaitingConsumers) {
+  const std::string gauge = "sqlq_queue_waiting_consumers{queue=\"jobs\"}";
+  EXPECT_EQ(Metric(c(), gauge), 0);
+  auto claim = std::async(std::launch::async, [&] {
+    Client waiter(port());
+    return waiter.Post("/v1/queues/jobs/claim", {{"wait_ms", 30000}});
+  });
+  ASSERT_TRUE(WaitingIs(1));
+  ASSERT_TRUE(WaitFor([&] { return Metric(c(), gauge) == 1; },
+                      std::chrono::seconds(15)));
+  Json o = c().Get("/v1/overview").json;
+  EXPECT_EQ(o["waiting_consumers"], 1) << o.dump();
+  ASSERT_EQ(c().Post("/v1/queues/jobs/messages",
+                     {{"messages", {{{"payload", "wake up"}}}}})
+                .status,
+            200);
+  EXPECT_EQ(claim.get().status, 200);
+  ASSERT_TRUE(WaitFor([&] { return Metric(c(), gauge) == 0; },
+                      std::chrono::seconds(15)));
+}
+
 TEST_F(LongPoll, ParkedClaimOnAFullQueueIsAnsweredWhenAnAckFreesAPlace) {
   ASSERT_EQ(c().Post("/v1/queues/one", {{"max_leased", 1}}).status, 201);
   ASSERT_EQ(
