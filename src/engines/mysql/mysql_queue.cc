@@ -215,6 +215,8 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
       const std::int64_t priority = rows.Int(i, 1);
       const std::string error = rows.Bytes(i, 3);
       const std::string payload = rows.Bytes(i, 4);
+      // Bytes keeps a view: the group is kept here until the insert ran.
+      const std::string group = rows.IsNull(i, 7) ? "" : rows.Bytes(i, 7);
       Params p;
       p.Int(rows.Int(i, 0))
           .Int(to)
@@ -238,7 +240,7 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
       if (rows.IsNull(i, 7)) {
         p.Null();
       } else {
-        p.Bytes(rows.Bytes(i, 7));
+        p.Bytes(group);
       }
       auto ins = conn.Run(kInsert, p, "redrive");
       if (!ins.ok()) return ins.status();
