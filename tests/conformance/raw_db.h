@@ -30,6 +30,9 @@ class RawDb {
     if (engine == "Sqlite") {
       sqlite3* h = nullptr;
       sqlite3_open(target.c_str(), &h);
+      // Stores may be writing at the same moment (their own threads):
+      // wait for their commits as they wait for each other's.
+      sqlite3_busy_timeout(h, 10000);
       native_ = h;
       exec_ = [h](const std::string& sql) {
         char* err = nullptr;
