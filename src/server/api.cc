@@ -801,9 +801,8 @@ Json Api::OverviewJson(const Picture& picture, const TokenEntry* who) const {
     if (!sees(info.name)) continue;
     Json q = wire::StatsJson(picture.figures.queues[i]);
     q["kind"] = "queue";
-    const auto w = picture.figures.waiting.find(info.name);
-    q["waiting_consumers"] = w == picture.figures.waiting.end() ? 0 : w->second;
-    waiting += q["waiting_consumers"].get<std::int64_t>();
+    q["waiting_consumers"] = picture.figures.WaitingFor(info.name);
+    waiting += picture.figures.WaitingFor(info.name);
     q["groups"] = std::string(GroupModeName(info.options.groups));
     q["rates"] = RatesJson(picture.rates[i]);
     q["can"] = can(info.name);

@@ -118,10 +118,8 @@ std::string Metrics::Render(const Figures& figures,
       "every process of the database that reports them.\n"
       "# TYPE sqlq_queue_waiting_consumers gauge\n";
   for (const QueueStats& s : queues) {
-    const auto w = figures.waiting.find(s.name);
-    out +=
-        fmt::format("sqlq_queue_waiting_consumers{{queue=\"{}\"}} {}\n",
-                    Escape(s.name), w == figures.waiting.end() ? 0 : w->second);
+    out += fmt::format("sqlq_queue_waiting_consumers{{queue=\"{}\"}} {}\n",
+                       Escape(s.name), figures.WaitingFor(s.name));
   }
   static const Family<RingStats> kRing[] = {
       {"sqlq_ring_capacity", "gauge", "Entries each group keeps.",

@@ -49,6 +49,11 @@ class Metrics {
     // The claims waiting per queue name in every process of the database
     // that reports them (Store::WaitingConsumers); none when unread.
     std::map<std::string, std::int64_t> waiting;
+    // The queue's claims waiting: 0 for one without any.
+    std::int64_t WaitingFor(const std::string& queue) const {
+      const auto w = waiting.find(queue);
+      return w == waiting.end() ? 0 : w->second;
+    }
   };
   std::string Render(const Figures& figures, const Gauges& gauges) const;
 
