@@ -10,7 +10,7 @@ packages=(
   libmariadb-dev mariadb-server mariadb-client
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev
-  libboost1.81-dev libssl-dev curl
+  libboost1.81-dev libssl-dev curl openssl
   libcctz-dev tzdata
   beanstalkd
   python3-botocore python3-boto3 awscli python3-celery python3-kombu

@@ -1553,6 +1553,8 @@ int Main(int argc, char** argv) {
   AddRotationCommands(app, run);
   AddServeCommand(
       app, [&] { return g.db; }, g_exit);
+  AddTokenCommands(
+      app, [&] { return g.json; }, g_exit);
   bench::AddBenchCommand(
       app, [&] { return g.db; }, [&] { return g.json; }, g_exit);
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "server/auth.h"
 #include "server/config.h"
 #include "server/server.h"
 #include "sqlq/store.h"
@@ -75,6 +76,53 @@ void AddServeCommand(CLI::App& app, std::function<std::string()> db,
     exit_code = server::RunServer(
         *c, [](const Status& s) { return wire::ExitCode(s.code()); });
   });
+}
+
+void AddTokenCommands(CLI::App& app, std::function<bool()> json,
+                      int& exit_code) {
+  auto* token = app.add_subcommand(
+      "token", "Make bearer tokens and their hashes for a token file");
+  token->require_subcommand(1);
+  auto print = [json](const std::string& tok, const std::string& hash) {
+    if (json()) {
+      nlohmann::ordered_json o;
+      if (!tok.empty()) o["token"] = tok;
+      o["sha256"] = hash;
+      std::cout << o.dump() << "\n";
+      return;
+    }
+    if (!tok.empty()) std::cout << "token: " << tok << "\n";
+    // The first word of a token file's line (docs/server.md).
+    std::cout << (tok.empty() ? "" : "line:  ") << "sha256:" << hash << "\n";
+  };
+  token
+      ->add_subcommand("new",
+                       "Print a new random token, and 'sha256:HASH' to put in "
+                       "the token file in its place")
+      ->callback([print, &exit_code] {
+        auto t = server::NewToken();
+        if (!t.ok()) {
+          std::cerr << "sqlq token new: " << t.status().message() << "\n";
+          exit_code = wire::ExitCode(t.status().code());
+          return;
+        }
+        print(*t, server::TokenHashHex(*t));
+      });
+  token
+      ->add_subcommand("hash",
+                       "Read a token from stdin (one line) and print "
+                       "'sha256:HASH', its line's first word in a token file")
+      ->callback([print, &exit_code] {
+        std::string line;
+        std::getline(std::cin, line);
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (Status s = server::CheckToken(line); !s.ok()) {
+          std::cerr << "sqlq token hash: " << s.message() << "\n";
+          exit_code = wire::kExitUsage;
+          return;
+        }
+        print("", server::TokenHashHex(line));
+      });
 }
 
 }  // namespace sqlq::cli

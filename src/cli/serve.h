@@ -15,6 +15,12 @@ namespace sqlq::cli {
 void AddServeCommand(CLI::App& app, std::function<std::string()> db,
                      int& exit_code);
 
+// `sqlq token new` (a random token and the line of its hash for a token
+// file) and `sqlq token hash` (the hash of a token read from stdin). `json`
+// returns the global --json.
+void AddTokenCommands(CLI::App& app, std::function<bool()> json,
+                      int& exit_code);
+
 }  // namespace sqlq::cli
 
 #endif  // SQLQ_CLI_SERVE_H_

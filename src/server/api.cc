@@ -682,19 +682,38 @@ Api::Api(Store& store, const Limits& limits, const Auth& auth, Metrics& metrics,
     : store_(store),
       limits_(limits),
       auth_(auth),
+      auth_failures_(limits.auth_failure_burst,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                         limits.auth_failure_refill)),
       cache_(store),
-      sqs_(store, limits, auth, cache_),
+      sqs_(store, limits, auth, auth_failures_, cache_),
       overview_(store, std::move(overview)),
       metrics_(metrics),
       gauges_(std::move(gauges)),
       metrics_public_(metrics_public) {}
 
-const TokenEntry* Api::Authenticate(const std::string& authorization,
-                                    std::string* token) const {
+std::shared_ptr<const TokenEntry> Api::Authenticate(const Request& req,
+                                                    std::string* token) {
   if (!auth_.enabled()) return nullptr;
-  std::string presented = BearerToken(authorization);
-  const TokenEntry* who = auth_.Find(presented);
-  if (who == nullptr) Throw(401, "unauthorized", "unknown token");
+  // An address that failed too often is refused before its token is looked
+  // at: a guess gets no answer, right or wrong.
+  if (const auto wait = auth_failures_.Blocked(req.peer); wait.count() > 0) {
+    const auto seconds = (wait.count() + 999) / 1000;
+    throw HttpError{
+        429,
+        "too_many_auth_failures",
+        fmt::format("too many failed authentications from this address; "
+                    "retry in {} s",
+                    seconds),
+        {{"Retry-After", std::to_string(seconds)}}};
+  }
+  std::string presented = BearerToken(req.authorization);
+  auto who = auth_.Find(presented);
+  if (who == nullptr) {
+    // Asking without a token is no guess; a wrong token is.
+    if (!req.authorization.empty()) auth_failures_.Failed(req.peer, "token");
+    Throw(401, "unauthorized", "unknown token");
+  }
   if (token != nullptr) *token = std::move(presented);
   return who;
 }
@@ -902,8 +921,8 @@ Outcome Api::Handle(const Request& req) {
     if (seg.size() == 1 && seg[0] == "metrics") {
       route_is("GET /metrics");
       if (m != "GET") Throw(405, "method_not_allowed", "use GET");
-      const TokenEntry* reader =
-          metrics_public_ ? nullptr : Authenticate(req.authorization);
+      const std::shared_ptr<const TokenEntry> reader =
+          metrics_public_ ? nullptr : Authenticate(req);
       if (reader != nullptr) {
         if (!Auth::ReadsMetrics(*reader)) {
           Throw(403, "forbidden",
@@ -942,7 +961,7 @@ Outcome Api::Handle(const Request& req) {
 
     // Authentication for everything under /v1.
     std::string token;  // for the per-token limit of waiting claims
-    const TokenEntry* who = Authenticate(req.authorization, &token);
+    const std::shared_ptr<const TokenEntry> who = Authenticate(req, &token);
     auto need = [&](unsigned perm, const std::string& name) {
       if (who == nullptr || Auth::Allows(*who, perm, name)) return;
       const char* what = perm == kSend    ? "send"
@@ -1437,7 +1456,7 @@ Outcome Api::Handle(const Request& req) {
       route_is("GET /v1/overview");
       method({"GET"});
       Body b(req.body, {});
-      return reply(200, OverviewJson(*Take(overview_.Latest()), who));
+      return reply(200, OverviewJson(*Take(overview_.Latest()), who.get()));
     }
     if (kind == "all" && seg.size() == 2) {
       route_is("GET /v1/all");
@@ -1726,6 +1745,7 @@ Outcome Api::Handle(const Request& req) {
         if (hit && attempt == 0) continue;
       }
       out = Outcome{ErrorReply(e.status, e.code, e.message), std::nullopt};
+      out.reply.headers = e.headers;
       break;
     }
   }

@@ -43,6 +43,10 @@ struct Limits {
       std::chrono::seconds(120);  // keep-alive, between requests
   Duration request_timeout = std::chrono::seconds(10);  // to send one request
   Duration shutdown_timeout = std::chrono::seconds(30);
+  // Failed authentications allowed per client address: a burst of this
+  // many, then one more per auth_failure_refill (AuthFailures).
+  int auth_failure_burst = 10;
+  Duration auth_failure_refill = std::chrono::seconds(6);
 };
 
 struct Request {
@@ -50,6 +54,9 @@ struct Request {
   std::string target;         // "/v1/queues/jobs?limit=10"
   std::string authorization;  // the Authorization header, or empty
   std::string body;
+  // The client's IP address (for the limit of failed authentications and
+  // logs); empty when unknown.
+  std::string peer;
   // For the SQS endpoint (sqs.h), which checks signatures over them: every
   // header as received. Set only for requests SqsApi::Wants.
   bool sqs = false;
@@ -122,8 +129,10 @@ class Api {
   // The entry of the request's bearer token (the token itself in `token`,
   // when given), or nullptr when the server has no token file. Throws the
   // 401 reply for a missing or unknown token.
-  const TokenEntry* Authenticate(const std::string& authorization,
-                                 std::string* token = nullptr) const;
+  // Refuses (429) a client address with too many failed authentications
+  // before looking at its token, and counts and logs a failure.
+  std::shared_ptr<const TokenEntry> Authenticate(const Request& req,
+                                                 std::string* token = nullptr);
   // GET /v1/overview: what `picture` holds that `who` may see (everything
   // when nullptr), each object with what `who` may do with it ("can").
   Json OverviewJson(const Picture& picture, const TokenEntry* who) const;
@@ -133,6 +142,7 @@ class Api {
   Store& store_;
   const Limits& limits_;
   const Auth& auth_;
+  AuthFailures auth_failures_;
   QueueCache cache_;
   SqsApi sqs_;
   Overview overview_;

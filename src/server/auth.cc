@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 
 #include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "server/server.h"  // Log
 
 namespace sqlq::server {
 
@@ -54,6 +57,35 @@ Result<unsigned> ParsePermission(std::string_view word) {
       word));
 }
 
+constexpr std::string_view kHashPrefix = "sha256:";
+
+// A token's hash as written in the file: 64 hex digits (either case).
+Result<Hash> ParseHash(std::string_view hex) {
+  Hash h{};
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  if (hex.size() != 2 * h.size()) {
+    return Status::InvalidArgument(
+        "a token's SHA-256 is 64 hex digits (sqlq token hash prints it)");
+  }
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    const int hi = digit(hex[2 * i]);
+    const int lo = digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) {
+      return Status::InvalidArgument(
+          "a token's SHA-256 is 64 hex digits (sqlq token hash prints it)");
+    }
+    h[i] = static_cast<unsigned char>(hi * 16 + lo);
+  }
+  return h;
+}
+
+}  // namespace
+
 Status CheckToken(std::string_view token) {
   if (token.size() < 8) {
     return Status::InvalidArgument("tokens must be at least 8 characters");
@@ -66,6 +98,18 @@ Status CheckToken(std::string_view token) {
   }
   return Status::Ok();
 }
+
+Result<std::string> NewToken() {
+  std::array<unsigned char, 32> bytes{};
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
+    return Status::Internal("the system's random number generator failed");
+  }
+  std::string out;
+  for (unsigned char b : bytes) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+namespace {
 
 // AWS access key ids are letters and digits (AKIA...), and a secret is
 // what the SDKs' signing takes as it is: neither may hold spaces, and an
@@ -92,13 +136,15 @@ Status CheckKey(std::string_view id, std::string_view secret) {
   return Status::Ok();
 }
 
-// A token, or an access key, read from the file, with where it was (for
-// errors).
+// A token (or its hash), or an access key, read from the file, with where
+// it was (for errors).
 struct Parsed {
-  std::string token;   // or the access key id
+  Hash hash{};         // a token's
+  std::string id;      // an access key's id
   std::string secret;  // an access key's; empty for a token
   std::string where;   // "line 3", "tokens[2]", "keys[0]"
   std::vector<Grant> grants;
+  bool key() const { return !secret.empty(); }
 };
 
 // `grants` ({"PATTERN": ["PERM", ...], ...}) added to `e`.
@@ -155,18 +201,31 @@ Result<std::vector<Parsed>> ParseJson(const std::string& text) {
     auto at = [&](std::string_view what) {
       return Status::InvalidArgument(fmt::format("{}: {}", where, what));
     };
-    if (!t.is_object() || !t.contains("token") || !t["token"].is_string() ||
+    if (!t.is_object() || t.contains("token") == t.contains("sha256") ||
+        !(t.contains("token") ? t["token"] : t["sha256"]).is_string() ||
         !t.contains("grants") || !t["grants"].is_object()) {
-      return at("needs \"token\" (a string) and \"grants\" (an object)");
+      return at(
+          "needs \"token\" or \"sha256\" (a string) and \"grants\" (an "
+          "object)");
     }
     for (const auto& [key, value] : t.items()) {
-      if (key != "token" && key != "grants") {
+      if (key != "token" && key != "sha256" && key != "grants") {
         return at(fmt::format(
-            "unknown field \"{}\" (expected \"token\" and \"grants\")", key));
+            "unknown field \"{}\" (expected \"token\" or \"sha256\", and "
+            "\"grants\")",
+            key));
       }
     }
-    Parsed e{.token = t["token"].get<std::string>(), .where = where};
-    if (Status s = CheckToken(e.token); !s.ok()) return at(s.message());
+    Parsed e{.where = where};
+    if (t.contains("token")) {
+      const std::string token = t["token"].get<std::string>();
+      if (Status s = CheckToken(token); !s.ok()) return at(s.message());
+      e.hash = Sha256(token);
+    } else {
+      auto h = ParseHash(t["sha256"].get<std::string>());
+      if (!h.ok()) return at(h.status().message());
+      e.hash = *h;
+    }
     if (Status s = JsonGrants(t["grants"], e); !s.ok()) return at(s.message());
     out.push_back(std::move(e));
   }
@@ -194,10 +253,10 @@ Result<std::vector<Parsed>> ParseJson(const std::string& text) {
                         key));
       }
     }
-    Parsed e{.token = k["access_key_id"].get<std::string>(),
+    Parsed e{.id = k["access_key_id"].get<std::string>(),
              .secret = k["secret_access_key"].get<std::string>(),
              .where = where};
-    if (Status s = CheckKey(e.token, e.secret); !s.ok()) {
+    if (Status s = CheckKey(e.id, e.secret); !s.ok()) {
       return at(s.message());
     }
     if (Status s = JsonGrants(k["grants"], e); !s.ok()) return at(s.message());
@@ -226,14 +285,18 @@ Result<std::vector<Parsed>> ParseLines(const std::string& text) {
     Parsed e{.where = fmt::format("line {}", number)};
     // "aws-key" is shorter than any token may be: it cannot be one.
     if (token == "aws-key") {
-      if (!(words >> e.token >> e.secret)) {
+      if (!(words >> e.id >> e.secret)) {
         return at(Status::InvalidArgument(
             "expected aws-key ID SECRET PERM[,PERM]:PATTERN ..."));
       }
-      if (Status s = CheckKey(e.token, e.secret); !s.ok()) return at(s);
+      if (Status s = CheckKey(e.id, e.secret); !s.ok()) return at(s);
+    } else if (token.starts_with(kHashPrefix)) {
+      auto h = ParseHash(std::string_view(token).substr(kHashPrefix.size()));
+      if (!h.ok()) return at(h.status());
+      e.hash = *h;
     } else {
       if (Status s = CheckToken(token); !s.ok()) return at(s);
-      e.token = token;
+      e.hash = Sha256(token);
     }
     std::string grant;
     while (words >> grant) {
@@ -267,7 +330,14 @@ Result<std::vector<Parsed>> ParseLines(const std::string& text) {
 
 }  // namespace
 
-Result<Auth> Auth::Load(const std::string& path) {
+std::string TokenHashHex(std::string_view token) {
+  const Hash h = Sha256(token);
+  std::string out;
+  for (unsigned char b : h) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+Result<std::shared_ptr<const Auth::Table>> Auth::Read(const std::string& path) {
   std::ifstream f(path);
   if (!f) return Status::NotFound(fmt::format("cannot read '{}'", path));
   std::stringstream ss;
@@ -286,51 +356,86 @@ Result<Auth> Auth::Load(const std::string& path) {
     return Status::InvalidArgument(
         fmt::format("token file '{}' holds no tokens or keys", path));
   }
-  Auth a;
-  a.enabled_ = true;
+  auto table = std::make_shared<Table>();
   for (std::size_t i = 0; i < parsed->size(); ++i) {
     const Parsed& p = (*parsed)[i];
-    const bool key = !p.secret.empty();
     for (std::size_t j = 0; j < i; ++j) {
-      if ((*parsed)[j].token == p.token && (*parsed)[j].secret.empty() != key) {
+      const Parsed& q = (*parsed)[j];
+      if (q.key() == p.key() && (p.key() ? q.id == p.id : q.hash == p.hash)) {
         // Two lines for one token would leave only the first's grants in
-        // force: say so rather than guess which the writer meant.
+        // force: say so rather than guess which the writer meant. (A token
+        // and its own hash are the same token.)
         return Status::InvalidArgument(fmt::format(
             "token file '{}': {} repeats the {} of {}; give each once, with "
             "all its grants",
-            path, p.where, key ? "access key id" : "token",
-            (*parsed)[j].where));
+            path, p.where, p.key() ? "access key id" : "token", q.where));
       }
     }
-    if (key) {
+    if (p.key()) {
       KeyEntry k;
       k.grants = p.grants;
-      k.id = p.token;
+      k.id = p.id;
       k.secret = p.secret;
-      a.keys_.push_back(std::move(k));
+      table->keys.push_back(std::move(k));
     } else {
-      a.tokens_.push_back({.hash = Sha256(p.token), .grants = p.grants});
+      table->tokens.push_back({.hash = p.hash, .grants = p.grants});
     }
   }
+  return std::shared_ptr<const Table>(std::move(table));
+}
+
+Result<Auth> Auth::Load(const std::string& path) {
+  auto table = Read(path);
+  if (!table.ok()) return table.status();
+  Auth a;
+  a.enabled_ = true;
+  a.path_ = path;
+  a.table_ = std::move(*table);
   return a;
 }
 
-const TokenEntry* Auth::Find(std::string_view token) const {
+Result<Auth::Counts> Auth::Reload() {
+  if (!enabled_) {
+    return Status::FailedPrecondition("the server has no token file");
+  }
+  auto table = Read(path_);
+  if (!table.ok()) return table.status();
+  Counts c{.tokens = (*table)->tokens.size(), .keys = (*table)->keys.size()};
+  std::lock_guard<std::mutex> lock(*mu_);
+  table_ = std::move(*table);
+  return c;
+}
+
+std::shared_ptr<const Auth::Table> Auth::table() const {
+  std::lock_guard<std::mutex> lock(*mu_);
+  return table_;
+}
+
+Auth::Counts Auth::counts() const {
+  auto t = table();
+  return {.tokens = t->tokens.size(), .keys = t->keys.size()};
+}
+
+std::shared_ptr<const TokenEntry> Auth::Find(std::string_view token) const {
   // Every entry is compared, each in constant time, whatever matches: the
   // time taken depends on neither the token's length nor its content.
   const Hash h = Sha256(token);
+  auto t = table();
   const TokenEntry* found = nullptr;
-  for (const TokenEntry& e : tokens_) {
+  for (const TokenEntry& e : t->tokens) {
     const bool same = CRYPTO_memcmp(e.hash.data(), h.data(), h.size()) == 0;
     found = same ? &e : found;
   }
-  return found;
+  // Shares the table's ownership: a reload does not free it under us.
+  if (found == nullptr) return nullptr;
+  return std::shared_ptr<const TokenEntry>(std::move(t), found);
 }
 
-const KeyEntry* Auth::FindKey(std::string_view id) const {
+std::shared_ptr<const KeyEntry> Auth::FindKey(std::string_view id) const {
   // Ids are not secret (they travel in the clear in every request).
-  for (const KeyEntry& k : keys_) {
-    if (k.id == id) return &k;
+  auto t = table();
+  for (const KeyEntry& k : t->keys) {
+    if (k.id == id) return std::shared_ptr<const KeyEntry>(t, &k);
   }
   return nullptr;
 }
@@ -357,6 +462,56 @@ bool Auth::Sees(const TokenEntry& entry, std::string_view name) {
     if (g.permissions != 0 && GlobMatch(g.pattern, name)) return true;
   }
   return false;
+}
+
+double AuthFailures::LeftAt(const Tries& t, Clock::time_point now) const {
+  const double earned = std::chrono::duration<double>(now - t.at) /
+                        std::chrono::duration<double>(refill_);
+  return std::min<double>(burst_, t.left + std::max(0.0, earned));
+}
+
+std::chrono::milliseconds AuthFailures::Blocked(const std::string& address,
+                                                Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tries_.find(address);
+  if (it == tries_.end()) return std::chrono::milliseconds(0);
+  const double left = LeftAt(it->second, now);
+  if (left >= 1) return std::chrono::milliseconds(0);
+  const auto wait =
+      std::chrono::duration<double, std::milli>(refill_) * (1 - left);
+  return std::chrono::ceil<std::chrono::milliseconds>(wait);
+}
+
+bool AuthFailures::Failed(const std::string& address, std::string_view what,
+                          Clock::time_point now) {
+  const bool blocked = Count(address, now);
+  Log("warn", "auth_failed",
+      fmt::format("peer={} credential={}", Quote(address), what));
+  if (blocked) {
+    Log("warn", "auth_blocked",
+        fmt::format("peer={} failures={} retry_after_ms={}", Quote(address),
+                    burst_, Blocked(address, now).count()));
+  }
+  return blocked;
+}
+
+bool AuthFailures::Count(const std::string& address, Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Addresses whose tries are all back are forgotten, so that a scan of
+  // many addresses costs memory only while it lasts.
+  if (tries_.size() >= 4096) {
+    std::erase_if(
+        tries_, [&](const auto& e) { return LeftAt(e.second, now) >= burst_; });
+    // Past this many addresses failing at once, memory matters more than
+    // the count of each: start again.
+    if (tries_.size() >= kMaxAddresses) tries_.clear();
+  }
+  auto [it, fresh] =
+      tries_.try_emplace(address, Tries{static_cast<double>(burst_), now});
+  Tries& t = it->second;
+  t.left = LeftAt(t, now) - 1;
+  t.at = now;
+  return t.left < 1 && t.left >= 0;
 }
 
 }  // namespace sqlq::server

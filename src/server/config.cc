@@ -19,6 +19,13 @@ constexpr SettingSpec kSettings[] = {
     {"port-file", "SQLQ_PORT_FILE", "Write the bound port to this file", ""},
     {"tokens", "SQLQ_TOKENS",
      "Token file (bearer tokens and permissions); required off loopback", ""},
+    {"tls-cert", "SQLQ_TLS_CERT",
+     "Serve HTTPS with this certificate chain (PEM); needs --tls-key", ""},
+    {"tls-key", "SQLQ_TLS_KEY", "The private key (PEM) of --tls-cert", ""},
+    {"auth-failures", "SQLQ_AUTH_FAILURES",
+     "Failed authentications allowed per client address, as N/PERIOD: a "
+     "burst of N, then N per PERIOD; past them the address gets 429",
+     "10/1m"},
     {"io-threads", "SQLQ_IO_THREADS", "Network threads", "2"},
     {"db-threads", "SQLQ_DB_THREADS", "Threads for database calls", "16"},
     {"max-body", "SQLQ_MAX_BODY", "Largest request body, bytes", "16777216"},
@@ -129,6 +136,12 @@ Result<ServerConfig> MakeServerConfig(const SettingValues& values,
   c.bind = get("bind");
   c.port_file = get("port-file");
   c.tokens_file = get("tokens");
+  c.tls_cert = get("tls-cert");
+  c.tls_key = get("tls-key");
+  if (c.tls_cert.empty() != c.tls_key.empty()) {
+    return Status::InvalidArgument(
+        "--tls-cert and --tls-key go together: give both, or neither");
+  }
   if (std::string v = get("schedules"); v == "true" || v == "false") {
     c.schedules = v == "true";
   } else {
@@ -196,6 +209,27 @@ Result<ServerConfig> MakeServerConfig(const SettingValues& values,
     auto d = wire::ParseDuration(get(name));
     if (!d.ok()) return d.status().WithContext(fmt::format("--{}", name));
     *out = *d;
+  }
+  {
+    // N/PERIOD: a burst of N failures, then one more every PERIOD/N.
+    const std::string v = get("auth-failures");
+    const auto slash = v.find('/');
+    int n = 0;
+    auto [p, ec] =
+        std::from_chars(v.data(), v.data() + std::min(slash, v.size()), n);
+    auto period = slash == std::string::npos
+                      ? Result<Duration>(Status::InvalidArgument(""))
+                      : wire::ParseDuration(v.substr(slash + 1));
+    if (ec != std::errc() || p != v.data() + slash || n < 1 || n > 1000000 ||
+        !period.ok() || *period < std::chrono::seconds(1) ||
+        *period > std::chrono::hours(24)) {
+      return Status::InvalidArgument(fmt::format(
+          "--auth-failures: '{}' is not N/PERIOD (N from 1 to 1000000, "
+          "PERIOD from 1s to 24h: 10/1m)",
+          v));
+    }
+    l.auth_failure_burst = n;
+    l.auth_failure_refill = *period / n;
   }
   auto step = wire::ParseDuration(get("history-step"));
   if (!step.ok()) return step.status().WithContext("--history-step");

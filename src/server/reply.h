@@ -45,6 +45,8 @@ struct HttpError {
   unsigned status;
   std::string code;
   std::string message;
+  // Further response headers (Retry-After).
+  std::vector<std::pair<std::string, std::string>> headers = {};
 };
 
 }  // namespace sqlq::server

@@ -8,8 +8,10 @@
 
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -33,6 +35,7 @@
 namespace sqlq::server {
 
 namespace asio = boost::asio;
+namespace ssl = asio::ssl;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
@@ -81,23 +84,45 @@ constexpr std::size_t kLargeBodyBytes = 1 << 20;
 // Pipelined bytes held behind a parked claim before it is answered early.
 constexpr std::size_t kMaxPipelinedBytes = 64 << 10;
 
-class Session : public std::enable_shared_from_this<Session> {
+// A client's connection, as the server and parked claims see it: plain
+// HTTP or HTTPS (Session<Stream>).
+class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Session(tcp::socket socket, Server& server);
-  ~Session();
-
-  void Start(bool reject);
+  virtual ~Connection() = default;
   // Writes the reply to the request being handled and goes on reading.
-  // Runs on the session's strand.
-  void Send(Reply reply);
+  // Runs on the connection's strand.
+  virtual void Send(Reply reply) = 0;
   // Server shutdown: close now when idle, after the reply when busy.
-  void Shutdown();
+  virtual void Shutdown() = 0;
   // While a claim is parked, reads from the socket to notice a client that
   // goes away, so that its claim is released instead of taking a message.
-  void WatchWhileParked(std::weak_ptr<LongPoll> lp);
-  asio::any_io_executor executor() { return stream_.get_executor(); }
+  virtual void WatchWhileParked(std::weak_ptr<LongPoll> lp) = 0;
+  virtual asio::any_io_executor executor() = 0;
+};
+
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+template <class Stream>
+class Session final : public Connection {
+ public:
+  // `tls`: the server's TLS context, for a TlsStream.
+  Session(tcp::socket socket, Server& server, ssl::context* tls);
+  ~Session() override;
+
+  // Handshakes first over TLS.
+  void Start(bool reject);
+  void Send(Reply reply) override;
+  void Shutdown() override;
+  void WatchWhileParked(std::weak_ptr<LongPoll> lp) override;
+  asio::any_io_executor executor() override { return stream_.get_executor(); }
 
  private:
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+  std::shared_ptr<Session> Self() {
+    return std::static_pointer_cast<Session>(shared_from_this());
+  }
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+  void Begin(bool reject);
   void Watch();
   void ReadIdle();
   void ReadHeader();
@@ -108,7 +133,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void Close();
 
   Server& server_;
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::shared_ptr<http::response<http::string_body>> response_;
@@ -119,7 +144,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool watching_ = false;  // WatchWhileParked's read is outstanding
   bool resume_after_watch_ = false;
   std::weak_ptr<LongPoll> parked_;
-  std::string peer_;
+  std::string peer_;     // address:port, for logs
+  std::string address_;  // the client's IP address
   // Of the request being handled, for its reply's CORS headers.
   std::string host_;
   std::string origin_;
@@ -129,7 +155,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
 class LongPoll : public std::enable_shared_from_this<LongPoll> {
  public:
-  LongPoll(Server& server, std::shared_ptr<Session> session, ParkedClaim c,
+  LongPoll(Server& server, std::shared_ptr<Connection> session, ParkedClaim c,
            std::string route)
       : server_(server),
         session_(std::move(session)),
@@ -170,7 +196,7 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   }
 
   Server& server_;
-  std::shared_ptr<Session> session_;
+  std::shared_ptr<Connection> session_;
   ParkedClaim claim_;
   // What the last look said (a limit that held it back), for the empty
   // reply at the end of the wait.
@@ -200,7 +226,8 @@ Overview::Options HistoryOptions(const ServerConfig& config) {
 
 class Server {
  public:
-  Server(const ServerConfig& config, Store& store, const Auth& auth)
+  Server(const ServerConfig& config, Store& store, Auth& auth,
+         ssl::context* tls)
       : config_(config),
         store_(store),
         auth_(auth),
@@ -211,7 +238,9 @@ class Server {
         db_pool_(static_cast<std::size_t>(config.db_threads)),
         acceptor_(ioc_),
         signals_(ioc_, SIGTERM, SIGINT),
+        reload_(ioc_, SIGHUP),
         drain_timer_(ioc_),
+        tls_(tls),
         work_(asio::make_work_guard(ioc_)) {}
 
   int Run();
@@ -225,11 +254,11 @@ class Server {
   std::atomic<int>& in_flight() { return in_flight_; }
   std::atomic<std::int64_t>& wakeups() { return wakeups_; }
 
-  void Register(Session* s, const std::shared_ptr<Session>& sp) {
+  void Register(Connection* s, const std::shared_ptr<Connection>& sp) {
     std::lock_guard<std::mutex> lock(mu_);
     sessions_[s] = sp;
   }
-  void Unregister(Session* s) {
+  void Unregister(Connection* s) {
     std::lock_guard<std::mutex> lock(mu_);
     sessions_.erase(s);
     --connections_;
@@ -237,7 +266,7 @@ class Server {
 
   // On a database thread: parks a claim, or refuses it (429) when the token
   // has too many parked already.
-  void Park(const std::shared_ptr<Session>& session, ParkedClaim claim,
+  void Park(const std::shared_ptr<Connection>& session, ParkedClaim claim,
             const std::string& route) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -286,12 +315,14 @@ class Server {
             .scheduler_leader = store_.HoldsSchedulerLease() ? 1 : 0};
   }
   void Accept();
+  // SIGHUP: the token file read again (Auth::Reload).
+  void WaitForReload();
   void BeginShutdown(int signal);
   void CheckDrained();
 
   const ServerConfig& config_;
   Store& store_;
-  const Auth& auth_;
+  Auth& auth_;
   Metrics metrics_;
   Api api_;
   // Declared before ioc_, so that sessions still held by handlers that
@@ -302,34 +333,77 @@ class Server {
   std::atomic<int> waiting_ = 0;
   std::atomic<std::int64_t> wakeups_ = 0;
   std::mutex mu_;
-  std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> sessions_;
   std::unordered_set<std::shared_ptr<LongPoll>> parked_;
   std::unordered_map<std::string, int> polls_per_token_;
   asio::io_context ioc_;
   asio::thread_pool db_pool_;
   tcp::acceptor acceptor_;
   asio::signal_set signals_;
+  asio::signal_set reload_;
   asio::steady_timer drain_timer_;
+  ssl::context* tls_;  // nullptr: plain HTTP
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>>
       work_;
   SteadyClock::time_point shutdown_deadline_;
 
+  template <class Stream>
   friend class Session;
 };
 
 // ---- Session ----
 
-Session::Session(tcp::socket socket, Server& server)
-    : server_(server), stream_(std::move(socket)) {
+template <class Stream>
+Session<Stream>::Session(tcp::socket socket, Server& server, ssl::context* tls)
+    : server_(server), stream_([&]() -> Stream {
+        if constexpr (kTls) {
+          return Stream(std::move(socket), *tls);
+        } else {
+          (void)tls;
+          return Stream(std::move(socket));
+        }
+      }()) {
   beast::error_code ec;
-  auto ep = stream_.socket().remote_endpoint(ec);
-  if (!ec) peer_ = fmt::format("{}:{}", ep.address().to_string(), ep.port());
-  stream_.socket().set_option(tcp::no_delay(true), ec);
+  auto ep = lowest().socket().remote_endpoint(ec);
+  if (!ec) {
+    address_ = ep.address().to_string();
+    peer_ = fmt::format("{}:{}", address_, ep.port());
+  }
+  lowest().socket().set_option(tcp::no_delay(true), ec);
 }
 
-Session::~Session() { server_.Unregister(this); }
+template <class Stream>
+Session<Stream>::~Session() {
+  server_.Unregister(this);
+}
 
-void Session::Start(bool reject) {
+template <class Stream>
+void Session<Stream>::Start(bool reject) {
+  if constexpr (kTls) {
+    // The handshake has the time of a request: a client that connects and
+    // says nothing cannot hold the connection.
+    lowest().expires_after(server_.limits().request_timeout);
+    stream_.async_handshake(
+        ssl::stream_base::server,
+        [self = Self(), reject](beast::error_code ec) {
+          if (ec) {
+            Log("info", "tls_handshake_failed",
+                fmt::format("peer={} reason={}", self->peer_,
+                            Quote(ec.message())));
+            self->closed_ = true;
+            beast::error_code e;
+            self->lowest().socket().close(e);
+            return;
+          }
+          self->Begin(reject);
+        });
+  } else {
+    Begin(reject);
+  }
+}
+
+template <class Stream>
+void Session<Stream>::Begin(bool reject) {
   if (reject) {
     keep_alive_ = false;
     busy_ = true;
@@ -343,7 +417,8 @@ void Session::Start(bool reject) {
   ReadIdle();
 }
 
-void Session::ReadIdle() {
+template <class Stream>
+void Session<Stream>::ReadIdle() {
   if (closed_) return;
   if (buffer_.size() > 0) return ReadHeader();  // pipelined request
   // An idle keep-alive connection keeps only a small read buffer (the
@@ -351,17 +426,17 @@ void Session::ReadIdle() {
   // little (docs/benchmarks.md, http-idle).
   parser_.reset();
   buffer_.shrink_to_fit();
-  stream_.expires_after(server_.limits().idle_timeout);
-  stream_.async_read_some(
-      buffer_.prepare(kIdleReadBytes),
-      [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-        if (ec) return self->ReadFailed(ec);
-        self->buffer_.commit(n);
-        self->ReadHeader();
-      });
+  lowest().expires_after(server_.limits().idle_timeout);
+  stream_.async_read_some(buffer_.prepare(kIdleReadBytes),
+                          [self = Self()](beast::error_code ec, std::size_t n) {
+                            if (ec) return self->ReadFailed(ec);
+                            self->buffer_.commit(n);
+                            self->ReadHeader();
+                          });
 }
 
-void Session::ReadHeader() {
+template <class Stream>
+void Session<Stream>::ReadHeader() {
   host_.clear();
   origin_.clear();
   parser_.emplace();
@@ -370,15 +445,15 @@ void Session::ReadHeader() {
   parser_->body_limit(server_.limits().max_body_bytes);
   // From the first byte, the whole request must arrive in this time: a
   // client that trickles bytes cannot hold the connection forever.
-  stream_.expires_after(server_.limits().request_timeout);
-  http::async_read_header(
-      stream_, buffer_, *parser_,
-      [self = shared_from_this()](beast::error_code ec, std::size_t) {
-        self->OnHeader(ec);
-      });
+  lowest().expires_after(server_.limits().request_timeout);
+  http::async_read_header(stream_, buffer_, *parser_,
+                          [self = Self()](beast::error_code ec, std::size_t) {
+                            self->OnHeader(ec);
+                          });
 }
 
-void Session::OnHeader(beast::error_code ec) {
+template <class Stream>
+void Session<Stream>::OnHeader(beast::error_code ec) {
   if (ec) return ReadFailed(ec);
   started_ = SteadyClock::now();
   auto& req = parser_->get();
@@ -420,31 +495,32 @@ void Session::OnHeader(beast::error_code ec) {
   if (beast::iequals(req[http::field::expect], "100-continue")) {
     auto cont = std::make_shared<http::response<http::empty_body>>(
         http::status::continue_, 11);
-    http::async_write(
-        stream_, *cont,
-        [self = shared_from_this(), cont](beast::error_code e, std::size_t) {
-          if (e) return self->ReadFailed(e);
-          http::async_read(self->stream_, self->buffer_, *self->parser_,
-                           [self](beast::error_code e2, std::size_t) {
-                             self->OnRequest(e2);
-                           });
-        });
+    http::async_write(stream_, *cont,
+                      [self = Self(), cont](beast::error_code e, std::size_t) {
+                        if (e) return self->ReadFailed(e);
+                        http::async_read(
+                            self->stream_, self->buffer_, *self->parser_,
+                            [self](beast::error_code e2, std::size_t) {
+                              self->OnRequest(e2);
+                            });
+                      });
     return;
   }
-  http::async_read(
-      stream_, buffer_, *parser_,
-      [self = shared_from_this()](beast::error_code e, std::size_t) {
-        self->OnRequest(e);
-      });
+  http::async_read(stream_, buffer_, *parser_,
+                   [self = Self()](beast::error_code e, std::size_t) {
+                     self->OnRequest(e);
+                   });
 }
 
-void Session::OnRequest(beast::error_code ec) {
+template <class Stream>
+void Session<Stream>::OnRequest(beast::error_code ec) {
   if (ec) return ReadFailed(ec);
-  stream_.expires_never();
+  lowest().expires_never();
   Dispatch();
 }
 
-void Session::ReadFailed(beast::error_code ec) {
+template <class Stream>
+void Session<Stream>::ReadFailed(beast::error_code ec) {
   if (closed_) return;
   if (ec == http::error::end_of_stream || ec == asio::error::eof ||
       ec == asio::error::operation_aborted ||
@@ -488,7 +564,8 @@ void Session::ReadFailed(beast::error_code ec) {
   Send(std::move(r));
 }
 
-void Session::Dispatch() {
+template <class Stream>
+void Session<Stream>::Dispatch() {
   auto& msg = parser_->get();
   busy_ = true;
   ++server_.in_flight();
@@ -500,7 +577,8 @@ void Session::Dispatch() {
   Request req{.method = std::string(msg.method_string()),
               .target = std::string(msg.target()),
               .authorization = std::string(msg[http::field::authorization]),
-              .body = std::move(msg.body())};
+              .body = std::move(msg.body()),
+              .peer = address_};
   req.sqs = sqs_;
   if (req.sqs) {
     for (const auto& field : msg) {
@@ -508,7 +586,7 @@ void Session::Dispatch() {
                                std::string(field.value()));
     }
   }
-  asio::post(server_.db_pool(), [self = shared_from_this(),
+  asio::post(server_.db_pool(), [self = Self(),
                                  req = std::move(req)]() mutable {
     const bool large = req.body.size() > kLargeBodyBytes;
     Outcome out = self->server_.api().Handle(req);
@@ -529,7 +607,8 @@ void Session::Dispatch() {
   });
 }
 
-void Session::Send(Reply reply) {
+template <class Stream>
+void Session<Stream>::Send(Reply reply) {
   if (closed_) {
     --server_.in_flight();
     return;
@@ -563,10 +642,9 @@ void Session::Send(Reply reply) {
   server_.metrics().ObserveRequest(
       route, status,
       std::chrono::duration<double>(SteadyClock::now() - started_).count());
-  stream_.expires_after(server_.limits().request_timeout);
+  lowest().expires_after(server_.limits().request_timeout);
   http::async_write(
-      stream_, *res,
-      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      stream_, *res, [self = Self()](beast::error_code ec, std::size_t) {
         self->response_.reset();
         self->busy_ = false;
         --self->server_.in_flight();
@@ -577,59 +655,67 @@ void Session::Send(Reply reply) {
           // Stop watching; the watch's handler goes on reading.
           self->resume_after_watch_ = true;
           beast::error_code e;
-          self->stream_.socket().cancel(e);
+          self->lowest().socket().cancel(e);
           return;
         }
         self->ReadIdle();
       });
 }
 
-void Session::WatchWhileParked(std::weak_ptr<LongPoll> lp) {
+template <class Stream>
+void Session<Stream>::WatchWhileParked(std::weak_ptr<LongPoll> lp) {
   if (closed_ || !busy_ || watching_) return;
   parked_ = std::move(lp);
   Watch();
 }
 
-void Session::Watch() {
+template <class Stream>
+void Session<Stream>::Watch() {
   watching_ = true;
-  stream_.expires_never();
-  stream_.async_read_some(
-      buffer_.prepare(4096),
-      [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-        self->watching_ = false;
-        if (!ec) self->buffer_.commit(n);
-        if (ec && ec != asio::error::operation_aborted) {
-          // The client went away: release its claim, unanswered.
-          if (auto parked = self->parked_.lock()) parked->PostStop();
-          return self->Close();
-        }
-        if (self->resume_after_watch_) {
-          self->resume_after_watch_ = false;
-          return self->ReadIdle();
-        }
-        if (ec || self->closed_) return;
-        // Bytes of pipelined requests came: kept, to be read in order once
-        // the claim is answered. Keep watching, so that a client that goes
-        // away after them is still noticed. Past a bound, the claim is
-        // answered now (as if its wait ran out) rather than buffer more.
-        if (self->buffer_.size() > kMaxPipelinedBytes) {
-          if (auto parked = self->parked_.lock()) parked->PostStop();
-          return;
-        }
-        self->Watch();
-      });
+  lowest().expires_never();
+  stream_.async_read_some(buffer_.prepare(4096),
+                          [self = Self()](beast::error_code ec, std::size_t n) {
+                            self->watching_ = false;
+                            if (!ec) self->buffer_.commit(n);
+                            if (ec && ec != asio::error::operation_aborted) {
+                              // The client went away: release its claim,
+                              // unanswered.
+                              if (auto parked = self->parked_.lock())
+                                parked->PostStop();
+                              return self->Close();
+                            }
+                            if (self->resume_after_watch_) {
+                              self->resume_after_watch_ = false;
+                              return self->ReadIdle();
+                            }
+                            if (ec || self->closed_) return;
+                            // Bytes of pipelined requests came: kept, to be
+                            // read in order once the claim is answered. Keep
+                            // watching, so that a client that goes away after
+                            // them is still noticed. Past a bound, the claim is
+                            // answered now (as if its wait ran out) rather than
+                            // buffer more.
+                            if (self->buffer_.size() > kMaxPipelinedBytes) {
+                              if (auto parked = self->parked_.lock())
+                                parked->PostStop();
+                              return;
+                            }
+                            self->Watch();
+                          });
 }
 
-void Session::Shutdown() {
+template <class Stream>
+void Session<Stream>::Shutdown() {
   if (!busy_) Close();
 }
 
-void Session::Close() {
+template <class Stream>
+void Session<Stream>::Close() {
   if (closed_) return;
   closed_ = true;
   beast::error_code ec;
-  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-  stream_.close();
+  lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+  lowest().close();
 }
 
 // ---- LongPoll ----
@@ -776,10 +862,38 @@ void Server::Accept() {
     }
     const bool reject = connections_.load() >= config_.limits.max_connections;
     ++connections_;
-    auto s = std::make_shared<Session>(std::move(sock), *this);
-    Register(s.get(), s);
-    asio::dispatch(s->executor(), [s, reject] { s->Start(reject); });
+    auto start = [&](auto s) {
+      Register(s.get(), s);
+      asio::dispatch(s->executor(), [s, reject] { s->Start(reject); });
+    };
+    if (tls_ != nullptr) {
+      start(std::make_shared<Session<TlsStream>>(std::move(sock), *this, tls_));
+    } else {
+      start(std::make_shared<Session<beast::tcp_stream>>(std::move(sock), *this,
+                                                         nullptr));
+    }
     Accept();
+  });
+}
+
+void Server::WaitForReload() {
+  reload_.async_wait([this](beast::error_code ec, int) {
+    if (ec) return;  // cancelled at shutdown
+    if (!auth_.enabled()) {
+      Log("info", "tokens_not_reloaded",
+          "reason=\"the server runs without --tokens\"");
+    } else if (auto counts = auth_.Reload(); counts.ok()) {
+      // Connections stay open; each request from now on is checked
+      // against the new tokens.
+      Log("info", "tokens_reloaded",
+          fmt::format("file={} tokens={} keys={}", Quote(config_.tokens_file),
+                      counts->tokens, counts->keys));
+    } else {
+      Log("error", "tokens_reload_failed",
+          fmt::format("reason={} kept=\"the tokens in force before\"",
+                      Quote(counts.status().message())));
+    }
+    WaitForReload();
   });
 }
 
@@ -790,7 +904,7 @@ void Server::BeginShutdown(int signal) {
                   connections_.load(), waiting_.load()));
   beast::error_code ec;
   acceptor_.close(ec);
-  std::vector<std::shared_ptr<Session>> sessions;
+  std::vector<std::shared_ptr<Connection>> sessions;
   std::vector<std::shared_ptr<LongPoll>> parked;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -802,6 +916,7 @@ void Server::BeginShutdown(int signal) {
   for (auto& lp : parked) {
     lp->PostStop();
   }
+  reload_.cancel(ec);
   for (auto& s : sessions) asio::post(s->executor(), [s] { s->Shutdown(); });
   shutdown_deadline_ = SteadyClock::now() + config_.limits.shutdown_timeout;
   CheckDrained();
@@ -861,14 +976,17 @@ int Server::Run() {
     }
   }
   Log("info", "listening",
-      fmt::format("addr={} port={} db={} auth={} io_threads={} db_threads={}",
-                  config_.bind, port, Quote(RedactedDbUrl(store_.url())),
-                  auth_.enabled() ? "tokens" : "none", config_.io_threads,
-                  config_.db_threads));
+      fmt::format(
+          "addr={} port={} tls={} db={} auth={} io_threads={} db_threads={}",
+          config_.bind, port, tls_ != nullptr ? "on" : "off",
+          Quote(RedactedDbUrl(store_.url())),
+          auth_.enabled() ? "tokens" : "none", config_.io_threads,
+          config_.db_threads));
 
   signals_.async_wait([this](beast::error_code e, int sig) {
     if (!e) BeginShutdown(sig);
   });
+  WaitForReload();
   Accept();
   // The queues' history for the dashboard: a reading every step.
   api_.overview().StartSampling();
@@ -898,6 +1016,38 @@ bool IsLoopback(const std::string& bind) {
   beast::error_code ec;
   auto a = asio::ip::make_address(bind, ec);
   return !ec && a.is_loopback();
+}
+
+// The TLS context of --tls-cert and --tls-key: TLS 1.2 and later, the
+// certificate chain and key checked to belong together now, so that a
+// wrong pair fails at start rather than at the first handshake.
+Result<ssl::context> MakeTlsContext(const std::string& cert,
+                                    const std::string& key) {
+  ssl::context ctx(ssl::context::tls_server);
+  ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                  ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                  ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+  beast::error_code ec;
+  // The key first: a certificate loaded after a key of another one drops
+  // it, and the check below names the mismatch.
+  ctx.use_private_key_file(key, ssl::context::pem, ec);
+  if (ec) {
+    return Status::InvalidArgument(
+        fmt::format("--tls-key '{}': cannot use it as a PEM private key: {}",
+                    key, ec.message()));
+  }
+  ctx.use_certificate_chain_file(cert, ec);
+  if (ec) {
+    return Status::InvalidArgument(
+        fmt::format("--tls-cert '{}': cannot use it as a PEM certificate "
+                    "chain: {}",
+                    cert, ec.message()));
+  }
+  if (SSL_CTX_check_private_key(ctx.native_handle()) != 1) {
+    return Status::InvalidArgument(fmt::format(
+        "--tls-key '{}' is not the key of --tls-cert '{}'", key, cert));
+  }
+  return ctx;
 }
 
 // Whether the --port-file can be written, checked before the store is
@@ -950,6 +1100,15 @@ int RunServer(const ServerConfig& config,
                  "or bind to 127.0.0.1.\n";
     return 2;
   }
+  std::optional<ssl::context> tls;
+  if (!config.tls_cert.empty()) {
+    auto made = MakeTlsContext(config.tls_cert, config.tls_key);
+    if (!made.ok()) {
+      std::cerr << "sqlq serve: " << made.status().message() << "\n";
+      return 2;
+    }
+    tls.emplace(std::move(*made));
+  }
   if (Status s = CheckPortFile(config.port_file); !s.ok()) {
     std::cerr << "sqlq serve: " << s.message() << "\n";
     return 2;
@@ -968,7 +1127,7 @@ int RunServer(const ServerConfig& config,
               << store.status().ToString() << "\n";
     return exit_code(store.status());
   }
-  Server server(config, **store, auth);
+  Server server(config, **store, auth, tls ? &*tls : nullptr);
   return server.Run();
 }
 

@@ -23,6 +23,10 @@ struct ServerConfig {
   int port = 8080;          // 0: any free port
   std::string port_file;    // when set, the bound port is written there
   std::string tokens_file;  // empty: no auth, loopback only
+  // HTTPS with this certificate chain and key (PEM files); both empty:
+  // plain HTTP.
+  std::string tls_cert;
+  std::string tls_key;
   int io_threads = 2;
   int db_threads = 16;
   Limits limits;

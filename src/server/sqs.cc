@@ -388,21 +388,36 @@ void SqsApi::Call::Authenticate() {
     }
     return;
   }
+  // An address that failed too often is refused before its signature is
+  // checked (docs/server.md, "Failed authentications").
+  if (const auto wait = api_.failures_.Blocked(r_.peer); wait.count() > 0) {
+    Fail(sqs::kRequestThrottled,
+         fmt::format("Too many failed authentications from this address; "
+                     "retry in {} s.",
+                     (wait.count() + 999) / 1000));
+  }
+  // The key that signs is the key whose grants apply, even when the token
+  // file is reloaded meanwhile.
+  std::shared_ptr<const KeyEntry> signer;
   const sigv4::Verdict v = sigv4::Verify(
       {.method = r_.method,
        .target = r_.target,
        .headers = r_.headers,
        .body = r_.body},
       [&](std::string_view id) -> const std::string* {
-        const KeyEntry* k = api_.auth_.FindKey(id);
-        return k == nullptr ? nullptr : &k->secret;
+        signer = api_.auth_.FindKey(id);
+        return signer == nullptr ? nullptr : &signer->secret;
       },
       api_.now_());
-  if (v.refusal != sigv4::Refusal::kNone) {
+  if (v.refusal != sigv4::Refusal::kNone || signer == nullptr) {
+    // Asking unsigned is no guess (as a request without a token is not).
+    if (v.refusal != sigv4::Refusal::kMissing) {
+      api_.failures_.Failed(r_.peer, "sqs_signature");
+    }
     const sigv4::SqsError e = sigv4::ErrorOf(v.refusal);
     Fail(static_cast<unsigned>(e.status), e.code, v.message);
   }
-  key_ = api_.auth_.FindKey(v.access_key);
+  key_ = std::move(signer);
 }
 
 Outcome SqsApi::Call::Run() {
@@ -901,11 +916,12 @@ Reply SqsApi::Call::ChangeMessageVisibilityBatch(const Input& in) {
 // ---- the endpoint ----
 
 SqsApi::SqsApi(Store& store, const Limits& limits, const Auth& auth,
-               QueueCache& cache,
+               AuthFailures& failures, QueueCache& cache,
                std::function<std::chrono::system_clock::time_point()> now)
     : store_(store),
       limits_(limits),
       auth_(auth),
+      failures_(failures),
       cache_(cache),
       now_(std::move(now)) {}
 

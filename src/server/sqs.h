@@ -33,7 +33,7 @@ inline constexpr const char* kSqsAccount = "000000000000";
 class SqsApi {
  public:
   SqsApi(Store& store, const Limits& limits, const Auth& auth,
-         QueueCache& cache,
+         AuthFailures& failures, QueueCache& cache,
          std::function<std::chrono::system_clock::time_point()> now =
              std::chrono::system_clock::now);
 
@@ -53,6 +53,7 @@ class SqsApi {
   Store& store_;
   const Limits& limits_;
   const Auth& auth_;
+  AuthFailures& failures_;
   QueueCache& cache_;
   std::function<std::chrono::system_clock::time_point()> now_;
   // The last message move task of each queue (ListMessageMoveTasks), as

@@ -243,7 +243,8 @@ class SqsApi::Call {
   SqsApi& api_;
   const Request& r_;
   sqs::Call call_;
-  const KeyEntry* key_ = nullptr;
+  // The access key that signed the request; nullptr without a token file.
+  std::shared_ptr<const KeyEntry> key_;
   std::string region_ = "us-east-1";
   std::string cached_;
   bool hit_ = false;

@@ -83,6 +83,7 @@ inline constexpr ErrorKind kMalformedInput{"MalformedQueryString",
 inline constexpr ErrorKind kOverLimit{"OverLimit", "", 403};
 inline constexpr ErrorKind kResourceNotFound{"ResourceNotFoundException", "",
                                              404};
+inline constexpr ErrorKind kRequestThrottled{"RequestThrottled", "", 400};
 inline constexpr ErrorKind kServiceUnavailable{"ServiceUnavailable", "", 503};
 inline constexpr ErrorKind kInternalFailure{"InternalFailure", "", 500};
 

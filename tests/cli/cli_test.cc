@@ -1201,5 +1201,44 @@ TEST_F(CliTest, UnknownCommandOrFlagExits2) {
   EXPECT_EQ(Stats("jobs")["sends"], 0);
 }
 
+// ---------------------------------------------------------------- tokens
+
+// `token new` makes a fresh random token each time with its hash; `token
+// hash` gives the same hash for it from stdin; no store is touched.
+TEST_F(CliTest, TokenNewAndHashAgree) {
+  RunResult a = Sqlq({"--json", "token", "new"});
+  RunResult b = Sqlq({"--json", "token", "new"});
+  ASSERT_EQ(a.exit_code, kOk) << Show(a);
+  ASSERT_EQ(b.exit_code, kOk) << Show(b);
+  const json ja = json::parse(a.out);
+  const json jb = json::parse(b.out);
+  const std::string token = ja["token"];
+  EXPECT_EQ(token.size(), 64u);
+  EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(token, jb["token"].get<std::string>());
+  RunResult h = Sqlq({"token", "hash"}, {.stdin_bytes = token + "\n"});
+  ASSERT_EQ(h.exit_code, kOk) << Show(h);
+  EXPECT_EQ(h.out, "sha256:" + ja["sha256"].get<std::string>() + "\n");
+  // What sha256sum says of the token's bytes.
+  RunResult known = Sqlq({"token", "hash"}, {.stdin_bytes = "my-token-12345"});
+  EXPECT_EQ(known.out,
+            "sha256:7a2038c466dbff5887365b306a1c0b826261c3f89c4cba321f7bebc08"
+            "92e9f48\n");
+  // Human output: the token, then the line's first word.
+  RunResult human = Sqlq({"token", "new"});
+  ASSERT_EQ(human.exit_code, kOk) << Show(human);
+  const auto lines = Lines(human.out);
+  ASSERT_EQ(lines.size(), 2u) << human.out;
+  EXPECT_EQ(lines[0].rfind("token: ", 0), 0u) << human.out;
+  EXPECT_EQ(lines[1].rfind("line:  sha256:", 0), 0u) << human.out;
+
+  RunResult bad = Sqlq({"token", "hash"}, {.stdin_bytes = "short\n"});
+  EXPECT_EQ(bad.exit_code, kUsage) << Show(bad);
+  EXPECT_NE(bad.err.find("at least 8 characters"), std::string::npos)
+      << Show(bad);
+  EXPECT_EQ(bad.out, "");
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/sqlq.db"));
+}
+
 }  // namespace
 }  // namespace sqlq::cli_test

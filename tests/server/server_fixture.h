@@ -167,8 +167,20 @@ class Client {
 // A raw TCP connection for hand-written requests.
 class RawConn {
  public:
-  explicit RawConn(int port) {
+  // `source`: the local address to connect from (any of 127.0.0.0/8 reaches
+  // a server on 127.0.0.1), so that a test can be two clients.
+  explicit RawConn(int port, const char* source = nullptr) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (source != nullptr) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      ::inet_pton(AF_INET, source, &from.sin_addr);
+      if (::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+        ::close(fd_);
+        fd_ = -1;
+        return;
+      }
+    }
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
@@ -399,6 +411,17 @@ inline constexpr bool kSanitized = true;
 #else
 inline constexpr bool kSanitized = false;
 #endif
+
+// How often `what` occurs in `text` (log lines, say).
+inline std::size_t Occurrences(const std::string& text,
+                               const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
+}
 
 // The value of an unlabelled metric of /metrics, or -1.
 inline double Metric(Client& c, const std::string& name) {

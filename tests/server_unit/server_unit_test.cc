@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -73,7 +74,7 @@ TEST(Auth, TokenFileGrantsWhatItSaysAndNoMore) {
   ASSERT_TRUE(auth.ok()) << auth.status().ToString();
   ASSERT_TRUE(auth->enabled());
   EXPECT_EQ(auth->Find("nobody"), nullptr);
-  const TokenEntry* w = auth->Find("worker-token");
+  auto w = auth->Find("worker-token");
   ASSERT_NE(w, nullptr);
   EXPECT_TRUE(Auth::Allows(*w, kSend, "jobs-emails"));
   EXPECT_TRUE(Auth::Allows(*w, kClaim, "jobs-emails"));
@@ -81,7 +82,7 @@ TEST(Auth, TokenFileGrantsWhatItSaysAndNoMore) {
   EXPECT_FALSE(Auth::Allows(*w, kSend, "billing"));
   EXPECT_FALSE(Auth::Sees(*w, "billing"));
   EXPECT_FALSE(Auth::ReadsMetrics(*w));
-  const TokenEntry* a = auth->Find("admin-token");
+  auto a = auth->Find("admin-token");
   ASSERT_NE(a, nullptr);
   EXPECT_TRUE(Auth::Allows(*a, kSend, "billing"));  // admin includes send
   EXPECT_TRUE(Auth::ReadsMetrics(*a));
@@ -114,7 +115,7 @@ TEST(Auth, AccessKeysCarryTheirSecretAndGrants) {
     // A key is no bearer token, and a token no key.
     EXPECT_EQ(auth->Find("AKIAWORKER"), nullptr);
     EXPECT_EQ(auth->FindKey("worker-token"), nullptr);
-    const KeyEntry* k = auth->FindKey("AKIAWORKER");
+    auto k = auth->FindKey("AKIAWORKER");
     ASSERT_NE(k, nullptr);
     EXPECT_EQ(k->secret, secret);
     EXPECT_TRUE(Auth::Allows(*k, kClaim, "jobs-emails"));
@@ -144,6 +145,125 @@ TEST(Auth, AccessKeysCarryTheirSecretAndGrants) {
     EXPECT_EQ(auth.status().message().find(secret), std::string::npos)
         << auth.status().message();
   }
+}
+
+// A token file may hold a token's SHA-256 instead of the token: whoever
+// reads the file learns no token, and the token it hashes works.
+TEST(Auth, HashedTokensAreTheirTokens) {
+  TempDir dir;
+  const std::string path = (dir.path() / "tokens").string();
+  const std::string hash = TokenHashHex("mailer-worker-91cc");
+  // What `sha256sum` prints for the token's bytes.
+  EXPECT_EQ(TokenHashHex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  std::string upper = hash;
+  for (char& c : upper) c = static_cast<char>(std::toupper(c));
+  for (const std::string& text : std::vector<std::string>{
+           "sha256:" + hash + " claim:emails\nadmin-token admin:*\n",
+           "sha256:" + upper + " claim:emails\n",
+           R"({"tokens":[{"sha256":")" + hash +
+               R"(","grants":{"emails":["claim"]}}]})"}) {
+    SCOPED_TRACE(text);
+    std::ofstream(path) << text;
+    auto auth = Auth::Load(path);
+    ASSERT_TRUE(auth.ok()) << auth.status().ToString();
+    auto w = auth->Find("mailer-worker-91cc");
+    ASSERT_NE(w, nullptr);
+    EXPECT_TRUE(Auth::Allows(*w, kClaim, "emails"));
+    EXPECT_FALSE(Auth::Allows(*w, kSend, "emails"));
+    // The hash itself is no token.
+    EXPECT_EQ(auth->Find(hash), nullptr);
+    EXPECT_EQ(auth->Find("sha256:" + hash), nullptr);
+  }
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"sha256:" + hash.substr(1) + " send:q\n",
+       "line 1: a token's SHA-256 is 64 hex digits"},
+      {"sha256:" + hash.substr(1) + "g send:q\n", "64 hex digits"},
+      // A token and its own hash are one token given twice.
+      {"mailer-worker-91cc send:q\nsha256:" + hash + " claim:q\n",
+       "line 2 repeats the token of line 1"},
+      {R"({"tokens":[{"sha256":"00","grants":{"q":["send"]}}]})",
+       "tokens[0]: a token's SHA-256 is 64 hex digits"},
+      {R"({"tokens":[{"token":"mailer-worker-91cc","sha256":")" + hash +
+           R"(","grants":{"q":["send"]}}]})",
+       "needs \"token\" or \"sha256\""}};
+  for (const auto& [text, why] : bad) {
+    SCOPED_TRACE(text);
+    std::ofstream(path) << text;
+    auto auth = Auth::Load(path);
+    EXPECT_EQ(auth.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(auth.status().message().find(why), std::string::npos)
+        << auth.status().message();
+  }
+}
+
+// SIGHUP reads the file again: new tokens work and removed ones stop at
+// once; an entry already looked up stays whole; a bad file changes nothing.
+TEST(Auth, ReloadReplacesTheTokensOrKeepsThemWhenTheFileIsBad) {
+  TempDir dir;
+  const std::string path = (dir.path() / "tokens").string();
+  std::ofstream(path) << "old-token-1 send:jobs\n";
+  auto auth = Auth::Load(path);
+  ASSERT_TRUE(auth.ok()) << auth.status().ToString();
+  auto held = auth->Find("old-token-1");
+  ASSERT_NE(held, nullptr);
+
+  std::ofstream(path)
+      << "new-token-1 claim:jobs\nnew-token-2 admin:*\n"
+      << "aws-key AKIANEW wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+      << " send:jobs\n";
+  auto counts = auth->Reload();
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  EXPECT_EQ(counts->tokens, 2u);
+  EXPECT_EQ(counts->keys, 1u);
+  EXPECT_EQ(auth->Find("old-token-1"), nullptr);
+  ASSERT_NE(auth->Find("new-token-1"), nullptr);
+  EXPECT_TRUE(Auth::Allows(*auth->Find("new-token-1"), kClaim, "jobs"));
+  EXPECT_NE(auth->FindKey("AKIANEW"), nullptr);
+  // The request that looked the old token up finishes with its grants.
+  EXPECT_TRUE(Auth::Allows(*held, kSend, "jobs"));
+
+  std::ofstream(path) << "new-token-1 nonsense:jobs\n";
+  auto failed = auth->Reload();
+  EXPECT_EQ(failed.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(failed.status().message().find("line 1"), std::string::npos)
+      << failed.status().message();
+  EXPECT_NE(auth->Find("new-token-2"), nullptr);
+  EXPECT_EQ(auth->counts().tokens, 2u);
+
+  std::filesystem::remove(path);
+  EXPECT_EQ(auth->Reload().status().code(), Code::kNotFound);
+  EXPECT_NE(auth->Find("new-token-2"), nullptr);
+
+  Auth open = Auth::AllowAll();
+  EXPECT_EQ(open.Reload().status().code(), Code::kFailedPrecondition);
+}
+
+// Failed authentications per address: a burst, then one more try per
+// refill period; other addresses are not touched.
+TEST(Auth, FailuresAreLimitedPerAddress) {
+  using std::chrono::milliseconds;
+  AuthFailures failures(3, milliseconds(1000));
+  const auto t0 = AuthFailures::Clock::now();
+  EXPECT_EQ(failures.Blocked("10.0.0.1", t0), milliseconds(0));
+  EXPECT_FALSE(failures.Failed("10.0.0.1", "token", t0));
+  EXPECT_FALSE(failures.Failed("10.0.0.1", "token", t0));
+  EXPECT_EQ(failures.Blocked("10.0.0.1", t0), milliseconds(0));
+  EXPECT_TRUE(failures.Failed("10.0.0.1", "token", t0));  // the last try
+  EXPECT_EQ(failures.Blocked("10.0.0.1", t0), milliseconds(1000));
+  EXPECT_EQ(failures.Blocked("10.0.0.1", t0 + milliseconds(400)),
+            milliseconds(600));
+  EXPECT_EQ(failures.Blocked("10.0.0.2", t0), milliseconds(0));
+  // One try earned back per period, not the whole burst.
+  const auto t1 = t0 + milliseconds(1000);
+  EXPECT_EQ(failures.Blocked("10.0.0.1", t1), milliseconds(0));
+  EXPECT_TRUE(failures.Failed("10.0.0.1", "token", t1));
+  EXPECT_EQ(failures.Blocked("10.0.0.1", t1), milliseconds(1000));
+  // After three periods without failures, the whole burst is back.
+  const auto t4 = t1 + milliseconds(3000);
+  EXPECT_FALSE(failures.Failed("10.0.0.1", "token", t4));
+  EXPECT_FALSE(failures.Failed("10.0.0.1", "token", t4));
+  EXPECT_TRUE(failures.Failed("10.0.0.1", "token", t4));
 }
 
 // ---- settings and the config file ----------------------------------------
@@ -196,15 +316,28 @@ TEST(Config, DefaultsAndConvertedValues) {
   EXPECT_EQ(d->limits.max_wait, std::chrono::milliseconds(1500));
   EXPECT_TRUE(d->metrics_public);
   EXPECT_EQ(d->port, 0);
+
+  // Ten failed authentications a minute by default: one every 6 s.
+  EXPECT_EQ(c->limits.auth_failure_burst, 10);
+  EXPECT_EQ(c->limits.auth_failure_refill, std::chrono::seconds(6));
+  auto f = MakeServerConfig({{"auth-failures", "3/1s"}}, "sqlite:x.db");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->limits.auth_failure_burst, 3);
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(
+                f->limits.auth_failure_refill),
+            std::chrono::milliseconds(333));
 }
 
 TEST(Config, BadValuesNameTheirFlag) {
   const std::pair<const char*, const char*> bad[] = {
-      {"max-batch", "0"},       {"max-batch", "10001"},
-      {"port", "65536"},        {"port", "80x"},
-      {"max-wait", "soon"},     {"metrics-public", "yes"},
-      {"allowed-hosts", "a b"}, {"cors-origins", "example.com"},
-      {"max-reply", "4095"},
+      {"max-batch", "0"},        {"max-batch", "10001"},
+      {"port", "65536"},         {"port", "80x"},
+      {"max-wait", "soon"},      {"metrics-public", "yes"},
+      {"allowed-hosts", "a b"},  {"cors-origins", "example.com"},
+      {"max-reply", "4095"},     {"auth-failures", "10"},
+      {"auth-failures", "0/1m"}, {"auth-failures", "10/0s"},
+      {"auth-failures", "x/1m"}, {"auth-failures", "10/25h"},
+      {"tls-cert", "cert.pem"},  {"tls-key", "key.pem"},
   };
   for (auto [name, value] : bad) {
     auto c = MakeServerConfig({{name, value}}, "sqlite:x.db");

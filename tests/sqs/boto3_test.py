@@ -13,7 +13,8 @@ import warnings
 
 import botocore.exceptions
 
-from sqs_server import Server, WORKER_SECRET
+from sqs_server import (CLAIMER_SECRET, SENDER_SECRET, Server,
+                        WORKER_SECRET)
 
 
 def code_of(call):
@@ -511,6 +512,97 @@ class QueuesOverSqs(unittest.TestCase):
                 lambda: worker.set_queue_attributes(
                     QueueUrl=jobs, Attributes={"VisibilityTimeout": "1"})]:
             self.assertEqual(code_of(call), "AccessDenied")
+
+
+    def test_permission_matrix(self):
+        """Every key against every operation on a name it matches (a-*) and
+        one it does not (b-*): allowed cells succeed, refused ones are
+        AccessDenied and change nothing."""
+        admin = self.server.client()
+        keys = {
+            # key: (client, what its grants allow, written out by hand)
+            "admin": (admin, lambda need, a: True),
+            "sender": (self.server.client("AKIASENDER", SENDER_SECRET),
+                       lambda need, a: a and need in ("send", "see")),
+            "claimer": (self.server.client("AKIACLAIMER", CLAIMER_SECRET),
+                        lambda need, a: a and need in ("claim", "see")),
+            # send,claim on jobs*: neither a-* nor b-*.
+            "worker": (self.server.client("AKIAWORKER", WORKER_SECRET),
+                       lambda need, a: False),
+        }
+        urls = {n: admin.create_queue(QueueName=n)["QueueUrl"]
+                for n in ("a-matrix", "b-matrix")}
+
+        def receipt(url):
+            admin.send_message(QueueUrl=url, MessageBody="r")
+            return admin.receive_message(
+                QueueUrl=url, VisibilityTimeout=60)["Messages"][0][
+                    "ReceiptHandle"]
+
+        def state(url):
+            a = admin.get_queue_attributes(QueueUrl=url,
+                                           AttributeNames=["All"])
+            return a["Attributes"]
+
+        # (operation, permission it needs, preparation as admin, the call
+        # given the client, the queue URL and what the preparation made).
+        none = lambda u: None  # noqa: E731
+        ops = [
+            ("send", "send", none, lambda c, u, p: c.send_message(
+                QueueUrl=u, MessageBody="m")),
+            ("send batch", "send", none, lambda c, u, p: c.send_message_batch(
+                QueueUrl=u, Entries=[{"Id": "1", "MessageBody": "m"}])),
+            ("receive", "claim", none,
+             lambda c, u, p: c.receive_message(QueueUrl=u)),
+            ("delete message", "claim", receipt,
+             lambda c, u, p: c.delete_message(QueueUrl=u, ReceiptHandle=p)),
+            ("change visibility", "claim", receipt,
+             lambda c, u, p: c.change_message_visibility(
+                 QueueUrl=u, ReceiptHandle=p, VisibilityTimeout=5)),
+            ("attributes", "see", none, lambda c, u, p: c.get_queue_attributes(
+                QueueUrl=u, AttributeNames=["All"])),
+            ("set attributes", "admin", none,
+             lambda c, u, p: c.set_queue_attributes(
+                 QueueUrl=u, Attributes={"VisibilityTimeout": "31"})),
+            ("purge", "admin", none, lambda c, u, p: c.purge_queue(QueueUrl=u)),
+            ("create", "admin", none, lambda c, u, p: c.create_queue(
+                QueueName=u.rsplit("/", 1)[1])),
+            ("delete queue", "admin", none,
+             lambda c, u, p: c.delete_queue(QueueUrl=u)),
+        ]
+        allowed = refused = 0
+        for label, (client, allows) in keys.items():
+            for op, need, prepare, call in ops:
+                for name, a in (("a-matrix", True), ("b-matrix", False)):
+                    with self.subTest(key=label, op=op, name=name):
+                        url = urls[name]
+                        admin.send_message(QueueUrl=url, MessageBody="x")
+                        made = prepare(url)
+                        before = state(url)
+                        if allows(need, a):
+                            call(client, url, made)
+                            allowed += 1
+                        else:
+                            self.assertEqual(
+                                code_of(lambda: call(client, url, made)),
+                                "AccessDenied")
+                            after = state(url)
+                            # Counts of messages, settings: all as before.
+                            self.assertEqual(after, before)
+                            refused += 1
+                        # A dropped queue comes back for the next cell.
+                        admin.create_queue(QueueName=name)
+        self.assertEqual(allowed + refused, len(keys) * len(ops) * 2)
+        print(f"SQS cells: {allowed} allowed, {refused} refused")
+        # Listing shows each key the queues it may see.
+        for label, (client, allows) in keys.items():
+            listed = [u.rsplit("/", 1)[1] for u in client.list_queues(
+                QueueNamePrefix="").get("QueueUrls", [])
+                if u.rsplit("/", 1)[1] in urls]
+            self.assertEqual(
+                sorted(listed),
+                [n for n in sorted(urls) if allows("see", n == "a-matrix")],
+                label)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,9 @@ SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 WORKER_SECRET = "workerSECRETworkerSECRET0123456789"
 METRICS_TOKEN = "metrics-reader-0123456789abcdef"
 ADMIN_TOKEN = "native-admin-0123456789abcdef"
+# Keys of one permission each on the names a-*, for the permission matrix.
+SENDER_SECRET = "senderSECRETsenderSECRET0123456789"
+CLAIMER_SECRET = "claimerSECRETclaimerSECRET012345678"
 
 
 class Server:
@@ -38,13 +41,18 @@ class Server:
         with open(tokens, "w") as f:
             f.write(f"aws-key AKIAADMIN {SECRET} admin:*\n")
             f.write(f"aws-key AKIAWORKER {WORKER_SECRET} send,claim:jobs*\n")
+            f.write(f"aws-key AKIASENDER {SENDER_SECRET} send:a-*\n")
+            f.write(f"aws-key AKIACLAIMER {CLAIMER_SECRET} claim:a-*\n")
             f.write(f"{METRICS_TOKEN} metrics:*\n")
             f.write(f"{ADMIN_TOKEN} admin:*\n")
         port_file = os.path.join(self.dir.name, "port")
         self.log = open(os.path.join(self.dir.name, "log"), "w")
         self.proc = subprocess.Popen(
             [os.environ["SQLQ_BIN"], "--db", self.db, "serve",
-             "--port", "0", "--port-file", port_file, "--tokens", tokens],
+             "--port", "0", "--port-file", port_file, "--tokens", tokens,
+             # The tests refuse bad signatures on purpose, more than the
+             # default allowance of failures (tested in the server tests).
+             "--auth-failures", "1000/1m"],
             stdout=self.log, stderr=self.log)
         # The port file appears once the server listens.
         deadline = time.monotonic() + 15
