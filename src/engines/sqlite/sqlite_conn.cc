@@ -84,4 +84,15 @@ Status SqliteConn::Exec(const char* sql, std::string_view what) {
   return st.Run(what);
 }
 
+Status SqliteConn::Commit() {
+  Status s = Exec("COMMIT", "commit");
+  if (!s.ok() && (sqlite3_extended_errcode(db_) & 0xff) == SQLITE_IOERR) {
+    return Status::OutcomeUnknown(fmt::format(
+        "{} (an I/O error during commit: the transaction may or may not have "
+        "been committed)",
+        s.message()));
+  }
+  return s;
+}
+
 }  // namespace sqlq::engines::sqlite

@@ -113,6 +113,10 @@ class SqliteConn : public core::TxConn {
   Result<sqlite3_stmt*> Prepare(const char* sql);
   // Runs a statement without results (BEGIN, SAVEPOINT...).
   Status Exec(const char* sql, std::string_view what);
+  // COMMIT. An I/O error while committing (a write or fsync of the WAL that
+  // failed) is kOutcomeUnknown: the commit record may have reached the disk
+  // and the transaction be there after a restart or power cut.
+  Status Commit();
   std::int64_t changes() const { return sqlite3_changes64(db_); }
 
   // Start of the current busy wait, for the engine's busy handler.

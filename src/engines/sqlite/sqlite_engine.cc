@@ -44,7 +44,7 @@ Result<std::unique_ptr<Conn>> SqliteEngine::JoinTx(void* native) {
 }
 
 Status SqliteEngine::CommitTx(Conn& c) {
-  Status s = Sql(c).Exec("COMMIT", "commit");
+  Status s = Sql(c).Commit();
   if (!s.ok()) (void)Sql(c).Exec("ROLLBACK", "rollback");
   return s;
 }
@@ -135,7 +135,7 @@ Status SqliteEngine::InTransaction(SqliteConn& conn, const char* begin,
   s = body(conn);
   if (s.ok()) s = FlushCounters(conn);
   if (s.ok()) {
-    s = conn.Exec("COMMIT", "commit");
+    s = conn.Commit();
     if (s.ok()) return s;
   }
   // Rolls back whatever is left; after a failed COMMIT SQLite may have
