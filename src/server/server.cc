@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "server/config.h"
+#include "server/http_request.h"
 #include "sqlq/store.h"
 
 namespace sqlq::server {
@@ -135,7 +136,7 @@ class Session final : public Connection {
   Server& server_;
   Stream stream_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<RequestParser> parser_;
   std::shared_ptr<http::response<http::string_body>> response_;
   SteadyClock::time_point started_;
   bool keep_alive_ = true;
@@ -440,9 +441,7 @@ void Session<Stream>::ReadHeader() {
   host_.clear();
   origin_.clear();
   parser_.emplace();
-  parser_->header_limit(
-      static_cast<std::uint32_t>(server_.limits().max_header_bytes));
-  parser_->body_limit(server_.limits().max_body_bytes);
+  ConfigureParser(*parser_, server_.limits());
   // From the first byte, the whole request must arrive in this time: a
   // client that trickles bytes cannot hold the connection forever.
   lowest().expires_after(server_.limits().request_timeout);
@@ -457,27 +456,11 @@ void Session<Stream>::OnHeader(beast::error_code ec) {
   if (ec) return ReadFailed(ec);
   started_ = SteadyClock::now();
   auto& req = parser_->get();
-  host_ = std::string(req[http::field::host]);
-  sqs_ = SqsApi::Wants(
-      req.method_string(), req.target(), req[http::field::content_type],
-      req[http::field::authorization], req.find("X-Amz-Target") != req.end());
-  origin_ = std::string(req[http::field::origin]);
-  const bool chunked = parser_->chunked();
-  const auto length = parser_->content_length();
-  const RequestHead head{
-      .method = req.method_string(),
-      .has_host = req.find(http::field::host) != req.end(),
-      .host = host_,
-      .origin = origin_,
-      .content_type = req[http::field::content_type],
-      .transfer_encoding = req[http::field::transfer_encoding],
-      .sec_fetch_site = req["Sec-Fetch-Site"],
-      .sec_fetch_mode = req["Sec-Fetch-Mode"],
-      .cors_request_method = req[http::field::access_control_request_method],
-      .has_body = chunked || (length && *length > 0),
-      .sqs = sqs_,
-      .aws_signed =
-          req[http::field::authorization].starts_with("AWS4-HMAC-SHA256 ")};
+  const ParsedHead parsed = ReadHead(*parser_);
+  const RequestHead& head = parsed.head;
+  sqs_ = parsed.sqs;
+  host_ = std::string(head.host);
+  origin_ = std::string(head.origin);
   if (auto refused = CheckRequest(head, server_.policy())) {
     Log("info", "request_refused",
         fmt::format("peer={} status={} code={}", peer_, refused->status,
@@ -535,24 +518,9 @@ void Session<Stream>::ReadFailed(beast::error_code ec) {
     closed_ = true;
     return;
   }
-  Reply r;
-  if (ec == http::error::body_limit) {
-    r = ErrorReply(413, "body_too_large",
-                   fmt::format("the request body exceeds the server's limit "
-                               "of {} bytes",
-                               server_.limits().max_body_bytes));
-  } else if (ec == http::error::header_limit) {
-    r = ErrorReply(431, "headers_too_large",
-                   fmt::format("the request headers exceed the server's limit "
-                               "of {} bytes",
-                               server_.limits().max_header_bytes));
-  } else if (ec.category() ==
-             http::make_error_code(http::error::bad_method).category()) {
-    r = ErrorReply(400, "bad_request",
-                   fmt::format("malformed HTTP request: {}", ec.message()));
-  } else {
-    return Close();
-  }
+  std::optional<Reply> error = ReplyToReadError(ec, server_.limits());
+  if (!error) return Close();
+  Reply r = std::move(*error);
   Log("info", "bad_request",
       fmt::format("peer={} status={} reason={}", peer_, r.status,
                   Quote(ec.message())));
@@ -574,18 +542,7 @@ void Session<Stream>::Dispatch() {
     Reply r = ErrorReply(503, "shutting_down", "the server is shutting down");
     return Send(std::move(r));
   }
-  Request req{.method = std::string(msg.method_string()),
-              .target = std::string(msg.target()),
-              .authorization = std::string(msg[http::field::authorization]),
-              .body = std::move(msg.body()),
-              .peer = address_};
-  req.sqs = sqs_;
-  if (req.sqs) {
-    for (const auto& field : msg) {
-      req.headers.emplace_back(std::string(field.name_string()),
-                               std::string(field.value()));
-    }
-  }
+  Request req = MakeRequest(*parser_, sqs_, address_);
   asio::post(server_.db_pool(), [self = Self(),
                                  req = std::move(req)]() mutable {
     const bool large = req.body.size() > kLargeBodyBytes;

@@ -302,8 +302,11 @@ class ServerProcess {
   // log in `log()`) when it exits or does not listen within 15 s.
   bool Start() {
     fs::remove(port_file());
-    std::vector<std::string> argv = {SQLQ_BIN, "--db",   db_url_,
-                                     "serve",  "--port", "0"};
+    exited_ = false;
+    port_ = 0;
+    std::vector<std::string> argv = {SQLQ_BIN, "--db",
+                                     db_url_,  "serve",
+                                     "--port", std::to_string(fixed_port_)};
     // A test may give its own --port-file (then Start() reports a failure).
     if (std::find(args_.begin(), args_.end(), "--port-file") == args_.end()) {
       argv.insert(argv.end(), {"--port-file", port_file().string()});
@@ -363,6 +366,10 @@ class ServerProcess {
     WaitExit(std::chrono::seconds(10));
   }
 
+  // Later Starts listen on the port this one got (a restart after a kill,
+  // at the address clients know).
+  void KeepPort() { fixed_port_ = port_; }
+
   // Environment variables for the server process (set before Start).
   void SetEnv(std::string key, std::string value) {
     env_.emplace_back(std::move(key), std::move(value));
@@ -397,6 +404,7 @@ class ServerProcess {
   std::vector<std::pair<std::string, std::string>> env_;
   pid_t pid_ = -1;
   int port_ = 0;
+  int fixed_port_ = 0;
   bool exited_ = false;
   int status_ = 0;
 };

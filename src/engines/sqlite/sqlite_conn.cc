@@ -86,7 +86,11 @@ Status SqliteConn::Exec(const char* sql, std::string_view what) {
 
 Status SqliteConn::Commit() {
   Status s = Exec("COMMIT", "commit");
-  if (!s.ok() && (sqlite3_extended_errcode(db_) & 0xff) == SQLITE_IOERR) {
+  // A failed write leaves the commit record unwritten (the transaction is
+  // not there, whatever happens next); a failed fsync comes after it was
+  // written, and the record may be on disk.
+  const int ext = sqlite3_extended_errcode(db_);
+  if (!s.ok() && (ext == SQLITE_IOERR_FSYNC || ext == SQLITE_IOERR_DIR_FSYNC)) {
     return Status::OutcomeUnknown(fmt::format(
         "{} (an I/O error during commit: the transaction may or may not have "
         "been committed)",

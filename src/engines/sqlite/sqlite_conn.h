@@ -113,9 +113,9 @@ class SqliteConn : public core::TxConn {
   Result<sqlite3_stmt*> Prepare(const char* sql);
   // Runs a statement without results (BEGIN, SAVEPOINT...).
   Status Exec(const char* sql, std::string_view what);
-  // COMMIT. An I/O error while committing (a write or fsync of the WAL that
-  // failed) is kOutcomeUnknown: the commit record may have reached the disk
-  // and the transaction be there after a restart or power cut.
+  // COMMIT. An fsync that fails while committing is kOutcomeUnknown: the
+  // commit record was written and may be on disk, and the transaction
+  // there after a restart or power cut.
   Status Commit();
   std::int64_t changes() const { return sqlite3_changes64(db_); }
 
