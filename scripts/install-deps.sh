@@ -11,6 +11,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev
   libboost1.81-dev libssl-dev curl openssl
+  clang-14 libclang-rt-14-dev llvm-14
   libcctz-dev tzdata
   beanstalkd
   python3-botocore python3-boto3 awscli python3-celery python3-kombu

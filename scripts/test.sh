@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, and runs every
-# test. Slow fault and soak tests carry the CTest label "slow" and run only
-# with SQLQ_SLOW=1. The PostgreSQL tests run against a throwaway server that
+# test, then the fuzz targets and the tests under the sanitizers
+# (scripts/sanitize.sh). Slow fault and soak tests carry the CTest label
+# "slow" and run only with SQLQ_SLOW=1. The PostgreSQL tests run against a throwaway server that
 # this script starts (scripts/pg-test-server.sh) and stops; SQLQ_REQUIRE_PG=1
 # makes them fail rather than skip should it be missing. The same for MariaDB
 # (scripts/mariadb-test-server.sh, SQLQ_REQUIRE_MYSQL=1).
@@ -50,3 +51,9 @@ export SQLQ_TEST_MYSQL_URL SQLQ_REQUIRE_MYSQL=1
 exclude=()
 if [[ "${SQLQ_SLOW:-0}" != 1 ]]; then exclude=(-LE slow); fi
 ctest --preset "$preset" -j "$(nproc)" "${exclude[@]}"
+
+# Fuzzing and the sanitizers (scripts/sanitize.sh, docs/reliability.md);
+# SQLQ_SANITIZE=0 skips them.
+if [[ "${SQLQ_SANITIZE:-1}" == 1 && "$preset" == dev ]]; then
+  ./scripts/sanitize.sh
+fi

@@ -9,23 +9,55 @@
 
 namespace sqlq::engines {
 
-Result<std::unique_ptr<core::Engine>> OpenEngine(std::string_view url,
-                                                 const StoreOptions& options) {
-  constexpr std::string_view kSqlite = "sqlite:";
-  if (url.substr(0, kSqlite.size()) == kSqlite) {
-    return sqlite::Open(url.substr(kSqlite.size()), options);
-  }
+namespace {
+
+enum class Scheme { kSqlite, kPostgres, kMysql };
+constexpr std::string_view kSqlite = "sqlite:";
+
+Result<Scheme> SchemeOf(std::string_view url) {
+  if (url.starts_with(kSqlite)) return Scheme::kSqlite;
   // The whole URL goes to libpq, which accepts both schemes.
   if (url.starts_with("postgresql://") || url.starts_with("postgres://")) {
-    return postgres::Open(url, options);
+    return Scheme::kPostgres;
   }
   if (url.starts_with("mysql://") || url.starts_with("mariadb://")) {
-    return mysql::Open(url, options);
+    return Scheme::kMysql;
   }
   return Status::InvalidArgument(
       fmt::format("unsupported database URL '{}': expected sqlite:PATH or "
                   "postgresql://... or mysql://... (mariadb://...)",
                   url));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<core::Engine>> OpenEngine(std::string_view url,
+                                                 const StoreOptions& options) {
+  auto scheme = SchemeOf(url);
+  if (!scheme.ok()) return scheme.status();
+  switch (*scheme) {
+    case Scheme::kSqlite:
+      return sqlite::Open(url.substr(kSqlite.size()), options);
+    case Scheme::kPostgres:
+      return postgres::Open(url, options);
+    case Scheme::kMysql:
+      return mysql::Open(url, options);
+  }
+  return Status::Internal("unknown scheme");
+}
+
+Status CheckUrl(std::string_view url) {
+  auto scheme = SchemeOf(url);
+  if (!scheme.ok()) return scheme.status();
+  switch (*scheme) {
+    case Scheme::kSqlite:
+      return sqlite::CheckUrl(url.substr(kSqlite.size()));
+    case Scheme::kPostgres:
+      return postgres::CheckUrl(url);
+    case Scheme::kMysql:
+      return mysql::CheckUrl(url);
+  }
+  return Status::Internal("unknown scheme");
 }
 
 }  // namespace sqlq::engines

@@ -18,6 +18,10 @@ namespace sqlq::engines {
 Result<std::unique_ptr<core::Engine>> OpenEngine(std::string_view url,
                                                  const StoreOptions& options);
 
+// Whether `url` names an engine and parses as that engine reads it, without
+// opening anything (OpenEngine's errors for a bad URL).
+Status CheckUrl(std::string_view url);
+
 }  // namespace sqlq::engines
 
 #endif  // SQLQ_ENGINES_ENGINES_H_

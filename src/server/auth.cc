@@ -342,7 +342,11 @@ Result<std::shared_ptr<const Auth::Table>> Auth::Read(const std::string& path) {
   if (!f) return Status::NotFound(fmt::format("cannot read '{}'", path));
   std::stringstream ss;
   ss << f.rdbuf();
-  std::string text = ss.str();
+  return Parse(ss.str(), path);
+}
+
+Result<std::shared_ptr<const Auth::Table>> Auth::Parse(
+    std::string text, const std::string& path) {
   // Editors on some systems start UTF-8 files with a byte order mark.
   if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
   auto first = text.find_first_not_of(" \t\r\n");
@@ -384,6 +388,15 @@ Result<std::shared_ptr<const Auth::Table>> Auth::Read(const std::string& path) {
   return std::shared_ptr<const Table>(std::move(table));
 }
 
+Result<Auth> Auth::FromText(std::string text) {
+  auto table = Parse(std::move(text), "(text)");
+  if (!table.ok()) return table.status();
+  Auth a;
+  a.enabled_ = true;
+  a.table_ = std::move(*table);
+  return a;
+}
+
 Result<Auth> Auth::Load(const std::string& path) {
   auto table = Read(path);
   if (!table.ok()) return table.status();
@@ -395,7 +408,7 @@ Result<Auth> Auth::Load(const std::string& path) {
 }
 
 Result<Auth::Counts> Auth::Reload() {
-  if (!enabled_) {
+  if (!enabled_ || path_.empty()) {
     return Status::FailedPrecondition("the server has no token file");
   }
   auto table = Read(path_);

@@ -75,6 +75,8 @@ class Auth {
   // fields, a grant without permissions, a token or key id given twice, a
   // malformed key or hash), kNotFound.
   static Result<Auth> Load(const std::string& path);
+  // The same from the file's text (Reload then has no file to read).
+  static Result<Auth> FromText(std::string text);
 
   // An Auth that allows everything (no token file: loopback only).
   static Auth AllowAll() { return Auth(); }
@@ -108,6 +110,9 @@ class Auth {
     std::vector<KeyEntry> keys;
   };
   static Result<std::shared_ptr<const Table>> Read(const std::string& path);
+  // `path` names the file in errors.
+  static Result<std::shared_ptr<const Table>> Parse(std::string text,
+                                                    const std::string& path);
   std::shared_ptr<const Table> table() const;
 
   bool enabled_ = false;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/sqlq_bin.h"
 #include "tests/support/test_servers.h"
 
 namespace sqlq::test {

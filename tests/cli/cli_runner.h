@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/sqlq_bin.h"
+
 extern char** environ;
 
 namespace sqlq::cli_test {

@@ -327,7 +327,7 @@ TEST_F(LongPoll, TwoThousandParkedClaimsCostNoThreadEachAndLittleMemory) {
   EXPECT_EQ(threads, threads_before);
   EXPECT_LT(threads, 64);
   // Bounded memory: well under 32 KiB per parked claim.
-  if (!kSanitized) {
+  if (!Sanitized()) {
     EXPECT_LT(rss_kb - rss_before_kb, kWaiters * 32L) << "KiB";
   }
 

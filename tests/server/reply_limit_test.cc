@@ -200,7 +200,7 @@ TEST_F(ReplyLimit, ConcurrentClaimsOfHugeEscapedPayloadsKeepMemoryBounded) {
   const long peak_kb = server_->ProcStatus("VmHWM");
   RecordProperty("peak_growth_kb", std::to_string(peak_kb - before_kb));
   // Each claim holds its payloads (<= 12 MiB) and its reply (<= 16 MiB).
-  if (!kSanitized) {
+  if (!Sanitized()) {
     EXPECT_LT(peak_kb - before_kb, 4L * (28 << 10) + (32 << 10)) << "KiB";
   }
   EXPECT_GT(got, 0u);

@@ -33,6 +33,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/sqlq_bin.h"
+
 namespace sqlq::server_test {
 
 using Json = nlohmann::json;
@@ -409,16 +411,13 @@ class ServerProcess {
   int status_ = 0;
 };
 
-// Whether the server runs under a sanitizer (the asan and tsan presets):
-// then its memory holds the sanitizer's own (ASan's quarantine of freed
-// blocks, TSan's shadow), and the tests that bound the server's resident
-// memory check it only without one (the dev preset, which every run of
-// scripts/test.sh uses).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
+// Whether the server runs under a sanitizer (the asan and tsan presets, or a
+// sanitized program named by $SQLQ_TEST_BIN): then its memory holds the
+// sanitizer's own (ASan's quarantine of freed blocks, TSan's shadow), and
+// the tests that bound the server's resident memory check it only without
+// one (the dev preset's own program, which every run of scripts/test.sh
+// uses first).
+inline bool Sanitized() { return test::SqlqBinSanitized(); }
 
 // How often `what` occurs in `text` (log lines, say).
 inline std::size_t Occurrences(const std::string& text,

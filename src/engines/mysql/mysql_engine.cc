@@ -445,6 +445,8 @@ void MysqlEngine::Release(std::unique_ptr<MyConn> conn) {
   pool_.Release(std::move(conn));
 }
 
+Status CheckUrl(std::string_view url) { return ParseUrl(url).status(); }
+
 Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
                                            const StoreOptions& options) {
   auto params = ParseUrl(url);

@@ -21,6 +21,8 @@ namespace sqlq::engines::mysql {
 // kInvalidArgument for a malformed URL or an unknown parameter.
 Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
                                            const StoreOptions& options);
+// Whether `url` parses (as Open reads it), without connecting.
+Status CheckUrl(std::string_view url);
 
 }  // namespace sqlq::engines::mysql
 

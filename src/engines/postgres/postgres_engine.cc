@@ -242,15 +242,21 @@ void PostgresEngine::Release(std::unique_ptr<PgConn> conn) {
   pool_.Release(std::move(conn));
 }
 
-Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
-                                           const StoreOptions& options) {
+namespace {
+
+// sqlq's own parameters taken out, the rest checked by libpq's parser.
+struct ParsedUrl {
+  std::string conninfo;
+  Tuning tuning;
+};
+
+Result<ParsedUrl> ParseUrl(std::string_view url) {
   const core::UrlTuning taken = core::TakeUrlParams(url, kTuningParams);
   auto tuning = Tuning::From(taken);
   if (!tuning.ok()) return tuning.status();
-  const std::string& u = taken.rest;
   // Malformed URLs are the caller's mistake, not an unreachable server.
   char* err = nullptr;
-  PQconninfoOption* parsed = PQconninfoParse(u.c_str(), &err);
+  PQconninfoOption* parsed = PQconninfoParse(taken.rest.c_str(), &err);
   if (parsed == nullptr) {
     std::string detail = err != nullptr ? err : "cannot parse";
     if (err != nullptr) PQfreemem(err);
@@ -259,7 +265,19 @@ Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
         fmt::format("malformed PostgreSQL URL: {}", detail));
   }
   PQconninfoFree(parsed);
-  auto engine = std::make_unique<PostgresEngine>(u, *tuning, options.clock);
+  return ParsedUrl{.conninfo = taken.rest, .tuning = *tuning};
+}
+
+}  // namespace
+
+Status CheckUrl(std::string_view url) { return ParseUrl(url).status(); }
+
+Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
+                                           const StoreOptions& options) {
+  auto parsed = ParseUrl(url);
+  if (!parsed.ok()) return parsed.status();
+  auto engine = std::make_unique<PostgresEngine>(parsed->conninfo,
+                                                 parsed->tuning, options.clock);
   Status s = engine->Init(options.create_if_missing);
   if (!s.ok()) return s;
   return std::unique_ptr<core::Engine>(std::move(engine));

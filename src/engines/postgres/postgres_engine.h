@@ -18,6 +18,8 @@ namespace sqlq::engines::postgres {
 // application_name...) works.
 Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
                                            const StoreOptions& options);
+// Whether `url` parses (as Open reads it), without connecting.
+Status CheckUrl(std::string_view url);
 
 }  // namespace sqlq::engines::postgres
 

@@ -104,8 +104,11 @@ Result<std::vector<RingEntry>> SqlEngine<D>::RingRead(
                            .Int(o.limit),
                        "read ring");
   if (!rows.ok()) return rows.status();
-  return core::DecodeAll(
-      *rows, [&](const auto& r) { return core::DecodeRingEntry(r, group); });
+  // (A lambda names a structured binding through an init-capture: clang 14,
+  // which builds the fuzz targets, cannot capture one directly.)
+  return core::DecodeAll(*rows, [&grp = group](const auto& r) {
+    return core::DecodeRingEntry(r, grp);
+  });
 }
 
 template <class D>
@@ -136,7 +139,7 @@ Status SqlEngine<D>::RingDelete(core::Conn& c,
   if (!s.ok()) return s;
   auto locked = LockGroup(conn, ring_id, group);
   if (!locked.ok()) return locked.status();
-  auto missing = [&] { return core::NoRingEntry(group, seq); };
+  auto missing = [&grp = group, n = seq] { return core::NoRingEntry(grp, n); };
   if (!*locked) return missing();
   static const std::string kSql = D::Statement(R"sql(
     DELETE FROM sqlq_ring_entries

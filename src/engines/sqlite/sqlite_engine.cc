@@ -241,6 +241,8 @@ void SqliteEngine::ReleaseReader(std::unique_ptr<SqliteConn> conn) {
   if (readers_.size() < 8) readers_.push_back(std::move(conn));
 }
 
+Status CheckUrl(std::string_view rest) { return ParseUrl(rest).status(); }
+
 Result<std::unique_ptr<core::Engine>> Open(std::string_view rest,
                                            const StoreOptions& options) {
   auto settings = ParseUrl(rest);

@@ -16,6 +16,8 @@ namespace sqlq::engines::sqlite {
 // `rest` is the URL after "sqlite:": PATH[?synchronous=off|normal|full|extra]
 Result<std::unique_ptr<core::Engine>> Open(std::string_view rest,
                                            const StoreOptions& options);
+// Whether `rest` parses (as Open reads it), without connecting.
+Status CheckUrl(std::string_view rest);
 
 }  // namespace sqlq::engines::sqlite
 

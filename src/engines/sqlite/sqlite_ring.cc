@@ -129,7 +129,8 @@ Result<std::vector<RingEntry>> SqliteEngine::RingRead(
       .BindText(2, group)
       .Bind(3, o.limit)
       .Bind(4, core::RingReadBound(o));
-  return st.All([&](const Stmt& r) { return core::DecodeRingEntry(r, group); },
+  return st.All([&, &grp = group](
+                    const Stmt& r) { return core::DecodeRingEntry(r, grp); },
                 "read ring");
 }
 

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (the fuzz preset: clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer) and runs each for SECONDS (default 30), seeded
+# with the corpus kept in tests/fuzz/corpus. Fails on any crash, leak,
+# sanitizer report or time-out, leaving the input that caused it in
+# build/fuzz/findings/TARGET/ and printing how to run it again.
+#
+#   scripts/fuzz.sh            # 30 s per target (what CI runs)
+#   scripts/fuzz.sh 3600       # an hour per target
+#   scripts/fuzz.sh 600 http   # one target
+#   SQLQ_FUZZ_MERGE=1 scripts/fuzz.sh 600   # then add the inputs that found
+#                                           # new coverage to the corpus
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds="${1:-30}"
+shift || true
+targets=("$@")
+if ((${#targets[@]} == 0)); then targets=(http api sqs parsers); fi
+
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j "$(nproc)"
+
+status=0
+for t in "${targets[@]}"; do
+  bin="build/fuzz/tests/fuzz/fuzz_$t"
+  seeds="tests/fuzz/corpus/$t"
+  found="build/fuzz/findings/$t"
+  work="$(mktemp -d)"
+  mkdir -p "$found"
+  log="build/fuzz/fuzz_$t.log"
+  # New inputs go to a scratch directory first; the kept corpus is only
+  # read (merged into on request).
+  if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2560 \
+    -print_final_stats=1 -artifact_prefix="$found/" "$work" "$seeds" \
+    >"$log" 2>&1; then
+    echo "fuzz_$t: $(grep -E '^Done [0-9]+ runs' "$log" | tail -1)," \
+      "$(grep -oE 'cov: [0-9]+' "$log" | tail -1)"
+    if [[ "${SQLQ_FUZZ_MERGE:-0}" == 1 ]]; then
+      "$bin" -merge=1 "$seeds" "$work" >>"$log" 2>&1
+      echo "fuzz_$t: corpus now $(ls "$seeds" | wc -l) inputs"
+    fi
+  else
+    status=1
+    echo "fuzz_$t FAILED; the end of its log ($log):"
+    grep -vE '^#[0-9]+' "$log" | tail -40
+    for a in "$found"/*; do
+      [[ -e "$a" ]] && echo "run again: $bin $a"
+    done
+  fi
+  rm -rf "$work"
+done
+exit "$status"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The sanitizer stage of scripts/test.sh (docs/reliability.md): run after the
+# dev build's tests pass, with the same database servers.
+#
+# 1. clang, AddressSanitizer + UndefinedBehaviorSanitizer (the fuzz preset):
+#    every fuzz target for SQLQ_FUZZ_SECONDS (30), then the server and CLI
+#    tests of the dev build run again against the sanitized `sqlq` (the
+#    server and the CLI are what they test, as black boxes).
+# 2. gcc, ThreadSanitizer (the tsan preset): the core tests (write batcher,
+#    wake hub, waiting reports) built with TSan, and the server tests again
+#    against a TSan `sqlq` (long polls, parked claims, shutdown, the crash
+#    campaign on every engine).
+# Any sanitizer report stops the program at once (halt_on_error), which
+# fails its test.
+#
+# Needs: a configured and built dev preset (scripts/test.sh does it), and
+# SQLQ_TEST_PG_URL / SQLQ_TEST_MYSQL_URL for the server engines' tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs="$(nproc)"
+
+export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+
+echo "== ASan + UBSan: fuzzing"
+./scripts/fuzz.sh "${SQLQ_FUZZ_SECONDS:-30}"
+
+echo "== ASan + UBSan: the server and CLI tests against build/fuzz/sqlq"
+SQLQ_TEST_BIN="$PWD/build/fuzz/sqlq" SQLQ_TEST_BIN_SANITIZED=1 \
+  ctest --preset dev -j "$jobs" -L 'server|cli' -LE slow
+
+echo "== TSan: build"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan-ci -j "$jobs"
+echo "== TSan: the core tests"
+ctest --preset tsan -j "$jobs" -L core
+echo "== TSan: the server tests against build/tsan/sqlq"
+SQLQ_TEST_BIN="$PWD/build/tsan/sqlq" SQLQ_TEST_BIN_SANITIZED=1 \
+  ctest --preset dev -j "$jobs" -L server -LE slow

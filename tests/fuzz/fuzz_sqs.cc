@@ -1,0 +1,54 @@
+// The SQS endpoint's wire formats: the first byte picks the protocol (the
+// query protocol's form body, or the JSON protocol with one of the actions
+// in X-Amz-Target), the rest is the body, handled over a real SQLite store.
+
+#include "tests/fuzz/fuzz_env.h"
+
+using namespace sqlq;
+using namespace sqlq::server;
+
+namespace {
+
+constexpr const char* kActions[] = {
+    "CreateQueue",
+    "GetQueueUrl",
+    "ListQueues",
+    "DeleteQueue",
+    "GetQueueAttributes",
+    "SetQueueAttributes",
+    "SendMessage",
+    "SendMessageBatch",
+    "ReceiveMessage",
+    "DeleteMessage",
+    "DeleteMessageBatch",
+    "ChangeMessageVisibility",
+    "ChangeMessageVisibilityBatch",
+    "PurgeQueue",
+    "TagQueue",
+    "ListDeadLetterSourceQueues",
+    "StartMessageMoveTask",
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
+                                      std::size_t size) {
+  if (size == 0) return 0;
+  fuzz::Env& env = fuzz::TheEnv();
+  Request req{.method = "POST",
+              .target = "/",
+              .body = std::string(fuzz::Text(data + 1, size - 1))};
+  req.sqs = true;
+  req.headers.emplace_back("host", "127.0.0.1");
+  if (data[0] % 2 == 0) {
+    req.headers.emplace_back("content-type",
+                             "application/x-www-form-urlencoded");
+  } else {
+    req.headers.emplace_back("content-type", "application/x-amz-json-1.0");
+    req.headers.emplace_back("x-amz-target",
+                             std::string("AmazonSQS.") +
+                                 kActions[(data[0] / 2) % std::size(kActions)]);
+  }
+  (void)env.api->Handle(req);
+  return 0;
+}
