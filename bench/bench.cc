@@ -1215,7 +1215,10 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
       "baseline-drain-1, "
       "baseline-drain-10, baseline-mixed (the same on a hand-written "
       "SQLite, PostgreSQL or MariaDB queue, with its defaults and "
-      "--threads); or all (repeatable; default all)");
+      "--threads); or all (repeatable; default all). With --server: "
+      "http-send-batch, http-mixed, http-workers, http-wake, http-idle, "
+      "all, and http-attack (a client's round trips with and without six "
+      "kinds of attackers; not in all)");
   cmd->add_option("--runs", c->runs,
                   "Runs per workload; the median is "
                   "reported (default 3)");
@@ -1288,9 +1291,15 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
                   "--server: connections sending in http-send-batch "
                   "(default 8)");
   cmd->add_option("--wake-samples", sc->wake_samples,
-                  "--server: sends measured in http-wake (default 200)");
+                  "--server: sends measured in http-wake (default 200); "
+                  "http-attack measures five times as many round trips in "
+                  "each phase");
   cmd->add_option("--idle-connections", sc->idle_connections,
                   "--server: connections held in http-idle (default 10000)");
+  cmd->add_option("--attack", sc->attacks,
+                  "--server: the attackers of http-attack (repeatable: "
+                  "slowloris, polls, flood, oversized, chunked, nested; "
+                  "default all)");
   cmd->add_flag("--beanstalkd", sc->beanstalkd,
                 "--server: also run the same work against a beanstalkd that "
                 "the bench starts (binlog on, fsync every write)");

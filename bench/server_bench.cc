@@ -891,9 +891,13 @@ struct RunResult {
   double total_p50_us = -1, total_p99_us = -1;
   // Bookkeeping that must add up: sent == acked + left.
   long sent = 0, acked = 0, left = 0;
-  // http-idle
+  // http-idle (and http-attack: RSS before and at the attack's peak)
   long held = 0, rss_before_kib = -1, rss_after_kib = -1;
   bool served_while_held = false;
+  // http-attack: the client's round trips without attackers (p50_us and
+  // p99_us: with them), the server's descriptors, the attackers' work.
+  double base_p50_us = -1, base_p99_us = -1;
+  long fds_before = -1, fds_peak = -1, attacks = 0;
 };
 
 // Runs `body(index)` on `n` threads and returns the first failure.
@@ -1263,6 +1267,270 @@ Result<RunResult> RunIdle(System& sys, const ServerBenchConfig& c) {
   return r;
 }
 
+// ---- http-attack ----
+
+constexpr const char* kAttacks[] = {"slowloris", "polls",   "flood",
+                                    "oversized", "chunked", "nested"};
+
+// Whether `name` is among the attacks to run (all when none are named).
+bool Attacks(const ServerBenchConfig& c, const char* name) {
+  return c.attacks.empty() ||
+         std::find(c.attacks.begin(), c.attacks.end(), name) != c.attacks.end();
+}
+
+// A blocking loopback connection whose writes and reads give up after 2 s
+// (an attacker that the server stops reading must not hang the bench), or
+// -1.
+int AttackSocket(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  timeval tv{.tv_sec = 2, .tv_usec = 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool SendAll(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+// Reads and drops what comes until the peer closes or 2 s pass.
+void Drain(int fd) {
+  char buf[4096];
+  while (::recv(fd, buf, sizeof buf, 0) > 0) {
+  }
+}
+
+long OpenFds(int pid) {
+  if (pid <= 0) return -1;
+  std::error_code ec;
+  long n = 0;
+  for (auto it = std::filesystem::directory_iterator(
+           fmt::format("/proc/{}/fd", pid), ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return ec ? -1 : n;
+}
+
+// One well-behaved client's round trips (a send of one message, then a
+// claim and ack of it), timed without attackers and again while six kinds
+// of them run at once, each paced so that together they leave the client
+// some of a two-core machine: 300 slowloris connections trickling a header,
+// long polls whose clients go away at once (up to 500 a second), a flood of
+// connections opened and closed (up to 1,000 a second), bodies announced
+// larger than --max-body (100 a second), an endless chunked body at about
+// 13 MB/s (each cut at --max-body), and JSON nested deeper than allowed (50
+// a second, 200 kB each). p50_us/p99_us are the attacked
+// round trips, base_* the unattacked ones; the server's open descriptors
+// and RSS are sampled through the attack (needs --server-pid).
+Result<RunResult> RunAttack(System& sys, const std::string& queue,
+                            const ServerBenchConfig& c) {
+  auto conn = sys.Connect(queue);
+  if (!conn.ok()) return conn.status();
+  const long samples = std::max(100L, c.wake_samples * 5);
+  const std::string payload = StampedPayload(0, c.payload);
+  RunResult r;
+  auto round_trips = [&](std::vector<double>& us) -> Status {
+    for (long i = 0; i < samples; ++i) {
+      const auto start = SteadyClock::now();
+      Status s = (*conn)->Send({payload});
+      if (!s.ok()) return s;
+      auto got = (*conn)->ClaimAndAck(1, 5000);
+      if (!got.ok()) return got.status();
+      if (got->size() != 1) {
+        return Status::Internal("http-attack: a sent message was not claimed");
+      }
+      us.push_back(Seconds(SteadyClock::now() - start) * 1e6);
+      r.sent += 1;
+      r.acked += 1;
+    }
+    return Status::Ok();
+  };
+  std::vector<double> base, attacked;
+  Status s = round_trips(base);
+  if (!s.ok()) return s;
+  r.fds_before = OpenFds(sys.pid());
+  r.rss_before_kib = RssKib(sys.pid());
+
+  const int port = sys.port();
+  const std::string auth =
+      c.token.empty() ? "" : "Authorization: Bearer " + c.token + "\r\n";
+  const std::string head = "Host: 127.0.0.1\r\n" + auth;
+  // The attackers use a queue of their own: the client's messages are not
+  // theirs to take (a vanished claim would hold one for its lease).
+  const std::string theirs = queue + "_attack";
+  s = sys.Create(theirs);
+  if (!s.ok()) return s;
+  const std::string target = "/v1/queues/" + theirs;
+  std::atomic<bool> stop{false};
+  std::atomic<long> attacks{0};
+  std::vector<std::thread> attackers;
+  // Slowloris: a header that never ends, a line every 200 ms; reconnects
+  // when the server gives up on it (--request-timeout).
+  if (Attacks(c, "slowloris"))
+    attackers.emplace_back([&] {
+      std::vector<int> fds;
+      const std::string start =
+          "POST " + target + "/messages HTTP/1.1\r\n" + head;
+      while (!stop) {
+        while (fds.size() < 300 && !stop) {
+          const int fd = AttackSocket(port);
+          if (fd < 0) break;
+          if (SendAll(fd, start)) {
+            fds.push_back(fd);
+            ++attacks;
+          } else {
+            ::close(fd);
+          }
+        }
+        for (int& fd : fds) {
+          if (!SendAll(fd, "X-Slow: 1\r\n")) {
+            ::close(fd);
+            fd = -1;
+          }
+        }
+        std::erase(fds, -1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+      for (int fd : fds) ::close(fd);
+    });
+  // Long polls whose clients vanish as soon as they asked.
+  if (Attacks(c, "polls"))
+    attackers.emplace_back([&] {
+      const std::string body = R"({"max":10,"wait_ms":30000})";
+      const std::string req = "POST " + target + "/claim HTTP/1.1\r\n" + head +
+                              "Content-Type: application/json\r\n"
+                              "Content-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body;
+      while (!stop) {
+        const int fd = AttackSocket(port);
+        if (fd < 0) continue;
+        (void)SendAll(fd, req);
+        ::close(fd);
+        ++attacks;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    });
+  // A flood of connections, opened and closed, about a thousand a second.
+  if (Attacks(c, "flood"))
+    attackers.emplace_back([&] {
+      while (!stop) {
+        const int fd = AttackSocket(port);
+        if (fd >= 0) ::close(fd);
+        ++attacks;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+  // Bodies announced larger than --max-body (the server answers 413 before
+  // reading them).
+  if (Attacks(c, "oversized"))
+    attackers.emplace_back([&] {
+      const std::string req = "POST " + target + "/messages HTTP/1.1\r\n" +
+                              head +
+                              "Content-Type: application/json\r\n"
+                              "Content-Length: 4000000000\r\n\r\n"
+                              "{\"messages\":[";
+      while (!stop) {
+        const int fd = AttackSocket(port);
+        if (fd < 0) continue;
+        if (SendAll(fd, req)) Drain(fd);
+        ::close(fd);
+        ++attacks;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    });
+  // An endless chunked body, 64 KiB a chunk, until the server stops it.
+  if (Attacks(c, "chunked"))
+    attackers.emplace_back([&] {
+      const std::string req = "POST " + target + "/messages HTTP/1.1\r\n" +
+                              head +
+                              "Content-Type: application/json\r\n"
+                              "Transfer-Encoding: chunked\r\n\r\n";
+      const std::string chunk =
+          "10000\r\n" + std::string(0x10000, ' ') + "\r\n";
+      while (!stop) {
+        const int fd = AttackSocket(port);
+        if (fd < 0) continue;
+        bool ok = SendAll(fd, req);
+        // About 13 MB/s: a fast client on a network (at loopback speed the
+        // attacker alone takes a core of a two-core machine).
+        while (ok && !stop) {
+          ok = SendAll(fd, chunk);
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        Drain(fd);
+        ::close(fd);
+        ++attacks;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+  // JSON nested far deeper than the server parses.
+  if (Attacks(c, "nested"))
+    attackers.emplace_back([&] {
+      const std::string body =
+          std::string(100000, '[') + std::string(100000, ']');
+      const std::string req = "POST " + target + "/messages HTTP/1.1\r\n" +
+                              head +
+                              "Content-Type: application/json\r\n"
+                              "Content-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body;
+      while (!stop) {
+        const int fd = AttackSocket(port);
+        if (fd < 0) continue;
+        if (SendAll(fd, req)) {
+          char buf[512];
+          (void)::recv(fd, buf, sizeof buf, 0);
+        }
+        ::close(fd);
+        ++attacks;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+  std::atomic<long> fds_peak{r.fds_before}, rss_peak{r.rss_before_kib};
+  std::thread sampler([&] {
+    while (!stop) {
+      fds_peak = std::max(fds_peak.load(), OpenFds(sys.pid()));
+      rss_peak = std::max(rss_peak.load(), RssKib(sys.pid()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  // The attack gets going (300 slow connections open) before measuring.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  s = round_trips(attacked);
+  stop = true;
+  for (auto& t : attackers) t.join();
+  sampler.join();
+  sys.Drop(theirs);
+  if (!s.ok()) return s.WithContext("under attack");
+  r.base_p50_us = Percentile(base, 0.5);
+  r.base_p99_us = Percentile(base, 0.99);
+  r.p50_us = Percentile(attacked, 0.5);
+  r.p99_us = Percentile(attacked, 0.99);
+  r.fds_peak = fds_peak;
+  r.rss_after_kib = rss_peak;
+  r.attacks = attacks;
+  r.messages = r.sent;
+  r.seconds = 1;  // not a rate: the row shows latencies
+  auto left = (*conn)->Left();
+  if (!left.ok()) return left.status();
+  r.left = *left;
+  return r;
+}
+
 // Lets this process hold `want` descriptors if the hard limit allows.
 void RaiseFileLimit(long want) {
   rlimit rl{};
@@ -1309,11 +1577,22 @@ int RunServerBench(ServerBenchConfig c) {
     c.workloads = all;
   }
   for (const auto& w : c.workloads) {
-    if (std::find(all.begin(), all.end(), w) == all.end()) {
+    // http-attack is run only when named: it is a stress, not a rate.
+    if (std::find(all.begin(), all.end(), w) == all.end() &&
+        w != "http-attack") {
       return out.Fail(Status::InvalidArgument(fmt::format(
           "unknown workload '{}' with --server: choose from http-send-batch, "
-          "http-mixed, http-workers, http-wake, http-idle, all",
+          "http-mixed, http-workers, http-wake, http-idle, all, http-attack",
           w)));
+    }
+  }
+  for (const auto& a : c.attacks) {
+    if (std::find(std::begin(kAttacks), std::end(kAttacks), a) ==
+        std::end(kAttacks)) {
+      return out.Fail(Status::InvalidArgument(fmt::format(
+          "unknown attack '{}': choose from slowloris, polls, flood, "
+          "oversized, chunked, nested",
+          a)));
     }
   }
   if (c.runs < 1 || c.runs > 100 || c.batch < 1 || c.batch > 1000 ||
@@ -1384,7 +1663,7 @@ int RunServerBench(ServerBenchConfig c) {
     // each, ...), so that a machine that speeds up or slows down over the
     // workload does not favour the system measured first.
     struct Runs {
-      std::vector<double> rates, p50, p99, total50, total99;
+      std::vector<double> rates, p50, p99, total50, total99, base50, base99;
       RunResult last;
     };
     std::vector<Runs> runs_of(systems.size());
@@ -1392,8 +1671,10 @@ int RunServerBench(ServerBenchConfig c) {
     for (int run = 0; run < runs && code == 0; ++run) {
       for (std::size_t k = 0; k < systems.size() && code == 0; ++k) {
         System& sys = *systems[k];
-        // Idle connections cost the same whatever they would speak.
+        // Idle connections cost the same whatever they would speak; the
+        // attack is on sqlq's own server.
         if (w == "http-idle" && sys.name() == "sqs") continue;
+        if (w == "http-attack" && sys.name() != "sqlq") continue;
         Runs& got = runs_of[k];
         const std::string label = sys.name() + " " + w;
         std::string queue =
@@ -1414,6 +1695,8 @@ int RunServerBench(ServerBenchConfig c) {
             r = RunMixed(sys, queue, c, *duration);
           } else if (w == "http-workers") {
             r = RunWorkers(sys, queue, c, *duration);
+          } else if (w == "http-attack") {
+            r = RunAttack(sys, queue, c);
           } else {
             r = RunWake(sys, queue, c);
           }
@@ -1437,6 +1720,10 @@ int RunServerBench(ServerBenchConfig c) {
           got.total99.push_back(r->total_p99_us);
         }
         got.last = *r;
+        if (w == "http-attack") {
+          got.base50.push_back(r->base_p50_us);
+          got.base99.push_back(r->base_p99_us);
+        }
       }
     }
     if (code != 0) break;
@@ -1466,6 +1753,23 @@ int RunServerBench(ServerBenchConfig c) {
               static_cast<double>(last.rss_after_kib - last.rss_before_kib) /
               static_cast<double>(std::max(1L, last.held)));
         }
+      } else if (w == "http-attack") {
+        row["unattacked_p50_us"] = std::lround(Median(got.base50));
+        row["unattacked_p99_us"] = std::lround(Median(got.base99));
+        row["p50_us"] = std::lround(Median(got.p50));
+        row["p99_us"] = std::lround(Median(got.p99));
+        row["p99_ratio"] =
+            std::round(100 * Median(got.p99) / Median(got.base99)) / 100;
+        row["attacker_connections"] = last.attacks;
+        if (last.fds_before >= 0) {
+          row["fds_before"] = last.fds_before;
+          row["fds_peak"] = last.fds_peak;
+          row["rss_before_kib"] = last.rss_before_kib;
+          row["rss_after_kib"] = last.rss_after_kib;
+        }
+        row["sent"] = last.sent;
+        row["acked"] = last.acked;
+        row["left"] = last.left;
       } else {
         row["msgs_per_s"] = std::lround(Median(got.rates));
         Json each = Json::array();

@@ -27,6 +27,9 @@ struct ServerBenchConfig {
   std::string duration = "10s";  // http-mixed
   long wake_samples = 200;       // http-wake
   long idle_connections = 10000;
+  // http-attack: the attackers to run (slowloris, polls, flood, oversized,
+  // chunked, nested); empty: all.
+  std::vector<std::string> attacks;
   std::size_t payload = 100;
   bool beanstalkd = false;  // also run the beanstalkd workloads
   // Also run them through the server's SQS endpoint (JSON protocol), its

@@ -147,5 +147,40 @@ TEST_F(ServerBench, RefusesAServerUrlOffLoopback) {
   EXPECT_NE(r.out.find("loopback"), std::string::npos) << r.out;
 }
 
+// http-attack: the client's round trips all come back (sent = acked, none
+// left) with every attacker running, the server's descriptors and memory
+// are reported, and the server still serves afterwards. An unknown attack
+// is refused.
+TEST_F(ServerBench, AttackReportsBothPhasesAndTheServerGoesOn) {
+  StartServer();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port());
+  BenchRun r = RunBench({"--server", url, "--server-pid",
+                         std::to_string(server_->pid()), "--workload",
+                         "http-attack", "--runs", "1", "--wake-samples", "20"});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_EQ(r.rows.size(), 2u) << r.out;
+  const Json& row = r.rows[1];
+  EXPECT_EQ(row["workload"], "http-attack");
+  EXPECT_EQ(row["sent"], 200);  // 100 round trips in each phase
+  EXPECT_EQ(row["acked"], 200);
+  EXPECT_EQ(row["left"], 0);
+  for (const char* k :
+       {"unattacked_p50_us", "unattacked_p99_us", "p50_us", "p99_us",
+        "p99_ratio", "attacker_connections", "fds_before", "fds_peak",
+        "rss_before_kib", "rss_after_kib"}) {
+    EXPECT_TRUE(row.contains(k)) << k << " " << row.dump();
+  }
+  // The slowloris connections were open at once.
+  EXPECT_GT(row["fds_peak"].get<long>(), row["fds_before"].get<long>() + 100);
+  EXPECT_GT(row["attacker_connections"].get<long>(), 300);
+  Client c(port());
+  EXPECT_EQ(c.Get("/healthz").status, 200);
+  BenchRun bad = RunBench(
+      {"--server", url, "--workload", "http-attack", "--attack", "teardrop"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("unknown attack 'teardrop'"), std::string::npos)
+      << bad.out;
+}
+
 }  // namespace
 }  // namespace sqlq::server_test
