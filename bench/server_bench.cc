@@ -1408,98 +1408,67 @@ Result<RunResult> RunAttack(System& sys, const std::string& queue,
       }
       for (int fd : fds) ::close(fd);
     });
+  // The other five connect, do their thing, close, and pause, until told
+  // to stop.
+  auto each = [&](const char* name, std::chrono::milliseconds pause,
+                  std::function<void(int fd)> once) {
+    if (!Attacks(c, name)) return;
+    attackers.emplace_back([&, pause, once = std::move(once)] {
+      while (!stop) {
+        const int fd = AttackSocket(port);
+        if (fd >= 0) {
+          once(fd);
+          ::close(fd);
+        }
+        ++attacks;
+        std::this_thread::sleep_for(pause);
+      }
+    });
+  };
+  auto post = [&](const std::string& path, const std::string& more) {
+    return "POST " + target + path + " HTTP/1.1\r\n" + head +
+           "Content-Type: application/json\r\n" + more;
+  };
+  auto with_body = [&](const std::string& path, const std::string& body) {
+    return post(path, "Content-Length: " + std::to_string(body.size()) +
+                          "\r\n\r\n" + body);
+  };
+  using std::chrono::milliseconds;
   // Long polls whose clients vanish as soon as they asked.
-  if (Attacks(c, "polls"))
-    attackers.emplace_back([&] {
-      const std::string body = R"({"max":10,"wait_ms":30000})";
-      const std::string req = "POST " + target + "/claim HTTP/1.1\r\n" + head +
-                              "Content-Type: application/json\r\n"
-                              "Content-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + body;
-      while (!stop) {
-        const int fd = AttackSocket(port);
-        if (fd < 0) continue;
-        (void)SendAll(fd, req);
-        ::close(fd);
-        ++attacks;
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-    });
+  const std::string poll = with_body("/claim", R"({"max":10,"wait_ms":30000})");
+  each("polls", milliseconds(2), [&](int fd) { (void)SendAll(fd, poll); });
   // A flood of connections, opened and closed, about a thousand a second.
-  if (Attacks(c, "flood"))
-    attackers.emplace_back([&] {
-      while (!stop) {
-        const int fd = AttackSocket(port);
-        if (fd >= 0) ::close(fd);
-        ++attacks;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    });
+  each("flood", milliseconds(1), [](int) {});
   // Bodies announced larger than --max-body (the server answers 413 before
   // reading them).
-  if (Attacks(c, "oversized"))
-    attackers.emplace_back([&] {
-      const std::string req = "POST " + target + "/messages HTTP/1.1\r\n" +
-                              head +
-                              "Content-Type: application/json\r\n"
-                              "Content-Length: 4000000000\r\n\r\n"
-                              "{\"messages\":[";
-      while (!stop) {
-        const int fd = AttackSocket(port);
-        if (fd < 0) continue;
-        if (SendAll(fd, req)) Drain(fd);
-        ::close(fd);
-        ++attacks;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-    });
-  // An endless chunked body, 64 KiB a chunk, until the server stops it.
-  if (Attacks(c, "chunked"))
-    attackers.emplace_back([&] {
-      const std::string req = "POST " + target + "/messages HTTP/1.1\r\n" +
-                              head +
-                              "Content-Type: application/json\r\n"
-                              "Transfer-Encoding: chunked\r\n\r\n";
-      const std::string chunk =
-          "10000\r\n" + std::string(0x10000, ' ') + "\r\n";
-      while (!stop) {
-        const int fd = AttackSocket(port);
-        if (fd < 0) continue;
-        bool ok = SendAll(fd, req);
-        // About 13 MB/s: a fast client on a network (at loopback speed the
-        // attacker alone takes a core of a two-core machine).
-        while (ok && !stop) {
-          ok = SendAll(fd, chunk);
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-        Drain(fd);
-        ::close(fd);
-        ++attacks;
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    });
+  const std::string oversized =
+      post("/messages", "Content-Length: 4000000000\r\n\r\n{\"messages\":[");
+  each("oversized", milliseconds(10), [&](int fd) {
+    if (SendAll(fd, oversized)) Drain(fd);
+  });
+  // An endless chunked body, 64 KiB a chunk, until the server stops it; at
+  // about 13 MB/s, a fast client on a network (at loopback speed the
+  // attacker alone takes a core of a two-core machine).
+  const std::string chunked =
+      post("/messages", "Transfer-Encoding: chunked\r\n\r\n");
+  const std::string chunk = "10000\r\n" + std::string(0x10000, ' ') + "\r\n";
+  each("chunked", milliseconds(50), [&](int fd) {
+    bool ok = SendAll(fd, chunked);
+    while (ok && !stop) {
+      ok = SendAll(fd, chunk);
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    Drain(fd);
+  });
   // JSON nested far deeper than the server parses.
-  if (Attacks(c, "nested"))
-    attackers.emplace_back([&] {
-      const std::string body =
-          std::string(100000, '[') + std::string(100000, ']');
-      const std::string req = "POST " + target + "/messages HTTP/1.1\r\n" +
-                              head +
-                              "Content-Type: application/json\r\n"
-                              "Content-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + body;
-      while (!stop) {
-        const int fd = AttackSocket(port);
-        if (fd < 0) continue;
-        if (SendAll(fd, req)) {
-          char buf[512];
-          (void)::recv(fd, buf, sizeof buf, 0);
-        }
-        ::close(fd);
-        ++attacks;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    });
+  const std::string nested = with_body(
+      "/messages", std::string(100000, '[') + std::string(100000, ']'));
+  each("nested", milliseconds(20), [&](int fd) {
+    if (SendAll(fd, nested)) {
+      char buf[512];
+      (void)::recv(fd, buf, sizeof buf, 0);
+    }
+  });
   std::atomic<long> fds_peak{r.fds_before}, rss_peak{r.rss_before_kib};
   std::thread sampler([&] {
     while (!stop) {

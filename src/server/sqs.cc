@@ -943,10 +943,8 @@ bool SqsApi::Wants(std::string_view method, std::string_view target,
           target.find("&Action=", q) != std::string_view::npos);
 }
 
-Outcome SqsApi::Handle(const Request& r) {
-  // Routes label metrics: only actions this endpoint knows, so that a
-  // client cannot make up new series.
-  static const std::set<std::string, std::less<>> kKnown = {
+std::span<const std::string_view> SqsApi::Actions() {
+  static constexpr std::string_view kActions[] = {
       "CreateQueue",
       "GetQueueUrl",
       "ListQueues",
@@ -968,6 +966,14 @@ Outcome SqsApi::Handle(const Request& r) {
       "StartMessageMoveTask",
       "ListMessageMoveTasks",
       "CancelMessageMoveTask"};
+  return kActions;
+}
+
+Outcome SqsApi::Handle(const Request& r) {
+  // Routes label metrics: only actions this endpoint knows, so that a
+  // client cannot make up new series.
+  static const std::set<std::string, std::less<>> kKnown(Actions().begin(),
+                                                         Actions().end());
   Outcome out;
   std::string action;
   for (int attempt = 0;; ++attempt) {

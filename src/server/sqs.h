@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 
 #include "server/auth.h"
@@ -46,6 +47,9 @@ class SqsApi {
 
   // The reply, or a ReceiveMessage to park until a message comes.
   Outcome Handle(const Request& request);
+
+  // The actions the endpoint answers (docs/sqs.md).
+  static std::span<const std::string_view> Actions();
 
  private:
   class Call;

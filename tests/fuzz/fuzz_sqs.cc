@@ -1,35 +1,13 @@
 // The SQS endpoint's wire formats: the first byte picks the protocol (the
 // query protocol's form body, or the JSON protocol with one of the actions
-// in X-Amz-Target), the rest is the body, handled over a real SQLite store.
+// in X-Amz-Target, of every action the endpoint answers), the rest is the
+// body, handled over a real SQLite store.
 
+#include "server/sqs.h"
 #include "tests/fuzz/fuzz_env.h"
 
 using namespace sqlq;
 using namespace sqlq::server;
-
-namespace {
-
-constexpr const char* kActions[] = {
-    "CreateQueue",
-    "GetQueueUrl",
-    "ListQueues",
-    "DeleteQueue",
-    "GetQueueAttributes",
-    "SetQueueAttributes",
-    "SendMessage",
-    "SendMessageBatch",
-    "ReceiveMessage",
-    "DeleteMessage",
-    "DeleteMessageBatch",
-    "ChangeMessageVisibility",
-    "ChangeMessageVisibilityBatch",
-    "PurgeQueue",
-    "TagQueue",
-    "ListDeadLetterSourceQueues",
-    "StartMessageMoveTask",
-};
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
                                       std::size_t size) {
@@ -45,9 +23,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
                              "application/x-www-form-urlencoded");
   } else {
     req.headers.emplace_back("content-type", "application/x-amz-json-1.0");
-    req.headers.emplace_back("x-amz-target",
-                             std::string("AmazonSQS.") +
-                                 kActions[(data[0] / 2) % std::size(kActions)]);
+    const auto actions = SqsApi::Actions();
+    req.headers.emplace_back(
+        "x-amz-target",
+        "AmazonSQS." + std::string(actions[(data[0] / 2) % actions.size()]));
   }
   (void)env.api->Handle(req);
   return 0;

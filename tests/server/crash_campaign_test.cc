@@ -55,22 +55,9 @@ std::int64_t ParseTime(const std::string& s) {
 class PrivateMariadb {
  public:
   PrivateMariadb() {
-    FILE* out = popen((Script() + " start").c_str(), "r");
-    if (out == nullptr) return;
-    char line[4096];
-    while (fgets(line, sizeof line, out) != nullptr) {
-      // export SQLQ_TEST_MYSQL_DIR='...' SQLQ_TEST_MYSQL_URL='...'
-      std::string l(line);
-      auto value = [&](const std::string& key) -> std::string {
-        const auto at = l.find(key + "='");
-        if (at == std::string::npos) return "";
-        const auto start = at + key.size() + 2;
-        return l.substr(start, l.find('\'', start) - start);
-      };
-      if (auto v = value("SQLQ_TEST_MYSQL_DIR"); !v.empty()) dir_ = v;
-      if (auto v = value("SQLQ_TEST_MYSQL_URL"); !v.empty()) url_ = v;
-    }
-    pclose(out);
+    auto vars = test::ScriptVars(Script() + " start");
+    dir_ = vars["SQLQ_TEST_MYSQL_DIR"];
+    url_ = vars["SQLQ_TEST_MYSQL_URL"];
   }
   ~PrivateMariadb() {
     if (!dir_.empty()) (void)std::system((Script() + " stop " + dir_).c_str());

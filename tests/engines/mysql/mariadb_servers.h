@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/script_vars.h"
+
 namespace sqlq::test {
 
 // In a test body: skips unless MariaDB tests are to run
@@ -37,25 +39,7 @@ inline const std::string& MariadbScript() {
 // output sets (empty on failure).
 inline std::map<std::string, std::string> RunMariadbScript(
     const std::string& args) {
-  std::map<std::string, std::string> vars;
-  FILE* out = popen((MariadbScript() + " " + args).c_str(), "r");
-  if (out == nullptr) return vars;
-  std::string text;
-  char buf[4096];
-  while (fgets(buf, sizeof buf, out) != nullptr) text += buf;
-  if (pclose(out) != 0) return {};
-  // Values are quoted with '...' and contain no quote.
-  std::size_t pos = 0;
-  while ((pos = text.find("='", pos)) != std::string::npos) {
-    std::size_t key_start = text.find_last_of(" \n", pos);
-    key_start = key_start == std::string::npos ? 0 : key_start + 1;
-    std::size_t end = text.find('\'', pos + 2);
-    if (end == std::string::npos) break;
-    vars[text.substr(key_start, pos - key_start)] =
-        text.substr(pos + 2, end - pos - 2);
-    pos = end + 1;
-  }
-  return vars;
+  return ScriptVars(MariadbScript() + " " + args);
 }
 
 inline std::string ReadFile(const std::string& path) {

@@ -5,30 +5,19 @@
 #ifndef SQLQ_TESTS_ENGINES_POSTGRES_PRIVATE_PG_SERVER_H_
 #define SQLQ_TESTS_ENGINES_POSTGRES_PRIVATE_PG_SERVER_H_
 
-#include <stdio.h>
-
 #include <cstdlib>
 #include <string>
+
+#include "tests/support/script_vars.h"
 
 namespace sqlq::test {
 
 class PrivatePgServer {
  public:
   PrivatePgServer() {
-    FILE* out = popen((Script() + " start").c_str(), "r");
-    if (out == nullptr) return;
-    char line[4096];
-    while (fgets(line, sizeof line, out) != nullptr) {
-      std::string l(line);
-      auto value = [&](const std::string& key) -> std::string {
-        const std::string prefix = "export " + key + "='";
-        if (l.rfind(prefix, 0) != 0) return "";
-        return l.substr(prefix.size(), l.rfind('\'') - prefix.size());
-      };
-      if (auto v = value("SQLQ_TEST_PG_DIR"); !v.empty()) dir_ = v;
-      if (auto v = value("SQLQ_TEST_PG_URL"); !v.empty()) url_ = v;
-    }
-    pclose(out);
+    auto vars = ScriptVars(Script() + " start");
+    dir_ = vars["SQLQ_TEST_PG_DIR"];
+    url_ = vars["SQLQ_TEST_PG_URL"];
   }
   PrivatePgServer(const PrivatePgServer&) = delete;
   PrivatePgServer& operator=(const PrivatePgServer&) = delete;
