@@ -1298,6 +1298,12 @@ int AttackSocket(int port) {
   return fd;
 }
 
+// Runs the calling thread at the lowest CPU priority: an attacker stands in
+// for another machine, whose CPU would not be this one's.
+void AsAnotherMachine() {
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+}
+
 bool SendAll(int fd, std::string_view bytes) {
   while (!bytes.empty()) {
     const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
@@ -1383,6 +1389,7 @@ Result<RunResult> RunAttack(System& sys, const std::string& queue,
   // when the server gives up on it (--request-timeout).
   if (Attacks(c, "slowloris"))
     attackers.emplace_back([&] {
+      AsAnotherMachine();
       std::vector<int> fds;
       const std::string start =
           "POST " + target + "/messages HTTP/1.1\r\n" + head;
@@ -1414,6 +1421,7 @@ Result<RunResult> RunAttack(System& sys, const std::string& queue,
                   std::function<void(int fd)> once) {
     if (!Attacks(c, name)) return;
     attackers.emplace_back([&, pause, once = std::move(once)] {
+      AsAnotherMachine();
       while (!stop) {
         const int fd = AttackSocket(port);
         if (fd >= 0) {
