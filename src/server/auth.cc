@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "server/server.h"  // Log
+#include "server/target.h"  // HexOf, HexDigit
 
 namespace sqlq::server {
 
@@ -62,23 +63,13 @@ constexpr std::string_view kHashPrefix = "sha256:";
 // A token's hash as written in the file: 64 hex digits (either case).
 Result<Hash> ParseHash(std::string_view hex) {
   Hash h{};
-  auto digit = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  if (hex.size() != 2 * h.size()) {
-    return Status::InvalidArgument(
-        "a token's SHA-256 is 64 hex digits (sqlq token hash prints it)");
-  }
+  const Status bad = Status::InvalidArgument(
+      "a token's SHA-256 is 64 hex digits (sqlq token hash prints it)");
+  if (hex.size() != 2 * h.size()) return bad;
   for (std::size_t i = 0; i < h.size(); ++i) {
-    const int hi = digit(hex[2 * i]);
-    const int lo = digit(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) {
-      return Status::InvalidArgument(
-          "a token's SHA-256 is 64 hex digits (sqlq token hash prints it)");
-    }
+    const int hi = HexDigit(hex[2 * i]);
+    const int lo = HexDigit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return bad;
     h[i] = static_cast<unsigned char>(hi * 16 + lo);
   }
   return h;
@@ -104,9 +95,7 @@ Result<std::string> NewToken() {
   if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
     return Status::Internal("the system's random number generator failed");
   }
-  std::string out;
-  for (unsigned char b : bytes) out += fmt::format("{:02x}", b);
-  return out;
+  return HexOf(bytes.data(), bytes.size());
 }
 
 namespace {
@@ -332,9 +321,7 @@ Result<std::vector<Parsed>> ParseLines(const std::string& text) {
 
 std::string TokenHashHex(std::string_view token) {
   const Hash h = Sha256(token);
-  std::string out;
-  for (unsigned char b : h) out += fmt::format("{:02x}", b);
-  return out;
+  return HexOf(h.data(), h.size());
 }
 
 Result<std::shared_ptr<const Auth::Table>> Auth::Read(const std::string& path) {

@@ -20,21 +20,11 @@ namespace {
 
 constexpr std::string_view kAlgorithm = "AWS4-HMAC-SHA256";
 
-std::string Hex(const unsigned char* p, std::size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(2 * n, '0');
-  for (std::size_t i = 0; i < n; ++i) {
-    out[2 * i] = kDigits[p[i] >> 4];
-    out[2 * i + 1] = kDigits[p[i] & 15];
-  }
-  return out;
-}
-
 std::string DigestHex(const EVP_MD* md, std::string_view text) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> h{};
   unsigned int n = 0;
   EVP_Digest(text.data(), text.size(), h.data(), &n, md, nullptr);
-  return Hex(h.data(), n);
+  return HexOf(h.data(), n);
 }
 
 std::string Hmac(std::string_view key, std::string_view text) {
@@ -312,7 +302,7 @@ std::string Signature(const Request& r, const Authorization& a,
   key = Hmac(key, "aws4_request");
   const std::string mac = Hmac(
       key, StringToSign(a, amz_date, CanonicalRequest(r, a.signed_headers)));
-  return Hex(reinterpret_cast<const unsigned char*>(mac.data()), mac.size());
+  return HexOf(reinterpret_cast<const unsigned char*>(mac.data()), mac.size());
 }
 
 SqsError ErrorOf(Refusal r) {

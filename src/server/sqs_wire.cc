@@ -196,9 +196,7 @@ Reply XmlReply(unsigned status, std::string body) {
 std::string RandomHex(std::size_t bytes) {
   std::vector<unsigned char> b(bytes);
   RAND_bytes(b.data(), static_cast<int>(b.size()));
-  std::string out;
-  for (unsigned char c : b) out += fmt::format("{:02x}", c);
-  return out;
+  return HexOf(b.data(), b.size());
 }
 
 void Fail(const ErrorKind& kind, std::string message) {

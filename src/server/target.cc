@@ -4,23 +4,29 @@
 
 namespace sqlq::server {
 
-namespace {
+std::string HexOf(const unsigned char* p, std::size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(2 * n, '0');
+  for (std::size_t i = 0; i < n; ++i) {
+    out[2 * i] = kDigits[p[i] >> 4];
+    out[2 * i + 1] = kDigits[p[i] & 15];
+  }
+  return out;
+}
 
-int FromHex(char c) {
+int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
 }
 
-}  // namespace
-
 std::string PercentDecode(std::string_view in, bool plus_is_space) {
   std::string out;
   for (std::size_t i = 0; i < in.size(); ++i) {
     if (in[i] == '%') {
-      int hi = i + 2 < in.size() ? FromHex(in[i + 1]) : -1;
-      int lo = i + 2 < in.size() ? FromHex(in[i + 2]) : -1;
+      int hi = i + 2 < in.size() ? HexDigit(in[i + 1]) : -1;
+      int lo = i + 2 < in.size() ? HexDigit(in[i + 2]) : -1;
       if (i + 2 >= in.size() || hi < 0 || lo < 0) {
         throw HttpError{400, "bad_request",
                         "malformed percent-encoding in the URL"};

@@ -17,6 +17,11 @@ struct Target {
   std::map<std::string, std::string> query;
 };
 
+// Bytes as lower-case hex digits (digests, random ids, tokens).
+std::string HexOf(const unsigned char* p, std::size_t n);
+// The value of a hex digit (either case), or -1.
+int HexDigit(char c);
+
 // Decodes %XX escapes; with `plus_is_space` (a query string, form
 // encoding) '+' stands for ' ', in a path segment it is itself. Throws the
 // 400 HttpError (bad_request) for a '%' not followed by two hex digits.
