@@ -31,6 +31,8 @@
 
 #include <vector>
 
+#include "engines/mysql/sql_api.h"
+
 namespace sqlq::engines::mysql {
 
 // GET_LOCK name that serialises migrations of concurrent processes.
@@ -325,7 +327,14 @@ CREATE TABLE IF NOT EXISTS sqlq_waiting (
   PRIMARY KEY (process, queue_id)
 ) ENGINE=InnoDB)sql",
     },
+    // Version 11: the SQL-level API, stored procedures (sql_api.h,
+    // docs/sql-api.md). A user without CREATE ROUTINE skips it
+    // (MysqlEngine::Migrate).
+    kSqlApi,
 };
+
+// The version that installs the SQL-level API.
+inline constexpr int kSqlApiVersion = 11;
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());
 

@@ -27,6 +27,8 @@
 
 #include <cstdint>
 
+#include "engines/postgres/sql_api.h"
+
 namespace sqlq::engines::postgres {
 
 // pg_advisory_xact_lock key: "sqlq" in ASCII.
@@ -327,6 +329,9 @@ CREATE TABLE sqlq_waiting (
   PRIMARY KEY (process, queue_id)
 );
 )sql",
+    // Version 14: the SQL-level API, functions in the schema sqlq
+    // (sql_api.h, docs/sql-api.md).
+    kSqlApiMigration,
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

@@ -16,6 +16,8 @@
 #ifndef SQLQ_ENGINES_SQLITE_SCHEMA_H_
 #define SQLQ_ENGINES_SQLITE_SCHEMA_H_
 
+#include "engines/sqlite/sql_api.h"
+
 namespace sqlq::engines::sqlite {
 
 inline constexpr const char* kMigrations[] = {
@@ -240,6 +242,9 @@ CREATE TABLE sqlq_waiting (
   PRIMARY KEY (process, queue_id)
 ) WITHOUT ROWID;
 )sql",
+    // Version 12: the SQL-level API, the views sqlq_send and sqlq_ack and
+    // their triggers (sql_api.h, docs/sql-api.md).
+    kSqlApi,
 };
 
 inline constexpr int kSchemaVersion =

@@ -1,0 +1,363 @@
+// The SQL-level API of the MariaDB/MySQL engine (docs/sql-api.md): stored
+// procedures that send and ack from any client, inside the caller's own
+// transaction. They do what the library's send and ack do (mysql_queue.cc,
+// mysql_claim.cc): the same checks and limits (core/validate.h), the same
+// rows, dedup holds and counters. Claims waiting in other processes notice
+// a committed send as they notice the library's: the Poller watches the
+// sum of sqlq_counters' sends, which the procedures add to.
+//
+// Errors are raised with SQLSTATEs of class 45: 45400 invalid argument,
+// 45404 no such queue or message, 45409 stale receipt, 45413 too large,
+// 45503 busy (try again).
+//
+// Installed by migration 11; a database user without the CREATE ROUTINE
+// privilege opens the store as before, without them (mysql_migrate.cc).
+// Local names begin p_, v_ or o_: in MariaDB a variable named like a column
+// would win over the column.
+
+#ifndef SQLQ_ENGINES_MYSQL_SQL_API_H_
+#define SQLQ_ENGINES_MYSQL_SQL_API_H_
+
+#include <vector>
+
+namespace sqlq::engines::mysql {
+
+inline const std::vector<const char*> kSqlApi = {
+    "DROP PROCEDURE IF EXISTS sqlq__send_one",
+    // One message: checks it as the library does, inserts it (or finds the
+    // message holding its dedup key). Counting is the caller's.
+    R"sql(
+CREATE PROCEDURE sqlq__send_one(
+  IN p_queue VARBINARY(255), IN p_payload LONGBLOB, IN p_priority INT,
+  IN p_delay_ms BIGINT, IN p_headers LONGTEXT CHARACTER SET utf8mb4,
+  IN p_dedup VARBINARY(4096), IN p_group VARBINARY(4096),
+  IN p_run_at DATETIME(6),
+  OUT o_queue_id BIGINT, OUT o_id BIGINT, OUT o_stored INT)
+MODIFIES SQL DATA
+BEGIN
+  DECLARE v_kind VARBINARY(16) DEFAULT NULL;
+  DECLARE v_max BIGINT DEFAULT 0;
+  DECLARE v_unique BIGINT DEFAULT 0;
+  DECLARE v_mode INT DEFAULT 0;
+  DECLARE v_now BIGINT;
+  DECLARE v_run BIGINT DEFAULT 0;
+  DECLARE v_headers LONGTEXT CHARACTER SET utf8mb4 DEFAULT NULL;
+  DECLARE v_grp VARBINARY(255) DEFAULT NULL;
+  DECLARE v_keys LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_key LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_val LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_n INT DEFAULT 0;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_total BIGINT DEFAULT 0;
+  DECLARE v_dup INT DEFAULT 0;
+  DECLARE v_attempt INT DEFAULT 0;
+  DECLARE v_holder BIGINT DEFAULT NULL;
+  DECLARE v_msg VARCHAR(512);
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
+  SET o_queue_id = NULL, o_id = NULL, o_stored = 0;
+  SET v_now = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED);
+  SELECT id, kind, max_payload, unique_for_us, group_mode
+    INTO o_queue_id, v_kind, v_max, v_unique, v_mode
+    FROM sqlq_queues WHERE name = p_queue LOCK IN SHARE MODE;
+  IF o_queue_id IS NULL OR v_kind <> 'queue' THEN
+    SET v_msg = CONCAT('sqlq: queue ''', LEFT(p_queue, 80), ''' not found');
+    SIGNAL SQLSTATE '45404' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  IF p_payload IS NULL THEN
+    SIGNAL SQLSTATE '45400'
+      SET MESSAGE_TEXT = 'sqlq: the payload must not be NULL';
+  END IF;
+  IF LENGTH(p_payload) > v_max THEN
+    SET v_msg = CONCAT('sqlq: payload of ', LENGTH(p_payload),
+      ' bytes exceeds the queue''s limit of ', v_max, ' bytes');
+    SIGNAL SQLSTATE '45413' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  IF p_priority IS NULL OR p_delay_ms IS NULL THEN
+    SIGNAL SQLSTATE '45400'
+      SET MESSAGE_TEXT = 'sqlq: priority and delay_ms must not be NULL';
+  END IF;
+  IF p_delay_ms < 0 OR p_delay_ms > 31536000000 THEN
+    SET v_msg = CONCAT('sqlq: delay ', p_delay_ms,
+      'ms is out of range [0ms, 31536000000ms]');
+    SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  IF LENGTH(p_dedup) > 255 THEN
+    SET v_msg = CONCAT('sqlq: dedup key of ', LENGTH(p_dedup),
+      ' bytes is longer than 255');
+    SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  IF LENGTH(p_group) > 255 THEN
+    SET v_msg = CONCAT('sqlq: group of ', LENGTH(p_group),
+      ' bytes is longer than 255');
+    SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  IF p_run_at IS NOT NULL THEN
+    IF p_delay_ms <> 0 THEN
+      SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT =
+        'sqlq: a message takes a delay or a run_at time, not both';
+    END IF;
+    SET v_run = CAST(UNIX_TIMESTAMP(p_run_at) * 1000000 AS SIGNED);
+    IF v_run IS NULL OR ABS(v_run - v_now) > 31536000000000 THEN
+      SIGNAL SQLSTATE '45400'
+        SET MESSAGE_TEXT = 'sqlq: run_at is more than 365 days from now';
+    END IF;
+  END IF;
+  IF p_headers IS NOT NULL THEN
+    IF JSON_VALID(p_headers) = 0 OR JSON_TYPE(p_headers) <> 'OBJECT' THEN
+      SIGNAL SQLSTATE '45400'
+        SET MESSAGE_TEXT = 'sqlq: headers must be a JSON object of strings';
+    END IF;
+    SET v_keys = JSON_KEYS(p_headers);
+    SET v_n = JSON_LENGTH(v_keys);
+    WHILE v_i < v_n DO
+      SET v_key = JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')));
+      IF NOT (BINARY v_key REGEXP '^[A-Za-z0-9_.:-]{1,128}\\z') THEN
+        SET v_msg = CONCAT('sqlq: header name ''', LEFT(v_key, 80),
+          ''' must be 1 to 128 letters, digits, ''_'', ''-'', ''.'' or '':''');
+        SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+      END IF;
+      SET v_val = JSON_EXTRACT(p_headers, CONCAT('$."', v_key, '"'));
+      IF JSON_TYPE(v_val) <> 'STRING' THEN
+        SET v_msg = CONCAT('sqlq: header ''', v_key,
+          ''' must have a string value');
+        SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+      END IF;
+      SET v_val = JSON_UNQUOTE(v_val);
+      IF LENGTH(v_val) > 4096 THEN
+        SET v_msg = CONCAT('sqlq: header ''', v_key, ''' has a value of ',
+          LENGTH(v_val), ' bytes, more than 4096');
+        SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+      END IF;
+      IF INSTR(CAST(v_val AS BINARY), CHAR(0)) > 0 THEN
+        SET v_msg = CONCAT('sqlq: header ''', v_key,
+          ''' must have a UTF-8 value without NUL bytes');
+        SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+      END IF;
+      SET v_total = v_total + LENGTH(v_key) + LENGTH(v_val);
+      SET v_i = v_i + 1;
+    END WHILE;
+    IF v_n > 64 THEN
+      SET v_msg = CONCAT('sqlq: ', v_n, ' headers are more than the 64 allowed');
+      SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+    END IF;
+    IF v_total > 16384 THEN
+      SET v_msg = CONCAT('sqlq: headers of ', v_total,
+        ' bytes (names and values) exceed 16384');
+      SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+    END IF;
+    IF v_n > 0 THEN SET v_headers = p_headers; END IF;
+  END IF;
+  -- The group column: the message's group; '' in a grouped queue for a
+  -- message without one; else NULL.
+  IF COALESCE(p_group, '') <> '' OR v_mode <> 0 THEN
+    SET v_grp = COALESCE(p_group, '');
+  END IF;
+  -- A duplicate key (1062) rolls back the INSERT alone; its holder may be
+  -- acked before the look-up: then insert again.
+  WHILE o_id IS NULL AND v_attempt < 4 DO
+    SET v_dup = 0;
+    INSERT INTO sqlq_messages
+      (queue_id, priority, npriority, ready_us, enqueued_us, dedup, payload,
+       headers, grp)
+    VALUES (o_queue_id, p_priority, -p_priority,
+            GREATEST(v_now + p_delay_ms * 1000, v_run), v_now, p_dedup,
+            p_payload, v_headers, v_grp);
+    IF v_dup = 0 THEN
+      SET o_id = LAST_INSERT_ID(), o_stored = 1;
+    ELSE
+      SELECT id INTO o_id FROM sqlq_messages
+        WHERE queue_id = o_queue_id AND dedup = p_dedup LOCK IN SHARE MODE;
+    END IF;
+    SET v_attempt = v_attempt + 1;
+  END WHILE;
+  IF o_id IS NULL THEN
+    SIGNAL SQLSTATE '45503' SET MESSAGE_TEXT =
+      'sqlq: send: the dedup key''s message kept changing; try again';
+  END IF;
+  -- A dedup window: a key held after its message was acked or
+  -- dead-lettered is a duplicate of that message.
+  IF o_stored = 1 AND v_unique > 0 AND p_dedup IS NOT NULL THEN
+    SELECT message_id INTO v_holder FROM sqlq_dedup_holds
+      WHERE queue_id = o_queue_id AND dedup = p_dedup AND until_us > v_now
+      LOCK IN SHARE MODE;
+    IF v_holder IS NOT NULL THEN
+      DELETE FROM sqlq_messages WHERE id = o_id;
+      SET o_id = v_holder, o_stored = 0;
+    END IF;
+  END IF;
+END)sql",
+    "DROP PROCEDURE IF EXISTS sqlq__sent",
+    // Counts what a send stored, in this connection's counter slot (as the
+    // library does): the Poller of every other process sees the sum move.
+    R"sql(
+CREATE PROCEDURE sqlq__sent(IN p_queue_id BIGINT, IN p_stored BIGINT)
+MODIFIES SQL DATA
+BEGIN
+  IF p_stored > 0 THEN
+    INSERT INTO sqlq_counters (queue_id, slot, sends)
+      VALUES (p_queue_id, CONNECTION_ID() % 64, p_stored)
+      ON DUPLICATE KEY UPDATE sends = sends + VALUES(sends);
+  END IF;
+END)sql",
+    "DROP PROCEDURE IF EXISTS sqlq_send_with",
+    R"sql(
+CREATE PROCEDURE sqlq_send_with(
+  IN p_queue VARBINARY(255), IN p_payload LONGBLOB, IN p_priority INT,
+  IN p_delay_ms BIGINT, IN p_headers LONGTEXT CHARACTER SET utf8mb4,
+  IN p_dedup VARBINARY(4096), IN p_group VARBINARY(4096),
+  IN p_run_at DATETIME(6))
+MODIFIES SQL DATA
+BEGIN
+  DECLARE v_queue_id BIGINT;
+  DECLARE v_id BIGINT;
+  DECLARE v_stored INT;
+  CALL sqlq__send_one(p_queue, p_payload, p_priority, p_delay_ms, p_headers,
+                      p_dedup, p_group, p_run_at, v_queue_id, v_id, v_stored);
+  CALL sqlq__sent(v_queue_id, v_stored);
+  SELECT v_id AS id, v_stored = 0 AS duplicate;
+END)sql",
+    "DROP PROCEDURE IF EXISTS sqlq_send",
+    R"sql(
+CREATE PROCEDURE sqlq_send(IN p_queue VARBINARY(255), IN p_payload LONGBLOB)
+MODIFIES SQL DATA
+BEGIN
+  CALL sqlq_send_with(p_queue, p_payload, 0, 0, NULL, NULL, NULL, NULL);
+END)sql",
+    "DROP PROCEDURE IF EXISTS sqlq_send_batch",
+    // Many messages to one queue with the same options: a JSON array of
+    // strings; their ids, in order, as a JSON array.
+    R"sql(
+CREATE PROCEDURE sqlq_send_batch(
+  IN p_queue VARBINARY(255), IN p_payloads LONGTEXT CHARACTER SET utf8mb4,
+  IN p_priority INT, IN p_delay_ms BIGINT,
+  IN p_headers LONGTEXT CHARACTER SET utf8mb4)
+MODIFIES SQL DATA
+BEGIN
+  DECLARE v_n INT DEFAULT 0;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_item LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_queue_id BIGINT;
+  DECLARE v_id BIGINT;
+  DECLARE v_stored INT;
+  DECLARE v_count BIGINT DEFAULT 0;
+  DECLARE v_ids LONGTEXT DEFAULT '';
+  DECLARE v_msg VARCHAR(512);
+  IF p_payloads IS NULL OR JSON_VALID(p_payloads) = 0
+     OR JSON_TYPE(p_payloads) <> 'ARRAY' THEN
+    SIGNAL SQLSTATE '45400'
+      SET MESSAGE_TEXT = 'sqlq: payloads must be a JSON array of strings';
+  END IF;
+  SET v_n = JSON_LENGTH(p_payloads);
+  IF v_n < 1 THEN
+    SIGNAL SQLSTATE '45400'
+      SET MESSAGE_TEXT = 'sqlq: a batch needs at least one message';
+  END IF;
+  IF v_n > 10000 THEN
+    SET v_msg = CONCAT('sqlq: batch of ', v_n, ' messages exceeds 10000');
+    SIGNAL SQLSTATE '45413' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  WHILE v_i < v_n DO
+    SET v_item = JSON_EXTRACT(p_payloads, CONCAT('$[', v_i, ']'));
+    IF JSON_TYPE(v_item) <> 'STRING' THEN
+      SET v_msg = CONCAT('sqlq: message ', v_i + 1, ': a payload must be a string');
+      SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+    END IF;
+    CALL sqlq__send_one(p_queue, CAST(JSON_UNQUOTE(v_item) AS BINARY),
+                        p_priority, p_delay_ms, p_headers, NULL, NULL, NULL,
+                        v_queue_id, v_id, v_stored);
+    SET v_count = v_count + v_stored;
+    SET v_ids = CONCAT(v_ids, IF(v_i = 0, '', ','), v_id);
+    SET v_i = v_i + 1;
+  END WHILE;
+  CALL sqlq__sent(v_queue_id, v_count);
+  SELECT CONCAT('[', v_ids, ']') AS ids;
+END)sql",
+    "DROP PROCEDURE IF EXISTS sqlq_ack",
+    // Acks a claimed message by the receipt its claim returned: removed (or
+    // archived), its dedup key held for the queue's window, counted; a
+    // receipt whose lease was lost is refused (45409) and changes nothing.
+    R"sql(
+CREATE PROCEDURE sqlq_ack(IN p_queue VARBINARY(255), IN p_receipt VARCHAR(64))
+MODIFIES SQL DATA
+BEGIN
+  DECLARE v_queue_id BIGINT DEFAULT NULL;
+  DECLARE v_kind VARBINARY(16);
+  DECLARE v_archive INT DEFAULT 0;
+  DECLARE v_unique BIGINT DEFAULT 0;
+  DECLARE v_idd DECIMAL(25, 0);
+  DECLARE v_id BIGINT;
+  DECLARE v_attempt BIGINT;
+  DECLARE v_tok DECIMAL(25, 0);
+  DECLARE v_token BIGINT;
+  DECLARE v_found INT DEFAULT 0;
+  DECLARE v_dedup VARBINARY(255) DEFAULT NULL;
+  DECLARE v_now BIGINT;
+  DECLARE v_msg VARCHAR(512);
+  IF p_receipt IS NULL OR NOT (BINARY p_receipt REGEXP
+      '^[0-9]{1,19}-[0-9]{1,10}-[0-9a-fA-F]{16}\\z') THEN
+    SET v_msg = CONCAT('sqlq: malformed receipt ''', LEFT(COALESCE(p_receipt, ''), 80),
+      ''': expected ID-ATTEMPT-TOKEN as printed by claim');
+    SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  SET v_idd = CAST(SUBSTRING_INDEX(p_receipt, '-', 1) AS DECIMAL(25, 0));
+  SET v_attempt = CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(p_receipt, '-', 2), '-', -1)
+                       AS DECIMAL(25, 0));
+  SET v_tok = CAST(CONV(SUBSTRING_INDEX(p_receipt, '-', -1), 16, 10)
+                   AS DECIMAL(25, 0));
+  IF v_idd < 1 OR v_idd > 9223372036854775807 OR v_attempt < 1
+     OR v_attempt > 2147483647 OR v_tok = 0 THEN
+    SET v_msg = CONCAT('sqlq: malformed receipt ''', LEFT(p_receipt, 80),
+      ''': expected ID-ATTEMPT-TOKEN as printed by claim');
+    SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  SET v_id = CAST(v_idd AS SIGNED);
+  IF v_tok > 9223372036854775807 THEN
+    SET v_tok = v_tok - 18446744073709551616;
+  END IF;
+  SET v_token = CAST(v_tok AS SIGNED);
+  SELECT id, kind, archive, unique_for_us
+    INTO v_queue_id, v_kind, v_archive, v_unique
+    FROM sqlq_queues WHERE name = p_queue LOCK IN SHARE MODE;
+  IF v_queue_id IS NULL OR v_kind <> 'queue' THEN
+    SET v_msg = CONCAT('sqlq: queue ''', LEFT(p_queue, 80), ''' not found');
+    SIGNAL SQLSTATE '45404' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  SELECT 1, dedup INTO v_found, v_dedup FROM sqlq_messages
+    WHERE id = v_id AND queue_id = v_queue_id AND token = v_token
+      AND attempts = v_attempt
+    FOR UPDATE;
+  IF v_found = 0 THEN
+    IF EXISTS (SELECT 1 FROM sqlq_messages
+               WHERE id = v_id AND queue_id = v_queue_id) THEN
+      SET v_msg = CONCAT('sqlq: stale receipt ''', p_receipt,
+        ''': the message''s lease was lost (it expired and the message was claimed again, or it was nacked)');
+      SIGNAL SQLSTATE '45409' SET MESSAGE_TEXT = v_msg;
+    END IF;
+    SET v_msg = CONCAT('sqlq: message ', v_id, ' is not in queue ''',
+      LEFT(p_queue, 80), ''' (acked, dead-lettered or never there)');
+    SIGNAL SQLSTATE '45404' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  SET v_now = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED);
+  IF v_unique > 0 AND v_dedup IS NOT NULL THEN
+    INSERT INTO sqlq_dedup_holds (queue_id, dedup, message_id, until_us)
+      VALUES (v_queue_id, v_dedup, v_id, v_now + v_unique)
+      ON DUPLICATE KEY UPDATE message_id = VALUES(message_id),
+                              until_us = VALUES(until_us);
+  END IF;
+  IF v_archive <> 0 THEN
+    INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
+      completed_us, worker, payload, headers, errors)
+    SELECT id, queue_id, priority, attempts, enqueued_us, v_now, worker,
+           payload, headers, errors
+    FROM sqlq_messages WHERE id = v_id;
+  END IF;
+  DELETE FROM sqlq_messages WHERE id = v_id;
+  INSERT INTO sqlq_counters (queue_id, slot, acks)
+    VALUES (v_queue_id, CONNECTION_ID() % 64, 1)
+    ON DUPLICATE KEY UPDATE acks = acks + 1;
+END)sql",
+};
+
+}  // namespace sqlq::engines::mysql
+
+#endif  // SQLQ_ENGINES_MYSQL_SQL_API_H_

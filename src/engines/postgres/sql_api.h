@@ -1,0 +1,399 @@
+// The SQL-level API of the PostgreSQL engine (docs/sql-api.md): functions in
+// the schema "sqlq" that send and ack from any client, inside the caller's
+// own transaction. They do what the library's send and ack do (engine.h,
+// postgres_queue.cc, postgres_claim.cc) in one place each: the same checks
+// and limits (core/validate.h), the same rows, dedup holds and counter
+// deltas, and a NOTIFY on the channel the engine's Notifier listens to,
+// which PostgreSQL delivers at commit (and drops on rollback).
+//
+// Errors are raised with SQLSTATEs of their own: SQ400 invalid argument,
+// SQ404 no such queue or message, SQ409 stale receipt, SQ413 too large,
+// SQ503 busy (try again).
+//
+// Installed by migration 14 in a DO block: a database user that may not
+// create the schema gets a NOTICE and everything else of sqlq still works
+// (docs/sql-api.md says how to install them later). Each function runs with
+// the search_path of the migration (SET search_path FROM CURRENT), so it
+// finds sqlq's tables whatever the caller's search_path.
+
+#ifndef SQLQ_ENGINES_POSTGRES_SQL_API_H_
+#define SQLQ_ENGINES_POSTGRES_SQL_API_H_
+
+#include <array>
+#include <cstddef>
+
+namespace sqlq::engines::postgres {
+
+// The functions' definitions (CREATE OR REPLACE: running them again, as
+// `sqlq sql-api` prints them, installs them where the migration could not).
+inline constexpr char kSqlApi[] = R"sql(
+CREATE SCHEMA IF NOT EXISTS sqlq;
+
+-- One message: checks it as the library does, inserts it (or finds the
+-- message holding its dedup key), and says whether it was stored. Counters
+-- and the NOTIFY are the caller's (once per call of send or send_batch).
+CREATE OR REPLACE FUNCTION sqlq._send(
+    p_queue text, p_payload bytea, p_priority integer, p_delay_ms bigint,
+    p_headers jsonb, p_dedup text, p_group text, p_run_at timestamptz,
+    OUT o_queue_id bigint, OUT o_id bigint, OUT o_stored boolean)
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+DECLARE
+  q record;
+  now_us bigint := (extract(epoch FROM now()) * 1000000)::bigint;
+  v_dedup bytea := convert_to(p_dedup, 'UTF8');
+  v_grp bytea;
+  v_headers jsonb;
+  v_ready bigint;
+  v_run_at bigint := 0;
+  v_total bigint := 0;
+  v_count integer := 0;
+  kv record;
+BEGIN
+  SELECT id, kind, max_payload, unique_for_us, group_mode INTO q
+    FROM sqlq_queues WHERE name = p_queue FOR KEY SHARE;
+  IF NOT FOUND OR q.kind <> 'queue' THEN
+    RAISE EXCEPTION 'sqlq: queue ''%'' not found', p_queue
+      USING ERRCODE = 'SQ404';
+  END IF;
+  o_queue_id := q.id;
+  IF p_payload IS NULL THEN
+    RAISE EXCEPTION 'sqlq: the payload must not be NULL' USING ERRCODE = 'SQ400';
+  END IF;
+  IF octet_length(p_payload) > q.max_payload THEN
+    RAISE EXCEPTION 'sqlq: payload of % bytes exceeds the queue''s limit of % bytes',
+      octet_length(p_payload), q.max_payload USING ERRCODE = 'SQ413';
+  END IF;
+  IF p_priority IS NULL OR p_delay_ms IS NULL THEN
+    RAISE EXCEPTION 'sqlq: priority and delay_ms must not be NULL'
+      USING ERRCODE = 'SQ400';
+  END IF;
+  IF p_delay_ms < 0 OR p_delay_ms > 31536000000 THEN
+    RAISE EXCEPTION 'sqlq: delay %ms is out of range [0ms, 31536000000ms]',
+      p_delay_ms USING ERRCODE = 'SQ400';
+  END IF;
+  IF octet_length(v_dedup) > 255 THEN
+    RAISE EXCEPTION 'sqlq: dedup key of % bytes is longer than 255',
+      octet_length(v_dedup) USING ERRCODE = 'SQ400';
+  END IF;
+  IF octet_length(p_group) > 255 THEN
+    RAISE EXCEPTION 'sqlq: group of % bytes is longer than 255',
+      octet_length(p_group) USING ERRCODE = 'SQ400';
+  END IF;
+  IF p_run_at IS NOT NULL THEN
+    IF p_delay_ms <> 0 THEN
+      RAISE EXCEPTION 'sqlq: a message takes a delay or a run_at time, not both'
+        USING ERRCODE = 'SQ400';
+    END IF;
+    v_run_at := (extract(epoch FROM p_run_at) * 1000000)::bigint;
+    IF abs(v_run_at - now_us) > 31536000000000 THEN
+      RAISE EXCEPTION 'sqlq: run_at is more than 365 days from now'
+        USING ERRCODE = 'SQ400';
+    END IF;
+  END IF;
+  IF p_headers IS NOT NULL THEN
+    IF jsonb_typeof(p_headers) <> 'object' THEN
+      RAISE EXCEPTION 'sqlq: headers must be a JSON object of strings'
+        USING ERRCODE = 'SQ400';
+    END IF;
+    FOR kv IN SELECT key, value FROM jsonb_each(p_headers) LOOP
+      IF jsonb_typeof(kv.value) <> 'string' THEN
+        RAISE EXCEPTION 'sqlq: header ''%'' must have a string value', kv.key
+          USING ERRCODE = 'SQ400';
+      END IF;
+      IF kv.key !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN
+        RAISE EXCEPTION 'sqlq: header name ''%'' must be 1 to 128 letters, digits, ''_'', ''-'', ''.'' or '':''',
+          left(kv.key, 80) USING ERRCODE = 'SQ400';
+      END IF;
+      IF octet_length(kv.value #>> '{}') > 4096 THEN
+        RAISE EXCEPTION 'sqlq: header ''%'' has a value of % bytes, more than 4096',
+          kv.key, octet_length(kv.value #>> '{}') USING ERRCODE = 'SQ400';
+      END IF;
+      v_total := v_total + octet_length(kv.key) + octet_length(kv.value #>> '{}');
+      v_count := v_count + 1;
+    END LOOP;
+    IF v_count > 64 THEN
+      RAISE EXCEPTION 'sqlq: % headers are more than the 64 allowed', v_count
+        USING ERRCODE = 'SQ400';
+    END IF;
+    IF v_total > 16384 THEN
+      RAISE EXCEPTION 'sqlq: headers of % bytes (names and values) exceed 16384',
+        v_total USING ERRCODE = 'SQ400';
+    END IF;
+    IF v_count > 0 THEN v_headers := p_headers; END IF;
+  END IF;
+  -- The group column: the message's group; "" in a grouped queue for a
+  -- message without one; else NULL.
+  IF coalesce(p_group, '') <> '' OR q.group_mode <> 0 THEN
+    v_grp := convert_to(coalesce(p_group, ''), 'UTF8');
+  END IF;
+  v_ready := greatest(now_us + p_delay_ms * 1000, v_run_at);
+  FOR attempt IN 0..3 LOOP
+    INSERT INTO sqlq_messages
+      (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers, grp)
+    VALUES (q.id, p_priority, v_ready, now_us, v_dedup, p_payload, v_headers,
+            v_grp)
+    ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING
+    RETURNING id INTO o_id;
+    IF o_id IS NOT NULL THEN
+      o_stored := true;
+      EXIT;
+    END IF;
+    -- The key is held by a message in the queue, which may be acked before
+    -- this look-up: then insert again.
+    SELECT id INTO o_id FROM sqlq_messages
+      WHERE queue_id = q.id AND dedup = v_dedup;
+    IF o_id IS NOT NULL THEN
+      o_stored := false;
+      RETURN;
+    END IF;
+  END LOOP;
+  IF o_id IS NULL THEN
+    RAISE EXCEPTION 'sqlq: send: the dedup key''s message kept changing; try again'
+      USING ERRCODE = 'SQ503';
+  END IF;
+  -- A dedup window: a key held after its message was acked or
+  -- dead-lettered is a duplicate of that message.
+  IF q.unique_for_us > 0 AND v_dedup IS NOT NULL THEN
+    DECLARE
+      v_holder bigint;
+    BEGIN
+      SELECT message_id INTO v_holder FROM sqlq_dedup_holds
+        WHERE queue_id = q.id AND dedup = v_dedup AND until_us > now_us;
+      IF v_holder IS NOT NULL THEN
+        DELETE FROM sqlq_messages WHERE id = o_id;
+        o_id := v_holder;
+        o_stored := false;
+      END IF;
+    END;
+  END IF;
+END
+$f$;
+
+-- What every send does once it stored messages: counts them and wakes the
+-- claims waiting in other processes (at commit).
+CREATE OR REPLACE FUNCTION sqlq._sent(p_queue_id bigint, p_stored bigint)
+RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+BEGIN
+  IF p_stored > 0 THEN
+    INSERT INTO sqlq_counter_deltas (queue_id, sends)
+      VALUES (p_queue_id, p_stored);
+    PERFORM pg_notify('sqlq_changes', 'sql');
+  END IF;
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION sqlq.send(
+    queue text, payload bytea, priority integer DEFAULT 0,
+    delay_ms bigint DEFAULT 0, headers jsonb DEFAULT NULL,
+    dedup_key text DEFAULT NULL, "group" text DEFAULT NULL,
+    run_at timestamptz DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+DECLARE
+  r record;
+BEGIN
+  r := sqlq._send(queue, payload, priority, delay_ms, headers, dedup_key,
+                  "group", run_at);
+  PERFORM sqlq._sent(r.o_queue_id, CASE WHEN r.o_stored THEN 1 ELSE 0 END);
+  RETURN r.o_id;
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION sqlq.send(
+    queue text, payload text, priority integer DEFAULT 0,
+    delay_ms bigint DEFAULT 0, headers jsonb DEFAULT NULL,
+    dedup_key text DEFAULT NULL, "group" text DEFAULT NULL,
+    run_at timestamptz DEFAULT NULL)
+RETURNS bigint LANGUAGE sql SET search_path FROM CURRENT AS $f$
+  SELECT sqlq.send(queue, convert_to(payload, 'UTF8'), priority, delay_ms,
+                   headers, dedup_key, "group", run_at)
+$f$;
+
+CREATE OR REPLACE FUNCTION sqlq._json_headers(headers jsonb)
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $f$
+  SELECT CASE
+    WHEN jsonb_typeof(headers) = 'object' AND headers ? 'content-type'
+      THEN headers
+    WHEN headers IS NULL OR jsonb_typeof(headers) = 'object'
+      THEN coalesce(headers, '{}'::jsonb)
+           || '{"content-type":"application/json"}'::jsonb
+    ELSE headers
+  END
+$f$;
+
+-- A JSON payload is stored as its text and marked with the header
+-- content-type: application/json, as the HTTP API does.
+CREATE OR REPLACE FUNCTION sqlq.send(
+    queue text, payload jsonb, priority integer DEFAULT 0,
+    delay_ms bigint DEFAULT 0, headers jsonb DEFAULT NULL,
+    dedup_key text DEFAULT NULL, "group" text DEFAULT NULL,
+    run_at timestamptz DEFAULT NULL)
+RETURNS bigint LANGUAGE sql SET search_path FROM CURRENT AS $f$
+  SELECT sqlq.send(queue, convert_to(payload::text, 'UTF8'), priority,
+                   delay_ms, sqlq._json_headers(headers), dedup_key, "group",
+                   run_at)
+$f$;
+
+
+-- Many messages to one queue with the same options; their ids in order.
+CREATE OR REPLACE FUNCTION sqlq.send_batch(
+    queue text, payloads bytea[], priority integer DEFAULT 0,
+    delay_ms bigint DEFAULT 0, headers jsonb DEFAULT NULL,
+    dedup_keys text[] DEFAULT NULL, "group" text DEFAULT NULL,
+    run_at timestamptz DEFAULT NULL)
+RETURNS SETOF bigint LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+DECLARE
+  n integer := coalesce(cardinality(payloads), 0);
+  r record;
+  v_queue_id bigint;
+  v_stored bigint := 0;
+BEGIN
+  IF n < 1 THEN
+    RAISE EXCEPTION 'sqlq: a batch needs at least one message'
+      USING ERRCODE = 'SQ400';
+  END IF;
+  IF n > 10000 THEN
+    RAISE EXCEPTION 'sqlq: batch of % messages exceeds 10000', n
+      USING ERRCODE = 'SQ413';
+  END IF;
+  IF dedup_keys IS NOT NULL AND cardinality(dedup_keys) <> n THEN
+    RAISE EXCEPTION 'sqlq: % dedup keys for % payloads', cardinality(dedup_keys), n
+      USING ERRCODE = 'SQ400';
+  END IF;
+  FOR i IN 1..n LOOP
+    BEGIN
+      r := sqlq._send(queue, payloads[i], priority, delay_ms, headers,
+                      dedup_keys[i], "group", run_at);
+    EXCEPTION WHEN SQLSTATE 'SQ400' OR SQLSTATE 'SQ413' THEN
+      RAISE EXCEPTION 'message %: %', i, SQLERRM USING ERRCODE = SQLSTATE;
+    END;
+    v_queue_id := r.o_queue_id;
+    IF r.o_stored THEN v_stored := v_stored + 1; END IF;
+    RETURN NEXT r.o_id;
+  END LOOP;
+  PERFORM sqlq._sent(v_queue_id, v_stored);
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION sqlq.send_batch(
+    queue text, payloads text[], priority integer DEFAULT 0,
+    delay_ms bigint DEFAULT 0, headers jsonb DEFAULT NULL,
+    dedup_keys text[] DEFAULT NULL, "group" text DEFAULT NULL,
+    run_at timestamptz DEFAULT NULL)
+RETURNS SETOF bigint LANGUAGE sql SET search_path FROM CURRENT AS $f$
+  SELECT sqlq.send_batch(queue,
+    ARRAY(SELECT convert_to(p, 'UTF8') FROM unnest(payloads) AS p),
+    priority, delay_ms, headers, dedup_keys, "group", run_at)
+$f$;
+
+CREATE OR REPLACE FUNCTION sqlq.send_batch(
+    queue text, payloads jsonb[], priority integer DEFAULT 0,
+    delay_ms bigint DEFAULT 0, headers jsonb DEFAULT NULL,
+    dedup_keys text[] DEFAULT NULL, "group" text DEFAULT NULL,
+    run_at timestamptz DEFAULT NULL)
+RETURNS SETOF bigint LANGUAGE sql SET search_path FROM CURRENT AS $f$
+  SELECT sqlq.send_batch(queue,
+    ARRAY(SELECT convert_to(p::text, 'UTF8') FROM unnest(payloads) AS p),
+    priority, delay_ms, sqlq._json_headers(headers), dedup_keys, "group",
+    run_at)
+$f$;
+
+-- Acks a claimed message by the receipt its claim returned: removed (or
+-- archived), its dedup key held for the queue's window, counted; a receipt
+-- whose lease was lost is refused (SQ409) and changes nothing.
+CREATE OR REPLACE FUNCTION sqlq.ack(queue text, receipt text)
+RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
+DECLARE
+  q record;
+  m text[];
+  v_id bigint;
+  v_attempt bigint;
+  v_token bigint;
+  v_dedup bytea;
+  v_found boolean := false;
+  now_us bigint := (extract(epoch FROM now()) * 1000000)::bigint;
+BEGIN
+  m := regexp_match(receipt, '^([0-9]{1,19})-([0-9]{1,10})-([0-9a-fA-F]{16})$');
+  IF m IS NULL OR m[1]::numeric > 9223372036854775807
+     OR m[1]::bigint <= 0 OR m[2]::bigint <= 0 OR m[2]::bigint > 2147483647
+     OR lower(m[3]) = '0000000000000000' THEN
+    RAISE EXCEPTION 'sqlq: malformed receipt ''%'': expected ID-ATTEMPT-TOKEN as printed by claim',
+      left(receipt, 80) USING ERRCODE = 'SQ400';
+  END IF;
+  v_id := m[1]::bigint;
+  v_attempt := m[2]::bigint;
+  v_token := ('x' || m[3])::bit(64)::bigint;
+  SELECT id, kind, archive, unique_for_us, group_mode, group_limit,
+         max_leased INTO q
+    FROM sqlq_queues WHERE name = queue FOR KEY SHARE;
+  IF NOT FOUND OR q.kind <> 'queue' THEN
+    RAISE EXCEPTION 'sqlq: queue ''%'' not found', queue USING ERRCODE = 'SQ404';
+  END IF;
+  IF q.archive THEN
+    WITH d AS (
+      DELETE FROM sqlq_messages
+      WHERE id = v_id AND queue_id + 0 = q.id AND token = v_token
+        AND attempts = v_attempt
+      RETURNING id, queue_id, priority, attempts, enqueued_us, worker,
+                payload, headers, errors, dedup),
+    a AS (
+      INSERT INTO sqlq_archive (id, queue_id, priority, attempts,
+        enqueued_us, completed_us, worker, payload, headers, errors)
+      SELECT id, queue_id, priority, attempts, enqueued_us, now_us, worker,
+             payload, headers, errors FROM d)
+    SELECT true, dedup INTO v_found, v_dedup FROM d;
+  ELSE
+    DELETE FROM sqlq_messages
+      WHERE id = v_id AND queue_id + 0 = q.id AND token = v_token
+        AND attempts = v_attempt
+      RETURNING true, dedup INTO v_found, v_dedup;
+  END IF;
+  IF NOT coalesce(v_found, false) THEN
+    IF EXISTS (SELECT 1 FROM sqlq_messages WHERE id = v_id AND queue_id = q.id)
+    THEN
+      RAISE EXCEPTION 'sqlq: stale receipt ''%'': the message''s lease was lost (it expired and the message was claimed again, or it was nacked)',
+        receipt USING ERRCODE = 'SQ409';
+    END IF;
+    RAISE EXCEPTION 'sqlq: message % is not in queue ''%'' (acked, dead-lettered or never there)',
+      v_id, queue USING ERRCODE = 'SQ404';
+  END IF;
+  IF q.unique_for_us > 0 AND v_dedup IS NOT NULL THEN
+    INSERT INTO sqlq_dedup_holds (queue_id, dedup, message_id, until_us)
+      VALUES (q.id, v_dedup, v_id, now_us + q.unique_for_us)
+      ON CONFLICT (queue_id, dedup) DO UPDATE
+        SET message_id = excluded.message_id, until_us = excluded.until_us;
+  END IF;
+  INSERT INTO sqlq_counter_deltas (queue_id, acks) VALUES (q.id, 1);
+  -- An ack may let a message through that waited for its group or for a
+  -- limit: waiting claims elsewhere look again.
+  IF q.group_mode = 2 OR q.group_limit > 0 OR q.max_leased > 0 THEN
+    PERFORM pg_notify('sqlq_changes', 'sql');
+  END IF;
+END
+$f$;
+)sql";
+
+// The three texts joined at compile time, without their NULs but the last.
+template <std::size_t A, std::size_t B, std::size_t C>
+constexpr std::array<char, A + B + C - 2> Joined(const char (&a)[A],
+                                                  const char (&b)[B],
+                                                  const char (&c)[C]) {
+  std::array<char, A + B + C - 2> out{};
+  std::size_t n = 0;
+  for (std::size_t i = 0; i + 1 < A; ++i) out[n++] = a[i];
+  for (std::size_t i = 0; i + 1 < B; ++i) out[n++] = b[i];
+  for (std::size_t i = 0; i < C; ++i) out[n++] = c[i];
+  return out;
+}
+
+// Migration 14: the functions, or a NOTICE saying why not when the user may
+// not create them; nothing else of sqlq depends on them.
+inline constexpr auto kSqlApiMigrationText =
+    Joined("DO $m$ BEGIN EXECUTE $api$", kSqlApi,
+           "$api$; EXCEPTION WHEN insufficient_privilege THEN RAISE NOTICE "
+           "'sqlq: the SQL-level API (schema sqlq) was not installed: %; "
+           "see docs/sql-api.md', SQLERRM; END $m$;");
+inline constexpr const char* kSqlApiMigration = kSqlApiMigrationText.data();
+
+}  // namespace sqlq::engines::postgres
+
+#endif  // SQLQ_ENGINES_POSTGRES_SQL_API_H_

@@ -1,0 +1,162 @@
+// The SQL-level API of the SQLite engine (docs/sql-api.md). Another process
+// cannot call sqlq's C++ code, so sends and acks are INSERTs into two views,
+// sqlq_send and sqlq_ack, whose INSTEAD OF triggers do what the library's
+// send and ack do (sqlite_queue.cc, sqlite_claim.cc) inside the caller's
+// transaction: the same checks and limits (core/validate.h), the same rows,
+// dedup holds and counters. Claims waiting in other processes wake as they
+// do for the library's sends: the commit writes the database's WAL, which
+// their FileWatcher sees.
+//
+// SQLite's RAISE takes a constant message, so the errors name what was
+// wrong but not the values. Times: julianday('now'), the system clock, as
+// the library's store clock.
+
+#ifndef SQLQ_ENGINES_SQLITE_SQL_API_H_
+#define SQLQ_ENGINES_SQLITE_SQL_API_H_
+
+namespace sqlq::engines::sqlite {
+
+inline constexpr const char* kSqlApi = R"sql(
+CREATE VIEW IF NOT EXISTS sqlq_send
+  (queue, payload, priority, delay_ms, headers, dedup_key, "group", run_at)
+  AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0;
+
+CREATE TRIGGER IF NOT EXISTS sqlq_send INSTEAD OF INSERT ON sqlq_send
+BEGIN
+  SELECT RAISE(ABORT, 'sqlq: no queue of that name')
+    WHERE NOT EXISTS (SELECT 1 FROM sqlq_queues
+                      WHERE name = NEW.queue AND kind = 'queue');
+  SELECT RAISE(ABORT, 'sqlq: the payload must not be NULL')
+    WHERE NEW.payload IS NULL;
+  SELECT RAISE(ABORT, 'sqlq: the payload exceeds the queue''s limit (max_payload_bytes)')
+    WHERE length(CAST(NEW.payload AS BLOB)) >
+          (SELECT max_payload FROM sqlq_queues WHERE name = NEW.queue);
+  SELECT RAISE(ABORT, 'sqlq: priority must be an integer')
+    WHERE NEW.priority IS NOT NULL AND typeof(NEW.priority) <> 'integer';
+  SELECT RAISE(ABORT, 'sqlq: delay_ms must be an integer in [0, 31536000000]')
+    WHERE NEW.delay_ms IS NOT NULL
+      AND (typeof(NEW.delay_ms) <> 'integer' OR NEW.delay_ms < 0
+           OR NEW.delay_ms > 31536000000);
+  SELECT RAISE(ABORT, 'sqlq: the dedup key is longer than 255 bytes')
+    WHERE length(CAST(NEW.dedup_key AS BLOB)) > 255;
+  SELECT RAISE(ABORT, 'sqlq: the group is longer than 255 bytes')
+    WHERE length(CAST(NEW."group" AS BLOB)) > 255;
+  SELECT RAISE(ABORT, 'sqlq: a message takes a delay or a run_at time, not both')
+    WHERE NEW.run_at IS NOT NULL AND coalesce(NEW.delay_ms, 0) <> 0;
+  SELECT RAISE(ABORT, 'sqlq: run_at must be a time such as 2026-12-01T09:00:00Z, within 365 days of now')
+    WHERE NEW.run_at IS NOT NULL
+      AND (julianday(NEW.run_at) IS NULL
+           OR abs(julianday(NEW.run_at) - julianday('now')) > 365);
+  SELECT RAISE(ABORT, 'sqlq: headers must be a JSON object of strings')
+    WHERE NEW.headers IS NOT NULL
+      AND (NOT json_valid(NEW.headers) OR json_type(NEW.headers) <> 'object'
+           OR EXISTS (SELECT 1 FROM json_each(NEW.headers)
+                      WHERE type <> 'text'));
+  SELECT RAISE(ABORT, 'sqlq: a header name must be 1 to 128 letters, digits, ''_'', ''-'', ''.'' or '':''')
+    WHERE NEW.headers IS NOT NULL
+      AND EXISTS (SELECT 1 FROM json_each(NEW.headers)
+                  WHERE length(key) NOT BETWEEN 1 AND 128
+                     OR key GLOB '*[^A-Za-z0-9_.:-]*');
+  SELECT RAISE(ABORT, 'sqlq: a header value must be at most 4096 bytes of UTF-8 without NUL')
+    WHERE NEW.headers IS NOT NULL
+      AND EXISTS (SELECT 1 FROM json_each(NEW.headers)
+                  WHERE length(CAST(value AS BLOB)) > 4096
+                     OR instr(CAST(value AS BLOB), x'00') > 0);
+  SELECT RAISE(ABORT, 'sqlq: at most 64 headers of 16384 bytes (names and values) in all')
+    WHERE NEW.headers IS NOT NULL
+      AND (SELECT count(*) > 64
+                  OR sum(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB)))
+                     > 16384
+           FROM json_each(NEW.headers));
+  -- Stored unless its dedup key is taken, by a message in the queue or by
+  -- a hold of the queue's dedup window.
+  INSERT INTO sqlq_messages
+    (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers, grp)
+  SELECT q.id, coalesce(NEW.priority, 0),
+         max(t.now + coalesce(NEW.delay_ms, 0) * 1000,
+             coalesce(CAST((julianday(NEW.run_at) - 2440587.5) * 86400000000.0
+                           AS INTEGER), 0)),
+         t.now, CAST(NEW.dedup_key AS TEXT), CAST(NEW.payload AS BLOB),
+         CASE WHEN NEW.headers IS NOT NULL AND NEW.headers <> '{}'
+              THEN json(NEW.headers) END,
+         CASE WHEN coalesce(NEW."group", '') <> '' OR q.group_mode <> 0
+              THEN CAST(coalesce(NEW."group", '') AS TEXT) END
+  FROM sqlq_queues AS q,
+       (SELECT CAST((julianday('now') - 2440587.5) * 86400000000.0
+                    AS INTEGER) AS now) AS t
+  WHERE q.name = NEW.queue
+    AND NOT (NEW.dedup_key IS NOT NULL AND EXISTS (
+      SELECT 1 FROM sqlq_messages AS m
+      WHERE m.queue_id = q.id AND m.dedup = CAST(NEW.dedup_key AS TEXT)))
+    AND NOT (NEW.dedup_key IS NOT NULL AND q.unique_for_us > 0 AND EXISTS (
+      SELECT 1 FROM sqlq_dedup_holds AS h
+      WHERE h.queue_id = q.id AND h.dedup = CAST(NEW.dedup_key AS TEXT)
+        AND h.until_us > t.now));
+  UPDATE sqlq_queues SET sends = sends + changes() WHERE name = NEW.queue;
+END;
+
+CREATE VIEW IF NOT EXISTS sqlq_ack (queue, receipt)
+  AS SELECT NULL, NULL WHERE 0;
+
+-- receipt = ID-ATTEMPT-TOKEN; below, with r the receipt after "ID-":
+-- the id is substr(receipt, 1, instr(receipt, '-') - 1), the attempt
+-- substr(r, 1, instr(r, '-') - 1), the token lower(substr(r, instr(r, '-') + 1)),
+-- compared with the stored token as printf('%016x', token).
+CREATE TRIGGER IF NOT EXISTS sqlq_ack INSTEAD OF INSERT ON sqlq_ack
+BEGIN
+  SELECT RAISE(ABORT, 'sqlq: no queue of that name')
+    WHERE NOT EXISTS (SELECT 1 FROM sqlq_queues
+                      WHERE name = NEW.queue AND kind = 'queue');
+  SELECT RAISE(ABORT, 'sqlq: malformed receipt: expected ID-ATTEMPT-TOKEN as printed by claim')
+    WHERE NEW.receipt IS NULL OR typeof(NEW.receipt) <> 'text'
+       OR NEW.receipt NOT GLOB '[1-9]*-[1-9]*-[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]'
+       OR NEW.receipt GLOB '*-*-*-*'
+       OR substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) GLOB '*[^0-9]*'
+       OR length(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1)) > 18
+       OR substr(NEW.receipt, instr(NEW.receipt, '-') + 1,
+                 instr(substr(NEW.receipt, instr(NEW.receipt, '-') + 1), '-') - 1)
+          GLOB '*[^0-9]*'
+       OR length(substr(NEW.receipt, instr(NEW.receipt, '-') + 1,
+                 instr(substr(NEW.receipt, instr(NEW.receipt, '-') + 1), '-') - 1)) > 9
+       OR lower(substr(NEW.receipt, -16)) = '0000000000000000';
+  SELECT RAISE(ABORT, 'sqlq: stale receipt: the message''s lease was lost (it expired and the message was claimed again, or it was nacked)')
+    WHERE NOT EXISTS (SELECT 1 FROM sqlq_messages AS m, sqlq_queues AS q
+      WHERE q.name = NEW.queue AND m.queue_id = q.id
+        AND m.id = CAST(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) AS INTEGER)
+        AND m.attempts = CAST(substr(NEW.receipt, instr(NEW.receipt, '-') + 1,
+              instr(substr(NEW.receipt, instr(NEW.receipt, '-') + 1), '-') - 1) AS INTEGER)
+        AND m.token <> 0
+        AND printf('%016x', m.token) = lower(substr(NEW.receipt, -16)))
+    AND EXISTS (SELECT 1 FROM sqlq_messages AS m, sqlq_queues AS q
+      WHERE q.name = NEW.queue AND m.queue_id = q.id
+        AND m.id = CAST(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) AS INTEGER));
+  SELECT RAISE(ABORT, 'sqlq: the message is not in the queue (acked, dead-lettered or never there)')
+    WHERE NOT EXISTS (SELECT 1 FROM sqlq_messages AS m, sqlq_queues AS q
+      WHERE q.name = NEW.queue AND m.queue_id = q.id
+        AND m.id = CAST(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) AS INTEGER));
+  -- From here the receipt holds the message's live lease.
+  INSERT OR REPLACE INTO sqlq_dedup_holds (queue_id, dedup, message_id, until_us)
+  SELECT q.id, m.dedup, m.id,
+         CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)
+           + q.unique_for_us
+  FROM sqlq_messages AS m, sqlq_queues AS q
+  WHERE q.name = NEW.queue AND m.queue_id = q.id AND q.unique_for_us > 0
+    AND m.dedup IS NOT NULL
+    AND m.id = CAST(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) AS INTEGER);
+  INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
+    completed_us, worker, payload, headers, errors)
+  SELECT m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
+         CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER),
+         m.worker, m.payload, m.headers, m.errors
+  FROM sqlq_messages AS m, sqlq_queues AS q
+  WHERE q.name = NEW.queue AND m.queue_id = q.id AND q.archive <> 0
+    AND m.id = CAST(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) AS INTEGER);
+  DELETE FROM sqlq_messages
+  WHERE id = CAST(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) AS INTEGER);
+  UPDATE sqlq_queues SET acks = acks + 1 WHERE name = NEW.queue;
+END;
+)sql";
+
+}  // namespace sqlq::engines::sqlite
+
+#endif  // SQLQ_ENGINES_SQLITE_SQL_API_H_
