@@ -1,0 +1,402 @@
+"""The worker runtime: N handler threads on long-poll claims, leases
+extended in the background, ack on return, nack on failure, graceful stop
+on SIGTERM, reconnection with backoff."""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import traceback
+from typing import Any, Callable, Optional
+
+from .client import Client, Message, backoff_delay
+from .errors import (ConnectionFailed, NotFound, OutcomeUnknown,
+                     ServerTimeout, SqlqError, StaleReceipt, TooManyRequests,
+                     Unavailable)
+
+log = logging.getLogger("sqlq.worker")
+
+Handler = Callable[[Message], Any]
+
+# The server keeps at most 4096 bytes of each error text.
+MAX_ERROR_BYTES = 4096
+TRACEBACK_LINES = 12
+
+# Errors after which trying again later is the right thing: the server was
+# unreachable, restarting, busy, or timed out.
+_TRANSIENT = (ConnectionFailed, Unavailable, TooManyRequests, ServerTimeout,
+              OutcomeUnknown)
+
+
+def error_text(exc: BaseException) -> str:
+    """The text a failed handler leaves on its message: the exception's
+    repr, then the tail of its traceback, at most 4096 bytes (UTF-8)."""
+    head = f"{type(exc).__name__}: {exc}"
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    tail = "".join(tb).rstrip().splitlines()[-TRACEBACK_LINES:]
+    text = head + "\n" + "\n".join(tail)
+    b = text.encode("utf-8", "replace")
+    if len(b) > MAX_ERROR_BYTES:
+        # Keep the head and the end of the traceback, where the error is.
+        keep_head = head.encode("utf-8", "replace")[:1024]
+        room = MAX_ERROR_BYTES - len(keep_head) - 5
+        b = keep_head + b"\n...\n" + b[-room:]
+        text = b.decode("utf-8", "ignore")
+    return text
+
+
+class _Running:
+    """A message whose handler runs, or whose ack or nack is pending."""
+
+    def __init__(self, msg: Message, lease_s: float) -> None:
+        self.msg = msg
+        self.next_extend = time.monotonic() + lease_s / 3
+        self.lease_end = time.monotonic() + lease_s
+        self.lost = False  # the lease was lost: another worker has it
+        self.released = False  # given back at the shutdown deadline
+        self.lock = threading.Lock()  # one outcome: ack, nack or release
+
+
+class Worker:
+    """Runs handler(message) for each message of a queue, concurrency at a
+    time.
+
+    - Each handler thread claims one message at a time with a long poll of
+      wait_ms milliseconds.
+    - While a handler runs, a heartbeat thread extends the message's lease
+      (to lease_ms) each time a third of it has passed.
+    - When the handler returns, the message is acked; when it raises, the
+      message is nacked with the exception's text and traceback tail (then
+      retried after the queue's backoff, or dead-lettered on its last
+      attempt).
+    - stop() (or SIGTERM/SIGINT, when run() runs in the main thread) stops
+      claiming; handlers get shutdown_timeout seconds to finish, then the
+      messages still unfinished are released (nacked with delay 0, so they
+      are delivered again at once rather than when their lease ends).
+    - When the server cannot be reached (restarting, busy) the worker
+      retries with capped exponential backoff and jitter, logging it, and
+      keeps extending the leases of running messages once it is back.
+
+    lease_ms: the lease of each claim; None takes the queue's.
+    """
+
+    def __init__(self, client: Client, queue: str, handler: Handler, *,
+                 concurrency: int = 1, wait_ms: int = 20000,
+                 lease_ms: Optional[int] = None,
+                 shutdown_timeout: float = 30.0,
+                 name: Optional[str] = None,
+                 max_backoff: float = 5.0) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        # Own connections, so that stop() can cut its long polls short.
+        self.client = client.clone()
+        # The worker retries by itself, with its own backoff.
+        self.client.retries = 0
+        self.queue = self.client.queue(queue)
+        self.handler = handler
+        self.concurrency = concurrency
+        self.wait_ms = wait_ms
+        self.lease_ms = lease_ms
+        self.shutdown_timeout = shutdown_timeout
+        self.name = name or f"{socket.gethostname()}-{os.getpid()}"
+        self.max_backoff = max_backoff
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._mu = threading.Lock()
+        self._running: dict[str, _Running] = {}
+        self._threads: list[threading.Thread] = []
+        self._heartbeat: Optional[threading.Thread] = None
+        self._supervisor: Optional[threading.Thread] = None
+        self._wake = threading.Event()
+        self._beat_stop = threading.Event()
+        self._deadline = float("inf")
+        # Counters, for logs and tests.
+        self.acked = 0
+        self.nacked = 0
+        self.released = 0
+        self.lost = 0
+
+    # Lifecycle.
+    def start(self) -> None:
+        """Starts the handler and heartbeat threads; returns at once."""
+        if self._threads:
+            raise RuntimeError("worker already started")
+        if self.lease_ms is None:
+            self.lease_ms = self._with_retry(
+                lambda: self.queue.stats()["options"]["lease_ms"], "stats")
+            if self.lease_ms is None:  # stopped while the server was away
+                self._stopped.set()
+                return
+        for i in range(self.concurrency):
+            t = threading.Thread(target=self._loop, name=f"sqlq-worker-{i}",
+                                 daemon=True)
+            self._threads.append(t)
+            t.start()
+        self._heartbeat = threading.Thread(target=self._beat,
+                                           name="sqlq-heartbeat", daemon=True)
+        self._heartbeat.start()
+        self._supervisor = threading.Thread(target=self._supervise,
+                                            name="sqlq-supervisor",
+                                            daemon=True)
+        self._supervisor.start()
+        log.info("sqlq worker %s: queue=%s concurrency=%d lease_ms=%d",
+                 self.name, self.queue.name, self.concurrency, self.lease_ms)
+
+    def stop(self) -> None:
+        """Stops claiming; running handlers get shutdown_timeout seconds
+        before their messages are released. Returns at once (see join).
+        Safe to call from a signal handler."""
+        self._stopping.set()
+        self._wake.set()
+
+    def join(self, timeout: Optional[float] = None) -> bool:
+        """Waits until the worker has stopped; True when it has."""
+        return self._stopped.wait(timeout)
+
+    def run(self) -> None:
+        """start(), then wait until stop(), SIGTERM or SIGINT (the signals
+        are handled when run() is called in the main thread) and the
+        shutdown is done."""
+        old: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                old[sig] = signal.signal(sig, self._on_signal)
+        try:
+            self.start()
+            # Wait in slices, so that signal handlers run promptly.
+            while not self._stopped.wait(0.2):
+                pass
+        finally:
+            for sig, h in old.items():
+                signal.signal(sig, h)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        log.info("sqlq worker %s: %s: stopping", self.name,
+                 signal.Signals(signum).name)
+        self.stop()
+
+    def _supervise(self) -> None:
+        self._stopping.wait()
+        self.client._abort_polls()  # cut waiting claims short
+        deadline = time.monotonic() + self.shutdown_timeout
+        self._deadline = deadline
+        for t in self._threads:
+            # A claim that was answered as the poll was cut is handled too.
+            while t.is_alive() and time.monotonic() < deadline:
+                self.client._abort_polls()
+                t.join(min(0.1, max(0.0, deadline - time.monotonic())))
+        with self._mu:
+            left = list(self._running.values())
+        for r in left:
+            self._release(r)
+        self._beat_stop.set()
+        self._wake.set()
+        if self._heartbeat:
+            self._heartbeat.join(5)
+        log.info("sqlq worker %s: stopped (acked=%d nacked=%d released=%d "
+                 "lost=%d)", self.name, self.acked, self.nacked,
+                 self.released, self.lost)
+        self._stopped.set()
+
+    # Handler threads.
+    def _with_retry(self, fn: Callable[[], Any], what: str) -> Any:
+        """fn() until it succeeds or the worker stops (None then); transient
+        errors are logged and retried with backoff."""
+        attempt = 0
+        while True:
+            try:
+                result = fn()
+                if attempt:
+                    log.warning("sqlq worker %s: %s works again", self.name,
+                                what)
+                return result
+            except _TRANSIENT as e:
+                if self._stopping.is_set():
+                    return None
+                delay = backoff_delay(attempt, 0.05, self.max_backoff)
+                if isinstance(e, SqlqError) and e.retry_after:
+                    delay = max(delay, e.retry_after)
+                log.warning("sqlq worker %s: %s failed (%s); retrying in "
+                            "%.2fs", self.name, what, e, delay)
+                attempt += 1
+                self._stopping.wait(delay)
+
+    def _loop(self) -> None:
+        assert self.lease_ms is not None
+        while not self._stopping.is_set():
+            msgs = self._with_retry(
+                lambda: self.queue.claim(1, wait_ms=self.wait_ms,
+                                         lease_ms=self.lease_ms,
+                                         worker=self.name),
+                "claim")
+            if not msgs:
+                if msgs is not None and msgs.retry_after_ms:
+                    # A limit of the queue (rate, max_leased) held it back.
+                    self._stopping.wait(msgs.retry_after_ms / 1000.0)
+                continue
+            for m in msgs:
+                self._handle(m)
+
+    def _handle(self, m: Message) -> None:
+        assert self.lease_ms is not None
+        r = _Running(m, self.lease_ms / 1000.0)
+        with self._mu:
+            self._running[m.receipt] = r
+        self._wake.set()
+        try:
+            try:
+                self.handler(m)
+            except Exception as e:  # the handler failed: nack
+                self._finish(r, error=error_text(e))
+                return
+            self._finish(r, error=None)
+        finally:
+            with self._mu:
+                self._running.pop(m.receipt, None)
+
+    def _finish(self, r: _Running, error: Optional[str]) -> None:
+        """Acks (error None) or nacks the message, retrying while the server
+        is away; the heartbeat keeps its lease meanwhile."""
+        m = r.msg
+        with r.lock:
+            if r.released:
+                log.warning("sqlq worker %s: message %d finished after it "
+                            "was released at the shutdown deadline; its "
+                            "outcome is dropped", self.name, m.id)
+                return
+            what = "ack" if error is None else "nack"
+            sent_before = False
+
+            def call() -> Any:
+                nonlocal sent_before
+                try:
+                    if error is None:
+                        return m.ack() or True
+                    return m.nack(error=error)
+                except ConnectionFailed as e:
+                    sent_before = sent_before or e.sent
+                    raise
+
+            try:
+                # Retried while stopping too, until the shutdown deadline.
+                out = self._retry_outcome(call, f"{what} of message {m.id}")
+            except NotFound as e:
+                if sent_before:
+                    # An earlier try probably went through before the
+                    # connection broke.
+                    log.info("sqlq worker %s: %s of message %d: %s (an "
+                             "earlier try went through)", self.name, what,
+                             m.id, e.message)
+                    out = True
+                else:
+                    log.warning("sqlq worker %s: %s of message %d refused: "
+                                "%s", self.name, what, m.id, e)
+                    self.lost += 1
+                    return
+            except StaleReceipt as e:
+                log.warning("sqlq worker %s: %s of message %d refused, its "
+                            "lease was lost (another worker has it): %s",
+                            self.name, what, m.id, e)
+                self.lost += 1
+                return
+            except SqlqError as e:
+                log.error("sqlq worker %s: %s of message %d failed: %s",
+                          self.name, what, m.id, e)
+                return
+            if out is None:
+                return
+            if error is None:
+                self.acked += 1
+            else:
+                self.nacked += 1
+                log.warning("sqlq worker %s: message %d (attempt %d) "
+                            "failed, %s: %s", self.name, m.id, m.attempt,
+                            out, error.splitlines()[0])
+
+    def _retry_outcome(self, fn: Callable[[], Any], what: str) -> Any:
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except _TRANSIENT as e:
+                if time.monotonic() >= self._deadline:
+                    log.error("sqlq worker %s: %s failed at the shutdown "
+                              "deadline (%s); the message comes back when "
+                              "its lease ends", self.name, what, e)
+                    return None
+                delay = backoff_delay(attempt, 0.05, self.max_backoff)
+                delay = min(delay, max(0.001,
+                                       self._deadline - time.monotonic()))
+                log.warning("sqlq worker %s: %s failed (%s); retrying in "
+                            "%.2fs", self.name, what, e, delay)
+                attempt += 1
+                time.sleep(delay)
+
+    def _release(self, r: _Running) -> None:
+        """Gives back a message whose handler did not finish by the
+        shutdown deadline: a nack with delay 0, so it is ready again at
+        once. (The HTTP API has no release that leaves the attempt
+        uncounted; the nack records this error on the message.)"""
+        if not r.lock.acquire(blocking=False):
+            return  # the handler finished: its ack or nack is under way
+        try:
+            if r.released:
+                return
+            r.released = True
+            try:
+                r.msg.nack(error=f"released: worker {self.name} stopped "
+                           f"before the handler finished (shutdown timeout "
+                           f"{self.shutdown_timeout:g}s)", delay_ms=0)
+                self.released += 1
+                log.warning("sqlq worker %s: message %d released unfinished",
+                            self.name, r.msg.id)
+            except SqlqError as e:
+                log.error("sqlq worker %s: release of message %d failed "
+                          "(it comes back when its lease ends): %s",
+                          self.name, r.msg.id, e)
+        finally:
+            r.lock.release()
+
+    # Heartbeat.
+    def _beat(self) -> None:
+        assert self.lease_ms is not None
+        lease_s = self.lease_ms / 1000.0
+        while not self._beat_stop.is_set():
+            self._wake.clear()
+            now = time.monotonic()
+            with self._mu:
+                due = [r for r in self._running.values()
+                       if not r.lost and not r.released
+                       and r.next_extend <= now]
+                nexts = [r.next_extend for r in self._running.values()
+                         if not r.lost and not r.released]
+            for r in due:
+                self._extend(r, lease_s)
+            if due:
+                continue
+            wait = min(nexts) - time.monotonic() if nexts else 1.0
+            self._wake.wait(max(0.005, min(wait, 1.0)))
+
+    def _extend(self, r: _Running, lease_s: float) -> None:
+        assert self.lease_ms is not None
+        try:
+            r.msg.extend(self.lease_ms)
+            r.next_extend = time.monotonic() + lease_s / 3
+            r.lease_end = time.monotonic() + lease_s
+        except _TRANSIENT as e:
+            # Try again soon: the lease has two thirds left at first.
+            r.next_extend = time.monotonic() + min(0.5, lease_s / 10)
+            log.warning("sqlq worker %s: extending the lease of message %d "
+                        "failed (%s); retrying", self.name, r.msg.id, e)
+        except (StaleReceipt, NotFound) as e:
+            r.lost = True
+            log.warning("sqlq worker %s: the lease of message %d was lost "
+                        "(its handler still runs; its ack will be refused): "
+                        "%s", self.name, r.msg.id, e)
+        except SqlqError as e:
+            r.next_extend = time.monotonic() + min(0.5, lease_s / 10)
+            log.error("sqlq worker %s: extending the lease of message %d "
+                      "failed: %s", self.name, r.msg.id, e)
