@@ -1,0 +1,152 @@
+// The HTTP layer: one keep-alive agent per client, JSON in and out, every
+// failure an SqlqError, and the retries that are safe.
+
+import http from "node:http";
+import https from "node:https";
+import { SqlqError, ConnectionFailed, errorFor, isRetryable } from "./errors.js";
+
+const sleep = (ms, signal) => new Promise((resolve) => {
+  if (signal?.aborted) return resolve();
+  const t = setTimeout(done, ms);
+  function done() {
+    clearTimeout(t);
+    signal?.removeEventListener("abort", done);
+    resolve();
+  }
+  signal?.addEventListener("abort", done, { once: true });
+});
+export { sleep };
+export { toError };
+
+// Capped exponential backoff with full jitter: attempt 0, 1, 2, ...
+export function backoffMs(attempt, baseMs = 100, maxMs = 5000) {
+  const cap = Math.min(maxMs, baseMs * 2 ** Math.min(attempt, 30));
+  return cap / 2 + Math.random() * (cap / 2);
+}
+
+// Errors of connecting, before any byte of the request went out.
+const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH",
+                          "ENETUNREACH", "EADDRNOTAVAIL"]);
+
+export class Transport {
+  constructor(url, { token, timeoutMs = 30000, retries = 3, ca, agent } = {}) {
+    const u = new URL(url);
+    if (u.protocol !== "http:" && u.protocol !== "https:") {
+      throw new SqlqError("invalid_argument", `not an http(s) URL: ${url}`);
+    }
+    this.url = u;
+    this.base = u.pathname.replace(/\/+$/, "");
+    this.token = token;
+    this.timeoutMs = timeoutMs;
+    this.retries = retries;
+    this.mod = u.protocol === "https:" ? https : http;
+    this.agent = agent ?? new this.mod.Agent({ keepAlive: true, ca });
+    this.ownAgent = !agent;
+  }
+
+  close() {
+    if (this.ownAgent) this.agent.destroy();
+  }
+
+  // One round trip. `opts.timeoutMs` bounds the whole exchange; `signal`
+  // aborts it. Resolves with {status, body, headers}.
+  once(method, path, { body, timeoutMs, signal } = {}) {
+    return new Promise((resolve, reject) => {
+      const data = body === undefined ? null : Buffer.from(JSON.stringify(body));
+      const headers = { accept: "application/json" };
+      if (data) {
+        headers["content-type"] = "application/json";
+        headers["content-length"] = data.length;
+      }
+      if (this.token) headers.authorization = `Bearer ${this.token}`;
+      let settled = false;
+      const req = this.mod.request({
+        protocol: this.url.protocol,
+        hostname: this.url.hostname,
+        port: this.url.port,
+        method,
+        path: this.base + path,
+        headers,
+        agent: this.agent,
+        signal,
+      });
+      const limit = timeoutMs ?? this.timeoutMs;
+      const timer = setTimeout(() => {
+        const e = new Error(`no reply within ${limit} ms`);
+        e.code = "ETIMEDOUT";
+        req.destroy(e);
+      }, limit);
+      const fail = (err) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        const text = `${method} ${path}: ${err.message || err.code || "connection failed"}`;
+        if (signal?.aborted) {
+          return reject(new SqlqError("aborted", text, 0, { cause: err }));
+        }
+        const e = new ConnectionFailed(text, !NOT_SENT.has(err.code), err);
+        // A kept-alive connection the server had closed while idle: the
+        // request was never read, so it is safe to send again.
+        e.staleSocket = req.reusedSocket && (err.code === "ECONNRESET" || err.code === "EPIPE");
+        reject(e);
+      };
+      req.on("error", fail);
+      req.on("response", (res) => {
+        const chunks = [];
+        res.on("data", (c) => chunks.push(c));
+        res.on("error", fail);
+        res.on("aborted", () => fail(new Error("reply cut short")));
+        res.on("end", () => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          const text = Buffer.concat(chunks).toString("utf8");
+          let parsed = null;
+          if (text) {
+            try { parsed = JSON.parse(text); } catch { parsed = text; }
+          }
+          resolve({ status: res.statusCode, body: parsed, headers: res.headers });
+        });
+      });
+      req.end(data);
+    });
+  }
+
+  // A call: the reply's JSON, or an SqlqError. Retries, with capped
+  // exponential backoff, what is safe to send again: a refused connection
+  // (nothing reached the server), a kept-alive connection found closed, a
+  // reply that says the request was not carried out (503, 429); with
+  // `idempotent`, also a connection lost mid-request.
+  async call(method, path, { body, timeoutMs, signal, idempotent = false,
+                             retries = this.retries } = {}) {
+    for (let attempt = 0; ; attempt++) {
+      let err;
+      try {
+        const r = await this.once(method, path, { body, timeoutMs, signal });
+        if (r.status >= 200 && r.status < 300) return r.body;
+        err = toError(method, path, r);
+      } catch (e) {
+        if (!(e instanceof SqlqError)) throw e;
+        err = e;
+      }
+      if (err.code === "aborted") throw err;
+      if (err.staleSocket && attempt === 0) continue;
+      const safe = isRetryable(err) || (idempotent && err instanceof ConnectionFailed);
+      if (!safe || attempt >= retries || signal?.aborted) throw err;
+      await sleep(err.retryAfterMs ?? backoffMs(attempt), signal);
+    }
+  }
+}
+
+function toError(method, path, r) {
+  const ra = r.headers["retry-after"];
+  const retryAfterMs = ra !== undefined && /^\d+$/.test(ra) ? Number(ra) * 1000 : null;
+  const e = r.body && typeof r.body === "object" && r.body.error;
+  if (e && typeof e.code === "string") {
+    return errorFor(r.status, e.code, e.message ?? e.code, retryAfterMs);
+  }
+  return errorFor(r.status, "http_" + r.status,
+    `${method} ${path}: HTTP ${r.status}` +
+    (typeof r.body === "string" && r.body ? `: ${r.body.slice(0, 200)}` : ""),
+    retryAfterMs);
+}

@@ -1,0 +1,35 @@
+// A worker in its own process, for the tests that kill or stop one.
+// argv: URL QUEUE MODE. It tells the test on IPC what it does:
+// {ready} once claiming, {started: id} when a handler begins, {done: id}
+// when one finished, then {exited} from run()'s end.
+// MODE "hang": handlers never finish; "slow": they finish when the test
+// sends {finish: id}; otherwise they return at once.
+
+import { Client, Worker } from "../index.js";
+
+const [url, queue, mode, concurrency = "2", shutdownMs = "10000"] = process.argv.slice(2);
+const client = new Client(url);
+const finishers = new Map();
+process.on("message", (m) => {
+  if (m.finish !== undefined) finishers.get(m.finish)?.();
+});
+
+const worker = new Worker(client, queue, async (msg) => {
+  process.send({ started: msg.id, receipt: msg.receipt, attempt: msg.attempt });
+  if (mode === "hang") {
+    await new Promise((resolve) => msg.signal.addEventListener("abort", resolve));
+  } else if (mode === "slow") {
+    await new Promise((resolve) => finishers.set(msg.id, resolve));
+  }
+  process.send({ done: msg.id });
+}, { concurrency: Number(concurrency), waitMs: 2000, shutdownTimeoutMs: Number(shutdownMs),
+     logger: null });
+
+const done = worker.run();
+// After the worker's own handler, which has stopped the claims by then.
+process.on("SIGTERM", () => process.send({ stopping: true }));
+process.send({ ready: true });
+await done;
+process.send({ exited: true, stats: worker.stats });
+client.close();
+process.disconnect();
