@@ -14,6 +14,9 @@
 
 namespace sqlq::server {
 
+// docs/openapi.json, compiled in by cmake/embed_text.cmake.
+extern const std::string_view kOpenApiJson;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -918,6 +921,15 @@ Outcome Api::Handle(const Request& req) {
       Check(CheckWritable());
       return reply(200, {{"status", "ready"}});
     }
+    // The OpenAPI description of this API: a public document, like the
+    // dashboard's page.
+    if (seg.size() == 1 && seg[0] == "openapi.json") {
+      route_is("GET /openapi.json");
+      if (m != "GET") Throw(405, "method_not_allowed", "use GET");
+      Reply r;
+      r.text = std::string(kOpenApiJson);
+      return Outcome{std::move(r), std::nullopt};
+    }
     if (seg.size() == 1 && seg[0] == "metrics") {
       route_is("GET /metrics");
       if (m != "GET") Throw(405, "method_not_allowed", "use GET");
@@ -1556,15 +1568,19 @@ Outcome Api::Handle(const Request& req) {
         return reply(200, {{"deleted", Take(r.DeleteGroup(group))}});
       }
       if (seg[3] == "groups" && seg.size() == 6) {
-        route_is("DELETE /v1/rings/{name}/groups/{group}/{seq}");
-        method({"DELETE"});
-        need(kAdmin, name);
+        // As for a message id: a segment that is no number is no route.
         std::int64_t seq = 0;
         const std::string& s = seg[5];
         auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), seq);
         if (ec != std::errc() || p != s.data() + s.size()) {
-          Throw(400, "invalid_argument", "the entry's seq must be an integer");
+          Throw(404, "no_route",
+                fmt::format("no endpoint at {} {}: '{}' is not an entry's seq",
+                            m, req.target.substr(0, req.target.find('?')),
+                            s.substr(0, 64)));
         }
+        route_is("DELETE /v1/rings/{name}/groups/{group}/{seq}");
+        method({"DELETE"});
+        need(kAdmin, name);
         Ring r = Take(store_.GetRing(name));
         Check(r.Delete(seg[4], seq));
         return reply(200, {{"deleted", 1}});
@@ -1582,7 +1598,9 @@ Outcome Api::Handle(const Request& req) {
       }
       return reply(200, {{"schedules", std::move(list)}});
     }
-    if (kind == "schedules" && (seg.size() == 3 || seg.size() == 4)) {
+    if (kind == "schedules" &&
+        (seg.size() == 3 ||
+         (seg.size() == 4 && (seg[3] == "pause" || seg[3] == "resume")))) {
       const std::string& name = seg[2];
       if (seg.size() == 3 && m == "POST") {
         route_is("POST /v1/schedules/{name}");
@@ -1620,16 +1638,14 @@ Outcome Api::Handle(const Request& req) {
         Check(store_.DropSchedule(name));
         return reply(200, {{"dropped", name}});
       }
-      if (seg[3] == "pause" || seg[3] == "resume") {
-        route_is(seg[3] == "pause" ? "POST /v1/schedules/{name}/pause"
-                                   : "POST /v1/schedules/{name}/resume");
-        method({"POST"});
-        need(kAdmin, s.options.queue);
-        Body b(req.body, {});
-        Check(seg[3] == "pause" ? store_.PauseSchedule(name)
-                                : store_.ResumeSchedule(name));
-        return reply(200, wire::ScheduleJson(Take(store_.GetSchedule(name))));
-      }
+      route_is(seg[3] == "pause" ? "POST /v1/schedules/{name}/pause"
+                                 : "POST /v1/schedules/{name}/resume");
+      method({"POST"});
+      need(kAdmin, s.options.queue);
+      Body b(req.body, {});
+      Check(seg[3] == "pause" ? store_.PauseSchedule(name)
+                              : store_.ResumeSchedule(name));
+      return reply(200, wire::ScheduleJson(Take(store_.GetSchedule(name))));
     }
 
     // ---- rotations ----
@@ -1694,9 +1710,17 @@ Outcome Api::Handle(const Request& req) {
         return reply(200, {{"removed", seg[4]}});
       }
       if (seg[3] == "items" && seg.size() == 6) {
-        route_is("POST /v1/rotations/{name}/items/{key}/{fail|ok|reset}");
-        method({"POST"});
         const std::string& action = seg[5];
+        if (action != "fail" && action != "ok" && action != "reset") {
+          Throw(404, "no_route",
+                fmt::format("unknown item action '{}' (fail, ok, reset)",
+                            action.substr(0, 64)));
+        }
+        route_is(action == "fail" ? "POST /v1/rotations/{name}/items/{key}/fail"
+                 : action == "ok"
+                     ? "POST /v1/rotations/{name}/items/{key}/ok"
+                     : "POST /v1/rotations/{name}/items/{key}/reset");
+        method({"POST"});
         need(action == "reset" ? kAdmin : kClaim, name);
         Body b(req.body, {});
         Rotation r = Take(store_.GetRotation(name));
@@ -1706,12 +1730,7 @@ Outcome Api::Handle(const Request& req) {
         if (action == "ok") {
           return reply(200, wire::RotationItemJson(Take(r.Ok(seg[4]))));
         }
-        if (action == "reset") {
-          return reply(200, wire::RotationItemJson(Take(r.Reset(seg[4]))));
-        }
-        Throw(
-            404, "no_route",
-            fmt::format("unknown item action '{}' (fail, ok, reset)", action));
+        return reply(200, wire::RotationItemJson(Take(r.Reset(seg[4]))));
       }
       if (seg[3] == "next" && seg.size() == 4) {
         route_is("POST /v1/rotations/{name}/next");

@@ -319,7 +319,8 @@ TEST_F(PermissionMatrix, EveryTokenEveryOperationEveryName) {
 
 // Reads: /metrics for metrics and admin grants only, showing the names the
 // grant covers; listings and the dashboard's overview show each token what
-// it may see; the dashboard page needs no token (it holds no data).
+// it may see; the dashboard page and the API's description (/openapi.json)
+// need no token (they hold no data).
 TEST_F(PermissionMatrix, MetricsListingsAndTheDashboard) {
   for (const TokenCase& t : kTokens) {
     SCOPED_TRACE(t.label);
@@ -361,9 +362,14 @@ TEST_F(PermissionMatrix, MetricsListingsAndTheDashboard) {
     const Response page = c.Get("/");
     EXPECT_EQ(page.status, 200);
     EXPECT_NE(page.header("content-type").find("text/html"), std::string::npos);
+    EXPECT_EQ(c.Get("/openapi.json").status, 200);
   }
   Client anonymous(port());
   EXPECT_EQ(anonymous.Get("/").status, 200);
+  // The API's description is public, as the page is.
+  const Response description = anonymous.Get("/openapi.json");
+  EXPECT_EQ(description.status, 200);
+  EXPECT_EQ(description.json["openapi"], "3.1.0");
   EXPECT_EQ(anonymous.Get("/metrics").status, 401);
   EXPECT_EQ(anonymous.Get("/v1/overview").status, 401);
   EXPECT_EQ(anonymous.Get("/v1/queues").status, 401);
