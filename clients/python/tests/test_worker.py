@@ -1,0 +1,249 @@
+"""The worker runtime against a real `sqlq serve`: concurrency, acks,
+nacks with the exception's text, leases kept while a handler runs, a
+server killed mid-run, a worker process killed mid-message, SIGTERM."""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sqlq_server  # noqa: E402
+from sqlq_server import wait_for  # noqa: E402
+
+import sqlq  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class WorkerTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.server = sqlq_server.Server()
+        self.client = sqlq.Client(self.server.url,
+                                  token=sqlq_server.ADMIN_TOKEN)
+        self.workers: list[sqlq.Worker] = []
+
+    def tearDown(self) -> None:
+        for w in self.workers:
+            w.stop()
+            w.join(30)
+        self.client.close()
+        self.server.close()
+
+    def start(self, *args, **kw) -> sqlq.Worker:
+        kw.setdefault("wait_ms", 2000)
+        w = sqlq.Worker(self.client, *args, **kw)
+        self.workers.append(w)
+        w.start()
+        return w
+
+    def stats(self, queue: str) -> dict:
+        return self.client.queue(queue).stats()["stats"]
+
+    def test_concurrent_handlers_ack_each_message_once(self) -> None:
+        q = self.client.queue("jobs")
+        q.create()
+        n = 40
+        ids = q.send_batch([{"payload": f"m{i}"} for i in range(n)]).ids
+        seen: collections.Counter = collections.Counter()
+        mu = threading.Lock()
+        # The first four handlers meet: with fewer than four running at
+        # once the barrier breaks and those messages are nacked.
+        barrier = threading.Barrier(4, timeout=10)
+        def handle(m: sqlq.Message) -> None:
+            with mu:
+                seen[m.id] += 1
+                first = len(seen) <= 4
+            if first:
+                barrier.wait()
+        w = self.start("jobs", handle, concurrency=4)
+        wait_for(lambda: self.stats("jobs")["acks"] == n, 30, "every ack")
+        w.stop()
+        self.assertTrue(w.join(30))
+        st = self.stats("jobs")
+        self.assertEqual((st["ready"], st["leased"], st["nacks"],
+                          st["claims"]), (0, 0, 0, n))
+        self.assertEqual(sorted(seen), sorted(ids))
+        self.assertEqual(set(seen.values()), {1})
+        self.assertEqual(w.acked, n)
+
+    def test_failing_handler_is_nacked_then_dead_lettered(self) -> None:
+        q = self.client.queue("fails")
+        q.create(max_attempts=2, backoff_base_ms=0)
+        i = q.send("x")
+        calls = []
+        def handle(m: sqlq.Message) -> None:
+            calls.append(m.attempt)
+            raise ValueError(f"bad thing on attempt {m.attempt}")
+        w = self.start("fails", handle, concurrency=2)
+        wait_for(lambda: self.stats("fails")["dead"] == 1, 20,
+                 "the dead letter")
+        msg = q.message(i)
+        self.assertEqual(msg["state"], "dead")
+        self.assertEqual(msg["attempts"], 2)
+        errs = [e["error"] for e in msg["errors"]]
+        self.assertEqual(len(errs), 2)
+        self.assertTrue(errs[0].startswith(
+            "ValueError: bad thing on attempt 1\n"), errs[0])
+        self.assertIn("test_worker.py", errs[0])  # the traceback's tail
+        self.assertTrue(errs[1].startswith("ValueError: bad thing on attempt 2"))
+        self.assertEqual(q.dead()[0]["last_error"], errs[1])
+        self.assertEqual(calls, [1, 2])
+        self.assertEqual(w.nacked, 2)
+
+    def test_error_text_is_bounded(self) -> None:
+        try:
+            raise RuntimeError("x" * 10000)
+        except RuntimeError as e:
+            text = sqlq.error_text(e)
+        self.assertLessEqual(len(text.encode()), 4096)
+        self.assertTrue(text.startswith("RuntimeError: xxx"))
+
+    def test_long_handler_keeps_its_lease(self) -> None:
+        q = self.client.queue("long")
+        q.create(lease_ms=1000)
+        i = q.send("slow")
+        runs = []
+        def handle(m: sqlq.Message) -> None:
+            runs.append(m.id)
+            # Three and a half leases long.
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 3.5:
+                time.sleep(0.05)
+        # A second handler thread claims all the while: it would get the
+        # message again if its lease ran out.
+        w = self.start("long", handle, concurrency=2, wait_ms=500)
+        wait_for(lambda: self.stats("long")["acks"] == 1, 20, "the ack")
+        st = self.stats("long")
+        self.assertEqual((st["claims"], st["expirations"], st["nacks"]),
+                         (1, 0, 0))
+        self.assertEqual(runs, [i])
+        self.assertEqual(w.lost, 0)
+
+    def test_server_killed_mid_run(self) -> None:
+        q = self.client.queue("crash")
+        q.create(lease_ms=3000)
+        n = 30
+        ids = q.send_batch([{"payload": str(i)} for i in range(n)]).ids
+        seen: collections.Counter = collections.Counter()
+        mu = threading.Lock()
+        holding = threading.Event()
+        restarted = threading.Event()
+        def handle(m: sqlq.Message) -> None:
+            with mu:
+                seen[m.id] += 1
+                hold = m.id == ids[10]
+            if hold:
+                # In flight across the crash: its lease must be extended
+                # again once the server is back, and its ack go through.
+                holding.set()
+                self.assertTrue(restarted.wait(30))
+        w = self.start("crash", handle, concurrency=3, wait_ms=1000)
+        self.assertTrue(holding.wait(20))
+        self.server.kill()
+        self.server.start()  # same port, same database
+        restarted.set()
+        wait_for(lambda: set(seen) == set(ids), 60, "every message handled")
+        def settled() -> bool:
+            st = self.stats("crash")
+            return st["ready"] == 0 and st["leased"] == 0 and st["delayed"] == 0
+        wait_for(settled, 60, "the queue empty")
+        st = self.stats("crash")
+        self.assertEqual(st["dead"], 0)
+        self.assertEqual(seen[ids[10]], 1)  # its lease was kept
+        w.stop()
+        self.assertTrue(w.join(30))
+
+    def run_worker_proc(self, d: str, queue: str, shutdown_timeout: float,
+                        lease_ms: int) -> subprocess.Popen:
+        self.log = open(os.path.join(d, "log"), "w")
+        self.addCleanup(self.log.close)
+        p = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "worker_proc.py"),
+             self.server.url, sqlq_server.ADMIN_TOKEN, queue, d,
+             str(shutdown_timeout), str(lease_ms)],
+            stdout=self.log, stderr=self.log)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        return p
+
+    @staticmethod
+    def read(path: str) -> str:
+        try:
+            with open(path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def test_worker_killed_mid_message_is_redelivered(self) -> None:
+        q = self.client.queue("killed")
+        q.create(lease_ms=1000)
+        i = q.send("work")
+        with tempfile.TemporaryDirectory() as d:
+            p = self.run_worker_proc(d, "killed", 30, 1000)
+            started = os.path.join(d, "started")
+            wait_for(lambda: f"started {i}" in self.read(started), 20,
+                     "the handler to start")
+            p.send_signal(signal.SIGKILL)
+            p.wait(10)
+            self.assertEqual(q.message(i)["state"], "leased")
+            got: list[sqlq.Message] = []
+            w = self.start("killed", lambda m: got.append(m), concurrency=1,
+                           wait_ms=500)
+            wait_for(lambda: self.stats("killed")["acks"] == 1, 20,
+                     "the redelivery")
+            self.assertEqual([(m.id, m.attempt) for m in got], [(i, 2)])
+            w.stop()
+            w.join(30)
+            self.assertEqual(self.stats("killed")["expirations"], 1)
+
+    def sigterm_worker(self, queue: str, finish: bool) -> tuple[int, str]:
+        q = self.client.queue(queue)
+        q.create(lease_ms=60000)
+        ids = q.send_batch([{"payload": "a"}, {"payload": "b"},
+                            {"payload": "c"}]).ids
+        with tempfile.TemporaryDirectory() as d:
+            p = self.run_worker_proc(d, queue, 30 if finish else 0.5, 60000)
+            started = os.path.join(d, "started")
+            wait_for(lambda: f"started {ids[0]}" in self.read(started), 20,
+                     "the handler to start")
+            p.send_signal(signal.SIGTERM)
+            log = os.path.join(d, "log")
+            wait_for(lambda: "SIGTERM: stopping" in self.read(log), 20,
+                     "the worker to take the signal")
+            if finish:
+                open(os.path.join(d, "go"), "w").close()
+            rc = p.wait(30)
+            return rc, self.read(log) + self.read(os.path.join(d, "done"))
+
+    def test_sigterm_finishes_the_running_handler(self) -> None:
+        rc, out = self.sigterm_worker("term", finish=True)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("done 1", out)
+        st = self.stats("term")
+        # It stopped claiming: one message acked, two never claimed.
+        self.assertEqual((st["acks"], st["claims"], st["leased"],
+                          st["ready"]), (1, 1, 0, 2), out)
+
+    def test_sigterm_releases_what_misses_the_deadline(self) -> None:
+        rc, out = self.sigterm_worker("term2", finish=False)
+        self.assertEqual(rc, 0, out)
+        st = self.stats("term2")
+        self.assertEqual((st["acks"], st["leased"], st["ready"]),
+                         (0, 0, 3), out)
+        m = self.client.queue("term2").message(1)
+        self.assertIn("released", m["last_error"])
+        # Ready again at once, not at the end of its minute-long lease.
+        self.assertIn(1, [m.id for m in self.client.queue("term2").claim(3)])
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING,
+                        format="%(threadName)s %(levelname)s %(message)s")
+    unittest.main()
