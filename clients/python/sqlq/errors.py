@@ -109,5 +109,6 @@ def error_for(status: int, code: str, message: str,
     """The exception for an error reply."""
     cls = _BY_CODE.get(code) or _BY_STATUS.get(status)
     if cls is None:
-        cls = ServerError if status >= 500 else BadRequest
+        # 501 unsupported_transfer_encoding is the request's fault.
+        cls = ServerError if status >= 500 and status != 501 else BadRequest
     return cls(code, message, status, retry_after)
