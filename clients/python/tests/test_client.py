@@ -9,7 +9,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sqlq_server  # noqa: E402  (puts the package's source on sys.path)
 
 import sqlq  # noqa: E402
-from sqlq import errors  # noqa: E402
 
 
 class ClientTest(unittest.TestCase):
