@@ -108,14 +108,14 @@ class WorkerTest(unittest.TestCase):
 
     def test_long_handler_keeps_its_lease(self) -> None:
         q = self.client.queue("long")
-        q.create(lease_ms=1000)
+        q.create(lease_ms=1500)
         i = q.send("slow")
         runs = []
         def handle(m: sqlq.Message) -> None:
             runs.append(m.id)
-            # Three and a half leases long.
+            # Three leases long.
             t0 = time.monotonic()
-            while time.monotonic() - t0 < 3.5:
+            while time.monotonic() - t0 < 4.5:
                 time.sleep(0.05)
         # A second handler thread claims all the while: it would get the
         # message again if its lease ran out.
@@ -129,7 +129,7 @@ class WorkerTest(unittest.TestCase):
 
     def test_server_killed_mid_run(self) -> None:
         q = self.client.queue("crash")
-        q.create(lease_ms=3000)
+        q.create(lease_ms=1500)
         n = 30
         ids = q.send_batch([{"payload": str(i)} for i in range(n)]).ids
         seen: collections.Counter = collections.Counter()
@@ -145,6 +145,11 @@ class WorkerTest(unittest.TestCase):
                 # again once the server is back, and its ack go through.
                 holding.set()
                 self.assertTrue(restarted.wait(30))
+                # Two leases more: only extensions made to the restarted
+                # server keep it.
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < 3.2:
+                    time.sleep(0.05)
         w = self.start("crash", handle, concurrency=3, wait_ms=1000)
         self.assertTrue(holding.wait(20))
         self.server.kill()
@@ -158,6 +163,7 @@ class WorkerTest(unittest.TestCase):
         st = self.stats("crash")
         self.assertEqual(st["dead"], 0)
         self.assertEqual(seen[ids[10]], 1)  # its lease was kept
+        self.assertEqual(st["expirations"], 0)
         w.stop()
         self.assertTrue(w.join(30))
 
