@@ -3,9 +3,23 @@
 #include <fmt/format.h>
 
 #include "core/store_impl.h"
-#include "engines/mysql/mysql_engine.h"
-#include "engines/postgres/postgres_engine.h"
 #include "engines/sqlite/sqlite_engine.h"
+
+// Which engines this build has (CMake's SQLQ_WITH_POSTGRES and
+// SQLQ_WITH_MYSQL, docs/installing.md). This file alone sees them, so every
+// other object is the same in builds with and without an engine.
+#ifndef SQLQ_WITH_POSTGRES
+#define SQLQ_WITH_POSTGRES 1
+#endif
+#ifndef SQLQ_WITH_MYSQL
+#define SQLQ_WITH_MYSQL 1
+#endif
+#if SQLQ_WITH_POSTGRES
+#include "engines/postgres/postgres_engine.h"
+#endif
+#if SQLQ_WITH_MYSQL
+#include "engines/mysql/mysql_engine.h"
+#endif
 
 namespace sqlq::engines {
 
@@ -29,6 +43,12 @@ Result<Scheme> SchemeOf(std::string_view url) {
                   url));
 }
 
+// The error for a URL of an engine this build left out.
+[[maybe_unused]] Status BuiltWithout(std::string_view engine) {
+  return Status::InvalidArgument(
+      fmt::format("this sqlq was built without {} support", engine));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<core::Engine>> OpenEngine(std::string_view url,
@@ -39,9 +59,17 @@ Result<std::unique_ptr<core::Engine>> OpenEngine(std::string_view url,
     case Scheme::kSqlite:
       return sqlite::Open(url.substr(kSqlite.size()), options);
     case Scheme::kPostgres:
+#if SQLQ_WITH_POSTGRES
       return postgres::Open(url, options);
+#else
+      return BuiltWithout("PostgreSQL");
+#endif
     case Scheme::kMysql:
+#if SQLQ_WITH_MYSQL
       return mysql::Open(url, options);
+#else
+      return BuiltWithout("MariaDB/MySQL");
+#endif
   }
   return Status::Internal("unknown scheme");
 }
@@ -53,9 +81,17 @@ Status CheckUrl(std::string_view url) {
     case Scheme::kSqlite:
       return sqlite::CheckUrl(url.substr(kSqlite.size()));
     case Scheme::kPostgres:
+#if SQLQ_WITH_POSTGRES
       return postgres::CheckUrl(url);
+#else
+      return BuiltWithout("PostgreSQL");
+#endif
     case Scheme::kMysql:
+#if SQLQ_WITH_MYSQL
       return mysql::CheckUrl(url);
+#else
+      return BuiltWithout("MariaDB/MySQL");
+#endif
   }
   return Status::Internal("unknown scheme");
 }
