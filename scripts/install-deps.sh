@@ -15,7 +15,8 @@ packages=(
   libcctz-dev tzdata
   beanstalkd
   python3-botocore python3-boto3 awscli python3-celery python3-kombu
-  python3-pycurl
+  python3-pycurl python3-psycopg
+  help2man dpkg-dev file man-db systemd
 )
 
 # The dashboard's browser test (tests/web): a headless Chromium and Node.js

@@ -58,6 +58,13 @@ exclude=()
 if [[ "${SQLQ_SLOW:-0}" != 1 ]]; then exclude=(-LE slow); fi
 ctest --preset "$preset" -j "$(nproc)" "${exclude[@]}"
 
+# The install rules, the .deb and an SQLite-only build
+# (scripts/package-test.sh, docs/installing.md); SQLQ_PACKAGE_TEST=0 skips
+# them.
+if [[ "${SQLQ_PACKAGE_TEST:-1}" == 1 && "$preset" == dev ]]; then
+  ./scripts/package-test.sh
+fi
+
 # Fuzzing and the sanitizers (scripts/sanitize.sh, docs/reliability.md);
 # SQLQ_SANITIZE=0 skips them.
 if [[ "${SQLQ_SANITIZE:-1}" == 1 && "$preset" == dev ]]; then

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# The packaging test (docs/installing.md): builds the "package" preset (sqlq
+# and libsqlq, no tests), installs it into a temporary directory and builds a
+# small libsqlq user against it (tests/package/consumer) with find_package
+# and with pkg-config, then runs it; builds the SQLite-only configuration
+# ("package-sqlite") and checks its sqlq needs neither libpq nor libmariadb
+# and refuses their URLs; then installs the .deb on this machine, runs the
+# installed sqlq, its man page, unit and bash completion, and purges it.
+# scripts/test.sh runs it after ctest; SQLQ_PACKAGE_TEST=0 skips it there.
+# Needs root for dpkg (SQLQ_PACKAGE_DEB=0 skips the .deb part).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+step() { printf '== package-test: %s (%ss)\n' "$*" "$SECONDS"; }
+fail() { printf 'package-test: FAILED: %s\n' "$*" >&2; exit 1; }
+
+tmp=$(mktemp -d /tmp/sqlq-package-test.XXXXXX)
+deb_installed=0
+cleanup() {
+  if ((deb_installed)); then dpkg -P sqlq >/dev/null 2>&1 || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# Both builds share ccache objects: only src/engines/engines.cc (and the
+# baselines' stubs) differ between them.
+export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1
+jobs=$(nproc)
+
+step "building the package preset"
+cmake --preset package >/dev/null
+cmake --build --preset package -j "$jobs" >"$tmp/build.log" 2>&1 ||
+  { tail -50 "$tmp/build.log"; fail "build of the package preset"; }
+size_full=$(stat -c %s build/package/sqlq)
+size_stripped=$(stat -c %s build/package/stripped/sqlq)
+echo "sqlq: $size_full bytes as linked, $size_stripped stripped" \
+  "(debug info: $(stat -c %s build/package/stripped/sqlq.debug) bytes)"
+readelf -S build/package/stripped/sqlq | grep -q '\.debug_info' &&
+  fail "the installed sqlq still has debug info"
+readelf -S build/package/stripped/sqlq | grep -q '\.gnu_debuglink' ||
+  fail "the installed sqlq has no .gnu_debuglink"
+
+step "cmake --install into a temporary root"
+stage=$tmp/stage
+DESTDIR=$stage cmake --install build/package >/dev/null
+prefix=$stage/usr
+arch=$(gcc -print-multiarch)
+for f in bin/sqlq include/sqlq/store.h lib/$arch/libsqlq.a \
+  lib/$arch/cmake/sqlq/sqlqConfig.cmake lib/$arch/pkgconfig/sqlq.pc \
+  share/man/man1/sqlq.1.gz share/bash-completion/completions/sqlq \
+  lib/systemd/system/sqlq.service lib/debug/usr/bin/sqlq.debug; do
+  [[ -f $prefix/$f ]] || fail "cmake --install left out $f"
+done
+[[ -f $stage/etc/sqlq/sqlq.conf ]] || fail "cmake --install left out /etc/sqlq/sqlq.conf"
+
+step "a libsqlq user built with find_package(sqlq)"
+cmake -S tests/package/consumer -B "$tmp/consumer" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+cmake --build "$tmp/consumer" >/dev/null
+"$tmp/consumer/consumer" "sqlite:$tmp/cmake.db"
+
+step "the same program built with pkg-config"
+export PKG_CONFIG_PATH=$prefix/lib/$arch/pkgconfig
+# shellcheck disable=SC2046
+c++ -std=c++20 -o "$tmp/consumer-pc" tests/package/consumer/main.cc \
+  $(pkg-config --cflags --libs sqlq)
+unset PKG_CONFIG_PATH
+"$tmp/consumer-pc" "sqlite:$tmp/pkgconfig.db"
+
+step "the SQLite-only build (SQLQ_WITH_POSTGRES=OFF SQLQ_WITH_MYSQL=OFF)"
+cmake --preset package-sqlite >/dev/null
+grep -Eq '^(LIBPQ|MARIADB)_FOUND' build/package-sqlite/CMakeCache.txt &&
+  fail "the SQLite-only configuration looked for libpq or libmariadb"
+cmake --build --preset package-sqlite -j "$jobs" >"$tmp/build-sqlite.log" 2>&1 ||
+  { tail -50 "$tmp/build-sqlite.log"; fail "SQLite-only build"; }
+sqlite_sqlq=build/package-sqlite/sqlq
+needed=$(readelf -d "$sqlite_sqlq" | grep NEEDED)
+grep -Eq 'libpq|libmariadb|libmysql' <<<"$needed" &&
+  fail "the SQLite-only sqlq needs: $needed"
+ls build/package-sqlite/libsqlq_postgres.a build/package-sqlite/libsqlq_mysql.a \
+  >/dev/null 2>&1 && fail "the SQLite-only build built an engine it left out"
+# A switched-off engine's URL: the CLI and the server say why.
+for url in postgresql://localhost/db mysql://root@localhost/db; do
+  want="built without PostgreSQL support"
+  [[ $url == mysql* ]] && want="built without MariaDB/MySQL support"
+  set +e
+  out=$("$sqlite_sqlq" --db "$url" queue list 2>&1)
+  rc=$?
+  serve_out=$(timeout 20 "$sqlite_sqlq" --db "$url" serve --port 0 2>&1 </dev/null)
+  serve_rc=$?
+  set -e
+  [[ $rc == 2 && $out == *"this sqlq was $want"* ]] ||
+    fail "sqlq --db $url queue list: exit $rc: $out"
+  [[ $serve_rc != 0 && $serve_out == *"this sqlq was $want"* ]] ||
+    fail "sqlq --db $url serve: exit $serve_rc: $serve_out"
+done
+"$sqlite_sqlq" --db "sqlite:$tmp/only.db" queue create q >/dev/null
+"$sqlite_sqlq" --db "sqlite:$tmp/only.db" send q hi >/dev/null
+[[ $("$sqlite_sqlq" --db "sqlite:$tmp/only.db" --json claim q) == *'"payload":"hi"'* ]] ||
+  fail "the SQLite-only sqlq did not claim what it sent"
+# Its library, installed, serves a program too.
+DESTDIR=$tmp/stage-sqlite cmake --install build/package-sqlite --component dev >/dev/null
+grep -Eq 'libpq|libmariadb' "$tmp/stage-sqlite/usr/lib/$arch/pkgconfig/sqlq.pc" &&
+  fail "the SQLite-only sqlq.pc requires libpq or libmariadb"
+cmake -S tests/package/consumer -B "$tmp/consumer-sqlite" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$tmp/stage-sqlite/usr" \
+  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+cmake --build "$tmp/consumer-sqlite" >/dev/null
+readelf -d "$tmp/consumer-sqlite/consumer" | grep -Eq 'libpq|libmariadb' &&
+  fail "a program of the SQLite-only libsqlq links libpq or libmariadb"
+"$tmp/consumer-sqlite/consumer" "sqlite:$tmp/sqlite-only.db"
+
+if [[ "${SQLQ_PACKAGE_DEB:-1}" != 1 ]]; then
+  step "done (SQLQ_PACKAGE_DEB=0: the .deb was not tested)"
+  exit 0
+fi
+
+step "the .deb"
+rm -f build/package/sqlq_*.deb
+(cd build/package && cpack >/dev/null)
+deb=$(ls build/package/sqlq_*.deb)
+dpkg-deb -f "$deb" Depends | grep -q libsqlite3 ||
+  fail "the .deb's Depends were not computed: $(dpkg-deb -f "$deb" Depends)"
+dpkg-deb -c "$deb" | grep -q 'sqlq.debug' && fail "the .deb carries the debug info"
+if dpkg -s sqlq >/dev/null 2>&1; then
+  fail "a sqlq package is installed on this machine already; remove it first"
+fi
+deb_installed=1
+dpkg -i "$deb" >/dev/null
+/usr/bin/sqlq --version | grep -qx "sqlq $(sed -n 's/^project(sqlq VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)" ||
+  fail "/usr/bin/sqlq --version: $(/usr/bin/sqlq --version)"
+/usr/bin/sqlq --db "sqlite:$tmp/deb.db" queue create jobs >/dev/null
+/usr/bin/sqlq --db "sqlite:$tmp/deb.db" send jobs "from the deb" >/dev/null
+[[ $(/usr/bin/sqlq --db "sqlite:$tmp/deb.db" --json claim jobs) == *'"payload":"from the deb"'* ]] ||
+  fail "the installed sqlq did not claim what it sent"
+
+man_text=$(MANWIDTH=80 man -l /usr/share/man/man1/sqlq.1.gz 2>/dev/null | col -b)
+for want in "durable queues in SQL tables" "--db" "queue" "serve" "--tokens" \
+  "/etc/sqlq/sqlq.conf"; do
+  grep -qF -- "$want" <<<"$man_text" || fail "the man page does not mention $want"
+done
+if command -v man >/dev/null && man -w sqlq >/dev/null 2>&1; then
+  man -w sqlq | grep -q /usr/share/man/man1/sqlq.1 || fail "man sqlq finds $(man -w sqlq)"
+fi
+
+if systemd-analyze verify /usr/lib/systemd/system/sqlq.service; then
+  echo "systemd-analyze verify sqlq.service: ok"
+else
+  fail "systemd-analyze verify sqlq.service"
+fi
+
+# The completion, loaded as bash-completion would: subcommands, nested
+# subcommands and options.
+complete_words() {
+  bash -c 'source /usr/share/bash-completion/completions/sqlq
+    COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _sqlq; echo "${COMPREPLY[*]}"' \
+    _ "$@"
+}
+[[ $(complete_words sqlq se) == "send serve" ]] ||
+  fail "completing 'sqlq se' gave '$(complete_words sqlq se)'"
+[[ $(complete_words sqlq queue cr) == create ]] ||
+  fail "completing 'sqlq queue cr' gave '$(complete_words sqlq queue cr)'"
+[[ $(complete_words sqlq --db sqlite:x serve --tok) == --tokens ]] ||
+  fail "completing 'sqlq serve --tok' gave '$(complete_words sqlq serve --tok)'"
+
+step "purging the .deb"
+files=$(dpkg -L sqlq | while read -r f; do [[ -f $f ]] && echo "$f"; done)
+dpkg -P sqlq >/dev/null
+deb_installed=0
+dpkg -s sqlq >/dev/null 2>&1 && fail "dpkg -P left the package installed"
+for f in $files; do [[ -e $f ]] && fail "dpkg -P left $f"; done
+for d in /etc/sqlq /var/lib/sqlq /var/lib/private/sqlq; do
+  [[ -e $d ]] && fail "dpkg -P left $d"
+done
+getent passwd sqlq >/dev/null && fail "a user sqlq is left after the purge"
+step "done"
