@@ -134,6 +134,21 @@ dpkg -i "$deb" >/dev/null
 [[ $(/usr/bin/sqlq --db "sqlite:$tmp/deb.db" --json claim jobs) == *'"payload":"from the deb"'* ]] ||
   fail "the installed sqlq did not claim what it sent"
 
+# The installed config file, as the unit passes it to `sqlq serve` (this
+# test cannot start the unit itself: there may be no systemd running), with
+# the state directory and port moved to the test's own.
+sed -e "s|/var/lib/sqlq|$tmp|" -e "s|^port = .*|port = 0\nport-file = $tmp/port|" \
+  /etc/sqlq/sqlq.conf >"$tmp/sqlq.conf"
+/usr/bin/sqlq serve --config "$tmp/sqlq.conf" >"$tmp/serve.log" 2>&1 &
+serve_pid=$!
+for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
+[[ -s $tmp/port ]] || { cat "$tmp/serve.log"; fail "sqlq serve with the installed config did not start"; }
+[[ $(curl -s "http://127.0.0.1:$(cat "$tmp/port")/healthz") == *'"ok"'* ]] ||
+  fail "sqlq serve with the installed config does not answer /healthz"
+kill "$serve_pid"
+wait "$serve_pid" || true
+[[ -f $tmp/sqlq.db ]] || fail "the installed config's database is not in the state directory"
+
 man_text=$(MANWIDTH=80 man -l /usr/share/man/man1/sqlq.1.gz 2>/dev/null | col -b)
 for want in "durable queues in SQL tables" "--db" "queue" "serve" "--tokens" \
   "/etc/sqlq/sqlq.conf"; do
