@@ -52,7 +52,10 @@ start() {
   password="test$RANDOM$RANDOM"
   echo "$password" >"$dir/pwfile"
   if [[ $(id -u) -eq 0 ]]; then chown postgres: "$dir/pwfile"; fi
-  as_owner "$PG_BIN/initdb" -D "$dir/data" -U sqlq --pwfile="$dir/pwfile" \
+  # The superuser is not named sqlq: for a role of that name PostgreSQL's
+  # default search_path ("$user", public) would put sqlq's own schema of
+  # functions (docs/sql-api.md) first, and the tests' tables into it.
+  as_owner "$PG_BIN/initdb" -D "$dir/data" -U sqlq_test --pwfile="$dir/pwfile" \
     --auth-local=trust --auth-host=scram-sha-256 -E UTF8 --no-locale \
     >"$dir/initdb.log" 2>&1 || {
     cat "$dir/initdb.log" >&2
@@ -84,7 +87,7 @@ EOF
   done
   echo "$port" >"$dir/port"
   echo "export SQLQ_TEST_PG_DIR='$dir'"
-  echo "export SQLQ_TEST_PG_URL='postgresql://sqlq:$password@127.0.0.1:$port/postgres'"
+  echo "export SQLQ_TEST_PG_URL='postgresql://sqlq_test:$password@127.0.0.1:$port/postgres'"
 }
 
 stop() {

@@ -19,6 +19,7 @@
 
 #include "bench/bench.h"
 #include "cli/serve.h"
+#include "engines/engines.h"
 #include "sqlq/store.h"
 #include "sqlq/text.h"
 #include "wire/duration.h"
@@ -1555,6 +1556,20 @@ int Main(int argc, char** argv) {
       app, [&] { return g.db; }, g_exit);
   AddTokenCommands(
       app, [&] { return g.json; }, g_exit);
+  app.add_subcommand("sql-api",
+                     "Print the SQL that installs the SQL-level API on the "
+                     "database of --db (docs/sql-api.md), for an "
+                     "administrator to run where sqlq's user may not create "
+                     "it")
+      ->callback([&] {
+        auto text = engines::SqlApiText(g.db);
+        if (!text.ok()) {
+          std::cerr << "sqlq sql-api: " << text.status().message() << "\n";
+          g_exit = wire::ExitCode(text.status().code());
+          return;
+        }
+        std::cout << *text;
+      });
   bench::AddBenchCommand(
       app, [&] { return g.db; }, [&] { return g.json; }, g_exit);
 

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include "core/store_impl.h"
+#include "engines/mysql/sql_api.h"
+#include "engines/postgres/sql_api.h"
+#include "engines/sqlite/sql_api.h"
 #include "engines/sqlite/sqlite_engine.h"
 
 // Which engines this build has (CMake's SQLQ_WITH_POSTGRES and
@@ -92,6 +95,28 @@ Status CheckUrl(std::string_view url) {
 #else
       return BuiltWithout("MariaDB/MySQL");
 #endif
+  }
+  return Status::Internal("unknown scheme");
+}
+
+Result<std::string> SqlApiText(std::string_view url) {
+  auto scheme = SchemeOf(url);
+  if (!scheme.ok()) return scheme.status();
+  switch (*scheme) {
+    case Scheme::kSqlite:
+      return std::string(sqlite::kSqlApi);
+    case Scheme::kPostgres:
+      return std::string(postgres::kSqlApi);
+    case Scheme::kMysql: {
+      // The mariadb client splits statements at ';', which procedure
+      // bodies contain.
+      std::string out = "DELIMITER //\n";
+      for (const char* stmt : mysql::kSqlApi) {
+        out += stmt;
+        out += "\n//\n";
+      }
+      return out + "DELIMITER ;\n";
+    }
   }
   return Status::Internal("unknown scheme");
 }

@@ -7,6 +7,7 @@
 #define SQLQ_ENGINES_ENGINES_H_
 
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "core/engine.h"
@@ -21,6 +22,12 @@ Result<std::unique_ptr<core::Engine>> OpenEngine(std::string_view url,
 // Whether `url` names an engine and parses as that engine reads it, without
 // opening anything (OpenEngine's errors for a bad URL).
 Status CheckUrl(std::string_view url);
+
+// The SQL that installs the SQL-level API on the engine `url` names
+// (docs/sql-api.md), as that engine's own client takes it (psql, the
+// mariadb client, sqlite3), for an administrator to run where sqlq's
+// migration could not install it. The same text the migration runs.
+Result<std::string> SqlApiText(std::string_view url);
 
 }  // namespace sqlq::engines
 

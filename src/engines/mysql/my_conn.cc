@@ -52,6 +52,7 @@ Status Translate(unsigned int err, std::string_view message,
     case ER_TABLEACCESS_DENIED_ERROR:
     case ER_COLUMNACCESS_DENIED_ERROR:
     case ER_SPECIFIC_ACCESS_DENIED_ERROR:
+    case ER_PROCACCESS_DENIED_ERROR:    // routines (the SQL-level API)
     case ER_OPTION_PREVENTS_STATEMENT:  // --read-only
     case ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION:
       return Status::PermissionDenied(msg);

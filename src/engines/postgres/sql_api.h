@@ -235,7 +235,10 @@ $f$;
 
 
 -- Many messages to one queue with the same options; their ids in order.
-CREATE OR REPLACE FUNCTION sqlq.send_batch(
+-- Three names, not three overloads: a client that binds a list of strings
+-- sends it untyped, which PostgreSQL could not match to one of several
+-- array types.
+CREATE OR REPLACE FUNCTION sqlq.send_batch_bytes(
     queue text, payloads bytea[], priority integer DEFAULT 0,
     delay_ms bigint DEFAULT 0, headers jsonb DEFAULT NULL,
     dedup_keys text[] DEFAULT NULL, "group" text DEFAULT NULL,
@@ -280,18 +283,18 @@ CREATE OR REPLACE FUNCTION sqlq.send_batch(
     dedup_keys text[] DEFAULT NULL, "group" text DEFAULT NULL,
     run_at timestamptz DEFAULT NULL)
 RETURNS SETOF bigint LANGUAGE sql SET search_path FROM CURRENT AS $f$
-  SELECT sqlq.send_batch(queue,
+  SELECT sqlq.send_batch_bytes(queue,
     ARRAY(SELECT convert_to(p, 'UTF8') FROM unnest(payloads) AS p),
     priority, delay_ms, headers, dedup_keys, "group", run_at)
 $f$;
 
-CREATE OR REPLACE FUNCTION sqlq.send_batch(
+CREATE OR REPLACE FUNCTION sqlq.send_batch_json(
     queue text, payloads jsonb[], priority integer DEFAULT 0,
     delay_ms bigint DEFAULT 0, headers jsonb DEFAULT NULL,
     dedup_keys text[] DEFAULT NULL, "group" text DEFAULT NULL,
     run_at timestamptz DEFAULT NULL)
 RETURNS SETOF bigint LANGUAGE sql SET search_path FROM CURRENT AS $f$
-  SELECT sqlq.send_batch(queue,
+  SELECT sqlq.send_batch_bytes(queue,
     ARRAY(SELECT convert_to(p::text, 'UTF8') FROM unnest(payloads) AS p),
     priority, delay_ms, sqlq._json_headers(headers), dedup_keys, "group",
     run_at)

@@ -1,0 +1,551 @@
+#!/usr/bin/python3
+"""The SQL-level API (docs/sql-api.md) on the engine SQLQ_SQLAPI_ENGINE names
+(sqlite, postgres, mysql), called as applications call it: from psql and
+psycopg on PostgreSQL, from the mariadb client on MariaDB, from python3's
+sqlite3 on SQLite, inside transactions of the application's own rows that
+commit and that roll back. The library's side is the sqlq program
+(SQLQ_BIN): its sends are the library's, and its claims are what every
+consumer sees. A fresh database per test (tests/sqs/test_db.py)."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.parse
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "sqs"))
+ENGINE = os.environ.get("SQLQ_SQLAPI_ENGINE", "sqlite")
+os.environ["SQLQ_SQS_ENGINE"] = ENGINE
+import test_db  # noqa: E402
+
+SQLQ = os.environ.get("SQLQ_BIN", "sqlq")
+
+
+class SqlError(Exception):
+    """The database refused a statement: `state` is its SQLSTATE (None on
+    SQLite, which has none), `message` its text."""
+
+    def __init__(self, state, message):
+        super().__init__(f"{state}: {message}")
+        self.state = state
+        self.message = message
+
+
+class Database:
+    """A fresh database with sqlq's schema, and the application's side of
+    it: `run(statements, commit)` runs them in one transaction of the
+    engine's usual client and returns the last statement's rows."""
+
+    def __init__(self):
+        self.dir = tempfile.TemporaryDirectory()
+        try:
+            self.url = test_db.create(self.dir.name)
+        except test_db.Skip as e:
+            self.dir.cleanup()
+            raise unittest.SkipTest(str(e))
+        if ENGINE == "sqlite":
+            self.path = self.url[len("sqlite:"):]
+
+    def close(self):
+        test_db.drop(self.url)
+        self.dir.cleanup()
+
+    def sqlq(self, *args, ok=True):
+        """Runs the sqlq program on this database; its stdout."""
+        p = subprocess.run([SQLQ, "--db", self.url, "--json", *args],
+                           capture_output=True, text=True, timeout=60)
+        if ok and p.returncode != 0:
+            raise AssertionError(f"sqlq {args}: {p.returncode} {p.stderr}")
+        return p.stdout
+
+    def stats(self, queue):
+        return json.loads(self.sqlq("queue", "stats", queue))
+
+    def claim_all(self, queue):
+        out = self.sqlq("claim", queue, "--max", "100")
+        return [json.loads(line) for line in out.splitlines() if line]
+
+    # The application's client of each engine.
+
+    def run(self, statements, commit=True, params=None):
+        if ENGINE == "sqlite":
+            return self._sqlite(statements, commit, params)
+        if ENGINE == "postgres":
+            return self._psql(statements, commit)
+        return self._mariadb(statements, commit)
+
+    def _sqlite(self, statements, commit, params):
+        c = sqlite3.connect(self.path, timeout=30)
+        try:
+            rows = None
+            for i, s in enumerate(statements):
+                try:
+                    cur = c.execute(s, (params or {}).get(i, ()))
+                    rows = cur.fetchall()
+                except sqlite3.Error as e:
+                    c.rollback()
+                    raise SqlError(None, str(e))
+            c.commit() if commit else c.rollback()
+            return rows
+        finally:
+            c.close()
+
+    def _psql(self, statements, commit):
+        script = "\\set ON_ERROR_STOP 1\n\\set VERBOSITY verbose\nBEGIN;\n"
+        script += "".join(s + ";\n" for s in statements)
+        script += "COMMIT;\n" if commit else "ROLLBACK;\n"
+        p = subprocess.run(["psql", "-X", "-q", "-A", "-t", "-d", self.url],
+                           input=script, capture_output=True, text=True,
+                           timeout=60)
+        if p.returncode != 0:
+            # VERBOSITY verbose: "ERROR:  SQ404: sqlq: queue 'x' not found"
+            line = next(l for l in p.stderr.splitlines() if "ERROR:" in l)
+            text = line.split("ERROR:", 1)[1].strip()
+            state, _, message = text.partition(": ")
+            raise SqlError(state, message)
+        lines = [l for l in p.stdout.splitlines() if l]
+        return [tuple(l.split("|")) for l in lines]
+
+    def _mariadb(self, statements, commit):
+        u = urllib.parse.urlsplit(self.url)
+        script = "START TRANSACTION;\n"
+        script += "".join(s + ";\n" for s in statements)
+        script += "COMMIT;\n" if commit else "ROLLBACK;\n"
+        p = subprocess.run(
+            ["mariadb", "--no-defaults", "-h", u.hostname, "-P",
+             str(u.port or 3306), "-u", urllib.parse.unquote(u.username),
+             "-p" + urllib.parse.unquote(u.password or ""), "-N", "-B",
+             u.path.lstrip("/")],
+            input=script, capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            # "ERROR 1644 (45404) at line 2: sqlq: queue 'x' not found"
+            line = next(l for l in p.stderr.splitlines() if "ERROR" in l)
+            state = line[line.index("(") + 1:line.index(")")]
+            raise SqlError(state, line.split(": ", 1)[1])
+        lines = [l for l in p.stdout.splitlines() if l]
+        return [tuple(l.split("\t")) for l in lines]
+
+    # The SQL-level API, one statement per call, in each engine's form.
+
+    def send(self, queue, payload, priority=0, headers=None, dedup=None,
+             group=None, delay_ms=0):
+        q = self.quote
+        h = json.dumps(headers) if headers is not None else None
+        if ENGINE == "postgres":
+            return (f"SELECT sqlq.send({q(queue)}, {q(payload)}::text, "
+                    f"priority => {priority}, delay_ms => {delay_ms}, "
+                    f"headers => {q(h)}::jsonb, dedup_key => {q(dedup)}, "
+                    f"\"group\" => {q(group)})")
+        if ENGINE == "mysql":
+            return (f"CALL sqlq_send_with({q(queue)}, {q(payload)}, "
+                    f"{priority}, {delay_ms}, {q(h)}, {q(dedup)}, {q(group)}, "
+                    "NULL)")
+        return ("INSERT INTO sqlq_send (queue, payload, priority, delay_ms, "
+                f"headers, dedup_key, \"group\") VALUES ({q(queue)}, "
+                f"{q(payload)}, {priority}, {delay_ms}, {q(h)}, {q(dedup)}, "
+                f"{q(group)})")
+
+    def ack(self, queue, receipt):
+        q = self.quote
+        if ENGINE == "postgres":
+            return f"SELECT sqlq.ack({q(queue)}, {q(receipt)})"
+        if ENGINE == "mysql":
+            return f"CALL sqlq_ack({q(queue)}, {q(receipt)})"
+        return (f"INSERT INTO sqlq_ack (queue, receipt) VALUES ({q(queue)}, "
+                f"{q(receipt)})")
+
+    @staticmethod
+    def quote(v):
+        if v is None:
+            return "NULL"
+        return "'" + str(v).replace("'", "''") + "'"
+
+    def errors(self):
+        """The SQLSTATEs of the API's errors on this engine (SQLite: None)."""
+        if ENGINE == "postgres":
+            return {"invalid": "SQ400", "not_found": "SQ404",
+                    "stale": "SQ409", "too_large": "SQ413"}
+        if ENGINE == "mysql":
+            return {"invalid": "45400", "not_found": "45404",
+                    "stale": "45409", "too_large": "45413"}
+        return {k: None for k in ("invalid", "not_found", "stale",
+                                  "too_large")}
+
+
+# What a consumer sees of a message, without what differs between any two
+# messages (id, receipt, times).
+def seen(m):
+    return {k: v for k, v in m.items()
+            if k not in ("id", "receipt", "enqueued_at", "lease_expires_at")}
+
+
+class SqlApiTest(unittest.TestCase):
+    def setUp(self):
+        self.db = Database()
+        self.addCleanup(self.db.close)
+        self.db.sqlq("queue", "create", "emails")
+        self.db.run(["CREATE TABLE orders (id INTEGER PRIMARY KEY, what "
+                     "VARCHAR(100))"])
+
+    def orders(self):
+        return self.db.run(["SELECT count(*) FROM orders"])[0][0]
+
+    def test_a_send_commits_with_the_applications_rows(self):
+        self.db.run(["INSERT INTO orders VALUES (1, 'book')",
+                     self.db.send("emails", "order 1 confirmed")])
+        self.assertEqual(int(self.orders()), 1)
+        got = self.db.claim_all("emails")
+        self.assertEqual([m["payload"] for m in got], ["order 1 confirmed"])
+        self.assertEqual(self.db.stats("emails")["sends"], 1)
+
+    def test_a_send_rolls_back_with_the_applications_rows(self):
+        self.db.run(["INSERT INTO orders VALUES (2, 'pen')",
+                     self.db.send("emails", "order 2 confirmed")],
+                    commit=False)
+        self.assertEqual(int(self.orders()), 0)
+        self.assertEqual(self.db.claim_all("emails"), [])
+        stats = self.db.stats("emails")
+        self.assertEqual((stats["sends"], stats["ready"]), (0, 0))
+
+    def test_sql_and_library_sends_look_the_same_to_consumers(self):
+        self.db.sqlq("queue", "create", "ordered", "--groups", "ordered")
+        shapes = [
+            {"payload": "plain"},
+            {"payload": "urgent", "priority": 7},
+            {"payload": "traced", "headers": {"traceparent": "00-ab-cd-01",
+                                              "content-type": "text/plain"}},
+            {"payload": "keyed", "dedup": "key-1"},
+        ]
+        for i, shape in enumerate(shapes):
+            lib = ["send", "emails", shape["payload"]]
+            if "priority" in shape:
+                lib += ["--priority", str(shape["priority"])]
+            for k, v in shape.get("headers", {}).items():
+                lib += ["--header", f"{k}={v}"]
+            sql = dict(shape)
+            if "dedup" in shape:
+                lib += ["--dedup", shape["dedup"] + "-lib"]
+                sql["dedup"] = shape["dedup"] + "-sql"
+            self.db.sqlq(*lib)
+            self.db.run([self.db.send("emails", **sql)])
+            got = self.db.claim_all("emails")
+            self.assertEqual(len(got), 2, shape)
+            self.assertEqual(seen(got[0]), seen(got[1]), shape)
+            self.assertEqual(got[0]["payload"], shape["payload"])
+        # Groups: an ordered queue hands out one message of a group at a
+        # time, whichever way it was sent.
+        self.db.sqlq("send", "ordered", "first", "--group", "acct-7")
+        self.db.run([self.db.send("ordered", "second", group="acct-7")])
+        first = self.db.claim_all("ordered")
+        self.assertEqual([m["payload"] for m in first], ["first"])
+        self.db.sqlq("ack", "ordered", first[0]["receipt"])
+        second = self.db.claim_all("ordered")
+        self.assertEqual([m["payload"] for m in second], ["second"])
+        self.assertEqual(seen(second[0]) | {"payload": "first"},
+                         seen(first[0]))
+        stats = self.db.stats("emails")
+        self.assertEqual(stats["sends"], 2 * len(shapes))
+        self.assertEqual(stats["claims"], 2 * len(shapes))
+
+    def test_a_dedup_key_taken_by_a_library_send_is_a_duplicate(self):
+        out = self.db.sqlq("send", "emails", "first", "--dedup", "k")
+        first_id = json.loads(out)["id"]
+        rows = self.db.run([self.db.send("emails", "second", dedup="k")])
+        if ENGINE != "sqlite":  # SQLite's view returns no id
+            self.assertEqual(int(rows[0][0]), first_id)
+        got = self.db.claim_all("emails")
+        self.assertEqual([m["payload"] for m in got], ["first"])
+        self.assertEqual(self.db.stats("emails")["sends"], 1)
+
+    def test_a_dedup_window_holds_the_key_after_an_sql_ack(self):
+        self.db.sqlq("queue", "create", "once", "--unique-for", "1h")
+        self.db.run([self.db.send("once", "first", dedup="invoice-9")])
+        [m] = self.db.claim_all("once")
+        self.db.run([self.db.ack("once", m["receipt"])])
+        self.db.run([self.db.send("once", "again", dedup="invoice-9")])
+        self.db.sqlq("send", "once", "again by the library", "--dedup",
+                     "invoice-9")
+        self.assertEqual(self.db.claim_all("once"), [])
+        stats = self.db.stats("once")
+        self.assertEqual((stats["sends"], stats["acks"]), (1, 1))
+
+    def test_an_ack_by_receipt_and_its_refusals(self):
+        self.db.sqlq("send", "emails", "one")
+        self.db.sqlq("send", "emails", "two")
+        one, two = self.db.claim_all("emails")
+        errors = self.db.errors()
+        # Another token for the same message and attempt: stale, nothing
+        # changes.
+        token = two["receipt"].rsplit("-", 1)[1]
+        other = "%016x" % (int(token, 16) ^ 1)
+        stale = two["receipt"].rsplit("-", 1)[0] + "-" + other
+        with self.assertRaises(SqlError) as e:
+            self.db.run([self.db.ack("emails", stale)])
+        self.assertEqual(e.exception.state, errors["stale"])
+        self.assertIn("stale receipt", e.exception.message)
+        with self.assertRaises(SqlError) as e:
+            self.db.run([self.db.ack("emails", "not-a-receipt")])
+        self.assertEqual(e.exception.state, errors["invalid"])
+        self.assertIn("malformed receipt", e.exception.message)
+        # An ack rolled back acks nothing.
+        self.db.run([self.db.ack("emails", one["receipt"])], commit=False)
+        self.assertEqual(self.db.stats("emails")["leased"], 2)
+        self.db.run(["INSERT INTO orders VALUES (3, 'done')",
+                     self.db.ack("emails", one["receipt"])])
+        stats = self.db.stats("emails")
+        self.assertEqual((stats["leased"], stats["acks"]), (1, 1))
+        with self.assertRaises(SqlError) as e:
+            self.db.run([self.db.ack("emails", one["receipt"])])
+        self.assertEqual(e.exception.state, errors["not_found"])
+        # The library's ack of the other still works: its lease is intact.
+        self.db.sqlq("ack", "emails", two["receipt"])
+        self.assertEqual(self.db.stats("emails")["acks"], 2)
+
+    def test_bad_input_is_refused_and_stores_nothing(self):
+        self.db.sqlq("queue", "create", "small", "--max-payload", "10")
+        errors = self.db.errors()
+        cases = [
+            (self.db.send("nope", "x"), "not_found", "queue"),
+            (self.db.send("small", "x" * 11), "too_large", "payload"),
+            (self.db.send("emails", "x", headers={"bad name": "v"}),
+             "invalid", "header name"),
+            (self.db.send("emails", "x", headers={"n": 1}), "invalid",
+             "header" if ENGINE != "sqlite" else "headers must be"),
+            (self.db.send("emails", "x", delay_ms=-1), "invalid", "delay"),
+            (self.db.send("emails", "x", dedup="k" * 256), "invalid",
+             "dedup key"),
+        ]
+        for statement, kind, words in cases:
+            with self.assertRaises(SqlError, msg=statement) as e:
+                self.db.run(["INSERT INTO orders VALUES (4, 'x')", statement])
+            self.assertEqual(e.exception.state, errors[kind], statement)
+            self.assertIn(words, e.exception.message, statement)
+        self.assertEqual(int(self.orders()), 0)
+        for q in ("emails", "small"):
+            self.assertEqual(self.db.stats(q)["sends"], 0)
+
+    def test_a_claim_waiting_in_another_process_wakes_at_commit(self):
+        server = Server(self.db.url)
+        self.addCleanup(server.stop)
+        # Five rounds: a claim parks in sqlq serve, a send commits; the
+        # claim must return well before the server's once-a-second look
+        # would have found the message (five times by luck: under 0.3 %).
+        for i in range(5):
+            result = {}
+
+            def claim():
+                result["reply"] = server.post(
+                    "/v1/queues/emails/claim", {"max": 1, "wait_ms": 20000})
+                result["at"] = time.monotonic()
+
+            t = threading.Thread(target=claim)
+            t.start()
+            server.wait_parked(1)
+            committed = time.monotonic()
+            self.db.run([self.db.send("emails", f"wake {i}")])
+            committed = (committed + time.monotonic()) / 2
+            t.join(30)
+            self.assertFalse(t.is_alive())
+            [m] = result["reply"]["messages"]
+            self.assertEqual(m["payload"], f"wake {i}")
+            self.assertLess(result["at"] - committed, 0.3,
+                            "the claim did not wake at the commit")
+            server.post("/v1/queues/emails/ack", {"receipt": m["receipt"]})
+
+
+@unittest.skipUnless(ENGINE == "postgres", "psycopg is PostgreSQL's")
+class PsycopgTest(unittest.TestCase):
+    """The functions from psycopg (Debian's python3-psycopg), with bound
+    parameters of every payload type, as a Python application calls them."""
+
+    def setUp(self):
+        import psycopg
+        self.psycopg = psycopg
+        self.db = Database()
+        self.addCleanup(self.db.close)
+        self.db.sqlq("queue", "create", "emails")
+        # Autocommit: each `with transaction()` is a transaction of its own.
+        self.conn = psycopg.connect(self.db.url, autocommit=True)
+        self.addCleanup(self.conn.close)
+        with self.conn.transaction():
+            self.conn.execute("CREATE TABLE orders (id int PRIMARY KEY)")
+
+    def test_sends_in_the_applications_transactions(self):
+        from psycopg.types.json import Jsonb
+        c = self.conn
+        with c.transaction():
+            c.execute("INSERT INTO orders VALUES (%s)", (1,))
+            text_id = c.execute("SELECT sqlq.send(%s, %s, priority => %s)",
+                                ("emails", "text payload", 3)).fetchone()[0]
+            bytes_id = c.execute("SELECT sqlq.send(%s, %s)",
+                                 ("emails", b"\x00\xffbytes")).fetchone()[0]
+            json_ids = [r[0] for r in c.execute(
+                "SELECT * FROM sqlq.send_batch_json(%s, %s)",
+                ("emails", [Jsonb([1]), Jsonb("two")])).fetchall()]
+            bytes_ids = [r[0] for r in c.execute(
+                "SELECT * FROM sqlq.send_batch_bytes(%s, %s)",
+                ("emails", [b"\x01", b"\x02"])).fetchall()]
+            json_id = c.execute(
+                "SELECT sqlq.send(%s, %s, headers => %s)",
+                ("emails", Jsonb({"n": 1}), Jsonb({"trace": "t1"}))
+            ).fetchone()[0]
+            batch = [r[0] for r in c.execute(
+                "SELECT * FROM sqlq.send_batch(%s, %s)",
+                ("emails", ["b1", "b2", "b3"])).fetchall()]
+        ids = [text_id, bytes_id, json_id, *batch, *json_ids, *bytes_ids]
+        self.assertEqual(len(set(ids)), 10)
+        self.assertEqual(batch, sorted(batch))
+        # A transaction that fails after its send leaves nothing.
+        with self.assertRaises(self.psycopg.errors.UniqueViolation):
+            with c.transaction():
+                c.execute("SELECT sqlq.send(%s, %s)", ("emails", "lost"))
+                c.execute("INSERT INTO orders VALUES (%s)", (1,))
+        with self.assertRaises(self.psycopg.Error) as e:
+            with c.transaction():
+                c.execute("SELECT sqlq.send(%s, %s)", ("nope", "x"))
+        self.assertEqual(e.exception.sqlstate, "SQ404")
+        got = {m["id"]: m for m in self.db.claim_all("emails")}
+        self.assertEqual(sorted(got), sorted(ids))
+        self.assertEqual(got[text_id]["payload"], "text payload")
+        self.assertEqual(got[text_id]["priority"], 3)
+        self.assertEqual(got[json_id]["payload"], {"n": 1})
+        self.assertEqual(got[json_id]["headers"],
+                         {"trace": "t1", "content-type": "application/json"})
+        self.assertEqual([got[i]["payload"] for i in batch],
+                         ["b1", "b2", "b3"])
+        self.assertEqual([got[i]["payload"] for i in json_ids], [[1], "two"])
+        self.assertEqual(got[json_ids[0]]["headers"],
+                         {"content-type": "application/json"})
+        self.assertEqual(self.db.stats("emails")["sends"], 10)
+        stored = c.execute("SELECT payload FROM sqlq_messages WHERE id = %s",
+                           (bytes_id,)).fetchone()[0]
+        self.assertEqual(bytes(stored), b"\x00\xffbytes")
+        with c.transaction():
+            for m in got.values():
+                c.execute("SELECT sqlq.ack(%s, %s)", ("emails", m["receipt"]))
+        self.assertEqual(self.db.stats("emails")["acks"], 10)
+
+
+@unittest.skipIf(ENGINE == "sqlite", "SQLite has no users")
+class WithoutPrivilegeTest(unittest.TestCase):
+    """A database user that may not create the API (PostgreSQL: the schema
+    sqlq; MariaDB: routines) still opens the store; an administrator then
+    installs the API with what `sqlq sql-api` prints, and it works."""
+
+    def setUp(self):
+        self.db = Database()
+        self.addCleanup(self.db.close)
+        u = urllib.parse.urlsplit(self.db.url)
+        name = u.path.lstrip("/")
+        self.user = "sqlq_limited_" + name[-6:]
+        if ENGINE == "postgres":
+            self.db.run([f"CREATE ROLE {self.user} LOGIN PASSWORD 'pw'",
+                         f"GRANT CREATE, USAGE ON SCHEMA public TO {self.user}"])
+            self.addCleanup(self.admin, f"DROP OWNED BY {self.user}; "
+                            f"DROP ROLE {self.user}")
+        else:
+            self.db.run([f"CREATE USER {self.user}@'%' IDENTIFIED BY 'pw'",
+                         "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, "
+                         "ALTER, INDEX, DROP, REFERENCES ON "
+                         f"`{name}`.* TO {self.user}@'%'"])
+            self.addCleanup(self.admin, f"DROP USER {self.user}@'%'")
+        self.limited = urllib.parse.urlunsplit(
+            u._replace(netloc=f"{self.user}:pw@{u.hostname}:{u.port}"))
+
+    def admin(self, sql):
+        self.db.run([sql])
+
+    def test_the_store_opens_and_the_api_is_installed_later(self):
+        p = subprocess.run([SQLQ, "--db", self.limited, "queue", "create",
+                            "emails"], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.db.url, limited_db = self.limited, self.db.url
+        try:
+            # As the limited user: the store works, the API is not there.
+            self.db.sqlq("send", "emails", "by the library")
+            with self.assertRaises(SqlError):
+                self.db.run([self.db.send("emails", "by SQL")])
+        finally:
+            self.db.url = limited_db
+        text = subprocess.run([SQLQ, "--db", self.db.url, "sql-api"],
+                              capture_output=True, text=True, check=True,
+                              timeout=60).stdout
+        u = urllib.parse.urlsplit(self.db.url)
+        if ENGINE == "postgres":
+            subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d",
+                            self.db.url], input=text, check=True,
+                           capture_output=True, text=True, timeout=60)
+            self.admin(f"GRANT USAGE ON SCHEMA sqlq TO {self.user}")
+        else:
+            subprocess.run(
+                ["mariadb", "--no-defaults", "-h", u.hostname, "-P",
+                 str(u.port), "-u", urllib.parse.unquote(u.username),
+                 "-p" + urllib.parse.unquote(u.password),
+                 u.path.lstrip("/")],
+                input=text, check=True, capture_output=True, text=True,
+                timeout=60)
+            self.admin(f"GRANT EXECUTE ON `{u.path.lstrip('/')}`.* TO "
+                       f"{self.user}@'%'")
+        self.db.url, limited_db = self.limited, self.db.url
+        try:
+            self.db.run([self.db.send("emails", "by SQL")])
+            got = self.db.claim_all("emails")
+            self.assertEqual([m["payload"] for m in got],
+                             ["by the library", "by SQL"])
+            self.assertEqual(self.db.stats("emails")["sends"], 2)
+        finally:
+            self.db.url = limited_db
+
+
+class Server:
+    """sqlq serve on the test's database, on a port of its choosing."""
+
+    def __init__(self, url):
+        self.dir = tempfile.TemporaryDirectory()
+        port_file = os.path.join(self.dir.name, "port")
+        self.proc = subprocess.Popen(
+            [SQLQ, "--db", url, "serve", "--port", "0", "--port-file",
+             port_file], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while not (os.path.exists(port_file) and os.path.getsize(port_file)):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("sqlq serve did not start: " +
+                                     self.proc.stderr.read().decode())
+            time.sleep(0.02)
+        with open(port_file) as f:
+            self.base = "http://127.0.0.1:" + f.read().strip()
+
+    def post(self, path, body):
+        req = urllib.request.Request(
+            self.base + path, data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.loads(r.read() or b"{}")
+
+    def wait_parked(self, n):
+        """Until n long-poll claims are parked (the server's own gauge)."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(self.base + "/metrics") as r:
+                for line in r.read().decode().splitlines():
+                    if line.startswith("sqlq_server_waiting_consumers "):
+                        if float(line.split()[1]) >= n:
+                            return
+            time.sleep(0.01)
+        raise AssertionError("the claim never parked")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(30)
+        self.proc.stderr.close()
+        self.dir.cleanup()
+
+
+if __name__ == "__main__":
+    unittest.main()
