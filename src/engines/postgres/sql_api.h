@@ -378,8 +378,8 @@ $f$;
 // The three texts joined at compile time, without their NULs but the last.
 template <std::size_t A, std::size_t B, std::size_t C>
 constexpr std::array<char, A + B + C - 2> Joined(const char (&a)[A],
-                                                  const char (&b)[B],
-                                                  const char (&c)[C]) {
+                                                 const char (&b)[B],
+                                                 const char (&c)[C]) {
   std::array<char, A + B + C - 2> out{};
   std::size_t n = 0;
   for (std::size_t i = 0; i + 1 < A; ++i) out[n++] = a[i];
