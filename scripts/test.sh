@@ -56,7 +56,7 @@ export SQLQ_TEST_MYSQL_URL SQLQ_REQUIRE_MYSQL=1
 
 exclude=()
 if [[ "${SQLQ_SLOW:-0}" != 1 ]]; then exclude=(-LE slow); fi
-ctest --preset "$preset" -j "$(nproc)" "${exclude[@]}"
+ctest --preset "$preset" -j "$(nproc)" --output-on-failure "${exclude[@]}"
 
 # The install rules, the .deb and an SQLite-only build
 # (scripts/package-test.sh, docs/installing.md); SQLQ_PACKAGE_TEST=0 skips

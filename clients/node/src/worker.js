@@ -68,6 +68,7 @@ export class Worker {
     this._slotFreed = null;
     this._pending = new Set();
     this._hurry = null;
+    this._hurried = false;
   }
 
   // Stop claiming; running handlers get until the shutdown deadline, then
@@ -94,6 +95,7 @@ export class Worker {
     const onSignal = (sig) => {
       if (this.stopping) {
         this.logger.info(`${sig} again: releasing unfinished messages now`);
+        this._hurried = true;  // for a _drain that has not begun waiting
         this._hurry?.();
       } else {
         this.logger.info(`${sig}: shutting down`);
@@ -300,7 +302,7 @@ export class Worker {
     let timer;
     const timeout = new Promise((r) => {
       this._hurry = r;
-      timer = setTimeout(r, this.shutdownTimeoutMs);
+      timer = setTimeout(r, this._hurried ? 0 : this.shutdownTimeoutMs);
     });
     await Promise.race([all(), timeout]);
     clearTimeout(timer);

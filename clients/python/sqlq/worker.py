@@ -57,6 +57,7 @@ class _Running:
         self.lease_end = time.monotonic() + lease_s
         self.lost = False  # the lease was lost: another worker has it
         self.released = False  # given back at the shutdown deadline
+        self.extending = False  # an extend of it is on its way
         self.lock = threading.Lock()  # one outcome: ack, nack or release
 
 
@@ -252,6 +253,12 @@ class Worker:
             except Exception as e:  # the handler failed: nack
                 self._finish(r, error=error_text(e))
                 return
+            except BaseException as e:
+                # SystemExit or KeyboardInterrupt from the handler: the
+                # message is nacked, then the worker stops.
+                self._finish(r, error=error_text(e))
+                self.stop()
+                return
             self._finish(r, error=None)
         finally:
             with self._mu:
@@ -369,18 +376,31 @@ class Worker:
             now = time.monotonic()
             with self._mu:
                 due = [r for r in self._running.values()
-                       if not r.lost and not r.released
+                       if not r.lost and not r.released and not r.extending
                        and r.next_extend <= now]
                 nexts = [r.next_extend for r in self._running.values()
-                         if not r.lost and not r.released]
+                         if not r.lost and not r.released
+                         and not r.extending]
+                for r in due:
+                    r.extending = True
+            # Each on a thread of its own: one slow reply must not hold up
+            # the extends of the others until their leases run out.
             for r in due:
-                self._extend(r, lease_s)
+                threading.Thread(target=self._extend, args=(r, lease_s),
+                                 name="sqlq-extend", daemon=True).start()
             if due:
                 continue
             wait = min(nexts) - time.monotonic() if nexts else 1.0
             self._wake.wait(max(0.005, min(wait, 1.0)))
 
     def _extend(self, r: _Running, lease_s: float) -> None:
+        try:
+            self._extend_once(r, lease_s)
+        finally:
+            r.extending = False
+            self._wake.set()
+
+    def _extend_once(self, r: _Running, lease_s: float) -> None:
         assert self.lease_ms is not None
         try:
             r.msg.extend(self.lease_ms)

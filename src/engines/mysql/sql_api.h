@@ -55,7 +55,12 @@ BEGIN
   DECLARE v_msg VARCHAR(512);
   DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
   SET o_queue_id = NULL, o_id = NULL, o_stored = 0;
-  SET v_now = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED);
+  -- An empty key is no key, as for the library.
+  SET p_dedup = NULLIF(p_dedup, '');
+  -- UTC, whatever the session's time zone (the library's sessions are
+  -- '+00:00'): a local time would be ambiguous when clocks go back.
+  SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00',
+                            UTC_TIMESTAMP(6));
   SELECT id, kind, max_payload, unique_for_us, group_mode
     INTO o_queue_id, v_kind, v_max, v_unique, v_mode
     FROM sqlq_queues WHERE name = p_queue LOCK IN SHARE MODE;
@@ -111,7 +116,10 @@ BEGIN
     SET v_n = JSON_LENGTH(v_keys);
     WHILE v_i < v_n DO
       SET v_key = JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')));
-      IF NOT (BINARY v_key REGEXP '^[A-Za-z0-9_.:-]{1,128}\\z') THEN
+      -- No backslash in these patterns: the procedures are parsed in the
+      -- installing session's sql_mode, which may be NO_BACKSLASH_ESCAPES.
+      IF NOT (BINARY v_key REGEXP '^[A-Za-z0-9_.:-]{1,128}$')
+         OR LOCATE(CHAR(10), v_key) > 0 THEN
         SET v_msg = CONCAT('sqlq: header name ''', LEFT(v_key, 80),
           ''' must be 1 to 128 letters, digits, ''_'', ''-'', ''.'' or '':''');
         SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
@@ -294,7 +302,8 @@ BEGIN
   DECLARE v_now BIGINT;
   DECLARE v_msg VARCHAR(512);
   IF p_receipt IS NULL OR NOT (BINARY p_receipt REGEXP
-      '^[0-9]{1,19}-[0-9]{1,10}-[0-9a-fA-F]{16}\\z') THEN
+      '^[0-9]{1,19}-[0-9]{1,10}-[0-9a-fA-F]{16}$')
+     OR LOCATE(CHAR(10), p_receipt) > 0 THEN
     SET v_msg = CONCAT('sqlq: malformed receipt ''', LEFT(COALESCE(p_receipt, ''), 80),
       ''': expected ID-ATTEMPT-TOKEN as printed by claim');
     SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
@@ -337,7 +346,8 @@ BEGIN
       LEFT(p_queue, 80), ''' (acked, dead-lettered or never there)');
     SIGNAL SQLSTATE '45404' SET MESSAGE_TEXT = v_msg;
   END IF;
-  SET v_now = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED);
+  SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00',
+                            UTC_TIMESTAMP(6));
   IF v_unique > 0 AND v_dedup IS NOT NULL THEN
     INSERT INTO sqlq_dedup_holds (queue_id, dedup, message_id, until_us)
       VALUES (v_queue_id, v_dedup, v_id, v_now + v_unique)

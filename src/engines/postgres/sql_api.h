@@ -40,7 +40,8 @@ LANGUAGE plpgsql SET search_path FROM CURRENT AS $f$
 DECLARE
   q record;
   now_us bigint := (extract(epoch FROM now()) * 1000000)::bigint;
-  v_dedup bytea := convert_to(p_dedup, 'UTF8');
+  -- An empty key is no key, as for the library.
+  v_dedup bytea := convert_to(nullif(p_dedup, ''), 'UTF8');
   v_grp bytea;
   v_headers jsonb;
   v_ready bigint;
@@ -373,6 +374,17 @@ BEGIN
   END IF;
 END
 $f$;
+
+-- Which store these functions serve: the schema of sqlq's tables they find.
+-- A second store in another schema of the database leaves them alone
+-- (kSqlApiMigration).
+DO $c$
+BEGIN
+  EXECUTE format('COMMENT ON FUNCTION sqlq._send(text, bytea, integer, '
+                 'bigint, jsonb, text, text, timestamptz) IS %L',
+                 'sqlq store in schema ' || current_schema());
+END
+$c$;
 )sql";
 
 // The three texts joined at compile time, without their NULs but the last.
@@ -390,11 +402,22 @@ constexpr std::array<char, A + B + C - 2> Joined(const char (&a)[A],
 
 // Migration 14: the functions, or a NOTICE saying why not when the user may
 // not create them; nothing else of sqlq depends on them.
-inline constexpr auto kSqlApiMigrationText =
-    Joined("DO $m$ BEGIN EXECUTE $api$", kSqlApi,
-           "$api$; EXCEPTION WHEN insufficient_privilege THEN RAISE NOTICE "
-           "'sqlq: the SQL-level API (schema sqlq) was not installed: %; "
-           "see docs/sql-api.md', SQLERRM; END $m$;");
+// Functions that serve a store in another schema of the same database are
+// not replaced: the API serves one store per database.
+inline constexpr auto kSqlApiMigrationText = Joined(
+    "DO $m$ DECLARE serves text; BEGIN "
+    "SELECT obj_description(p.oid, 'pg_proc') INTO serves FROM pg_proc p "
+    "JOIN pg_namespace n ON n.oid = p.pronamespace "
+    "WHERE n.nspname = 'sqlq' AND p.proname = '_send'; "
+    "IF serves IS DISTINCT FROM NULL AND serves <> "
+    "'sqlq store in schema ' || current_schema() THEN "
+    "RAISE NOTICE 'sqlq: the SQL-level API of this database serves the % "
+    "(not installed for this store; see docs/sql-api.md)', serves; "
+    "RETURN; END IF; EXECUTE $api$",
+    kSqlApi,
+    "$api$; EXCEPTION WHEN insufficient_privilege THEN RAISE NOTICE "
+    "'sqlq: the SQL-level API (schema sqlq) was not installed: %; "
+    "see docs/sql-api.md', SQLERRM; END $m$;");
 inline constexpr const char* kSqlApiMigration = kSqlApiMigrationText.data();
 
 }  // namespace sqlq::engines::postgres

@@ -31,8 +31,10 @@ BEGIN
   SELECT RAISE(ABORT, 'sqlq: the payload exceeds the queue''s limit (max_payload_bytes)')
     WHERE length(CAST(NEW.payload AS BLOB)) >
           (SELECT max_payload FROM sqlq_queues WHERE name = NEW.queue);
-  SELECT RAISE(ABORT, 'sqlq: priority must be an integer')
-    WHERE NEW.priority IS NOT NULL AND typeof(NEW.priority) <> 'integer';
+  SELECT RAISE(ABORT, 'sqlq: priority must be a 32-bit integer')
+    WHERE NEW.priority IS NOT NULL
+      AND (typeof(NEW.priority) <> 'integer'
+           OR NEW.priority NOT BETWEEN -2147483648 AND 2147483647);
   SELECT RAISE(ABORT, 'sqlq: delay_ms must be an integer in [0, 31536000000]')
     WHERE NEW.delay_ms IS NOT NULL
       AND (typeof(NEW.delay_ms) <> 'integer' OR NEW.delay_ms < 0
@@ -76,7 +78,7 @@ BEGIN
          max(t.now + coalesce(NEW.delay_ms, 0) * 1000,
              coalesce(CAST((julianday(NEW.run_at) - 2440587.5) * 86400000000.0
                            AS INTEGER), 0)),
-         t.now, CAST(NEW.dedup_key AS TEXT), CAST(NEW.payload AS BLOB),
+         t.now, nullif(CAST(NEW.dedup_key AS TEXT), ''), CAST(NEW.payload AS BLOB),
          CASE WHEN NEW.headers IS NOT NULL AND NEW.headers <> '{}'
               THEN json(NEW.headers) END,
          CASE WHEN coalesce(NEW."group", '') <> '' OR q.group_mode <> 0
@@ -85,12 +87,12 @@ BEGIN
        (SELECT CAST((julianday('now') - 2440587.5) * 86400000000.0
                     AS INTEGER) AS now) AS t
   WHERE q.name = NEW.queue
-    AND NOT (NEW.dedup_key IS NOT NULL AND EXISTS (
+    AND NOT (coalesce(NEW.dedup_key, '') <> '' AND EXISTS (
       SELECT 1 FROM sqlq_messages AS m
-      WHERE m.queue_id = q.id AND m.dedup = CAST(NEW.dedup_key AS TEXT)))
-    AND NOT (NEW.dedup_key IS NOT NULL AND q.unique_for_us > 0 AND EXISTS (
+      WHERE m.queue_id = q.id AND m.dedup = nullif(CAST(NEW.dedup_key AS TEXT), '')))
+    AND NOT (coalesce(NEW.dedup_key, '') <> '' AND q.unique_for_us > 0 AND EXISTS (
       SELECT 1 FROM sqlq_dedup_holds AS h
-      WHERE h.queue_id = q.id AND h.dedup = CAST(NEW.dedup_key AS TEXT)
+      WHERE h.queue_id = q.id AND h.dedup = nullif(CAST(NEW.dedup_key AS TEXT), '')
         AND h.until_us > t.now));
   UPDATE sqlq_queues SET sends = sends + changes() WHERE name = NEW.queue;
 END;
