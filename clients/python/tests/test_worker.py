@@ -108,14 +108,16 @@ class WorkerTest(unittest.TestCase):
 
     def test_long_handler_keeps_its_lease(self) -> None:
         q = self.client.queue("long")
-        q.create(lease_ms=1500)
+        # Leases long enough that a loaded machine (the whole suite runs
+        # two tests at once) delays no extend past one.
+        q.create(lease_ms=3000)
         i = q.send("slow")
         runs = []
         def handle(m: sqlq.Message) -> None:
             runs.append(m.id)
-            # Three leases long.
+            # More than two leases long.
             t0 = time.monotonic()
-            while time.monotonic() - t0 < 4.5:
+            while time.monotonic() - t0 < 7.0:
                 time.sleep(0.05)
         # A second handler thread claims all the while: it would get the
         # message again if its lease ran out.
@@ -129,7 +131,8 @@ class WorkerTest(unittest.TestCase):
 
     def test_server_killed_mid_run(self) -> None:
         q = self.client.queue("crash")
-        q.create(lease_ms=1500)
+        # Longer than a restart of the server takes on a loaded machine.
+        q.create(lease_ms=4000)
         n = 30
         ids = q.send_batch([{"payload": str(i)} for i in range(n)]).ids
         seen: collections.Counter = collections.Counter()
@@ -148,7 +151,7 @@ class WorkerTest(unittest.TestCase):
                 # Two leases more: only extensions made to the restarted
                 # server keep it.
                 t0 = time.monotonic()
-                while time.monotonic() - t0 < 3.2:
+                while time.monotonic() - t0 < 8.5:
                     time.sleep(0.05)
         w = self.start("crash", handle, concurrency=3, wait_ms=1000)
         self.assertTrue(holding.wait(20))
@@ -163,7 +166,11 @@ class WorkerTest(unittest.TestCase):
         st = self.stats("crash")
         self.assertEqual(st["dead"], 0)
         self.assertEqual(seen[ids[10]], 1)  # its lease was kept
-        self.assertEqual(st["expirations"], 0)
+        # A claim the server committed but whose reply the kill cut off
+        # holds its message until the lease runs out (the other two
+        # handler threads: at most one such claim each); nothing else may
+        # expire.
+        self.assertLessEqual(st["expirations"], 2)
         w.stop()
         self.assertTrue(w.join(30))
 
