@@ -73,7 +73,8 @@ test("a throwing handler: nack with its text, then a dead letter after max_attem
 
 test("a handler that runs longer than the lease keeps its message", async () => {
   const q = client.queue("slow");
-  const leaseMs = 600;
+  // Long enough that a loaded machine delays no extend past a lease.
+  const leaseMs = 2000;
   await q.create({ leaseMs });
   const id = await q.send("long");
   let runs = 0;
