@@ -215,9 +215,23 @@ Result<std::unique_ptr<SqliteConn>> SqliteEngine::Connect(bool create) {
       "PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; "
       "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -16384;",
       settings_.synchronous);
-  char* err = nullptr;
-  rc = sqlite3_exec(db, pragmas.c_str(), nullptr, nullptr, &err);
-  sqlite3_free(err);
+  // Switching a new file to WAL takes an exclusive lock. When two
+  // connections both hold the shared lock and want it, SQLite answers one
+  // of them SQLITE_BUSY at once, without its busy handler (waiting could
+  // never end): that one tries again, for as long as a busy handler would
+  // wait.
+  const auto deadline = std::chrono::steady_clock::now() + kBusyBudget;
+  for (int attempt = 0;; ++attempt) {
+    char* err = nullptr;
+    rc = sqlite3_exec(db, pragmas.c_str(), nullptr, nullptr, &err);
+    sqlite3_free(err);
+    if ((rc & 0xff) != SQLITE_BUSY ||
+        std::chrono::steady_clock::now() >= deadline) {
+      break;
+    }
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(1 + std::min(attempt, 20)));
+  }
   if (rc != SQLITE_OK) {
     return Translate(rc, db, fmt::format("open database '{}'", path));
   }
