@@ -27,6 +27,13 @@ trap cleanup EXIT
 export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1
 jobs=$(nproc)
 
+# --build-only: the package preset's build alone, at the lowest CPU priority
+# (scripts/test.sh runs it while the tests run, on the CPU they leave idle).
+if [[ "${1:-}" == --build-only ]]; then
+  cmake --preset package >/dev/null
+  exec nice -n 19 cmake --build --preset package -j "$jobs"
+fi
+
 step "building the package preset"
 cmake --preset package >/dev/null
 cmake --build --preset package -j "$jobs" >"$tmp/build.log" 2>&1 ||

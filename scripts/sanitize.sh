@@ -3,7 +3,7 @@
 # dev build's tests pass, with the same database servers.
 #
 # 1. clang, AddressSanitizer + UndefinedBehaviorSanitizer (the fuzz preset):
-#    every fuzz target for SQLQ_FUZZ_SECONDS (30), then the server and CLI
+#    every fuzz target for SQLQ_FUZZ_SECONDS (20), then the server and CLI
 #    tests of the dev build run again against the sanitized `sqlq` (the
 #    server and the CLI are what they test, as black boxes).
 # 2. gcc, ThreadSanitizer (the tsan preset): the core tests (write batcher,
@@ -24,7 +24,7 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 
 echo "== ASan + UBSan: fuzzing"
-./scripts/fuzz.sh "${SQLQ_FUZZ_SECONDS:-30}"
+./scripts/fuzz.sh "${SQLQ_FUZZ_SECONDS:-20}"
 
 echo "== ASan + UBSan: the server and CLI tests against build/fuzz/sqlq"
 SQLQ_TEST_BIN="$PWD/build/fuzz/sqlq" SQLQ_TEST_BIN_SANITIZED=1 \
