@@ -14,14 +14,6 @@ root=$PWD
 step() { printf '== package-test: %s (%ss)\n' "$*" "$SECONDS"; }
 fail() { printf 'package-test: FAILED: %s\n' "$*" >&2; exit 1; }
 
-tmp=$(mktemp -d /tmp/sqlq-package-test.XXXXXX)
-deb_installed=0
-cleanup() {
-  if ((deb_installed)); then dpkg -P sqlq >/dev/null 2>&1 || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
 # Both builds share ccache objects: only src/engines/engines.cc (and the
 # baselines' stubs) differ between them.
 export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1
@@ -33,6 +25,14 @@ if [[ "${1:-}" == --build-only ]]; then
   cmake --preset package >/dev/null
   exec nice -n 19 cmake --build --preset package -j "$jobs"
 fi
+
+tmp=$(mktemp -d /tmp/sqlq-package-test.XXXXXX)
+deb_installed=0
+cleanup() {
+  if ((deb_installed)); then dpkg -P sqlq >/dev/null 2>&1 || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
 
 step "building the package preset"
 cmake --preset package >/dev/null
