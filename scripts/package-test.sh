@@ -19,13 +19,6 @@ fail() { printf 'package-test: FAILED: %s\n' "$*" >&2; exit 1; }
 export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1
 jobs=$(nproc)
 
-# --build-only: the package preset's build alone, at the lowest CPU priority
-# (scripts/test.sh runs it while the tests run, on the CPU they leave idle).
-if [[ "${1:-}" == --build-only ]]; then
-  cmake --preset package >/dev/null
-  exec nice -n 19 cmake --build --preset package -j "$jobs"
-fi
-
 tmp=$(mktemp -d /tmp/sqlq-package-test.XXXXXX)
 deb_installed=0
 cleanup() {

@@ -54,24 +54,14 @@ if [[ -z "${SQLQ_TEST_MYSQL_URL:-}" ]]; then
 fi
 export SQLQ_TEST_MYSQL_URL SQLQ_REQUIRE_MYSQL=1
 
-# The install rules, the .deb and an SQLite-only build
-# (scripts/package-test.sh, docs/installing.md); SQLQ_PACKAGE_TEST=0 skips
-# them. Their optimised build runs while the tests do, at the lowest CPU
-# priority: much of a test's time is spent waiting.
-package=0
-if [[ "${SQLQ_PACKAGE_TEST:-1}" == 1 && "$preset" == dev ]]; then package=1; fi
-if ((package)); then
-  ./scripts/package-test.sh --build-only >build/package-build.log 2>&1 &
-  package_build=$!
-fi
-
 exclude=()
 if [[ "${SQLQ_SLOW:-0}" != 1 ]]; then exclude=(-LE slow); fi
 ctest --preset "$preset" -j "$(nproc)" --output-on-failure "${exclude[@]}"
 
-if ((package)); then
-  # A failed early build is built again, and reported, by the test itself.
-  wait "$package_build" || true
+# The install rules, the .deb and an SQLite-only build
+# (scripts/package-test.sh, docs/installing.md); SQLQ_PACKAGE_TEST=0 skips
+# them.
+if [[ "${SQLQ_PACKAGE_TEST:-1}" == 1 && "$preset" == dev ]]; then
   ./scripts/package-test.sh
 fi
 
