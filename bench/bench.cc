@@ -1300,6 +1300,11 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
                   "--server: the attackers of http-attack (repeatable: "
                   "slowloris, polls, flood, oversized, chunked, nested; "
                   "default all)");
+  cmd->add_option("--attack-server", sc->attack_url,
+                  "--server: http-attack's control: aim the attackers at "
+                  "this other sqlq serve (http://127.0.0.1:PORT) while the "
+                  "client's round trips go to --server; shows what the "
+                  "attack load on the machine costs, apart from the server");
   cmd->add_flag("--beanstalkd", sc->beanstalkd,
                 "--server: also run the same work against a beanstalkd that "
                 "the bench starts (binlog on, fsync every write)");

@@ -1342,8 +1342,11 @@ long OpenFds(int pid) {
 // 13 MB/s (each cut at --max-body), and JSON nested deeper than allowed (50
 // a second, 200 kB each). p50_us/p99_us are the attacked
 // round trips, base_* the unattacked ones; the server's open descriptors
-// and RSS are sampled through the attack (needs --server-pid).
-Result<RunResult> RunAttack(System& sys, const std::string& queue,
+// and RSS are sampled through the attack (needs --server-pid). The
+// attackers go to `attacked_sys`: the client's server, unless a control run
+// aims them at another.
+Result<RunResult> RunAttack(System& sys, System& attacked_sys,
+                            const std::string& queue,
                             const ServerBenchConfig& c) {
   auto conn = sys.Connect(queue);
   if (!conn.ok()) return conn.status();
@@ -1372,15 +1375,15 @@ Result<RunResult> RunAttack(System& sys, const std::string& queue,
   r.fds_before = OpenFds(sys.pid());
   r.rss_before_kib = RssKib(sys.pid());
 
-  const int port = sys.port();
+  const int port = attacked_sys.port();
   const std::string auth =
       c.token.empty() ? "" : "Authorization: Bearer " + c.token + "\r\n";
   const std::string head = "Host: 127.0.0.1\r\n" + auth;
   // The attackers use a queue of their own: the client's messages are not
   // theirs to take (a vanished claim would hold one for its lease).
   const std::string theirs = queue + "_attack";
-  s = sys.Create(theirs);
-  if (!s.ok()) return s;
+  s = attacked_sys.Create(theirs);
+  if (!s.ok()) return s.WithContext("the attackers' server");
   const std::string target = "/v1/queues/" + theirs;
   std::atomic<bool> stop{false};
   std::atomic<long> attacks{0};
@@ -1491,7 +1494,7 @@ Result<RunResult> RunAttack(System& sys, const std::string& queue,
   stop = true;
   for (auto& t : attackers) t.join();
   sampler.join();
-  sys.Drop(theirs);
+  attacked_sys.Drop(theirs);
   if (!s.ok()) return s.WithContext("under attack");
   r.base_p50_us = Percentile(base, 0.5);
   r.base_p99_us = Percentile(base, 0.99);
@@ -1563,6 +1566,11 @@ int RunServerBench(ServerBenchConfig c) {
           w)));
     }
   }
+  if (!c.attack_url.empty() && std::find(c.workloads.begin(), c.workloads.end(),
+                                         "http-attack") == c.workloads.end()) {
+    return out.Fail(Status::InvalidArgument(
+        "--attack-server is a control for --workload http-attack"));
+  }
   for (const auto& a : c.attacks) {
     if (std::find(std::begin(kAttacks), std::end(kAttacks), a) ==
         std::end(kAttacks)) {
@@ -1609,6 +1617,18 @@ int RunServerBench(ServerBenchConfig c) {
     }
   }
   systems.push_back(std::make_unique<HttpSystem>(*port, c.token, c.server_pid));
+  std::unique_ptr<System> decoy;
+  if (!c.attack_url.empty()) {
+    auto decoy_port = PortOf(c.attack_url);
+    if (!decoy_port.ok()) {
+      code = out.Fail(decoy_port.status().WithContext("--attack-server"));
+    } else if (*decoy_port == *port) {
+      code = out.Fail(Status::InvalidArgument(
+          "--attack-server: a control needs a server other than --server"));
+    } else {
+      decoy = std::make_unique<HttpSystem>(*decoy_port, c.token, 0);
+    }
+  }
   if (c.sqs) {
     systems.push_back(
         std::make_unique<SqsSystem>(*port, c.token, c.sqs_key, c.server_pid));
@@ -1623,11 +1643,15 @@ int RunServerBench(ServerBenchConfig c) {
          {"fsync_per_s", std::lround(fsync_rate)},
          {"fsync_dir", tmp},
          {"cores", std::thread::hardware_concurrency()},
-         {"runs", c.runs}},
+         {"runs", c.runs},
+         {"attack_server", c.attack_url.empty() ? c.url : c.attack_url}},
         fmt::format(
-            "server {}; beanstalkd {}; fsync rate {:.0f}/s in {}; "
+            "server {}{}; beanstalkd {}; fsync rate {:.0f}/s in {}; "
             "{} cores; median of {} runs",
             c.url,
+            c.attack_url.empty()
+                ? ""
+                : fmt::format(" (attackers at {}: a control)", c.attack_url),
             c.beanstalkd ? "binlog on, -f 0 (fsync every write)" : "not run",
             fsync_rate, tmp, std::thread::hardware_concurrency(), c.runs));
     out.Columns({"workload", "system", "msgs_per_s", "vs_beanstalkd",
@@ -1673,7 +1697,7 @@ int RunServerBench(ServerBenchConfig c) {
           } else if (w == "http-workers") {
             r = RunWorkers(sys, queue, c, *duration);
           } else if (w == "http-attack") {
-            r = RunAttack(sys, queue, c);
+            r = RunAttack(sys, decoy ? *decoy : sys, queue, c);
           } else {
             r = RunWake(sys, queue, c);
           }

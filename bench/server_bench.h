@@ -30,6 +30,9 @@ struct ServerBenchConfig {
   // http-attack: the attackers to run (slowloris, polls, flood, oversized,
   // chunked, nested); empty: all.
   std::vector<std::string> attacks;
+  // http-attack: aim the attackers at this other server instead (a control
+  // run: the same load on the machine, none on the measured server).
+  std::string attack_url;
   std::size_t payload = 100;
   bool beanstalkd = false;  // also run the beanstalkd workloads
   // Also run them through the server's SQS endpoint (JSON protocol), its

@@ -3,8 +3,10 @@
 // workload reports, and the counts add up. Figures are not judged here; they
 // belong in docs/benchmarks.md.
 
+#include <atomic>
 #include <cstdio>
 #include <map>
+#include <thread>
 
 #include "tests/server/server_fixture.h"
 
@@ -35,6 +37,18 @@ BenchRun RunBench(const std::vector<std::string>& args) {
     if (!j.is_discarded()) r.rows.push_back(std::move(j));
   }
   return r;
+}
+
+// The descriptors a process holds open.
+long OpenFdsOf(pid_t pid) {
+  std::error_code ec;
+  long n = 0;
+  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec),
+       end;
+       !ec && it != end; it.increment(ec)) {
+    ++n;
+  }
+  return n;
 }
 
 bool HaveBeanstalkd() {
@@ -180,6 +194,51 @@ TEST_F(ServerBench, AttackReportsBothPhasesAndTheServerGoesOn) {
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
   EXPECT_NE(bad.out.find("unknown attack 'teardrop'"), std::string::npos)
       << bad.out;
+}
+
+// The control run (--attack-server): the attackers go to a second server,
+// whose descriptors show them, while the measured server sees only the
+// client's round trips. The same server twice is refused.
+TEST_F(ServerBench, ControlAimsTheAttackersAtAnotherServer) {
+  StartServer();
+  fs::create_directories(dir_ / "decoy");
+  ServerProcess decoy(dir_ / "decoy");
+  ASSERT_TRUE(decoy.Start()) << decoy.log();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port());
+  const std::string decoy_url =
+      "http://127.0.0.1:" + std::to_string(decoy.port());
+  const long decoy_fds_before = OpenFdsOf(decoy.pid());
+  std::atomic<long> decoy_fds_peak{decoy_fds_before};
+  std::atomic<bool> done{false};
+  std::thread sampler([&] {
+    while (!done) {
+      decoy_fds_peak = std::max(decoy_fds_peak.load(), OpenFdsOf(decoy.pid()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  BenchRun r =
+      RunBench({"--server", url, "--server-pid", std::to_string(server_->pid()),
+                "--workload", "http-attack", "--attack-server", decoy_url,
+                "--runs", "1", "--wake-samples", "20"});
+  done = true;
+  sampler.join();
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_EQ(r.rows.size(), 2u) << r.out;
+  EXPECT_EQ(r.rows[0]["attack_server"], decoy_url);
+  const Json& row = r.rows[1];
+  EXPECT_EQ(row["sent"], 200);
+  EXPECT_EQ(row["acked"], 200);
+  EXPECT_EQ(row["left"], 0);
+  EXPECT_GT(row["attacker_connections"].get<long>(), 300);
+  // The 300 slowloris connections were the decoy's, not the measured
+  // server's.
+  EXPECT_LT(row["fds_peak"].get<long>(), row["fds_before"].get<long>() + 50);
+  EXPECT_GT(decoy_fds_peak.load(), decoy_fds_before + 100);
+  BenchRun same = RunBench(
+      {"--server", url, "--workload", "http-attack", "--attack-server", url});
+  EXPECT_EQ(same.exit_code, 2) << same.out;
+  EXPECT_NE(same.out.find("a server other than --server"), std::string::npos)
+      << same.out;
 }
 
 }  // namespace
