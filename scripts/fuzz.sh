@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 shift || true
 targets=("$@")
-if ((${#targets[@]} == 0)); then targets=(http api sqs parsers); fi
+if ((${#targets[@]} == 0)); then targets=(http api sqs parsers cli); fi
 
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$(nproc)"
@@ -24,8 +24,9 @@ cmake --build --preset fuzz -j "$(nproc)"
 status=0
 for t in "${targets[@]}"; do
   bin="build/fuzz/tests/fuzz/fuzz_$t"
-  seeds="tests/fuzz/corpus/$t"
-  found="build/fuzz/findings/$t"
+  # Absolute: a target may change its working directory while it runs.
+  seeds="$PWD/tests/fuzz/corpus/$t"
+  found="$PWD/build/fuzz/findings/$t"
   work="$(mktemp -d)"
   mkdir -p "$found"
   log="build/fuzz/fuzz_$t.log"

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "cli/cli.h"
 #include "cli/serve.h"
 #include "engines/engines.h"
 #include "sqlq/store.h"
@@ -1502,7 +1503,10 @@ void AddRotationCommands(CLI::App& app, Runner& run) {
   }
 }
 
+}  // namespace
+
 int Main(int argc, char** argv) {
+  g_exit = wire::kExitOk;
   Globals g;
   CLI::App app{"sqlq: durable queues in SQL tables", "sqlq"};
   app.set_version_flag("--version", "sqlq 0.1.0");
@@ -1604,17 +1608,4 @@ int Main(int argc, char** argv) {
   return g_exit;
 }
 
-}  // namespace
 }  // namespace sqlq::cli
-
-int main(int argc, char** argv) {
-  // The library reports through Status; what could still throw here is the
-  // standard library (allocation, a thread that cannot start). End with one
-  // line and a documented exit code rather than a signal.
-  try {
-    return sqlq::cli::Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "sqlq: internal error: " << e.what() << '\n';
-    return sqlq::wire::kExitInternal;
-  }
-}
