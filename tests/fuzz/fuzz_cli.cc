@@ -20,6 +20,9 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "tests/fuzz/fuzz_env.h"
+
+using namespace sqlq;
 
 namespace {
 
@@ -32,22 +35,18 @@ class NullBuf final : public std::streambuf {
 
 struct Setup {
   Setup() {
-    const std::filesystem::path base =
-        std::filesystem::is_directory("/dev/shm")
-            ? "/dev/shm"
-            : std::filesystem::temp_directory_path();
-    std::string tmpl = (base / "sqlq-fuzz-cli-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    dir = tmpl;
+    dir = fuzz::ScratchDir("sqlq-fuzz-cli-");
     home = ::open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (home < 0) std::abort();
     ::setenv("SQLQ_DB", "sqlite:fuzz.db", 1);
     // "send q -" reads stdin: empty here.
     if (std::freopen("/dev/null", "r", stdin) == nullptr) std::abort();
-    std::cout.rdbuf(&sink);
-    std::cerr.rdbuf(&sink);
+    out = std::cout.rdbuf(&sink);
+    err = std::cerr.rdbuf(&sink);
   }
   ~Setup() {
+    std::cout.rdbuf(out);
+    std::cerr.rdbuf(err);
     ::close(home);
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
@@ -57,6 +56,8 @@ struct Setup {
   // command runs in `dir`, and the fuzzer reads its files back here.
   int home = -1;
   NullBuf sink;
+  std::streambuf* out = nullptr;
+  std::streambuf* err = nullptr;
 };
 
 bool LeftOut(std::string_view arg) {

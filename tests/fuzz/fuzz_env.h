@@ -21,15 +21,21 @@
 
 namespace sqlq::fuzz {
 
+// A new directory for a target's files, in memory when /dev/shm is there
+// (a store's syncs then cost nothing).
+inline std::string ScratchDir(const char* prefix) {
+  const std::filesystem::path base =
+      std::filesystem::is_directory("/dev/shm")
+          ? "/dev/shm"
+          : std::filesystem::temp_directory_path();
+  std::string tmpl = (base / (std::string(prefix) + "XXXXXX")).string();
+  if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+  return tmpl;
+}
+
 struct Env {
   Env() {
-    const std::filesystem::path base =
-        std::filesystem::is_directory("/dev/shm")
-            ? "/dev/shm"
-            : std::filesystem::temp_directory_path();
-    std::string tmpl = (base / "sqlq-fuzz-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    dir = tmpl;
+    dir = ScratchDir("sqlq-fuzz-");
     auto s = Store::Open("sqlite:" + dir + "/q.db");
     if (!s.ok()) {
       std::fprintf(stderr, "cannot open the store: %s\n",
