@@ -7,7 +7,8 @@
 #    tests of the dev build run again against the sanitized `sqlq` (the
 #    server and the CLI are what they test, as black boxes).
 # 2. gcc, ThreadSanitizer (the tsan preset): the core tests (write batcher,
-#    wake hub, waiting reports) built with TSan, and the server tests again
+#    wake hub, waiting reports) built with TSan, the conformance tests of
+#    concurrent callers on every engine, and the server tests again
 #    against a TSan `sqlq` (long polls, parked claims, shutdown, the crash
 #    campaign on every engine).
 # Any sanitizer report stops the program at once (halt_on_error), which
@@ -35,6 +36,11 @@ cmake --preset tsan >/dev/null
 cmake --build --preset tsan-ci -j "$jobs"
 echo "== TSan: the core tests"
 ctest --preset tsan -j "$jobs" -L core
+echo "== TSan: the engines' conformance tests of concurrent callers"
+# Every engine: concurrent consumers, senders, pushers, schedulers and
+# opens (a selection of the conformance suite, for the time a run takes).
+ctest --preset tsan -j "$jobs" -LE slow \
+  -R 'Conformance\..*(Concurrent|Racing|SixtyFour|Sixteen)|SqliteMultiProcess\.|DropQueueRacingSends'
 echo "== TSan: the server tests against build/tsan/sqlq"
 SQLQ_TEST_BIN="$PWD/build/tsan/sqlq" SQLQ_TEST_BIN_SANITIZED=1 \
   ctest --preset dev -j "$jobs" -L server -LE slow
