@@ -43,11 +43,7 @@ class Database:
 
     def __init__(self):
         self.dir = tempfile.TemporaryDirectory()
-        try:
-            self.url = test_db.create(self.dir.name)
-        except test_db.Skip as e:
-            self.dir.cleanup()
-            raise unittest.SkipTest(str(e))
+        self.url = test_db.create_or_skip(self.dir)
         if ENGINE == "sqlite":
             self.path = self.url[len("sqlite:"):]
 

@@ -9,7 +9,6 @@ import time
 import urllib.error
 import urllib.request
 
-import unittest
 
 import boto3
 import botocore.config
@@ -32,11 +31,7 @@ class Server:
 
     def __init__(self):
         self.dir = tempfile.TemporaryDirectory()
-        try:
-            self.db = test_db.create(self.dir.name)
-        except test_db.Skip as e:
-            self.dir.cleanup()
-            raise unittest.SkipTest(str(e))
+        self.db = test_db.create_or_skip(self.dir)
         tokens = os.path.join(self.dir.name, "tokens")
         with open(tokens, "w") as f:
             f.write(f"aws-key AKIAADMIN {SECRET} admin:*\n")

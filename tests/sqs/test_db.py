@@ -15,6 +15,7 @@ import os
 import secrets
 import subprocess
 import sys
+import unittest
 import urllib.parse
 
 SERVERS = {
@@ -42,6 +43,17 @@ def _admin(url, sql):
                urllib.parse.unquote(u.username or "root"),
                "-p" + urllib.parse.unquote(u.password or ""), "-e", sql]
     subprocess.run(cmd, check=True, capture_output=True, timeout=60)
+
+
+def create_or_skip(tmp):
+    """create() in the TemporaryDirectory `tmp`, for a unittest: when the
+    engine's server is not there (and not required), `tmp` is cleaned up
+    and the test skipped."""
+    try:
+        return create(tmp.name)
+    except Skip as e:
+        tmp.cleanup()
+        raise unittest.SkipTest(str(e))
 
 
 def create(directory):
