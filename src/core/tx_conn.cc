@@ -13,6 +13,28 @@ void TxConn::ResetTxState() {
   pending_counters.clear();
 }
 
+std::chrono::milliseconds FailoverWaitFor(std::int64_t ms, bool several_hosts) {
+  if (ms >= 0) return std::chrono::milliseconds(ms);
+  return several_hosts ? std::chrono::milliseconds(15'000)
+                       : std::chrono::milliseconds(0);
+}
+
+bool FailoverWait::Again(const Status& s) {
+  if (s.code() != Code::kUnavailable || policy_.failover_wait.count() <= 0) {
+    return false;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (!deadline_) {
+    deadline_ = now + policy_.failover_wait;
+    step_ = policy_.failover_step;
+  }
+  if (now >= *deadline_) return false;
+  std::this_thread::sleep_for(
+      std::min<std::chrono::steady_clock::duration>(step_, *deadline_ - now));
+  step_ = std::min(step_ * 2, std::chrono::milliseconds(1000));
+  return true;
+}
+
 std::chrono::microseconds RetryPolicy::Delay(int attempt,
                                              std::uint64_t random) const {
   const int shift = std::clamp(attempt, 0, max_doublings);

@@ -54,6 +54,13 @@ class TxConn : public Conn {
   // The connection turned out closed before any statement of this
   // transaction ran (a pooled connection the server closed while idle).
   bool lost_at_begin = false;
+  // The server answered as one that cannot take writes now: it is read-only
+  // (a standby, or a primary demoted by a failover), shutting down, or not
+  // part of its cluster's primary component. The other idle connections of
+  // the pool likely lead to the same server, so the pool drops them all
+  // when this one comes back, and the next transaction connects afresh
+  // (which, with several hosts in the URL, finds the new primary).
+  bool failover = false;
   // A statement failed: the transaction is not committed.
   std::optional<Status> tx_error;
   // The database clock of this transaction, microseconds since the epoch.
@@ -90,7 +97,38 @@ struct RetryPolicy {
   // progress, whatever the load; the others run side by side as before.
   int alone_after = 3;
 
+  // How long a call whose transaction did not reach a commit because the
+  // database was unreachable, read-only or not ready (kUnavailable: nothing
+  // was committed) is tried again before its error is returned, so that a
+  // failover shows as latency rather than as errors. Tries are spaced from
+  // failover_step, doubling up to a second. Zero: the error is returned at
+  // once. A commit whose outcome is unknown is never tried again.
+  std::chrono::milliseconds failover_wait{0};
+  std::chrono::milliseconds failover_step{50};
+
   std::chrono::microseconds Delay(int attempt, std::uint64_t random) const;
+};
+
+// The failover wait of a store whose URL set `failover_wait_ms` to `ms`
+// (-1: not set). Unset, it is 15 s when the URL names several servers (a
+// failover list: the next primary is among them) and zero for one server,
+// which fails at once when it is down (set it for a proxy or a virtual IP
+// in front of a cluster).
+std::chrono::milliseconds FailoverWaitFor(std::int64_t ms, bool several_hosts);
+
+// The tries of one call through a failover (RetryPolicy::failover_wait).
+class FailoverWait {
+ public:
+  explicit FailoverWait(const RetryPolicy& policy) : policy_(policy) {}
+  // For a call that ended in `s`: true after waiting for the next try when
+  // `s` says nothing was committed because the database was unavailable and
+  // the wait has time left; false when `s` is the call's answer.
+  bool Again(const Status& s);
+
+ private:
+  const RetryPolicy& policy_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  std::chrono::milliseconds step_{0};
 };
 
 // Idle connections of one server engine, and the write loop over them.
@@ -131,8 +169,14 @@ class ConnPool {
     return connect_();
   }
 
-  // Pools the connection when Poolable(); closes it otherwise.
+  // Pools the connection when Poolable(); closes it otherwise. A
+  // connection that met a failover (TxConn::failover) is closed, and so is
+  // every idle one.
   void Release(std::unique_ptr<C> conn) {
+    if (conn->failover) {
+      DropIdle();
+      return;  // closed by its destructor
+    }
     if (!conn->Poolable()) return;  // closed by its destructor
     std::lock_guard<std::mutex> lock(mu_);
     if (idle_.size() < max_idle_) idle_.push_back(std::move(conn));
@@ -166,11 +210,16 @@ class ConnPool {
   // ends it; the connection goes back to the pool.
   Status RunRead(const std::function<Status(C&)>& begin,
                  const std::function<Status(C&)>& run) {
-    auto conn = AcquireBegun(begin);
-    if (!conn.ok()) return conn.status();
-    Status s = run(**conn);
-    Release(std::move(*conn));
-    return s;
+    FailoverWait failover(policy_);
+    for (;;) {
+      auto conn = AcquireBegun(begin);
+      Status s = conn.status();
+      if (conn.ok()) {
+        s = run(**conn);
+        Release(std::move(*conn));
+      }
+      if (!failover.Again(s)) return s;
+    }
   }
 
   // A connection, begun by `begin`, lent to a caller's transaction (the
@@ -179,7 +228,11 @@ class ConnPool {
   // the commit or rollback (a Tx never outlives its Store, hence its pool).
   // C has set_recycler(std::function<void(std::unique_ptr<C>)>).
   Result<std::unique_ptr<C>> Lend(const std::function<Status(C&)>& begin) {
+    FailoverWait failover(policy_);
     auto conn = AcquireBegun(begin);
+    while (!conn.ok() && failover.Again(conn.status())) {
+      conn = AcquireBegun(begin);
+    }
     if (!conn.ok()) return conn.status();
     (*conn)->defer_counters = false;
     (*conn)->set_recycler(
@@ -195,6 +248,7 @@ class ConnPool {
   Status RunWrite(const std::function<Status(C&)>& run) {
     Status s;
     int reconnects = 0;
+    FailoverWait failover(policy_);
     for (int attempt = 0; attempt < policy_.attempts; ++attempt) {
       const bool alone = attempt >= policy_.alone_after;
       gate_.Enter(alone);
@@ -202,7 +256,12 @@ class ConnPool {
       auto conn = Acquire(&pooled);
       if (!conn.ok()) {
         gate_.Leave(alone);
-        return conn.status();
+        s = conn.status();
+        if (failover.Again(s)) {
+          --attempt;
+          continue;
+        }
+        return s;
       }
       C& c = **conn;
       c.ResetTxState();
@@ -213,6 +272,10 @@ class ConnPool {
       Release(std::move(*conn));
       if (lost && reconnects++ < policy_.reconnects) {
         DropIdle();
+        --attempt;
+        continue;
+      }
+      if (!again && failover.Again(s)) {
         --attempt;
         continue;
       }
@@ -228,6 +291,10 @@ class ConnPool {
   }
 
   const RetryPolicy& policy() const { return policy_; }
+  // REQUIRES: no call is running yet.
+  void set_failover_wait(std::chrono::milliseconds wait) {
+    policy_.failover_wait = wait;
+  }
 
  private:
   // Write transactions run side by side, or one alone (alone_after). A
@@ -269,7 +336,7 @@ class ConnPool {
 
   const Connect connect_;
   const std::size_t max_idle_;
-  const RetryPolicy policy_;
+  RetryPolicy policy_;
   std::mutex mu_;
   std::vector<std::unique_ptr<C>> idle_;  // guarded by mu_
   std::mt19937_64 rng_;                   // guarded by mu_
