@@ -29,6 +29,11 @@ bool IsRetryableSqlState(std::string_view sqlstate) {
   return sqlstate == "40001" || sqlstate == "40P01";
 }
 
+bool IsFailoverSqlState(std::string_view sqlstate) {
+  return sqlstate == "25006" || StartsWith(sqlstate, "57P") ||
+         StartsWith(sqlstate, "08");
+}
+
 std::string NumberPlaceholders(std::string_view sql) {
   std::string out;
   out.reserve(sql.size() + 16);
@@ -95,7 +100,26 @@ Status Translate(const PGresult* res, PGconn* conn, std::string_view what,
     return Status::Unavailable(msg);
   }
   if (state == "57014") return Status::Timeout(msg);
-  if (state == "42501" || StartsWith(state, "28") || state == "25006") {
+  // A read-only transaction: this server is a standby, or a primary that a
+  // failover demoted and whose connections were left open. The database
+  // is writable elsewhere or will be soon: retryable, and the pool is
+  // dropped (IsFailoverState).
+  if (state == "25006") {
+    return Status::Unavailable(fmt::format(
+        "{} (the server is read-only: a standby, or a primary demoted by a "
+        "failover)",
+        msg));
+  }
+  // A prepared statement this connection made is gone: something between
+  // sqlq and the server hands each transaction another server connection.
+  if (state == "26000") {
+    return Status::FailedPrecondition(fmt::format(
+        "{} (a statement prepared on this connection is unknown to the "
+        "server: a pooler in transaction mode, such as pgbouncer with "
+        "pool_mode=transaction, is in between; sqlq needs session pooling)",
+        msg));
+  }
+  if (state == "42501" || StartsWith(state, "28")) {
     return Status::PermissionDenied(msg);
   }
   if (state == "3D000") return Status::NotFound(msg);
@@ -237,6 +261,8 @@ PgConn::~PgConn() {
   if (recycler_ && healthy() && PQtransactionStatus(conn_) == PQTRANS_IDLE) {
     auto heir = std::make_unique<PgConn>(conn_, /*owned=*/true);
     heir->prepared_ = std::move(prepared_);
+    // The pool drops it, and the other idle ones, after a failover.
+    heir->failover = failover;
     conn_ = nullptr;
     Recycler recycler = std::move(recycler_);
     recycler(std::move(heir));
@@ -257,12 +283,58 @@ void PgConn::ResetTxState() {
   ready_floor.clear();
 }
 
-Status PgConn::Fail(const PGresult* res, std::string_view what, Phase phase) {
-  Status s = Translate(res, conn_, what, phase);
-  if (res != nullptr) {
-    const char* state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    if (state != nullptr && IsRetryableSqlState(state)) retry_tx = true;
+PgConn::PgConn(PGconn* conn, bool owned) : conn_(conn), owned_(owned) {
+  // A caller's own connection (JoinTx) keeps the caller's receiver: its
+  // COMMIT is the caller's.
+  if (owned_ && conn_ != nullptr) {
+    PQsetNoticeReceiver(conn_, &PgConn::OnNotice, this);
   }
+}
+
+void PgConn::OnNotice(void* self, const PGresult* notice) {
+  // The two warnings of a cancelled wait for a synchronous standby
+  // (PostgreSQL's syncrep.c): SQLSTATE 01000 after a cancel, 57P01 when the
+  // session is being terminated. Both come as a WARNING with the COMMIT's
+  // success; no other warning comes with a COMMIT that sqlq sends (its
+  // transactions are always open then). Other notices ("relation already
+  // exists, skipping") would have gone to stderr, which belongs to the
+  // application: they are dropped.
+  const char* severity =
+      PQresultErrorField(notice, PG_DIAG_SEVERITY_NONLOCALIZED);
+  const char* state = PQresultErrorField(notice, PG_DIAG_SQLSTATE);
+  if (severity == nullptr || state == nullptr) return;
+  const std::string_view code(state);
+  if (std::string_view(severity) == "WARNING" &&
+      (code == "01000" || code == "57P01")) {
+    static_cast<PgConn*>(self)->replication_wait_cancelled_ = true;
+  }
+}
+
+Status PgConn::CommitAnswered(std::string_view what) {
+  if (!replication_wait_cancelled_) return Status::Ok();
+  replication_wait_cancelled_ = false;
+  // The server may be about to lose this commit in a failover: the
+  // connection is not reused, and the pool starts afresh.
+  failover = true;
+  return Status::OutcomeUnknown(fmt::format(
+      "{}: the server committed locally but its wait for the synchronous "
+      "standby was cancelled: the transaction may be lost if the server "
+      "fails over now",
+      what));
+}
+
+Status PgConn::Failed(const PGresult* res, std::string_view what, Phase phase) {
+  const char* state =
+      res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  if (state != nullptr && IsRetryableSqlState(state)) retry_tx = true;
+  if ((state != nullptr && IsFailoverSqlState(state)) || !healthy()) {
+    failover = true;
+  }
+  return Translate(res, conn_, what, phase);
+}
+
+Status PgConn::Fail(const PGresult* res, std::string_view what, Phase phase) {
+  Status s = Failed(res, what, phase);
   tx_error = s;
   return s;
 }
@@ -510,6 +582,7 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
                                /*resultFormat=*/1) == 1;
   };
   const bool with_begin = begin_pending();
+  replication_wait_cancelled_ = false;
   bool sent = SendBegin();
   if (sent && staged) sent = send(staged_name, staged->params);
   for (std::size_t i = 0; i < params.size() && sent; ++i) {
@@ -581,6 +654,9 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
     // not be reused.
     PQreset(conn_);
   }
+  if (Status answered = CommitAnswered("commit"); !answered.ok()) {
+    return answered;
+  }
   if (staged_rows) staged->on_rows(*staged_rows);
   return Status::Ok();
 }
@@ -608,18 +684,20 @@ Result<std::string> PgConn::Exec(const char* sql, std::string_view what,
     }
     if (Status b = FlushBegin(); !b.ok()) return b;
   }
+  if (phase == Phase::kCommit) replication_wait_cancelled_ = false;
   PgResult res(PQexec(conn_, sql));
   const ExecStatusType st =
       res != nullptr ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-    Status s = Translate(res.get(), conn_, what, phase);
-    if (res != nullptr) {
-      const char* state = PQresultErrorField(res.get(), PG_DIAG_SQLSTATE);
-      if (state != nullptr && IsRetryableSqlState(state)) retry_tx = true;
-    }
-    return s;
+    return Failed(res.get(), what, phase);
   }
-  return std::string(PQcmdStatus(res.get()));
+  std::string tag(PQcmdStatus(res.get()));
+  if (phase == Phase::kCommit && tag == "COMMIT") {
+    if (Status answered = CommitAnswered(what); !answered.ok()) {
+      return answered;
+    }
+  }
+  return tag;
 }
 
 }  // namespace sqlq::engines::postgres

@@ -43,6 +43,12 @@ Status Translate(const PGresult* res, PGconn* conn, std::string_view what,
 // (serialization failure, deadlock).
 bool IsRetryableSqlState(std::string_view sqlstate);
 
+// True for the SQLSTATEs of a server that cannot take writes now: read-only
+// (25006: a standby, or a demoted primary), shutting down or not accepting
+// connections (57P01-57P03), connection exceptions (class 08). The pool is
+// dropped on them (core::TxConn::failover).
+bool IsFailoverSqlState(std::string_view sqlstate);
+
 // `sql` written with ? placeholders (as the SQL the engines share is) with
 // PostgreSQL's $1, $2, ... in their place, in order. A ? inside a quoted
 // literal or identifier stays.
@@ -119,7 +125,9 @@ using core::QueueCounters;
 class PgConn : public core::TxConn {
  public:
   // Takes ownership of `conn` when `owned`.
-  PgConn(PGconn* conn, bool owned) : conn_(conn), owned_(owned) {}
+  // An owned connection's server notices come to this wrapper (the
+  // warning of a cancelled synchronous-replication wait, see Exec).
+  PgConn(PGconn* conn, bool owned);
   ~PgConn() override;
 
   // Where an owned connection goes when this wrapper is destroyed, instead
@@ -234,7 +242,20 @@ class PgConn : public core::TxConn {
   // The name of `sql` prepared on this connection, preparing it first.
   Result<std::string> Prepared(const char* sql, std::string_view what,
                                Phase phase);
+  // The status of a failed command; notes whether the transaction may run
+  // again (retry_tx) and whether the server is failing over (failover).
+  Status Failed(const PGresult* res, std::string_view what, Phase phase);
+  // Failed, remembered as the transaction's error.
   Status Fail(const PGresult* res, std::string_view what, Phase phase);
+  // libpq's notice receiver for owned connections: notes the warning
+  // PostgreSQL sends with a COMMIT whose wait for a synchronous standby was
+  // cancelled (pg_cancel_backend, statement_timeout, pg_terminate_backend
+  // or a shutdown): the transaction committed on this server but may not
+  // have reached the standby, so a failover can still lose it.
+  static void OnNotice(void* self, const PGresult* notice);
+  // The outcome of a COMMIT the server answered with success: OK, or
+  // kOutcomeUnknown when a cancelled replication wait was reported with it.
+  Status CommitAnswered(std::string_view what);
   // In pipeline mode: sends the deferred BEGIN, if any, ahead of what
   // follows. ReadBegin reads its result (after which the pipeline's next
   // results are the statements'); a failure is remembered as the
@@ -260,6 +281,8 @@ class PgConn : public core::TxConn {
 
   PGconn* conn_;
   bool owned_;
+  // Set by OnNotice; cleared before each COMMIT is sent.
+  bool replication_wait_cancelled_ = false;
   Recycler recycler_;
   std::unordered_map<const char*, std::string> prepared_;  // sql -> name
 };

@@ -193,22 +193,40 @@ bool PostgresEngine::SameDatabase(PGconn* other) {
 
 PGconn* PostgresEngine::ConnectRaw(bool start_only) {
   // Our defaults come first, so that the URL's own win (libpq lets later
-  // keywords override earlier ones). Generic plans: each statement is
-  // planned once per connection, not at every execution (planning the
-  // claim cost more than its two commits; docs/engines/postgres.md,
-  // "Connections"). No JIT: sqlq's statements are short, and a scan the
-  // session's settings disable (below) counts as a huge cost, which would
-  // have every execution of such a statement compiled, ~100 ms each.
-  const char* keys[] = {"connect_timeout", "fallback_application_name",
-                        "options", "dbname", nullptr};
-  const char* values[] = {"10", "sqlq",
-                          "-c plan_cache_mode=force_generic_plan -c jit=off",
-                          url_.c_str(), nullptr};
-  PGconn* conn = start_only
-                     ? PQconnectStartParams(keys, values, /*expand_dbname=*/1)
-                     : PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+  // keywords override earlier ones); docs/engines/postgres.md,
+  // "Connections", says what each is for.
+  //
+  // A server that goes dark (a host powered off, a network partition)
+  // sends nothing, not even a reset: without these a call on its
+  // connection, or the wait of the LISTEN connection, would hang until the
+  // kernel gives up, a quarter of an hour later. tcp_user_timeout bounds a
+  // request the server does not acknowledge; keepalives find a silent
+  // server while we wait for its answer (5 + 3 * 2 s).
+  //
+  // With several hosts (a failover list): connect only to the one that
+  // takes writes, and give up on a dead one sooner (connect_timeout is per
+  // host).
+  std::vector<const char*> keys = {
+      "connect_timeout", "fallback_application_name", "keepalives",
+      "keepalives_idle", "keepalives_interval",       "keepalives_count",
+      "tcp_user_timeout"};
+  std::vector<const char*> values = {
+      several_hosts_ ? "3" : "10", "sqlq", "1", "5", "2", "3", "10000"};
+  if (several_hosts_) {
+    keys.push_back("target_session_attrs");
+    values.push_back("read-write");
+  }
+  keys.push_back("dbname");
+  values.push_back(url_.c_str());
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  PGconn* conn =
+      start_only
+          ? PQconnectStartParams(keys.data(), values.data(), /*expand=*/1)
+          : PQconnectdbParams(keys.data(), values.data(), /*expand=*/1);
   // Server notices ("relation already exists, skipping") would go to
-  // stderr, which belongs to the application.
+  // stderr, which belongs to the application. PgConn installs its own
+  // receiver on the connections it wraps.
   if (conn != nullptr) {
     PQsetNoticeProcessor(
         conn, [](void*, const char*) {}, nullptr);
@@ -223,13 +241,25 @@ Result<std::unique_ptr<PgConn>> PostgresEngine::Connect() {
   if (PQstatus(pg) != CONNECTION_OK) {
     return Translate(nullptr, pg, "connect to PostgreSQL", Phase::kConnect);
   }
+  // Session settings go with SET rather than in the startup packet's
+  // `options`, which poolers such as pgbouncer refuse.
+  //
+  // Generic plans: each statement is planned once per connection, not at
+  // every execution (planning the claim cost more than its two commits;
+  // docs/engines/postgres.md, "Connections"). No JIT: sqlq's statements
+  // are short, and a scan the settings below disable counts as a huge
+  // cost, which would have every execution of such a statement compiled,
+  // ~100 ms each.
+  //
   // Every statement of the store is written for an index, read in order.
   // A queue table is often empty for a moment, and statistics taken then
   // make a sequential scan, or a bitmap scan of a whole queue and a sort,
   // look free until the next vacuum, however large the table has grown
   // (docs/engines/postgres.md, "Plans that do not depend on statistics").
-  auto set = conn->Exec("SET enable_seqscan = off; SET enable_bitmapscan = off",
-                        "configure session");
+  auto set = conn->Exec(
+      "SET plan_cache_mode = force_generic_plan; SET jit = off; "
+      "SET enable_seqscan = off; SET enable_bitmapscan = off",
+      "configure session");
   if (!set.ok()) return set.status();
   return conn;
 }
@@ -248,6 +278,7 @@ namespace {
 struct ParsedUrl {
   std::string conninfo;
   Tuning tuning;
+  bool several_hosts = false;
 };
 
 Result<ParsedUrl> ParseUrl(std::string_view url) {
@@ -264,8 +295,19 @@ Result<ParsedUrl> ParseUrl(std::string_view url) {
     return Status::InvalidArgument(
         fmt::format("malformed PostgreSQL URL: {}", detail));
   }
+  // host=a,b or hostaddr=...: a list of servers to try in turn.
+  bool several_hosts = false;
+  for (const PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {
+    const std::string_view key(o->keyword);
+    if ((key == "host" || key == "hostaddr") && o->val != nullptr &&
+        std::string_view(o->val).find(',') != std::string_view::npos) {
+      several_hosts = true;
+    }
+  }
   PQconninfoFree(parsed);
-  return ParsedUrl{.conninfo = taken.rest, .tuning = *tuning};
+  return ParsedUrl{.conninfo = taken.rest,
+                   .tuning = *tuning,
+                   .several_hosts = several_hosts};
 }
 
 }  // namespace
@@ -276,8 +318,8 @@ Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
                                            const StoreOptions& options) {
   auto parsed = ParseUrl(url);
   if (!parsed.ok()) return parsed.status();
-  auto engine = std::make_unique<PostgresEngine>(parsed->conninfo,
-                                                 parsed->tuning, options.clock);
+  auto engine = std::make_unique<PostgresEngine>(
+      parsed->conninfo, parsed->tuning, parsed->several_hosts, options.clock);
   Status s = engine->Init(options.create_if_missing);
   if (!s.ok()) return s;
   return std::unique_ptr<core::Engine>(std::move(engine));

@@ -78,7 +78,8 @@ constexpr std::int64_t kFoldRows = 1000;
 // The URL parameters of docs/engines/postgres.md, "Tuning", taken out of
 // the URL before libpq sees it.
 constexpr std::string_view kTuningParams[] = {
-    "write_groups", "vacuum_rows", "fold_rows", "claim_marks", "rescan_ms"};
+    "write_groups", "vacuum_rows", "fold_rows",
+    "claim_marks",  "rescan_ms",   "failover_wait_ms"};
 
 struct Tuning {
   int write_groups = kWriteGroups;
@@ -86,6 +87,9 @@ struct Tuning {
   std::int64_t fold_rows = kFoldRows;
   bool claim_marks = true;
   std::int64_t rescan_ms = 0;  // 0: adaptive (ClaimMarks::Options)
+  // core::RetryPolicy::failover_wait; -1: the default for the URL's hosts
+  // (core::DefaultFailoverWait).
+  std::int64_t failover_wait_ms = -1;
 
   static Result<Tuning> From(const core::UrlTuning& u) {
     Tuning t;
@@ -94,7 +98,9 @@ struct Tuning {
     auto fold = u.Int("fold_rows", kFoldRows, 1, INT64_MAX);
     auto marks = u.Int("claim_marks", 1, 0, 1);
     auto rescan = u.Int("rescan_ms", 0, 0, 86'400'000);
-    for (const auto* r : {&groups, &vacuum, &fold, &marks, &rescan}) {
+    auto failover = u.Int("failover_wait_ms", -1, 0, 600'000);
+    for (const auto* r :
+         {&groups, &vacuum, &fold, &marks, &rescan, &failover}) {
       if (!r->ok()) return r->status();
     }
     t.write_groups = static_cast<int>(*groups);
@@ -102,6 +108,7 @@ struct Tuning {
     t.fold_rows = *fold;
     t.claim_marks = *marks == 1;
     t.rescan_ms = *rescan;
+    t.failover_wait_ms = *failover;
     return t;
   }
 };
@@ -130,13 +137,18 @@ constexpr const char* kBeginReadWithNow =
 
 class PostgresEngine : public shared::SqlEngine<Dialect> {
  public:
-  PostgresEngine(std::string url, const Tuning& tuning,
+  // `several_hosts`: the URL names more than one server (a failover
+  // list), which changes ConnectRaw's defaults.
+  PostgresEngine(std::string url, const Tuning& tuning, bool several_hosts,
                  std::shared_ptr<Clock> clock)
       : SqlEngine(std::move(clock), [this] { return Connect(); }),
         url_(std::move(url)),
+        several_hosts_(several_hosts),
         write_groups_(tuning.write_groups),
         vacuum_threshold_(tuning.vacuum_rows),
         fold_threshold_(tuning.fold_rows) {
+    pool_.set_failover_wait(
+        core::FailoverWaitFor(tuning.failover_wait_ms, several_hosts));
     ClaimMarks::Options marks;
     if (tuning.rescan_ms > 0) {
       marks.min_rescan = marks.max_rescan =
@@ -312,6 +324,7 @@ class PostgresEngine : public shared::SqlEngine<Dialect> {
   Status Migrate(PgConn& conn, bool create);
 
   const std::string url_;
+  const bool several_hosts_;
   const int write_groups_;
   const std::int64_t vacuum_threshold_;
   const std::int64_t fold_threshold_;

@@ -6,6 +6,7 @@
 #define SQLQ_TESTS_ENGINES_POSTGRES_PRIVATE_PG_SERVER_H_
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "tests/support/script_vars.h"
@@ -27,6 +28,11 @@ class PrivatePgServer {
 
   bool ok() const { return !dir_.empty() && !url_.empty(); }
   const std::string& url() const { return url_; }
+  unsigned port() const {
+    return static_cast<unsigned>(std::stoul(Read("port")));
+  }
+  // The superuser's password (the URL's).
+  std::string password() const { return Read("pwfile"); }
   // `mode`: "fast" (clean shutdown, connections cut) or "immediate" (the
   // server killed; crash recovery on start).
   bool Restart(const std::string& mode = "fast") {
@@ -43,6 +49,13 @@ class PrivatePgServer {
   bool Run(const std::string& verb, const std::string& extra = "") {
     return std::system((Script() + " " + verb + " " + dir_ + extra).c_str()) ==
            0;
+  }
+
+  std::string Read(const std::string& name) const {
+    std::ifstream in(dir_ + "/" + name);
+    std::string line;
+    std::getline(in, line);
+    return line;
   }
 
   std::string dir_, url_;

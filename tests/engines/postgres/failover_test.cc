@@ -1,0 +1,223 @@
+// What a caller sees when its PostgreSQL server fails over, goes read-only
+// or goes dark (docs/deploying.md): an error that says to try again
+// (`unavailable`) or that the outcome is unknown, never success for a write
+// a failover can lose, never `permission_denied`, and never a call that
+// hangs. Each test runs servers of its own (scripts/pg-test-server.sh).
+
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "sqlq/queue.h"
+#include "sqlq/status.h"
+#include "sqlq/store.h"
+#include "tests/conformance/engine_fixture.h"
+#include "tests/engines/postgres/private_pg_server.h"
+#include "tests/support/blackhole.h"
+
+namespace sqlq::test {
+namespace {
+
+using std::chrono::seconds;
+using SteadyClock = std::chrono::steady_clock;
+
+// A superuser connection to one server, to change it behind sqlq's back.
+class Admin {
+ public:
+  explicit Admin(const std::string& url) : conn_(PQconnectdb(url.c_str())) {}
+  ~Admin() { PQfinish(conn_); }
+  bool ok() const { return PQstatus(conn_) == CONNECTION_OK; }
+  // The first column of the first row, or "" (and a test failure on error).
+  std::string Query(const std::string& sql) {
+    PGresult* r = PQexec(conn_, sql.c_str());
+    std::string out;
+    const auto st = PQresultStatus(r);
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+      ADD_FAILURE() << sql << ": " << PQresultErrorMessage(r);
+    } else if (st == PGRES_TUPLES_OK && PQntuples(r) > 0) {
+      out = PQgetvalue(r, 0, 0);
+    }
+    PQclear(r);
+    return out;
+  }
+  // Polls `sql` until it returns `want` or 30 s pass.
+  bool WaitFor(const std::string& sql, const std::string& want) {
+    const auto deadline = SteadyClock::now() + seconds(30);
+    while (SteadyClock::now() < deadline) {
+      if (Query(sql) == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+ private:
+  PGconn* conn_;
+};
+
+// The server made read-only as a demoted primary is (its existing sessions
+// included), or writable again.
+void SetReadOnly(Admin& admin, bool on) {
+  admin.Query(std::string("ALTER SYSTEM SET default_transaction_read_only = ") +
+              (on ? "on" : "off"));
+  admin.Query("SELECT pg_reload_conf()");
+  ASSERT_TRUE(
+      admin.WaitFor("SELECT current_setting('default_transaction_read_only') "
+                    "FROM (SELECT pg_sleep(0)) s",
+                    on ? "on" : "off"));
+}
+
+std::int64_t ReadyCount(const std::string& url, const std::string& queue) {
+  auto store = Store::Open(url);
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  if (!store.ok()) return -1;
+  auto q = (*store)->Queue(queue);
+  EXPECT_TRUE(q.ok()) << q.status().ToString();
+  if (!q.ok()) return -1;
+  auto stats = q->Stats();
+  EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+  return stats.ok() ? stats->ready : -1;
+}
+
+// Two servers standing for a primary and the standby a failover promotes:
+// one URL lists both, as users write it for a cluster. The second has the
+// first's password and its own copy of the queue.
+class TwoServers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
+    first_ = std::make_unique<PrivatePgServer>();
+    second_ = std::make_unique<PrivatePgServer>();
+    ASSERT_TRUE(first_->ok() && second_->ok()) << "private servers";
+    Admin second(second_->url());
+    ASSERT_TRUE(second.ok());
+    second.Query("ALTER ROLE sqlq_test PASSWORD '" + first_->password() + "'");
+    for (const std::string& url : {first_->url(), SecondUrl()}) {
+      ASSERT_OK_AND_ASSIGN(auto store, Store::Open(url));
+      ASSERT_OK(store->CreateQueue("jobs", {}).status());
+    }
+  }
+  // The second alone, with its new password.
+  std::string SecondUrl() const { return Url(second_->port()); }
+  std::string Url(unsigned port) const {
+    return "postgresql://sqlq_test:" + first_->password() +
+           "@127.0.0.1:" + std::to_string(port) + "/postgres";
+  }
+  // Both servers, in order; `extra`: more URL parameters.
+  std::string BothUrl(const std::string& extra = "") const {
+    return "postgresql://sqlq_test:" + first_->password() +
+           "@127.0.0.1:" + std::to_string(first_->port()) +
+           ",127.0.0.1:" + std::to_string(second_->port()) + "/postgres" +
+           (extra.empty() ? "" : "?" + extra);
+  }
+
+  std::unique_ptr<PrivatePgServer> first_, second_;
+};
+
+TEST_F(TwoServers, ADemotedPrimaryIsUnavailableAndTheNextCallFindsTheNewOne) {
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(BothUrl("failover_wait_ms=0")));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->Queue("jobs"));
+  // Several pooled connections to the first server.
+  for (int i = 0; i < 8; ++i) ASSERT_OK(q.Send({.payload = "before"}).status());
+  ASSERT_EQ(ReadyCount(first_->url(), "jobs"), 8);
+
+  Admin first(first_->url());
+  SetReadOnly(first, true);
+  auto refused = q.Send({.payload = "during"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kUnavailable)
+      << refused.status().ToString();
+  EXPECT_TRUE(refused.status().retryable());
+  EXPECT_NE(refused.status().message().find("read-only"), std::string::npos)
+      << refused.status().ToString();
+
+  // The pool kept none of its connections to the read-only server: the
+  // next call connects afresh, and only to a server that takes writes.
+  ASSERT_OK(q.Send({.payload = "after"}).status());
+  EXPECT_EQ(ReadyCount(SecondUrl(), "jobs"), 1);
+  EXPECT_EQ(ReadyCount(first_->url(), "jobs"), 8);
+}
+
+TEST_F(TwoServers, ACallDuringAFailoverWaitsForTheNewPrimaryInsteadOfFailing) {
+  // The default failover wait of a URL with several hosts.
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(BothUrl()));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->Queue("jobs"));
+  ASSERT_OK(q.Send({.payload = "before"}).status());
+  Admin first(first_->url());
+  SetReadOnly(first, true);
+  ASSERT_OK_AND_ASSIGN(auto sent, q.Send({.payload = "during"}));
+  EXPECT_EQ(ReadyCount(SecondUrl(), "jobs"), 1);
+  ASSERT_OK_AND_ASSIGN(auto claimed, q.Claim({.max = 10}));
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].id, sent.id);
+}
+
+TEST(PostgresFailover, ACancelledWaitForTheSynchronousStandbyIsNotSuccess) {
+  SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
+  PrivatePgServer server;
+  ASSERT_TRUE(server.ok());
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(server.url()));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK(q.Send({.payload = "claimed later"}).status());
+  // A synchronous standby that never answers: every commit waits for it.
+  Admin admin(server.url());
+  admin.Query("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
+  admin.Query("SELECT pg_reload_conf()");
+  ASSERT_TRUE(admin.WaitFor("SHOW synchronous_standby_names", "nobody"));
+
+  // The wait cancelled as an operator's pg_cancel_backend or a
+  // statement_timeout would: PostgreSQL then answers the COMMIT with
+  // success and a warning, though the standby never got the transaction.
+  auto cancel_the_wait = [&] {
+    return admin.WaitFor(
+        "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity "
+        "WHERE wait_event = 'SyncRep'",
+        "1");
+  };
+  auto send = std::async(std::launch::async,
+                         [&] { return q.Send({.payload = "x"}).status(); });
+  ASSERT_TRUE(cancel_the_wait());
+  Status sent = send.get();
+  EXPECT_EQ(sent.code(), Code::kOutcomeUnknown) << sent.ToString();
+  EXPECT_NE(sent.message().find("synchronous standby"), std::string::npos)
+      << sent.ToString();
+
+  // A claim's commit (it writes the lease) the same.
+  auto claim = std::async(std::launch::async,
+                          [&] { return q.Claim({.max = 1}).status(); });
+  ASSERT_TRUE(cancel_the_wait());
+  Status claimed = claim.get();
+  EXPECT_EQ(claimed.code(), Code::kOutcomeUnknown) << claimed.ToString();
+}
+
+TEST(PostgresFailover, ACallToAServerThatWentDarkEndsWithinTheTcpTimeouts) {
+  SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
+  if (!Blackhole::available()) GTEST_SKIP() << "needs root and nft";
+  PrivatePgServer server;
+  ASSERT_TRUE(server.ok());
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(server.url()));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK(q.Send({.payload = "a pooled connection"}).status());
+
+  Blackhole dark(server.port());
+  ASSERT_TRUE(dark.ok());
+  auto send = std::async(std::launch::async,
+                         [&] { return q.Send({.payload = "x"}).status(); });
+  // The defaults: tcp_user_timeout 10 s for the request, then a fresh
+  // connection's connect_timeout of 10 s. Without them the kernel retries
+  // for about a quarter of an hour.
+  const bool ended = send.wait_for(seconds(40)) == std::future_status::ready;
+  dark.Lift();  // lets a hung call end, so that the test can
+  ASSERT_TRUE(ended) << "a send to a dark server still hung after 40 s";
+  Status s = send.get();
+  EXPECT_TRUE(s.code() == Code::kUnavailable ||
+              s.code() == Code::kOutcomeUnknown)
+      << s.ToString();
+}
+
+}  // namespace
+}  // namespace sqlq::test

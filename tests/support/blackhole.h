@@ -1,0 +1,57 @@
+// A server that goes dark, for tests of what a caller sees then: every
+// packet sent to a loopback port is dropped (an nftables table of the
+// test's own, removed again when this goes), as when the server's host is
+// powered off or cut off by a network partition. The server is not told:
+// nothing answers, not even a reset.
+//
+// Needs root and nft (Debian's nftables, which scripts/install-deps.sh
+// installs); available() says whether this machine can.
+
+#ifndef SQLQ_TESTS_SUPPORT_BLACKHOLE_H_
+#define SQLQ_TESTS_SUPPORT_BLACKHOLE_H_
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace sqlq::test {
+
+class Blackhole {
+ public:
+  static bool available() {
+    return geteuid() == 0 &&
+           std::system("nft list tables >/dev/null 2>&1") == 0;
+  }
+
+  // Drops every packet sent to `port` on loopback from now on.
+  explicit Blackhole(unsigned port)
+      : table_("sqlq_test_blackhole_" + std::to_string(port)) {
+    const std::string rules =
+        "table inet " + table_ +
+        " { chain out { type filter hook output priority 0; policy accept; "
+        "tcp dport " +
+        std::to_string(port) + " drop; }; }";
+    ok_ = std::system(("nft -f - <<'END'\n" + rules + "\nEND\n").c_str()) == 0;
+  }
+  Blackhole(const Blackhole&) = delete;
+  Blackhole& operator=(const Blackhole&) = delete;
+  ~Blackhole() { Lift(); }
+
+  bool ok() const { return ok_; }
+  // Packets flow again; the connections the kernel has not given up on
+  // recover.
+  void Lift() {
+    if (!ok_) return;
+    (void)std::system(("nft delete table inet " + table_).c_str());
+    ok_ = false;
+  }
+
+ private:
+  std::string table_;
+  bool ok_ = false;
+};
+
+}  // namespace sqlq::test
+
+#endif  // SQLQ_TESTS_SUPPORT_BLACKHOLE_H_
