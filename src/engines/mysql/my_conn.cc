@@ -13,6 +13,18 @@ bool IsRetryableError(unsigned int err) {
   return err == ER_LOCK_DEADLOCK || err == ER_LOCK_WAIT_TIMEOUT;
 }
 
+bool IsFailoverError(unsigned int err) {
+  switch (err) {
+    case ER_UNKNOWN_COM_ERROR:          // 1047 under Galera: node not ready
+    case ER_OPTION_PREVENTS_STATEMENT:  // 1290: --read-only
+    case ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION:  // 1792
+    case ER_READ_ONLY_MODE:                         // 1836
+      return true;
+    default:
+      return IsConnectionError(err);
+  }
+}
+
 bool IsConnectionError(unsigned int err) {
   switch (err) {
     case CR_SERVER_GONE_ERROR:
@@ -43,6 +55,15 @@ Status Translate(unsigned int err, std::string_view message,
         "may not have been committed)",
         msg));
   }
+  // Galera: a COMMIT the node could not replicate (it left the primary
+  // component while committing). Its write set may already have been
+  // ordered in the cluster before the cut, so the outcome is unknown.
+  if (phase == Phase::kCommit && err == ER_ERROR_DURING_COMMIT) {
+    return Status::OutcomeUnknown(fmt::format(
+        "{} (the commit failed in the cluster's replication: the transaction "
+        "may or may not have been committed)",
+        msg));
+  }
   switch (err) {
     case ER_LOCK_DEADLOCK:
     case ER_LOCK_WAIT_TIMEOUT:
@@ -52,10 +73,24 @@ Status Translate(unsigned int err, std::string_view message,
     case ER_TABLEACCESS_DENIED_ERROR:
     case ER_COLUMNACCESS_DENIED_ERROR:
     case ER_SPECIFIC_ACCESS_DENIED_ERROR:
-    case ER_PROCACCESS_DENIED_ERROR:    // routines (the SQL-level API)
+    case ER_PROCACCESS_DENIED_ERROR:  // routines (the SQL-level API)
+      return Status::PermissionDenied(msg);
+    // A server that takes no writes now: a replica, a primary demoted by a
+    // failover, a Galera node outside the primary component. The database
+    // is writable elsewhere or will be soon: retryable, and the pool is
+    // dropped (IsFailoverError).
     case ER_OPTION_PREVENTS_STATEMENT:  // --read-only
     case ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION:
-      return Status::PermissionDenied(msg);
+    case ER_READ_ONLY_MODE:
+      return Status::Unavailable(
+          fmt::format("{} (the server is read-only: a replica, or a primary "
+                      "demoted by a failover)",
+                      msg));
+    case ER_UNKNOWN_COM_ERROR:  // 1047: "WSREP has not yet prepared node"
+      return Status::Unavailable(fmt::format(
+          "{} (the cluster node is not ready: it is not part of the "
+          "cluster's primary component)",
+          msg));
     case ER_BAD_DB_ERROR:
       return Status::NotFound(msg);
     // A row of a dropped queue referenced: the queue is gone.
@@ -151,6 +186,8 @@ MyConn::~MyConn() {
     heir->consecutive_autoinc = consecutive_autoinc;
     heir->mariadb = mariadb;
     heir->connection_id = connection_id;
+    // The pool drops it, and the other idle ones, after a failover.
+    heir->failover = failover;
     Recycler recycler = std::move(recycler_);
     recycler(std::move(heir));
     return;
@@ -178,6 +215,7 @@ Status MyConn::Fail(unsigned int err, std::string_view message,
   Status s = Translate(err, message, what, phase);
   if (IsRetryableError(err)) retry_tx = true;
   if (IsConnectionError(err)) broken_ = true;
+  if (IsFailoverError(err)) failover = true;
   if (record) tx_error = s;
   return s;
 }

@@ -43,6 +43,10 @@ bool IsRetryableError(unsigned int err);
 // The connection is gone (server restart, network): client errors 2006,
 // 2013 and friends.
 bool IsConnectionError(unsigned int err);
+// True for the errors of a server that takes no writes now (read-only, a
+// Galera node outside the primary component) or is gone: the pool is
+// dropped on them (core::TxConn::failover).
+bool IsFailoverError(unsigned int err);
 
 // Parameters of one statement, bound in binary (no text escaping anywhere):
 // integers as BIGINT, bytes as BLOB.

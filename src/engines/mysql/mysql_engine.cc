@@ -142,15 +142,23 @@ Result<ConnParams> ParseUrl(std::string_view url) {
       p.ssl_cert = *value;
     } else if (key == "ssl_key" || key == "sslkey" || key == "ssl-key") {
       p.ssl_key = *value;
-    } else if (key == "connect_timeout") {
+    } else if (key == "connect_timeout" || key == "read_timeout" ||
+               key == "write_timeout") {
       char* end = nullptr;
       const long t = std::strtol(value->c_str(), &end, 10);
       if (value->empty() || *end != '\0' || t < 1 || t > 3600) {
-        return bad("connect_timeout must be 1..3600 seconds");
+        return bad(fmt::format("{} must be 1..3600 seconds", key));
       }
-      p.connect_timeout = static_cast<unsigned int>(t);
+      (key == "connect_timeout" ? p.connect_timeout
+       : key == "read_timeout"  ? p.read_timeout
+                                : p.write_timeout) =
+          static_cast<unsigned int>(t);
     } else if (key == "socket") {
       p.socket = *value;
+    } else if (key == "failover_wait_ms") {
+      auto n = core::ParseUrlInt(key, *value, 0, 600'000);
+      if (!n.ok()) return n.status();
+      p.failover_wait_ms = *n;
     } else if (key == "write_groups") {
       auto n = core::ParseUrlInt(key, *value, 1, 64);
       if (!n.ok()) return n.status();
@@ -223,7 +231,7 @@ void MysqlEngine::WatchForeignWrites(std::function<void()> changed) {
 Status MysqlEngine::PrepareGroups() {
   // Looked up first: a CREATE INDEX, even one that finds the index there,
   // waits for every transaction open on the table.
-  auto conn = Connect();
+  auto conn = Connect(Reads::kUnbounded);
   if (!conn.ok()) return conn.status();
   static const std::string kHas = R"sql(
     SELECT COUNT(*) FROM information_schema.STATISTICS
@@ -231,10 +239,7 @@ Status MysqlEngine::PrepareGroups() {
       AND index_name = 'sqlq_messages_group')sql";
   auto has = (*conn)->Run(kHas, Params(), "look up the group index");
   if (!has.ok()) return has.status();
-  if (has->Int(0, 0) > 0) {
-    Release(std::move(*conn));
-    return Status::Ok();
-  }
+  if (has->Int(0, 0) > 0) return Status::Ok();
   // Built online (reads and writes of the table go on); a caller's own
   // open transaction on the table would hold it up for good, hence the
   // bound. The connection is not pooled again with its setting.
@@ -337,7 +342,7 @@ Status MysqlEngine::InTransaction(MyConn& conn,
 }
 
 MysqlEngine::RawConn MysqlEngine::ConnectRaw(unsigned int timeout,
-                                             Status* error) {
+                                             Status* error, Reads reads) {
   MYSQL* m = mysql_init(nullptr);
   if (m == nullptr) {
     if (error) *error = Status::Unavailable("connect: out of memory");
@@ -347,6 +352,10 @@ MysqlEngine::RawConn MysqlEngine::ConnectRaw(unsigned int timeout,
   const ConnParams& p = params_;
   unsigned int t = timeout != 0 ? timeout : p.connect_timeout;
   mysql_optionsv(m, MYSQL_OPT_CONNECT_TIMEOUT, &t);
+  unsigned int read_timeout = reads == Reads::kBounded ? p.read_timeout : 0;
+  unsigned int write_timeout = p.write_timeout;
+  mysql_optionsv(m, MYSQL_OPT_READ_TIMEOUT, &read_timeout);
+  mysql_optionsv(m, MYSQL_OPT_WRITE_TIMEOUT, &write_timeout);
   mysql_optionsv(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
   if (p.ssl != "disable") {
     if (!p.ssl_ca.empty() || !p.ssl_cert.empty() || !p.ssl_key.empty()) {
@@ -431,9 +440,9 @@ Status MysqlEngine::ReadSession(MyConn& conn) {
                    "set up session");
 }
 
-Result<std::unique_ptr<MyConn>> MysqlEngine::Connect() {
+Result<std::unique_ptr<MyConn>> MysqlEngine::Connect(Reads reads) {
   Status error;
-  RawConn raw = ConnectRaw(0, &error);
+  RawConn raw = ConnectRaw(0, &error, reads);
   if (raw == nullptr) return error;
   auto conn = std::make_unique<MyConn>(raw.release(), /*owned=*/true);
   Status s = ReadSession(*conn);

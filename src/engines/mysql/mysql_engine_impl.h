@@ -98,6 +98,16 @@ struct ConnParams {
   std::string ssl = "prefer";  // disable, prefer, require, verify-ca/full
   std::string ssl_ca, ssl_cert, ssl_key;
   unsigned int connect_timeout = 10;
+  // Seconds a read or a write on the connection may wait for the server
+  // (Connector/C's MYSQL_OPT_READ_TIMEOUT, MYSQL_OPT_WRITE_TIMEOUT): a call
+  // on a server that went dark fails after this instead of hanging until
+  // the kernel gives up. sqlq's statements never wait long on the server
+  // (innodb_lock_wait_timeout is 5 s in its sessions), except migrations
+  // and index builds, which run on connections without a read timeout.
+  unsigned int read_timeout = 30;
+  unsigned int write_timeout = 30;
+  // core::RetryPolicy::failover_wait; -1: the default (core::FailoverWaitFor).
+  std::int64_t failover_wait_ms = -1;
   // Tuning (docs/engines/mysql.md): group commits run at once.
   int write_groups = 1;
 };
@@ -106,17 +116,18 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
  public:
   MysqlEngine(ConnParams params, std::shared_ptr<Clock> clock)
       : SqlEngine(std::move(clock), [this] { return Connect(); }),
-        params_(std::move(params)) {}
+        params_(std::move(params)) {
+    pool_.set_failover_wait(core::FailoverWaitFor(params_.failover_wait_ms,
+                                                  /*several_hosts=*/false));
+  }
 
   ~MysqlEngine() override { poller_.reset(); }
 
   Status Init(bool create_if_missing) {
-    auto conn = Connect();
+    // Not pooled afterwards: it has no read timeout.
+    auto conn = Connect(Reads::kUnbounded);
     if (!conn.ok()) return conn.status();
-    Status s = Migrate(**conn, create_if_missing);
-    if (!s.ok()) return s;
-    Release(std::move(*conn));
-    return Status::Ok();
+    return Migrate(**conn, create_if_missing);
   }
 
   // --- transactions -------------------------------------------------------
@@ -262,13 +273,20 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
   };
   using RawConn = std::unique_ptr<MYSQL, RawDeleter>;
 
-  RawConn ConnectRaw(unsigned int timeout, Status* error = nullptr);
+  // kBounded: reads wait at most ConnParams::read_timeout. kUnbounded: for
+  // statements that may rightly run long (a migration waiting for the
+  // migration lock or altering a large table, an index build), on
+  // connections that are never pooled.
+  enum class Reads { kBounded, kUnbounded };
+
+  RawConn ConnectRaw(unsigned int timeout, Status* error = nullptr,
+                     Reads reads = Reads::kBounded);
 
   // Reads what the engine needs to know about the session, and sets the
   // isolation level of a connection of ours.
   Status ReadSession(MyConn& conn);
 
-  Result<std::unique_ptr<MyConn>> Connect();
+  Result<std::unique_ptr<MyConn>> Connect(Reads reads = Reads::kBounded);
 
   void Release(std::unique_ptr<MyConn> conn);
 

@@ -1,0 +1,113 @@
+// What a caller sees when its MariaDB server goes read-only (a replica, or
+// a primary demoted by a failover) or goes dark (docs/deploying.md): an
+// error that says to try again, never `permission_denied`, and never a
+// call that hangs. Each test runs a server of its own
+// (scripts/mariadb-test-server.sh).
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+
+#include "sqlq/queue.h"
+#include "sqlq/status.h"
+#include "sqlq/store.h"
+#include "tests/engines/mysql/mariadb_servers.h"
+#include "tests/support/blackhole.h"
+#include "tests/support/test_servers.h"
+#include "tests/support/test_util.h"
+
+namespace sqlq::test {
+namespace {
+
+using std::chrono::seconds;
+
+// A URL for a user with every right on database `sqlq` but none on the
+// server as a whole: read_only applies to it, as to an application's user
+// (root may write to a read-only server).
+std::string AppUserUrl(const MariadbServer& server, RawConnection& root,
+                       const std::string& extra = "") {
+  EXPECT_TRUE(
+      root.Query("CREATE USER IF NOT EXISTS 'app'@'127.0.0.1' IDENTIFIED "
+                 "BY 'app-secret'")
+          .has_value())
+      << root.error();
+  EXPECT_TRUE(root.Query("GRANT ALL ON sqlq.* TO 'app'@'127.0.0.1'"))
+      << root.error();
+  return "mysql://app:app-secret@127.0.0.1:" + std::to_string(server.port()) +
+         "/sqlq" + (extra.empty() ? "" : "?" + extra);
+}
+
+TEST(MysqlFailover, AReadOnlyServerIsUnavailableNotPermissionDenied) {
+  SQLQ_SKIP_UNLESS_MARIADB();
+  MariadbServers servers("start");
+  ASSERT_TRUE(servers.ok());
+  RawConnection root(servers.primary());
+  ASSERT_EQ(root.error(), "");
+  ASSERT_OK_AND_ASSIGN(auto store,
+                       Store::Open(AppUserUrl(servers.primary(), root)));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK(q.Send({.payload = "before"}).status());
+
+  ASSERT_TRUE(root.Query("SET GLOBAL read_only = 1")) << root.error();
+  auto refused = q.Send({.payload = "during"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kUnavailable)
+      << refused.status().ToString();
+  EXPECT_TRUE(refused.status().retryable());
+  EXPECT_NE(refused.status().message().find("read-only"), std::string::npos)
+      << refused.status().ToString();
+
+  ASSERT_TRUE(root.Query("SET GLOBAL read_only = 0")) << root.error();
+  ASSERT_OK(q.Send({.payload = "after"}).status());
+  ASSERT_OK_AND_ASSIGN(auto stats, q.Stats());
+  EXPECT_EQ(stats.ready, 2);
+}
+
+TEST(MysqlFailover, ACallToAServerThatWentDarkEndsWithinTheReadTimeout) {
+  SQLQ_SKIP_UNLESS_MARIADB();
+  if (!Blackhole::available()) GTEST_SKIP() << "needs root and nft";
+  MariadbServers servers("start");
+  ASSERT_TRUE(servers.ok());
+  // The URL's own timeouts, shorter than the defaults (30 s) to keep the
+  // test short; connect_timeout bounds the reconnection after.
+  ASSERT_OK_AND_ASSIGN(
+      auto store,
+      Store::Open(servers.primary().url +
+                  "?read_timeout=3&write_timeout=3&connect_timeout=3"));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK(q.Send({.payload = "a pooled connection"}).status());
+
+  Blackhole dark(servers.primary().port());
+  ASSERT_TRUE(dark.ok());
+  auto send = std::async(std::launch::async,
+                         [&] { return q.Send({.payload = "x"}).status(); });
+  const bool ended = send.wait_for(seconds(30)) == std::future_status::ready;
+  dark.Lift();  // lets a hung call end, so that the test can
+  ASSERT_TRUE(ended) << "a send to a dark server still hung after 30 s";
+  Status s = send.get();
+  EXPECT_TRUE(s.code() == Code::kUnavailable ||
+              s.code() == Code::kOutcomeUnknown)
+      << s.ToString();
+}
+
+TEST(MysqlFailover, TimeoutsInTheUrlAreTakenAndChecked) {
+  // Taken: the store then tries to connect (to a port nobody listens on).
+  auto taken = Store::Open(
+      "mysql://u@127.0.0.1:1/db?read_timeout=5&write_timeout=5&"
+      "failover_wait_ms=0&connect_timeout=1");
+  EXPECT_EQ(taken.status().code(), Code::kUnavailable)
+      << taken.status().ToString();
+  for (const std::string bad : {"read_timeout=0", "write_timeout=x",
+                                "read_timeout=3601", "failover_wait_ms=-1"}) {
+    auto s = Store::Open("mysql://u@127.0.0.1:1/db?" + bad);
+    EXPECT_EQ(s.status().code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.status().message().find(bad.substr(0, bad.find('='))),
+              std::string::npos)
+        << s.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace sqlq::test
