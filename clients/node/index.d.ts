@@ -17,8 +17,12 @@ export interface ClientOptions {
   token?: string;
   /** Bound of one request, beyond a claim's waitMs [30000]. */
   timeoutMs?: number;
-  /** Retries of what is safe to send again [3]. */
+  /** Retries of what is safe to send again, at most [20]. */
   retries?: number;
+  /** No retry starts later than this after the first try [30000]: outlasts a database failover. */
+  retryForMs?: number;
+  /** Give every message sent without a dedup key one of its own ("idem:..."), so that a send whose reply was lost is retried and stored once [true]. */
+  idempotentSends?: boolean;
   /** CA certificates to trust for https:// URLs. */
   ca?: string | Buffer | Array<string | Buffer>;
   /** An http(s) Agent of your own (default: one kept-alive agent per client). */

@@ -1,13 +1,19 @@
 // The client: every operation of the HTTP API of `sqlq serve`.
 
+import { randomUUID } from "node:crypto";
+
 import { Transport, toError } from "./http.js";
 import { fromWire, toWire, payloadField, seg, query } from "./wire.js";
 
 export class Client {
-  // new Client("http://127.0.0.1:8080", {token, timeoutMs, retries, ca, agent})
+  // new Client("http://127.0.0.1:8080", {token, timeoutMs, retries, retryForMs,
+  //   idempotentSends, ca, agent})
   constructor(url, options = {}) {
     this.http = new Transport(url, options);
     this.url = this.http.url.href;
+    // Every message sent without a dedup key gets one of its own, so that a
+    // send whose reply was lost is retried and stored once.
+    this.idempotentSends = options.idempotentSends ?? true;
   }
 
   // Frees the kept-alive connections (the process can then exit).
@@ -107,9 +113,15 @@ export class Queue {
     return r.ids[0];
   }
   // Many in one commit: [{payload, priority, ...}] → {ids, duplicate}.
+  // With a dedup key on every message (one of its own unless the client's
+  // idempotentSends is off) a send is retried like any safe request.
   async sendBatch(messages) {
-    const body = { messages: messages.map((m) => toWire(m)) };
-    return await this.client._post(this.path + "/messages", body);
+    const wire = messages.map((m) => toWire(m));
+    if (this.client.idempotentSends) {
+      for (const m of wire) m.dedup ??= "idem:" + randomUUID().replaceAll("-", "");
+    }
+    const idempotent = wire.length > 0 && wire.every((m) => m.dedup != null);
+    return await this.client._post(this.path + "/messages", { messages: wire }, { idempotent });
   }
 
   // claim({max, leaseMs, waitMs, worker, ack, signal}) → [Message], with

@@ -29,7 +29,8 @@ const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREAC
                           "ENETUNREACH", "EADDRNOTAVAIL"]);
 
 export class Transport {
-  constructor(url, { token, timeoutMs = 30000, retries = 3, ca, agent } = {}) {
+  constructor(url, { token, timeoutMs = 30000, retries = 20, retryForMs = 30000, ca,
+                     agent } = {}) {
     const u = new URL(url);
     if (u.protocol !== "http:" && u.protocol !== "https:") {
       throw new SqlqError("invalid_argument", `not an http(s) URL: ${url}`);
@@ -39,6 +40,7 @@ export class Transport {
     this.token = token;
     this.timeoutMs = timeoutMs;
     this.retries = retries;
+    this.retryForMs = retryForMs;
     this.mod = u.protocol === "https:" ? https : http;
     this.agent = agent ?? new this.mod.Agent({ keepAlive: true, ca });
     this.ownAgent = !agent;
@@ -116,9 +118,13 @@ export class Transport {
   // exponential backoff, what is safe to send again: a refused connection
   // (nothing reached the server), a kept-alive connection found closed, a
   // reply that says the request was not carried out (503, 429); with
-  // `idempotent`, also a connection lost mid-request.
+  // `idempotent`, also a connection lost mid-request and outcome_unknown.
+  // At most `retries` times, and none that would start more than
+  // `retryForMs` after the first try: the default outlasts a database
+  // failover (10 to 15 s) or a server restart.
   async call(method, path, { body, timeoutMs, signal, idempotent = false,
                              retries = this.retries } = {}) {
+    const deadline = Date.now() + this.retryForMs;
     for (let attempt = 0; ; attempt++) {
       let err;
       try {
@@ -131,9 +137,13 @@ export class Transport {
       }
       if (err.code === "aborted") throw err;
       if (err.staleSocket && attempt === 0) continue;
-      const safe = isRetryable(err) || (idempotent && err instanceof ConnectionFailed);
-      if (!safe || attempt >= retries || signal?.aborted) throw err;
-      await sleep(err.retryAfterMs ?? backoffMs(attempt), signal);
+      const safe = isRetryable(err) ||
+        (idempotent && (err instanceof ConnectionFailed || err.code === "outcome_unknown"));
+      const delay = err.retryAfterMs ?? backoffMs(attempt);
+      if (!safe || attempt >= retries || Date.now() + delay > deadline || signal?.aborted) {
+        throw err;
+      }
+      await sleep(delay, signal);
     }
   }
 }

@@ -12,6 +12,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
@@ -149,16 +150,23 @@ class Client:
     url: the server, http://host:port or https://host:port.
     token: the bearer token, when the server has a token file.
     timeout: seconds to wait for a reply (a claim adds its wait_ms).
-    retries: how often a request is retried when that is safe (the server
-    could not be reached, or answered 503 or 429), with capped exponential
-    backoff and jitter (backoff, max_backoff seconds), honouring
-    Retry-After.
+    retries: at most how often a request is retried when that is safe (the
+    server could not be reached, or answered 503 or 429), with capped
+    exponential backoff and jitter (backoff, max_backoff seconds),
+    honouring Retry-After;
+    retry_for: seconds after which no retry starts, whatever is left of
+    retries: the default outlasts a database failover (10 to 15 s) or a
+    server restart;
+    idempotent_sends: every message sent without a dedup key gets one of
+    its own (a random "idem:..." key), so that a send whose reply was lost
+    (connection broken, outcome_unknown) is retried and stored once.
     """
 
     def __init__(self, url: str = "http://127.0.0.1:8080", *,
                  token: Optional[str] = None, timeout: float = 30.0,
-                 retries: int = 3, backoff: float = 0.1,
-                 max_backoff: float = 5.0,
+                 retries: int = 20, retry_for: float = 30.0,
+                 backoff: float = 0.1, max_backoff: float = 5.0,
+                 idempotent_sends: bool = True,
                  ssl_context: Optional[ssl.SSLContext] = None) -> None:
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
@@ -171,6 +179,8 @@ class Client:
         self.token = token
         self.timeout = timeout
         self.retries = retries
+        self.retry_for = retry_for
+        self.idempotent_sends = idempotent_sends
         self.backoff = backoff
         self.max_backoff = max_backoff
         self._ssl_context = ssl_context
@@ -181,8 +191,9 @@ class Client:
     def clone(self) -> "Client":
         """A client of the same server with its own connections."""
         c = Client(self.url, token=self.token, timeout=self.timeout,
-                   retries=self.retries, backoff=self.backoff,
-                   max_backoff=self.max_backoff,
+                   retries=self.retries, retry_for=self.retry_for,
+                   backoff=self.backoff, max_backoff=self.max_backoff,
+                   idempotent_sends=self.idempotent_sends,
                    ssl_context=self._ssl_context)
         return c
 
@@ -225,7 +236,8 @@ class Client:
         raw=True). Raises a SqlqError subclass for an error reply.
 
         idempotent: whether the request may be repeated when the
-        connection broke after it was sent (default: GET only)."""
+        connection broke after it was sent, or the server answered
+        outcome_unknown (default: GET only)."""
         if idempotent is None:
             idempotent = method == "GET"
         target = self._prefix + path
@@ -245,8 +257,13 @@ class Client:
         if self.token is not None:
             headers["Authorization"] = "Bearer " + self.token
         tries = self.retries if retries is None else retries
+        deadline = time.monotonic() + self.retry_for
         conn = self._connection()
         attempt = 0
+
+        def may_retry(delay: float) -> bool:
+            return attempt < tries and time.monotonic() + delay <= deadline
+
         while True:
             try:
                 conn.waiting = wait_s > 0
@@ -256,9 +273,9 @@ class Client:
                 finally:
                     conn.waiting = False
             except ConnectionFailed as e:
-                if attempt >= tries or (e.sent and not idempotent):
-                    raise
                 delay = backoff_delay(attempt, self.backoff, self.max_backoff)
+                if not may_retry(delay) or (e.sent and not idempotent):
+                    raise
                 log.warning("sqlq: %s; retrying in %.2fs", e.message, delay)
                 attempt += 1
                 time.sleep(delay)
@@ -268,11 +285,13 @@ class Client:
                     return reply.decode("utf-8", "replace")
                 return json.loads(reply) if reply else None
             err = self._error(status, rh, reply)
-            if status in _RETRYABLE_STATUS and attempt < tries \
-                    and err.code != "too_many_auth_failures":
-                delay = backoff_delay(attempt, self.backoff, self.max_backoff)
-                if err.retry_after is not None:
-                    delay = max(delay, err.retry_after)
+            safe = (status in _RETRYABLE_STATUS
+                    and err.code != "too_many_auth_failures") or (
+                        idempotent and err.code == "outcome_unknown")
+            delay = backoff_delay(attempt, self.backoff, self.max_backoff)
+            if err.retry_after is not None:
+                delay = max(delay, err.retry_after)
+            if safe and may_retry(delay):
                 log.warning("sqlq: %s %s: %s; retrying in %.2fs", method,
                             path, err, delay)
                 attempt += 1
@@ -470,8 +489,10 @@ class Queue:
             if "payload" in m:
                 m.update(payload_fields(m.pop("payload")))
             out.append(m)
+            if self.client.idempotent_sends and m.get("dedup") is None:
+                m["dedup"] = "idem:" + uuid.uuid4().hex
         # With a dedup key on every message a repeat stores nothing twice.
-        idem = bool(out) and all("dedup" in m for m in out)
+        idem = bool(out) and all(m.get("dedup") is not None for m in out)
         r = self._req("POST", "/messages", {"messages": out}, idempotent=idem)
         return SendResult(r["ids"], r["duplicate"])
 
