@@ -77,36 +77,47 @@ Result<ConnParams> ParseUrl(std::string_view url) {
     p.user = *u;
     p.password = *pw;
   }
-  std::string_view host = authority;
-  if (!host.empty() && host.front() == '[') {  // [::1]:3306
-    const auto close = host.find(']');
-    if (close == std::string_view::npos) return bad("unclosed '['");
-    std::string_view after = host.substr(close + 1);
-    host = host.substr(1, close - 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return bad("junk after ']'");
-      authority = after;
-    } else {
-      authority = {};
+  // host[:port], or several of them separated by commas: servers tried in
+  // turn (ConnectRaw).
+  p.servers.clear();
+  auto server = [&](std::string_view host) -> Status {
+    ConnParams::Server sv;
+    std::string_view port;
+    if (!host.empty() && host.front() == '[') {  // [::1]:3306
+      const auto close = host.find(']');
+      if (close == std::string_view::npos) return bad("unclosed '['");
+      std::string_view after = host.substr(close + 1);
+      host = host.substr(1, close - 1);
+      if (!after.empty()) {
+        if (after.front() != ':') return bad("junk after ']'");
+        port = after.substr(1);
+      }
+    } else if (auto colon = host.rfind(':'); colon != std::string_view::npos) {
+      port = host.substr(colon + 1);
+      host = host.substr(0, colon);
+      if (port.empty()) return bad("bad port");
     }
-  } else if (auto colon = host.rfind(':'); colon != std::string_view::npos) {
-    authority = host.substr(colon);
-    host = host.substr(0, colon);
-  } else {
-    authority = {};
-  }
-  if (!authority.empty()) {  // ":port"
-    std::string_view port = authority.substr(1);
-    unsigned long v = 0;
-    if (port.empty() || port.size() > 5) return bad("bad port");
-    for (char c : port) {
-      if (c < '0' || c > '9') return bad("bad port");
-      v = v * 10 + static_cast<unsigned long>(c - '0');
+    if (!port.empty()) {
+      unsigned long v = 0;
+      if (port.size() > 5) return bad("bad port");
+      for (char c : port) {
+        if (c < '0' || c > '9') return bad("bad port");
+        v = v * 10 + static_cast<unsigned long>(c - '0');
+      }
+      if (v == 0 || v > 65535) return bad("port out of range");
+      sv.port = static_cast<unsigned int>(v);
     }
-    if (v == 0 || v > 65535) return bad("port out of range");
-    p.port = static_cast<unsigned int>(v);
+    if (!host.empty()) sv.host = std::string(host);
+    p.servers.push_back(std::move(sv));
+    return Status::Ok();
+  };
+  for (;;) {
+    const auto comma = authority.find(',');
+    Status s = server(authority.substr(0, comma));
+    if (!s.ok()) return s;
+    if (comma == std::string_view::npos) break;
+    authority = authority.substr(comma + 1);
   }
-  if (!host.empty()) p.host = std::string(host);
   while (!query.empty()) {
     std::string_view kv = query.substr(0, query.find('&'));
     query = kv.size() < query.size() ? query.substr(kv.size() + 1)
@@ -341,8 +352,92 @@ Status MysqlEngine::InTransaction(MyConn& conn,
   return s;
 }
 
+namespace {
+
+// The value of the row named `name` of a SHOW ... WHERE Variable_name IN
+// (...) reply, or "".
+std::string Shown(MYSQL* m, const char* sql, std::string_view name,
+                  std::string_view other, std::string* other_value) {
+  std::string out;
+  if (mysql_real_query(m, sql, std::strlen(sql)) != 0) return out;
+  MYSQL_RES* res = mysql_store_result(m);
+  if (res == nullptr) return out;
+  while (MYSQL_ROW row = mysql_fetch_row(res)) {
+    if (row[0] == nullptr || row[1] == nullptr) continue;
+    std::string key = row[0];
+    std::transform(key.begin(), key.end(), key.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    if (key == name) out = row[1];
+    if (key == other) *other_value = row[1];
+  }
+  mysql_free_result(res);
+  return out;
+}
+
+// Why a server of a list may not be written to now, or "" when it may: it
+// is read-only (a replica, a demoted primary), or a Galera node that is not
+// synced with its cluster's primary component.
+std::string WhyNotWritable(MYSQL* m) {
+  std::string wsrep_on;
+  const std::string read_only =
+      Shown(m,
+            "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', "
+            "'wsrep_on')",
+            "read_only", "wsrep_on", &wsrep_on);
+  if (read_only != "OFF" && read_only != "0") return "read-only";
+  if (wsrep_on != "ON") return "";
+  std::string state;
+  const std::string ready = Shown(m,
+                                  "SHOW GLOBAL STATUS WHERE Variable_name IN "
+                                  "('wsrep_ready', 'wsrep_local_state')",
+                                  "wsrep_ready", "wsrep_local_state", &state);
+  if (ready != "ON" || state != "4") {
+    return fmt::format(
+        "Galera node not synced (wsrep_ready={}, "
+        "wsrep_local_state={})",
+        ready, state);
+  }
+  return "";
+}
+
+}  // namespace
+
 MysqlEngine::RawConn MysqlEngine::ConnectRaw(unsigned int timeout,
                                              Status* error, Reads reads) {
+  const ConnParams& p = params_;
+  if (p.servers.size() == 1) {
+    return ConnectTo(p.servers.front(), timeout, error, reads);
+  }
+  // A list: the first that takes writes, so that after a failover the
+  // store finds the new primary (docs/engines/mysql.md).
+  std::string tried;
+  Status last;
+  for (const ConnParams::Server& server : p.servers) {
+    Status s;
+    RawConn conn = ConnectTo(server, timeout, &s, reads);
+    if (conn != nullptr) {
+      const std::string why = WhyNotWritable(conn.get());
+      if (why.empty()) return conn;
+      s = Status::Unavailable(why);
+    }
+    tried += fmt::format("{}{}:{} ({})", tried.empty() ? "" : "; ", server.host,
+                         server.port, s.message());
+    last = s;
+  }
+  if (error) {
+    *error = last.code() == Code::kPermissionDenied
+                 ? last
+                 : Status::Unavailable(fmt::format(
+                       "connect to MySQL/MariaDB: no server of the list takes "
+                       "writes now: {}",
+                       tried));
+  }
+  return nullptr;
+}
+
+MysqlEngine::RawConn MysqlEngine::ConnectTo(const ConnParams::Server& server,
+                                            unsigned int timeout, Status* error,
+                                            Reads reads) {
   MYSQL* m = mysql_init(nullptr);
   if (m == nullptr) {
     if (error) *error = Status::Unavailable("connect: out of memory");
@@ -377,16 +472,16 @@ MysqlEngine::RawConn MysqlEngine::ConnectRaw(unsigned int timeout,
   // those it changed (an extend to the same time still "found" its row).
   // CLIENT_MULTI_STATEMENTS: BEGIN with the clock read, and the counters
   // with COMMIT, each go in one round trip (fixed text and integers only).
-  if (mysql_real_connect(m, p.host.c_str(), p.user.c_str(), p.password.c_str(),
-                         p.database.c_str(), p.port,
+  if (mysql_real_connect(m, server.host.c_str(), p.user.c_str(),
+                         p.password.c_str(), p.database.c_str(), server.port,
                          p.socket.empty() ? nullptr : p.socket.c_str(),
                          CLIENT_FOUND_ROWS | CLIENT_MULTI_STATEMENTS) ==
       nullptr) {
     if (error) {
-      *error = Translate(
-          mysql_errno(m), mysql_error(m),
-          fmt::format("connect to MySQL/MariaDB at {}:{}", p.host, p.port),
-          Phase::kConnect);
+      *error = Translate(mysql_errno(m), mysql_error(m),
+                         fmt::format("connect to MySQL/MariaDB at {}:{}",
+                                     server.host, server.port),
+                         Phase::kConnect);
     }
     return nullptr;
   }
@@ -396,7 +491,7 @@ MysqlEngine::RawConn MysqlEngine::ConnectRaw(unsigned int timeout,
       *error = Status::Unavailable(
           fmt::format("connect to MySQL/MariaDB at {}:{}: SSL/TLS is required "
                       "(ssl={}) but the server does not offer it",
-                      p.host, p.port, p.ssl));
+                      server.host, server.port, p.ssl));
     }
     return nullptr;
   }

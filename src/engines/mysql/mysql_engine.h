@@ -14,10 +14,12 @@
 namespace sqlq::engines::mysql {
 
 // `url` is a mysql:// or mariadb:// URL:
-//   mysql://[user[:password]@]host[:port]/database[?param=value&...]
-// with parameters ssl (disable, require, verify-ca, verify-full), ssl_ca,
-// ssl_cert, ssl_key, connect_timeout (seconds, default 10) and socket (a
-// Unix socket path). User, password and database may be percent-encoded.
+//   mysql://[user[:password]@]host[:port][,host[:port]...]/database[?...]
+// (several servers: the first that takes writes is used) with parameters
+// ssl (disable, require, verify-ca, verify-full), ssl_ca, ssl_cert,
+// ssl_key, connect_timeout, read_timeout, write_timeout (seconds),
+// failover_wait_ms, write_groups and socket (a Unix socket path); see
+// docs/engines/mysql.md. User, password and database may be percent-encoded.
 // kInvalidArgument for a malformed URL or an unknown parameter.
 Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
                                            const StoreOptions& options);

@@ -89,8 +89,13 @@ using core::Us;
 
 // Connection parameters from the URL.
 struct ConnParams {
-  std::string host = "localhost";
-  unsigned int port = 3306;
+  struct Server {
+    std::string host = "localhost";
+    unsigned int port = 3306;
+  };
+  // Tried in order; with several, only a server that takes writes is
+  // taken (MysqlEngine::ConnectRaw).
+  std::vector<Server> servers{Server{}};
   std::string user;
   std::string password;
   std::string database;
@@ -118,7 +123,7 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
       : SqlEngine(std::move(clock), [this] { return Connect(); }),
         params_(std::move(params)) {
     pool_.set_failover_wait(core::FailoverWaitFor(params_.failover_wait_ms,
-                                                  /*several_hosts=*/false));
+                                                  params_.servers.size() > 1));
   }
 
   ~MysqlEngine() override { poller_.reset(); }
@@ -279,8 +284,12 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
   // connections that are never pooled.
   enum class Reads { kBounded, kUnbounded };
 
+  // A connection to the URL's server, or with several to the first that
+  // takes writes (not read-only; under Galera, synced).
   RawConn ConnectRaw(unsigned int timeout, Status* error = nullptr,
                      Reads reads = Reads::kBounded);
+  RawConn ConnectTo(const ConnParams::Server& server, unsigned int timeout,
+                    Status* error, Reads reads);
 
   // Reads what the engine needs to know about the session, and sets the
   // isolation level of a connection of ours.

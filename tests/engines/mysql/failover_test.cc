@@ -65,6 +65,59 @@ TEST(MysqlFailover, AReadOnlyServerIsUnavailableNotPermissionDenied) {
   EXPECT_EQ(stats.ready, 2);
 }
 
+TEST(MysqlFailover, AListOfServersConnectsToTheOneThatTakesWrites) {
+  SQLQ_SKIP_UNLESS_MARIADB();
+  // A primary and the server a failover makes the primary, each with the
+  // application's user and its own copy of the queue.
+  MariadbServers first("start"), second("start");
+  ASSERT_TRUE(first.ok() && second.ok());
+  RawConnection root1(first.primary()), root2(second.primary());
+  ASSERT_EQ(root1.error(), "");
+  ASSERT_EQ(root2.error(), "");
+  for (auto [server, root] : {std::pair{&first, &root1}, {&second, &root2}}) {
+    ASSERT_OK_AND_ASSIGN(auto s,
+                         Store::Open(AppUserUrl(server->primary(), *root)));
+    ASSERT_OK(s->CreateQueue("jobs", {}).status());
+  }
+  const std::string both =
+      "mysql://app:app-secret@127.0.0.1:" +
+      std::to_string(first.primary().port()) +
+      ",127.0.0.1:" + std::to_string(second.primary().port()) + "/sqlq";
+  auto ready = [](RawConnection& root) {
+    return root.Value(
+        "SELECT COUNT(*) FROM sqlq_messages m JOIN sqlq_queues q "
+        "ON q.id = m.queue_id WHERE q.name = 'jobs'");
+  };
+
+  // The first is a replica: the list skips it.
+  ASSERT_TRUE(root1.Query("SET GLOBAL read_only = 1")) << root1.error();
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(both));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->Queue("jobs"));
+  ASSERT_OK(q.Send({.payload = "to the second"}).status());
+  EXPECT_EQ(ready(root2), "1");
+  EXPECT_EQ(ready(root1), "0");
+
+  // A failover the other way: the second is demoted, the first promoted.
+  // The send that meets the demoted server is tried again (the failover
+  // wait of a list) on a fresh connection, which finds the first.
+  ASSERT_TRUE(root1.Query("SET GLOBAL read_only = 0")) << root1.error();
+  ASSERT_TRUE(root2.Query("SET GLOBAL read_only = 1")) << root2.error();
+  ASSERT_OK(q.Send({.payload = "to the first"}).status());
+  EXPECT_EQ(ready(root1), "1");
+  EXPECT_EQ(ready(root2), "1");
+
+  // Neither takes writes: the error names each and why.
+  ASSERT_TRUE(root1.Query("SET GLOBAL read_only = 1")) << root1.error();
+  auto none = Store::Open(both + "?failover_wait_ms=0");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Code::kUnavailable);
+  EXPECT_NE(none.status().message().find("no server of the list takes writes"),
+            std::string::npos)
+      << none.status().ToString();
+  EXPECT_NE(none.status().message().find("read-only"), std::string::npos)
+      << none.status().ToString();
+}
+
 TEST(MysqlFailover, ACallToAServerThatWentDarkEndsWithinTheReadTimeout) {
   SQLQ_SKIP_UNLESS_MARIADB();
   if (!Blackhole::available()) GTEST_SKIP() << "needs root and nft";
