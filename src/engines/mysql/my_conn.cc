@@ -185,7 +185,7 @@ MyConn::~MyConn() {
     heir->auto_increment_increment = auto_increment_increment;
     heir->consecutive_autoinc = consecutive_autoinc;
     heir->mariadb = mariadb;
-    heir->connection_id = connection_id;
+    heir->counter_slot = counter_slot;
     // The pool drops it, and the other idle ones, after a failover.
     heir->failover = failover;
     Recycler recycler = std::move(recycler_);

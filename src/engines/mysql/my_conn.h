@@ -193,7 +193,9 @@ class MyConn : public core::TxConn {
   bool consecutive_autoinc = true;
   // The server is MariaDB (which has DELETE ... RETURNING), not MySQL.
   bool mariadb = false;
-  std::int64_t connection_id = 0;
+  // The row of each queue's counters this connection adds to
+  // (MysqlEngine::ReadSession).
+  int counter_slot = 0;
 
  private:
   Status Fail(unsigned int err, std::string_view message, std::string_view what,

@@ -270,7 +270,7 @@ Status MysqlEngine::WriteCounters(MyConn& conn, std::int64_t queue_id,
   static const std::string kSql =
       fmt::format("{} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {}", kCounterInsert,
                   kCounterUpdate);
-  const int slot = static_cast<int>(conn.connection_id % kCounterSlots);
+  const int slot = conn.counter_slot;
   Params p;
   p.Int(queue_id).Int(slot);
   AppendCounters(p, d);
@@ -313,7 +313,7 @@ Status MysqlEngine::Commit(MyConn& conn) {
   // integers of ours, formatted here, never caller input.
   std::string sql;
   if (!conn.pending_counters.empty()) {
-    const int slot = static_cast<int>(conn.connection_id % kCounterSlots);
+    const int slot = conn.counter_slot;
     sql = fmt::format("{} VALUES ", kCounterInsert);
     bool first = true;
     for (const auto& [queue_id, d] : conn.pending_counters) {
@@ -508,10 +508,20 @@ MysqlEngine::RawConn MysqlEngine::ConnectTo(const ConnParams::Server& server,
 Status MysqlEngine::ReadSession(MyConn& conn) {
   static const std::string kSql =
       "SELECT CONNECTION_ID(), @@auto_increment_increment, "
-      "@@innodb_autoinc_lock_mode, @@log_bin, @@binlog_format, VERSION()";
+      "@@innodb_autoinc_lock_mode, @@log_bin, @@binlog_format, VERSION(), "
+      "CRC32(CONCAT(@@hostname, ':', @@port, ':', @@datadir))";
   auto rows = conn.Run(kSql, Params(), "read session");
   if (!rows.ok()) return rows.status();
-  conn.connection_id = rows->Int(0, 0);
+  // The counter row this connection adds to. Consecutive connections of
+  // one server take consecutive slots, so that up to kCounterSlots of them
+  // never share one. The servers of a Galera cluster number their
+  // connections alike: each is shifted by a number of its own, so that two
+  // nodes' connections do not meet on one row (a certification conflict
+  // at commit).
+  conn.counter_slot = static_cast<int>(
+      (static_cast<std::uint64_t>(rows->Int(0, 0)) +
+       static_cast<std::uint64_t>(rows->Int(0, 6))) %
+      kCounterSlots);
   conn.auto_increment_increment = std::max<std::int64_t>(1, rows->Int(0, 1));
   conn.consecutive_autoinc = rows->Int(0, 2) <= 1;
   conn.mariadb = rows->Bytes(0, 5).find("MariaDB") != std::string::npos;

@@ -19,7 +19,7 @@
 //    VARBINARY/BLOB: any bytes, compared and ordered bytewise as in SQLite,
 //    whatever the server's character set and collation.
 //  - Counters live in sqlq_counters, in up to kCounterSlots rows per queue
-//    (one per connection id modulo kCounterSlots), so concurrent commits
+//    (one per connection, MysqlEngine::ReadSession), so concurrent commits
 //    rarely update the same row; Stats sums whatever rows there are.
 //  - Every table has a primary key and no AUTO_INCREMENT other than the
 //    ids, and every statement that picks rows does so in a total order, so
