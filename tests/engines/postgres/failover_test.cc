@@ -194,6 +194,40 @@ TEST(PostgresFailover, ACancelledWaitForTheSynchronousStandbyIsNotSuccess) {
   EXPECT_EQ(claimed.code(), Code::kOutcomeUnknown) << claimed.ToString();
 }
 
+TEST(PostgresFailover, ADuplicateSendWaitsForTheStandbyLikeTheFirst) {
+  SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
+  PrivatePgServer server;
+  ASSERT_TRUE(server.ok());
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(server.url()));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  Admin admin(server.url());
+  admin.Query("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
+  admin.Query("SELECT pg_reload_conf()");
+  ASSERT_TRUE(admin.WaitFor("SHOW synchronous_standby_names", "nobody"));
+  auto cancel_the_wait = [&] {
+    return admin.WaitFor(
+        "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity "
+        "WHERE wait_event = 'SyncRep'",
+        "1");
+  };
+  // The first send commits here but not on the standby: outcome_unknown.
+  auto first = std::async(std::launch::async, [&] {
+    return q.Send({.payload = "x", .dedup_key = "k"}).status();
+  });
+  ASSERT_TRUE(cancel_the_wait());
+  EXPECT_EQ(first.get().code(), Code::kOutcomeUnknown);
+  // Sent again, as the caller should: the key is held by the first, which
+  // a failover may still lose, so the answer must wait for the standby
+  // too, not come back at once as a success. (It does: the send's INSERT
+  // ... ON CONFLICT DO NOTHING takes a transaction id even when it inserts
+  // nothing, so its commit waits like any write. This guards that.)
+  auto again = std::async(std::launch::async, [&] {
+    return q.Send({.payload = "x", .dedup_key = "k"}).status();
+  });
+  ASSERT_TRUE(cancel_the_wait()) << "the duplicate send did not wait";
+  EXPECT_EQ(again.get().code(), Code::kOutcomeUnknown);
+}
+
 TEST(PostgresFailover, ACallToAServerThatWentDarkEndsWithinTheTcpTimeouts) {
   SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
   if (!Blackhole::available()) GTEST_SKIP() << "needs root and nft";
