@@ -435,6 +435,131 @@ class PsycopgTest(unittest.TestCase):
         self.assertEqual(self.db.stats("emails")["acks"], 10)
 
 
+@unittest.skipUnless(ENGINE == "postgres", "search_path is PostgreSQL's")
+class SearchPathTest(unittest.TestCase):
+    """The functions run with the caller's privileges, so what their names
+    find must not be the caller's search_path's choice: not a schema named
+    after the caller, which another role may have made, and not the
+    caller's temporary tables."""
+
+    def setUp(self):
+        import psycopg
+        self.psycopg = psycopg
+        self.db = Database()
+        self.addCleanup(self.db.close)
+        self.db.sqlq("queue", "create", "emails")
+        u = urllib.parse.urlsplit(self.db.url)
+        self.url = u
+        self.dbname = u.path.lstrip("/")
+        self.admin = psycopg.connect(self.db.url, autocommit=True)
+        self.addCleanup(self.admin.close)
+
+    def role(self, name):
+        """A login role with password pw, dropped with what it owns."""
+        self.admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'pw'")
+        self.addCleanup(self.admin.execute,
+                        f"DROP OWNED BY {name}; DROP ROLE {name}")
+        url = urllib.parse.urlunsplit(self.url._replace(
+            netloc=f"{name}:pw@{self.url.hostname}:{self.url.port}"))
+        conn = self.psycopg.connect(url, autocommit=True)
+        self.addCleanup(conn.close)
+        return conn
+
+    def test_a_schema_named_after_the_caller_does_not_capture_its_sends(self):
+        suffix = self.dbname[-6:]
+        caller = "sqlq_app_" + suffix
+        # The caller may send, ack and read the application's secrets.
+        app = self.role(caller)
+        self.admin.execute(
+            f"GRANT USAGE ON SCHEMA sqlq TO {caller}; "
+            "CREATE TABLE secrets (secret text); "
+            "INSERT INTO secrets VALUES ('the secret'); "
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
+            f"public TO {caller}; "
+            f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {caller}")
+        # Another role may only create schemas in the database. It makes
+        # one named after the caller (first in PostgreSQL's default
+        # search_path, "$user", public) with tables named like sqlq's and a
+        # trigger that copies the secrets as whoever inserts.
+        other = self.role("sqlq_other_" + suffix)
+        self.admin.execute(
+            f"GRANT CREATE ON DATABASE {self.dbname} TO sqlq_other_{suffix}")
+        with self.assertRaises(self.psycopg.errors.InsufficientPrivilege):
+            other.execute("SELECT * FROM public.secrets")
+        other.execute(f"""
+            CREATE SCHEMA {caller};
+            SET search_path = {caller};
+            CREATE TABLE sqlq_queues (id bigint, name text, kind text,
+              max_payload bigint, unique_for_us bigint, group_mode int,
+              archive boolean, group_limit int, max_leased int);
+            INSERT INTO sqlq_queues VALUES
+              (1, 'emails', 'queue', 1048576, 0, 0, false, 0, 0);
+            CREATE TABLE sqlq_messages (
+              id bigint GENERATED ALWAYS AS IDENTITY, queue_id bigint,
+              priority int, ready_us bigint, enqueued_us bigint,
+              dedup bytea, payload bytea, headers jsonb, grp bytea,
+              token bigint, attempts bigint, worker bytea, errors jsonb);
+            CREATE UNIQUE INDEX ON sqlq_messages (queue_id, dedup)
+              WHERE dedup IS NOT NULL;
+            CREATE TABLE sqlq_counter_deltas (queue_id bigint, sends bigint,
+              acks bigint);
+            CREATE TABLE loot (secret text);
+            CREATE FUNCTION steal() RETURNS trigger LANGUAGE plpgsql AS $$
+              BEGIN
+                INSERT INTO {caller}.loot SELECT secret FROM public.secrets;
+                RETURN NEW;
+              END $$;
+            CREATE TRIGGER steal BEFORE INSERT ON sqlq_messages
+              FOR EACH ROW EXECUTE FUNCTION steal();
+            GRANT USAGE ON SCHEMA {caller} TO PUBLIC;
+            GRANT ALL ON ALL TABLES IN SCHEMA {caller} TO PUBLIC""")
+        from psycopg.types.json import Jsonb
+        with app.transaction():
+            ids = [
+                app.execute("SELECT sqlq.send('emails', 'text')").fetchone()[0],
+                app.execute("SELECT sqlq.send('emails', %s)",
+                            (Jsonb({"n": 1}),)).fetchone()[0],
+                *[r[0] for r in app.execute(
+                    "SELECT * FROM sqlq.send_batch('emails', %s)",
+                    (["b1", "b2"],)).fetchall()],
+            ]
+        # The sends reached the queue, and nothing of the other role ran.
+        got = self.db.claim_all("emails")
+        self.assertEqual([m["id"] for m in got], ids)
+        self.assertEqual([m["payload"] for m in got],
+                         ["text", {"n": 1}, "b1", "b2"])
+        self.assertEqual(got[1]["headers"],
+                         {"content-type": "application/json"})
+        self.assertEqual(self.db.stats("emails")["sends"], 4)
+        with app.transaction():
+            for m in got:
+                app.execute("SELECT sqlq.ack('emails', %s)", (m["receipt"],))
+        self.assertEqual(self.db.stats("emails")["acks"], 4)
+        self.assertEqual(other.execute(
+            "SELECT (SELECT count(*) FROM loot), "
+            "(SELECT count(*) FROM sqlq_messages)").fetchone(), (0, 0))
+        # Every function of the API says which path it runs with.
+        paths = self.admin.execute(
+            "SELECT p.proname, p.proconfig FROM pg_proc p WHERE "
+            "p.pronamespace = 'sqlq'::regnamespace").fetchall()
+        self.assertEqual(len(paths), 10)
+        for name, config in paths:
+            self.assertEqual(config,
+                             ["search_path=pg_catalog, public, pg_temp"], name)
+
+    def test_a_temporary_table_named_like_sqlqs_does_not_catch_a_send(self):
+        c = self.admin
+        with c.transaction():
+            c.execute("CREATE TEMPORARY TABLE sqlq_messages "
+                      "(LIKE public.sqlq_messages INCLUDING ALL)")
+            c.execute("SELECT sqlq.send('emails', 'to the queue')")
+        self.assertEqual([m["payload"] for m in self.db.claim_all("emails")],
+                         ["to the queue"])
+        self.assertEqual(
+            c.execute("SELECT count(*) FROM pg_temp.sqlq_messages").fetchone(),
+            (0,))
+
+
 @unittest.skipIf(ENGINE == "sqlite", "SQLite has no users")
 class WithoutPrivilegeTest(unittest.TestCase):
     """A database user that may not create the API (PostgreSQL: the schema
