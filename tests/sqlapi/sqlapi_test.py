@@ -6,6 +6,7 @@ sqlite3 on SQLite, inside transactions of the application's own rows that
 commit and that roll back. The library's side is the sqlq program
 (SQLQ_BIN): its sends are the library's, and its claims are what every
 consumer sees. A fresh database per test (tests/sqs/test_db.py)."""
+import copy
 import json
 import os
 import sqlite3
@@ -50,6 +51,15 @@ class Database:
     def close(self):
         test_db.drop(self.url)
         self.dir.cleanup()
+
+    def as_user(self, user, password):
+        """This database as another user of its server sees it (for run,
+        send and ack; closing it is this one's)."""
+        other = copy.copy(self)
+        u = urllib.parse.urlsplit(self.url)
+        other.url = urllib.parse.urlunsplit(u._replace(
+            netloc=f"{user}:{password}@{u.hostname}:{u.port}"))
+        return other
 
     def sqlq(self, *args, ok=True):
         """Runs the sqlq program on this database; its stdout."""
@@ -448,9 +458,7 @@ class SearchPathTest(unittest.TestCase):
         self.db = Database()
         self.addCleanup(self.db.close)
         self.db.sqlq("queue", "create", "emails")
-        u = urllib.parse.urlsplit(self.db.url)
-        self.url = u
-        self.dbname = u.path.lstrip("/")
+        self.dbname = urllib.parse.urlsplit(self.db.url).path.lstrip("/")
         self.admin = psycopg.connect(self.db.url, autocommit=True)
         self.addCleanup(self.admin.close)
 
@@ -459,9 +467,8 @@ class SearchPathTest(unittest.TestCase):
         self.admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'pw'")
         self.addCleanup(self.admin.execute,
                         f"DROP OWNED BY {name}; DROP ROLE {name}")
-        url = urllib.parse.urlunsplit(self.url._replace(
-            netloc=f"{name}:pw@{self.url.hostname}:{self.url.port}"))
-        conn = self.psycopg.connect(url, autocommit=True)
+        conn = self.psycopg.connect(self.db.as_user(name, "pw").url,
+                                    autocommit=True)
         self.addCleanup(conn.close)
         return conn
 
@@ -558,6 +565,67 @@ class SearchPathTest(unittest.TestCase):
         self.assertEqual(
             c.execute("SELECT count(*) FROM pg_temp.sqlq_messages").fetchone(),
             (0,))
+
+
+@unittest.skipUnless(ENGINE == "mysql", "MariaDB's temporary tables")
+class TemporaryTableTest(unittest.TestCase):
+    """In MariaDB a session's temporary table stands in for the table of the
+    same name in the same database, also inside a routine. The procedures
+    run with their definer's rights: whatever the calling session made,
+    they must use sqlq's own tables."""
+
+    def setUp(self):
+        self.db = Database()
+        self.addCleanup(self.db.close)
+        self.db.sqlq("queue", "create", "emails")
+        self.db.sqlq("queue", "create", "small", "--max-payload", "10")
+
+    def test_a_temporary_table_named_like_sqlqs_does_not_catch_a_send(self):
+        self.db.run(["CREATE TEMPORARY TABLE sqlq_messages AS SELECT * FROM "
+                     "sqlq_messages LIMIT 0",
+                     "ALTER TABLE sqlq_messages MODIFY id BIGINT NOT NULL "
+                     "AUTO_INCREMENT PRIMARY KEY",
+                     self.db.send("emails", "to the queue")])
+        self.assertEqual([m["payload"] for m in self.db.claim_all("emails")],
+                         ["to the queue"])
+        self.assertEqual(self.db.stats("emails")["sends"], 1)
+
+    def test_a_caller_cannot_stand_in_queues_or_messages_of_its_own(self):
+        ids = dict(self.db.run(["SELECT name, id FROM sqlq_queues"]))
+        # A user that may call the procedures and create temporary tables,
+        # and nothing else.
+        u = urllib.parse.urlsplit(self.db.url)
+        name = u.path.lstrip("/")
+        user = "sqlq_caller_" + name[-6:]
+        self.db.run([f"CREATE USER {user}@'%' IDENTIFIED BY 'pw'",
+                     f"GRANT EXECUTE, CREATE TEMPORARY TABLES ON `{name}`.* "
+                     f"TO {user}@'%'"])
+        self.addCleanup(self.db.run, [f"DROP USER {user}@'%'"])
+        caller = self.db.as_user(user, "pw")
+        # A queue of its own making, without the real one's limit: the
+        # send is still held to the real one.
+        with self.assertRaises(SqlError) as e:
+            caller.run([
+                "CREATE TEMPORARY TABLE sqlq_queues (id BIGINT, name "
+                "VARBINARY(255), kind VARBINARY(16), max_payload BIGINT, "
+                "unique_for_us BIGINT, group_mode INT, archive INT)",
+                f"INSERT INTO sqlq_queues VALUES ({ids['small']}, 'small', "
+                "'queue', 1048576, 0, 0, 0)",
+                caller.send("small", "x" * 11)])
+        self.assertEqual(e.exception.state, "45413")
+        # A message of its own making: there is nothing to ack.
+        with self.assertRaises(SqlError) as e:
+            caller.run([
+                "CREATE TEMPORARY TABLE sqlq_messages (id BIGINT, queue_id "
+                "BIGINT, token BIGINT, attempts BIGINT, dedup VARBINARY(255))",
+                f"INSERT INTO sqlq_messages VALUES (99, {ids['emails']}, 1, 1, "
+                "NULL)",
+                caller.ack("emails", "99-1-0000000000000001")])
+        self.assertEqual(e.exception.state, "45404")
+        self.assertEqual(self.db.claim_all("small"), [])
+        for q in ("small", "emails"):
+            stats = self.db.stats(q)
+            self.assertEqual((stats["sends"], stats["acks"]), (0, 0), q)
 
 
 @unittest.skipIf(ENGINE == "sqlite", "SQLite has no users")

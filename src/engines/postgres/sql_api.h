@@ -30,9 +30,7 @@
 #ifndef SQLQ_ENGINES_POSTGRES_SQL_API_H_
 #define SQLQ_ENGINES_POSTGRES_SQL_API_H_
 
-#include <array>
-#include <cstddef>
-#include <initializer_list>
+#include "engines/shared/joined_text.h"
 
 namespace sqlq::engines::postgres {
 
@@ -424,29 +422,17 @@ END
 $p$;
 )sql";
 
-// Texts joined at compile time, without their NULs but the last.
-template <std::size_t... N>
-constexpr std::array<char, (N + ...) - sizeof...(N) + 1> Joined(
-    const char (&... texts)[N]) {
-  std::array<char, (N + ...) - sizeof...(N) + 1> out{};
-  std::size_t n = 0;
-  for (const char* t : {static_cast<const char*>(texts)...}) {
-    while (*t != '\0') out[n++] = *t++;
-  }
-  return out;
-}
-
 // What `sqlq sql-api` prints: the functions and their pinning in one
 // transaction, so that no caller finds them unpinned in between.
 inline constexpr auto kSqlApiScriptText =
-    Joined("BEGIN;\n", kSqlApi, kSqlApiPin, "COMMIT;\n");
+    shared::Joined("BEGIN;\n", kSqlApi, kSqlApiPin, "COMMIT;\n");
 inline constexpr const char* kSqlApiScript = kSqlApiScriptText.data();
 
 // Migration 14: the functions, or a NOTICE saying why not when the user may
 // not create them; nothing else of sqlq depends on them.
 // Functions that serve a store in another schema of the same database are
 // not replaced: the API serves one store per database.
-inline constexpr auto kSqlApiMigrationText = Joined(
+inline constexpr auto kSqlApiMigrationText = shared::Joined(
     "DO $m$ DECLARE serves text; BEGIN "
     "SELECT obj_description(p.oid, 'pg_proc') INTO serves FROM pg_proc p "
     "JOIN pg_namespace n ON n.oid = p.pronamespace "
@@ -466,7 +452,7 @@ inline constexpr const char* kSqlApiMigration = kSqlApiMigrationText.data();
 // serve this store. Functions an administrator installed belong to them:
 // the store's user gets a NOTICE that says to install them again with
 // `sqlq sql-api`, whose text pins them.
-inline constexpr auto kSqlApiPinMigrationText = Joined(
+inline constexpr auto kSqlApiPinMigrationText = shared::Joined(
     "DO $m$ DECLARE serves text; BEGIN "
     "SELECT pg_catalog.obj_description(p.oid, 'pg_proc') INTO serves "
     "FROM pg_catalog.pg_proc p "
