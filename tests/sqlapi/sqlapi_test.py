@@ -628,6 +628,46 @@ class TemporaryTableTest(unittest.TestCase):
             self.assertEqual((stats["sends"], stats["acks"]), (0, 0), q)
 
 
+@unittest.skipUnless(ENGINE == "sqlite", "SQLite's temporary objects")
+class SqliteTemporaryTest(unittest.TestCase):
+    """The triggers of the views belong to the main database, and SQLite
+    binds the tables their statements name to it: a session's temporary
+    tables of the same names do not stand in for sqlq's. The view itself
+    is found by name, temp first: main.sqlq_send is sqlq's whatever the
+    session defined."""
+
+    def setUp(self):
+        self.db = Database()
+        self.addCleanup(self.db.close)
+        self.db.sqlq("queue", "create", "emails")
+        self.db.sqlq("queue", "create", "small", "--max-payload", "10")
+
+    def test_temporary_tables_named_like_sqlqs_do_not_catch_a_send(self):
+        shadows = ["CREATE TEMP TABLE sqlq_queues AS SELECT * FROM "
+                   "main.sqlq_queues",
+                   "UPDATE temp.sqlq_queues SET max_payload = 1000000",
+                   "CREATE TEMP TABLE sqlq_messages AS SELECT * FROM "
+                   "main.sqlq_messages WHERE 0"]
+        with self.assertRaises(SqlError) as e:
+            self.db.run(shadows + [self.db.send("small", "x" * 11)])
+        self.assertIn("exceeds the queue's limit", e.exception.message)
+        self.db.run(shadows + [self.db.send("emails", "to the queue")])
+        self.assertEqual([m["payload"] for m in self.db.claim_all("emails")],
+                         ["to the queue"])
+        self.assertEqual(self.db.stats("small")["sends"], 0)
+
+    def test_main_sqlq_send_is_sqlqs_view_whatever_the_session_made(self):
+        self.db.run([
+            "CREATE TEMP VIEW sqlq_send (queue, payload) AS "
+            "SELECT NULL, NULL WHERE 0",
+            "CREATE TEMP TRIGGER sqlq_send INSTEAD OF INSERT ON sqlq_send "
+            "BEGIN SELECT 1; END",
+            "INSERT INTO main.sqlq_send (queue, payload) "
+            "VALUES ('emails', 'to the queue')"])
+        self.assertEqual([m["payload"] for m in self.db.claim_all("emails")],
+                         ["to the queue"])
+
+
 @unittest.skipIf(ENGINE == "sqlite", "SQLite has no users")
 class WithoutPrivilegeTest(unittest.TestCase):
     """A database user that may not create the API (PostgreSQL: the schema
