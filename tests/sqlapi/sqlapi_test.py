@@ -462,12 +462,15 @@ class SearchPathTest(unittest.TestCase):
         self.admin = psycopg.connect(self.db.url, autocommit=True)
         self.addCleanup(self.admin.close)
 
-    def role(self, name):
-        """A login role with password pw, dropped with what it owns."""
-        self.admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'pw'")
-        self.addCleanup(self.admin.execute,
+    def role(self, name, db=None, admin=None):
+        """A login role with password pw, dropped with what it owns; its
+        connection to `db` (this test's database), whose administrator's
+        connection is `admin`."""
+        db, admin = db or self.db, admin or self.admin
+        admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'pw'")
+        self.addCleanup(admin.execute,
                         f"DROP OWNED BY {name}; DROP ROLE {name}")
-        conn = self.psycopg.connect(self.db.as_user(name, "pw").url,
+        conn = self.psycopg.connect(db.as_user(name, "pw").url,
                                     autocommit=True)
         self.addCleanup(conn.close)
         return conn
@@ -553,6 +556,39 @@ class SearchPathTest(unittest.TestCase):
         for name, config in paths:
             self.assertEqual(config,
                              ["search_path=pg_catalog, public, pg_temp"], name)
+
+    def test_the_api_is_not_left_in_a_schema_sqlq_another_role_owns(self):
+        # A store whose user is no superuser, in a fresh database where
+        # another role that may only create schemas made the schema sqlq
+        # first and let everyone create in it. Its owner could drop and
+        # replace any function in it, and sqlq.send would run its code as
+        # each caller.
+        db = Database()
+        self.addCleanup(db.close)
+        dbname = urllib.parse.urlsplit(db.url).path.lstrip("/")
+        suffix = dbname[-6:]
+        admin = self.psycopg.connect(db.url, autocommit=True)
+        self.addCleanup(admin.close)
+        other = self.role("sqlq_other_" + suffix, db, admin)
+        store_user = "sqlq_store_" + suffix
+        self.role(store_user, db, admin)
+        admin.execute(f"GRANT CREATE ON DATABASE {dbname} TO {store_user}, "
+                      f"sqlq_other_{suffix}; "
+                      f"GRANT CREATE ON SCHEMA public TO {store_user}")
+        other.execute("CREATE SCHEMA sqlq; "
+                      "GRANT USAGE, CREATE ON SCHEMA sqlq TO PUBLIC")
+        store = db.as_user(store_user, "pw")
+        p = subprocess.run([SQLQ, "--db", store.url, "queue", "create",
+                            "emails"], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(admin.execute(
+            "SELECT count(*) FROM pg_proc WHERE pronamespace = "
+            "'sqlq'::regnamespace").fetchone(), (0,))
+        # The store works without the API.
+        store.sqlq("send", "emails", "by the library")
+        self.assertEqual([m["payload"] for m in store.claim_all("emails")],
+                         ["by the library"])
 
     def test_a_temporary_table_named_like_sqlqs_does_not_catch_a_send(self):
         c = self.admin

@@ -403,21 +403,42 @@ $c$;
 // installing session creates tables in (current_schema(), as the COMMENT
 // above records), quoted by format's %I, never spliced in as text. Runs
 // after kSqlApi, which (re)creates them with a path that is not safe.
+//
+// Whoever owns the schema sqlq may drop and replace any function in it, and
+// callers would run the replacement with their own rights. kSqlApi takes
+// the schema as it finds it (CREATE SCHEMA IF NOT EXISTS), so when it
+// belongs to another role (one this user does not act as, and no
+// superuser), made there before sqlq, the functions this user made there
+// are dropped again, with a NOTICE.
 inline constexpr char kSqlApiPin[] = R"sql(
 DO $p$
 DECLARE
-  f regprocedure;
+  f record;
+  foreign_owner name;
 BEGIN
-  FOR f IN SELECT p.oid FROM pg_catalog.pg_proc p
+  SELECT r.rolname INTO foreign_owner
+    FROM pg_catalog.pg_namespace n
+    JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+    WHERE n.nspname = 'sqlq' AND NOT r.rolsuper
+      AND NOT pg_catalog.pg_has_role(r.oid, 'USAGE');
+  FOR f IN SELECT p.oid::regprocedure AS sig, p.proowner FROM pg_catalog.pg_proc p
       WHERE p.pronamespace = 'sqlq'::regnamespace
         AND p.proname IN ('_send', '_sent', 'send', '_json_headers',
                           'send_batch_bytes', 'send_batch', 'send_batch_json',
                           'ack')
   LOOP
-    EXECUTE pg_catalog.format(
-      'ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', f,
-      pg_catalog.current_schema());
+    IF foreign_owner IS NULL THEN
+      EXECUTE pg_catalog.format(
+        'ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', f.sig,
+        pg_catalog.current_schema());
+    ELSIF pg_catalog.pg_has_role(f.proowner, 'USAGE') THEN
+      EXECUTE pg_catalog.format('DROP FUNCTION %s', f.sig);
+    END IF;
   END LOOP;
+  IF foreign_owner IS NOT NULL THEN
+    RAISE NOTICE 'sqlq: the SQL-level API was not installed: the schema sqlq belongs to the role %, which could replace its functions; see docs/sql-api.md',
+      foreign_owner;
+  END IF;
 END
 $p$;
 )sql";
