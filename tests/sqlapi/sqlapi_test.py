@@ -526,7 +526,8 @@ class SearchPathTest(unittest.TestCase):
         from psycopg.types.json import Jsonb
         with app.transaction():
             ids = [
-                app.execute("SELECT sqlq.send('emails', 'text')").fetchone()[0],
+                app.execute("SELECT sqlq.send('emails', 'text')"
+                            ).fetchone()[0],
                 app.execute("SELECT sqlq.send('emails', %s)",
                             (Jsonb({"n": 1}),)).fetchone()[0],
                 *[r[0] for r in app.execute(
@@ -654,8 +655,8 @@ class TemporaryTableTest(unittest.TestCase):
             caller.run([
                 "CREATE TEMPORARY TABLE sqlq_messages (id BIGINT, queue_id "
                 "BIGINT, token BIGINT, attempts BIGINT, dedup VARBINARY(255))",
-                f"INSERT INTO sqlq_messages VALUES (99, {ids['emails']}, 1, 1, "
-                "NULL)",
+                "INSERT INTO sqlq_messages VALUES "
+                f"(99, {ids['emails']}, 1, 1, NULL)",
                 caller.ack("emails", "99-1-0000000000000001")])
         self.assertEqual(e.exception.state, "45404")
         self.assertEqual(self.db.claim_all("small"), [])
