@@ -106,7 +106,7 @@ Result<std::string> SqlApiText(std::string_view url) {
     case Scheme::kSqlite:
       return std::string(sqlite::kSqlApi);
     case Scheme::kPostgres:
-      return std::string(postgres::kSqlApi);
+      return std::string(postgres::kSqlApiScript);
     case Scheme::kMysql: {
       // The mariadb client splits statements at ';', which procedure
       // bodies contain.

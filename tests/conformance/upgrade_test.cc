@@ -184,6 +184,24 @@ TEST_P(Upgrade, EveryEarlierVersionIsBroughtToTheNewestAndWorks) {
   }
 }
 
+// The SQL-level API's functions an earlier version made took their
+// search_path from the caller's role ("$user"): the upgrade pins each to
+// the store's schema (docs/sql-api.md).
+TEST(PostgresUpgrade, TheSqlApiOfVersion14IsPinnedToTheStoresSchema) {
+  const EngineFactory factory = PostgresFactory();
+  SQLQ_SKIP_UNLESS_AVAILABLE(factory);
+  std::unique_ptr<TestDatabase> db = factory.make();
+  RawDb raw(factory.name, *db);
+  ASSERT_EQ(PostgresSchema().install(raw.exec(), 14), "");
+  const std::string paths =
+      "SELECT count(*) || ' ' || string_agg(DISTINCT "
+      "array_to_string(proconfig, ';'), '|') FROM pg_proc "
+      "WHERE pronamespace = 'sqlq'::regnamespace";
+  ASSERT_EQ(raw.Query(paths), "10 search_path=\"$user\", public");
+  ASSERT_OK(Store::Open(db->url(), {.create_if_missing = false}).status());
+  EXPECT_EQ(raw.Query(paths), "10 search_path=pg_catalog, public, pg_temp");
+}
+
 INSTANTIATE_TEST_SUITE_P(Sqlite, Upgrade, ::testing::Values(SqliteFactory()),
                          EngineName);
 INSTANTIATE_TEST_SUITE_P(Postgres, Upgrade,

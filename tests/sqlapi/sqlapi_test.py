@@ -6,6 +6,7 @@ sqlite3 on SQLite, inside transactions of the application's own rows that
 commit and that roll back. The library's side is the sqlq program
 (SQLQ_BIN): its sends are the library's, and its claims are what every
 consumer sees. A fresh database per test (tests/sqs/test_db.py)."""
+import copy
 import json
 import os
 import sqlite3
@@ -50,6 +51,15 @@ class Database:
     def close(self):
         test_db.drop(self.url)
         self.dir.cleanup()
+
+    def as_user(self, user, password):
+        """This database as another user of its server sees it (for run,
+        send and ack; closing it is this one's)."""
+        other = copy.copy(self)
+        u = urllib.parse.urlsplit(self.url)
+        other.url = urllib.parse.urlunsplit(u._replace(
+            netloc=f"{user}:{password}@{u.hostname}:{u.port}"))
+        return other
 
     def sqlq(self, *args, ok=True):
         """Runs the sqlq program on this database; its stdout."""
@@ -433,6 +443,266 @@ class PsycopgTest(unittest.TestCase):
             for m in got.values():
                 c.execute("SELECT sqlq.ack(%s, %s)", ("emails", m["receipt"]))
         self.assertEqual(self.db.stats("emails")["acks"], 10)
+
+
+@unittest.skipUnless(ENGINE == "postgres", "search_path is PostgreSQL's")
+class SearchPathTest(unittest.TestCase):
+    """The functions run with the caller's privileges, so what their names
+    find must not be the caller's search_path's choice: not a schema named
+    after the caller, which another role may have made, and not the
+    caller's temporary tables."""
+
+    def setUp(self):
+        import psycopg
+        self.psycopg = psycopg
+        self.db = Database()
+        self.addCleanup(self.db.close)
+        self.db.sqlq("queue", "create", "emails")
+        self.dbname = urllib.parse.urlsplit(self.db.url).path.lstrip("/")
+        self.admin = psycopg.connect(self.db.url, autocommit=True)
+        self.addCleanup(self.admin.close)
+
+    def role(self, name, db=None, admin=None):
+        """A login role with password pw, dropped with what it owns; its
+        connection to `db` (this test's database), whose administrator's
+        connection is `admin`."""
+        db, admin = db or self.db, admin or self.admin
+        admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'pw'")
+        self.addCleanup(admin.execute,
+                        f"DROP OWNED BY {name}; DROP ROLE {name}")
+        conn = self.psycopg.connect(db.as_user(name, "pw").url,
+                                    autocommit=True)
+        self.addCleanup(conn.close)
+        return conn
+
+    def test_a_schema_named_after_the_caller_does_not_capture_its_sends(self):
+        suffix = self.dbname[-6:]
+        caller = "sqlq_app_" + suffix
+        # The caller may send, ack and read the application's secrets.
+        app = self.role(caller)
+        self.admin.execute(
+            f"GRANT USAGE ON SCHEMA sqlq TO {caller}; "
+            "CREATE TABLE secrets (secret text); "
+            "INSERT INTO secrets VALUES ('the secret'); "
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
+            f"public TO {caller}; "
+            f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {caller}")
+        # Another role may only create schemas in the database. It makes
+        # one named after the caller (first in PostgreSQL's default
+        # search_path, "$user", public) with tables named like sqlq's and a
+        # trigger that copies the secrets as whoever inserts.
+        other = self.role("sqlq_other_" + suffix)
+        self.admin.execute(
+            f"GRANT CREATE ON DATABASE {self.dbname} TO sqlq_other_{suffix}")
+        with self.assertRaises(self.psycopg.errors.InsufficientPrivilege):
+            other.execute("SELECT * FROM public.secrets")
+        other.execute(f"""
+            CREATE SCHEMA {caller};
+            SET search_path = {caller};
+            CREATE TABLE sqlq_queues (id bigint, name text, kind text,
+              max_payload bigint, unique_for_us bigint, group_mode int,
+              archive boolean, group_limit int, max_leased int);
+            INSERT INTO sqlq_queues VALUES
+              (1, 'emails', 'queue', 1048576, 0, 0, false, 0, 0);
+            CREATE TABLE sqlq_messages (
+              id bigint GENERATED ALWAYS AS IDENTITY, queue_id bigint,
+              priority int, ready_us bigint, enqueued_us bigint,
+              dedup bytea, payload bytea, headers jsonb, grp bytea,
+              token bigint, attempts bigint, worker bytea, errors jsonb);
+            CREATE UNIQUE INDEX ON sqlq_messages (queue_id, dedup)
+              WHERE dedup IS NOT NULL;
+            CREATE TABLE sqlq_counter_deltas (queue_id bigint, sends bigint,
+              acks bigint);
+            CREATE TABLE loot (secret text);
+            CREATE FUNCTION steal() RETURNS trigger LANGUAGE plpgsql AS $$
+              BEGIN
+                INSERT INTO {caller}.loot SELECT secret FROM public.secrets;
+                RETURN NEW;
+              END $$;
+            CREATE TRIGGER steal BEFORE INSERT ON sqlq_messages
+              FOR EACH ROW EXECUTE FUNCTION steal();
+            GRANT USAGE ON SCHEMA {caller} TO PUBLIC;
+            GRANT ALL ON ALL TABLES IN SCHEMA {caller} TO PUBLIC""")
+        from psycopg.types.json import Jsonb
+        with app.transaction():
+            ids = [
+                app.execute("SELECT sqlq.send('emails', 'text')"
+                            ).fetchone()[0],
+                app.execute("SELECT sqlq.send('emails', %s)",
+                            (Jsonb({"n": 1}),)).fetchone()[0],
+                *[r[0] for r in app.execute(
+                    "SELECT * FROM sqlq.send_batch('emails', %s)",
+                    (["b1", "b2"],)).fetchall()],
+            ]
+        # The sends reached the queue, and nothing of the other role ran.
+        got = self.db.claim_all("emails")
+        self.assertEqual([m["id"] for m in got], ids)
+        self.assertEqual([m["payload"] for m in got],
+                         ["text", {"n": 1}, "b1", "b2"])
+        self.assertEqual(got[1]["headers"],
+                         {"content-type": "application/json"})
+        self.assertEqual(self.db.stats("emails")["sends"], 4)
+        with app.transaction():
+            for m in got:
+                app.execute("SELECT sqlq.ack('emails', %s)", (m["receipt"],))
+        self.assertEqual(self.db.stats("emails")["acks"], 4)
+        self.assertEqual(other.execute(
+            "SELECT (SELECT count(*) FROM loot), "
+            "(SELECT count(*) FROM sqlq_messages)").fetchone(), (0, 0))
+        # Every function of the API says which path it runs with.
+        paths = self.admin.execute(
+            "SELECT p.proname, p.proconfig FROM pg_proc p WHERE "
+            "p.pronamespace = 'sqlq'::regnamespace").fetchall()
+        self.assertEqual(len(paths), 10)
+        for name, config in paths:
+            self.assertEqual(config,
+                             ["search_path=pg_catalog, public, pg_temp"], name)
+
+    def test_the_api_is_not_left_in_a_schema_sqlq_another_role_owns(self):
+        # A store whose user is no superuser, in a fresh database where
+        # another role that may only create schemas made the schema sqlq
+        # first and let everyone create in it. Its owner could drop and
+        # replace any function in it, and sqlq.send would run its code as
+        # each caller.
+        db = Database()
+        self.addCleanup(db.close)
+        dbname = urllib.parse.urlsplit(db.url).path.lstrip("/")
+        suffix = dbname[-6:]
+        admin = self.psycopg.connect(db.url, autocommit=True)
+        self.addCleanup(admin.close)
+        other = self.role("sqlq_other_" + suffix, db, admin)
+        store_user = "sqlq_store_" + suffix
+        self.role(store_user, db, admin)
+        admin.execute(f"GRANT CREATE ON DATABASE {dbname} TO {store_user}, "
+                      f"sqlq_other_{suffix}; "
+                      f"GRANT CREATE ON SCHEMA public TO {store_user}")
+        other.execute("CREATE SCHEMA sqlq; "
+                      "GRANT USAGE, CREATE ON SCHEMA sqlq TO PUBLIC")
+        store = db.as_user(store_user, "pw")
+        p = subprocess.run([SQLQ, "--db", store.url, "queue", "create",
+                            "emails"], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(admin.execute(
+            "SELECT count(*) FROM pg_proc WHERE pronamespace = "
+            "'sqlq'::regnamespace").fetchone(), (0,))
+        # The store works without the API.
+        store.sqlq("send", "emails", "by the library")
+        self.assertEqual([m["payload"] for m in store.claim_all("emails")],
+                         ["by the library"])
+
+    def test_a_temporary_table_named_like_sqlqs_does_not_catch_a_send(self):
+        c = self.admin
+        with c.transaction():
+            c.execute("CREATE TEMPORARY TABLE sqlq_messages "
+                      "(LIKE public.sqlq_messages INCLUDING ALL)")
+            c.execute("SELECT sqlq.send('emails', 'to the queue')")
+        self.assertEqual([m["payload"] for m in self.db.claim_all("emails")],
+                         ["to the queue"])
+        self.assertEqual(
+            c.execute("SELECT count(*) FROM pg_temp.sqlq_messages").fetchone(),
+            (0,))
+
+
+@unittest.skipUnless(ENGINE == "mysql", "MariaDB's temporary tables")
+class TemporaryTableTest(unittest.TestCase):
+    """In MariaDB a session's temporary table stands in for the table of the
+    same name in the same database, also inside a routine. The procedures
+    run with their definer's rights: whatever the calling session made,
+    they must use sqlq's own tables."""
+
+    def setUp(self):
+        self.db = Database()
+        self.addCleanup(self.db.close)
+        self.db.sqlq("queue", "create", "emails")
+        self.db.sqlq("queue", "create", "small", "--max-payload", "10")
+
+    def test_a_temporary_table_named_like_sqlqs_does_not_catch_a_send(self):
+        self.db.run(["CREATE TEMPORARY TABLE sqlq_messages AS SELECT * FROM "
+                     "sqlq_messages LIMIT 0",
+                     "ALTER TABLE sqlq_messages MODIFY id BIGINT NOT NULL "
+                     "AUTO_INCREMENT PRIMARY KEY",
+                     self.db.send("emails", "to the queue")])
+        self.assertEqual([m["payload"] for m in self.db.claim_all("emails")],
+                         ["to the queue"])
+        self.assertEqual(self.db.stats("emails")["sends"], 1)
+
+    def test_a_caller_cannot_stand_in_queues_or_messages_of_its_own(self):
+        ids = dict(self.db.run(["SELECT name, id FROM sqlq_queues"]))
+        # A user that may call the procedures and create temporary tables,
+        # and nothing else.
+        u = urllib.parse.urlsplit(self.db.url)
+        name = u.path.lstrip("/")
+        user = "sqlq_caller_" + name[-6:]
+        self.db.run([f"CREATE USER {user}@'%' IDENTIFIED BY 'pw'",
+                     f"GRANT EXECUTE, CREATE TEMPORARY TABLES ON `{name}`.* "
+                     f"TO {user}@'%'"])
+        self.addCleanup(self.db.run, [f"DROP USER {user}@'%'"])
+        caller = self.db.as_user(user, "pw")
+        # A queue of its own making, without the real one's limit: the
+        # send is still held to the real one.
+        with self.assertRaises(SqlError) as e:
+            caller.run([
+                "CREATE TEMPORARY TABLE sqlq_queues (id BIGINT, name "
+                "VARBINARY(255), kind VARBINARY(16), max_payload BIGINT, "
+                "unique_for_us BIGINT, group_mode INT, archive INT)",
+                f"INSERT INTO sqlq_queues VALUES ({ids['small']}, 'small', "
+                "'queue', 1048576, 0, 0, 0)",
+                caller.send("small", "x" * 11)])
+        self.assertEqual(e.exception.state, "45413")
+        # A message of its own making: there is nothing to ack.
+        with self.assertRaises(SqlError) as e:
+            caller.run([
+                "CREATE TEMPORARY TABLE sqlq_messages (id BIGINT, queue_id "
+                "BIGINT, token BIGINT, attempts BIGINT, dedup VARBINARY(255))",
+                "INSERT INTO sqlq_messages VALUES "
+                f"(99, {ids['emails']}, 1, 1, NULL)",
+                caller.ack("emails", "99-1-0000000000000001")])
+        self.assertEqual(e.exception.state, "45404")
+        self.assertEqual(self.db.claim_all("small"), [])
+        for q in ("small", "emails"):
+            stats = self.db.stats(q)
+            self.assertEqual((stats["sends"], stats["acks"]), (0, 0), q)
+
+
+@unittest.skipUnless(ENGINE == "sqlite", "SQLite's temporary objects")
+class SqliteTemporaryTest(unittest.TestCase):
+    """The triggers of the views belong to the main database, and SQLite
+    binds the tables their statements name to it: a session's temporary
+    tables of the same names do not stand in for sqlq's. The view itself
+    is found by name, temp first: main.sqlq_send is sqlq's whatever the
+    session defined."""
+
+    def setUp(self):
+        self.db = Database()
+        self.addCleanup(self.db.close)
+        self.db.sqlq("queue", "create", "emails")
+        self.db.sqlq("queue", "create", "small", "--max-payload", "10")
+
+    def test_temporary_tables_named_like_sqlqs_do_not_catch_a_send(self):
+        shadows = ["CREATE TEMP TABLE sqlq_queues AS SELECT * FROM "
+                   "main.sqlq_queues",
+                   "UPDATE temp.sqlq_queues SET max_payload = 1000000",
+                   "CREATE TEMP TABLE sqlq_messages AS SELECT * FROM "
+                   "main.sqlq_messages WHERE 0"]
+        with self.assertRaises(SqlError) as e:
+            self.db.run(shadows + [self.db.send("small", "x" * 11)])
+        self.assertIn("exceeds the queue's limit", e.exception.message)
+        self.db.run(shadows + [self.db.send("emails", "to the queue")])
+        self.assertEqual([m["payload"] for m in self.db.claim_all("emails")],
+                         ["to the queue"])
+        self.assertEqual(self.db.stats("small")["sends"], 0)
+
+    def test_main_sqlq_send_is_sqlqs_view_whatever_the_session_made(self):
+        self.db.run([
+            "CREATE TEMP VIEW sqlq_send (queue, payload) AS "
+            "SELECT NULL, NULL WHERE 0",
+            "CREATE TEMP TRIGGER sqlq_send INSTEAD OF INSERT ON sqlq_send "
+            "BEGIN SELECT 1; END",
+            "INSERT INTO main.sqlq_send (queue, payload) "
+            "VALUES ('emails', 'to the queue')"])
+        self.assertEqual([m["payload"] for m in self.db.claim_all("emails")],
+                         ["to the queue"])
 
 
 @unittest.skipIf(ENGINE == "sqlite", "SQLite has no users")

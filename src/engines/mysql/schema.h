@@ -29,6 +29,7 @@
 #ifndef SQLQ_ENGINES_MYSQL_SCHEMA_H_
 #define SQLQ_ENGINES_MYSQL_SCHEMA_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "engines/mysql/sql_api.h"
@@ -330,11 +331,18 @@ CREATE TABLE IF NOT EXISTS sqlq_waiting (
     // Version 11: the SQL-level API, stored procedures (sql_api.h,
     // docs/sql-api.md). A user without CREATE ROUTINE skips it
     // (MysqlEngine::Migrate).
+    kSqlApi11,
+    // Version 12: the SQL-level API again, each procedure that uses sqlq's
+    // tables first dropping the session's temporary tables of their names
+    // (sql_api.h, kOwnTables).
     kSqlApi,
 };
 
-// The version that installs the SQL-level API.
-inline constexpr int kSqlApiVersion = 11;
+// Whether version `v` installs the SQL-level API: a user that may not
+// create (or replace) the procedures skips it (MysqlEngine::Migrate).
+inline constexpr bool InstallsSqlApi(std::int64_t v) {
+  return v == 11 || v == 12;
+}
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());
 

@@ -10,8 +10,15 @@
 // 45404 no such queue or message, 45409 stale receipt, 45413 too large,
 // 45503 busy (try again).
 //
-// Installed by migration 11; a database user without the CREATE ROUTINE
-// privilege opens the store as before, without them (mysql_migrate.cc).
+// Installed by migration 11, and again by migration 12 with the guard
+// kOwnTables; a database user without the CREATE ROUTINE privilege (or,
+// for 12, the right to replace procedures an administrator made) opens
+// the store as before, without them (mysql_migrate.cc).
+//
+// What names find: a routine runs in its own database, so its unqualified
+// tables and CALLs are the store's whatever the caller's current database;
+// built-in functions cannot be shadowed by stored ones; the session's
+// temporary tables can (kOwnTables).
 // Local names begin p_, v_ or o_: in MariaDB a variable named like a column
 // would win over the column.
 
@@ -20,13 +27,17 @@
 
 #include <vector>
 
+#include "engines/shared/joined_text.h"
+
 namespace sqlq::engines::mysql {
 
-inline const std::vector<const char*> kSqlApi = {
-    "DROP PROCEDURE IF EXISTS sqlq__send_one",
-    // One message: checks it as the library does, inserts it (or finds the
-    // message holding its dedup key). Counting is the caller's.
-    R"sql(
+// The procedures' texts. Those that use sqlq's tables are kept as head
+// and body, so that the current API can run its guard (kOwnTables) before
+// the body that migration 11 released.
+
+// One message: checks it as the library does, inserts it (or finds the
+// message holding its dedup key). Counting is the caller's.
+inline constexpr char kSendOneHead[] = R"sql(
 CREATE PROCEDURE sqlq__send_one(
   IN p_queue VARBINARY(255), IN p_payload LONGBLOB, IN p_priority INT,
   IN p_delay_ms BIGINT, IN p_headers LONGTEXT CHARACTER SET utf8mb4,
@@ -34,7 +45,8 @@ CREATE PROCEDURE sqlq__send_one(
   IN p_run_at DATETIME(6),
   OUT o_queue_id BIGINT, OUT o_id BIGINT, OUT o_stored INT)
 MODIFIES SQL DATA
-BEGIN
+)sql";
+inline constexpr char kSendOneBody[] = R"sql(BEGIN
   DECLARE v_kind VARBINARY(16) DEFAULT NULL;
   DECLARE v_max BIGINT DEFAULT 0;
   DECLARE v_unique BIGINT DEFAULT 0;
@@ -193,22 +205,23 @@ BEGIN
       SET o_id = v_holder, o_stored = 0;
     END IF;
   END IF;
-END)sql",
-    "DROP PROCEDURE IF EXISTS sqlq__sent",
-    // Counts what a send stored, in this connection's counter slot (as the
-    // library does): the Poller of every other process sees the sum move.
-    R"sql(
+END)sql";
+
+// Counts what a send stored, in this connection's counter slot (as the
+// library does): the Poller of every other process sees the sum move.
+inline constexpr char kSentHead[] = R"sql(
 CREATE PROCEDURE sqlq__sent(IN p_queue_id BIGINT, IN p_stored BIGINT)
 MODIFIES SQL DATA
-BEGIN
+)sql";
+inline constexpr char kSentBody[] = R"sql(BEGIN
   IF p_stored > 0 THEN
     INSERT INTO sqlq_counters (queue_id, slot, sends)
       VALUES (p_queue_id, CONNECTION_ID() % 64, p_stored)
       ON DUPLICATE KEY UPDATE sends = sends + VALUES(sends);
   END IF;
-END)sql",
-    "DROP PROCEDURE IF EXISTS sqlq_send_with",
-    R"sql(
+END)sql";
+
+inline constexpr char kSendWith[] = R"sql(
 CREATE PROCEDURE sqlq_send_with(
   IN p_queue VARBINARY(255), IN p_payload LONGBLOB, IN p_priority INT,
   IN p_delay_ms BIGINT, IN p_headers LONGTEXT CHARACTER SET utf8mb4,
@@ -223,18 +236,18 @@ BEGIN
                       p_dedup, p_group, p_run_at, v_queue_id, v_id, v_stored);
   CALL sqlq__sent(v_queue_id, v_stored);
   SELECT v_id AS id, v_stored = 0 AS duplicate;
-END)sql",
-    "DROP PROCEDURE IF EXISTS sqlq_send",
-    R"sql(
+END)sql";
+
+inline constexpr char kSend[] = R"sql(
 CREATE PROCEDURE sqlq_send(IN p_queue VARBINARY(255), IN p_payload LONGBLOB)
 MODIFIES SQL DATA
 BEGIN
   CALL sqlq_send_with(p_queue, p_payload, 0, 0, NULL, NULL, NULL, NULL);
-END)sql",
-    "DROP PROCEDURE IF EXISTS sqlq_send_batch",
-    // Many messages to one queue with the same options: a JSON array of
-    // strings; their ids, in order, as a JSON array.
-    R"sql(
+END)sql";
+
+// Many messages to one queue with the same options: a JSON array of
+// strings; their ids, in order, as a JSON array.
+inline constexpr char kSendBatch[] = R"sql(
 CREATE PROCEDURE sqlq_send_batch(
   IN p_queue VARBINARY(255), IN p_payloads LONGTEXT CHARACTER SET utf8mb4,
   IN p_priority INT, IN p_delay_ms BIGINT,
@@ -279,15 +292,16 @@ BEGIN
   END WHILE;
   CALL sqlq__sent(v_queue_id, v_count);
   SELECT CONCAT('[', v_ids, ']') AS ids;
-END)sql",
-    "DROP PROCEDURE IF EXISTS sqlq_ack",
-    // Acks a claimed message by the receipt its claim returned: removed (or
-    // archived), its dedup key held for the queue's window, counted; a
-    // receipt whose lease was lost is refused (45409) and changes nothing.
-    R"sql(
+END)sql";
+
+// Acks a claimed message by the receipt its claim returned: removed (or
+// archived), its dedup key held for the queue's window, counted; a
+// receipt whose lease was lost is refused (45409) and changes nothing.
+inline constexpr char kAckHead[] = R"sql(
 CREATE PROCEDURE sqlq_ack(IN p_queue VARBINARY(255), IN p_receipt VARCHAR(64))
 MODIFIES SQL DATA
-BEGIN
+)sql";
+inline constexpr char kAckBody[] = R"sql(BEGIN
   DECLARE v_queue_id BIGINT DEFAULT NULL;
   DECLARE v_kind VARBINARY(16);
   DECLARE v_archive INT DEFAULT 0;
@@ -365,7 +379,54 @@ BEGIN
   INSERT INTO sqlq_counters (queue_id, slot, acks)
     VALUES (v_queue_id, CONNECTION_ID() % 64, 1)
     ON DUPLICATE KEY UPDATE acks = acks + 1;
-END)sql",
+END)sql";
+
+// Migration 11's texts of those, as released.
+inline constexpr auto kSendOne11 = shared::Joined(kSendOneHead, kSendOneBody);
+inline constexpr auto kSent11 = shared::Joined(kSentHead, kSentBody);
+inline constexpr auto kAck11 = shared::Joined(kAckHead, kAckBody);
+
+// In MariaDB a TEMPORARY table of the session stands in for the table of
+// the same name in the same database, also in a routine and also when named
+// with its database. These procedures run with their definer's rights
+// (MariaDB's default SQL SECURITY DEFINER), so a caller that may create
+// temporary tables in the store's database could otherwise make them read
+// a queue of its own making (and store what the queue's limits refuse) or
+// write where no consumer looks: each drops any such table of the session
+// before its body, which then finds sqlq's own. DROP TEMPORARY TABLE never
+// touches a base table and does not end the caller's transaction.
+inline constexpr char kOwnTables[] = R"sql(BEGIN
+  DROP TEMPORARY TABLE IF EXISTS sqlq_queues, sqlq_messages,
+    sqlq_dedup_holds, sqlq_archive, sqlq_counters;
+)sql";
+inline constexpr char kOwnTablesEnd[] = ";\nEND";
+inline constexpr auto kSendOneGuarded =
+    shared::Joined(kSendOneHead, kOwnTables, kSendOneBody, kOwnTablesEnd);
+inline constexpr auto kSentGuarded =
+    shared::Joined(kSentHead, kOwnTables, kSentBody, kOwnTablesEnd);
+inline constexpr auto kAckGuarded =
+    shared::Joined(kAckHead, kOwnTables, kAckBody, kOwnTablesEnd);
+
+// Migration 11: the API as first released.
+inline const std::vector<const char*> kSqlApi11 = {
+    "DROP PROCEDURE IF EXISTS sqlq__send_one",  kSendOne11.data(),
+    "DROP PROCEDURE IF EXISTS sqlq__sent",      kSent11.data(),
+    "DROP PROCEDURE IF EXISTS sqlq_send_with",  kSendWith,
+    "DROP PROCEDURE IF EXISTS sqlq_send",       kSend,
+    "DROP PROCEDURE IF EXISTS sqlq_send_batch", kSendBatch,
+    "DROP PROCEDURE IF EXISTS sqlq_ack",        kAck11.data(),
+};
+
+// The API as it is: migration 12 (the guard), and what `sqlq sql-api`
+// prints. Each procedure is dropped and created again, so running it
+// again is harmless.
+inline const std::vector<const char*> kSqlApi = {
+    "DROP PROCEDURE IF EXISTS sqlq__send_one",  kSendOneGuarded.data(),
+    "DROP PROCEDURE IF EXISTS sqlq__sent",      kSentGuarded.data(),
+    "DROP PROCEDURE IF EXISTS sqlq_send_with",  kSendWith,
+    "DROP PROCEDURE IF EXISTS sqlq_send",       kSend,
+    "DROP PROCEDURE IF EXISTS sqlq_send_batch", kSendBatch,
+    "DROP PROCEDURE IF EXISTS sqlq_ack",        kAckGuarded.data(),
 };
 
 }  // namespace sqlq::engines::mysql

@@ -332,6 +332,9 @@ CREATE TABLE sqlq_waiting (
     // Version 14: the SQL-level API, functions in the schema sqlq
     // (sql_api.h, docs/sql-api.md).
     kSqlApiMigration,
+    // Version 15: the SQL-level API's functions pin their search_path to
+    // the store's schema (sql_api.h says why).
+    kSqlApiPinMigration,
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

@@ -12,20 +12,32 @@
 //
 // Installed by migration 14 in a DO block: a database user that may not
 // create the schema gets a NOTICE and everything else of sqlq still works
-// (docs/sql-api.md says how to install them later). Each function runs with
-// the search_path of the migration (SET search_path FROM CURRENT), so it
-// finds sqlq's tables whatever the caller's search_path.
+// (docs/sql-api.md says how to install them later).
+//
+// The functions run with the caller's privileges, so whatever their names
+// resolve to runs as the caller. Each one pins its search_path to
+// pg_catalog, the store's schema, pg_temp (kSqlApiPin, migration 15):
+// the caller's path must not choose what they call. Migration 14 created
+// them with SET search_path FROM CURRENT, which kept the migration's
+// setting unresolved ("$user", public): "$user" became the caller's name
+// at each call, and a schema of that name, which any role with CREATE on
+// the database can make, put its own tables and triggers before sqlq's.
+// pg_catalog comes first so that nothing in the store's schema overrides a
+// built-in function or operator; pg_temp comes last (where it is not named
+// it is searched first for tables) so that no temporary table stands in
+// for one of sqlq's.
 
 #ifndef SQLQ_ENGINES_POSTGRES_SQL_API_H_
 #define SQLQ_ENGINES_POSTGRES_SQL_API_H_
 
-#include <array>
-#include <cstddef>
+#include "engines/shared/joined_text.h"
 
 namespace sqlq::engines::postgres {
 
 // The functions' definitions (CREATE OR REPLACE: running them again, as
 // `sqlq sql-api` prints them, installs them where the migration could not).
+// The text is migration 14's and is never edited; its SET search_path FROM
+// CURRENT is unsafe and always followed by kSqlApiPin, which replaces it.
 inline constexpr char kSqlApi[] = R"sql(
 CREATE SCHEMA IF NOT EXISTS sqlq;
 
@@ -387,24 +399,61 @@ END
 $c$;
 )sql";
 
-// The three texts joined at compile time, without their NULs but the last.
-template <std::size_t A, std::size_t B, std::size_t C>
-constexpr std::array<char, A + B + C - 2> Joined(const char (&a)[A],
-                                                 const char (&b)[B],
-                                                 const char (&c)[C]) {
-  std::array<char, A + B + C - 2> out{};
-  std::size_t n = 0;
-  for (std::size_t i = 0; i + 1 < A; ++i) out[n++] = a[i];
-  for (std::size_t i = 0; i + 1 < B; ++i) out[n++] = b[i];
-  for (std::size_t i = 0; i < C; ++i) out[n++] = c[i];
-  return out;
-}
+// Pins each function of the API to the store's schema: the schema the
+// installing session creates tables in (current_schema(), as the COMMENT
+// above records), quoted by format's %I, never spliced in as text. Runs
+// after kSqlApi, which (re)creates them with a path that is not safe.
+//
+// Whoever owns the schema sqlq may drop and replace any function in it, and
+// callers would run the replacement with their own rights. kSqlApi takes
+// the schema as it finds it (CREATE SCHEMA IF NOT EXISTS), so when it
+// belongs to another role (one this user does not act as, and no
+// superuser), made there before sqlq, the functions this user made there
+// are dropped again, with a NOTICE.
+inline constexpr char kSqlApiPin[] = R"sql(
+DO $p$
+DECLARE
+  f record;
+  foreign_owner name;
+BEGIN
+  SELECT r.rolname INTO foreign_owner
+    FROM pg_catalog.pg_namespace n
+    JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+    WHERE n.nspname = 'sqlq' AND NOT r.rolsuper
+      AND NOT pg_catalog.pg_has_role(r.oid, 'USAGE');
+  FOR f IN SELECT p.oid::regprocedure AS sig, p.proowner FROM pg_catalog.pg_proc p
+      WHERE p.pronamespace = 'sqlq'::regnamespace
+        AND p.proname IN ('_send', '_sent', 'send', '_json_headers',
+                          'send_batch_bytes', 'send_batch', 'send_batch_json',
+                          'ack')
+  LOOP
+    IF foreign_owner IS NULL THEN
+      EXECUTE pg_catalog.format(
+        'ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', f.sig,
+        pg_catalog.current_schema());
+    ELSIF pg_catalog.pg_has_role(f.proowner, 'USAGE') THEN
+      EXECUTE pg_catalog.format('DROP FUNCTION %s', f.sig);
+    END IF;
+  END LOOP;
+  IF foreign_owner IS NOT NULL THEN
+    RAISE NOTICE 'sqlq: the SQL-level API was not installed: the schema sqlq belongs to the role %, which could replace its functions; see docs/sql-api.md',
+      foreign_owner;
+  END IF;
+END
+$p$;
+)sql";
+
+// What `sqlq sql-api` prints: the functions and their pinning in one
+// transaction, so that no caller finds them unpinned in between.
+inline constexpr auto kSqlApiScriptText =
+    shared::Joined("BEGIN;\n", kSqlApi, kSqlApiPin, "COMMIT;\n");
+inline constexpr const char* kSqlApiScript = kSqlApiScriptText.data();
 
 // Migration 14: the functions, or a NOTICE saying why not when the user may
 // not create them; nothing else of sqlq depends on them.
 // Functions that serve a store in another schema of the same database are
 // not replaced: the API serves one store per database.
-inline constexpr auto kSqlApiMigrationText = Joined(
+inline constexpr auto kSqlApiMigrationText = shared::Joined(
     "DO $m$ DECLARE serves text; BEGIN "
     "SELECT obj_description(p.oid, 'pg_proc') INTO serves FROM pg_proc p "
     "JOIN pg_namespace n ON n.oid = p.pronamespace "
@@ -419,6 +468,27 @@ inline constexpr auto kSqlApiMigrationText = Joined(
     "'sqlq: the SQL-level API (schema sqlq) was not installed: %; "
     "see docs/sql-api.md', SQLERRM; END $m$;");
 inline constexpr const char* kSqlApiMigration = kSqlApiMigrationText.data();
+
+// Migration 15: pins the functions migration 14 made (kSqlApiPin), if they
+// serve this store. Functions an administrator installed belong to them:
+// the store's user gets a NOTICE that says to install them again with
+// `sqlq sql-api`, whose text pins them.
+inline constexpr auto kSqlApiPinMigrationText = shared::Joined(
+    "DO $m$ DECLARE serves text; BEGIN "
+    "SELECT pg_catalog.obj_description(p.oid, 'pg_proc') INTO serves "
+    "FROM pg_catalog.pg_proc p "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
+    "WHERE n.nspname = 'sqlq' AND p.proname = '_send'; "
+    "IF serves IS DISTINCT FROM "
+    "'sqlq store in schema ' || pg_catalog.current_schema() THEN "
+    "RETURN; END IF; EXECUTE $pin$",
+    kSqlApiPin,
+    "$pin$; EXCEPTION WHEN insufficient_privilege THEN RAISE NOTICE "
+    "'sqlq: the SQL-level API (schema sqlq) was not made safe from callers'' "
+    "search_path: %; install it again with the SQL of sqlq sql-api, see "
+    "docs/sql-api.md', SQLERRM; END $m$;");
+inline constexpr const char* kSqlApiPinMigration =
+    kSqlApiPinMigrationText.data();
 
 }  // namespace sqlq::engines::postgres
 
