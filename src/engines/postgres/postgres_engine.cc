@@ -256,9 +256,23 @@ Result<std::unique_ptr<PgConn>> PostgresEngine::Connect() {
   // make a sequential scan, or a bitmap scan of a whole queue and a sort,
   // look free until the next vacuum, however large the table has grown
   // (docs/engines/postgres.md, "Plans that do not depend on statistics").
+  //
+  // The search_path is pinned to the schemas it names now, in order, as
+  // names: sqlq's statements name its tables unqualified, and a path of
+  // "$user", public would otherwise let any role that may create schemas
+  // put a schema named after ours in front of public, later, with tables
+  // named like sqlq's and triggers that run with our rights. A schema
+  // named after us that we do not own (nor a role we belong to) is left
+  // out for the same reason (docs/engines/postgres.md, "Connections").
   auto set = conn->Exec(
       "SET plan_cache_mode = force_generic_plan; SET jit = off; "
-      "SET enable_seqscan = off; SET enable_bitmapscan = off",
+      "SET enable_seqscan = off; SET enable_bitmapscan = off; "
+      "SELECT set_config('search_path', "
+      "coalesce(string_agg(quote_ident(t.s), ', ' ORDER BY t.i), ''), false) "
+      "FROM unnest(current_schemas(false)) WITH ORDINALITY AS t(s, i) "
+      "JOIN pg_catalog.pg_namespace n ON n.nspname = t.s "
+      "WHERE t.s <> current_user "
+      "OR pg_catalog.pg_has_role(current_user, n.nspowner, 'USAGE')",
       "configure session");
   if (!set.ok()) return set.status();
   return conn;

@@ -193,7 +193,8 @@ TEST_F(PostgresEngineTest, StoreConnectionsCompileNoStatement) {
 // A role of its own for one test, with a password, dropped afterwards.
 class TestRole {
  public:
-  explicit TestRole(PostgresDatabase& db) : db_(db), name_(db.name() + "_r") {
+  explicit TestRole(PostgresDatabase& db, const std::string& suffix = "_r")
+      : db_(db), name_(db.name() + suffix) {
     std::string error =
         PostgresAdmin("CREATE ROLE " + name_ + " LOGIN PASSWORD 'secret'");
     if (!error.empty()) ADD_FAILURE() << "CREATE ROLE: " << error;
@@ -242,6 +243,49 @@ TEST_F(PostgresEngineTest, RoleWithOnlyDataPrivilegesUsesAnExistingSchema) {
   ASSERT_OK_AND_ASSIGN(auto got, q.Claim());
   ASSERT_EQ(got.size(), 1u);
   EXPECT_OK(q.Ack(got[0].receipt));
+}
+
+// A role that may create schemas in the database makes one named after the
+// store's role, with a table named like sqlq's: PostgreSQL's default
+// search_path ("$user", public) would put it in front of public, and the
+// store's statements would go to the intruder's table (and through its
+// triggers, run with the store's rights). The store's sessions pin their
+// path, so neither new connections nor those opened before see it.
+TEST_F(PostgresEngineTest, ASchemaNamedAfterTheStoresRoleDoesNotCaptureIt) {
+  ASSERT_TRUE(OpenStore());  // the owner creates sqlq's tables in public
+  TestRole app(*db_, "_app"), intruder(*db_, "_in");
+  PGconn* c = Raw();
+  Query(c,
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
+        "public TO " +
+            app.name());
+  Query(c, "GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO " + app.name());
+  Query(c, "GRANT CREATE ON DATABASE \"" + db_->name() + "\" TO " +
+               intruder.name());
+  PQfinish(c);
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(app.url()));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK(q.Send({.payload = "before"}));
+
+  PGconn* in = PQconnectdb(intruder.url().c_str());
+  ASSERT_EQ(PQstatus(in), CONNECTION_OK) << PQerrorMessage(in);
+  Query(in, "CREATE SCHEMA " + app.name());
+  Query(in, "CREATE TABLE " + app.name() + ".sqlq_messages (x int)");
+  Query(in, "CREATE TABLE " + app.name() + ".sqlq_queues (x int)");
+  Query(in, "GRANT USAGE ON SCHEMA " + app.name() + " TO PUBLIC");
+  Query(in, "GRANT ALL ON ALL TABLES IN SCHEMA " + app.name() + " TO PUBLIC");
+
+  // A connection opened before, and one opened after.
+  ASSERT_OK(q.Send({.payload = "pooled"}));
+  ASSERT_OK_AND_ASSIGN(auto fresh, Store::Open(app.url()));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q2, fresh->Queue("jobs"));
+  ASSERT_OK(q2.Send({.payload = "fresh"}));
+  ASSERT_OK_AND_ASSIGN(auto got, q2.Claim({.max = 10}));
+  EXPECT_EQ(got.size(), 3u);
+  EXPECT_EQ(Query(in, "SELECT count(*) FROM " + app.name() + ".sqlq_messages"),
+            "0");
+  Query(in, "DROP SCHEMA " + app.name() + " CASCADE");
+  PQfinish(in);
 }
 
 // --- faults ------------------------------------------------------------------
