@@ -17,7 +17,7 @@ packages=(
   python3-botocore python3-boto3 awscli python3-celery python3-kombu
   python3-pycurl python3-psycopg
   help2man dpkg-dev file man-db systemd
-  nftables
+  nftables pgbouncer
 )
 
 # The dashboard's browser test (tests/web): a headless Chromium and Node.js

@@ -110,9 +110,11 @@ Status Translate(const PGresult* res, PGconn* conn, std::string_view what,
         "failover)",
         msg));
   }
-  // A prepared statement this connection made is gone: something between
-  // sqlq and the server hands each transaction another server connection.
-  if (state == "26000") {
+  // A statement this connection prepared is gone, or a name it is about
+  // to prepare is taken (sqlq never prepares a name twice on one
+  // connection): something between sqlq and the server hands each
+  // transaction another server connection.
+  if (state == "26000" || state == "42P05") {
     return Status::FailedPrecondition(fmt::format(
         "{} (a statement prepared on this connection is unknown to the "
         "server: a pooler in transaction mode, such as pgbouncer with "
