@@ -1018,6 +1018,14 @@ Outcome Api::Handle(const Request& req) {
         cached = name;
         return Take(cache_.Get(name, hit));
       };
+      // A queue's dead letters go to its dead-letter queue: naming one is a
+      // send there, so it needs send (or admin) on that queue as well.
+      auto need_dead_letter_queue = [&](const Body& b, const QueueOptions& o) {
+        if (b.Value("dead_letter_queue") != nullptr &&
+            !o.dead_letter_queue.empty()) {
+          need(kSend, o.dead_letter_queue);
+        }
+      };
       if (seg.size() == 3) {
         if (m == "POST") {
           route_is("POST /v1/queues/{name}");
@@ -1025,6 +1033,7 @@ Outcome Api::Handle(const Request& req) {
           Body b(req.body, kQueueOptionFields);
           QueueOptions o;
           ReadQueueOptions(b, o);
+          need_dead_letter_queue(b, o);
           Check(CheckQueueName(name));
           Check(CheckQueueOptions(o));
           WorkQueue q = Take(store_.CreateQueue(name, o));
@@ -1049,6 +1058,7 @@ Outcome Api::Handle(const Request& req) {
           WorkQueue q = queue();
           QueueOptions o = q.options();
           ReadQueueOptions(b, o);
+          need_dead_letter_queue(b, o);
           Check(q.Alter(o));
           return reply(200, wire::QueueJson(q.info()));
         }
