@@ -287,6 +287,67 @@ TEST_F(Auth, ADeadLetterQueueNeedsSendOnIt) {
       201);
 }
 
+// Regression: schedule names are shared by all tokens, and a token was
+// told of schedules on queues it has no grant on: 403 naming the queue for
+// a read, 409 for a create. Such a schedule is, to it, not there.
+TEST_F(Auth, SchedulesOutsideATokensGrantsAreNotShownToIt) {
+  ASSERT_EQ(
+      admin_
+          ->Post("/v1/schedules/nightly",
+                 {{"cron", "@daily"}, {"queue", "private"}, {"payload", "x"}})
+          .status,
+      201);
+  ASSERT_EQ(admin_->Post("/v1/queues/qb-1", Json::object()).status, 201);
+  Client tenant(port(), kTenant);
+  auto missing = tenant.Get("/v1/schedules/never-made");
+  ASSERT_EQ(missing.status, 404) << missing.body;
+  const std::string missing_message = missing.json["error"]["message"];
+  for (auto [method, path] : {std::pair{"GET", "/v1/schedules/nightly"},
+                              {"DELETE", "/v1/schedules/nightly"},
+                              {"POST", "/v1/schedules/nightly/pause"},
+                              {"POST", "/v1/schedules/nightly/resume"}}) {
+    auto r =
+        tenant.Call(method, path, std::string(method) == "POST" ? "{}" : "");
+    EXPECT_EQ(r.status, 404) << method << " " << path << ": " << r.body;
+    EXPECT_EQ(r.error_code(), "not_found");
+    // The same words as for a name no schedule has.
+    std::string message = r.json["error"]["message"];
+    EXPECT_EQ(message.replace(message.find("nightly"), 7, "never-made"),
+              missing_message);
+  }
+  // Taking the name for its own queue is refused, naming nothing else.
+  auto taken =
+      tenant.Post("/v1/schedules/nightly",
+                  {{"cron", "@hourly"}, {"queue", "qb-1"}, {"payload", "y"}});
+  EXPECT_EQ(taken.status, 403) << taken.body;
+  EXPECT_EQ(taken.error_code(), "forbidden");
+  EXPECT_EQ(taken.body.find("private"), std::string::npos) << taken.body;
+  EXPECT_EQ(taken.body.find("exist"), std::string::npos) << taken.body;
+  EXPECT_TRUE(tenant.Get("/v1/schedules").json["schedules"].empty());
+  // The schedule is as the admin made it.
+  auto kept = admin_->Get("/v1/schedules/nightly");
+  ASSERT_EQ(kept.status, 200) << kept.body;
+  EXPECT_EQ(kept.json["queue"], "private");
+  EXPECT_EQ(kept.json["cron"], "@daily");
+  EXPECT_EQ(kept.json["paused"], false);
+  // Its own schedules the tenant sees and steers, and a name taken by one
+  // of them is the ordinary conflict.
+  ASSERT_EQ(
+      tenant
+          .Post("/v1/schedules/qb-hourly",
+                {{"cron", "@hourly"}, {"queue", "qb-1"}, {"payload", "y"}})
+          .status,
+      201);
+  EXPECT_EQ(
+      tenant
+          .Post("/v1/schedules/qb-hourly",
+                {{"cron", "@hourly"}, {"queue", "qb-1"}, {"payload", "y"}})
+          .status,
+      409);
+  EXPECT_EQ(tenant.Get("/v1/schedules/qb-hourly").status, 200);
+  EXPECT_EQ(tenant.Delete("/v1/schedules/qb-hourly").status, 200);
+}
+
 TEST(AuthStartup, RefusesNonLoopbackWithoutTokensAndBadTokenFiles) {
   fs::path dir = fs::temp_directory_path() /
                  ("sqlq-server-authstart-" + std::to_string(::getpid()));
