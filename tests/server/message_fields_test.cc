@@ -416,6 +416,33 @@ TEST_F(MessageFields, DeadLetterQueueAndLabelsOverHttp) {
   }
 }
 
+// Regression: a PATCH could close a loop of dead-letter queues (a -> b ->
+// a), which passes dead letters round for ever; refused with 400.
+TEST_F(MessageFields, DeadLetterLoopsAreRefusedOverHttp) {
+  ASSERT_EQ(c().Post("/v1/queues/la", Json::object()).status, 201);
+  ASSERT_EQ(c().Post("/v1/queues/lb", {{"dead_letter_queue", "la"}}).status,
+            201);
+  ASSERT_EQ(c().Post("/v1/queues/lc", {{"dead_letter_queue", "lb"}}).status,
+            201);
+  for (const char* to : {"lb", "lc"}) {
+    Response r = c().Call("PATCH", "/v1/queues/la",
+                          Json({{"dead_letter_queue", to}}).dump());
+    EXPECT_EQ(r.status, 400) << to << ": " << r.body;
+    EXPECT_EQ(r.error_code(), "invalid_argument") << r.body;
+    EXPECT_NE(r.body.find("loop"), std::string::npos) << r.body;
+  }
+  EXPECT_TRUE(
+      c().Get("/v1/queues/la").json["options"]["dead_letter_queue"].is_null());
+  // Created into a loop: la waits for ld, which would send back to la.
+  ASSERT_EQ(c().Call("PATCH", "/v1/queues/la",
+                     Json({{"dead_letter_queue", "ld"}}).dump())
+                .status,
+            200);
+  Response created = c().Post("/v1/queues/ld", {{"dead_letter_queue", "lc"}});
+  EXPECT_EQ(created.status, 400) << created.body;
+  EXPECT_EQ(c().Get("/v1/queues/ld").status, 404);
+}
+
 TEST_F(MessageFields, PatchPauseAndResumeAQueue) {
   Response patched = c().Call(
       "PATCH", "/v1/queues/jobs",

@@ -14,7 +14,7 @@ import warnings
 import botocore.exceptions
 
 from sqs_server import (CLAIMER_SECRET, SENDER_SECRET, Server,
-                        WORKER_SECRET)
+                        TENANT_SECRET, WORKER_SECRET)
 
 
 def code_of(call):
@@ -407,6 +407,66 @@ class QueuesOverSqs(unittest.TestCase):
         # (An empty list is no element in XML, so boto3 leaves it out.)
         self.assertEqual(sqs.list_dead_letter_source_queues(QueueUrl=dlq).get(
             "queueUrls", []), [])
+
+    def test_a_redrive_policy_needs_send_on_its_target(self):
+        """Regression: a key with admin on its own queues could make any
+        queue their dead-letter queue and fail messages into it. Naming the
+        target needs send (or admin) on it; whether it exists is not told
+        to a key without."""
+        admin = self.server.client()
+        secret = admin.create_queue(QueueName="secret-dlq")["QueueUrl"]
+        arn = admin.get_queue_attributes(
+            QueueUrl=secret, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"]
+
+        def policy(target_arn):
+            return json.dumps({"deadLetterTargetArn": target_arn,
+                               "maxReceiveCount": 1})
+
+        tenant = self.server.client("AKIATENANT", TENANT_SECRET)
+        missing = arn.rsplit(":", 1)[0] + ":no-such-queue"
+        for target in (arn, missing):
+            self.assertEqual(code_of(lambda: tenant.create_queue(
+                QueueName="tenant-src",
+                Attributes={"RedrivePolicy": policy(target)})),
+                "AccessDenied")
+        self.assertNotIn("tenant-src", " ".join(
+            admin.list_queues().get("QueueUrls", [])))
+        src = tenant.create_queue(QueueName="tenant-src")["QueueUrl"]
+        for target in (arn, missing):
+            self.assertEqual(code_of(lambda: tenant.set_queue_attributes(
+                QueueUrl=src, Attributes={"RedrivePolicy": policy(target)})),
+                "AccessDenied")
+        self.assertNotIn("RedrivePolicy", admin.get_queue_attributes(
+            QueueUrl=src, AttributeNames=["All"])["Attributes"])
+        # A target of its own is fine, and then a policy back, a loop, is
+        # refused.
+        own = tenant.create_queue(QueueName="tenant-dlq")["QueueUrl"]
+        own_arn = tenant.get_queue_attributes(
+            QueueUrl=own, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        src_arn = tenant.get_queue_attributes(
+            QueueUrl=src, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        tenant.set_queue_attributes(
+            QueueUrl=src, Attributes={"RedrivePolicy": policy(own_arn)})
+        self.assertEqual(code_of(lambda: tenant.set_queue_attributes(
+            QueueUrl=own, Attributes={"RedrivePolicy": policy(src_arn)})),
+            "InvalidParameterValue")
+        self.assertNotIn("RedrivePolicy", tenant.get_queue_attributes(
+            QueueUrl=own, AttributeNames=["All"])["Attributes"])
+        # A poison message goes to the tenant's own dead-letter queue, and
+        # none ever reached secret-dlq.
+        tenant.send_message(QueueUrl=src, MessageBody="poison")
+        m = tenant.receive_message(QueueUrl=src, WaitTimeSeconds=5)[
+            "Messages"][0]
+        tenant.change_message_visibility(QueueUrl=src,
+                                         ReceiptHandle=m["ReceiptHandle"],
+                                         VisibilityTimeout=0)
+        self.assertNotIn("Messages", tenant.receive_message(QueueUrl=src))
+        self.assertEqual(tenant.receive_message(
+            QueueUrl=own, WaitTimeSeconds=5)["Messages"][0]["Body"], "poison")
+        self.assertEqual(admin.get_queue_attributes(
+            QueueUrl=secret, AttributeNames=["All"])["Attributes"][
+            "ApproximateNumberOfMessages"], "0")
 
     def test_fifo_queues_order_groups_and_drop_duplicates(self):
         sqs = self.server.client()

@@ -22,6 +22,8 @@ ADMIN_TOKEN = "native-admin-0123456789abcdef"
 # Keys of one permission each on the names a-*, for the permission matrix.
 SENDER_SECRET = "senderSECRETsenderSECRET0123456789"
 CLAIMER_SECRET = "claimerSECRETclaimerSECRET012345678"
+# A key with admin on its own queues (tenant-*) and nothing else.
+TENANT_SECRET = "tenantSECRETtenantSECRET0123456789"
 
 
 class Server:
@@ -38,6 +40,7 @@ class Server:
             f.write(f"aws-key AKIAWORKER {WORKER_SECRET} send,claim:jobs*\n")
             f.write(f"aws-key AKIASENDER {SENDER_SECRET} send:a-*\n")
             f.write(f"aws-key AKIACLAIMER {CLAIMER_SECRET} claim:a-*\n")
+            f.write(f"aws-key AKIATENANT {TENANT_SECRET} admin:tenant-*\n")
             f.write(f"{METRICS_TOKEN} metrics:*\n")
             f.write(f"{ADMIN_TOKEN} admin:*\n")
         port_file = os.path.join(self.dir.name, "port")
