@@ -351,6 +351,34 @@ std::optional<Verdict> Mismatch(
   return std::nullopt;
 }
 
+// Refuses a request whose signature leaves out a header that decides what
+// the request means, so that a captured request cannot be sent again with
+// it changed: the host (as AWS requires of every request); the date of a
+// request signed in a header (its age is what stops a replay); and, in the
+// JSON protocol, X-Amz-Target, which names the operation: unsigned, a
+// signed SendMessage could be replayed as a PurgeQueue of the same queue.
+std::optional<Verdict> Unsigned(const Request& r, const Authorization& a,
+                                bool presigned) {
+  auto is_signed = [&](std::string_view name) {
+    return std::find(a.signed_headers.begin(), a.signed_headers.end(), name) !=
+           a.signed_headers.end();
+  };
+  std::string_view missing;
+  if (!is_signed("host")) {
+    missing = "'Host' or ':authority'";
+  } else if (!presigned && !is_signed("x-amz-date")) {
+    missing = "'X-Amz-Date'";
+  } else if (HeaderValue(r.headers, "x-amz-target") &&
+             !is_signed("x-amz-target")) {
+    missing = "'X-Amz-Target'";
+  }
+  if (missing.empty()) return std::nullopt;
+  return Verdict{Refusal::kMalformed, a.access_key,
+                 fmt::format("{} must be a 'SignedHeader' in the AWS "
+                             "Authorization.",
+                             missing)};
+}
+
 // A presigned request: the signature's parts in the query (X-Amz-Algorithm,
 // X-Amz-Credential, X-Amz-Date, X-Amz-Expires, X-Amz-SignedHeaders,
 // X-Amz-Signature) instead of an Authorization header, as botocore's
@@ -393,14 +421,12 @@ Verdict VerifyPresigned(
   const std::string& e = params["X-Amz-Expires"];
   std::from_chars(e.data(), e.data() + e.size(), expires);
   if (!dated || a->date != amz_date.substr(0, 8) || a->service != "sqs" ||
-      expires < 1 || expires > 604800 ||
-      std::find(a->signed_headers.begin(), a->signed_headers.end(), "host") ==
-          a->signed_headers.end()) {
+      expires < 1 || expires > 604800) {
     return {Refusal::kMalformed, a->access_key,
             "a presigned request needs X-Amz-Date, its date in the "
-            "Credential, the service sqs, X-Amz-Expires of 1 to 604800 and "
-            "host among the signed headers"};
+            "Credential, the service sqs and X-Amz-Expires of 1 to 604800"};
   }
+  if (auto refused = Unsigned(r, *a, /*presigned=*/true)) return *refused;
   Request unsigned_request = r;
   unsigned_request.target = unsigned_target;
   if (auto refused = Mismatch(unsigned_request, *a, amz_date, secret_of)) {
@@ -452,13 +478,7 @@ Verdict Verify(
             fmt::format("the Credential is scoped to service '{}', not 'sqs'",
                         a->service)};
   }
-  for (std::string_view needed : {"host", "x-amz-date"}) {
-    if (std::find(a->signed_headers.begin(), a->signed_headers.end(), needed) ==
-        a->signed_headers.end()) {
-      return {Refusal::kMalformed, a->access_key,
-              fmt::format("SignedHeaders must include {}", needed)};
-    }
-  }
+  if (auto refused = Unsigned(r, *a, /*presigned=*/false)) return *refused;
   if (auto refused = Mismatch(r, *a, *amz_date, secret_of)) return *refused;
   // Checked after the signature, so that only the key's holder learns
   // about the server's clock.
