@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "server/target.h"
+#include "wire/json.h"
 
 namespace sqlq::server::sigv4 {
 namespace {
@@ -122,32 +123,17 @@ std::string CanonicalQuery(std::string_view query) {
   return out;
 }
 
-// YYYYMMDD'T'HHMMSS'Z' as a time; none when malformed.
+// YYYYMMDD'T'HHMMSS'Z' as a time; none when malformed. Read as the same
+// time in RFC 3339, so that a date is checked as every other time is (no
+// February 30, no second 60).
 std::optional<std::chrono::system_clock::time_point> ParseAmzDate(
     std::string_view s) {
   if (s.size() != 16 || s[8] != 'T' || s[15] != 'Z') return std::nullopt;
-  for (std::size_t i = 0; i < 15; ++i) {
-    if (i != 8 && !std::isdigit(static_cast<unsigned char>(s[i]))) {
-      return std::nullopt;
-    }
-  }
-  auto num = [&](std::size_t at, std::size_t n) {
-    int v = 0;
-    for (std::size_t i = 0; i < n; ++i) v = v * 10 + (s[at + i] - '0');
-    return v;
-  };
-  std::tm tm{};
-  tm.tm_year = num(0, 4) - 1900;
-  tm.tm_mon = num(4, 2) - 1;
-  tm.tm_mday = num(6, 2);
-  tm.tm_hour = num(9, 2);
-  tm.tm_min = num(11, 2);
-  tm.tm_sec = num(13, 2);
-  if (tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
-      tm.tm_min > 59 || tm.tm_sec > 60) {
-    return std::nullopt;
-  }
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
+  const auto t = wire::ParseTime(fmt::format(
+      "{}-{}-{}T{}:{}:{}Z", s.substr(0, 4), s.substr(4, 2), s.substr(6, 2),
+      s.substr(9, 2), s.substr(11, 2), s.substr(13, 2)));
+  if (!t.ok()) return std::nullopt;
+  return std::chrono::time_point_cast<std::chrono::system_clock::duration>(*t);
 }
 
 }  // namespace

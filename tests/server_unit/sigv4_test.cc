@@ -274,6 +274,12 @@ TEST(SigV4, UnknownKeysMissingAndMalformedHeadersAreRefused) {
   };
   EXPECT_EQ(Check(without("Authorization")).refusal, Refusal::kMissing);
   EXPECT_EQ(Check(without("X-Amz-Date")).refusal, Refusal::kMalformed);
+  // A date with a second of 60 is no date, as everywhere else.
+  for (const char* bad : {"20261126T165960Z", "20261131T170000Z"}) {
+    Sent s = without("X-Amz-Date");
+    s.headers.emplace_back("X-Amz-Date", bad);
+    EXPECT_EQ(Check(s).refusal, Refusal::kMalformed) << bad;
+  }
   for (const std::string& bad : std::vector<std::string>{
            "AWS4-HMAC-SHA256", "AWS4-HMAC-SHA1 Credential=a/b/c/d/e",
            "AWS4-HMAC-SHA256 Credential=AKIDSQLQTEST/20261126/eu-central-1/sqs/"
