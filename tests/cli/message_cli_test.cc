@@ -270,6 +270,11 @@ TEST_F(MessageCliTest, SchedulesFromTheCommandLine) {
       Human({"schedule", "add", "nightly", "--cron", "0 3 * * *", "--tz",
              "Atlantis/Capital", "--queue", "jobs", "--payload", "x"}),
       kUsage, "unknown time zone"));
+  // The zone of whichever host runs the scheduler: refused.
+  EXPECT_TRUE(FailsWith(
+      Human({"schedule", "add", "nightly", "--cron", "0 3 * * *", "--tz",
+             "localtime", "--queue", "jobs", "--payload", "x"}),
+      kUsage, "'localtime' means each server's own zone"));
   EXPECT_TRUE(FailsWith(Human({"schedule", "add", "nightly", "--cron", "@daily",
                                "--queue", "nope", "--payload", "x"}),
                         kNotFound, "nope"));
