@@ -104,6 +104,37 @@ class QueuesOverSqs(unittest.TestCase):
         self.assertNotIn("billing", names)
         self.assertTrue(admin.get_queue_url(QueueName="billing")["QueueUrl"])
 
+    def test_a_json_request_must_sign_its_operation(self):
+        # A JSON-protocol request signed without X-Amz-Target, captured and
+        # sent again with the target PurgeQueue: refused as AWS refuses
+        # it, and the queue keeps its message.
+        sqs = self.server.client()
+        url = sqs.create_queue(QueueName="replayed")["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="kept")
+        json_type = {"Content-Type": "application/x-amz-json-1.0"}
+        body = json.dumps({"QueueUrl": url})
+        status, reply, headers = self.server.signed_post(
+            body, json_type, {"X-Amz-Target": "AmazonSQS.PurgeQueue"})
+        self.assertEqual(status, 400, reply)
+        self.assertEqual(json.loads(reply), {
+            "__type": "com.amazonaws.sqs#IncompleteSignature",
+            "message": "'X-Amz-Target' must be a 'SignedHeader' in the AWS "
+                       "Authorization."})
+        self.assertEqual(headers["x-amzn-query-error"],
+                         "IncompleteSignature;Sender")
+        self.assertEqual(
+            sqs.get_queue_attributes(
+                QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+            ["Attributes"]["ApproximateNumberOfMessages"], "1")
+        # Signed with its target, as the SDKs sign, the same call is served.
+        status, reply, _ = self.server.signed_post(
+            body, {**json_type, "X-Amz-Target": "AmazonSQS.PurgeQueue"})
+        self.assertEqual(status, 200, reply)
+        self.assertEqual(
+            sqs.get_queue_attributes(
+                QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+            ["Attributes"]["ApproximateNumberOfMessages"], "0")
+
     def test_messages_round_trip_with_attributes_and_digests(self):
         # boto3 checks MD5OfMessageBody and MD5OfMessageAttributes of every
         # send and receive: a wrong digest would raise here.
