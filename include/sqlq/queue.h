@@ -119,8 +119,10 @@ struct QueueOptions {
   // the queue of this name as a ready message with fresh attempts (same
   // id, payload, headers, group and error history), instead of staying in
   // this queue's dead letters. Empty: they stay here. Not this queue's own
-  // name. While the named queue does not exist, they stay here and move
-  // once it does (at the next message that dies).
+  // name, nor a queue whose dead-letter queues lead back here (a loop:
+  // kInvalidArgument). While the named queue does not exist, they stay here
+  // and move once it does (at the next message that dies). Dropping the
+  // named queue clears this (Store::DropQueue).
   std::string dead_letter_queue;
   // Labels: names to text, kept with the queue and changed with Alter.
   // sqlq gives them no meaning: they are for the application (an owner, a

@@ -20,7 +20,10 @@ struct ScheduleOptions {
   // Five fields (minute hour day-of-month month day-of-week), six with
   // seconds first, or @yearly, @monthly, @weekly, @daily, @hourly.
   std::string cron;
-  // A zone of the tz database: the cron's times are its local times.
+  // A zone of the tz database by name: the cron's times are its local
+  // times. "localtime" (each host's own zone) is refused by
+  // CreateSchedule; one stored by an earlier sqlq keeps ticking in the
+  // zone of the host that runs the scheduler.
   std::string time_zone = "UTC";
   // The queue the messages go to (it must exist when the schedule is made;
   // a tick that finds it gone is dropped and said in last_error).

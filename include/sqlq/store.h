@@ -116,7 +116,8 @@ class Store {
   ~Store();
 
   // Creates a queue. Names are 1..64 characters of [A-Za-z0-9_-].
-  // Errors: kInvalidArgument (name or options), kAlreadyExists.
+  // Errors: kInvalidArgument (name or options, or a dead-letter queue that
+  // leads back to this name), kAlreadyExists.
   Result<WorkQueue> CreateQueue(std::string_view name,
                                 const QueueOptions& options);
   // A handle on an existing queue. Errors: kInvalidArgument, kNotFound.
@@ -127,7 +128,10 @@ class Store {
   // send would get (kUnavailable for a full disk, kPermissionDenied for a
   // read-only database, ...).
   Status CheckWritable();
-  // Deletes the queue with its messages, dead letters and archive.
+  // Deletes the queue with its messages, dead letters and archive, and
+  // clears it as the dead-letter queue of the queues that named it (in the
+  // same transaction), so that a queue made later under its name receives
+  // none of their dead letters.
   Status DropQueue(std::string_view name);
 
   // Rings (sqlq/ring.h) and rotations (sqlq/rotation.h). Names share one

@@ -514,6 +514,13 @@ class Engine {
   virtual Status DropQueue(Conn& conn, std::int64_t queue_id) = 0;
   // Writes the queue's options (all of them); kNotFound when it is gone.
   virtual Status AlterQueue(Conn& conn, const AlterQueueParams& p) = 0;
+  // Clears the dead-letter queue of every queue whose dead_letter_queue is
+  // `name`, in one statement (Store::DropQueue, in the drop's transaction:
+  // a dropped queue's links go with it, so that a queue created later under
+  // its name does not receive others' dead letters). Returns how many
+  // queues it changed.
+  virtual Result<std::int64_t> UnlinkDeadLetterQueue(Conn& conn,
+                                                     std::string_view name) = 0;
   virtual Status SetPaused(Conn& conn, const SetPausedParams& p) = 0;
   virtual Result<std::int64_t> PurgeQueue(Conn& conn,
                                           std::int64_t queue_id) = 0;

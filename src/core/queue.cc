@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 #include "core/backoff.h"
 #include "core/columns.h"
@@ -80,11 +81,17 @@ void MaybePruneDead(WorkQueue& q, core::QueueImpl& impl) {
 namespace core {
 
 void ForwardDead(QueueImpl& impl) {
-  const std::string to = impl.Current()->options.dead_letter_queue;
-  if (to.empty()) return;
+  if (impl.Current()->options.dead_letter_queue.empty()) return;
   std::int64_t to_id = 0;
   auto moved = MergedWrite<std::int64_t>(
       impl.store(), [&](Engine& e, Conn& c) -> Result<std::int64_t> {
+        // The link as stored now, not as this handle last read it: a drop
+        // of the dead-letter queue elsewhere clears it (Store::DropQueue),
+        // and a queue made again under that name must not receive them.
+        auto self = e.GetQueue(c, impl.name());
+        if (!self.ok() || self->id != impl.id()) return std::int64_t{0};
+        const std::string& to = self->info.options.dead_letter_queue;
+        if (to.empty()) return std::int64_t{0};
         auto target = e.GetQueue(c, to);
         // Not there (yet): they wait in this queue's dead letters.
         if (!target.ok()) return std::int64_t{0};
@@ -92,6 +99,34 @@ void ForwardDead(QueueImpl& impl) {
         return e.Redrive(c, {.queue_id = impl.id(), .to_queue_id = to_id});
       });
   if (moved.ok() && *moved > 0) impl.store().hub().Notify(to_id, *moved);
+}
+
+Status CheckDeadLetterLoop(Engine& e, Conn& c, std::string_view name,
+                           const QueueOptions& o) {
+  // Names seen on the walk: a loop stored before this check existed, which
+  // does not pass through `name`, ends it too.
+  std::set<std::string, std::less<>> seen;
+  std::string at = o.dead_letter_queue;
+  while (!at.empty()) {
+    if (at == name) {
+      return Status::InvalidArgument(fmt::format(
+          "queue '{}' cannot take the dead letters of '{}': its own dead "
+          "letters lead back to '{}' (dead-letter queues cannot form a loop)",
+          o.dead_letter_queue, name, name));
+    }
+    if (!seen.insert(at).second) return Status::Ok();
+    auto next = e.GetQueue(c, at);
+    if (!next.ok()) {
+      const Code code = next.status().code();
+      // Missing, or a name of another kind: its dead letters go nowhere.
+      if (code == Code::kNotFound || code == Code::kFailedPrecondition) {
+        return Status::Ok();
+      }
+      return next.status();
+    }
+    at = next->info.options.dead_letter_queue;
+  }
+  return Status::Ok();
 }
 
 bool BlockedByGroups(const QueueOptions& o) {
@@ -500,8 +535,10 @@ Status WorkQueue::Alter(const QueueOptions& options) {
         GroupModeName(impl_->Current()->options.groups)));
   }
   s = impl_->store().batcher().Run([&](Conn& conn) {
-    return impl_->store().engine().AlterQueue(
-        conn, {.queue_id = impl_->id(), .options = options});
+    core::Engine& e = impl_->store().engine();
+    Status loop = core::CheckDeadLetterLoop(e, conn, name(), options);
+    if (!loop.ok()) return loop;
+    return e.AlterQueue(conn, {.queue_id = impl_->id(), .options = options});
   });
   if (!s.ok()) return s;
   QueueInfo info = *impl_->Current();

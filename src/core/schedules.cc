@@ -75,6 +75,17 @@ Result<std::optional<Timestamp>> ValidateSchedule(std::string_view name,
   if (!s.ok()) return s;
   auto cron = Cron::Parse(o.cron);
   if (!cron.ok()) return cron.status();
+  // "localtime" is each host's own zone (the tz database links it to
+  // /etc/localtime): the same schedule would fire at other instants on
+  // servers set up differently, and move when a host's zone is changed.
+  // A schedule stored with it before is still read and ticks as it did
+  // (Zone::Load takes it); only a new or replaced one must name a zone.
+  if (o.time_zone == "localtime") {
+    return Status::InvalidArgument(
+        "time zone 'localtime' means each server's own zone, so the "
+        "schedule would fire at different times on different hosts: name "
+        "a zone of the tz database, such as UTC or Europe/Berlin");
+  }
   auto zone = Zone::Load(o.time_zone);
   if (!zone.ok()) return zone.status();
   if (o.catch_up < 0 || o.catch_up > kMaxCatchUp) {

@@ -39,7 +39,8 @@ DueTicks TicksDue(const Cron& cron, const Zone& zone, const ScheduleInfo& info,
 // sqlq-schedule and sqlq-tick, and the tick's dedup key.
 Message TickMessage(const ScheduleInfo& info, Timestamp tick);
 
-// Checks a schedule's name and options: the cron, the zone, the message
+// Checks a schedule's name and options: the cron, the zone (named; not
+// "localtime"), the message
 // (a tick's message must be a valid send), catch_up. Returns its first
 // tick after `now`.
 Result<std::optional<Timestamp>> ValidateSchedule(std::string_view name,

@@ -107,6 +107,9 @@ Result<WorkQueue> Store::CreateQueue(std::string_view name,
   }
   core::QueueRecord record;
   s = impl_->engine().Write([&](core::Conn& conn) {
+    Status loop =
+        core::CheckDeadLetterLoop(impl_->engine(), conn, name, options);
+    if (!loop.ok()) return loop;
     auto r = impl_->engine().CreateQueue(conn, {name, options});
     if (!r.ok()) return r.status();
     record = std::move(*r);
@@ -159,7 +162,9 @@ Status Store::DropQueue(std::string_view name) {
   s = impl_->engine().Write([&](core::Conn& conn) {
     auto r = impl_->engine().GetQueue(conn, name);
     if (!r.ok()) return r.status();
-    return impl_->engine().DropQueue(conn, r->id);
+    Status dropped = impl_->engine().DropQueue(conn, r->id);
+    if (!dropped.ok()) return dropped;
+    return impl_->engine().UnlinkDeadLetterQueue(conn, name).status();
   });
   // Claims waiting on the dropped queue look again and report kNotFound.
   if (s.ok()) impl_->hub().NotifyAll();

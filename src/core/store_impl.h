@@ -210,6 +210,14 @@ void AfterAcks(WorkQueue& q, QueueImpl& impl);
 // one and that queue exists (QueueOptions::dead_letter_queue).
 void ForwardDead(QueueImpl& impl);
 
+// Whether queue `name` may take `o.dead_letter_queue` as its dead-letter
+// queue, read in the transaction that stores the link: kInvalidArgument
+// when the queues' dead-letter links, followed from there, lead back to
+// `name` (a loop would pass dead letters round for ever). Links to queues
+// that do not exist end the walk.
+Status CheckDeadLetterLoop(Engine& e, Conn& c, std::string_view name,
+                           const QueueOptions& o);
+
 // What a Ring or Rotation handle holds: its store and its record.
 template <typename Record>
 class KindImpl {

@@ -121,7 +121,9 @@ Status ValidateQueueOptions(const QueueOptions& o) {
 Status ValidateDeadLetterQueue(std::string_view name, const QueueOptions& o) {
   if (o.dead_letter_queue == name) {
     return Status::InvalidArgument(
-        fmt::format("queue '{}' cannot be its own dead-letter queue", name));
+        fmt::format("queue '{}' cannot be its own dead-letter queue "
+                    "(dead-letter queues cannot form a loop)",
+                    name));
   }
   return Status::Ok();
 }

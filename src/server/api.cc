@@ -1018,6 +1018,14 @@ Outcome Api::Handle(const Request& req) {
         cached = name;
         return Take(cache_.Get(name, hit));
       };
+      // A queue's dead letters go to its dead-letter queue: naming one is a
+      // send there, so it needs send (or admin) on that queue as well.
+      auto need_dead_letter_queue = [&](const Body& b, const QueueOptions& o) {
+        if (b.Value("dead_letter_queue") != nullptr &&
+            !o.dead_letter_queue.empty()) {
+          need(kSend, o.dead_letter_queue);
+        }
+      };
       if (seg.size() == 3) {
         if (m == "POST") {
           route_is("POST /v1/queues/{name}");
@@ -1025,6 +1033,7 @@ Outcome Api::Handle(const Request& req) {
           Body b(req.body, kQueueOptionFields);
           QueueOptions o;
           ReadQueueOptions(b, o);
+          need_dead_letter_queue(b, o);
           Check(CheckQueueName(name));
           Check(CheckQueueOptions(o));
           WorkQueue q = Take(store_.CreateQueue(name, o));
@@ -1049,6 +1058,7 @@ Outcome Api::Handle(const Request& req) {
           WorkQueue q = queue();
           QueueOptions o = q.options();
           ReadQueueOptions(b, o);
+          need_dead_letter_queue(b, o);
           Check(q.Alter(o));
           return reply(200, wire::QueueJson(q.info()));
         }
@@ -1622,13 +1632,30 @@ Outcome Api::Handle(const Request& req) {
           o.catch_up = static_cast<int>(*v);
         }
         o.message = ReadMessage(b, limits_.max_payload_bytes);
-        return reply(201,
-                     wire::ScheduleJson(Take(store_.CreateSchedule(name, o))));
+        auto created = store_.CreateSchedule(name, o);
+        if (!created.ok() && created.status().code() == Code::kAlreadyExists) {
+          // Schedule names are shared by all tokens. The name's being taken
+          // cannot be hidden, but whose it is can: a schedule on a queue
+          // this token has no grant on is refused as out of its reach,
+          // naming nothing but the name it asked for.
+          auto taken = store_.GetSchedule(name);
+          if (taken.ok() && !visible(taken->options.queue)) {
+            Throw(403, "forbidden",
+                  fmt::format("the schedule name '{}' is not available to "
+                              "this token",
+                              name));
+          }
+        }
+        return reply(201, wire::ScheduleJson(Take(std::move(created))));
       }
       ScheduleInfo s = Take(store_.GetSchedule(name));
+      // A schedule on a queue this token has no grant on is, to it, not
+      // there: the same reply as for a name no schedule has (Sees).
+      if (!visible(s.options.queue)) {
+        Check(Status::NotFound(fmt::format("schedule '{}' not found", name)));
+      }
       if (seg.size() == 3 && m == "GET") {
         route_is("GET /v1/schedules/{name}");
-        see(s.options.queue);
         return reply(200, wire::ScheduleJson(s));
       }
       if (seg.size() == 3) {

@@ -6,7 +6,9 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <tuple>
 
+#include "server/tls.h"
 #include "wire/duration.h"
 
 namespace sqlq::server {
@@ -22,6 +24,13 @@ constexpr SettingSpec kSettings[] = {
     {"tls-cert", "SQLQ_TLS_CERT",
      "Serve HTTPS with this certificate chain (PEM); needs --tls-key", ""},
     {"tls-key", "SQLQ_TLS_KEY", "The private key (PEM) of --tls-cert", ""},
+    {"tls-ciphers", "SQLQ_TLS_CIPHERS",
+     "TLS 1.2 cipher suites offered, in OpenSSL's cipher list syntax "
+     "(':'-separated)",
+     kDefaultTls12Ciphers.data()},
+    {"tls-ciphersuites", "SQLQ_TLS_CIPHERSUITES",
+     "TLS 1.3 cipher suites offered (':'-separated)",
+     kDefaultTls13Ciphersuites.data()},
     {"auth-failures", "SQLQ_AUTH_FAILURES",
      "Failed authentications allowed per client address, as N/PERIOD: a "
      "burst of N, then N per PERIOD; past them the address gets 429",
@@ -141,6 +150,24 @@ Result<ServerConfig> MakeServerConfig(const SettingValues& values,
   if (c.tls_cert.empty() != c.tls_key.empty()) {
     return Status::InvalidArgument(
         "--tls-cert and --tls-key go together: give both, or neither");
+  }
+  c.tls_ciphers = get("tls-ciphers");
+  c.tls_ciphersuites = get("tls-ciphersuites");
+  // A list other than the default without HTTPS is a mistake worth
+  // saying: the operator believes the lists protect something.
+  for (const auto& [name, chosen, fallback] :
+       {std::tuple{"tls-ciphers", &c.tls_ciphers, kDefaultTls12Ciphers},
+        std::tuple{"tls-ciphersuites", &c.tls_ciphersuites,
+                   kDefaultTls13Ciphersuites}}) {
+    if (c.tls_cert.empty() && *chosen != fallback) {
+      return Status::InvalidArgument(
+          fmt::format("--{} applies to HTTPS only: give --tls-cert and "
+                      "--tls-key too",
+                      name));
+    }
+  }
+  if (Status s = CheckTlsCiphers(c.tls_ciphers, c.tls_ciphersuites); !s.ok()) {
+    return s;
   }
   if (std::string v = get("schedules"); v == "true" || v == "false") {
     c.schedules = v == "true";

@@ -31,6 +31,7 @@
 
 #include "server/config.h"
 #include "server/http_request.h"
+#include "server/tls.h"
 #include "sqlq/store.h"
 
 namespace sqlq::server {
@@ -997,15 +998,22 @@ bool IsLoopback(const std::string& bind) {
   return !ec && a.is_loopback();
 }
 
-// The TLS context of --tls-cert and --tls-key: TLS 1.2 and later, the
-// certificate chain and key checked to belong together now, so that a
-// wrong pair fails at start rather than at the first handshake.
-Result<ssl::context> MakeTlsContext(const std::string& cert,
-                                    const std::string& key) {
+// The TLS context of --tls-cert and --tls-key: TLS 1.2 and later with the
+// cipher suites of --tls-ciphers and --tls-ciphersuites, the certificate
+// chain and key checked to belong together now, so that a wrong pair
+// fails at start rather than at the first handshake.
+Result<ssl::context> MakeTlsContext(const ServerConfig& config) {
+  const std::string& cert = config.tls_cert;
+  const std::string& key = config.tls_key;
   ssl::context ctx(ssl::context::tls_server);
   ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                   ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
                   ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+  if (Status s = SetTlsCiphers(ctx.native_handle(), config.tls_ciphers,
+                               config.tls_ciphersuites);
+      !s.ok()) {
+    return s;
+  }
   beast::error_code ec;
   // The key first: a certificate loaded after a key of another one drops
   // it, and the check below names the mismatch.
@@ -1081,7 +1089,7 @@ int RunServer(const ServerConfig& config,
   }
   std::optional<ssl::context> tls;
   if (!config.tls_cert.empty()) {
-    auto made = MakeTlsContext(config.tls_cert, config.tls_key);
+    auto made = MakeTlsContext(config);
     if (!made.ok()) {
       std::cerr << "sqlq serve: " << made.status().message() << "\n";
       return 2;

@@ -27,6 +27,10 @@ struct ServerConfig {
   // plain HTTP.
   std::string tls_cert;
   std::string tls_key;
+  // The cipher suites offered: TLS 1.2 (OpenSSL's cipher list syntax)
+  // and TLS 1.3; checked by MakeServerConfig (server/tls.h).
+  std::string tls_ciphers;
+  std::string tls_ciphersuites;
   int io_threads = 2;
   int db_threads = 16;
   Limits limits;

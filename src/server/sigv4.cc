@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "server/target.h"
+#include "wire/json.h"
 
 namespace sqlq::server::sigv4 {
 namespace {
@@ -122,32 +123,17 @@ std::string CanonicalQuery(std::string_view query) {
   return out;
 }
 
-// YYYYMMDD'T'HHMMSS'Z' as a time; none when malformed.
+// YYYYMMDD'T'HHMMSS'Z' as a time; none when malformed. Read as the same
+// time in RFC 3339, so that a date is checked as every other time is (no
+// February 30, no second 60).
 std::optional<std::chrono::system_clock::time_point> ParseAmzDate(
     std::string_view s) {
   if (s.size() != 16 || s[8] != 'T' || s[15] != 'Z') return std::nullopt;
-  for (std::size_t i = 0; i < 15; ++i) {
-    if (i != 8 && !std::isdigit(static_cast<unsigned char>(s[i]))) {
-      return std::nullopt;
-    }
-  }
-  auto num = [&](std::size_t at, std::size_t n) {
-    int v = 0;
-    for (std::size_t i = 0; i < n; ++i) v = v * 10 + (s[at + i] - '0');
-    return v;
-  };
-  std::tm tm{};
-  tm.tm_year = num(0, 4) - 1900;
-  tm.tm_mon = num(4, 2) - 1;
-  tm.tm_mday = num(6, 2);
-  tm.tm_hour = num(9, 2);
-  tm.tm_min = num(11, 2);
-  tm.tm_sec = num(13, 2);
-  if (tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
-      tm.tm_min > 59 || tm.tm_sec > 60) {
-    return std::nullopt;
-  }
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
+  const auto t = wire::ParseTime(fmt::format(
+      "{}-{}-{}T{}:{}:{}Z", s.substr(0, 4), s.substr(4, 2), s.substr(6, 2),
+      s.substr(9, 2), s.substr(11, 2), s.substr(13, 2)));
+  if (!t.ok()) return std::nullopt;
+  return std::chrono::time_point_cast<std::chrono::system_clock::duration>(*t);
 }
 
 }  // namespace
@@ -351,6 +337,34 @@ std::optional<Verdict> Mismatch(
   return std::nullopt;
 }
 
+// Refuses a request whose signature leaves out a header that decides what
+// the request means, so that a captured request cannot be sent again with
+// it changed: the host (as AWS requires of every request); the date of a
+// request signed in a header (its age is what stops a replay); and, in the
+// JSON protocol, X-Amz-Target, which names the operation: unsigned, a
+// signed SendMessage could be replayed as a PurgeQueue of the same queue.
+std::optional<Verdict> Unsigned(const Request& r, const Authorization& a,
+                                bool presigned) {
+  auto is_signed = [&](std::string_view name) {
+    return std::find(a.signed_headers.begin(), a.signed_headers.end(), name) !=
+           a.signed_headers.end();
+  };
+  std::string_view missing;
+  if (!is_signed("host")) {
+    missing = "'Host' or ':authority'";
+  } else if (!presigned && !is_signed("x-amz-date")) {
+    missing = "'X-Amz-Date'";
+  } else if (HeaderValue(r.headers, "x-amz-target") &&
+             !is_signed("x-amz-target")) {
+    missing = "'X-Amz-Target'";
+  }
+  if (missing.empty()) return std::nullopt;
+  return Verdict{Refusal::kMalformed, a.access_key,
+                 fmt::format("{} must be a 'SignedHeader' in the AWS "
+                             "Authorization.",
+                             missing)};
+}
+
 // A presigned request: the signature's parts in the query (X-Amz-Algorithm,
 // X-Amz-Credential, X-Amz-Date, X-Amz-Expires, X-Amz-SignedHeaders,
 // X-Amz-Signature) instead of an Authorization header, as botocore's
@@ -393,14 +407,12 @@ Verdict VerifyPresigned(
   const std::string& e = params["X-Amz-Expires"];
   std::from_chars(e.data(), e.data() + e.size(), expires);
   if (!dated || a->date != amz_date.substr(0, 8) || a->service != "sqs" ||
-      expires < 1 || expires > 604800 ||
-      std::find(a->signed_headers.begin(), a->signed_headers.end(), "host") ==
-          a->signed_headers.end()) {
+      expires < 1 || expires > 604800) {
     return {Refusal::kMalformed, a->access_key,
             "a presigned request needs X-Amz-Date, its date in the "
-            "Credential, the service sqs, X-Amz-Expires of 1 to 604800 and "
-            "host among the signed headers"};
+            "Credential, the service sqs and X-Amz-Expires of 1 to 604800"};
   }
+  if (auto refused = Unsigned(r, *a, /*presigned=*/true)) return *refused;
   Request unsigned_request = r;
   unsigned_request.target = unsigned_target;
   if (auto refused = Mismatch(unsigned_request, *a, amz_date, secret_of)) {
@@ -452,13 +464,7 @@ Verdict Verify(
             fmt::format("the Credential is scoped to service '{}', not 'sqs'",
                         a->service)};
   }
-  for (std::string_view needed : {"host", "x-amz-date"}) {
-    if (std::find(a->signed_headers.begin(), a->signed_headers.end(), needed) ==
-        a->signed_headers.end()) {
-      return {Refusal::kMalformed, a->access_key,
-              fmt::format("SignedHeaders must include {}", needed)};
-    }
-  }
+  if (auto refused = Unsigned(r, *a, /*presigned=*/false)) return *refused;
   if (auto refused = Mismatch(r, *a, *amz_date, secret_of)) return *refused;
   // Checked after the signature, so that only the key's holder learns
   // about the server's clock.

@@ -107,7 +107,9 @@ SqsError ErrorOf(Refusal r);
 inline constexpr std::chrono::minutes kMaxSkew{5};
 
 // Checks `r`'s signature. `secret_of(key)` is the secret of an access key,
-// nullptr for an unknown one.
+// nullptr for an unknown one. The signed headers must include host,
+// x-amz-date (unless presigned) and x-amz-target when the request has one
+// (the JSON protocol's operation), else kMalformed.
 Verdict Verify(
     const Request& r,
     const std::function<const std::string*(std::string_view)>& secret_of,

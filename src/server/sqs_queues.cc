@@ -215,6 +215,10 @@ void SqsApi::Call::ApplyAttributes(const Json& attrs, const std::string& name,
           NameOfArn(policy["deadLetterTargetArn"].get<std::string>());
       o.max_attempts = static_cast<int>(
           NumberIn("maxReceiveCount", policy["maxReceiveCount"], 1, 1000));
+      // The target receives this queue's dead letters: naming it is a
+      // send there, so it needs send (or admin) on it, checked before
+      // whether it exists, which a key without a grant is not told.
+      Need(kSend, target);
       auto dlq = api_.store_.Queue(target);
       if (!dlq.ok()) {
         Fail(kInvalidParameterValue,

@@ -135,8 +135,16 @@ Result<Timestamp> ParseTime(std::string_view text) {
   const year_month_day ymd{std::chrono::year(*year),
                            std::chrono::month(static_cast<unsigned>(*month)),
                            std::chrono::day(static_cast<unsigned>(*day))};
-  // 60: a leap second, read as the next second's start.
   if (!ymd.ok() || *hour > 23 || *minute > 59 || *second > 60) return bad();
+  // A leap second names a moment the clocks sqlq reads never show (they
+  // smear or repeat it), and ":60" at any other minute names none at all:
+  // refused rather than read as the next minute.
+  if (*second == 60) {
+    return Status::InvalidArgument(fmt::format(
+        "'{}' has second 60 (a leap second), which sqlq does not accept: "
+        "give :59 or the next minute's :00",
+        text.substr(0, 64)));
+  }
   const auto secs = sys_days(ymd).time_since_epoch() + hours(*hour) +
                     minutes(*minute) + seconds(*second) - seconds(offset_s);
   return Timestamp(duration_cast<microseconds>(secs) + microseconds(micros));

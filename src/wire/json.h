@@ -28,7 +28,9 @@ using Json = nlohmann::ordered_json;
 std::string FormatTime(Timestamp t);
 // An RFC 3339 time: date, 'T' (or 't' or a space), time with optional
 // fraction (digits past microseconds are cut), and 'Z' or an offset
-// (+02:00). kInvalidArgument otherwise, saying what is expected.
+// (+02:00); a date of the calendar and a second of 0 to 59 (a leap
+// second's :60 is refused). kInvalidArgument otherwise, saying what is
+// expected.
 Result<Timestamp> ParseTime(std::string_view text);
 
 // A message whose payload was given as a JSON value carries this header

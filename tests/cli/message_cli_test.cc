@@ -85,6 +85,24 @@ TEST_F(MessageCliTest, BadInputExitsTwoAndSendsNothing) {
   EXPECT_EQ(Sends(), 0);
 }
 
+// Every time the command line reads refuses a second of 60 (a leap
+// second's, which the clocks sqlq reads never show) and changes nothing.
+TEST_F(MessageCliTest, ATimeWithSecondSixtyIsRefused) {
+  std::string leap = TimeFromNow(std::chrono::hours(1));
+  leap.replace(leap.find('+') - 2, 2, "60");
+  EXPECT_TRUE(FailsWith(Human({"send", "jobs", "--run-at", leap, "x"}), kUsage,
+                        "second 60"));
+  EXPECT_EQ(Sends(), 0);
+  One({"send", "jobs", "a"});
+  EXPECT_TRUE(
+      FailsWith(Human({"message", "reschedule", "jobs", "1", "--at", leap}),
+                kUsage, "second 60"));
+  EXPECT_TRUE(
+      FailsWith(Human({"message", "list", "jobs", "--enqueued-after", leap}),
+                kUsage, "second 60"));
+  EXPECT_EQ(One({"message", "get", "jobs", "1"})["state"], "ready");
+}
+
 TEST_F(MessageCliTest, GetListAndChangeMessages) {
   One({"send", "jobs", "--header", "tenant=acme", "a"});
   One({"send", "jobs", "--delay", "1h", "b"});
@@ -252,6 +270,11 @@ TEST_F(MessageCliTest, SchedulesFromTheCommandLine) {
       Human({"schedule", "add", "nightly", "--cron", "0 3 * * *", "--tz",
              "Atlantis/Capital", "--queue", "jobs", "--payload", "x"}),
       kUsage, "unknown time zone"));
+  // The zone of whichever host runs the scheduler: refused.
+  EXPECT_TRUE(FailsWith(
+      Human({"schedule", "add", "nightly", "--cron", "0 3 * * *", "--tz",
+             "localtime", "--queue", "jobs", "--payload", "x"}),
+      kUsage, "'localtime' means each server's own zone"));
   EXPECT_TRUE(FailsWith(Human({"schedule", "add", "nightly", "--cron", "@daily",
                                "--queue", "nope", "--payload", "x"}),
                         kNotFound, "nope"));

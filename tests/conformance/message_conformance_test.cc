@@ -1248,6 +1248,59 @@ TEST_P(MessageConformance, DeadLettersWaitForAMissingDeadLetterQueue) {
   EXPECT_EQ(payloads, (std::vector<std::string>{"first", "second"}));
 }
 
+TEST_P(MessageConformance, ADroppedDeadLetterQueueDoesNotBindToItsSuccessor) {
+  ASSERT_OK(store_->CreateQueue("jobs-dlq", {}).status());
+  WorkQueue q = MakeQueue({.max_attempts = 1, .dead_letter_queue = "jobs-dlq"});
+  ASSERT_OK(store_->DropQueue("jobs-dlq"));
+  // The link went with the dropped queue, as every store reads it.
+  auto other = OtherStore();
+  ASSERT_NE(other, nullptr);
+  ASSERT_OK_AND_ASSIGN(WorkQueue seen, other->Queue("jobs"));
+  EXPECT_EQ(seen.options().dead_letter_queue, "");
+  // A queue made later under that name, by anyone, receives none of this
+  // queue's dead letters, even through `q`, which read the link before
+  // the drop: they stay here.
+  ASSERT_OK_AND_ASSIGN(WorkQueue successor, other->CreateQueue("jobs-dlq", {}));
+  ASSERT_OK(q.Send({.payload = "p", .headers = kHeaders}));
+  ASSERT_OK(q.Nack(ClaimOne(q).receipt));
+  EXPECT_EQ(OnlyDead(q).payload, "p");
+  EXPECT_TRUE(NothingReady(successor));
+  ASSERT_OK_AND_ASSIGN(QueueStats st, successor.Stats());
+  EXPECT_EQ(st.ready + st.dead, 0);
+}
+
+TEST_P(MessageConformance, DeadLetterQueuesCannotFormALoop) {
+  auto refused = [](const Status& s) {
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("loop"), std::string::npos) << s.ToString();
+  };
+  // a <- b <- c: a chain, allowed.
+  ASSERT_OK_AND_ASSIGN(WorkQueue a, store_->CreateQueue("a", {}));
+  ASSERT_OK(store_->CreateQueue("b", {.dead_letter_queue = "a"}).status());
+  ASSERT_OK(store_->CreateQueue("c", {.dead_letter_queue = "b"}).status());
+  // a -> b -> a and a -> c -> b -> a close a loop; a -> a is one too.
+  for (const char* to : {"b", "c", "a"}) {
+    QueueOptions o = a.options();
+    o.dead_letter_queue = to;
+    refused(a.Alter(o));
+  }
+  // A queue created into a loop: d -> a, while a waits for d to exist.
+  QueueOptions o = a.options();
+  o.dead_letter_queue = "d";
+  ASSERT_OK(a.Alter(o));
+  refused(store_->CreateQueue("d", {.dead_letter_queue = "c"}).status());
+  refused(store_->CreateQueue("d", {.dead_letter_queue = "a"}).status());
+  ASSERT_OK(store_->CreateQueue("d", {}).status());
+  // Nothing refused was stored, as another store reads it.
+  auto other = OtherStore();
+  ASSERT_NE(other, nullptr);
+  for (auto [name, to] :
+       {std::pair{"a", "d"}, {"b", "a"}, {"c", "b"}, {"d", ""}}) {
+    ASSERT_OK_AND_ASSIGN(WorkQueue seen, other->Queue(name));
+    EXPECT_EQ(seen.options().dead_letter_queue, to) << name;
+  }
+}
+
 TEST_P(MessageConformance, DeadLetterQueueAndLabelsAreKeptAndChanged) {
   const std::map<std::string, std::string> labels = {{"owner", "payments"},
                                                      {"sqs:DelaySeconds", "5"},

@@ -17,6 +17,7 @@
 #include "sqlq/status.h"
 #include "sqlq/store.h"
 #include "tests/conformance/engine_fixture.h"
+#include "tests/conformance/raw_db.h"
 
 namespace sqlq::test {
 namespace {
@@ -228,6 +229,8 @@ TEST_P(ScheduleConformance, BadSchedulesAreRefusedAndChangeNothing) {
       {{.cron = "0 0 30 2 *", .queue = "jobs"}, Code::kInvalidArgument},
       {{.cron = "@daily", .time_zone = "Mars/Olympus", .queue = "jobs"},
        Code::kInvalidArgument},
+      {{.cron = "@daily", .time_zone = "localtime", .queue = "jobs"},
+       Code::kInvalidArgument},
       {{.cron = "@daily", .queue = "nope"}, Code::kNotFound},
       {{.cron = "@daily", .queue = "bad name"}, Code::kInvalidArgument},
       {{.cron = "@daily", .queue = "jobs", .catch_up = -1},
@@ -261,6 +264,31 @@ TEST_P(ScheduleConformance, BadSchedulesAreRefusedAndChangeNothing) {
             Code::kAlreadyExists);
   ASSERT_OK_AND_ASSIGN(ScheduleInfo s, store_->GetSchedule("s"));
   EXPECT_EQ(s.options.cron, "@daily");
+}
+
+// A schedule an earlier sqlq stored with the zone "localtime" (now refused
+// for new ones) is still listed, paused, resumed and ticked, in the zone of
+// the host that runs the scheduler, as before.
+TEST_P(ScheduleConformance, AScheduleStoredWithLocaltimeStillRuns) {
+  ASSERT_OK(store_->CreateSchedule("old", Every("* * * * *")).status());
+  {
+    RawDb raw(GetParam().name, *db_);
+    ASSERT_EQ(raw.exec()("UPDATE sqlq_schedules SET time_zone = 'localtime' "
+                         "WHERE name = 'old'"),
+              "");
+  }
+  ASSERT_OK_AND_ASSIGN(ScheduleInfo old, store_->GetSchedule("old"));
+  EXPECT_EQ(old.options.time_zone, "localtime");
+  ASSERT_OK_AND_ASSIGN(auto list, store_->ListSchedules());
+  EXPECT_EQ(list.size(), 1u);
+  ASSERT_OK(store_->PauseSchedule("old"));
+  ASSERT_OK(store_->ResumeSchedule("old"));
+  clock_->Advance(minutes(1));
+  ASSERT_OK_AND_ASSIGN(ScheduleRun run, store_->RunSchedules());
+  EXPECT_EQ(run.sent, 1);
+  ASSERT_OK_AND_ASSIGN(old, store_->GetSchedule("old"));
+  EXPECT_EQ(old.sent, 1);
+  EXPECT_EQ(old.last_error, "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Sqlite, ScheduleConformance,

@@ -186,6 +186,24 @@ TEST(Zone, UnknownNamesAndPathsAreRefused) {
   }
 }
 
+// "localtime" is the host's own zone: a new schedule may not use it (it
+// would fire at other instants on a server set up otherwise), while a
+// stored one still loads its zone and ticks.
+TEST(Zone, LocaltimeLoadsForStoredSchedulesButNoNewOneTakesIt) {
+  EXPECT_TRUE(Zone::Load("localtime").ok());
+  ScheduleOptions o{.cron = "0 3 * * *", .queue = "jobs"};
+  o.message.payload = "x";
+  const Timestamp now = At(2026, 6, 1, 10, 0);
+  EXPECT_TRUE(ValidateSchedule("nightly", o, now).ok());
+  o.time_zone = "localtime";
+  auto refused = ValidateSchedule("nightly", o, now);
+  EXPECT_EQ(refused.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find(
+                "'localtime' means each server's own zone"),
+            std::string::npos)
+      << refused.status().message();
+}
+
 class TicksDueTest : public ::testing::Test {
  protected:
   DueTicks Due(int catch_up, Timestamp next, Timestamp now,

@@ -122,6 +122,9 @@ class FakeEngine : public Engine {
     return Unused();
   }
   Status DropQueue(Conn&, std::int64_t) override { return Unused(); }
+  Result<std::int64_t> UnlinkDeadLetterQueue(Conn&, std::string_view) override {
+    return Unused();
+  }
   Status TouchSchema(Conn&) override { return Unused(); }
   Result<std::int64_t> PurgeQueue(Conn&, std::int64_t) override {
     return Unused();

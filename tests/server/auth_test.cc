@@ -9,6 +9,8 @@ namespace {
 constexpr const char* kAdmin = "admin-token-0001";
 constexpr const char* kSender = "sender-token-0001";
 constexpr const char* kWorker = "worker-token-0001";
+// A tenant: its own queues qb*, and send on one shared queue.
+constexpr const char* kTenant = "tenant-token-0001";
 
 class Auth : public ServerTest {
  protected:
@@ -18,7 +20,8 @@ class Auth : public ServerTest {
     f << "# token  grants\n"
       << kAdmin << " admin:*\n"
       << kSender << " send:jobs-*\n"
-      << kWorker << " claim:jobs-*   send,claim:scratch\n";
+      << kWorker << " claim:jobs-*   send,claim:scratch\n"
+      << kTenant << " admin:qb* send:shared\n";
     f.close();
     StartServer({"--tokens", (dir_ / "tokens.txt").string()});
     admin_.emplace(port(), kAdmin);
@@ -238,6 +241,111 @@ TEST_F(Auth, ReceiptFromAnotherQueueIsRefused) {
   EXPECT_EQ(admin_->Get("/v1/queues/jobs-a").json["stats"]["leased"], 1);
   EXPECT_EQ(worker.Post("/v1/queues/jobs-a/ack", {{"receipt", receipt}}).status,
             200);
+}
+
+// Regression: a token with admin on its own queues could name any queue
+// as their dead-letter queue and fail messages into it, a write into a
+// queue it has no grant on. Naming one needs send (or admin) on it.
+TEST_F(Auth, ADeadLetterQueueNeedsSendOnIt) {
+  Client tenant(port(), kTenant);
+  for (const Json& body :
+       {Json({{"dead_letter_queue", "private"}}),
+        Json({{"dead_letter_queue", "nowhere"}, {"max_attempts", 1}})}) {
+    auto r = tenant.Post("/v1/queues/qb-made", body);
+    EXPECT_EQ(r.status, 403) << r.body;
+    EXPECT_EQ(r.error_code(), "forbidden");
+  }
+  EXPECT_EQ(admin_->Get("/v1/queues/qb-made").status, 404);
+  ASSERT_EQ(tenant.Post("/v1/queues/qb-1", {{"max_attempts", 1}}).status, 201);
+  auto patched = tenant.Call("PATCH", "/v1/queues/qb-1",
+                             Json({{"dead_letter_queue", "private"}}).dump());
+  EXPECT_EQ(patched.status, 403) << patched.body;
+  EXPECT_EQ(patched.error_code(), "forbidden");
+  EXPECT_TRUE(admin_->Get("/v1/queues/qb-1")
+                  .json["options"]["dead_letter_queue"]
+                  .is_null());
+  // What the tenant fails stays its own: none of it reaches `private`.
+  ASSERT_EQ(Send(tenant, "qb-1").status, 200);
+  auto claimed = tenant.Post("/v1/queues/qb-1/claim", Json::object());
+  ASSERT_EQ(claimed.json["messages"].size(), 1u) << claimed.body;
+  ASSERT_EQ(tenant
+                .Post("/v1/queues/qb-1/nack",
+                      {{"receipt", claimed.json["messages"][0]["receipt"]}})
+                .status,
+            200);
+  EXPECT_EQ(admin_->Get("/v1/queues/qb-1").json["stats"]["dead"], 1);
+  EXPECT_EQ(admin_->Get("/v1/queues/private").json["stats"]["ready"], 0);
+  // Send on the target is enough; admin on it (its own qb*) too.
+  ASSERT_EQ(admin_->Post("/v1/queues/shared", Json::object()).status, 201);
+  for (const char* to : {"shared", "qb-2"}) {
+    auto r = tenant.Call("PATCH", "/v1/queues/qb-1",
+                         Json({{"dead_letter_queue", to}}).dump());
+    EXPECT_EQ(r.status, 200) << to << ": " << r.body;
+  }
+  EXPECT_EQ(
+      tenant.Post("/v1/queues/qb-3", {{"dead_letter_queue", "shared"}}).status,
+      201);
+}
+
+// Regression: schedule names are shared by all tokens, and a token was
+// told of schedules on queues it has no grant on: 403 naming the queue for
+// a read, 409 for a create. Such a schedule is, to it, not there.
+TEST_F(Auth, SchedulesOutsideATokensGrantsAreNotShownToIt) {
+  ASSERT_EQ(
+      admin_
+          ->Post("/v1/schedules/nightly",
+                 {{"cron", "@daily"}, {"queue", "private"}, {"payload", "x"}})
+          .status,
+      201);
+  ASSERT_EQ(admin_->Post("/v1/queues/qb-1", Json::object()).status, 201);
+  Client tenant(port(), kTenant);
+  auto missing = tenant.Get("/v1/schedules/never-made");
+  ASSERT_EQ(missing.status, 404) << missing.body;
+  const std::string missing_message = missing.json["error"]["message"];
+  for (auto [method, path] : {std::pair{"GET", "/v1/schedules/nightly"},
+                              {"DELETE", "/v1/schedules/nightly"},
+                              {"POST", "/v1/schedules/nightly/pause"},
+                              {"POST", "/v1/schedules/nightly/resume"}}) {
+    auto r =
+        tenant.Call(method, path, std::string(method) == "POST" ? "{}" : "");
+    EXPECT_EQ(r.status, 404) << method << " " << path << ": " << r.body;
+    EXPECT_EQ(r.error_code(), "not_found");
+    // The same words as for a name no schedule has.
+    std::string message = r.json["error"]["message"];
+    EXPECT_EQ(message.replace(message.find("nightly"), 7, "never-made"),
+              missing_message);
+  }
+  // Taking the name for its own queue is refused, naming nothing else.
+  auto taken =
+      tenant.Post("/v1/schedules/nightly",
+                  {{"cron", "@hourly"}, {"queue", "qb-1"}, {"payload", "y"}});
+  EXPECT_EQ(taken.status, 403) << taken.body;
+  EXPECT_EQ(taken.error_code(), "forbidden");
+  EXPECT_EQ(taken.body.find("private"), std::string::npos) << taken.body;
+  EXPECT_EQ(taken.body.find("exist"), std::string::npos) << taken.body;
+  EXPECT_TRUE(tenant.Get("/v1/schedules").json["schedules"].empty());
+  // The schedule is as the admin made it.
+  auto kept = admin_->Get("/v1/schedules/nightly");
+  ASSERT_EQ(kept.status, 200) << kept.body;
+  EXPECT_EQ(kept.json["queue"], "private");
+  EXPECT_EQ(kept.json["cron"], "@daily");
+  EXPECT_EQ(kept.json["paused"], false);
+  // Its own schedules the tenant sees and steers, and a name taken by one
+  // of them is the ordinary conflict.
+  ASSERT_EQ(
+      tenant
+          .Post("/v1/schedules/qb-hourly",
+                {{"cron", "@hourly"}, {"queue", "qb-1"}, {"payload", "y"}})
+          .status,
+      201);
+  EXPECT_EQ(
+      tenant
+          .Post("/v1/schedules/qb-hourly",
+                {{"cron", "@hourly"}, {"queue", "qb-1"}, {"payload", "y"}})
+          .status,
+      409);
+  EXPECT_EQ(tenant.Get("/v1/schedules/qb-hourly").status, 200);
+  EXPECT_EQ(tenant.Delete("/v1/schedules/qb-hourly").status, 200);
 }
 
 TEST(AuthStartup, RefusesNonLoopbackWithoutTokensAndBadTokenFiles) {

@@ -133,6 +133,29 @@ TEST_F(MessageFields, BadFieldsAreRefusedAndNothingIsStored) {
                 "invalid_argument", "not both");
 }
 
+// A second of 60 names no moment the server's clock shows (and at any
+// minute but a leap second's, none at all): a run_at with it is refused,
+// in a send and in a reschedule, rather than read as the next minute.
+TEST_F(MessageFields, ARunAtWithSecondSixtyIsRefused) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(
+      std::chrono::system_clock::now() + std::chrono::hours(1));
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char leap[64];
+  std::strftime(leap, sizeof leap, "%Y-%m-%dT%H:%M:60Z", &tm);
+  ExpectRefused({{"payload", "x"}, {"run_at", leap}}, "invalid_argument",
+                "second 60");
+  ASSERT_EQ(Send({{"payload", "a"}}).status, 200);
+  Response r =
+      c().Post("/v1/queues/jobs/messages/1/reschedule", {{"run_at", leap}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.json["error"]["code"], "invalid_argument") << r.body;
+  r = c().Post("/v1/queues/jobs/messages/reschedule",
+               {{"ids", {1}}, {"run_at", leap}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(c().Get("/v1/queues/jobs/messages/1").json["state"], "ready");
+}
+
 TEST_F(MessageFields, GetListAndChangeMessagesById) {
   ASSERT_EQ(Send({{"payload", "a"}, {"headers", {{"tenant", "acme"}}}}).status,
             200);
@@ -414,6 +437,33 @@ TEST_F(MessageFields, DeadLetterQueueAndLabelsOverHttp) {
     Response r = c().Call("PATCH", "/v1/queues/work", bad.dump());
     EXPECT_EQ(r.status, 400) << bad.dump() << " " << r.body;
   }
+}
+
+// Regression: a PATCH could close a loop of dead-letter queues (a -> b ->
+// a), which passes dead letters round for ever; refused with 400.
+TEST_F(MessageFields, DeadLetterLoopsAreRefusedOverHttp) {
+  ASSERT_EQ(c().Post("/v1/queues/la", Json::object()).status, 201);
+  ASSERT_EQ(c().Post("/v1/queues/lb", {{"dead_letter_queue", "la"}}).status,
+            201);
+  ASSERT_EQ(c().Post("/v1/queues/lc", {{"dead_letter_queue", "lb"}}).status,
+            201);
+  for (const char* to : {"lb", "lc"}) {
+    Response r = c().Call("PATCH", "/v1/queues/la",
+                          Json({{"dead_letter_queue", to}}).dump());
+    EXPECT_EQ(r.status, 400) << to << ": " << r.body;
+    EXPECT_EQ(r.error_code(), "invalid_argument") << r.body;
+    EXPECT_NE(r.body.find("loop"), std::string::npos) << r.body;
+  }
+  EXPECT_TRUE(
+      c().Get("/v1/queues/la").json["options"]["dead_letter_queue"].is_null());
+  // Created into a loop: la waits for ld, which would send back to la.
+  ASSERT_EQ(c().Call("PATCH", "/v1/queues/la",
+                     Json({{"dead_letter_queue", "ld"}}).dump())
+                .status,
+            200);
+  Response created = c().Post("/v1/queues/ld", {{"dead_letter_queue", "lc"}});
+  EXPECT_EQ(created.status, 400) << created.body;
+  EXPECT_EQ(c().Get("/v1/queues/ld").status, 404);
 }
 
 TEST_F(MessageFields, PatchPauseAndResumeAQueue) {

@@ -34,6 +34,16 @@ TEST_F(Schedules, MadeListedPausedAndRemovedOverHttp) {
                    {{"cron", "@daily"}, {"queue", "nope"}, {"payload", "x"}})
                 .status,
             404);
+  // A zone that differs from host to host is refused, saying why.
+  Response local = c.Post("/v1/schedules/nightly", {{"cron", "0 3 * * *"},
+                                                    {"time_zone", "localtime"},
+                                                    {"queue", "jobs"},
+                                                    {"payload", "x"}});
+  EXPECT_EQ(local.status, 400) << local.body;
+  EXPECT_NE(local.body.find("'localtime' means each server's own zone"),
+            std::string::npos)
+      << local.body;
+  EXPECT_EQ(c.Get("/v1/schedules/nightly").status, 404);
   Response made =
       c.Post("/v1/schedules/nightly", {{"cron", "0 3 * * *"},
                                        {"time_zone", "Europe/Berlin"},

@@ -1,8 +1,9 @@
 // HTTPS (--tls-cert, --tls-key) with real TLS clients: curl and OpenSSL's
 // s_client verify the server's certificate, send requests over kept-alive
 // connections and wait in long polls; plain HTTP and old TLS versions are
-// refused without hurting anyone else; bad certificate settings stop the
-// server at start.
+// refused without hurting anyone else; only forward-secret authenticated
+// cipher suites are offered, as configured; bad certificate or cipher
+// settings stop the server at start.
 
 #include <cstdio>
 
@@ -50,6 +51,39 @@ class Tls : public ServerTest {
   }
   std::string Url(const std::string& path) const {
     return "https://127.0.0.1:" + std::to_string(port()) + path;
+  }
+  // A certificate and key of RSA, for the suites that need one.
+  void MakeRsaCertificate() {
+    const Ran made = Shell(
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "
+        "/CN=sqlq-test -addext subjectAltName=IP:127.0.0.1 -keyout " +
+        (dir_ / "rsa_key.pem").string() + " -out " +
+        (dir_ / "rsa_cert.pem").string());
+    ASSERT_EQ(made.exit, 0) << made.out;
+  }
+  void StartRsaTls(std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {
+        "--tls-cert", (dir_ / "rsa_cert.pem").string(), "--tls-key",
+        (dir_ / "rsa_key.pem").string()};
+    args.insert(args.end(), more.begin(), more.end());
+    StartServer(std::move(args));
+  }
+  // A handshake of OpenSSL's s_client offering only what `offer` says
+  // ("-tls1_2 -cipher AES128-SHA"): the suite agreed on, or "" when the
+  // server refuses every suite offered.
+  std::string Agreed(const std::string& offer) const {
+    const Ran r =
+        Shell("openssl s_client -connect 127.0.0.1:" + std::to_string(port()) +
+              " " + offer + " < /dev/null");
+    const std::size_t at = r.out.find(", Cipher is ");
+    if (r.exit != 0 || at == std::string::npos) {
+      EXPECT_NE(r.out.find("alert handshake failure"), std::string::npos)
+          << offer << "\n"
+          << r.out;
+      return "";
+    }
+    const std::size_t from = at + std::string(", Cipher is ").size();
+    return r.out.substr(from, r.out.find('\n', from) - from);
   }
   // curl, trusting only the test's certificate.
   std::string Curl() const {
@@ -161,6 +195,45 @@ TEST_F(Tls, PlainHttpAndOldTlsAreRefusedAndOthersGoOn) {
   EXPECT_EQ(health.exit, 0) << health.out;
 }
 
+// By default TLS 1.2 offers only suites with forward secrecy (ECDHE) and
+// authenticated encryption (GCM, ChaCha20-Poly1305): not static RSA key
+// exchange, whose recorded sessions a stolen key opens, nor CBC with
+// SHA-1. TLS 1.3 is served.
+TEST_F(Tls, OnlyForwardSecretAuthenticatedSuitesAreOffered) {
+  MakeRsaCertificate();
+  StartRsaTls();
+  for (const char* refused :
+       {"AES128-SHA", "AES256-GCM-SHA384", "AES128-GCM-SHA256",
+        "ECDHE-RSA-AES128-SHA", "ECDHE-RSA-AES256-SHA384"}) {
+    EXPECT_EQ(Agreed(std::string("-tls1_2 -cipher ") + refused), "") << refused;
+  }
+  for (const char* served :
+       {"ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384",
+        "ECDHE-RSA-CHACHA20-POLY1305"}) {
+    EXPECT_EQ(Agreed(std::string("-tls1_2 -cipher ") + served), served);
+  }
+  // A client offering everything gets an ECDHE suite of the list.
+  EXPECT_EQ(Agreed("-tls1_2 -cipher ALL").rfind("ECDHE-RSA-", 0), 0u);
+  EXPECT_EQ(Agreed("-tls1_3"), "TLS_AES_256_GCM_SHA384");
+  server_.reset();
+  // The same with an ECDSA certificate.
+  StartTls();
+  EXPECT_EQ(Agreed("-tls1_2 -cipher ECDHE-ECDSA-AES128-SHA"), "");
+  EXPECT_EQ(Agreed("-tls1_2 -cipher ECDHE-ECDSA-AES128-GCM-SHA256"),
+            "ECDHE-ECDSA-AES128-GCM-SHA256");
+}
+
+// --tls-ciphers and --tls-ciphersuites replace the lists.
+TEST_F(Tls, TheOfferedSuitesAreConfigurable) {
+  MakeRsaCertificate();
+  StartRsaTls({"--tls-ciphers", "ECDHE-RSA-AES256-GCM-SHA384",
+               "--tls-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256"});
+  EXPECT_EQ(Agreed("-tls1_2 -cipher ECDHE-RSA-AES128-GCM-SHA256"), "");
+  EXPECT_EQ(Agreed("-tls1_2"), "ECDHE-RSA-AES256-GCM-SHA384");
+  EXPECT_EQ(Agreed("-tls1_3 -ciphersuites TLS_AES_256_GCM_SHA384"), "");
+  EXPECT_EQ(Agreed("-tls1_3"), "TLS_CHACHA20_POLY1305_SHA256");
+}
+
 TEST_F(Tls, BadCertificateSettingsStopTheServerAtStart) {
   auto refused = [&](std::vector<std::string> args, const std::string& why) {
     ServerProcess s(dir_, std::move(args));
@@ -186,6 +259,28 @@ TEST_F(Tls, BadCertificateSettingsStopTheServerAtStart) {
   // The certificate given as the key.
   refused({"--tls-cert", cert().string(), "--tls-key", cert().string()},
           "cannot use it as a PEM private key");
+  // Cipher lists with a name OpenSSL does not know (a typo would
+  // otherwise drop a suite silently), empty, or without a certificate.
+  const std::vector<std::string> tls = {"--tls-cert", cert().string(),
+                                        "--tls-key", key().string()};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = tls;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  refused(with({"--tls-ciphers",
+                "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-"
+                "AES128-GMC-SHA256"}),
+          "--tls-ciphers: 'ECDHE-RSA-AES128-GMC-SHA256' names no TLS 1.2 "
+          "cipher suite OpenSSL knows");
+  refused(with({"--tls-ciphers", "TLS_AES_128_GCM_SHA256"}),
+          "--tls-ciphers: 'TLS_AES_128_GCM_SHA256' names no TLS 1.2");
+  refused(with({"--tls-ciphers", ""}), "--tls-ciphers is empty");
+  refused(with({"--tls-ciphersuites", "TLS_AES_128_GCM_SHA256:AES128-SHA"}),
+          "--tls-ciphersuites: 'AES128-SHA' is not a TLS 1.3 cipher suite");
+  refused(with({"--tls-ciphersuites", ""}), "--tls-ciphersuites is empty");
+  refused({"--tls-ciphers", "ECDHE-RSA-AES128-GCM-SHA256"},
+          "--tls-ciphers applies to HTTPS only");
 }
 
 }  // namespace

@@ -349,6 +349,28 @@ TEST(Config, BadValuesNameTheirFlag) {
   EXPECT_EQ(unknown.status().code(), Code::kInvalidArgument);
 }
 
+// `sqlq serve` passes every setting, defaults included: the default cipher
+// lists are fine without HTTPS, other lists need it.
+TEST(Config, CipherListsOtherThanTheDefaultNeedHttps) {
+  SettingValues all;
+  for (const SettingSpec& s : ServeSettings()) all[s.name] = s.default_value;
+  auto c = MakeServerConfig(all, "sqlite:x.db");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_NE(c->tls_ciphers.find("ECDHE-RSA-AES128-GCM-SHA256"),
+            std::string::npos);
+  all["tls-ciphers"] = "ECDHE-RSA-AES256-GCM-SHA384";
+  auto d = MakeServerConfig(all, "sqlite:x.db");
+  EXPECT_EQ(d.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(d.status().message().find("--tls-ciphers applies to HTTPS only"),
+            std::string::npos)
+      << d.status().message();
+  all["tls-cert"] = "cert.pem";
+  all["tls-key"] = "key.pem";
+  auto e = MakeServerConfig(all, "sqlite:x.db");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->tls_ciphers, "ECDHE-RSA-AES256-GCM-SHA384");
+}
+
 TEST(Config, EveryFlagHasAnEnvironmentVariable) {
   for (const SettingSpec& s : ServeSettings()) {
     std::string env = "SQLQ_";

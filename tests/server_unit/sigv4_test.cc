@@ -208,6 +208,43 @@ TEST(SigV4, AnyChangeToWhatWasSignedIsRefused) {
   EXPECT_EQ(ErrorOf(v.refusal).status, 403);
 }
 
+// A JSON-protocol request names its operation in X-Amz-Target. One signed
+// without it (a hand-made signer) could be captured and sent again as
+// another operation on the same queue: a SendMessage replayed as a
+// PurgeQueue. Such a request is refused as AWS refuses it, before its
+// signature is even checked; the real clients sign X-Amz-Target.
+TEST(SigV4, AJsonRequestWhoseTargetIsNotSignedIsRefused) {
+  Sent json = Typical()[1];
+  std::erase_if(json.headers,
+                [](const auto& h) { return h.first == "X-Amz-Target"; });
+  const Sent get{.method = "GET",
+                 .target = "/000000000000/jobs?Action=SendMessage",
+                 .body = "",
+                 .headers = {}};
+  std::vector<Sent> sent = SignWithBotocore({json});
+  const std::vector<Sent> presigned = SignWithBotocore({get}, kSecret, 3600);
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_EQ(presigned.size(), 1u);
+  sent.push_back(presigned[0]);
+  for (Sent& s : sent) {
+    SCOPED_TRACE(s.target);
+    // As signed, without a target, the request verifies.
+    EXPECT_EQ(Check(s).refusal, Refusal::kNone);
+    s.headers.emplace_back("X-Amz-Target", "AmazonSQS.PurgeQueue");
+    const Verdict v = Check(s);
+    EXPECT_EQ(v.refusal, Refusal::kMalformed) << v.message;
+    EXPECT_EQ(v.message,
+              "'X-Amz-Target' must be a 'SignedHeader' in the AWS "
+              "Authorization.");
+    EXPECT_EQ(ErrorOf(v.refusal).code, "IncompleteSignature");
+    EXPECT_EQ(ErrorOf(v.refusal).status, 400);
+  }
+  // As botocore signs a JSON request, the target is signed and verifies.
+  const std::vector<Sent> real = SignWithBotocore({Typical()[1]});
+  ASSERT_EQ(real.size(), 1u);
+  EXPECT_EQ(Check(real[0]).refusal, Refusal::kNone);
+}
+
 TEST(SigV4, RequestsOutsideFiveMinutesAreRefusedAsExpired) {
   const std::vector<Sent> sent = SignWithBotocore({Typical()[0]});
   ASSERT_EQ(sent.size(), 1u);
@@ -237,6 +274,12 @@ TEST(SigV4, UnknownKeysMissingAndMalformedHeadersAreRefused) {
   };
   EXPECT_EQ(Check(without("Authorization")).refusal, Refusal::kMissing);
   EXPECT_EQ(Check(without("X-Amz-Date")).refusal, Refusal::kMalformed);
+  // A date with a second of 60 is no date, as everywhere else.
+  for (const char* bad : {"20261126T165960Z", "20261131T170000Z"}) {
+    Sent s = without("X-Amz-Date");
+    s.headers.emplace_back("X-Amz-Date", bad);
+    EXPECT_EQ(Check(s).refusal, Refusal::kMalformed) << bad;
+  }
   for (const std::string& bad : std::vector<std::string>{
            "AWS4-HMAC-SHA256", "AWS4-HMAC-SHA1 Credential=a/b/c/d/e",
            "AWS4-HMAC-SHA256 Credential=AKIDSQLQTEST/20261126/eu-central-1/sqs/"
@@ -248,6 +291,10 @@ TEST(SigV4, UnknownKeysMissingAndMalformedHeadersAreRefused) {
            "AWS4-HMAC-SHA256 "
            "Credential=AKIDSQLQTEST/20261126/x/sqs/aws4_request, "
            "SignedHeaders=host, Signature=" +
+               std::string(64, 'a'),
+           "AWS4-HMAC-SHA256 "
+           "Credential=AKIDSQLQTEST/20261126/x/sqs/aws4_request, "
+           "SignedHeaders=x-amz-date, Signature=" +
                std::string(64, 'a'),
            "AWS4-HMAC-SHA256 "
            "Credential=AKIDSQLQTEST/20261126/x/s3/aws4_request, "

@@ -14,7 +14,7 @@ import warnings
 import botocore.exceptions
 
 from sqs_server import (CLAIMER_SECRET, SENDER_SECRET, Server,
-                        WORKER_SECRET)
+                        TENANT_SECRET, WORKER_SECRET)
 
 
 def code_of(call):
@@ -103,6 +103,37 @@ class QueuesOverSqs(unittest.TestCase):
         self.assertIn("jobs-seen", names)
         self.assertNotIn("billing", names)
         self.assertTrue(admin.get_queue_url(QueueName="billing")["QueueUrl"])
+
+    def test_a_json_request_must_sign_its_operation(self):
+        # A JSON-protocol request signed without X-Amz-Target, captured and
+        # sent again with the target PurgeQueue: refused as AWS refuses
+        # it, and the queue keeps its message.
+        sqs = self.server.client()
+        url = sqs.create_queue(QueueName="replayed")["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="kept")
+        json_type = {"Content-Type": "application/x-amz-json-1.0"}
+        body = json.dumps({"QueueUrl": url})
+        status, reply, headers = self.server.signed_post(
+            body, json_type, {"X-Amz-Target": "AmazonSQS.PurgeQueue"})
+        self.assertEqual(status, 400, reply)
+        self.assertEqual(json.loads(reply), {
+            "__type": "com.amazonaws.sqs#IncompleteSignature",
+            "message": "'X-Amz-Target' must be a 'SignedHeader' in the AWS "
+                       "Authorization."})
+        self.assertEqual(headers["x-amzn-query-error"],
+                         "IncompleteSignature;Sender")
+        self.assertEqual(
+            sqs.get_queue_attributes(
+                QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+            ["Attributes"]["ApproximateNumberOfMessages"], "1")
+        # Signed with its target, as the SDKs sign, the same call is served.
+        status, reply, _ = self.server.signed_post(
+            body, {**json_type, "X-Amz-Target": "AmazonSQS.PurgeQueue"})
+        self.assertEqual(status, 200, reply)
+        self.assertEqual(
+            sqs.get_queue_attributes(
+                QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+            ["Attributes"]["ApproximateNumberOfMessages"], "0")
 
     def test_messages_round_trip_with_attributes_and_digests(self):
         # boto3 checks MD5OfMessageBody and MD5OfMessageAttributes of every
@@ -407,6 +438,66 @@ class QueuesOverSqs(unittest.TestCase):
         # (An empty list is no element in XML, so boto3 leaves it out.)
         self.assertEqual(sqs.list_dead_letter_source_queues(QueueUrl=dlq).get(
             "queueUrls", []), [])
+
+    def test_a_redrive_policy_needs_send_on_its_target(self):
+        """Regression: a key with admin on its own queues could make any
+        queue their dead-letter queue and fail messages into it. Naming the
+        target needs send (or admin) on it; whether it exists is not told
+        to a key without."""
+        admin = self.server.client()
+        secret = admin.create_queue(QueueName="secret-dlq")["QueueUrl"]
+        arn = admin.get_queue_attributes(
+            QueueUrl=secret, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"]
+
+        def policy(target_arn):
+            return json.dumps({"deadLetterTargetArn": target_arn,
+                               "maxReceiveCount": 1})
+
+        tenant = self.server.client("AKIATENANT", TENANT_SECRET)
+        missing = arn.rsplit(":", 1)[0] + ":no-such-queue"
+        for target in (arn, missing):
+            self.assertEqual(code_of(lambda: tenant.create_queue(
+                QueueName="tenant-src",
+                Attributes={"RedrivePolicy": policy(target)})),
+                "AccessDenied")
+        self.assertNotIn("tenant-src", " ".join(
+            admin.list_queues().get("QueueUrls", [])))
+        src = tenant.create_queue(QueueName="tenant-src")["QueueUrl"]
+        for target in (arn, missing):
+            self.assertEqual(code_of(lambda: tenant.set_queue_attributes(
+                QueueUrl=src, Attributes={"RedrivePolicy": policy(target)})),
+                "AccessDenied")
+        self.assertNotIn("RedrivePolicy", admin.get_queue_attributes(
+            QueueUrl=src, AttributeNames=["All"])["Attributes"])
+        # A target of its own is fine, and then a policy back, a loop, is
+        # refused.
+        own = tenant.create_queue(QueueName="tenant-dlq")["QueueUrl"]
+        own_arn = tenant.get_queue_attributes(
+            QueueUrl=own, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        src_arn = tenant.get_queue_attributes(
+            QueueUrl=src, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        tenant.set_queue_attributes(
+            QueueUrl=src, Attributes={"RedrivePolicy": policy(own_arn)})
+        self.assertEqual(code_of(lambda: tenant.set_queue_attributes(
+            QueueUrl=own, Attributes={"RedrivePolicy": policy(src_arn)})),
+            "InvalidParameterValue")
+        self.assertNotIn("RedrivePolicy", tenant.get_queue_attributes(
+            QueueUrl=own, AttributeNames=["All"])["Attributes"])
+        # A poison message goes to the tenant's own dead-letter queue, and
+        # none ever reached secret-dlq.
+        tenant.send_message(QueueUrl=src, MessageBody="poison")
+        m = tenant.receive_message(QueueUrl=src, WaitTimeSeconds=5)[
+            "Messages"][0]
+        tenant.change_message_visibility(QueueUrl=src,
+                                         ReceiptHandle=m["ReceiptHandle"],
+                                         VisibilityTimeout=0)
+        self.assertNotIn("Messages", tenant.receive_message(QueueUrl=src))
+        self.assertEqual(tenant.receive_message(
+            QueueUrl=own, WaitTimeSeconds=5)["Messages"][0]["Body"], "poison")
+        self.assertEqual(admin.get_queue_attributes(
+            QueueUrl=secret, AttributeNames=["All"])["Attributes"][
+            "ApproximateNumberOfMessages"], "0")
 
     def test_fifo_queues_order_groups_and_drop_duplicates(self):
         sqs = self.server.client()

@@ -22,6 +22,8 @@ ADMIN_TOKEN = "native-admin-0123456789abcdef"
 # Keys of one permission each on the names a-*, for the permission matrix.
 SENDER_SECRET = "senderSECRETsenderSECRET0123456789"
 CLAIMER_SECRET = "claimerSECRETclaimerSECRET012345678"
+# A key with admin on its own queues (tenant-*) and nothing else.
+TENANT_SECRET = "tenantSECRETtenantSECRET0123456789"
 
 
 class Server:
@@ -38,6 +40,7 @@ class Server:
             f.write(f"aws-key AKIAWORKER {WORKER_SECRET} send,claim:jobs*\n")
             f.write(f"aws-key AKIASENDER {SENDER_SECRET} send:a-*\n")
             f.write(f"aws-key AKIACLAIMER {CLAIMER_SECRET} claim:a-*\n")
+            f.write(f"aws-key AKIATENANT {TENANT_SECRET} admin:tenant-*\n")
             f.write(f"{METRICS_TOKEN} metrics:*\n")
             f.write(f"{ADMIN_TOKEN} admin:*\n")
         port_file = os.path.join(self.dir.name, "port")
@@ -95,13 +98,22 @@ class Server:
     def query(self, params, key="AKIAADMIN", secret=SECRET):
         """A query-protocol call signed as botocore signs, for operations
         Debian's boto3 predates: (HTTP status, XML reply)."""
+        status, reply, _ = self.signed_post(
+            params, {"Content-Type":
+                     "application/x-www-form-urlencoded; charset=utf-8"},
+            key=key, secret=secret)
+        return status, reply
+
+    def signed_post(self, data, headers, added_after_signing=None,
+                    key="AKIAADMIN", secret=SECRET):
+        """A POST to / signed as botocore signs, with `headers`; then
+        `added_after_signing` (unsigned, as a replay of a captured request
+        could add them): (HTTP status, reply text, reply headers)."""
         import botocore.auth
         import botocore.awsrequest
         import botocore.credentials
         request = botocore.awsrequest.AWSRequest(
-            method="POST", url=self.url() + "/", data=params,
-            headers={"Content-Type":
-                     "application/x-www-form-urlencoded; charset=utf-8"})
+            method="POST", url=self.url() + "/", data=data, headers=headers)
         botocore.auth.SigV4Auth(
             botocore.credentials.Credentials(key, secret), "sqs",
             "eu-central-1").add_auth(request)
@@ -109,14 +121,15 @@ class Server:
         body = prepared.body
         if isinstance(body, str):
             body = body.encode()
-        req = urllib.request.Request(prepared.url, data=body,
-                                     headers=dict(prepared.headers),
+        sent = dict(prepared.headers)
+        sent.update(added_after_signing or {})
+        req = urllib.request.Request(prepared.url, data=body, headers=sent,
                                      method="POST")
         try:
             with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, r.read().decode()
+                return r.status, r.read().decode(), dict(r.headers)
         except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
+            return e.code, e.read().decode(), dict(e.headers)
 
     def wait_for_parked(self, n):
         """Waits until `n` receives are parked waiting for messages."""

@@ -150,6 +150,24 @@ TEST(WireTime, Rfc3339TimesWithFractionsAndOffsets) {
   }
 }
 
+// A second of 60 is refused wherever it falls: at the end of a day that
+// had a leap second, at the end of one that had none, mid-day, and behind
+// an offset; :59 of the same minute is read.
+TEST(WireTime, ASecondOfSixtyIsRefused) {
+  for (const char* leap :
+       {"2016-12-31T23:59:60Z", "2026-11-20T23:59:60Z", "2026-11-20T10:00:60Z",
+        "2026-11-20T10:00:60.5Z", "2026-11-21T00:59:60+01:00"}) {
+    auto t = ParseTime(leap);
+    EXPECT_EQ(t.status().code(), Code::kInvalidArgument) << leap;
+    EXPECT_NE(t.status().message().find("second 60"), std::string::npos)
+        << t.status().message();
+  }
+  EXPECT_EQ(*ParseTime("2026-11-20T10:00:59Z"),
+            Timestamp(std::chrono::seconds(1795168859)));
+  EXPECT_EQ(ParseTime("2026-11-20T10:00:61Z").status().code(),
+            Code::kInvalidArgument);
+}
+
 TEST(WireJson, AMessageSentAsJsonGoesOutAsJson) {
   ClaimedMessage m{
       .id = 7,

@@ -131,6 +131,9 @@ class SqlEngine : public core::Engine {
 
   Status AlterQueue(core::Conn& c, const core::AlterQueueParams& op) override;
 
+  Result<std::int64_t> UnlinkDeadLetterQueue(core::Conn& c,
+                                             std::string_view name) override;
+
   Status SetPaused(core::Conn& c, const core::SetPausedParams& p) override;
 
   Result<QueueStats> Stats(core::Conn& c, std::int64_t queue_id) override;

@@ -287,6 +287,17 @@ Status SqlEngine<D>::AlterQueue(core::Conn& c,
 }
 
 template <class D>
+Result<std::int64_t> SqlEngine<D>::UnlinkDeadLetterQueue(
+    core::Conn& c, std::string_view name) {
+  static const std::string kSql = D::Statement(R"sql(
+    UPDATE sqlq_queues SET dead_letter_queue = ''
+    WHERE dead_letter_queue = ? AND kind = 'queue')sql");
+  auto rows = Native(c).Run(kSql, Params().Text(name), "unlink dead letters");
+  if (!rows.ok()) return rows.status();
+  return static_cast<std::int64_t>(rows->affected());
+}
+
+template <class D>
 Status SqlEngine<D>::SetPaused(core::Conn& c, const core::SetPausedParams& p) {
   DConn& conn = Native(c);
   static const std::string kSql = D::Statement(

@@ -206,6 +206,9 @@ class SqliteEngine : public core::Engine {
 
   Status AlterQueue(Conn& c, const core::AlterQueueParams& op) override;
 
+  Result<std::int64_t> UnlinkDeadLetterQueue(Conn& c,
+                                             std::string_view name) override;
+
   Status SetPaused(Conn& c, const core::SetPausedParams& p) override;
 
   Result<std::int64_t> PruneDead(Conn& c,

@@ -118,6 +118,18 @@ Status SqliteEngine::AlterQueue(Conn& c, const core::AlterQueueParams& op) {
   return Status::Ok();
 }
 
+Result<std::int64_t> SqliteEngine::UnlinkDeadLetterQueue(
+    Conn& c, std::string_view name) {
+  SqliteConn& conn = Sql(c);
+  SQLQ_PREPARE(st, conn, R"sql(
+    UPDATE sqlq_queues SET dead_letter_queue = ''
+    WHERE dead_letter_queue = ?1 AND kind = 'queue')sql");
+  st.BindText(1, name);
+  Status s = st.Run("unlink dead letters");
+  if (!s.ok()) return s;
+  return static_cast<std::int64_t>(conn.changes());
+}
+
 Status SqliteEngine::SetPaused(Conn& c, const core::SetPausedParams& p) {
   SqliteConn& conn = Sql(c);
   SQLQ_PREPARE(st, conn,
