@@ -1,0 +1,321 @@
+"""A Jepsen-style history of a queue under faults, and its check.
+
+Producers and consumers run through one or more real `sqlq serve` with the
+Python client while faults are injected; every call is recorded with its
+start, end and outcome. Then the queue is drained, and the history is
+checked for what a user must never see (docs/deploying.md): an
+acknowledged send lost, a message stored twice for one send, a delivery of
+something never sent, two live leases on one message, an ack accepted and
+its message delivered again, a call that took longer than the bound, or an
+error other than those a failover may give.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Callable, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
+import sqlq  # noqa: E402
+
+# Error codes a call may end in while the database fails over: the call
+# did nothing (retry), or its outcome is unknown.
+FAILOVER_CODES = {"unavailable", "outcome_unknown", "timeout", "busy",
+                  "connection_failed", "shutting_down"}
+
+
+def _t(s: str) -> float:
+    """Seconds since the epoch of an RFC 3339 time of the server."""
+    return datetime.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+
+@dataclasses.dataclass
+class Op:
+    kind: str          # send, claim, ack
+    worker: str
+    start: float       # client clock, monotonic seconds
+    end: float = 0.0
+    ok: bool = False
+    code: str = ""     # error code when not ok
+    wait: float = 0.0  # the part of the call spent waiting by request
+    payload: str = ""  # send
+    msg_id: int = 0    # send, ack
+    receipt: str = ""  # ack
+    # claim: (id, payload, receipt, lease expiry and claim time on the
+    # database's clock)
+    claimed: list = dataclasses.field(default_factory=list)
+
+
+class Servers:
+    """`count` sqlq serve processes on one database, on loopback."""
+
+    def __init__(self, db_url: str, count: int = 2) -> None:
+        self.bin = os.environ.get("SQLQ_BIN") or os.path.join(
+            ROOT, "build", "dev", "sqlq")
+        self.dir = tempfile.TemporaryDirectory(prefix="sqlq-ha-")
+        self.procs: list[subprocess.Popen] = []
+        self.urls: list[str] = []
+        for i in range(count):
+            port_file = os.path.join(self.dir.name, f"port{i}")
+            log = open(os.path.join(self.dir.name, f"log{i}"), "w")
+            self.procs.append(subprocess.Popen(
+                [self.bin, "--db", db_url, "serve", "--port", "0",
+                 "--port-file", port_file], stdout=log, stderr=log))
+            log.close()
+            deadline = time.monotonic() + 60
+            while True:
+                if self.procs[-1].poll() is not None:
+                    raise RuntimeError("sqlq serve exited: " + self.log(i))
+                try:
+                    with open(port_file) as f:
+                        port = int(f.read().strip() or 0)
+                    if port:
+                        break
+                except FileNotFoundError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("sqlq serve did not start: " +
+                                       self.log(i))
+                time.sleep(0.01)
+            self.urls.append(f"http://127.0.0.1:{port}")
+
+    def log(self, i: int) -> str:
+        with open(os.path.join(self.dir.name, f"log{i}")) as f:
+            return f.read()
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.dir.cleanup()
+
+
+class Run:
+    """Producers and consumers on queue `queue` through `urls`, recording
+    every call, with faults injected by `faults`."""
+
+    def __init__(self, urls: list[str], queue: str = "ha", *,
+                 producers: int = 2, consumers: int = 2,
+                 lease_ms: int = 10_000, wait_ms: int = 1000) -> None:
+        self.urls = urls
+        self.queue = queue
+        self.producers = producers
+        self.consumers = consumers
+        self.lease_ms = lease_ms
+        self.wait_ms = wait_ms
+        self.ops: list[Op] = []
+        self.faults: list[tuple[str, float, float]] = []  # name, at, healed
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def _record(self, op: Op) -> None:
+        with self._lock:
+            self.ops.append(op)
+
+    def _client(self, i: int) -> sqlq.Client:
+        return sqlq.Client(self.urls[i % len(self.urls)], backoff=0.05,
+                           max_backoff=1.0)
+
+    def _produce(self, n: int) -> None:
+        c = self._client(n)
+        q = c.queue(self.queue)
+        i = 0
+        while not self._stop.is_set():
+            payload = f"p{n}-{i}"
+            i += 1
+            op = Op("send", f"producer{n}", time.monotonic(), payload=payload)
+            try:
+                op.msg_id = q.send(payload)
+                op.ok = True
+            except sqlq.SqlqError as e:
+                op.code = e.code
+            op.end = time.monotonic()
+            self._record(op)
+        c.close()
+
+    def _consume(self, n: int, stop: threading.Event,
+                 idle: Optional[list] = None) -> None:
+        c = self._client(n + 1)
+        q = c.queue(self.queue)
+        while not stop.is_set():
+            op = Op("claim", f"consumer{n}", time.monotonic(),
+                    wait=self.wait_ms / 1000)
+            try:
+                got = q.claim(5, wait_ms=self.wait_ms, lease_ms=self.lease_ms)
+                op.ok = True
+                for m in got:
+                    exp = _t(m.lease_expires_at)
+                    op.claimed.append((m.id, m.payload, m.receipt, exp,
+                                       exp - self.lease_ms / 1000))
+            except sqlq.SqlqError as e:
+                got = []
+                op.code = e.code
+            op.end = time.monotonic()
+            self._record(op)
+            if idle is not None:
+                idle[n] = 0 if got else idle[n] + 1
+            for m in got:
+                a = Op("ack", f"consumer{n}", time.monotonic(), msg_id=m.id,
+                       receipt=m.receipt)
+                try:
+                    q.ack(m.receipt)
+                    a.ok = True
+                except sqlq.SqlqError as e:
+                    a.code = e.code
+                a.end = time.monotonic()
+                self._record(a)
+        c.close()
+
+    def start(self) -> None:
+        admin = sqlq.Client(self.urls[0])
+        try:
+            admin.queue(self.queue).create()
+        except sqlq.AlreadyExists:
+            pass
+        admin.close()
+        for n in range(self.producers):
+            self._threads.append(threading.Thread(target=self._produce,
+                                                  args=(n,)))
+        for n in range(self.consumers):
+            self._threads.append(threading.Thread(
+                target=self._consume, args=(n, self._stop)))
+        for t in self._threads:
+            t.start()
+
+    def wait_for_progress(self, sends: int, timeout: float = 60) -> bool:
+        """Waits until `sends` more sends succeeded."""
+        def ok_sends() -> int:
+            with self._lock:
+                return sum(1 for o in self.ops if o.kind == "send" and o.ok)
+        target = ok_sends() + sends
+        deadline = time.monotonic() + timeout
+        while ok_sends() < target:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def fault(self, name: str, inject: Callable[[], None],
+              heal: Callable[[], None]) -> None:
+        at = time.monotonic()
+        inject()
+        heal()
+        self.faults.append((name, at, time.monotonic()))
+
+    def stop_and_drain(self, timeout: float = 120) -> None:
+        """Stops the producers and consumers, then claims until the queue
+        holds nothing: no message ready, delayed or leased (leases of
+        claims whose replies a fault cut off run out meanwhile)."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout)
+        stop = threading.Event()
+        drainers = [threading.Thread(target=self._consume, args=(n, stop))
+                    for n in range(self.consumers)]
+        for t in drainers:
+            t.start()
+        admin = sqlq.Client(self.urls[0])
+        deadline = time.monotonic() + timeout + self.lease_ms / 1000
+
+        def empty() -> bool:
+            st = admin.queue(self.queue).stats()["stats"]
+            return st["ready"] + st["delayed"] + st["leased"] == 0
+
+        while not empty() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        stop.set()
+        for t in drainers:
+            t.join(timeout)
+        admin.close()
+
+    def check(self, bound: float) -> dict:
+        """The findings; the run is clean when lost, duplicate_stores,
+        unexpected, overlaps, acked_redelivered, over_bound and
+        bad_errors are all zero."""
+        sends = [o for o in self.ops if o.kind == "send"]
+        attempted = {o.payload for o in sends}
+        acked_sends = {o.payload for o in sends if o.ok}
+        claims = [o for o in self.ops if o.kind == "claim"]
+        deliveries: dict[int, list] = {}  # id -> [(claimed at, expiry, receipt)]
+        ids_of: dict[str, set] = {}
+        for o in claims:
+            for (mid, payload, receipt, exp, at) in o.claimed:
+                deliveries.setdefault(mid, []).append((at, exp, receipt))
+                ids_of.setdefault(payload, set()).add(mid)
+        seen = set(ids_of)
+        lost = sorted(acked_sends - seen)
+        unexpected = sorted(seen - attempted)
+        duplicate_stores = sorted(p for p, ids in ids_of.items()
+                                  if len(ids) > 1)
+        # Two deliveries of one message whose leases overlap, on the
+        # database's clock: the second was claimed before the first's lease
+        # ran out (no nack in this workload ends a lease early).
+        overlaps = []
+        for mid, ds in deliveries.items():
+            ds.sort()
+            for (_, e1, _), (a2, _, _) in zip(ds, ds[1:]):
+                if a2 < e1 - 1e-3:
+                    overlaps.append(mid)
+        # An ack accepted, and its message delivered again after the claim
+        # it acked: the ack was lost (a failover) or a stale one accepted.
+        acked_redelivered = []
+        for o in self.ops:
+            if o.kind != "ack" or not o.ok:
+                continue
+            ds = deliveries.get(o.msg_id, [])
+            at = next((a for a, _, r in ds if r == o.receipt), None)
+            if at is not None and any(a > at for a, _, _ in ds):
+                acked_redelivered.append(o.msg_id)
+        over_bound = [dataclasses.asdict(o) for o in self.ops
+                      if o.end - o.start - o.wait > bound]
+        codes: dict[str, int] = {}
+        for o in self.ops:
+            if not o.ok:
+                codes[o.code] = codes.get(o.code, 0) + 1
+        bad_errors = {c: n for c, n in codes.items()
+                      if c not in FAILOVER_CODES}
+        gaps = []
+        for name, at, healed in self.faults:
+            first_send = min((o.end for o in sends
+                              if o.ok and o.end > at), default=None)
+            first_claim = min((o.end for o in claims
+                               if o.ok and o.claimed and o.end > at),
+                              default=None)
+            gaps.append({
+                "fault": name,
+                "send_gap": None if first_send is None else first_send - at,
+                "claim_gap": None if first_claim is None
+                else first_claim - at})
+        return {
+            "sends": len(sends), "acked_sends": len(acked_sends),
+            "delivered": len(seen), "lost": lost,
+            "duplicate_stores": duplicate_stores, "unexpected": unexpected,
+            "overlaps": sorted(set(overlaps)),
+            "acked_redelivered": acked_redelivered,
+            "over_bound": over_bound, "bad_errors": bad_errors,
+            "errors": codes, "gaps": gaps,
+            "longest_call": max((o.end - o.start - o.wait for o in self.ops),
+                                default=0.0),
+        }
+
+
+def summary(findings: dict) -> str:
+    out = dict(findings)
+    for k in ("lost", "duplicate_stores", "unexpected", "overlaps",
+              "acked_redelivered", "over_bound"):
+        out[k] = len(findings[k])
+    return json.dumps(out, indent=None, default=str)
