@@ -132,6 +132,9 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
   void SetWaitingProbe(std::function<std::size_t()> waiting) override;
 
   void WatchForeignWrites(std::function<void()> changed) override;
+  bool WatchingForeignWrites() const override {
+    return poller_ != nullptr && poller_->watching();
+  }
 
   // Makes the group index when it is missing (schema.h, version 8).
   Status PrepareGroups() override;
