@@ -1,7 +1,7 @@
 // Wake-ups on MariaDB/MySQL, which has no LISTEN/NOTIFY: while a claim of
-// this process waits, a thread polls sqlq_counters for the sends and nacks
-// of other processes, with a capped backoff (docs/engines/mysql.md,
-// "Wake-ups").
+// this process waits, a thread polls sqlq_counters for the sends, nacks,
+// acks and dead letters of other processes, with a capped backoff
+// (docs/engines/mysql.md, "Wake-ups").
 
 #ifndef SQLQ_ENGINES_MYSQL_POLLER_H_
 #define SQLQ_ENGINES_MYSQL_POLLER_H_
@@ -27,8 +27,13 @@ namespace sqlq::engines::mysql {
 constexpr std::chrono::milliseconds kPollMin{2};
 constexpr std::chrono::milliseconds kPollMax{50};
 
-// The counters whose sum the poll watches.
-constexpr std::string_view kWakeSum = "sends + nacks";
+// The counters whose sum the poll watches: whatever may make a message
+// claimable to a waiting claim. Sends and nacks make messages ready; an
+// ack or a dead letter (a cancel, a dead-lettering nack or claim) frees a
+// place under max_leased or a group of an ordered queue, whose waiting
+// claims nothing else would tell. The engine adds the same counters of its
+// own commits to `own` (WakeBumps).
+constexpr std::string_view kWakeSum = "sends + nacks + acks + dead_lettered";
 
 // Polls sqlq_counters for the changes of other processes while some claim
 // waits (docs/engines/mysql.md, "Wake-ups").
@@ -113,7 +118,7 @@ class Poller {
         conn = nullptr;
         continue;
       }
-      // This process's own sends woke its waiters already.
+      // This process's own sends (and acks) woke its waiters already.
       sum -= own_();
       if (!have_base) {
         // A foreign send may have committed between a waiter's look and
