@@ -96,8 +96,10 @@ class CheckedBuilder {
                     fmt::format("an object in {} has more than {} keys", what_,
                                 bounds_.max_keys));
     }
-    bool repeated;
-    if (at.keys < kSearchedKeys) {
+    bool repeated = false;
+    if (bounds_.keep_duplicates) {
+      // Nothing to check.
+    } else if (at.keys < kSearchedKeys) {
       const auto from = few_.begin() + static_cast<std::ptrdiff_t>(at.few);
       repeated = std::find(from, few_.end(), k) != few_.end();
       if (!repeated) few_.push_back(k);
@@ -340,13 +342,13 @@ Json ErrorsJson(const std::vector<AttemptError>& errors) {
 }
 
 void PutPayload(Json& obj, std::string_view payload, const Headers& headers) {
-  // Parsed in linear time (a sender chooses the payload, and any reader
-  // pays for it); one that is not JSON without duplicate keys goes out as
-  // it is, in text or base64.
+  // Parsed in linear time: a sender chooses the payload, and any reader
+  // pays for it. Repeated keys stay, so the value goes out as it was sent,
+  // as in a claim's reply (AppendClaimed).
   auto type = headers.find(kContentType);
   Json value;
   if (type != headers.end() && type->second == kJsonContentType &&
-      !ParseJson(payload, {}, "the payload", value)) {
+      !ParseJson(payload, {.keep_duplicates = true}, "the payload", value)) {
     obj["payload"] = std::move(value);
   } else {
     PutPayload(obj, payload);

@@ -32,6 +32,9 @@ struct JsonBounds {
   std::size_t max_depth = SIZE_MAX;   // nesting of arrays and objects
   std::size_t max_values = SIZE_MAX;  // values, arrays and objects included
   std::size_t max_keys = SIZE_MAX;    // keys of one object
+  // Keeps a repeated key as the text has it (the document then writes it
+  // out as it came) instead of refusing it.
+  bool keep_duplicates = false;
 };
 // Why ParseJson refused a text: `code` is malformed_json, json_too_complex
 // or duplicate_field (the HTTP API's error codes), `message` says which
@@ -44,7 +47,7 @@ struct JsonRefusal {
 // linear in the text. Json::parse is not: Json's objects find a key by
 // walking the keys before it, so it costs the square of an object's keys.
 // Refuses invalid JSON, a NUL byte (outside strings), duplicate keys (which
-// a document would silently resolve to the last) and anything past
+// a document would silently resolve to the last) unless kept, and anything past
 // `bounds`, at the first event that breaks a rule: a refused text builds no
 // more than the bounds allow. `what` names the text in messages ("the
 // request body"). Returns nullopt when parsed.
