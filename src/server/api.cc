@@ -11,6 +11,7 @@
 #include "server/target.h"
 #include "sqlq/text.h"
 #include "wire/json.h"
+#include "wire/json_parse.h"
 
 namespace sqlq::server {
 

@@ -16,7 +16,7 @@
 
 #include "server/sqs_call.h"
 #include "sqlq/text.h"
-#include "wire/json.h"
+#include "wire/json_parse.h"
 
 namespace sqlq::server {
 

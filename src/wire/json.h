@@ -9,9 +9,7 @@
 #ifndef SQLQ_WIRE_JSON_H_
 #define SQLQ_WIRE_JSON_H_
 
-#include <cstdint>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,35 +23,6 @@
 namespace sqlq::wire {
 
 using Json = nlohmann::ordered_json;
-
-// How much of a JSON text ParseJson builds, so that a hostile text cannot
-// make a document many times its size. Unbounded by default.
-struct JsonBounds {
-  std::size_t max_depth = SIZE_MAX;   // nesting of arrays and objects
-  std::size_t max_values = SIZE_MAX;  // values, arrays and objects included
-  std::size_t max_keys = SIZE_MAX;    // keys of one object
-  // Keeps a repeated key as the text has it (the document then writes it
-  // out as it came) instead of refusing it.
-  bool keep_duplicates = false;
-};
-// Why ParseJson refused a text: `code` is malformed_json, json_too_complex
-// or duplicate_field (the HTTP API's error codes), `message` says which
-// rule, with its number.
-struct JsonRefusal {
-  std::string code;
-  std::string message;
-};
-// Parses `text` (one JSON value, nothing after it) into `out`, in time
-// linear in the text. Json::parse is not: Json's objects find a key by
-// walking the keys before it, so it costs the square of an object's keys.
-// Refuses invalid JSON, a NUL byte (outside strings), duplicate keys (which
-// a document would silently resolve to the last) unless kept, and anything past
-// `bounds`, at the first event that breaks a rule: a refused text builds no
-// more than the bounds allow. `what` names the text in messages ("the
-// request body"). Returns nullopt when parsed.
-std::optional<JsonRefusal> ParseJson(std::string_view text,
-                                     const JsonBounds& bounds,
-                                     std::string_view what, Json& out);
 
 // RFC 3339, UTC, microseconds: 2026-11-22T10:00:00.123456Z
 std::string FormatTime(Timestamp t);

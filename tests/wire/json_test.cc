@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "wire/duration.h"
+#include "wire/json_parse.h"
 
 namespace sqlq::wire {
 namespace {
