@@ -35,15 +35,19 @@ class CheckedBuilder {
   bool number_integer(number_integer_t v) { return Put(v); }
   bool number_unsigned(number_unsigned_t v) { return Put(v); }
   bool number_float(number_float_t v, const string_t&) { return Put(v); }
-  bool string(string_t& v) { return Put(std::move(v)); }
+  // Copied, not moved: `v` is the lexer's buffer, which keeps its
+  // capacity for the next string only while it is not taken.
+  bool string(string_t& v) { return Put(v); }
   bool binary(binary_t& v) { return Put(std::move(v)); }
   bool start_object(std::size_t) { return Open(Json::value_t::object); }
   bool end_object() { return Close(); }
   bool start_array(std::size_t) { return Open(Json::value_t::array); }
   bool end_array() { return Close(); }
   bool key(string_t& k) {
-    Level& at = open_.back();
-    if (at.keys == bounds_.max_keys) {
+    const Level& at = open_.back();
+    auto& members = static_cast<Json::object_t::Container&>(
+        *at.value->get_ptr<Json::object_t*>());
+    if (members.size() == bounds_.max_keys) {
       return Refuse("json_too_complex",
                     fmt::format("an object in {} has more than {} keys", what_,
                                 bounds_.max_keys));
@@ -51,17 +55,13 @@ class CheckedBuilder {
     bool repeated = false;
     if (bounds_.keep_duplicates) {
       // Nothing to check.
-    } else if (at.keys < kSearchedKeys) {
-      const auto from = few_.begin() + static_cast<std::ptrdiff_t>(at.few);
-      repeated = std::find(from, few_.end(), k) != few_.end();
-      if (!repeated) few_.push_back(k);
+    } else if (members.size() < kSearchedKeys) {
+      repeated = std::any_of(members.begin(), members.end(),
+                             [&](const auto& m) { return m.first == k; });
     } else {
-      if (at.keys == kSearchedKeys) {
-        // Past a few keys: this object's keys move to the hash set.
-        for (std::size_t i = at.few; i < few_.size(); ++i) {
-          many_.emplace(at.serial, std::move(few_[i]));
-        }
-        few_.resize(at.few);
+      if (members.size() == kSearchedKeys) {
+        // Past a few keys: the object's keys go to the hash set.
+        for (const auto& m : members) many_.emplace(at.serial, m.first);
       }
       repeated = !many_.emplace(at.serial, k).second;
     }
@@ -70,11 +70,8 @@ class CheckedBuilder {
                     fmt::format("the field \"{}\" appears twice in one object",
                                 k.substr(0, 100)));
     }
-    ++at.keys;
     // Appended, not looked up: the check above found no such key.
-    auto& members = static_cast<Json::object_t::Container&>(
-        *at.value->get_ptr<Json::object_t*>());
-    members.emplace_back(std::move(k), nullptr);
+    members.emplace_back(k, nullptr);  // copied, as a string() is
     slot_ = &members.back().second;
     return true;
   }
@@ -92,8 +89,6 @@ class CheckedBuilder {
 
   struct Level {
     Json* value;             // the open array or object
-    std::size_t keys = 0;    // an object's keys so far
-    std::size_t few = 0;     // where its keys start in few_
     std::size_t serial = 0;  // tells its keys from others' in many_
   };
   struct KeyHash {
@@ -146,12 +141,10 @@ class CheckedBuilder {
     }
     // Values are added only to the innermost open array or object, so the
     // pointers held here stay valid until it closes.
-    open_.push_back(
-        {.value = Place(type), .few = few_.size(), .serial = ++serial_});
+    open_.push_back({.value = Place(type), .serial = ++serial_});
     return true;
   }
   bool Close() {
-    few_.resize(open_.back().few);
     open_.pop_back();
     return true;
   }
@@ -163,9 +156,6 @@ class CheckedBuilder {
   std::size_t values_ = 0;
   std::size_t serial_ = 0;
   std::vector<Level> open_;
-  // The keys of the open objects that have at most kSearchedKeys, one
-  // after another (no allocation per object).
-  std::vector<std::string> few_;
   // The keys of larger objects, with the object's serial number.
   std::unordered_set<std::pair<std::size_t, std::string>, KeyHash> many_;
 };
