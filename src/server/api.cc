@@ -566,7 +566,7 @@ Json ParseBody(const std::string& text) {
   // "[0,0,0" would take many times its size. The API's bodies need a depth
   // of 3 and a value per field of each message of a batch; their widest
   // object is a message's headers (at most kMaxHeaders keys).
-  // docs/http-api.md, "Request bodies", states these bounds.
+  // docs/http-api.md ("Errors") states these bounds.
   static constexpr wire::JsonBounds kBounds{
       .max_depth = 16, .max_values = 100000, .max_keys = 1000};
   Json doc;
