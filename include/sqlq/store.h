@@ -207,8 +207,14 @@ class Store {
   // prove a wake-up came from the engine's notification, not the poll.
   std::size_t TEST_waiting_claims() const;
   void TEST_set_poll_interval(std::chrono::milliseconds interval);
+  // Waiting claims asleep right now, with no wake-up pending: each looks
+  // again only when something wakes it or its time is up.
+  std::size_t TEST_sleeping_claims() const;
   // Whether commits of other processes wake this Store's waiting claims
-  // yet (PostgreSQL listens from a connection it opens in the background).
+  // yet: PostgreSQL listens from a connection it opens in the background;
+  // MariaDB polls only while a claim waits, and notices commits once the
+  // first poll since that claim began (which has every waiting claim look
+  // again) is done.
   bool TEST_watching_foreign_writes() const;
 
  private:

@@ -481,8 +481,9 @@ class Engine {
   virtual void WatchForeignWrites(std::function<void()> changed) = 0;
   // Has waiting claims of other processes look again: after acks that
   // let messages through that waited for their group or a limit. Engines
-  // whose watch above already sees every commit (SQLite's file watch,
-  // MariaDB's poll of the counters) need do nothing.
+  // whose watch above already sees every ack (SQLite's file watch sees
+  // every commit; MariaDB's poll watches the acks counter) need do
+  // nothing.
   virtual void WakeOthers() {}
   // Whether the watch above sees other processes' commits yet (it may
   // start in the background: PostgreSQL's LISTEN connection).

@@ -82,6 +82,9 @@ std::size_t Store::TEST_write_operations() const {
 std::size_t Store::TEST_waiting_claims() const {
   return impl_->hub().waiting();
 }
+std::size_t Store::TEST_sleeping_claims() const {
+  return impl_->hub().asleep();
+}
 void Store::TEST_set_poll_interval(std::chrono::milliseconds interval) {
   impl_->set_poll_interval(interval);
 }

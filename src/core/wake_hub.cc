@@ -56,7 +56,9 @@ bool WakeHub::Consume(Waiter& w) {
 
 bool WakeHub::Wait(Waiter& w, std::chrono::steady_clock::time_point until) {
   std::unique_lock<std::mutex> lock(mu_);
+  w.sleeping = true;
   w.cv.wait_until(lock, until, [&] { return w.signalled; });
+  w.sleeping = false;
   bool was = w.signalled;
   w.signalled = false;
   if (was && w.registered) {
@@ -92,6 +94,17 @@ void WakeHub::NotifyAll() {
 std::size_t WakeHub::waiting() const {
   std::lock_guard<std::mutex> lock(mu_);
   return count_;
+}
+
+std::size_t WakeHub::asleep() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::size_t n = 0;
+  for (const auto& [queue_id, list] : waiters_) {
+    for (const Waiter* w : list) {
+      if (w->sleeping && !w->signalled) ++n;
+    }
+  }
+  return n;
 }
 
 std::map<std::int64_t, std::int64_t> WakeHub::WaitingByQueue() const {

@@ -30,6 +30,7 @@ class WakeHub {
     std::condition_variable cv;
     std::list<Waiter*>::iterator pos;
     bool registered = false;
+    bool sleeping = false;  // in Wait
     // When set, a signal calls this instead of notifying `cv`: the waiter
     // is asynchronous (WorkQueue::Subscribe). It runs on the signalling
     // thread with the hub's lock held, so it must be short and must not
@@ -57,6 +58,10 @@ class WakeHub {
   void NotifyAll();
 
   std::size_t waiting() const;
+  // How many sleep in Wait with no signal to wake them: waiters that will
+  // look again only when woken or when their time is up (for tests that
+  // must act only once a claim is asleep).
+  std::size_t asleep() const;
   // How many wait for each queue that has any, by queue id.
   std::map<std::int64_t, std::int64_t> WaitingByQueue() const;
 

@@ -11,6 +11,7 @@
 #include "server/target.h"
 #include "sqlq/text.h"
 #include "wire/json.h"
+#include "wire/json_parse.h"
 
 namespace sqlq::server {
 
@@ -53,105 +54,6 @@ std::int64_t QueryInt(const Target& t, const std::string& key,
   }
   return v;
 }
-
-// Bounds of a request body's JSON, checked before a document is built: a
-// document costs about 50 bytes per value, so 16 MiB of "[[[[" or "[0,0,0"
-// would take many times its size. The API's bodies need a depth of 3 and a
-// value per field of each message of a batch.
-constexpr int kMaxJsonDepth = 16;
-constexpr std::size_t kMaxJsonValues = 100000;
-
-// Builds a body's document from nlohmann's parser events (SAX), checking
-// each event first: refuses invalid JSON, nesting deeper than
-// kMaxJsonDepth, more than kMaxJsonValues values and duplicate keys (which
-// a document would silently resolve to the last), stopping at the first
-// event that breaks a rule, so a hostile body builds at most kMaxJsonValues
-// values. One pass: the document is built by nlohmann's own event
-// consumer (json_sax_dom_parser, the one Json::parse uses).
-class CheckedJsonBuilder {
- public:
-  using number_integer_t = Json::number_integer_t;
-  using number_unsigned_t = Json::number_unsigned_t;
-  using number_float_t = Json::number_float_t;
-  using string_t = Json::string_t;
-  using binary_t = Json::binary_t;
-
-  explicit CheckedJsonBuilder(Json& doc)
-      : dom_(doc, /*allow_exceptions=*/false) {}
-
-  bool null() { return Value() && dom_.null(); }
-  bool boolean(bool v) { return Value() && dom_.boolean(v); }
-  bool number_integer(number_integer_t v) {
-    return Value() && dom_.number_integer(v);
-  }
-  bool number_unsigned(number_unsigned_t v) {
-    return Value() && dom_.number_unsigned(v);
-  }
-  bool number_float(number_float_t v, const string_t& text) {
-    return Value() && dom_.number_float(v, text);
-  }
-  bool string(string_t& v) { return Value() && dom_.string(v); }
-  bool binary(binary_t& v) { return Value() && dom_.binary(v); }
-  bool start_object(std::size_t n) { return Open() && dom_.start_object(n); }
-  bool end_object() { return Close() && dom_.end_object(); }
-  bool start_array(std::size_t n) { return Open() && dom_.start_array(n); }
-  bool end_array() { return Close() && dom_.end_array(); }
-  bool key(string_t& k) {
-    const auto from = keys_.begin() + static_cast<std::ptrdiff_t>(open_.back());
-    if (std::find(from, keys_.end(), k) != keys_.end()) {
-      error_ = {"duplicate_field",
-                fmt::format("the field \"{}\" appears twice in one object",
-                            k.substr(0, 100))};
-      return false;
-    }
-    keys_.push_back(k);
-    return dom_.key(k);
-  }
-  bool parse_error(std::size_t, const std::string&,
-                   const nlohmann::detail::exception&) {
-    error_ = {"malformed_json", "the request body is not valid JSON"};
-    return false;
-  }
-  // Set when the body was refused: the error code and message.
-  std::optional<std::pair<std::string, std::string>> error_;
-
- private:
-  bool Value() {
-    if (++values_ <= kMaxJsonValues) return true;
-    error_ = {"json_too_complex",
-              fmt::format("the request body holds more than {} JSON values",
-                          kMaxJsonValues)};
-    return false;
-  }
-  bool Open() {
-    if (!Value()) return false;
-    if (++depth_ > kMaxJsonDepth) {
-      error_ = {"json_too_complex",
-                fmt::format("the request body nests deeper than {} levels",
-                            kMaxJsonDepth)};
-      return false;
-    }
-    // Arrays get an entry too, so that Close() pops evenly; they add no
-    // keys.
-    open_.push_back(keys_.size());
-    return true;
-  }
-  bool Close() {
-    --depth_;
-    keys_.resize(open_.back());
-    open_.pop_back();
-    return true;
-  }
-  nlohmann::detail::json_sax_dom_parser<Json> dom_;
-  int depth_ = 0;
-  std::size_t values_ = 0;
-  // The keys of the open objects, one after another (no allocation per
-  // object); open_ holds where each open object's keys start. A key is
-  // looked for among its object's by a linear search: the API's objects
-  // have a handful of fields, and a hostile one is bounded by values_.
-  std::vector<std::string> keys_;
-  std::vector<std::size_t> open_;
-};
 
 // A JSON request body: an object whose fields are all known, each read with
 // its type checked. An empty body is an empty object.
@@ -660,22 +562,16 @@ void ReadQueueOptions(const Body& b, QueueOptions& o) {
 }  // namespace
 
 Json ParseBody(const std::string& text) {
-  if (text.find('\0') != std::string::npos) {
-    // nlohmann's parser stops at a NUL as at the end of its input, which
-    // would accept `{}` followed by NUL and anything.
-    Throw(400, "malformed_json",
-          "the request body holds a NUL byte, which JSON does not allow "
-          "outside strings (write \\u0000 inside them)");
-  }
+  // A document costs about 50 bytes per value, so 16 MiB of "[[[[" or
+  // "[0,0,0" would take many times its size. The API's bodies need a depth
+  // of 3 and a value per field of each message of a batch; their widest
+  // object is a message's headers (at most kMaxHeaders keys).
+  // docs/http-api.md ("Errors") states these bounds.
+  static constexpr wire::JsonBounds kBounds{
+      .max_depth = 16, .max_values = 100000, .max_keys = 1000};
   Json doc;
-  CheckedJsonBuilder builder(doc);
-  const bool ok = Json::sax_parse(text, &builder, Json::input_format_t::json,
-                                  /*strict=*/true);
-  if (!ok || builder.error_) {
-    auto [code, message] =
-        builder.error_.value_or(std::pair<std::string, std::string>(
-            "malformed_json", "the request body is not valid JSON"));
-    Throw(400, code, message);
+  if (auto refused = wire::ParseJson(text, kBounds, "the request body", doc)) {
+    Throw(400, std::move(refused->code), std::move(refused->message));
   }
   return doc;
 }

@@ -225,6 +225,10 @@ Result<Authorization> ParseAuthorization(std::string_view header) {
         if (semi == std::string_view::npos) semi = value.size();
         std::string h = Lower(value.substr(at, semi - at));
         if (h.empty()) return bad("SignedHeaders has an empty name");
+        if (a.signed_headers.size() == kMaxSignedHeaders) {
+          return bad(fmt::format("SignedHeaders names more than {} headers",
+                                 kMaxSignedHeaders));
+        }
         a.signed_headers.push_back(std::move(h));
         at = semi + 1;
       }

@@ -66,7 +66,13 @@ std::string Md5Hex(std::string_view bytes);
 // `t` as an X-Amz-Date: YYYYMMDD'T'HHMMSS'Z', UTC.
 std::string AmzDate(std::chrono::system_clock::time_point t);
 
-// Errors: kInvalidArgument saying what is missing or malformed.
+// The most headers a signature may cover. Each is looked up among the
+// request's headers, so the number bounds that work (clients sign a
+// handful); docs/sqs.md, "Hostile input".
+inline constexpr std::size_t kMaxSignedHeaders = 64;
+
+// Errors: kInvalidArgument saying what is missing or malformed, or
+// SignedHeaders naming more than kMaxSignedHeaders headers.
 Result<Authorization> ParseAuthorization(std::string_view header);
 
 // The request in canonical form, and the string that is signed: exposed

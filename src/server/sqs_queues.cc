@@ -16,6 +16,7 @@
 
 #include "server/sqs_call.h"
 #include "sqlq/text.h"
+#include "wire/json_parse.h"
 
 namespace sqlq::server {
 
@@ -109,13 +110,11 @@ std::map<std::string, std::string> TagsOf(const QueueOptions& o) {
   std::map<std::string, std::string> tags;
   auto it = o.labels.find(std::string(kTagsLabel));
   if (it == o.labels.end()) return tags;
-  try {
-    const Json parsed = Json::parse(it->second);
-    for (const auto& [k, v] : parsed.items()) {
-      if (v.is_string()) tags[k] = v.get<std::string>();
-    }
-  } catch (const Json::exception&) {
-    // A label someone else wrote: no tags.
+  Json parsed;
+  // A label someone else wrote may be anything: then no tags.
+  if (wire::ParseJson(it->second, {}, "the tags", parsed)) return tags;
+  for (const auto& [k, v] : parsed.items()) {
+    if (v.is_string()) tags[k] = v.get<std::string>();
   }
   return tags;
 }
@@ -200,9 +199,7 @@ void SqsApi::Call::ApplyAttributes(const Json& attrs, const std::string& name,
         continue;
       }
       Json policy;
-      try {
-        policy = Json::parse(text);
-      } catch (const Json::exception&) {
+      if (wire::ParseJson(text, {}, "RedrivePolicy", policy)) {
         BadValue(attr, v, "a JSON object");
       }
       if (!policy.is_object() || !policy.contains("deadLetterTargetArn") ||

@@ -34,15 +34,20 @@ bool IsIndex(std::string_view s) {
   return true;
 }
 
+// The query protocol's parameters are read into a Tree, whose objects are
+// std::maps, and made a Json (whose objects find a key by walking all of
+// theirs) once complete: lookups while building cost log n, not n.
+using Tree = nlohmann::json;
+
 // Flattened names as a tree: "A.1.B" -> {"A": {"1": {"B": value}}}.
 // Numbered levels are made arrays afterwards (Arrays).
-void Put(Json& root, std::string_view name, const std::string& value) {
+void Put(Tree& root, std::string_view name, const std::string& value) {
   // SQS's deepest name has five parts
   // (SendMessageBatchRequestEntry.1.MessageAttribute.1.Name).
   if (std::count(name.begin(), name.end(), '.') > 6) {
     Fail(kMalformedInput, "parameter names have at most seven parts");
   }
-  Json* at = &root;
+  Tree* at = &root;
   for (;;) {
     const std::size_t dot = name.find('.');
     const std::string key(name.substr(0, dot));
@@ -54,13 +59,13 @@ void Put(Json& root, std::string_view name, const std::string& value) {
       return;
     }
     at = &(*at)[key];
-    if (at->is_null()) *at = Json::object();
+    if (at->is_null()) *at = Tree::object();
     name.remove_prefix(dot + 1);
   }
 }
 
 // Objects whose keys are all 1, 2, ... become arrays in that order.
-Json Arrays(Json v) {
+Tree Arrays(Tree v) {
   if (!v.is_object()) return v;
   bool numbered = !v.empty();
   for (const auto& [k, _] : v.items()) numbered = numbered && IsIndex(k);
@@ -68,35 +73,35 @@ Json Arrays(Json v) {
     for (auto& [k, e] : v.items()) e = Arrays(std::move(e));
     return v;
   }
-  std::map<int, Json> in_order;
+  std::map<int, Tree> in_order;
   for (auto& [k, e] : v.items()) in_order[std::stoi(k)] = Arrays(std::move(e));
-  Json out = Json::array();
+  Tree out = Tree::array();
   for (auto& [_, e] : in_order) out.push_back(std::move(e));
   return out;
 }
 
 // The name/value lists of the query protocol as the JSON protocol's
 // objects ("Attribute": [{"Name", "Value"}] -> "Attributes": {Name: Value}).
-Json PairsToObject(const Json& list, const char* key, const char* value) {
-  Json out = Json::object();
+Tree PairsToObject(const Tree& list, const char* key, const char* value) {
+  Tree out = Tree::object();
   if (!list.is_array()) Fail(kMalformedInput, "malformed parameter list");
-  for (const Json& e : list) {
+  for (const Tree& e : list) {
     if (!e.is_object() || !e.contains(key) || !e[key].is_string()) {
       Fail(kMalformedInput,
            fmt::format("an entry of a list has no {} parameter", key));
     }
-    out[e[key].get<std::string>()] = e.contains(value) ? e[value] : Json("");
+    out[e[key].get<std::string>()] = e.contains(value) ? e[value] : Tree("");
   }
   return out;
 }
 
-Json Normalize(Json v) {
+Tree Normalize(Tree v) {
   if (v.is_array()) {
-    for (Json& e : v) e = Normalize(std::move(e));
+    for (Tree& e : v) e = Normalize(std::move(e));
     return v;
   }
   if (!v.is_object()) return v;
-  Json out = Json::object();
+  Tree out = Tree::object();
   for (auto& [k, e] : v.items()) {
     if (k == "Attribute" || k == "MessageSystemAttribute") {
       out[k + "s"] = PairsToObject(e, "Name", "Value");
@@ -259,25 +264,37 @@ Call Read(const Request& r) {
     }
     return call;
   }
-  std::map<std::string, std::string> params;
+  // Counted before any is decoded: a request past the limit costs a scan.
   const std::size_t q = r.target.find('?');
-  if (q != std::string::npos) {
-    AddDecodedPairs(std::string_view(r.target).substr(q + 1), params);
+  const std::string_view query = q == std::string::npos
+                                     ? std::string_view()
+                                     : std::string_view(r.target).substr(q + 1);
+  const std::string_view form =
+      r.method == "POST" ? std::string_view(r.body) : std::string_view();
+  if (CountPairs(query, kMaxParameters + 1) +
+          CountPairs(form, kMaxParameters + 1) >
+      kMaxParameters) {
+    Fail(kMalformedInput,
+         fmt::format("The request has more than {} parameters, the limit of "
+                     "this endpoint.",
+                     kMaxParameters));
   }
-  if (r.method == "POST") AddDecodedPairs(r.body, params);
-  Json tree = Json::object();
+  std::map<std::string, std::string> params;
+  AddDecodedPairs(query, params);
+  AddDecodedPairs(form, params);
+  Tree tree = Tree::object();
   for (const auto& [name, value] : params) {
     if (name == "Action") {
       call.action = value;
     } else if (name != "Version") {
       try {
         Put(tree, name, value);
-      } catch (const Json::exception&) {
+      } catch (const Tree::exception&) {
         Fail(kMalformedInput, "malformed parameter " + name);
       }
     }
   }
-  call.input = Normalize(Arrays(std::move(tree)));
+  call.input = Json(Normalize(Arrays(std::move(tree))));
   return call;
 }
 

@@ -99,6 +99,14 @@ struct Call {
   Json input = Json::object();
 };
 
+// The most parameters a query-protocol request may have, in its query
+// string and form body together (docs/sqs.md, "Limits"). SQS's largest
+// request, a SendMessageBatch of 10 entries with 10 message attributes
+// each, has under 400; a request past it is refused before any parameter
+// is decoded. The JSON protocol's bodies have the HTTP API's bounds
+// (ParseBody).
+inline constexpr std::size_t kMaxParameters = 1000;
+
 // Reads a request of either protocol. Throws the SQS error for a body or
 // parameters that do not parse.
 Call Read(const Request& request);

@@ -59,6 +59,16 @@ std::vector<std::pair<std::string_view, std::string_view>> SplitPairs(
   return out;
 }
 
+std::size_t CountPairs(std::string_view text, std::size_t stop) {
+  std::size_t n = 0;
+  while (!text.empty() && n < stop) {
+    const auto amp = text.find('&');
+    if (amp != 0) ++n;  // an empty pair ("&&") is skipped, as SplitPairs does
+    text = amp == std::string_view::npos ? "" : text.substr(amp + 1);
+  }
+  return n;
+}
+
 void AddDecodedPairs(std::string_view text,
                      std::map<std::string, std::string>& out) {
   for (const auto& [name, value] : SplitPairs(text)) {

@@ -33,6 +33,10 @@ std::string PercentDecode(std::string_view in, bool plus_is_space = false);
 std::vector<std::pair<std::string_view, std::string_view>> SplitPairs(
     std::string_view text);
 
+// How many pairs SplitPairs would find in `text`, counting no further than
+// `stop`: a cheap check of their number before any is split or decoded.
+std::size_t CountPairs(std::string_view text, std::size_t stop);
+
 // Adds the pairs of `text`, decoded as a form ('+' is a space), to `out`;
 // a name given again keeps its last value. Throws as PercentDecode does.
 void AddDecodedPairs(std::string_view text,

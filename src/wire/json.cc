@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "sqlq/text.h"
+#include "wire/json_parse.h"
 
 namespace sqlq::wire {
 
@@ -166,8 +167,14 @@ Json ErrorsJson(const std::vector<AttemptError>& errors) {
 }
 
 void PutPayload(Json& obj, std::string_view payload, const Headers& headers) {
-  if (IsJsonPayload(headers, payload)) {
-    obj["payload"] = Json::parse(payload);
+  // Parsed in linear time: a sender chooses the payload, and any reader
+  // pays for it. Repeated keys stay, so the value goes out as it was sent,
+  // as in a claim's reply (AppendClaimed).
+  auto type = headers.find(kContentType);
+  Json value;
+  if (type != headers.end() && type->second == kJsonContentType &&
+      !ParseJson(payload, {.keep_duplicates = true}, "the payload", value)) {
+    obj["payload"] = std::move(value);
   } else {
     PutPayload(obj, payload);
   }

@@ -274,10 +274,6 @@ void ExpectAnAckWakes(WorkQueue& q, Store& waiter) {
   // No safety-net look within the wait: only a wake-up can end it early
   // (the lease it would otherwise wait for is ten minutes).
   waiter.TEST_set_poll_interval(std::chrono::hours(1));
-  // A store that just opened may still be starting its watch, whose start
-  // has every waiting claim look once: that look must not stand in for
-  // the wake-up under test.
-  while (!waiter.TEST_watching_foreign_writes()) std::this_thread::yield();
   const std::size_t looks_before = waiter.TEST_write_transactions();
   std::vector<ClaimedMessage> got;
   Status status;
@@ -292,9 +288,16 @@ void ExpectAnAckWakes(WorkQueue& q, Store& waiter) {
     if (r.ok()) got = std::move(*r);
   });
   // Acked once the waiter has looked and found the queue full (its look is
-  // a write transaction of its store): else it would find the place free
-  // at its first look, and the test would prove nothing about waking.
-  while (waiter.TEST_write_transactions() == looks_before) {
+  // a write transaction of its store) and sleeps: else it would find the
+  // place free at a look it was making anyway, and the test would prove
+  // nothing about waking. The waiter's store must watch for other
+  // processes' commits by then too: the start of its watch has every
+  // waiting claim look once (PostgreSQL's LISTEN, MariaDB's first poll
+  // after a claim began to wait), and that look must not stand in for the
+  // wake-up under test.
+  while (waiter.TEST_write_transactions() == looks_before ||
+         !waiter.TEST_watching_foreign_writes() ||
+         waiter.TEST_sleeping_claims() == 0) {
     std::this_thread::yield();
   }
   ASSERT_OK(q.Ack((*first)[0].receipt));

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <future>
+#include <thread>
 
 namespace sqlq::core {
 namespace {
@@ -159,6 +160,26 @@ TEST(WakeHub, UnregisteredWaiterIsNotWoken) {
   EXPECT_EQ(hub.waiting(), 0u);
   hub.Unregister(w2);  // twice is harmless
   EXPECT_EQ(hub.waiting(), 0u);
+}
+
+// A waiter counts as asleep only while it sleeps in Wait with no signal to
+// end the sleep: tests act on a sleeping claim only once nothing else would
+// make it look.
+TEST(WakeHub, AsleepCountsOnlyWaitersSleepingWithNoSignalPending) {
+  WakeHub hub;
+  WakeHub::Waiter w;
+  hub.Register(w, 7);
+  EXPECT_EQ(hub.asleep(), 0u);  // registered, not sleeping
+  auto woken = std::async(std::launch::async, [&] {
+    return hub.Wait(w, SteadyClock::now() + std::chrono::hours(1));
+  });
+  while (hub.asleep() == 0) std::this_thread::yield();
+  hub.Notify(7, 1);
+  // Signalled: no longer asleep, even before its thread runs again.
+  EXPECT_EQ(hub.asleep(), 0u);
+  EXPECT_TRUE(woken.get());
+  EXPECT_EQ(hub.asleep(), 0u);
+  hub.Unregister(w);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // nothing stored, and memory bounded by a small multiple of the bodies
 // however many arrive at once.
 
+#include <algorithm>
+#include <chrono>
 #include <future>
 
 #include "tests/server/server_fixture.h"
@@ -34,6 +36,45 @@ class HostileBody : public ServerTest {
     return raw.ReadResponse(std::chrono::seconds(60));
   }
   int Sends() { return c_->Get("/v1/queues/jobs").json["stats"]["sends"]; }
+  // A form-encoded request: the SQS endpoint's query protocol.
+  static std::string Form(const std::string& body) {
+    return "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+           "application/x-www-form-urlencoded\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  }
+  // The reply to `request`, and how long it took.
+  std::pair<std::string, std::chrono::milliseconds> Timed(
+      const std::string& request, std::chrono::milliseconds timeout) {
+    RawConn raw(port());
+    const auto start = SteadyClock::now();
+    EXPECT_TRUE(raw.Write(request));
+    std::string reply = raw.ReadResponse(timeout);
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+        SteadyClock::now() - start);
+    RecordProperty("ms_" + std::to_string(request.size()),
+                   std::to_string(took.count()));
+    return {std::move(reply), took};
+  }
+  // How long a body 100 to 1,000 times larger than one that took `small`
+  // may take: what reading and scanning it costs, where parsing it at the
+  // square of its keys or parameters takes hours. Sanitizers slow the
+  // reading of a large body more than the handling of a small one.
+  static std::chrono::milliseconds Bound(std::chrono::milliseconds small) {
+    return (Sanitized() ? 1000 : 200) * small;
+  }
+  // The median time of five answers to `request`, checked by `ok`.
+  template <typename Check>
+  std::chrono::milliseconds Median(const std::string& request, Check ok) {
+    std::vector<std::chrono::milliseconds> times;
+    for (int i = 0; i < 5; ++i) {
+      auto [reply, took] = Timed(request, std::chrono::seconds(60));
+      ok(reply);
+      times.push_back(took);
+    }
+    std::sort(times.begin(), times.end());
+    // At least a millisecond: the bound below is a multiple of it.
+    return std::max(times[2], std::chrono::milliseconds(1));
+  }
   std::optional<Client> c_;
 };
 
@@ -78,6 +119,93 @@ TEST_F(HostileBody, DeepNestingAndHugeArraysAreRefused) {
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(r.error_code(), "json_too_complex") << r.body;
   EXPECT_EQ(Sends(), 0);
+}
+
+// {"k0":"v","k1":"v",...}
+std::string WideObject(int keys) {
+  std::string s = "{";
+  for (int i = 0; i < keys; ++i) {
+    s += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":\"v\"";
+  }
+  return s + "}";
+}
+
+// Regression: the parser looked up each key among the object's keys before
+// it (Json's objects keep them in a list), so 20,000 keys took 21 s on the
+// database pool, stalling every send and claim. An object may hold 1,000
+// keys, and is refused at the next: a body of 100,000 keys is answered in
+// the time of a few 1,000-key ones, where the square of its keys would
+// take 10,000 times as long.
+TEST_F(HostileBody, AnObjectOfTooManyKeysIsRefusedAtTheLimit) {
+  auto body = [](int keys) {
+    return R"({"messages":[{"payload":"a","headers":)" + WideObject(keys) +
+           "}]}";
+  };
+  // 1,000 keys are parsed whole, and refused by the rule on headers.
+  const auto small = Median(
+      Post("/v1/queues/jobs/messages", body(1000)), [](const std::string& r) {
+        EXPECT_EQ(StatusOf(r), 400) << r;
+        EXPECT_EQ(BodyOf(r)["error"]["code"], "invalid_argument") << r;
+      });
+  const auto bound = Bound(small);
+  auto [r, took] = Timed(Post("/v1/queues/jobs/messages", body(100000)), bound);
+  EXPECT_EQ(StatusOf(r), 400) << r.substr(0, 300);
+  EXPECT_EQ(BodyOf(r)["error"]["code"], "json_too_complex") << r;
+  EXPECT_EQ(BodyOf(r)["error"]["message"],
+            "an object in the request body has more than 1000 keys")
+      << r;
+  EXPECT_LT(took, bound) << "1,000 keys took " << small.count() << " ms";
+  EXPECT_EQ(Sends(), 0);
+}
+
+// The same on the SQS endpoint's query protocol, whose parameters were
+// each put in a tree of such objects: 20,000 took 21 s. A request may have
+// 1,000 parameters; 1,000,000 are refused after a count, before any is
+// decoded, with the protocol's error.
+TEST_F(HostileBody, SqsRequestsOfTooManyParametersAreRefusedAtTheLimit) {
+  auto body = [](int params) {
+    std::string s = "Action=ListQueues&Version=2012-11-05";
+    for (int i = 2; i < params; ++i) s += "&X." + std::to_string(i) + "=v";
+    return s;
+  };
+  const auto small = Median(Form(body(1000)), [](const std::string& r) {
+    EXPECT_EQ(StatusOf(r), 200) << r;
+    EXPECT_NE(r.find("<ListQueuesResponse"), std::string::npos) << r;
+  });
+  const auto bound = Bound(small);
+  auto [r, took] = Timed(Form(body(1000000)), bound);
+  EXPECT_EQ(StatusOf(r), 400) << r.substr(0, 300);
+  EXPECT_NE(r.find("<Code>MalformedQueryString</Code>"), std::string::npos)
+      << r;
+  EXPECT_NE(r.find("more than 1000 parameters"), std::string::npos) << r;
+  EXPECT_LT(took, bound) << "1,000 parameters took " << small.count() << " ms";
+  // 1,001 are refused as well.
+  std::tie(r, took) = Timed(Form(body(1001)), std::chrono::seconds(60));
+  EXPECT_EQ(StatusOf(r), 400) << r;
+}
+
+// The JSON protocol's bodies have the HTTP API's bounds, answered in the
+// protocol's error shape.
+TEST_F(HostileBody, SqsJsonBodiesOfTooManyKeysAreRefusedAtTheLimit) {
+  auto request = [](int keys) {
+    std::string b = R"({"QueueNamePrefix":"x","X":)" + WideObject(keys) + "}";
+    return "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+           "application/x-amz-json-1.0\r\nX-Amz-Target: "
+           "AmazonSQS.ListQueues\r\nContent-Length: " +
+           std::to_string(b.size()) + "\r\n\r\n" + b;
+  };
+  const auto small = Median(request(1000), [](const std::string& r) {
+    EXPECT_EQ(StatusOf(r), 200) << r;
+  });
+  const auto bound = Bound(small);
+  auto [r, took] = Timed(request(100000), bound);
+  EXPECT_EQ(StatusOf(r), 400) << r.substr(0, 300);
+  EXPECT_EQ(BodyOf(r)["__type"], "com.amazonaws.sqs#SerializationException")
+      << r;
+  EXPECT_EQ(BodyOf(r)["message"],
+            "an object in the request body has more than 1000 keys")
+      << r;
+  EXPECT_LT(took, bound) << "1,000 keys took " << small.count() << " ms";
 }
 
 // Regression: one 16 MiB body of brackets took 645 MB to parse, six at once

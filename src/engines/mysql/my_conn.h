@@ -185,8 +185,8 @@ class MyConn : public core::TxConn {
   // or ROLLBACK succeed. Such a connection is closed (the server rolls the
   // transaction back), never pooled, whatever the server status flag says.
   bool tx_open = false;
-  // sends + nacks written to sqlq_counters by this transaction (the wake-up
-  // poller ignores the process's own bumps).
+  // The wake-up counters (Poller's kWakeSum) written to sqlq_counters by
+  // this transaction (the wake-up poller ignores the process's own bumps).
   std::int64_t bumps = 0;
   // Session facts read at connect.
   std::int64_t auto_increment_increment = 1;

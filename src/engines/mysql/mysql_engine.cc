@@ -7,6 +7,11 @@ namespace sqlq::engines::mysql {
 
 namespace {
 
+// What counters `d` add to the sum the wake-up poll watches (kWakeSum).
+std::int64_t WakeBumps(const QueueCounters& d) {
+  return d.sends + d.nacks + d.acks + d.dead_lettered;
+}
+
 Result<std::string> Decode(std::string_view s, std::string_view what) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -276,7 +281,7 @@ Status MysqlEngine::WriteCounters(MyConn& conn, std::int64_t queue_id,
   AppendCounters(p, d);
   auto rows = conn.Run(kSql, p, "update counters");
   if (!rows.ok()) return rows.status();
-  conn.bumps += d.sends + d.nacks;
+  conn.bumps += WakeBumps(d);
   return Status::Ok();
 }
 
@@ -322,7 +327,7 @@ Status MysqlEngine::Commit(MyConn& conn) {
                          d.acks, d.nacks, d.expirations, d.dead_lettered,
                          d.pushes, d.serves);
       first = false;
-      conn.bumps += d.sends + d.nacks;
+      conn.bumps += WakeBumps(d);
     }
     sql += fmt::format(" {}; ", kCounterUpdate);
     conn.pending_counters.clear();

@@ -148,6 +148,9 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
   void SetWaitingProbe(std::function<std::size_t()> waiting) override;
 
   void WatchForeignWrites(std::function<void()> changed) override;
+  bool WatchingForeignWrites() const override {
+    return poller_ != nullptr && poller_->watching();
+  }
 
   // Makes the group index when it is missing (schema.h, version 8).
   Status PrepareGroups() override;
@@ -309,7 +312,7 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
   Status Migrate(MyConn& conn, bool create);
 
   const ConnParams params_;
-  // sends + nacks this store committed (Poller subtracts them).
+  // The WakeBumps this store committed (Poller subtracts them).
   std::atomic<std::int64_t> own_bumps_{0};
   std::function<std::size_t()> waiting_;
   std::unique_ptr<Poller> poller_;

@@ -1,7 +1,7 @@
 // Wake-ups on MariaDB/MySQL, which has no LISTEN/NOTIFY: while a claim of
-// this process waits, a thread polls sqlq_counters for the sends and nacks
-// of other processes, with a capped backoff (docs/engines/mysql.md,
-// "Wake-ups").
+// this process waits, a thread polls sqlq_counters for the sends, nacks,
+// acks and dead letters of other processes, with a capped backoff
+// (docs/engines/mysql.md, "Wake-ups").
 
 #ifndef SQLQ_ENGINES_MYSQL_POLLER_H_
 #define SQLQ_ENGINES_MYSQL_POLLER_H_
@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <thread>
 
@@ -26,8 +27,16 @@ namespace sqlq::engines::mysql {
 constexpr std::chrono::milliseconds kPollMin{2};
 constexpr std::chrono::milliseconds kPollMax{50};
 
-// Polls sqlq_counters for sends and nacks of other processes while some
-// claim waits (docs/engines/mysql.md, "Wake-ups").
+// The counters whose sum the poll watches: whatever may make a message
+// claimable to a waiting claim. Sends and nacks make messages ready; an
+// ack or a dead letter (a cancel, a dead-lettering nack or claim) frees a
+// place under max_leased or a group of an ordered queue, whose waiting
+// claims nothing else would tell. The engine adds the same counters of its
+// own commits to `own` (WakeBumps).
+constexpr std::string_view kWakeSum = "sends + nacks + acks + dead_lettered";
+
+// Polls sqlq_counters for the changes of other processes while some claim
+// waits (docs/engines/mysql.md, "Wake-ups").
 class Poller {
  public:
   Poller(std::function<MYSQL*()> connect, std::function<std::size_t()> waiting,
@@ -50,6 +59,10 @@ class Poller {
 
   // For tests and the probe: queries sent so far.
   std::int64_t queries() const { return queries_.load(); }
+  // Whether commits of other processes wake the waiting claims now: a claim
+  // waits and the first poll since it began is done (that poll has every
+  // waiting claim look again: it cannot tell what changed before it).
+  bool watching() const { return watching_.load(); }
 
  private:
   bool Sleep(std::chrono::milliseconds d) {
@@ -68,6 +81,7 @@ class Poller {
       if (waiting_() == 0) {
         // Nobody waits: no queries at all. The next waiter starts afresh.
         have_base = false;
+        watching_ = false;
         interval = kPollMin;
         if (!Sleep(kPollMax)) break;
         continue;
@@ -81,9 +95,11 @@ class Poller {
         }
         retry = std::chrono::milliseconds(50);
         have_base = false;
+        watching_ = false;
       }
-      static constexpr std::string_view kSql =
-          "SELECT COALESCE(SUM(sends + nacks), 0), COUNT(*) FROM sqlq_counters";
+      static const std::string kSql = "SELECT COALESCE(SUM(" +
+                                      std::string(kWakeSum) +
+                                      "), 0), COUNT(*) FROM sqlq_counters";
       ++queries_;
       std::int64_t sum = 0, rows = 0;
       bool ok = mysql_real_query(conn, kSql.data(), kSql.size()) == 0;
@@ -102,13 +118,14 @@ class Poller {
         conn = nullptr;
         continue;
       }
-      // This process's own sends woke its waiters already.
+      // This process's own sends (and acks) woke its waiters already.
       sum -= own_();
       if (!have_base) {
         // A foreign send may have committed between a waiter's look and
         // this first poll: wake the waiters once to look again.
         have_base = true;
         changed_();
+        watching_ = true;
       } else if (sum != base_sum || rows != base_rows) {
         changed_();
         interval = kPollMin;
@@ -130,6 +147,7 @@ class Poller {
   std::condition_variable cv_;
   bool stop_ = false;  // guarded by mu_
   std::atomic<std::int64_t> queries_{0};
+  std::atomic<bool> watching_{false};
   std::thread thread_;
 };
 

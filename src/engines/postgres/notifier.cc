@@ -62,9 +62,11 @@ void Notifier::Loop() {
       // Notifications sent before LISTEN took effect (at start, or while
       // reconnecting) never reach us: let every waiter look once. A claim
       // that began waiting while the store was opening would otherwise
-      // sleep until the safety-net poll.
-      connects_.fetch_add(1);
+      // sleep until the safety-net poll. Counted after: a test that saw
+      // the count may take every waiting claim's next look as woken by a
+      // later event.
       changed_();
+      connects_.fetch_add(1);
       backoff = std::chrono::milliseconds(50);
       Serve(conn);
     }
