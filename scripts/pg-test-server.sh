@@ -20,7 +20,7 @@ set -euo pipefail
 PG_BIN="${SQLQ_PG_BIN:-/usr/lib/postgresql/15/bin}"
 
 die() {
-  echo "pg-test-server: $*" >&2
+  echo "$(basename "$0" .sh): $*" >&2
   exit 1
 }
 
@@ -125,6 +125,9 @@ resume() {
   as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
     -o "-p $(cat "$dir/port")" start >/dev/null
 }
+
+# Sourced (scripts/pgbouncer-test-server.sh): only the functions above.
+[[ "${BASH_SOURCE[0]}" == "$0" ]] || return 0
 
 case "${1:-}" in
   start) start ;;

@@ -12,24 +12,11 @@
 # "postgres" user (created by Debian's postgresql-15 package).
 set -euo pipefail
 
-die() {
-  echo "pgbouncer-test-server: $*" >&2
-  exit 1
-}
+# die, as_owner and port_in_use.
+# shellcheck source=scripts/pg-test-server.sh
+source "$(dirname "$0")/pg-test-server.sh"
 
-as_owner() {
-  if [[ $(id -u) -eq 0 ]]; then
-    (cd / && runuser -u postgres -- "$@")
-  else
-    "$@"
-  fi
-}
-
-port_in_use() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-start() {
+start_pooler() {
   local url="${1:-}" mode="${2:-session}"
   command -v pgbouncer >/dev/null || die "no pgbouncer (install pgbouncer)"
   [[ "$mode" == session || "$mode" == transaction ]] ||
@@ -74,7 +61,7 @@ CONF
     tries=$((tries + 1))
     if ((tries > 500)); then
       cat "$dir/pgbouncer.log" >&2 || true
-      stop "$dir"
+      stop_pooler "$dir"
       die "pgbouncer did not listen on $port"
     fi
     sleep 0.01
@@ -83,7 +70,7 @@ CONF
   echo "export SQLQ_TEST_PGBOUNCER_URL='postgresql://$user:$password@127.0.0.1:$port/$db'"
 }
 
-stop() {
+stop_pooler() {
   local dir="${1:-}"
   [[ -n "$dir" && -f "$dir/pgbouncer.ini" ]] || die "usage: $0 stop DIR (from start)"
   if [[ -f "$dir/pgbouncer.pid" ]]; then
@@ -93,7 +80,7 @@ stop() {
 }
 
 case "${1:-}" in
-  start) shift; start "$@" ;;
-  stop) shift; stop "$@" ;;
+  start) shift; start_pooler "$@" ;;
+  stop) shift; stop_pooler "$@" ;;
   *) die "usage: $0 start URL [session|transaction] | stop DIR" ;;
 esac

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -126,6 +126,19 @@ class Run:
         with self._lock:
             self.ops.append(op)
 
+    def _call(self, op: Op, fn: Callable[[], object]) -> object:
+        """Runs one call of the history: records `op` with its end and
+        outcome; returns what `fn` returned, or None after an error."""
+        result = None
+        try:
+            result = fn()
+            op.ok = True
+        except sqlq.SqlqError as e:
+            op.code = e.code
+        op.end = time.monotonic()
+        self._record(op)
+        return result
+
     def _client(self, i: int) -> sqlq.Client:
         return sqlq.Client(self.urls[i % len(self.urls)], backoff=0.05,
                            max_backoff=1.0)
@@ -138,46 +151,25 @@ class Run:
             payload = f"p{n}-{i}"
             i += 1
             op = Op("send", f"producer{n}", time.monotonic(), payload=payload)
-            try:
-                op.msg_id = q.send(payload)
-                op.ok = True
-            except sqlq.SqlqError as e:
-                op.code = e.code
-            op.end = time.monotonic()
-            self._record(op)
+            op.msg_id = self._call(op, lambda: q.send(payload)) or 0
         c.close()
 
-    def _consume(self, n: int, stop: threading.Event,
-                 idle: Optional[list] = None) -> None:
+    def _consume(self, n: int, stop: threading.Event) -> None:
         c = self._client(n + 1)
         q = c.queue(self.queue)
         while not stop.is_set():
             op = Op("claim", f"consumer{n}", time.monotonic(),
                     wait=self.wait_ms / 1000)
-            try:
-                got = q.claim(5, wait_ms=self.wait_ms, lease_ms=self.lease_ms)
-                op.ok = True
-                for m in got:
-                    exp = _t(m.lease_expires_at)
-                    op.claimed.append((m.id, m.payload, m.receipt, exp,
-                                       exp - self.lease_ms / 1000))
-            except sqlq.SqlqError as e:
-                got = []
-                op.code = e.code
-            op.end = time.monotonic()
-            self._record(op)
-            if idle is not None:
-                idle[n] = 0 if got else idle[n] + 1
+            got = self._call(op, lambda: q.claim(
+                5, wait_ms=self.wait_ms, lease_ms=self.lease_ms)) or []
+            for m in got:
+                exp = _t(m.lease_expires_at)
+                op.claimed.append((m.id, m.payload, m.receipt, exp,
+                                   exp - self.lease_ms / 1000))
             for m in got:
                 a = Op("ack", f"consumer{n}", time.monotonic(), msg_id=m.id,
                        receipt=m.receipt)
-                try:
-                    q.ack(m.receipt)
-                    a.ok = True
-                except sqlq.SqlqError as e:
-                    a.code = e.code
-                a.end = time.monotonic()
-                self._record(a)
+                self._call(a, lambda: q.ack(m.receipt))
         c.close()
 
     def start(self) -> None:

@@ -24,6 +24,17 @@ void LimitFileSize(pid_t pid, rlim_t bytes) {
       << std::strerror(errno);
 }
 
+// Waits for /readyz to answer 503 unavailable.
+void ExpectNotReadyWhileWritesFail(Client& c) {
+  Response ready;
+  EXPECT_TRUE(WaitFor([&] {
+    ready = c.Get("/readyz");
+    return ready.status == 503;
+  })) << ready.status
+      << " " << ready.body;
+  EXPECT_EQ(ready.error_code(), "unavailable") << ready.body;
+}
+
 // Regression: /readyz said ready while the disk was full and every write
 // answered 503. A file size limit of one byte makes every write of the
 // server's SQLite database fail as a full disk would.
@@ -39,13 +50,7 @@ TEST_F(Readiness, NotReadyWhileWritesFailAndReadyAgainAfter) {
   ASSERT_EQ(sent.status, 503) << sent.body;
   // Reads still work, which is what /readyz looked at before.
   EXPECT_EQ(c.Get("/v1/queues/jobs").status, 200);
-  Response ready;
-  EXPECT_TRUE(WaitFor([&] {
-    ready = c.Get("/readyz");
-    return ready.status == 503;
-  })) << ready.status
-      << " " << ready.body;
-  EXPECT_EQ(ready.error_code(), "unavailable") << ready.body;
+  ExpectNotReadyWhileWritesFail(c);
 
   LimitFileSize(server_->pid(), RLIM_INFINITY);
   EXPECT_TRUE(WaitFor([&] { return c.Get("/readyz").status == 200; }));
@@ -86,13 +91,7 @@ TEST_F(Readiness, NotReadyWhileThePostgresServerIsReadOnly) {
   }));
   EXPECT_EQ(sent.status, 503) << sent.body;
   EXPECT_EQ(sent.error_code(), "unavailable") << sent.body;
-  Response ready;
-  EXPECT_TRUE(WaitFor([&] {
-    ready = c.Get("/readyz");
-    return ready.status == 503;
-  })) << ready.status
-      << " " << ready.body;
-  EXPECT_EQ(ready.error_code(), "unavailable") << ready.body;
+  ExpectNotReadyWhileWritesFail(c);
 
   admin("ALTER SYSTEM SET default_transaction_read_only = off");
   admin("SELECT pg_reload_conf()");

@@ -12,8 +12,13 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <future>
+#include <optional>
 #include <string>
+
+#include "sqlq/status.h"
 
 namespace sqlq::test {
 
@@ -51,6 +56,21 @@ class Blackhole {
   std::string table_;
   bool ok_ = false;
 };
+
+// Runs `call` (returning a Status) on a thread of its own while `dark` is
+// in place: its status, or nullopt when it had not ended after `bound`.
+// The blackhole is lifted before this returns, so that a hung call ends
+// and the test can.
+template <class Call>
+std::optional<Status> EndsWithin(Blackhole& dark, std::chrono::seconds bound,
+                                 Call call) {
+  auto running = std::async(std::launch::async, call);
+  const bool ended = running.wait_for(bound) == std::future_status::ready;
+  dark.Lift();
+  Status s = running.get();
+  if (!ended) return std::nullopt;
+  return s;
+}
 
 }  // namespace sqlq::test
 

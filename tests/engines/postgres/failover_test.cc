@@ -71,6 +71,24 @@ void SetReadOnly(Admin& admin, bool on) {
                     on ? "on" : "off"));
 }
 
+// A synchronous standby that never answers: every commit waits for it.
+void WaitForAStandbyThatNeverAnswers(Admin& admin) {
+  admin.Query("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
+  admin.Query("SELECT pg_reload_conf()");
+  ASSERT_TRUE(admin.WaitFor("SHOW synchronous_standby_names", "nobody"));
+}
+
+// Cancels, once one waits, a commit's wait for the standby, as an
+// operator's pg_cancel_backend or a statement_timeout would: PostgreSQL
+// then answers the COMMIT with success and a warning, though the standby
+// never got the transaction. False when none waited within 30 s.
+bool CancelTheWaitForTheStandby(Admin& admin) {
+  return admin.WaitFor(
+      "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity "
+      "WHERE wait_event = 'SyncRep'",
+      "1");
+}
+
 std::int64_t ReadyCount(const std::string& url, const std::string& queue) {
   auto store = Store::Open(url);
   EXPECT_TRUE(store.ok()) << store.status().ToString();
@@ -163,21 +181,9 @@ TEST(PostgresFailover, ACancelledWaitForTheSynchronousStandbyIsNotSuccess) {
   ASSERT_OK_AND_ASSIGN(auto store, Store::Open(server.url()));
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
   ASSERT_OK(q.Send({.payload = "claimed later"}).status());
-  // A synchronous standby that never answers: every commit waits for it.
   Admin admin(server.url());
-  admin.Query("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
-  admin.Query("SELECT pg_reload_conf()");
-  ASSERT_TRUE(admin.WaitFor("SHOW synchronous_standby_names", "nobody"));
-
-  // The wait cancelled as an operator's pg_cancel_backend or a
-  // statement_timeout would: PostgreSQL then answers the COMMIT with
-  // success and a warning, though the standby never got the transaction.
-  auto cancel_the_wait = [&] {
-    return admin.WaitFor(
-        "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity "
-        "WHERE wait_event = 'SyncRep'",
-        "1");
-  };
+  ASSERT_NO_FATAL_FAILURE(WaitForAStandbyThatNeverAnswers(admin));
+  auto cancel_the_wait = [&] { return CancelTheWaitForTheStandby(admin); };
   auto send = std::async(std::launch::async,
                          [&] { return q.Send({.payload = "x"}).status(); });
   ASSERT_TRUE(cancel_the_wait());
@@ -201,15 +207,8 @@ TEST(PostgresFailover, ADuplicateSendWaitsForTheStandbyLikeTheFirst) {
   ASSERT_OK_AND_ASSIGN(auto store, Store::Open(server.url()));
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
   Admin admin(server.url());
-  admin.Query("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
-  admin.Query("SELECT pg_reload_conf()");
-  ASSERT_TRUE(admin.WaitFor("SHOW synchronous_standby_names", "nobody"));
-  auto cancel_the_wait = [&] {
-    return admin.WaitFor(
-        "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity "
-        "WHERE wait_event = 'SyncRep'",
-        "1");
-  };
+  ASSERT_NO_FATAL_FAILURE(WaitForAStandbyThatNeverAnswers(admin));
+  auto cancel_the_wait = [&] { return CancelTheWaitForTheStandby(admin); };
   // The first send commits here but not on the standby: outcome_unknown.
   auto first = std::async(std::launch::async, [&] {
     return q.Send({.payload = "x", .dedup_key = "k"}).status();
@@ -239,18 +238,15 @@ TEST(PostgresFailover, ACallToAServerThatWentDarkEndsWithinTheTcpTimeouts) {
 
   Blackhole dark(server.port());
   ASSERT_TRUE(dark.ok());
-  auto send = std::async(std::launch::async,
-                         [&] { return q.Send({.payload = "x"}).status(); });
   // The defaults: tcp_user_timeout 10 s for the request, then a fresh
   // connection's connect_timeout of 10 s. Without them the kernel retries
   // for about a quarter of an hour.
-  const bool ended = send.wait_for(seconds(40)) == std::future_status::ready;
-  dark.Lift();  // lets a hung call end, so that the test can
-  ASSERT_TRUE(ended) << "a send to a dark server still hung after 40 s";
-  Status s = send.get();
-  EXPECT_TRUE(s.code() == Code::kUnavailable ||
-              s.code() == Code::kOutcomeUnknown)
-      << s.ToString();
+  auto s = EndsWithin(dark, seconds(40),
+                      [&] { return q.Send({.payload = "x"}).status(); });
+  ASSERT_TRUE(s.has_value()) << "a send to a dark server still hung after 40 s";
+  EXPECT_TRUE(s->code() == Code::kUnavailable ||
+              s->code() == Code::kOutcomeUnknown)
+      << s->ToString();
 }
 
 }  // namespace
