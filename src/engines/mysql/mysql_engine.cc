@@ -523,10 +523,10 @@ Status MysqlEngine::ReadSession(MyConn& conn) {
   // connections alike: each is shifted by a number of its own, so that two
   // nodes' connections do not meet on one row (a certification conflict
   // at commit).
-  conn.counter_slot = static_cast<int>(
-      (static_cast<std::uint64_t>(rows->Int(0, 0)) +
-       static_cast<std::uint64_t>(rows->Int(0, 6))) %
-      kCounterSlots);
+  conn.counter_slot =
+      static_cast<int>((static_cast<std::uint64_t>(rows->Int(0, 0)) +
+                        static_cast<std::uint64_t>(rows->Int(0, 6))) %
+                       kCounterSlots);
   conn.auto_increment_increment = std::max<std::int64_t>(1, rows->Int(0, 1));
   conn.consecutive_autoinc = rows->Int(0, 2) <= 1;
   conn.mariadb = rows->Bytes(0, 5).find("MariaDB") != std::string::npos;
