@@ -175,7 +175,11 @@ class Run:
     def start(self) -> None:
         admin = sqlq.Client(self.urls[0])
         try:
-            admin.queue(self.queue).create()
+            # A dedup window longer than the clients' retry budget: a send
+            # whose reply a fault cut off, retried after its message was
+            # already claimed and acked, is then still recognised by its
+            # key and stored once (docs/clients.md, "Retries").
+            admin.queue(self.queue).create(unique_for_ms=300_000)
         except sqlq.AlreadyExists:
             pass
         admin.close()
