@@ -405,13 +405,20 @@ patroni_healthy() {
   fi
 }
 
-# The node Patroni keeps as synchronous standby (any replica when async).
+# The node Patroni records in etcd as synchronous standby, the only one it
+# may promote (when async: the first streaming replica).
 patroni_sync_standby() {
-  local leader="$1" name
-  name="$(pg_query "$leader" "SELECT application_name FROM pg_stat_replication
-    ORDER BY sync_state = 'sync' DESC, application_name LIMIT 1")" || true
-  [[ -n "$name" ]] || return 1
-  echo "$name"
+  local leader="$1" ip
+  if [[ "$ASYNC" != 1 ]]; then
+    ip="$(patroni_rest_200 sync | head -n 1)"
+    [[ -n "$ip" ]] || return 1
+    node_of_ip "$ip"
+    return
+  fi
+  ip="$(pg_query "$leader" "SELECT client_addr FROM pg_stat_replication
+    WHERE state = 'streaming' ORDER BY client_addr LIMIT 1")" || true
+  [[ -n "$ip" ]] || return 1
+  node_of_ip "$ip"
 }
 
 start_patroni() {
@@ -538,7 +545,7 @@ check_start() {
 start_galera() {
   local n
   for n in n1 n2 n3; do
-    mkdir -p "$DIR/$n/tmp"
+    mkdir -p "$DIR/$n/tmp" "$DIR/$n/data"
     galera_config "$n" >"$DIR/$n/my.cnf"
     chown -R "$MY_USER:" "$DIR/$n"
     chmod 0700 "$DIR/$n"
@@ -622,7 +629,7 @@ cmd_start() {
   chmod 0755 "$DIR"
   ID="${DIR##*-}"
   # From here on a failure removes what was made.
-  trap 'rc=$?; if ((rc != 0)); then log "start failed; removing $DIR"; teardown; fi' EXIT
+  trap 'rc=$?; if ((rc != 0)); then start_failed; fi' EXIT
   trap 'exit 130' INT TERM
   NSP="sqlqha-$ID"
   BR="sqha$ID"
@@ -669,6 +676,24 @@ teardown() {
   rm -rf "$DIR"
 }
 
+# After a failed start: the end of each log, then the lab is removed (kept
+# with SQLQ_HA_KEEP=1, for a look; stop removes it then).
+start_failed() {
+  local f
+  for f in "$DIR"/*/*.log "$DIR"/*/*.err; do
+    if [[ -s "$f" ]]; then
+      echo "--- ${f#"$DIR"/} (end)" >&2
+      tail -n 15 "$f" >&2
+    fi
+  done
+  if [[ "${SQLQ_HA_KEEP:-0}" == 1 ]]; then
+    log "start failed; kept $DIR (SQLQ_HA_KEEP=1): remove it with: $0 stop $DIR"
+  else
+    log "start failed; removing $DIR"
+    teardown
+  fi
+}
+
 cmd_stop() {
   load "${1:-}"
   teardown
@@ -690,6 +715,7 @@ current_leader() {
   esac
 }
 
+test_leader_is() { [[ "$(current_leader)" == "$1" ]]; }
 leader_other_than() {
   local l
   l="$(current_leader)"
@@ -769,8 +795,10 @@ cmd_fault() {
       else
         local cand
         cand="$(patroni_sync_standby "$leader")" || die "switchover: no replica to switch to"
-        patronictl_ switchover --leader "$primary" --candidate "$cand" --force >&2 ||
-          die "switchover: patronictl switchover failed"
+        # patronictl exits 0 even when Patroni refuses; the new leader tells.
+        patronictl_ switchover --leader "$primary" --candidate "$cand" --force >&2 || true
+        wait_until 60 "$cand to take over from $primary" \
+          test_leader_is "$(ip_of "$cand")" || die "switchover: $cand did not take over"
       fi
       ;;
     replica-kill)
