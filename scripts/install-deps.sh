@@ -17,6 +17,11 @@ packages=(
   python3-botocore python3-boto3 awscli python3-celery python3-kombu
   python3-pycurl python3-psycopg
   help2man dpkg-dev file man-db systemd
+  # The replicated-database lab (scripts/ha-lab.sh, tests/ha): Patroni with
+  # etcd, Galera (with mariadb-server), HAProxy, nft for the faults, rsync
+  # and socat for Galera's state transfer and health check.
+  patroni python3-etcd etcd-server etcd-client haproxy galera-4 nftables
+  rsync socat
 )
 
 # The dashboard's browser test (tests/web): a headless Chromium and Node.js
