@@ -390,7 +390,10 @@ patroni_healthy() {
   local l rows
   l="$(patroni_primaries)"
   [[ -n "$l" && "$l" != *$'\n'* ]] || return 1
-  rows="$(pg_query "$l" "SELECT count(*) FILTER (WHERE state = 'streaming'),
+  # Streaming from the leader and caught up with it: a replica that came
+  # back with a history of its own does not get there.
+  rows="$(pg_query "$l" "SELECT count(*) FILTER (WHERE state = 'streaming'
+      AND replay_lsn >= pg_current_wal_lsn()),
     count(*) FILTER (WHERE sync_state = 'sync') FROM pg_stat_replication")" || return 1
   [[ "${rows%% *}" == 2 ]] || return 1
   if [[ "$ASYNC" != 1 ]]; then
