@@ -647,8 +647,9 @@ cmd_start() {
     echo "KIND=$KIND ASYNC=$ASYNC PROXY=$PROXY ID=$ID"
     echo "NSP=$NSP BR=$BR VP=$VP PW=$PW"
   } >"$DIR/lab.env"
-  exec 9>/tmp/sqlq-ha.lock
-  flock -w 30 9 || die "another lab's start holds /tmp/sqlq-ha.lock"
+  # The lock is on /tmp itself, so that no lock file is left behind.
+  exec 9</tmp
+  flock -w 30 9 || die "another lab's start holds the lock on /tmp for 30 s"
   NET="$(pick_subnet)"
   echo "NET=$NET" >>"$DIR/lab.env"
   net_up
