@@ -17,7 +17,13 @@ packages=(
   python3-botocore python3-boto3 awscli python3-celery python3-kombu
   python3-pycurl python3-psycopg
   help2man dpkg-dev file man-db systemd
-  nftables pgbouncer
+  # The replicated-database lab (scripts/ha-lab.sh, tests/ha): Patroni with
+  # etcd, Galera (with mariadb-server), HAProxy, nft for the faults (and
+  # the engines' tests of a server that went dark), rsync and socat for
+  # Galera's state transfer and health check; pgbouncer for the tests of
+  # sqlq behind a pooler.
+  patroni python3-etcd etcd-server etcd-client haproxy galera-4 nftables
+  rsync socat pgbouncer
 )
 
 # The dashboard's browser test (tests/web): a headless Chromium and Node.js
