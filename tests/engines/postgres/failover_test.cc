@@ -4,6 +4,8 @@
 // a failover can lose, never `permission_denied`, and never a call that
 // hangs. Each test runs servers of its own (scripts/pg-test-server.sh).
 
+#include "tests/support/failover.h"
+
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 
@@ -18,7 +20,6 @@
 #include "sqlq/store.h"
 #include "tests/conformance/engine_fixture.h"
 #include "tests/engines/postgres/private_pg_server.h"
-#include "tests/support/blackhole.h"
 
 namespace sqlq::test {
 namespace {
@@ -145,13 +146,7 @@ TEST_F(TwoServers, ADemotedPrimaryIsUnavailableAndTheNextCallFindsTheNewOne) {
 
   Admin first(first_->url());
   SetReadOnly(first, true);
-  auto refused = q.Send({.payload = "during"});
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), Code::kUnavailable)
-      << refused.status().ToString();
-  EXPECT_TRUE(refused.status().retryable());
-  EXPECT_NE(refused.status().message().find("read-only"), std::string::npos)
-      << refused.status().ToString();
+  ExpectRefusedAsReadOnly(q.Send({.payload = "during"}).status());
 
   // The pool kept none of its connections to the read-only server: the
   // next call connects afresh, and only to a server that takes writes.

@@ -1,3 +1,5 @@
+// What the tests of a failing-over database server share (docs/deploying.md).
+//
 // A server that goes dark, for tests of what a caller sees then: every
 // packet sent to a loopback port is dropped (an nftables table of the
 // test's own, removed again when this goes), as when the server's host is
@@ -7,9 +9,10 @@
 // Needs root and nft (Debian's nftables, which scripts/install-deps.sh
 // installs); available() says whether this machine can.
 
-#ifndef SQLQ_TESTS_SUPPORT_BLACKHOLE_H_
-#define SQLQ_TESTS_SUPPORT_BLACKHOLE_H_
+#ifndef SQLQ_TESTS_SUPPORT_FAILOVER_H_
+#define SQLQ_TESTS_SUPPORT_FAILOVER_H_
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -72,6 +75,15 @@ std::optional<Status> EndsWithin(Blackhole& dark, std::chrono::seconds bound,
   return s;
 }
 
+// A write refused by a server that takes no writes now (a replica, a
+// primary demoted by a failover): retryable `unavailable` that says so,
+// never `permission_denied`.
+inline void ExpectRefusedAsReadOnly(const Status& s) {
+  EXPECT_EQ(s.code(), Code::kUnavailable) << s.ToString();
+  EXPECT_TRUE(s.retryable()) << s.ToString();
+  EXPECT_NE(s.message().find("read-only"), std::string::npos) << s.ToString();
+}
+
 }  // namespace sqlq::test
 
-#endif  // SQLQ_TESTS_SUPPORT_BLACKHOLE_H_
+#endif  // SQLQ_TESTS_SUPPORT_FAILOVER_H_
