@@ -284,18 +284,27 @@ class Run:
                 codes[o.code] = codes.get(o.code, 0) + 1
         bad_errors = {c: n for c, n in codes.items()
                       if c not in FAILOVER_CODES}
-        gaps = []
-        for name, at, healed in self.faults:
-            first_send = min((o.end for o in sends
-                              if o.ok and o.end > at), default=None)
-            first_claim = min((o.end for o in claims
-                               if o.ok and o.claimed and o.end > at),
-                              default=None)
-            gaps.append({
-                "fault": name,
-                "send_gap": None if first_send is None else first_send - at,
-                "claim_gap": None if first_claim is None
-                else first_claim - at})
+        # For each fault: the longest stretch, from the fault on, in which
+        # no send (claim) succeeded, up to the first success after the
+        # heal. None: none succeeded after the fault.
+        def longest_gap(ends: list[float], at: float, healed: float):
+            after = sorted(e for e in ends if e > at)
+            if not after:
+                return None
+            gap, last = 0.0, at
+            for e in after:
+                gap = max(gap, e - last)
+                last = e
+                if e > healed:
+                    break
+            return gap
+
+        send_ends = [o.end for o in sends if o.ok]
+        claim_ends = [o.end for o in claims if o.ok and o.claimed]
+        gaps = [{"fault": name,
+                 "send_gap": longest_gap(send_ends, at, healed),
+                 "claim_gap": longest_gap(claim_ends, at, healed)}
+                for name, at, healed in self.faults]
         return {
             "sends": len(sends), "acked_sends": len(acked_sends),
             "delivered": len(seen), "lost": lost,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import unittest
@@ -102,6 +103,9 @@ class LocalHistory(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    # A SIGTERM (ctest, a user) unwinds the test, so that it stops what it
+    # started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # The clients' retry warnings during the faults are expected.
     logging.getLogger("sqlq").setLevel(logging.ERROR)
     unittest.main()
