@@ -324,3 +324,29 @@ def summary(findings: dict) -> str:
               "acked_redelivered", "over_bound"):
         out[k] = len(findings[k])
     return json.dumps(out, indent=None, default=str)
+
+
+def script_vars(command: list[str]) -> dict[str, str]:
+    """The KEY='value' pairs a lab or test-server script prints for eval."""
+    out = subprocess.run(command, check=True, capture_output=True,
+                         text=True).stdout
+    found = {}
+    for part in out.replace("export ", "").split():
+        if "=" in part:
+            key, value = part.split("=", 1)
+            found[key] = value.strip("'")
+    return found
+
+
+def assert_clean(test, findings: dict) -> None:
+    """Fails `test` (a unittest.TestCase) unless the run did real work and
+    showed nothing a user must never see, and every fault was followed by a
+    successful send and claim."""
+    test.assertGreater(findings["acked_sends"], 100)
+    for key in ("lost", "duplicate_stores", "unexpected", "overlaps",
+                "acked_redelivered", "over_bound"):
+        test.assertEqual(findings[key], [], key)
+    test.assertEqual(findings["bad_errors"], {})
+    for g in findings["gaps"]:
+        test.assertIsNotNone(g["send_gap"], g)
+        test.assertIsNotNone(g["claim_gap"], g)

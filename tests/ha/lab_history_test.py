@@ -26,14 +26,7 @@ BOUND_S = 70.0
 
 class Lab:
     def __init__(self, kind: str) -> None:
-        out = subprocess.run([LAB, "start", kind], check=True,
-                             capture_output=True, text=True).stdout
-        env = {}
-        for line in out.splitlines():
-            for part in line.replace("export ", "").split():
-                if "=" in part:
-                    k, v = part.split("=", 1)
-                    env[k] = v.strip("'")
+        env = history.script_vars([LAB, "start", kind])
         self.dir = env["SQLQ_HA_DIR"]
         self.url = env["SQLQ_HA_URL"]
 
@@ -80,14 +73,7 @@ class LabHistory(unittest.TestCase):
         finally:
             lab.stop()
         print(KIND, history.summary(f), file=sys.stderr)
-        self.assertGreater(f["acked_sends"], 100)
-        self.assertEqual(f["lost"], [])
-        self.assertEqual(f["duplicate_stores"], [])
-        self.assertEqual(f["unexpected"], [])
-        self.assertEqual(f["overlaps"], [])
-        self.assertEqual(f["acked_redelivered"], [])
-        self.assertEqual(f["over_bound"], [])
-        self.assertEqual(f["bad_errors"], {})
+        history.assert_clean(self, f)
 
 
 if __name__ == "__main__":

@@ -25,12 +25,9 @@ CYCLES = 2
 
 class PrivatePg:
     def __init__(self) -> None:
-        out = subprocess.run([PG_SCRIPT, "start"], check=True,
-                             capture_output=True, text=True).stdout
-        env = dict(line.split("=", 1) for line in
-                   out.replace("export ", "").split() if "=" in line)
-        self.dir = env["SQLQ_TEST_PG_DIR"].strip("'")
-        self.url = env["SQLQ_TEST_PG_URL"].strip("'")
+        env = history.script_vars([PG_SCRIPT, "start"])
+        self.dir = env["SQLQ_TEST_PG_DIR"]
+        self.url = env["SQLQ_TEST_PG_URL"]
 
     def sql(self, statement: str) -> None:
         subprocess.run(["psql", "-q", "-X", self.url, "-c", statement],
@@ -72,17 +69,7 @@ class LocalHistory(unittest.TestCase):
         finally:
             pg.stop()
         print(history.summary(f), file=sys.stderr)
-        self.assertGreater(f["acked_sends"], 100)
-        self.assertEqual(f["lost"], [])
-        self.assertEqual(f["duplicate_stores"], [])
-        self.assertEqual(f["unexpected"], [])
-        self.assertEqual(f["overlaps"], [])
-        self.assertEqual(f["acked_redelivered"], [])
-        self.assertEqual(f["over_bound"], [])
-        self.assertEqual(f["bad_errors"], {})
-        for g in f["gaps"]:
-            self.assertIsNotNone(g["send_gap"], g)
-            self.assertIsNotNone(g["claim_gap"], g)
+        history.assert_clean(self, f)
 
     def test_the_check_sees_loss_when_commits_are_not_durable(self) -> None:
         pg = PrivatePg()
