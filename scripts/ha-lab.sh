@@ -28,7 +28,7 @@ WAIT="${SQLQ_HA_TIMEOUT:-240}"
 # refuses root); MariaDB runs as mysql. Both come with Debian's packages.
 PG_USER=postgres
 MY_USER=mysql
-FAULTS="primary-kill primary-partition primary-blackhole pause pause-db switchover replica-kill"
+FAULTS="primary-kill primary-partition primary-blackhole pause pause-db switchover replica-kill server-kill"
 
 usage() {
   cat <<EOF
@@ -53,6 +53,14 @@ usage: scripts/ha-lab.sh COMMAND ...
                             print the writable node's address; with --timeout
                             wait for one (other than ADDR) up to SEC seconds
   status DIR                the cluster as its tools see it, and memory used
+  sqlq DIR [--servers N] [--workers N] [--bin PATH]
+                            N sqlq serve (default 2) on nodes s1-s3 of their
+                            own, on the cluster, behind an HTTP HAProxy (node
+                            sx, checks /readyz), and N worker nodes w1-w3
+                            (default 2); prints export lines: SQLQ_HA_HTTP,
+                            SQLQ_HA_TOKEN, SQLQ_HA_SERVERS, SQLQ_HA_WORKER_NODES
+  exec DIR NODE -- COMMAND...
+                            run COMMAND on a node (in its namespace)
   stop DIR                  remove everything the lab created
 
 faults (the "primary" is the writable node, the one leader prints):
@@ -67,6 +75,7 @@ faults (the "primary" is the writable node, the one leader prints):
                      of the writer, so that HAProxy moves to the next node)
   replica-kill       kill -9 of every process of one replica's namespace
                      (Patroni: the synchronous standby)
+  server-kill        kill -9 of the sqlq serve on s1 (after the sqlq command)
 
 environment: SQLQ_HA_SUBNET (a private /24 such as 10.213.5.0/24; default:
 the first 10.213.N.0/24 without an address or route here), SQLQ_HA_TIMEOUT
@@ -108,11 +117,16 @@ load() {
   source "$DIR/lab.env"
 }
 
-ns_of() { echo "$NSP-$1"; }          # n1 n2 n3 px
+# Nodes: n1-n3 the database cluster, px its HAProxy; with `sqlq`, s1-s3 run
+# sqlq serve, sx an HAProxy in front of them, w1-w3 are for workers.
+ns_of() { echo "$NSP-$1"; }
 ip_of() {
   case "$1" in
     px) echo "$NET.10" ;;
     n*) echo "$NET.1${1#n}" ;;
+    sx) echo "$NET.20" ;;
+    s*) echo "$NET.2${1#s}" ;;
+    w*) echo "$NET.3${1#w}" ;;
   esac
 }
 node_of_ip() {
@@ -196,17 +210,21 @@ net_up() {
   sysctl -qw "net.ipv6.conf.$BR.disable_ipv6=1" || true
   ip link set "$BR" up
   ip addr add "$NET.1/24" dev "$BR"
-  local h ns
-  for h in $(hosts); do
-    ns="$(ns_of "$h")"
-    ip netns add "$ns"
-    ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || true
-    ip link add "$VP$h" type veth peer name eth0 netns "$ns"
-    ip link set "$VP$h" master "$BR" up
-    ip -n "$ns" addr add "$(ip_of "$h")/24" dev eth0
-    ip -n "$ns" link set lo up
-    ip -n "$ns" link set eth0 up
-  done
+  local h
+  for h in $(hosts); do node_up "$h"; done
+}
+
+# A node: its namespace, on the lab's bridge with its address.
+node_up() {
+  local h="$1" ns
+  ns="$(ns_of "$h")"
+  ip netns add "$ns"
+  ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || true
+  ip link add "$VP$h" type veth peer name eth0 netns "$ns"
+  ip link set "$VP$h" master "$BR" up
+  ip -n "$ns" addr add "$(ip_of "$h")/24" dev eth0
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set eth0 up
 }
 
 # The fault tables live inside a node's namespace: the namespace's other
@@ -592,6 +610,132 @@ galera_writer() {
   awk '$2 == 2 { print $1; exit }' <<<"$states"
 }
 
+# --- sqlq serve on nodes of its own, behind an HAProxy (command sqlq) ------
+
+# The database URL the servers use: every node (sqlq then connects to the
+# writable one), or the cluster's HAProxy with a failover wait, as
+# docs/deploying.md advises behind a proxy.
+sqlq_db_url() {
+  case "$KIND" in
+    patroni) echo "$URL" ;;
+    *) echo "$URL?failover_wait_ms=15000" ;;
+  esac
+}
+
+sqlq_serve_start() {
+  local s="$1" url
+  url="$(sqlq_db_url)"
+  mkdir -p "$DIR/$s"
+  spawn "$(ns_of "$s")" "$DIR/$s/serve.log" "$SQLQ_BIN" --db "$url" serve \
+    --bind 0.0.0.0 --port 8080 --tokens "$DIR/sx/tokens"
+}
+sqlq_ready() { curl -sf -m 2 -o /dev/null "http://$(ip_of "$1"):8080/readyz"; }
+sqlq_nodes() { seq -f 's%g' 1 "$SERVERS"; }
+
+http_proxy_config() {
+  cat <<EOF
+global
+  maxconn 2000
+  stats socket $DIR/sx/haproxy.sock mode 600 level admin
+defaults
+  mode http
+  timeout connect 2s
+  # Longer than the longest claim wait (sqlq serve --max-wait, 60 s).
+  timeout client 90s
+  timeout server 90s
+  timeout check 20s
+listen sqlq
+  bind $(ip_of sx):8080
+  balance roundrobin
+  option httpchk
+  http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
+  http-check expect status 200
+  default-server inter 1s fall 2 rise 2
+EOF
+  local s
+  for s in $(sqlq_nodes); do
+    echo "  server $s $(ip_of "$s"):8080 check"
+  done
+}
+# "name op_state" of each sqlq serve behind the HTTP HAProxy (2: up).
+http_proxy_states() {
+  echo "show servers state sqlq" |
+    timeout 3 socat -t 2 - "UNIX-CONNECT:$DIR/sx/haproxy.sock" 2>/dev/null |
+    awk 'NF > 6 && $1 ~ /^[0-9]+$/ { print $4, $6 }'
+}
+sqlq_all_up() {
+  local s
+  for s in $(sqlq_nodes); do
+    [[ -n "$(pids_matching "$(ns_of "$s")" " serve ")" ]] || return 1
+  done
+  [[ "$(http_proxy_states | awk '$2 == 2' | wc -l)" -eq "$SERVERS" ]]
+}
+
+cmd_sqlq() {
+  load "${1:-}"
+  shift || true
+  local servers=2 workers=2 bin="${SQLQ_BIN:-}"
+  while (($#)); do
+    case "$1" in
+      --servers) servers="${2:-}" && shift ;;
+      --workers) workers="${2:-}" && shift ;;
+      --bin) bin="${2:-}" && shift ;;
+      *) die "sqlq: unknown option '$1' (see --help)" ;;
+    esac
+    shift
+  done
+  [[ "$servers" =~ ^[1-3]$ ]] || die "sqlq: --servers takes 1 to 3, not '$servers'"
+  [[ "$workers" =~ ^[0-3]$ ]] || die "sqlq: --workers takes 0 to 3, not '$workers'"
+  [[ -n "$bin" ]] || bin="$(command -v sqlq || true)"
+  [[ -n "$bin" && -x "$bin" ]] || die "sqlq: no sqlq program (give --bin PATH or set SQLQ_BIN)"
+  [[ -z "${SERVERS:-}" ]] || die "sqlq: this lab already runs sqlq serve"
+  command -v haproxy >/dev/null || die "missing haproxy (run scripts/install-deps.sh)"
+  local t0 line token hash
+  t0="$(now)"
+  SQLQ_BIN="$(readlink -f "$bin")"
+  SERVERS="$servers"
+  WORKERS="$workers"
+  mkdir -p "$DIR/sx"
+  # One token with every permission: servers that listen beyond loopback
+  # need a token file.
+  line="$("$SQLQ_BIN" token new)"
+  token="$(awk '$1 == "token:" { print $2 }' <<<"$line")"
+  hash="$(awk '$1 == "line:" { print $2 }' <<<"$line")"
+  echo "$hash admin:*" >"$DIR/sx/tokens"
+  echo "SQLQ_BIN=$SQLQ_BIN SERVERS=$SERVERS WORKERS=$WORKERS TOKEN=$token" >>"$DIR/lab.env"
+  local s
+  for s in sx $(sqlq_nodes) $(seq -f 'w%g' 1 "$WORKERS"); do node_up "$s"; done
+  for s in $(sqlq_nodes); do sqlq_serve_start "$s"; done
+  for s in $(sqlq_nodes); do
+    wait_until "$WAIT" "sqlq serve on $s to be ready (log: $DIR/$s/serve.log)" sqlq_ready "$s"
+  done
+  http_proxy_config >"$DIR/sx/haproxy.cfg"
+  spawn "$(ns_of sx)" "$DIR/sx/haproxy.log" haproxy -db -f "$DIR/sx/haproxy.cfg"
+  wait_until "$WAIT" "HAProxy to see every sqlq serve up" sqlq_all_up
+  log "$SERVERS sqlq serve behind HAProxy $(ip_of sx):8080 after $(elapsed "$t0") s"
+  local servers_urls="" workers_nodes=""
+  for s in $(sqlq_nodes); do servers_urls+="${servers_urls:+ }http://$(ip_of "$s"):8080"; done
+  for s in $(seq -f 'w%g' 1 "$WORKERS"); do workers_nodes+="${workers_nodes:+ }$s"; done
+  echo "export SQLQ_HA_HTTP='http://$(ip_of sx):8080'"
+  echo "export SQLQ_HA_TOKEN='$token'"
+  echo "export SQLQ_HA_DB_URL='$(sqlq_db_url)'"
+  echo "export SQLQ_HA_SERVERS='$servers_urls'"
+  echo "export SQLQ_HA_WORKER_NODES='$workers_nodes'"
+}
+
+# Runs a command on a node of the lab (in its namespace), in the
+# foreground: workers on w1-w3, as separate machines would run them.
+cmd_exec() {
+  load "${1:-}"
+  local node="${2:-}"
+  shift 2 || die "exec: say DIR NODE COMMAND..."
+  [[ "${1:-}" != -- ]] || shift
+  (($#)) || die "exec: no command given"
+  ip netns list | awk '{ print $1 }' | grep -qxF -- "$(ns_of "$node")" ||
+    die "exec: the lab has no node '$node'"
+  exec ip netns exec "$(ns_of "$node")" "$@"
+}
+
 # --- commands --------------------------------------------------------------
 
 cmd_start() {
@@ -659,6 +803,7 @@ cmd_start() {
     patroni*) start_patroni ;;
     galera) start_galera ;;
   esac
+  echo "URL=$URL" >>"$DIR/lab.env"
   trap - EXIT INT TERM
   log "$KIND cluster up after $(elapsed "$T0") s"
   echo "export SQLQ_HA_DIR='$DIR'"
@@ -675,7 +820,7 @@ teardown() {
     ip netns del "$ns" 2>/dev/null || true
   done
   local h
-  for h in n1 n2 n3 px; do ip link del "${VP:-none}$h" 2>/dev/null || true; done
+  for h in n1 n2 n3 px sx s1 s2 s3 w1 w2 w3; do ip link del "${VP:-none}$h" 2>/dev/null || true; done
   ip link del "${BR:-none}" 2>/dev/null || true
   rm -rf "$DIR"
 }
@@ -805,6 +950,11 @@ cmd_fault() {
           test_leader_is "$(ip_of "$cand")" || die "switchover: $cand did not take over"
       fi
       ;;
+    server-kill)
+      [[ -n "${SERVERS:-}" ]] || die "fault server-kill: this lab runs no sqlq serve (see the sqlq command)"
+      kill_ns "$(ns_of s1)"
+      primary=s1
+      ;;
     replica-kill)
       local victim
       if [[ "$KIND" == galera ]]; then
@@ -857,6 +1007,12 @@ cmd_heal() {
         galera_healthy
       ;;
   esac
+  if [[ -n "${SERVERS:-}" ]]; then
+    for n in $(sqlq_nodes); do
+      [[ -n "$(pids_matching "$(ns_of "$n")" " serve ")" ]] || sqlq_serve_start "$n"
+    done
+    wait_until "$WAIT" "HAProxy to see every sqlq serve up (logs: $DIR/s*/serve.log)" sqlq_all_up
+  fi
   rm -f "$DIR/faults"
   log "healed after $(elapsed "$t0") s"
 }
@@ -894,6 +1050,8 @@ case "${1:-}" in
   heal) cmd_heal "${2:-}" ;;
   leader) shift && cmd_leader "$@" ;;
   status) cmd_status "${2:-}" ;;
+  sqlq) shift && cmd_sqlq "$@" ;;
+  exec) shift && cmd_exec "$@" ;;
   -h | --help | help) usage ;;
   *)
     usage >&2

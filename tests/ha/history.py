@@ -15,6 +15,7 @@ import dataclasses
 import datetime
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -27,13 +28,21 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 import sqlq  # noqa: E402
 
+BIN = os.environ.get("SQLQ_BIN") or os.path.join(ROOT, "build", "dev", "sqlq")
+
 # Error codes a call may end in while the database fails over: the call
 # did nothing (retry), or its outcome is unknown.
+# A consumer long-polling across a fault gets a message sent after it
+# within this many seconds of the send's reply (the server wakes waiting
+# claims on a send; a claim cut off by the fault is made again by the
+# consumer at once).
+WAKE_BOUND_S = 5.0
+
 FAILOVER_CODES = {"unavailable", "outcome_unknown", "timeout", "busy",
                   "connection_failed", "shutting_down"}
 
 
-def _t(s: str) -> float:
+def server_time(s: str) -> float:
     """Seconds since the epoch of an RFC 3339 time of the server."""
     return datetime.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 
@@ -59,8 +68,7 @@ class Servers:
     """`count` sqlq serve processes on one database, on loopback."""
 
     def __init__(self, db_url: str, count: int = 2) -> None:
-        self.bin = os.environ.get("SQLQ_BIN") or os.path.join(
-            ROOT, "build", "dev", "sqlq")
+        self.bin = BIN
         self.dir = tempfile.TemporaryDirectory(prefix="sqlq-ha-")
         self.procs: list[subprocess.Popen] = []
         self.urls: list[str] = []
@@ -109,8 +117,10 @@ class Run:
 
     def __init__(self, urls: list[str], queue: str = "ha", *,
                  producers: int = 2, consumers: int = 2,
-                 lease_ms: int = 10_000, wait_ms: int = 1000) -> None:
+                 lease_ms: int = 10_000, wait_ms: int = 1000,
+                 token: str | None = None) -> None:
         self.urls = urls
+        self.token = token
         self.queue = queue
         self.producers = producers
         self.consumers = consumers
@@ -118,6 +128,9 @@ class Run:
         self.wait_ms = wait_ms
         self.ops: list[Op] = []
         self.faults: list[tuple[str, float, float]] = []  # name, at, healed
+        # name, seconds from a send after the fault to its delivery to a
+        # consumer that was long-polling across the fault (None: never)
+        self.wakes: list[tuple[str, float | None]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -140,8 +153,8 @@ class Run:
         return result
 
     def _client(self, i: int) -> sqlq.Client:
-        return sqlq.Client(self.urls[i % len(self.urls)], backoff=0.05,
-                           max_backoff=1.0)
+        return sqlq.Client(self.urls[i % len(self.urls)], token=self.token,
+                           backoff=0.05, max_backoff=1.0)
 
     def _produce(self, n: int) -> None:
         c = self._client(n)
@@ -163,7 +176,7 @@ class Run:
             got = self._call(op, lambda: q.claim(
                 5, wait_ms=self.wait_ms, lease_ms=self.lease_ms)) or []
             for m in got:
-                exp = _t(m.lease_expires_at)
+                exp = server_time(m.lease_expires_at)
                 op.claimed.append((m.id, m.payload, m.receipt, exp,
                                    exp - self.lease_ms / 1000))
             for m in got:
@@ -173,15 +186,17 @@ class Run:
         c.close()
 
     def start(self) -> None:
-        admin = sqlq.Client(self.urls[0])
-        try:
-            # A dedup window longer than the clients' retry budget: a send
-            # whose reply a fault cut off, retried after its message was
-            # already claimed and acked, is then still recognised by its
-            # key and stored once (docs/clients.md, "Retries").
-            admin.queue(self.queue).create(unique_for_ms=300_000)
-        except sqlq.AlreadyExists:
-            pass
+        admin = self._client(0)
+        for name in (self.queue, self.queue + "-wake"):
+            try:
+                # A dedup window longer than the clients' retry budget: a
+                # send whose reply a fault cut off, retried after its
+                # message was already claimed and acked, is then still
+                # recognised by its key and stored once (docs/clients.md,
+                # "Retries").
+                admin.queue(name).create(unique_for_ms=300_000)
+            except sqlq.AlreadyExists:
+                pass
         admin.close()
         for n in range(self.producers):
             self._threads.append(threading.Thread(target=self._produce,
@@ -207,10 +222,25 @@ class Run:
 
     def fault(self, name: str, inject: Callable[[], None],
               heal: Callable[[], None]) -> None:
+        """Injects a fault, then heals it. A consumer long-polls the queue
+        QUEUE-wake across it; once `inject` has returned (the lab's returns
+        when another node takes writes), a message is sent there, and the
+        time from that send's reply to its delivery is recorded."""
         at = time.monotonic()
+        probe = _WakeProbe(self, f"{name}-{len(self.faults)}")
         inject()
+        probe.send()
         heal()
+        self.wakes.append((name, probe.result(60)))
         self.faults.append((name, at, time.monotonic()))
+
+    def merge(self, path: str) -> None:
+        """Adds the calls a worker elsewhere (worker.py) wrote to `path`."""
+        with open(path) as f:
+            for line in f:
+                d = json.loads(line)
+                d["claimed"] = [tuple(c) for c in d["claimed"]]
+                self._record(Op(**d))
 
     def stop_and_drain(self, timeout: float = 120) -> None:
         """Stops the producers and consumers, then claims until the queue
@@ -224,7 +254,7 @@ class Run:
                     for n in range(self.consumers)]
         for t in drainers:
             t.start()
-        admin = sqlq.Client(self.urls[0])
+        admin = self._client(0)
         deadline = time.monotonic() + timeout + self.lease_ms / 1000
 
         def empty() -> bool:
@@ -313,9 +343,57 @@ class Run:
             "acked_redelivered": acked_redelivered,
             "over_bound": over_bound, "bad_errors": bad_errors,
             "errors": codes, "gaps": gaps,
+            "wakes": [{"fault": n, "wake": w} for n, w in self.wakes],
             "longest_call": max((o.end - o.start - o.wait for o in self.ops),
                                 default=0.0),
         }
+
+
+class _WakeProbe:
+    """A consumer long-polling QUEUE-wake for one message, and the send of
+    that message."""
+
+    def __init__(self, run: Run, payload: str) -> None:
+        self.payload = payload
+        self.sent_at: float | None = None
+        self.got_at: float | None = None
+        self._client = run._client(0)
+        self._queue = self._client.queue(run.queue + "-wake")
+        self._sender = run._client(1)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            try:
+                for m in self._queue.claim(1, wait_ms=20_000):
+                    m.ack()
+                    if m.payload == self.payload:
+                        self.got_at = time.monotonic()
+                        self._done.set()
+                        return
+            except sqlq.SqlqError:
+                time.sleep(0.05)  # the client retried for 30 s already
+
+    def send(self) -> None:
+        deadline = time.monotonic() + 120
+        while self.sent_at is None and time.monotonic() < deadline:
+            try:
+                self._sender.queue(self._queue.name).send(self.payload)
+                self.sent_at = time.monotonic()
+            except sqlq.SqlqError:
+                pass
+
+    def result(self, timeout: float) -> float | None:
+        """Seconds from the send's reply to the delivery, or None."""
+        self._done.wait(timeout)
+        self._client.close()
+        self._sender.close()
+        if self.sent_at is None or self.got_at is None:
+            return None
+        return self.got_at - self.sent_at
 
 
 def summary(findings: dict) -> str:
@@ -327,14 +405,15 @@ def summary(findings: dict) -> str:
 
 
 def script_vars(command: list[str]) -> dict[str, str]:
-    """The KEY='value' pairs a lab or test-server script prints for eval."""
+    """The `export KEY='value'` lines a lab or test-server script prints
+    for eval, as a dict."""
     out = subprocess.run(command, check=True, capture_output=True,
                          text=True).stdout
     found = {}
-    for part in out.replace("export ", "").split():
-        if "=" in part:
-            key, value = part.split("=", 1)
-            found[key] = value.strip("'")
+    for word in shlex.split(out):
+        if "=" in word and word != "export":
+            key, value = word.split("=", 1)
+            found[key] = value
     return found
 
 
@@ -350,3 +429,6 @@ def assert_clean(test, findings: dict) -> None:
     for g in findings["gaps"]:
         test.assertIsNotNone(g["send_gap"], g)
         test.assertIsNotNone(g["claim_gap"], g)
+    for w in findings["wakes"]:
+        test.assertIsNotNone(w["wake"], w)
+        test.assertLess(w["wake"], WAKE_BOUND_S, w)

@@ -1,15 +1,22 @@
-"""The history check (history.py) over the lab (scripts/ha-lab.sh): two sqlq
-serve on a three-node cluster, producers and consumers through them, and
-faults in a loop. Runs as root (the lab needs it); SQLQ_HA_KIND (patroni
-or galera), SQLQ_HA_FAULTS (comma-separated) and SQLQ_HA_CYCLES choose
-the run. Prints the findings as one JSON line per run."""
+"""The history check (history.py) over the lab (scripts/ha-lab.sh): a
+three-node cluster; two sqlq serve on nodes of their own behind an HTTP
+HAProxy; producers and consumers through it with the Python client, plus a
+Python worker (sqlq.Worker) and a command-line worker (`sqlq claim`/`ack`
+on the database) on two more nodes, as separate machines; faults in a loop;
+then a drain, the check of the history, and a check that every database
+node holds the same rows. Runs as root (the lab needs it); SQLQ_HA_KIND
+(patroni or galera), SQLQ_HA_FAULTS (comma-separated) and SQLQ_HA_CYCLES
+choose the run. Prints the findings as one JSON line per run."""
 from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -22,6 +29,28 @@ CYCLES = int(os.environ.get("SQLQ_HA_CYCLES", "2"))
 # The cluster's failover (up to 25 s measured in the lab) + the clients'
 # retry budget (30 s) + the database's TCP timeouts (10 s) + a margin.
 BOUND_S = 70.0
+LEASE_MS = 30_000
+
+# A digest of each sqlq table's rows, as one query per database.
+PG_DIGEST = r"""
+SELECT string_agg(format(
+  'SELECT %L, count(*), md5(coalesce(string_agg(t::text, %L ORDER BY t::text), %L)) FROM %I t',
+  c.relname, '|', '', c.relname), ' UNION ALL ' ORDER BY c.relname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind = 'r' AND c.relpersistence = 'p' AND n.nspname = 'public'
+  AND c.relname LIKE 'sqlq\_%'
+"""
+MY_TABLES = r"""
+SELECT GROUP_CONCAT(table_name ORDER BY table_name)
+FROM information_schema.tables
+WHERE table_schema = DATABASE() AND engine = 'InnoDB'
+  AND table_name LIKE 'sqlq\_%'
+"""
+
+
+def _out(args: list[str]) -> str:
+    return subprocess.run(args, check=True, capture_output=True,
+                          text=True).stdout.strip()
 
 
 class Lab:
@@ -29,6 +58,16 @@ class Lab:
         env = history.script_vars([LAB, "start", kind])
         self.dir = env["SQLQ_HA_DIR"]
         self.url = env["SQLQ_HA_URL"]
+        self.kind = kind
+        self.nodes = env["SQLQ_HA_NODES"].split()
+
+    def start_sqlq(self) -> None:
+        env = history.script_vars([LAB, "sqlq", self.dir, "--servers", "2",
+                                   "--workers", "2", "--bin", history.BIN])
+        self.http = env["SQLQ_HA_HTTP"]
+        self.token = env["SQLQ_HA_TOKEN"]
+        self.db_url = env["SQLQ_HA_DB_URL"]
+        self.worker_nodes = env["SQLQ_HA_WORKER_NODES"].split()
 
     def run(self, *args: str) -> str:
         return subprocess.run([LAB, *args[:1], self.dir, *args[1:]],
@@ -46,6 +85,46 @@ class Lab:
                     "pause", "switchover"):
             self.run("leader", "--not", old, "--timeout", "120")
 
+    def start_worker(self, node: str, mode: str, out: str,
+                     queue: str) -> subprocess.Popen:
+        """A worker.py on a worker node of the lab."""
+        where = ((self.http, self.token) if mode == "python" else
+                 (history.BIN, self.db_url))
+        return subprocess.Popen(
+            [LAB, "exec", self.dir, node, "--", sys.executable,
+             os.path.join(history.HERE, "worker.py"), mode, *where, queue,
+             str(LEASE_MS), out, f"{node}-{mode}"])
+
+    def checksums(self) -> list[str]:
+        """A digest of the rows of every sqlq table, read on each node."""
+        sums = []
+        for node in self.nodes:
+            if self.kind.startswith("patroni"):
+                url = re.sub(r"@[^/]*/", f"@{node}:5432/", self.url)
+                query = _out(["psql", "-XAtq", url, "-c", PG_DIGEST])
+                sums.append(_out(["psql", "-XAtq", url, "-c", query]))
+            else:
+                user, pw, db = re.match(r"mysql://([^:]+):([^@]+)@[^/]+/(\w+)",
+                                        self.url).groups()
+                base = ["mariadb", "--no-defaults", "-N", "-B", "-h", node,
+                        "-u", user, f"-p{pw}", db, "-e"]
+                tables = _out(base + [MY_TABLES])
+                sums.append(_out(base + [f"CHECKSUM TABLE {tables}"]))
+        return sums
+
+    def converged(self, timeout: float = 60) -> bool:
+        """Waits until every node holds the same rows in the sqlq tables
+        (replicas apply the last commits after the drain)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            sums = self.checksums()
+            if sums[0] and all(x == sums[0] for x in sums):
+                return True
+            if time.monotonic() > deadline:
+                print("checksums differ:", sums, file=sys.stderr)
+                return False
+            time.sleep(0.5)
+
     def stop(self) -> None:
         subprocess.run([LAB, "stop", self.dir], capture_output=True)
 
@@ -54,26 +133,50 @@ class Lab:
 class LabHistory(unittest.TestCase):
     def test_faults_in_a_loop_lose_nothing(self) -> None:
         lab = Lab(KIND)
+        workers: list[subprocess.Popen] = []
+        logs = tempfile.TemporaryDirectory(prefix="sqlq-ha-workers-")
         try:
-            servers = history.Servers(lab.url, count=2)
-            try:
-                run = history.Run(servers.urls, lease_ms=30_000)
-                run.start()
-                self.assertTrue(run.wait_for_progress(50))
-                for _ in range(CYCLES):
-                    for fault in FAULTS:
-                        run.fault(fault, lambda f=fault: lab.fault(f),
-                                  lambda: lab.run("heal"))
-                        self.assertTrue(run.wait_for_progress(50),
-                                        f"no progress after {fault}")
-                run.stop_and_drain()
-                f = run.check(BOUND_S)
-            finally:
-                servers.close()
+            lab.start_sqlq()
+            run = history.Run([lab.http], lease_ms=LEASE_MS, token=lab.token)
+            run.start()
+            outs = []
+            for node, mode in zip(lab.worker_nodes, ("python", "cli")):
+                outs.append(os.path.join(logs.name, f"{node}.jsonl"))
+                workers.append(lab.start_worker(node, mode, outs[-1],
+                                                run.queue))
+            self.assertTrue(run.wait_for_progress(50))
+            for _ in range(CYCLES):
+                for fault in FAULTS:
+                    run.fault(fault, lambda f=fault: lab.fault(f),
+                              lambda: lab.run("heal"))
+                    self.assertTrue(run.wait_for_progress(50),
+                                    f"no progress after {fault}")
+            run.stop_and_drain()
+            for w in workers:
+                w.terminate()
+            for w in workers:
+                self.assertEqual(w.wait(60), 0, "a worker failed")
+            for out in outs:
+                run.merge(out)
+            f = run.check(BOUND_S)
+            f["converged"] = lab.converged()
         finally:
+            for w in workers:
+                if w.poll() is None:
+                    w.kill()
             lab.stop()
+            logs.cleanup()
+        by_worker: dict[str, int] = {}
+        for o in run.ops:
+            if o.kind == "claim" and o.claimed:
+                by_worker[o.worker] = by_worker.get(o.worker, 0) + 1
+        f["claims_by_worker"] = by_worker
         print(KIND, history.summary(f), file=sys.stderr)
         history.assert_clean(self, f)
+        self.assertTrue(f["converged"], "the nodes hold different rows")
+        for node, mode in zip(lab.worker_nodes, ("python", "cli")):
+            self.assertGreater(by_worker.get(f"{node}-{mode}", 0), 0,
+                               f"the {mode} worker on {node} got nothing")
 
 
 if __name__ == "__main__":
