@@ -35,6 +35,14 @@ bool FailoverWait::Again(const Status& s) {
   return true;
 }
 
+Status WithFailoverWait(const RetryPolicy& policy,
+                        const std::function<Status()>& once) {
+  FailoverWait failover(policy);
+  Status s = once();
+  while (!s.ok() && failover.Again(s)) s = once();
+  return s;
+}
+
 std::chrono::microseconds RetryPolicy::Delay(int attempt,
                                              std::uint64_t random) const {
   const int shift = std::clamp(attempt, 0, max_doublings);

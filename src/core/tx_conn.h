@@ -131,6 +131,12 @@ class FailoverWait {
   std::chrono::milliseconds step_{0};
 };
 
+// Runs `once` until it succeeds or ends in an error a failover wait does not
+// cover: opening a store (connect, then migrate) while the database fails
+// over waits for the next primary as a call does.
+Status WithFailoverWait(const RetryPolicy& policy,
+                        const std::function<Status()>& once);
+
 // Idle connections of one server engine, and the write loop over them.
 // C is the engine's TxConn, with
 //   bool healthy() const  the connection is open as far as the client

@@ -131,6 +131,7 @@ class Run:
         # name, seconds from a send after the fault to its delivery to a
         # consumer that was long-polling across the fault (None: never)
         self.wakes: list[tuple[str, float | None]] = []
+        self.stopped_at: float | None = None  # when producers were told to
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -246,6 +247,7 @@ class Run:
         """Stops the producers and consumers, then claims until the queue
         holds nothing: no message ready, delayed or leased (leases of
         claims whose replies a fault cut off run out meanwhile)."""
+        self.stopped_at = time.monotonic()
         self._stop.set()
         for t in self._threads:
             t.join(timeout)
@@ -335,8 +337,21 @@ class Run:
                  "send_gap": longest_gap(send_ends, at, healed),
                  "claim_gap": longest_gap(claim_ends, at, healed)}
                 for name, at, healed in self.faults]
+        # Acked sends a second by the producers, before the first fault
+        # and after the last heal.
+        def rate(lo: float, hi: float) -> float | None:
+            n = sum(1 for e in send_ends if lo <= e < hi)
+            return round(n / (hi - lo), 1) if hi > lo else None
+
+        throughput = {}
+        if self.faults and send_ends:
+            throughput = {
+                "before": rate(min(o.start for o in sends), self.faults[0][1]),
+                "after": rate(self.faults[-1][2],
+                              self.stopped_at or max(send_ends))}
         return {
             "sends": len(sends), "acked_sends": len(acked_sends),
+            "throughput": throughput,
             "delivered": len(seen), "lost": lost,
             "duplicate_stores": duplicate_stores, "unexpected": unexpected,
             "overlaps": sorted(set(overlaps)),

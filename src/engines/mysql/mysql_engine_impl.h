@@ -129,10 +129,12 @@ class MysqlEngine : public shared::SqlEngine<Dialect> {
   ~MysqlEngine() override { poller_.reset(); }
 
   Status Init(bool create_if_missing) {
-    // Not pooled afterwards: it has no read timeout.
-    auto conn = Connect(Reads::kUnbounded);
-    if (!conn.ok()) return conn.status();
-    return Migrate(**conn, create_if_missing);
+    return core::WithFailoverWait(pool_.policy(), [&]() -> Status {
+      // Not pooled afterwards: it has no read timeout.
+      auto conn = Connect(Reads::kUnbounded);
+      if (!conn.ok()) return conn.status();
+      return Migrate(**conn, create_if_missing);
+    });
   }
 
   // --- transactions -------------------------------------------------------

@@ -166,11 +166,14 @@ class PostgresEngine : public shared::SqlEngine<Dialect> {
   int write_groups() const override;
 
   Status Init(bool create_if_missing) {
-    auto conn = Connect();
-    if (!conn.ok()) return conn.status();
-    Status s = Migrate(**conn, create_if_missing);
+    Status s = core::WithFailoverWait(pool_.policy(), [&]() -> Status {
+      auto conn = Connect();
+      if (!conn.ok()) return conn.status();
+      Status m = Migrate(**conn, create_if_missing);
+      if (m.ok()) Release(std::move(*conn));
+      return m;
+    });
     if (!s.ok()) return s;
-    Release(std::move(*conn));
     if (vacuum_threshold_ > 0) {
       vacuumer_ = std::make_unique<Vacuumer>(
           [this] { return ConnectRaw(); }, vacuum_threshold_,

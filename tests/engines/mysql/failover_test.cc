@@ -11,6 +11,7 @@
 #include <chrono>
 #include <future>
 #include <string>
+#include <thread>
 
 #include "sqlq/queue.h"
 #include "sqlq/status.h"
@@ -111,6 +112,31 @@ TEST(MysqlFailover, AListOfServersConnectsToTheOneThatTakesWrites) {
       << none.status().ToString();
   EXPECT_NE(none.status().message().find("read-only"), std::string::npos)
       << none.status().ToString();
+
+  // A program that opens its store while neither does (the command-line
+  // program opens one for every command) waits for the failover: once it
+  // has looked at the second (a connection came there), the second is
+  // promoted, and the open succeeds.
+  auto connections = [&] {
+    return std::stoll(
+        root2.Value("SELECT VARIABLE_VALUE FROM information_schema."
+                    "GLOBAL_STATUS WHERE VARIABLE_NAME = 'CONNECTIONS'"));
+  };
+  const auto before = connections();
+  auto opening = std::async(std::launch::async,
+                            [&] { return Store::Open(both); });
+  const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+  while (connections() == before &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(connections(), before);
+  ASSERT_TRUE(root2.Query("SET GLOBAL read_only = 0")) << root2.error();
+  auto opened = opening.get();
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  ASSERT_OK_AND_ASSIGN(WorkQueue q2, (*opened)->Queue("jobs"));
+  ASSERT_OK(q2.Send({.payload = "after the wait"}).status());
+  EXPECT_EQ(ready(root2), "2");
 }
 
 TEST(MysqlFailover, ACallToAServerThatWentDarkEndsWithinTheReadTimeout) {

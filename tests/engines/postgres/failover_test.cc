@@ -169,6 +169,37 @@ TEST_F(TwoServers, ACallDuringAFailoverWaitsForTheNewPrimaryInsteadOfFailing) {
   EXPECT_EQ(claimed[0].id, sent.id);
 }
 
+TEST_F(TwoServers, OpeningAStoreDuringAFailoverWaitsForTheNewPrimary) {
+  // A program that opens its store while no server takes writes, as the
+  // command-line program does for every command.
+  Admin first(first_->url()), second(SecondUrl());
+  SetReadOnly(first, true);
+  SetReadOnly(second, true);
+  auto no_wait = Store::Open(BothUrl("failover_wait_ms=0"));
+  ASSERT_FALSE(no_wait.ok());
+  ExpectRefusedAsReadOnly(no_wait.status());
+
+  const std::string sessions =
+      "SELECT sessions FROM pg_stat_database WHERE datname = 'postgres'";
+  const auto before = std::stoll(second.Query(sessions));
+  auto opening = std::async(std::launch::async,
+                            [&] { return Store::Open(BothUrl()); });
+  // The open has found the second read-only (a session of its own came
+  // and went there); now it is promoted.
+  const auto deadline = SteadyClock::now() + seconds(30);
+  while (std::stoll(second.Query(sessions)) == before &&
+         SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(std::stoll(second.Query(sessions)), before);
+  SetReadOnly(second, false);
+  auto store = opening.get();
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, (*store)->Queue("jobs"));
+  ASSERT_OK(q.Send({.payload = "after"}).status());
+  EXPECT_EQ(ReadyCount(SecondUrl(), "jobs"), 1);
+}
+
 TEST(PostgresFailover, ACancelledWaitForTheSynchronousStandbyIsNotSuccess) {
   SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
   PrivatePgServer server;
