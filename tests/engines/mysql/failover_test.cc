@@ -123,8 +123,8 @@ TEST(MysqlFailover, AListOfServersConnectsToTheOneThatTakesWrites) {
                     "GLOBAL_STATUS WHERE VARIABLE_NAME = 'CONNECTIONS'"));
   };
   const auto before = connections();
-  auto opening = std::async(std::launch::async,
-                            [&] { return Store::Open(both); });
+  auto opening =
+      std::async(std::launch::async, [&] { return Store::Open(both); });
   const auto deadline = std::chrono::steady_clock::now() + seconds(30);
   while (connections() == before &&
          std::chrono::steady_clock::now() < deadline) {

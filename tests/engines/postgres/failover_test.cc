@@ -182,8 +182,8 @@ TEST_F(TwoServers, OpeningAStoreDuringAFailoverWaitsForTheNewPrimary) {
   const std::string sessions =
       "SELECT sessions FROM pg_stat_database WHERE datname = 'postgres'";
   const auto before = std::stoll(second.Query(sessions));
-  auto opening = std::async(std::launch::async,
-                            [&] { return Store::Open(BothUrl()); });
+  auto opening =
+      std::async(std::launch::async, [&] { return Store::Open(BothUrl()); });
   // The open has found the second read-only (a session of its own came
   // and went there); now it is promoted.
   const auto deadline = SteadyClock::now() + seconds(30);
