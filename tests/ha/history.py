@@ -199,12 +199,14 @@ class Run:
             except sqlq.AlreadyExists:
                 pass
         admin.close()
+        # Daemon threads: a test that fails midway still ends (and stops
+        # the servers and the lab it started) instead of waiting for them.
         for n in range(self.producers):
-            self._threads.append(threading.Thread(target=self._produce,
-                                                  args=(n,)))
+            self._threads.append(threading.Thread(
+                target=self._produce, args=(n,), daemon=True))
         for n in range(self.consumers):
             self._threads.append(threading.Thread(
-                target=self._consume, args=(n, self._stop)))
+                target=self._consume, args=(n, self._stop), daemon=True))
         for t in self._threads:
             t.start()
 
@@ -252,7 +254,8 @@ class Run:
         for t in self._threads:
             t.join(timeout)
         stop = threading.Event()
-        drainers = [threading.Thread(target=self._consume, args=(n, stop))
+        drainers = [threading.Thread(target=self._consume, args=(n, stop),
+                                     daemon=True)
                     for n in range(self.consumers)]
         for t in drainers:
             t.start()
