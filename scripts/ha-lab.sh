@@ -28,7 +28,7 @@ WAIT="${SQLQ_HA_TIMEOUT:-240}"
 # refuses root); MariaDB runs as mysql. Both come with Debian's packages.
 PG_USER=postgres
 MY_USER=mysql
-FAULTS="primary-kill primary-partition primary-blackhole pause pause-db switchover replica-kill server-kill"
+FAULTS="primary-kill primary-partition primary-blackhole pause pause-db switchover replica-kill all-kill server-kill"
 
 usage() {
   cat <<EOF
@@ -41,8 +41,12 @@ usage: scripts/ha-lab.sh COMMAND ...
                             the same plus an HAProxy node that forwards to the
                             primary only (Patroni REST check); SQLQ_HA_URL
                             names the HAProxy
-  start galera              MariaDB Galera on 3 nodes plus an HAProxy node
+  start galera [--unsafe-flush]
+                            MariaDB Galera on 3 nodes plus an HAProxy node
                             with one active writer (wsrep state check)
+                            (--unsafe-flush: innodb_flush_log_at_trx_commit=0,
+                            a negative control that all-kill makes lose
+                            acked writes)
       prints export lines: SQLQ_HA_URL, SQLQ_HA_DIR, SQLQ_HA_KIND,
       SQLQ_HA_NODES; use as: eval "\$(scripts/ha-lab.sh start patroni)"
   fault NAME DIR            inject a fault; returns once it is in place
@@ -75,6 +79,9 @@ faults (the "primary" is the writable node, the one leader prints):
                      of the writer, so that HAProxy moves to the next node)
   replica-kill       kill -9 of every process of one replica's namespace
                      (Patroni: the synchronous standby)
+  all-kill           kill -9 of every process of all three nodes at once;
+                     heal restarts the cluster (Galera: bootstrapped from the
+                     most advanced node)
   server-kill        kill -9 of the sqlq serve on s1 (after the sqlq command)
 
 environment: SQLQ_HA_SUBNET (a private /24 such as 10.213.5.0/24; default:
@@ -201,6 +208,7 @@ kill_ns() {
   wait_until 30 "the processes of $ns to exit" ns_empty "$ns"
 }
 ns_lacks() { [[ -z "$(pids_matching "$1" "$2")" ]]; }
+ns_has() { [[ -n "$(pids_matching "$1" "$2")" ]]; }
 ns_empty() { [[ -z "$(ip netns pids "$1" 2>/dev/null || true)" ]]; }
 
 # --- network -------------------------------------------------------------
@@ -474,6 +482,22 @@ start_patroni() {
 
 # --- MariaDB Galera --------------------------------------------------------
 
+# Durable, as users should run it: the redo log is written and flushed at
+# every commit. With --unsafe-flush (the negative control) it is written to
+# the OS only about once a second (innodb_flush_log_at_timeout), from a log
+# buffer inside mariadbd: a kill -9 of every node loses the commits of that
+# last second even though the OS keeps running. sync_binlog=0 is what a
+# binary log would get with it; the lab runs none.
+galera_flush_config() {
+  if [[ "$UNSAFE" == 1 ]]; then
+    printf '%s\n' "# Negative control (--unsafe-flush): NOT durable." \
+      innodb_flush_log_at_trx_commit=0 innodb_flush_log_at_timeout=1 sync_binlog=0
+  else
+    printf '%s\n' "# Durable, as users should run it: flush the redo log at every commit." \
+      innodb_flush_log_at_trx_commit=1
+  fi
+}
+
 galera_config() {
   local n="$1" ip
   ip="$(ip_of "$n")"
@@ -491,8 +515,7 @@ max_connections=200
 performance_schema=OFF
 innodb_buffer_pool_size=64M
 innodb_log_file_size=32M
-# Durable, as users should run it: flush the redo log at every commit.
-innodb_flush_log_at_trx_commit=1
+$(galera_flush_config)
 binlog_format=ROW
 innodb_autoinc_lock_mode=2
 wsrep_on=ON
@@ -601,6 +624,57 @@ start_galera() {
   wait_until "$WAIT" "3 Synced Galera nodes behind HAProxy (logs: $DIR/n*/mariadbd.err)" \
     galera_healthy
   URL="mysql://sqlq:$PW@$(ip_of px):3306/sqlq"
+}
+
+# No mariadbd runs on any node.
+galera_all_down() {
+  local n
+  for n in n1 n2 n3; do ns_lacks "$(ns_of "$n")" /usr/sbin/mariadbd || return 1; done
+}
+
+# The position node $1 has committed up to, "UUID:SEQNO", as InnoDB recovers
+# it after a crash (mariadbd --wsrep-recover, as galera_recovery does).
+galera_recover_position() {
+  local n="$1" out="$DIR/$1/wsrep-recover.log"
+  (cd / && timeout "$WAIT" ip netns exec "$(ns_of "$n")" /usr/sbin/mariadbd \
+    --defaults-file="$DIR/$n/my.cnf" --user="$MY_USER" --wsrep-recover \
+    --log-error="$out") >/dev/null 2>&1 || true
+  # "... WSREP: Recovered position: UUID:SEQNO" (SEQNO -1: nothing known)
+  sed -n 's/.*WSREP: Recovered position: *\([0-9a-f-]*:-\{0,1\}[0-9]*\).*/\1/p' "$out" | tail -n 1
+}
+
+# Restarts a Galera cluster whose every node crashed. No node is safe to
+# bootstrap (grastate.dat says seqno -1, safe_to_bootstrap 0), so each node's
+# last committed position is recovered from InnoDB; the most advanced one is
+# marked safe_to_bootstrap and starts a new cluster at that position, and the
+# others join it (by state transfer). Starting from a less advanced node would
+# throw away commits the others have.
+galera_bootstrap_recovered() {
+  local n pos best="" best_seq=-2 seq
+  declare -A start_pos=()
+  for n in n1 n2 n3; do
+    pos="$(galera_recover_position "$n")"
+    [[ -n "$pos" ]] || die "heal: no recovered position for $n (log: $DIR/$n/wsrep-recover.log)"
+    start_pos[$n]="$pos"
+    seq="${pos##*:}"
+    log "heal: $n recovered to $pos"
+    if ((seq > best_seq)); then
+      best="$n"
+      best_seq="$seq"
+    fi
+  done
+  ((best_seq >= 0)) || die "heal: no node knows its position; bootstrap by hand"
+  sed -i 's/^safe_to_bootstrap:.*/safe_to_bootstrap: 1/' "$DIR/$best/data/grastate.dat"
+  log "heal: bootstrapping from $best, the most advanced (seqno $best_seq)"
+  my_start "$best" --wsrep-new-cluster --wsrep-start-position="${start_pos[$best]}"
+  wait_until "$WAIT" "$best to bootstrap (log: $DIR/$best/mariadbd.err)" my_synced "$best" 1
+  for n in n1 n2 n3; do
+    if [[ "$n" != "$best" ]]; then
+      my_start "$n" --wsrep-start-position="${start_pos[$n]}"
+      # In its namespace before heal looks for missing daemons.
+      wait_until 30 "mariadbd of $n to start" ns_has "$(ns_of "$n")" /usr/sbin/mariadbd
+    fi
+  done
 }
 
 # The writer: the first server HAProxy sends to (n1, else the first backup up).
@@ -739,11 +813,12 @@ cmd_exec() {
 # --- commands --------------------------------------------------------------
 
 cmd_start() {
-  local kind="${1:-}" async=0
+  local kind="${1:-}" async=0 unsafe=0
   shift || true
   while (($#)); do
     case "$1" in
       --async) async=1 ;;
+      --unsafe-flush) unsafe=1 ;;
       *) die "start: unknown option '$1' (see --help)" ;;
     esac
     shift
@@ -753,6 +828,7 @@ cmd_start() {
     *) die "start: say patroni, patroni-haproxy or galera (see --help)" ;;
   esac
   [[ "$async" == 0 || "$kind" != galera ]] || die "--async is for patroni only"
+  [[ "$unsafe" == 0 || "$kind" == galera ]] || die "--unsafe-flush is for galera only"
   [[ $(id -u) -eq 0 ]] || die "needs root (network namespaces, a bridge, nft)"
   local need=(ip nft curl setpriv)
   case "$kind" in
@@ -783,12 +859,13 @@ cmd_start() {
   VP="sqh$ID"
   KIND="$kind"
   ASYNC="$async"
+  UNSAFE="$unsafe"
   PROXY=0
   if [[ "$kind" != patroni ]]; then PROXY=1; fi
   PW="ha$RANDOM$RANDOM$RANDOM"
   # Names first, so that stop (and the trap) can remove a partial start.
   {
-    echo "KIND=$KIND ASYNC=$ASYNC PROXY=$PROXY ID=$ID"
+    echo "KIND=$KIND ASYNC=$ASYNC UNSAFE=$UNSAFE PROXY=$PROXY ID=$ID"
     echo "NSP=$NSP BR=$BR VP=$VP PW=$PW"
   } >"$DIR/lab.env"
   # The lock is on /tmp itself, so that no lock file is left behind.
@@ -970,6 +1047,20 @@ cmd_fault() {
       kill_ns "$(ns_of "$victim")"
       primary="$victim"
       ;;
+    all-kill)
+      # One kill for the three nodes, so that none outlives the others and
+      # takes commits they lack.
+      local pids
+      pids="$(for n in n1 n2 n3; do ip netns pids "$(ns_of "$n")" 2>/dev/null || true; done)"
+      # shellcheck disable=SC2086
+      if [[ -n "$pids" ]]; then kill -KILL $pids 2>/dev/null || true; fi
+      for n in n1 n2 n3; do
+        wait_until 30 "the processes of $(ns_of "$n") to exit" ns_empty "$(ns_of "$n")"
+      done
+      echo "$name n1 n2 n3" >>"$DIR/faults"
+      log "fault $name on n1 n2 n3 (the writer was $primary)"
+      return
+      ;;
   esac
   echo "$name $primary" >>"$DIR/faults"
   log "fault $name on $primary ($(ip_of "$primary"))"
@@ -979,6 +1070,11 @@ cmd_heal() {
   load "${1:-}"
   local t0 n ns
   t0="$(now)"
+  if [[ "$KIND" == galera ]] && galera_all_down; then
+    # No node left to join: every one crashed (all-kill).
+    for n in n1 n2 n3; do nft_heal "$(ns_of "$n")"; done
+    galera_bootstrap_recovered
+  fi
   for n in n1 n2 n3; do
     ns="$(ns_of "$n")"
     nft_heal "$ns"
