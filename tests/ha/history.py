@@ -224,16 +224,22 @@ class Run:
         return True
 
     def fault(self, name: str, inject: Callable[[], None],
-              heal: Callable[[], None]) -> None:
+              heal: Callable[[], None], *,
+              writable_after_inject: bool = True) -> None:
         """Injects a fault, then heals it. A consumer long-polls the queue
         QUEUE-wake across it; once `inject` has returned (the lab's returns
         when another node takes writes), a message is sent there, and the
-        time from that send's reply to its delivery is recorded."""
+        time from that send's reply to its delivery is recorded. For a
+        fault after which no node takes writes until it is healed
+        (writable_after_inject false), the message is sent after the heal."""
         at = time.monotonic()
         probe = _WakeProbe(self, f"{name}-{len(self.faults)}")
         inject()
-        probe.send()
+        if writable_after_inject:
+            probe.send()
         heal()
+        if not writable_after_inject:
+            probe.send()
         self.wakes.append((name, probe.result(60)))
         self.faults.append((name, at, time.monotonic()))
 

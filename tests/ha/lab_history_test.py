@@ -24,6 +24,10 @@ import history  # noqa: E402
 
 LAB = os.path.join(history.ROOT, "scripts", "ha-lab.sh")
 KIND = os.environ.get("SQLQ_HA_KIND", "patroni")
+# More arguments for `start`: --async (Patroni) or --unsafe-flush (Galera)
+# make the negative controls, which must report loss (SQLQ_HA_EXPECT_LOSS).
+START_ARGS = os.environ.get("SQLQ_HA_START", "").split()
+EXPECT_LOSS = os.environ.get("SQLQ_HA_EXPECT_LOSS") == "1"
 FAULTS = os.environ.get("SQLQ_HA_FAULTS", "primary-kill,switchover").split(",")
 CYCLES = int(os.environ.get("SQLQ_HA_CYCLES", "2"))
 # The cluster's failover (up to 25 s measured in the lab) + the clients'
@@ -55,7 +59,7 @@ def _out(args: list[str]) -> str:
 
 class Lab:
     def __init__(self, kind: str) -> None:
-        env = history.script_vars([LAB, "start", kind])
+        env = history.script_vars([LAB, "start", kind, *START_ARGS])
         self.dir = env["SQLQ_HA_DIR"]
         self.url = env["SQLQ_HA_URL"]
         self.kind = kind
@@ -148,7 +152,8 @@ class LabHistory(unittest.TestCase):
             for _ in range(CYCLES):
                 for fault in FAULTS:
                     run.fault(fault, lambda f=fault: lab.fault(f),
-                              lambda: lab.run("heal"))
+                              lambda: lab.run("heal"),
+                              writable_after_inject=fault != "all-kill")
                     self.assertTrue(run.wait_for_progress(50),
                                     f"no progress after {fault}")
             run.stop_and_drain()
@@ -171,7 +176,13 @@ class LabHistory(unittest.TestCase):
             if o.kind == "claim" and o.claimed:
                 by_worker[o.worker] = by_worker.get(o.worker, 0) + 1
         f["claims_by_worker"] = by_worker
-        print(KIND, history.summary(f), file=sys.stderr)
+        print(KIND, *START_ARGS, history.summary(f), file=sys.stderr)
+        if EXPECT_LOSS:
+            # The negative control: the check must see what was lost.
+            self.assertGreater(f["acked_sends"], 100)
+            self.assertTrue(f["lost"] or f["acked_redelivered"],
+                            "the control lost nothing the check could see")
+            return
         history.assert_clean(self, f)
         self.assertTrue(f["converged"], "the nodes hold different rows")
         for node, mode in zip(lab.worker_nodes, ("python", "cli")):
