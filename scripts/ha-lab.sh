@@ -300,8 +300,9 @@ etcd_start() {
   local n="$1" ip
   ip="$(ip_of "$n")"
   # Heartbeat and election timeout doubled from etcd's defaults: on a loaded
-  # two-core machine the defaults cause needless elections.
-  spawn "$(ns_of "$n")" "$DIR/$n/etcd.log" etcd --name "$n" \
+  # two-core machine the defaults cause needless elections. The v2 API is on
+  # because Patroni talks to etcd through it (see patroni_config).
+  spawn "$(ns_of "$n")" "$DIR/$n/etcd.log" etcd --name "$n" --enable-v2 \
     --data-dir "$DIR/$n/etcd" \
     --listen-peer-urls "http://$ip:2380" --initial-advertise-peer-urls "http://$ip:2380" \
     --listen-client-urls "http://$ip:2379,http://127.0.0.1:2379" \
@@ -327,7 +328,13 @@ name: $n
 restapi:
   listen: $ip:8008
   connect_address: $ip:8008
-etcd3:
+# etcd's v2 API, not etcd3: Patroni 3.0.2 (Debian 12) renews the leader key
+# over etcd3 with a plain put. A leader whose loop stalled for longer than ttl
+# (its PostgreSQL frozen, or cut off from etcd) overwrites the key of the node
+# promoted meanwhile when it comes back, and that node's acknowledged commits
+# are rewound away. Over v2 the renewal is a compare-and-swap on its own name,
+# which fails, so the stale leader demotes instead. Patroni 3.0.3 fixed etcd3.
+etcd:
   hosts: ['$(ip_of n1):2379', '$(ip_of n2):2379', '$(ip_of n3):2379']
 bootstrap:
   dcs:

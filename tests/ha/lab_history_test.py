@@ -86,7 +86,7 @@ class Lab:
         subprocess.run([LAB, "fault", name, self.dir], check=True,
                        capture_output=True)
         if name in ("primary-kill", "primary-partition", "primary-blackhole",
-                    "pause", "switchover"):
+                    "pause", "pause-db", "switchover"):
             self.run("leader", "--not", old, "--timeout", "120")
 
     def start_worker(self, node: str, mode: str, out: str,
