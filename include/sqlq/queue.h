@@ -500,9 +500,10 @@ class WorkQueue {
   // time, and, when a limit held the claim back, its retry_after. Take the
   // earlier of it and the end of your wait.
   // `after_claim`: the note of the claim with wait 0 that just found
-  // nothing. A message ready now that such a claim did not get, in an
-  // ordered queue or one with a group limit, waits for the one before it
-  // in its group: that ends with an ack, which signals, not at a time.
+  // nothing. A message ready now that such a claim did not get waits for
+  // the one before it in its group (an ordered queue, or one with a group
+  // limit) or for Resume (a paused queue): for an ack or a Resume, which
+  // signal, not for a time, so that claim gets the safety net.
   // nullptr when no claim was made (a look when the timer ran out): a time
   // not after now then means a message is ready now, worth a claim.
   Result<std::chrono::steady_clock::time_point> NextLook(

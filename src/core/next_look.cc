@@ -12,6 +12,7 @@ SteadyTime NextLook(SteadyTime now, std::chrono::milliseconds poll_interval,
                     const LookReport& report) {
   const SteadyTime safety_net = now + poll_interval;
   const ClaimNote* claim = report.claim;
+  if (claim != nullptr && report.paused) return safety_net;
   if (claim != nullptr && !claim->limited_by.empty()) {
     return std::min(safety_net, now + claim->retry_after);
   }

@@ -32,6 +32,8 @@ struct LookReport {
   const ClaimNote* claim = nullptr;
   // BlockedByGroups of the queue's options.
   bool blocked_by_groups = false;
+  // The queue is paused (as the claim saw it).
+  bool paused = false;
 };
 
 // Whether a ready message may still wait for the one before it in its
@@ -49,6 +51,9 @@ bool BlockedByGroups(const QueueOptions& o);
 //   the one before it in its group, and that wait ends with an ack (which
 //   wakes waiters), not at a time;
 // - `now` itself after a read that found a message ready: claim now.
+// After a claim of a paused queue, only the safety net: nothing is
+// claimable until Resume, which wakes waiters (and another process's
+// Resume shows in this process's copy of the queue within a second).
 // The caller takes the earlier of this and the end of its wait.
 SteadyTime NextLook(SteadyTime now, std::chrono::milliseconds poll_interval,
                     const LookReport& report);

@@ -254,30 +254,32 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
 }  // namespace
 
 Result<SteadyTime> NextLookAt(QueueImpl& impl, const ClaimNote* claim) {
-  // Held back by a limit, the claim waits for the limit, not for a ready
-  // time: nothing to read.
-  const bool limited = claim != nullptr && !claim->limited_by.empty();
-  auto ready_in =
-      limited
-          ? Result<std::optional<Micros>>(std::nullopt)
-          : SnapshotRead<std::optional<Micros>>(
-                impl.store(),
-                [&](Engine& e, Conn& conn) -> Result<std::optional<Micros>> {
-                  auto at = e.NextReadyAt(conn, impl.id());
-                  if (!at.ok()) return at.status();
-                  if (!at->has_value()) return std::optional<Micros>();
-                  auto db_now = e.Now(conn);
-                  if (!db_now.ok()) return db_now.status();
-                  return std::optional<Micros>(**at - *db_now);
-                });
-  if (!ready_in.ok()) return ready_in.status();
+  const std::shared_ptr<const QueueInfo> info = impl.Current();
+  LookReport report{.claim = claim,
+                    .blocked_by_groups = BlockedByGroups(info->options),
+                    .paused = info->paused};
+  // Held back by a limit or a pause, a claim waits for the limit or for
+  // Resume, not for a ready time: nothing to read.
+  const bool read =
+      claim == nullptr || (claim->limited_by.empty() && !info->paused);
+  if (read) {
+    auto ready_in = SnapshotRead<std::optional<Micros>>(
+        impl.store(),
+        [&](Engine& e, Conn& conn) -> Result<std::optional<Micros>> {
+          auto at = e.NextReadyAt(conn, impl.id());
+          if (!at.ok()) return at.status();
+          if (!at->has_value()) return std::optional<Micros>();
+          auto db_now = e.Now(conn);
+          if (!db_now.ok()) return db_now.status();
+          return std::optional<Micros>(**at - *db_now);
+        });
+    if (!ready_in.ok()) return ready_in.status();
+    report.ready_in = *ready_in;
+  }
   // The look is dated after the read, so that a ready time the read
   // measured from the database's clock is not reached early.
-  return NextLook(
-      std::chrono::steady_clock::now(), impl.store().poll_interval(),
-      {.ready_in = *ready_in,
-       .claim = claim,
-       .blocked_by_groups = BlockedByGroups(impl.Current()->options)});
+  return NextLook(std::chrono::steady_clock::now(),
+                  impl.store().poll_interval(), report);
 }
 
 Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,

@@ -79,6 +79,21 @@ TEST(NextLook, ClaimHeldBackByALimitLooksAtItsRetryAfter) {
   EXPECT_EQ(NextLook(kNow, kNet, {.claim = &note}), kNow + kNet);
 }
 
+TEST(NextLook, ClaimOfAPausedQueueWaitsForResume) {
+  ClaimNote note;
+  EXPECT_EQ(
+      NextLook(kNow, kNet,
+               {.ready_in = microseconds(0), .claim = &note, .paused = true}),
+      kNow + kNet);
+  EXPECT_EQ(
+      NextLook(kNow, kNet,
+               {.ready_in = milliseconds(40), .claim = &note, .paused = true}),
+      kNow + kNet);
+  EXPECT_EQ(NextLook(kNow, kNet, {.ready_in = microseconds(0), .paused = true}),
+            kNow)
+      << "a read alone does not know the claim would get nothing";
+}
+
 TEST(NextLook, BlockedByGroupsIsOrderedOrAGroupLimit) {
   EXPECT_FALSE(BlockedByGroups({}));
   EXPECT_FALSE(BlockedByGroups({.groups = GroupMode::kFair}));
