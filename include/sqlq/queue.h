@@ -484,8 +484,8 @@ class WorkQueue {
 
   // Subscribes to this queue's wake-ups, for callers that wait for messages
   // without blocking a thread (an event loop): register first, then claim
-  // with wait 0; when that finds nothing, wait for `on_ready` or for
-  // NextReadyIn(), then TakeSignal() and claim again. Registering before
+  // with wait 0; when that finds nothing, wait for `on_ready` or until
+  // NextLook(&note), then TakeSignal() and claim again. Registering before
   // the first claim means no send is missed in between.
   // `on_ready` runs on the thread that signals (a sender's, or the store's
   // watcher thread) while a lock is held: it must return quickly and must
@@ -493,15 +493,21 @@ class WorkQueue {
   // called again until the signal has been taken with TakeSignal().
   std::unique_ptr<ReadySubscription> Subscribe(std::function<void()> on_ready);
 
-  // How long until the next delayed message (or expiring lease) becomes
-  // ready, by the store's clock: 0 when one is ready now, nullopt when none
-  // is pending. A subscriber sleeps at most this long (and should look again
-  // now and then, as claims do: see docs/semantics.md "Waiting").
-  Result<std::optional<Duration>> NextReadyIn();
-  // Whether a ready message may still wait for the one before it in its
-  // group (an ordered queue, or a group limit): then NextReadyIn() of 0
-  // after a claim that got nothing means "after an ack", not "now".
-  bool BlockedByGroups() const;
+  // When a subscriber looks again at the latest if no wake-up comes, on
+  // std::chrono::steady_clock: the rule of a waiting Claim (docs/
+  // semantics.md "Waiting"). The first of the safety net (a second after
+  // this call), the next delayed message's (or expiring lease's) ready
+  // time, and, when a limit held the claim back, its retry_after. Take the
+  // earlier of it and the end of your wait.
+  // `after_claim`: the note of the claim with wait 0 that just found
+  // nothing. A message ready now that such a claim did not get waits for
+  // the one before it in its group (an ordered queue, or one with a group
+  // limit) or for Resume (a paused queue): for an ack or a Resume, which
+  // signal, not for a time, so that claim gets the safety net.
+  // nullptr when no claim was made (a look when the timer ran out): a time
+  // not after now then means a message is ready now, worth a claim.
+  Result<std::chrono::steady_clock::time_point> NextLook(
+      const ClaimNote* after_claim = nullptr);
 
   // The message is done: deleted, or archived when the queue keeps one.
   // Errors: kInvalidArgument (malformed receipt), kFailedPrecondition (stale:

@@ -10,6 +10,7 @@
 
 #include "core/backoff.h"
 #include "core/columns.h"
+#include "core/next_look.h"
 #include "core/receipt.h"
 #include "core/rows.h"
 #include "core/store_impl.h"
@@ -127,10 +128,6 @@ Status CheckDeadLetterLoop(Engine& e, Conn& c, std::string_view name,
     at = next->info.options.dead_letter_queue;
   }
   return Status::Ok();
-}
-
-bool BlockedByGroups(const QueueOptions& o) {
-  return o.groups == GroupMode::kOrdered || o.group_limit.has_value();
 }
 
 void AfterAcks(WorkQueue& q, QueueImpl& impl) {
@@ -256,6 +253,35 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
 
 }  // namespace
 
+Result<SteadyTime> NextLookAt(QueueImpl& impl, const ClaimNote* claim) {
+  const std::shared_ptr<const QueueInfo> info = impl.Current();
+  LookReport report{.claim = claim,
+                    .blocked_by_groups = BlockedByGroups(info->options),
+                    .paused = info->paused};
+  // Held back by a limit or a pause, a claim waits for the limit or for
+  // Resume, not for a ready time: nothing to read.
+  const bool read =
+      claim == nullptr || (claim->limited_by.empty() && !info->paused);
+  if (read) {
+    auto ready_in = SnapshotRead<std::optional<Micros>>(
+        impl.store(),
+        [&](Engine& e, Conn& conn) -> Result<std::optional<Micros>> {
+          auto at = e.NextReadyAt(conn, impl.id());
+          if (!at.ok()) return at.status();
+          if (!at->has_value()) return std::optional<Micros>();
+          auto db_now = e.Now(conn);
+          if (!db_now.ok()) return db_now.status();
+          return std::optional<Micros>(**at - *db_now);
+        });
+    if (!ready_in.ok()) return ready_in.status();
+    report.ready_in = *ready_in;
+  }
+  // The look is dated after the read, so that a ready time the read
+  // measured from the database's clock is not reached early.
+  return NextLook(std::chrono::steady_clock::now(),
+                  impl.store().poll_interval(), report);
+}
+
 Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
                                                  const ClaimOptions& options,
                                                  const ClaimAcks& first,
@@ -273,37 +299,13 @@ Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
   Result<std::vector<ClaimedMessage>> result =
       ClaimOnce(impl, options, first, note);
   while (result.ok() && result->empty()) {
-    auto now = SteadyClock::now();
-    if (now >= deadline) break;
-    auto until = std::min(deadline, now + impl.store().poll_interval());
-    // Wake for the next delayed message or expiring lease too.
-    auto next = SnapshotRead<std::optional<Micros>>(
-        impl.store(),
-        [&](Engine& e, Conn& conn) -> Result<std::optional<Micros>> {
-          auto at = e.NextReadyAt(conn, impl.id());
-          if (!at.ok()) return at.status();
-          if (!at->has_value()) return std::optional<Micros>();
-          auto db_now = e.Now(conn);
-          if (!db_now.ok()) return db_now.status();
-          return std::optional<Micros>(**at - *db_now);
-        });
+    if (SteadyClock::now() >= deadline) break;
+    auto next = NextLookAt(impl, &note);
     if (!next.ok()) {
       result = next.status();
       break;
     }
-    // In an ordered queue (or with a group limit) a message may be ready
-    // and still wait for the one before it in its group: that wait ends
-    // with an ack (AfterAcks wakes), not at a time.
-    const bool ordered = BlockedByGroups(impl.Current()->options);
-    // Held back by a limit: ready messages wait for it, not for a time of
-    // their own.
-    const bool limited = !note.limited_by.empty();
-    if (limited) until = std::min(until, now + note.retry_after);
-    if (next->has_value() && !limited && !(ordered && **next <= Micros(0))) {
-      auto in = std::max(**next, Micros(0)) + Micros(500);
-      until = std::min(until, now + in);
-    }
-    hub.Wait(waiter, until);
+    hub.Wait(waiter, std::min(deadline, *next));
     result = ClaimOnce(impl, options, {}, note);
   }
   hub.Unregister(waiter);
@@ -361,23 +363,9 @@ std::unique_ptr<ReadySubscription> WorkQueue::Subscribe(
       new ReadySubscription(std::move(state)));
 }
 
-bool WorkQueue::BlockedByGroups() const {
-  return core::BlockedByGroups(impl_->Current()->options);
-}
-
-Result<std::optional<Duration>> WorkQueue::NextReadyIn() {
-  return core::SnapshotRead<std::optional<Duration>>(
-      impl_->store(),
-      [&](core::Engine& e, Conn& conn) -> Result<std::optional<Duration>> {
-        auto at = e.NextReadyAt(conn, impl_->id());
-        if (!at.ok()) return at.status();
-        if (!at->has_value()) return std::optional<Duration>();
-        auto db_now = e.Now(conn);
-        if (!db_now.ok()) return db_now.status();
-        auto in = std::max(**at - *db_now, Micros(0));
-        // Round up, so that a caller sleeping this long finds it ready.
-        return std::optional<Duration>(std::chrono::ceil<Duration>(in));
-      });
+Result<std::chrono::steady_clock::time_point> WorkQueue::NextLook(
+    const ClaimNote* after_claim) {
+  return core::NextLookAt(*impl_, after_claim);
 }
 
 Status WorkQueue::Ack(std::string_view receipt) {

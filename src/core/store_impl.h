@@ -126,6 +126,13 @@ Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
                                                  const ClaimAcks& first,
                                                  ClaimNote* note = nullptr);
 
+// When a waiting claim of `impl` looks again at the latest (the rule in
+// core/next_look.h), from a read of the queue's next ready time.
+// `claim`: the note of a claim that just got nothing; nullptr after no
+// claim (a time not after now then means a message is ready now).
+Result<std::chrono::steady_clock::time_point> NextLookAt(
+    QueueImpl& impl, const ClaimNote* claim);
+
 class QueueImpl {
  public:
   QueueImpl(StoreImpl* store, QueueRecord record)
@@ -193,9 +200,6 @@ class QueueImpl {
   std::optional<std::string> group_cursor_;        // guarded by mu_
   OncePerMinute archive_prune_, dead_prune_, hold_prune_;
 };
-
-// An ordered queue, or one with a group limit (WorkQueue::BlockedByGroups).
-bool BlockedByGroups(const QueueOptions& o);
 
 // After messages of queue `q` (of `impl`) left it (acks, dead letters):
 // in an ordered queue, or one with a group limit or max_leased, wakes

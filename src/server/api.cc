@@ -653,8 +653,9 @@ Reply Api::ClaimReply(WorkQueue& queue, const ClaimOptions& options,
     // Could the next message have been left out for its size? Only then is
     // it worth a read to see whether one is ready.
     if (bytes + queue.options().max_payload_bytes > options.max_bytes) {
-      auto next = queue.NextReadyIn();
-      limited = next.ok() && next->has_value() && **next == Duration(0);
+      // A read alone says "look now" when a message is ready now.
+      auto next = queue.NextLook();
+      limited = next.ok() && *next <= std::chrono::steady_clock::now();
     }
   }
   return ClaimReply(messages, limited, note);

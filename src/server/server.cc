@@ -187,7 +187,7 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   // cost reads, not write transactions.
   void Wake(bool signalled = true);
   void Look(bool peek_first);
-  void AfterLook(Result<std::optional<Duration>> next);
+  void AfterLook(const Result<SteadyClock::time_point>& next);
   void Finish(Reply reply);
   // The reply that ends the claim (ParkedClaim::answer).
   Reply Answer(const Result<std::vector<ClaimedMessage>>& result,
@@ -716,13 +716,11 @@ void LongPoll::Begin() {
 
 void LongPoll::Look(bool peek_first) {
   if (peek_first) {
-    auto next = claim_.queue.NextReadyIn();
-    const bool ready_now =
-        !next.ok() || (next->has_value() && **next == Duration(0));
-    if (!ready_now) {
-      return OnStrand([next = std::move(next)](LongPoll& lp) mutable {
-        lp.AfterLook(std::move(next));
-      });
+    // A failed read claims all the same: the claim reports the error.
+    auto next = claim_.queue.NextLook();
+    if (next.ok() && *next > SteadyClock::now()) {
+      return OnStrand(
+          [next = std::move(next)](LongPoll& lp) { lp.AfterLook(next); });
     }
   }
   (void)sub_->TakeSignal();
@@ -743,26 +741,14 @@ void LongPoll::Look(bool peek_first) {
       lp.Finish(std::move(reply));
     });
   }
-  // Held back by a limit: the messages are ready, and claimable when the
-  // limit allows (or an ack wakes this claim).
-  auto next = note.limited_by.empty()
-                  ? claim_.queue.NextReadyIn()
-                  : Result<std::optional<Duration>>(
-                        std::optional<Duration>(note.retry_after));
-  // A message ready now that this claim did not get waits for the one
-  // before it in its group (ordered, or a full group window): an ack ends
-  // that wait, not a time.
-  if (next.ok() && next->has_value() && **next == Duration(0) &&
-      claim_.queue.BlockedByGroups()) {
-    next = std::optional<Duration>();
-  }
+  auto next = claim_.queue.NextLook(&note);
   OnStrand([next = std::move(next), note](LongPoll& lp) mutable {
     lp.note_ = std::move(note);
-    lp.AfterLook(std::move(next));
+    lp.AfterLook(next);
   });
 }
 
-void LongPoll::AfterLook(Result<std::optional<Duration>> next) {
+void LongPoll::AfterLook(const Result<SteadyClock::time_point>& next) {
   in_flight_ = false;
   if (done_) return;
   if (!next.ok()) return Finish(Answer(next.status()));
@@ -771,19 +757,13 @@ void LongPoll::AfterLook(Result<std::optional<Duration>> next) {
     pending_ = false;
     return Wake(std::exchange(pending_signal_, false));
   }
-  auto now = SteadyClock::now();
-  if (now >= claim_.deadline) {
+  if (SteadyClock::now() >= claim_.deadline) {
     return Finish(Answer(std::vector<ClaimedMessage>(), note_));
   }
-  auto until = claim_.deadline;
-  // The safety net of every waiting claim: look again now and then even
-  // without a wake-up (docs/semantics.md, "Waiting").
-  until = std::min(until, now + std::chrono::seconds(1));
-  if (next->has_value()) {
-    until = std::min(until, now + **next + std::chrono::milliseconds(1));
-  }
+  // The rule of every waiting claim, the safety net included
+  // (WorkQueue::NextLook; docs/semantics.md, "Waiting").
   const std::uint64_t gen = ++gen_;
-  timer_.expires_at(until);
+  timer_.expires_at(std::min(claim_.deadline, *next));
   timer_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
     if (ec || gen != self->gen_) return;
     self->Wake(false);

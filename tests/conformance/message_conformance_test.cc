@@ -918,6 +918,22 @@ TEST_P(MessageConformance, AWaitingClaimStaysParkedUntilResume) {
   EXPECT_EQ((*got)[0].payload, "m");
 }
 
+// A paused queue's ready messages wait for Resume, which wakes the
+// waiting claims; until then a waiting claim looks at the safety net, not
+// again and again at messages it may not take.
+TEST_P(MessageConformance, AWaitingClaimOnAPausedQueueDoesNotSpin) {
+  WorkQueue q = MakeQueue();
+  ASSERT_OK(q.Send({.payload = "m"}));
+  ASSERT_OK(q.Pause());
+  const std::int64_t before = clock_->reads();
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.wait = seconds(2)}));
+  const std::int64_t looks = clock_->reads() - before;
+  EXPECT_TRUE(got.empty());
+  // The first look, one a second of the wait (2) and a spare for the one
+  // that lands on the deadline. A busy loop makes thousands.
+  EXPECT_LE(looks, 4) << looks << " reads of the time in a 2 s wait";
+}
+
 TEST_P(MessageConformance, DeadLettersPastTheirRetentionArePruned) {
   WorkQueue q = MakeQueue({.max_attempts = 1, .dead_retention = hours(1)});
   ASSERT_OK(q.Send({.payload = "old"}));

@@ -1,4 +1,4 @@
-// WorkQueue::Subscribe and NextReadyIn: the thread-free form of a claim's
+// WorkQueue::Subscribe and NextLook: the thread-free form of a claim's
 // wait, which the server's long-poll claims are built on.
 
 #include <gtest/gtest.h>
@@ -94,36 +94,69 @@ TEST_F(ReadySubscriptionTest, NoSecondCallbackUntilTheSignalIsTaken) {
 }
 
 // A delayed message is not claimable yet, but a subscriber must hear of it
-// to shorten its sleep to the message's ready time (NextReadyIn).
+// to shorten its sleep to the message's ready time (NextLook).
 TEST_F(ReadySubscriptionTest, DelayedSendSignalsSoSleepersLearnItsReadyTime) {
+  store_->TEST_set_poll_interval(std::chrono::hours(1));
   std::atomic<int> calls = 0;
   auto sub = queue_->Subscribe([&] { ++calls; });
   ASSERT_TRUE(
       queue_->Send({.payload = "later", .delay = std::chrono::seconds(30)})
           .ok());
   EXPECT_EQ(calls, 1);
-  auto in = queue_->NextReadyIn();
-  ASSERT_TRUE(in.ok());
-  ASSERT_TRUE(in->has_value());
-  EXPECT_GT(**in, std::chrono::seconds(29));
+  const auto before = std::chrono::steady_clock::now();
+  auto at = queue_->NextLook();
+  ASSERT_TRUE(at.ok()) << at.status().ToString();
+  EXPECT_GT(*at, before + std::chrono::seconds(29));
+  EXPECT_LE(*at, std::chrono::steady_clock::now() + std::chrono::seconds(31));
 }
 
-TEST_F(ReadySubscriptionTest, NextReadyInReportsNothingNowAndTheDelay) {
-  auto none = queue_->NextReadyIn();
+TEST_F(ReadySubscriptionTest, NextLookIsTheSafetyNetTheDelayOrNow) {
+  const auto before = std::chrono::steady_clock::now();
+  auto none = queue_->NextLook();
   ASSERT_TRUE(none.ok()) << none.status().ToString();
-  EXPECT_FALSE(none->has_value());
+  EXPECT_GE(*none, before + std::chrono::seconds(1)) << "the safety net";
+  EXPECT_LE(*none, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  store_->TEST_set_poll_interval(std::chrono::hours(2));
   ASSERT_TRUE(
       queue_->Send({.payload = "later", .delay = std::chrono::hours(1)}).ok());
-  auto later = queue_->NextReadyIn();
+  auto later = queue_->NextLook();
   ASSERT_TRUE(later.ok());
-  ASSERT_TRUE(later->has_value());
-  EXPECT_GT(**later, std::chrono::minutes(59));
-  EXPECT_LE(**later, std::chrono::hours(1));
+  EXPECT_GT(*later, before + std::chrono::minutes(59));
+  // Just after the ready time: the rule's margin is half a millisecond.
+  EXPECT_LE(*later, std::chrono::steady_clock::now() + std::chrono::hours(1) +
+                        milliseconds(1));
   ASSERT_TRUE(queue_->Send({.payload = "now"}).ok());
-  auto now = queue_->NextReadyIn();
+  auto now = queue_->NextLook();
   ASSERT_TRUE(now.ok());
-  ASSERT_TRUE(now->has_value());
-  EXPECT_EQ(**now, milliseconds(0));
+  EXPECT_LE(*now, std::chrono::steady_clock::now())
+      << "a message ready now: look now";
+}
+
+// A claim that got nothing while a message is ready (another consumer's
+// group holds it back) waits for the ack that lets it through, not for
+// the ready time that has passed: it looks again at the safety net only.
+TEST_F(ReadySubscriptionTest, ReadyMessageBlockedByItsGroupWaitsForAnAck) {
+  store_->TEST_set_poll_interval(std::chrono::hours(1));
+  auto q = store_->CreateQueue("ordered", {.groups = GroupMode::kOrdered});
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  std::vector<Message> batch = {{.payload = "a", .group = "g"},
+                                {.payload = "b", .group = "g"}};
+  ASSERT_TRUE(q->SendBatch(batch).ok());
+  auto first = q->Claim();
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->size(), 1u);
+  ClaimNote note;
+  auto second = q->Claim({}, &note);
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(second->empty()) << "b waits for a";
+  const auto before = std::chrono::steady_clock::now();
+  auto at = q->NextLook(&note);
+  ASSERT_TRUE(at.ok());
+  EXPECT_GE(*at, before + std::chrono::minutes(59));
+  auto peek = q->NextLook();
+  ASSERT_TRUE(peek.ok());
+  EXPECT_LE(*peek, std::chrono::steady_clock::now())
+      << "a read alone sees b ready";
 }
 
 }  // namespace
