@@ -74,17 +74,21 @@ class Lab:
         self.worker_nodes = env["SQLQ_HA_WORKER_NODES"].split()
 
     def run(self, *args: str) -> str:
-        return subprocess.run([LAB, *args[:1], self.dir, *args[1:]],
-                              check=True, capture_output=True,
-                              text=True).stdout.strip()
+        p = subprocess.run([LAB, *args[:1], self.dir, *args[1:]],
+                           check=True, capture_output=True, text=True)
+        if args[0] == "heal":
+            # The lab's own account of the heal, for the test's output.
+            print(p.stderr.strip(), file=sys.stderr)
+        return p.stdout.strip()
 
     def fault(self, name: str) -> None:
         """Injects the fault and returns once another node takes writes
         (the fault has made the cluster fail over), or at once for faults
         that leave the writer in place."""
         old = self.run("leader")
-        subprocess.run([LAB, "fault", name, self.dir], check=True,
-                       capture_output=True)
+        p = subprocess.run([LAB, "fault", name, self.dir], check=True,
+                           capture_output=True, text=True)
+        print(f"{time.monotonic():.1f}", p.stderr.strip(), file=sys.stderr)
         if name in ("primary-kill", "primary-partition", "primary-blackhole",
                     "pause", "pause-db", "switchover"):
             self.run("leader", "--not", old, "--timeout", "120")

@@ -193,6 +193,8 @@ class MyConn : public core::TxConn {
   bool consecutive_autoinc = true;
   // The server is MariaDB (which has DELETE ... RETURNING), not MySQL.
   bool mariadb = false;
+  // The server is a node of a Galera cluster (wsrep_on).
+  bool wsrep = false;
   // The row of each queue's counters this connection adds to
   // (MysqlEngine::ReadSession).
   int counter_slot = 0;

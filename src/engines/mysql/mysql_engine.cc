@@ -285,6 +285,30 @@ Status MysqlEngine::WriteCounters(MyConn& conn, std::int64_t queue_id,
   return Status::Ok();
 }
 
+// BEGIN on a Galera node waits until the node has applied every write set
+// the cluster ordered before it (wsrep_sync_wait 1 covers BEGIN), then the
+// session goes back to not waiting. Without it, after a failover moves
+// clients to another node, a transaction there may not yet see what the old
+// writer committed: an ack of a message claimed there finds no lease and
+// answers not_found. Only BEGIN waits (one wait a transaction, not one a
+// statement); the statements inside see at least that state.
+constexpr const char* kBeginRead = "START TRANSACTION READ ONLY";
+constexpr const char* kBeginReadCausal =
+    "SET SESSION wsrep_sync_wait = 1; START TRANSACTION READ ONLY; "
+    "SET SESSION wsrep_sync_wait = 0";
+constexpr const char* kBegin = "START TRANSACTION";
+constexpr const char* kBeginCausal =
+    "SET SESSION wsrep_sync_wait = 1; START TRANSACTION; "
+    "SET SESSION wsrep_sync_wait = 0";
+// The database clock comes with BEGIN, in the same round trip.
+constexpr const char* kBeginClock =
+    "START TRANSACTION; "
+    "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
+constexpr const char* kBeginClockCausal =
+    "SET SESSION wsrep_sync_wait = 1; START TRANSACTION; "
+    "SET SESSION wsrep_sync_wait = 0; "
+    "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
+
 Status MysqlEngine::StartTransaction(MyConn& conn, bool read_only) {
   conn.read_only = read_only;
   conn.tx_open = true;
@@ -292,14 +316,14 @@ Status MysqlEngine::StartTransaction(MyConn& conn, bool read_only) {
     Status s = conn.Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
                          "begin transaction");
     if (!s.ok()) return s;
-    return conn.Exec("START TRANSACTION READ ONLY", "begin transaction");
+    return conn.Exec(conn.wsrep ? kBeginReadCausal : kBeginRead,
+                     "begin transaction");
   }
-  if (clock_) return conn.Exec("START TRANSACTION", "begin transaction");
-  // The database clock comes with BEGIN, in the same round trip.
-  auto now = conn.ExecScalar(
-      "START TRANSACTION; "
-      "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)",
-      "begin transaction");
+  if (clock_) {
+    return conn.Exec(conn.wsrep ? kBeginCausal : kBegin, "begin transaction");
+  }
+  auto now = conn.ExecScalar(conn.wsrep ? kBeginClockCausal : kBeginClock,
+                             "begin transaction");
   if (!now.ok()) return now.status();
   conn.tx_now_us = *now;
   return Status::Ok();
@@ -531,6 +555,14 @@ Status MysqlEngine::ReadSession(MyConn& conn) {
   conn.consecutive_autoinc = rows->Int(0, 2) <= 1;
   conn.mariadb = rows->Bytes(0, 5).find("MariaDB") != std::string::npos;
   if (!conn.owned()) return Status::Ok();
+  if (conn.mariadb) {
+    auto wsrep = conn.Run(
+        "SELECT VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES "
+        "WHERE VARIABLE_NAME = 'WSREP_ON'",
+        Params(), "read session");
+    if (!wsrep.ok()) return wsrep.status();
+    conn.wsrep = wsrep->size() == 1 && wsrep->Bytes(0, 0) == "ON";
+  }
   // READ COMMITTED: locking reads lock only the rows they return (no gap
   // locks, locks on rows that fail the WHERE are released), so a claim
   // holds up nobody's ack and sends do not wait on claims. But a server
