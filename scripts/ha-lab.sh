@@ -728,6 +728,11 @@ defaults
 listen sqlq
   bind $(ip_of sx):8080
   balance roundrobin
+  # A request whose connection to a server failed (a server that died)
+  # goes to another at once; it never reached the dead one.
+  option redispatch 1
+  retries 2
+  retry-on conn-failure
   option httpchk
   http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost
   http-check expect status 200
