@@ -39,7 +39,11 @@ BIN = os.environ.get("SQLQ_BIN") or os.path.join(ROOT, "build", "dev", "sqlq")
 WAKE_BOUND_S = 5.0
 
 FAILOVER_CODES = {"unavailable", "outcome_unknown", "timeout", "busy",
-                  "connection_failed", "shutting_down"}
+                  "connection_failed", "shutting_down",
+                  # A load balancer's own answer while it has no server up
+                  # (HAProxy's "No server is available"): the client
+                  # raises Unavailable.
+                  "http_502", "http_503", "http_504"}
 
 
 def server_time(s: str) -> float:
