@@ -34,6 +34,7 @@ CYCLES = int(os.environ.get("SQLQ_HA_CYCLES", "2"))
 # retry budget (30 s) + the database's TCP timeouts (10 s) + a margin.
 BOUND_S = 70.0
 LEASE_MS = 30_000
+THROUGHPUT_SENDS = 2000
 
 # A digest of each sqlq table's rows, as one query per database.
 PG_DIGEST = r"""
@@ -163,7 +164,9 @@ class LabHistory(unittest.TestCase):
                 outs.append(os.path.join(logs.name, f"{node}.jsonl"))
                 workers.append(lab.start_worker(node, mode, outs[-1],
                                                 run.queue))
-            self.assertTrue(run.wait_for_progress(50))
+            # The throughput before the first fault and after the last
+            # heal is measured over these sends (about 7 s here).
+            self.assertTrue(run.wait_for_progress(THROUGHPUT_SENDS))
             for _ in range(CYCLES):
                 for fault in FAULTS:
                     run.fault(fault, lambda f=fault: lab.fault(f),
@@ -171,6 +174,7 @@ class LabHistory(unittest.TestCase):
                               writable_after_inject=not self.stalls(fault))
                     self.assertTrue(run.wait_for_progress(50),
                                     f"no progress after {fault}")
+            self.assertTrue(run.wait_for_progress(THROUGHPUT_SENDS))
             run.stop_and_drain()
             for w in workers:
                 w.terminate()
