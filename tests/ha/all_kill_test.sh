@@ -34,34 +34,15 @@ writers="${SQLQ_HA_WRITERS:-4}"
 # write has run several times and only its last second is at stake.
 warm=2000
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+# shellcheck source=tests/ha/lab_test_lib.sh
+source "$(dirname "$0")/lab_test_lib.sh"
+
 case "$kind" in
   galera) start_args=(galera) ;;
   galera-unsafe) start_args=(galera --unsafe-flush) ;;
   *) fail "usage: $0 galera|galera-unsafe" ;;
 esac
-if [[ $(id -u) -ne 0 ]]; then
-  [[ "${SQLQ_REQUIRE_HA:-0}" != 1 ]] || fail "needs root (SQLQ_REQUIRE_HA=1)"
-  echo "SKIP: the lab needs root (network namespaces)" >&2
-  exit 77
-fi
-
-now() { echo "${EPOCHREALTIME/,/.}"; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-
-# Polls a command for at most $1 seconds.
-retry() {
-  local limit="$1" deadline
-  shift
-  deadline=$((SECONDS + limit))
-  until "$@"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.3
-  done
-}
+skip_unless_root
 
 work="$(mktemp -d /tmp/sqlq-allkill-XXXXXX)"
 wpids=()
@@ -163,10 +144,5 @@ if [[ "$kind" == galera-unsafe ]]; then
   echo "negative control: $most_lost of $acked acknowledged rows missing: loss seen, as expected"
 fi
 
-dir="$SQLQ_HA_DIR"
-"$lab" stop "$dir"
-SQLQ_HA_DIR=""
-[[ ! -e "$dir" ]] || fail "stop left $dir"
-! ip netns list | grep -qF -- "-$id-" || fail "stop left namespaces of $id"
-! ip link show | grep -qF -- "$id" || fail "stop left links of $id"
+stop_and_check_gone "$lab" "$id"
 echo "ok: $kind all-kill"

@@ -27,29 +27,9 @@ kind="${1:?usage: $0 patroni|patroni-async|galera FAULT}"
 fault="${2:?usage: $0 patroni|patroni-async|galera FAULT}"
 lab="$(cd "$(dirname "$0")/../.." && pwd)/scripts/ha-lab.sh"
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-if [[ $(id -u) -ne 0 ]]; then
-  [[ "${SQLQ_REQUIRE_HA:-0}" != 1 ]] || fail "needs root (SQLQ_REQUIRE_HA=1)"
-  echo "SKIP: the lab needs root (network namespaces)" >&2
-  exit 77
-fi
-
-now() { echo "${EPOCHREALTIME/,/.}"; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-
-# Retries a command for at most $1 seconds (a write during a failover).
-retry() {
-  local limit="$1" deadline
-  shift
-  deadline=$((SECONDS + limit))
-  until "$@"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.3
-  done
-}
+# shellcheck source=tests/ha/lab_test_lib.sh
+source "$(dirname "$0")/lab_test_lib.sh"
+skip_unless_root
 
 start_args=("$kind")
 if [[ "$kind" == patroni-async ]]; then start_args=(patroni --async); fi
@@ -163,10 +143,5 @@ else
   done
 fi
 
-dir="$SQLQ_HA_DIR"
-"$lab" stop "$dir"
-SQLQ_HA_DIR=""
-[[ ! -e "$dir" ]] || fail "stop left $dir"
-! ip netns list | grep -qF -- "-$id-" || fail "stop left namespaces of $id"
-! ip link show | grep -qF -- "$id" || fail "stop left links of $id"
+stop_and_check_gone "$lab" "$id"
 echo "ok: $kind $fault"
