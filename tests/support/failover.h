@@ -20,6 +20,7 @@
 #include <future>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "sqlq/status.h"
 
@@ -73,6 +74,29 @@ std::optional<Status> EndsWithin(Blackhole& dark, std::chrono::seconds bound,
   Status s = running.get();
   if (!ended) return std::nullopt;
   return s;
+}
+
+// What a call to a server that went dark may answer: try again
+// (`unavailable`), or its commit's outcome is unknown; never success,
+// never another error.
+inline void ExpectDarkServerAnswer(const Status& s) {
+  EXPECT_TRUE(s.code() == Code::kUnavailable ||
+              s.code() == Code::kOutcomeUnknown)
+      << s.ToString();
+}
+
+// Waits until `read()` (a server's counter of connections or sessions)
+// differs from `before`, for at most 30 s: the event that a client has
+// come to that server. False when it did not.
+template <class Read>
+bool ChangesFrom(long long before, Read read) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (read() == before) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
 }
 
 // A write refused by a server that takes no writes now (a replica, a
