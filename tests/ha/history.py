@@ -140,6 +140,11 @@ class Run:
         # name, seconds from a send after the fault to its delivery to a
         # consumer that was long-polling across the fault (None: never)
         self.wakes: list[tuple[str, float | None]] = []
+        # For each fault, seconds from its injection until the cluster took
+        # writes again by the lab's account (a new leader, or the heal when
+        # no node could take writes before it): the cluster's own failover
+        # time, against which the clients' gaps are judged.
+        self.outages: list[float] = []
         self.stopped_at: float | None = None  # when producers were told to
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -247,9 +252,13 @@ class Run:
         probe = _WakeProbe(self, f"{name}-{len(self.faults)}")
         inject()
         if writable_after_inject:
+            # The cluster's own outage: until another node took writes.
+            self.outages.append(time.monotonic() - at)
             probe.send()
         heal()
         if not writable_after_inject:
+            # No node takes writes before the heal has brought them back.
+            self.outages.append(time.monotonic() - at)
             probe.send()
         self.wakes.append((name, probe.result(60)))
         self.faults.append((name, at, time.monotonic()))
@@ -355,8 +364,10 @@ class Run:
         claim_ends = [o.end for o in claims if o.ok and o.claimed]
         gaps = [{"fault": name,
                  "send_gap": longest_gap(send_ends, at, healed),
-                 "claim_gap": longest_gap(claim_ends, at, healed)}
-                for name, at, healed in self.faults]
+                 "claim_gap": longest_gap(claim_ends, at, healed),
+                 "cluster_outage": round(outage, 2)}
+                for (name, at, healed), outage in zip(self.faults,
+                                                      self.outages)]
         # Acked sends a second by the producers, before the first fault
         # and after the last heal.
         def rate(lo: float, hi: float) -> float | None:
