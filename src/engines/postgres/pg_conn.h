@@ -249,9 +249,10 @@ class PgConn : public core::TxConn {
   Status Fail(const PGresult* res, std::string_view what, Phase phase);
   // libpq's notice receiver for owned connections: notes the warning
   // PostgreSQL sends with a COMMIT whose wait for a synchronous standby was
-  // cancelled (pg_cancel_backend, statement_timeout, pg_terminate_backend
-  // or a shutdown): the transaction committed on this server but may not
-  // have reached the standby, so a failover can still lose it.
+  // cancelled (pg_cancel_backend, pg_terminate_backend or a shutdown;
+  // statement_timeout is off while a COMMIT waits, so never this): the
+  // transaction committed on this server but may not have reached the standby,
+  // so a failover can still lose it.
   static void OnNotice(void* self, const PGresult* notice);
   // The outcome of a COMMIT the server answered with success: OK, or
   // kOutcomeUnknown when a cancelled replication wait was reported with it.

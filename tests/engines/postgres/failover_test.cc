@@ -80,7 +80,8 @@ void WaitForAStandbyThatNeverAnswers(Admin& admin) {
 }
 
 // Cancels, once one waits, a commit's wait for the standby, as an
-// operator's pg_cancel_backend or a statement_timeout would: PostgreSQL
+// operator's pg_cancel_backend would (statement_timeout does not: it is
+// off while a COMMIT waits for the standby): PostgreSQL
 // then answers the COMMIT with success and a warning, though the standby
 // never got the transaction. False when none waited within 30 s.
 bool CancelTheWaitForTheStandby(Admin& admin) {
