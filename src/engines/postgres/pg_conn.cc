@@ -3,13 +3,18 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 namespace sqlq::engines::postgres {
 
 namespace {
+
+// How long a server asked to cancel a COMMIT's wait has to answer.
+constexpr std::chrono::seconds kCancelGrace{5};
 
 std::string Trimmed(const char* s) {
   std::string out = s != nullptr ? s : "";
@@ -325,6 +330,52 @@ Status PgConn::CommitAnswered(std::string_view what) {
       what));
 }
 
+void PgConn::CommitSent() {
+  commit_deadline_ = std::chrono::steady_clock::now() + commit_timeout_;
+  commit_cancelled_ = false;
+}
+
+bool PgConn::AwaitCommitAnswer() {
+  if (commit_timeout_.count() <= 0) return true;
+  using std::chrono::milliseconds;
+  using std::chrono::steady_clock;
+  while (PQisBusy(conn_) == 1) {
+    const auto left =
+        std::chrono::ceil<milliseconds>(commit_deadline_ - steady_clock::now());
+    if (left.count() > 0) {
+      pollfd p{.fd = PQsocket(conn_), .events = POLLIN, .revents = 0};
+      const int r = ::poll(&p, 1, static_cast<int>(left.count()));
+      if (r < 0 && errno != EINTR) return true;  // libpq will report it
+      if (r > 0 && PQconsumeInput(conn_) == 0) return true;  // the same
+      continue;
+    }
+    if (!commit_cancelled_) {
+      // A cancelled wait for a standby is answered at once; a server that
+      // answers nothing even then is given up on after kCancelGrace.
+      commit_cancelled_ = true;
+      commit_deadline_ = steady_clock::now() + kCancelGrace;
+      if (PGcancel* cancel = PQgetCancel(conn_)) {
+        char err[256];
+        (void)PQcancel(cancel, err, sizeof err);
+        PQfreeCancel(cancel);
+      }
+      continue;
+    }
+    ::shutdown(PQsocket(conn_), SHUT_RDWR);
+    (void)PQconsumeInput(conn_);
+    failover = true;
+    return false;
+  }
+  return true;
+}
+
+Status PgConn::CommitUnanswered(std::string_view what) {
+  return Status::OutcomeUnknown(fmt::format(
+      "{}: no answer within commit_timeout_ms ({} ms), nor after asking the "
+      "server to cancel: the transaction may or may not have been committed",
+      what, commit_timeout_.count()));
+}
+
 Status PgConn::Failed(const PGresult* res, std::string_view what, Phase phase) {
   const char* state =
       res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
@@ -602,11 +653,23 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
     (void)PQexitPipelineMode(conn_);
     return s;
   }
+  // The server sends the pipeline's results when it reaches the sync, so a
+  // COMMIT that waits holds back the answers before it too: every read
+  // below is bounded by the commit timeout.
+  CommitSent();
+  bool unanswered = false;
+  auto read = [&]() -> PgResult {
+    if (unanswered || !AwaitCommitAnswer()) {
+      unanswered = true;
+      return nullptr;
+    }
+    return NextResult();
+  };
   // A lost connection anywhere in here may have taken the COMMIT with it.
   auto phase = [&] { return healthy() ? Phase::kStatement : Phase::kCommit; };
   std::optional<Status> failed;
   auto next = [&](std::string_view stmt) -> PgResult {
-    PgResult res = NextResult();
+    PgResult res = read();
     const ExecStatusType st =
         res != nullptr ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
@@ -617,7 +680,7 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
   };
   if (with_begin) {
     pending_begin_ = nullptr;
-    PgResult res = NextResult();
+    PgResult res = read();
     if (res == nullptr || PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
       // An error the server sent as BEGIN's answer (a SQLSTATE, as when it
       // was ending the session: pg_terminate_backend, shutdown) means it ran
@@ -638,7 +701,11 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
     if (PgResult res = next(staged->what)) staged_rows.emplace(std::move(res));
   }
   for (std::size_t i = 0; i < params.size(); ++i) (void)next(what);
-  PgResult commit = NextResult();
+  PgResult commit = read();
+  if (unanswered) {
+    (void)PQexitPipelineMode(conn_);
+    return CommitUnanswered("commit");
+  }
   PgResult sync(PQgetResult(conn_));
   const bool exited = PQexitPipelineMode(conn_) == 1;
   if (failed) return rollback(*failed);
@@ -686,8 +753,17 @@ Result<std::string> PgConn::Exec(const char* sql, std::string_view what,
     }
     if (Status b = FlushBegin(); !b.ok()) return b;
   }
-  if (phase == Phase::kCommit) replication_wait_cancelled_ = false;
-  PgResult res(PQexec(conn_, sql));
+  PgResult res;
+  if (phase == Phase::kCommit) {
+    replication_wait_cancelled_ = false;
+    if (PQsendQuery(conn_, sql) != 1) return Failed(nullptr, what, phase);
+    CommitSent();
+    if (!AwaitCommitAnswer()) return CommitUnanswered(what);
+    // As PQexec: the last result.
+    while (PgResult next{PQgetResult(conn_)}) res = std::move(next);
+  } else {
+    res.reset(PQexec(conn_, sql));
+  }
   const ExecStatusType st =
       res != nullptr ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {

@@ -187,6 +187,9 @@ class PgConn : public core::TxConn {
   // (restart, idle timeout, pg_terminate_backend), which shows only as
   // something to read on its socket. Costs a poll, no round trip.
   bool ClosedWhileIdle();
+  // How long the answer to a COMMIT is awaited before the server is asked
+  // to cancel what it waits for (AwaitCommitAnswer); zero: for ever.
+  void set_commit_timeout(std::chrono::milliseconds t) { commit_timeout_ = t; }
   // Runs a statement without parameters through the simple protocol (BEGIN,
   // COMMIT...). Returns the command tag on success.
   Result<std::string> Exec(const char* sql, std::string_view what,
@@ -265,6 +268,19 @@ class PgConn : public core::TxConn {
   std::optional<Status> ReadBegin();
   // Runs the deferred BEGIN on its own.
   Status FlushBegin();
+  // Called once a COMMIT is sent (CommitSent), before each read of its
+  // round trip's answers: waits until the next answer is there, up to
+  // commit_timeout_ from when the COMMIT was sent. A COMMIT that waits for a
+  // synchronous standby that does not answer (one rebuilt, or following another
+  // leader while this server, fenced off but still running, believes it leads)
+  // waits for ever: past the timeout the server is asked to cancel that wait,
+  // after which it answers with success and the warning CommitAnswered reports.
+  // False when even then no answer came: the connection is then shut down, and
+  // CommitUnanswered says what happened.
+  bool AwaitCommitAnswer();
+  // Starts the commit timeout's clock: a COMMIT was just sent.
+  void CommitSent();
+  Status CommitUnanswered(std::string_view what);
   // In pipeline mode: the next command's result, its terminating null read.
   PgResult NextResult();
   // True when `res` (an error) or the connection's state says that this
@@ -284,6 +300,9 @@ class PgConn : public core::TxConn {
   bool owned_;
   // Set by OnNotice; cleared before each COMMIT is sent.
   bool replication_wait_cancelled_ = false;
+  std::chrono::milliseconds commit_timeout_{0};
+  std::chrono::steady_clock::time_point commit_deadline_;
+  bool commit_cancelled_ = false;
   Recycler recycler_;
   std::unordered_map<const char*, std::string> prepared_;  // sql -> name
 };

@@ -238,6 +238,7 @@ Result<std::unique_ptr<PgConn>> PostgresEngine::Connect() {
   PGconn* pg = ConnectRaw();
   if (pg == nullptr) return Status::Unavailable("connect: out of memory");
   auto conn = std::make_unique<PgConn>(pg, /*owned=*/true);
+  conn->set_commit_timeout(commit_timeout_);
   if (PQstatus(pg) != CONNECTION_OK) {
     return Translate(nullptr, pg, "connect to PostgreSQL", Phase::kConnect);
   }

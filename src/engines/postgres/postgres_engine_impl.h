@@ -74,12 +74,17 @@ constexpr std::chrono::milliseconds kVacuumInterval{1000};
 // The store folds the counter deltas into sqlq_counters once it appended
 // this many (at most once per kVacuumInterval); fold_rows overrides.
 constexpr std::int64_t kFoldRows = 1000;
+// A COMMIT unanswered this long is cancelled (PgConn::AwaitCommitAnswer):
+// as long as MariaDB's default read_timeout, so that on both engines a call
+// the database leaves without an answer ends in about 30 s; the URL
+// parameter commit_timeout_ms overrides (0: wait for ever).
+constexpr std::int64_t kCommitTimeoutMs = 30'000;
 
 // The URL parameters of docs/engines/postgres.md, "Tuning", taken out of
 // the URL before libpq sees it.
 constexpr std::string_view kTuningParams[] = {
-    "write_groups", "vacuum_rows", "fold_rows",
-    "claim_marks",  "rescan_ms",   "failover_wait_ms"};
+    "write_groups", "vacuum_rows",      "fold_rows",        "claim_marks",
+    "rescan_ms",    "failover_wait_ms", "commit_timeout_ms"};
 
 struct Tuning {
   int write_groups = kWriteGroups;
@@ -90,6 +95,8 @@ struct Tuning {
   // core::RetryPolicy::failover_wait; -1: the default for the URL's hosts
   // (core::DefaultFailoverWait).
   std::int64_t failover_wait_ms = -1;
+  // PgConn::set_commit_timeout; 0: for ever.
+  std::int64_t commit_timeout_ms = kCommitTimeoutMs;
 
   static Result<Tuning> From(const core::UrlTuning& u) {
     Tuning t;
@@ -99,8 +106,9 @@ struct Tuning {
     auto marks = u.Int("claim_marks", 1, 0, 1);
     auto rescan = u.Int("rescan_ms", 0, 0, 86'400'000);
     auto failover = u.Int("failover_wait_ms", -1, 0, 600'000);
+    auto commit = u.Int("commit_timeout_ms", kCommitTimeoutMs, 0, 86'400'000);
     for (const auto* r :
-         {&groups, &vacuum, &fold, &marks, &rescan, &failover}) {
+         {&groups, &vacuum, &fold, &marks, &rescan, &failover, &commit}) {
       if (!r->ok()) return r->status();
     }
     t.write_groups = static_cast<int>(*groups);
@@ -109,6 +117,7 @@ struct Tuning {
     t.claim_marks = *marks == 1;
     t.rescan_ms = *rescan;
     t.failover_wait_ms = *failover;
+    t.commit_timeout_ms = *commit;
     return t;
   }
 };
@@ -146,7 +155,8 @@ class PostgresEngine : public shared::SqlEngine<Dialect> {
         several_hosts_(several_hosts),
         write_groups_(tuning.write_groups),
         vacuum_threshold_(tuning.vacuum_rows),
-        fold_threshold_(tuning.fold_rows) {
+        fold_threshold_(tuning.fold_rows),
+        commit_timeout_(tuning.commit_timeout_ms) {
     pool_.set_failover_wait(
         core::FailoverWaitFor(tuning.failover_wait_ms, several_hosts));
     ClaimMarks::Options marks;
@@ -331,6 +341,7 @@ class PostgresEngine : public shared::SqlEngine<Dialect> {
   const int write_groups_;
   const std::int64_t vacuum_threshold_;
   const std::int64_t fold_threshold_;
+  const std::chrono::milliseconds commit_timeout_;
   std::unique_ptr<Notifier> notifier_;
   std::unique_ptr<Vacuumer> vacuumer_;
   std::unique_ptr<Vacuumer> folder_;   // folds the counter deltas

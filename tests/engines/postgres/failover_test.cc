@@ -223,6 +223,67 @@ TEST(PostgresFailover, ACancelledWaitForTheSynchronousStandbyIsNotSuccess) {
   EXPECT_EQ(claimed.code(), Code::kOutcomeUnknown) << claimed.ToString();
 }
 
+// A primary fenced off without being stopped (its Patroni frozen past the
+// leader's TTL) keeps taking connections, and every commit waits for a
+// standby that now follows another leader; so does a commit while the only
+// synchronous standby is rebuilt. commit_timeout_ms bounds that wait: the
+// call ends by itself as outcome_unknown, and the next call is served.
+TEST(PostgresFailover, ACommitThatWaitsForAStandbyEndsAtTheCommitTimeout) {
+  SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
+  PrivatePgServer server;
+  ASSERT_TRUE(server.ok());
+  auto with = [&](const std::string& param) {
+    const char* sep = server.url().find('?') == std::string::npos ? "?" : "&";
+    return server.url() + sep + param;
+  };
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(with("commit_timeout_ms=300")));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  Admin admin(server.url());
+  ASSERT_NO_FATAL_FAILURE(WaitForAStandbyThatNeverAnswers(admin));
+  // The setting reaches commits a moment after the admin's session sees it:
+  // once a commit of the admin's waits (then cancelled), the store's do.
+  auto probe = std::async(std::launch::async, [&] {
+    Admin other(server.url());
+    other.Query("CREATE TABLE probe (x int)");
+  });
+  ASSERT_TRUE(CancelTheWaitForTheStandby(admin));
+  probe.get();
+  // Nobody cancels anything here; 60 s is only the test's safety net
+  // (past it the wait is cancelled, so that the test fails, not hangs).
+  auto ends = [&](auto call) -> std::optional<Status> {
+    auto running = std::async(std::launch::async, call);
+    if (running.wait_for(std::chrono::seconds(60)) ==
+        std::future_status::ready) {
+      return running.get();
+    }
+    (void)CancelTheWaitForTheStandby(admin);
+    return std::nullopt;
+  };
+  // A send (its COMMIT goes in one round trip with its statements) and a
+  // queue's creation (COMMIT on its own).
+  auto sent = ends([&] { return q.Send({.payload = "x"}).status(); });
+  ASSERT_TRUE(sent.has_value()) << "the send still waited for the standby";
+  EXPECT_EQ(sent->code(), Code::kOutcomeUnknown) << sent->ToString();
+  EXPECT_NE(sent->message().find("synchronous standby"), std::string::npos)
+      << sent->ToString();
+  auto created = ends([&] { return store->CreateQueue("more", {}).status(); });
+  ASSERT_TRUE(created.has_value()) << "the creation still waited";
+  EXPECT_EQ(created->code(), Code::kOutcomeUnknown) << created->ToString();
+  // Both committed on this server, which serves the next call.
+  admin.Query("ALTER SYSTEM RESET synchronous_standby_names");
+  admin.Query("SELECT pg_reload_conf()");
+  ASSERT_TRUE(admin.WaitFor("SHOW synchronous_standby_names", ""));
+  ASSERT_OK(q.Send({.payload = "y"}).status());
+  EXPECT_EQ(ReadyCount(server.url(), "jobs"), 2);
+  EXPECT_OK(store->Queue("more").status());
+
+  for (const char* bad : {"commit_timeout_ms=-1", "commit_timeout_ms=86400001",
+                          "commit_timeout_ms=soon"}) {
+    auto refused = Store::Open(with(bad));
+    EXPECT_EQ(refused.status().code(), Code::kInvalidArgument) << bad;
+  }
+}
+
 TEST(PostgresFailover, ADuplicateSendWaitsForTheStandbyLikeTheFirst) {
   SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
   PrivatePgServer server;
