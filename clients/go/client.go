@@ -288,6 +288,10 @@ func (c *Client) once(ctx context.Context, method, target string, data []byte, t
 			return 0, nil, nil, fmt.Errorf("sqlq: %s: %w", what, ctxErr)
 		}
 		msg := err.Error()
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			msg = ue.Err.Error() // without the method and URL said already
+		}
 		if actx.Err() == context.DeadlineExceeded {
 			msg = fmt.Sprintf("no reply within %v", timeout)
 		}
