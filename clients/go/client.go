@@ -402,3 +402,22 @@ func (c *Client) post(ctx context.Context, path string, body, out any) error {
 func (c *Client) del(ctx context.Context, path string, out any) error {
 	return c.do(ctx, call{method: "DELETE", path: path}, out)
 }
+
+// doAs sends cl and returns its reply decoded as a T.
+func doAs[T any](ctx context.Context, c *Client, cl call) (*T, error) {
+	var out T
+	if err := c.do(ctx, cl, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// getAs is doAs of a GET.
+func getAs[T any](ctx context.Context, c *Client, path string, q url.Values) (*T, error) {
+	return doAs[T](ctx, c, call{method: "GET", path: path, query: q})
+}
+
+// postAs is doAs of a POST.
+func postAs[T any](ctx context.Context, c *Client, path string, body any) (*T, error) {
+	return doAs[T](ctx, c, call{method: "POST", path: path, body: body})
+}

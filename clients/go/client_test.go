@@ -88,10 +88,7 @@ func TestClientQueueLifecycle(t *testing.T) {
 }
 
 func TestClientSendClaimAckNackExtend(t *testing.T) {
-	s := startServer(t)
-	c := s.client(t)
-	q := c.Queue("msgs")
-	must[*sqlq.QueueInfo](t)(q.Create(bg(), sqlq.Options{"max_attempts": 2, "lease_ms": 30000}))
+	_, _, q := newQueue(t, "msgs", sqlq.Options{"max_attempts": 2, "lease_ms": 30000})
 	send := func(m sqlq.Outgoing) int64 { return must[int64](t)(q.Send(bg(), m)) }
 	i1 := send(sqlq.Outgoing{Payload: "hello", Headers: map[string]string{"tenant": "acme"}})
 	i2 := send(sqlq.Outgoing{Payload: []byte{0xff, 0, 1}, Priority: 5})
@@ -189,10 +186,7 @@ func TestClientSendClaimAckNackExtend(t *testing.T) {
 }
 
 func TestClientIdempotentSendsCarryKeys(t *testing.T) {
-	s := startServer(t)
-	c := s.client(t)
-	q := c.Queue("idem")
-	must[*sqlq.QueueInfo](t)(q.Create(bg(), nil))
+	s, _, q := newQueue(t, "idem", nil)
 	id := must[int64](t)(q.Send(bg(), sqlq.Outgoing{Payload: "a"}))
 	m := must[*sqlq.MessageInfo](t)(q.Message(bg(), id))
 	if !strings.HasPrefix(m.Dedup, "idem:") || len(m.Dedup) != len("idem:")+32 {
@@ -230,10 +224,7 @@ func TestClientStaleReceipt(t *testing.T) {
 }
 
 func TestClientLongPollWaitsForASend(t *testing.T) {
-	s := startServer(t)
-	c := s.client(t)
-	q := c.Queue("poll")
-	must[*sqlq.QueueInfo](t)(q.Create(bg(), nil))
+	_, c, q := newQueue(t, "poll", nil)
 	got := make(chan *sqlq.ClaimResult, 1)
 	go func() {
 		r, err := q.Claim(bg(), sqlq.ClaimOptions{Wait: 20 * time.Second})

@@ -93,20 +93,12 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 
 // Create creates the queue with the options given (nil: the defaults).
 func (q *Queue) Create(ctx context.Context, opts Options) (*QueueInfo, error) {
-	var r QueueInfo
-	if err := q.client.post(ctx, q.path, opts, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return postAs[QueueInfo](ctx, q.client, q.path, opts)
 }
 
 // Stats reads the queue's counts and options.
 func (q *Queue) Stats(ctx context.Context) (*QueueStatus, error) {
-	var r QueueStatus
-	if err := q.client.get(ctx, q.path, nil, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return getAs[QueueStatus](ctx, q.client, q.path, nil)
 }
 
 // Get reads the queue's options (CreatedAt left out).
@@ -124,21 +116,11 @@ func (q *Queue) Get(ctx context.Context) (*QueueInfo, error) {
 // Change changes the options given; the others stay. A nil value lifts a
 // limit.
 func (q *Queue) Change(ctx context.Context, opts Options) (*QueueInfo, error) {
-	var r QueueInfo
-	err := q.client.do(ctx, call{method: "PATCH", path: q.path, body: opts, idempotent: true}, &r)
-	if err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return doAs[QueueInfo](ctx, q.client, call{method: "PATCH", path: q.path, body: opts, idempotent: true})
 }
 
 func (q *Queue) info(ctx context.Context, sub string) (*QueueInfo, error) {
-	var r QueueInfo
-	err := q.client.do(ctx, call{method: "POST", path: q.path + sub, idempotent: true}, &r)
-	if err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return doAs[QueueInfo](ctx, q.client, call{method: "POST", path: q.path + sub, idempotent: true})
 }
 
 // Pause stops claims (they get nothing); sends go on.
@@ -187,11 +169,7 @@ type History struct {
 // History reads the queue's depth over the last hour, as this server kept
 // it.
 func (q *Queue) History(ctx context.Context) (*History, error) {
-	var r History
-	if err := q.client.get(ctx, q.path+"/history", nil, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return getAs[History](ctx, q.client, q.path+"/history", nil)
 }
 
 // Outgoing is a message to send. The zero value of each field but Payload
@@ -606,11 +584,7 @@ type Page struct {
 // Message reads the message id, wherever it is (queue, dead letters,
 // archive).
 func (q *Queue) Message(ctx context.Context, id int64) (*MessageInfo, error) {
-	var r MessageInfo
-	if err := q.client.get(ctx, q.path+"/messages/"+strconv.FormatInt(id, 10), nil, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return getAs[MessageInfo](ctx, q.client, q.path+"/messages/"+strconv.FormatInt(id, 10), nil)
 }
 
 // Messages lists one page of the messages f selects, in id order: at most
@@ -623,11 +597,7 @@ func (q *Queue) Messages(ctx context.Context, f Filter, limit int, cursor string
 	if cursor != "" {
 		v.Set("cursor", cursor)
 	}
-	var r Page
-	if err := q.client.get(ctx, q.path+"/messages", v, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return getAs[Page](ctx, q.client, q.path+"/messages", v)
 }
 
 // EachMessage calls fn with every message f selects, page after page of

@@ -17,11 +17,7 @@ type All struct {
 // All reads every queue, ring and rotation the token may see, in one
 // request.
 func (c *Client) All(ctx context.Context) (*All, error) {
-	var r All
-	if err := c.get(ctx, "/v1/all", nil, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return getAs[All](ctx, c, "/v1/all", nil)
 }
 
 // Overview reads what a dashboard shows (GET /v1/overview) as the JSON
@@ -93,20 +89,12 @@ func (c *Client) Rings(ctx context.Context) ([]RingInfo, error) {
 
 // Create creates the ring ("capacity", "max_payload_bytes").
 func (r *Ring) Create(ctx context.Context, opts Options) (*RingInfo, error) {
-	var out RingInfo
-	if err := r.client.post(ctx, r.path, opts, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return postAs[RingInfo](ctx, r.client, r.path, opts)
 }
 
 // Stats reads the ring's counts.
 func (r *Ring) Stats(ctx context.Context) (*RingStats, error) {
-	var out RingStats
-	if err := r.client.get(ctx, r.path, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return getAs[RingStats](ctx, r.client, r.path, nil)
 }
 
 // Drop deletes the ring.
@@ -118,11 +106,7 @@ func (r *Ring) Push(ctx context.Context, group string, payload any) (*RingEntry,
 	if err := payloadFields(payload, body); err != nil {
 		return nil, err
 	}
-	var out RingEntry
-	if err := r.client.post(ctx, r.path+"/groups/"+seg(group), body, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return postAs[RingEntry](ctx, r.client, r.path+"/groups/"+seg(group), body)
 }
 
 // ReadOptions are the options of Ring.Read; the zero value reads the
@@ -235,20 +219,12 @@ func (c *Client) Rotations(ctx context.Context) ([]RotationInfo, error) {
 
 // Create creates the rotation ("max_failures", "max_payload_bytes").
 func (r *Rotation) Create(ctx context.Context, opts Options) (*RotationInfo, error) {
-	var out RotationInfo
-	if err := r.client.post(ctx, r.path, opts, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return postAs[RotationInfo](ctx, r.client, r.path, opts)
 }
 
 // Stats reads the rotation's counts.
 func (r *Rotation) Stats(ctx context.Context) (*RotationStats, error) {
-	var out RotationStats
-	if err := r.client.get(ctx, r.path, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return getAs[RotationStats](ctx, r.client, r.path, nil)
 }
 
 // Drop deletes the rotation.
@@ -287,11 +263,7 @@ func (r *Rotation) Next(ctx context.Context, n int) ([]RotationItem, error) {
 }
 
 func (r *Rotation) item(ctx context.Context, key, action string) (*RotationItem, error) {
-	var out RotationItem
-	if err := r.client.post(ctx, r.path+"/items/"+seg(key)+"/"+action, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return postAs[RotationItem](ctx, r.client, r.path+"/items/"+seg(key)+"/"+action, nil)
 }
 
 // Fail counts a failure of the item key; it is parked at max_failures.
@@ -371,11 +343,7 @@ func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 }
 
 func (s *Schedule) info(ctx context.Context, method, sub string, body any) (*ScheduleInfo, error) {
-	var out ScheduleInfo
-	if err := s.client.do(ctx, call{method: method, path: s.path + sub, body: body}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return doAs[ScheduleInfo](ctx, s.client, call{method: method, path: s.path + sub, body: body})
 }
 
 // Create creates the schedule.

@@ -171,3 +171,15 @@ func stats(t *testing.T, q *sqlq.Queue) sqlq.QueueStats {
 	}
 	return st.Stats
 }
+
+// newQueue starts a server and creates the queue name on it with opts.
+func newQueue(t *testing.T, name string, opts sqlq.Options) (*server, *sqlq.Client, *sqlq.Queue) {
+	t.Helper()
+	s := startServer(t)
+	c := s.client(t)
+	q := c.Queue(name)
+	if _, err := q.Create(bg(), opts); err != nil {
+		t.Fatal(err)
+	}
+	return s, c, q
+}

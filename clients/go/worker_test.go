@@ -62,10 +62,7 @@ func runWorker(t *testing.T, c *sqlq.Client, queue string, h sqlq.Handler, opts 
 }
 
 func TestWorkerConcurrentHandlersAckEachMessageOnce(t *testing.T) {
-	s := startServer(t)
-	c := s.client(t)
-	q := c.Queue("conc")
-	must[*sqlq.QueueInfo](t)(q.Create(bg(), nil))
+	_, c, q := newQueue(t, "conc", nil)
 	const n = 40
 	batch := make([]sqlq.Outgoing, n)
 	for i := range batch {
@@ -117,10 +114,7 @@ func TestWorkerConcurrentHandlersAckEachMessageOnce(t *testing.T) {
 }
 
 func TestWorkerFailingHandlerIsNackedThenDeadLettered(t *testing.T) {
-	s := startServer(t)
-	c := s.client(t)
-	q := c.Queue("fails")
-	must[*sqlq.QueueInfo](t)(q.Create(bg(), sqlq.Options{"max_attempts": 2, "backoff_base_ms": 0}))
+	_, c, q := newQueue(t, "fails", sqlq.Options{"max_attempts": 2, "backoff_base_ms": 0})
 	id := must[int64](t)(q.Send(bg(), sqlq.Outgoing{Payload: "x"}))
 	var mu sync.Mutex
 	var calls []int
@@ -171,12 +165,9 @@ func TestWorkerErrorTextIsBounded(t *testing.T) {
 }
 
 func TestWorkerLongHandlerKeepsItsLease(t *testing.T) {
-	s := startServer(t)
-	c := s.client(t)
-	q := c.Queue("slow")
 	// Long enough that a loaded machine delays no extension past a lease.
 	const lease = 2 * time.Second
-	must[*sqlq.QueueInfo](t)(q.Create(bg(), sqlq.Options{"lease_ms": lease.Milliseconds()}))
+	_, c, q := newQueue(t, "slow", sqlq.Options{"lease_ms": lease.Milliseconds()})
 	id := must[int64](t)(q.Send(bg(), sqlq.Outgoing{Payload: "long"}))
 	started, finish := make(chan struct{}), make(chan struct{})
 	var runs sync.Map
@@ -210,12 +201,9 @@ func TestWorkerLongHandlerKeepsItsLease(t *testing.T) {
 }
 
 func TestWorkerServerKilledMidRun(t *testing.T) {
-	s := startServer(t)
-	c := s.client(t)
-	q := c.Queue("crash")
 	// Longer than a restart of the server takes on a loaded machine.
 	const lease = 4 * time.Second
-	must[*sqlq.QueueInfo](t)(q.Create(bg(), sqlq.Options{"lease_ms": lease.Milliseconds()}))
+	s, c, q := newQueue(t, "crash", sqlq.Options{"lease_ms": lease.Milliseconds()})
 	const n = 30
 	batch := make([]sqlq.Outgoing, n)
 	for i := range batch {
@@ -377,11 +365,8 @@ func workerProcMain() int {
 }
 
 func TestWorkerKilledMidMessageIsRedelivered(t *testing.T) {
-	s := startServer(t)
-	c := s.client(t)
-	q := c.Queue("killed")
 	const lease = 1500 * time.Millisecond
-	must[*sqlq.QueueInfo](t)(q.Create(bg(), sqlq.Options{"lease_ms": lease.Milliseconds()}))
+	s, _, q := newQueue(t, "killed", sqlq.Options{"lease_ms": lease.Milliseconds()})
 	id := must[int64](t)(q.Send(bg(), sqlq.Outgoing{Payload: "survive me"}))
 	cmd, dir := workerProc(t, s.url(), "killed", "hang", 1, 30*time.Second)
 	waitEvent(t, dir, fmt.Sprintf("started %d 1", id))
@@ -404,10 +389,7 @@ func TestWorkerKilledMidMessageIsRedelivered(t *testing.T) {
 }
 
 func TestWorkerSigtermFinishesOrReleasesAndClaimsNothingMore(t *testing.T) {
-	s := startServer(t)
-	c := s.client(t)
-	q := c.Queue("term")
-	must[*sqlq.QueueInfo](t)(q.Create(bg(), sqlq.Options{"lease_ms": 60000}))
+	s, _, q := newQueue(t, "term", sqlq.Options{"lease_ms": 60000})
 	ids := must[*sqlq.SendResult](t)(q.SendBatch(bg(), []sqlq.Outgoing{{Payload: "a"}, {Payload: "b"}, {Payload: "c"}})).IDs
 	a, b, cID := ids[0], ids[1], ids[2]
 	cmd, dir := workerProc(t, s.url(), "term", "slow", 2, 3*time.Second)
