@@ -129,7 +129,8 @@ func (w *Worker) logf(level, format string, v ...any) {
 
 // Run claims and handles messages until ctx ends, then stops gracefully,
 // and returns nil once stopped (an error only when the queue cannot be
-// used at all: it does not exist, the token may not claim from it).
+// used at all: it does not exist, the token may not claim from it, the
+// server refuses the options).
 //
 //   - One loop claims as many messages as there are free handlers, with a
 //     long poll of Wait, so an idle worker costs one waiting request.
@@ -222,7 +223,8 @@ func (w *Worker) claimLoop(ctx context.Context) error {
 				break
 			}
 			if !transient(err) {
-				if errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrForbidden) {
+				if errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnauthorized) ||
+					errors.Is(err, ErrForbidden) || errors.Is(err, ErrBadRequest) {
 					return err
 				}
 				w.logf("ERROR", "claim failed: %v", err)
@@ -243,7 +245,7 @@ func (w *Worker) claimLoop(ctx context.Context) error {
 				w.release(&running{msg: m, cancel: func() {}}, "the worker stopped as it claimed the message")
 				continue
 			}
-			w.start(m)
+			w.start(ctx, m)
 		}
 		if len(res.Messages) == 0 && res.RetryAfter > 0 {
 			// A limit of the queue (rate, max_leased) held the claim back.
@@ -262,8 +264,8 @@ func (valuesOnly) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (valuesOnly) Done() <-chan struct{}       { return nil }
 func (valuesOnly) Err() error                  { return nil }
 
-func (w *Worker) start(m *Message) {
-	hctx, cancel := context.WithCancel(valuesOnly{context.Background()})
+func (w *Worker) start(ctx context.Context, m *Message) {
+	hctx, cancel := context.WithCancel(valuesOnly{ctx})
 	r := &running{msg: m, ctx: hctx, cancel: cancel, beatStop: make(chan struct{})}
 	w.mu.Lock()
 	w.running[r] = struct{}{}

@@ -40,7 +40,7 @@ func runWorker(t *testing.T, c *sqlq.Client, queue string, h sqlq.Handler, opts 
 	}
 	opts.Logger = log.New(os.Stderr, t.Name()+" ", log.Lmicroseconds)
 	w := sqlq.NewWorker(c, queue, h, opts)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), runKey{}, t.Name()))
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	var once sync.Once
@@ -60,6 +60,9 @@ func runWorker(t *testing.T, c *sqlq.Client, queue string, h sqlq.Handler, opts 
 	t.Cleanup(stop)
 	return w, stop
 }
+
+// runKey names a value of the context given to Run, which handlers see.
+type runKey struct{}
 
 func TestWorkerConcurrentHandlersAckEachMessageOnce(t *testing.T) {
 	_, c, q := newQueue(t, "conc", nil)
@@ -85,6 +88,9 @@ func TestWorkerConcurrentHandlersAckEachMessageOnce(t *testing.T) {
 		}
 		mu.Unlock()
 		defer func() { mu.Lock(); active--; mu.Unlock() }()
+		if ctx.Value(runKey{}) != t.Name() {
+			return errors.New("the handler's context lost the values of Run's")
+		}
 		// The first handlers meet: with fewer than four running at once
 		// they fail, and their messages are nacked.
 		select {
@@ -433,11 +439,22 @@ func TestWorkerSigtermFinishesOrReleasesAndClaimsNothingMore(t *testing.T) {
 	}
 }
 
-func TestWorkerOfAMissingQueueReturnsTheError(t *testing.T) {
-	s := startServer(t)
-	w := sqlq.NewWorker(s.client(t), "nope", func(context.Context, *sqlq.Message) error { return nil },
-		sqlq.WorkerOptions{Logger: sqlq.Discard})
+func TestWorkerThatCannotClaimReturnsTheError(t *testing.T) {
+	s, c, _ := newQueue(t, "jobs", nil)
+	nop := func(context.Context, *sqlq.Message) error { return nil }
+	w := sqlq.NewWorker(c, "nope", nop, sqlq.WorkerOptions{Logger: sqlq.Discard})
 	if err := w.Run(bg()); !errors.Is(err, sqlq.ErrNotFound) {
-		t.Fatalf("Run: %v", err)
+		t.Fatalf("Run on a missing queue: %v", err)
+	}
+	w = sqlq.NewWorker(c, "jobs", nop, sqlq.WorkerOptions{Wait: time.Hour, Logger: sqlq.Discard})
+	var e *sqlq.Error
+	if err := w.Run(bg()); !errors.As(err, &e) || e.Code != "wait_too_long" {
+		t.Fatalf("Run with a wait over the server's: %v", err)
+	}
+	anon := must[*sqlq.Client](t)(sqlq.New(s.url()))
+	defer anon.Close()
+	w = sqlq.NewWorker(anon, "jobs", nop, sqlq.WorkerOptions{Lease: time.Second, Logger: sqlq.Discard})
+	if err := w.Run(bg()); !errors.Is(err, sqlq.ErrUnauthorized) {
+		t.Fatalf("Run without a token: %v", err)
 	}
 }
