@@ -17,6 +17,8 @@ packages=(
   python3-botocore python3-boto3 awscli python3-celery python3-kombu
   python3-pycurl python3-psycopg
   help2man dpkg-dev file man-db systemd
+  # The Go client's tests (clients/go): Go 1.19, standard library only.
+  golang-go
   # The replicated-database lab (scripts/ha-lab.sh, tests/ha): Patroni with
   # etcd, Galera (with mariadb-server), HAProxy, nft for the faults (and
   # the engines' tests of a server that went dark), rsync and socat for

@@ -1,0 +1,3 @@
+module sqlq.dev/go/sqlq
+
+go 1.19
