@@ -19,6 +19,14 @@ export class Client {
   // Frees the kept-alive connections (the process can then exit).
   close() { this.http.close(); }
 
+  // The same client (connections, token, logger) whose calls are not
+  // retried: a worker retries by itself, with its own backoff and logs.
+  _withoutRetries() {
+    const http = Object.assign(Object.create(Object.getPrototypeOf(this.http)), this.http,
+                               { retries: 0, ownAgent: false });
+    return Object.assign(Object.create(Object.getPrototypeOf(this)), this, { http });
+  }
+
   async _get(path, opts) {
     return this.http.call("GET", path, { idempotent: true, ...opts });
   }

@@ -256,6 +256,130 @@ class WorkerTest(unittest.TestCase):
         self.assertIn(1, [m.id for m in self.client.queue("term2").claim(3)])
 
 
+class WorkerLogTest(unittest.TestCase):
+    """What a worker says on the "sqlq.worker" logger, as a user running
+    it with logging.basicConfig() reads it: the handler's failure with its
+    traceback, the dead letter, a lost lease, the server away and back,
+    the stop."""
+
+    def setUp(self) -> None:
+        self.server = sqlq_server.Server()
+        self.client = sqlq.Client(self.server.url,
+                                  token=sqlq_server.ADMIN_TOKEN)
+        self.addCleanup(self.server.close)
+        self.addCleanup(self.client.close)
+
+    def worker(self, queue: str, handler, **kw) -> sqlq.Worker:
+        kw.setdefault("wait_ms", 500)
+        w = sqlq.Worker(self.client, queue, handler, name="w1", **kw)
+        w.start()
+
+        def stop() -> None:
+            w.stop()
+            w.join(30)
+        self.addCleanup(stop)
+        return w
+
+    @staticmethod
+    def lines(cm) -> list[str]:
+        return [f"{r.levelname} {r.getMessage()}" for r in cm.records]
+
+    def wait_line(self, cm, text: str, timeout: float = 20) -> logging.LogRecord:
+        return wait_for(lambda: next((r for r in cm.records
+                                      if text in r.getMessage()), None),
+                        timeout, repr(text))
+
+    def test_a_failing_handler_is_logged_with_its_traceback(self) -> None:
+        q = self.client.queue("fails")
+        q.create(max_attempts=2, backoff_base_ms=0)
+        i = q.send("x")
+
+        def handle(m: sqlq.Message) -> None:
+            raise ValueError(f"smtp 451 on attempt {m.attempt}")
+        with self.assertLogs("sqlq", level="INFO") as cm:
+            w = self.worker("fails", handle)
+            self.wait_line(cm, "now a dead letter")
+            w.stop()
+            self.assertTrue(w.join(30))
+        lines = self.lines(cm)
+        self.assertEqual(lines[0], "INFO sqlq worker w1: started on queue "
+                         "fails (concurrency 1, lease 30000 ms)")
+        self.assertIn(f"WARNING sqlq worker w1: message {i} of fails failed "
+                      "on attempt 1, retried after the queue's backoff: "
+                      "ValueError: smtp 451 on attempt 1", lines)
+        self.assertIn(f"ERROR sqlq worker w1: message {i} of fails failed on "
+                      "attempt 2, now a dead letter: ValueError: smtp 451 on "
+                      "attempt 2", lines)
+        self.assertEqual(lines[-2:], [
+            "INFO sqlq worker w1: stopping: no more claims, 0 handler(s) "
+            "running",
+            "INFO sqlq worker w1: stopped (acked=0 nacked=2 released=0 "
+            "lost=0)"])
+        # The record carries the exception: the usual formatters print the
+        # handler's traceback under the line.
+        dead = next(r for r in cm.records if "dead letter" in r.getMessage())
+        self.assertIsInstance(dead.exc_info[1], ValueError)
+        text = logging.Formatter().format(dead)
+        self.assertIn("Traceback (most recent call last)", text)
+        self.assertIn('test_worker.py", line', text)
+        self.assertIn("in handle", text)
+
+    def test_a_lost_lease_and_the_refused_ack_are_logged(self) -> None:
+        q = self.client.queue("lost")
+        q.create(lease_ms=1000)
+        i = q.send("x")
+        started, finish = threading.Event(), threading.Event()
+
+        def handle(m: sqlq.Message) -> None:
+            started.set()
+            self.assertTrue(finish.wait(30))
+        with self.assertLogs("sqlq", level="INFO") as cm:
+            w = self.worker("lost", handle)
+            self.assertTrue(started.wait(20))
+            # Someone deletes the message under the running handler: its
+            # next extension is refused.
+            self.assertEqual(q.delete_message(i), 1)
+            self.wait_line(cm, "lease of message")
+            finish.set()
+            self.wait_line(cm, "ack of message")
+        lines = self.lines(cm)
+        self.assertIn(f"WARNING sqlq worker w1: lease of message {i} lost, "
+                      "another worker may have it (the handler still runs; "
+                      "its outcome will be refused): 404 not_found: ", "\n".join(lines))
+        self.assertIn(f"WARNING sqlq worker w1: ack of message {i} refused, "
+                      "its lease was lost: 404 not_found: ", "\n".join(lines))
+        self.assertEqual(w.lost, 1)
+
+    def test_the_server_away_and_back_is_logged_once_each(self) -> None:
+        q = self.client.queue("away")
+        q.create()
+        with self.assertLogs("sqlq", level="INFO") as cm:
+            w = self.worker("away", lambda m: None, wait_ms=200,
+                            max_backoff=0.05)
+            self.wait_line(cm, "started on queue")
+            self.server.kill()
+            self.wait_line(cm, "claim failed")
+            # Ten tries later it says so again, and no more often.
+            wait_for(lambda: sum("claim failed" in r.getMessage()
+                                 for r in cm.records) == 2, 20,
+                     "the eleventh try")
+            self.server.start()
+            back = self.wait_line(cm, "claim works again")
+            q.send("after")
+            wait_for(lambda: w.acked == 1, 20, "the ack")
+        failed = [r for r in cm.records if "claim failed" in r.getMessage()]
+        self.assertEqual({r.levelname for r in failed}, {"WARNING"})
+        self.assertRegex(failed[0].getMessage(),
+                         r"^sqlq worker w1: claim failed \(connection_failed: "
+                         r"POST /v1/queues/away/claim: .*\); retrying in "
+                         r"[0-9.]+s \(try 1\)$")
+        tries = [int(r.getMessage().rsplit(" ", 1)[1].strip("()"))
+                 for r in failed]
+        self.assertEqual(tries, list(range(1, 10 * len(failed), 10)))
+        self.assertEqual(back.levelname, "INFO")
+        self.assertRegex(back.getMessage(), r"^sqlq worker w1: claim works "
+                         r"again after [0-9]+ failed tries$")
+
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING,
                         format="%(threadName)s %(levelname)s %(message)s")
