@@ -10,6 +10,7 @@ import {
   NotFound, StaleReceipt,
 } from "./errors.js";
 import { backoffMs, sleep, describe, defaultLogger, silentLogger } from "./http.js";
+import { api as tracingApi, handling } from "./tracing.js";
 
 const STACK_LINES = 8;
 export const RELEASED = "released: the worker stopped before the handler finished";
@@ -168,6 +169,7 @@ export class Worker {
     this._pending = new Set();
     this._hurry = null;
     this._hurried = false;
+    this._otel = null;  // OpenTelemetry's API, when the application has it
   }
 
   // Stop claiming; running handlers get until the shutdown deadline, then
@@ -206,6 +208,7 @@ export class Worker {
       process.on("SIGINT", onSignal);
     }
     try {
+      this._otel = await tracingApi();
       if (this.leaseMs === null) this.leaseMs = await this._queueLease();
       if (!this.stopping) {
         this.log.started(this.concurrency, this.leaseMs);
@@ -297,7 +300,7 @@ export class Worker {
     st.done = (async () => {
       let outcome;
       try {
-        await this.handler(msg);
+        await handling(this._otel, this.queue.name, msg, () => this.handler(msg));
         outcome = { ok: true };
       } catch (err) {
         outcome = { ok: false, err };

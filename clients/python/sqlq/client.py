@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
+from . import tracing
 from .errors import ConnectionFailed, SqlqError, error_for
 
 log = logging.getLogger("sqlq")
@@ -482,12 +483,15 @@ class Queue:
 
     def send_batch(self, messages: Sequence[Mapping[str, Any]]) -> SendResult:
         """Sends many messages in one commit. Each is a dict of the send
-        fields; its "payload" may be str, bytes or any JSON value."""
+        fields; its "payload" may be str, bytes or any JSON value. Each
+        carries the current trace context (sqlq.tracing) unless its
+        headers have a traceparent."""
         out = []
         for m in messages:
             m = dict(m)
             if "payload" in m:
                 m.update(payload_fields(m.pop("payload")))
+            tracing.inject(m)
             out.append(m)
             if self.client.idempotent_sends and m.get("dedup") is None:
                 m["dedup"] = "idem:" + uuid.uuid4().hex

@@ -12,6 +12,7 @@ import time
 import traceback
 from typing import Any, Callable, Optional
 
+from . import tracing
 from .client import Client, Message, backoff_delay
 from .errors import (ConnectionFailed, NotFound, OutcomeUnknown,
                      ServerTimeout, SqlqError, StaleReceipt, TooManyRequests,
@@ -350,7 +351,8 @@ class Worker:
         self._wake.set()
         try:
             try:
-                self.handler(m)
+                with tracing.handling(self.queue.name, m.id, m.headers):
+                    self.handler(m)
             except Exception as e:  # the handler failed: nack
                 self._finish(r, e)
                 return
