@@ -149,9 +149,10 @@ class _Connection:
                 f"{method} {target}: {type(e).__name__}: {e}", sent) from e
 
 
-class Client:
-    """A client of one `sqlq serve`. Thread-safe: each thread gets its own
-    kept-alive connection.
+class _ClientBase:
+    """What the clients of sqlq and sqlq.aio share: the settings, the
+    request policy (_plan), the error mapping and every operation; a
+    flavour adds the I/O (request, _call, _map) and its connections.
 
     url: the server, http://host:port or https://host:port.
     token: the bearer token, when the server has a token file.
@@ -190,47 +191,18 @@ class Client:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self._ssl_context = ssl_context
-        self._local = threading.local()
-        self._conns_lock = threading.Lock()
-        self._conns: list[_Connection] = []
+        self._init_io()
 
-    def clone(self) -> "Client":
+    def _init_io(self) -> None:
+        """The flavour's connections."""
+
+    def clone(self) -> Any:
         """A client of the same server with its own connections."""
-        c = Client(self.url, token=self.token, timeout=self.timeout,
-                   retries=self.retries, retry_for=self.retry_for,
-                   backoff=self.backoff, max_backoff=self.max_backoff,
-                   idempotent_sends=self.idempotent_sends,
-                   ssl_context=self._ssl_context)
-        return c
-
-    def close(self) -> None:
-        """Closes every connection of this client."""
-        with self._conns_lock:
-            conns, self._conns = self._conns, []
-        for c in conns:
-            c.close()
-
-    def __enter__(self) -> "Client":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _connection(self) -> _Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = _Connection(self)
-            self._local.conn = conn
-            with self._conns_lock:
-                self._conns.append(conn)
-        return conn
-
-    def _abort_polls(self) -> None:
-        with self._conns_lock:
-            conns = list(self._conns)
-        for c in conns:
-            if c.waiting:
-                c.abort()
+        return type(self)(self.url, token=self.token, timeout=self.timeout,
+                          retries=self.retries, retry_for=self.retry_for,
+                          backoff=self.backoff, max_backoff=self.max_backoff,
+                          idempotent_sends=self.idempotent_sends,
+                          ssl_context=self._ssl_context)
 
     # The one request path: _plan says what to send and what a reply
     # means, request() (and sqlq.aio's) does the I/O.
@@ -298,52 +270,6 @@ class Client:
                 continue
             raise err
 
-    def request(self, method: str, path: str, body: Optional[Json] = None,
-                query: Optional[Mapping[str, Any]] = None, *,
-                idempotent: Optional[bool] = None,
-                wait_s: float = 0.0, retries: Optional[int] = None,
-                raw: bool = False) -> Json:
-        """Sends one request and returns the reply's JSON (its text with
-        raw=True). Raises a SqlqError subclass for an error reply.
-
-        idempotent: whether the request may be repeated when the
-        connection broke after it was sent, or the server answered
-        outcome_unknown (default: GET only)."""
-        plan = self._plan(method, path, body, query, idempotent, wait_s,
-                          retries, raw)
-        conn = self._connection()
-        step = next(plan)
-        while True:
-            got: Any = None
-            if isinstance(step, _Sleep):
-                time.sleep(step)
-            else:
-                try:
-                    conn.waiting = wait_s > 0
-                    try:
-                        got = conn.exchange(*step)
-                    finally:
-                        conn.waiting = False
-                except ConnectionFailed as e:
-                    got = e
-            try:
-                step = plan.send(got)
-            except StopIteration as done:
-                return done.value
-
-    def _call(self, method: str, path: str, body: Optional[Json] = None,
-              query: Optional[Mapping[str, Any]] = None, *,
-              then: Optional[Callable[[Json], Any]] = None, **kw: Any) -> Any:
-        """request(), and then(reply) when given: what every operation
-        does (sqlq.aio's Client returns a coroutine of the same)."""
-        r = self.request(method, path, body, query, **kw)
-        return r if then is None else then(r)
-
-    @staticmethod
-    def _map(result: Any, fn: Callable[[Any], Any]) -> Any:
-        """fn of an operation's result (sqlq.aio's: of its coroutine's)."""
-        return fn(result)
-
     @staticmethod
     def _error(status: int, rh: Mapping[str, str], reply: bytes) -> SqlqError:
         code, message = "http_" + str(status), reply[:200].decode("utf-8", "replace")
@@ -404,6 +330,91 @@ class Client:
 
     def schedule(self, name: str) -> "Schedule":
         return Schedule(self, name)
+
+
+class Client(_ClientBase):
+    """A client of one `sqlq serve`. Thread-safe: each thread gets its own
+    kept-alive connection. (sqlq.aio.Client is the same for asyncio.)"""
+
+    def _init_io(self) -> None:
+        self._local = threading.local()
+        self._conns_lock = threading.Lock()
+        self._conns: list[_Connection] = []
+
+    def close(self) -> None:
+        """Closes every connection of this client."""
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        for c in conns:
+            c.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _connection(self) -> _Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = _Connection(self)
+            self._local.conn = conn
+            with self._conns_lock:
+                self._conns.append(conn)
+        return conn
+
+    def _abort_polls(self) -> None:
+        with self._conns_lock:
+            conns = list(self._conns)
+        for c in conns:
+            if c.waiting:
+                c.abort()
+
+    def request(self, method: str, path: str, body: Optional[Json] = None,
+                query: Optional[Mapping[str, Any]] = None, *,
+                idempotent: Optional[bool] = None,
+                wait_s: float = 0.0, retries: Optional[int] = None,
+                raw: bool = False) -> Json:
+        """Sends one request and returns the reply's JSON (its text with
+        raw=True). Raises a SqlqError subclass for an error reply.
+
+        idempotent: whether the request may be repeated when the
+        connection broke after it was sent, or the server answered
+        outcome_unknown (default: GET only)."""
+        plan = self._plan(method, path, body, query, idempotent, wait_s,
+                          retries, raw)
+        conn = self._connection()
+        step = next(plan)
+        while True:
+            got: Any = None
+            if isinstance(step, _Sleep):
+                time.sleep(step)
+            else:
+                try:
+                    conn.waiting = wait_s > 0
+                    try:
+                        got = conn.exchange(*step)
+                    finally:
+                        conn.waiting = False
+                except ConnectionFailed as e:
+                    got = e
+            try:
+                step = plan.send(got)
+            except StopIteration as done:
+                return done.value
+
+    def _call(self, method: str, path: str, body: Optional[Json] = None,
+              query: Optional[Mapping[str, Any]] = None, *,
+              then: Optional[Callable[[Json], Any]] = None, **kw: Any) -> Any:
+        """request(), and then(reply) when given: what every operation
+        does (sqlq.aio's Client returns a coroutine of the same)."""
+        r = self.request(method, path, body, query, **kw)
+        return r if then is None else then(r)
+
+    @staticmethod
+    def _map(result: Any, fn: Callable[[Any], Any]) -> Any:
+        """fn of an operation's result (sqlq.aio's: of its coroutine's)."""
+        return fn(result)
 
 
 @dataclass
@@ -479,7 +490,7 @@ def _filter_query(filt: Mapping[str, Any]) -> dict[str, Any]:
 class Queue:
     """A work queue of the server (a handle: making one sends nothing)."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: _ClientBase, name: str) -> None:
         self.client = client
         self.name = name
         self.path = "/v1/queues/" + _q(name)
@@ -680,7 +691,7 @@ class Queue:
 class Ring:
     """A ring: capped per-group lists of entries."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: _ClientBase, name: str) -> None:
         self.client = client
         self.name = name
         self.path = "/v1/rings/" + _q(name)
@@ -726,7 +737,7 @@ class Ring:
 class Rotation:
     """A rotation: a pool of items served in turn."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: _ClientBase, name: str) -> None:
         self.client = client
         self.name = name
         self.path = "/v1/rotations/" + _q(name)
@@ -773,7 +784,7 @@ class Rotation:
 class Schedule:
     """A schedule: a message sent to a queue at each tick of a cron."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: _ClientBase, name: str) -> None:
         self.client = client
         self.name = name
         self.path = "/v1/schedules/" + _q(name)

@@ -49,6 +49,12 @@ def error_text(exc: BaseException) -> str:
     return text
 
 
+def release_text(name: str, shutdown_timeout: float) -> str:
+    """The error a message released at the shutdown deadline gets."""
+    return (f"released: worker {name} stopped before the handler finished "
+            f"(shutdown timeout {shutdown_timeout:g}s)")
+
+
 class WorkerLog:
     """What a worker logs, on the "sqlq.worker" logger: one method per
     event, so that every worker flavour says the same thing in the same
@@ -165,7 +171,85 @@ class _Running:
         self.lock = threading.Lock()  # one outcome: ack, nack or release
 
 
-class Worker:
+class _WorkerBase:
+    """What the workers of sqlq and sqlq.aio share: the settings, the
+    counters, the log, and the decisions about retries and outcomes; each
+    flavour adds its threads or tasks."""
+
+    def __init__(self, client: Any, queue: str, handler: Handler, *,
+                 concurrency: int = 1, wait_ms: int = 20000,
+                 lease_ms: Optional[int] = None,
+                 shutdown_timeout: float = 30.0,
+                 name: Optional[str] = None,
+                 max_backoff: float = 5.0) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        # Own connections, so that stop() can cut its long polls short.
+        self.client = client.clone()
+        # The worker retries by itself, with its own backoff.
+        self.client.retries = 0
+        self.queue = self.client.queue(queue)
+        self.handler = handler
+        self.concurrency = concurrency
+        self.wait_ms = wait_ms
+        self.lease_ms = lease_ms
+        self.shutdown_timeout = shutdown_timeout
+        self.name = name or f"{socket.gethostname()}-{os.getpid()}"
+        self.max_backoff = max_backoff
+        self.log = WorkerLog(self.name, queue)
+        self._deadline = float("inf")  # of the shutdown, once stopping
+        # Counters, for logs and tests.
+        self.acked = 0
+        self.nacked = 0
+        self.released = 0
+        self.lost = 0
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        """The flavour's threads or tasks, events and locks."""
+
+    def _retry_delay(self, what: str, e: BaseException, attempt: int,
+                     deadline: float = float("inf")) -> Optional[float]:
+        """How long to wait before trying `what` again after the transient
+        error e (logged), at most until deadline; None (logged) when the
+        deadline has passed."""
+        if time.monotonic() >= deadline:
+            self.log.gave_up(what, e)
+            return None
+        delay = backoff_delay(attempt, 0.05, self.max_backoff)
+        if isinstance(e, SqlqError) and e.retry_after:
+            delay = max(delay, e.retry_after)
+        delay = min(delay, max(0.001, deadline - time.monotonic()))
+        self.log.retrying(what, e, delay, attempt)
+        return delay
+
+    def _refused(self, what: str, m: Message, e: SqlqError,
+                 sent_before: bool) -> bool:
+        """After the ack or nack of m failed for good with e: logs and
+        counts it; True when it counts as done all the same (a try whose
+        reply was lost went through)."""
+        if isinstance(e, NotFound) and sent_before:
+            self.log.outcome_repeated(what, m, e)
+            return True
+        if isinstance(e, (NotFound, StaleReceipt)):
+            self.log.outcome_refused(what, m, e)
+            self.lost += 1
+        else:
+            self.log.outcome_failed(what, m, e)
+        return False
+
+    def _settled(self, m: Message, exc: Optional[BaseException],
+                 out: Any) -> None:
+        """Counts (and for a failed handler, logs) an ack or nack that went
+        through; out is the nack's outcome."""
+        if exc is None:
+            self.acked += 1
+        else:
+            self.nacked += 1
+            self.log.handler_failed(m, exc, out)
+
+
+class Worker(_WorkerBase):
     """Runs handler(message) for each message of a queue, concurrency at a
     time.
 
@@ -188,27 +272,7 @@ class Worker:
     lease_ms: the lease of each claim; None takes the queue's.
     """
 
-    def __init__(self, client: Client, queue: str, handler: Handler, *,
-                 concurrency: int = 1, wait_ms: int = 20000,
-                 lease_ms: Optional[int] = None,
-                 shutdown_timeout: float = 30.0,
-                 name: Optional[str] = None,
-                 max_backoff: float = 5.0) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        # Own connections, so that stop() can cut its long polls short.
-        self.client = client.clone()
-        # The worker retries by itself, with its own backoff.
-        self.client.retries = 0
-        self.queue = self.client.queue(queue)
-        self.handler = handler
-        self.concurrency = concurrency
-        self.wait_ms = wait_ms
-        self.lease_ms = lease_ms
-        self.shutdown_timeout = shutdown_timeout
-        self.name = name or f"{socket.gethostname()}-{os.getpid()}"
-        self.max_backoff = max_backoff
-        self.log = WorkerLog(self.name, queue)
+    def _init_runtime(self) -> None:
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._mu = threading.Lock()
@@ -218,12 +282,6 @@ class Worker:
         self._supervisor: Optional[threading.Thread] = None
         self._wake = threading.Event()
         self._beat_stop = threading.Event()
-        self._deadline = float("inf")
-        # Counters, for logs and tests.
-        self.acked = 0
-        self.nacked = 0
-        self.released = 0
-        self.lost = 0
 
     # Lifecycle.
     def start(self) -> None:
@@ -320,10 +378,7 @@ class Worker:
             except _TRANSIENT as e:
                 if self._stopping.is_set():
                     return None
-                delay = backoff_delay(attempt, 0.05, self.max_backoff)
-                if isinstance(e, SqlqError) and e.retry_after:
-                    delay = max(delay, e.retry_after)
-                self.log.retrying(what, e, delay, attempt)
+                delay = self._retry_delay(what, e, attempt)
                 attempt += 1
                 self._stopping.wait(delay)
 
@@ -393,30 +448,12 @@ class Worker:
             try:
                 # Retried while stopping too, until the shutdown deadline.
                 out = self._retry_outcome(call, f"{what} of message {m.id}")
-            except NotFound as e:
-                if sent_before:
-                    # An earlier try probably went through before the
-                    # connection broke.
-                    self.log.outcome_repeated(what, m, e)
-                    out = True
-                else:
-                    self.log.outcome_refused(what, m, e)
-                    self.lost += 1
-                    return
-            except StaleReceipt as e:
-                self.log.outcome_refused(what, m, e)
-                self.lost += 1
-                return
             except SqlqError as e:
-                self.log.outcome_failed(what, m, e)
-                return
-            if out is None:
-                return
-            if exc is None:
-                self.acked += 1
-            else:
-                self.nacked += 1
-                self.log.handler_failed(m, exc, out)
+                if not self._refused(what, m, e, sent_before):
+                    return
+                out = True
+            if out is not None:
+                self._settled(m, exc, out)
 
     def _retry_outcome(self, fn: Callable[[], Any], what: str) -> Any:
         attempt = 0
@@ -424,13 +461,9 @@ class Worker:
             try:
                 return fn()
             except _TRANSIENT as e:
-                if time.monotonic() >= self._deadline:
-                    self.log.gave_up(what, e)
+                delay = self._retry_delay(what, e, attempt, self._deadline)
+                if delay is None:
                     return None
-                delay = backoff_delay(attempt, 0.05, self.max_backoff)
-                delay = min(delay, max(0.001,
-                                       self._deadline - time.monotonic()))
-                self.log.retrying(what, e, delay, attempt)
                 attempt += 1
                 time.sleep(delay)
 
@@ -446,9 +479,9 @@ class Worker:
                 return
             r.released = True
             try:
-                r.msg.nack(error=f"released: worker {self.name} stopped "
-                           f"before the handler finished (shutdown timeout "
-                           f"{self.shutdown_timeout:g}s)", delay_ms=0)
+                r.msg.nack(error=release_text(self.name,
+                                              self.shutdown_timeout),
+                           delay_ms=0)
                 self.released += 1
                 self.log.released(r.msg)
             except SqlqError as e:

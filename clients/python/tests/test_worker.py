@@ -23,7 +23,10 @@ import sqlq  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class WorkerTest(unittest.TestCase):
+class ServerCase(unittest.TestCase):
+    """A real server, a client of it, and sync workers started on it that
+    are stopped after the test."""
+
     def setUp(self) -> None:
         self.server = sqlq_server.Server()
         self.client = sqlq.Client(self.server.url,
@@ -47,6 +50,97 @@ class WorkerTest(unittest.TestCase):
     def stats(self, queue: str) -> dict:
         return self.client.queue(queue).stats()["stats"]
 
+
+class WorkerProcessTests:
+    """A worker in a process of its own (worker_proc.py), killed or sent
+    SIGTERM; FLAVOUR names the worker it runs: "sync" (sqlq.Worker) or
+    "aio" (sqlq.aio.Worker). Mixed into a ServerCase."""
+    FLAVOUR = "sync"
+
+    def run_worker_proc(self, d: str, queue: str, shutdown_timeout: float,
+                        lease_ms: int) -> subprocess.Popen:
+        self.log = open(os.path.join(d, "log"), "w")
+        self.addCleanup(self.log.close)
+        p = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "worker_proc.py"),
+             self.server.url, sqlq_server.ADMIN_TOKEN, queue, d,
+             str(shutdown_timeout), str(lease_ms), self.FLAVOUR],
+            stdout=self.log, stderr=self.log)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        return p
+
+    @staticmethod
+    def read(path: str) -> str:
+        try:
+            with open(path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def test_worker_killed_mid_message_is_redelivered(self) -> None:
+        q = self.client.queue("killed")
+        q.create(lease_ms=1000)
+        i = q.send("work")
+        with tempfile.TemporaryDirectory() as d:
+            p = self.run_worker_proc(d, "killed", 30, 1000)
+            started = os.path.join(d, "started")
+            wait_for(lambda: f"started {i}" in self.read(started), 20,
+                     "the handler to start")
+            p.send_signal(signal.SIGKILL)
+            p.wait(10)
+            self.assertEqual(q.message(i)["state"], "leased")
+            got: list[sqlq.Message] = []
+            w = self.start("killed", lambda m: got.append(m), concurrency=1,
+                           wait_ms=500)
+            wait_for(lambda: self.stats("killed")["acks"] == 1, 20,
+                     "the redelivery")
+            self.assertEqual([(m.id, m.attempt) for m in got], [(i, 2)])
+            w.stop()
+            w.join(30)
+            self.assertEqual(self.stats("killed")["expirations"], 1)
+
+    def sigterm_worker(self, queue: str, finish: bool) -> tuple[int, str]:
+        q = self.client.queue(queue)
+        q.create(lease_ms=60000)
+        ids = q.send_batch([{"payload": "a"}, {"payload": "b"},
+                            {"payload": "c"}]).ids
+        with tempfile.TemporaryDirectory() as d:
+            p = self.run_worker_proc(d, queue, 30 if finish else 0.5, 60000)
+            started = os.path.join(d, "started")
+            wait_for(lambda: f"started {ids[0]}" in self.read(started), 20,
+                     "the handler to start")
+            p.send_signal(signal.SIGTERM)
+            log = os.path.join(d, "log")
+            wait_for(lambda: "SIGTERM: stopping" in self.read(log), 20,
+                     "the worker to take the signal")
+            if finish:
+                open(os.path.join(d, "go"), "w").close()
+            rc = p.wait(30)
+            return rc, self.read(log) + self.read(os.path.join(d, "done"))
+
+    def test_sigterm_finishes_the_running_handler(self) -> None:
+        rc, out = self.sigterm_worker("term", finish=True)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("done 1", out)
+        st = self.stats("term")
+        # It stopped claiming: one message acked, two never claimed.
+        self.assertEqual((st["acks"], st["claims"], st["leased"],
+                          st["ready"]), (1, 1, 0, 2), out)
+
+    def test_sigterm_releases_what_misses_the_deadline(self) -> None:
+        rc, out = self.sigterm_worker("term2", finish=False)
+        self.assertEqual(rc, 0, out)
+        st = self.stats("term2")
+        self.assertEqual((st["acks"], st["leased"], st["ready"]),
+                         (0, 0, 3), out)
+        m = self.client.queue("term2").message(1)
+        self.assertIn("released", m["last_error"])
+        # Ready again at once, not at the end of its minute-long lease.
+        self.assertIn(1, [m.id for m in self.client.queue("term2").claim(3)])
+
+
+
+class WorkerTest(WorkerProcessTests, ServerCase):
     def test_concurrent_handlers_ack_each_message_once(self) -> None:
         q = self.client.queue("jobs")
         q.create()
@@ -173,87 +267,6 @@ class WorkerTest(unittest.TestCase):
         self.assertLessEqual(st["expirations"], 2)
         w.stop()
         self.assertTrue(w.join(30))
-
-    def run_worker_proc(self, d: str, queue: str, shutdown_timeout: float,
-                        lease_ms: int) -> subprocess.Popen:
-        self.log = open(os.path.join(d, "log"), "w")
-        self.addCleanup(self.log.close)
-        p = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "worker_proc.py"),
-             self.server.url, sqlq_server.ADMIN_TOKEN, queue, d,
-             str(shutdown_timeout), str(lease_ms)],
-            stdout=self.log, stderr=self.log)
-        self.addCleanup(lambda: p.poll() is None and p.kill())
-        return p
-
-    @staticmethod
-    def read(path: str) -> str:
-        try:
-            with open(path) as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
-
-    def test_worker_killed_mid_message_is_redelivered(self) -> None:
-        q = self.client.queue("killed")
-        q.create(lease_ms=1000)
-        i = q.send("work")
-        with tempfile.TemporaryDirectory() as d:
-            p = self.run_worker_proc(d, "killed", 30, 1000)
-            started = os.path.join(d, "started")
-            wait_for(lambda: f"started {i}" in self.read(started), 20,
-                     "the handler to start")
-            p.send_signal(signal.SIGKILL)
-            p.wait(10)
-            self.assertEqual(q.message(i)["state"], "leased")
-            got: list[sqlq.Message] = []
-            w = self.start("killed", lambda m: got.append(m), concurrency=1,
-                           wait_ms=500)
-            wait_for(lambda: self.stats("killed")["acks"] == 1, 20,
-                     "the redelivery")
-            self.assertEqual([(m.id, m.attempt) for m in got], [(i, 2)])
-            w.stop()
-            w.join(30)
-            self.assertEqual(self.stats("killed")["expirations"], 1)
-
-    def sigterm_worker(self, queue: str, finish: bool) -> tuple[int, str]:
-        q = self.client.queue(queue)
-        q.create(lease_ms=60000)
-        ids = q.send_batch([{"payload": "a"}, {"payload": "b"},
-                            {"payload": "c"}]).ids
-        with tempfile.TemporaryDirectory() as d:
-            p = self.run_worker_proc(d, queue, 30 if finish else 0.5, 60000)
-            started = os.path.join(d, "started")
-            wait_for(lambda: f"started {ids[0]}" in self.read(started), 20,
-                     "the handler to start")
-            p.send_signal(signal.SIGTERM)
-            log = os.path.join(d, "log")
-            wait_for(lambda: "SIGTERM: stopping" in self.read(log), 20,
-                     "the worker to take the signal")
-            if finish:
-                open(os.path.join(d, "go"), "w").close()
-            rc = p.wait(30)
-            return rc, self.read(log) + self.read(os.path.join(d, "done"))
-
-    def test_sigterm_finishes_the_running_handler(self) -> None:
-        rc, out = self.sigterm_worker("term", finish=True)
-        self.assertEqual(rc, 0, out)
-        self.assertIn("done 1", out)
-        st = self.stats("term")
-        # It stopped claiming: one message acked, two never claimed.
-        self.assertEqual((st["acks"], st["claims"], st["leased"],
-                          st["ready"]), (1, 1, 0, 2), out)
-
-    def test_sigterm_releases_what_misses_the_deadline(self) -> None:
-        rc, out = self.sigterm_worker("term2", finish=False)
-        self.assertEqual(rc, 0, out)
-        st = self.stats("term2")
-        self.assertEqual((st["acks"], st["leased"], st["ready"]),
-                         (0, 0, 3), out)
-        m = self.client.queue("term2").message(1)
-        self.assertIn("released", m["last_error"])
-        # Ready again at once, not at the end of its minute-long lease.
-        self.assertIn(1, [m.id for m in self.client.queue("term2").claim(3)])
 
 
 class WorkerLogTest(unittest.TestCase):
