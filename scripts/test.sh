@@ -21,8 +21,9 @@ cmake --build --preset "$preset" --target format-check
 # The SQS endpoint's JavaScript test: @aws-sdk/client-sqs at the version
 # pinned in tests/sqs/node/package-lock.json.
 (cd tests/sqs/node && npm ci --no-audit --no-fund --silent)
-# The Node.js client's type check: typescript and @types/node pinned in
-# clients/node/package-lock.json (the client itself has no dependencies).
+# The Node.js client's type check and tracing test: typescript, @types/node
+# and OpenTelemetry's API and SDK pinned in clients/node/package-lock.json
+# (the client itself has no dependencies).
 (cd clients/node && npm ci --no-audit --no-fund --silent)
 # The OpenAPI description's test: @seriousme/openapi-schema-validator and
 # ajv pinned in tests/openapi/package-lock.json.

@@ -27,6 +27,8 @@ export interface ClientOptions {
   ca?: string | Buffer | Array<string | Buffer>;
   /** An http(s) Agent of your own (default: one kept-alive agent per client). */
   agent?: Agent;
+  /** Where the client says that it retries a call [stderr]; null for silence. */
+  logger?: Logger | null;
 }
 
 export class SqlqError extends Error {
@@ -392,10 +394,13 @@ export class Client {
   metrics(): Promise<string>;
 }
 
+/** `console`, or any object with these methods (winston's loggers have
+ * them). `fields` holds the event's values; a failed handler's error is
+ * `fields.error`. */
 export interface Logger {
-  info(message: string, fields?: object): void;
-  warn(message: string, fields?: object): void;
-  error(message: string, fields?: object): void;
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
 }
 
 export interface WorkerOptions {
@@ -411,7 +416,7 @@ export interface WorkerOptions {
   shutdownTimeoutMs?: number;
   /** Cap of the reconnection backoff [5000]. */
   maxBackoffMs?: number;
-  /** Kept in the archive as the message's worker. */
+  /** Kept in the archive as the message's worker, and in its logs [hostname-pid]. */
   name?: string;
   /** Where the worker says what happens [stderr]; null for silence. */
   logger?: Logger | null;

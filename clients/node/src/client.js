@@ -4,6 +4,7 @@ import { randomUUID } from "node:crypto";
 
 import { Transport, toError } from "./http.js";
 import { fromWire, toWire, payloadField, seg, query } from "./wire.js";
+import { inject } from "./tracing.js";
 
 export class Client {
   // new Client("http://127.0.0.1:8080", {token, timeoutMs, retries, retryForMs,
@@ -18,6 +19,14 @@ export class Client {
 
   // Frees the kept-alive connections (the process can then exit).
   close() { this.http.close(); }
+
+  // The same client (connections, token, logger) whose calls are not
+  // retried: a worker retries by itself, with its own backoff and logs.
+  _withoutRetries() {
+    const http = Object.assign(Object.create(Object.getPrototypeOf(this.http)), this.http,
+                               { retries: 0, ownAgent: false });
+    return Object.assign(Object.create(Object.getPrototypeOf(this)), this, { http });
+  }
 
   async _get(path, opts) {
     return this.http.call("GET", path, { idempotent: true, ...opts });
@@ -114,9 +123,12 @@ export class Queue {
   }
   // Many in one commit: [{payload, priority, ...}] → {ids, duplicate}.
   // With a dedup key on every message (one of its own unless the client's
-  // idempotentSends is off) a send is retried like any safe request.
+  // idempotentSends is off) a send is retried like any safe request. Each
+  // message carries the current trace context (tracing.js) unless its
+  // headers have a traceparent.
   async sendBatch(messages) {
     const wire = messages.map((m) => toWire(m));
+    await inject(wire);
     if (this.client.idempotentSends) {
       for (const m of wire) m.dedup ??= "idem:" + randomUUID().replaceAll("-", "");
     }

@@ -18,6 +18,25 @@ const sleep = (ms, signal) => new Promise((resolve) => {
 export { sleep };
 export { toError };
 
+// An error as the logs show it: "404 not_found: ..." (as the Python
+// client's errors print), "connection_failed: ..." when no reply came.
+export function describe(e) {
+  if (!(e instanceof SqlqError)) return String(e?.message ?? e);
+  return `${e.status ? e.status + " " : ""}${e.code}: ${e.message}`;
+}
+
+// The logger of clients and workers when none is given: each line on
+// stderr, a failed handler's error with its stack under it (as Python's
+// logging prints a traceback).
+export const defaultLogger = {
+  info: (msg) => console.error(msg),
+  warn: (msg, fields) => console.error(withError(msg, fields)),
+  error: (msg, fields) => console.error(withError(msg, fields)),
+};
+const withError = (msg, fields) =>
+  fields?.error instanceof Error && fields.error.stack ? `${msg}\n${fields.error.stack}` : msg;
+export const silentLogger = { info() {}, warn() {}, error() {} };
+
 // Capped exponential backoff with full jitter: attempt 0, 1, 2, ...
 export function backoffMs(attempt, baseMs = 100, maxMs = 5000) {
   const cap = Math.min(maxMs, baseMs * 2 ** Math.min(attempt, 30));
@@ -30,7 +49,7 @@ const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREAC
 
 export class Transport {
   constructor(url, { token, timeoutMs = 30000, retries = 20, retryForMs = 30000, ca,
-                     agent } = {}) {
+                     agent, logger } = {}) {
     const u = new URL(url);
     if (u.protocol !== "http:" && u.protocol !== "https:") {
       throw new SqlqError("invalid_argument", `not an http(s) URL: ${url}`);
@@ -44,6 +63,7 @@ export class Transport {
     this.mod = u.protocol === "https:" ? https : http;
     this.agent = agent ?? new this.mod.Agent({ keepAlive: true, ca });
     this.ownAgent = !agent;
+    this.logger = logger === null ? silentLogger : (logger ?? defaultLogger);
   }
 
   close() {
@@ -143,6 +163,12 @@ export class Transport {
       if (!safe || attempt >= retries || Date.now() + delay > deadline || signal?.aborted) {
         throw err;
       }
+      // As the Python client says it: a connection's failure names the
+      // request already.
+      const what = err instanceof ConnectionFailed ? err.message
+                                                   : `${method} ${path}: ${describe(err)}`;
+      this.logger.warn(`sqlq: ${what}; retrying in ${(delay / 1000).toFixed(2)}s`,
+                       { code: err.code, attempt: attempt + 1 });
       await sleep(delay, signal);
     }
   }

@@ -88,6 +88,7 @@ export async function everything(url: string): Promise<void> {
     msg.signal?.throwIfAborted();
     if (msg.attempt > 2) throw new Error("give up");
   }, { concurrency: 4, waitMs: 20000, shutdownTimeoutMs: 30000, name: "host-7", logger: null });
+  new Worker(new Client(url, { logger: console }), "emails", () => {}, { logger: console });
   const done: Promise<void> = w.run();
   await w.stop();
   await done;

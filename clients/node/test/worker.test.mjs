@@ -143,10 +143,12 @@ test("the server killed mid-run and restarted: every message processed, none los
 });
 
 // A worker in a child process; `events` resolves waits on its IPC messages.
-function spawnWorker(url, queue, mode, concurrency = 1, shutdownMs = 10000) {
+function spawnWorker(url, queue, mode, concurrency = 1, shutdownMs = 10000,
+                     { env, stderr = "inherit" } = {}) {
   const child = fork(path.join(here, "worker_proc.mjs"),
                      [url, queue, mode, String(concurrency), String(shutdownMs)],
-                     { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+                     { stdio: ["ignore", "inherit", stderr, "ipc"],
+                       env: { ...process.env, ...env } });
   const log = [];
   const waiters = [];
   child.on("message", (m) => {
@@ -214,4 +216,124 @@ test("SIGTERM: the worker stops claiming, finishes or releases, exits 0, nothing
   assert.equal(mb.lastError, RELEASED);
   assert.equal((await q.message(c)).attempts, 0);
   await assert.rejects(q.message(a), (e) => e.code === "not_found");
+});
+
+// What a worker logs, as a user reads it: the same events, in the same
+// words, as the Python worker (docs/clients.md, "What the workers log").
+function captureLogger() {
+  const lines = [];
+  const at = (level) => (msg, fields) => lines.push({ level, msg, fields });
+  return { lines, logger: { info: at("info"), warn: at("warn"), error: at("error") } };
+}
+
+test("logs: a throwing handler's error, its dead letter, start and stop", async () => {
+  const q = client.queue("logfails");
+  await q.create({ maxAttempts: 2, backoffBaseMs: 0, backoffMaxMs: 0 });
+  const id = await q.send("x");
+  const { lines, logger } = captureLogger();
+  const w = new Worker(client, "logfails", async (msg) => {
+    throw new TypeError(`smtp 451 on attempt ${msg.attempt}`);
+  }, { waitMs: 500, name: "w1", logger });
+  const run = w.run();
+  await waitFor("the dead letter's line", () => lines.some((l) => /dead letter/.test(l.msg)));
+  await w.stop();
+  await run;
+  const text = lines.map((l) => `${l.level} ${l.msg}`);
+  assert.deepEqual(text, [
+    "info sqlq worker w1: started on queue logfails (concurrency 1, lease 30000 ms)",
+    `warn sqlq worker w1: message ${id} of logfails failed on attempt 1, retried after the ` +
+      "queue's backoff: TypeError: smtp 451 on attempt 1",
+    `error sqlq worker w1: message ${id} of logfails failed on attempt 2, now a dead letter: ` +
+      "TypeError: smtp 451 on attempt 2",
+    "info sqlq worker w1: stopping: no more claims, 0 handler(s) running",
+    "info sqlq worker w1: stopped (acked=0 nacked=2 released=0 lost=0)",
+  ]);
+  // The error itself goes with the line, for the logger to print its stack.
+  const dead = lines[2].fields;
+  assert.ok(dead.error instanceof TypeError);
+  assert.match(dead.error.stack, /worker\.test\.mjs/);
+  assert.deepEqual([dead.queue, dead.id, dead.attempt, dead.outcome], ["logfails", id, 2, "dead"]);
+});
+
+test("logs: a lost lease and the refused ack", async () => {
+  const q = client.queue("loglost");
+  await q.create({ leaseMs: 1000 });
+  const id = await q.send("x");
+  const { lines, logger } = captureLogger();
+  let started, finish;
+  const begun = new Promise((r) => { started = r; });
+  const finished = new Promise((r) => { finish = r; });
+  const w = new Worker(client, "loglost", async () => {
+    started();
+    await finished;
+  }, { waitMs: 500, name: "w1", logger });
+  const run = w.run();
+  await begun;
+  // Someone deletes the message under the running handler: its next
+  // extension is refused.
+  assert.equal(await q.deleteMessage(id), 1);
+  await waitFor("the lost lease", () => lines.some((l) => /lease of message/.test(l.msg)));
+  finish();
+  await waitFor("the refused ack", () => lines.some((l) => /ack of message/.test(l.msg)));
+  await w.stop();
+  await run;
+  const text = lines.map((l) => `${l.level} ${l.msg}`).join("\n");
+  assert.ok(text.includes(`warn sqlq worker w1: ack of message ${id} refused, its lease was ` +
+                          "lost: 404 not_found: "), text);
+  assert.ok(text.includes(`warn sqlq worker w1: lease of message ${id} lost, another worker may ` +
+                          "have it (the handler still runs; its outcome will be refused): " +
+                          "404 not_found: "), text);
+  assert.equal(w.stats.lost, 1);
+});
+
+test("logs: the server away and back, once every ten tries", async () => {
+  const s1 = await startServer();
+  const c = new Client(s1.url, { logger: null });
+  await c.queue("away").create();
+  const { lines, logger } = captureLogger();
+  const w = new Worker(c, "away", async () => {}, {
+    waitMs: 200, maxBackoffMs: 50, name: "w1", logger,
+  });
+  const run = w.run();
+  await waitFor("the start", () => lines.length === 1);
+  await s1.kill("SIGKILL");
+  const failed = () => lines.filter((l) => /claim failed/.test(l.msg));
+  await waitFor("the eleventh try", () => failed().length === 2);
+  const s2 = await s1.restart();
+  await waitFor("the claims back", () => lines.some((l) => /works again/.test(l.msg)));
+  await c.queue("away").send("after");
+  await waitFor("the ack", () => w.stats.acked === 1);
+  await w.stop();
+  await run;
+  c.close();
+  await s2.stop();
+  const f = failed();
+  assert.ok(f.every((l) => l.level === "warn"));
+  assert.match(f[0].msg, /^sqlq worker w1: claim failed \(connection_failed: POST \/v1\/queues\/away\/claim: .*\); retrying in [0-9.]+s \(try 1\)$/);
+  assert.deepEqual(f.map((l) => l.fields.attempt),
+                   Array.from({ length: f.length }, (_, i) => 1 + 10 * i));
+  const back = lines.find((l) => /works again/.test(l.msg));
+  assert.equal(back.level, "info");
+  assert.match(back.msg, /^sqlq worker w1: claim works again after \d+ failed tries$/);
+});
+
+test("logs: without a logger, the lines and the handler's stack go to stderr", async () => {
+  const q = client.queue("logstderr");
+  await q.create({ maxAttempts: 1 });
+  const id = await q.send("mars");
+  const w = spawnWorker(server.url, "logstderr", "throw", 1, 10000,
+                        { env: { SQLQ_TEST_LOGGER: "default" }, stderr: "pipe" });
+  let err = "";
+  w.child.stderr.on("data", (d) => { err += d; });
+  await waitFor("the dead letter's line", () => /dead letter/.test(err));
+  w.child.kill("SIGTERM");
+  assert.deepEqual(await w.exit, { code: 0, signal: null });
+  const lines = err.split("\n");
+  const at = lines.findIndex((l) => l.startsWith(`sqlq worker w1: message ${id} `));
+  assert.equal(lines[at], `sqlq worker w1: message ${id} of logstderr failed on attempt 1, ` +
+                          "now a dead letter: RangeError: no route to mars");
+  assert.equal(lines[at + 1], "RangeError: no route to mars");
+  assert.match(lines[at + 2], /^\s+at .*worker_proc\.mjs/);
+  assert.ok(lines.includes("sqlq worker w1: SIGTERM: stopping"), err);
+  assert.ok(lines.includes("sqlq worker w1: stopped (acked=0 nacked=1 released=0 lost=0)"), err);
 });

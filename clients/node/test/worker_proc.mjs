@@ -3,7 +3,9 @@
 // {ready} once claiming, {started: id} when a handler begins, {done: id}
 // when one finished, then {exited} from run()'s end.
 // MODE "hang": handlers never finish; "slow": they finish when the test
-// sends {finish: id}; otherwise they return at once.
+// sends {finish: id}; "throw": they throw; otherwise they return at once.
+// With SQLQ_TEST_LOGGER=default the worker logs as it does when given no
+// logger (on stderr), else not at all.
 
 import { Client, Worker } from "../index.js";
 
@@ -20,10 +22,13 @@ const worker = new Worker(client, queue, async (msg) => {
     await new Promise((resolve) => msg.signal.addEventListener("abort", resolve));
   } else if (mode === "slow") {
     await new Promise((resolve) => finishers.set(msg.id, resolve));
+  } else if (mode === "throw") {
+    process.send({ done: msg.id });
+    throw new RangeError(`no route to ${msg.payload}`);
   }
   process.send({ done: msg.id });
 }, { concurrency: Number(concurrency), waitMs: 2000, shutdownTimeoutMs: Number(shutdownMs),
-     logger: null });
+     ...(process.env.SQLQ_TEST_LOGGER === "default" ? { name: "w1" } : { logger: null }) });
 
 const done = worker.run();
 // After the worker's own handler, which has stopped the claims by then.

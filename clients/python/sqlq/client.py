@@ -14,8 +14,10 @@ import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+from typing import (Any, Callable, Generator, Iterator, Mapping, Optional,
+                    Sequence, Union)
 
+from . import tracing
 from .errors import ConnectionFailed, SqlqError, error_for
 
 log = logging.getLogger("sqlq")
@@ -50,6 +52,10 @@ def payload_of(obj: Mapping[str, Json]) -> Payload:
     if "payload_base64" in obj:
         return base64.b64decode(obj["payload_base64"])
     return obj.get("payload")
+
+
+class _Sleep(float):
+    """A wait, in seconds, before a request's next try."""
 
 
 def backoff_delay(attempt: int, base: float, cap: float) -> float:
@@ -143,9 +149,10 @@ class _Connection:
                 f"{method} {target}: {type(e).__name__}: {e}", sent) from e
 
 
-class Client:
-    """A client of one `sqlq serve`. Thread-safe: each thread gets its own
-    kept-alive connection.
+class _ClientBase:
+    """What the clients of sqlq and sqlq.aio share: the settings, the
+    request policy (_plan), the error mapping and every operation; a
+    flavour adds the I/O (request, _call, _map) and its connections.
 
     url: the server, http://host:port or https://host:port.
     token: the bearer token, when the server has a token file.
@@ -184,18 +191,155 @@ class Client:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self._ssl_context = ssl_context
+        self._init_io()
+
+    def _init_io(self) -> None:
+        """The flavour's connections."""
+
+    def clone(self) -> Any:
+        """A client of the same server with its own connections."""
+        return type(self)(self.url, token=self.token, timeout=self.timeout,
+                          retries=self.retries, retry_for=self.retry_for,
+                          backoff=self.backoff, max_backoff=self.max_backoff,
+                          idempotent_sends=self.idempotent_sends,
+                          ssl_context=self._ssl_context)
+
+    # The one request path: _plan says what to send and what a reply
+    # means, request() (and sqlq.aio's) does the I/O.
+    def _plan(self, method: str, path: str, body: Optional[Json],
+              query: Optional[Mapping[str, Any]], idempotent: Optional[bool],
+              wait_s: float, retries: Optional[int], raw: bool
+              ) -> Generator[Any, Any, Json]:
+        """One request and its retries, without I/O: yields each try as
+        (method, target, body bytes, headers, timeout) and gets back
+        (status, headers, body) or the ConnectionFailed of the try; yields
+        a _Sleep to be waited before the next try; returns the reply's
+        JSON (its text with raw) or raises the SqlqError of the reply."""
+        if idempotent is None:
+            idempotent = method == "GET"
+        target = self._prefix + path
+        if query:
+            q = {k: v for k, v in query.items() if v is not None}
+            if q:
+                target += "?" + urllib.parse.urlencode(
+                    {k: (str(v).lower() if isinstance(v, bool) else v)
+                     for k, v in q.items()})
+        data: Optional[bytes] = None
+        headers = {"Accept": "application/json"}
+        if method == "POST" or method == "PATCH":
+            data = json.dumps({} if body is None else body,
+                              separators=(",", ":")).encode()
+            headers["Content-Type"] = "application/json"
+            headers["Content-Length"] = str(len(data))
+        if self.token is not None:
+            headers["Authorization"] = "Bearer " + self.token
+        tries = self.retries if retries is None else retries
+        deadline = time.monotonic() + self.retry_for
+        attempt = 0
+
+        def may_retry(delay: float) -> bool:
+            return attempt < tries and time.monotonic() + delay <= deadline
+
+        while True:
+            got = yield (method, target, data, headers, self.timeout + wait_s)
+            if isinstance(got, ConnectionFailed):
+                delay = backoff_delay(attempt, self.backoff, self.max_backoff)
+                if not may_retry(delay) or (got.sent and not idempotent):
+                    raise got
+                log.warning("sqlq: %s; retrying in %.2fs", got.message, delay)
+                attempt += 1
+                yield _Sleep(delay)
+                continue
+            status, rh, reply = got
+            if status < 300:
+                if raw:
+                    return reply.decode("utf-8", "replace")
+                return json.loads(reply) if reply else None
+            err = self._error(status, rh, reply)
+            safe = (status in _RETRYABLE_STATUS
+                    and err.code != "too_many_auth_failures") or (
+                        idempotent and err.code == "outcome_unknown")
+            delay = backoff_delay(attempt, self.backoff, self.max_backoff)
+            if err.retry_after is not None:
+                delay = max(delay, err.retry_after)
+            if safe and may_retry(delay):
+                log.warning("sqlq: %s %s: %s; retrying in %.2fs", method,
+                            path, err, delay)
+                attempt += 1
+                yield _Sleep(delay)
+                continue
+            raise err
+
+    @staticmethod
+    def _error(status: int, rh: Mapping[str, str], reply: bytes) -> SqlqError:
+        code, message = "http_" + str(status), reply[:200].decode("utf-8", "replace")
+        try:
+            e = json.loads(reply)["error"]
+            code, message = e["code"], e["message"]
+        except (ValueError, KeyError, TypeError):
+            pass
+        retry_after: Optional[float] = None
+        if "retry-after" in rh:
+            try:
+                retry_after = float(rh["retry-after"])
+            except ValueError:
+                pass
+        return error_for(status, code, message, retry_after)
+
+    # Server-wide.
+    def health(self) -> Json:
+        """GET /healthz: {"status":"ok"} while the server answers."""
+        return self._call("GET", "/healthz")
+
+    def ready(self) -> Json:
+        """GET /readyz: {"status":"ready"} when the database takes writes;
+        raises Unavailable (503) when not."""
+        return self._call("GET", "/readyz", retries=0)
+
+    def metrics(self) -> str:
+        """GET /metrics: the Prometheus text."""
+        return self._call("GET", "/metrics", raw=True)
+
+    def queues(self) -> list[Json]:
+        return self._call("GET", "/v1/queues", then=_key("queues"))
+
+    def rings(self) -> list[Json]:
+        return self._call("GET", "/v1/rings", then=_key("rings"))
+
+    def rotations(self) -> list[Json]:
+        return self._call("GET", "/v1/rotations", then=_key("rotations"))
+
+    def schedules(self) -> list[Json]:
+        return self._call("GET", "/v1/schedules", then=_key("schedules"))
+
+    def all(self) -> Json:
+        """Every queue, ring and rotation the token may see."""
+        return self._call("GET", "/v1/all")
+
+    def overview(self) -> Json:
+        return self._call("GET", "/v1/overview")
+
+    def queue(self, name: str) -> "Queue":
+        return Queue(self, name)
+
+    def ring(self, name: str) -> "Ring":
+        return Ring(self, name)
+
+    def rotation(self, name: str) -> "Rotation":
+        return Rotation(self, name)
+
+    def schedule(self, name: str) -> "Schedule":
+        return Schedule(self, name)
+
+
+class Client(_ClientBase):
+    """A client of one `sqlq serve`. Thread-safe: each thread gets its own
+    kept-alive connection. (sqlq.aio.Client is the same for asyncio.)"""
+
+    def _init_io(self) -> None:
         self._local = threading.local()
         self._conns_lock = threading.Lock()
         self._conns: list[_Connection] = []
-
-    def clone(self) -> "Client":
-        """A client of the same server with its own connections."""
-        c = Client(self.url, token=self.token, timeout=self.timeout,
-                   retries=self.retries, retry_for=self.retry_for,
-                   backoff=self.backoff, max_backoff=self.max_backoff,
-                   idempotent_sends=self.idempotent_sends,
-                   ssl_context=self._ssl_context)
-        return c
 
     def close(self) -> None:
         """Closes every connection of this client."""
@@ -226,7 +370,6 @@ class Client:
             if c.waiting:
                 c.abort()
 
-    # The one request path.
     def request(self, method: str, path: str, body: Optional[Json] = None,
                 query: Optional[Mapping[str, Any]] = None, *,
                 idempotent: Optional[bool] = None,
@@ -238,127 +381,40 @@ class Client:
         idempotent: whether the request may be repeated when the
         connection broke after it was sent, or the server answered
         outcome_unknown (default: GET only)."""
-        if idempotent is None:
-            idempotent = method == "GET"
-        target = self._prefix + path
-        if query:
-            q = {k: v for k, v in query.items() if v is not None}
-            if q:
-                target += "?" + urllib.parse.urlencode(
-                    {k: (str(v).lower() if isinstance(v, bool) else v)
-                     for k, v in q.items()})
-        data: Optional[bytes] = None
-        headers = {"Accept": "application/json"}
-        if method == "POST" or method == "PATCH":
-            data = json.dumps({} if body is None else body,
-                              separators=(",", ":")).encode()
-            headers["Content-Type"] = "application/json"
-            headers["Content-Length"] = str(len(data))
-        if self.token is not None:
-            headers["Authorization"] = "Bearer " + self.token
-        tries = self.retries if retries is None else retries
-        deadline = time.monotonic() + self.retry_for
+        plan = self._plan(method, path, body, query, idempotent, wait_s,
+                          retries, raw)
         conn = self._connection()
-        attempt = 0
-
-        def may_retry(delay: float) -> bool:
-            return attempt < tries and time.monotonic() + delay <= deadline
-
+        step = next(plan)
         while True:
-            try:
-                conn.waiting = wait_s > 0
+            got: Any = None
+            if isinstance(step, _Sleep):
+                time.sleep(step)
+            else:
                 try:
-                    status, rh, reply = conn.exchange(
-                        method, target, data, headers, self.timeout + wait_s)
-                finally:
-                    conn.waiting = False
-            except ConnectionFailed as e:
-                delay = backoff_delay(attempt, self.backoff, self.max_backoff)
-                if not may_retry(delay) or (e.sent and not idempotent):
-                    raise
-                log.warning("sqlq: %s; retrying in %.2fs", e.message, delay)
-                attempt += 1
-                time.sleep(delay)
-                continue
-            if status < 300:
-                if raw:
-                    return reply.decode("utf-8", "replace")
-                return json.loads(reply) if reply else None
-            err = self._error(status, rh, reply)
-            safe = (status in _RETRYABLE_STATUS
-                    and err.code != "too_many_auth_failures") or (
-                        idempotent and err.code == "outcome_unknown")
-            delay = backoff_delay(attempt, self.backoff, self.max_backoff)
-            if err.retry_after is not None:
-                delay = max(delay, err.retry_after)
-            if safe and may_retry(delay):
-                log.warning("sqlq: %s %s: %s; retrying in %.2fs", method,
-                            path, err, delay)
-                attempt += 1
-                time.sleep(delay)
-                continue
-            raise err
+                    conn.waiting = wait_s > 0
+                    try:
+                        got = conn.exchange(*step)
+                    finally:
+                        conn.waiting = False
+                except ConnectionFailed as e:
+                    got = e
+            try:
+                step = plan.send(got)
+            except StopIteration as done:
+                return done.value
+
+    def _call(self, method: str, path: str, body: Optional[Json] = None,
+              query: Optional[Mapping[str, Any]] = None, *,
+              then: Optional[Callable[[Json], Any]] = None, **kw: Any) -> Any:
+        """request(), and then(reply) when given: what every operation
+        does (sqlq.aio's Client returns a coroutine of the same)."""
+        r = self.request(method, path, body, query, **kw)
+        return r if then is None else then(r)
 
     @staticmethod
-    def _error(status: int, rh: Mapping[str, str], reply: bytes) -> SqlqError:
-        code, message = "http_" + str(status), reply[:200].decode("utf-8", "replace")
-        try:
-            e = json.loads(reply)["error"]
-            code, message = e["code"], e["message"]
-        except (ValueError, KeyError, TypeError):
-            pass
-        retry_after: Optional[float] = None
-        if "retry-after" in rh:
-            try:
-                retry_after = float(rh["retry-after"])
-            except ValueError:
-                pass
-        return error_for(status, code, message, retry_after)
-
-    # Server-wide.
-    def health(self) -> Json:
-        """GET /healthz: {"status":"ok"} while the server answers."""
-        return self.request("GET", "/healthz")
-
-    def ready(self) -> Json:
-        """GET /readyz: {"status":"ready"} when the database takes writes;
-        raises Unavailable (503) when not."""
-        return self.request("GET", "/readyz", retries=0)
-
-    def metrics(self) -> str:
-        """GET /metrics: the Prometheus text."""
-        return self.request("GET", "/metrics", raw=True)
-
-    def queues(self) -> list[Json]:
-        return self.request("GET", "/v1/queues")["queues"]
-
-    def rings(self) -> list[Json]:
-        return self.request("GET", "/v1/rings")["rings"]
-
-    def rotations(self) -> list[Json]:
-        return self.request("GET", "/v1/rotations")["rotations"]
-
-    def schedules(self) -> list[Json]:
-        return self.request("GET", "/v1/schedules")["schedules"]
-
-    def all(self) -> Json:
-        """Every queue, ring and rotation the token may see."""
-        return self.request("GET", "/v1/all")
-
-    def overview(self) -> Json:
-        return self.request("GET", "/v1/overview")
-
-    def queue(self, name: str) -> "Queue":
-        return Queue(self, name)
-
-    def ring(self, name: str) -> "Ring":
-        return Ring(self, name)
-
-    def rotation(self, name: str) -> "Rotation":
-        return Rotation(self, name)
-
-    def schedule(self, name: str) -> "Schedule":
-        return Schedule(self, name)
+    def _map(result: Any, fn: Callable[[Any], Any]) -> Any:
+        """fn of an operation's result (sqlq.aio's: of its coroutine's)."""
+        return fn(result)
 
 
 @dataclass
@@ -399,16 +455,24 @@ class Message:
                    lease_expires_at=d.get("lease_expires_at", ""), raw=d)
 
     def ack(self) -> None:
-        self.queue.ack(self.receipt)
+        return self.queue.ack(self.receipt)
 
     def nack(self, error: Optional[str] = None,
              delay_ms: Optional[int] = None) -> str:
         return self.queue.nack(self.receipt, error=error, delay_ms=delay_ms)
 
     def extend(self, lease_ms: int) -> str:
-        expiry = self.queue.extend(self.receipt, lease_ms)
+        return self.queue.client._map(
+            self.queue.extend(self.receipt, lease_ms), self._extended)
+
+    def _extended(self, expiry: str) -> str:
         self.lease_expires_at = expiry
         return expiry
+
+
+def _key(k: str) -> Callable[[Json], Json]:
+    """The reply's field k (a then= of _call)."""
+    return lambda r: r[k]
 
 
 def _opts(**kw: Any) -> dict[str, Any]:
@@ -426,7 +490,7 @@ def _filter_query(filt: Mapping[str, Any]) -> dict[str, Any]:
 class Queue:
     """A work queue of the server (a handle: making one sends nothing)."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: _ClientBase, name: str) -> None:
         self.client = client
         self.name = name
         self.path = "/v1/queues/" + _q(name)
@@ -436,7 +500,7 @@ class Queue:
 
     def _req(self, method: str, sub: str = "", body: Optional[Json] = None,
              query: Optional[Mapping[str, Any]] = None, **kw: Any) -> Json:
-        return self.client.request(method, self.path + sub, body, query, **kw)
+        return self.client._call(method, self.path + sub, body, query, **kw)
 
     # The queue itself.
     def create(self, **options: Any) -> Json:
@@ -462,7 +526,7 @@ class Queue:
         return self._req("DELETE")
 
     def purge(self) -> int:
-        return self._req("POST", "/purge")["purged"]
+        return self._req("POST", "/purge", then=_key("purged"))
 
     def history(self) -> Json:
         return self._req("GET", "/history")
@@ -478,23 +542,31 @@ class Queue:
                   dedup=dedup, group=group,
                   headers=dict(headers) if headers else None)
         m.update(payload_fields(payload))
-        return self.send_batch([m]).ids[0]
+        return self._send([m], lambda r: r["ids"][0])
 
     def send_batch(self, messages: Sequence[Mapping[str, Any]]) -> SendResult:
         """Sends many messages in one commit. Each is a dict of the send
-        fields; its "payload" may be str, bytes or any JSON value."""
+        fields; its "payload" may be str, bytes or any JSON value. Each
+        carries the current trace context (sqlq.tracing) unless its
+        headers have a traceparent."""
+        return self._send(messages,
+                          lambda r: SendResult(r["ids"], r["duplicate"]))
+
+    def _send(self, messages: Sequence[Mapping[str, Any]],
+              then: Callable[[Json], Any]) -> Any:
         out = []
         for m in messages:
             m = dict(m)
             if "payload" in m:
                 m.update(payload_fields(m.pop("payload")))
+            tracing.inject(m)
             out.append(m)
             if self.client.idempotent_sends and m.get("dedup") is None:
                 m["dedup"] = "idem:" + uuid.uuid4().hex
         # With a dedup key on every message a repeat stores nothing twice.
         idem = bool(out) and all(m.get("dedup") is not None for m in out)
-        r = self._req("POST", "/messages", {"messages": out}, idempotent=idem)
-        return SendResult(r["ids"], r["duplicate"])
+        return self._req("POST", "/messages", {"messages": out},
+                         idempotent=idem, then=then)
 
     def claim(self, max: int = 1, *, wait_ms: int = 0,
               lease_ms: Optional[int] = None, worker: Optional[str] = None,
@@ -502,7 +574,10 @@ class Queue:
         """Claims up to max messages, waiting up to wait_ms for one."""
         body = _opts(max=max, wait_ms=wait_ms or None, lease_ms=lease_ms,
                      worker=worker, ack=ack)
-        r = self._req("POST", "/claim", body, wait_s=wait_ms / 1000.0)
+        return self._req("POST", "/claim", body, wait_s=wait_ms / 1000.0,
+                         then=self._claimed)
+
+    def _claimed(self, r: Json) -> ClaimResult:
         res = ClaimResult(Message.from_json(self, d) for d in r["messages"])
         res.limited_by = r.get("limited_by")
         res.retry_after_ms = r.get("retry_after_ms")
@@ -510,24 +585,26 @@ class Queue:
         return res
 
     def ack(self, receipt: str) -> None:
-        self._req("POST", "/ack", {"receipt": receipt})
+        return self._req("POST", "/ack", {"receipt": receipt},
+                         then=lambda r: None)
 
     def ack_many(self, receipts: Sequence[str]) -> list[Json]:
         """Acks many in one commit; one result per receipt:
         {"ok":true} or {"ok":false,"error":{"code","message"}}."""
-        return self._req("POST", "/ack", {"receipts": list(receipts)})["results"]
+        return self._req("POST", "/ack", {"receipts": list(receipts)},
+                         then=_key("results"))
 
     def nack(self, receipt: str, *, error: Optional[str] = None,
              delay_ms: Optional[int] = None) -> str:
         """Fails the attempt: "retry" or "dead" (attempts used up)."""
         body = _opts(receipt=receipt, error=error, delay_ms=delay_ms)
-        return self._req("POST", "/nack", body)["outcome"]
+        return self._req("POST", "/nack", body, then=_key("outcome"))
 
     def extend(self, receipt: str, lease_ms: int) -> str:
         """Renews the lease to lease_ms from now; returns the new expiry."""
         return self._req("POST", "/extend",
                          {"receipt": receipt, "lease_ms": lease_ms},
-                         idempotent=True)["lease_expires_at"]
+                         idempotent=True, then=_key("lease_expires_at"))
 
     # Finding and changing messages.
     def message(self, id: int) -> Json:
@@ -554,24 +631,27 @@ class Queue:
 
     def count(self, **filt: Any) -> int:
         return self._req("GET", "/messages/count",
-                         query=_filter_query(filt))["count"]
+                         query=_filter_query(filt), then=_key("count"))
 
     def delete_message(self, id: int) -> int:
-        return self._req("DELETE", f"/messages/{int(id)}")["deleted"]
+        return self._req("DELETE", f"/messages/{int(id)}",
+                         then=_key("deleted"))
 
     def retry_message(self, id: int) -> int:
-        return self._req("POST", f"/messages/{int(id)}/retry")["changed"]
+        return self._req("POST", f"/messages/{int(id)}/retry",
+                         then=_key("changed"))
 
     def cancel_message(self, id: int) -> int:
-        return self._req("POST", f"/messages/{int(id)}/cancel")["changed"]
+        return self._req("POST", f"/messages/{int(id)}/cancel",
+                         then=_key("changed"))
 
     def reschedule_message(self, id: int, run_at: str) -> int:
         return self._req("POST", f"/messages/{int(id)}/reschedule",
-                         {"run_at": run_at})["changed"]
+                         {"run_at": run_at}, then=_key("changed"))
 
     def set_priority(self, id: int, priority: int) -> int:
         return self._req("POST", f"/messages/{int(id)}/priority",
-                         {"priority": priority})["changed"]
+                         {"priority": priority}, then=_key("changed"))
 
     def bulk(self, action: str, *, ids: Optional[Sequence[int]] = None,
              filter: Optional[Mapping[str, Any]] = None,
@@ -585,37 +665,40 @@ class Queue:
         body = _opts(ids=list(ids) if ids is not None else None,
                      filter=dict(filter) if filter is not None else None,
                      state=state, run_at=run_at, priority=priority)
-        return self._req("POST", "/messages/" + action, body)["changed"]
+        return self._req("POST", "/messages/" + action, body,
+                         then=_key("changed"))
 
     # Dead letters and archive.
     def dead(self, limit: int = 100, after_id: int = 0) -> list[Json]:
         return self._req("GET", "/dead",
-                         query={"limit": limit, "after_id": after_id})["dead"]
+                         query={"limit": limit, "after_id": after_id},
+                         then=_key("dead"))
 
     def redrive(self, ids: Optional[Sequence[int]] = None, *,
                 all: bool = False) -> int:
         body: dict[str, Any] = {"all": True} if all else {"ids": list(ids or [])}
-        return self._req("POST", "/dead/redrive", body)["redriven"]
+        return self._req("POST", "/dead/redrive", body, then=_key("redriven"))
 
     def purge_dead(self) -> int:
-        return self._req("DELETE", "/dead")["purged"]
+        return self._req("DELETE", "/dead", then=_key("purged"))
 
     def archive(self, limit: int = 100, after_id: int = 0) -> list[Json]:
         return self._req("GET", "/archive",
-                         query={"limit": limit, "after_id": after_id})["archive"]
+                         query={"limit": limit, "after_id": after_id},
+                         then=_key("archive"))
 
 
 class Ring:
     """A ring: capped per-group lists of entries."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: _ClientBase, name: str) -> None:
         self.client = client
         self.name = name
         self.path = "/v1/rings/" + _q(name)
 
     def _req(self, method: str, sub: str = "", body: Optional[Json] = None,
-             query: Optional[Mapping[str, Any]] = None) -> Json:
-        return self.client.request(method, self.path + sub, body, query)
+             query: Optional[Mapping[str, Any]] = None, **kw: Any) -> Json:
+        return self.client._call(method, self.path + sub, body, query, **kw)
 
     def create(self, *, capacity: Optional[int] = None,
                max_payload_bytes: Optional[int] = None) -> Json:
@@ -636,29 +719,32 @@ class Ring:
              order: Optional[str] = None,
              after_seq: Optional[int] = None) -> list[Json]:
         return self._req("GET", "/groups/" + _q(group), query=_opts(
-            limit=limit, order=order, after_seq=after_seq))["entries"]
+            limit=limit, order=order, after_seq=after_seq),
+            then=_key("entries"))
 
     def groups(self) -> list[Json]:
-        return self._req("GET", "/groups")["groups"]
+        return self._req("GET", "/groups", then=_key("groups"))
 
     def delete_group(self, group: str) -> int:
-        return self._req("DELETE", "/groups/" + _q(group))["deleted"]
+        return self._req("DELETE", "/groups/" + _q(group),
+                         then=_key("deleted"))
 
     def delete_entry(self, group: str, seq: int) -> int:
-        return self._req("DELETE", f"/groups/{_q(group)}/{int(seq)}")["deleted"]
+        return self._req("DELETE", f"/groups/{_q(group)}/{int(seq)}",
+                         then=_key("deleted"))
 
 
 class Rotation:
     """A rotation: a pool of items served in turn."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: _ClientBase, name: str) -> None:
         self.client = client
         self.name = name
         self.path = "/v1/rotations/" + _q(name)
 
     def _req(self, method: str, sub: str = "",
-             body: Optional[Json] = None) -> Json:
-        return self.client.request(method, self.path + sub, body)
+             body: Optional[Json] = None, **kw: Any) -> Json:
+        return self.client._call(method, self.path + sub, body, **kw)
 
     def create(self, *, max_failures: Optional[int] = None,
                max_payload_bytes: Optional[int] = None) -> Json:
@@ -677,13 +763,13 @@ class Rotation:
         return self._req("POST", "/items", body)
 
     def items(self) -> list[Json]:
-        return self._req("GET", "/items")["items"]
+        return self._req("GET", "/items", then=_key("items"))
 
     def remove(self, key: str) -> Json:
         return self._req("DELETE", "/items/" + _q(key))
 
     def next(self, n: int = 1) -> list[Json]:
-        return self._req("POST", "/next", {"n": n})["items"]
+        return self._req("POST", "/next", {"n": n}, then=_key("items"))
 
     def fail(self, key: str) -> Json:
         return self._req("POST", f"/items/{_q(key)}/fail")
@@ -698,7 +784,7 @@ class Rotation:
 class Schedule:
     """A schedule: a message sent to a queue at each tick of a cron."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: _ClientBase, name: str) -> None:
         self.client = client
         self.name = name
         self.path = "/v1/schedules/" + _q(name)
@@ -712,16 +798,16 @@ class Schedule:
                      priority=priority, headers=dict(headers) if headers else None,
                      group=group, catch_up=catch_up)
         body.update(payload_fields(payload))
-        return self.client.request("POST", self.path, body)
+        return self.client._call("POST", self.path, body)
 
     def get(self) -> Json:
-        return self.client.request("GET", self.path)
+        return self.client._call("GET", self.path)
 
     def pause(self) -> Json:
-        return self.client.request("POST", self.path + "/pause")
+        return self.client._call("POST", self.path + "/pause")
 
     def resume(self) -> Json:
-        return self.client.request("POST", self.path + "/resume")
+        return self.client._call("POST", self.path + "/resume")
 
     def drop(self) -> Json:
-        return self.client.request("DELETE", self.path)
+        return self.client._call("DELETE", self.path)

@@ -12,6 +12,7 @@ import time
 import traceback
 from typing import Any, Callable, Optional
 
+from . import tracing
 from .client import Client, Message, backoff_delay
 from .errors import (ConnectionFailed, NotFound, OutcomeUnknown,
                      ServerTimeout, SqlqError, StaleReceipt, TooManyRequests,
@@ -48,6 +49,115 @@ def error_text(exc: BaseException) -> str:
     return text
 
 
+def release_text(name: str, shutdown_timeout: float) -> str:
+    """The error a message released at the shutdown deadline gets."""
+    return (f"released: worker {name} stopped before the handler finished "
+            f"(shutdown timeout {shutdown_timeout:g}s)")
+
+
+class WorkerLog:
+    """What a worker logs, on the "sqlq.worker" logger: one method per
+    event, so that every worker flavour says the same thing in the same
+    words (the Node.js worker's texts are the same too)."""
+
+    # A call that keeps failing is logged on its first failure and then
+    # every this many tries, not at each one.
+    EVERY = 10
+
+    def __init__(self, name: str, queue: str) -> None:
+        self.name = name
+        self.queue = queue
+
+    def _p(self) -> str:
+        return f"sqlq worker {self.name}: "
+
+    def started(self, concurrency: int, lease_ms: int) -> None:
+        log.info("%sstarted on queue %s (concurrency %d, lease %d ms)",
+                 self._p(), self.queue, concurrency, lease_ms)
+
+    def handler_failed(self, m: Message, exc: BaseException,
+                       outcome: str) -> None:
+        """The handler raised and its message was nacked; outcome is the
+        nack's: "retry", "dead", or anything else when not known. The
+        record carries the exception (exc_info), so that handlers print its
+        traceback."""
+        first = error_text(exc).splitlines()[0]
+        if outcome == "dead":
+            log.error("%smessage %d of %s failed on attempt %d, now a dead "
+                      "letter: %s", self._p(), m.id, self.queue, m.attempt,
+                      first, exc_info=exc)
+        else:
+            then = ("retried after the queue's backoff" if outcome == "retry"
+                    else "nacked")
+            log.warning("%smessage %d of %s failed on attempt %d, %s: %s",
+                        self._p(), m.id, self.queue, m.attempt, then, first,
+                        exc_info=exc)
+
+    def lease_lost(self, m: Message, e: BaseException) -> None:
+        log.warning("%slease of message %d lost, another worker may have "
+                    "it (the handler still runs; its outcome will be "
+                    "refused): %s", self._p(), m.id, e)
+
+    def outcome_refused(self, what: str, m: Message,
+                        e: BaseException) -> None:
+        log.warning("%s%s of message %d refused, its lease was lost: %s",
+                    self._p(), what, m.id, e)
+
+    def outcome_repeated(self, what: str, m: Message,
+                         e: BaseException) -> None:
+        log.info("%s%s of message %d: %s (an earlier try went through)",
+                 self._p(), what, m.id, e)
+
+    def outcome_failed(self, what: str, m: Message, e: BaseException) -> None:
+        log.error("%s%s of message %d failed: %s; it is delivered again "
+                  "when its lease ends", self._p(), what, m.id, e)
+
+    def retrying(self, what: str, e: BaseException, delay: float,
+                 attempt: int) -> None:
+        """A call failed for want of the server; logged on the first
+        failure and every EVERY tries after it."""
+        if attempt % self.EVERY == 0:
+            log.warning("%s%s failed (%s); retrying in %.2fs (try %d)",
+                        self._p(), what, e, delay, attempt + 1)
+
+    def gave_up(self, what: str, e: BaseException) -> None:
+        log.error("%s%s failed at the shutdown deadline (%s); the message "
+                  "comes back when its lease ends", self._p(), what, e)
+
+    def works_again(self, what: str, attempts: int) -> None:
+        log.info("%s%s works again after %d failed tries", self._p(), what,
+                 attempts)
+
+    def signal(self, name: str) -> None:
+        log.info("%s%s: stopping", self._p(), name)
+
+    def stopping(self, running: int) -> None:
+        log.info("%sstopping: no more claims, %d handler(s) running",
+                 self._p(), running)
+
+    def released(self, m: Message) -> None:
+        log.warning("%smessage %d released unfinished at the shutdown "
+                    "deadline", self._p(), m.id)
+
+    def release_failed(self, m: Message, e: BaseException) -> None:
+        log.error("%srelease of message %d failed (it comes back when its "
+                  "lease ends): %s", self._p(), m.id, e)
+
+    def finished_after_release(self, m: Message) -> None:
+        log.warning("%smessage %d finished after it was released at the "
+                    "shutdown deadline; its outcome is dropped", self._p(),
+                    m.id)
+
+    def extend_failed(self, m: Message, e: BaseException) -> None:
+        log.warning("%sextending the lease of message %d failed (%s); "
+                    "retrying", self._p(), m.id, e)
+
+    def stopped(self, acked: int, nacked: int, released: int,
+                lost: int) -> None:
+        log.info("%sstopped (acked=%d nacked=%d released=%d lost=%d)",
+                 self._p(), acked, nacked, released, lost)
+
+
 class _Running:
     """A message whose handler runs, or whose ack or nack is pending."""
 
@@ -61,7 +171,85 @@ class _Running:
         self.lock = threading.Lock()  # one outcome: ack, nack or release
 
 
-class Worker:
+class _WorkerBase:
+    """What the workers of sqlq and sqlq.aio share: the settings, the
+    counters, the log, and the decisions about retries and outcomes; each
+    flavour adds its threads or tasks."""
+
+    def __init__(self, client: Any, queue: str, handler: Handler, *,
+                 concurrency: int = 1, wait_ms: int = 20000,
+                 lease_ms: Optional[int] = None,
+                 shutdown_timeout: float = 30.0,
+                 name: Optional[str] = None,
+                 max_backoff: float = 5.0) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        # Own connections, so that stop() can cut its long polls short.
+        self.client = client.clone()
+        # The worker retries by itself, with its own backoff.
+        self.client.retries = 0
+        self.queue = self.client.queue(queue)
+        self.handler = handler
+        self.concurrency = concurrency
+        self.wait_ms = wait_ms
+        self.lease_ms = lease_ms
+        self.shutdown_timeout = shutdown_timeout
+        self.name = name or f"{socket.gethostname()}-{os.getpid()}"
+        self.max_backoff = max_backoff
+        self.log = WorkerLog(self.name, queue)
+        self._deadline = float("inf")  # of the shutdown, once stopping
+        # Counters, for logs and tests.
+        self.acked = 0
+        self.nacked = 0
+        self.released = 0
+        self.lost = 0
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        """The flavour's threads or tasks, events and locks."""
+
+    def _retry_delay(self, what: str, e: BaseException, attempt: int,
+                     deadline: float = float("inf")) -> Optional[float]:
+        """How long to wait before trying `what` again after the transient
+        error e (logged), at most until deadline; None (logged) when the
+        deadline has passed."""
+        if time.monotonic() >= deadline:
+            self.log.gave_up(what, e)
+            return None
+        delay = backoff_delay(attempt, 0.05, self.max_backoff)
+        if isinstance(e, SqlqError) and e.retry_after:
+            delay = max(delay, e.retry_after)
+        delay = min(delay, max(0.001, deadline - time.monotonic()))
+        self.log.retrying(what, e, delay, attempt)
+        return delay
+
+    def _refused(self, what: str, m: Message, e: SqlqError,
+                 sent_before: bool) -> bool:
+        """After the ack or nack of m failed for good with e: logs and
+        counts it; True when it counts as done all the same (a try whose
+        reply was lost went through)."""
+        if isinstance(e, NotFound) and sent_before:
+            self.log.outcome_repeated(what, m, e)
+            return True
+        if isinstance(e, (NotFound, StaleReceipt)):
+            self.log.outcome_refused(what, m, e)
+            self.lost += 1
+        else:
+            self.log.outcome_failed(what, m, e)
+        return False
+
+    def _settled(self, m: Message, exc: Optional[BaseException],
+                 out: Any) -> None:
+        """Counts (and for a failed handler, logs) an ack or nack that went
+        through; out is the nack's outcome."""
+        if exc is None:
+            self.acked += 1
+        else:
+            self.nacked += 1
+            self.log.handler_failed(m, exc, out)
+
+
+class Worker(_WorkerBase):
     """Runs handler(message) for each message of a queue, concurrency at a
     time.
 
@@ -84,26 +272,7 @@ class Worker:
     lease_ms: the lease of each claim; None takes the queue's.
     """
 
-    def __init__(self, client: Client, queue: str, handler: Handler, *,
-                 concurrency: int = 1, wait_ms: int = 20000,
-                 lease_ms: Optional[int] = None,
-                 shutdown_timeout: float = 30.0,
-                 name: Optional[str] = None,
-                 max_backoff: float = 5.0) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        # Own connections, so that stop() can cut its long polls short.
-        self.client = client.clone()
-        # The worker retries by itself, with its own backoff.
-        self.client.retries = 0
-        self.queue = self.client.queue(queue)
-        self.handler = handler
-        self.concurrency = concurrency
-        self.wait_ms = wait_ms
-        self.lease_ms = lease_ms
-        self.shutdown_timeout = shutdown_timeout
-        self.name = name or f"{socket.gethostname()}-{os.getpid()}"
-        self.max_backoff = max_backoff
+    def _init_runtime(self) -> None:
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._mu = threading.Lock()
@@ -113,12 +282,6 @@ class Worker:
         self._supervisor: Optional[threading.Thread] = None
         self._wake = threading.Event()
         self._beat_stop = threading.Event()
-        self._deadline = float("inf")
-        # Counters, for logs and tests.
-        self.acked = 0
-        self.nacked = 0
-        self.released = 0
-        self.lost = 0
 
     # Lifecycle.
     def start(self) -> None:
@@ -143,8 +306,7 @@ class Worker:
                                             name="sqlq-supervisor",
                                             daemon=True)
         self._supervisor.start()
-        log.info("sqlq worker %s: queue=%s concurrency=%d lease_ms=%d",
-                 self.name, self.queue.name, self.concurrency, self.lease_ms)
+        self.log.started(self.concurrency, self.lease_ms)
 
     def stop(self) -> None:
         """Stops claiming; running handlers get shutdown_timeout seconds
@@ -175,12 +337,14 @@ class Worker:
                 signal.signal(sig, h)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        log.info("sqlq worker %s: %s: stopping", self.name,
-                 signal.Signals(signum).name)
+        self.log.signal(signal.Signals(signum).name)
         self.stop()
 
     def _supervise(self) -> None:
         self._stopping.wait()
+        with self._mu:
+            running = len(self._running)
+        self.log.stopping(running)
         self.client._abort_polls()  # cut waiting claims short
         deadline = time.monotonic() + self.shutdown_timeout
         self._deadline = deadline
@@ -197,9 +361,7 @@ class Worker:
         self._wake.set()
         if self._heartbeat:
             self._heartbeat.join(5)
-        log.info("sqlq worker %s: stopped (acked=%d nacked=%d released=%d "
-                 "lost=%d)", self.name, self.acked, self.nacked,
-                 self.released, self.lost)
+        self.log.stopped(self.acked, self.nacked, self.released, self.lost)
         self._stopped.set()
 
     # Handler threads.
@@ -211,17 +373,12 @@ class Worker:
             try:
                 result = fn()
                 if attempt:
-                    log.warning("sqlq worker %s: %s works again", self.name,
-                                what)
+                    self.log.works_again(what, attempt)
                 return result
             except _TRANSIENT as e:
                 if self._stopping.is_set():
                     return None
-                delay = backoff_delay(attempt, 0.05, self.max_backoff)
-                if isinstance(e, SqlqError) and e.retry_after:
-                    delay = max(delay, e.retry_after)
-                log.warning("sqlq worker %s: %s failed (%s); retrying in "
-                            "%.2fs", self.name, what, e, delay)
+                delay = self._retry_delay(what, e, attempt)
                 attempt += 1
                 self._stopping.wait(delay)
 
@@ -249,30 +406,31 @@ class Worker:
         self._wake.set()
         try:
             try:
-                self.handler(m)
+                with tracing.handling(self.queue.name, m.id, m.headers):
+                    self.handler(m)
             except Exception as e:  # the handler failed: nack
-                self._finish(r, error=error_text(e))
+                self._finish(r, e)
                 return
             except BaseException as e:
                 # SystemExit or KeyboardInterrupt from the handler: the
                 # message is nacked, then the worker stops.
-                self._finish(r, error=error_text(e))
+                self._finish(r, e)
                 self.stop()
                 return
-            self._finish(r, error=None)
+            self._finish(r, None)
         finally:
             with self._mu:
                 self._running.pop(m.receipt, None)
 
-    def _finish(self, r: _Running, error: Optional[str]) -> None:
-        """Acks (error None) or nacks the message, retrying while the server
-        is away; the heartbeat keeps its lease meanwhile."""
+    def _finish(self, r: _Running, exc: Optional[BaseException]) -> None:
+        """Acks (exc None) or nacks the message with the exception's text,
+        retrying while the server is away; the heartbeat keeps its lease
+        meanwhile."""
         m = r.msg
+        error = None if exc is None else error_text(exc)
         with r.lock:
             if r.released:
-                log.warning("sqlq worker %s: message %d finished after it "
-                            "was released at the shutdown deadline; its "
-                            "outcome is dropped", self.name, m.id)
+                self.log.finished_after_release(m)
                 return
             what = "ack" if error is None else "nack"
             sent_before = False
@@ -290,38 +448,12 @@ class Worker:
             try:
                 # Retried while stopping too, until the shutdown deadline.
                 out = self._retry_outcome(call, f"{what} of message {m.id}")
-            except NotFound as e:
-                if sent_before:
-                    # An earlier try probably went through before the
-                    # connection broke.
-                    log.info("sqlq worker %s: %s of message %d: %s (an "
-                             "earlier try went through)", self.name, what,
-                             m.id, e.message)
-                    out = True
-                else:
-                    log.warning("sqlq worker %s: %s of message %d refused: "
-                                "%s", self.name, what, m.id, e)
-                    self.lost += 1
-                    return
-            except StaleReceipt as e:
-                log.warning("sqlq worker %s: %s of message %d refused, its "
-                            "lease was lost (another worker has it): %s",
-                            self.name, what, m.id, e)
-                self.lost += 1
-                return
             except SqlqError as e:
-                log.error("sqlq worker %s: %s of message %d failed: %s",
-                          self.name, what, m.id, e)
-                return
-            if out is None:
-                return
-            if error is None:
-                self.acked += 1
-            else:
-                self.nacked += 1
-                log.warning("sqlq worker %s: message %d (attempt %d) "
-                            "failed, %s: %s", self.name, m.id, m.attempt,
-                            out, error.splitlines()[0])
+                if not self._refused(what, m, e, sent_before):
+                    return
+                out = True
+            if out is not None:
+                self._settled(m, exc, out)
 
     def _retry_outcome(self, fn: Callable[[], Any], what: str) -> Any:
         attempt = 0
@@ -329,16 +461,9 @@ class Worker:
             try:
                 return fn()
             except _TRANSIENT as e:
-                if time.monotonic() >= self._deadline:
-                    log.error("sqlq worker %s: %s failed at the shutdown "
-                              "deadline (%s); the message comes back when "
-                              "its lease ends", self.name, what, e)
+                delay = self._retry_delay(what, e, attempt, self._deadline)
+                if delay is None:
                     return None
-                delay = backoff_delay(attempt, 0.05, self.max_backoff)
-                delay = min(delay, max(0.001,
-                                       self._deadline - time.monotonic()))
-                log.warning("sqlq worker %s: %s failed (%s); retrying in "
-                            "%.2fs", self.name, what, e, delay)
                 attempt += 1
                 time.sleep(delay)
 
@@ -354,16 +479,13 @@ class Worker:
                 return
             r.released = True
             try:
-                r.msg.nack(error=f"released: worker {self.name} stopped "
-                           f"before the handler finished (shutdown timeout "
-                           f"{self.shutdown_timeout:g}s)", delay_ms=0)
+                r.msg.nack(error=release_text(self.name,
+                                              self.shutdown_timeout),
+                           delay_ms=0)
                 self.released += 1
-                log.warning("sqlq worker %s: message %d released unfinished",
-                            self.name, r.msg.id)
+                self.log.released(r.msg)
             except SqlqError as e:
-                log.error("sqlq worker %s: release of message %d failed "
-                          "(it comes back when its lease ends): %s",
-                          self.name, r.msg.id, e)
+                self.log.release_failed(r.msg, e)
         finally:
             r.lock.release()
 
@@ -409,14 +531,10 @@ class Worker:
         except _TRANSIENT as e:
             # Try again soon: the lease has two thirds left at first.
             r.next_extend = time.monotonic() + min(0.5, lease_s / 10)
-            log.warning("sqlq worker %s: extending the lease of message %d "
-                        "failed (%s); retrying", self.name, r.msg.id, e)
+            self.log.extend_failed(r.msg, e)
         except (StaleReceipt, NotFound) as e:
             r.lost = True
-            log.warning("sqlq worker %s: the lease of message %d was lost "
-                        "(its handler still runs; its ack will be refused): "
-                        "%s", self.name, r.msg.id, e)
+            self.log.lease_lost(r.msg, e)
         except SqlqError as e:
             r.next_extend = time.monotonic() + min(0.5, lease_s / 10)
-            log.error("sqlq worker %s: extending the lease of message %d "
-                      "failed: %s", self.name, r.msg.id, e)
+            self.log.extend_failed(r.msg, e)

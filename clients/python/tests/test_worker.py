@@ -23,7 +23,10 @@ import sqlq  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class WorkerTest(unittest.TestCase):
+class ServerCase(unittest.TestCase):
+    """A real server, a client of it, and sync workers started on it that
+    are stopped after the test."""
+
     def setUp(self) -> None:
         self.server = sqlq_server.Server()
         self.client = sqlq.Client(self.server.url,
@@ -47,6 +50,97 @@ class WorkerTest(unittest.TestCase):
     def stats(self, queue: str) -> dict:
         return self.client.queue(queue).stats()["stats"]
 
+
+class WorkerProcessTests:
+    """A worker in a process of its own (worker_proc.py), killed or sent
+    SIGTERM; FLAVOUR names the worker it runs: "sync" (sqlq.Worker) or
+    "aio" (sqlq.aio.Worker). Mixed into a ServerCase."""
+    FLAVOUR = "sync"
+
+    def run_worker_proc(self, d: str, queue: str, shutdown_timeout: float,
+                        lease_ms: int) -> subprocess.Popen:
+        self.log = open(os.path.join(d, "log"), "w")
+        self.addCleanup(self.log.close)
+        p = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "worker_proc.py"),
+             self.server.url, sqlq_server.ADMIN_TOKEN, queue, d,
+             str(shutdown_timeout), str(lease_ms), self.FLAVOUR],
+            stdout=self.log, stderr=self.log)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        return p
+
+    @staticmethod
+    def read(path: str) -> str:
+        try:
+            with open(path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def test_worker_killed_mid_message_is_redelivered(self) -> None:
+        q = self.client.queue("killed")
+        q.create(lease_ms=1000)
+        i = q.send("work")
+        with tempfile.TemporaryDirectory() as d:
+            p = self.run_worker_proc(d, "killed", 30, 1000)
+            started = os.path.join(d, "started")
+            wait_for(lambda: f"started {i}" in self.read(started), 20,
+                     "the handler to start")
+            p.send_signal(signal.SIGKILL)
+            p.wait(10)
+            self.assertEqual(q.message(i)["state"], "leased")
+            got: list[sqlq.Message] = []
+            w = self.start("killed", lambda m: got.append(m), concurrency=1,
+                           wait_ms=500)
+            wait_for(lambda: self.stats("killed")["acks"] == 1, 20,
+                     "the redelivery")
+            self.assertEqual([(m.id, m.attempt) for m in got], [(i, 2)])
+            w.stop()
+            w.join(30)
+            self.assertEqual(self.stats("killed")["expirations"], 1)
+
+    def sigterm_worker(self, queue: str, finish: bool) -> tuple[int, str]:
+        q = self.client.queue(queue)
+        q.create(lease_ms=60000)
+        ids = q.send_batch([{"payload": "a"}, {"payload": "b"},
+                            {"payload": "c"}]).ids
+        with tempfile.TemporaryDirectory() as d:
+            p = self.run_worker_proc(d, queue, 30 if finish else 0.5, 60000)
+            started = os.path.join(d, "started")
+            wait_for(lambda: f"started {ids[0]}" in self.read(started), 20,
+                     "the handler to start")
+            p.send_signal(signal.SIGTERM)
+            log = os.path.join(d, "log")
+            wait_for(lambda: "SIGTERM: stopping" in self.read(log), 20,
+                     "the worker to take the signal")
+            if finish:
+                open(os.path.join(d, "go"), "w").close()
+            rc = p.wait(30)
+            return rc, self.read(log) + self.read(os.path.join(d, "done"))
+
+    def test_sigterm_finishes_the_running_handler(self) -> None:
+        rc, out = self.sigterm_worker("term", finish=True)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("done 1", out)
+        st = self.stats("term")
+        # It stopped claiming: one message acked, two never claimed.
+        self.assertEqual((st["acks"], st["claims"], st["leased"],
+                          st["ready"]), (1, 1, 0, 2), out)
+
+    def test_sigterm_releases_what_misses_the_deadline(self) -> None:
+        rc, out = self.sigterm_worker("term2", finish=False)
+        self.assertEqual(rc, 0, out)
+        st = self.stats("term2")
+        self.assertEqual((st["acks"], st["leased"], st["ready"]),
+                         (0, 0, 3), out)
+        m = self.client.queue("term2").message(1)
+        self.assertIn("released", m["last_error"])
+        # Ready again at once, not at the end of its minute-long lease.
+        self.assertIn(1, [m.id for m in self.client.queue("term2").claim(3)])
+
+
+
+class WorkerTest(WorkerProcessTests, ServerCase):
     def test_concurrent_handlers_ack_each_message_once(self) -> None:
         q = self.client.queue("jobs")
         q.create()
@@ -174,87 +268,130 @@ class WorkerTest(unittest.TestCase):
         w.stop()
         self.assertTrue(w.join(30))
 
-    def run_worker_proc(self, d: str, queue: str, shutdown_timeout: float,
-                        lease_ms: int) -> subprocess.Popen:
-        self.log = open(os.path.join(d, "log"), "w")
-        self.addCleanup(self.log.close)
-        p = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "worker_proc.py"),
-             self.server.url, sqlq_server.ADMIN_TOKEN, queue, d,
-             str(shutdown_timeout), str(lease_ms)],
-            stdout=self.log, stderr=self.log)
-        self.addCleanup(lambda: p.poll() is None and p.kill())
-        return p
 
-    @staticmethod
-    def read(path: str) -> str:
-        try:
-            with open(path) as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
+class WorkerLogTest(unittest.TestCase):
+    """What a worker says on the "sqlq.worker" logger, as a user running
+    it with logging.basicConfig() reads it: the handler's failure with its
+    traceback, the dead letter, a lost lease, the server away and back,
+    the stop."""
 
-    def test_worker_killed_mid_message_is_redelivered(self) -> None:
-        q = self.client.queue("killed")
-        q.create(lease_ms=1000)
-        i = q.send("work")
-        with tempfile.TemporaryDirectory() as d:
-            p = self.run_worker_proc(d, "killed", 30, 1000)
-            started = os.path.join(d, "started")
-            wait_for(lambda: f"started {i}" in self.read(started), 20,
-                     "the handler to start")
-            p.send_signal(signal.SIGKILL)
-            p.wait(10)
-            self.assertEqual(q.message(i)["state"], "leased")
-            got: list[sqlq.Message] = []
-            w = self.start("killed", lambda m: got.append(m), concurrency=1,
-                           wait_ms=500)
-            wait_for(lambda: self.stats("killed")["acks"] == 1, 20,
-                     "the redelivery")
-            self.assertEqual([(m.id, m.attempt) for m in got], [(i, 2)])
+    def setUp(self) -> None:
+        self.server = sqlq_server.Server()
+        self.client = sqlq.Client(self.server.url,
+                                  token=sqlq_server.ADMIN_TOKEN)
+        self.addCleanup(self.server.close)
+        self.addCleanup(self.client.close)
+
+    def worker(self, queue: str, handler, **kw) -> sqlq.Worker:
+        kw.setdefault("wait_ms", 500)
+        w = sqlq.Worker(self.client, queue, handler, name="w1", **kw)
+        w.start()
+
+        def stop() -> None:
             w.stop()
             w.join(30)
-            self.assertEqual(self.stats("killed")["expirations"], 1)
+        self.addCleanup(stop)
+        return w
 
-    def sigterm_worker(self, queue: str, finish: bool) -> tuple[int, str]:
-        q = self.client.queue(queue)
-        q.create(lease_ms=60000)
-        ids = q.send_batch([{"payload": "a"}, {"payload": "b"},
-                            {"payload": "c"}]).ids
-        with tempfile.TemporaryDirectory() as d:
-            p = self.run_worker_proc(d, queue, 30 if finish else 0.5, 60000)
-            started = os.path.join(d, "started")
-            wait_for(lambda: f"started {ids[0]}" in self.read(started), 20,
-                     "the handler to start")
-            p.send_signal(signal.SIGTERM)
-            log = os.path.join(d, "log")
-            wait_for(lambda: "SIGTERM: stopping" in self.read(log), 20,
-                     "the worker to take the signal")
-            if finish:
-                open(os.path.join(d, "go"), "w").close()
-            rc = p.wait(30)
-            return rc, self.read(log) + self.read(os.path.join(d, "done"))
+    @staticmethod
+    def lines(cm) -> list[str]:
+        return [f"{r.levelname} {r.getMessage()}" for r in cm.records]
 
-    def test_sigterm_finishes_the_running_handler(self) -> None:
-        rc, out = self.sigterm_worker("term", finish=True)
-        self.assertEqual(rc, 0, out)
-        self.assertIn("done 1", out)
-        st = self.stats("term")
-        # It stopped claiming: one message acked, two never claimed.
-        self.assertEqual((st["acks"], st["claims"], st["leased"],
-                          st["ready"]), (1, 1, 0, 2), out)
+    def wait_line(self, cm, text: str, timeout: float = 20) -> logging.LogRecord:
+        return wait_for(lambda: next((r for r in cm.records
+                                      if text in r.getMessage()), None),
+                        timeout, repr(text))
 
-    def test_sigterm_releases_what_misses_the_deadline(self) -> None:
-        rc, out = self.sigterm_worker("term2", finish=False)
-        self.assertEqual(rc, 0, out)
-        st = self.stats("term2")
-        self.assertEqual((st["acks"], st["leased"], st["ready"]),
-                         (0, 0, 3), out)
-        m = self.client.queue("term2").message(1)
-        self.assertIn("released", m["last_error"])
-        # Ready again at once, not at the end of its minute-long lease.
-        self.assertIn(1, [m.id for m in self.client.queue("term2").claim(3)])
+    def test_a_failing_handler_is_logged_with_its_traceback(self) -> None:
+        q = self.client.queue("fails")
+        q.create(max_attempts=2, backoff_base_ms=0)
+        i = q.send("x")
 
+        def handle(m: sqlq.Message) -> None:
+            raise ValueError(f"smtp 451 on attempt {m.attempt}")
+        with self.assertLogs("sqlq", level="INFO") as cm:
+            w = self.worker("fails", handle)
+            self.wait_line(cm, "now a dead letter")
+            w.stop()
+            self.assertTrue(w.join(30))
+        lines = self.lines(cm)
+        self.assertEqual(lines[0], "INFO sqlq worker w1: started on queue "
+                         "fails (concurrency 1, lease 30000 ms)")
+        self.assertIn(f"WARNING sqlq worker w1: message {i} of fails failed "
+                      "on attempt 1, retried after the queue's backoff: "
+                      "ValueError: smtp 451 on attempt 1", lines)
+        self.assertIn(f"ERROR sqlq worker w1: message {i} of fails failed on "
+                      "attempt 2, now a dead letter: ValueError: smtp 451 on "
+                      "attempt 2", lines)
+        self.assertEqual(lines[-2:], [
+            "INFO sqlq worker w1: stopping: no more claims, 0 handler(s) "
+            "running",
+            "INFO sqlq worker w1: stopped (acked=0 nacked=2 released=0 "
+            "lost=0)"])
+        # The record carries the exception: the usual formatters print the
+        # handler's traceback under the line.
+        dead = next(r for r in cm.records if "dead letter" in r.getMessage())
+        self.assertIsInstance(dead.exc_info[1], ValueError)
+        text = logging.Formatter().format(dead)
+        self.assertIn("Traceback (most recent call last)", text)
+        self.assertIn('test_worker.py", line', text)
+        self.assertIn("in handle", text)
+
+    def test_a_lost_lease_and_the_refused_ack_are_logged(self) -> None:
+        q = self.client.queue("lost")
+        q.create(lease_ms=1000)
+        i = q.send("x")
+        started, finish = threading.Event(), threading.Event()
+
+        def handle(m: sqlq.Message) -> None:
+            started.set()
+            self.assertTrue(finish.wait(30))
+        with self.assertLogs("sqlq", level="INFO") as cm:
+            w = self.worker("lost", handle)
+            self.assertTrue(started.wait(20))
+            # Someone deletes the message under the running handler: its
+            # next extension is refused.
+            self.assertEqual(q.delete_message(i), 1)
+            self.wait_line(cm, "lease of message")
+            finish.set()
+            self.wait_line(cm, "ack of message")
+        lines = self.lines(cm)
+        self.assertIn(f"WARNING sqlq worker w1: lease of message {i} lost, "
+                      "another worker may have it (the handler still runs; "
+                      "its outcome will be refused): 404 not_found: ", "\n".join(lines))
+        self.assertIn(f"WARNING sqlq worker w1: ack of message {i} refused, "
+                      "its lease was lost: 404 not_found: ", "\n".join(lines))
+        self.assertEqual(w.lost, 1)
+
+    def test_the_server_away_and_back_is_logged_once_each(self) -> None:
+        q = self.client.queue("away")
+        q.create()
+        with self.assertLogs("sqlq", level="INFO") as cm:
+            w = self.worker("away", lambda m: None, wait_ms=200,
+                            max_backoff=0.05)
+            self.wait_line(cm, "started on queue")
+            self.server.kill()
+            self.wait_line(cm, "claim failed")
+            # Ten tries later it says so again, and no more often.
+            wait_for(lambda: sum("claim failed" in r.getMessage()
+                                 for r in cm.records) == 2, 20,
+                     "the eleventh try")
+            self.server.start()
+            back = self.wait_line(cm, "claim works again")
+            q.send("after")
+            wait_for(lambda: w.acked == 1, 20, "the ack")
+        failed = [r for r in cm.records if "claim failed" in r.getMessage()]
+        self.assertEqual({r.levelname for r in failed}, {"WARNING"})
+        self.assertRegex(failed[0].getMessage(),
+                         r"^sqlq worker w1: claim failed \(connection_failed: "
+                         r"POST /v1/queues/away/claim: .*\); retrying in "
+                         r"[0-9.]+s \(try 1\)$")
+        tries = [int(r.getMessage().rsplit(" ", 1)[1].strip("()"))
+                 for r in failed]
+        self.assertEqual(tries, list(range(1, 10 * len(failed), 10)))
+        self.assertEqual(back.levelname, "INFO")
+        self.assertRegex(back.getMessage(), r"^sqlq worker w1: claim works "
+                         r"again after [0-9]+ failed tries$")
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING,
