@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -134,6 +135,21 @@ class Lab:
                 return False
             time.sleep(0.5)
 
+    def keep_logs(self) -> str:
+        """Copies the lab's logs and configuration (not the databases) to a
+        directory that outlives `stop`, and returns its path."""
+        dest = tempfile.mkdtemp(prefix="sqlq-ha-logs-")
+
+        def skip(d: str, names: list[str]) -> list[str]:
+            return [n for n in names
+                    if not os.path.isdir(os.path.join(d, n)) and
+                    not n.endswith((".log", ".err", ".yml", ".cnf", ".env",
+                                    ".cfg"))]
+        shutil.copytree(self.dir, os.path.join(dest, "lab"), ignore=skip,
+                        symlinks=True, ignore_dangling_symlinks=True,
+                        dirs_exist_ok=True)
+        return dest
+
     def stop(self) -> None:
         subprocess.run([LAB, "stop", self.dir], capture_output=True)
 
@@ -155,6 +171,7 @@ class LabHistory(unittest.TestCase):
         lab = Lab(KIND)
         workers: list[subprocess.Popen] = []
         logs = tempfile.TemporaryDirectory(prefix="sqlq-ha-workers-")
+        finished = False
         try:
             lab.start_sqlq()
             run = history.Run([lab.http], lease_ms=LEASE_MS, token=lab.token)
@@ -184,10 +201,14 @@ class LabHistory(unittest.TestCase):
                 run.merge(out)
             f = run.check(BOUND_S)
             f["converged"] = lab.converged()
+            f["lab_errors"] = run.lab_errors
+            finished = True
         finally:
             for w in workers:
                 if w.poll() is None:
                     w.kill()
+            if not finished or run.lab_errors or not history.is_clean(f):
+                print("the lab's logs:", lab.keep_logs(), file=sys.stderr)
             lab.stop()
             logs.cleanup()
         by_worker: dict[str, int] = {}
@@ -204,6 +225,8 @@ class LabHistory(unittest.TestCase):
             return
         history.assert_clean(self, f)
         self.assertTrue(f["converged"], "the nodes hold different rows")
+        self.assertEqual(f["lab_errors"], [],
+                         "faults the cluster did not recover from in time")
         for node, mode in zip(lab.worker_nodes, ("python", "cli")):
             self.assertGreater(by_worker.get(f"{node}-{mode}", 0), 0,
                                f"the {mode} worker on {node} got nothing")

@@ -55,6 +55,7 @@ def run_with_crashes(pg: PrivatePg, prepare=None) -> dict:
         for _ in range(CYCLES):
             run.fault("crash-restart", pg.crash_and_restart, lambda: None)
             assert run.wait_for_progress(50), "no progress after a fault"
+        assert not run.lab_errors, run.lab_errors
         run.stop_and_drain()
         return run.check(BOUND_S)
     finally:
