@@ -19,6 +19,9 @@ packages=(
   help2man dpkg-dev file man-db systemd
   # The Go client's tests (clients/go): Go 1.19, standard library only.
   golang-go
+  # The documentation's examples (tests/docs): docs/http-api.md pipes a
+  # reply through jq, as readers do.
+  jq
   # The replicated-database lab (scripts/ha-lab.sh, tests/ha): Patroni with
   # etcd, Galera (with mariadb-server), HAProxy, nft for the faults (and
   # the engines' tests of a server that went dark), rsync and socat for
