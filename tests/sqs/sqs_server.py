@@ -3,7 +3,7 @@ engine SQLQ_SQS_ENGINE names (test_db.py; SQLite by default), a token file
 with two access keys and a metrics token, and clients for it."""
 import os
 import re
-import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -14,6 +14,9 @@ import boto3
 import botocore.config
 
 import test_db
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+from serve import Serve  # noqa: E402
 
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 WORKER_SECRET = "workerSECRETworkerSECRET0123456789"
@@ -43,33 +46,16 @@ class Server:
             f.write(f"aws-key AKIATENANT {TENANT_SECRET} admin:tenant-*\n")
             f.write(f"{METRICS_TOKEN} metrics:*\n")
             f.write(f"{ADMIN_TOKEN} admin:*\n")
-        port_file = os.path.join(self.dir.name, "port")
-        self.log = open(os.path.join(self.dir.name, "log"), "w")
-        self.proc = subprocess.Popen(
-            [os.environ["SQLQ_BIN"], "--db", self.db, "serve",
-             "--port", "0", "--port-file", port_file, "--tokens", tokens,
-             # The tests refuse bad signatures on purpose, more than the
-             # default allowance of failures (tested in the server tests).
-             "--auth-failures", "1000/1m"],
-            stdout=self.log, stderr=self.log)
-        # The port file appears once the server listens.
-        deadline = time.monotonic() + 15
-        self.port = 0
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                with open(port_file) as f:
-                    self.port = int(f.read().strip() or 0)
-            except FileNotFoundError:
-                pass
-            if self.port:
-                break
-            time.sleep(0.01)
-        if not self.port:
-            raise RuntimeError("sqlq serve did not start: " + self.read_log())
+        self.serve = Serve(
+            os.environ["SQLQ_BIN"], self.db, self.dir.name,
+            "--tokens", tokens,
+            # The tests refuse bad signatures on purpose, more than the
+            # default allowance of failures (tested in the server tests).
+            "--auth-failures", "1000/1m")
+        self.port = self.serve.port
 
     def read_log(self):
-        with open(os.path.join(self.dir.name, "log")) as f:
-            return f.read()
+        return self.serve.read_log()
 
     def url(self):
         return f"http://127.0.0.1:{self.port}"
@@ -147,9 +133,7 @@ class Server:
             config=botocore.config.Config(retries={"max_attempts": 1}))
 
     def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-        self.log.close()
+        self.serve.stop()
         test_db.drop(self.db)
         self.dir.cleanup()
 
