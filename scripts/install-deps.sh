@@ -22,6 +22,10 @@ packages=(
   # The documentation's examples (tests/docs): docs/http-api.md pipes a
   # reply through jq, as readers do.
   jq
+  # The clients' packages (scripts/dist.sh, tests/package/artifacts_test.py):
+  # the Python sdist and wheel built offline and pip-installed into fresh
+  # virtual environments.
+  python3-build python3-setuptools python3-wheel python3-venv python3-pip
   # The replicated-database lab (scripts/ha-lab.sh, tests/ha): Patroni with
   # etcd, Galera (with mariadb-server), HAProxy, nft for the faults (and
   # the engines' tests of a server that went dark), rsync and socat for
