@@ -4,7 +4,9 @@
 # small libsqlq user against it (tests/package/consumer) with find_package
 # and with pkg-config, then runs it; builds the SQLite-only configuration
 # ("package-sqlite") and checks its sqlq needs neither libpq nor libmariadb
-# and refuses their URLs; then installs the .deb on this machine, runs the
+# and refuses their URLs; makes the release tarball (scripts/dist.sh
+# release) and runs its sqlq, man page, unit and completion unpacked in a
+# temporary directory; then installs the .deb on this machine, runs the
 # installed sqlq, its man page, unit and bash completion, and purges it.
 # scripts/test.sh runs it after ctest; SQLQ_PACKAGE_TEST=0 skips it there.
 # Needs root for dpkg (SQLQ_PACKAGE_DEB=0 skips the .deb part).
@@ -109,6 +111,62 @@ cmake --build "$tmp/consumer-sqlite" >/dev/null
 readelf -d "$tmp/consumer-sqlite/consumer" | grep -Eq 'libpq|libmariadb' &&
   fail "a program of the SQLite-only libsqlq links libpq or libmariadb"
 "$tmp/consumer-sqlite/consumer" "sqlite:$tmp/sqlite-only.db"
+
+step "the release tarball (scripts/dist.sh release)"
+version=$(sed -n 's/^project(sqlq VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+name=sqlq-$version-linux-$(dpkg --print-architecture)
+./scripts/dist.sh release --out "$tmp/dist" >/dev/null
+(cd "$tmp/dist" && sha256sum --check --strict --quiet SHA256SUMS) ||
+  fail "the release tarball's checksums"
+tarball=$tmp/dist/$name.tar.gz
+want_files="$name/etc/sqlq/sqlq.conf
+$name/usr/bin/sqlq
+$name/usr/lib/systemd/system/sqlq.service
+$name/usr/share/bash-completion/completions/sqlq
+$name/usr/share/doc/sqlq/README.md
+$name/usr/share/man/man1/sqlq.1.gz"
+files=$(tar -tzf "$tarball" | grep -v '/$' | sort)
+[[ $files == "$want_files" ]] || fail "the release tarball holds: $files"
+tar --numeric-owner -tvzf "$tarball" | awk '$2 != "0/0" {exit 1}' ||
+  fail "the release tarball has files not owned by root"
+mkdir "$tmp/release"
+tar -xzf "$tarball" -C "$tmp/release"
+rel=$tmp/release/$name
+"$rel/usr/bin/sqlq" --version | grep -qx "sqlq $version" ||
+  fail "the release tarball's sqlq --version: $("$rel/usr/bin/sqlq" --version)"
+ldd "$rel/usr/bin/sqlq" | grep -q 'not found' &&
+  fail "the release tarball's sqlq misses libraries: $(ldd "$rel/usr/bin/sqlq")"
+# Its config file, as the unit passes it, with the state directory and the
+# port moved to the test's own; then a user's first steps on it.
+sed -e "s|/var/lib/sqlq|$tmp/release|" \
+  -e "s|^port = .*|port = 0\nport-file = $tmp/release/port|" \
+  "$rel/etc/sqlq/sqlq.conf" >"$tmp/release/sqlq.conf"
+"$rel/usr/bin/sqlq" serve --config "$tmp/release/sqlq.conf" >"$tmp/release/serve.log" 2>&1 &
+rel_pid=$!
+for _ in $(seq 100); do [[ -s $tmp/release/port ]] && break; sleep 0.1; done
+[[ -s $tmp/release/port ]] ||
+  { cat "$tmp/release/serve.log"; fail "the release tarball's sqlq serve did not start"; }
+url=http://127.0.0.1:$(cat "$tmp/release/port")
+curl -sS --fail-with-body --json '{}' "$url/v1/queues/jobs" >/dev/null ||
+  fail "creating a queue on the release tarball's server"
+curl -sS --fail-with-body --json '{"messages":[{"payload":"over http"}]}' \
+  "$url/v1/queues/jobs/messages" >/dev/null || fail "sending to it"
+"$rel/usr/bin/sqlq" --db "sqlite:$tmp/release/sqlq.db" send jobs "from the cli" >/dev/null
+claimed=$(curl -sS --fail-with-body --json '{"max":10}' "$url/v1/queues/jobs/claim")
+[[ $claimed == *'"payload":"over http"'*'"payload":"from the cli"'* ]] ||
+  fail "the release tarball's server claimed: $claimed"
+kill "$rel_pid"
+wait "$rel_pid" || fail "the release tarball's sqlq serve did not stop cleanly"
+rel_man=$(MANWIDTH=80 man -l "$rel/usr/share/man/man1/sqlq.1.gz" 2>/dev/null | col -b)
+grep -qF "durable queues in SQL tables" <<<"$rel_man" ||
+  fail "the release tarball's man page"
+grep -qx "ExecStart=/usr/bin/sqlq serve --config /etc/sqlq/sqlq.conf" \
+  "$rel/usr/lib/systemd/system/sqlq.service" ||
+  fail "the release tarball's unit does not run /usr/bin/sqlq with /etc/sqlq/sqlq.conf"
+[[ $(PATH=$rel/usr/bin:$PATH bash -c 'source "$1"
+  COMP_WORDS=(sqlq queue cr); COMP_CWORD=2; _sqlq; echo "${COMPREPLY[*]}"' \
+  _ "$rel/usr/share/bash-completion/completions/sqlq") == create ]] ||
+  fail "the release tarball's completion"
 
 if [[ "${SQLQ_PACKAGE_DEB:-1}" != 1 ]]; then
   step "done (SQLQ_PACKAGE_DEB=0: the .deb was not tested)"
