@@ -624,10 +624,13 @@ class QueuesOverSqs(unittest.TestCase):
         urls = {n: admin.create_queue(QueueName=n)["QueueUrl"]
                 for n in ("a-matrix", "b-matrix")}
 
+        # Every lease taken here outlasts the test (an hour): a message
+        # becoming visible again in the middle of a later cell would change
+        # the counts that cell compares.
         def receipt(url):
             admin.send_message(QueueUrl=url, MessageBody="r")
             return admin.receive_message(
-                QueueUrl=url, VisibilityTimeout=60)["Messages"][0][
+                QueueUrl=url, VisibilityTimeout=3600)["Messages"][0][
                     "ReceiptHandle"]
 
         def state(url):
@@ -644,12 +647,13 @@ class QueuesOverSqs(unittest.TestCase):
             ("send batch", "send", none, lambda c, u, p: c.send_message_batch(
                 QueueUrl=u, Entries=[{"Id": "1", "MessageBody": "m"}])),
             ("receive", "claim", none,
-             lambda c, u, p: c.receive_message(QueueUrl=u)),
+             lambda c, u, p: c.receive_message(QueueUrl=u,
+                                               VisibilityTimeout=3600)),
             ("delete message", "claim", receipt,
              lambda c, u, p: c.delete_message(QueueUrl=u, ReceiptHandle=p)),
             ("change visibility", "claim", receipt,
              lambda c, u, p: c.change_message_visibility(
-                 QueueUrl=u, ReceiptHandle=p, VisibilityTimeout=5)),
+                 QueueUrl=u, ReceiptHandle=p, VisibilityTimeout=3500)),
             ("attributes", "see", none, lambda c, u, p: c.get_queue_attributes(
                 QueueUrl=u, AttributeNames=["All"])),
             ("set attributes", "admin", none,
