@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "core/periodic_thread.h"
-#include "server/server.h"
+#include "server/log.h"
 
 namespace sqlq::server {
 

@@ -52,12 +52,6 @@ struct ServerConfig {
 int RunServer(const ServerConfig& config,
               const std::function<int(const Status&)>& exit_code);
 
-// One structured log line on stderr: "ts=... level=... event=... k=v ...".
-void Log(std::string_view level, std::string_view event,
-         std::string_view fields = {});
-// A value for a key=value log field: quoted when it holds spaces or quotes.
-std::string Quote(std::string_view v);
-
 }  // namespace sqlq::server
 
 #endif  // SQLQ_SERVER_SERVER_H_
