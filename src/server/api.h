@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "server/auth.h"
+#include "server/config.h"
 #include "server/metrics.h"
 #include "server/overview.h"
 #include "server/queue_cache.h"
@@ -26,28 +27,6 @@
 #include "sqlq/store.h"
 
 namespace sqlq::server {
-
-struct Limits {
-  std::size_t max_body_bytes = 16 << 20;
-  std::size_t max_header_bytes = 16 << 10;
-  int max_batch = 1000;  // messages per send, receipts per ack
-  std::size_t max_payload_bytes = 1
-                                  << 20;  // per message, on top of the queue's
-  // Largest reply: a claim takes fewer messages, a listing stops early.
-  // Only a single message larger than this on its own goes past it.
-  std::size_t max_reply_bytes = 16 << 20;
-  Duration max_wait = std::chrono::seconds(60);
-  int max_connections = 20000;
-  int max_polls_per_token = 10000;  // concurrent long-poll claims
-  Duration idle_timeout =
-      std::chrono::seconds(120);  // keep-alive, between requests
-  Duration request_timeout = std::chrono::seconds(10);  // to send one request
-  Duration shutdown_timeout = std::chrono::seconds(30);
-  // Failed authentications allowed per client address: a burst of this
-  // many, then one more per auth_failure_refill (AuthFailures).
-  int auth_failure_burst = 10;
-  Duration auth_failure_refill = std::chrono::seconds(6);
-};
 
 struct Request {
   std::string method;         // "GET"
