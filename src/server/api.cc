@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "server/claim_reply.h"
 #include "server/dashboard.h"
 #include "server/target.h"
 #include "sqlq/text.h"
@@ -28,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 }
 
 // Throws the error reply of a failed library call.
-void Check(const Status& s) {
+void Check(const Status &s) {
   if (!s.ok()) {
     throw HttpError{HttpStatusFor(s.code()), std::string(CodeName(s.code())),
                     s.message()};
@@ -40,12 +41,12 @@ T Take(Result<T> r) {
   return std::move(*r);
 }
 
-std::int64_t QueryInt(const Target& t, const std::string& key,
+std::int64_t QueryInt(const Target &t, const std::string &key,
                       std::int64_t dflt, std::int64_t min, std::int64_t max) {
   auto it = t.query.find(key);
   if (it == t.query.end()) return dflt;
   std::int64_t v = 0;
-  const std::string& s = it->second;
+  const std::string &s = it->second;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size() || v < min || v > max) {
     Throw(400, "invalid_argument",
@@ -59,7 +60,7 @@ std::int64_t QueryInt(const Target& t, const std::string& key,
 // its type checked. An empty body is an empty object.
 class Body {
  public:
-  Body(const std::string& text, std::initializer_list<const char*> allowed)
+  Body(const std::string &text, std::initializer_list<const char *> allowed)
       : doc_(owned_) {
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
       owned_ = Json::object();
@@ -70,19 +71,19 @@ class Body {
   }
   // A part of another body (one message of a batch), read in place: a copy
   // per message was a tenth of a batched send's server time.
-  Body(const Json& obj, std::initializer_list<const char*> allowed,
-       const std::string& what)
+  Body(const Json &obj, std::initializer_list<const char *> allowed,
+       const std::string &what)
       : doc_(obj) {
     Init(doc_, allowed, what);
   }
-  Body(const Body&) = delete;
+  Body(const Body &) = delete;
 
-  bool Has(const char* key) const { return doc_.contains(key); }
+  bool Has(const char *key) const { return doc_.contains(key); }
 
-  std::optional<std::int64_t> Int(const char* key, std::int64_t min,
+  std::optional<std::int64_t> Int(const char *key, std::int64_t min,
                                   std::int64_t max) const {
     if (!Has(key)) return std::nullopt;
-    const Json& v = doc_[key];
+    const Json &v = doc_[key];
     if (!v.is_number_integer()) Wrong(key, "an integer");
     std::int64_t x =
         v.is_number_unsigned()
@@ -96,51 +97,51 @@ class Body {
     }
     return x;
   }
-  std::optional<Duration> Millis(const char* key, std::int64_t max) const {
+  std::optional<Duration> Millis(const char *key, std::int64_t max) const {
     auto v = Int(key, 0, max);
     if (!v) return std::nullopt;
     return Duration(*v);
   }
-  std::optional<bool> Bool(const char* key) const {
+  std::optional<bool> Bool(const char *key) const {
     if (!Has(key)) return std::nullopt;
     if (!doc_[key].is_boolean()) Wrong(key, "true or false");
     return doc_[key].get<bool>();
   }
-  std::optional<std::string> String(const char* key) const {
+  std::optional<std::string> String(const char *key) const {
     if (!Has(key)) return std::nullopt;
     if (!doc_[key].is_string()) Wrong(key, "a string");
     return doc_[key].get<std::string>();
   }
   // The value of `key` as given, any JSON type; nullptr when absent.
-  const Json* Value(const char* key) const {
+  const Json *Value(const char *key) const {
     return Has(key) ? &doc_[key] : nullptr;
   }
-  const Json* Object(const char* key) const {
+  const Json *Object(const char *key) const {
     if (!Has(key)) return nullptr;
     if (!doc_[key].is_object()) Wrong(key, "an object");
     return &doc_[key];
   }
-  const Json* Array(const char* key) const {
+  const Json *Array(const char *key) const {
     if (!Has(key)) return nullptr;
     if (!doc_[key].is_array()) Wrong(key, "an array");
     return &doc_[key];
   }
-  [[noreturn]] void Wrong(const char* key, const char* type) const {
+  [[noreturn]] void Wrong(const char *key, const char *type) const {
     Throw(400, "wrong_type",
           fmt::format("{}\"{}\" must be {}", prefix_, key, type));
   }
-  const std::string& prefix() const { return prefix_; }
+  const std::string &prefix() const { return prefix_; }
 
  private:
-  void Init(const Json& doc, std::initializer_list<const char*> allowed,
-            const std::string& what) {
+  void Init(const Json &doc, std::initializer_list<const char *> allowed,
+            const std::string &what) {
     if (!doc.is_object()) {
       Throw(400, "wrong_type", what + " must be a JSON object");
     }
     if (what != "the request body") prefix_ = what + ": ";
-    for (const auto& [key, value] : doc.items()) {
+    for (const auto &[key, value] : doc.items()) {
       bool known = false;
-      for (const char* a : allowed) known = known || key == a;
+      for (const char *a : allowed) known = known || key == a;
       if (!known) {
         Throw(400, "unknown_field",
               fmt::format("{}unknown field \"{}\"", prefix_, key));
@@ -148,13 +149,13 @@ class Body {
     }
   }
   Json owned_;
-  const Json& doc_;
+  const Json &doc_;
   std::string prefix_;
 };
 
 // The payload of a message, ring entry or rotation item: "payload" (text) or
 // "payload_base64" (bytes), at most one; `required` when one must be given.
-std::string ReadPayload(const Body& b, bool required, std::size_t max_bytes) {
+std::string ReadPayload(const Body &b, bool required, std::size_t max_bytes) {
   auto text = b.String("payload");
   auto b64 = b.String("payload_base64");
   if (text && b64) {
@@ -187,9 +188,9 @@ std::string ReadPayload(const Body& b, bool required, std::size_t max_bytes) {
 // stored as its JSON text and marked with the JSON content type) or
 // "payload_base64", "priority", "delay_ms" or "run_at" (RFC 3339),
 // "dedup", "group", and "headers" ({name: string}).
-Message ReadMessage(const Body& mb, std::size_t max_payload) {
+Message ReadMessage(const Body &mb, std::size_t max_payload) {
   Message msg;
-  const Json* value = mb.Value("payload");
+  const Json *value = mb.Value("payload");
   if (value != nullptr && !value->is_string()) {
     if (mb.Has("payload_base64")) {
       Throw(400, "invalid_argument",
@@ -206,8 +207,8 @@ Message ReadMessage(const Body& mb, std::size_t max_payload) {
   } else {
     msg.payload = ReadPayload(mb, true, max_payload);
   }
-  if (const Json* h = mb.Object("headers")) {
-    for (const auto& [key, v] : h->items()) {
+  if (const Json *h = mb.Object("headers")) {
+    for (const auto &[key, v] : h->items()) {
       if (!v.is_string()) {
         Throw(400, "wrong_type",
               fmt::format("{}header \"{}\" must be a string", mb.prefix(),
@@ -244,7 +245,7 @@ Message ReadMessage(const Body& mb, std::size_t max_payload) {
 }
 
 // A time given as RFC 3339 in `what`.
-Timestamp ReadTime(const std::string& what, const std::string& text) {
+Timestamp ReadTime(const std::string &what, const std::string &text) {
   auto t = wire::ParseTime(text);
   if (!t.ok()) {
     Throw(400, "invalid_argument", what + ": " + t.status().message());
@@ -252,14 +253,14 @@ Timestamp ReadTime(const std::string& what, const std::string& text) {
   return *t;
 }
 
-MessageState ReadState(const std::string& text) {
+MessageState ReadState(const std::string &text) {
   auto s = ParseMessageState(text);
   if (!s.ok()) Throw(400, "invalid_argument", s.status().message());
   return *s;
 }
 
 // "NAME=VALUE", the header a filter asks for.
-std::pair<std::string, std::string> ReadHeaderMatch(const std::string& text) {
+std::pair<std::string, std::string> ReadHeaderMatch(const std::string &text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos) {
     Throw(400, "invalid_argument",
@@ -271,13 +272,13 @@ std::pair<std::string, std::string> ReadHeaderMatch(const std::string& text) {
 // A listing's filter from the query: state, min_priority, max_priority,
 // dedup, group, header (NAME=VALUE), payload_prefix (text), enqueued_after,
 // enqueued_before.
-MessageFilter FilterFromQuery(const Target& t) {
+MessageFilter FilterFromQuery(const Target &t) {
   MessageFilter f;
-  auto get = [&](const char* key) -> const std::string* {
+  auto get = [&](const char *key) -> const std::string * {
     auto it = t.query.find(key);
     return it == t.query.end() ? nullptr : &it->second;
   };
-  if (auto* v = get("state")) f.state = ReadState(*v);
+  if (auto *v = get("state")) f.state = ReadState(*v);
   if (get("min_priority")) {
     f.min_priority = static_cast<std::int32_t>(
         QueryInt(t, "min_priority", 0, INT32_MIN, INT32_MAX));
@@ -286,14 +287,14 @@ MessageFilter FilterFromQuery(const Target& t) {
     f.max_priority = static_cast<std::int32_t>(
         QueryInt(t, "max_priority", 0, INT32_MIN, INT32_MAX));
   }
-  if (auto* v = get("dedup")) f.dedup_key = *v;
-  if (auto* v = get("group")) f.group = *v;
-  if (auto* v = get("header")) f.header = ReadHeaderMatch(*v);
-  if (auto* v = get("payload_prefix")) f.payload_prefix = *v;
-  if (auto* v = get("enqueued_after")) {
+  if (auto *v = get("dedup")) f.dedup_key = *v;
+  if (auto *v = get("group")) f.group = *v;
+  if (auto *v = get("header")) f.header = ReadHeaderMatch(*v);
+  if (auto *v = get("payload_prefix")) f.payload_prefix = *v;
+  if (auto *v = get("enqueued_after")) {
     f.enqueued_after = ReadTime("enqueued_after", *v);
   }
-  if (auto* v = get("enqueued_before")) {
+  if (auto *v = get("enqueued_before")) {
     f.enqueued_before = ReadTime("enqueued_before", *v);
   }
   return f;
@@ -303,7 +304,7 @@ MessageFilter FilterFromQuery(const Target& t) {
 // "max_priority", "dedup", "group", "header": {"name", "value"},
 // "payload_prefix",
 // "enqueued_after", "enqueued_before"}.
-MessageFilter FilterFromJson(const Json& obj) {
+MessageFilter FilterFromJson(const Json &obj) {
   Body b(obj,
          {"state", "min_priority", "max_priority", "dedup", "group", "header",
           "payload_prefix", "enqueued_after", "enqueued_before"},
@@ -319,7 +320,7 @@ MessageFilter FilterFromJson(const Json& obj) {
   if (auto v = b.String("dedup")) f.dedup_key = *v;
   if (auto v = b.String("group")) f.group = *v;
   if (auto v = b.String("payload_prefix")) f.payload_prefix = *v;
-  if (const Json* h = b.Object("header")) {
+  if (const Json *h = b.Object("header")) {
     Body hb(*h, {"name", "value"}, "filter.header");
     auto name = hb.String("name");
     auto value = hb.String("value");
@@ -340,9 +341,9 @@ MessageFilter FilterFromJson(const Json& obj) {
 
 // The messages a bulk change takes: {"ids": [...]} or {"filter": {...}}
 // ({} selects every message in the queue), one of the two.
-MessageSelection SelectionFromBody(const Body& b) {
-  const Json* ids = b.Array("ids");
-  const Json* filter = b.Object("filter");
+MessageSelection SelectionFromBody(const Body &b) {
+  const Json *ids = b.Array("ids");
+  const Json *filter = b.Object("filter");
   if ((ids == nullptr) == (filter == nullptr)) {
     Throw(400, "invalid_argument",
           "give either \"ids\" (an array of message ids) or \"filter\" "
@@ -353,7 +354,7 @@ MessageSelection SelectionFromBody(const Body& b) {
     if (ids->empty()) {
       Throw(400, "invalid_argument", "\"ids\" must not be empty");
     }
-    for (const Json& id : *ids) {
+    for (const Json &id : *ids) {
       if (!id.is_number_integer()) b.Wrong("ids", "an array of integers");
       sel.ids.push_back(id.get<std::int64_t>());
     }
@@ -373,12 +374,12 @@ MessageSelection SelectionFromBody(const Body& b) {
 // Runs a change of messages: `action` is delete, cancel, retry, reschedule
 // (needs "run_at") or priority (needs "priority"); returns how many
 // changed.
-std::int64_t Steer(WorkQueue q, const std::string& action,
-                   const MessageSelection& sel, const Body& b) {
-  const char* wants = action == "reschedule" ? "run_at"
+std::int64_t Steer(WorkQueue q, const std::string &action,
+                   const MessageSelection &sel, const Body &b) {
+  const char *wants = action == "reschedule" ? "run_at"
                       : action == "priority" ? "priority"
                                              : nullptr;
-  for (const char* field : {"run_at", "priority"}) {
+  for (const char *field : {"run_at", "priority"}) {
     if (b.Has(field) && (wants == nullptr || std::string(wants) != field)) {
       Throw(400, "unknown_field",
             fmt::format("\"{}\" does not go with {}", field, action));
@@ -409,7 +410,7 @@ std::int64_t Steer(WorkQueue q, const std::string& action,
 template <typename Row, typename Options, typename Fetch, typename Next>
 std::vector<Row> ListWithin(std::size_t reply_bytes, std::size_t max_payload,
                             std::size_t row_bytes, Options o, Fetch fetch,
-                            Next next, bool& limited) {
+                            Next next, bool &limited) {
   std::vector<Row> rows;
   const auto encoded = [&](std::size_t n) {
     return (n + 2) / 3 * 4 + kPayloadTextSlack + row_bytes;
@@ -428,7 +429,7 @@ std::vector<Row> ListWithin(std::size_t reply_bytes, std::size_t max_payload,
     }
     o.limit = static_cast<int>(page);
     std::vector<Row> got = Take(fetch(o));
-    for (Row& r : got) {
+    for (Row &r : got) {
       left -= std::min(left, encoded(r.payload.size()));
       next(o, r);
       rows.push_back(std::move(r));
@@ -439,7 +440,7 @@ std::vector<Row> ListWithin(std::size_t reply_bytes, std::size_t max_payload,
 }
 
 // ListWithin's cursor of dead letters and archived messages.
-constexpr auto NextId = [](ListOptions& o, const auto& row) {
+constexpr auto NextId = [](ListOptions &o, const auto &row) {
   o.after_id = row.id;
 };
 
@@ -470,7 +471,7 @@ std::string BearerToken(std::string_view header) {
 
 // A listing's reply: {key: rows}, with "limited":true when ListWithin
 // stopped it at the reply size limit.
-Json Listing(const char* key, Json rows, bool limited) {
+Json Listing(const char *key, Json rows, bool limited) {
   Json body = {{key, std::move(rows)}};
   if (limited) body["limited"] = true;
   return body;
@@ -482,14 +483,14 @@ constexpr std::int64_t kMaxDelayMs = kMaxDelay.count();
 constexpr std::int64_t kMaxRetentionMs = kMaxRetention.count();
 
 // A queue's options in a body (create, change), each optional.
-constexpr std::initializer_list<const char*> kQueueOptionFields = {
+constexpr std::initializer_list<const char *> kQueueOptionFields = {
     "max_attempts",  "lease_ms",     "backoff_base_ms",   "backoff_max_ms",
     "archive",       "retention_ms", "max_payload_bytes", "dead_retention_ms",
     "unique_for_ms", "groups",       "max_leased",        "rate_limit",
     "rate_burst",    "group_limit",  "dead_letter_queue", "labels"};
 
 // Sets in `o` the options `b` gives.
-void ReadQueueOptions(const Body& b, QueueOptions& o) {
+void ReadQueueOptions(const Body &b, QueueOptions &o) {
   if (auto v = b.Int("max_attempts", 1, 1000000)) {
     o.max_attempts = static_cast<int>(*v);
   }
@@ -511,8 +512,8 @@ void ReadQueueOptions(const Body& b, QueueOptions& o) {
     o.groups = *mode;
   }
   // Limits: a number, or null to lift the limit.
-  auto limit = [&](const char* key, int max, std::optional<int>& field) {
-    const Json* v = b.Value(key);
+  auto limit = [&](const char *key, int max, std::optional<int> &field) {
+    const Json *v = b.Value(key);
     if (v == nullptr) return;
     if (v->is_null()) {
       field.reset();
@@ -523,7 +524,7 @@ void ReadQueueOptions(const Body& b, QueueOptions& o) {
   limit("max_leased", kMaxLeasedLimit, o.max_leased);
   limit("rate_burst", kMaxRateBurst, o.rate_burst);
   limit("group_limit", kMaxGroupLimit, o.group_limit);
-  if (const Json* v = b.Value("rate_limit")) {
+  if (const Json *v = b.Value("rate_limit")) {
     if (v->is_null()) {
       o.rate_limit.reset();
       o.rate_burst.reset();
@@ -540,7 +541,7 @@ void ReadQueueOptions(const Body& b, QueueOptions& o) {
     }
   }
   // A queue's name, or null for none.
-  if (const Json* v = b.Value("dead_letter_queue")) {
+  if (const Json *v = b.Value("dead_letter_queue")) {
     if (v->is_null()) {
       o.dead_letter_queue.clear();
     } else {
@@ -549,10 +550,10 @@ void ReadQueueOptions(const Body& b, QueueOptions& o) {
     }
   }
   // All of the queue's labels, as given ({name: string}).
-  if (const Json* v = b.Value("labels")) {
+  if (const Json *v = b.Value("labels")) {
     if (!v->is_object()) b.Wrong("labels", "an object of strings");
     o.labels.clear();
-    for (const auto& [key, text] : v->items()) {
+    for (const auto &[key, text] : v->items()) {
       if (!text.is_string()) b.Wrong("labels", "an object of strings");
       o.labels[key] = text.get<std::string>();
     }
@@ -561,7 +562,7 @@ void ReadQueueOptions(const Body& b, QueueOptions& o) {
 
 }  // namespace
 
-Json ParseBody(const std::string& text) {
+Json ParseBody(const std::string &text) {
   // A document costs about 50 bytes per value, so 16 MiB of "[[[[" or
   // "[0,0,0" would take many times its size. The API's bodies need a depth
   // of 3 and a value per field of each message of a batch; their widest
@@ -576,23 +577,28 @@ Json ParseBody(const std::string& text) {
   return doc;
 }
 
-Api::Api(Store& store, const Limits& limits, const Auth& auth, Metrics& metrics,
-         ServerGauges gauges, bool metrics_public, Overview::Options overview)
+Api::Own::Own(Store &store, const Limits &limits)
+    : auth_failures(limits.auth_failure_burst,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        limits.auth_failure_refill)),
+      queues(store) {}
+
+Api::Api(Store &store, const Limits &limits, const Auth &auth, Metrics &metrics,
+         ServerGauges gauges, bool metrics_public, Overview::Options overview,
+         std::optional<Shared> shared)
     : store_(store),
       limits_(limits),
       auth_(auth),
-      auth_failures_(limits.auth_failure_burst,
-                     std::chrono::duration_cast<std::chrono::milliseconds>(
-                         limits.auth_failure_refill)),
-      cache_(store),
-      sqs_(store, limits, auth, auth_failures_, cache_),
+      own_(shared ? nullptr : std::make_unique<Own>(store, limits)),
+      auth_failures_(shared ? shared->auth_failures : own_->auth_failures),
+      cache_(shared ? shared->queues : own_->queues),
       overview_(store, std::move(overview)),
       metrics_(metrics),
       gauges_(std::move(gauges)),
       metrics_public_(metrics_public) {}
 
-std::shared_ptr<const TokenEntry> Api::Authenticate(const Request& req,
-                                                    std::string* token) {
+std::shared_ptr<const TokenEntry> Api::Authenticate(const Request &req,
+                                                    std::string *token) {
   if (!auth_.enabled()) return nullptr;
   // An address that failed too often is refused before its token is looked
   // at: a guess gets no answer, right or wrong.
@@ -627,69 +633,10 @@ Status Api::CheckWritable() {
   return ready_;
 }
 
-// Claim replies are the consumers' hot path: written straight into one
-// string, byte for byte what nlohmann::json::dump() would print, rather than
-// built as a JSON tree per message (docs/benchmarks.md, "sqlq serve").
-// A claimed message's reply costs at most 4/3 of its payload (base64, or
-// text hardly longer than that: PayloadIsText) plus this for its other
-// fields and the text's slack.
-constexpr std::size_t kReplyBytesPerMessage = 320 + kPayloadTextSlack;
-
-std::size_t Api::ClaimPayloadBudget(std::size_t reply_bytes, int max) {
-  const std::size_t fixed =
-      64 + kReplyBytesPerMessage * static_cast<std::size_t>(max);
-  if (reply_bytes <= fixed) return 1;  // the first message only
-  return (reply_bytes - fixed) / 4 * 3;
-}
-
-Reply Api::ClaimReply(WorkQueue& queue, const ClaimOptions& options,
-                      const std::vector<ClaimedMessage>& messages,
-                      const ClaimNote& note) {
-  bool limited = false;
-  if (options.max_bytes != 0 && !messages.empty() &&
-      static_cast<int>(messages.size()) < options.max) {
-    std::size_t bytes = 0;
-    for (const ClaimedMessage& m : messages) bytes += m.payload.size();
-    // Could the next message have been left out for its size? Only then is
-    // it worth a read to see whether one is ready.
-    if (bytes + queue.options().max_payload_bytes > options.max_bytes) {
-      // A read alone says "look now" when a message is ready now.
-      auto next = queue.NextLook();
-      limited = next.ok() && *next <= std::chrono::steady_clock::now();
-    }
-  }
-  return ClaimReply(messages, limited, note);
-}
-
-Reply Api::ClaimReply(const std::vector<ClaimedMessage>& messages, bool limited,
-                      const ClaimNote& note) {
-  std::string out;
-  std::size_t size = 32;
-  for (const ClaimedMessage& m : messages) {
-    size += 200 + m.receipt.size() + m.payload.size() + m.payload.size() / 3;
-  }
-  out.reserve(size);
-  out += R"({"messages":[)";
-  for (std::size_t i = 0; i < messages.size(); ++i) {
-    const ClaimedMessage& m = messages[i];
-    if (i > 0) out += ',';
-    wire::AppendClaimed(out, m);
-  }
-  out += limited ? R"(],"limited":true)" : "]";
-  if (!note.limited_by.empty()) {
-    out += fmt::format(R"(,"limited_by":"{}","retry_after_ms":{})",
-                       note.limited_by, note.retry_after.count());
-  }
-  out += '}';
-  Reply r;
-  r.text = std::move(out);
-  return r;
-}
-
 namespace {
 
 // A queue's rates, per second, as the overview and the history show them.
-Json RatesJson(const Rates& r) {
+Json RatesJson(const Rates &r) {
   return {{"sends", r[0]},
           {"claims", r[1]},
           {"acks", r[2]},
@@ -698,14 +645,14 @@ Json RatesJson(const Rates& r) {
 
 }  // namespace
 
-Json Api::OverviewJson(const Picture& picture, const TokenEntry* who) const {
-  auto sees = [&](const std::string& name) {
+Json Api::OverviewJson(const Picture &picture, const TokenEntry *who) const {
+  auto sees = [&](const std::string &name) {
     return who == nullptr || Auth::Sees(*who, name);
   };
   // What the token may do with an object: the buttons a page shows.
-  auto can = [&](const std::string& name) {
+  auto can = [&](const std::string &name) {
     Json list = Json::array();
-    for (const auto& [perm, word] :
+    for (const auto &[perm, word] :
          {std::pair{kSend, "send"}, {kClaim, "claim"}, {kAdmin, "admin"}}) {
       if (who == nullptr || Auth::Allows(*who, perm, name)) {
         list.push_back(word);
@@ -716,7 +663,7 @@ Json Api::OverviewJson(const Picture& picture, const TokenEntry* who) const {
   Json queues = Json::array();
   std::int64_t waiting = 0;  // in the queues the token sees
   for (std::size_t i = 0; i < picture.infos.size(); ++i) {
-    const QueueInfo& info = picture.infos[i];
+    const QueueInfo &info = picture.infos[i];
     if (!sees(info.name)) continue;
     Json q = wire::StatsJson(picture.figures.queues[i]);
     q["kind"] = "queue";
@@ -728,9 +675,9 @@ Json Api::OverviewJson(const Picture& picture, const TokenEntry* who) const {
     queues.push_back(std::move(q));
   }
   // Rings and rotations: their stats, kind and "can".
-  auto each = [&](const auto& list, const char* kind, auto json) {
+  auto each = [&](const auto &list, const char *kind, auto json) {
     Json out = Json::array();
-    for (const auto& s : list) {
+    for (const auto &s : list) {
       if (!sees(s.name)) continue;
       Json j = json(s);
       j["kind"] = kind;
@@ -740,12 +687,12 @@ Json Api::OverviewJson(const Picture& picture, const TokenEntry* who) const {
     return out;
   };
   Json rings = each(picture.figures.rings, "ring",
-                    [](const RingStats& s) { return wire::RingStatsJson(s); });
+                    [](const RingStats &s) { return wire::RingStatsJson(s); });
   Json rotations =
       each(picture.figures.rotations, "rotation",
-           [](const RotationStats& s) { return wire::RotationStatsJson(s); });
+           [](const RotationStats &s) { return wire::RotationStatsJson(s); });
   Json schedules = Json::array();
-  for (const ScheduleInfo& s : picture.schedules) {
+  for (const ScheduleInfo &s : picture.schedules) {
     if (!sees(s.options.queue)) continue;
     Json j = wire::ScheduleJson(s);
     j["can"] = can(s.options.queue);
@@ -770,24 +717,19 @@ Json Api::OverviewJson(const Picture& picture, const TokenEntry* who) const {
           {"schedules", std::move(schedules)}};
 }
 
-Outcome Api::Handle(const Request& req) {
+Outcome Api::Handle(const Request &req) {
   Outcome out;
   std::string route = "unmatched";
   std::string cached;  // the queue whose cached handle this request used
   bool hit = false;
   auto handle = [&]() -> Outcome {
-    if (req.sqs) {
-      Outcome o = sqs_.Handle(req);
-      route = o.reply.route;
-      return o;
-    }
     const Target t = ParseTarget(req.target);
-    const auto& seg = t.segments;
-    const std::string& m = req.method;
+    const auto &seg = t.segments;
+    const std::string &m = req.method;
     auto reply = [&](unsigned status, Json body) {
       return Outcome{JsonReply(status, std::move(body)), std::nullopt};
     };
-    auto route_is = [&](const char* r) { route = r; };
+    auto route_is = [&](const char *r) { route = r; };
 
     // Without /v1's authentication: the dashboard page (it holds no data
     // and fetches everything with the user's token), health, and metrics
@@ -841,20 +783,20 @@ Outcome Api::Handle(const Request& req) {
       }
       // A token sees what it has a grant on (metrics:* sees all); what
       // was dropped meanwhile is left out.
-      auto visible = [&](const std::string& name) {
+      auto visible = [&](const std::string &name) {
         return reader == nullptr || Auth::Sees(*reader, name);
       };
       // The store as it is now (the reading the dashboard shares).
       const std::shared_ptr<const Picture> picture = Take(overview_.Read());
       Metrics::Figures figures;
       figures.waiting = picture->figures.waiting;  // shown for the queues
-      for (const QueueStats& s : picture->figures.queues) {
+      for (const QueueStats &s : picture->figures.queues) {
         if (visible(s.name)) figures.queues.push_back(s);
       }
-      for (const RingStats& s : picture->figures.rings) {
+      for (const RingStats &s : picture->figures.rings) {
         if (visible(s.name)) figures.rings.push_back(s);
       }
-      for (const RotationStats& s : picture->figures.rotations) {
+      for (const RotationStats &s : picture->figures.rotations) {
         if (visible(s.name)) figures.rotations.push_back(s);
       }
       Reply r;
@@ -871,32 +813,32 @@ Outcome Api::Handle(const Request& req) {
     // Authentication for everything under /v1.
     std::string token;  // for the per-token limit of waiting claims
     const std::shared_ptr<const TokenEntry> who = Authenticate(req, &token);
-    auto need = [&](unsigned perm, const std::string& name) {
+    auto need = [&](unsigned perm, const std::string &name) {
       if (who == nullptr || Auth::Allows(*who, perm, name)) return;
-      const char* what = perm == kSend    ? "send"
+      const char *what = perm == kSend    ? "send"
                          : perm == kClaim ? "claim"
                                           : "admin";
       Throw(403, "forbidden",
             fmt::format("this token lacks the '{}' permission on '{}'", what,
                         name));
     };
-    auto see = [&](const std::string& name) {
+    auto see = [&](const std::string &name) {
       if (who == nullptr || Auth::Sees(*who, name)) return;
       Throw(403, "forbidden",
             fmt::format("this token has no permission on '{}'", name));
     };
-    auto method = [&](std::initializer_list<const char*> allowed) {
-      for (const char* a : allowed) {
+    auto method = [&](std::initializer_list<const char *> allowed) {
+      for (const char *a : allowed) {
         if (m == a) return;
       }
       std::string list;
-      for (const char* a : allowed)
+      for (const char *a : allowed)
         list += (list.empty() ? "" : ", ") + std::string(a);
       Throw(405, "method_not_allowed",
             fmt::format("{} is not allowed here; use {}", m, list));
     };
 
-    const std::string& kind = seg[1];
+    const std::string &kind = seg[1];
     // ---- work queues ----
     if (kind == "queues") {
       if (seg.size() == 2) {
@@ -904,20 +846,20 @@ Outcome Api::Handle(const Request& req) {
         method({"GET"});
         Body b(req.body, {});
         Json list = Json::array();
-        for (const QueueInfo& q : Take(store_.ListQueues())) {
+        for (const QueueInfo &q : Take(store_.ListQueues())) {
           if (who != nullptr && !Auth::Sees(*who, q.name)) continue;
           list.push_back(wire::QueueJson(q));
         }
         return reply(200, {{"queues", std::move(list)}});
       }
-      const std::string& name = seg[2];
+      const std::string &name = seg[2];
       auto queue = [&] {
         cached = name;
         return Take(cache_.Get(name, hit));
       };
       // A queue's dead letters go to its dead-letter queue: naming one is a
       // send there, so it needs send (or admin) on that queue as well.
-      auto need_dead_letter_queue = [&](const Body& b, const QueueOptions& o) {
+      auto need_dead_letter_queue = [&](const Body &b, const QueueOptions &o) {
         if (b.Value("dead_letter_queue") != nullptr &&
             !o.dead_letter_queue.empty()) {
           need(kSend, o.dead_letter_queue);
@@ -966,7 +908,7 @@ Outcome Api::Handle(const Request& req) {
         Check(store_.DropQueue(name));
         return reply(200, {{"dropped", name}});
       }
-      const std::string& op = seg[3];
+      const std::string &op = seg[3];
       if (seg.size() == 4 && (op == "pause" || op == "resume")) {
         route_is(op == "pause" ? "POST /v1/queues/{name}/pause"
                                : "POST /v1/queues/{name}/resume");
@@ -995,7 +937,7 @@ Outcome Api::Handle(const Request& req) {
           Json list = Json::array();
           std::size_t bytes = 64 + page.next_cursor.size();
           int fit = 0;
-          for (const MessageInfo& info : page.messages) {
+          for (const MessageInfo &info : page.messages) {
             Json j = wire::MessageInfoJson(info);
             bytes += j.dump().size() + 1;
             if (fit > 0 && bytes > limits_.max_reply_bytes) break;
@@ -1022,7 +964,7 @@ Outcome Api::Handle(const Request& req) {
       if (seg.size() == 5 && op == "messages" &&
           (seg[4] == "delete" || seg[4] == "cancel" || seg[4] == "retry" ||
            seg[4] == "reschedule" || seg[4] == "priority")) {
-        const std::string& action = seg[4];
+        const std::string &action = seg[4];
         route_is(action == "delete"   ? "POST /v1/queues/{name}/messages/delete"
                  : action == "cancel" ? "POST /v1/queues/{name}/messages/cancel"
                  : action == "retry"  ? "POST /v1/queues/{name}/messages/retry"
@@ -1037,7 +979,7 @@ Outcome Api::Handle(const Request& req) {
       }
       if ((seg.size() == 5 || seg.size() == 6) && op == "messages") {
         std::int64_t id = 0;
-        const std::string& text = seg[4];
+        const std::string &text = seg[4];
         auto [end, ec] =
             std::from_chars(text.data(), text.data() + text.size(), id);
         if (ec != std::errc() || end != text.data() + text.size()) {
@@ -1066,7 +1008,7 @@ Outcome Api::Handle(const Request& req) {
           }
           return reply(200, {{"deleted", Take(q.Delete(sel))}});
         }
-        const std::string& action = seg[5];
+        const std::string &action = seg[5];
         if (action != "retry" && action != "cancel" && action != "reschedule" &&
             action != "priority") {
           Throw(404, "no_route",
@@ -1097,7 +1039,7 @@ Outcome Api::Handle(const Request& req) {
         method({"POST"});
         need(kSend, name);
         Body b(req.body, {"messages"});
-        const Json* list = b.Array("messages");
+        const Json *list = b.Array("messages");
         if (list == nullptr || list->empty()) {
           Throw(400, "invalid_argument",
                 "\"messages\" must be a non-empty array");
@@ -1187,7 +1129,7 @@ Outcome Api::Handle(const Request& req) {
           Check(q.Ack(*r));
           return reply(200, {{"acked", 1}});
         }
-        const Json* list = b.Array("receipts");
+        const Json *list = b.Array("receipts");
         if (list == nullptr || list->empty()) {
           Throw(400, "invalid_argument",
                 "\"receipt\" or a non-empty \"receipts\" array is required");
@@ -1199,14 +1141,14 @@ Outcome Api::Handle(const Request& req) {
                             list->size(), limits_.max_batch));
         }
         std::vector<std::string> receipts;
-        for (const Json& r : *list) {
+        for (const Json &r : *list) {
           if (!r.is_string()) b.Wrong("receipts", "an array of strings");
           receipts.push_back(r.get<std::string>());
         }
         auto statuses = Take(q.AckBatch(receipts));
         Json results = Json::array();
         int acked = 0;
-        for (const Status& s : statuses) {
+        for (const Status &s : statuses) {
           if (s.ok()) {
             ++acked;
             results.push_back({{"ok", true}});
@@ -1268,9 +1210,9 @@ Outcome Api::Handle(const Request& req) {
           const auto dead = ListWithin<DeadLetter>(
               limits_.max_reply_bytes, q.options().max_payload_bytes,
               6 * 4096 + 320, lo,
-              [&](const ListOptions& page) { return q.ListDead(page); }, NextId,
+              [&](const ListOptions &page) { return q.ListDead(page); }, NextId,
               limited);
-          for (const DeadLetter& d : dead) {
+          for (const DeadLetter &d : dead) {
             list.push_back(wire::DeadLetterJson(d));
           }
           return reply(200, Listing("dead", std::move(list), limited));
@@ -1288,14 +1230,14 @@ Outcome Api::Handle(const Request& req) {
         Body b(req.body, {"ids", "all"});
         WorkQueue q = queue();
         bool all = b.Bool("all").value_or(false);
-        const Json* ids = b.Array("ids");
+        const Json *ids = b.Array("ids");
         if (all == (ids != nullptr)) {
           Throw(400, "invalid_argument",
                 "give either \"ids\" (an array) or \"all\": true");
         }
         if (all) return reply(200, {{"redriven", Take(q.RedriveAll())}});
         std::vector<std::int64_t> list;
-        for (const Json& id : *ids) {
+        for (const Json &id : *ids) {
           if (!id.is_number_integer()) b.Wrong("ids", "an array of integers");
           list.push_back(id.get<std::int64_t>());
         }
@@ -1308,7 +1250,7 @@ Outcome Api::Handle(const Request& req) {
         Body b(req.body, {});
         queue();  // not_found for a queue that does not exist
         Json points = Json::array();
-        for (const HistoryPoint& h : overview_.History(name)) {
+        for (const HistoryPoint &h : overview_.History(name)) {
           points.push_back({{"at", wire::FormatTime(h.at)},
                             {"ready", h.ready},
                             {"delayed", h.delayed},
@@ -1336,9 +1278,9 @@ Outcome Api::Handle(const Request& req) {
         const auto archived = ListWithin<ArchivedMessage>(
             limits_.max_reply_bytes, q.options().max_payload_bytes,
             6 * 255 + 320, lo,
-            [&](const ListOptions& page) { return q.ListArchive(page); },
+            [&](const ListOptions &page) { return q.ListArchive(page); },
             NextId, limited);
-        for (const ArchivedMessage& a : archived) {
+        for (const ArchivedMessage &a : archived) {
           list.push_back(wire::ArchivedJson(a));
         }
         return reply(200, Listing("archive", std::move(list), limited));
@@ -1346,19 +1288,19 @@ Outcome Api::Handle(const Request& req) {
     }
 
     // ---- rings and rotations: the lists, and everything at once ----
-    auto visible = [&](const std::string& name) {
+    auto visible = [&](const std::string &name) {
       return who == nullptr || Auth::Sees(*who, name);
     };
     auto rings = [&] {
       Json list = Json::array();
-      for (const RingInfo& r : Take(store_.ListRings())) {
+      for (const RingInfo &r : Take(store_.ListRings())) {
         if (visible(r.name)) list.push_back(wire::RingJson(r.name, r.options));
       }
       return list;
     };
     auto rotations = [&] {
       Json list = Json::array();
-      for (const RotationInfo& r : Take(store_.ListRotations())) {
+      for (const RotationInfo &r : Take(store_.ListRotations())) {
         if (visible(r.name)) {
           list.push_back(wire::RotationJson(r.name, r.options));
         }
@@ -1382,7 +1324,7 @@ Outcome Api::Handle(const Request& req) {
       method({"GET"});
       Body b(req.body, {});
       Json queues = Json::array();
-      for (const QueueInfo& q : Take(store_.ListQueues())) {
+      for (const QueueInfo &q : Take(store_.ListQueues())) {
         if (visible(q.name)) queues.push_back(wire::QueueJson(q));
       }
       return reply(200, {{"queues", std::move(queues)},
@@ -1392,7 +1334,7 @@ Outcome Api::Handle(const Request& req) {
 
     // ---- rings ----
     if (kind == "rings" && seg.size() >= 3) {
-      const std::string& name = seg[2];
+      const std::string &name = seg[2];
       if (seg.size() == 3) {
         if (m == "POST") {
           route_is("POST /v1/rings/{name}");
@@ -1423,13 +1365,13 @@ Outcome Api::Handle(const Request& req) {
         method({"GET"});
         need(kClaim, name);
         Json list = Json::array();
-        for (const RingGroup& g : Take(Take(store_.GetRing(name)).Groups())) {
+        for (const RingGroup &g : Take(Take(store_.GetRing(name)).Groups())) {
           list.push_back(wire::RingGroupJson(g));
         }
         return reply(200, {{"groups", std::move(list)}});
       }
       if (seg[3] == "groups" && seg.size() == 5) {
-        const std::string& group = seg[4];
+        const std::string &group = seg[4];
         if (m == "POST") {
           route_is("POST /v1/rings/{name}/groups/{group}");
           need(kSend, name);
@@ -1459,12 +1401,12 @@ Outcome Api::Handle(const Request& req) {
           const auto entries = ListWithin<RingEntry>(
               limits_.max_reply_bytes, limits_.max_payload_bytes, 6 * 255 + 320,
               o,
-              [&](const RingReadOptions& page) { return r.Read(group, page); },
-              [](RingReadOptions& page, const RingEntry& e) {
+              [&](const RingReadOptions &page) { return r.Read(group, page); },
+              [](RingReadOptions &page, const RingEntry &e) {
                 page.after_seq = e.seq;
               },
               limited);
-          for (const RingEntry& e : entries)
+          for (const RingEntry &e : entries)
             list.push_back(wire::RingEntryJson(e));
           return reply(200, Listing("entries", std::move(list), limited));
         }
@@ -1477,7 +1419,7 @@ Outcome Api::Handle(const Request& req) {
       if (seg[3] == "groups" && seg.size() == 6) {
         // As for a message id: a segment that is no number is no route.
         std::int64_t seq = 0;
-        const std::string& s = seg[5];
+        const std::string &s = seg[5];
         auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), seq);
         if (ec != std::errc() || p != s.data() + s.size()) {
           Throw(404, "no_route",
@@ -1500,7 +1442,7 @@ Outcome Api::Handle(const Request& req) {
       method({"GET"});
       Body b(req.body, {});
       Json list = Json::array();
-      for (const ScheduleInfo& s : Take(store_.ListSchedules())) {
+      for (const ScheduleInfo &s : Take(store_.ListSchedules())) {
         if (visible(s.options.queue)) list.push_back(wire::ScheduleJson(s));
       }
       return reply(200, {{"schedules", std::move(list)}});
@@ -1508,7 +1450,7 @@ Outcome Api::Handle(const Request& req) {
     if (kind == "schedules" &&
         (seg.size() == 3 ||
          (seg.size() == 4 && (seg[3] == "pause" || seg[3] == "resume")))) {
-      const std::string& name = seg[2];
+      const std::string &name = seg[2];
       if (seg.size() == 3 && m == "POST") {
         route_is("POST /v1/schedules/{name}");
         Body b(req.body,
@@ -1574,7 +1516,7 @@ Outcome Api::Handle(const Request& req) {
 
     // ---- rotations ----
     if (kind == "rotations" && seg.size() >= 3) {
-      const std::string& name = seg[2];
+      const std::string &name = seg[2];
       if (seg.size() == 3) {
         if (m == "POST") {
           route_is("POST /v1/rotations/{name}");
@@ -1620,7 +1562,7 @@ Outcome Api::Handle(const Request& req) {
         need(kClaim, name);
         Rotation r = Take(store_.GetRotation(name));
         Json list = Json::array();
-        for (const RotationItem& i : Take(r.List())) {
+        for (const RotationItem &i : Take(r.List())) {
           list.push_back(wire::RotationItemJson(i));
         }
         return reply(200, {{"items", std::move(list)}});
@@ -1634,7 +1576,7 @@ Outcome Api::Handle(const Request& req) {
         return reply(200, {{"removed", seg[4]}});
       }
       if (seg[3] == "items" && seg.size() == 6) {
-        const std::string& action = seg[5];
+        const std::string &action = seg[5];
         if (action != "fail" && action != "ok" && action != "reset") {
           Throw(404, "no_route",
                 fmt::format("unknown item action '{}' (fail, ok, reset)",
@@ -1664,7 +1606,7 @@ Outcome Api::Handle(const Request& req) {
         int n = static_cast<int>(b.Int("n", 1, 10000).value_or(1));
         Rotation r = Take(store_.GetRotation(name));
         Json list = Json::array();
-        for (const RotationItem& i : Take(r.Next(n))) {
+        for (const RotationItem &i : Take(r.Next(n))) {
           list.push_back(wire::RotationItemJson(i));
         }
         return reply(200, {{"items", std::move(list)}});
@@ -1678,7 +1620,7 @@ Outcome Api::Handle(const Request& req) {
     try {
       out = handle();
       break;
-    } catch (const HttpError& e) {
+    } catch (const HttpError &e) {
       if (e.status == 404 && !cached.empty()) {
         // The queue may have been dropped (and made again) elsewhere: a
         // handle from the cache is refreshed and the request made once more.

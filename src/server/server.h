@@ -11,9 +11,8 @@
 #include <functional>
 #include <string>
 
-#include "server/api.h"
-#include "server/auth.h"
 #include "server/config.h"
+#include "sqlq/status.h"
 
 namespace sqlq::server {
 
