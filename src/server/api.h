@@ -1,95 +1,40 @@
-// The HTTP API of docs/http-api.md: routing, authentication, body parsing
-// and one handler per endpoint, over the public sqlq API. Handlers block on
-// the database, so they run on the server's database thread pool, never on
-// its I/O threads. A claim that should wait is not answered here: Handle
-// returns what to wait for and the server parks it (server.cc).
+// The native HTTP API of docs/http-api.md over the public sqlq API: a
+// route table of one function per endpoint, by area (queues, messages,
+// rings/rotations/schedules, the server's own), and one small dispatcher
+// that matches a request to its route, authenticates it, checks the
+// route's permission and labels it for metrics. One of the server's two
+// front doors; the other, the SQS endpoint (sqs.h), stands beside it, and
+// the transport (server.cc) hands each request to one of them.
+//
+// Handlers block on the database, so they run on the server's database
+// thread pool, never on its I/O threads. A claim that should wait is not
+// answered here: Handle returns what to wait for and the server parks it.
 //
 // Thread-safe.
 
 #ifndef SQLQ_SERVER_API_H_
 #define SQLQ_SERVER_API_H_
 
-#include <chrono>
 #include <functional>
-#include <mutex>
+#include <memory>
 #include <optional>
-#include <string>
-#include <unordered_map>
+#include <string_view>
 #include <vector>
 
 #include "server/auth.h"
+#include "server/config.h"
 #include "server/metrics.h"
 #include "server/overview.h"
 #include "server/queue_cache.h"
 #include "server/reply.h"
-#include "server/sqs.h"
+#include "server/request.h"
 #include "sqlq/store.h"
 
 namespace sqlq::server {
 
-struct Limits {
-  std::size_t max_body_bytes = 16 << 20;
-  std::size_t max_header_bytes = 16 << 10;
-  int max_batch = 1000;  // messages per send, receipts per ack
-  std::size_t max_payload_bytes = 1
-                                  << 20;  // per message, on top of the queue's
-  // Largest reply: a claim takes fewer messages, a listing stops early.
-  // Only a single message larger than this on its own goes past it.
-  std::size_t max_reply_bytes = 16 << 20;
-  Duration max_wait = std::chrono::seconds(60);
-  int max_connections = 20000;
-  int max_polls_per_token = 10000;  // concurrent long-poll claims
-  Duration idle_timeout =
-      std::chrono::seconds(120);  // keep-alive, between requests
-  Duration request_timeout = std::chrono::seconds(10);  // to send one request
-  Duration shutdown_timeout = std::chrono::seconds(30);
-  // Failed authentications allowed per client address: a burst of this
-  // many, then one more per auth_failure_refill (AuthFailures).
-  int auth_failure_burst = 10;
-  Duration auth_failure_refill = std::chrono::seconds(6);
-};
-
-struct Request {
-  std::string method;         // "GET"
-  std::string target;         // "/v1/queues/jobs?limit=10"
-  std::string authorization;  // the Authorization header, or empty
-  std::string body;
-  // The client's IP address (for the limit of failed authentications and
-  // logs); empty when unknown.
-  std::string peer;
-  // For the SQS endpoint (sqs.h), which checks signatures over them: every
-  // header as received. Set only for requests SqsApi::Wants.
-  bool sqs = false;
-  std::vector<std::pair<std::string, std::string>> headers;
-};
-
-// Parses a JSON request body into a document, in time linear in its size
-// (wire::ParseJson), or throws the 400 HttpError: invalid JSON, nesting
-// deeper than 16 levels, more than 100,000 values, an object of more than
-// 1,000 keys, duplicate keys.
-Json ParseBody(const std::string& text);
-
-// A claim to hold until a message comes or the wait runs out.
-struct ParkedClaim {
-  WorkQueue queue;
-  ClaimOptions options;  // wait already validated; claims are made with wait 0
-  std::chrono::steady_clock::time_point deadline;
-  std::string token;  // for the per-token limit; empty without auth
-  // A receipt to ack in the transaction of the first look; empty for none.
-  std::string ack;
-  // How the claim is answered when it ends: with its messages (none when
-  // the wait ran out or the server stops) or its failure. Unset: the native
-  // API's claim reply. Also answers a claim refused for too many waiting
-  // (Code::kBusy).
-  std::function<Reply(const Result<std::vector<ClaimedMessage>>&,
-                      const ClaimNote&)>
-      answer;
-};
-
-struct Outcome {
-  Reply reply;
-  std::optional<ParkedClaim> park;
-};
+namespace api {
+struct State;
+}
 
 class Api {
  public:
@@ -97,62 +42,41 @@ class Api {
     std::function<Metrics::Gauges()> read;
     std::function<bool()> shutting_down;
   };
+  // What the API shares with the SQS endpoint beside it: the queue handles
+  // and the failed authentications of each client address.
+  struct Shared {
+    AuthFailures& auth_failures;
+    QueueCache& queues;
+  };
   // `metrics_public`: /metrics answers without a token even when the
   // server has a token file. `overview`: the dashboard's readings.
+  // `shared`: the server's; without, the API has its own.
   Api(Store& store, const Limits& limits, const Auth& auth, Metrics& metrics,
       ServerGauges gauges, bool metrics_public = false,
-      Overview::Options overview = {});
+      Overview::Options overview = {},
+      std::optional<Shared> shared = std::nullopt);
+  ~Api();
 
   Outcome Handle(const Request& request);
 
   // The dashboard's and /metrics' view of the store, and the queues'
   // history (sampled once Server::Run starts it).
-  Overview& overview() { return overview_; }
+  Overview& overview();
 
-  // The reply to a claim: {"messages":[...]}, with "limited":true when the
-  // claim stopped short of `options.max` at the reply size limit while more
-  // messages were ready, and "limited_by" and "retry_after_ms" when a limit
-  // of the queue held it back (`note`).
-  static Reply ClaimReply(WorkQueue& queue, const ClaimOptions& options,
-                          const std::vector<ClaimedMessage>& messages,
-                          const ClaimNote& note);
-  static Reply EmptyClaimReply(const ClaimNote& note = {}) {
-    return ClaimReply({}, false, note);
-  }
-
-  // The payload bytes a claim of `max` messages may take for its reply to
-  // stay within `reply_bytes` (ClaimOptions::max_bytes).
-  static std::size_t ClaimPayloadBudget(std::size_t reply_bytes, int max);
+  // A route of the table, as docs/openapi.json describes it: its method,
+  // path template ("/v1/queues/{name}"), who may call it (the description's
+  // "x-sqlq-permission": none, metrics, token, any, send, claim, admin),
+  // and whether the description has it (not the dashboard's page).
+  struct RouteInfo {
+    std::string_view method;
+    std::string_view path;
+    std::string_view permission;
+    bool described;
+  };
+  static std::vector<RouteInfo> Routes();
 
  private:
-  static Reply ClaimReply(const std::vector<ClaimedMessage>& messages,
-                          bool limited, const ClaimNote& note);
-  // The entry of the request's bearer token (the token itself in `token`,
-  // when given), or nullptr when the server has no token file. Throws the
-  // 401 reply for a missing or unknown token.
-  // Refuses (429) a client address with too many failed authentications
-  // before looking at its token, and counts and logs a failure.
-  std::shared_ptr<const TokenEntry> Authenticate(const Request& req,
-                                                 std::string* token = nullptr);
-  // GET /v1/overview: what `picture` holds that `who` may see (everything
-  // when nullptr), each object with what `who` may do with it ("can").
-  Json OverviewJson(const Picture& picture, const TokenEntry* who) const;
-  // Store::CheckWritable, made at most once a second (for /readyz).
-  Status CheckWritable();
-
-  Store& store_;
-  const Limits& limits_;
-  const Auth& auth_;
-  AuthFailures auth_failures_;
-  QueueCache cache_;
-  SqsApi sqs_;
-  Overview overview_;
-  Metrics& metrics_;
-  ServerGauges gauges_;
-  const bool metrics_public_;
-  std::mutex ready_mu_;
-  Status ready_;  // guarded by ready_mu_, as is the time it was found
-  std::chrono::steady_clock::time_point ready_checked_{};
+  std::unique_ptr<api::State> state_;
 };
 
 }  // namespace sqlq::server

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "server/server.h"  // Log
+#include "server/log.h"
 #include "server/target.h"  // HexOf, HexDigit
 
 namespace sqlq::server {

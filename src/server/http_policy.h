@@ -60,7 +60,7 @@ struct RequestHead {
   std::string_view sec_fetch_mode;
   std::string_view cors_request_method;  // Access-Control-Request-Method
   bool has_body = false;                 // Content-Length > 0, or chunked
-  // For the SQS endpoint: SqsApi::Wants the request, and it carries an
+  // For the SQS endpoint: WantsSqs (http_request.h), and it carries an
   // AWS Signature Version 4 Authorization header.
   bool sqs = false;
   bool aws_signed = false;

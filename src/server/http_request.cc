@@ -2,11 +2,27 @@
 
 #include <fmt/format.h>
 
-#include "server/sqs.h"
-
 namespace sqlq::server {
 
 namespace http = boost::beast::http;
+
+bool WantsSqs(std::string_view method, std::string_view target,
+              std::string_view content_type, std::string_view authorization,
+              bool has_amz_target) {
+  if (target.starts_with("/v1/") || target == "/v1" ||
+      target.starts_with("/v1?")) {
+    return false;
+  }
+  if (has_amz_target || authorization.starts_with("AWS4-")) return true;
+  if (method == "POST" &&
+      content_type.starts_with("application/x-www-form-urlencoded")) {
+    return true;
+  }
+  const std::size_t q = target.find('?');
+  return q != std::string_view::npos &&
+         (target.substr(q + 1).starts_with("Action=") ||
+          target.find("&Action=", q) != std::string_view::npos);
+}
 
 void ConfigureParser(RequestParser& parser, const Limits& limits) {
   parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
@@ -16,7 +32,7 @@ void ConfigureParser(RequestParser& parser, const Limits& limits) {
 ParsedHead ReadHead(const RequestParser& parser) {
   const auto& req = parser.get();
   ParsedHead p;
-  p.sqs = SqsApi::Wants(
+  p.sqs = WantsSqs(
       req.method_string(), req.target(), req[http::field::content_type],
       req[http::field::authorization], req.find("X-Amz-Target") != req.end());
   const auto length = parser.content_length();

@@ -11,14 +11,25 @@
 #include <boost/beast/http.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
-#include "server/api.h"
+#include "server/config.h"
 #include "server/http_policy.h"
+#include "server/reply.h"
+#include "server/request.h"
 
 namespace sqlq::server {
 
 using RequestParser =
     boost::beast::http::request_parser<boost::beast::http::string_body>;
+
+// Whether a request is meant for the SQS endpoint (sqs.h) rather than the
+// native API (api.h): outside /v1, one with an AWS signature, an
+// X-Amz-Target, a form body or an Action parameter in its query. The
+// transport hands the request to that front door.
+bool WantsSqs(std::string_view method, std::string_view target,
+              std::string_view content_type, std::string_view authorization,
+              bool has_amz_target);
 
 // A parser for one request, with the server's header and body limits.
 void ConfigureParser(RequestParser& parser, const Limits& limits);
@@ -27,7 +38,7 @@ void ConfigureParser(RequestParser& parser, const Limits& limits);
 // read. Views into the parser's message: valid while it is.
 struct ParsedHead {
   RequestHead head;
-  bool sqs = false;  // SqsApi::Wants the request
+  bool sqs = false;  // for the SQS endpoint (WantsSqs)
 };
 ParsedHead ReadHead(const RequestParser& parser);
 

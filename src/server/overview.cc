@@ -7,7 +7,8 @@
 #include <utility>
 
 #include "core/periodic_thread.h"
-#include "server/server.h"
+#include "server/log.h"
+#include "wire/json.h"
 
 namespace sqlq::server {
 
@@ -214,6 +215,106 @@ std::vector<HistoryPoint> Overview::History(const std::string& name) const {
   auto it = history_.find(name);
   if (it == history_.end()) return {};
   return {it->second.points.begin(), it->second.points.end()};
+}
+
+namespace {
+
+// A queue's rates, per second, as the overview and the history show them.
+Json RatesJson(const Rates& r) {
+  return {{"sends", r[0]},
+          {"claims", r[1]},
+          {"acks", r[2]},
+          {"dead_lettered", r[3]}};
+}
+
+}  // namespace
+
+Json OverviewJson(const Picture& picture, const TokenEntry* who,
+                  const std::function<Metrics::Gauges()>& server_gauges) {
+  auto sees = [&](const std::string& name) {
+    return who == nullptr || Auth::Sees(*who, name);
+  };
+  // What the token may do with an object: the buttons a page shows.
+  auto can = [&](const std::string& name) {
+    Json list = Json::array();
+    for (const auto& [perm, word] :
+         {std::pair{kSend, "send"}, {kClaim, "claim"}, {kAdmin, "admin"}}) {
+      if (who == nullptr || Auth::Allows(*who, perm, name)) {
+        list.push_back(word);
+      }
+    }
+    return list;
+  };
+  Json queues = Json::array();
+  std::int64_t waiting = 0;  // in the queues the token sees
+  for (std::size_t i = 0; i < picture.infos.size(); ++i) {
+    const QueueInfo& info = picture.infos[i];
+    if (!sees(info.name)) continue;
+    Json q = wire::StatsJson(picture.figures.queues[i]);
+    q["kind"] = "queue";
+    q["waiting_consumers"] = picture.figures.WaitingFor(info.name);
+    waiting += picture.figures.WaitingFor(info.name);
+    q["groups"] = std::string(GroupModeName(info.options.groups));
+    q["rates"] = RatesJson(picture.rates[i]);
+    q["can"] = can(info.name);
+    queues.push_back(std::move(q));
+  }
+  // Rings and rotations: their stats, kind and "can".
+  auto each = [&](const auto& list, const char* kind, auto json) {
+    Json out = Json::array();
+    for (const auto& s : list) {
+      if (!sees(s.name)) continue;
+      Json j = json(s);
+      j["kind"] = kind;
+      j["can"] = can(s.name);
+      out.push_back(std::move(j));
+    }
+    return out;
+  };
+  Json rings = each(picture.figures.rings, "ring",
+                    [](const RingStats& s) { return wire::RingStatsJson(s); });
+  Json rotations =
+      each(picture.figures.rotations, "rotation",
+           [](const RotationStats& s) { return wire::RotationStatsJson(s); });
+  Json schedules = Json::array();
+  for (const ScheduleInfo& s : picture.schedules) {
+    if (!sees(s.options.queue)) continue;
+    Json j = wire::ScheduleJson(s);
+    j["can"] = can(s.options.queue);
+    schedules.push_back(std::move(j));
+  }
+  // The server's own figures, for those who may read /metrics.
+  const bool metrics = who == nullptr || Auth::ReadsMetrics(*who);
+  Json server = nullptr;
+  if (metrics) {
+    const Metrics::Gauges g = server_gauges();
+    server = {{"connections", g.connections},
+              {"waiting_consumers", g.waiting_consumers},
+              {"requests_in_flight", g.requests_in_flight}};
+  }
+  return {{"at", wire::FormatTime(picture.at)},
+          {"waiting_consumers", waiting},
+          {"server", std::move(server)},
+          {"metrics", metrics},
+          {"queues", std::move(queues)},
+          {"rings", std::move(rings)},
+          {"rotations", std::move(rotations)},
+          {"schedules", std::move(schedules)}};
+}
+
+Json HistoryJson(const Overview& overview, const std::string& name) {
+  Json points = Json::array();
+  for (const HistoryPoint& h : overview.History(name)) {
+    points.push_back({{"at", wire::FormatTime(h.at)},
+                      {"ready", h.ready},
+                      {"delayed", h.delayed},
+                      {"leased", h.leased},
+                      {"dead", h.dead},
+                      {"rates", RatesJson(h.rates)}});
+  }
+  return {{"step_s",
+           std::chrono::duration<double>(overview.options().step).count()},
+          {"points", std::move(points)}};
 }
 
 }  // namespace sqlq::server

@@ -3,7 +3,8 @@
 // per Options::fresh however many pages and scrapers ask, and each queue's
 // history over the last hour — its depth and its send, claim, ack and
 // dead-letter rates every Options::step — kept in this process's memory
-// (a restart starts the history afresh; docs/dashboard.md).
+// (a restart starts the history afresh; docs/dashboard.md). And both as
+// the native API shows them (OverviewJson, HistoryJson).
 
 #ifndef SQLQ_SERVER_OVERVIEW_H_
 #define SQLQ_SERVER_OVERVIEW_H_
@@ -20,7 +21,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "server/auth.h"
 #include "server/metrics.h"
+#include "server/reply.h"
 #include "sqlq/schedule.h"
 #include "sqlq/store.h"
 
@@ -110,6 +113,16 @@ class Overview {
   std::unordered_map<std::string, Series> history_;  // guarded by mu_
   std::unique_ptr<core::PeriodicThread> sampler_;    // last: it uses the rest
 };
+
+// GET /v1/overview: what `picture` holds that `who` may see (everything
+// when nullptr), each object with what `who` may do with it ("can"), and
+// the server's own figures (`server_gauges`) for those who may read
+// /metrics.
+Json OverviewJson(const Picture& picture, const TokenEntry* who,
+                  const std::function<Metrics::Gauges()>& server_gauges);
+
+// GET /v1/queues/{name}/history: the queue's points and their step.
+Json HistoryJson(const Overview& overview, const std::string& name);
 
 }  // namespace sqlq::server
 

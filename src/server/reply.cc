@@ -22,6 +22,10 @@ Reply ErrorReply(unsigned status, std::string_view code,
         {{"code", std::string(code)}, {"message", std::string(message)}}}});
 }
 
+void Throw(unsigned status, std::string code, std::string message) {
+  throw HttpError{status, std::move(code), std::move(message)};
+}
+
 unsigned HttpStatusFor(Code code) {
   switch (code) {
     case Code::kOk:

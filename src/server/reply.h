@@ -49,6 +49,9 @@ struct HttpError {
   std::vector<std::pair<std::string, std::string>> headers = {};
 };
 
+// Throws the HttpError of this status, code and message.
+[[noreturn]] void Throw(unsigned status, std::string code, std::string message);
+
 }  // namespace sqlq::server
 
 #endif  // SQLQ_SERVER_REPLY_H_

@@ -29,8 +29,15 @@
 #include <unordered_set>
 #include <utility>
 
+#include "server/api.h"
+#include "server/auth.h"
+#include "server/claim_reply.h"
 #include "server/config.h"
 #include "server/http_request.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/queue_cache.h"
+#include "server/sqs.h"
 #include "server/tls.h"
 #include "sqlq/store.h"
 
@@ -42,36 +49,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using SteadyClock = std::chrono::steady_clock;
-
-void Log(std::string_view level, std::string_view event,
-         std::string_view fields) {
-  auto now = std::chrono::system_clock::now();
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                now.time_since_epoch())
-                .count();
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  std::string line = fmt::format(
-      "ts={:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z level={} event={}{}{}\n",
-      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-      tm.tm_sec, static_cast<int>(ms % 1000), level, event,
-      fields.empty() ? "" : " ", fields);
-  // One write(2) per line, so that lines from threads never interleave.
-  (void)!::write(STDERR_FILENO, line.data(), line.size());
-}
-
-std::string Quote(std::string_view v) {
-  if (v.find_first_of(" \"=\n") == std::string_view::npos && !v.empty()) {
-    return std::string(v);
-  }
-  std::string out = "\"";
-  for (char c : v) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c == '\n' ? ' ' : c;
-  }
-  return out + "\"";
-}
 
 namespace {
 
@@ -195,8 +172,8 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
     if (claim_.answer) return claim_.answer(result, note);
     if (!result.ok()) return StatusReply(result.status());
     return result->empty()
-               ? Api::EmptyClaimReply(note)
-               : Api::ClaimReply(claim_.queue, claim_.options, *result, note);
+               ? EmptyClaimReply(note)
+               : ClaimReply(claim_.queue, claim_.options, *result, note);
   }
   void OnStrand(std::function<void(LongPoll&)> fn) {
     asio::post(timer_.get_executor(),
@@ -239,10 +216,16 @@ class Server {
       : config_(config),
         store_(store),
         auth_(auth),
+        auth_failures_(config.limits.auth_failure_burst,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                           config.limits.auth_failure_refill)),
+        queues_(store),
         api_(store, config.limits, auth, metrics_,
              {.read = [this] { return Gauges(); },
               .shutting_down = [this] { return stopping_.load(); }},
-             config.metrics_public, HistoryOptions(config)),
+             config.metrics_public, HistoryOptions(config),
+             Api::Shared{auth_failures_, queues_}),
+        sqs_(store, config.limits, auth, auth_failures_, queues_),
         db_pool_(static_cast<std::size_t>(config.db_threads)),
         acceptor_(ioc_),
         signals_(ioc_, SIGTERM, SIGINT),
@@ -255,7 +238,11 @@ class Server {
 
   const Limits& limits() const { return config_.limits; }
   const HttpPolicy& policy() const { return config_.policy; }
-  Api& api() { return api_; }
+  // On a database thread: the request handled by the front door the
+  // transport picked from its head (Request::sqs).
+  Outcome Handle(const Request& req) {
+    return req.sqs ? sqs_.Handle(req) : api_.Handle(req);
+  }
   Metrics& metrics() { return metrics_; }
   bool stopping() const { return stopping_; }
   asio::thread_pool& db_pool() { return db_pool_; }
@@ -332,7 +319,11 @@ class Server {
   Store& store_;
   Auth& auth_;
   Metrics metrics_;
+  // The two front doors, side by side, and what they share.
+  AuthFailures auth_failures_;
+  QueueCache queues_;
   Api api_;
+  SqsApi sqs_;
   // Declared before ioc_, so that sessions still held by handlers that
   // ~io_context destroys can unregister.
   std::atomic<bool> stopping_ = false;
@@ -569,7 +560,7 @@ void Session<Stream>::Dispatch() {
   asio::post(server_.db_pool(), [self = Self(),
                                  req = std::move(req)]() mutable {
     const bool large = req.body.size() > kLargeBodyBytes;
-    Outcome out = self->server_.api().Handle(req);
+    Outcome out = self->server_.Handle(req);
     if (large) {
       // Give the memory of a large body and its parse back to the system
       // now, not when the allocator next feels like it: a burst of large

@@ -11,38 +11,10 @@
 #include <functional>
 #include <string>
 
-#include "server/api.h"
-#include "server/auth.h"
-#include "server/http_policy.h"
+#include "server/config.h"
+#include "sqlq/status.h"
 
 namespace sqlq::server {
-
-struct ServerConfig {
-  std::string db;  // store URL
-  std::string bind = "127.0.0.1";
-  int port = 8080;          // 0: any free port
-  std::string port_file;    // when set, the bound port is written there
-  std::string tokens_file;  // empty: no auth, loopback only
-  // HTTPS with this certificate chain and key (PEM files); both empty:
-  // plain HTTP.
-  std::string tls_cert;
-  std::string tls_key;
-  // The cipher suites offered: TLS 1.2 (OpenSSL's cipher list syntax)
-  // and TLS 1.3; checked by MakeServerConfig (server/tls.h).
-  std::string tls_ciphers;
-  std::string tls_ciphersuites;
-  int io_threads = 2;
-  int db_threads = 16;
-  Limits limits;
-  HttpPolicy policy;  // hosts and origins the server answers
-  // /metrics without a token even with a token file (for scrapers that
-  // cannot send one); otherwise it needs a metrics or admin grant.
-  bool metrics_public = false;
-  // Run the scheduler (StoreOptions::run_schedules).
-  bool schedules = true;
-  // The dashboard's history: a point per queue every step (Overview).
-  Duration history_step = std::chrono::seconds(10);
-};
 
 // Runs until SIGTERM or SIGINT, then shuts down gracefully. Returns the
 // process exit code: 0 after a clean shutdown, 2 for a configuration the
@@ -51,12 +23,6 @@ struct ServerConfig {
 // command agree).
 int RunServer(const ServerConfig& config,
               const std::function<int(const Status&)>& exit_code);
-
-// One structured log line on stderr: "ts=... level=... event=... k=v ...".
-void Log(std::string_view level, std::string_view event,
-         std::string_view fields = {});
-// A value for a key=value log field: quoted when it holds spaces or quotes.
-std::string Quote(std::string_view v);
 
 }  // namespace sqlq::server
 

@@ -9,7 +9,7 @@
 #include <set>
 #include <string_view>
 
-#include "server/api.h"
+#include "server/claim_reply.h"
 #include "server/sigv4.h"
 #include "server/sqs_call.h"
 #include "server/sqs_wire.h"
@@ -713,7 +713,7 @@ Outcome SqsApi::Call::ReceiveMessage(const Input& in) {
   }
   std::optional<std::int64_t> wait_s =
       in.Int("WaitTimeSeconds", 0, kMaxWaitSeconds);
-  o.max_bytes = Api::ClaimPayloadBudget(api_.limits_.max_reply_bytes, o.max);
+  o.max_bytes = ClaimPayloadBudget(api_.limits_.max_reply_bytes, o.max);
   Wanted shown;
   for (const char* list : {"AttributeNames", "MessageSystemAttributeNames"}) {
     for (std::string& n : in.Strings(list)) shown.system.insert(std::move(n));
@@ -924,24 +924,6 @@ SqsApi::SqsApi(Store& store, const Limits& limits, const Auth& auth,
       failures_(failures),
       cache_(cache),
       now_(std::move(now)) {}
-
-bool SqsApi::Wants(std::string_view method, std::string_view target,
-                   std::string_view content_type,
-                   std::string_view authorization, bool has_amz_target) {
-  if (target.starts_with("/v1/") || target == "/v1" ||
-      target.starts_with("/v1?")) {
-    return false;
-  }
-  if (has_amz_target || authorization.starts_with("AWS4-")) return true;
-  if (method == "POST" &&
-      content_type.starts_with("application/x-www-form-urlencoded")) {
-    return true;
-  }
-  const std::size_t q = target.find('?');
-  return q != std::string_view::npos &&
-         (target.substr(q + 1).starts_with("Action=") ||
-          target.find("&Action=", q) != std::string_view::npos);
-}
 
 std::span<const std::string_view> SqsApi::Actions() {
   static constexpr std::string_view kActions[] = {

@@ -1,4 +1,6 @@
-// The SQS-compatible endpoint (docs/sqs.md), on the server's own port:
+// The SQS-compatible endpoint (docs/sqs.md), on the server's own port, one
+// of its two front doors beside the native API (api.h); the transport
+// hands it the requests WantsSqs (http_request.h) picks:
 // Amazon SQS's query and JSON protocols (sqs_wire.h) mapped onto the
 // library's operations. Requests are signed with AWS Signature Version 4
 // by an access key of the token file (sigv4.h); without a token file the
@@ -18,15 +20,13 @@
 #include <string>
 
 #include "server/auth.h"
+#include "server/config.h"
 #include "server/queue_cache.h"
 #include "server/reply.h"
+#include "server/request.h"
 #include "sqlq/store.h"
 
 namespace sqlq::server {
-
-struct Request;
-struct Limits;
-struct Outcome;
 
 // The account in queue URLs (http://HOST/ACCOUNT/NAME): one per server.
 inline constexpr const char* kSqsAccount = "000000000000";
@@ -37,13 +37,6 @@ class SqsApi {
          AuthFailures& failures, QueueCache& cache,
          std::function<std::chrono::system_clock::time_point()> now =
              std::chrono::system_clock::now);
-
-  // Whether a request is meant for this endpoint rather than the native
-  // API: outside /v1, one with an AWS signature, an X-Amz-Target, a form
-  // body or an Action parameter in its query.
-  static bool Wants(std::string_view method, std::string_view target,
-                    std::string_view content_type,
-                    std::string_view authorization, bool has_amz_target);
 
   // The reply, or a ReceiveMessage to park until a message comes.
   Outcome Handle(const Request& request);

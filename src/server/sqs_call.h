@@ -15,7 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "server/api.h"
+#include "server/config.h"
+#include "server/request.h"
 #include "server/sigv4.h"
 #include "server/sqs.h"
 #include "server/sqs_wire.h"

@@ -8,7 +8,8 @@
 #include <map>
 #include <vector>
 
-#include "server/api.h"
+#include "server/body.h"
+#include "server/request.h"
 #include "server/sigv4.h"
 #include "server/target.h"
 

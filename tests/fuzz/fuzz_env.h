@@ -1,6 +1,7 @@
 // What the fuzz targets share: a real SQLite store in a fresh directory and
-// the server's Api over it, built once per process (libFuzzer calls a
-// target's function many times in one process).
+// the server's two front doors over it (the native API and the SQS
+// endpoint), built once per process (libFuzzer calls a target's function
+// many times in one process).
 
 #ifndef SQLQ_TESTS_FUZZ_FUZZ_ENV_H_
 #define SQLQ_TESTS_FUZZ_FUZZ_ENV_H_
@@ -17,6 +18,8 @@
 #include "server/api.h"
 #include "server/auth.h"
 #include "server/metrics.h"
+#include "server/queue_cache.h"
+#include "server/sqs.h"
 #include "sqlq/store.h"
 
 namespace sqlq::fuzz {
@@ -47,11 +50,16 @@ struct Env {
     // the limits' own tests.
     limits.max_body_bytes = 64 << 10;
     limits.max_batch = 100;
+    queues = std::make_unique<server::QueueCache>(*store);
     api = std::make_unique<server::Api>(
         *store, limits, auth, metrics,
         server::Api::ServerGauges{
             .read = [] { return server::Metrics::Gauges{}; },
-            .shutting_down = [] { return false; }});
+            .shutting_down = [] { return false; }},
+        false, server::Overview::Options{},
+        server::Api::Shared{failures, *queues});
+    sqs = std::make_unique<server::SqsApi>(*store, limits, auth, failures,
+                                           *queues);
     // Something for the requests to find.
     (void)store->CreateQueue("q", {});
     (void)store->CreateRing("r", {});
@@ -62,7 +70,15 @@ struct Env {
   server::Limits limits;
   server::Auth auth = server::Auth::AllowAll();
   server::Metrics metrics;
+  server::AuthFailures failures{10, std::chrono::seconds(6)};
+  std::unique_ptr<server::QueueCache> queues;
   std::unique_ptr<server::Api> api;
+  std::unique_ptr<server::SqsApi> sqs;
+
+  // The request handled by the front door the server would hand it to.
+  server::Outcome Handle(const server::Request& req) {
+    return req.sqs ? sqs->Handle(req) : api->Handle(req);
+  }
 };
 
 inline Env& TheEnv() {

@@ -42,6 +42,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
   if (!parser.is_done()) return 0;  // the client stopped halfway
   const bool sqs = ReadHead(parser).sqs;
   const Request req = MakeRequest(parser, sqs, "127.0.0.1");
-  (void)env.api->Handle(req);
+  (void)env.Handle(req);
   return 0;
 }

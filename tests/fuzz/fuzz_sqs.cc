@@ -28,6 +28,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
         "x-amz-target",
         "AmazonSQS." + std::string(actions[(data[0] / 2) % actions.size()]));
   }
-  (void)env.api->Handle(req);
+  (void)env.Handle(req);
   return 0;
 }
