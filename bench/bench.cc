@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -1195,15 +1196,21 @@ double MeasureFsyncRate(const std::string& dir, double seconds) {
   return elapsed > 0 ? n / elapsed : 0;
 }
 
-void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
-                     std::function<bool()> json, int& exit_code) {
-  auto c = std::make_shared<Config>();
-  auto* cmd = app.add_subcommand(
-      "bench",
-      "Measure throughput and latency (default: a fresh temporary SQLite "
-      "database; --db to measure another)");
-  cmd->add_option(
-      "--workload", c->workloads,
+int Main(int argc, char** argv) {
+  Config c;
+  CLI::App app{
+      "sqlq-bench: measure sqlq's throughput and latency (default: a fresh "
+      "temporary SQLite database; --db to measure another; --server for a "
+      "running sqlq serve). `sqlq bench ...` runs this program. See "
+      "docs/benchmarks.md.",
+      "sqlq-bench"};
+  app.add_option("--db", c.db,
+                 "Database URL to measure, also $SQLQ_DB (default: a fresh "
+                 "temporary SQLite database, deleted afterwards)")
+      ->envname("SQLQ_DB");
+  app.add_flag("--json", c.json, "Print one JSON object per line");
+  app.add_option(
+      "--workload", c.workloads,
       "send-1, send-batch, drain-1, drain-10, mixed, workers, workers-open, "
       "ring-push, rotation-next, list-deep, list-deep-filter, drain-ordered, "
       "drain-fair (drain-1 on a queue of --groups groups, ordered or fair), "
@@ -1219,123 +1226,132 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
       "http-send-batch, http-mixed, http-workers, http-wake, http-idle, "
       "all, and http-attack (a client's round trips with and without six "
       "kinds of attackers; not in all)");
-  cmd->add_option("--runs", c->runs,
-                  "Runs per workload; the median is "
-                  "reported (default 3)");
-  cmd->add_option("--messages", c->messages,
-                  "Messages per run (default: 20000 send-1, 500000 "
-                  "send-batch, 50000 drain)");
-  cmd->add_option("--threads", c->threads,
-                  "Concurrent callers (default: 8 send-1, 4 send-batch, 4 "
-                  "drain)");
-  cmd->add_option("--producers", c->producers,
-                  "mixed, workers: producers (default 4)");
-  cmd->add_option("--consumers", c->consumers,
-                  "mixed, workers: consumers (default 4)");
-  cmd->add_option("--batch", c->batch,
-                  "Messages per send call in send-batch and mixed (default "
-                  "100)");
-  cmd->add_option("--claim-max", c->claim_max,
-                  "mixed: messages per claim (default 100)");
-  cmd->add_option(
-      "--duration", c->duration,
+  app.add_option("--runs", c.runs,
+                 "Runs per workload; the median is "
+                 "reported (default 3)");
+  app.add_option("--messages", c.messages,
+                 "Messages per run (default: 20000 send-1, 500000 "
+                 "send-batch, 50000 drain)");
+  app.add_option("--threads", c.threads,
+                 "Concurrent callers (default: 8 send-1, 4 send-batch, 4 "
+                 "drain)");
+  app.add_option("--producers", c.producers,
+                 "mixed, workers: producers (default 4)");
+  app.add_option("--consumers", c.consumers,
+                 "mixed, workers: consumers (default 4)");
+  app.add_option("--batch", c.batch,
+                 "Messages per send call in send-batch and mixed (default "
+                 "100)");
+  app.add_option("--claim-max", c.claim_max,
+                 "mixed: messages per claim (default 100)");
+  app.add_option(
+      "--duration", c.duration,
       "mixed, workers, workers-open, rate-limited: run time (default 10s)");
-  cmd->add_option("--ack", c->ack,
-                  "drain-1, workers: how a consumer holding one message "
-                  "takes the next: each (ack, then claim; default for "
-                  "drain-1), next (ack and claim the next in one call; "
-                  "default for workers) or worker (a Worker that prefetches "
-                  "--prefetch and acks with its next claim)");
-  cmd->add_option("--prefetch", c->prefetch,
-                  "--ack worker: messages each Worker claims at once "
-                  "(default 10)");
-  cmd->add_option("--work", c->work,
-                  "workers: time each consumer holds a message before its "
-                  "ack (default 0ms)");
-  cmd->add_option("--max-backlog", c->max_backlog,
-                  "mixed, workers: producers pause while this many messages "
-                  "wait (default 4 x consumers x claim-max; workers: 4 x "
-                  "consumers)");
-  cmd->add_option("--payload", c->payload, "Payload bytes (default 100)");
-  cmd->add_option("--report-every", c->report_every,
-                  "mixed, baseline-mixed: print the rate of each interval of "
-                  "this length (e.g. 1m) and, on PostgreSQL, the queue "
-                  "table's dead tuples");
-  cmd->add_flag("--hold-snapshot", c->hold_snapshot,
-                "PostgreSQL: after the clean runs of mixed and "
-                "baseline-mixed, run them again while another session holds "
-                "a REPEATABLE READ snapshot open (vacuum then cannot remove "
-                "dead rows); reports vs_clean");
-  cmd->add_option("--rate-limit", c->rate_limit,
-                  "rate-limited: the queue's limit, claims a second (default "
-                  "200)");
-  cmd->add_option("--rate-burst", c->rate_burst,
-                  "rate-limited: the queue's bucket (default a second's "
-                  "worth)");
-  cmd->add_option("--groups", c->groups,
-                  "ring-push: groups pushed to; drain-ordered, drain-fair: "
-                  "groups the messages are spread over (default 1000)");
+  app.add_option("--ack", c.ack,
+                 "drain-1, workers: how a consumer holding one message "
+                 "takes the next: each (ack, then claim; default for "
+                 "drain-1), next (ack and claim the next in one call; "
+                 "default for workers) or worker (a Worker that prefetches "
+                 "--prefetch and acks with its next claim)");
+  app.add_option("--prefetch", c.prefetch,
+                 "--ack worker: messages each Worker claims at once "
+                 "(default 10)");
+  app.add_option("--work", c.work,
+                 "workers: time each consumer holds a message before its "
+                 "ack (default 0ms)");
+  app.add_option("--max-backlog", c.max_backlog,
+                 "mixed, workers: producers pause while this many messages "
+                 "wait (default 4 x consumers x claim-max; workers: 4 x "
+                 "consumers)");
+  app.add_option("--payload", c.payload, "Payload bytes (default 100)");
+  app.add_option("--report-every", c.report_every,
+                 "mixed, baseline-mixed: print the rate of each interval of "
+                 "this length (e.g. 1m) and, on PostgreSQL, the queue "
+                 "table's dead tuples");
+  app.add_flag("--hold-snapshot", c.hold_snapshot,
+               "PostgreSQL: after the clean runs of mixed and "
+               "baseline-mixed, run them again while another session holds "
+               "a REPEATABLE READ snapshot open (vacuum then cannot remove "
+               "dead rows); reports vs_clean");
+  app.add_option("--rate-limit", c.rate_limit,
+                 "rate-limited: the queue's limit, claims a second (default "
+                 "200)");
+  app.add_option("--rate-burst", c.rate_burst,
+                 "rate-limited: the queue's bucket (default a second's "
+                 "worth)");
+  app.add_option("--groups", c.groups,
+                 "ring-push: groups pushed to; drain-ordered, drain-fair: "
+                 "groups the messages are spread over (default 1000)");
   // --server: HTTP workloads against a running sqlq serve (server_bench.h).
-  auto sc = std::make_shared<ServerBenchConfig>();
-  cmd->add_option(
-      "--server", sc->url,
+  ServerBenchConfig sc;
+  app.add_option(
+      "--server", sc.url,
       "Measure a running `sqlq serve` at http://127.0.0.1:PORT "
       "instead (workloads http-send-batch, http-mixed, http-workers, "
       "http-wake, http-idle)");
-  cmd->add_option("--token", sc->token,
-                  "--server: bearer token (admin, send and claim)");
-  cmd->add_option("--server-pid", sc->server_pid,
-                  "--server: the server's process id, for its RSS in "
-                  "http-idle");
-  cmd->add_option("--connections", sc->connections,
-                  "--server: connections sending in http-send-batch "
-                  "(default 8)");
-  cmd->add_option("--wake-samples", sc->wake_samples,
-                  "--server: sends measured in http-wake (default 200); "
-                  "http-attack measures five times as many round trips in "
-                  "each phase");
-  cmd->add_option("--idle-connections", sc->idle_connections,
-                  "--server: connections held in http-idle (default 10000)");
-  cmd->add_option("--attack", sc->attacks,
-                  "--server: the attackers of http-attack (repeatable: "
-                  "slowloris, polls, flood, oversized, chunked, nested; "
-                  "default all)");
-  cmd->add_option("--attack-server", sc->attack_url,
-                  "--server: http-attack's control: aim the attackers at "
-                  "this other sqlq serve (http://127.0.0.1:PORT) while the "
-                  "client's round trips go to --server; shows what the "
-                  "attack load on the machine costs, apart from the server");
-  cmd->add_flag("--beanstalkd", sc->beanstalkd,
-                "--server: also run the same work against a beanstalkd that "
-                "the bench starts (binlog on, fsync every write)");
-  cmd->add_flag("--sqs", sc->sqs,
-                "--server: also run the same work through the server's SQS "
-                "endpoint (JSON protocol; at most 10 messages a request, as "
-                "SQS allows)");
-  cmd->add_option("--sqs-key", sc->sqs_key,
-                  "--sqs: the access key ID:SECRET to sign with, for a "
-                  "server with a token file (admin, send and claim)");
-  cmd->callback([c, sc, db, json, &exit_code] {
-    c->db = db();
-    c->json = json();
-    if (sc->url.empty()) {
-      exit_code = Run(*c);
-      return;
+  app.add_option("--token", sc.token,
+                 "--server: bearer token (admin, send and claim)");
+  app.add_option("--server-pid", sc.server_pid,
+                 "--server: the server's process id, for its RSS in "
+                 "http-idle");
+  app.add_option("--connections", sc.connections,
+                 "--server: connections sending in http-send-batch "
+                 "(default 8)");
+  app.add_option("--wake-samples", sc.wake_samples,
+                 "--server: sends measured in http-wake (default 200); "
+                 "http-attack measures five times as many round trips in "
+                 "each phase");
+  app.add_option("--idle-connections", sc.idle_connections,
+                 "--server: connections held in http-idle (default 10000)");
+  app.add_option("--attack", sc.attacks,
+                 "--server: the attackers of http-attack (repeatable: "
+                 "slowloris, polls, flood, oversized, chunked, nested; "
+                 "default all)");
+  app.add_option("--attack-server", sc.attack_url,
+                 "--server: http-attack's control: aim the attackers at "
+                 "this other sqlq serve (http://127.0.0.1:PORT) while the "
+                 "client's round trips go to --server; shows what the "
+                 "attack load on the machine costs, apart from the server");
+  app.add_flag("--beanstalkd", sc.beanstalkd,
+               "--server: also run the same work against a beanstalkd that "
+               "the bench starts (binlog on, fsync every write)");
+  app.add_flag("--sqs", sc.sqs,
+               "--server: also run the same work through the server's SQS "
+               "endpoint (JSON protocol; at most 10 messages a request, as "
+               "SQS allows)");
+  app.add_option("--sqs-key", sc.sqs_key,
+                 "--sqs: the access key ID:SECRET to sign with, for a "
+                 "server with a token file (admin, send and claim)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // One line, as sqlq prints a command line that does not parse.
+    if (c.json) {
+      nlohmann::ordered_json err = {
+          {"error", {{"code", "usage"}, {"message", e.what()}}}};
+      std::cerr << err.dump(-1, ' ', false,
+                            nlohmann::ordered_json::error_handler_t::replace)
+                << '\n';
+    } else {
+      std::cerr << "sqlq-bench: " << e.what() << " (see 'sqlq-bench --help')\n";
     }
-    ServerBenchConfig s = *sc;
-    s.workloads = c->workloads;
-    s.runs = c->runs;
-    s.messages = c->messages;
-    s.producers = c->producers;
-    s.consumers = c->consumers;
-    s.batch = c->batch;
-    s.claim_max = c->claim_max;
-    s.max_backlog = c->max_backlog;
-    s.duration = c->duration;
-    s.payload = c->payload;
-    s.json = c->json;
-    exit_code = RunServerBench(std::move(s));
-  });
+    return wire::kExitUsage;
+  }
+  if (sc.url.empty()) return Run(c);
+  ServerBenchConfig s = sc;
+  s.workloads = c.workloads;
+  s.runs = c.runs;
+  s.messages = c.messages;
+  s.producers = c.producers;
+  s.consumers = c.consumers;
+  s.batch = c.batch;
+  s.claim_max = c.claim_max;
+  s.max_backlog = c.max_backlog;
+  s.duration = c.duration;
+  s.payload = c.payload;
+  s.json = c.json;
+  return RunServerBench(std::move(s));
 }
 
 }  // namespace sqlq::bench
