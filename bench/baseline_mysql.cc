@@ -308,12 +308,6 @@ class Worker {
 
 }  // namespace
 
-Result<BaselineResult> MysqlBaselineSend1(const std::string& url,
-                                          const std::string& table, long total,
-                                          int threads, std::size_t payload) {
-  return MysqlBaselineSendBatch(url, table, total, threads, 1, payload);
-}
-
 Result<BaselineResult> MysqlBaselineSendBatch(const std::string& url,
                                               const std::string& table,
                                               long total, int threads,

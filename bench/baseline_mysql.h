@@ -25,12 +25,8 @@ namespace sqlq::bench {
 // `url` is mysql://user:password@host:port/database (or mariadb://).
 // `table` is created (and dropped afterwards); it must be a plain identifier
 // chosen by the bench, never user input.
-Result<BaselineResult> MysqlBaselineSend1(const std::string& url,
-                                          const std::string& table, long total,
-                                          int threads, std::size_t payload);
-
 // `threads` connections insert `total` messages, `batch` per autocommitted
-// multi-row INSERT.
+// multi-row INSERT (baseline-send-1: one row each).
 Result<BaselineResult> MysqlBaselineSendBatch(const std::string& url,
                                               const std::string& table,
                                               long total, int threads,

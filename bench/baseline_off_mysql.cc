@@ -14,12 +14,6 @@ Status Off() {
 }
 }  // namespace
 
-Result<BaselineResult> MysqlBaselineSend1(const std::string&,
-                                          const std::string&, long, int,
-                                          std::size_t) {
-  return Off();
-}
-
 Result<BaselineResult> MysqlBaselineSendBatch(const std::string&,
                                               const std::string&, long, int,
                                               int, std::size_t) {

@@ -14,11 +14,6 @@ Status Off() {
 }
 }  // namespace
 
-Result<BaselineResult> PgBaselineSend1(const std::string&, const std::string&,
-                                       long, int, std::size_t) {
-  return Off();
-}
-
 Result<BaselineResult> PgBaselineSendBatch(const std::string&,
                                            const std::string&, long, int, int,
                                            std::size_t) {

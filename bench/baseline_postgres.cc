@@ -112,12 +112,6 @@ class Worker {
 
 }  // namespace
 
-Result<BaselineResult> PgBaselineSend1(const std::string& url,
-                                       const std::string& table, long total,
-                                       int threads, std::size_t payload) {
-  return PgBaselineSendBatch(url, table, total, threads, 1, payload);
-}
-
 Result<BaselineResult> PgBaselineSendBatch(const std::string& url,
                                            const std::string& table, long total,
                                            int threads, int batch,

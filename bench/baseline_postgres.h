@@ -22,12 +22,8 @@ namespace sqlq::bench {
 
 // `table` is created (and dropped afterwards); it must be a plain
 // identifier chosen by the bench, never user input.
-Result<BaselineResult> PgBaselineSend1(const std::string& url,
-                                       const std::string& table, long total,
-                                       int threads, std::size_t payload);
-
 // `threads` connections insert `total` messages, `batch` per autocommitted
-// INSERT.
+// INSERT (baseline-send-1: one row each).
 Result<BaselineResult> PgBaselineSendBatch(const std::string& url,
                                            const std::string& table, long total,
                                            int threads, int batch,

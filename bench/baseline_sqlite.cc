@@ -127,11 +127,6 @@ class Worker {
 
 }  // namespace
 
-Result<BaselineResult> BaselineSend1(const std::string& path, long total,
-                                     int threads, std::size_t payload) {
-  return BaselineSendBatch(path, total, threads, 1, payload);
-}
-
 Result<BaselineResult> BaselineSendBatch(const std::string& path, long total,
                                          int threads, int batch,
                                          std::size_t payload) {

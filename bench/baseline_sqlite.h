@@ -20,12 +20,8 @@ struct BaselineResult {
   long messages = 0;
 };
 
-// `threads` threads insert `total` messages, one autocommit INSERT each.
-Result<BaselineResult> BaselineSend1(const std::string& path, long total,
-                                     int threads, std::size_t payload);
-
 // `threads` threads insert `total` messages, `batch` per BEGIN IMMEDIATE
-// ... COMMIT.
+// ... COMMIT (a batch of 1, baseline-send-1: one autocommitted INSERT).
 Result<BaselineResult> BaselineSendBatch(const std::string& path, long total,
                                          int threads, int batch,
                                          std::size_t payload);
