@@ -6,9 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "bench/baseline_drive.h"
@@ -16,8 +14,6 @@
 namespace sqlq::bench {
 
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
 
 struct Target {
   std::string user, password, host, database;
@@ -167,10 +163,6 @@ Status Setup(const Target& t, const std::string& table) {
 void Teardown(const Target& t, const std::string& table) {
   My my(t);
   if (my.status().ok()) (void)my.Exec("DROP TABLE IF EXISTS " + table);
-}
-
-double Since(SteadyClock::time_point t) {
-  return std::chrono::duration<double>(SteadyClock::now() - t).count();
 }
 
 // One thread's connection for DriveSends and DriveDrain (baseline_drive.h),
@@ -344,58 +336,17 @@ Result<BaselineResult> MysqlBaselineMixed(
   if (!target.ok()) return target.status();
   Status s = Setup(*target, table);
   if (!s.ok()) return s;
-  std::atomic<bool> stop{false};
-  std::atomic<long> sent{0}, done{0};
-  std::mutex mu;
-  Status failure;
-  auto fail = [&](const Status& st) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (failure.ok()) failure = st;
-    stop = true;
-  };
-  auto start = SteadyClock::now();
-  std::vector<std::thread> pool;
-  for (int p = 0; p < producers; ++p) {
-    pool.emplace_back([&] {
-      Worker w(*target, table, payload);
-      if (!w.status().ok()) return fail(w.status());
-      while (!stop) {
-        if (sent - done > max_backlog) {
-          std::this_thread::sleep_for(std::chrono::microseconds(100));
-          continue;
-        }
-        Status st = w.Insert(batch);
-        if (!st.ok()) return fail(st);
-        sent += batch;
-      }
-    });
-  }
-  for (int c = 0; c < consumers; ++c) {
-    pool.emplace_back([&] {
-      Worker w(*target, table, payload);
-      if (!w.status().ok()) return fail(w.status());
-      while (!stop) {
-        auto n = w.Take(claim_max);
-        if (!n.ok()) return fail(n.status());
-        if (*n == 0) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          continue;
-        }
-        done += *n;
-      }
-    });
-  }
-  auto deadline = start + duration;
-  while (SteadyClock::now() < deadline && !stop) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  long in_window = done;
-  double seconds = Since(start);
-  stop = true;
-  for (auto& t : pool) t.join();
+  std::atomic<long> done{0};
+  auto make = [&] { return Worker(*target, table, payload); };
+  auto r = DriveMixed({.producers = producers,
+                       .consumers = consumers,
+                       .batch = batch,
+                       .claim_max = claim_max,
+                       .max_backlog = max_backlog,
+                       .duration = duration},
+                      make, make, done);
   Teardown(*target, table);
-  if (!failure.ok()) return failure;
-  return BaselineResult{.seconds = seconds, .messages = in_window};
+  return r;
 }
 
 }  // namespace sqlq::bench

@@ -4,8 +4,6 @@
 #include <libpq-fe.h>
 
 #include <atomic>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "bench/baseline_drive.h"
@@ -13,8 +11,6 @@
 namespace sqlq::bench {
 
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
 
 class Pg {
  public:
@@ -73,10 +69,6 @@ Status Setup(const std::string& url, const std::string& table) {
 void Teardown(const std::string& url, const std::string& table) {
   Pg pg(url);
   if (pg.status().ok()) (void)pg.Run("DROP TABLE IF EXISTS " + table);
-}
-
-double Since(SteadyClock::time_point t) {
-  return std::chrono::duration<double>(SteadyClock::now() - t).count();
 }
 
 // One thread's connection for DriveSends and DriveDrain (baseline_drive.h),
@@ -145,60 +137,17 @@ Result<BaselineResult> PgBaselineMixed(const std::string& url,
                                        std::atomic<long>* acked) {
   Status s = Setup(url, table);
   if (!s.ok()) return s;
-  std::atomic<bool> stop{false};
-  std::atomic<long> sent{0}, own_done{0};
-  std::atomic<long>& done = acked != nullptr ? *acked : own_done;
-  done = 0;
-  std::mutex mu;
-  Status failure;
-  auto fail = [&](const Status& st) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (failure.ok()) failure = st;
-    stop = true;
-  };
-  auto start = SteadyClock::now();
-  std::vector<std::thread> pool;
-  for (int p = 0; p < producers; ++p) {
-    pool.emplace_back([&] {
-      Worker w(url, table, payload);
-      if (!w.status().ok()) return fail(w.status());
-      while (!stop) {
-        if (sent - done > max_backlog) {
-          std::this_thread::sleep_for(std::chrono::microseconds(100));
-          continue;
-        }
-        Status st = w.Insert(batch);
-        if (!st.ok()) return fail(st);
-        sent += batch;
-      }
-    });
-  }
-  for (int c = 0; c < consumers; ++c) {
-    pool.emplace_back([&] {
-      Worker w(url, table, payload);
-      if (!w.status().ok()) return fail(w.status());
-      while (!stop) {
-        auto r = w.Take(claim_max);
-        if (!r.ok()) return fail(r.status());
-        if (*r == 0) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          continue;
-        }
-        done += *r;
-      }
-    });
-  }
-  auto deadline = start + duration;
-  while (SteadyClock::now() < deadline && !stop) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  long in_window = done;
-  double seconds = Since(start);
-  stop = true;
-  for (auto& t : pool) t.join();
+  std::atomic<long> own_done{0};
+  auto make = [&] { return Worker(url, table, payload); };
+  auto r = DriveMixed({.producers = producers,
+                       .consumers = consumers,
+                       .batch = batch,
+                       .claim_max = claim_max,
+                       .max_backlog = max_backlog,
+                       .duration = duration},
+                      make, make, acked != nullptr ? *acked : own_done);
   Teardown(url, table);
-  if (!failure.ok()) return failure;
-  return BaselineResult{.seconds = seconds, .messages = in_window};
+  return r;
 }
 
 Result<PgTupleCounts> PgTuples(const std::string& url,

@@ -1,6 +1,5 @@
 #include "bench/bench.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -9,7 +8,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -23,6 +21,7 @@
 #include "bench/baseline_postgres.h"
 #include "bench/baseline_sqlite.h"
 #include "bench/server_bench.h"
+#include "bench/stats.h"
 #include "sqlq/store.h"
 #include "sqlq/worker.h"
 #include "wire/duration.h"
@@ -31,12 +30,6 @@
 namespace sqlq::bench {
 
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
-
-double Seconds(SteadyClock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 struct Config {
   std::string db;  // empty: a fresh SQLite file in a temp dir
@@ -369,13 +362,6 @@ Result<RunResult> RunDrain(WorkQueue q, long total, int threads, int per_claim,
   return RunResult{.seconds = Seconds(ended - start), .messages = done};
 }
 
-double Percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return -1;
-  size_t k = static_cast<size_t>(p * static_cast<double>(v.size() - 1));
-  std::nth_element(v.begin(), v.begin() + k, v.end());
-  return v[k];
-}
-
 // Pages through a deep queue (ListMessages), one page after another from
 // one thread, and times each page: `pages` pages of 100 with no filter, or
 // (`filtered`) as many filtered by a header no message has, each of which
@@ -552,24 +538,6 @@ class TimedLoad {
   std::vector<double> latencies_;
 };
 
-std::int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             SteadyClock::now().time_since_epoch())
-      .count();
-}
-
-// A payload of `size` bytes (at least the stamp and a space) that carries
-// the time `ns` (NowNs) it was sent at; MicrosSince reads it back.
-std::string Stamped(std::int64_t ns, std::size_t size) {
-  std::string p = std::to_string(ns);
-  p.resize(std::max(size, p.size() + 1), ' ');
-  return p;
-}
-
-double MicrosSince(const std::string& stamped, std::int64_t now_ns) {
-  return static_cast<double>(now_ns - std::stoll(stamped)) / 1000.0;
-}
-
 // Producers and consumers at once for `duration`; end-to-end rate is what
 // the consumers acked within the window; latency is send-call to claim
 // return, carried in the payload.
@@ -590,7 +558,7 @@ Result<RunResult> RunMixed(WorkQueue q, const Config& c, Duration duration,
           std::this_thread::sleep_for(std::chrono::microseconds(100));
           continue;
         }
-        const std::string stamp = Stamped(NowNs(), c.payload);
+        const std::string stamp = StampedPayload(NowNs(), c.payload);
         for (auto& m : batch) m.payload = stamp;
         Status s = q.SendBatch(batch).status();
         if (!s.ok()) return load.Fail(s);
@@ -665,7 +633,7 @@ Result<RunResult> RunWorkers(WorkQueue q, const Config& c, Duration duration,
           }
           stamp = NowNs();
         }
-        m.payload = Stamped(stamp, c.payload);
+        m.payload = StampedPayload(stamp, c.payload);
         Status s = q.Send(m).status();
         if (!s.ok()) return load.Fail(s);
         ++load.sent;
@@ -937,13 +905,6 @@ std::string Redacted(const std::string& url) {
   return url.substr(0, colon + 1) + "***" + url.substr(at);
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  if (v.empty()) return 0;
-  return v.size() % 2 ? v[v.size() / 2]
-                      : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 int Run(Config c) {
   const std::vector<std::string> all = {"baseline-send-1",
                                         "send-1",
@@ -1094,13 +1055,8 @@ int Run(Config c) {
         }
         if (r->p999_us >= 0) p999.push_back(r->p999_us);
       }
-      nlohmann::ordered_json row = {{"bench", name},
-                                    {"workload", name},
-                                    {"msgs_per_s", std::lround(Median(rates))},
-                                    {"runs", rates.size()}};
-      nlohmann::ordered_json each = nlohmann::ordered_json::array();
-      for (double r : rates) each.push_back(std::lround(r));
-      row["msgs_per_s_each"] = each;
+      nlohmann::ordered_json row = {{"bench", name}, {"workload", name}};
+      AddRates(row, rates);
       medians[name] = Median(rates);
       // sqlq's rate over the hand-written queue's, same run, same machine.
       const std::string base = "baseline-" + name;
@@ -1118,10 +1074,7 @@ int Run(Config c) {
         row["ops_per_commit"] =
             tx ? std::round(10.0 * static_cast<double>(ops) / tx) / 10 : 0.0;
       }
-      if (!p50.empty()) {
-        row["p50_us"] = std::lround(Median(p50));
-        row["p99_us"] = std::lround(Median(p99));
-      }
+      AddLatencies(row, p50, p99);
       if (!p999.empty()) row["p999_us"] = std::lround(Median(p999));
       if (load > 0) row["offered_msgs_per_s"] = std::lround(rc.open_rate);
       if (w == "rate-limited") {
@@ -1176,25 +1129,6 @@ int Run(Config c) {
 }
 
 }  // namespace
-
-double MeasureFsyncRate(const std::string& dir, double seconds) {
-  std::string path = dir + "/.sqlq-fsync-probe";
-  int fd = open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return 0;
-  char block[4096];
-  std::memset(block, 'f', sizeof block);
-  long n = 0;
-  auto start = SteadyClock::now();
-  while (Seconds(SteadyClock::now() - start) < seconds) {
-    if (pwrite(fd, block, sizeof block, (n % 16) * 4096) < 0) break;
-    if (fdatasync(fd) != 0) break;
-    ++n;
-  }
-  double elapsed = Seconds(SteadyClock::now() - start);
-  close(fd);
-  unlink(path.c_str());
-  return elapsed > 0 ? n / elapsed : 0;
-}
 
 int Main(int argc, char** argv) {
   Config c;

@@ -30,7 +30,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/bench.h"
+#include "bench/stats.h"
 #include "server/sigv4.h"
 #include "sqlq/status.h"
 #include "wire/duration.h"
@@ -43,46 +43,7 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-using SteadyClock = std::chrono::steady_clock;
 using Json = nlohmann::ordered_json;
-
-double Seconds(SteadyClock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-std::int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             SteadyClock::now().time_since_epoch())
-      .count();
-}
-
-// A payload of `size` bytes that starts with `stamp` (digits) and is padded
-// with 'x': safe inside a JSON string and a beanstalkd job alike.
-std::string StampedPayload(std::int64_t stamp, std::size_t size) {
-  std::string p = std::to_string(stamp);
-  p.push_back(' ');
-  if (p.size() < size) p.resize(size, 'x');
-  return p;
-}
-
-std::int64_t StampOf(const std::string& payload) {
-  return std::strtoll(payload.c_str(), nullptr, 10);
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return -1;
-  std::size_t k =
-      static_cast<std::size_t>(p * static_cast<double>(v.size() - 1));
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
-  return v[k];
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2]
-                      : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 // ---- the systems under test ----
 
@@ -900,24 +861,6 @@ struct RunResult {
   long fds_before = -1, fds_peak = -1, attacks = 0;
 };
 
-// Runs `body(index)` on `n` threads and returns the first failure.
-Status OnThreads(int n, const std::function<Status(int)>& body) {
-  std::mutex mu;
-  Status failure;
-  std::vector<std::thread> pool;
-  for (int i = 0; i < n; ++i) {
-    pool.emplace_back([&, i] {
-      Status s = body(i);
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (failure.ok()) failure = s;
-      }
-    });
-  }
-  for (auto& t : pool) t.join();
-  return failure;
-}
-
 Status CheckCounts(const RunResult& r, const std::string& what) {
   if (r.sent != r.acked + r.left) {
     return Status::Internal(
@@ -1069,8 +1012,7 @@ Result<RunResult> RunMixed(System& sys, const std::string& queue,
                      if (!got.ok()) return got.status();
                      auto now = NowNs();
                      for (const auto& p : *got) {
-                       me.latencies.push_back(
-                           static_cast<double>(now - StampOf(p)) / 1000.0);
+                       me.latencies.push_back(MicrosSince(p, now));
                      }
                      me.acked += static_cast<long>(got->size());
                    }
@@ -1103,8 +1045,7 @@ Result<RunResult> RunWorkers(System& sys, const std::string& queue,
             if (last) return Status::Ok();
             continue;
           }
-          me.latencies.push_back(
-              static_cast<double>(NowNs() - StampOf((*got)->payload)) / 1000.0);
+          me.latencies.push_back(MicrosSince((*got)->payload, NowNs()));
           held = std::move((*got)->handle);
         }
       });
@@ -1772,14 +1713,8 @@ int RunServerBench(ServerBenchConfig c) {
         row["acked"] = last.acked;
         row["left"] = last.left;
       } else {
-        row["msgs_per_s"] = std::lround(Median(got.rates));
-        Json each = Json::array();
-        for (double r : got.rates) each.push_back(std::lround(r));
-        row["msgs_per_s_each"] = each;
-        if (!got.p50.empty()) {
-          row["p50_us"] = std::lround(Median(got.p50));
-          row["p99_us"] = std::lround(Median(got.p99));
-        }
+        AddRates(row, got.rates);
+        AddLatencies(row, got.p50, got.p99);
         if (!got.total50.empty()) {
           row["send_to_claim_p50_us"] = std::lround(Median(got.total50));
           row["send_to_claim_p99_us"] = std::lround(Median(got.total99));
