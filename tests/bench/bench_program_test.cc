@@ -2,37 +2,20 @@
 // the same arguments; where it is missing, sqlq says so.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/support/shell.h"
 #include "tests/support/sqlq_bin.h"
 
 namespace sqlq::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Ran {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr
-};
-
-Ran Shell(const std::string& cmd) {
-  Ran r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) r.out += buf;
-  const int st = ::pclose(p);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
 
 class BenchProgram : public ::testing::Test {
  protected:
@@ -55,7 +38,7 @@ TEST_F(BenchProgram, GlobalOptionsBeforeTheCommandReachTheBenchmark) {
   Ran r = Shell(std::string(SQLQ_BIN) + " --db '" + db +
                 "' --json bench --runs 1 --threads 1 --messages 20 "
                 "--workload send-1");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_EQ(r.exit, 0) << r.out;
   auto first =
       nlohmann::json::parse(r.out.substr(0, r.out.find('\n')), nullptr, false);
   ASSERT_FALSE(first.is_discarded()) << r.out;
@@ -67,7 +50,7 @@ TEST_F(BenchProgram, GlobalOptionsBeforeTheCommandReachTheBenchmark) {
 
 TEST_F(BenchProgram, HelpIsTheBenchmarksOwn) {
   Ran r = Shell(std::string(SQLQ_BIN) + " bench --help");
-  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.exit, 0) << r.out;
   EXPECT_NE(r.out.find("sqlq-bench"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--workload"), std::string::npos) << r.out;
 }
@@ -77,12 +60,12 @@ TEST_F(BenchProgram, AMissingBenchmarkProgramIsNamedAndExits3) {
   const fs::path alone = dir_ / "sqlq";
   fs::copy_file(SQLQ_BIN, alone);
   Ran r = Shell(alone.string() + " bench --runs 1");
-  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_EQ(r.exit, 3) << r.out;
   EXPECT_NE(r.out.find((dir_ / "sqlq-bench").string() + " is missing"),
             std::string::npos)
       << r.out;
   Ran j = Shell(alone.string() + " --json bench --runs 1");
-  EXPECT_EQ(j.exit_code, 3) << j.out;
+  EXPECT_EQ(j.exit, 3) << j.out;
   EXPECT_NE(j.out.find(R"({"error":{"code":"not_found")"), std::string::npos)
       << j.out;
 }

@@ -4,15 +4,14 @@
 // Figures are not judged here; they belong in docs/benchmarks.md.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/support/shell.h"
 #include "tests/support/sqlq_bin.h"
 #include "tests/support/test_servers.h"
 
@@ -33,13 +32,9 @@ class LibraryBench : public ::testing::TestWithParam<std::string> {
     } else if (GetParam() == "Mysql") {
       cmd += " --db '" + ServerUrl(kMariadbServer) + "'";
     }
-    cmd += " 2>&1";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return false;
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-    const int st = ::pclose(p);
-    std::stringstream lines(out);
+    Ran r = Shell(cmd);
+    out += r.out;
+    std::stringstream lines(r.out);
     std::string line;
     while (std::getline(lines, line)) {
       auto j = Json::parse(line, nullptr, false);
@@ -47,7 +42,7 @@ class LibraryBench : public ::testing::TestWithParam<std::string> {
         rows[j["workload"].get<std::string>()] = j;
       }
     }
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    return r.exit == 0;
   }
   void SetUp() override {
     if (GetParam() == "Postgres") SQLQ_REQUIRE_SERVER(kPostgresServer);

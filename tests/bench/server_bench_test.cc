@@ -4,12 +4,12 @@
 // belong in docs/benchmarks.md.
 
 #include <atomic>
-#include <cstdio>
 #include <fstream>
 #include <map>
 #include <thread>
 
 #include "tests/server/server_fixture.h"
+#include "tests/support/shell.h"
 
 namespace sqlq::server_test {
 namespace {
@@ -23,14 +23,8 @@ struct BenchRun {
 BenchRun RunBench(const std::vector<std::string>& args) {
   std::string cmd = std::string(SQLQ_BIN) + " bench --json";
   for (const auto& a : args) cmd += " '" + a + "'";
-  cmd += " 2>&1";
-  BenchRun r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) r.out += buf;
-  int st = ::pclose(p);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  test::Ran ran = test::Shell(cmd);
+  BenchRun r{.exit_code = ran.exit, .rows = {}, .out = std::move(ran.out)};
   std::stringstream lines(r.out);
   std::string line;
   while (std::getline(lines, line)) {
