@@ -16,7 +16,7 @@
 #include <chrono>
 #include <thread>
 
-#include "bench/baseline_sqlite.h"
+#include "bench/baseline.h"
 #include "bench/stats.h"
 #include "sqlq/status.h"
 
@@ -90,15 +90,6 @@ Result<BaselineResult> DriveDrain(long total, int threads, int per_claim,
   return BaselineResult{.seconds = SecondsSince(start), .messages = total};
 }
 
-// What a mixed load runs: `producers` insert `batch` at a time, pausing
-// while more than `max_backlog` wait; `consumers` take up to `claim_max` at
-// a time; for `duration`.
-struct MixedLoad {
-  int producers = 4, consumers = 4, batch = 100, claim_max = 100;
-  long max_backlog = 0;
-  std::chrono::milliseconds duration{0};
-};
-
 // Producers made by `make()` and consumers made by `make_consumer()` (which
 // may be `make`) run `load`; `done` counts what the consumers took as they
 // go (from 0). The rate is what they took within the window.
@@ -156,6 +147,47 @@ Result<BaselineResult> DriveMixed(const MixedLoad& load, Make make,
   if (!s.ok()) return s;
   return BaselineResult{.seconds = seconds, .messages = in_window};
 }
+
+// A Baseline from an engine's parts: `Status Setup()` (a fresh, empty
+// queue), `void Teardown()` (gone again), and `MakeWorker()` and
+// `MakeConsumer()`, which make one thread's worker (the consumers of a
+// mixed load are MakeConsumer's, everything else MakeWorker's).
+template <class Parts>
+class DrivenBaseline final : public Baseline {
+ public:
+  explicit DrivenBaseline(Parts parts) : parts_(std::move(parts)) {}
+
+  Result<BaselineResult> Send(long total, int threads, int batch) override {
+    return Around([&] { return DriveSends(total, threads, batch, Worker()); });
+  }
+  Result<BaselineResult> Drain(long total, int threads,
+                               int per_claim) override {
+    return Around(
+        [&] { return DriveDrain(total, threads, per_claim, Worker()); });
+  }
+  Result<BaselineResult> Mixed(const MixedLoad& load,
+                               std::atomic<long>& done) override {
+    return Around([&] {
+      return DriveMixed(
+          load, Worker(), [this] { return parts_.MakeConsumer(); }, done);
+    });
+  }
+
+ private:
+  auto Worker() {
+    return [this] { return parts_.MakeWorker(); };
+  }
+  template <class Drive>
+  Result<BaselineResult> Around(Drive drive) {
+    Status s = parts_.Setup();
+    if (!s.ok()) return s;
+    auto r = drive();
+    parts_.Teardown();
+    return r;
+  }
+
+  Parts parts_;
+};
 
 }  // namespace sqlq::bench
 

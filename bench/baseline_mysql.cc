@@ -1,5 +1,3 @@
-#include "bench/baseline_mysql.h"
-
 #include <fmt/format.h>
 #include <mysql.h>
 
@@ -9,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "bench/baseline.h"
 #include "bench/baseline_drive.h"
 
 namespace sqlq::bench {
@@ -149,24 +148,7 @@ MYSQL_BIND BlobParam(const std::string& body, unsigned long* length) {
   return b;
 }
 
-Status Setup(const Target& t, const std::string& table) {
-  My my(t);
-  if (!my.status().ok()) return my.status();
-  Status s = my.Exec("DROP TABLE IF EXISTS " + table);
-  if (!s.ok()) return s;
-  return my.Exec(
-      fmt::format("CREATE TABLE {} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY "
-                  "KEY, payload LONGBLOB NOT NULL) ENGINE=InnoDB",
-                  table));
-}
-
-void Teardown(const Target& t, const std::string& table) {
-  My my(t);
-  if (my.status().ok()) (void)my.Exec("DROP TABLE IF EXISTS " + table);
-}
-
-// One thread's connection for DriveSends and DriveDrain (baseline_drive.h),
-// and for the mixed baseline's producers and consumers.
+// One thread's connection (baseline_drive.h): a producer or a consumer.
 class Worker {
  public:
   Worker(const Target& t, const std::string& table, std::size_t payload)
@@ -298,55 +280,39 @@ class Worker {
   unsigned long payload_len_ = 0;
 };
 
+// The table's life and its workers, for DrivenBaseline.
+struct MyParts {
+  Target target;
+  std::string table;
+  std::size_t payload;
+
+  Status Setup() {
+    My my(target);
+    if (!my.status().ok()) return my.status();
+    Status s = my.Exec("DROP TABLE IF EXISTS " + table);
+    if (!s.ok()) return s;
+    return my.Exec(fmt::format(
+        "CREATE TABLE {} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY "
+        "KEY, payload LONGBLOB NOT NULL) ENGINE=InnoDB",
+        table));
+  }
+  void Teardown() {
+    My my(target);
+    if (my.status().ok()) (void)my.Exec("DROP TABLE IF EXISTS " + table);
+  }
+  Worker MakeWorker() { return Worker(target, table, payload); }
+  Worker MakeConsumer() { return MakeWorker(); }
+};
+
 }  // namespace
 
-Result<BaselineResult> MysqlBaselineSendBatch(const std::string& url,
-                                              const std::string& table,
-                                              long total, int threads,
-                                              int batch, std::size_t payload) {
+Result<std::unique_ptr<Baseline>> MysqlBaseline(const std::string& url,
+                                                const std::string& table,
+                                                std::size_t payload) {
   auto target = ParseUrl(url);
   if (!target.ok()) return target.status();
-  Status s = Setup(*target, table);
-  if (!s.ok()) return s;
-  auto r = DriveSends(total, threads, batch,
-                      [&] { return Worker(*target, table, payload); });
-  Teardown(*target, table);
-  return r;
-}
-
-Result<BaselineResult> MysqlBaselineDrain(const std::string& url,
-                                          const std::string& table, long total,
-                                          int threads, int per_claim,
-                                          std::size_t payload) {
-  auto target = ParseUrl(url);
-  if (!target.ok()) return target.status();
-  Status s = Setup(*target, table);
-  if (!s.ok()) return s;
-  auto r = DriveDrain(total, threads, per_claim,
-                      [&] { return Worker(*target, table, payload); });
-  Teardown(*target, table);
-  return r;
-}
-
-Result<BaselineResult> MysqlBaselineMixed(
-    const std::string& url, const std::string& table, int producers,
-    int consumers, int batch, int claim_max, long max_backlog,
-    std::chrono::milliseconds duration, std::size_t payload) {
-  auto target = ParseUrl(url);
-  if (!target.ok()) return target.status();
-  Status s = Setup(*target, table);
-  if (!s.ok()) return s;
-  std::atomic<long> done{0};
-  auto make = [&] { return Worker(*target, table, payload); };
-  auto r = DriveMixed({.producers = producers,
-                       .consumers = consumers,
-                       .batch = batch,
-                       .claim_max = claim_max,
-                       .max_backlog = max_backlog,
-                       .duration = duration},
-                      make, make, done);
-  Teardown(*target, table);
-  return r;
+  return std::unique_ptr<Baseline>(std::make_unique<DrivenBaseline<MyParts>>(
+      MyParts{.target = *target, .table = table, .payload = payload}));
 }
 
 }  // namespace sqlq::bench

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <vector>
 
+#include "bench/baseline.h"
 #include "bench/baseline_drive.h"
 
 namespace sqlq::bench {
@@ -54,25 +55,7 @@ class Pg {
   PGconn* conn_;
 };
 
-Status Setup(const std::string& url, const std::string& table) {
-  Pg pg(url);
-  if (!pg.status().ok()) return pg.status();
-  auto r = pg.Run("DROP TABLE IF EXISTS " + table);
-  if (!r.ok()) return r.status();
-  return pg
-      .Run(fmt::format("CREATE TABLE {} (id BIGSERIAL PRIMARY KEY, payload "
-                       "BYTEA NOT NULL)",
-                       table))
-      .status();
-}
-
-void Teardown(const std::string& url, const std::string& table) {
-  Pg pg(url);
-  if (pg.status().ok()) (void)pg.Run("DROP TABLE IF EXISTS " + table);
-}
-
-// One thread's connection for DriveSends and DriveDrain (baseline_drive.h),
-// and for the mixed baseline's producers and consumers.
+// One thread's connection (baseline_drive.h): a producer or a consumer.
 class Worker {
  public:
   Worker(const std::string& url, const std::string& table, std::size_t payload)
@@ -102,52 +85,37 @@ class Worker {
   const std::string body_, insert_one_, insert_many_, take_;
 };
 
+// The table's life and its workers, for DrivenBaseline.
+struct PgParts {
+  std::string url, table;
+  std::size_t payload;
+
+  Status Setup() {
+    Pg pg(url);
+    if (!pg.status().ok()) return pg.status();
+    auto r = pg.Run("DROP TABLE IF EXISTS " + table);
+    if (!r.ok()) return r.status();
+    return pg
+        .Run(fmt::format("CREATE TABLE {} (id BIGSERIAL PRIMARY KEY, payload "
+                         "BYTEA NOT NULL)",
+                         table))
+        .status();
+  }
+  void Teardown() {
+    Pg pg(url);
+    if (pg.status().ok()) (void)pg.Run("DROP TABLE IF EXISTS " + table);
+  }
+  Worker MakeWorker() { return Worker(url, table, payload); }
+  Worker MakeConsumer() { return MakeWorker(); }
+};
+
 }  // namespace
 
-Result<BaselineResult> PgBaselineSendBatch(const std::string& url,
-                                           const std::string& table, long total,
-                                           int threads, int batch,
-                                           std::size_t payload) {
-  Status s = Setup(url, table);
-  if (!s.ok()) return s;
-  auto r = DriveSends(total, threads, batch,
-                      [&] { return Worker(url, table, payload); });
-  Teardown(url, table);
-  return r;
-}
-
-Result<BaselineResult> PgBaselineDrain(const std::string& url,
-                                       const std::string& table, long total,
-                                       int threads, int per_claim,
-                                       std::size_t payload) {
-  Status s = Setup(url, table);
-  if (!s.ok()) return s;
-  auto r = DriveDrain(total, threads, per_claim,
-                      [&] { return Worker(url, table, payload); });
-  Teardown(url, table);
-  return r;
-}
-
-Result<BaselineResult> PgBaselineMixed(const std::string& url,
-                                       const std::string& table, int producers,
-                                       int consumers, int batch, int claim_max,
-                                       long max_backlog,
-                                       std::chrono::milliseconds duration,
-                                       std::size_t payload,
-                                       std::atomic<long>* acked) {
-  Status s = Setup(url, table);
-  if (!s.ok()) return s;
-  std::atomic<long> own_done{0};
-  auto make = [&] { return Worker(url, table, payload); };
-  auto r = DriveMixed({.producers = producers,
-                       .consumers = consumers,
-                       .batch = batch,
-                       .claim_max = claim_max,
-                       .max_backlog = max_backlog,
-                       .duration = duration},
-                      make, make, acked != nullptr ? *acked : own_done);
-  Teardown(url, table);
-  return r;
+Result<std::unique_ptr<Baseline>> PgBaseline(const std::string& url,
+                                             const std::string& table,
+                                             std::size_t payload) {
+  return std::unique_ptr<Baseline>(std::make_unique<DrivenBaseline<PgParts>>(
+      PgParts{.url = url, .table = table, .payload = payload}));
 }
 
 Result<PgTupleCounts> PgTuples(const std::string& url,

@@ -1,11 +1,11 @@
-#include "bench/baseline_sqlite.h"
-
 #include <fmt/format.h>
 #include <sqlite3.h>
 
 #include <atomic>
+#include <filesystem>
 #include <vector>
 
+#include "bench/baseline.h"
 #include "bench/baseline_drive.h"
 
 namespace sqlq::bench {
@@ -73,7 +73,8 @@ class Db {
   std::vector<sqlite3_stmt*> stmts_;
 };
 
-// One thread's connection for DriveSends and DriveDrain (baseline_drive.h).
+// One thread's connection (baseline_drive.h): a producer, or a taker of a
+// drain (delete on claim).
 class Worker {
  public:
   Worker(const std::string& path, std::size_t payload)
@@ -171,49 +172,31 @@ class Leaser {
   std::vector<std::int64_t> ids_;
 };
 
+// The file's life and its workers, for DrivenBaseline.
+struct SqliteParts {
+  std::string path;
+  std::size_t payload;
+
+  Status Setup() {
+    Db setup(path, Db::Role::kSetup);
+    return setup.status();
+  }
+  void Teardown() {
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      std::error_code ec;
+      std::filesystem::remove(path + suffix, ec);
+    }
+  }
+  Worker MakeWorker() { return Worker(path, payload); }
+  Leaser MakeConsumer() { return Leaser(path); }
+};
+
 }  // namespace
 
-Result<BaselineResult> BaselineSendBatch(const std::string& path, long total,
-                                         int threads, int batch,
+std::unique_ptr<Baseline> SqliteBaseline(const std::string& path,
                                          std::size_t payload) {
-  {
-    Db setup(path, Db::Role::kSetup);
-    if (!setup.status().ok()) return setup.status();
-  }
-  return DriveSends(total, threads, batch,
-                    [&] { return Worker(path, payload); });
-}
-
-Result<BaselineResult> BaselineDrain(const std::string& path, long total,
-                                     int threads, int per_claim,
-                                     std::size_t payload) {
-  {
-    Db setup(path, Db::Role::kSetup);
-    if (!setup.status().ok()) return setup.status();
-  }
-  return DriveDrain(total, threads, per_claim,
-                    [&] { return Worker(path, payload); });
-}
-
-Result<BaselineResult> BaselineMixed(const std::string& path, int producers,
-                                     int consumers, int batch, int claim_max,
-                                     long max_backlog,
-                                     std::chrono::milliseconds duration,
-                                     std::size_t payload) {
-  {
-    Db setup(path, Db::Role::kSetup);
-    if (!setup.status().ok()) return setup.status();
-  }
-  std::atomic<long> done{0};
-  return DriveMixed(
-      {.producers = producers,
-       .consumers = consumers,
-       .batch = batch,
-       .claim_max = claim_max,
-       .max_backlog = max_backlog,
-       .duration = duration},
-      [&] { return Worker(path, payload); }, [&] { return Leaser(path); },
-      done);
+  return std::make_unique<DrivenBaseline<SqliteParts>>(
+      SqliteParts{.path = path, .payload = payload});
 }
 
 }  // namespace sqlq::bench

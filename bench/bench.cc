@@ -17,9 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "bench/baseline_mysql.h"
+#include "bench/baseline.h"
 #include "bench/baseline_postgres.h"
-#include "bench/baseline_sqlite.h"
 #include "bench/server_bench.h"
 #include "bench/stats.h"
 #include "sqlq/store.h"
@@ -698,105 +697,59 @@ Result<RunResult> RunWorkers(WorkQueue q, const Config& c, Duration duration,
   return r;
 }
 
-// Runs a hand-written baseline workload with the bench's defaults, those
-// of the sqlq workload of the same name: `send` gets (messages, threads,
-// batch), `drain` gets (messages, threads, per_claim), `mixed` gets
-// (backlog, duration).
-template <typename Send, typename Drain, typename Mixed>
-Result<RunResult> RunBaselineWorkload(const std::string& workload,
-                                      const Config& c, Send send, Drain drain,
-                                      Mixed mixed) {
+// The hand-written queue of the store's engine: on a server engine `table`
+// in the store's database, on SQLite a file of its own beside the store's
+// (`sqlite_path`).
+Result<std::unique_ptr<Baseline>> BaselineOf(const std::string& url,
+                                             const std::string& sqlite_path,
+                                             const std::string& table,
+                                             const Config& c, int run) {
+  if (url.rfind("postgres", 0) == 0) return PgBaseline(url, table, c.payload);
+  if (url.rfind("mysql://", 0) == 0 || url.rfind("mariadb://", 0) == 0) {
+    return MysqlBaseline(url, table, c.payload);
+  }
+  return SqliteBaseline(
+      fmt::format("{}.baseline-{}-{}", sqlite_path, getpid(), run), c.payload);
+}
+
+// Runs a hand-written baseline workload with the defaults of the sqlq
+// workload of the same name.
+Result<RunResult> RunBaseline(const std::string& url,
+                              const std::string& sqlite_path,
+                              const std::string& workload, const Config& c,
+                              int run) {
+  const std::string table =
+      fmt::format("sqlq_bench_baseline_{}_{}", getpid(), run);
+  auto baseline = BaselineOf(url, sqlite_path, table, c, run);
+  if (!baseline.ok()) return baseline.status();
+  Baseline& b = **baseline;
   Result<BaselineResult> r = Status::Internal("unknown workload");
   if (workload == "baseline-send-1") {
-    r = send(c.messages ? c.messages : 20000, c.threads ? c.threads : 8, 1);
+    r = b.Send(c.messages ? c.messages : 20000, c.threads ? c.threads : 8, 1);
   } else if (workload == "baseline-send-batch") {
-    r = send(c.messages ? c.messages : 500000, c.threads ? c.threads : 4,
-             c.batch);
+    r = b.Send(c.messages ? c.messages : 500000, c.threads ? c.threads : 4,
+               c.batch);
   } else if (workload == "baseline-drain-1" ||
              workload == "baseline-drain-10") {
-    r = drain(c.messages ? c.messages : 50000, c.threads ? c.threads : 4,
-              workload == "baseline-drain-1" ? 1 : 10);
+    r = b.Drain(c.messages ? c.messages : 50000, c.threads ? c.threads : 4,
+                workload == "baseline-drain-1" ? 1 : 10);
   } else {
     auto d = wire::ParseDuration(c.duration);
     if (!d.ok()) return d.status();
-    long backlog =
-        c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
-    r = mixed(backlog, *d);
+    std::atomic<long> acked{0};
+    IntervalReporter reporter(c, workload, run, table, acked);
+    r = b.Mixed(
+        {.producers = c.producers,
+         .consumers = c.consumers,
+         .batch = c.batch,
+         .claim_max = c.claim_max,
+         .max_backlog =
+             c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max,
+         .duration = *d},
+        acked);
   }
   if (!r.ok()) return r.status();
   return RunResult{.seconds = r->seconds, .messages = r->messages};
-}
-
-// The hand-written PostgreSQL baseline runs in a table of its own in the
-// store's database.
-Result<RunResult> RunPgBaseline(const std::string& url,
-                                const std::string& workload, const Config& c,
-                                int run) {
-  std::string table = fmt::format("sqlq_bench_baseline_{}_{}", getpid(), run);
-  return RunBaselineWorkload(
-      workload, c,
-      [&](long total, int threads, int batch) {
-        return PgBaselineSendBatch(url, table, total, threads, batch,
-                                   c.payload);
-      },
-      [&](long total, int threads, int per_claim) {
-        return PgBaselineDrain(url, table, total, threads, per_claim,
-                               c.payload);
-      },
-      [&](long backlog, auto duration) {
-        std::atomic<long> acked{0};
-        IntervalReporter reporter(c, workload, run, table, acked);
-        return PgBaselineMixed(url, table, c.producers, c.consumers, c.batch,
-                               c.claim_max, backlog, duration, c.payload,
-                               &acked);
-      });
-}
-
-// The hand-written MariaDB/MySQL baseline runs in a table of its own in the
-// store's database.
-Result<RunResult> RunMysqlBaseline(const std::string& url,
-                                   const std::string& workload, const Config& c,
-                                   int run) {
-  std::string table = fmt::format("sqlq_bench_baseline_{}_{}", getpid(), run);
-  return RunBaselineWorkload(
-      workload, c,
-      [&](long total, int threads, int batch) {
-        return MysqlBaselineSendBatch(url, table, total, threads, batch,
-                                      c.payload);
-      },
-      [&](long total, int threads, int per_claim) {
-        return MysqlBaselineDrain(url, table, total, threads, per_claim,
-                                  c.payload);
-      },
-      [&](long backlog, auto duration) {
-        return MysqlBaselineMixed(url, table, c.producers, c.consumers, c.batch,
-                                  c.claim_max, backlog, duration, c.payload);
-      });
-}
-
-// The hand-written baseline runs on its own file beside the store's.
-Result<RunResult> RunBaseline(const std::string& store_path,
-                              const std::string& workload, const Config& c,
-                              int run) {
-  std::string path =
-      fmt::format("{}.baseline-{}-{}", store_path, getpid(), run);
-  auto r = RunBaselineWorkload(
-      workload, c,
-      [&](long total, int threads, int batch) {
-        return BaselineSendBatch(path, total, threads, batch, c.payload);
-      },
-      [&](long total, int threads, int per_claim) {
-        return BaselineDrain(path, total, threads, per_claim, c.payload);
-      },
-      [&](long backlog, auto duration) {
-        return BaselineMixed(path, c.producers, c.consumers, c.batch,
-                             c.claim_max, backlog, duration, c.payload);
-      });
-  for (const char* suffix : {"", "-wal", "-shm"}) {
-    std::error_code ec;
-    std::filesystem::remove(path + suffix, ec);
-  }
-  return r;
 }
 
 Result<RunResult> RunOnce(Store& store, const std::string& workload,
@@ -1040,10 +993,8 @@ int Run(Config c) {
           }
           holder = std::move(*h);
         }
-        auto r = !baseline  ? RunOnce(**store, w, rc, run)
-                 : postgres ? RunPgBaseline(url, w, rc, run)
-                 : mysql    ? RunMysqlBaseline(url, w, rc, run)
-                            : RunBaseline(sqlite_path, w, rc, run);
+        auto r = baseline ? RunBaseline(url, sqlite_path, w, rc, run)
+                          : RunOnce(**store, w, rc, run);
         if (!r.ok()) {
           code = out.Fail(r.status().WithContext("bench " + name));
           return;
