@@ -20,17 +20,15 @@ namespace {
 
 using Json = nlohmann::json;
 
-class LibraryBench : public ::testing::TestWithParam<std::string> {
+class LibraryBench : public ::testing::TestWithParam<TestEngine> {
  protected:
   // Runs `sqlq bench --json ARGS` on this test's engine; `rows` gets one
   // row per workload, `out` all the output. False when the command failed.
   bool Bench(const std::string& args, std::map<std::string, Json>& rows,
              std::string& out) {
     std::string cmd = std::string(SQLQ_BIN) + " bench --json " + args;
-    if (GetParam() == "Postgres") {
-      cmd += " --db '" + ServerUrl(kPostgresServer) + "'";
-    } else if (GetParam() == "Mysql") {
-      cmd += " --db '" + ServerUrl(kMariadbServer) + "'";
+    if (GetParam().server != nullptr) {
+      cmd += " --db '" + ServerUrl(*GetParam().server) + "'";
     }
     Ran r = Shell(cmd);
     out += r.out;
@@ -45,8 +43,7 @@ class LibraryBench : public ::testing::TestWithParam<std::string> {
     return r.exit == 0;
   }
   void SetUp() override {
-    if (GetParam() == "Postgres") SQLQ_REQUIRE_SERVER(kPostgresServer);
-    if (GetParam() == "Mysql") SQLQ_REQUIRE_SERVER(kMariadbServer);
+    if (GetParam().server != nullptr) SQLQ_REQUIRE_SERVER(*GetParam().server);
   }
 };
 
@@ -139,9 +136,8 @@ TEST_P(LibraryBench, WorkersReportLatencyAndOpenLoopRunsAtItsFractions) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, LibraryBench,
-                         ::testing::Values("Sqlite", "Postgres", "Mysql"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           return p.param;
+                         ::testing::ValuesIn(kTestEngines), [](const auto& p) {
+                           return std::string(p.param.name);
                          });
 
 }  // namespace
