@@ -1,11 +1,12 @@
 // The loops of the hand-written baselines that are the same on every
-// engine: threads that send a fixed number of messages, and threads that
-// drain a filled queue. Each engine gives a worker (one connection of its
-// own per thread) with
+// engine: threads that send a fixed number of messages, threads that drain
+// a filled queue, and producers beside consumers for a fixed time. Each
+// engine gives a worker (one connection of its own per thread) with
 //   Status status() const;        whether it connected
 //   Status Insert(int n);         stores n messages in one transaction
-//   Result<long> Take(int n);     takes and deletes up to n messages in one
-//                                 transaction (delete on claim); how many
+//   Result<long> Take(int n);     takes and finishes up to n messages (on
+//                                 the server engines: deletes them in one
+//                                 transaction, delete on claim); how many
 
 #ifndef SQLQ_BENCH_BASELINE_DRIVE_H_
 #define SQLQ_BENCH_BASELINE_DRIVE_H_
@@ -13,40 +14,27 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <thread>
-#include <vector>
 
-#include "bench/baseline_sqlite.h"
+#include "bench/baseline.h"
+#include "bench/stats.h"
 #include "sqlq/status.h"
 
 namespace sqlq::bench {
 
+// Runs `body(worker)` with a worker made by `make()` if it connected.
+template <class Make, class Body>
+Status WithWorker(Make make, Body body) {
+  auto w = make();
+  Status s = w.status();
+  return s.ok() ? body(w) : s;
+}
+
 // Runs `body(worker)` on `threads` threads, each with a worker of its own
 // made by `make()`; returns the first failure.
 template <class Make, class Body>
-Status OnThreads(int threads, Make make, Body body) {
-  std::mutex mu;
-  Status failure;
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      auto w = make();
-      Status s = w.status();
-      if (s.ok()) s = body(w);
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (failure.ok()) failure = s;
-      }
-    });
-  }
-  for (auto& t : pool) t.join();
-  return failure;
-}
-
-inline double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
+Status OnWorkers(int threads, Make make, Body body) {
+  return OnThreads(threads, [&](int) { return WithWorker(make, body); });
 }
 
 // `threads` workers made by `make()` store `total` messages in calls of
@@ -56,7 +44,7 @@ Result<BaselineResult> DriveSends(long total, int threads, int batch,
                                   Make make) {
   std::atomic<long> next{0};
   const auto start = std::chrono::steady_clock::now();
-  Status s = OnThreads(threads, make, [&](auto& w) {
+  Status s = OnWorkers(threads, make, [&](auto& w) {
     for (;;) {
       const long first = next.fetch_add(batch);
       if (first >= total) return Status::Ok();
@@ -87,7 +75,7 @@ Result<BaselineResult> DriveDrain(long total, int threads, int per_claim,
   }
   std::atomic<long> done{0};
   const auto start = std::chrono::steady_clock::now();
-  Status s = OnThreads(threads, make, [&](auto& w) {
+  Status s = OnWorkers(threads, make, [&](auto& w) {
     for (;;) {
       auto n = w.Take(per_claim);
       if (!n.ok()) return n.status();
@@ -101,6 +89,105 @@ Result<BaselineResult> DriveDrain(long total, int threads, int per_claim,
   }
   return BaselineResult{.seconds = SecondsSince(start), .messages = total};
 }
+
+// Producers made by `make()` and consumers made by `make_consumer()` (which
+// may be `make`) run `load`; `done` counts what the consumers took as they
+// go (from 0). The rate is what they took within the window.
+template <class Make, class MakeConsumer>
+Result<BaselineResult> DriveMixed(const MixedLoad& load, Make make,
+                                  MakeConsumer make_consumer,
+                                  std::atomic<long>& done) {
+  std::atomic<bool> stop{false};
+  std::atomic<long> sent{0};
+  done = 0;
+  long in_window = 0;
+  double seconds = 0;
+  const auto start = SteadyClock::now();
+  std::thread window([&] {
+    const auto deadline = start + load.duration;
+    while (SteadyClock::now() < deadline && !stop) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    in_window = done;
+    seconds = SecondsSince(start);
+    stop = true;
+  });
+  auto produce = [&](auto& w) -> Status {
+    while (!stop) {
+      if (sent - done > load.max_backlog) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        continue;
+      }
+      Status s = w.Insert(load.batch);
+      if (!s.ok()) return s;
+      sent += load.batch;
+    }
+    return Status::Ok();
+  };
+  auto consume = [&](auto& w) -> Status {
+    while (!stop) {
+      auto n = w.Take(load.claim_max);
+      if (!n.ok()) return n.status();
+      if (*n == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+      done += *n;
+    }
+    return Status::Ok();
+  };
+  Status s = OnThreads(load.producers + load.consumers, [&](int i) {
+    Status st = i < load.producers ? WithWorker(make, produce)
+                                   : WithWorker(make_consumer, consume);
+    if (!st.ok()) stop = true;
+    return st;
+  });
+  stop = true;
+  window.join();
+  if (!s.ok()) return s;
+  return BaselineResult{.seconds = seconds, .messages = in_window};
+}
+
+// A Baseline from an engine's parts: `Status Setup()` (a fresh, empty
+// queue), `void Teardown()` (gone again), and `MakeWorker()` and
+// `MakeConsumer()`, which make one thread's worker (the consumers of a
+// mixed load are MakeConsumer's, everything else MakeWorker's).
+template <class Parts>
+class DrivenBaseline final : public Baseline {
+ public:
+  explicit DrivenBaseline(Parts parts) : parts_(std::move(parts)) {}
+
+  Result<BaselineResult> Send(long total, int threads, int batch) override {
+    return Around([&] { return DriveSends(total, threads, batch, Worker()); });
+  }
+  Result<BaselineResult> Drain(long total, int threads,
+                               int per_claim) override {
+    return Around(
+        [&] { return DriveDrain(total, threads, per_claim, Worker()); });
+  }
+  Result<BaselineResult> Mixed(const MixedLoad& load,
+                               std::atomic<long>& done) override {
+    return Around([&] {
+      return DriveMixed(
+          load, Worker(), [this] { return parts_.MakeConsumer(); }, done);
+    });
+  }
+
+ private:
+  auto Worker() {
+    return [this] { return parts_.MakeWorker(); };
+  }
+  template <class Drive>
+  Result<BaselineResult> Around(Drive drive) {
+    Status s = parts_.Setup();
+    if (!s.ok()) return s;
+    auto r = drive();
+    parts_.Teardown();
+    return r;
+  }
+
+  Parts parts_;
+};
 
 }  // namespace sqlq::bench
 

@@ -1,23 +1,18 @@
-#include "bench/baseline_mysql.h"
-
 #include <fmt/format.h>
 #include <mysql.h>
 
 #include <atomic>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <optional>
-#include <thread>
 #include <vector>
 
+#include "bench/baseline.h"
 #include "bench/baseline_drive.h"
 
 namespace sqlq::bench {
 
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
 
 struct Target {
   std::string user, password, host, database;
@@ -153,28 +148,7 @@ MYSQL_BIND BlobParam(const std::string& body, unsigned long* length) {
   return b;
 }
 
-Status Setup(const Target& t, const std::string& table) {
-  My my(t);
-  if (!my.status().ok()) return my.status();
-  Status s = my.Exec("DROP TABLE IF EXISTS " + table);
-  if (!s.ok()) return s;
-  return my.Exec(
-      fmt::format("CREATE TABLE {} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY "
-                  "KEY, payload LONGBLOB NOT NULL) ENGINE=InnoDB",
-                  table));
-}
-
-void Teardown(const Target& t, const std::string& table) {
-  My my(t);
-  if (my.status().ok()) (void)my.Exec("DROP TABLE IF EXISTS " + table);
-}
-
-double Since(SteadyClock::time_point t) {
-  return std::chrono::duration<double>(SteadyClock::now() - t).count();
-}
-
-// One thread's connection for DriveSends and DriveDrain (baseline_drive.h),
-// and for the mixed baseline's producers and consumers.
+// One thread's connection (baseline_drive.h): a producer or a consumer.
 class Worker {
  public:
   Worker(const Target& t, const std::string& table, std::size_t payload)
@@ -306,102 +280,39 @@ class Worker {
   unsigned long payload_len_ = 0;
 };
 
+// The table's life and its workers, for DrivenBaseline.
+struct MyParts {
+  Target target;
+  std::string table;
+  std::size_t payload;
+
+  Status Setup() {
+    My my(target);
+    if (!my.status().ok()) return my.status();
+    Status s = my.Exec("DROP TABLE IF EXISTS " + table);
+    if (!s.ok()) return s;
+    return my.Exec(fmt::format(
+        "CREATE TABLE {} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY "
+        "KEY, payload LONGBLOB NOT NULL) ENGINE=InnoDB",
+        table));
+  }
+  void Teardown() {
+    My my(target);
+    if (my.status().ok()) (void)my.Exec("DROP TABLE IF EXISTS " + table);
+  }
+  Worker MakeWorker() { return Worker(target, table, payload); }
+  Worker MakeConsumer() { return MakeWorker(); }
+};
+
 }  // namespace
 
-Result<BaselineResult> MysqlBaselineSend1(const std::string& url,
-                                          const std::string& table, long total,
-                                          int threads, std::size_t payload) {
-  return MysqlBaselineSendBatch(url, table, total, threads, 1, payload);
-}
-
-Result<BaselineResult> MysqlBaselineSendBatch(const std::string& url,
-                                              const std::string& table,
-                                              long total, int threads,
-                                              int batch, std::size_t payload) {
+Result<std::unique_ptr<Baseline>> MysqlBaseline(const std::string& url,
+                                                const std::string& table,
+                                                std::size_t payload) {
   auto target = ParseUrl(url);
   if (!target.ok()) return target.status();
-  Status s = Setup(*target, table);
-  if (!s.ok()) return s;
-  auto r = DriveSends(total, threads, batch,
-                      [&] { return Worker(*target, table, payload); });
-  Teardown(*target, table);
-  return r;
-}
-
-Result<BaselineResult> MysqlBaselineDrain(const std::string& url,
-                                          const std::string& table, long total,
-                                          int threads, int per_claim,
-                                          std::size_t payload) {
-  auto target = ParseUrl(url);
-  if (!target.ok()) return target.status();
-  Status s = Setup(*target, table);
-  if (!s.ok()) return s;
-  auto r = DriveDrain(total, threads, per_claim,
-                      [&] { return Worker(*target, table, payload); });
-  Teardown(*target, table);
-  return r;
-}
-
-Result<BaselineResult> MysqlBaselineMixed(
-    const std::string& url, const std::string& table, int producers,
-    int consumers, int batch, int claim_max, long max_backlog,
-    std::chrono::milliseconds duration, std::size_t payload) {
-  auto target = ParseUrl(url);
-  if (!target.ok()) return target.status();
-  Status s = Setup(*target, table);
-  if (!s.ok()) return s;
-  std::atomic<bool> stop{false};
-  std::atomic<long> sent{0}, done{0};
-  std::mutex mu;
-  Status failure;
-  auto fail = [&](const Status& st) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (failure.ok()) failure = st;
-    stop = true;
-  };
-  auto start = SteadyClock::now();
-  std::vector<std::thread> pool;
-  for (int p = 0; p < producers; ++p) {
-    pool.emplace_back([&] {
-      Worker w(*target, table, payload);
-      if (!w.status().ok()) return fail(w.status());
-      while (!stop) {
-        if (sent - done > max_backlog) {
-          std::this_thread::sleep_for(std::chrono::microseconds(100));
-          continue;
-        }
-        Status st = w.Insert(batch);
-        if (!st.ok()) return fail(st);
-        sent += batch;
-      }
-    });
-  }
-  for (int c = 0; c < consumers; ++c) {
-    pool.emplace_back([&] {
-      Worker w(*target, table, payload);
-      if (!w.status().ok()) return fail(w.status());
-      while (!stop) {
-        auto n = w.Take(claim_max);
-        if (!n.ok()) return fail(n.status());
-        if (*n == 0) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          continue;
-        }
-        done += *n;
-      }
-    });
-  }
-  auto deadline = start + duration;
-  while (SteadyClock::now() < deadline && !stop) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  long in_window = done;
-  double seconds = Since(start);
-  stop = true;
-  for (auto& t : pool) t.join();
-  Teardown(*target, table);
-  if (!failure.ok()) return failure;
-  return BaselineResult{.seconds = seconds, .messages = in_window};
+  return std::unique_ptr<Baseline>(std::make_unique<DrivenBaseline<MyParts>>(
+      MyParts{.target = *target, .table = table, .payload = payload}));
 }
 
 }  // namespace sqlq::bench

@@ -1,42 +1,17 @@
 // The MariaDB/MySQL baseline of a sqlq built without it
-// (SQLQ_WITH_MYSQL=OFF): every call says so. The bench opens the store
-// first, which refuses the URL with the same words, so these are reached
-// only by a caller that skips that.
+// (SQLQ_WITH_MYSQL=OFF) says so. The bench opens the store first, which
+// refuses the URL with the same words, so this is reached only by a caller
+// that skips that.
 
-#include "bench/baseline_mysql.h"
+#include "bench/baseline.h"
 
 namespace sqlq::bench {
 
-namespace {
-Status Off() {
+Result<std::unique_ptr<Baseline>> MysqlBaseline(const std::string&,
+                                                const std::string&,
+                                                std::size_t) {
   return Status::InvalidArgument(
       "this sqlq was built without MariaDB/MySQL support");
-}
-}  // namespace
-
-Result<BaselineResult> MysqlBaselineSend1(const std::string&,
-                                          const std::string&, long, int,
-                                          std::size_t) {
-  return Off();
-}
-
-Result<BaselineResult> MysqlBaselineSendBatch(const std::string&,
-                                              const std::string&, long, int,
-                                              int, std::size_t) {
-  return Off();
-}
-
-Result<BaselineResult> MysqlBaselineDrain(const std::string&,
-                                          const std::string&, long, int, int,
-                                          std::size_t) {
-  return Off();
-}
-
-Result<BaselineResult> MysqlBaselineMixed(const std::string&,
-                                          const std::string&, int, int, int,
-                                          int, long, std::chrono::milliseconds,
-                                          std::size_t) {
-  return Off();
 }
 
 }  // namespace sqlq::bench

@@ -1,8 +1,9 @@
-// The PostgreSQL baseline of a sqlq built without PostgreSQL
+// What the benchmark has of PostgreSQL in a sqlq built without it
 // (SQLQ_WITH_POSTGRES=OFF): every call says so. The bench opens the store
 // first, which refuses the URL with the same words, so these are reached
 // only by a caller that skips that.
 
+#include "bench/baseline.h"
 #include "bench/baseline_postgres.h"
 
 namespace sqlq::bench {
@@ -14,26 +15,8 @@ Status Off() {
 }
 }  // namespace
 
-Result<BaselineResult> PgBaselineSend1(const std::string&, const std::string&,
-                                       long, int, std::size_t) {
-  return Off();
-}
-
-Result<BaselineResult> PgBaselineSendBatch(const std::string&,
-                                           const std::string&, long, int, int,
-                                           std::size_t) {
-  return Off();
-}
-
-Result<BaselineResult> PgBaselineDrain(const std::string&, const std::string&,
-                                       long, int, int, std::size_t) {
-  return Off();
-}
-
-Result<BaselineResult> PgBaselineMixed(const std::string&, const std::string&,
-                                       int, int, int, int, long,
-                                       std::chrono::milliseconds, std::size_t,
-                                       std::atomic<long>*) {
+Result<std::unique_ptr<Baseline>> PgBaseline(const std::string&,
+                                             const std::string&, std::size_t) {
   return Off();
 }
 

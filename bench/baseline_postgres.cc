@@ -4,17 +4,14 @@
 #include <libpq-fe.h>
 
 #include <atomic>
-#include <mutex>
-#include <thread>
 #include <vector>
 
+#include "bench/baseline.h"
 #include "bench/baseline_drive.h"
 
 namespace sqlq::bench {
 
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
 
 class Pg {
  public:
@@ -58,29 +55,7 @@ class Pg {
   PGconn* conn_;
 };
 
-Status Setup(const std::string& url, const std::string& table) {
-  Pg pg(url);
-  if (!pg.status().ok()) return pg.status();
-  auto r = pg.Run("DROP TABLE IF EXISTS " + table);
-  if (!r.ok()) return r.status();
-  return pg
-      .Run(fmt::format("CREATE TABLE {} (id BIGSERIAL PRIMARY KEY, payload "
-                       "BYTEA NOT NULL)",
-                       table))
-      .status();
-}
-
-void Teardown(const std::string& url, const std::string& table) {
-  Pg pg(url);
-  if (pg.status().ok()) (void)pg.Run("DROP TABLE IF EXISTS " + table);
-}
-
-double Since(SteadyClock::time_point t) {
-  return std::chrono::duration<double>(SteadyClock::now() - t).count();
-}
-
-// One thread's connection for DriveSends and DriveDrain (baseline_drive.h),
-// and for the mixed baseline's producers and consumers.
+// One thread's connection (baseline_drive.h): a producer or a consumer.
 class Worker {
  public:
   Worker(const std::string& url, const std::string& table, std::size_t payload)
@@ -110,101 +85,37 @@ class Worker {
   const std::string body_, insert_one_, insert_many_, take_;
 };
 
+// The table's life and its workers, for DrivenBaseline.
+struct PgParts {
+  std::string url, table;
+  std::size_t payload;
+
+  Status Setup() {
+    Pg pg(url);
+    if (!pg.status().ok()) return pg.status();
+    auto r = pg.Run("DROP TABLE IF EXISTS " + table);
+    if (!r.ok()) return r.status();
+    return pg
+        .Run(fmt::format("CREATE TABLE {} (id BIGSERIAL PRIMARY KEY, payload "
+                         "BYTEA NOT NULL)",
+                         table))
+        .status();
+  }
+  void Teardown() {
+    Pg pg(url);
+    if (pg.status().ok()) (void)pg.Run("DROP TABLE IF EXISTS " + table);
+  }
+  Worker MakeWorker() { return Worker(url, table, payload); }
+  Worker MakeConsumer() { return MakeWorker(); }
+};
+
 }  // namespace
 
-Result<BaselineResult> PgBaselineSend1(const std::string& url,
-                                       const std::string& table, long total,
-                                       int threads, std::size_t payload) {
-  return PgBaselineSendBatch(url, table, total, threads, 1, payload);
-}
-
-Result<BaselineResult> PgBaselineSendBatch(const std::string& url,
-                                           const std::string& table, long total,
-                                           int threads, int batch,
-                                           std::size_t payload) {
-  Status s = Setup(url, table);
-  if (!s.ok()) return s;
-  auto r = DriveSends(total, threads, batch,
-                      [&] { return Worker(url, table, payload); });
-  Teardown(url, table);
-  return r;
-}
-
-Result<BaselineResult> PgBaselineDrain(const std::string& url,
-                                       const std::string& table, long total,
-                                       int threads, int per_claim,
-                                       std::size_t payload) {
-  Status s = Setup(url, table);
-  if (!s.ok()) return s;
-  auto r = DriveDrain(total, threads, per_claim,
-                      [&] { return Worker(url, table, payload); });
-  Teardown(url, table);
-  return r;
-}
-
-Result<BaselineResult> PgBaselineMixed(const std::string& url,
-                                       const std::string& table, int producers,
-                                       int consumers, int batch, int claim_max,
-                                       long max_backlog,
-                                       std::chrono::milliseconds duration,
-                                       std::size_t payload,
-                                       std::atomic<long>* acked) {
-  Status s = Setup(url, table);
-  if (!s.ok()) return s;
-  std::atomic<bool> stop{false};
-  std::atomic<long> sent{0}, own_done{0};
-  std::atomic<long>& done = acked != nullptr ? *acked : own_done;
-  done = 0;
-  std::mutex mu;
-  Status failure;
-  auto fail = [&](const Status& st) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (failure.ok()) failure = st;
-    stop = true;
-  };
-  auto start = SteadyClock::now();
-  std::vector<std::thread> pool;
-  for (int p = 0; p < producers; ++p) {
-    pool.emplace_back([&] {
-      Worker w(url, table, payload);
-      if (!w.status().ok()) return fail(w.status());
-      while (!stop) {
-        if (sent - done > max_backlog) {
-          std::this_thread::sleep_for(std::chrono::microseconds(100));
-          continue;
-        }
-        Status st = w.Insert(batch);
-        if (!st.ok()) return fail(st);
-        sent += batch;
-      }
-    });
-  }
-  for (int c = 0; c < consumers; ++c) {
-    pool.emplace_back([&] {
-      Worker w(url, table, payload);
-      if (!w.status().ok()) return fail(w.status());
-      while (!stop) {
-        auto r = w.Take(claim_max);
-        if (!r.ok()) return fail(r.status());
-        if (*r == 0) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          continue;
-        }
-        done += *r;
-      }
-    });
-  }
-  auto deadline = start + duration;
-  while (SteadyClock::now() < deadline && !stop) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  long in_window = done;
-  double seconds = Since(start);
-  stop = true;
-  for (auto& t : pool) t.join();
-  Teardown(url, table);
-  if (!failure.ok()) return failure;
-  return BaselineResult{.seconds = seconds, .messages = in_window};
+Result<std::unique_ptr<Baseline>> PgBaseline(const std::string& url,
+                                             const std::string& table,
+                                             std::size_t payload) {
+  return std::unique_ptr<Baseline>(std::make_unique<DrivenBaseline<PgParts>>(
+      PgParts{.url = url, .table = table, .payload = payload}));
 }
 
 Result<PgTupleCounts> PgTuples(const std::string& url,

@@ -1,54 +1,16 @@
-// The queue a user writes by hand on PostgreSQL, measured in the same run as
-// sqlq (issue 3): one table; producers INSERT; consumers take and finish
-// work in one statement,
-//   DELETE FROM t WHERE id IN (SELECT id FROM t ORDER BY id LIMIT n
-//                              FOR UPDATE SKIP LOCKED) RETURNING id, payload
-// autocommitted, one connection per thread, synchronous_commit as the server
-// has it. It has no leases, retries or dead letters: it is the fast, fragile
-// thing sqlq is compared with.
+// What the benchmark reads of PostgreSQL besides its baseline
+// (baseline.h): the queue table's tuples, for --report-every, and a
+// snapshot held open, for --hold-snapshot.
 
 #ifndef SQLQ_BENCH_BASELINE_POSTGRES_H_
 #define SQLQ_BENCH_BASELINE_POSTGRES_H_
 
-#include <atomic>
-#include <chrono>
 #include <memory>
 #include <string>
 
-#include "bench/baseline_sqlite.h"
 #include "sqlq/status.h"
 
 namespace sqlq::bench {
-
-// `table` is created (and dropped afterwards); it must be a plain
-// identifier chosen by the bench, never user input.
-Result<BaselineResult> PgBaselineSend1(const std::string& url,
-                                       const std::string& table, long total,
-                                       int threads, std::size_t payload);
-
-// `threads` connections insert `total` messages, `batch` per autocommitted
-// INSERT.
-Result<BaselineResult> PgBaselineSendBatch(const std::string& url,
-                                           const std::string& table, long total,
-                                           int threads, int batch,
-                                           std::size_t payload);
-
-// Fills `table` with `total` messages, then `threads` connections take up
-// to `per_claim` at a time with the DELETE above until it is empty.
-Result<BaselineResult> PgBaselineDrain(const std::string& url,
-                                       const std::string& table, long total,
-                                       int threads, int per_claim,
-                                       std::size_t payload);
-
-// `acked`, when given, counts the messages taken as they go (for interval
-// reports); otherwise a counter of its own.
-Result<BaselineResult> PgBaselineMixed(const std::string& url,
-                                       const std::string& table, int producers,
-                                       int consumers, int batch, int claim_max,
-                                       long max_backlog,
-                                       std::chrono::milliseconds duration,
-                                       std::size_t payload,
-                                       std::atomic<long>* acked = nullptr);
 
 // Live and dead tuples of `table` as the server's statistics have them
 // (pg_stat_user_tables; they lag by up to a second or so).

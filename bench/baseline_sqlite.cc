@@ -1,20 +1,16 @@
-#include "bench/baseline_sqlite.h"
-
 #include <fmt/format.h>
 #include <sqlite3.h>
 
 #include <atomic>
-#include <mutex>
-#include <thread>
+#include <filesystem>
 #include <vector>
 
+#include "bench/baseline.h"
 #include "bench/baseline_drive.h"
 
 namespace sqlq::bench {
 
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
 
 // One connection as a hand-written queue would open it. Only the setup
 // connection switches to WAL and creates the table: a journal-mode change
@@ -77,11 +73,8 @@ class Db {
   std::vector<sqlite3_stmt*> stmts_;
 };
 
-double Since(SteadyClock::time_point t) {
-  return std::chrono::duration<double>(SteadyClock::now() - t).count();
-}
-
-// One thread's connection for DriveSends and DriveDrain (baseline_drive.h).
+// One thread's connection (baseline_drive.h): a producer, or a taker of a
+// drain (delete on claim).
 class Worker {
  public:
   Worker(const std::string& path, std::size_t payload)
@@ -125,128 +118,85 @@ class Worker {
   sqlite3_stmt* take_ = nullptr;
 };
 
+// A mixed load's consumer (DriveMixed): takes messages under a lease in
+// one transaction, then deletes them in another, as a queue with leases
+// written by hand does.
+class Leaser {
+ public:
+  explicit Leaser(const std::string& path) : db_(path) {
+    pick_ = db_.Prepare(
+        "SELECT id, payload FROM jobs WHERE locked_until < ? ORDER BY id "
+        "LIMIT ?");
+    lease_ = db_.Prepare("UPDATE jobs SET locked_until = ? WHERE id = ?");
+    del_ = db_.Prepare("DELETE FROM jobs WHERE id = ?");
+  }
+  Status status() const { return db_.status(); }
+
+  Result<long> Take(int n) {
+    ids_.clear();
+    Status s = db_.Exec("BEGIN IMMEDIATE");
+    if (!s.ok()) return s;
+    const auto now = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    sqlite3_bind_int64(pick_, 1, now);
+    sqlite3_bind_int(pick_, 2, n);
+    while (sqlite3_step(pick_) == SQLITE_ROW) {
+      ids_.push_back(sqlite3_column_int64(pick_, 0));
+    }
+    sqlite3_reset(pick_);
+    for (auto id : ids_) {
+      sqlite3_bind_int64(lease_, 1, now + 30000000);
+      sqlite3_bind_int64(lease_, 2, id);
+      if (s.ok()) s = db_.Step(lease_);
+    }
+    if (s.ok()) s = db_.Exec("COMMIT");
+    if (!s.ok()) return s;
+    if (ids_.empty()) return 0L;
+    // "Work", then ack: one delete per message, in one transaction.
+    s = db_.Exec("BEGIN IMMEDIATE");
+    for (auto id : ids_) {
+      sqlite3_bind_int64(del_, 1, id);
+      if (s.ok()) s = db_.Step(del_);
+    }
+    if (s.ok()) s = db_.Exec("COMMIT");
+    if (!s.ok()) return s;
+    return static_cast<long>(ids_.size());
+  }
+
+ private:
+  Db db_;
+  sqlite3_stmt* pick_ = nullptr;
+  sqlite3_stmt* lease_ = nullptr;
+  sqlite3_stmt* del_ = nullptr;
+  std::vector<std::int64_t> ids_;
+};
+
+// The file's life and its workers, for DrivenBaseline.
+struct SqliteParts {
+  std::string path;
+  std::size_t payload;
+
+  Status Setup() {
+    Db setup(path, Db::Role::kSetup);
+    return setup.status();
+  }
+  void Teardown() {
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      std::error_code ec;
+      std::filesystem::remove(path + suffix, ec);
+    }
+  }
+  Worker MakeWorker() { return Worker(path, payload); }
+  Leaser MakeConsumer() { return Leaser(path); }
+};
+
 }  // namespace
 
-Result<BaselineResult> BaselineSend1(const std::string& path, long total,
-                                     int threads, std::size_t payload) {
-  return BaselineSendBatch(path, total, threads, 1, payload);
-}
-
-Result<BaselineResult> BaselineSendBatch(const std::string& path, long total,
-                                         int threads, int batch,
+std::unique_ptr<Baseline> SqliteBaseline(const std::string& path,
                                          std::size_t payload) {
-  {
-    Db setup(path, Db::Role::kSetup);
-    if (!setup.status().ok()) return setup.status();
-  }
-  return DriveSends(total, threads, batch,
-                    [&] { return Worker(path, payload); });
-}
-
-Result<BaselineResult> BaselineDrain(const std::string& path, long total,
-                                     int threads, int per_claim,
-                                     std::size_t payload) {
-  {
-    Db setup(path, Db::Role::kSetup);
-    if (!setup.status().ok()) return setup.status();
-  }
-  return DriveDrain(total, threads, per_claim,
-                    [&] { return Worker(path, payload); });
-}
-
-Result<BaselineResult> BaselineMixed(const std::string& path, int producers,
-                                     int consumers, int batch, int claim_max,
-                                     long max_backlog,
-                                     std::chrono::milliseconds duration,
-                                     std::size_t payload) {
-  {
-    Db setup(path, Db::Role::kSetup);
-    if (!setup.status().ok()) return setup.status();
-  }
-  std::atomic<bool> stop{false};
-  std::atomic<long> sent{0}, done{0};
-  std::mutex mu;
-  Status failure;
-  auto fail = [&](const Status& s) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (failure.ok()) failure = s;
-    stop = true;
-  };
-  auto now_us = [] {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  };
-  auto start = SteadyClock::now();
-  std::vector<std::thread> pool;
-  for (int p = 0; p < producers; ++p) {
-    pool.emplace_back([&] {
-      Worker w(path, payload);
-      while (!stop) {
-        if (sent - done > max_backlog) {
-          std::this_thread::sleep_for(std::chrono::microseconds(100));
-          continue;
-        }
-        Status s = w.Insert(batch);
-        if (!s.ok()) return fail(s);
-        sent += batch;
-      }
-    });
-  }
-  for (int c = 0; c < consumers; ++c) {
-    pool.emplace_back([&] {
-      Db db(path);
-      sqlite3_stmt* pick = db.Prepare(
-          "SELECT id, payload FROM jobs WHERE locked_until < ? ORDER BY id "
-          "LIMIT ?");
-      sqlite3_stmt* lease =
-          db.Prepare("UPDATE jobs SET locked_until = ? WHERE id = ?");
-      sqlite3_stmt* del = db.Prepare("DELETE FROM jobs WHERE id = ?");
-      std::vector<std::int64_t> ids;
-      while (!stop) {
-        ids.clear();
-        Status s = db.Exec("BEGIN IMMEDIATE");
-        if (!s.ok()) return fail(s);
-        const auto now = now_us();
-        sqlite3_bind_int64(pick, 1, now);
-        sqlite3_bind_int(pick, 2, claim_max);
-        while (sqlite3_step(pick) == SQLITE_ROW) {
-          ids.push_back(sqlite3_column_int64(pick, 0));
-        }
-        sqlite3_reset(pick);
-        for (auto id : ids) {
-          sqlite3_bind_int64(lease, 1, now + 30000000);
-          sqlite3_bind_int64(lease, 2, id);
-          if (s.ok()) s = db.Step(lease);
-        }
-        if (s.ok()) s = db.Exec("COMMIT");
-        if (!s.ok()) return fail(s);
-        if (ids.empty()) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          continue;
-        }
-        // "Work", then ack: one delete per message, in one transaction.
-        s = db.Exec("BEGIN IMMEDIATE");
-        for (auto id : ids) {
-          sqlite3_bind_int64(del, 1, id);
-          if (s.ok()) s = db.Step(del);
-        }
-        if (s.ok()) s = db.Exec("COMMIT");
-        if (!s.ok()) return fail(s);
-        done += static_cast<long>(ids.size());
-      }
-    });
-  }
-  auto deadline = start + duration;
-  while (SteadyClock::now() < deadline && !stop) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  long in_window = done;
-  double seconds = Since(start);
-  stop = true;
-  for (auto& t : pool) t.join();
-  if (!failure.ok()) return failure;
-  return BaselineResult{.seconds = seconds, .messages = in_window};
+  return std::make_unique<DrivenBaseline<SqliteParts>>(
+      SqliteParts{.path = path, .payload = payload});
 }
 
 }  // namespace sqlq::bench

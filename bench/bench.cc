@@ -1,14 +1,13 @@
 #include "bench/bench.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -18,10 +17,10 @@
 #include <thread>
 #include <vector>
 
-#include "bench/baseline_mysql.h"
+#include "bench/baseline.h"
 #include "bench/baseline_postgres.h"
-#include "bench/baseline_sqlite.h"
 #include "bench/server_bench.h"
+#include "bench/stats.h"
 #include "sqlq/store.h"
 #include "sqlq/worker.h"
 #include "wire/duration.h"
@@ -30,12 +29,6 @@
 namespace sqlq::bench {
 
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
-
-double Seconds(SteadyClock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 struct Config {
   std::string db;  // empty: a fresh SQLite file in a temp dir
@@ -368,13 +361,6 @@ Result<RunResult> RunDrain(WorkQueue q, long total, int threads, int per_claim,
   return RunResult{.seconds = Seconds(ended - start), .messages = done};
 }
 
-double Percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return -1;
-  size_t k = static_cast<size_t>(p * static_cast<double>(v.size() - 1));
-  std::nth_element(v.begin(), v.begin() + k, v.end());
-  return v[k];
-}
-
 // Pages through a deep queue (ListMessages), one page after another from
 // one thread, and times each page: `pages` pages of 100 with no filter, or
 // (`filtered`) as many filtered by a header no message has, each of which
@@ -551,24 +537,6 @@ class TimedLoad {
   std::vector<double> latencies_;
 };
 
-std::int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             SteadyClock::now().time_since_epoch())
-      .count();
-}
-
-// A payload of `size` bytes (at least the stamp and a space) that carries
-// the time `ns` (NowNs) it was sent at; MicrosSince reads it back.
-std::string Stamped(std::int64_t ns, std::size_t size) {
-  std::string p = std::to_string(ns);
-  p.resize(std::max(size, p.size() + 1), ' ');
-  return p;
-}
-
-double MicrosSince(const std::string& stamped, std::int64_t now_ns) {
-  return static_cast<double>(now_ns - std::stoll(stamped)) / 1000.0;
-}
-
 // Producers and consumers at once for `duration`; end-to-end rate is what
 // the consumers acked within the window; latency is send-call to claim
 // return, carried in the payload.
@@ -589,7 +557,7 @@ Result<RunResult> RunMixed(WorkQueue q, const Config& c, Duration duration,
           std::this_thread::sleep_for(std::chrono::microseconds(100));
           continue;
         }
-        const std::string stamp = Stamped(NowNs(), c.payload);
+        const std::string stamp = StampedPayload(NowNs(), c.payload);
         for (auto& m : batch) m.payload = stamp;
         Status s = q.SendBatch(batch).status();
         if (!s.ok()) return load.Fail(s);
@@ -664,7 +632,7 @@ Result<RunResult> RunWorkers(WorkQueue q, const Config& c, Duration duration,
           }
           stamp = NowNs();
         }
-        m.payload = Stamped(stamp, c.payload);
+        m.payload = StampedPayload(stamp, c.payload);
         Status s = q.Send(m).status();
         if (!s.ok()) return load.Fail(s);
         ++load.sent;
@@ -729,105 +697,59 @@ Result<RunResult> RunWorkers(WorkQueue q, const Config& c, Duration duration,
   return r;
 }
 
-// Runs a hand-written baseline workload with the bench's defaults, those
-// of the sqlq workload of the same name: `send` gets (messages, threads,
-// batch), `drain` gets (messages, threads, per_claim), `mixed` gets
-// (backlog, duration).
-template <typename Send, typename Drain, typename Mixed>
-Result<RunResult> RunBaselineWorkload(const std::string& workload,
-                                      const Config& c, Send send, Drain drain,
-                                      Mixed mixed) {
+// The hand-written queue of the store's engine: on a server engine `table`
+// in the store's database, on SQLite a file of its own beside the store's
+// (`sqlite_path`).
+Result<std::unique_ptr<Baseline>> BaselineOf(const std::string& url,
+                                             const std::string& sqlite_path,
+                                             const std::string& table,
+                                             const Config& c, int run) {
+  if (url.rfind("postgres", 0) == 0) return PgBaseline(url, table, c.payload);
+  if (url.rfind("mysql://", 0) == 0 || url.rfind("mariadb://", 0) == 0) {
+    return MysqlBaseline(url, table, c.payload);
+  }
+  return SqliteBaseline(
+      fmt::format("{}.baseline-{}-{}", sqlite_path, getpid(), run), c.payload);
+}
+
+// Runs a hand-written baseline workload with the defaults of the sqlq
+// workload of the same name.
+Result<RunResult> RunBaseline(const std::string& url,
+                              const std::string& sqlite_path,
+                              const std::string& workload, const Config& c,
+                              int run) {
+  const std::string table =
+      fmt::format("sqlq_bench_baseline_{}_{}", getpid(), run);
+  auto baseline = BaselineOf(url, sqlite_path, table, c, run);
+  if (!baseline.ok()) return baseline.status();
+  Baseline& b = **baseline;
   Result<BaselineResult> r = Status::Internal("unknown workload");
   if (workload == "baseline-send-1") {
-    r = send(c.messages ? c.messages : 20000, c.threads ? c.threads : 8, 1);
+    r = b.Send(c.messages ? c.messages : 20000, c.threads ? c.threads : 8, 1);
   } else if (workload == "baseline-send-batch") {
-    r = send(c.messages ? c.messages : 500000, c.threads ? c.threads : 4,
-             c.batch);
+    r = b.Send(c.messages ? c.messages : 500000, c.threads ? c.threads : 4,
+               c.batch);
   } else if (workload == "baseline-drain-1" ||
              workload == "baseline-drain-10") {
-    r = drain(c.messages ? c.messages : 50000, c.threads ? c.threads : 4,
-              workload == "baseline-drain-1" ? 1 : 10);
+    r = b.Drain(c.messages ? c.messages : 50000, c.threads ? c.threads : 4,
+                workload == "baseline-drain-1" ? 1 : 10);
   } else {
     auto d = wire::ParseDuration(c.duration);
     if (!d.ok()) return d.status();
-    long backlog =
-        c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max;
-    r = mixed(backlog, *d);
+    std::atomic<long> acked{0};
+    IntervalReporter reporter(c, workload, run, table, acked);
+    r = b.Mixed(
+        {.producers = c.producers,
+         .consumers = c.consumers,
+         .batch = c.batch,
+         .claim_max = c.claim_max,
+         .max_backlog =
+             c.max_backlog > 0 ? c.max_backlog : 4L * c.consumers * c.claim_max,
+         .duration = *d},
+        acked);
   }
   if (!r.ok()) return r.status();
   return RunResult{.seconds = r->seconds, .messages = r->messages};
-}
-
-// The hand-written PostgreSQL baseline runs in a table of its own in the
-// store's database.
-Result<RunResult> RunPgBaseline(const std::string& url,
-                                const std::string& workload, const Config& c,
-                                int run) {
-  std::string table = fmt::format("sqlq_bench_baseline_{}_{}", getpid(), run);
-  return RunBaselineWorkload(
-      workload, c,
-      [&](long total, int threads, int batch) {
-        return PgBaselineSendBatch(url, table, total, threads, batch,
-                                   c.payload);
-      },
-      [&](long total, int threads, int per_claim) {
-        return PgBaselineDrain(url, table, total, threads, per_claim,
-                               c.payload);
-      },
-      [&](long backlog, auto duration) {
-        std::atomic<long> acked{0};
-        IntervalReporter reporter(c, workload, run, table, acked);
-        return PgBaselineMixed(url, table, c.producers, c.consumers, c.batch,
-                               c.claim_max, backlog, duration, c.payload,
-                               &acked);
-      });
-}
-
-// The hand-written MariaDB/MySQL baseline runs in a table of its own in the
-// store's database.
-Result<RunResult> RunMysqlBaseline(const std::string& url,
-                                   const std::string& workload, const Config& c,
-                                   int run) {
-  std::string table = fmt::format("sqlq_bench_baseline_{}_{}", getpid(), run);
-  return RunBaselineWorkload(
-      workload, c,
-      [&](long total, int threads, int batch) {
-        return MysqlBaselineSendBatch(url, table, total, threads, batch,
-                                      c.payload);
-      },
-      [&](long total, int threads, int per_claim) {
-        return MysqlBaselineDrain(url, table, total, threads, per_claim,
-                                  c.payload);
-      },
-      [&](long backlog, auto duration) {
-        return MysqlBaselineMixed(url, table, c.producers, c.consumers, c.batch,
-                                  c.claim_max, backlog, duration, c.payload);
-      });
-}
-
-// The hand-written baseline runs on its own file beside the store's.
-Result<RunResult> RunBaseline(const std::string& store_path,
-                              const std::string& workload, const Config& c,
-                              int run) {
-  std::string path =
-      fmt::format("{}.baseline-{}-{}", store_path, getpid(), run);
-  auto r = RunBaselineWorkload(
-      workload, c,
-      [&](long total, int threads, int batch) {
-        return BaselineSendBatch(path, total, threads, batch, c.payload);
-      },
-      [&](long total, int threads, int per_claim) {
-        return BaselineDrain(path, total, threads, per_claim, c.payload);
-      },
-      [&](long backlog, auto duration) {
-        return BaselineMixed(path, c.producers, c.consumers, c.batch,
-                             c.claim_max, backlog, duration, c.payload);
-      });
-  for (const char* suffix : {"", "-wal", "-shm"}) {
-    std::error_code ec;
-    std::filesystem::remove(path + suffix, ec);
-  }
-  return r;
 }
 
 Result<RunResult> RunOnce(Store& store, const std::string& workload,
@@ -934,13 +856,6 @@ std::string Redacted(const std::string& url) {
   auto colon = url.find(':', scheme + 3);
   if (colon == std::string::npos || colon > at) return url;
   return url.substr(0, colon + 1) + "***" + url.substr(at);
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  if (v.empty()) return 0;
-  return v.size() % 2 ? v[v.size() / 2]
-                      : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 int Run(Config c) {
@@ -1078,10 +993,8 @@ int Run(Config c) {
           }
           holder = std::move(*h);
         }
-        auto r = !baseline  ? RunOnce(**store, w, rc, run)
-                 : postgres ? RunPgBaseline(url, w, rc, run)
-                 : mysql    ? RunMysqlBaseline(url, w, rc, run)
-                            : RunBaseline(sqlite_path, w, rc, run);
+        auto r = baseline ? RunBaseline(url, sqlite_path, w, rc, run)
+                          : RunOnce(**store, w, rc, run);
         if (!r.ok()) {
           code = out.Fail(r.status().WithContext("bench " + name));
           return;
@@ -1093,13 +1006,8 @@ int Run(Config c) {
         }
         if (r->p999_us >= 0) p999.push_back(r->p999_us);
       }
-      nlohmann::ordered_json row = {{"bench", name},
-                                    {"workload", name},
-                                    {"msgs_per_s", std::lround(Median(rates))},
-                                    {"runs", rates.size()}};
-      nlohmann::ordered_json each = nlohmann::ordered_json::array();
-      for (double r : rates) each.push_back(std::lround(r));
-      row["msgs_per_s_each"] = each;
+      nlohmann::ordered_json row = {{"bench", name}, {"workload", name}};
+      AddRates(row, rates);
       medians[name] = Median(rates);
       // sqlq's rate over the hand-written queue's, same run, same machine.
       const std::string base = "baseline-" + name;
@@ -1117,10 +1025,7 @@ int Run(Config c) {
         row["ops_per_commit"] =
             tx ? std::round(10.0 * static_cast<double>(ops) / tx) / 10 : 0.0;
       }
-      if (!p50.empty()) {
-        row["p50_us"] = std::lround(Median(p50));
-        row["p99_us"] = std::lround(Median(p99));
-      }
+      AddLatencies(row, p50, p99);
       if (!p999.empty()) row["p999_us"] = std::lround(Median(p999));
       if (load > 0) row["offered_msgs_per_s"] = std::lround(rc.open_rate);
       if (w == "rate-limited") {
@@ -1176,34 +1081,21 @@ int Run(Config c) {
 
 }  // namespace
 
-double MeasureFsyncRate(const std::string& dir, double seconds) {
-  std::string path = dir + "/.sqlq-fsync-probe";
-  int fd = open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return 0;
-  char block[4096];
-  std::memset(block, 'f', sizeof block);
-  long n = 0;
-  auto start = SteadyClock::now();
-  while (Seconds(SteadyClock::now() - start) < seconds) {
-    if (pwrite(fd, block, sizeof block, (n % 16) * 4096) < 0) break;
-    if (fdatasync(fd) != 0) break;
-    ++n;
-  }
-  double elapsed = Seconds(SteadyClock::now() - start);
-  close(fd);
-  unlink(path.c_str());
-  return elapsed > 0 ? n / elapsed : 0;
-}
-
-void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
-                     std::function<bool()> json, int& exit_code) {
-  auto c = std::make_shared<Config>();
-  auto* cmd = app.add_subcommand(
-      "bench",
-      "Measure throughput and latency (default: a fresh temporary SQLite "
-      "database; --db to measure another)");
-  cmd->add_option(
-      "--workload", c->workloads,
+int Main(int argc, char** argv) {
+  Config c;
+  CLI::App app{
+      "sqlq-bench: measure sqlq's throughput and latency (default: a fresh "
+      "temporary SQLite database; --db to measure another; --server for a "
+      "running sqlq serve). `sqlq bench ...` runs this program. See "
+      "docs/benchmarks.md.",
+      "sqlq-bench"};
+  app.add_option("--db", c.db,
+                 "Database URL to measure, also $SQLQ_DB (default: a fresh "
+                 "temporary SQLite database, deleted afterwards)")
+      ->envname("SQLQ_DB");
+  app.add_flag("--json", c.json, "Print one JSON object per line");
+  app.add_option(
+      "--workload", c.workloads,
       "send-1, send-batch, drain-1, drain-10, mixed, workers, workers-open, "
       "ring-push, rotation-next, list-deep, list-deep-filter, drain-ordered, "
       "drain-fair (drain-1 on a queue of --groups groups, ordered or fair), "
@@ -1219,123 +1111,132 @@ void AddBenchCommand(CLI::App& app, std::function<std::string()> db,
       "http-send-batch, http-mixed, http-workers, http-wake, http-idle, "
       "all, and http-attack (a client's round trips with and without six "
       "kinds of attackers; not in all)");
-  cmd->add_option("--runs", c->runs,
-                  "Runs per workload; the median is "
-                  "reported (default 3)");
-  cmd->add_option("--messages", c->messages,
-                  "Messages per run (default: 20000 send-1, 500000 "
-                  "send-batch, 50000 drain)");
-  cmd->add_option("--threads", c->threads,
-                  "Concurrent callers (default: 8 send-1, 4 send-batch, 4 "
-                  "drain)");
-  cmd->add_option("--producers", c->producers,
-                  "mixed, workers: producers (default 4)");
-  cmd->add_option("--consumers", c->consumers,
-                  "mixed, workers: consumers (default 4)");
-  cmd->add_option("--batch", c->batch,
-                  "Messages per send call in send-batch and mixed (default "
-                  "100)");
-  cmd->add_option("--claim-max", c->claim_max,
-                  "mixed: messages per claim (default 100)");
-  cmd->add_option(
-      "--duration", c->duration,
+  app.add_option("--runs", c.runs,
+                 "Runs per workload; the median is "
+                 "reported (default 3)");
+  app.add_option("--messages", c.messages,
+                 "Messages per run (default: 20000 send-1, 500000 "
+                 "send-batch, 50000 drain)");
+  app.add_option("--threads", c.threads,
+                 "Concurrent callers (default: 8 send-1, 4 send-batch, 4 "
+                 "drain)");
+  app.add_option("--producers", c.producers,
+                 "mixed, workers: producers (default 4)");
+  app.add_option("--consumers", c.consumers,
+                 "mixed, workers: consumers (default 4)");
+  app.add_option("--batch", c.batch,
+                 "Messages per send call in send-batch and mixed (default "
+                 "100)");
+  app.add_option("--claim-max", c.claim_max,
+                 "mixed: messages per claim (default 100)");
+  app.add_option(
+      "--duration", c.duration,
       "mixed, workers, workers-open, rate-limited: run time (default 10s)");
-  cmd->add_option("--ack", c->ack,
-                  "drain-1, workers: how a consumer holding one message "
-                  "takes the next: each (ack, then claim; default for "
-                  "drain-1), next (ack and claim the next in one call; "
-                  "default for workers) or worker (a Worker that prefetches "
-                  "--prefetch and acks with its next claim)");
-  cmd->add_option("--prefetch", c->prefetch,
-                  "--ack worker: messages each Worker claims at once "
-                  "(default 10)");
-  cmd->add_option("--work", c->work,
-                  "workers: time each consumer holds a message before its "
-                  "ack (default 0ms)");
-  cmd->add_option("--max-backlog", c->max_backlog,
-                  "mixed, workers: producers pause while this many messages "
-                  "wait (default 4 x consumers x claim-max; workers: 4 x "
-                  "consumers)");
-  cmd->add_option("--payload", c->payload, "Payload bytes (default 100)");
-  cmd->add_option("--report-every", c->report_every,
-                  "mixed, baseline-mixed: print the rate of each interval of "
-                  "this length (e.g. 1m) and, on PostgreSQL, the queue "
-                  "table's dead tuples");
-  cmd->add_flag("--hold-snapshot", c->hold_snapshot,
-                "PostgreSQL: after the clean runs of mixed and "
-                "baseline-mixed, run them again while another session holds "
-                "a REPEATABLE READ snapshot open (vacuum then cannot remove "
-                "dead rows); reports vs_clean");
-  cmd->add_option("--rate-limit", c->rate_limit,
-                  "rate-limited: the queue's limit, claims a second (default "
-                  "200)");
-  cmd->add_option("--rate-burst", c->rate_burst,
-                  "rate-limited: the queue's bucket (default a second's "
-                  "worth)");
-  cmd->add_option("--groups", c->groups,
-                  "ring-push: groups pushed to; drain-ordered, drain-fair: "
-                  "groups the messages are spread over (default 1000)");
+  app.add_option("--ack", c.ack,
+                 "drain-1, workers: how a consumer holding one message "
+                 "takes the next: each (ack, then claim; default for "
+                 "drain-1), next (ack and claim the next in one call; "
+                 "default for workers) or worker (a Worker that prefetches "
+                 "--prefetch and acks with its next claim)");
+  app.add_option("--prefetch", c.prefetch,
+                 "--ack worker: messages each Worker claims at once "
+                 "(default 10)");
+  app.add_option("--work", c.work,
+                 "workers: time each consumer holds a message before its "
+                 "ack (default 0ms)");
+  app.add_option("--max-backlog", c.max_backlog,
+                 "mixed, workers: producers pause while this many messages "
+                 "wait (default 4 x consumers x claim-max; workers: 4 x "
+                 "consumers)");
+  app.add_option("--payload", c.payload, "Payload bytes (default 100)");
+  app.add_option("--report-every", c.report_every,
+                 "mixed, baseline-mixed: print the rate of each interval of "
+                 "this length (e.g. 1m) and, on PostgreSQL, the queue "
+                 "table's dead tuples");
+  app.add_flag("--hold-snapshot", c.hold_snapshot,
+               "PostgreSQL: after the clean runs of mixed and "
+               "baseline-mixed, run them again while another session holds "
+               "a REPEATABLE READ snapshot open (vacuum then cannot remove "
+               "dead rows); reports vs_clean");
+  app.add_option("--rate-limit", c.rate_limit,
+                 "rate-limited: the queue's limit, claims a second (default "
+                 "200)");
+  app.add_option("--rate-burst", c.rate_burst,
+                 "rate-limited: the queue's bucket (default a second's "
+                 "worth)");
+  app.add_option("--groups", c.groups,
+                 "ring-push: groups pushed to; drain-ordered, drain-fair: "
+                 "groups the messages are spread over (default 1000)");
   // --server: HTTP workloads against a running sqlq serve (server_bench.h).
-  auto sc = std::make_shared<ServerBenchConfig>();
-  cmd->add_option(
-      "--server", sc->url,
+  ServerBenchConfig sc;
+  app.add_option(
+      "--server", sc.url,
       "Measure a running `sqlq serve` at http://127.0.0.1:PORT "
       "instead (workloads http-send-batch, http-mixed, http-workers, "
       "http-wake, http-idle)");
-  cmd->add_option("--token", sc->token,
-                  "--server: bearer token (admin, send and claim)");
-  cmd->add_option("--server-pid", sc->server_pid,
-                  "--server: the server's process id, for its RSS in "
-                  "http-idle");
-  cmd->add_option("--connections", sc->connections,
-                  "--server: connections sending in http-send-batch "
-                  "(default 8)");
-  cmd->add_option("--wake-samples", sc->wake_samples,
-                  "--server: sends measured in http-wake (default 200); "
-                  "http-attack measures five times as many round trips in "
-                  "each phase");
-  cmd->add_option("--idle-connections", sc->idle_connections,
-                  "--server: connections held in http-idle (default 10000)");
-  cmd->add_option("--attack", sc->attacks,
-                  "--server: the attackers of http-attack (repeatable: "
-                  "slowloris, polls, flood, oversized, chunked, nested; "
-                  "default all)");
-  cmd->add_option("--attack-server", sc->attack_url,
-                  "--server: http-attack's control: aim the attackers at "
-                  "this other sqlq serve (http://127.0.0.1:PORT) while the "
-                  "client's round trips go to --server; shows what the "
-                  "attack load on the machine costs, apart from the server");
-  cmd->add_flag("--beanstalkd", sc->beanstalkd,
-                "--server: also run the same work against a beanstalkd that "
-                "the bench starts (binlog on, fsync every write)");
-  cmd->add_flag("--sqs", sc->sqs,
-                "--server: also run the same work through the server's SQS "
-                "endpoint (JSON protocol; at most 10 messages a request, as "
-                "SQS allows)");
-  cmd->add_option("--sqs-key", sc->sqs_key,
-                  "--sqs: the access key ID:SECRET to sign with, for a "
-                  "server with a token file (admin, send and claim)");
-  cmd->callback([c, sc, db, json, &exit_code] {
-    c->db = db();
-    c->json = json();
-    if (sc->url.empty()) {
-      exit_code = Run(*c);
-      return;
+  app.add_option("--token", sc.token,
+                 "--server: bearer token (admin, send and claim)");
+  app.add_option("--server-pid", sc.server_pid,
+                 "--server: the server's process id, for its RSS in "
+                 "http-idle");
+  app.add_option("--connections", sc.connections,
+                 "--server: connections sending in http-send-batch "
+                 "(default 8)");
+  app.add_option("--wake-samples", sc.wake_samples,
+                 "--server: sends measured in http-wake (default 200); "
+                 "http-attack measures five times as many round trips in "
+                 "each phase");
+  app.add_option("--idle-connections", sc.idle_connections,
+                 "--server: connections held in http-idle (default 10000)");
+  app.add_option("--attack", sc.attacks,
+                 "--server: the attackers of http-attack (repeatable: "
+                 "slowloris, polls, flood, oversized, chunked, nested; "
+                 "default all)");
+  app.add_option("--attack-server", sc.attack_url,
+                 "--server: http-attack's control: aim the attackers at "
+                 "this other sqlq serve (http://127.0.0.1:PORT) while the "
+                 "client's round trips go to --server; shows what the "
+                 "attack load on the machine costs, apart from the server");
+  app.add_flag("--beanstalkd", sc.beanstalkd,
+               "--server: also run the same work against a beanstalkd that "
+               "the bench starts (binlog on, fsync every write)");
+  app.add_flag("--sqs", sc.sqs,
+               "--server: also run the same work through the server's SQS "
+               "endpoint (JSON protocol; at most 10 messages a request, as "
+               "SQS allows)");
+  app.add_option("--sqs-key", sc.sqs_key,
+                 "--sqs: the access key ID:SECRET to sign with, for a "
+                 "server with a token file (admin, send and claim)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // One line, as sqlq prints a command line that does not parse.
+    if (c.json) {
+      nlohmann::ordered_json err = {
+          {"error", {{"code", "usage"}, {"message", e.what()}}}};
+      std::cerr << err.dump(-1, ' ', false,
+                            nlohmann::ordered_json::error_handler_t::replace)
+                << '\n';
+    } else {
+      std::cerr << "sqlq-bench: " << e.what() << " (see 'sqlq-bench --help')\n";
     }
-    ServerBenchConfig s = *sc;
-    s.workloads = c->workloads;
-    s.runs = c->runs;
-    s.messages = c->messages;
-    s.producers = c->producers;
-    s.consumers = c->consumers;
-    s.batch = c->batch;
-    s.claim_max = c->claim_max;
-    s.max_backlog = c->max_backlog;
-    s.duration = c->duration;
-    s.payload = c->payload;
-    s.json = c->json;
-    exit_code = RunServerBench(std::move(s));
-  });
+    return wire::kExitUsage;
+  }
+  if (sc.url.empty()) return Run(c);
+  ServerBenchConfig s = sc;
+  s.workloads = c.workloads;
+  s.runs = c.runs;
+  s.messages = c.messages;
+  s.producers = c.producers;
+  s.consumers = c.consumers;
+  s.batch = c.batch;
+  s.claim_max = c.claim_max;
+  s.max_backlog = c.max_backlog;
+  s.duration = c.duration;
+  s.payload = c.payload;
+  s.json = c.json;
+  return RunServerBench(std::move(s));
 }
 
 }  // namespace sqlq::bench

@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -30,8 +33,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/bench.h"
-#include "server/sigv4.h"
+#include "bench/stats.h"
 #include "sqlq/status.h"
 #include "wire/duration.h"
 #include "wire/printer.h"
@@ -43,46 +45,7 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-using SteadyClock = std::chrono::steady_clock;
 using Json = nlohmann::ordered_json;
-
-double Seconds(SteadyClock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-std::int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             SteadyClock::now().time_since_epoch())
-      .count();
-}
-
-// A payload of `size` bytes that starts with `stamp` (digits) and is padded
-// with 'x': safe inside a JSON string and a beanstalkd job alike.
-std::string StampedPayload(std::int64_t stamp, std::size_t size) {
-  std::string p = std::to_string(stamp);
-  p.push_back(' ');
-  if (p.size() < size) p.resize(size, 'x');
-  return p;
-}
-
-std::int64_t StampOf(const std::string& payload) {
-  return std::strtoll(payload.c_str(), nullptr, 10);
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return -1;
-  std::size_t k =
-      static_cast<std::size_t>(p * static_cast<double>(v.size() - 1));
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
-  return v[k];
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2]
-                      : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 // ---- the systems under test ----
 
@@ -373,10 +336,10 @@ class SqsConn final : public Conn {
     return Post(action, input.dump());
   }
   Result<std::string> Post(std::string_view action, std::string body) {
+    const std::string target = "AmazonSQS." + std::string(action);
     std::vector<std::pair<std::string, std::string>> headers = {
-        {"Content-Type", "application/x-amz-json-1.0"},
-        {"X-Amz-Target", "AmazonSQS." + std::string(action)}};
-    if (!key_.empty()) Sign(body, headers);
+        {"Content-Type", kContentType}, {"X-Amz-Target", target}};
+    if (!key_.empty()) Sign(body, target, headers);
     return http_.Call(http::verb::post, "/", std::move(body), 200, headers);
   }
 
@@ -483,31 +446,63 @@ class SqsConn final : public Conn {
     return std::pair(std::move(bodies), std::move(handles));
   }
 
-  // AWS Signature Version 4 with the key "ID:SECRET", as an SDK signs.
-  void Sign(const std::string& body,
+  // AWS Signature Version 4 with the key "ID:SECRET", as an SDK signs a
+  // JSON-protocol request: a client's own signer, apart from the server's
+  // checker.
+  void Sign(const std::string& body, const std::string& target,
             std::vector<std::pair<std::string, std::string>>& headers) const {
-    const std::string amz_date =
-        server::sigv4::AmzDate(std::chrono::system_clock::now());
-    headers.emplace_back("X-Amz-Date", amz_date);
-    std::vector<std::pair<std::string, std::string>> seen = headers;
-    seen.emplace_back("Host", "127.0.0.1");
+    const std::string amz_date = AmzDate();
+    const std::string date = amz_date.substr(0, 8);
     const std::size_t colon = key_.find(':');
-    server::sigv4::Authorization a{
-        .access_key = key_.substr(0, colon),
-        .date = amz_date.substr(0, 8),
-        .region = "us-east-1",
-        .service = "sqs",
-        .signed_headers = {"content-type", "host", "x-amz-date",
-                           "x-amz-target"}};
-    const std::string signature = server::sigv4::Signature(
-        {.method = "POST", .target = "/", .headers = seen, .body = body}, a,
-        key_.substr(colon + 1), amz_date);
+    const std::string canonical = fmt::format(
+        "POST\n/\n\ncontent-type:{}\nhost:127.0.0.1\nx-amz-date:{}\n"
+        "x-amz-target:{}\n\n{}\n{}",
+        kContentType, amz_date, target, kSignedHeaders, Hex(Sha256(body)));
+    const std::string scope = date + "/us-east-1/sqs/aws4_request";
+    std::string k = Hmac("AWS4" + key_.substr(colon + 1), date);
+    for (const char* part : {"us-east-1", "sqs", "aws4_request"}) {
+      k = Hmac(k, part);
+    }
+    const std::string signature =
+        Hex(Hmac(k, fmt::format("AWS4-HMAC-SHA256\n{}\n{}\n{}", amz_date, scope,
+                                Hex(Sha256(canonical)))));
+    headers.emplace_back("X-Amz-Date", amz_date);
     headers.emplace_back(
         "Authorization",
-        fmt::format("AWS4-HMAC-SHA256 Credential={}/{}/us-east-1/sqs/"
-                    "aws4_request, SignedHeaders=content-type;host;"
-                    "x-amz-date;x-amz-target, Signature={}",
-                    a.access_key, a.date, signature));
+        fmt::format("AWS4-HMAC-SHA256 Credential={}/{}, SignedHeaders={}, "
+                    "Signature={}",
+                    key_.substr(0, colon), scope, kSignedHeaders, signature));
+  }
+  static constexpr const char* kContentType = "application/x-amz-json-1.0";
+  static constexpr const char* kSignedHeaders =
+      "content-type;host;x-amz-date;x-amz-target";
+  static std::string AmzDate() {
+    const std::time_t t =
+        std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    std::tm utc{};
+    gmtime_r(&t, &utc);
+    char out[32];
+    std::strftime(out, sizeof out, "%Y%m%dT%H%M%SZ", &utc);
+    return out;
+  }
+  static std::string Sha256(std::string_view bytes) {
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
+           md);
+    return std::string(reinterpret_cast<const char*>(md), sizeof md);
+  }
+  static std::string Hmac(std::string_view key, std::string_view text) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+         reinterpret_cast<const unsigned char*>(text.data()), text.size(), md,
+         &n);
+    return std::string(reinterpret_cast<const char*>(md), n);
+  }
+  static std::string Hex(std::string_view bytes) {
+    std::string out;
+    for (unsigned char b : bytes) out += fmt::format("{:02x}", b);
+    return out;
   }
 
   HttpConn http_;
@@ -900,24 +895,6 @@ struct RunResult {
   long fds_before = -1, fds_peak = -1, attacks = 0;
 };
 
-// Runs `body(index)` on `n` threads and returns the first failure.
-Status OnThreads(int n, const std::function<Status(int)>& body) {
-  std::mutex mu;
-  Status failure;
-  std::vector<std::thread> pool;
-  for (int i = 0; i < n; ++i) {
-    pool.emplace_back([&, i] {
-      Status s = body(i);
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (failure.ok()) failure = s;
-      }
-    });
-  }
-  for (auto& t : pool) t.join();
-  return failure;
-}
-
 Status CheckCounts(const RunResult& r, const std::string& what) {
   if (r.sent != r.acked + r.left) {
     return Status::Internal(
@@ -1069,8 +1046,7 @@ Result<RunResult> RunMixed(System& sys, const std::string& queue,
                      if (!got.ok()) return got.status();
                      auto now = NowNs();
                      for (const auto& p : *got) {
-                       me.latencies.push_back(
-                           static_cast<double>(now - StampOf(p)) / 1000.0);
+                       me.latencies.push_back(MicrosSince(p, now));
                      }
                      me.acked += static_cast<long>(got->size());
                    }
@@ -1103,8 +1079,7 @@ Result<RunResult> RunWorkers(System& sys, const std::string& queue,
             if (last) return Status::Ok();
             continue;
           }
-          me.latencies.push_back(
-              static_cast<double>(NowNs() - StampOf((*got)->payload)) / 1000.0);
+          me.latencies.push_back(MicrosSince((*got)->payload, NowNs()));
           held = std::move((*got)->handle);
         }
       });
@@ -1772,14 +1747,8 @@ int RunServerBench(ServerBenchConfig c) {
         row["acked"] = last.acked;
         row["left"] = last.left;
       } else {
-        row["msgs_per_s"] = std::lround(Median(got.rates));
-        Json each = Json::array();
-        for (double r : got.rates) each.push_back(std::lround(r));
-        row["msgs_per_s_each"] = each;
-        if (!got.p50.empty()) {
-          row["p50_us"] = std::lround(Median(got.p50));
-          row["p99_us"] = std::lround(Median(got.p99));
-        }
+        AddRates(row, got.rates);
+        AddLatencies(row, got.p50, got.p99);
         if (!got.total50.empty()) {
           row["send_to_claim_p50_us"] = std::lround(Median(got.total50));
           row["send_to_claim_p99_us"] = std::lround(Median(got.total99));

@@ -1,12 +1,13 @@
 # cmake --install: libsqlq (its static archives), the public headers, the sqlq
-# program, a CMake package (find_package(sqlq) gives sqlq::sqlq) and a
+# program and the benchmark sqlq-bench beside it (which `sqlq bench` runs), a
+# CMake package (find_package(sqlq) gives sqlq::sqlq) and a
 # pkg-config file (sqlq.pc); with SQLQ_PACKAGE also the man page, bash
 # completion, systemd unit and config file, and the .deb (CPack). See
 # docs/installing.md.
 #
-# Components: "runtime" (the program and what runs it), "dev" (library,
-# headers, CMake and pkg-config files), "debug" (sqlq's split-off debug info;
-# not in the .deb).
+# Components: "runtime" (the programs and what runs them), "dev" (library,
+# headers, CMake and pkg-config files), "debug" (the programs' split-off debug
+# info; not in the .deb).
 
 include(CMakePackageConfigHelpers)
 
@@ -61,27 +62,35 @@ configure_file(${PROJECT_SOURCE_DIR}/cmake/sqlq.pc.in
 install(FILES ${PROJECT_BINARY_DIR}/sqlq.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
 
+set(SQLQ_PROGRAMS sqlq sqlq-bench)
 if(NOT SQLQ_PACKAGE)
-  install(TARGETS sqlq RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  install(TARGETS ${SQLQ_PROGRAMS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
     COMPONENT runtime)
   return()
 endif()
 
 # --- SQLQ_PACKAGE: what a distribution package adds ---
 
-# sqlq stripped, its debug info in sqlq.debug (found by gdb through the
-# .gnu_debuglink it leaves, from <prefix>/lib/debug/<bindir>/).
-set(SQLQ_STRIPPED ${PROJECT_BINARY_DIR}/stripped/sqlq)
-set(SQLQ_DEBUG_FILE ${PROJECT_BINARY_DIR}/stripped/sqlq.debug)
-add_custom_command(OUTPUT ${SQLQ_STRIPPED} ${SQLQ_DEBUG_FILE}
-  COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/stripped
-  COMMAND ${CMAKE_OBJCOPY} --only-keep-debug --compress-debug-sections=zlib
-          $<TARGET_FILE:sqlq> ${SQLQ_DEBUG_FILE}
-  COMMAND ${CMAKE_OBJCOPY} --strip-debug --strip-unneeded
-          --add-gnu-debuglink=${SQLQ_DEBUG_FILE} $<TARGET_FILE:sqlq>
-          ${SQLQ_STRIPPED}
-  DEPENDS sqlq
-  COMMENT "Splitting sqlq's debug info off")
+# Each program stripped, its debug info in PROGRAM.debug (found by gdb
+# through the .gnu_debuglink it leaves, from <prefix>/lib/debug/<bindir>/).
+set(SQLQ_STRIPPED_FILES)
+foreach(program ${SQLQ_PROGRAMS})
+  set(stripped ${PROJECT_BINARY_DIR}/stripped/${program})
+  add_custom_command(OUTPUT ${stripped} ${stripped}.debug
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/stripped
+    COMMAND ${CMAKE_OBJCOPY} --only-keep-debug --compress-debug-sections=zlib
+            $<TARGET_FILE:${program}> ${stripped}.debug
+    COMMAND ${CMAKE_OBJCOPY} --strip-debug --strip-unneeded
+            --add-gnu-debuglink=${stripped}.debug $<TARGET_FILE:${program}>
+            ${stripped}
+    DEPENDS ${program}
+    COMMENT "Splitting ${program}'s debug info off")
+  list(APPEND SQLQ_STRIPPED_FILES ${stripped} ${stripped}.debug)
+  install(PROGRAMS ${stripped} DESTINATION ${CMAKE_INSTALL_BINDIR}
+    COMPONENT runtime)
+  install(FILES ${stripped}.debug
+    DESTINATION lib/debug${CMAKE_INSTALL_FULL_BINDIR} COMPONENT debug)
+endforeach()
 
 # sqlq(1): help2man from `sqlq --help`, `sqlq --version` and, for the
 # server's settings, `sqlq serve --help` (cmake/man_include.cmake), so the
@@ -102,12 +111,8 @@ add_custom_command(OUTPUT ${SQLQ_MAN}.gz
           ${PROJECT_SOURCE_DIR}/cmake/man_include.cmake
   COMMENT "Writing the man page sqlq(1)")
 add_custom_target(sqlq_package_files ALL
-  DEPENDS ${SQLQ_STRIPPED} ${SQLQ_DEBUG_FILE} ${SQLQ_MAN}.gz)
+  DEPENDS ${SQLQ_STRIPPED_FILES} ${SQLQ_MAN}.gz)
 
-install(PROGRAMS ${SQLQ_STRIPPED} DESTINATION ${CMAKE_INSTALL_BINDIR}
-  COMPONENT runtime)
-install(FILES ${SQLQ_DEBUG_FILE}
-  DESTINATION lib/debug${CMAKE_INSTALL_FULL_BINDIR} COMPONENT debug)
 # The archives without their debug info (a package of the library, not of
 # its debugging): 110 MB less.
 install(CODE "
@@ -143,7 +148,8 @@ set(CPACK_PACKAGE_DESCRIPTION
   "sqlq keeps work queues, rings, rotations and schedules in tables of an
 SQLite, PostgreSQL or MariaDB/MySQL database. This package has the sqlq
 command line program, its HTTP server (sqlq serve, run by the sqlq systemd
-unit), and libsqlq with its C++ headers, CMake package and pkg-config file.")
+unit), the benchmark sqlq-bench (sqlq bench), and libsqlq with its C++
+headers, CMake package and pkg-config file.")
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_ALL runtime dev)
 set(CPACK_COMPONENTS_GROUPING ALL_COMPONENTS_IN_ONE)

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The packaging test (docs/installing.md): builds the "package" preset (sqlq
-# and libsqlq, no tests), installs it into a temporary directory and builds a
+# The packaging test (docs/installing.md): builds the "package" preset (sqlq,
+# sqlq-bench and libsqlq, no tests), installs it into a temporary directory and builds a
 # small libsqlq user against it (tests/package/consumer) with find_package
 # and with pkg-config, then runs it; builds the SQLite-only configuration
-# ("package-sqlite") and checks its sqlq needs neither libpq nor libmariadb
-# and refuses their URLs; makes the release tarball (scripts/dist.sh
+# ("package-sqlite") and checks its programs need neither libpq nor
+# libmariadb and refuse their URLs; makes the release tarball (scripts/dist.sh
 # release) and runs its sqlq, man page, unit and completion unpacked in a
 # temporary directory; then installs the .deb on this machine, runs the
-# installed sqlq, its man page, unit and bash completion, and purges it.
+# installed sqlq (and sqlq bench), its man page, unit and bash completion,
+# and purges it.
 # scripts/test.sh runs it after ctest; SQLQ_PACKAGE_TEST=0 skips it there.
 # Needs root for dpkg (SQLQ_PACKAGE_DEB=0 skips the .deb part).
 set -euo pipefail
@@ -47,10 +48,11 @@ stage=$tmp/stage
 DESTDIR=$stage cmake --install build/package >/dev/null
 prefix=$stage/usr
 arch=$(gcc -print-multiarch)
-for f in bin/sqlq include/sqlq/store.h lib/$arch/libsqlq.a \
+for f in bin/sqlq bin/sqlq-bench include/sqlq/store.h lib/$arch/libsqlq.a \
   lib/$arch/cmake/sqlq/sqlqConfig.cmake lib/$arch/pkgconfig/sqlq.pc \
   share/man/man1/sqlq.1.gz share/bash-completion/completions/sqlq \
-  lib/systemd/system/sqlq.service lib/debug/usr/bin/sqlq.debug; do
+  lib/systemd/system/sqlq.service lib/debug/usr/bin/sqlq.debug \
+  lib/debug/usr/bin/sqlq-bench.debug; do
   [[ -f $prefix/$f ]] || fail "cmake --install left out $f"
 done
 [[ -f $stage/etc/sqlq/sqlq.conf ]] || fail "cmake --install left out /etc/sqlq/sqlq.conf"
@@ -76,9 +78,11 @@ grep -Eq '^(LIBPQ|MARIADB)_FOUND' build/package-sqlite/CMakeCache.txt &&
 cmake --build --preset package-sqlite -j "$jobs" >"$tmp/build-sqlite.log" 2>&1 ||
   { tail -50 "$tmp/build-sqlite.log"; fail "SQLite-only build"; }
 sqlite_sqlq=build/package-sqlite/sqlq
-needed=$(readelf -d "$sqlite_sqlq" | grep NEEDED)
-grep -Eq 'libpq|libmariadb|libmysql' <<<"$needed" &&
-  fail "the SQLite-only sqlq needs: $needed"
+for program in "$sqlite_sqlq" build/package-sqlite/sqlq-bench; do
+  needed=$(readelf -d "$program" | grep NEEDED)
+  grep -Eq 'libpq|libmariadb|libmysql' <<<"$needed" &&
+    fail "the SQLite-only $(basename "$program") needs: $needed"
+done
 ls build/package-sqlite/libsqlq_postgres.a build/package-sqlite/libsqlq_mysql.a \
   >/dev/null 2>&1 && fail "the SQLite-only build built an engine it left out"
 # A switched-off engine's URL: the CLI and the server say why.
@@ -191,6 +195,9 @@ dpkg -i "$deb" >/dev/null
 /usr/bin/sqlq --db "sqlite:$tmp/deb.db" send jobs "from the deb" >/dev/null
 [[ $(/usr/bin/sqlq --db "sqlite:$tmp/deb.db" --json claim jobs) == *'"payload":"from the deb"'* ]] ||
   fail "the installed sqlq did not claim what it sent"
+# `sqlq bench` runs the installed sqlq-bench beside it.
+[[ $(/usr/bin/sqlq bench --json --runs 1 --threads 1 --messages 50 --workload send-1) == *'"workload":"send-1"'* ]] ||
+  fail "the installed sqlq bench did not run /usr/bin/sqlq-bench"
 
 # The installed config file, as the unit passes it to `sqlq serve` (this
 # test cannot start the unit itself: there may be no systemd running), with

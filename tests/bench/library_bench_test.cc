@@ -4,15 +4,14 @@
 // Figures are not judged here; they belong in docs/benchmarks.md.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/support/shell.h"
 #include "tests/support/sqlq_bin.h"
 #include "tests/support/test_servers.h"
 
@@ -21,25 +20,19 @@ namespace {
 
 using Json = nlohmann::json;
 
-class LibraryBench : public ::testing::TestWithParam<std::string> {
+class LibraryBench : public ::testing::TestWithParam<TestEngine> {
  protected:
   // Runs `sqlq bench --json ARGS` on this test's engine; `rows` gets one
   // row per workload, `out` all the output. False when the command failed.
   bool Bench(const std::string& args, std::map<std::string, Json>& rows,
              std::string& out) {
     std::string cmd = std::string(SQLQ_BIN) + " bench --json " + args;
-    if (GetParam() == "Postgres") {
-      cmd += " --db '" + ServerUrl(kPostgresServer) + "'";
-    } else if (GetParam() == "Mysql") {
-      cmd += " --db '" + ServerUrl(kMariadbServer) + "'";
+    if (GetParam().server != nullptr) {
+      cmd += " --db '" + ServerUrl(*GetParam().server) + "'";
     }
-    cmd += " 2>&1";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return false;
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-    const int st = ::pclose(p);
-    std::stringstream lines(out);
+    Ran r = Shell(cmd);
+    out += r.out;
+    std::stringstream lines(r.out);
     std::string line;
     while (std::getline(lines, line)) {
       auto j = Json::parse(line, nullptr, false);
@@ -47,11 +40,10 @@ class LibraryBench : public ::testing::TestWithParam<std::string> {
         rows[j["workload"].get<std::string>()] = j;
       }
     }
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    return r.exit == 0;
   }
   void SetUp() override {
-    if (GetParam() == "Postgres") SQLQ_REQUIRE_SERVER(kPostgresServer);
-    if (GetParam() == "Mysql") SQLQ_REQUIRE_SERVER(kMariadbServer);
+    if (GetParam().server != nullptr) SQLQ_REQUIRE_SERVER(*GetParam().server);
   }
 };
 
@@ -144,9 +136,8 @@ TEST_P(LibraryBench, WorkersReportLatencyAndOpenLoopRunsAtItsFractions) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, LibraryBench,
-                         ::testing::Values("Sqlite", "Postgres", "Mysql"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           return p.param;
+                         ::testing::ValuesIn(kTestEngines), [](const auto& p) {
+                           return std::string(p.param.name);
                          });
 
 }  // namespace

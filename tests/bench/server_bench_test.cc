@@ -4,11 +4,12 @@
 // belong in docs/benchmarks.md.
 
 #include <atomic>
-#include <cstdio>
+#include <fstream>
 #include <map>
 #include <thread>
 
 #include "tests/server/server_fixture.h"
+#include "tests/support/shell.h"
 
 namespace sqlq::server_test {
 namespace {
@@ -22,14 +23,8 @@ struct BenchRun {
 BenchRun RunBench(const std::vector<std::string>& args) {
   std::string cmd = std::string(SQLQ_BIN) + " bench --json";
   for (const auto& a : args) cmd += " '" + a + "'";
-  cmd += " 2>&1";
-  BenchRun r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) r.out += buf;
-  int st = ::pclose(p);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  test::Ran ran = test::Shell(cmd);
+  BenchRun r{.exit_code = ran.exit, .rows = {}, .out = std::move(ran.out)};
   std::stringstream lines(r.out);
   std::string line;
   while (std::getline(lines, line)) {
@@ -153,6 +148,56 @@ TEST_F(ServerBench, EveryWorkloadReportsAndCountsAddUp) {
   auto list = c.Get("/v1/queues");
   ASSERT_EQ(list.status, 200);
   EXPECT_TRUE(list.json["queues"].empty()) << list.body;
+}
+
+// With a token file, the SQS side signs its requests (AWS Signature
+// Version 4) with --sqs-key, as an SDK does; the server checks them, so a
+// wrong secret is refused.
+TEST_F(ServerBench, SqsRequestsAreSignedWithTheAccessKey) {
+  std::ofstream(dir_ / "tokens.txt")
+      << "bench-token-0001 admin,send,claim:*\n"
+         "aws-key AKIABENCH0001 benchsecret0123456789 admin,send,claim:*\n";
+  StartServer({"--tokens", (dir_ / "tokens.txt").string()});
+  std::vector<std::string> args = {"--server",
+                                   "http://127.0.0.1:" + std::to_string(port()),
+                                   "--token",
+                                   "bench-token-0001",
+                                   "--sqs",
+                                   "--sqs-key",
+                                   "AKIABENCH0001:benchsecret0123456789",
+                                   "--workload",
+                                   "http-send-batch",
+                                   "--workload",
+                                   "http-mixed",
+                                   "--runs",
+                                   "1",
+                                   "--messages",
+                                   "200",
+                                   "--batch",
+                                   "10",
+                                   "--claim-max",
+                                   "10",
+                                   "--duration",
+                                   "1s"};
+  BenchRun r = RunBench(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::map<std::string, Json> rows;
+  for (const Json& row : r.rows) {
+    if (row.contains("system")) {
+      rows[row["system"].get<std::string>() + " " +
+           row["workload"].get<std::string>()] = row;
+    }
+  }
+  ASSERT_TRUE(rows.count("sqs http-send-batch")) << r.out;
+  EXPECT_EQ(rows["sqs http-send-batch"]["left"], 200);
+  ASSERT_TRUE(rows.count("sqs http-mixed")) << r.out;
+  EXPECT_GT(rows["sqs http-mixed"]["acked"].get<long>(), 0);
+
+  args[6] = "AKIABENCH0001:notthesecret0123456";
+  BenchRun bad = RunBench(args);
+  EXPECT_NE(bad.exit_code, 0) << bad.out;
+  EXPECT_NE(bad.out.find("SignatureDoesNotMatch"), std::string::npos)
+      << bad.out;
 }
 
 TEST_F(ServerBench, RefusesAServerUrlOffLoopback) {

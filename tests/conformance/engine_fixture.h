@@ -3,8 +3,10 @@
 // delays without sleeping, and assertion helpers for Status and Result.
 //
 // Adding an engine: write a TestDatabase subclass that creates a fresh
-// database (and drops it in its destructor), a factory function for it, and
-// one INSTANTIATE_TEST_SUITE_P line in work_queue_conformance_test.cc.
+// database (and drops it in its destructor) and a factory function for it,
+// and name the engine in kTestEngines (tests/support/test_servers.h). Every
+// suite runs on the engines of Engines() (ServerEngines(): those that need
+// a server) with one INSTANTIATE_TEST_SUITE_P line.
 
 #ifndef SQLQ_TESTS_CONFORMANCE_ENGINE_FIXTURE_H_
 #define SQLQ_TESTS_CONFORMANCE_ENGINE_FIXTURE_H_
@@ -18,6 +20,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -25,6 +29,7 @@
 #include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "sqlq/queue.h"
 #include "sqlq/status.h"
@@ -231,6 +236,34 @@ inline EngineFactory PostgresFactory() {
 inline EngineFactory MysqlFactory() {
   return {"Mysql", [] { return std::make_unique<MysqlDatabase>(); },
           &kMariadbServer};
+}
+
+// The factory of each engine of kTestEngines (tests/support/test_servers.h),
+// in its order: what every suite is instantiated with.
+inline std::vector<EngineFactory> Engines() {
+  std::vector<EngineFactory> out;
+  for (const TestEngine& e : kTestEngines) {
+    const std::string name = e.name;
+    out.push_back(name == "Postgres" ? PostgresFactory()
+                  : name == "Mysql"  ? MysqlFactory()
+                                     : SqliteFactory());
+    if (out.back().name != name) {
+      std::fprintf(stderr,
+                   "kTestEngines names %s, which has no factory in "
+                   "engine_fixture.h\n",
+                   e.name);
+      std::abort();
+    }
+  }
+  return out;
+}
+
+// The engines of Engines() that run on a database server.
+inline std::vector<EngineFactory> ServerEngines() {
+  std::vector<EngineFactory> out = Engines();
+  std::erase_if(out,
+                [](const EngineFactory& f) { return f.server == nullptr; });
+  return out;
 }
 
 // In SetUp: the one rule of tests/support/test_servers.h for the engine's

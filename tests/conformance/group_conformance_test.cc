@@ -395,12 +395,8 @@ TEST_P(GroupConformance, ConcurrentConsumersNeverHoldTwoMessagesOfAGroup) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Sqlite, GroupConformance,
-                         ::testing::Values(SqliteFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Postgres, GroupConformance,
-                         ::testing::Values(PostgresFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Mysql, GroupConformance,
-                         ::testing::Values(MysqlFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Engines, GroupConformance,
+                         ::testing::ValuesIn(Engines()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

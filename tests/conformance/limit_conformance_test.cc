@@ -383,12 +383,8 @@ TEST_P(LimitConformance, LimitsAreKeptWithTheQueue) {
   EXPECT_EQ(o.group_limit, 3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sqlite, LimitConformance,
-                         ::testing::Values(SqliteFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Postgres, LimitConformance,
-                         ::testing::Values(PostgresFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Mysql, LimitConformance,
-                         ::testing::Values(MysqlFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Engines, LimitConformance,
+                         ::testing::ValuesIn(Engines()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

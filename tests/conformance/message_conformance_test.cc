@@ -1350,18 +1350,10 @@ TEST_P(MessageConformance, DeadLetterQueueAndLabelsAreKeptAndChanged) {
       Code::kInvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sqlite, MessageConformance,
-                         ::testing::Values(SqliteFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Postgres, MessageConformance,
-                         ::testing::Values(PostgresFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Mysql, MessageConformance,
-                         ::testing::Values(MysqlFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Sqlite, DedupWindowConformance,
-                         ::testing::Values(SqliteFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Postgres, DedupWindowConformance,
-                         ::testing::Values(PostgresFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Mysql, DedupWindowConformance,
-                         ::testing::Values(MysqlFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Engines, MessageConformance,
+                         ::testing::ValuesIn(Engines()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Engines, DedupWindowConformance,
+                         ::testing::ValuesIn(Engines()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

@@ -1,7 +1,7 @@
 // The ring conformance suite: docs/rings-and-rotations.md, rule by
 // rule, through the public API only (Store::CreateRing/GetRing/DropRing and
-// sqlq::Ring). Engine-neutral: add an engine with one
-// INSTANTIATE_TEST_SUITE_P line at the bottom once it implements rings.
+// sqlq::Ring). Engine-neutral: it runs on every engine of Engines()
+// (engine_fixture.h).
 
 #include <gtest/gtest.h>
 
@@ -723,12 +723,8 @@ TEST_P(RingConformance, SixteenConcurrentPushersOnOneGroup) {
   EXPECT_EQ(PushOne(r, "g", "after"), kTotal + 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sqlite, RingConformance,
-                         ::testing::Values(SqliteFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Postgres, RingConformance,
-                         ::testing::Values(PostgresFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Mysql, RingConformance,
-                         ::testing::Values(MysqlFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Engines, RingConformance,
+                         ::testing::ValuesIn(Engines()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

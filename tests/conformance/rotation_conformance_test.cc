@@ -1,7 +1,7 @@
 // The rotation conformance suite: docs/rings-and-rotations.md, rule by
 // rule, through the public API only (Store::CreateRotation/GetRotation/
-// DropRotation and sqlq::Rotation). Engine-neutral: add an engine with one
-// INSTANTIATE_TEST_SUITE_P line at the bottom once it implements rotations.
+// DropRotation and sqlq::Rotation). Engine-neutral: it runs on every engine
+// of Engines() (engine_fixture.h).
 
 #include <gtest/gtest.h>
 
@@ -555,12 +555,8 @@ TEST_P(RotationConformance, FourConcurrentCallersServeEveryItemEqually) {
   EXPECT_EQ(StatsOf(rot).serves, std::int64_t{kCalls} * kN);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sqlite, RotationConformance,
-                         ::testing::Values(SqliteFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Postgres, RotationConformance,
-                         ::testing::Values(PostgresFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Mysql, RotationConformance,
-                         ::testing::Values(MysqlFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Engines, RotationConformance,
+                         ::testing::ValuesIn(Engines()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

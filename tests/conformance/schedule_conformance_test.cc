@@ -291,12 +291,8 @@ TEST_P(ScheduleConformance, AScheduleStoredWithLocaltimeStillRuns) {
   EXPECT_EQ(old.last_error, "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Sqlite, ScheduleConformance,
-                         ::testing::Values(SqliteFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Postgres, ScheduleConformance,
-                         ::testing::Values(PostgresFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Mysql, ScheduleConformance,
-                         ::testing::Values(MysqlFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Engines, ScheduleConformance,
+                         ::testing::ValuesIn(Engines()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

@@ -226,10 +226,8 @@ TEST_P(ServerEngine, LeasesAreMeasuredWithTheDatabaseClock) {
   EXPECT_LE(expires, after + 60'000'000);
 }
 
-INSTANTIATE_TEST_SUITE_P(Postgres, ServerEngine,
-                         ::testing::Values(PostgresFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Mysql, ServerEngine, ::testing::Values(MysqlFactory()),
-                         EngineName);
+INSTANTIATE_TEST_SUITE_P(Engines, ServerEngine,
+                         ::testing::ValuesIn(ServerEngines()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

@@ -257,16 +257,10 @@ TEST_P(ServerStoreConformance, SixtyFourConcurrentConsumersNeverShareAMessage) {
   EXPECT_EQ(st.acks, kMessages);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sqlite, StoreConformance,
-                         ::testing::Values(SqliteFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Postgres, StoreConformance,
-                         ::testing::Values(PostgresFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Mysql, StoreConformance,
-                         ::testing::Values(MysqlFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Postgres, ServerStoreConformance,
-                         ::testing::Values(PostgresFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Mysql, ServerStoreConformance,
-                         ::testing::Values(MysqlFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Engines, StoreConformance,
+                         ::testing::ValuesIn(Engines()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Engines, ServerStoreConformance,
+                         ::testing::ValuesIn(ServerEngines()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

@@ -202,11 +202,7 @@ TEST(PostgresUpgrade, TheSqlApiOfVersion14IsPinnedToTheStoresSchema) {
   EXPECT_EQ(raw.Query(paths), "10 search_path=pg_catalog, public, pg_temp");
 }
 
-INSTANTIATE_TEST_SUITE_P(Sqlite, Upgrade, ::testing::Values(SqliteFactory()),
-                         EngineName);
-INSTANTIATE_TEST_SUITE_P(Postgres, Upgrade,
-                         ::testing::Values(PostgresFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Mysql, Upgrade, ::testing::Values(MysqlFactory()),
+INSTANTIATE_TEST_SUITE_P(Engines, Upgrade, ::testing::ValuesIn(Engines()),
                          EngineName);
 
 }  // namespace

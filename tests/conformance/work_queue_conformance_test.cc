@@ -1,6 +1,6 @@
 // The work-queue conformance suite: docs/semantics.md, rule by rule,
-// through the public API only. Every engine runs it unchanged; add an engine
-// with one INSTANTIATE_TEST_SUITE_P line at the bottom.
+// through the public API only. Every engine of Engines() (engine_fixture.h)
+// runs it unchanged.
 //
 // Time: the store runs on a ManualClock, so leases, delays and backoff are
 // moved forward with clock_->Advance() instead of sleeping. Only the tests
@@ -2152,12 +2152,8 @@ TEST_P(WorkQueueConformance, DroppingTheQueueEndsAWaitingClaimWithNotFound) {
   EXPECT_LT(done.elapsed_ms, 5000);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sqlite, WorkQueueConformance,
-                         ::testing::Values(SqliteFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Postgres, WorkQueueConformance,
-                         ::testing::Values(PostgresFactory()), EngineName);
-INSTANTIATE_TEST_SUITE_P(Mysql, WorkQueueConformance,
-                         ::testing::Values(MysqlFactory()), EngineName);
+INSTANTIATE_TEST_SUITE_P(Engines, WorkQueueConformance,
+                         ::testing::ValuesIn(Engines()), EngineName);
 
 }  // namespace
 }  // namespace sqlq::test

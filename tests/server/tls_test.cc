@@ -8,26 +8,13 @@
 #include <cstdio>
 
 #include "tests/server/server_fixture.h"
+#include "tests/support/shell.h"
 
 namespace sqlq::server_test {
 namespace {
 
-struct Ran {
-  int exit = -1;
-  std::string out;  // stdout and stderr
-};
-
-Ran Shell(const std::string& command) {
-  Ran r;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = ::pclose(p);
-  r.exit = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using test::Ran;
+using test::Shell;
 
 class Tls : public ServerTest {
  protected:

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <ostream>
 #include <string>
 
 namespace sqlq::test {
@@ -28,6 +29,22 @@ inline constexpr TestServer kMariadbServer{
     "SQLQ_TEST_MYSQL_URL", "SQLQ_REQUIRE_MYSQL",
     "run scripts/test.sh, or eval \"$(scripts/mariadb-test-server.sh "
     "start)\""};
+
+// The engines, by the names tests give them (valid gtest names), each with
+// the server it needs (none for SQLite). The one list of engines: every
+// suite that runs on each engine is instantiated from it (the conformance
+// suites through Engines() in tests/conformance/engine_fixture.h), so an
+// engine added here runs them all.
+struct TestEngine {
+  const char* name;
+  const TestServer* server;  // nullptr: none needed
+};
+inline constexpr TestEngine kTestEngines[] = {
+    {"Sqlite", nullptr},
+    {"Postgres", &kPostgresServer},
+    {"Mysql", &kMariadbServer},
+};
+inline void PrintTo(const TestEngine& e, std::ostream* os) { *os << e.name; }
 
 // The server's URL, or "" when its variable is unset.
 inline std::string ServerUrl(const TestServer& s) {
