@@ -20,6 +20,7 @@
 #include "bench/bench.h"
 #include "cli/cli.h"
 #include "cli/serve.h"
+#include "core/validate.h"
 #include "engines/engines.h"
 #include "sqlq/store.h"
 #include "sqlq/text.h"
@@ -52,22 +53,37 @@ CLI::Validator NotNegative() {
 int g_exit = wire::kExitOk;
 
 // A CLI11 validator-free duration option: parsed after CLI11 is done, so that
-// the error message is ours.
+// the error message is ours, in the unit the user typed.
 struct DurationArg {
+  std::string flag;
   std::string text;
   std::optional<Duration> value;
+  // The range the option takes (the library's for what it sets), checked
+  // here so that the error echoes what was typed: "--lease 13h is too long:
+  // the range is 1ms to 12h", not the library's milliseconds.
+  Duration lo{0}, hi = kMaxDelay;
   // Set when the option is added; given means count() > 0, so that an
   // explicitly empty value ("--lease ''") is an error, not "not given".
   CLI::Option* option = nullptr;
-};
 
-Status ResolveDuration(DurationArg& arg, std::string_view flag) {
-  if (arg.option == nullptr || arg.option->count() == 0) return Status::Ok();
-  auto d = ParseDuration(arg.text);
-  if (!d.ok()) return d.status().WithContext(flag);
-  arg.value = *d;
-  return Status::Ok();
-}
+  CLI::Option* Add(CLI::App* cmd, std::string name, const std::string& help,
+                   Duration min, Duration max) {
+    flag = std::move(name);
+    lo = min;
+    hi = max;
+    option = cmd->add_option(flag, text, help);
+    return option;
+  }
+  Status Resolve() {
+    if (option == nullptr || option->count() == 0) return Status::Ok();
+    auto d = ParseDuration(text);
+    if (!d.ok()) return d.status().WithContext(flag);
+    Status s = wire::CheckDurationRange(flag, text, *d, lo, hi);
+    if (!s.ok()) return s;
+    value = *d;
+    return Status::Ok();
+  }
+};
 
 class Runner {
  public:
@@ -152,13 +168,13 @@ struct QueueOptionArgs {
     cmd->add_option(
         "--max-attempts", max_attempts,
         "Deliveries before a message becomes a dead letter" + dflt("5"));
-    lease.option = cmd->add_option("--lease", lease.text,
-                                   "Default lease of a claim" + dflt("30s"));
-    base.option =
-        cmd->add_option("--backoff-base", base.text,
-                        "Retry delay after the first failure" + dflt("1s"));
-    max.option = cmd->add_option("--backoff-max", max.text,
-                                 "Cap of the retry delay" + dflt("10m"));
+    lease.Add(cmd, "--lease", "Default lease of a claim" + dflt("30s"),
+              Duration(1), kMaxLease);
+    base.Add(cmd, "--backoff-base",
+             "Retry delay after the first failure" + dflt("1s"), Duration(0),
+             kMaxDelay);
+    max.Add(cmd, "--backoff-max", "Cap of the retry delay" + dflt("10m"),
+            Duration(0), kMaxDelay);
     auto* on = cmd->add_flag("--archive", archive,
                              "Keep acked messages in the archive");
     if (alter) {
@@ -166,17 +182,17 @@ struct QueueOptionArgs {
                     "Stop keeping acked messages (the archive stays)")
           ->excludes(on);
     }
-    retention.option =
-        cmd->add_option("--retention", retention.text,
-                        "How long the archive keeps messages" + dflt("7d"));
-    dead_retention.option = cmd->add_option(
-        "--dead-retention", dead_retention.text,
-        "How long dead letters are kept; 0 for ever" + dflt("0"));
-    unique_for.option = cmd->add_option(
-        "--unique-for", unique_for.text,
-        "How long a dedup key stays taken after its message is acked or "
-        "dead-lettered" +
-            dflt("0"));
+    retention.Add(cmd, "--retention",
+                  "How long the archive keeps messages" + dflt("7d"),
+                  Duration(1), kMaxRetention);
+    dead_retention.Add(cmd, "--dead-retention",
+                       "How long dead letters are kept; 0 for ever" + dflt("0"),
+                       Duration(0), kMaxRetention);
+    unique_for.Add(cmd, "--unique-for",
+                   "How long a dedup key stays taken after its message is "
+                   "acked or dead-lettered" +
+                       dflt("0"),
+                   Duration(0), kMaxRetention);
     cmd->add_option("--max-payload", max_payload,
                     "Largest payload in bytes" + dflt("1048576"))
         ->check(NotNegative());
@@ -211,19 +227,34 @@ struct QueueOptionArgs {
     }
   }
   Status Apply(QueueOptions& o) {
-    for (auto [arg, flag] : {std::pair{&lease, "--lease"},
-                             {&base, "--backoff-base"},
-                             {&max, "--backoff-max"},
-                             {&retention, "--retention"},
-                             {&dead_retention, "--dead-retention"},
-                             {&unique_for, "--unique-for"}}) {
-      Status s = ResolveDuration(*arg, flag);
+    for (DurationArg* arg :
+         {&lease, &base, &max, &retention, &dead_retention, &unique_for}) {
+      Status s = arg->Resolve();
       if (!s.ok()) return s;
     }
     if (max_attempts) o.max_attempts = *max_attempts;
     if (lease.value) o.lease = *lease.value;
     if (base.value) o.backoff_base = *base.value;
     if (max.value) o.backoff_max = *max.value;
+    if (o.backoff_max < o.backoff_base) {
+      // Said with the flags given, in the unit typed; the other bound may
+      // be the queue's (alter) or the default (create).
+      if (max.value && base.value) {
+        return Status::InvalidArgument(
+            fmt::format("--backoff-max {} is shorter than --backoff-base {}",
+                        max.text, base.text));
+      }
+      if (max.value) {
+        return Status::InvalidArgument(fmt::format(
+            "--backoff-max {} is shorter than the backoff base, {}: give a "
+            "shorter --backoff-base too",
+            max.text, wire::FormatDurationLike(o.backoff_base, max.text)));
+      }
+      return Status::InvalidArgument(fmt::format(
+          "--backoff-base {} is longer than the backoff max, {}: give a "
+          "longer --backoff-max too",
+          base.text, wire::FormatDurationLike(o.backoff_max, base.text)));
+    }
     if (archive) o.archive = true;
     if (no_archive) o.archive = false;
     if (retention.value) o.retention = *retention.value;
@@ -235,12 +266,15 @@ struct QueueOptionArgs {
       if (!mode.ok()) return mode.status();
       o.groups = *mode;
     }
-    for (auto [text, field, flag] :
-         {std::tuple{&max_leased, &o.max_leased, "--max-leased"},
-          {&rate_burst, &o.rate_burst, "--rate-burst"},
-          {&group_limit, &o.group_limit, "--group-limit"}}) {
+    for (auto [text, field, flag, most, none] :
+         {std::tuple{&max_leased, &o.max_leased, "--max-leased",
+                     kMaxLeasedLimit, "no limit"},
+          {&rate_burst, &o.rate_burst, "--rate-burst", kMaxRateBurst,
+           "one second's worth"},
+          {&group_limit, &o.group_limit, "--group-limit", kMaxGroupLimit,
+           "no limit"}}) {
       if (!*text) continue;
-      auto v = ParseLimit(**text, flag);
+      auto v = ParseLimit(**text, flag, most, none);
       if (!v.ok()) return v.status();
       *field = *v;
     }
@@ -269,15 +303,21 @@ struct QueueOptionArgs {
     return Status::Ok();
   }
 
-  // A whole number, or "none".
+  // A whole number in [1, most], or "none" (which means `none`).
   static Result<std::optional<int>> ParseLimit(const std::string& text,
-                                               const char* flag) {
+                                               const char* flag, int most,
+                                               const char* none) {
     if (text == "none") return std::optional<int>();
     int v = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec != std::errc() || end != text.data() + text.size()) {
       return Status::InvalidArgument(
           fmt::format("{} takes a whole number or none, not '{}'", flag, text));
+    }
+    if (v < 1 || v > most) {
+      return Status::InvalidArgument(
+          fmt::format("{} {} is out of range: the range is 1 to {} (none: {})",
+                      flag, text, most, none));
     }
     return std::optional<int>(v);
   }
@@ -306,7 +346,18 @@ struct QueueOptionArgs {
           "'{}'",
           text));
     }
-    return std::optional<double>(v / per);
+    // The library's range, said in the unit typed: "0.01/h" is refused
+    // as below 3.6/h, not as 2.8e-06 claims a second.
+    const double rate = v / per;
+    if (!(rate >= kMinRateLimit && rate <= kMaxRateLimit)) {
+      const std::string in = slash == std::string::npos ? "" : "/" + unit;
+      return Status::InvalidArgument(fmt::format(
+          "--rate-limit {} is out of range: the range is {}{} to {}{}{} (none: "
+          "no limit)",
+          text, kMinRateLimit * per, in, kMaxRateLimit * per, in,
+          in.empty() ? " claims a second" : ""));
+    }
+    return std::optional<double>(rate);
   }
 };
 
@@ -473,8 +524,8 @@ void AddSend(CLI::App& app, Runner& run) {
                   "Message payload, or '-' for one message per stdin line")
       ->required();
   cmd->add_option("--priority", a->priority, "Higher first (default 0)");
-  a->delay.option = cmd->add_option(
-      "--delay", a->delay.text, "Claimable only after this delay (e.g. 30s)");
+  a->delay.Add(cmd, "--delay", "Claimable only after this delay (e.g. 30s)",
+               Duration(0), kMaxDelay);
   cmd->add_option("--dedup", a->dedup,
                   "Deduplication key: no second message with this key while "
                   "one is in the queue");
@@ -494,8 +545,7 @@ void AddSend(CLI::App& app, Runner& run) {
                 "the header content-type: application/json")
       ->excludes(base64);
   cmd->callback([a, &run] {
-    Status s = ResolveDuration(a->delay, "--delay");
-    if (Failed(run, s)) return;
+    if (Failed(run, a->delay.Resolve())) return;
     auto parsed = HeaderArgs(a->headers);
     if (Failed(run, parsed)) return;
     Headers headers = std::move(*parsed);
@@ -596,16 +646,14 @@ void AddClaim(CLI::App& app, Runner& run) {
                   "Ack this receipt in the claim's transaction first (one "
                   "commit for both); when it is refused nothing is claimed");
   cmd->add_option("--max", a->max, "Claim up to N messages (default 1)");
-  a->lease.option = cmd->add_option("--lease", a->lease.text,
-                                    "Lease to take (default: the queue's)");
-  a->wait.option = cmd->add_option(
-      "--wait", a->wait.text, "Wait up to this long for a message (default 0)");
+  a->lease.Add(cmd, "--lease", "Lease to take (default: the queue's)",
+               Duration(1), kMaxLease);
+  a->wait.Add(cmd, "--wait", "Wait up to this long for a message (default 0)",
+              Duration(0), core::kMaxWait);
   cmd->add_option("--worker", a->worker, "Name of this consumer (archived)");
   cmd->callback([a, &run] {
-    for (auto [arg, flag] :
-         {std::pair{&a->lease, "--lease"}, std::pair{&a->wait, "--wait"}}) {
-      Status s = ResolveDuration(*arg, flag);
-      if (Failed(run, s)) return;
+    for (DurationArg* arg : {&a->lease, &a->wait}) {
+      if (Failed(run, arg->Resolve())) return;
     }
     auto q = run.Queue(a->name);
     if (Failed(run, q)) return;
@@ -671,13 +719,12 @@ void AddReceiptCommands(CLI::App& app, Runner& run) {
     cmd->add_option("NAME", *name, "Queue name")->required();
     cmd->add_option("RECEIPT", *receipt, "Receipt printed by claim")
         ->required();
-    delay->option =
-        cmd->add_option("--delay", delay->text,
-                        "Retry after exactly this delay (default: backoff)");
+    delay->Add(cmd, "--delay",
+               "Retry after exactly this delay (default: backoff)", Duration(0),
+               kMaxDelay);
     cmd->add_option("--error", *error, "Why the attempt failed");
     cmd->callback([=, &run] {
-      Status s = ResolveDuration(*delay, "--delay");
-      if (Failed(run, s)) return;
+      if (Failed(run, delay->Resolve())) return;
       auto q = run.Queue(*name);
       if (Failed(run, q)) return;
       auto r = q->Nack(*receipt, {.delay = delay->value, .error = *error});
@@ -696,12 +743,10 @@ void AddReceiptCommands(CLI::App& app, Runner& run) {
     cmd->add_option("NAME", *name, "Queue name")->required();
     cmd->add_option("RECEIPT", *receipt, "Receipt printed by claim")
         ->required();
-    lease->option =
-        cmd->add_option("--lease", lease->text, "New lease, from now")
-            ->required();
+    lease->Add(cmd, "--lease", "New lease, from now", Duration(1), kMaxLease)
+        ->required();
     cmd->callback([=, &run] {
-      Status s = ResolveDuration(*lease, "--lease");
-      if (Failed(run, s)) return;
+      if (Failed(run, lease->Resolve())) return;
       auto q = run.Queue(*name);
       if (Failed(run, q)) return;
       auto r = q->Extend(*receipt, *lease->value);

@@ -965,7 +965,8 @@ TEST_F(CliTest, InvalidQueueOptionsAreRefusedAndNothingIsCreated) {
       {{"--max-attempts", "lots"}, "lots"},
       {{"--max-payload", "0"}, "max payload"},
       {{"--max-payload", "67108865"}, "max payload"},
-      {{"--backoff-base", "10m", "--backoff-max", "1m"}, "backoff max"},
+      {{"--backoff-base", "10m", "--backoff-max", "1m"},
+       "--backoff-max 1m is shorter than --backoff-base 10m"},
       {{"--lease", "0ms"}, "lease"},
   };
   for (const auto& [options, mention] : cases) {
@@ -1037,6 +1038,46 @@ TEST_F(CliTest, BadDurationsAreRefusedAndNothingChanges) {
   for (const Case& k : cases) {
     SCOPED_TRACE(::testing::PrintToString(k.args));
     EXPECT_TRUE(FailsWith(Human(k.args), kUsage, k.mention));
+  }
+  // A value out of range is said back as it was typed, with the range in
+  // the same unit (and as sqlq writes it where that differs).
+  const std::vector<Case> ranges = {
+      {{"queue", "create", "x", "--lease", "13h"},
+       "sqlq: --lease 13h is too long: the range is 1ms to 12h\n"},
+      {{"queue", "create", "x", "--lease", "780m"},
+       "sqlq: --lease 780m is too long: the range is 1ms to 720m (12h)\n"},
+      {{"queue", "create", "x", "--lease", "46800"},
+       "sqlq: --lease 46800 is too long: the range is 0.001s (1ms) to "
+       "43200s (12h)\n"},
+      {{"queue", "create", "x", "--lease", "0s"},
+       "sqlq: --lease 0s is too short: the range is 0.001s (1ms) to 43200s "
+       "(12h)\n"},
+      {{"queue", "create", "x", "--retention", "11000d"},
+       "sqlq: --retention 11000d is too long: the range is 1ms to 3650d\n"},
+      {{"queue", "create", "x", "--backoff-base", "20m"},
+       "sqlq: --backoff-base 20m is longer than the backoff max, 10m: give a "
+       "longer --backoff-max too\n"},
+      {{"queue", "create", "x", "--backoff-max", "500ms"},
+       "sqlq: --backoff-max 500ms is shorter than the backoff base, 1000ms "
+       "(1s): give a shorter --backoff-base too\n"},
+      {{"queue", "create", "x", "--backoff-base", "1m", "--backoff-max", "30s"},
+       "sqlq: --backoff-max 30s is shorter than --backoff-base 1m\n"},
+      {{"send", "jobs", "z", "--delay", "400d"},
+       "sqlq: --delay 400d is too long: the range is 0 to 365d\n"},
+      {{"claim", "jobs", "--wait", "2h"},
+       "sqlq: --wait 2h is too long: the range is 0 to 1h\n"},
+      {{"claim", "jobs", "--wait", "0.5d"},
+       "sqlq: --wait 0.5d is too long: the range is 0 to 1h\n"},
+      {{"nack", "jobs", receipt, "--delay", "9000h"},
+       "sqlq: --delay 9000h is too long: the range is 0 to 8760h (365d)\n"},
+      {{"extend", "jobs", receipt, "--lease", "1d"},
+       "sqlq: --lease 1d is too long: the range is 1ms to 0.5d (12h)\n"},
+  };
+  for (const Case& k : ranges) {
+    SCOPED_TRACE(::testing::PrintToString(k.args));
+    RunResult r = Human(k.args);
+    EXPECT_EQ(r.exit_code, kUsage) << Show(r);
+    EXPECT_EQ(r.err, k.mention);
   }
   EXPECT_EQ(QueueNames(), std::vector<std::string>{"jobs"});
   EXPECT_EQ(Counts(Stats("jobs")), Counts(before));
