@@ -683,6 +683,37 @@ void AddClaim(CLI::App& app, Runner& run) {
   });
 }
 
+// Where the messages that just became dead letters of `q` are: moved into
+// its dead-letter queue, when it has one that exists (the library moves
+// them there right after they die), or kept as dead letters of `q`. Said to
+// people ("moved to ..."), and in --json as "dead_letter_queue" when moved.
+struct DeadLetterPlace {
+  std::string moved_to;  // the dead-letter queue, or "" when kept in `q`
+  std::string sentence;  // "now dead letters of queue 'jobs'" ...
+  void AddTo(nlohmann::ordered_json& j) const {
+    if (!moved_to.empty()) j["dead_letter_queue"] = moved_to;
+  }
+};
+
+DeadLetterPlace WhereDeadLettersWent(Runner& run, const WorkQueue& q) {
+  const std::string dlq = q.options().dead_letter_queue;
+  if (dlq.empty()) {
+    return {.sentence = fmt::format(
+                "now in the dead letters of queue '{}' (sqlq dead list {})",
+                q.name(), q.name())};
+  }
+  if (!run.Queue(dlq).ok()) {
+    return {.sentence = fmt::format(
+                "kept in the dead letters of queue '{}': its dead-letter "
+                "queue '{}' does not exist",
+                q.name(), dlq)};
+  }
+  return {.moved_to = dlq,
+          .sentence = fmt::format(
+              "moved to queue '{}' (the dead-letter queue of '{}'), ready", dlq,
+              q.name())};
+}
+
 void AddReceiptCommands(CLI::App& app, Runner& run) {
   {
     auto* cmd = app.add_subcommand("ack", "Mark claimed messages done");
@@ -729,10 +760,15 @@ void AddReceiptCommands(CLI::App& app, Runner& run) {
       if (Failed(run, q)) return;
       auto r = q->Nack(*receipt, {.delay = delay->value, .error = *error});
       if (Failed(run, r)) return;
-      bool dead = *r == NackOutcome::kDead;
-      run.out().Say(
-          {{"receipt", *receipt}, {"outcome", dead ? "dead" : "retry"}},
-          dead ? "attempts used up: moved to dead letters" : "will be retried");
+      if (*r == NackOutcome::kRetry) {
+        run.out().Say({{"receipt", *receipt}, {"outcome", "retry"}},
+                      "will be retried");
+        return;
+      }
+      const DeadLetterPlace went = WhereDeadLettersWent(run, *q);
+      nlohmann::ordered_json j = {{"receipt", *receipt}, {"outcome", "dead"}};
+      went.AddTo(j);
+      run.out().Say(j, "attempts used up: " + went.sentence);
     });
   }
   {
@@ -1103,8 +1139,15 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
                : action == "reschedule" ? q->Reschedule(sel, *when)
                                         : q->SetPriority(sel, *priority);
       if (Failed(run, r)) return;
-      run.out().Say({{"changed", *r}}, fmt::format("{}: {} message{}", action,
-                                                   *r, *r == 1 ? "" : "s"));
+      nlohmann::ordered_json j = {{"changed", *r}};
+      std::string sentence =
+          fmt::format("{}: {} message{}", action, *r, *r == 1 ? "" : "s");
+      if (action == "cancel" && *r > 0) {
+        const DeadLetterPlace went = WhereDeadLettersWent(run, *q);
+        went.AddTo(j);
+        sentence += ", " + went.sentence;
+      }
+      run.out().Say(j, sentence);
     });
   }
 }
