@@ -3,11 +3,13 @@
 // by adding.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -361,6 +363,104 @@ struct QueueOptionArgs {
   }
 };
 
+// A rate in claims a second as a person would write it: "5/s", "300/m"
+// when that is no whole number a second, "90/h", else claims a second.
+std::string RateText(double per_second) {
+  for (auto [per, unit] : {std::pair{1.0, "s"}, {60.0, "m"}, {3600.0, "h"}}) {
+    const double n = per_second * per;
+    if (std::abs(n - std::round(n)) < 1e-9 * std::max(1.0, n)) {
+      return fmt::format("{}/{}", std::llround(n), unit);
+    }
+  }
+  return fmt::format("{}/s", per_second);
+}
+
+// The limits a queue has, as `queue list` shows them: "max_leased=20,
+// rate_limit=5/s"; null when it has none.
+wire::Json LimitsText(const QueueOptions& o) {
+  std::vector<std::string> set;
+  if (o.max_leased) set.push_back(fmt::format("max_leased={}", *o.max_leased));
+  if (o.rate_limit) set.push_back("rate_limit=" + RateText(*o.rate_limit));
+  if (o.rate_burst) set.push_back(fmt::format("rate_burst={}", *o.rate_burst));
+  if (o.group_limit) {
+    set.push_back(fmt::format("group_limit={}", *o.group_limit));
+  }
+  if (set.empty()) return nullptr;
+  return fmt::format("{}", fmt::join(set, ","));
+}
+
+// A row of `queue list` for people: what tells queues apart at a glance
+// (--json and `queue show` have every setting).
+wire::Json QueueGlance(const QueueInfo& q) {
+  const QueueOptions& o = q.options;
+  return {{"name", q.name},
+          {"paused", q.paused},
+          {"groups", GroupModeName(o.groups)},
+          {"max_attempts", o.max_attempts},
+          {"lease", wire::FormatDuration(o.lease)},
+          {"archive", o.archive},
+          {"limits", LimitsText(o)},
+          {"dead_letter_queue", o.dead_letter_queue.empty()
+                                    ? wire::Json(nullptr)
+                                    : wire::Json(o.dead_letter_queue)}};
+}
+
+// Every field of a queue, as `queue show` shows it to people: durations
+// and rates in units, unset settings saying what they mean.
+std::vector<Printer::Field> QueueFields(
+    const QueueInfo& q, const QueueStats& st,
+    const std::vector<std::string>& sources) {
+  const QueueOptions& o = q.options;
+  auto limit = [](const std::optional<int>& v, const char* unset) {
+    return v ? wire::Json(*v) : wire::Json(unset);
+  };
+  auto join = [](const std::vector<std::string>& names) {
+    return fmt::format("{}", fmt::join(names, ", "));
+  };
+  std::vector<Printer::Field> f = {
+      {"name", q.name},
+      {"paused", q.paused},
+      {"created_at", wire::FormatTime(q.created_at)},
+      {"groups", GroupModeName(o.groups)},
+      {"max_attempts", o.max_attempts},
+      {"lease", wire::FormatDuration(o.lease)},
+      {"backoff_base", wire::FormatDuration(o.backoff_base)},
+      {"backoff_max", wire::FormatDuration(o.backoff_max)},
+      {"max_payload_bytes", o.max_payload_bytes},
+      {"archive", o.archive},
+      {"retention", wire::FormatDuration(o.retention)},
+      {"dead_retention", o.dead_retention.count() == 0
+                             ? "0 (kept until purged)"
+                             : wire::FormatDuration(o.dead_retention)},
+      {"unique_for", o.unique_for.count() == 0
+                         ? "0 (a key is free once its message leaves)"
+                         : wire::FormatDuration(o.unique_for)},
+      {"max_leased", limit(o.max_leased, "none")},
+      {"rate_limit",
+       o.rate_limit ? RateText(*o.rate_limit) : std::string("none")},
+      {"rate_burst",
+       limit(o.rate_burst, o.rate_limit ? "one second's worth" : "none")},
+      {"group_limit", limit(o.group_limit, "none")},
+      {"dead_letter_queue", o.dead_letter_queue.empty()
+                                ? "none (dead letters stay here)"
+                                : o.dead_letter_queue},
+      {"dead_letters_from", sources.empty() ? "none" : join(sources)}};
+  for (const auto& [label, text] : o.labels) {
+    f.emplace_back("label " + label, text);
+  }
+  const wire::Json stats = wire::StatsJson(st);
+  for (const auto& [key, value] : stats.items()) {
+    if (key == "name" || key == "paused") continue;
+    if (key == "oldest_ready_age_ms") {
+      f.emplace_back("oldest_ready_age",
+                     wire::FormatDuration(st.oldest_ready_age));
+    } else {
+      f.emplace_back(key, value);
+    }
+  }
+  return f;
+}
+
 void AddQueueCommands(CLI::App& app, Runner& run) {
   auto* queue =
       app.add_subcommand("queue", "Create, list, inspect, drop queues");
@@ -422,17 +522,51 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
     });
   }
 
-  queue->add_subcommand("list", "List queues and their settings")
+  queue
+      ->add_subcommand("list",
+                       "List queues and their settings (every setting with "
+                       "--json; one queue in full: queue show)")
       ->callback([&run] {
         auto store = run.Open(false);
         if (Failed(run, store)) return;
         auto list = (*store)->ListQueues();
         if (Failed(run, list)) return;
-        run.out().Columns({"name", "max_attempts", "lease_ms", "archive",
-                           "max_payload_bytes", "created_at"});
-        for (const auto& q : *list) run.out().Row(wire::QueueJson(q));
+        run.out().Columns({"name", "paused", "groups", "max_attempts", "lease",
+                           "archive", "limits", "dead_letter_queue"});
+        for (const auto& q : *list) {
+          run.out().Row(run.out().json() ? wire::QueueJson(q) : QueueGlance(q));
+        }
         run.out().Flush();
       });
+  {
+    auto* cmd = queue->add_subcommand(
+        "show",
+        "One queue in full: settings, limits, dead-letter queue, labels, "
+        "paused, messages and counters");
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->callback([=, &run] {
+      auto q = run.Queue(*name);
+      if (Failed(run, q)) return;
+      auto st = q->Stats();
+      if (Failed(run, st)) return;
+      auto all = (*run.Open(false))->ListQueues();
+      if (Failed(run, all)) return;
+      // The queues whose dead letters come here.
+      std::vector<std::string> sources;
+      for (const QueueInfo& other : *all) {
+        if (other.options.dead_letter_queue == *name) {
+          sources.push_back(other.name);
+        }
+      }
+      QueueInfo info = q->info();
+      info.paused = st->paused;  // as the store says now
+      wire::Json j = wire::QueueJson(info);
+      j["stats"] = wire::StatsJson(*st);
+      j["dead_letters_from"] = sources;
+      run.out().Record(j, QueueFields(info, *st, sources));
+    });
+  }
 
   {
     auto* cmd = queue->add_subcommand(
@@ -979,6 +1113,35 @@ struct FilterArgs {
   }
 };
 
+// A message object (wire::MessageInfoJson) as `message get` shows it to
+// people: its fields in its order, each header on a line of its own
+// ("header tenant"), the error history a line per failed attempt ("error
+// 2": when, and why), and a payload that is not text as "base64:...".
+std::vector<Printer::Field> MessageFields(const wire::Json& m) {
+  std::vector<Printer::Field> out;
+  for (const auto& [key, value] : m.items()) {
+    if (key == "headers") {
+      for (const auto& [header, v] : value.items()) {
+        out.emplace_back("header " + header, v);
+      }
+    } else if (key == "errors") {
+      if (value.empty()) out.emplace_back("errors", "none");
+      for (const wire::Json& e : value) {
+        out.emplace_back(
+            fmt::format("error {}", e["attempt"].get<int>()),
+            e["at"].get<std::string>() + "  " + e["error"].get<std::string>());
+      }
+    } else if (key == "payload_base64") {
+      out.emplace_back("payload", "base64:" + value.get<std::string>());
+    } else if (key == "payload" && !value.is_string()) {
+      out.emplace_back("payload", value.dump());  // sent as JSON
+    } else {
+      out.emplace_back(key, value);
+    }
+  }
+  return out;
+}
+
 void AddMessageCommands(CLI::App& app, Runner& run) {
   auto* msg = app.add_subcommand(
       "message",
@@ -997,11 +1160,8 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
       if (Failed(run, q)) return;
       auto m = q->Get(*id);
       if (Failed(run, m)) return;
-      run.out().Columns({"id", "state", "attempts", "priority", "ready_at",
-                         "lease_expires_at", "worker", "last_error",
-                         "payload"});
-      run.out().Row(wire::MessageInfoJson(*m));
-      run.out().Flush();
+      const wire::Json j = wire::MessageInfoJson(*m);
+      run.out().Record(j, MessageFields(j));
     });
   }
   {

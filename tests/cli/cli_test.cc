@@ -235,15 +235,16 @@ TEST_F(CliTest, QueueListHumanIsATableWithAHeader) {
   EXPECT_EQ(r.err, "");
   auto lines = Lines(r.out);
   ASSERT_EQ(lines.size(), 3u) << r.out;
-  EXPECT_EQ(Words(lines[0]), (std::vector<std::string>{
-                                 "NAME", "MAX_ATTEMPTS", "LEASE_MS", "ARCHIVE",
-                                 "MAX_PAYLOAD_BYTES", "CREATED_AT"}));
+  EXPECT_EQ(Words(lines[0]),
+            (std::vector<std::string>{"NAME", "PAUSED", "GROUPS",
+                                      "MAX_ATTEMPTS", "LEASE", "ARCHIVE",
+                                      "LIMITS", "DEAD_LETTER_QUEUE"}));
   auto jobs = Words(lines[1]);
-  ASSERT_EQ(jobs.size(), 6u) << lines[1];
+  ASSERT_EQ(jobs.size(), 8u) << lines[1];
   EXPECT_EQ(jobs[0], "jobs");
-  EXPECT_EQ(jobs[2], "300000");
+  EXPECT_EQ(jobs[4], "5m");
   // Columns line up under their headers.
-  EXPECT_EQ(lines[1].find("300000"), lines[0].find("LEASE_MS"));
+  EXPECT_EQ(lines[1].find("5m"), lines[0].find("LEASE"));
   EXPECT_EQ(Words(lines[2])[0], "mail");
 }
 
