@@ -8,12 +8,14 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -1076,10 +1078,33 @@ struct FilterArgs {
   }
   // Whether any criterion was given (bulk changes by filter need one, or
   // --all).
-  bool any() const {
-    return !state.empty() || !dedup.empty() || !header.empty() ||
-           !after.empty() || !before.empty() || min_priority || max_priority ||
-           group || !payload_prefix.empty();
+  bool any() const { return !state.empty() || beyond_state(); }
+  // Whether a criterion other than --state (which names a place) was given.
+  bool beyond_state() const {
+    return !dedup.empty() || !header.empty() || !after.empty() ||
+           !before.empty() || min_priority || max_priority || group ||
+           !payload_prefix.empty();
+  }
+  // The criteria as they were typed: "--state ready --header tenant=acme".
+  std::string Typed() const {
+    std::vector<std::string> words;
+    auto put = [&](const char* flag, const std::string& value) {
+      if (value.empty()) return;
+      const bool quote = value.find_first_of(" \t'") != std::string::npos;
+      words.push_back(quote ? fmt::format("{} '{}'", flag, value)
+                            : fmt::format("{} {}", flag, value));
+    };
+    put("--state", state);
+    if (min_priority) put("--min-priority", std::to_string(*min_priority));
+    if (max_priority) put("--max-priority", std::to_string(*max_priority));
+    put("--dedup", dedup);
+    if (group) put("--group", group->empty() ? "''" : *group);
+    put("--header", header);
+    put("--payload-prefix", payload_prefix);
+    put("--enqueued-after", after);
+    put("--enqueued-before", before);
+    if (all) words.emplace_back("--all");
+    return fmt::format("{}", fmt::join(words, " "));
   }
   Result<MessageFilter> Filter() const {
     MessageFilter f;
@@ -1140,6 +1165,56 @@ std::vector<Printer::Field> MessageFields(const wire::Json& m) {
     }
   }
   return out;
+}
+
+// How many messages a delete or cancel of `sel` would touch: those the
+// filter chooses, or of the ids those found where the command acts (the
+// queue, or the place --state names).
+Result<std::int64_t> WouldTouch(WorkQueue& q, const MessageSelection& sel) {
+  if (sel.ids.empty()) {
+    auto n = q.CountMessages(sel.filter);
+    if (!n.ok()) return n.status();
+    return n->count;
+  }
+  const std::optional<MessageState> state = sel.filter.state;
+  std::int64_t n = 0;
+  for (std::int64_t id :
+       std::set<std::int64_t>(sel.ids.begin(), sel.ids.end())) {
+    auto m = q.Get(id);
+    if (!m.ok() && m.status().code() == Code::kNotFound) continue;
+    if (!m.ok()) return m.status();
+    const bool queued =
+        m->state != MessageState::kDead && m->state != MessageState::kArchived;
+    if (state ? m->state == *state : queued) ++n;
+  }
+  return n;
+}
+
+// Asks the person at the terminal to confirm a delete or cancel chosen by a
+// filter (or --all), after counting what it would touch. Returns whether
+// to go on; on yes the change is narrowed to messages sent before the
+// count, so that it touches what was counted, not what came since.
+Result<bool> Confirm(WorkQueue& q, const std::string& action,
+                     const FilterArgs& args, MessageFilter& filter) {
+  auto n = q.CountMessages(filter);
+  if (!n.ok()) return n.status();
+  if (!filter.enqueued_before || *filter.enqueued_before > n->at) {
+    filter.enqueued_before = n->at;
+  }
+  if (n->count == 0) return true;  // nothing to ask about
+  std::cerr << fmt::format("{} {} message{} of queue '{}' ({})? [y/N] ", action,
+                           n->count, n->count == 1 ? "" : "s", q.name(),
+                           args.Typed());
+  std::cerr.flush();
+  std::string answer;
+  std::getline(std::cin, answer);
+  std::erase_if(answer, [](char c) {
+    return std::isspace(static_cast<unsigned char>(c));
+  });
+  std::transform(answer.begin(), answer.end(), answer.begin(), [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  });
+  return answer == "y" || answer == "yes";
 }
 
 void AddMessageCommands(CLI::App& app, Runner& run) {
@@ -1260,6 +1335,8 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
     auto filter = std::make_shared<FilterArgs>();
     auto at = std::make_shared<std::string>();
     auto priority = std::make_shared<std::int32_t>(0);
+    auto dry_run = std::make_shared<bool>(false);
+    auto yes = std::make_shared<bool>(false);
     const std::string action = c.name;
     cmd->add_option("NAME", *name, "Queue name")->required();
     cmd->add_option("ID", *ids, "Message ids (else the filter's messages)");
@@ -1272,6 +1349,18 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
     if (action == "priority") {
       cmd->add_option("--priority", *priority, "The new priority")->required();
     }
+    // The two that take many messages out of the queue at once (for good,
+    // or into the dead letters): a count first if wanted, and a question
+    // when a person is at the terminal.
+    const bool destructive = action == "delete" || action == "cancel";
+    if (destructive) {
+      cmd->add_flag(
+          "--dry-run", *dry_run,
+          "Count the messages it would " + action + "; change nothing");
+      cmd->add_flag("--yes,-y", *yes,
+                    "Do not ask for confirmation (asked only by a filter or "
+                    "--all, when stdin is a terminal)");
+    }
     cmd->callback([=, &run] {
       auto f = filter->Filter();
       if (Failed(run, f)) return;
@@ -1279,6 +1368,22 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
         Failed(run, Status::InvalidArgument(
                         "give message ids, a filter (--state, --header, ...) "
                         "or --all"));
+        return;
+      }
+      if (action == "cancel" && f->state &&
+          (*f->state == MessageState::kDead ||
+           *f->state == MessageState::kArchived)) {
+        // Refused before anything is counted or asked.
+        Failed(run,
+               Status::InvalidArgument(fmt::format(
+                   "cancel applies to messages in the queue, not to {}",
+                   *f->state == MessageState::kDead ? "dead letters"
+                                                    : "archived messages")));
+        return;
+      }
+      if (*dry_run && !ids->empty() && filter->beyond_state()) {
+        Failed(run, Status::InvalidArgument(
+                        "--dry-run counts by ids or by a filter, not both"));
         return;
       }
       std::optional<Timestamp> when;
@@ -1292,6 +1397,24 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
       }
       auto q = run.Queue(*name);
       if (Failed(run, q)) return;
+      if (*dry_run) {
+        auto n = WouldTouch(*q, {.ids = *ids, .filter = *f});
+        if (Failed(run, n)) return;
+        run.out().Say({{"changed", 0}, {"would_change", *n}, {"dry_run", true}},
+                      fmt::format("{}: would {} {} message{}; nothing changed "
+                                  "(--dry-run)",
+                                  action, action, *n, *n == 1 ? "" : "s"));
+        return;
+      }
+      if (destructive && ids->empty() && !*yes && isatty(STDIN_FILENO)) {
+        auto go = Confirm(*q, action, *filter, *f);
+        if (Failed(run, go)) return;
+        if (!*go) {
+          if (run.out().json()) run.out().Row({{"changed", 0}});
+          std::cerr << "sqlq: not confirmed; nothing changed\n";
+          return;
+        }
+      }
       const MessageSelection sel{.ids = *ids, .filter = *f};
       auto r = action == "delete"       ? q->Delete(sel)
                : action == "cancel"     ? q->Cancel(sel)
