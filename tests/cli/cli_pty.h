@@ -17,7 +17,7 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,22 +41,11 @@ class PtyChild {
   // SQLQ_DB in its environment.
   PtyChild(const std::string& binary, const std::vector<std::string>& args,
            const std::string& cwd) {
-    std::vector<std::string> argv_s{binary};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (std::strncmp(*e, "SQLQ_DB=", 8) != 0) env_s.emplace_back(*e);
-    }
-    std::vector<char*> envp;
-    for (auto& e : env_s) envp.push_back(e.data());
-    envp.push_back(nullptr);
+    const ExecArgs exec(binary, args, std::nullopt);
     pid_ = forkpty(&master_, nullptr, nullptr, nullptr);
     if (pid_ == 0) {
       if (chdir(cwd.c_str()) != 0) _exit(126);
-      execve(argv[0], argv.data(), envp.data());
+      execve(exec.argv()[0], exec.argv(), exec.envp());
       _exit(127);
     }
   }
