@@ -242,6 +242,10 @@ complete_words() {
   fail "completing 'sqlq queue cr' gave '$(complete_words sqlq queue cr)'"
 [[ $(complete_words sqlq --db sqlite:x serve --tok) == --tokens ]] ||
   fail "completing 'sqlq serve --tok' gave '$(complete_words sqlq serve --tok)'"
+[[ $(complete_words sqlq queue sh) == show ]] ||
+  fail "completing 'sqlq queue sh' gave '$(complete_words sqlq queue sh)'"
+[[ $(complete_words sqlq message cancel --dr) == --dry-run ]] ||
+  fail "completing 'sqlq message cancel --dr' gave '$(complete_words sqlq message cancel --dr)'"
 
 step "purging the .deb"
 files=$(dpkg -L sqlq | while read -r f; do [[ -f $f ]] && echo "$f"; done)

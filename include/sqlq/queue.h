@@ -103,7 +103,7 @@ struct QueueOptions {
   std::optional<int> max_leased;
   // At most this many messages claimed per second, shared by every process
   // on the database: a bucket of `rate_burst` claims that refills at this
-  // rate. 0.001..kMaxRateLimit (0.1 is one every 10 seconds).
+  // rate. kMinRateLimit..kMaxRateLimit (0.1 is one every 10 seconds).
   std::optional<double> rate_limit;
   // How many claims the bucket holds: the most that go at once after a
   // quiet spell. 1..kMaxRateBurst; unset: one second's worth, at least 1.
@@ -136,6 +136,7 @@ struct QueueOptions {
 inline constexpr std::size_t kMaxLabels = 64;
 inline constexpr std::size_t kMaxLabelValue = 65536;
 inline constexpr int kMaxLeasedLimit = 1000000;
+inline constexpr double kMinRateLimit = 0.001;
 inline constexpr double kMaxRateLimit = 1000000;
 inline constexpr int kMaxRateBurst = 1000000;
 inline constexpr int kMaxGroupLimit = 10000;

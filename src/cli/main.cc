@@ -3,15 +3,19 @@
 // by adding.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -20,6 +24,7 @@
 #include "cli/bench_program.h"
 #include "cli/cli.h"
 #include "cli/serve.h"
+#include "core/validate.h"
 #include "engines/engines.h"
 #include "sqlq/store.h"
 #include "sqlq/text.h"
@@ -52,22 +57,37 @@ CLI::Validator NotNegative() {
 int g_exit = wire::kExitOk;
 
 // A CLI11 validator-free duration option: parsed after CLI11 is done, so that
-// the error message is ours.
+// the error message is ours, in the unit the user typed.
 struct DurationArg {
+  std::string flag;
   std::string text;
   std::optional<Duration> value;
+  // The range the option takes (the library's for what it sets), checked
+  // here so that the error echoes what was typed: "--lease 13h is too long:
+  // the range is 1ms to 12h", not the library's milliseconds.
+  Duration lo{0}, hi = kMaxDelay;
   // Set when the option is added; given means count() > 0, so that an
   // explicitly empty value ("--lease ''") is an error, not "not given".
   CLI::Option* option = nullptr;
-};
 
-Status ResolveDuration(DurationArg& arg, std::string_view flag) {
-  if (arg.option == nullptr || arg.option->count() == 0) return Status::Ok();
-  auto d = ParseDuration(arg.text);
-  if (!d.ok()) return d.status().WithContext(flag);
-  arg.value = *d;
-  return Status::Ok();
-}
+  CLI::Option* Add(CLI::App* cmd, std::string name, const std::string& help,
+                   Duration min, Duration max) {
+    flag = std::move(name);
+    lo = min;
+    hi = max;
+    option = cmd->add_option(flag, text, help);
+    return option;
+  }
+  Status Resolve() {
+    if (option == nullptr || option->count() == 0) return Status::Ok();
+    auto d = ParseDuration(text);
+    if (!d.ok()) return d.status().WithContext(flag);
+    Status s = wire::CheckDurationRange(flag, text, *d, lo, hi);
+    if (!s.ok()) return s;
+    value = *d;
+    return Status::Ok();
+  }
+};
 
 class Runner {
  public:
@@ -152,13 +172,13 @@ struct QueueOptionArgs {
     cmd->add_option(
         "--max-attempts", max_attempts,
         "Deliveries before a message becomes a dead letter" + dflt("5"));
-    lease.option = cmd->add_option("--lease", lease.text,
-                                   "Default lease of a claim" + dflt("30s"));
-    base.option =
-        cmd->add_option("--backoff-base", base.text,
-                        "Retry delay after the first failure" + dflt("1s"));
-    max.option = cmd->add_option("--backoff-max", max.text,
-                                 "Cap of the retry delay" + dflt("10m"));
+    lease.Add(cmd, "--lease", "Default lease of a claim" + dflt("30s"),
+              Duration(1), kMaxLease);
+    base.Add(cmd, "--backoff-base",
+             "Retry delay after the first failure" + dflt("1s"), Duration(0),
+             kMaxDelay);
+    max.Add(cmd, "--backoff-max", "Cap of the retry delay" + dflt("10m"),
+            Duration(0), kMaxDelay);
     auto* on = cmd->add_flag("--archive", archive,
                              "Keep acked messages in the archive");
     if (alter) {
@@ -166,17 +186,17 @@ struct QueueOptionArgs {
                     "Stop keeping acked messages (the archive stays)")
           ->excludes(on);
     }
-    retention.option =
-        cmd->add_option("--retention", retention.text,
-                        "How long the archive keeps messages" + dflt("7d"));
-    dead_retention.option = cmd->add_option(
-        "--dead-retention", dead_retention.text,
-        "How long dead letters are kept; 0 for ever" + dflt("0"));
-    unique_for.option = cmd->add_option(
-        "--unique-for", unique_for.text,
-        "How long a dedup key stays taken after its message is acked or "
-        "dead-lettered" +
-            dflt("0"));
+    retention.Add(cmd, "--retention",
+                  "How long the archive keeps messages" + dflt("7d"),
+                  Duration(1), kMaxRetention);
+    dead_retention.Add(cmd, "--dead-retention",
+                       "How long dead letters are kept; 0 for ever" + dflt("0"),
+                       Duration(0), kMaxRetention);
+    unique_for.Add(cmd, "--unique-for",
+                   "How long a dedup key stays taken after its message is "
+                   "acked or dead-lettered" +
+                       dflt("0"),
+                   Duration(0), kMaxRetention);
     cmd->add_option("--max-payload", max_payload,
                     "Largest payload in bytes" + dflt("1048576"))
         ->check(NotNegative());
@@ -211,19 +231,34 @@ struct QueueOptionArgs {
     }
   }
   Status Apply(QueueOptions& o) {
-    for (auto [arg, flag] : {std::pair{&lease, "--lease"},
-                             {&base, "--backoff-base"},
-                             {&max, "--backoff-max"},
-                             {&retention, "--retention"},
-                             {&dead_retention, "--dead-retention"},
-                             {&unique_for, "--unique-for"}}) {
-      Status s = ResolveDuration(*arg, flag);
+    for (DurationArg* arg :
+         {&lease, &base, &max, &retention, &dead_retention, &unique_for}) {
+      Status s = arg->Resolve();
       if (!s.ok()) return s;
     }
     if (max_attempts) o.max_attempts = *max_attempts;
     if (lease.value) o.lease = *lease.value;
     if (base.value) o.backoff_base = *base.value;
     if (max.value) o.backoff_max = *max.value;
+    if (o.backoff_max < o.backoff_base) {
+      // Said with the flags given, in the unit typed; the other bound may
+      // be the queue's (alter) or the default (create).
+      if (max.value && base.value) {
+        return Status::InvalidArgument(
+            fmt::format("--backoff-max {} is shorter than --backoff-base {}",
+                        max.text, base.text));
+      }
+      if (max.value) {
+        return Status::InvalidArgument(fmt::format(
+            "--backoff-max {} is shorter than the backoff base, {}: give a "
+            "shorter --backoff-base too",
+            max.text, wire::FormatDurationLike(o.backoff_base, max.text)));
+      }
+      return Status::InvalidArgument(fmt::format(
+          "--backoff-base {} is longer than the backoff max, {}: give a "
+          "longer --backoff-max too",
+          base.text, wire::FormatDurationLike(o.backoff_max, base.text)));
+    }
     if (archive) o.archive = true;
     if (no_archive) o.archive = false;
     if (retention.value) o.retention = *retention.value;
@@ -235,12 +270,15 @@ struct QueueOptionArgs {
       if (!mode.ok()) return mode.status();
       o.groups = *mode;
     }
-    for (auto [text, field, flag] :
-         {std::tuple{&max_leased, &o.max_leased, "--max-leased"},
-          {&rate_burst, &o.rate_burst, "--rate-burst"},
-          {&group_limit, &o.group_limit, "--group-limit"}}) {
+    for (auto [text, field, flag, most, none] :
+         {std::tuple{&max_leased, &o.max_leased, "--max-leased",
+                     kMaxLeasedLimit, "no limit"},
+          {&rate_burst, &o.rate_burst, "--rate-burst", kMaxRateBurst,
+           "one second's worth"},
+          {&group_limit, &o.group_limit, "--group-limit", kMaxGroupLimit,
+           "no limit"}}) {
       if (!*text) continue;
-      auto v = ParseLimit(**text, flag);
+      auto v = ParseLimit(**text, flag, most, none);
       if (!v.ok()) return v.status();
       *field = *v;
     }
@@ -269,15 +307,21 @@ struct QueueOptionArgs {
     return Status::Ok();
   }
 
-  // A whole number, or "none".
+  // A whole number in [1, most], or "none" (which means `none`).
   static Result<std::optional<int>> ParseLimit(const std::string& text,
-                                               const char* flag) {
+                                               const char* flag, int most,
+                                               const char* none) {
     if (text == "none") return std::optional<int>();
     int v = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec != std::errc() || end != text.data() + text.size()) {
       return Status::InvalidArgument(
           fmt::format("{} takes a whole number or none, not '{}'", flag, text));
+    }
+    if (v < 1 || v > most) {
+      return Status::InvalidArgument(
+          fmt::format("{} {} is out of range: the range is 1 to {} (none: {})",
+                      flag, text, most, none));
     }
     return std::optional<int>(v);
   }
@@ -306,9 +350,118 @@ struct QueueOptionArgs {
           "'{}'",
           text));
     }
-    return std::optional<double>(v / per);
+    // The library's range, said in the unit typed: "0.01/h" is refused
+    // as below 3.6/h, not as 2.8e-06 claims a second.
+    const double rate = v / per;
+    if (!(rate >= kMinRateLimit && rate <= kMaxRateLimit)) {
+      const std::string in = slash == std::string::npos ? "" : "/" + unit;
+      return Status::InvalidArgument(fmt::format(
+          "--rate-limit {} is out of range: the range is {}{} to {}{}{} (none: "
+          "no limit)",
+          text, kMinRateLimit * per, in, kMaxRateLimit * per, in,
+          in.empty() ? " claims a second" : ""));
+    }
+    return std::optional<double>(rate);
   }
 };
+
+// A rate in claims a second as a person would write it: "5/s", "300/m"
+// when that is no whole number a second, "90/h", else claims a second.
+std::string RateText(double per_second) {
+  for (auto [per, unit] : {std::pair{1.0, "s"}, {60.0, "m"}, {3600.0, "h"}}) {
+    const double n = per_second * per;
+    if (std::abs(n - std::round(n)) < 1e-9 * std::max(1.0, n)) {
+      return fmt::format("{}/{}", std::llround(n), unit);
+    }
+  }
+  return fmt::format("{}/s", per_second);
+}
+
+// The limits a queue has, as `queue list` shows them: "max_leased=20,
+// rate_limit=5/s"; null when it has none.
+wire::Json LimitsText(const QueueOptions& o) {
+  std::vector<std::string> set;
+  if (o.max_leased) set.push_back(fmt::format("max_leased={}", *o.max_leased));
+  if (o.rate_limit) set.push_back("rate_limit=" + RateText(*o.rate_limit));
+  if (o.rate_burst) set.push_back(fmt::format("rate_burst={}", *o.rate_burst));
+  if (o.group_limit) {
+    set.push_back(fmt::format("group_limit={}", *o.group_limit));
+  }
+  if (set.empty()) return nullptr;
+  return fmt::format("{}", fmt::join(set, ","));
+}
+
+// A row of `queue list` for people: what tells queues apart at a glance
+// (--json and `queue show` have every setting).
+wire::Json QueueGlance(const QueueInfo& q) {
+  const QueueOptions& o = q.options;
+  return {{"name", q.name},
+          {"paused", q.paused},
+          {"groups", GroupModeName(o.groups)},
+          {"max_attempts", o.max_attempts},
+          {"lease", wire::FormatDuration(o.lease)},
+          {"archive", o.archive},
+          {"limits", LimitsText(o)},
+          {"dead_letter_queue", o.dead_letter_queue.empty()
+                                    ? wire::Json(nullptr)
+                                    : wire::Json(o.dead_letter_queue)}};
+}
+
+// Every field of a queue, as `queue show` shows it to people: durations
+// and rates in units, unset settings saying what they mean.
+std::vector<Printer::Field> QueueFields(
+    const QueueInfo& q, const QueueStats& st,
+    const std::vector<std::string>& sources) {
+  const QueueOptions& o = q.options;
+  auto limit = [](const std::optional<int>& v, const char* unset) {
+    return v ? wire::Json(*v) : wire::Json(unset);
+  };
+  auto join = [](const std::vector<std::string>& names) {
+    return fmt::format("{}", fmt::join(names, ", "));
+  };
+  std::vector<Printer::Field> f = {
+      {"name", q.name},
+      {"paused", q.paused},
+      {"created_at", wire::FormatTime(q.created_at)},
+      {"groups", GroupModeName(o.groups)},
+      {"max_attempts", o.max_attempts},
+      {"lease", wire::FormatDuration(o.lease)},
+      {"backoff_base", wire::FormatDuration(o.backoff_base)},
+      {"backoff_max", wire::FormatDuration(o.backoff_max)},
+      {"max_payload_bytes", o.max_payload_bytes},
+      {"archive", o.archive},
+      {"retention", wire::FormatDuration(o.retention)},
+      {"dead_retention", o.dead_retention.count() == 0
+                             ? "0 (kept until purged)"
+                             : wire::FormatDuration(o.dead_retention)},
+      {"unique_for", o.unique_for.count() == 0
+                         ? "0 (a key is free once its message leaves)"
+                         : wire::FormatDuration(o.unique_for)},
+      {"max_leased", limit(o.max_leased, "none")},
+      {"rate_limit",
+       o.rate_limit ? RateText(*o.rate_limit) : std::string("none")},
+      {"rate_burst",
+       limit(o.rate_burst, o.rate_limit ? "one second's worth" : "none")},
+      {"group_limit", limit(o.group_limit, "none")},
+      {"dead_letter_queue", o.dead_letter_queue.empty()
+                                ? "none (dead letters stay here)"
+                                : o.dead_letter_queue},
+      {"dead_letters_from", sources.empty() ? "none" : join(sources)}};
+  for (const auto& [label, text] : o.labels) {
+    f.emplace_back("label " + label, text);
+  }
+  const wire::Json stats = wire::StatsJson(st);
+  for (const auto& [key, value] : stats.items()) {
+    if (key == "name" || key == "paused") continue;
+    if (key == "oldest_ready_age_ms") {
+      f.emplace_back("oldest_ready_age",
+                     wire::FormatDuration(st.oldest_ready_age));
+    } else {
+      f.emplace_back(key, value);
+    }
+  }
+  return f;
+}
 
 void AddQueueCommands(CLI::App& app, Runner& run) {
   auto* queue =
@@ -371,17 +524,51 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
     });
   }
 
-  queue->add_subcommand("list", "List queues and their settings")
+  queue
+      ->add_subcommand("list",
+                       "List queues and their settings (every setting with "
+                       "--json; one queue in full: queue show)")
       ->callback([&run] {
         auto store = run.Open(false);
         if (Failed(run, store)) return;
         auto list = (*store)->ListQueues();
         if (Failed(run, list)) return;
-        run.out().Columns({"name", "max_attempts", "lease_ms", "archive",
-                           "max_payload_bytes", "created_at"});
-        for (const auto& q : *list) run.out().Row(wire::QueueJson(q));
+        run.out().Columns({"name", "paused", "groups", "max_attempts", "lease",
+                           "archive", "limits", "dead_letter_queue"});
+        for (const auto& q : *list) {
+          run.out().Row(run.out().json() ? wire::QueueJson(q) : QueueGlance(q));
+        }
         run.out().Flush();
       });
+  {
+    auto* cmd = queue->add_subcommand(
+        "show",
+        "One queue in full: settings, limits, dead-letter queue, labels, "
+        "paused, messages and counters");
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->callback([=, &run] {
+      auto q = run.Queue(*name);
+      if (Failed(run, q)) return;
+      auto st = q->Stats();
+      if (Failed(run, st)) return;
+      auto all = (*run.Open(false))->ListQueues();
+      if (Failed(run, all)) return;
+      // The queues whose dead letters come here.
+      std::vector<std::string> sources;
+      for (const QueueInfo& other : *all) {
+        if (other.options.dead_letter_queue == *name) {
+          sources.push_back(other.name);
+        }
+      }
+      QueueInfo info = q->info();
+      info.paused = st->paused;  // as the store says now
+      wire::Json j = wire::QueueJson(info);
+      j["stats"] = wire::StatsJson(*st);
+      j["dead_letters_from"] = sources;
+      run.out().Record(j, QueueFields(info, *st, sources));
+    });
+  }
 
   {
     auto* cmd = queue->add_subcommand(
@@ -473,8 +660,8 @@ void AddSend(CLI::App& app, Runner& run) {
                   "Message payload, or '-' for one message per stdin line")
       ->required();
   cmd->add_option("--priority", a->priority, "Higher first (default 0)");
-  a->delay.option = cmd->add_option(
-      "--delay", a->delay.text, "Claimable only after this delay (e.g. 30s)");
+  a->delay.Add(cmd, "--delay", "Claimable only after this delay (e.g. 30s)",
+               Duration(0), kMaxDelay);
   cmd->add_option("--dedup", a->dedup,
                   "Deduplication key: no second message with this key while "
                   "one is in the queue");
@@ -494,8 +681,7 @@ void AddSend(CLI::App& app, Runner& run) {
                 "the header content-type: application/json")
       ->excludes(base64);
   cmd->callback([a, &run] {
-    Status s = ResolveDuration(a->delay, "--delay");
-    if (Failed(run, s)) return;
+    if (Failed(run, a->delay.Resolve())) return;
     auto parsed = HeaderArgs(a->headers);
     if (Failed(run, parsed)) return;
     Headers headers = std::move(*parsed);
@@ -596,16 +782,14 @@ void AddClaim(CLI::App& app, Runner& run) {
                   "Ack this receipt in the claim's transaction first (one "
                   "commit for both); when it is refused nothing is claimed");
   cmd->add_option("--max", a->max, "Claim up to N messages (default 1)");
-  a->lease.option = cmd->add_option("--lease", a->lease.text,
-                                    "Lease to take (default: the queue's)");
-  a->wait.option = cmd->add_option(
-      "--wait", a->wait.text, "Wait up to this long for a message (default 0)");
+  a->lease.Add(cmd, "--lease", "Lease to take (default: the queue's)",
+               Duration(1), kMaxLease);
+  a->wait.Add(cmd, "--wait", "Wait up to this long for a message (default 0)",
+              Duration(0), core::kMaxWait);
   cmd->add_option("--worker", a->worker, "Name of this consumer (archived)");
   cmd->callback([a, &run] {
-    for (auto [arg, flag] :
-         {std::pair{&a->lease, "--lease"}, std::pair{&a->wait, "--wait"}}) {
-      Status s = ResolveDuration(*arg, flag);
-      if (Failed(run, s)) return;
+    for (DurationArg* arg : {&a->lease, &a->wait}) {
+      if (Failed(run, arg->Resolve())) return;
     }
     auto q = run.Queue(a->name);
     if (Failed(run, q)) return;
@@ -633,6 +817,37 @@ void AddClaim(CLI::App& app, Runner& run) {
       std::cerr << "sqlq: no message ready\n";
     }
   });
+}
+
+// Where the messages that just became dead letters of `q` are: moved into
+// its dead-letter queue, when it has one that exists (the library moves
+// them there right after they die), or kept as dead letters of `q`. Said to
+// people ("moved to ..."), and in --json as "dead_letter_queue" when moved.
+struct DeadLetterPlace {
+  std::string moved_to;  // the dead-letter queue, or "" when kept in `q`
+  std::string sentence;  // "now dead letters of queue 'jobs'" ...
+  void AddTo(nlohmann::ordered_json& j) const {
+    if (!moved_to.empty()) j["dead_letter_queue"] = moved_to;
+  }
+};
+
+DeadLetterPlace WhereDeadLettersWent(Runner& run, const WorkQueue& q) {
+  const std::string dlq = q.options().dead_letter_queue;
+  if (dlq.empty()) {
+    return {.sentence = fmt::format(
+                "now in the dead letters of queue '{}' (sqlq dead list {})",
+                q.name(), q.name())};
+  }
+  if (!run.Queue(dlq).ok()) {
+    return {.sentence = fmt::format(
+                "kept in the dead letters of queue '{}': its dead-letter "
+                "queue '{}' does not exist",
+                q.name(), dlq)};
+  }
+  return {.moved_to = dlq,
+          .sentence = fmt::format(
+              "moved to queue '{}' (the dead-letter queue of '{}'), ready", dlq,
+              q.name())};
 }
 
 void AddReceiptCommands(CLI::App& app, Runner& run) {
@@ -671,21 +886,25 @@ void AddReceiptCommands(CLI::App& app, Runner& run) {
     cmd->add_option("NAME", *name, "Queue name")->required();
     cmd->add_option("RECEIPT", *receipt, "Receipt printed by claim")
         ->required();
-    delay->option =
-        cmd->add_option("--delay", delay->text,
-                        "Retry after exactly this delay (default: backoff)");
+    delay->Add(cmd, "--delay",
+               "Retry after exactly this delay (default: backoff)", Duration(0),
+               kMaxDelay);
     cmd->add_option("--error", *error, "Why the attempt failed");
     cmd->callback([=, &run] {
-      Status s = ResolveDuration(*delay, "--delay");
-      if (Failed(run, s)) return;
+      if (Failed(run, delay->Resolve())) return;
       auto q = run.Queue(*name);
       if (Failed(run, q)) return;
       auto r = q->Nack(*receipt, {.delay = delay->value, .error = *error});
       if (Failed(run, r)) return;
-      bool dead = *r == NackOutcome::kDead;
-      run.out().Say(
-          {{"receipt", *receipt}, {"outcome", dead ? "dead" : "retry"}},
-          dead ? "attempts used up: moved to dead letters" : "will be retried");
+      if (*r == NackOutcome::kRetry) {
+        run.out().Say({{"receipt", *receipt}, {"outcome", "retry"}},
+                      "will be retried");
+        return;
+      }
+      const DeadLetterPlace went = WhereDeadLettersWent(run, *q);
+      nlohmann::ordered_json j = {{"receipt", *receipt}, {"outcome", "dead"}};
+      went.AddTo(j);
+      run.out().Say(j, "attempts used up: " + went.sentence);
     });
   }
   {
@@ -696,12 +915,10 @@ void AddReceiptCommands(CLI::App& app, Runner& run) {
     cmd->add_option("NAME", *name, "Queue name")->required();
     cmd->add_option("RECEIPT", *receipt, "Receipt printed by claim")
         ->required();
-    lease->option =
-        cmd->add_option("--lease", lease->text, "New lease, from now")
-            ->required();
+    lease->Add(cmd, "--lease", "New lease, from now", Duration(1), kMaxLease)
+        ->required();
     cmd->callback([=, &run] {
-      Status s = ResolveDuration(*lease, "--lease");
-      if (Failed(run, s)) return;
+      if (Failed(run, lease->Resolve())) return;
       auto q = run.Queue(*name);
       if (Failed(run, q)) return;
       auto r = q->Extend(*receipt, *lease->value);
@@ -861,10 +1078,33 @@ struct FilterArgs {
   }
   // Whether any criterion was given (bulk changes by filter need one, or
   // --all).
-  bool any() const {
-    return !state.empty() || !dedup.empty() || !header.empty() ||
-           !after.empty() || !before.empty() || min_priority || max_priority ||
-           group || !payload_prefix.empty();
+  bool any() const { return !state.empty() || beyond_state(); }
+  // Whether a criterion other than --state (which names a place) was given.
+  bool beyond_state() const {
+    return !dedup.empty() || !header.empty() || !after.empty() ||
+           !before.empty() || min_priority || max_priority || group ||
+           !payload_prefix.empty();
+  }
+  // The criteria as they were typed: "--state ready --header tenant=acme".
+  std::string Typed() const {
+    std::vector<std::string> words;
+    auto put = [&](const char* flag, const std::string& value) {
+      if (value.empty()) return;
+      const bool quote = value.find_first_of(" \t'") != std::string::npos;
+      words.push_back(quote ? fmt::format("{} '{}'", flag, value)
+                            : fmt::format("{} {}", flag, value));
+    };
+    put("--state", state);
+    if (min_priority) put("--min-priority", std::to_string(*min_priority));
+    if (max_priority) put("--max-priority", std::to_string(*max_priority));
+    put("--dedup", dedup);
+    if (group) put("--group", group->empty() ? "''" : *group);
+    put("--header", header);
+    put("--payload-prefix", payload_prefix);
+    put("--enqueued-after", after);
+    put("--enqueued-before", before);
+    if (all) words.emplace_back("--all");
+    return fmt::format("{}", fmt::join(words, " "));
   }
   Result<MessageFilter> Filter() const {
     MessageFilter f;
@@ -898,6 +1138,85 @@ struct FilterArgs {
   }
 };
 
+// A message object (wire::MessageInfoJson) as `message get` shows it to
+// people: its fields in its order, each header on a line of its own
+// ("header tenant"), the error history a line per failed attempt ("error
+// 2": when, and why), and a payload that is not text as "base64:...".
+std::vector<Printer::Field> MessageFields(const wire::Json& m) {
+  std::vector<Printer::Field> out;
+  for (const auto& [key, value] : m.items()) {
+    if (key == "headers") {
+      for (const auto& [header, v] : value.items()) {
+        out.emplace_back("header " + header, v);
+      }
+    } else if (key == "errors") {
+      if (value.empty()) out.emplace_back("errors", "none");
+      for (const wire::Json& e : value) {
+        out.emplace_back(
+            fmt::format("error {}", e["attempt"].get<int>()),
+            e["at"].get<std::string>() + "  " + e["error"].get<std::string>());
+      }
+    } else if (key == "payload_base64") {
+      out.emplace_back("payload", "base64:" + value.get<std::string>());
+    } else if (key == "payload" && !value.is_string()) {
+      out.emplace_back("payload", value.dump());  // sent as JSON
+    } else {
+      out.emplace_back(key, value);
+    }
+  }
+  return out;
+}
+
+// How many messages a delete or cancel of `sel` would touch: those the
+// filter chooses, or of the ids those found where the command acts (the
+// queue, or the place --state names).
+Result<std::int64_t> WouldTouch(WorkQueue& q, const MessageSelection& sel) {
+  if (sel.ids.empty()) {
+    auto n = q.CountMessages(sel.filter);
+    if (!n.ok()) return n.status();
+    return n->count;
+  }
+  const std::optional<MessageState> state = sel.filter.state;
+  std::int64_t n = 0;
+  for (std::int64_t id :
+       std::set<std::int64_t>(sel.ids.begin(), sel.ids.end())) {
+    auto m = q.Get(id);
+    if (!m.ok() && m.status().code() == Code::kNotFound) continue;
+    if (!m.ok()) return m.status();
+    const bool queued =
+        m->state != MessageState::kDead && m->state != MessageState::kArchived;
+    if (state ? m->state == *state : queued) ++n;
+  }
+  return n;
+}
+
+// Asks the person at the terminal to confirm a delete or cancel chosen by a
+// filter (or --all), after counting what it would touch. Returns whether
+// to go on; on yes the change is narrowed to messages sent before the
+// count, so that it touches what was counted, not what came since.
+Result<bool> Confirm(WorkQueue& q, const std::string& action,
+                     const FilterArgs& args, MessageFilter& filter) {
+  auto n = q.CountMessages(filter);
+  if (!n.ok()) return n.status();
+  if (!filter.enqueued_before || *filter.enqueued_before > n->at) {
+    filter.enqueued_before = n->at;
+  }
+  if (n->count == 0) return true;  // nothing to ask about
+  std::cerr << fmt::format("{} {} message{} of queue '{}' ({})? [y/N] ", action,
+                           n->count, n->count == 1 ? "" : "s", q.name(),
+                           args.Typed());
+  std::cerr.flush();
+  std::string answer;
+  std::getline(std::cin, answer);
+  std::erase_if(answer, [](char c) {
+    return std::isspace(static_cast<unsigned char>(c));
+  });
+  std::transform(answer.begin(), answer.end(), answer.begin(), [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  });
+  return answer == "y" || answer == "yes";
+}
+
 void AddMessageCommands(CLI::App& app, Runner& run) {
   auto* msg = app.add_subcommand(
       "message",
@@ -916,11 +1235,8 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
       if (Failed(run, q)) return;
       auto m = q->Get(*id);
       if (Failed(run, m)) return;
-      run.out().Columns({"id", "state", "attempts", "priority", "ready_at",
-                         "lease_expires_at", "worker", "last_error",
-                         "payload"});
-      run.out().Row(wire::MessageInfoJson(*m));
-      run.out().Flush();
+      const wire::Json j = wire::MessageInfoJson(*m);
+      run.out().Record(j, MessageFields(j));
     });
   }
   {
@@ -1019,6 +1335,8 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
     auto filter = std::make_shared<FilterArgs>();
     auto at = std::make_shared<std::string>();
     auto priority = std::make_shared<std::int32_t>(0);
+    auto dry_run = std::make_shared<bool>(false);
+    auto yes = std::make_shared<bool>(false);
     const std::string action = c.name;
     cmd->add_option("NAME", *name, "Queue name")->required();
     cmd->add_option("ID", *ids, "Message ids (else the filter's messages)");
@@ -1031,6 +1349,18 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
     if (action == "priority") {
       cmd->add_option("--priority", *priority, "The new priority")->required();
     }
+    // The two that take many messages out of the queue at once (for good,
+    // or into the dead letters): a count first if wanted, and a question
+    // when a person is at the terminal.
+    const bool destructive = action == "delete" || action == "cancel";
+    if (destructive) {
+      cmd->add_flag(
+          "--dry-run", *dry_run,
+          "Count the messages it would " + action + "; change nothing");
+      cmd->add_flag("--yes,-y", *yes,
+                    "Do not ask for confirmation (asked only by a filter or "
+                    "--all, when stdin is a terminal)");
+    }
     cmd->callback([=, &run] {
       auto f = filter->Filter();
       if (Failed(run, f)) return;
@@ -1038,6 +1368,22 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
         Failed(run, Status::InvalidArgument(
                         "give message ids, a filter (--state, --header, ...) "
                         "or --all"));
+        return;
+      }
+      if (action == "cancel" && f->state &&
+          (*f->state == MessageState::kDead ||
+           *f->state == MessageState::kArchived)) {
+        // Refused before anything is counted or asked.
+        Failed(run,
+               Status::InvalidArgument(fmt::format(
+                   "cancel applies to messages in the queue, not to {}",
+                   *f->state == MessageState::kDead ? "dead letters"
+                                                    : "archived messages")));
+        return;
+      }
+      if (*dry_run && !ids->empty() && filter->beyond_state()) {
+        Failed(run, Status::InvalidArgument(
+                        "--dry-run counts by ids or by a filter, not both"));
         return;
       }
       std::optional<Timestamp> when;
@@ -1051,6 +1397,24 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
       }
       auto q = run.Queue(*name);
       if (Failed(run, q)) return;
+      if (*dry_run) {
+        auto n = WouldTouch(*q, {.ids = *ids, .filter = *f});
+        if (Failed(run, n)) return;
+        run.out().Say({{"changed", 0}, {"would_change", *n}, {"dry_run", true}},
+                      fmt::format("{}: would {} {} message{}; nothing changed "
+                                  "(--dry-run)",
+                                  action, action, *n, *n == 1 ? "" : "s"));
+        return;
+      }
+      if (destructive && ids->empty() && !*yes && isatty(STDIN_FILENO)) {
+        auto go = Confirm(*q, action, *filter, *f);
+        if (Failed(run, go)) return;
+        if (!*go) {
+          if (run.out().json()) run.out().Row({{"changed", 0}});
+          std::cerr << "sqlq: not confirmed; nothing changed\n";
+          return;
+        }
+      }
       const MessageSelection sel{.ids = *ids, .filter = *f};
       auto r = action == "delete"       ? q->Delete(sel)
                : action == "cancel"     ? q->Cancel(sel)
@@ -1058,8 +1422,15 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
                : action == "reschedule" ? q->Reschedule(sel, *when)
                                         : q->SetPriority(sel, *priority);
       if (Failed(run, r)) return;
-      run.out().Say({{"changed", *r}}, fmt::format("{}: {} message{}", action,
-                                                   *r, *r == 1 ? "" : "s"));
+      nlohmann::ordered_json j = {{"changed", *r}};
+      std::string sentence =
+          fmt::format("{}: {} message{}", action, *r, *r == 1 ? "" : "s");
+      if (action == "cancel" && *r > 0) {
+        const DeadLetterPlace went = WhereDeadLettersWent(run, *q);
+        went.AddTo(j);
+        sentence += ", " + went.sentence;
+      }
+      run.out().Say(j, sentence);
     });
   }
 }

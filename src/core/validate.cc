@@ -71,11 +71,11 @@ Status ValidateLimits(const QueueOptions& o) {
   s = CheckLimit("group_limit", o.group_limit, kMaxGroupLimit);
   if (!s.ok()) return s;
   if (o.rate_limit &&
-      !(*o.rate_limit >= 0.001 && *o.rate_limit <= kMaxRateLimit)) {
+      !(*o.rate_limit >= kMinRateLimit && *o.rate_limit <= kMaxRateLimit)) {
     return Status::InvalidArgument(fmt::format(
-        "rate_limit {} is out of range [0.001, {}] claims per second (leave "
+        "rate_limit {} is out of range [{}, {}] claims per second (leave "
         "it unset for no limit)",
-        *o.rate_limit, kMaxRateLimit));
+        *o.rate_limit, kMinRateLimit, kMaxRateLimit));
   }
   if (o.rate_burst && !o.rate_limit) {
     return Status::InvalidArgument("rate_burst needs a rate_limit");

@@ -82,6 +82,22 @@ void Printer::Say(const nlohmann::ordered_json& obj,
   }
 }
 
+void Printer::Record(const nlohmann::ordered_json& obj,
+                     const std::vector<Field>& fields) {
+  if (json_) {
+    Row(obj);
+    return;
+  }
+  std::size_t width = 0;
+  for (const auto& [label, value] : fields) {
+    width = std::max(width, label.size());
+  }
+  for (const auto& [label, value] : fields) {
+    std::cout << fmt::format("{:<{}}  {}\n", label, width, Cell(value));
+  }
+  std::cout.flush();
+}
+
 void Printer::Flush() {
   if (json_ || rows_.empty()) {
     std::cout.flush();

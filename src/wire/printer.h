@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sqlq/status.h"
@@ -35,6 +36,13 @@ class Printer {
   }
   // A sentence for people; in json mode `obj` is printed instead.
   void Say(const nlohmann::ordered_json& obj, std::string_view sentence);
+  // One thing in detail, for people: a line per field, its label and then
+  // its value, the values lined up (shown as table cells show them: "-"
+  // for null, control characters escaped). In json mode `obj` is printed
+  // instead.
+  using Field = std::pair<std::string, nlohmann::ordered_json>;
+  void Record(const nlohmann::ordered_json& obj,
+              const std::vector<Field>& fields);
   void Flush();
   // Prints the error (one line on stderr; JSON on stderr in json mode) and
   // returns its exit code.

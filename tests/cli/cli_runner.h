@@ -54,6 +54,34 @@ struct RunResult {
   std::chrono::steady_clock::duration elapsed{};
 };
 
+// The argv and envp of an execve, built before fork (after it only
+// async-signal-safe calls are allowed): `binary` with `args`, and this
+// process's environment without SQLQ_DB, plus SQLQ_DB=`sqlq_db` when given.
+class ExecArgs {
+ public:
+  ExecArgs(const std::string& binary, const std::vector<std::string>& args,
+           const std::optional<std::string>& sqlq_db) {
+    argv_s_.push_back(binary);
+    argv_s_.insert(argv_s_.end(), args.begin(), args.end());
+    for (auto& a : argv_s_) argv_.push_back(a.data());
+    argv_.push_back(nullptr);
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::strncmp(*e, "SQLQ_DB=", 8) != 0) env_s_.emplace_back(*e);
+    }
+    if (sqlq_db) env_s_.push_back("SQLQ_DB=" + *sqlq_db);
+    for (auto& e : env_s_) envp_.push_back(e.data());
+    envp_.push_back(nullptr);
+  }
+  ExecArgs(const ExecArgs&) = delete;
+  ExecArgs& operator=(const ExecArgs&) = delete;
+  char* const* argv() const { return argv_.data(); }
+  char* const* envp() const { return envp_.data(); }
+
+ private:
+  std::vector<std::string> argv_s_, env_s_;
+  std::vector<char*> argv_, envp_;
+};
+
 // A started program; Finish() collects it.
 class Child {
  public:
@@ -93,20 +121,7 @@ class Child {
     }
     // Everything the child needs is built before fork: after fork only
     // async-signal-safe calls are allowed.
-    std::vector<std::string> argv_s;
-    argv_s.push_back(binary);
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (std::strncmp(*e, "SQLQ_DB=", 8) != 0) env_s.emplace_back(*e);
-    }
-    if (options.sqlq_db) env_s.push_back("SQLQ_DB=" + *options.sqlq_db);
-    std::vector<char*> envp;
-    for (auto& e : env_s) envp.push_back(e.data());
-    envp.push_back(nullptr);
+    const ExecArgs exec(binary, args, options.sqlq_db);
     const char* cwd = options.cwd.empty() ? nullptr : options.cwd.c_str();
 
     c.started_ = std::chrono::steady_clock::now();
@@ -126,7 +141,7 @@ class Child {
           setresuid(*options.uid, *options.uid, *options.uid) != 0) {
         _exit(126);
       }
-      execve(argv[0], argv.data(), envp.data());
+      execve(exec.argv()[0], exec.argv(), exec.envp());
       _exit(127);
     }
     close(in[0]);

@@ -235,15 +235,16 @@ TEST_F(CliTest, QueueListHumanIsATableWithAHeader) {
   EXPECT_EQ(r.err, "");
   auto lines = Lines(r.out);
   ASSERT_EQ(lines.size(), 3u) << r.out;
-  EXPECT_EQ(Words(lines[0]), (std::vector<std::string>{
-                                 "NAME", "MAX_ATTEMPTS", "LEASE_MS", "ARCHIVE",
-                                 "MAX_PAYLOAD_BYTES", "CREATED_AT"}));
+  EXPECT_EQ(Words(lines[0]),
+            (std::vector<std::string>{"NAME", "PAUSED", "GROUPS",
+                                      "MAX_ATTEMPTS", "LEASE", "ARCHIVE",
+                                      "LIMITS", "DEAD_LETTER_QUEUE"}));
   auto jobs = Words(lines[1]);
-  ASSERT_EQ(jobs.size(), 6u) << lines[1];
+  ASSERT_EQ(jobs.size(), 8u) << lines[1];
   EXPECT_EQ(jobs[0], "jobs");
-  EXPECT_EQ(jobs[2], "300000");
+  EXPECT_EQ(jobs[4], "5m");
   // Columns line up under their headers.
-  EXPECT_EQ(lines[1].find("300000"), lines[0].find("LEASE_MS"));
+  EXPECT_EQ(lines[1].find("5m"), lines[0].find("LEASE"));
   EXPECT_EQ(Words(lines[2])[0], "mail");
 }
 
@@ -965,7 +966,8 @@ TEST_F(CliTest, InvalidQueueOptionsAreRefusedAndNothingIsCreated) {
       {{"--max-attempts", "lots"}, "lots"},
       {{"--max-payload", "0"}, "max payload"},
       {{"--max-payload", "67108865"}, "max payload"},
-      {{"--backoff-base", "10m", "--backoff-max", "1m"}, "backoff max"},
+      {{"--backoff-base", "10m", "--backoff-max", "1m"},
+       "--backoff-max 1m is shorter than --backoff-base 10m"},
       {{"--lease", "0ms"}, "lease"},
   };
   for (const auto& [options, mention] : cases) {
@@ -1037,6 +1039,46 @@ TEST_F(CliTest, BadDurationsAreRefusedAndNothingChanges) {
   for (const Case& k : cases) {
     SCOPED_TRACE(::testing::PrintToString(k.args));
     EXPECT_TRUE(FailsWith(Human(k.args), kUsage, k.mention));
+  }
+  // A value out of range is said back as it was typed, with the range in
+  // the same unit (and as sqlq writes it where that differs).
+  const std::vector<Case> ranges = {
+      {{"queue", "create", "x", "--lease", "13h"},
+       "sqlq: --lease 13h is too long: the range is 1ms to 12h\n"},
+      {{"queue", "create", "x", "--lease", "780m"},
+       "sqlq: --lease 780m is too long: the range is 1ms to 720m (12h)\n"},
+      {{"queue", "create", "x", "--lease", "46800"},
+       "sqlq: --lease 46800 is too long: the range is 0.001s (1ms) to "
+       "43200s (12h)\n"},
+      {{"queue", "create", "x", "--lease", "0s"},
+       "sqlq: --lease 0s is too short: the range is 0.001s (1ms) to 43200s "
+       "(12h)\n"},
+      {{"queue", "create", "x", "--retention", "11000d"},
+       "sqlq: --retention 11000d is too long: the range is 1ms to 3650d\n"},
+      {{"queue", "create", "x", "--backoff-base", "20m"},
+       "sqlq: --backoff-base 20m is longer than the backoff max, 10m: give a "
+       "longer --backoff-max too\n"},
+      {{"queue", "create", "x", "--backoff-max", "500ms"},
+       "sqlq: --backoff-max 500ms is shorter than the backoff base, 1000ms "
+       "(1s): give a shorter --backoff-base too\n"},
+      {{"queue", "create", "x", "--backoff-base", "1m", "--backoff-max", "30s"},
+       "sqlq: --backoff-max 30s is shorter than --backoff-base 1m\n"},
+      {{"send", "jobs", "z", "--delay", "400d"},
+       "sqlq: --delay 400d is too long: the range is 0 to 365d\n"},
+      {{"claim", "jobs", "--wait", "2h"},
+       "sqlq: --wait 2h is too long: the range is 0 to 1h\n"},
+      {{"claim", "jobs", "--wait", "0.5d"},
+       "sqlq: --wait 0.5d is too long: the range is 0 to 1h\n"},
+      {{"nack", "jobs", receipt, "--delay", "9000h"},
+       "sqlq: --delay 9000h is too long: the range is 0 to 8760h (365d)\n"},
+      {{"extend", "jobs", receipt, "--lease", "1d"},
+       "sqlq: --lease 1d is too long: the range is 1ms to 0.5d (12h)\n"},
+  };
+  for (const Case& k : ranges) {
+    SCOPED_TRACE(::testing::PrintToString(k.args));
+    RunResult r = Human(k.args);
+    EXPECT_EQ(r.exit_code, kUsage) << Show(r);
+    EXPECT_EQ(r.err, k.mention);
   }
   EXPECT_EQ(QueueNames(), std::vector<std::string>{"jobs"});
   EXPECT_EQ(Counts(Stats("jobs")), Counts(before));

@@ -249,10 +249,19 @@ TEST_F(MessageCliTest, LimitsFromTheCommandLine) {
   EXPECT_EQ(Ok({"claim", "lim", "--max", "10"}).size(), 2u);
   // Each with what its error names.
   for (const std::vector<std::string>& bad :
-       {std::vector<std::string>{"--max-leased", "0", "max_leased 0"},
+       {std::vector<std::string>{
+            "--max-leased", "0",
+            "--max-leased 0 is out of range: the range is 1 to 1000000 "
+            "(none: no limit)"},
         {"--max-leased", "lots", "--max-leased"},
         {"--rate-limit", "5/week", "--rate-limit"},
-        {"--rate-limit", "0", "rate_limit 0"},
+        {"--rate-limit", "0",
+         "--rate-limit 0 is out of range: the range is 0.001 to 1000000 "
+         "claims a second (none: no limit)"},
+        {"--rate-limit", "0.01/h",
+         "--rate-limit 0.01/h is out of range: the range is 3.6/h to "
+         "3600000000/h"},
+        {"--group-limit", "20000", "the range is 1 to 10000"},
         {"--rate-burst", "3", "needs a rate_limit"},
         {"--group-limit", "2", "fair"}}) {
     EXPECT_TRUE(FailsWith(Human({"queue", "create", "bad", bad[0], bad[1]}),

@@ -206,6 +206,32 @@ TEST(WireDuration, UnitsAndPlainSeconds) {
   }
 }
 
+// Durations said back: in the largest whole unit, or in the unit the user
+// typed (with sqlq's own form beside it where that differs).
+TEST(WireDuration, FormattedInTheUnitTyped) {
+  EXPECT_EQ(FormatDuration(Duration(0)), "0");
+  EXPECT_EQ(FormatDuration(Duration(1)), "1ms");
+  EXPECT_EQ(FormatDuration(Duration(90'000)), "90s");
+  EXPECT_EQ(FormatDuration(Duration(43'200'000)), "12h");
+  EXPECT_EQ(FormatDuration(Duration(86'400'000)), "1d");
+  const Duration twelve_hours(43'200'000);
+  EXPECT_EQ(FormatDurationLike(twelve_hours, "13h"), "12h");
+  EXPECT_EQ(FormatDurationLike(twelve_hours, "780m"), "720m (12h)");
+  EXPECT_EQ(FormatDurationLike(twelve_hours, "1d"), "0.5d (12h)");
+  EXPECT_EQ(FormatDurationLike(twelve_hours, "46800"), "43200s (12h)");
+  EXPECT_EQ(FormatDurationLike(Duration(1), "0s"), "0.001s (1ms)");
+  // No whole number of thousandths of an hour: sqlq's form.
+  EXPECT_EQ(FormatDurationLike(Duration(1), "13h"), "1ms");
+  EXPECT_EQ(FormatDurationLike(Duration(0), "13h"), "0");
+  EXPECT_TRUE(CheckDurationRange("--lease", "12h", twelve_hours, Duration(1),
+                                 twelve_hours)
+                  .ok());
+  Status s = CheckDurationRange("--lease", "13h", Duration(46'800'000),
+                                Duration(1), twelve_hours);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_EQ(s.message(), "--lease 13h is too long: the range is 1ms to 12h");
+}
+
 // {"k0":0,"k1":0,...}: an object of `keys` keys.
 std::string WideObject(int keys) {
   std::string s = "{";
