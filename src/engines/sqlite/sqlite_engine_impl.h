@@ -1,7 +1,9 @@
 // The SQLite engine class, shared by the files that implement
 // it by concern (sqlite_engine.cc, sqlite_queue.cc, sqlite_claim.cc,
-// sqlite_ring.cc, sqlite_rotation.cc, sqlite_migrate.cc). Internal: included by
-// those files only.
+// sqlite_rotation.cc, sqlite_migrate.cc). Rings and the rest of what it
+// shares with the other engines are in engines/shared/, with SQLite's SQL
+// for them in dialect.h and sqlite_shared.cc. Internal: included by those
+// files only.
 //
 // The SQLite engine. Design notes: docs/engines/sqlite.md.
 //
@@ -36,6 +38,8 @@
 #include "core/rows.h"
 #include "core/validate.h"
 #include "engines/shared/message_sql.h"
+#include "engines/shared/sql_engine.h"
+#include "engines/sqlite/dialect.h"
 #include "engines/sqlite/file_watcher.h"
 #include "engines/sqlite/schema.h"
 #include "engines/sqlite/sqlite_conn.h"
@@ -126,10 +130,11 @@ inline Result<Settings> ParseUrl(std::string_view rest) {
   return s;
 }
 
-class SqliteEngine : public core::Engine {
+class SqliteEngine : public shared::SqlEngine<Dialect> {
  public:
+  // `clock` is never null: the database has no clock of its own.
   SqliteEngine(Settings settings, std::shared_ptr<Clock> clock)
-      : settings_(std::move(settings)), clock_(std::move(clock)) {}
+      : SqlEngine(std::move(clock)), settings_(std::move(settings)) {}
 
   ~SqliteEngine() override {
     watcher_.reset();  // stop callbacks before the connections go
@@ -286,34 +291,6 @@ class SqliteEngine : public core::Engine {
 
   Result<Timestamp> Extend(Conn& c, const core::ExtendParams& op) override;
 
-  // --- rings ---------------------------------------------------------------
-
-  Result<core::RingRecord> CreateRing(
-      Conn& c, const core::CreateRingParams& op) override;
-
-  Result<core::RingRecord> GetRing(Conn& c, std::string_view name) override;
-  Result<core::KindsRecord> ListRingsAndRotations(Conn& c) override;
-
-  Status DropRing(Conn& c, std::int64_t ring_id) override;
-
-  Result<RingEntry> RingPush(Conn& c, const core::RingPushParams& op) override;
-
-  Result<std::vector<RingEntry>> RingRead(
-      Conn& c, const core::RingReadParams& op) override;
-
-  Result<std::vector<RingGroup>> RingGroups(Conn& c,
-                                            std::int64_t ring_id) override;
-
-  Status RingDelete(Conn& c, const core::RingDeleteParams& op) override;
-
-  Result<std::int64_t> RingDeleteGroup(
-      Conn& c, const core::RingDeleteGroupParams& op) override;
-
-  Result<std::int64_t> RingSetCapacity(
-      Conn& c, const core::RingSetCapacityParams& op) override;
-
-  Result<RingStats> RingStatsOf(Conn& c, std::int64_t ring_id) override;
-
   // --- rotations -------------------------------------------------------------
 
   Result<core::RotationRecord> CreateRotation(
@@ -381,14 +358,6 @@ class SqliteEngine : public core::Engine {
                    std::initializer_list<const char*> statements,
                    std::string_view what);
 
-  // Deletes the group's `n` oldest entries (lowest seq: a total order, so a
-  // statement-replaying replica evicts the same rows).
-  Status EvictOldest(SqliteConn& conn, std::int64_t ring_id,
-                     std::string_view group, std::int64_t n);
-
-  Status AdjustEntries(SqliteConn& conn, std::int64_t ring_id,
-                       std::string_view group, std::int64_t delta);
-
   // Takes the rotation's next `count` counter values and returns the last
   // of them; kNotFound when the rotation was dropped.
   Result<std::int64_t> NextStamp(SqliteConn& conn, std::int64_t rotation_id,
@@ -428,7 +397,7 @@ class SqliteEngine : public core::Engine {
   Status FlushCounters(SqliteConn& conn);
 
   Status WriteCounters(SqliteConn& conn, std::int64_t queue_id,
-                       const QueueCounters& d);
+                       const QueueCounters& d) override;
 
   // Moves message `id` to the dead letters with last error `error`, and
   // `history_error` appended to its error history for its last attempt at
@@ -460,7 +429,6 @@ class SqliteEngine : public core::Engine {
   void ReleaseReader(std::unique_ptr<SqliteConn> conn);
 
   Settings settings_;
-  std::shared_ptr<Clock> clock_;
   std::string real_path_;
   std::mutex writer_mu_;
   std::unique_ptr<SqliteConn> writer_;  // guarded by writer_mu_

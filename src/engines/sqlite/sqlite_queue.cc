@@ -423,25 +423,7 @@ Result<std::int64_t> SqliteEngine::PruneArchive(
 
 namespace {
 
-constexpr shared::MessageSqlStyle kMessageStyle = {
-    .placeholder = [](int n) { return "?" + std::to_string(n); },
-    .header_equals =
-        [](const std::string& key, const std::string& value) {
-          return "EXISTS (SELECT 1 FROM json_each(headers) WHERE key = " + key +
-                 " AND value = " + value + ")";
-        },
-    // Bytes, not characters: a payload stored as text is cast first.
-    .payload_starts =
-        [](const std::string& len, const std::string& prefix) {
-          return "substr(CAST(payload AS BLOB), 1, " + len + ") = CAST(" +
-                 prefix + " AS BLOB)";
-        },
-    .headers_column = "headers",
-    .errors_column = "errors",
-    .null_int = "NULL",
-    .null_bytes = "NULL",
-    .queue_id_by_id = "+queue_id",
-};
+constexpr const shared::MessageSqlStyle& kMessageStyle = Dialect::kMessageStyle;
 
 // Runs a statement built at run time, prepared for this call only (the
 // connection's cache keeps statements by their text's address), calling
