@@ -1,6 +1,6 @@
 // The SQLite engine class, shared by the files that implement
 // it by concern (sqlite_engine.cc, sqlite_queue.cc, sqlite_claim.cc,
-// sqlite_rotation.cc, sqlite_migrate.cc). Rings and the rest of what it
+// sqlite_migrate.cc). Rings, rotations and the rest of what it
 // shares with the other engines are in engines/shared/, with SQLite's SQL
 // for them in dialect.h and sqlite_shared.cc. Internal: included by those
 // files only.
@@ -27,7 +27,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <initializer_list>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -291,38 +290,6 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
 
   Result<Timestamp> Extend(Conn& c, const core::ExtendParams& op) override;
 
-  // --- rotations -------------------------------------------------------------
-
-  Result<core::RotationRecord> CreateRotation(
-      Conn& c, const core::CreateRotationParams& op) override;
-
-  Result<core::RotationRecord> GetRotation(Conn& c,
-                                           std::string_view name) override;
-
-  Status DropRotation(Conn& c, std::int64_t rotation_id) override;
-
-  Status RotationAdd(Conn& c, const core::RotationAddParams& op) override;
-
-  Status RotationRemove(Conn& c, const core::RotationRemoveParams& op) override;
-
-  Result<std::vector<RotationItem>> RotationNext(
-      Conn& c, const core::RotationNextParams& op) override;
-
-  Result<RotationItem> RotationFail(
-      Conn& c, const core::RotationFailParams& op) override;
-
-  Result<RotationItem> RotationOk(Conn& c,
-                                  const core::RotationOkParams& op) override;
-
-  Result<RotationItem> RotationReset(
-      Conn& c, const core::RotationResetParams& op) override;
-
-  Result<std::vector<RotationItem>> RotationList(
-      Conn& c, std::int64_t rotation_id) override;
-
-  Result<RotationStats> RotationStatsOf(Conn& c,
-                                        std::int64_t rotation_id) override;
-
   // --- dead letters and archive -------------------------------------------
 
   Result<std::vector<DeadLetter>> ListDead(
@@ -353,19 +320,6 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
 
   // The name is taken: says by what kind of thing.
   Status Taken(SqliteConn& conn, std::string_view name);
-
-  Status DeleteAll(SqliteConn& conn, std::int64_t id,
-                   std::initializer_list<const char*> statements,
-                   std::string_view what);
-
-  // Takes the rotation's next `count` counter values and returns the last
-  // of them; kNotFound when the rotation was dropped.
-  Result<std::int64_t> NextStamp(SqliteConn& conn, std::int64_t rotation_id,
-                                 std::int64_t count = 1);
-
-  Result<RotationItem> UpdateItem(SqliteConn& conn, const char* sql,
-                                  std::int64_t rotation_id,
-                                  std::string_view key, int param);
 
   // The highest priority level of the queue below `below` (all levels when
   // unset); nullopt when there is none. One seek in the claim index.

@@ -567,18 +567,6 @@ Status SqliteEngine::Taken(SqliteConn& conn, std::string_view name) {
   return core::NameTaken(name, st.Text(0));
 }
 
-Status SqliteEngine::DeleteAll(SqliteConn& conn, std::int64_t id,
-                               std::initializer_list<const char*> statements,
-                               std::string_view what) {
-  for (const char* sql : statements) {
-    SQLQ_PREPARE(st, conn, sql);
-    st.Bind(1, id);
-    Status s = st.Run(what);
-    if (!s.ok()) return s;
-  }
-  return Status::Ok();
-}
-
 Status SqliteEngine::CheckQueue(SqliteConn& conn, std::int64_t queue_id) {
   if (conn.known_queues.contains(queue_id)) return Status::Ok();
   SQLQ_PREPARE(st, conn, "SELECT 1 FROM sqlq_queues WHERE id = ?1");
