@@ -243,16 +243,6 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
 
   Result<core::ClaimOutcome> Claim(Conn& c,
                                    const core::ClaimParams& p) override;
-  Result<std::int64_t> CreateSchedule(Conn& c,
-                                      const ScheduleInfo& info) override;
-  Result<std::vector<core::ScheduleRecord>> ListSchedules(Conn& c) override;
-  Status DropSchedule(Conn& c, std::string_view name) override;
-  Status SetSchedulePaused(Conn& c, std::string_view name, bool paused,
-                           std::int64_t next_us) override;
-  Result<bool> TakeSchedulerLease(Conn& c, std::string_view holder,
-                                  core::Micros lease) override;
-  Result<bool> AdvanceSchedule(Conn& c,
-                               const core::ScheduleAdvance& a) override;
   Result<core::LimitState> LockLimits(Conn& c, std::int64_t queue_id,
                                       bool count_leased) override;
   Status SaveLimits(Conn& c, std::int64_t queue_id,
