@@ -175,9 +175,6 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
 
   // --- queues --------------------------------------------------------------
 
-  Result<core::QueueRecord> CreateQueue(
-      Conn& c, const core::CreateQueueParams& op) override;
-
 // The errors column with one entry appended for the row's current attempt
 // (core/columns.h): at `at` and error `error`, each an SQL expression; the
 // oldest entry is dropped past kErrorHistory (20).
@@ -197,44 +194,9 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
   " AND dedup IS NOT NULL ON CONFLICT (queue_id, dedup) DO UPDATE SET "     \
   "message_id = excluded.message_id, until_us = excluded.until_us"
 
-  static inline const std::string kSelectQueue =
-      std::string("SELECT ") + core::kQueueColumns + " FROM sqlq_queues";
-
-  Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override;
-
-  Result<std::vector<core::QueueRecord>> ListQueues(Conn& c) override;
-
   Status TouchSchema(Conn& c) override;
 
   Status DropQueue(Conn& c, std::int64_t queue_id) override;
-
-  Status AlterQueue(Conn& c, const core::AlterQueueParams& op) override;
-
-  Result<std::int64_t> UnlinkDeadLetterQueue(Conn& c,
-                                             std::string_view name) override;
-
-  Status SetPaused(Conn& c, const core::SetPausedParams& p) override;
-
-  Result<std::int64_t> PruneDead(Conn& c,
-                                 const core::PruneDeadParams& op) override;
-
-  Result<std::int64_t> PruneHolds(Conn& c, std::int64_t queue_id) override;
-
-  Result<std::int64_t> PurgeQueue(Conn& c, std::int64_t queue_id) override;
-
-  Result<QueueStats> Stats(Conn& c, std::int64_t queue_id) override;
-
-  // --- single messages -----------------------------------------------------
-
-  Result<core::FoundMessages> FindMessages(
-      Conn& c, const core::FindMessagesParams& p) override;
-
-  Result<std::int64_t> CountMessages(
-      Conn& c, const core::FindMessagesParams& p) override;
-  Status ReportWaiting(Conn& c, const core::WaitingReport& r) override;
-  Result<std::map<std::string, std::int64_t>> ReadWaiting(
-      Conn& c, core::Micros fresh) override;
-  Result<std::int64_t> Steer(Conn& c, const core::SteerParams& p) override;
 
   // --- messages ------------------------------------------------------------
 
@@ -269,8 +231,6 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
   Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
                                                std::int64_t queue_id) override;
 
-  Result<Timestamp> Now(Conn&) override;
-
   Status Ack(Conn& c, const core::AckParams& p) override;
 
   Status Retry(Conn& c, const core::RetryParams& p) override;
@@ -282,34 +242,10 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
 
   // --- dead letters and archive -------------------------------------------
 
-  Result<std::vector<DeadLetter>> ListDead(
-      Conn& c, const core::ListDeadParams& op) override;
-
   Result<std::int64_t> Redrive(Conn& c, const core::RedriveParams& op) override;
-
-  Result<std::int64_t> PurgeDead(Conn& c, std::int64_t queue_id) override;
-
-  Result<std::vector<ArchivedMessage>> ListArchive(
-      Conn& c, const core::ListArchiveParams& op) override;
-
-  Result<std::int64_t> PruneArchive(
-      Conn& c, const core::PruneArchiveParams& op) override;
 
  private:
   static SqliteConn& Sql(Conn& c) { return static_cast<SqliteConn&>(c); }
-
-  // Creates the row of a ring or rotation (`kind` is one of those two
-  // literals); kAlreadyExists when the name is taken by any kind.
-  Result<std::int64_t> InsertKind(SqliteConn& conn, std::string_view name,
-                                  const char* kind, std::size_t max_payload,
-                                  std::int64_t capacity, int max_failures);
-
-  // Why `name` is not a `want`: missing, or another kind of thing.
-  Status Missing(SqliteConn& conn, std::string_view name,
-                 std::string_view want);
-
-  // The name is taken: says by what kind of thing.
-  Status Taken(SqliteConn& conn, std::string_view name);
 
   // The highest priority level of the queue below `below` (all levels when
   // unset); nullopt when there is none. One seek in the claim index.
@@ -319,24 +255,6 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
 
   static Stmt& BindFence(Stmt& st, std::int64_t queue_id,
                          const core::Receipt& r);
-
-  Status CheckQueue(SqliteConn& conn, std::int64_t queue_id);
-
-  // Checks the queue, then runs `sql` (a DELETE of the queue's rows of one
-  // table, its one parameter the queue's id): how many rows went.
-  Result<std::int64_t> DeleteOfQueue(SqliteConn& conn, std::int64_t queue_id,
-                                     const char* sql, std::string_view what);
-
-  // The same for a prune: `sql`'s parameters are the queue's id and a
-  // time in microseconds (`cutoff_us`) before which rows go.
-  Result<std::int64_t> DeleteBefore(SqliteConn& conn, std::int64_t queue_id,
-                                    const char* sql, std::int64_t cutoff_us,
-                                    std::string_view what);
-
-  // REQUIRES: the queue was seen in this transaction (CheckQueue, or a
-  // message of it was changed).
-  Status AddCounters(SqliteConn& conn, std::int64_t queue_id,
-                     const QueueCounters& d);
 
   Status FlushCounters(SqliteConn& conn);
 
@@ -351,11 +269,6 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
   Status MoveToDead(SqliteConn& conn, std::int64_t id, std::string_view error,
                     std::int64_t now, std::string_view history_error,
                     std::int64_t failed_at, core::Micros unique_for);
-
-  // Says why a receipt was refused: the message is gone, or it is there
-  // under another lease.
-  Status Refused(SqliteConn& conn, std::int64_t queue_id,
-                 const core::Receipt& r);
 
   Status InTransaction(SqliteConn& conn, const char* begin,
                        const std::function<Status(Conn&)>& body);
