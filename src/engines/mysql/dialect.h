@@ -14,7 +14,7 @@
 
 #include "engines/mysql/my_conn.h"
 #include "engines/shared/message_sql.h"
-#include "engines/shared/sql_engine.h"
+#include "engines/shared/pooled_sql_engine.h"
 
 namespace sqlq::engines::mysql {
 
@@ -52,15 +52,16 @@ inline void AddIds(Params& p, const std::vector<std::int64_t>& ids) {
   }
 }
 
-struct Dialect {
+struct Dialect : shared::QuestionMarks {
   using Conn = MyConn;
   using Params = mysql::Params;
   using Rows = mysql::Rows;
 
-  // The shared statements are written with ?, as MariaDB takes them.
-  static std::string Statement(std::string_view sql) {
-    return std::string(sql);
-  }
+  // A read that locks the rows it reads until the transaction ends.
+  static constexpr const char* kForUpdate = " FOR UPDATE";
+  // The rows of a ring or rotation go with its sqlq_queues row (foreign
+  // keys ON DELETE CASCADE).
+  static constexpr bool kCascades = true;
 
   // Header names are checked (letters, digits, _-.:), so $."name" is a
   // path to that key; it goes in as a parameter all the same.
@@ -86,10 +87,6 @@ struct Dialect {
       .has_npriority = true,
       .by_id = " FORCE INDEX (PRIMARY)",
   };
-  static Result<Rows> RunOnce(Conn& conn, const std::string& sql, Params params,
-                              std::string_view what) {
-    return conn.RunOnce(sql, params, what);
-  }
   static void AfterSteer(Conn&, std::int64_t) {}
   // The listing's statements name their index (kMessageStyle.by_id), or
   // have one whose order their ORDER BY ... LIMIT takes.
@@ -188,22 +185,6 @@ struct Dialect {
     FROM sqlq_rotation_items
     WHERE rotation_id = ? ORDER BY parked, last_served, added)sql";
 
-  // The sqlq_queues row of a queue, and of a ring or rotation. A taken
-  // name is a duplicate key, a clean failure on MariaDB (the statement is
-  // rolled back, the transaction stays usable); PostgreSQL uses ON
-  // CONFLICT DO NOTHING and RETURNING.
-  static inline const std::string kInsertQueue = R"sql(
-    INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
-      backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
-      unique_for_us, max_leased, rate_u, rate_burst, group_limit,
-      dead_letter_queue, labels, created_us, group_mode)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
-  static inline const std::string kInsertKind = R"sql(
-    INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
-      backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
-      created_us, capacity, max_failures)
-    VALUES (?, ?, 0, 0, 0, 0, 0, 0, ?, ?, ?, ?))sql";
-
   // One subquery per figure (PostgreSQL sums its counters in one pass and
   // counts messages with FILTER, which MariaDB lacks). Parameters: now
   // four times, the queue.
@@ -239,8 +220,10 @@ struct Dialect {
     SELECT token, attempts FROM sqlq_messages
     WHERE id = ? AND queue_id = ? LOCK IN SHARE MODE)sql";
 
-  // Runs one of the inserts above: the new row's id, or nullopt when the
-  // name is taken.
+  // Runs an insert of a named row (sql_queue.h): the new row's id, or
+  // nullopt when the name is taken (a duplicate key, which leaves the
+  // transaction usable; PostgreSQL and SQLite use ON CONFLICT DO NOTHING
+  // and RETURNING, shared::StandardSql).
   static Result<std::optional<std::int64_t>> InsertName(MyConn& conn,
                                                         const std::string& sql,
                                                         Params& params,

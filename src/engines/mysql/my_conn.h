@@ -63,6 +63,8 @@ class Params {
   Params& Int(std::int64_t v);
   // Bytes; `v` must outlive the statement's execution.
   Params& Bytes(std::string_view v);
+  // A payload: bytes, as Bytes (SQLite stores them apart from keys).
+  Params& Payload(std::string_view v) { return Bytes(v); }
   // Bytes, or NULL when empty.
   Params& BytesOrNull(std::string_view v);
   // An owned copy of `v`.

@@ -59,7 +59,7 @@
 #include "engines/mysql/mysql_engine.h"
 #include "engines/mysql/poller.h"
 #include "engines/mysql/schema.h"
-#include "engines/shared/sql_engine.h"
+#include "engines/shared/pooled_sql_engine.h"
 
 namespace sqlq::engines::mysql {
 
@@ -117,10 +117,10 @@ struct ConnParams {
   int write_groups = 1;
 };
 
-class MysqlEngine : public shared::SqlEngine<Dialect> {
+class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
  public:
   MysqlEngine(ConnParams params, std::shared_ptr<Clock> clock)
-      : SqlEngine(std::move(clock), [this] { return Connect(); }),
+      : PooledSqlEngine(std::move(clock), [this] { return Connect(); }),
         params_(std::move(params)) {
     pool_.set_failover_wait(core::FailoverWaitFor(params_.failover_wait_ms,
                                                   params_.servers.size() > 1));

@@ -6,6 +6,7 @@
 #include "engines/mysql/dialect.h"
 #include "engines/mysql/mysql_engine_impl.h"
 #include "engines/shared/sql_groups.h"
+#include "engines/shared/sql_holds.h"
 #include "engines/shared/sql_limits.h"
 #include "engines/shared/sql_queue.h"
 #include "engines/shared/sql_ring.h"
@@ -136,7 +137,7 @@ Status Dialect::WriteHolds(MyConn& conn, std::int64_t queue_id,
         " ON DUPLICATE KEY UPDATE message_id = VALUES(message_id), "
         "until_us = VALUES(until_us)";
     auto rows = n == 1 ? conn.Run(sql, p, "hold dedup keys")
-                       : RunOnce(conn, sql, std::move(p), "hold dedup keys");
+                       : conn.RunOnce(sql, p, "hold dedup keys");
     if (!rows.ok()) return rows.status();
   }
   return Status::Ok();
@@ -145,3 +146,5 @@ Status Dialect::WriteHolds(MyConn& conn, std::int64_t queue_id,
 }  // namespace sqlq::engines::mysql
 
 template class sqlq::engines::shared::SqlEngine<sqlq::engines::mysql::Dialect>;
+template class sqlq::engines::shared::PooledSqlEngine<
+    sqlq::engines::mysql::Dialect>;

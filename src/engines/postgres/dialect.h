@@ -15,11 +15,12 @@
 #include "engines/postgres/pg_conn.h"
 #include "engines/postgres/statements.h"
 #include "engines/shared/message_sql.h"
-#include "engines/shared/sql_engine.h"
+#include "engines/shared/pooled_sql_engine.h"
+#include "engines/shared/standard_sql.h"
 
 namespace sqlq::engines::postgres {
 
-struct Dialect {
+struct Dialect : shared::StandardSql<Dialect> {
   using Conn = PgConn;
   using Params = postgres::Params;
   using Rows = postgres::Rows;
@@ -28,6 +29,12 @@ struct Dialect {
   static std::string Statement(std::string_view sql) {
     return NumberPlaceholders(sql);
   }
+
+  // A read that locks the rows it reads until the transaction ends.
+  static constexpr const char* kForUpdate = " FOR UPDATE";
+  // The rows of a ring or rotation go with its sqlq_queues row (foreign
+  // keys ON DELETE CASCADE).
+  static constexpr bool kCascades = true;
 
   // Microseconds since the epoch of now(), the transaction's start.
   // MariaDB: NOW(6) through UNIX_TIMESTAMP.
@@ -51,10 +58,6 @@ struct Dialect {
       .null_bytes = "NULL::bytea",
       .queue_id_by_id = "queue_id + 0",
   };
-  static Result<Rows> RunOnce(Conn& conn, const std::string& sql,
-                              const Params& params, std::string_view what) {
-    return conn.RunOnce(sql, params, what);
-  }
   // Before the listing's statements, for the rest of the transaction: no
   // sequential scans and no sorts, so that they walk the primary key (or,
   // in the dead letters and archive, the queue's (queue_id, id) index) in
@@ -122,67 +125,6 @@ struct Dialect {
        WHERE i.rotation_id = q.id AND i.parked)
     FROM sqlq_queues q WHERE q.id = $1 AND q.kind = 'rotation')sql";
 
-  // Rotation items: the key column is `key` (MariaDB: item_key) and
-  // `parked` a boolean (MariaDB: 0 or 1). Updates return the item
-  // (RETURNING); MariaDB reads it again.
-  static constexpr const char* kItemExists = R"sql(
-    SELECT 1 FROM sqlq_rotation_items
-    WHERE rotation_id = $1 AND key = $2)sql";
-  static constexpr const char* kInsertItem = R"sql(
-    INSERT INTO sqlq_rotation_items (rotation_id, key, payload, added)
-    VALUES ($1, $2, $3, $4))sql";
-  static constexpr const char* kRemoveItem = R"sql(
-    DELETE FROM sqlq_rotation_items WHERE rotation_id = $1 AND key = $2)sql";
-  static constexpr const char* kNextItems = R"sql(
-    SELECT key, payload, serves, failures FROM sqlq_rotation_items
-    WHERE rotation_id = $1 AND NOT parked
-    ORDER BY last_served, added LIMIT $2
-    FOR UPDATE)sql";
-  static constexpr const char* kServeItem = R"sql(
-    UPDATE sqlq_rotation_items SET last_served = $1, serves = serves + 1
-    WHERE rotation_id = $2 AND key = $3)sql";
-  // Both assignments read the row as it was.
-  static constexpr const char* kFailItem = R"sql(
-    UPDATE sqlq_rotation_items
-    SET failures = failures + 1, parked = (failures + 1 >= $1)
-    WHERE rotation_id = $2 AND key = $3
-    RETURNING key, payload, serves, failures, parked)sql";
-  static constexpr const char* kItemParked = R"sql(
-    SELECT parked FROM sqlq_rotation_items
-    WHERE rotation_id = $1 AND key = $2 FOR UPDATE)sql";
-  static constexpr const char* kOkItem = R"sql(
-    UPDATE sqlq_rotation_items SET failures = 0
-    WHERE rotation_id = $1 AND key = $2
-    RETURNING key, payload, serves, failures, parked)sql";
-  static constexpr const char* kResetItem = R"sql(
-    UPDATE sqlq_rotation_items SET failures = 0, parked = false
-    WHERE rotation_id = $1 AND key = $2
-    RETURNING key, payload, serves, failures, parked)sql";
-  static constexpr const char* kListItems = R"sql(
-    SELECT key, payload, serves, failures, parked FROM sqlq_rotation_items
-    WHERE rotation_id = $1 ORDER BY parked, last_served, added)sql";
-
-  // The sqlq_queues row of a queue, and of a ring or rotation. ON
-  // CONFLICT DO NOTHING RETURNING id: no row back when the name is taken,
-  // as a failed statement would abort the transaction (MariaDB's duplicate
-  // key leaves it usable).
-  static constexpr const char* kInsertQueue = R"sql(
-    INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
-      backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
-      unique_for_us, max_leased, rate_u, rate_burst, group_limit,
-      dead_letter_queue, labels, created_us, group_mode)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-      $16, $17, $18)
-    ON CONFLICT (name) DO NOTHING
-    RETURNING id)sql";
-  static constexpr const char* kInsertKind = R"sql(
-    INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
-      backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
-      created_us, capacity, max_failures)
-    VALUES ($1, $2, 0, 0, 0, 0, false, 0, $3, $4, $5, $6)
-    ON CONFLICT (name) DO NOTHING
-    RETURNING id)sql";
-
   // One pass over the counters (sqlq_counts adds the deltas not yet
   // folded in; the deltas table has no index, so each separate sum would
   // read it whole again), one over the queue's messages with FILTER.
@@ -217,37 +159,6 @@ struct Dialect {
   static constexpr const char* kReceiptHolder = R"sql(
     SELECT token, attempts FROM sqlq_messages
     WHERE id = $1 AND queue_id + 0 = $2)sql";
-
-  // Runs one of the inserts above: the new row's id, or nullopt when the
-  // name is taken.
-  static Result<std::optional<std::int64_t>> InsertName(PgConn& conn,
-                                                        const char* sql,
-                                                        const Params& params,
-                                                        std::string_view what);
-
-  // Adds an entry to a ring's group: the upsert of the group row returns
-  // the entry's seq (RETURNING; MariaDB reads it back).
-  static Result<shared::Pushed> PushEntry(PgConn& conn, std::int64_t ring_id,
-                                          std::string_view group,
-                                          std::int64_t now_us,
-                                          std::string_view payload);
-
-  // Deletes the group's `n` oldest entries in one statement (MariaDB
-  // refuses LIMIT in such a subquery).
-  static Result<std::int64_t> DeleteOldest(PgConn& conn, std::int64_t ring_id,
-                                           std::string_view group,
-                                           std::int64_t n);
-
-  // Takes the rotation's next `count` stamps and returns the last.
-  // REQUIRES: the rotation locked.
-  static Result<std::int64_t> NextStamp(PgConn& conn, std::int64_t rotation_id,
-                                        std::int64_t count);
-
-  // Runs an item update that returns the item.
-  static Result<RotationItem> UpdateItem(PgConn& conn, const char* sql,
-                                         const Params& params,
-                                         std::int64_t rotation_id,
-                                         std::string_view key);
 
   // Leases the messages a grouped claim locked (sql_groups.h), with the
   // ids after it (IdsIn): token, lease end, worker. A lease that ran out is
@@ -348,20 +259,6 @@ struct Dialect {
          {build(true, true, false), build(true, true, true)}}};
     return kSql[first][ordered][window];
   }
-
-  // What an insert of a named row (InsertName) ends with: no row back when
-  // the name is taken.
-  static constexpr const char* kInsertNameTail =
-      " ON CONFLICT (name) DO NOTHING RETURNING id";
-
-  // Limits (sql_limits.h): a queue's limit row, made when missing (queue);
-  // a lease recorded for max_leased (queue, message, token).
-  static constexpr const char* kMakeLimits = R"sql(
-    INSERT INTO sqlq_limits (queue_id, tokens_u, at_us) VALUES (?, 0, 0)
-    ON CONFLICT (queue_id) DO NOTHING)sql";
-  static constexpr const char* kRecordLease = R"sql(
-    INSERT INTO sqlq_leases (queue_id, message_id, token) VALUES (?, ?, ?)
-    ON CONFLICT (queue_id, message_id) DO UPDATE SET token = excluded.token)sql";
 
   // The message holding a dedup key by an unexpired hold: queue, key, now.
   // A statement of READ COMMITTED sees every hold committed before it.

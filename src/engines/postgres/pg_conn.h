@@ -79,6 +79,8 @@ class Params {
   Params& Null();
   // Binary bytes; `v` must outlive the statement's execution.
   Params& Bytes(std::string_view v);
+  // A payload: bytes, as Bytes (SQLite stores them apart from keys).
+  Params& Payload(std::string_view v) { return Bytes(v); }
   // One-dimensional arrays in binary format, for `unnest($n::bigint[])` and
   // `unnest($n::bytea[])`: one parameter for a whole batch of rows. The
   // statement must cast the parameter to exactly that array type (the
@@ -166,6 +168,11 @@ class PgConn : public core::TxConn {
   Result<std::vector<Rows>> RunAll(const char* sql,
                                    const std::vector<Params>& params,
                                    std::string_view what);
+  Result<std::vector<Rows>> RunAll(const std::string& sql,
+                                   const std::vector<Params>& params,
+                                   std::string_view what) {
+    return RunAll(sql.c_str(), params, what);
+  }
   // Runs `sql` once per element of `params`, then COMMIT, all in one
   // pipeline, after the deferred BEGIN and the staged statement if there
   // are: the statements that must precede the commit cost no round trip of

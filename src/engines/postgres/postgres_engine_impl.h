@@ -54,7 +54,7 @@
 #include "engines/postgres/schema.h"
 #include "engines/postgres/statements.h"
 #include "engines/postgres/vacuumer.h"
-#include "engines/shared/sql_engine.h"
+#include "engines/shared/pooled_sql_engine.h"
 
 namespace sqlq::engines::postgres {
 
@@ -144,13 +144,13 @@ constexpr const char* kBeginReadWithNow =
     "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
     "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
 
-class PostgresEngine : public shared::SqlEngine<Dialect> {
+class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
  public:
   // `several_hosts`: the URL names more than one server (a failover
   // list), which changes ConnectRaw's defaults.
   PostgresEngine(std::string url, const Tuning& tuning, bool several_hosts,
                  std::shared_ptr<Clock> clock)
-      : SqlEngine(std::move(clock), [this] { return Connect(); }),
+      : PooledSqlEngine(std::move(clock), [this] { return Connect(); }),
         url_(std::move(url)),
         several_hosts_(several_hosts),
         write_groups_(tuning.write_groups),

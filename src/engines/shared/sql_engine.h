@@ -1,44 +1,59 @@
-// What the PostgreSQL and MariaDB/MySQL engines share above their SQL:
-// the connection pool, read transactions and a caller's Tx; queues
-// (create, look up, list, purge, stats) and the rows of sqlq_queues that
-// name things; rings; rotations; the listing and pruning of dead letters
-// and archive; the share lock every operation takes on its queue; refused
-// receipts; the transaction's clock and its counters. Written once, over a
-// dialect that holds each engine's SQL and client calls (as River splits
-// its drivers from its logic).
+// The operations every engine runs the same way above its SQL: queues
+// (create, look up, list, alter, pause, purge, stats) and the rows of
+// sqlq_queues that name things; rings; rotations; schedules; the state of
+// limited claims; the listing and pruning of dead letters and archive;
+// finding, counting and changing messages by filter; the share lock every
+// operation takes on its queue; refused receipts; the transaction's clock
+// and its counters. Written once, over a dialect that holds each engine's
+// SQL and client calls (as River splits its drivers from its logic).
+//
+// SqlEngine<D> holds the operations only. How a transaction begins and
+// commits, and on which connection, is each engine's: the server engines
+// (PostgreSQL, MariaDB/MySQL) take theirs from a pool of sessions
+// (PooledSqlEngine<D>, pooled_sql_engine.h), SQLite from its one writer
+// and its readers. Sends, claims, acks, nacks, extends and redrives are
+// each engine's too: their SQL is where the engines differ most, and
+// where each is fastest.
 //
 // A dialect D provides (the names below are its requirements):
 //   Conn, Params, Rows       the engine's connection (a core::TxConn),
 //                            statement parameters and result set, with
-//                            conn.Run(sql, params, what) -> Result<Rows>,
+//                            conn.Run(sql, params, what) -> Result<Rows>
+//                            (`sql` of static storage: it may be kept
+//                            prepared by its address),
 //                            conn.RunAll(sql, vector<Params>, what),
-//                            Params::Int/Bytes/Text, Rows::size/Int/Bytes/
-//                            affected;
+//                            conn.RunOnce(sql, params, what) for a
+//                            statement built at run time (not kept),
+//                            Params::Int/Text/TextOrNull/Bytes/Payload/
+//                            Null, Rows::size/Int/Bytes/IsNull/affected;
 //   kJsonColumns             "headers, errors" selected as text;
 //   kMessageStyle            how message_sql.h writes its statements;
-//   RunOnce(conn, sql, p, w) runs a statement built at run time, which is
-//                            not kept prepared;
 //   AfterSteer(conn, queue)  what a bulk change of messages needs at commit
 //                            (PostgreSQL: a notification);
 //   BeforeListing(conn)      what the listing's plans need first;
 //   Statement(sql)           a statement written with ? placeholders, as
 //                            the engine runs it (PostgreSQL numbers them);
+//   kForUpdate               what a read that locks the rows it reads for
+//                            the rest of the transaction ends with;
+//   kCascades                whether deleting a row of sqlq_queues deletes
+//                            the rows of its ring or rotation (foreign
+//                            keys ON DELETE CASCADE);
 //   the statements named k... below whose text differs between engines
 //                            (each dialect says how and why), and
 //   the static functions named D:: in the definitions, whose statements
-//   differ in number or kind, not only in text (RETURNING on PostgreSQL, a
-//   second read on MariaDB): InsertName, PushEntry, DeleteOldest,
-//   NextStamp, UpdateItem, WriteHolds.
-// The definitions are in sql_queue.h, sql_groups.h, sql_ring.h and
-// sql_rotation.h.
+//   differ in number or kind, not only in text (RETURNING on PostgreSQL
+//   and SQLite, a second read on MariaDB): InsertName, PushEntry,
+//   DeleteOldest, NextStamp, UpdateItem.
+// PostgreSQL's and SQLite's dialects take what they write alike from
+// StandardSql<D> (standard_sql.h); MariaDB's writes its own.
+// The definitions are in sql_queue.h, sql_ring.h, sql_rotation.h,
+// sql_schedules.h and sql_limits.h.
 //
-// An engine derives from SqlEngine<D>, implements the operations that are
-// its own (queues, sends, claims, acks: their SQL is where the engines
-// differ most, and where each is fastest), and instantiates
-// SqlEngine<D> once, in <engine>_shared.cc. The definitions are in
-// sql_queue.h, sql_ring.h and sql_rotation.h.
+// An engine derives from SqlEngine<D> (a server engine through
+// PooledSqlEngine<D>), implements the operations that are its own and
+// instantiates SqlEngine<D> once, in <engine>_shared.cc.
 //
-// Locking, for both engines: every operation on a queue, ring or rotation
+// Locking, for every engine: every operation on a queue, ring or rotation
 // first takes a share lock on its sqlq_queues row (CheckQueue), so that a
 // drop, which deletes that row, waits for it. Rings: a push locks its
 // group's row with the upsert, which serialises the pushes to one group;
@@ -52,7 +67,9 @@
 // each call sees the stamps of the calls before it, which keeps the
 // round-robin order and its fairness, and no two calls get the same item.
 // next() also locks the items it serves against a concurrent
-// fail/ok/reset/remove.
+// fail/ok/reset/remove. On SQLite these reads lock nothing (its dialect
+// reads plainly): a write transaction holds the database's one write lock
+// from its BEGIN IMMEDIATE to its end, which serialises them all.
 
 #ifndef SQLQ_ENGINES_SHARED_SQL_ENGINE_H_
 #define SQLQ_ENGINES_SHARED_SQL_ENGINE_H_
@@ -81,14 +98,13 @@ struct Pushed {
   std::int64_t capacity = 0;
 };
 
-// A dedup key to hold (core/engine.h, SendParams): the message that had it.
-struct HeldKey {
-  std::int64_t message_id = 0;
-  std::string key;
+// A dialect whose database takes the shared statements' ? placeholders as
+// they are written (SQLite, MariaDB; PostgreSQL numbers them).
+struct QuestionMarks {
+  static std::string Statement(std::string_view sql) {
+    return std::string(sql);
+  }
 };
-
-// Idle connections kept for reuse.
-constexpr std::size_t kMaxIdle = 16;
 
 template <class D>
 class SqlEngine : public core::Engine {
@@ -96,25 +112,6 @@ class SqlEngine : public core::Engine {
   using DConn = typename D::Conn;
   using Params = typename D::Params;
   using Rows = typename D::Rows;
-
-  // --- transactions -------------------------------------------------------
-  // Write() is each engine's own: how a write transaction begins and
-  // commits is where the engines differ (PostgreSQL sends BEGIN with the
-  // first statement, MariaDB reads the clock with it).
-
-  Status Read(const std::function<Status(core::Conn&)>& body) override {
-    return pool_.RunRead([&](DConn& c) { return Begin(c, /*read_only=*/true); },
-                         [&](DConn& c) { return InTransaction(c, body); });
-  }
-
-  Result<std::unique_ptr<core::Conn>> BeginTx() override {
-    auto conn =
-        pool_.Lend([&](DConn& c) { return Begin(c, /*read_only=*/false); });
-    if (!conn.ok()) return conn.status();
-    return std::unique_ptr<core::Conn>(std::move(*conn));
-  }
-
-  Status CommitTx(core::Conn& c) override { return Commit(Native(c)); }
 
   // --- queues ----------------------------------------------------------------
 
@@ -257,23 +254,8 @@ class SqlEngine : public core::Engine {
                                         std::int64_t rotation_id) override;
 
  protected:
-  // `clock` null: the database's clock. `connect` opens a connection for
-  // the pool.
-  SqlEngine(std::shared_ptr<Clock> clock,
-            typename core::ConnPool<DConn>::Connect connect)
-      : clock_(std::move(clock)), pool_(std::move(connect), kMaxIdle) {}
-
-  // Begins a transaction on `conn` (a read-only snapshot, or a write
-  // transaction for a caller's Tx); on failure nothing is left open.
-  virtual Status Begin(DConn& conn, bool read_only) = 0;
-
-  // Runs `body` in the transaction begun on `conn`, and commits (or rolls
-  // back when `body` failed).
-  virtual Status InTransaction(
-      DConn& conn, const std::function<Status(core::Conn&)>& body) = 0;
-
-  // Commits, then does what follows a commit in this process.
-  virtual Status Commit(DConn& conn) = 0;
+  // `clock` null: the database's clock.
+  explicit SqlEngine(std::shared_ptr<Clock> clock) : clock_(std::move(clock)) {}
 
   static DConn& Native(core::Conn& c) { return static_cast<DConn&>(c); }
 
@@ -315,13 +297,6 @@ class SqlEngine : public core::Engine {
   // The name is taken: says by what kind of thing.
   static Status Taken(DConn& conn, std::string_view name);
 
-  // The parameters that fence a receipt (id, queue, token, attempt), in
-  // that order, for `WHERE id = ? AND queue_id = ? AND token = ? AND
-  // attempts = ?`.
-  static Params Fence(std::int64_t queue_id, const core::Receipt& r);
-  static void AppendFence(Params& p, std::int64_t queue_id,
-                          const core::Receipt& r);
-
   // The counters in the order of the columns sends, claims, acks, nacks,
   // expirations, dead_lettered, pushes, serves.
   static void AppendCounters(Params& p, const core::QueueCounters& d) {
@@ -335,45 +310,12 @@ class SqlEngine : public core::Engine {
         .Int(d.serves);
   }
 
-  // Dedup windows (core/engine.h, SendParams). HoldKeys holds `keys` until
-  // now + unique_for (nothing when either is empty or 0).
-  Status HoldKeys(DConn& conn, std::int64_t queue_id,
-                  const std::vector<HeldKey>& keys, core::Micros unique_for);
-  // The keys of rows of (message id, dedup key or NULL).
-  static std::vector<HeldKey> KeysOf(const Rows& rows) {
-    std::vector<HeldKey> keys;
-    for (int i = 0; i < rows.size(); ++i) {
-      if (!rows.IsNull(i, 1))
-        keys.push_back({rows.Int(i, 0), rows.Bytes(i, 1)});
-    }
-    return keys;
-  }
-  // After a send's inserts: each message of `out` stored under a key that
-  // an unexpired hold has is deleted again and becomes a duplicate of the
-  // hold's message; `stored` counts what remains. Run after the inserts,
-  // which wait for a transaction that is acking the key's holder, so that
-  // its hold is seen here (a look before would miss it).
-  Status ApplyHolds(DConn& conn, const core::SendParams& p,
-                    std::vector<SendResult>& out, std::int64_t& stored);
-
-  // A claim of a queue with groups (sql_groups.h).
-  Result<core::ClaimOutcome> ClaimGroups(DConn& conn,
-                                         const core::ClaimParams& p);
-  // Moves messages `ids`, locked by this transaction and out of attempts
-  // (their last lease ran out), to the dead letters, holding their dedup
-  // keys for p.unique_for.
-  virtual Status BuryExhausted(DConn& conn,
-                               const std::vector<std::int64_t>& ids,
-                               std::int64_t now,
-                               const core::ClaimParams& p) = 0;
-
   // Says why a receipt was refused: the message is gone, or it is there
   // under another lease.
   static Status Refused(DConn& conn, std::int64_t queue_id,
                         const core::Receipt& r);
 
   const std::shared_ptr<Clock> clock_;  // null: the database clock
-  core::ConnPool<DConn> pool_;
 
  private:
   // Creates the row of a ring or rotation (`kind` is one of those two

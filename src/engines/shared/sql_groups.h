@@ -1,6 +1,6 @@
-// SqlEngine (sql_engine.h): the claims of queues with groups
+// PooledSqlEngine (pooled_sql_engine.h): the claims of queues with groups
 // (ClaimParams::groups), the same on PostgreSQL and MariaDB. Included only
-// where an engine instantiates SqlEngine<D>.
+// where an engine instantiates PooledSqlEngine<D>.
 //
 // A claim goes round the queue's groups in key order from where this
 // handle's last claim stopped (core/group_walk.h), in batches: a look at
@@ -48,7 +48,7 @@
 #include "core/group_walk.h"
 #include "core/rows.h"
 #include "core/validate.h"
-#include "engines/shared/sql_engine.h"
+#include "engines/shared/pooled_sql_engine.h"
 
 namespace sqlq::engines::shared {
 
@@ -114,7 +114,7 @@ class IdListStatement {
 };
 
 template <class D>
-Result<core::ClaimOutcome> SqlEngine<D>::ClaimGroups(
+Result<core::ClaimOutcome> PooledSqlEngine<D>::ClaimGroups(
     DConn& conn, const core::ClaimParams& p) {
   auto now_r = NowUs(conn);
   if (!now_r.ok()) return now_r.status();

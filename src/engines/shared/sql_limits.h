@@ -17,6 +17,7 @@
 #ifndef SQLQ_ENGINES_SHARED_SQL_LIMITS_H_
 #define SQLQ_ENGINES_SHARED_SQL_LIMITS_H_
 
+#include "core/errors.h"
 #include "engines/shared/sql_engine.h"
 
 namespace sqlq::engines::shared {
@@ -24,8 +25,9 @@ namespace sqlq::engines::shared {
 // The statements (tests EXPLAIN them): lock the limit row; delete the
 // leases that ended (queue, now); count the live ones and the first end
 // (queue, now).
+// (The lock is the dialect's D::kForUpdate, after the first.)
 inline constexpr const char* kLockLimitsSql = R"sql(
-  SELECT tokens_u, at_us FROM sqlq_limits WHERE queue_id = ? FOR UPDATE)sql";
+  SELECT tokens_u, at_us FROM sqlq_limits WHERE queue_id = ?)sql";
 inline constexpr const char* kEndedLeasesSql = R"sql(
   DELETE FROM sqlq_leases WHERE queue_id = ? AND NOT EXISTS (
     SELECT 1 FROM sqlq_messages m WHERE m.id = sqlq_leases.message_id
@@ -41,7 +43,8 @@ Result<core::LimitState> SqlEngine<D>::LockLimits(core::Conn& c,
                                                   std::int64_t queue_id,
                                                   bool count_leased) {
   DConn& conn = Native(c);
-  static const std::string kLock = D::Statement(kLockLimitsSql);
+  static const std::string kLock =
+      D::Statement(std::string(kLockLimitsSql) + D::kForUpdate);
   static const std::string kMake = D::Statement(D::kMakeLimits);
   static const std::string kEnded = D::Statement(kEndedLeasesSql);
   static const std::string kLive = D::Statement(kLiveLeasesSql);

@@ -41,8 +41,8 @@ Status SqlEngine<D>::CheckQueue(DConn& conn, std::int64_t queue_id, bool lock) {
   // later operation of the transaction that wants the lock.
   if (lock) {
     conn.known_queues.insert(queue_id);
-    // The lock read the clock too: NowUs takes it from here.
-    if (!conn.tx_now_us) conn.tx_now_us = rows->Int(0, 0);
+    // The lock read the database's clock too: NowUs takes it from here.
+    if (!clock_ && !conn.tx_now_us) conn.tx_now_us = rows->Int(0, 0);
   }
   return Status::Ok();
 }
@@ -110,6 +110,23 @@ Params& AppendOptions(Params& p, const QueueOptions& o) {
       .TextOrNull(core::EncodeHeaders(o.labels));
 }
 
+// The sqlq_queues row of a queue, and of a ring or rotation, as
+// D::InsertName runs them (after them D::kInsertNameTail: no row back when
+// the name is taken, on the engines whose failed statement would abort the
+// transaction; MariaDB's duplicate key leaves it usable).
+inline constexpr const char* kInsertQueueSql = R"sql(
+  INSERT INTO sqlq_queues (name, max_attempts, lease_us, backoff_base_us,
+    backoff_max_us, archive, retention_us, max_payload, dead_retention_us,
+    unique_for_us, max_leased, rate_u, rate_burst, group_limit,
+    dead_letter_queue, labels, created_us, group_mode)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
+// `archive` bound as 0 (false: PostgreSQL reads '0' as a boolean).
+inline constexpr const char* kInsertKindSql = R"sql(
+  INSERT INTO sqlq_queues (name, kind, max_attempts, lease_us,
+    backoff_base_us, backoff_max_us, archive, retention_us, max_payload,
+    created_us, capacity, max_failures)
+  VALUES (?, ?, 0, 0, 0, 0, ?, 0, ?, ?, ?, ?))sql";
+
 template <class D>
 Result<core::QueueRecord> SqlEngine<D>::CreateQueue(
     core::Conn& c, const core::CreateQueueParams& op) {
@@ -119,7 +136,9 @@ Result<core::QueueRecord> SqlEngine<D>::CreateQueue(
   if (!now.ok()) return now.status();
   Params p;
   AppendOptions(p.Text(name), o).Int(*now).Int(static_cast<int>(o.groups));
-  auto id = D::InsertName(conn, D::kInsertQueue, p, "create queue");
+  static const std::string kSql =
+      D::Statement(std::string(kInsertQueueSql) + D::kInsertNameTail);
+  auto id = D::InsertName(conn, kSql, p, "create queue");
   if (!id.ok()) return id.status();
   if (!*id) return Taken(conn, name);
   core::QueueRecord r;
@@ -188,20 +207,6 @@ Result<Timestamp> SqlEngine<D>::Now(core::Conn& c) {
 }
 
 template <class D>
-typename SqlEngine<D>::Params SqlEngine<D>::Fence(std::int64_t queue_id,
-                                                  const core::Receipt& r) {
-  Params p;
-  AppendFence(p, queue_id, r);
-  return p;
-}
-
-template <class D>
-void SqlEngine<D>::AppendFence(Params& p, std::int64_t queue_id,
-                               const core::Receipt& r) {
-  p.Int(r.id).Int(queue_id).Int(core::TokenBits(r.token)).Int(r.attempt);
-}
-
-template <class D>
 Status SqlEngine<D>::Refused(DConn& conn, std::int64_t queue_id,
                              const core::Receipt& r) {
   auto rows = conn.Run(D::kReceiptHolder, Params().Int(r.id).Int(queue_id),
@@ -233,12 +238,14 @@ Result<std::int64_t> SqlEngine<D>::InsertKind(
   Params p;
   p.Text(name)
       .Text(kind)
+      .Int(0)
       .Int(static_cast<std::int64_t>(max_payload))
       .Int(*now)
       .Int(capacity)
       .Int(max_failures);
-  auto id =
-      D::InsertName(conn, D::kInsertKind, p, fmt::format("create {}", kind));
+  static const std::string kSql =
+      D::Statement(std::string(kInsertKindSql) + D::kInsertNameTail);
+  auto id = D::InsertName(conn, kSql, p, fmt::format("create {}", kind));
   if (!id.ok()) return id.status();
   if (!*id) return Taken(conn, name);
   return **id;
@@ -342,59 +349,6 @@ Result<std::int64_t> SqlEngine<D>::PruneHolds(core::Conn& c,
 }
 
 template <class D>
-Status SqlEngine<D>::HoldKeys(DConn& conn, std::int64_t queue_id,
-                              const std::vector<HeldKey>& keys,
-                              core::Micros unique_for) {
-  if (keys.empty() || unique_for.count() == 0) return Status::Ok();
-  auto now = NowUs(conn);
-  if (!now.ok()) return now.status();
-  return D::WriteHolds(conn, queue_id, keys, *now + unique_for.count());
-}
-
-template <class D>
-Status SqlEngine<D>::ApplyHolds(DConn& conn, const core::SendParams& p,
-                                std::vector<SendResult>& out,
-                                std::int64_t& stored) {
-  if (p.unique_for.count() == 0) return Status::Ok();
-  // D::kHeldBy reads the latest committed holds (MariaDB: a locking read;
-  // PostgreSQL's READ COMMITTED statement sees them).
-  static const std::string kHeld = D::Statement(D::kHeldBy);
-  static const std::string kUnsend =
-      D::Statement("DELETE FROM sqlq_messages WHERE id = ?");
-  std::optional<std::int64_t> now;
-  // Ids deleted again -> the hold's message, for later duplicates of them
-  // in the same batch.
-  std::vector<std::pair<std::int64_t, std::int64_t>> replaced;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    const Message& m = p.messages[i];
-    if (m.dedup_key.empty()) continue;
-    if (out[i].duplicate) {
-      for (const auto& [was, now_id] : replaced) {
-        if (out[i].id == was) out[i].id = now_id;
-      }
-      continue;
-    }
-    if (!now) {
-      auto n = NowUs(conn);
-      if (!n.ok()) return n.status();
-      now = *n;
-    }
-    auto held =
-        conn.Run(kHeld, Params().Int(p.queue_id).Bytes(m.dedup_key).Int(*now),
-                 "send (dedup window)");
-    if (!held.ok()) return held.status();
-    if (held->size() == 0) continue;
-    auto gone =
-        conn.Run(kUnsend, Params().Int(out[i].id), "send (dedup window)");
-    if (!gone.ok()) return gone.status();
-    replaced.emplace_back(out[i].id, held->Int(0, 0));
-    out[i] = {.id = held->Int(0, 0), .duplicate = true};
-    --stored;
-  }
-  return Status::Ok();
-}
-
-template <class D>
 Result<std::int64_t> SqlEngine<D>::PurgeDead(core::Conn& c,
                                              std::int64_t queue_id) {
   DConn& conn = Native(c);
@@ -470,7 +424,8 @@ Params ParamsOf(const std::vector<SqlArg>& args) {
 template <class D>
 Result<typename D::Rows> RunBuilt(typename D::Conn& conn, const BuiltSql& b,
                                   const char* what) {
-  return D::RunOnce(conn, b.sql, ParamsOf<typename D::Params>(b.args), what);
+  auto params = ParamsOf<typename D::Params>(b.args);
+  return conn.RunOnce(b.sql, params, what);
 }
 
 }  // namespace message_sql

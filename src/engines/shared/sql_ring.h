@@ -48,10 +48,22 @@ Result<core::KindsRecord> SqlEngine<D>::ListRingsAndRotations(core::Conn& c) {
 
 template <class D>
 Status SqlEngine<D>::DropRing(core::Conn& c, std::int64_t ring_id) {
+  DConn& conn = Native(c);
+  if constexpr (!D::kCascades) {
+    // Without foreign keys (SQLite), groups and entries go first.
+    static const std::string kEntries =
+        D::Statement("DELETE FROM sqlq_ring_entries WHERE ring_id = ?");
+    static const std::string kGroups =
+        D::Statement("DELETE FROM sqlq_ring_groups WHERE ring_id = ?");
+    for (const std::string* sql : {&kEntries, &kGroups}) {
+      auto rows = conn.Run(*sql, Params().Int(ring_id), "drop ring");
+      if (!rows.ok()) return rows.status();
+    }
+  }
   // Groups, entries and counters go by ON DELETE CASCADE.
   static const std::string kSql =
       D::Statement("DELETE FROM sqlq_queues WHERE id = ? AND kind = 'ring'");
-  auto rows = Native(c).Run(kSql, Params().Int(ring_id), "drop ring");
+  auto rows = conn.Run(kSql, Params().Int(ring_id), "drop ring");
   return rows.ok() ? Status::Ok() : rows.status();
 }
 
@@ -182,7 +194,8 @@ Result<std::int64_t> SqlEngine<D>::RingSetCapacity(
   // FOR UPDATE conflicts with the share lock of pushes in flight: see
   // "Locking" in sql_engine.h.
   static const std::string kLock = D::Statement(
-      "SELECT 1 FROM sqlq_queues WHERE id = ? AND kind = 'ring' FOR UPDATE");
+      std::string("SELECT 1 FROM sqlq_queues WHERE id = ? AND kind = 'ring'") +
+      D::kForUpdate);
   auto locked = conn.Run(kLock, Params().Int(ring_id), "set capacity");
   if (!locked.ok()) return locked.status();
   if (locked->size() == 0) return core::KindGone("ring", ring_id);
@@ -192,9 +205,10 @@ Result<std::int64_t> SqlEngine<D>::RingSetCapacity(
   auto set =
       conn.Run(kSet, Params().Int(capacity).Int(ring_id), "set capacity");
   if (!set.ok()) return set.status();
-  static const std::string kOver = D::Statement(R"sql(
+  static const std::string kOver = D::Statement(std::string(R"sql(
     SELECT grp, entries FROM sqlq_ring_groups
-    WHERE ring_id = ? AND entries > ? ORDER BY grp FOR UPDATE)sql");
+    WHERE ring_id = ? AND entries > ? ORDER BY grp)sql") +
+                                                D::kForUpdate);
   auto over =
       conn.Run(kOver, Params().Int(ring_id).Int(capacity), "set capacity");
   if (!over.ok()) return over.status();
@@ -220,9 +234,10 @@ Result<RingStats> SqlEngine<D>::RingStatsOf(core::Conn& c,
 template <class D>
 Result<bool> SqlEngine<D>::LockGroup(DConn& conn, std::int64_t ring_id,
                                      std::string_view group) {
-  static const std::string kSql = D::Statement(R"sql(
-    SELECT 1 FROM sqlq_ring_groups WHERE ring_id = ? AND grp = ?
-    FOR UPDATE)sql");
+  static const std::string kSql = D::Statement(
+      std::string(
+          "SELECT 1 FROM sqlq_ring_groups WHERE ring_id = ? AND grp = ?") +
+      D::kForUpdate);
   auto rows = conn.Run(kSql, Params().Int(ring_id).Bytes(group), "lock group");
   if (!rows.ok()) return rows.status();
   return rows->size() > 0;

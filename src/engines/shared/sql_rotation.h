@@ -38,10 +38,18 @@ Result<core::RotationRecord> SqlEngine<D>::GetRotation(core::Conn& c,
 
 template <class D>
 Status SqlEngine<D>::DropRotation(core::Conn& c, std::int64_t rotation_id) {
+  DConn& conn = Native(c);
+  if constexpr (!D::kCascades) {
+    // Without foreign keys (SQLite), the items go first.
+    static const std::string kItems =
+        D::Statement("DELETE FROM sqlq_rotation_items WHERE rotation_id = ?");
+    auto rows = conn.Run(kItems, Params().Int(rotation_id), "drop rotation");
+    if (!rows.ok()) return rows.status();
+  }
   // Items and counters go by ON DELETE CASCADE.
   static const std::string kSql = D::Statement(
       "DELETE FROM sqlq_queues WHERE id = ? AND kind = 'rotation'");
-  auto rows = Native(c).Run(kSql, Params().Int(rotation_id), "drop rotation");
+  auto rows = conn.Run(kSql, Params().Int(rotation_id), "drop rotation");
   return rows.ok() ? Status::Ok() : rows.status();
 }
 
@@ -60,10 +68,10 @@ Status SqlEngine<D>::RotationAdd(core::Conn& c,
   if (exists->size() > 0) return core::ItemExists(key);
   auto stamp = D::NextStamp(conn, rotation_id, 1);
   if (!stamp.ok()) return stamp.status();
-  auto rows =
-      conn.Run(D::kInsertItem,
-               Params().Int(rotation_id).Bytes(key).Bytes(payload).Int(*stamp),
-               "add item");
+  auto rows = conn.Run(
+      D::kInsertItem,
+      Params().Int(rotation_id).Bytes(key).Payload(payload).Int(*stamp),
+      "add item");
   return rows.ok() ? Status::Ok() : rows.status();
 }
 

@@ -31,7 +31,7 @@ Result<std::int64_t> SqlEngine<D>::CreateSchedule(core::Conn& c,
       .Text(o.cron)
       .Text(o.time_zone)
       .Text(o.queue)
-      .Bytes(o.message.payload)
+      .Payload(o.message.payload)
       .Int(o.message.priority);
   if (o.message.headers.empty()) {
     p.Null();
@@ -47,7 +47,7 @@ Result<std::int64_t> SqlEngine<D>::CreateSchedule(core::Conn& c,
       .Int(info.paused ? 1 : 0)
       .Int(info.next_tick ? core::Us(*info.next_tick) : 0)
       .Int(*now);
-  auto id = D::InsertName(conn, kSql.c_str(), p, "create schedule");
+  auto id = D::InsertName(conn, kSql, p, "create schedule");
   if (!id.ok()) return id.status();
   if (!*id) {
     return Status::AlreadyExists("schedule '" + info.name + "' already exists");

@@ -382,8 +382,6 @@ Result<std::optional<Timestamp>> SqliteEngine::NextReadyAt(
   return std::optional<Timestamp>(FromUs(*earliest));
 }
 
-Result<Timestamp> SqliteEngine::Now(Conn&) { return clock_->Now(); }
-
 Status SqliteEngine::Ack(Conn& c, const core::AckParams& p) {
   SqliteConn& conn = Sql(c);
   const std::int64_t now = Us(clock_->Now());
@@ -564,21 +562,6 @@ Status SqliteEngine::MoveToDead(SqliteConn& conn, std::int64_t id,
   SQLQ_PREPARE(st, conn, "DELETE FROM sqlq_messages WHERE id = ?1");
   st.Bind(1, id);
   return st.Run("dead-letter");
-}
-
-Status SqliteEngine::Refused(SqliteConn& conn, std::int64_t queue_id,
-                             const core::Receipt& r) {
-  SQLQ_PREPARE(st, conn, R"sql(
-    SELECT token, attempts FROM sqlq_messages
-    WHERE id = ?1 AND queue_id = ?2)sql");
-  st.Bind(1, r.id).Bind(2, queue_id);
-  int rc = st.Step();
-  if (rc == SQLITE_DONE) {
-    return core::NotInQueue(r.id);
-  }
-  if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "check receipt");
-  const std::int64_t attempts = st.Int(1);
-  return core::StaleReceipt(r, st.Int(0), attempts);
 }
 
 }  // namespace sqlq::engines::sqlite

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <memory>
+
 namespace sqlq::engines::sqlite {
 
 Status Translate(int rc, sqlite3* db, std::string_view what) {
@@ -63,16 +66,122 @@ std::string Stmt::Blob(int col) const {
                      sqlite3_column_bytes(stmt_, col));
 }
 
+void Params::BindTo(Stmt& st) const {
+  int n = 0;
+  for (const Value& v : values_) {
+    ++n;
+    switch (v.kind) {
+      case kInt:
+        st.Bind(n, v.i);
+        break;
+      case kNull:
+        st.BindNull(n);
+        break;
+      case kText:
+        st.BindText(n, v.text);
+        break;
+      case kTextView:
+        st.BindText(n, v.view);
+        break;
+      case kBlob:
+        st.BindBlob(n, v.view);
+        break;
+    }
+  }
+}
+
+std::int64_t Rows::Int(int row, int col) const {
+  const Cell& c = At(row, col);
+  if (c.null || c.is_int) return c.i;
+  return std::strtoll(c.bytes.c_str(), nullptr, 10);
+}
+
+std::string Rows::Bytes(int row, int col) const {
+  const Cell& c = At(row, col);
+  if (!c.null && c.is_int) return std::to_string(c.i);
+  return c.bytes;
+}
+
+Result<Rows> SqliteConn::Read(Stmt& st, sqlite3_stmt* raw,
+                              std::string_view what) {
+  Rows out;
+  out.cols_ = static_cast<std::size_t>(sqlite3_column_count(raw));
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) {
+    for (std::size_t col = 0; col < out.cols_; ++col) {
+      Rows::Cell& c = out.cells_.emplace_back();
+      const int i = static_cast<int>(col);
+      switch (sqlite3_column_type(raw, i)) {
+        case SQLITE_NULL:
+          break;
+        case SQLITE_INTEGER:
+          c.null = false;
+          c.is_int = true;
+          c.i = sqlite3_column_int64(raw, i);
+          break;
+        default:
+          c.null = false;
+          c.bytes = st.Blob(i);
+          break;
+      }
+    }
+    ++out.rows_;
+  }
+  if (rc != SQLITE_DONE) return Translate(rc, db_, what);
+  out.affected_ = sqlite3_stmt_readonly(raw) ? 0 : changes();
+  return out;
+}
+
+Result<Rows> SqliteConn::Run(std::string_view sql, const Params& params,
+                             std::string_view what) {
+  auto raw = Prepare(sql);
+  if (!raw.ok()) return raw.status();
+  Stmt st(db_, *raw);
+  params.BindTo(st);
+  return Read(st, *raw, what);
+}
+
+Result<std::vector<Rows>> SqliteConn::RunAll(const std::string& sql,
+                                             const std::vector<Params>& params,
+                                             std::string_view what) {
+  std::vector<Rows> out;
+  out.reserve(params.size());
+  for (const Params& p : params) {
+    auto rows = Run(sql, p, what);
+    if (!rows.ok()) return rows.status();
+    out.push_back(std::move(*rows));
+  }
+  return out;
+}
+
+Result<Rows> SqliteConn::RunOnce(const std::string& sql, const Params& params,
+                                 std::string_view what) {
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &raw, nullptr);
+  if (rc != SQLITE_OK) return Translate(rc, db_, what);
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> owned(raw,
+                                                              sqlite3_finalize);
+  Rows out;
+  {
+    Stmt st(db_, raw);  // resets before the statement is finalized
+    params.BindTo(st);
+    auto rows = Read(st, raw, what);
+    if (!rows.ok()) return rows.status();
+    out = std::move(*rows);
+  }
+  return out;
+}
+
 SqliteConn::~SqliteConn() {
   for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
   if (owned_) sqlite3_close_v2(db_);
 }
 
-Result<sqlite3_stmt*> SqliteConn::Prepare(const char* sql) {
+Result<sqlite3_stmt*> SqliteConn::Prepare(const char* sql, int bytes) {
   auto it = cache_.find(sql);
   if (it != cache_.end()) return it->second;
   sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt,
+  int rc = sqlite3_prepare_v3(db_, sql, bytes, SQLITE_PREPARE_PERSISTENT, &stmt,
                               nullptr);
   if (rc != SQLITE_OK) return Translate(rc, db_, "prepare statement");
   cache_.emplace(sql, stmt);

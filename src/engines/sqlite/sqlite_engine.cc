@@ -89,12 +89,6 @@ bool SqliteEngine::CommittedElsewhere() {
   return changed;
 }
 
-Status SqliteEngine::AddCounters(SqliteConn& conn, std::int64_t queue_id,
-                                 const QueueCounters& d) {
-  if (conn.DeferCounters(queue_id, d)) return Status::Ok();
-  return WriteCounters(conn, queue_id, d);
-}
-
 Status SqliteEngine::FlushCounters(SqliteConn& conn) {
   for (const auto& [queue_id, d] : conn.pending_counters) {
     Status s = WriteCounters(conn, queue_id, d);

@@ -1,7 +1,9 @@
 // The SQLite engine class, shared by the files that implement
 // it by concern (sqlite_engine.cc, sqlite_queue.cc, sqlite_claim.cc,
-// sqlite_ring.cc, sqlite_rotation.cc, sqlite_migrate.cc). Internal: included by
-// those files only.
+// sqlite_migrate.cc). Rings, rotations and the rest of what it
+// shares with the other engines are in engines/shared/, with SQLite's SQL
+// for them in dialect.h and sqlite_shared.cc. Internal: included by those
+// files only.
 //
 // The SQLite engine. Design notes: docs/engines/sqlite.md.
 //
@@ -25,7 +27,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <initializer_list>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -36,6 +37,8 @@
 #include "core/rows.h"
 #include "core/validate.h"
 #include "engines/shared/message_sql.h"
+#include "engines/shared/sql_engine.h"
+#include "engines/sqlite/dialect.h"
 #include "engines/sqlite/file_watcher.h"
 #include "engines/sqlite/schema.h"
 #include "engines/sqlite/sqlite_conn.h"
@@ -126,10 +129,11 @@ inline Result<Settings> ParseUrl(std::string_view rest) {
   return s;
 }
 
-class SqliteEngine : public core::Engine {
+class SqliteEngine : public shared::SqlEngine<Dialect> {
  public:
+  // `clock` is never null: the database has no clock of its own.
   SqliteEngine(Settings settings, std::shared_ptr<Clock> clock)
-      : settings_(std::move(settings)), clock_(std::move(clock)) {}
+      : SqlEngine(std::move(clock)), settings_(std::move(settings)) {}
 
   ~SqliteEngine() override {
     watcher_.reset();  // stop callbacks before the connections go
@@ -171,9 +175,6 @@ class SqliteEngine : public core::Engine {
 
   // --- queues --------------------------------------------------------------
 
-  Result<core::QueueRecord> CreateQueue(
-      Conn& c, const core::CreateQueueParams& op) override;
-
 // The errors column with one entry appended for the row's current attempt
 // (core/columns.h): at `at` and error `error`, each an SQL expression; the
 // oldest entry is dropped past kErrorHistory (20).
@@ -193,44 +194,9 @@ class SqliteEngine : public core::Engine {
   " AND dedup IS NOT NULL ON CONFLICT (queue_id, dedup) DO UPDATE SET "     \
   "message_id = excluded.message_id, until_us = excluded.until_us"
 
-  static inline const std::string kSelectQueue =
-      std::string("SELECT ") + core::kQueueColumns + " FROM sqlq_queues";
-
-  Result<core::QueueRecord> GetQueue(Conn& c, std::string_view name) override;
-
-  Result<std::vector<core::QueueRecord>> ListQueues(Conn& c) override;
-
   Status TouchSchema(Conn& c) override;
 
   Status DropQueue(Conn& c, std::int64_t queue_id) override;
-
-  Status AlterQueue(Conn& c, const core::AlterQueueParams& op) override;
-
-  Result<std::int64_t> UnlinkDeadLetterQueue(Conn& c,
-                                             std::string_view name) override;
-
-  Status SetPaused(Conn& c, const core::SetPausedParams& p) override;
-
-  Result<std::int64_t> PruneDead(Conn& c,
-                                 const core::PruneDeadParams& op) override;
-
-  Result<std::int64_t> PruneHolds(Conn& c, std::int64_t queue_id) override;
-
-  Result<std::int64_t> PurgeQueue(Conn& c, std::int64_t queue_id) override;
-
-  Result<QueueStats> Stats(Conn& c, std::int64_t queue_id) override;
-
-  // --- single messages -----------------------------------------------------
-
-  Result<core::FoundMessages> FindMessages(
-      Conn& c, const core::FindMessagesParams& p) override;
-
-  Result<std::int64_t> CountMessages(
-      Conn& c, const core::FindMessagesParams& p) override;
-  Status ReportWaiting(Conn& c, const core::WaitingReport& r) override;
-  Result<std::map<std::string, std::int64_t>> ReadWaiting(
-      Conn& c, core::Micros fresh) override;
-  Result<std::int64_t> Steer(Conn& c, const core::SteerParams& p) override;
 
   // --- messages ------------------------------------------------------------
 
@@ -239,16 +205,6 @@ class SqliteEngine : public core::Engine {
 
   Result<core::ClaimOutcome> Claim(Conn& c,
                                    const core::ClaimParams& p) override;
-  Result<std::int64_t> CreateSchedule(Conn& c,
-                                      const ScheduleInfo& info) override;
-  Result<std::vector<core::ScheduleRecord>> ListSchedules(Conn& c) override;
-  Status DropSchedule(Conn& c, std::string_view name) override;
-  Status SetSchedulePaused(Conn& c, std::string_view name, bool paused,
-                           std::int64_t next_us) override;
-  Result<bool> TakeSchedulerLease(Conn& c, std::string_view holder,
-                                  core::Micros lease) override;
-  Result<bool> AdvanceSchedule(Conn& c,
-                               const core::ScheduleAdvance& a) override;
   Result<core::LimitState> LockLimits(Conn& c, std::int64_t queue_id,
                                       bool count_leased) override;
   Status SaveLimits(Conn& c, std::int64_t queue_id,
@@ -275,8 +231,6 @@ class SqliteEngine : public core::Engine {
   Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
                                                std::int64_t queue_id) override;
 
-  Result<Timestamp> Now(Conn&) override;
-
   Status Ack(Conn& c, const core::AckParams& p) override;
 
   Status Retry(Conn& c, const core::RetryParams& p) override;
@@ -286,117 +240,12 @@ class SqliteEngine : public core::Engine {
 
   Result<Timestamp> Extend(Conn& c, const core::ExtendParams& op) override;
 
-  // --- rings ---------------------------------------------------------------
-
-  Result<core::RingRecord> CreateRing(
-      Conn& c, const core::CreateRingParams& op) override;
-
-  Result<core::RingRecord> GetRing(Conn& c, std::string_view name) override;
-  Result<core::KindsRecord> ListRingsAndRotations(Conn& c) override;
-
-  Status DropRing(Conn& c, std::int64_t ring_id) override;
-
-  Result<RingEntry> RingPush(Conn& c, const core::RingPushParams& op) override;
-
-  Result<std::vector<RingEntry>> RingRead(
-      Conn& c, const core::RingReadParams& op) override;
-
-  Result<std::vector<RingGroup>> RingGroups(Conn& c,
-                                            std::int64_t ring_id) override;
-
-  Status RingDelete(Conn& c, const core::RingDeleteParams& op) override;
-
-  Result<std::int64_t> RingDeleteGroup(
-      Conn& c, const core::RingDeleteGroupParams& op) override;
-
-  Result<std::int64_t> RingSetCapacity(
-      Conn& c, const core::RingSetCapacityParams& op) override;
-
-  Result<RingStats> RingStatsOf(Conn& c, std::int64_t ring_id) override;
-
-  // --- rotations -------------------------------------------------------------
-
-  Result<core::RotationRecord> CreateRotation(
-      Conn& c, const core::CreateRotationParams& op) override;
-
-  Result<core::RotationRecord> GetRotation(Conn& c,
-                                           std::string_view name) override;
-
-  Status DropRotation(Conn& c, std::int64_t rotation_id) override;
-
-  Status RotationAdd(Conn& c, const core::RotationAddParams& op) override;
-
-  Status RotationRemove(Conn& c, const core::RotationRemoveParams& op) override;
-
-  Result<std::vector<RotationItem>> RotationNext(
-      Conn& c, const core::RotationNextParams& op) override;
-
-  Result<RotationItem> RotationFail(
-      Conn& c, const core::RotationFailParams& op) override;
-
-  Result<RotationItem> RotationOk(Conn& c,
-                                  const core::RotationOkParams& op) override;
-
-  Result<RotationItem> RotationReset(
-      Conn& c, const core::RotationResetParams& op) override;
-
-  Result<std::vector<RotationItem>> RotationList(
-      Conn& c, std::int64_t rotation_id) override;
-
-  Result<RotationStats> RotationStatsOf(Conn& c,
-                                        std::int64_t rotation_id) override;
-
   // --- dead letters and archive -------------------------------------------
-
-  Result<std::vector<DeadLetter>> ListDead(
-      Conn& c, const core::ListDeadParams& op) override;
 
   Result<std::int64_t> Redrive(Conn& c, const core::RedriveParams& op) override;
 
-  Result<std::int64_t> PurgeDead(Conn& c, std::int64_t queue_id) override;
-
-  Result<std::vector<ArchivedMessage>> ListArchive(
-      Conn& c, const core::ListArchiveParams& op) override;
-
-  Result<std::int64_t> PruneArchive(
-      Conn& c, const core::PruneArchiveParams& op) override;
-
  private:
   static SqliteConn& Sql(Conn& c) { return static_cast<SqliteConn&>(c); }
-
-  // Creates the row of a ring or rotation (`kind` is one of those two
-  // literals); kAlreadyExists when the name is taken by any kind.
-  Result<std::int64_t> InsertKind(SqliteConn& conn, std::string_view name,
-                                  const char* kind, std::size_t max_payload,
-                                  std::int64_t capacity, int max_failures);
-
-  // Why `name` is not a `want`: missing, or another kind of thing.
-  Status Missing(SqliteConn& conn, std::string_view name,
-                 std::string_view want);
-
-  // The name is taken: says by what kind of thing.
-  Status Taken(SqliteConn& conn, std::string_view name);
-
-  Status DeleteAll(SqliteConn& conn, std::int64_t id,
-                   std::initializer_list<const char*> statements,
-                   std::string_view what);
-
-  // Deletes the group's `n` oldest entries (lowest seq: a total order, so a
-  // statement-replaying replica evicts the same rows).
-  Status EvictOldest(SqliteConn& conn, std::int64_t ring_id,
-                     std::string_view group, std::int64_t n);
-
-  Status AdjustEntries(SqliteConn& conn, std::int64_t ring_id,
-                       std::string_view group, std::int64_t delta);
-
-  // Takes the rotation's next `count` counter values and returns the last
-  // of them; kNotFound when the rotation was dropped.
-  Result<std::int64_t> NextStamp(SqliteConn& conn, std::int64_t rotation_id,
-                                 std::int64_t count = 1);
-
-  Result<RotationItem> UpdateItem(SqliteConn& conn, const char* sql,
-                                  std::int64_t rotation_id,
-                                  std::string_view key, int param);
 
   // The highest priority level of the queue below `below` (all levels when
   // unset); nullopt when there is none. One seek in the claim index.
@@ -407,28 +256,10 @@ class SqliteEngine : public core::Engine {
   static Stmt& BindFence(Stmt& st, std::int64_t queue_id,
                          const core::Receipt& r);
 
-  Status CheckQueue(SqliteConn& conn, std::int64_t queue_id);
-
-  // Checks the queue, then runs `sql` (a DELETE of the queue's rows of one
-  // table, its one parameter the queue's id): how many rows went.
-  Result<std::int64_t> DeleteOfQueue(SqliteConn& conn, std::int64_t queue_id,
-                                     const char* sql, std::string_view what);
-
-  // The same for a prune: `sql`'s parameters are the queue's id and a
-  // time in microseconds (`cutoff_us`) before which rows go.
-  Result<std::int64_t> DeleteBefore(SqliteConn& conn, std::int64_t queue_id,
-                                    const char* sql, std::int64_t cutoff_us,
-                                    std::string_view what);
-
-  // REQUIRES: the queue was seen in this transaction (CheckQueue, or a
-  // message of it was changed).
-  Status AddCounters(SqliteConn& conn, std::int64_t queue_id,
-                     const QueueCounters& d);
-
   Status FlushCounters(SqliteConn& conn);
 
   Status WriteCounters(SqliteConn& conn, std::int64_t queue_id,
-                       const QueueCounters& d);
+                       const QueueCounters& d) override;
 
   // Moves message `id` to the dead letters with last error `error`, and
   // `history_error` appended to its error history for its last attempt at
@@ -438,11 +269,6 @@ class SqliteEngine : public core::Engine {
   Status MoveToDead(SqliteConn& conn, std::int64_t id, std::string_view error,
                     std::int64_t now, std::string_view history_error,
                     std::int64_t failed_at, core::Micros unique_for);
-
-  // Says why a receipt was refused: the message is gone, or it is there
-  // under another lease.
-  Status Refused(SqliteConn& conn, std::int64_t queue_id,
-                 const core::Receipt& r);
 
   Status InTransaction(SqliteConn& conn, const char* begin,
                        const std::function<Status(Conn&)>& body);
@@ -460,7 +286,6 @@ class SqliteEngine : public core::Engine {
   void ReleaseReader(std::unique_ptr<SqliteConn> conn);
 
   Settings settings_;
-  std::shared_ptr<Clock> clock_;
   std::string real_path_;
   std::mutex writer_mu_;
   std::unique_ptr<SqliteConn> writer_;  // guarded by writer_mu_
