@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 namespace sqlq::engines::postgres {
 
@@ -355,9 +356,14 @@ bool PgConn::AwaitCommitAnswer() {
       commit_cancelled_ = true;
       commit_deadline_ = steady_clock::now() + kCancelGrace;
       if (PGcancel* cancel = PQgetCancel(conn_)) {
-        char err[256];
-        (void)PQcancel(cancel, err, sizeof err);
-        PQfreeCancel(cancel);
+        // PQcancel has no timeout of its own: a server whose postmaster is
+        // stopped takes the request's connection and never answers. It
+        // runs on a thread of its own, which the wait below outlives.
+        std::thread([cancel] {
+          char err[256];
+          (void)PQcancel(cancel, err, sizeof err);
+          PQfreeCancel(cancel);
+        }).detach();
       }
       continue;
     }

@@ -8,8 +8,10 @@
 
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
+#include <signal.h>
 
 #include <chrono>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <string>
@@ -282,6 +284,43 @@ TEST(PostgresFailover, ACommitThatWaitsForAStandbyEndsAtTheCommitTimeout) {
     auto refused = Store::Open(with(bad));
     EXPECT_EQ(refused.status().code(), Code::kInvalidArgument) << bad;
   }
+}
+
+// The same with the postmaster stopped too (SIGSTOP, as a frozen host
+// would be): the cancel request's connection is taken but never answered,
+// and the call still ends, 5 s after the commit timeout.
+TEST(PostgresFailover, ACommitEndsWhenEvenTheCancelGoesUnanswered) {
+  SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
+  PrivatePgServer server;
+  ASSERT_TRUE(server.ok());
+  const char* sep = server.url().find('?') == std::string::npos ? "?" : "&";
+  ASSERT_OK_AND_ASSIGN(
+      auto store, Store::Open(server.url() + sep + "commit_timeout_ms=300"));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  Admin admin(server.url());
+  ASSERT_NO_FATAL_FAILURE(WaitForAStandbyThatNeverAnswers(admin));
+  auto probe = std::async(std::launch::async, [&] {
+    Admin other(server.url());
+    other.Query("CREATE TABLE probe (x int)");
+  });
+  ASSERT_TRUE(CancelTheWaitForTheStandby(admin));
+  probe.get();
+  std::ifstream pidfile(admin.Query("SHOW data_directory") + "/postmaster.pid");
+  pid_t postmaster = 0;
+  ASSERT_TRUE(pidfile >> postmaster) << "postmaster.pid";
+  ASSERT_EQ(::kill(postmaster, SIGSTOP), 0);
+  auto send = std::async(std::launch::async,
+                         [&] { return q.Send({.payload = "x"}).status(); });
+  // 60 s is only the test's safety net.
+  const bool ended =
+      send.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  ASSERT_EQ(::kill(postmaster, SIGCONT), 0);
+  if (!ended) (void)CancelTheWaitForTheStandby(admin);
+  Status sent = send.get();
+  ASSERT_TRUE(ended) << "the send still waited with the postmaster stopped";
+  EXPECT_EQ(sent.code(), Code::kOutcomeUnknown) << sent.ToString();
+  EXPECT_NE(sent.message().find("commit_timeout_ms"), std::string::npos)
+      << sent.ToString();
 }
 
 TEST(PostgresFailover, ADuplicateSendWaitsForTheStandbyLikeTheFirst) {
