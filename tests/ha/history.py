@@ -7,7 +7,9 @@ checked for what a user must never see (docs/deploying.md): an
 acknowledged send lost, a message stored twice for one send, a delivery of
 something never sent, two live leases on one message, an ack accepted and
 its message delivered again, a call that took longer than the bound, or an
-error other than those a failover may give.
+error other than those a failover may give. An ack refused as stale is
+right, not an error, when its lease had run out and the message was claimed
+again: a fault that outlasts a lease causes exactly that.
 """
 from __future__ import annotations
 
@@ -45,6 +47,10 @@ FAILOVER_CODES = {"unavailable", "outcome_unknown", "timeout", "busy",
                   # (HAProxy's "No server is available"): the client
                   # raises Unavailable.
                   "http_502", "http_503", "http_504"}
+
+# An ack's refusal as stale: the HTTP clients' failed_precondition, the
+# command-line program's exit code 5 (worker.py).
+STALE_CODES = {"failed_precondition", "stale_receipt"}
 
 
 def server_time(s: str) -> float:
@@ -351,12 +357,31 @@ class Run:
                 acked_redelivered.append(o.msg_id)
         over_bound = [dataclasses.asdict(o) for o in self.ops
                       if o.end - o.start - o.wait > bound]
+        # An ack refused as stale: right when the lease it held ran out and
+        # the message was claimed again (a fault outlasted the lease while
+        # the ack was retried); a failure otherwise.
+        def justified_stale(o: Op) -> bool:
+            if o.kind != "ack" or o.code not in STALE_CODES:
+                return False
+            ds = deliveries.get(o.msg_id, [])
+            mine = next(((a, e) for a, e, r in ds if r == o.receipt), None)
+            return mine is not None and any(
+                a2 >= mine[1] - 1e-3 for a2, _, _ in ds if a2 > mine[0])
+
         codes: dict[str, int] = {}
+        bad_ops = []
+        stale_acks = 0
         for o in self.ops:
-            if not o.ok:
-                codes[o.code] = codes.get(o.code, 0) + 1
-        bad_errors = {c: n for c, n in codes.items()
-                      if c not in FAILOVER_CODES}
+            if o.ok:
+                continue
+            codes[o.code] = codes.get(o.code, 0) + 1
+            if justified_stale(o):
+                stale_acks += 1
+            elif o.code not in FAILOVER_CODES:
+                bad_ops.append(o)
+        bad_errors: dict[str, int] = {}
+        for o in bad_ops:
+            bad_errors[o.code] = bad_errors.get(o.code, 0) + 1
         # For each fault: the longest stretch, from the fault on, in which
         # no send (claim) succeeded, up to the first success after the
         # heal. None: none succeeded after the fault.
@@ -400,6 +425,9 @@ class Run:
             "overlaps": sorted(set(overlaps)),
             "acked_redelivered": acked_redelivered,
             "over_bound": over_bound, "bad_errors": bad_errors,
+            # The first of them whole, to say which call and message.
+            "bad_ops": [dataclasses.asdict(o) for o in bad_ops[:10]],
+            "stale_acks": stale_acks,
             "errors": codes, "gaps": gaps,
             "wakes": [{"fault": n, "wake": w} for n, w in self.wakes],
             "longest_call": max((o.end - o.start - o.wait for o in self.ops),
