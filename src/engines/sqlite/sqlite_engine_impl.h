@@ -205,12 +205,6 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
 
   Result<core::ClaimOutcome> Claim(Conn& c,
                                    const core::ClaimParams& p) override;
-  Result<core::LimitState> LockLimits(Conn& c, std::int64_t queue_id,
-                                      bool count_leased) override;
-  Status SaveLimits(Conn& c, std::int64_t queue_id,
-                    const core::LimitState& state, bool bucket,
-                    std::span<const std::int64_t> leased,
-                    std::int64_t token) override;
 
   // A message a claim may lease or dead-letter.
   struct Candidate {
