@@ -378,6 +378,20 @@ Status SqliteEngine::Retry(Conn& c, const core::RetryParams& p) {
   return AddCounters(conn, p.queue_id, {.nacks = 1});
 }
 
+Result<Timestamp> SqliteEngine::Extend(Conn& c, const core::ExtendParams& op) {
+  const auto& [queue_id, receipt, lease] = op;
+  SqliteConn& conn = Sql(c);
+  const std::int64_t until = Us(clock_->Now()) + lease.count();
+  SQLQ_PREPARE(st, conn, R"sql(
+    UPDATE sqlq_messages SET ready_us = ?5
+    WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
+  BindFence(st, queue_id, receipt).Bind(5, until);
+  Status s = st.Run("extend");
+  if (!s.ok()) return s;
+  if (conn.changes() == 0) return Refused(conn, queue_id, receipt);
+  return FromUs(until);
+}
+
 Status SqliteEngine::Bury(Conn& c, const core::BuryParams& p) {
   SqliteConn& conn = Sql(c);
   const std::int64_t now = Us(clock_->Now());
@@ -420,20 +434,6 @@ Result<std::int64_t> SqliteEngine::Cancel(Conn& c,
   s = AddCounters(conn, p.queue_id, {.dead_lettered = moved});
   if (!s.ok()) return s;
   return moved;
-}
-
-Result<Timestamp> SqliteEngine::Extend(Conn& c, const core::ExtendParams& op) {
-  const auto& [queue_id, receipt, lease] = op;
-  SqliteConn& conn = Sql(c);
-  const std::int64_t until = Us(clock_->Now()) + lease.count();
-  SQLQ_PREPARE(st, conn, R"sql(
-    UPDATE sqlq_messages SET ready_us = ?5
-    WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
-  BindFence(st, queue_id, receipt).Bind(5, until);
-  Status s = st.Run("extend");
-  if (!s.ok()) return s;
-  if (conn.changes() == 0) return Refused(conn, queue_id, receipt);
-  return FromUs(until);
 }
 
 Result<std::optional<std::int64_t>> SqliteEngine::NextPriority(
