@@ -88,6 +88,14 @@
 
 namespace sqlq::engines::shared {
 
+// A dialect whose database takes the shared statements' ? placeholders as
+// they are written (SQLite, MariaDB; PostgreSQL numbers them).
+struct QuestionMarks {
+  static std::string Statement(std::string_view sql) {
+    return std::string(sql);
+  }
+};
+
 // A ring entry as stored by Dialect::PushEntry.
 struct Pushed {
   std::int64_t seq = 0;
@@ -96,14 +104,6 @@ struct Pushed {
   // The ring's capacity as it is now (not as the caller's handle cached
   // it), read after the group's row lock was granted.
   std::int64_t capacity = 0;
-};
-
-// A dialect whose database takes the shared statements' ? placeholders as
-// they are written (SQLite, MariaDB; PostgreSQL numbers them).
-struct QuestionMarks {
-  static std::string Statement(std::string_view sql) {
-    return std::string(sql);
-  }
 };
 
 template <class D>

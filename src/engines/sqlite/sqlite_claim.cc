@@ -286,76 +286,6 @@ Result<core::ClaimOutcome> SqliteEngine::ClaimGroups(
   return out;
 }
 
-// Limits (core/limits.h). Write transactions are one at a time here, so
-// the limit row needs no lock of its own. max_leased counts the rows of
-// sqlq_leases whose message still carries their lease, live; the rows of
-// ended leases are deleted first.
-Result<core::LimitState> SqliteEngine::LockLimits(Conn& c,
-                                                  std::int64_t queue_id,
-                                                  bool count_leased) {
-  SqliteConn& conn = Sql(c);
-  core::LimitState state;
-  state.now_us = Us(clock_->Now());
-  {
-    SQLQ_PREPARE(st, conn,
-                 "SELECT tokens_u, at_us FROM sqlq_limits WHERE queue_id = ?1");
-    st.Bind(1, queue_id);
-    int rc = st.Step();
-    if (rc == SQLITE_ROW) {
-      state.tokens_u = st.Int(0);
-      state.at_us = st.Int(1);
-    } else if (rc != SQLITE_DONE) {
-      return Translate(rc, conn.db(), "limited claim");
-    }
-  }
-  if (!count_leased) return state;
-  {
-    SQLQ_PREPARE(st, conn, R"sql(
-      DELETE FROM sqlq_leases WHERE queue_id = ?1 AND NOT EXISTS (
-        SELECT 1 FROM sqlq_messages m WHERE m.id = sqlq_leases.message_id
-          AND m.token = sqlq_leases.token AND m.ready_us > ?2))sql");
-    st.Bind(1, queue_id).Bind(2, state.now_us);
-    Status s = st.Run("limited claim");
-    if (!s.ok()) return s;
-  }
-  SQLQ_PREPARE(st, conn, R"sql(
-    SELECT count(*), coalesce(min(m.ready_us), 0)
-    FROM sqlq_leases l JOIN sqlq_messages m
-      ON m.id = l.message_id AND m.token = l.token
-    WHERE l.queue_id = ?1 AND m.ready_us > ?2)sql");
-  st.Bind(1, queue_id).Bind(2, state.now_us);
-  int rc = st.Step();
-  if (rc != SQLITE_ROW) return Translate(rc, conn.db(), "limited claim");
-  state.leased = st.Int(0);
-  state.first_end_us = st.Int(1);
-  return state;
-}
-
-Status SqliteEngine::SaveLimits(Conn& c, std::int64_t queue_id,
-                                const core::LimitState& state, bool bucket,
-                                std::span<const std::int64_t> leased,
-                                std::int64_t token) {
-  SqliteConn& conn = Sql(c);
-  if (bucket) {
-    SQLQ_PREPARE(st, conn, R"sql(
-      INSERT INTO sqlq_limits (queue_id, tokens_u, at_us) VALUES (?1, ?2, ?3)
-      ON CONFLICT (queue_id) DO UPDATE SET tokens_u = excluded.tokens_u,
-        at_us = excluded.at_us)sql");
-    st.Bind(1, queue_id).Bind(2, state.tokens_u).Bind(3, state.at_us);
-    Status s = st.Run("limited claim");
-    if (!s.ok()) return s;
-  }
-  for (std::int64_t id : leased) {
-    SQLQ_PREPARE(st, conn, R"sql(
-      INSERT INTO sqlq_leases (queue_id, message_id, token) VALUES (?1, ?2, ?3)
-      ON CONFLICT (queue_id, message_id) DO UPDATE SET token = excluded.token)sql");
-    st.Bind(1, queue_id).Bind(2, id).Bind(3, token);
-    Status s = st.Run("limited claim");
-    if (!s.ok()) return s;
-  }
-  return Status::Ok();
-}
-
 Result<std::optional<Timestamp>> SqliteEngine::NextReadyAt(
     Conn& c, std::int64_t queue_id) {
   SqliteConn& conn = Sql(c);
@@ -448,6 +378,20 @@ Status SqliteEngine::Retry(Conn& c, const core::RetryParams& p) {
   return AddCounters(conn, p.queue_id, {.nacks = 1});
 }
 
+Result<Timestamp> SqliteEngine::Extend(Conn& c, const core::ExtendParams& op) {
+  const auto& [queue_id, receipt, lease] = op;
+  SqliteConn& conn = Sql(c);
+  const std::int64_t until = Us(clock_->Now()) + lease.count();
+  SQLQ_PREPARE(st, conn, R"sql(
+    UPDATE sqlq_messages SET ready_us = ?5
+    WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
+  BindFence(st, queue_id, receipt).Bind(5, until);
+  Status s = st.Run("extend");
+  if (!s.ok()) return s;
+  if (conn.changes() == 0) return Refused(conn, queue_id, receipt);
+  return FromUs(until);
+}
+
 Status SqliteEngine::Bury(Conn& c, const core::BuryParams& p) {
   SqliteConn& conn = Sql(c);
   const std::int64_t now = Us(clock_->Now());
@@ -490,20 +434,6 @@ Result<std::int64_t> SqliteEngine::Cancel(Conn& c,
   s = AddCounters(conn, p.queue_id, {.dead_lettered = moved});
   if (!s.ok()) return s;
   return moved;
-}
-
-Result<Timestamp> SqliteEngine::Extend(Conn& c, const core::ExtendParams& op) {
-  const auto& [queue_id, receipt, lease] = op;
-  SqliteConn& conn = Sql(c);
-  const std::int64_t until = Us(clock_->Now()) + lease.count();
-  SQLQ_PREPARE(st, conn, R"sql(
-    UPDATE sqlq_messages SET ready_us = ?5
-    WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4)sql");
-  BindFence(st, queue_id, receipt).Bind(5, until);
-  Status s = st.Run("extend");
-  if (!s.ok()) return s;
-  if (conn.changes() == 0) return Refused(conn, queue_id, receipt);
-  return FromUs(until);
 }
 
 Result<std::optional<std::int64_t>> SqliteEngine::NextPriority(

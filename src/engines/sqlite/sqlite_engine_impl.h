@@ -173,8 +173,6 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
   // yet published itself; data_version then shows it. When in doubt, true.
   bool CommittedElsewhere();
 
-  // --- queues --------------------------------------------------------------
-
 // The errors column with one entry appended for the row's current attempt
 // (core/columns.h): at `at` and error `error`, each an SQL expression; the
 // oldest entry is dropped past kErrorHistory (20).
@@ -194,23 +192,35 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
   " AND dedup IS NOT NULL ON CONFLICT (queue_id, dedup) DO UPDATE SET "     \
   "message_id = excluded.message_id, until_us = excluded.until_us"
 
+  // --- the schema (sqlite_migrate.cc) -------------------------------------
+
   Status TouchSchema(Conn& c) override;
+
+  // --- queues, sends and redrives (sqlite_queue.cc) ------------------------
 
   Status DropQueue(Conn& c, std::int64_t queue_id) override;
 
-  // --- messages ------------------------------------------------------------
+  Result<std::int64_t> Redrive(Conn& c, const core::RedriveParams& op) override;
 
   Result<std::vector<SendResult>> Send(Conn& c,
                                        const core::SendParams& p) override;
 
+  // --- claims and leases (sqlite_claim.cc) ---------------------------------
+
   Result<core::ClaimOutcome> Claim(Conn& c,
                                    const core::ClaimParams& p) override;
-  Result<core::LimitState> LockLimits(Conn& c, std::int64_t queue_id,
-                                      bool count_leased) override;
-  Status SaveLimits(Conn& c, std::int64_t queue_id,
-                    const core::LimitState& state, bool bucket,
-                    std::span<const std::int64_t> leased,
-                    std::int64_t token) override;
+
+  Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
+                                               std::int64_t queue_id) override;
+
+  Status Ack(Conn& c, const core::AckParams& p) override;
+
+  Status Retry(Conn& c, const core::RetryParams& p) override;
+
+  Result<Timestamp> Extend(Conn& c, const core::ExtendParams& op) override;
+
+  Status Bury(Conn& c, const core::BuryParams& p) override;
+  Result<std::int64_t> Cancel(Conn& c, const core::CancelParams& p) override;
 
   // A message a claim may lease or dead-letter.
   struct Candidate {
@@ -227,22 +237,6 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
   // Claim of a queue with groups (ClaimParams::groups).
   Result<core::ClaimOutcome> ClaimGroups(SqliteConn& conn,
                                          const core::ClaimParams& p);
-
-  Result<std::optional<Timestamp>> NextReadyAt(Conn& c,
-                                               std::int64_t queue_id) override;
-
-  Status Ack(Conn& c, const core::AckParams& p) override;
-
-  Status Retry(Conn& c, const core::RetryParams& p) override;
-
-  Status Bury(Conn& c, const core::BuryParams& p) override;
-  Result<std::int64_t> Cancel(Conn& c, const core::CancelParams& p) override;
-
-  Result<Timestamp> Extend(Conn& c, const core::ExtendParams& op) override;
-
-  // --- dead letters and archive -------------------------------------------
-
-  Result<std::int64_t> Redrive(Conn& c, const core::RedriveParams& op) override;
 
  private:
   static SqliteConn& Sql(Conn& c) { return static_cast<SqliteConn&>(c); }
