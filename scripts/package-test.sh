@@ -125,6 +125,7 @@ name=sqlq-$version-linux-$(dpkg --print-architecture)
 tarball=$tmp/dist/$name.tar.gz
 want_files="$name/etc/sqlq/sqlq.conf
 $name/usr/bin/sqlq
+$name/usr/bin/sqlq-bench
 $name/usr/lib/systemd/system/sqlq.service
 $name/usr/share/bash-completion/completions/sqlq
 $name/usr/share/doc/sqlq/README.md
@@ -138,8 +139,13 @@ tar -xzf "$tarball" -C "$tmp/release"
 rel=$tmp/release/$name
 "$rel/usr/bin/sqlq" --version | grep -qx "sqlq $version" ||
   fail "the release tarball's sqlq --version: $("$rel/usr/bin/sqlq" --version)"
-ldd "$rel/usr/bin/sqlq" | grep -q 'not found' &&
-  fail "the release tarball's sqlq misses libraries: $(ldd "$rel/usr/bin/sqlq")"
+for program in sqlq sqlq-bench; do
+  ldd "$rel/usr/bin/$program" | grep -q 'not found' &&
+    fail "the release tarball's $program misses libraries: $(ldd "$rel/usr/bin/$program")"
+done
+# Unpacked anywhere, `sqlq bench` runs the sqlq-bench beside it.
+[[ $("$rel/usr/bin/sqlq" bench --json --runs 1 --threads 1 --messages 50 --workload send-1) == *'"workload":"send-1"'* ]] ||
+  fail "the release tarball's sqlq bench did not run its sqlq-bench"
 # Its config file, as the unit passes it, with the state directory and the
 # port moved to the test's own; then a user's first steps on it.
 sed -e "s|/var/lib/sqlq|$tmp/release|" \
