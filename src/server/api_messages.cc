@@ -19,27 +19,84 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Outcome Send(Call& c) {
-  const Limits& limits = c.api.limits;
-  Body b(c.req.body, {"messages"});
-  const Json* list = b.Array("messages");
-  if (list == nullptr || list->empty()) {
-    Throw(400, "invalid_argument", "\"messages\" must be a non-empty array");
+// What a send's body is, for errors that must say what to send.
+constexpr std::string_view kSendShapes =
+    R"(send one message as {"payload":...} or several as )"
+    R"({"messages":[{"payload":...},...]})";
+
+// One message's fields, read from `obj`; `what` names it in errors.
+Message ReadOneMessage(const Json& obj, const std::string& what,
+                       std::size_t max_payload) {
+  Body mb(obj,
+          {"payload", "payload_base64", "priority", "delay_ms", "run_at",
+           "dedup", "group", "headers"},
+          what);
+  return ReadMessage(mb, max_payload);
+}
+
+// The body of a send: {"messages":[...]}, or one message's fields at the
+// top level (a batch of one). Anything else is refused with what to send.
+std::vector<Message> ReadSend(const std::string& text, const Limits& limits) {
+  const Json doc = text.find_first_not_of(" \t\r\n") == std::string::npos
+                       ? Json::object()
+                       : ParseBody(text);
+  if (!doc.is_object()) {
+    Throw(
+        400, "wrong_type",
+        fmt::format("the request body must be a JSON object: {}", kSendShapes));
   }
-  if (list->size() > static_cast<std::size_t>(limits.max_batch)) {
+  if (!doc.contains("messages")) {
+    if (doc.empty()) {
+      Throw(400, "invalid_argument",
+            fmt::format("no message in the request body: {}", kSendShapes));
+    }
+    std::vector<Message> one;
+    try {
+      one.push_back(
+          ReadOneMessage(doc, "the request body", limits.max_payload_bytes));
+    } catch (HttpError& e) {
+      // A field of neither shape ("payload" misspelt, "msgs"...).
+      if (e.code == "unknown_field") {
+        e.message = fmt::format("{}: {}", e.message, kSendShapes);
+      }
+      throw;
+    }
+    return one;
+  }
+  for (const auto& [key, value] : doc.items()) {
+    if (key != "messages") {
+      Throw(400, "unknown_field",
+            fmt::format("unknown field \"{}\" beside \"messages\": give "
+                        "each message's fields inside the array, or send one "
+                        "message's fields alone without \"messages\"",
+                        key));
+    }
+  }
+  const Json& list = doc["messages"];
+  if (!list.is_array()) {
+    Throw(400, "wrong_type", "\"messages\" must be an array");
+  }
+  if (list.empty()) {
+    Throw(
+        400, "invalid_argument",
+        fmt::format("\"messages\" must be a non-empty array: {}", kSendShapes));
+  }
+  if (list.size() > static_cast<std::size_t>(limits.max_batch)) {
     Throw(413, "batch_too_large",
           fmt::format("{} messages exceed the server's batch limit of {}",
-                      list->size(), limits.max_batch));
+                      list.size(), limits.max_batch));
   }
   std::vector<Message> msgs;
-  msgs.reserve(list->size());
-  for (std::size_t i = 0; i < list->size(); ++i) {
-    Body mb((*list)[i],
-            {"payload", "payload_base64", "priority", "delay_ms", "run_at",
-             "dedup", "group", "headers"},
-            fmt::format("messages[{}]", i));
-    msgs.push_back(ReadMessage(mb, limits.max_payload_bytes));
+  msgs.reserve(list.size());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    msgs.push_back(ReadOneMessage(list[i], fmt::format("messages[{}]", i),
+                                  limits.max_payload_bytes));
   }
+  return msgs;
+}
+
+Outcome Send(Call& c) {
+  const std::vector<Message> msgs = ReadSend(c.req.body, c.api.limits);
   WorkQueue q = c.Queue();
   auto results = Take(q.SendBatch(msgs));
   // Written directly, as ClaimReply is: the reply of every send.

@@ -379,6 +379,8 @@ test("the server and its description agree", async (t) => {
       ["POST /v1/queues/{name}/claim", "post", "/v1/queues/e1/claim", { wait_ms: 3600000 }, 400, "wait_too_long"],
       ["POST /v1/queues/{name}/claim", "post", "/v1/queues/e1/claim", { max: 0 }, 400, "invalid_argument"],
       ["POST /v1/queues/{name}/claim", "post", "/v1/queues/e1/claim", { mx: 1 }, 400, "unknown_field"],
+      ["POST /v1/queues/{name}/messages", "post", "/v1/queues/e1/messages", { body: "x" }, 400, "unknown_field"],
+      ["POST /v1/queues/{name}/messages", "post", "/v1/queues/e1/messages", {}, 400, "invalid_argument"],
       ["GET /v1/queues/{name}", "get", "/v1/queues/nope", undefined, 404, "not_found"],
       ["POST /v1/queues/{name}", "post", "/v1/queues/e1", {}, 409, "already_exists"],
       ["GET /v1/queues/{name}/messages/{id}", "get", "/v1/queues/e1/messages/999999", undefined, 404, "not_found"],
