@@ -1888,7 +1888,8 @@ int Main(int argc, char** argv) {
   app.fallthrough();
   app.add_option("--db", g.db,
                  "Database URL (default sqlite:sqlq.db); also $SQLQ_DB")
-      ->envname("SQLQ_DB");
+      ->envname("SQLQ_DB")
+      ->type_name("URL");
   app.add_flag("--json", g.json, "Print one JSON object per line");
   app.footer(
       "Durations: 500ms, 30s, 5m, 2h, 1d (a plain number is seconds).\n"

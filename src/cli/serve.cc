@@ -34,13 +34,15 @@ void AddServeCommand(CLI::App& app, std::function<std::string()> db,
     g.option = cmd->add_option(std::string("--") + g.spec->name, g.value,
                                fmt::format("{} (default {})", g.spec->help,
                                            def.empty() ? "none" : def))
-                   ->envname(g.spec->env);
+                   ->envname(g.spec->env)
+                   ->type_name(g.spec->placeholder);
   }
   auto config = std::make_shared<std::string>();
   cmd->add_option("--config", *config,
                   "Config file of 'key = value' lines (keys: the flags "
                   "without --, and db); flags and environment win")
-      ->envname("SQLQ_CONFIG");
+      ->envname("SQLQ_CONFIG")
+      ->type_name("PATH");
 
   cmd->callback([settings, config, db, &exit_code] {
     auto fail = [&](const Status& s) {

@@ -1,5 +1,7 @@
 // The native API's routes of the server itself: the dashboard's page,
-// health and readiness, the API's description, /metrics and the overview.
+// health and readiness (GET, and HEAD for checkers that send it: the
+// transport leaves the body out), the API's description, /metrics and the
+// overview.
 
 #include <fmt/format.h>
 
@@ -89,7 +91,9 @@ Outcome OverviewOf(Call& c) {
 constexpr Route kRoutes[] = {
     {"GET", "/dashboard", Access::kNone, Dashboard, false, false},
     {"GET", "/healthz", Access::kNone, Healthz},
+    {"HEAD", "/healthz", Access::kNone, Healthz},
     {"GET", "/readyz", Access::kNone, Readyz},
+    {"HEAD", "/readyz", Access::kNone, Readyz},
     {"GET", "/openapi.json", Access::kNone, OpenApi},
     {"GET", "/metrics", Access::kMetrics, MetricsText},
     {"GET", "/v1/overview", Access::kToken, OverviewOf},

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "server/log.h"
 #include "server/tls.h"
 #include "wire/duration.h"
 
@@ -16,65 +17,79 @@ namespace sqlq::server {
 namespace {
 
 constexpr SettingSpec kSettings[] = {
-    {"bind", "SQLQ_BIND", "Address to listen on", "127.0.0.1"},
-    {"port", "SQLQ_PORT", "TCP port; 0 picks a free one", "8080"},
-    {"port-file", "SQLQ_PORT_FILE", "Write the bound port to this file", ""},
-    {"tokens", "SQLQ_TOKENS",
+    {"bind", "SQLQ_BIND", "ADDR", "Address to listen on", "127.0.0.1"},
+    {"port", "SQLQ_PORT", "PORT", "TCP port; 0 picks a free one", "8080"},
+    {"port-file", "SQLQ_PORT_FILE", "PATH", "Write the bound port to this file",
+     ""},
+    {"tokens", "SQLQ_TOKENS", "PATH",
      "Token file (bearer tokens and permissions); required off loopback", ""},
-    {"tls-cert", "SQLQ_TLS_CERT",
+    {"tls-cert", "SQLQ_TLS_CERT", "PATH",
      "Serve HTTPS with this certificate chain (PEM); needs --tls-key", ""},
-    {"tls-key", "SQLQ_TLS_KEY", "The private key (PEM) of --tls-cert", ""},
-    {"tls-ciphers", "SQLQ_TLS_CIPHERS",
+    {"tls-key", "SQLQ_TLS_KEY", "PATH", "The private key (PEM) of --tls-cert",
+     ""},
+    {"tls-ciphers", "SQLQ_TLS_CIPHERS", "LIST",
      "TLS 1.2 cipher suites offered, in OpenSSL's cipher list syntax "
      "(':'-separated)",
      kDefaultTls12Ciphers.data()},
-    {"tls-ciphersuites", "SQLQ_TLS_CIPHERSUITES",
+    {"tls-ciphersuites", "SQLQ_TLS_CIPHERSUITES", "LIST",
      "TLS 1.3 cipher suites offered (':'-separated)",
      kDefaultTls13Ciphersuites.data()},
-    {"auth-failures", "SQLQ_AUTH_FAILURES",
+    {"auth-failures", "SQLQ_AUTH_FAILURES", "N/PERIOD",
      "Failed authentications allowed per client address, as N/PERIOD: a "
      "burst of N, then N per PERIOD; past them the address gets 429",
      "10/1m"},
-    {"io-threads", "SQLQ_IO_THREADS", "Network threads", "2"},
-    {"db-threads", "SQLQ_DB_THREADS", "Threads for database calls", "16"},
-    {"max-body", "SQLQ_MAX_BODY", "Largest request body, bytes", "16777216"},
-    {"max-header", "SQLQ_MAX_HEADER", "Largest request head, bytes", "16384"},
-    {"max-batch", "SQLQ_MAX_BATCH", "Most messages per send or acks per call",
-     "1000"},
-    {"max-payload", "SQLQ_MAX_PAYLOAD", "Largest payload, bytes", "1048576"},
-    {"max-reply", "SQLQ_MAX_REPLY",
+    {"io-threads", "SQLQ_IO_THREADS", "N", "Network threads", "2"},
+    {"db-threads", "SQLQ_DB_THREADS", "N", "Threads for database calls", "16"},
+    {"max-body", "SQLQ_MAX_BODY", "BYTES", "Largest request body, bytes",
+     "16777216"},
+    {"max-header", "SQLQ_MAX_HEADER", "BYTES", "Largest request head, bytes",
+     "16384"},
+    {"max-batch", "SQLQ_MAX_BATCH", "N",
+     "Most messages per send or acks per call", "1000"},
+    {"max-payload", "SQLQ_MAX_PAYLOAD", "BYTES", "Largest payload, bytes",
+     "1048576"},
+    {"max-reply", "SQLQ_MAX_REPLY", "BYTES",
      "Largest reply, bytes: claims take fewer messages, listings stop early",
      "16777216"},
-    {"max-wait", "SQLQ_MAX_WAIT", "Longest claim wait_ms allowed", "60s"},
-    {"max-connections", "SQLQ_MAX_CONNECTIONS", "Open connections allowed",
+    {"max-wait", "SQLQ_MAX_WAIT", "DURATION", "Longest claim wait_ms allowed",
+     "60s"},
+    {"max-connections", "SQLQ_MAX_CONNECTIONS", "N", "Open connections allowed",
      "20000"},
-    {"max-polls-per-token", "SQLQ_MAX_POLLS_PER_TOKEN",
+    {"max-polls-per-token", "SQLQ_MAX_POLLS_PER_TOKEN", "N",
      "Waiting claims allowed per token", "10000"},
-    {"idle-timeout", "SQLQ_IDLE_TIMEOUT",
+    {"idle-timeout", "SQLQ_IDLE_TIMEOUT", "DURATION",
      "Close a keep-alive connection idle this long", "120s"},
-    {"request-timeout", "SQLQ_REQUEST_TIMEOUT",
+    {"request-timeout", "SQLQ_REQUEST_TIMEOUT", "DURATION",
      "Time a client has to send a whole request (and read a reply)", "10s"},
-    {"shutdown-timeout", "SQLQ_SHUTDOWN_TIMEOUT",
+    {"shutdown-timeout", "SQLQ_SHUTDOWN_TIMEOUT", "DURATION",
      "Longest graceful shutdown before connections are cut", "30s"},
-    {"allowed-hosts", "SQLQ_ALLOWED_HOSTS",
+    {"allowed-hosts", "SQLQ_ALLOWED_HOSTS", "LIST",
      "Host names clients may use besides IP addresses and localhost "
      "(comma-separated; * for any)",
      ""},
-    {"metrics-public", "SQLQ_METRICS_PUBLIC",
+    {"metrics-public", "SQLQ_METRICS_PUBLIC", "true|false",
      "Serve /metrics without a token even with --tokens (true or false)",
      "false"},
-    {"schedules", "SQLQ_SCHEDULES",
+    {"schedules", "SQLQ_SCHEDULES", "true|false",
      "Run the scheduler: send the ticks of schedules while this server holds "
      "the database's scheduler lease (true or false)",
      "true"},
-    {"history-step", "SQLQ_HISTORY_STEP",
+    {"history-step", "SQLQ_HISTORY_STEP", "DURATION",
      "How often the dashboard's history records each queue's depth and "
      "rates (an hour of steps is kept, at most 3600)",
      "10s"},
-    {"cors-origins", "SQLQ_CORS_ORIGINS",
+    {"cors-origins", "SQLQ_CORS_ORIGINS", "LIST",
      "Origins of web pages allowed to call the API (comma-separated, "
      "https://app.example.com)",
      ""},
+    {"log-level", "SQLQ_LOG_LEVEL", "debug|info|warn|error",
+     "Least level of the lines logged", "info"},
+    {"log-format", "SQLQ_LOG_FORMAT", "logfmt|json",
+     "Log lines as key=value pairs (logfmt) or JSON objects", "logfmt"},
+    {"access-log", "SQLQ_ACCESS_LOG", "true|false",
+     "Log every request answered (route, status, duration, peer; never "
+     "tokens or bodies) at level info",
+     "false"},
 };
 
 std::string Trim(std::string_view s) {
@@ -169,18 +184,25 @@ Result<ServerConfig> MakeServerConfig(const SettingValues& values,
   if (Status s = CheckTlsCiphers(c.tls_ciphers, c.tls_ciphersuites); !s.ok()) {
     return s;
   }
-  if (std::string v = get("schedules"); v == "true" || v == "false") {
-    c.schedules = v == "true";
-  } else {
-    return Status::InvalidArgument(
-        fmt::format("--schedules: '{}' is neither true nor false", v));
+  const std::pair<const char*, bool*> booleans[] = {
+      {"schedules", &c.schedules},
+      {"metrics-public", &c.metrics_public},
+      {"access-log", &c.access_log},
+  };
+  for (auto [name, out] : booleans) {
+    const std::string v = get(name);
+    if (v != "true" && v != "false") {
+      return Status::InvalidArgument(
+          fmt::format("--{}: '{}' is neither true nor false", name, v));
+    }
+    *out = v == "true";
   }
-  if (std::string v = get("metrics-public"); v == "true" || v == "false") {
-    c.metrics_public = v == "true";
-  } else {
-    return Status::InvalidArgument(
-        fmt::format("--metrics-public: '{}' is neither true nor false", v));
-  }
+  auto level = ParseLogLevel(get("log-level"));
+  if (!level.ok()) return level.status();
+  c.log_level = *level;
+  auto format = ParseLogFormat(get("log-format"));
+  if (!format.ok()) return format.status();
+  c.log_format = *format;
   if (Status s =
           HttpPolicy::ParseHosts(get("allowed-hosts"), c.policy.allowed_hosts);
       !s.ok()) {

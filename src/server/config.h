@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "server/http_policy.h"
+#include "server/log.h"
 #include "sqlq/queue.h"
 #include "sqlq/status.h"
 
@@ -69,11 +70,18 @@ struct ServerConfig {
   bool schedules = true;
   // The dashboard's history: a point per queue every step (Overview).
   Duration history_step = std::chrono::seconds(10);
+  // The log: lines from this level on, in this format (server/log.h);
+  // with access_log, a line for every request answered.
+  LogLevel log_level = LogLevel::kInfo;
+  LogFormat log_format = LogFormat::kLogfmt;
+  bool access_log = false;
 };
 
 struct SettingSpec {
   const char* name;  // the flag without "--", and the config file key
   const char* env;   // the environment variable
+  // What the value is, as --help shows it: "PORT", "DURATION", "true|false".
+  const char* placeholder;
   const char* help;
   const char* default_value;  // "" for none
 };

@@ -136,6 +136,9 @@ class Session final : public Connection {
   std::string origin_;
   // SqsApi::Wants this request (decided from its head).
   bool sqs_ = false;
+  // The request is a HEAD: its reply goes without a body.
+  bool head_ = false;
+  std::int64_t replies_ = 0;  // on this connection, for the debug log
 };
 
 class LongPoll : public std::enable_shared_from_this<LongPoll> {
@@ -234,9 +237,12 @@ class Server {
         tls_(tls),
         work_(asio::make_work_guard(ioc_)) {}
 
-  int Run();
+  // Serves until shut down; `exit_code` maps a failure to start (the port
+  // taken) to the program's exit code.
+  int Run(const std::function<int(const Status&)>& exit_code);
 
   const Limits& limits() const { return config_.limits; }
+  bool access_log() const { return config_.access_log; }
   const HttpPolicy& policy() const { return config_.policy; }
   // On a database thread: the request handled by the front door the
   // transport picked from its head (Request::sqs).
@@ -369,10 +375,17 @@ Session<Stream>::Session(tcp::socket socket, Server& server, ssl::context* tls)
     peer_ = fmt::format("{}:{}", address_, ep.port());
   }
   lowest().socket().set_option(tcp::no_delay(true), ec);
+  if (LogEnabled("debug")) {
+    Log("debug", "connection_opened", fmt::format("peer={}", peer_));
+  }
 }
 
 template <class Stream>
 Session<Stream>::~Session() {
+  if (LogEnabled("debug")) {
+    Log("debug", "connection_closed",
+        fmt::format("peer={} replies={}", peer_, replies_));
+  }
   server_.Unregister(this);
 }
 
@@ -438,6 +451,7 @@ template <class Stream>
 void Session<Stream>::ReadHeader() {
   host_.clear();
   origin_.clear();
+  head_ = false;
   parser_.emplace();
   ConfigureParser(*parser_, server_.limits());
   // From the first byte, the whole request must arrive in this time: a
@@ -457,6 +471,7 @@ void Session<Stream>::OnHeader(beast::error_code ec) {
   const ParsedHead parsed = ReadHead(*parser_);
   const RequestHead& head = parsed.head;
   sqs_ = parsed.sqs;
+  head_ = req.method() == http::verb::head;
   host_ = std::string(head.host);
   origin_ = std::string(head.origin);
   if (auto refused = CheckRequest(head, server_.policy())) {
@@ -601,18 +616,33 @@ void Session<Stream>::Send(Reply reply) {
   res->body() = reply.text.empty() ? reply.Body() : std::move(reply.text);
   res->prepare_payload();
   response_ = res;
+  ++replies_;
   const unsigned status = reply.status;
   std::string route = std::move(reply.route);
+  const double seconds =
+      std::chrono::duration<double>(SteadyClock::now() - started_).count();
   if (status >= 500) {
     Log("warn", "request_failed",
-        fmt::format("peer={} route={} status={} body={}", peer_, Quote(route),
-                    status, Quote(res->body())));
+        fmt::format("peer={} route={} status={} duration_ms={:.3f} body={}",
+                    peer_, Quote(route), status, seconds * 1000,
+                    Quote(res->body())));
+  } else if (server_.access_log() && LogEnabled("info")) {
+    // The route's template, never the path or query, nor a header: no
+    // token, receipt or body reaches the log.
+    Log("info", "request",
+        fmt::format("peer={} route={} status={} duration_ms={:.3f}", peer_,
+                    Quote(route), status, seconds * 1000));
+  }
+  if (head_) {
+    // The reply to HEAD: the headers a GET gets, Content-Length included,
+    // without the body (RFC 9110, 9.3.2).
+    const std::size_t length = res->body().size();
+    res->body().clear();
+    res->content_length(length);
   }
   // Observed when the reply is ready, before it is written: a client that
   // reads the reply and then scrapes /metrics sees its own request counted.
-  server_.metrics().ObserveRequest(
-      route, status,
-      std::chrono::duration<double>(SteadyClock::now() - started_).count());
+  server_.metrics().ObserveRequest(route, status, seconds);
   lowest().expires_after(server_.limits().request_timeout);
   http::async_write(
       stream_, *res, [self = Self()](beast::error_code ec, std::size_t) {
@@ -893,7 +923,7 @@ void Server::CheckDrained() {
   drain_timer_.async_wait([this](beast::error_code) { CheckDrained(); });
 }
 
-int Server::Run() {
+int Server::Run(const std::function<int(const Status&)>& exit_code) {
   beast::error_code ec;
   auto addr = asio::ip::make_address(config_.bind, ec);
   if (ec) {
@@ -906,6 +936,22 @@ int Server::Run() {
   if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor_.bind(ep, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec == asio::error::address_in_use) {
+    // Another server (or another program) has the port: a matter of
+    // waiting or choosing another port, not of the command line.
+    std::cerr << "sqlq serve: cannot listen on " << config_.bind << ":"
+              << config_.port
+              << ": the port is in use by another process (another sqlq "
+                 "serve?); stop it, or give another --port (0 picks a free "
+                 "one)\n";
+    return exit_code(Status::Unavailable("port in use"));
+  }
+  if (ec == asio::error::access_denied) {
+    std::cerr << "sqlq serve: cannot listen on " << config_.bind << ":"
+              << config_.port << ": " << ec.message()
+              << " (ports below 1024 need privileges)\n";
+    return exit_code(Status::PermissionDenied("port not allowed"));
+  }
   if (ec) {
     std::cerr << "sqlq serve: cannot listen on " << config_.bind << ":"
               << config_.port << ": " << ec.message() << "\n";
@@ -1027,6 +1073,7 @@ Status CheckPortFile(const std::string& path) {
 
 int RunServer(const ServerConfig& config,
               const std::function<int(const Status&)>& exit_code) {
+  SetLogOptions(config.log_level, config.log_format);
   std::signal(SIGPIPE, SIG_IGN);
   // A file size limit (ulimit -f) makes writes fail with EFBIG, which the
   // store reports; the signal would kill the server instead.
@@ -1086,7 +1133,7 @@ int RunServer(const ServerConfig& config,
     return exit_code(store.status());
   }
   Server server(config, **store, auth, tls ? &*tls : nullptr);
-  return server.Run();
+  return server.Run(exit_code);
 }
 
 }  // namespace sqlq::server

@@ -337,6 +337,21 @@ test("the server and its description agree", async (t) => {
     assert.equal(DOC.servers[0].url, "http://127.0.0.1:8080");
   });
 
+  await t.test("HEAD is described where it answers, as GET without the body", async () => {
+    const heads = Object.keys(DOC.paths).filter((p) => DOC.paths[p].head);
+    assert.deepEqual(heads.sort(), ["/healthz", "/readyz"]);
+    for (const p of heads) {
+      const get = await fetch(base + p);
+      const text = await get.text();
+      const head = await fetch(base + p, { method: "HEAD" });
+      assert.equal(head.status, get.status, p);
+      assert.ok(DOC.paths[p].head.responses[String(head.status)], `${p}: HEAD ${head.status} is described`);
+      assert.equal(head.headers.get("content-type"), get.headers.get("content-type"), p);
+      assert.equal(head.headers.get("content-length"), String(Buffer.byteLength(text)), p);
+      assert.equal(await head.text(), "", p);
+    }
+  });
+
   await t.test("every described operation answers as described", async () => {
     const ctx = {};
     for (const [key, step] of STEPS) {
@@ -466,7 +481,9 @@ test("the server and its description agree", async (t) => {
     const after = await routeCounts(base);
     for (const [route, n] of after) {
       if (n === (before.get(route) || 0) || route === "GET /metrics") continue;
-      assert.ok(route === "unmatched" || OPERATIONS.has(route), `route ${route} is not described`);
+      const [m, p] = route.split(" ");
+      assert.ok(route === "unmatched" || OPERATIONS.has(route) || DOC.paths[p]?.[m.toLowerCase()],
+                `route ${route} is not described`);
     }
     console.log(`# ${undescribed} undescribed method and path probes answered no_route or 405`);
   });

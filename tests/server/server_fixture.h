@@ -113,6 +113,8 @@ class Client {
       boost::beast::flat_buffer buf;
       http::response_parser<http::string_body> parser;
       parser.body_limit(256 << 20);
+      // A reply to HEAD has no body, whatever its Content-Length says.
+      parser.skip(method == "HEAD");
       http::read(stream_, buf, parser, ec);
       if (ec) {
         connected_ = false;
@@ -371,6 +373,8 @@ class ServerProcess {
   // Later Starts listen on the port this one got (a restart after a kill,
   // at the address clients know).
   void KeepPort() { fixed_port_ = port_; }
+  // Later Starts listen on this port (one another server holds, say).
+  void UsePort(int port) { fixed_port_ = port; }
 
   // Environment variables for the server process (set before Start).
   void SetEnv(std::string key, std::string value) {
