@@ -1882,7 +1882,7 @@ int Main(int argc, char** argv) {
   if (auto bench = BenchArgs(argc, argv)) return RunBenchProgram(*bench, false);
   Globals g;
   CLI::App app{"sqlq: durable queues in SQL tables", "sqlq"};
-  app.set_version_flag("--version", "sqlq 0.1.0");
+  app.set_version_flag("--version", "sqlq " SQLQ_VERSION);
   app.require_subcommand(1);
   // --db and --json may stand before or after the command.
   app.fallthrough();

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "engines/engines.h"
 #include "server/auth.h"
 #include "server/config.h"
 #include "server/server.h"
@@ -75,6 +76,11 @@ void AddServeCommand(CLI::App& app, std::function<std::string()> db,
     auto c = server::MakeServerConfig(
         values, url.empty() ? std::string(Store::kDefaultUrl) : url);
     if (!c.ok()) return fail(c.status());
+    // For /metrics' sqlq_build_info; a URL of no engine fails to open below.
+    c->version = SQLQ_VERSION;
+    if (auto engine = engines::EngineName(c->db); engine.ok()) {
+      c->engine = *engine;
+    }
     exit_code = server::RunServer(
         *c, [](const Status& s) { return wire::ExitCode(s.code()); });
   });

@@ -99,6 +99,20 @@ Status CheckUrl(std::string_view url) {
   return Status::Internal("unknown scheme");
 }
 
+Result<std::string_view> EngineName(std::string_view url) {
+  auto scheme = SchemeOf(url);
+  if (!scheme.ok()) return scheme.status();
+  switch (*scheme) {
+    case Scheme::kSqlite:
+      return std::string_view("sqlite");
+    case Scheme::kPostgres:
+      return std::string_view("postgres");
+    case Scheme::kMysql:
+      return std::string_view("mysql");
+  }
+  return Status::Internal("unknown scheme");
+}
+
 Result<std::string> SqlApiText(std::string_view url) {
   auto scheme = SchemeOf(url);
   if (!scheme.ok()) return scheme.status();

@@ -23,6 +23,11 @@ Result<std::unique_ptr<core::Engine>> OpenEngine(std::string_view url,
 // opening anything (OpenEngine's errors for a bad URL).
 Status CheckUrl(std::string_view url);
 
+// The engine `url` names, as logs and metrics call it: "sqlite",
+// "postgres" or "mysql" (MariaDB and MySQL); kInvalidArgument for a URL of
+// no engine.
+Result<std::string_view> EngineName(std::string_view url);
+
 // The SQL that installs the SQL-level API on the engine `url` names
 // (docs/sql-api.md), as that engine's own client takes it (psql, the
 // mariadb client, sqlite3), for an administrator to run where sqlq's

@@ -75,6 +75,10 @@ struct ServerConfig {
   LogLevel log_level = LogLevel::kInfo;
   LogFormat log_format = LogFormat::kLogfmt;
   bool access_log = false;
+  // What /metrics' sqlq_build_info shows: the program's version and the
+  // engine of `db` ("sqlite", "postgres", "mysql"); set by the program.
+  std::string version;
+  std::string engine;
 };
 
 struct SettingSpec {

@@ -1,6 +1,12 @@
 #include "server/metrics.h"
 
+#include <dirent.h>
 #include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
 
 namespace sqlq::server {
 
@@ -20,6 +26,79 @@ std::string Escape(const std::string& v) {
     }
   }
   return out;
+}
+
+// The process_* families of Prometheus' client libraries, read from
+// /proc/self and getrusage/getrlimit. A figure that cannot be read is left
+// out rather than reported as 0.
+void RenderProcess(std::string& out) {
+  auto family = [&](const char* name, const char* type, const char* help,
+                    double value) {
+    out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n", name, help, type);
+    // Whole numbers as integers: 2000000000, not 2e+09.
+    if (value == static_cast<double>(static_cast<std::int64_t>(value))) {
+      out += fmt::format("{} {}\n", name, static_cast<std::int64_t>(value));
+    } else {
+      out += fmt::format("{} {}\n", name, value);
+    }
+  };
+  rusage ru{};
+  if (getrusage(RUSAGE_SELF, &ru) == 0) {
+    auto seconds = [](const timeval& t) {
+      return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6;
+    };
+    family("process_cpu_seconds_total", "counter",
+           "Total user and system CPU time spent in seconds.",
+           seconds(ru.ru_utime) + seconds(ru.ru_stime));
+  }
+  const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  std::ifstream statm("/proc/self/statm");
+  double size_pages = 0, resident_pages = 0;
+  if (statm >> size_pages >> resident_pages) {
+    family("process_virtual_memory_bytes", "gauge",
+           "Virtual memory size in bytes.", size_pages * page);
+    family("process_resident_memory_bytes", "gauge",
+           "Resident memory size in bytes.", resident_pages * page);
+  }
+  if (DIR* fds = ::opendir("/proc/self/fd")) {
+    std::int64_t n = 0;
+    while (const dirent* e = ::readdir(fds)) n += e->d_name[0] != '.';
+    ::closedir(fds);
+    family("process_open_fds", "gauge", "Number of open file descriptors.",
+           static_cast<double>(n - 1));  // less the one reading the list
+  }
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    family("process_max_fds", "gauge",
+           "Maximum number of open file descriptors.",
+           static_cast<double>(rl.rlim_cur));
+  }
+  // The start: clock ticks after boot (field 22 of /proc/self/stat, counted
+  // after the command's parenthesis, which may hold spaces), plus the
+  // boot's time (btime of /proc/stat).
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), {});
+  const std::size_t paren = stat.rfind(')');
+  std::istringstream fields(
+      paren == std::string::npos ? "" : stat.substr(paren + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && (fields >> field); ++i) {
+  }
+  std::ifstream boot("/proc/stat");
+  double btime = -1;
+  for (std::string key; boot >> key;) {
+    if (key == "btime") {
+      boot >> btime;
+      break;
+    }
+    boot.ignore(1 << 20, '\n');
+  }
+  const long ticks = ::sysconf(_SC_CLK_TCK);
+  if (fields && btime >= 0 && ticks > 0) {
+    family("process_start_time_seconds", "gauge",
+           "Start time of the process since unix epoch in seconds.",
+           btime + std::stod(field) / static_cast<double>(ticks));
+  }
 }
 
 }  // namespace
@@ -72,6 +151,12 @@ std::string Metrics::Render(const Figures& figures,
     out += fmt::format("# HELP {0} {1}\n# TYPE {0} gauge\n{0} {2}\n", name,
                        help, v);
   };
+  out += fmt::format(
+      "# HELP sqlq_build_info The sqlq that serves: its version and the "
+      "engine of its database; always 1.\n# TYPE sqlq_build_info gauge\n"
+      "sqlq_build_info{{version=\"{}\",engine=\"{}\"}} 1\n",
+      Escape(build_.version), Escape(build_.engine));
+  RenderProcess(out);
   gauge("sqlq_server_connections", "Open client connections.",
         gauges.connections);
   gauge("sqlq_server_waiting_consumers",

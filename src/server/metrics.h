@@ -1,8 +1,11 @@
 // What /metrics reports, in the Prometheus text format (0.0.4): request
-// latency histograms per route and status class, and the gauges and
-// counters the server and its queues give. Queue figures are read from the
-// store at scrape time (QueueStats), so every server on one database
-// reports the same totals.
+// latency histograms per route and status class, the gauges and counters
+// the server and its queues give, sqlq_build_info, and the process_*
+// figures every Prometheus client library exports (read from /proc/self).
+// Queue figures are read from the store at scrape time (QueueStats), so
+// every server on one database reports the same totals. Names follow
+// Prometheus' rules: base units in the name (_seconds, _bytes), _total on
+// counters and only there (docs/server.md, "Metrics").
 //
 // Thread-safe.
 
@@ -24,6 +27,14 @@ namespace sqlq::server {
 
 class Metrics {
  public:
+  // sqlq_build_info's labels.
+  struct BuildInfo {
+    std::string version;  // "0.1.0"
+    std::string engine;   // "sqlite", "postgres", "mysql"
+  };
+  Metrics() = default;
+  explicit Metrics(BuildInfo build) : build_(std::move(build)) {}
+
   static constexpr std::array<double, 12> kBuckets = {
       0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
       0.05,   0.1,   0.25,   0.5,   1.0,  5.0};
@@ -58,6 +69,7 @@ class Metrics {
   std::string Render(const Figures& figures, const Gauges& gauges) const;
 
  private:
+  BuildInfo build_;
   struct Histogram {
     std::array<std::uint64_t, kBuckets.size()> buckets{};
     std::uint64_t count = 0;

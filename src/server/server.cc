@@ -219,6 +219,7 @@ class Server {
       : config_(config),
         store_(store),
         auth_(auth),
+        metrics_({.version = config.version, .engine = config.engine}),
         auth_failures_(config.limits.auth_failure_burst,
                        std::chrono::duration_cast<std::chrono::milliseconds>(
                            config.limits.auth_failure_refill)),
