@@ -327,17 +327,20 @@ Result<ParsedUrl> ParseUrl(std::string_view url) {
 
 }  // namespace
 
-Status CheckUrl(std::string_view url) { return ParseUrl(url).status(); }
+}  // namespace sqlq::engines::postgres
 
-Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
-                                           const StoreOptions& options) {
-  auto parsed = ParseUrl(url);
-  if (!parsed.ok()) return parsed.status();
-  auto engine = std::make_unique<PostgresEngine>(
-      parsed->conninfo, parsed->tuning, parsed->several_hosts, options.clock);
-  Status s = engine->Init(options.create_if_missing);
-  if (!s.ok()) return s;
-  return std::unique_ptr<core::Engine>(std::move(engine));
+namespace sqlq::engines {
+
+// `url` is the whole postgresql:// or postgres:// URL; it goes to libpq as
+// it is, so every libpq parameter (sslmode, sslrootcert, connect_timeout,
+// application_name...) works.
+template <>
+EngineEntry Entry<Scheme::kPostgres>() {
+  return EntryOf<postgres::ParseUrl>(
+      [](postgres::ParsedUrl url, const StoreOptions& options) {
+        return std::make_unique<postgres::PostgresEngine>(
+            url.conninfo, url.tuning, url.several_hosts, options.clock);
+      });
 }
 
-}  // namespace sqlq::engines::postgres
+}  // namespace sqlq::engines

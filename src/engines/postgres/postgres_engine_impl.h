@@ -46,11 +46,11 @@
 #include "core/rows.h"
 #include "core/tx_conn.h"
 #include "core/url_params.h"
+#include "engines/entry.h"
 #include "engines/postgres/claim_marks.h"
 #include "engines/postgres/dialect.h"
 #include "engines/postgres/notifier.h"
 #include "engines/postgres/pg_conn.h"
-#include "engines/postgres/postgres_engine.h"
 #include "engines/postgres/schema.h"
 #include "engines/postgres/statements.h"
 #include "engines/postgres/vacuumer.h"
@@ -248,7 +248,10 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
 
   // --- dead letters (listing them and the archive: engines/shared) --------
 
-  Result<std::int64_t> Redrive(Conn& c, const core::RedriveParams& op) override;
+  Result<std::int64_t> MoveDeadLetters(PgConn& conn,
+                                       const core::RedriveParams& op,
+                                       std::int64_t to,
+                                       std::int64_t now) override;
 
  private:
   // Inserts a batch of messages with one INSERT ... SELECT FROM unnest(...)
@@ -328,9 +331,6 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
   // `pooled` says whether it was idle in the pool (and may have broken).
   Result<std::unique_ptr<PgConn>> Acquire();
   void Release(std::unique_ptr<PgConn> conn);
-
-  // The schema version recorded, 0 when sqlq_schema does not exist yet.
-  static Result<std::int64_t> SchemaVersion(PgConn& conn);
 
   // Brings the schema to kSchemaVersion (core/migrate.h), in one
   // transaction under a transaction-scoped advisory lock.

@@ -137,6 +137,11 @@ class SqlEngine : public core::Engine {
 
   Result<Timestamp> Now(core::Conn& c) override;
 
+  // The dead letters' queue and the queue they go to (itself unless
+  // to_queue_id names another) checked, then the engine's MoveDeadLetters.
+  Result<std::int64_t> Redrive(core::Conn& c,
+                               const core::RedriveParams& p) override;
+
   // Schedules (sql_schedules.h).
   Result<std::int64_t> CreateSchedule(core::Conn& c,
                                       const ScheduleInfo& info) override;
@@ -280,6 +285,14 @@ class SqlEngine : public core::Engine {
   // CheckQueue, then NowUs: the start of every operation on a queue that
   // needs the time.
   Result<std::int64_t> CheckedNow(DConn& conn, std::int64_t queue_id);
+
+  // Redrive's move, each engine's own: the dead letters `p` names go back
+  // as messages of queue `to`, ready at `now_us`. Redrive has checked
+  // both queues.
+  virtual Result<std::int64_t> MoveDeadLetters(DConn& conn,
+                                               const core::RedriveParams& p,
+                                               std::int64_t to,
+                                               std::int64_t now_us) = 0;
 
   // Adds to the queue's counters, at commit when the transaction defers
   // them. REQUIRES: CheckQueue(queue_id) in this transaction.

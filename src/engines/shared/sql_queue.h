@@ -65,6 +65,20 @@ Result<std::int64_t> SqlEngine<D>::CheckedNow(DConn& conn,
 }
 
 template <class D>
+Result<std::int64_t> SqlEngine<D>::Redrive(core::Conn& c,
+                                           const core::RedriveParams& p) {
+  DConn& conn = Native(c);
+  const std::int64_t to = p.to_queue_id != 0 ? p.to_queue_id : p.queue_id;
+  auto now = CheckedNow(conn, p.queue_id);
+  if (!now.ok()) return now.status();
+  if (to != p.queue_id) {
+    Status s = CheckQueue(conn, to);
+    if (!s.ok()) return s;
+  }
+  return MoveDeadLetters(conn, p, to, *now);
+}
+
+template <class D>
 Status SqlEngine<D>::AddCounters(DConn& conn, std::int64_t queue_id,
                                  const core::QueueCounters& d) {
   if (conn.DeferCounters(queue_id, d)) return Status::Ok();

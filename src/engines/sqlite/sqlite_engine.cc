@@ -249,17 +249,19 @@ void SqliteEngine::ReleaseReader(std::unique_ptr<SqliteConn> conn) {
   if (readers_.size() < 8) readers_.push_back(std::move(conn));
 }
 
-Status CheckUrl(std::string_view rest) { return ParseUrl(rest).status(); }
+}  // namespace sqlq::engines::sqlite
 
-Result<std::unique_ptr<core::Engine>> Open(std::string_view rest,
-                                           const StoreOptions& options) {
-  auto settings = ParseUrl(rest);
-  if (!settings.ok()) return settings.status();
-  auto clock = options.clock ? options.clock : std::make_shared<SystemClock>();
-  auto engine = std::make_unique<SqliteEngine>(std::move(*settings), clock);
-  Status s = engine->Init(options.create_if_missing);
-  if (!s.ok()) return s;
-  return std::unique_ptr<core::Engine>(std::move(engine));
+namespace sqlq::engines {
+
+// `rest` is the URL after "sqlite:": PATH[?synchronous=off|normal|full|extra]
+template <>
+EngineEntry Entry<Scheme::kSqlite>() {
+  return EntryOf<sqlite::ParseUrl>([](sqlite::Settings settings,
+                                      const StoreOptions& options) {
+    auto clock =
+        options.clock ? options.clock : std::make_shared<sqlite::SystemClock>();
+    return std::make_unique<sqlite::SqliteEngine>(std::move(settings), clock);
+  });
 }
 
-}  // namespace sqlq::engines::sqlite
+}  // namespace sqlq::engines

@@ -36,13 +36,13 @@
 #include "core/migrate.h"
 #include "core/rows.h"
 #include "core/validate.h"
+#include "engines/entry.h"
 #include "engines/shared/message_sql.h"
 #include "engines/shared/sql_engine.h"
 #include "engines/sqlite/dialect.h"
 #include "engines/sqlite/file_watcher.h"
 #include "engines/sqlite/schema.h"
 #include "engines/sqlite/sqlite_conn.h"
-#include "engines/sqlite/sqlite_engine.h"
 
 namespace sqlq::engines::sqlite {
 
@@ -200,7 +200,10 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
 
   Status DropQueue(Conn& c, std::int64_t queue_id) override;
 
-  Result<std::int64_t> Redrive(Conn& c, const core::RedriveParams& op) override;
+  Result<std::int64_t> MoveDeadLetters(SqliteConn& conn,
+                                       const core::RedriveParams& op,
+                                       std::int64_t to,
+                                       std::int64_t now) override;
 
   Result<std::vector<SendResult>> Send(Conn& c,
                                        const core::SendParams& p) override;
