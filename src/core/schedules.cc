@@ -141,7 +141,8 @@ Result<ScheduleRun> RunSchedulesOnce(StoreImpl& store,
   }
   if (active) {
     auto leader = MergedWrite<bool>(store, [&](Engine& e, Conn& c) {
-      return e.TakeSchedulerLease(c, holder, Micros(Store::kSchedulerLease));
+      return e.TakeSchedulerLease(
+          c, {.holder = holder, .lease = Micros(Store::kSchedulerLease)});
     });
     if (!leader.ok()) return leader.status();
     run.leader = *leader;
@@ -167,11 +168,12 @@ Result<ScheduleRun> RunSchedulesOnce(StoreImpl& store,
     std::int64_t sent = 0;
     Status s = store.batcher().Run([&](Conn& c) -> Status {
       Engine& e = store.engine();
-      ScheduleAdvance a{.id = r.id,
-                        .from_us = Us(*info.next_tick),
-                        .next_us = due.next ? Us(*due.next) : 0,
-                        .last_us = due.send.empty() ? 0 : Us(due.send.back()),
-                        .skipped = due.skipped};
+      AdvanceScheduleParams a{
+          .id = r.id,
+          .from_us = Us(*info.next_tick),
+          .next_us = due.next ? Us(*due.next) : 0,
+          .last_us = due.send.empty() ? 0 : Us(due.send.back()),
+          .skipped = due.skipped};
       std::string error;
       std::optional<QueueRecord> q;
       if (!messages.empty()) {
@@ -321,7 +323,8 @@ Status SetPaused(core::StoreImpl& store, std::string_view name, bool paused) {
         next_us = next ? core::Us(*next) : 0;
       }
     }
-    return e.SetSchedulePaused(c, name, paused, next_us);
+    return e.SetSchedulePaused(
+        c, {.name = name, .paused = paused, .next_us = next_us});
   });
 }
 

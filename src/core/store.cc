@@ -69,7 +69,7 @@ const std::string& Store::url() const { return impl_->url(); }
 Result<std::map<std::string, std::int64_t>> Store::WaitingConsumers() {
   return core::SnapshotRead<std::map<std::string, std::int64_t>>(
       *impl_, [](core::Engine& e, core::Conn& c) {
-        return e.ReadWaiting(c, core::kWaitingFresh);
+        return e.ReadWaiting(c, {.fresh = core::kWaitingFresh});
       });
 }
 

@@ -158,11 +158,11 @@ class FakeEngine : public Engine {
                                      const FindMessagesParams&) override {
     return Unused();
   }
-  Status ReportWaiting(Conn&, const WaitingReport&) override {
+  Status ReportWaiting(Conn&, const ReportWaitingParams&) override {
     return Unused();
   }
-  Result<std::map<std::string, std::int64_t>> ReadWaiting(Conn&,
-                                                          Micros) override {
+  Result<std::map<std::string, std::int64_t>> ReadWaiting(
+      Conn&, const ReadWaitingParams&) override {
     return Unused();
   }
   Result<std::int64_t> Cancel(Conn&, const CancelParams&) override {
@@ -221,21 +221,20 @@ class FakeEngine : public Engine {
     return Unused();
   }
   Status DropSchedule(Conn&, std::string_view) override { return Unused(); }
-  Status SetSchedulePaused(Conn&, std::string_view, bool,
-                           std::int64_t) override {
+  Status SetSchedulePaused(Conn&, const SetSchedulePausedParams&) override {
     return Unused();
   }
-  Result<bool> TakeSchedulerLease(Conn&, std::string_view, Micros) override {
+  Result<bool> TakeSchedulerLease(Conn&,
+                                  const TakeSchedulerLeaseParams&) override {
     return Unused();
   }
-  Result<bool> AdvanceSchedule(Conn&, const ScheduleAdvance&) override {
+  Result<bool> AdvanceSchedule(Conn&, const AdvanceScheduleParams&) override {
     return Unused();
   }
-  Result<LimitState> LockLimits(Conn&, std::int64_t, bool) override {
+  Result<LimitState> LockLimits(Conn&, const LockLimitsParams&) override {
     return Unused();
   }
-  Status SaveLimits(Conn&, std::int64_t, const LimitState&, bool,
-                    std::span<const std::int64_t>, std::int64_t) override {
+  Status SaveLimits(Conn&, const SaveLimitsParams&) override {
     return Unused();
   }
   Status DropRing(Conn&, std::int64_t) override { return Unused(); }

@@ -178,7 +178,7 @@ BuiltSql CountSql(const MessageSqlStyle& style,
 }
 
 std::vector<BuiltSql> ReportWaitingSql(const MessageSqlStyle& style,
-                                       const core::WaitingReport& r,
+                                       const core::ReportWaitingParams& r,
                                        std::int64_t now_us) {
   std::vector<BuiltSql> out;
   {

@@ -88,7 +88,7 @@ BuiltSql CountSql(const MessageSqlStyle& style,
 // every process's rows older than forget_after, and the new counts go in
 // (none when there are none).
 std::vector<BuiltSql> ReportWaitingSql(const MessageSqlStyle& style,
-                                       const core::WaitingReport& r,
+                                       const core::ReportWaitingParams& r,
                                        std::int64_t now_us);
 // Engine::ReadWaiting: (queue name, claims waiting) of the queues that
 // have any in reports made at `since_us` or later.

@@ -148,20 +148,17 @@ class SqlEngine : public core::Engine {
   Result<std::vector<core::ScheduleRecord>> ListSchedules(
       core::Conn& c) override;
   Status DropSchedule(core::Conn& c, std::string_view name) override;
-  Status SetSchedulePaused(core::Conn& c, std::string_view name, bool paused,
-                           std::int64_t next_us) override;
-  Result<bool> TakeSchedulerLease(core::Conn& c, std::string_view holder,
-                                  core::Micros lease) override;
+  Status SetSchedulePaused(core::Conn& c,
+                           const core::SetSchedulePausedParams& p) override;
+  Result<bool> TakeSchedulerLease(
+      core::Conn& c, const core::TakeSchedulerLeaseParams& p) override;
   Result<bool> AdvanceSchedule(core::Conn& c,
-                               const core::ScheduleAdvance& a) override;
+                               const core::AdvanceScheduleParams& a) override;
 
   // Limits (sql_limits.h).
-  Result<core::LimitState> LockLimits(core::Conn& c, std::int64_t queue_id,
-                                      bool count_leased) override;
-  Status SaveLimits(core::Conn& c, std::int64_t queue_id,
-                    const core::LimitState& state, bool bucket,
-                    std::span<const std::int64_t> leased,
-                    std::int64_t token) override;
+  Result<core::LimitState> LockLimits(core::Conn& c,
+                                      const core::LockLimitsParams& p) override;
+  Status SaveLimits(core::Conn& c, const core::SaveLimitsParams& p) override;
 
   // --- dead letters and archive -------------------------------------------
 
@@ -191,9 +188,10 @@ class SqlEngine : public core::Engine {
                              const core::SteerParams& op) override;
   Result<std::int64_t> CountMessages(
       core::Conn& c, const core::FindMessagesParams& p) override;
-  Status ReportWaiting(core::Conn& c, const core::WaitingReport& r) override;
+  Status ReportWaiting(core::Conn& c,
+                       const core::ReportWaitingParams& r) override;
   Result<std::map<std::string, std::int64_t>> ReadWaiting(
-      core::Conn& c, core::Micros fresh) override;
+      core::Conn& c, const core::ReadWaitingParams& p) override;
 
   // --- rings -----------------------------------------------------------------
 

@@ -488,7 +488,7 @@ Result<std::int64_t> SqlEngine<D>::CountMessages(
 
 template <class D>
 Status SqlEngine<D>::ReportWaiting(core::Conn& c,
-                                   const core::WaitingReport& r) {
+                                   const core::ReportWaitingParams& r) {
   DConn& conn = Native(c);
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
@@ -501,11 +501,11 @@ Status SqlEngine<D>::ReportWaiting(core::Conn& c,
 
 template <class D>
 Result<std::map<std::string, std::int64_t>> SqlEngine<D>::ReadWaiting(
-    core::Conn& c, core::Micros fresh) {
+    core::Conn& c, const core::ReadWaitingParams& p) {
   DConn& conn = Native(c);
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
-  const BuiltSql b = ReadWaitingSql(D::kMessageStyle, *now - fresh.count());
+  const BuiltSql b = ReadWaitingSql(D::kMessageStyle, *now - p.fresh.count());
   auto rows = message_sql::RunBuilt<D>(conn, b, "read waiting claims");
   if (!rows.ok()) return rows.status();
   std::map<std::string, std::int64_t> out;
