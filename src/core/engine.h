@@ -310,7 +310,7 @@ struct AlterQueueParams {
   QueueOptions options;
 };
 
-struct SetPausedParams {
+struct SetQueuePausedParams {
   std::int64_t queue_id = 0;
   bool paused = false;
 };
@@ -362,30 +362,30 @@ struct CreateRingParams {
   RingOptions options;
 };
 
-struct RingPushParams {
+struct PushToRingParams {
   std::int64_t ring_id = 0;
   std::string_view group;
   std::string_view payload;
 };
 
-struct RingReadParams {
+struct ReadRingParams {
   std::int64_t ring_id = 0;
   std::string_view group;
   RingReadOptions options;
 };
 
-struct RingDeleteParams {
+struct DeleteRingEntryParams {
   std::int64_t ring_id = 0;
   std::string_view group;
   std::int64_t seq = 0;
 };
 
-struct RingDeleteGroupParams {
+struct DeleteRingGroupParams {
   std::int64_t ring_id = 0;
   std::string_view group;
 };
 
-struct RingSetCapacityParams {
+struct SetRingCapacityParams {
   std::int64_t ring_id = 0;
   std::int64_t capacity = 0;
 };
@@ -395,34 +395,34 @@ struct CreateRotationParams {
   RotationOptions options;
 };
 
-struct RotationAddParams {
+struct AddToRotationParams {
   std::int64_t rotation_id = 0;
   std::string_view key;
   std::string_view payload;
 };
 
-struct RotationRemoveParams {
+struct RemoveFromRotationParams {
   std::int64_t rotation_id = 0;
   std::string_view key;
 };
 
-struct RotationNextParams {
+struct ServeFromRotationParams {
   std::int64_t rotation_id = 0;
   int n = 0;
 };
 
-struct RotationFailParams {
+struct ReportRotationFailureParams {
   std::int64_t rotation_id = 0;
   std::string_view key;
   int max_failures = 0;
 };
 
-struct RotationOkParams {
+struct ReportRotationSuccessParams {
   std::int64_t rotation_id = 0;
   std::string_view key;
 };
 
-struct RotationResetParams {
+struct ResetRotationItemParams {
   std::int64_t rotation_id = 0;
   std::string_view key;
 };
@@ -462,7 +462,7 @@ enum class SteerAction {
   kSetPriority,  // kQueued: any state
 };
 
-struct SteerParams {
+struct SteerMessagesParams {
   std::int64_t queue_id = 0;
   MessageTable table = MessageTable::kQueued;
   SteerAction action = SteerAction::kDelete;
@@ -575,10 +575,11 @@ class QueueOps {
   // queues it changed.
   virtual Result<std::int64_t> UnlinkDeadLetterQueue(Conn& conn,
                                                      std::string_view name) = 0;
-  virtual Status SetPaused(Conn& conn, const SetPausedParams& p) = 0;
+  virtual Status SetQueuePaused(Conn& conn, const SetQueuePausedParams& p) = 0;
   virtual Result<std::int64_t> PurgeQueue(Conn& conn,
                                           std::int64_t queue_id) = 0;
-  virtual Result<QueueStats> Stats(Conn& conn, std::int64_t queue_id) = 0;
+  virtual Result<QueueStats> GetQueueStats(Conn& conn,
+                                           std::int64_t queue_id) = 0;
 
   // What a queue with groups needs before its claims run, outside any
   // transaction (Store::CreateQueue calls it before the queue's transaction
@@ -673,7 +674,8 @@ class MessageOps {
   virtual Result<std::int64_t> CountMessages(Conn& conn,
                                              const FindMessagesParams& p) = 0;
   // Returns how many messages changed.
-  virtual Result<std::int64_t> Steer(Conn& conn, const SteerParams& p) = 0;
+  virtual Result<std::int64_t> SteerMessages(Conn& conn,
+                                             const SteerMessagesParams& p) = 0;
 };
 
 // Rings (docs/rings-and-rotations.md). Names share one namespace with
@@ -692,21 +694,24 @@ class RingOps {
   virtual Status DropRing(Conn& conn, std::int64_t ring_id) = 0;
   // Appends to the group and, when the group then holds more than the
   // ring's capacity (read in the same transaction, so a concurrent
-  // SetCapacity is honoured), deletes its oldest entries down to capacity.
-  virtual Result<RingEntry> RingPush(Conn& conn, const RingPushParams& p) = 0;
+  // SetRingCapacity is honoured), deletes its oldest entries down to
+  // capacity.
+  virtual Result<RingEntry> PushToRing(Conn& conn,
+                                       const PushToRingParams& p) = 0;
   // Entries of `group` in the options' order, from after options.after_seq
   // (RingReadBound gives the seq bound to compare with).
-  virtual Result<std::vector<RingEntry>> RingRead(Conn& conn,
-                                                  const RingReadParams& p) = 0;
-  virtual Result<std::vector<RingGroup>> RingGroups(Conn& conn,
-                                                    std::int64_t ring_id) = 0;
-  virtual Status RingDelete(Conn& conn, const RingDeleteParams& p) = 0;
-  virtual Result<std::int64_t> RingDeleteGroup(
-      Conn& conn, const RingDeleteGroupParams& p) = 0;
+  virtual Result<std::vector<RingEntry>> ReadRing(Conn& conn,
+                                                  const ReadRingParams& p) = 0;
+  virtual Result<std::vector<RingGroup>> ListRingGroups(
+      Conn& conn, std::int64_t ring_id) = 0;
+  virtual Status DeleteRingEntry(Conn& conn,
+                                 const DeleteRingEntryParams& p) = 0;
+  virtual Result<std::int64_t> DeleteRingGroup(
+      Conn& conn, const DeleteRingGroupParams& p) = 0;
   // Returns the number of entries evicted.
-  virtual Result<std::int64_t> RingSetCapacity(
-      Conn& conn, const RingSetCapacityParams& p) = 0;
-  virtual Result<RingStats> RingStatsOf(Conn& conn, std::int64_t ring_id) = 0;
+  virtual Result<std::int64_t> SetRingCapacity(
+      Conn& conn, const SetRingCapacityParams& p) = 0;
+  virtual Result<RingStats> GetRingStats(Conn& conn, std::int64_t ring_id) = 0;
 };
 
 // Rotations (docs/rings-and-rotations.md).
@@ -720,28 +725,29 @@ class RotationOps {
                                              std::string_view name) = 0;
   virtual Status DropRotation(Conn& conn, std::int64_t rotation_id) = 0;
   // kAlreadyExists when the key is present (and then writes nothing).
-  virtual Status RotationAdd(Conn& conn, const RotationAddParams& p) = 0;
-  virtual Status RotationRemove(Conn& conn, const RotationRemoveParams& p) = 0;
+  virtual Status AddToRotation(Conn& conn, const AddToRotationParams& p) = 0;
+  virtual Status RemoveFromRotation(Conn& conn,
+                                    const RemoveFromRotationParams& p) = 0;
   // The n least recently served unparked items, ordered by (last served
   // stamp, added stamp), each stamped with its own new value of the
   // rotation's counter, increasing in the order returned (one shared stamp
   // would let ties fall back to the order of addition and break the
   // round-robin). Writes nothing when there is nothing to serve.
-  virtual Result<std::vector<RotationItem>> RotationNext(
-      Conn& conn, const RotationNextParams& p) = 0;
+  virtual Result<std::vector<RotationItem>> ServeFromRotation(
+      Conn& conn, const ServeFromRotationParams& p) = 0;
   // failures += 1; parked once failures >= max_failures (core's rule).
-  virtual Result<RotationItem> RotationFail(Conn& conn,
-                                            const RotationFailParams& p) = 0;
+  virtual Result<RotationItem> ReportRotationFailure(
+      Conn& conn, const ReportRotationFailureParams& p) = 0;
   // failures = 0; kFailedPrecondition (writing nothing) when parked.
-  virtual Result<RotationItem> RotationOk(Conn& conn,
-                                          const RotationOkParams& p) = 0;
+  virtual Result<RotationItem> ReportRotationSuccess(
+      Conn& conn, const ReportRotationSuccessParams& p) = 0;
   // failures = 0 and unparked.
-  virtual Result<RotationItem> RotationReset(Conn& conn,
-                                             const RotationResetParams& p) = 0;
-  virtual Result<std::vector<RotationItem>> RotationList(
+  virtual Result<RotationItem> ResetRotationItem(
+      Conn& conn, const ResetRotationItemParams& p) = 0;
+  virtual Result<std::vector<RotationItem>> ListRotationItems(
       Conn& conn, std::int64_t rotation_id) = 0;
-  virtual Result<RotationStats> RotationStatsOf(Conn& conn,
-                                                std::int64_t rotation_id) = 0;
+  virtual Result<RotationStats> GetRotationStats(Conn& conn,
+                                                 std::int64_t rotation_id) = 0;
 };
 
 // Schedules (core/schedules.cc).

@@ -39,7 +39,8 @@ std::int64_t Refill(const ClaimParams& p, const LimitState& state) {
   return std::min(tokens, size);
 }
 
-Result<ClaimOutcome> ClaimLimited(Engine& engine, Conn& conn, ClaimParams p) {
+Result<ClaimOutcome> ClaimLimited(MessageOps& engine, Conn& conn,
+                                  ClaimParams p) {
   const bool count = p.max_leased != 0;
   auto locked =
       engine.LockLimits(conn, {.queue_id = p.queue_id, .count_leased = count});

@@ -140,7 +140,7 @@ Result<ScheduleRun> RunSchedulesOnce(StoreImpl& store,
     active = active || (!r.info.paused && r.info.next_tick);
   }
   if (active) {
-    auto leader = MergedWrite<bool>(store, [&](Engine& e, Conn& c) {
+    auto leader = MergedWrite<bool>(store, [&](ScheduleOps& e, Conn& c) {
       return e.TakeSchedulerLease(
           c, {.holder = holder, .lease = Micros(Store::kSchedulerLease)});
     });
@@ -254,7 +254,8 @@ ScheduleInfo Strip(core::ScheduleRecord r) { return std::move(r.info); }
 
 Result<ScheduleInfo> Find(core::StoreImpl& store, std::string_view name) {
   auto list = core::SnapshotRead<std::vector<core::ScheduleRecord>>(
-      store, [](core::Engine& e, core::Conn& c) { return e.ListSchedules(c); });
+      store,
+      [](core::ScheduleOps& e, core::Conn& c) { return e.ListSchedules(c); });
   if (!list.ok()) return list.status();
   for (auto& r : *list) {
     if (r.info.name == name) return Strip(std::move(r));
@@ -267,7 +268,7 @@ Result<ScheduleInfo> Find(core::StoreImpl& store, std::string_view name) {
 Result<ScheduleInfo> Store::CreateSchedule(std::string_view name,
                                            const ScheduleOptions& options) {
   auto now = core::SnapshotRead<Timestamp>(
-      *impl_, [](core::Engine& e, core::Conn& c) { return e.Now(c); });
+      *impl_, [](core::Transactions& e, core::Conn& c) { return e.Now(c); });
   if (!now.ok()) return now.status();
   auto first = core::ValidateSchedule(name, options, *now);
   if (!first.ok()) return first.status();
@@ -292,7 +293,7 @@ Result<ScheduleInfo> Store::GetSchedule(std::string_view name) {
 Result<std::vector<ScheduleInfo>> Store::ListSchedules() {
   auto list = core::SnapshotRead<std::vector<core::ScheduleRecord>>(
       *impl_,
-      [](core::Engine& e, core::Conn& c) { return e.ListSchedules(c); });
+      [](core::ScheduleOps& e, core::Conn& c) { return e.ListSchedules(c); });
   if (!list.ok()) return list.status();
   std::vector<ScheduleInfo> out;
   for (auto& r : *list) out.push_back(Strip(std::move(r)));

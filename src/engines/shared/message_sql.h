@@ -94,10 +94,10 @@ std::vector<BuiltSql> ReportWaitingSql(const MessageSqlStyle& style,
 // have any in reports made at `since_us` or later.
 BuiltSql ReadWaitingSql(const MessageSqlStyle& style, std::int64_t since_us);
 
-// The statement of a bulk change (core::SteerParams); its affected rows
+// The statement of a bulk change (core::SteerMessagesParams); its affected rows
 // are what changed.
-BuiltSql SteerSql(const MessageSqlStyle& style, const core::SteerParams& p,
-                  std::int64_t now_us);
+BuiltSql SteerSql(const MessageSqlStyle& style,
+                  const core::SteerMessagesParams& p, std::int64_t now_us);
 
 // Engine::FindMessages over an engine's way of running statements, the
 // same for every engine: `window(sql)` runs WindowSql and returns its

@@ -201,7 +201,8 @@ Result<std::int64_t> SqlEngine<D>::PurgeQueue(core::Conn& c,
 }
 
 template <class D>
-Result<QueueStats> SqlEngine<D>::Stats(core::Conn& c, std::int64_t queue_id) {
+Result<QueueStats> SqlEngine<D>::GetQueueStats(core::Conn& c,
+                                               std::int64_t queue_id) {
   DConn& conn = Native(c);
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
@@ -319,7 +320,8 @@ Result<std::int64_t> SqlEngine<D>::UnlinkDeadLetterQueue(
 }
 
 template <class D>
-Status SqlEngine<D>::SetPaused(core::Conn& c, const core::SetPausedParams& p) {
+Status SqlEngine<D>::SetQueuePaused(core::Conn& c,
+                                    const core::SetQueuePausedParams& p) {
   DConn& conn = Native(c);
   static const std::string kSql = D::Statement(
       "UPDATE sqlq_queues SET paused = ? WHERE id = ? AND kind = 'queue'");
@@ -516,8 +518,8 @@ Result<std::map<std::string, std::int64_t>> SqlEngine<D>::ReadWaiting(
 }
 
 template <class D>
-Result<std::int64_t> SqlEngine<D>::Steer(core::Conn& c,
-                                         const core::SteerParams& p) {
+Result<std::int64_t> SqlEngine<D>::SteerMessages(
+    core::Conn& c, const core::SteerMessagesParams& p) {
   DConn& conn = Native(c);
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
