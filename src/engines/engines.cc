@@ -22,6 +22,7 @@ namespace sqlq::engines {
 
 namespace {
 
+enum class Scheme { kSqlite, kPostgres, kMysql };
 constexpr std::string_view kSqlite = "sqlite:";
 
 Result<Scheme> SchemeOf(std::string_view url) {
@@ -53,16 +54,16 @@ Result<std::unique_ptr<core::Engine>> OpenEngine(std::string_view url,
   if (!scheme.ok()) return scheme.status();
   switch (*scheme) {
     case Scheme::kSqlite:
-      return Entry<Scheme::kSqlite>().open(url.substr(kSqlite.size()), options);
+      return sqlite::Entry().open(url.substr(kSqlite.size()), options);
     case Scheme::kPostgres:
 #if SQLQ_WITH_POSTGRES
-      return Entry<Scheme::kPostgres>().open(url, options);
+      return postgres::Entry().open(url, options);
 #else
       return BuiltWithout("PostgreSQL");
 #endif
     case Scheme::kMysql:
 #if SQLQ_WITH_MYSQL
-      return Entry<Scheme::kMysql>().open(url, options);
+      return mysql::Entry().open(url, options);
 #else
       return BuiltWithout("MariaDB/MySQL");
 #endif
@@ -75,16 +76,16 @@ Status CheckUrl(std::string_view url) {
   if (!scheme.ok()) return scheme.status();
   switch (*scheme) {
     case Scheme::kSqlite:
-      return Entry<Scheme::kSqlite>().check_url(url.substr(kSqlite.size()));
+      return sqlite::Entry().check_url(url.substr(kSqlite.size()));
     case Scheme::kPostgres:
 #if SQLQ_WITH_POSTGRES
-      return Entry<Scheme::kPostgres>().check_url(url);
+      return postgres::Entry().check_url(url);
 #else
       return BuiltWithout("PostgreSQL");
 #endif
     case Scheme::kMysql:
 #if SQLQ_WITH_MYSQL
-      return Entry<Scheme::kMysql>().check_url(url);
+      return mysql::Entry().check_url(url);
 #else
       return BuiltWithout("MariaDB/MySQL");
 #endif

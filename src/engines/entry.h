@@ -1,6 +1,6 @@
 // What each engine gives the registry (engines.cc), declared once for every
-// engine: its EngineEntry, which the engine of scheme S defines beside its
-// URL parser as Entry<S>. Its URL and parameters: docs/engines/.
+// engine: its EngineEntry, which each engine defines beside its URL parser
+// (EntryOf). Its URL and parameters: docs/engines/.
 
 #ifndef SQLQ_ENGINES_ENTRY_H_
 #define SQLQ_ENGINES_ENTRY_H_
@@ -14,8 +14,6 @@
 
 namespace sqlq::engines {
 
-enum class Scheme { kSqlite, kPostgres, kMysql };
-
 // An engine's Open and CheckUrl. `url` as the registry passes it:
 // SQLite's after "sqlite:", the others' whole.
 struct EngineEntry {
@@ -26,23 +24,30 @@ struct EngineEntry {
   Status (*check_url)(std::string_view url);
 };
 
-// Defined by the engine of scheme S, with EntryOf.
-template <Scheme S>
+// Each engine's, defined by it with EntryOf.
+namespace sqlite {
 EngineEntry Entry();
+}
+namespace postgres {
+EngineEntry Entry();
+}
+namespace mysql {
+EngineEntry Entry();
+}
 
-// The entry of an engine whose settings `Parse` reads from its URL
-// (Result<Settings> Parse(std::string_view)) and which `Make` builds from
-// them (a lambda without captures: (Settings, const StoreOptions&) ->
-// std::unique_ptr<E>); open initialises it (its schema brought up to
-// date, or created with options.create_if_missing).
-template <auto Parse, class Make>
-EngineEntry EntryOf(Make) {
+// The entry of an engine E whose settings `Parse` reads from its URL
+// (Result<Settings> Parse(std::string_view)) and which is built from them
+// and the store's clock (E(Settings, std::shared_ptr<Clock>)); open
+// initialises it (its schema brought up to date, or created with
+// options.create_if_missing).
+template <auto Parse, class E>
+EngineEntry EntryOf() {
   return {
       .open = [](std::string_view url, const StoreOptions& options)
           -> Result<std::unique_ptr<core::Engine>> {
         auto settings = Parse(url);
         if (!settings.ok()) return settings.status();
-        auto engine = Make{}(std::move(*settings), options);
+        auto engine = std::make_unique<E>(std::move(*settings), options.clock);
         Status s = engine->Init(options.create_if_missing);
         if (!s.ok()) return s;
         return std::unique_ptr<core::Engine>(std::move(engine));

@@ -596,10 +596,6 @@ void MysqlEngine::Release(std::unique_ptr<MyConn> conn) {
   pool_.Release(std::move(conn));
 }
 
-}  // namespace sqlq::engines::mysql
-
-namespace sqlq::engines {
-
 // `url` is a mysql:// or mariadb:// URL:
 //   mysql://[user[:password]@]host[:port][,host[:port]...]/database[?...]
 // (several servers: the first that takes writes is used) with parameters
@@ -607,12 +603,6 @@ namespace sqlq::engines {
 // ssl_key, connect_timeout, read_timeout, write_timeout (seconds),
 // failover_wait_ms, write_groups and socket (a Unix socket path); see
 // docs/engines/mysql.md. User, password and database may be percent-encoded.
-template <>
-EngineEntry Entry<Scheme::kMysql>() {
-  return EntryOf<mysql::ParseUrl>(
-      [](mysql::ConnParams params, const StoreOptions& options) {
-        return std::make_unique<mysql::MysqlEngine>(params, options.clock);
-      });
-}
+EngineEntry Entry() { return EntryOf<ParseUrl, MysqlEngine>(); }
 
-}  // namespace sqlq::engines
+}  // namespace sqlq::engines::mysql

@@ -289,13 +289,6 @@ void PostgresEngine::Release(std::unique_ptr<PgConn> conn) {
 
 namespace {
 
-// sqlq's own parameters taken out, the rest checked by libpq's parser.
-struct ParsedUrl {
-  std::string conninfo;
-  Tuning tuning;
-  bool several_hosts = false;
-};
-
 Result<ParsedUrl> ParseUrl(std::string_view url) {
   const core::UrlTuning taken = core::TakeUrlParams(url, kTuningParams);
   auto tuning = Tuning::From(taken);
@@ -327,20 +320,9 @@ Result<ParsedUrl> ParseUrl(std::string_view url) {
 
 }  // namespace
 
-}  // namespace sqlq::engines::postgres
-
-namespace sqlq::engines {
-
 // `url` is the whole postgresql:// or postgres:// URL; it goes to libpq as
 // it is, so every libpq parameter (sslmode, sslrootcert, connect_timeout,
 // application_name...) works.
-template <>
-EngineEntry Entry<Scheme::kPostgres>() {
-  return EntryOf<postgres::ParseUrl>(
-      [](postgres::ParsedUrl url, const StoreOptions& options) {
-        return std::make_unique<postgres::PostgresEngine>(
-            url.conninfo, url.tuning, url.several_hosts, options.clock);
-      });
-}
+EngineEntry Entry() { return EntryOf<ParseUrl, PostgresEngine>(); }
 
-}  // namespace sqlq::engines
+}  // namespace sqlq::engines::postgres

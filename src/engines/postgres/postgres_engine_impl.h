@@ -144,21 +144,29 @@ constexpr const char* kBeginReadWithNow =
     "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
     "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
 
+// A postgresql:// URL read: sqlq's own parameters taken out, the rest
+// checked by libpq's parser.
+struct ParsedUrl {
+  std::string conninfo;
+  Tuning tuning;
+  bool several_hosts = false;
+};
+
 class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
  public:
-  // `several_hosts`: the URL names more than one server (a failover
+  // `url.several_hosts`: the URL names more than one server (a failover
   // list), which changes ConnectRaw's defaults.
-  PostgresEngine(std::string url, const Tuning& tuning, bool several_hosts,
-                 std::shared_ptr<Clock> clock)
+  PostgresEngine(ParsedUrl url, std::shared_ptr<Clock> clock)
       : PooledSqlEngine(std::move(clock), [this] { return Connect(); }),
-        url_(std::move(url)),
-        several_hosts_(several_hosts),
-        write_groups_(tuning.write_groups),
-        vacuum_threshold_(tuning.vacuum_rows),
-        fold_threshold_(tuning.fold_rows),
-        commit_timeout_(tuning.commit_timeout_ms) {
+        url_(std::move(url.conninfo)),
+        several_hosts_(url.several_hosts),
+        write_groups_(url.tuning.write_groups),
+        vacuum_threshold_(url.tuning.vacuum_rows),
+        fold_threshold_(url.tuning.fold_rows),
+        commit_timeout_(url.tuning.commit_timeout_ms) {
+    const Tuning& tuning = url.tuning;
     pool_.set_failover_wait(
-        core::FailoverWaitFor(tuning.failover_wait_ms, several_hosts));
+        core::FailoverWaitFor(tuning.failover_wait_ms, several_hosts_));
     ClaimMarks::Options marks;
     if (tuning.rescan_ms > 0) {
       marks.min_rescan = marks.max_rescan =

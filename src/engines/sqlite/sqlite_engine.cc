@@ -249,19 +249,7 @@ void SqliteEngine::ReleaseReader(std::unique_ptr<SqliteConn> conn) {
   if (readers_.size() < 8) readers_.push_back(std::move(conn));
 }
 
-}  // namespace sqlq::engines::sqlite
-
-namespace sqlq::engines {
-
 // `rest` is the URL after "sqlite:": PATH[?synchronous=off|normal|full|extra]
-template <>
-EngineEntry Entry<Scheme::kSqlite>() {
-  return EntryOf<sqlite::ParseUrl>([](sqlite::Settings settings,
-                                      const StoreOptions& options) {
-    auto clock =
-        options.clock ? options.clock : std::make_shared<sqlite::SystemClock>();
-    return std::make_unique<sqlite::SqliteEngine>(std::move(settings), clock);
-  });
-}
+EngineEntry Entry() { return EntryOf<ParseUrl, SqliteEngine>(); }
 
-}  // namespace sqlq::engines
+}  // namespace sqlq::engines::sqlite

@@ -131,9 +131,10 @@ inline Result<Settings> ParseUrl(std::string_view rest) {
 
 class SqliteEngine : public shared::SqlEngine<Dialect> {
  public:
-  // `clock` is never null: the database has no clock of its own.
+  // Without a `clock`, the system's: the database has no clock of its own.
   SqliteEngine(Settings settings, std::shared_ptr<Clock> clock)
-      : SqlEngine(std::move(clock)), settings_(std::move(settings)) {}
+      : SqlEngine(clock ? std::move(clock) : std::make_shared<SystemClock>()),
+        settings_(std::move(settings)) {}
 
   ~SqliteEngine() override {
     watcher_.reset();  // stop callbacks before the connections go
