@@ -1,4 +1,9 @@
-// The internal engine interface: one method per storage operation.
+// The internal engine interface, split as River splits its driver: how
+// operations run in transactions (Transactions), how waiting claims hear of
+// other processes' writes (ForeignWriteWatch), and one method per storage
+// operation in an interface per noun (QueueOps, MessageOps, RingOps,
+// RotationOps, ScheduleOps). An engine implements them all (Engine); core
+// code takes the narrowest one it needs.
 //
 // Division of labour (docs/architecture.md): core decides what happens
 // (validation, backoff, dead-lettering rule, lease tokens, batching of
@@ -154,10 +159,23 @@ struct ScheduleRecord {
   ScheduleInfo info;
 };
 
+// ScheduleOps::SetSchedulePaused: resumed at `next_us`.
+struct SetSchedulePausedParams {
+  std::string_view name;
+  bool paused = false;
+  std::int64_t next_us = 0;
+};
+
+// ScheduleOps::TakeSchedulerLease: for `holder` until now + `lease`.
+struct TakeSchedulerLeaseParams {
+  std::string_view holder;
+  Micros lease{0};
+};
+
 // A scheduler pass's move of a schedule past the ticks it sent or skipped
-// (Engine::AdvanceSchedule): made only while the schedule is still at
+// (ScheduleOps::AdvanceSchedule): made only while the schedule is still at
 // `from_us`, so that of two passes that read the same tick one sends it.
-struct ScheduleAdvance {
+struct AdvanceScheduleParams {
   std::int64_t id = 0;
   std::int64_t from_us = 0;  // its next tick as the pass read it
   std::int64_t next_us = 0;  // 0: it never ticks again
@@ -176,6 +194,23 @@ struct LimitState {
   // claims, and the earliest of their ends (0 when none).
   std::int64_t leased = 0;
   std::int64_t first_end_us = 0;
+};
+
+// MessageOps::LockLimits: with `count_leased`, LimitState::leased and
+// first_end_us are counted.
+struct LockLimitsParams {
+  std::int64_t queue_id = 0;
+  bool count_leased = false;
+};
+
+// MessageOps::SaveLimits: the bucket of `state` stored when `bucket`;
+// `leased`, the ids just leased with `token` (TokenBits), recorded.
+struct SaveLimitsParams {
+  std::int64_t queue_id = 0;
+  LimitState state;
+  bool bucket = false;
+  std::span<const std::int64_t> leased;
+  std::int64_t token = 0;
 };
 
 struct ClaimOutcome {
@@ -219,14 +254,20 @@ struct RetryParams {
   bool release = false;
 };
 
-// Engine::ReportWaiting: this process's claims waiting for each queue
+// QueueOps::ReportWaiting: this process's claims waiting for each queue
 // (queue id, how many), which replace its earlier report, stamped with
 // the engine's clock. Rows of any process reported before now -
 // `forget_after` go too (processes gone without a word).
-struct WaitingReport {
+struct ReportWaitingParams {
   std::string_view process;
   std::span<const std::pair<std::int64_t, std::int64_t>> waiting;
   Micros forget_after{0};
+};
+
+// QueueOps::ReadWaiting: the reports made in the last `fresh` by the
+// engine's clock.
+struct ReadWaitingParams {
+  Micros fresh{0};
 };
 
 // Engine::Cancel: the queue's messages `ids` that are still in it, in
@@ -269,7 +310,7 @@ struct AlterQueueParams {
   QueueOptions options;
 };
 
-struct SetPausedParams {
+struct SetQueuePausedParams {
   std::int64_t queue_id = 0;
   bool paused = false;
 };
@@ -321,30 +362,30 @@ struct CreateRingParams {
   RingOptions options;
 };
 
-struct RingPushParams {
+struct PushToRingParams {
   std::int64_t ring_id = 0;
   std::string_view group;
   std::string_view payload;
 };
 
-struct RingReadParams {
+struct ReadRingParams {
   std::int64_t ring_id = 0;
   std::string_view group;
   RingReadOptions options;
 };
 
-struct RingDeleteParams {
+struct DeleteRingEntryParams {
   std::int64_t ring_id = 0;
   std::string_view group;
   std::int64_t seq = 0;
 };
 
-struct RingDeleteGroupParams {
+struct DeleteRingGroupParams {
   std::int64_t ring_id = 0;
   std::string_view group;
 };
 
-struct RingSetCapacityParams {
+struct SetRingCapacityParams {
   std::int64_t ring_id = 0;
   std::int64_t capacity = 0;
 };
@@ -354,34 +395,34 @@ struct CreateRotationParams {
   RotationOptions options;
 };
 
-struct RotationAddParams {
+struct AddToRotationParams {
   std::int64_t rotation_id = 0;
   std::string_view key;
   std::string_view payload;
 };
 
-struct RotationRemoveParams {
+struct RemoveFromRotationParams {
   std::int64_t rotation_id = 0;
   std::string_view key;
 };
 
-struct RotationNextParams {
+struct ServeFromRotationParams {
   std::int64_t rotation_id = 0;
   int n = 0;
 };
 
-struct RotationFailParams {
+struct ReportRotationFailureParams {
   std::int64_t rotation_id = 0;
   std::string_view key;
   int max_failures = 0;
 };
 
-struct RotationOkParams {
+struct ReportRotationSuccessParams {
   std::int64_t rotation_id = 0;
   std::string_view key;
 };
 
-struct RotationResetParams {
+struct ResetRotationItemParams {
   std::int64_t rotation_id = 0;
   std::string_view key;
 };
@@ -421,7 +462,7 @@ enum class SteerAction {
   kSetPriority,  // kQueued: any state
 };
 
-struct SteerParams {
+struct SteerMessagesParams {
   std::int64_t queue_id = 0;
   MessageTable table = MessageTable::kQueued;
   SteerAction action = SteerAction::kDelete;
@@ -452,11 +493,12 @@ inline std::int64_t RingReadBound(const RingReadOptions& o) {
   return o.oldest_first ? 0 : std::numeric_limits<std::int64_t>::max();
 }
 
-class Engine {
+// How the operations below run: in transactions core opens and commits
+// through this interface (every operation takes the Conn it hands out).
+class Transactions {
  public:
-  virtual ~Engine() = default;
+  virtual ~Transactions() = default;
 
-  // --- transactions -------------------------------------------------------
   // Runs `body` in a write transaction and commits it when `body` returns OK;
   // rolls back otherwise. Write transactions are serialised per engine.
   virtual Status Write(const std::function<Status(Conn&)>& body) = 0;
@@ -475,6 +517,22 @@ class Engine {
   virtual Status RollbackTx(Conn& conn) = 0;
   virtual void* NativeHandle(Conn& conn) = 0;
 
+  // Writes something that changes nothing a user sees (the schema version,
+  // negated and restored, since engines skip rewriting a row to its own
+  // values), so that committing it shows the store can write now:
+  // Store::CheckWritable, for readiness probes.
+  virtual Status TouchSchema(Conn& conn) = 0;
+
+  // The engine's notion of now (the clock every lease is measured with).
+  virtual Result<Timestamp> Now(Conn& conn) = 0;
+};
+
+// How waiting claims learn of other processes' writes (core's WakeHub):
+// the engine's watch, and what the engines that need it are told.
+class ForeignWriteWatch {
+ public:
+  virtual ~ForeignWriteWatch() = default;
+
   // Calls `changed` (from a background thread) soon after another process
   // commits to the database; at most every few milliseconds. Engines that
   // cannot tell never call it; waiting claims then fall back to polling.
@@ -488,26 +546,21 @@ class Engine {
   // Whether the watch above sees other processes' commits yet (it may
   // start in the background: PostgreSQL's LISTEN connection).
   virtual bool WatchingForeignWrites() const { return true; }
-  // What a queue with groups needs before its claims run, outside any
-  // transaction (Store::CreateQueue calls it before the queue's transaction
-  // and again after it commits). MariaDB makes the group index here: it
-  // has no partial indexes, and the index would cost every message of
-  // every queue.
-  virtual Status PrepareGroups() { return Status::Ok(); }
+
   // How many claims wait in this process (core's WakeHub), for engines that
   // poll for foreign writes: they poll only while some claim waits. Called
   // once, before WatchForeignWrites.
   virtual void SetWaitingProbe(std::function<std::size_t()> waiting) {
     (void)waiting;
   }
+};
 
-  // Writes something that changes nothing a user sees (the schema version,
-  // negated and restored, since engines skip rewriting a row to its own
-  // values), so that committing it shows the store can write now:
-  // Store::CheckWritable, for readiness probes.
-  virtual Status TouchSchema(Conn& conn) = 0;
+// Queues: their rows, options, state and counters; the claims waiting on
+// them in every process.
+class QueueOps {
+ public:
+  virtual ~QueueOps() = default;
 
-  // --- queues --------------------------------------------------------------
   virtual Result<QueueRecord> CreateQueue(Conn& conn,
                                           const CreateQueueParams& p) = 0;
   virtual Result<QueueRecord> GetQueue(Conn& conn, std::string_view name) = 0;
@@ -522,75 +575,50 @@ class Engine {
   // queues it changed.
   virtual Result<std::int64_t> UnlinkDeadLetterQueue(Conn& conn,
                                                      std::string_view name) = 0;
-  virtual Status SetPaused(Conn& conn, const SetPausedParams& p) = 0;
+  virtual Status SetQueuePaused(Conn& conn, const SetQueuePausedParams& p) = 0;
   virtual Result<std::int64_t> PurgeQueue(Conn& conn,
                                           std::int64_t queue_id) = 0;
-  virtual Result<QueueStats> Stats(Conn& conn, std::int64_t queue_id) = 0;
+  virtual Result<QueueStats> GetQueueStats(Conn& conn,
+                                           std::int64_t queue_id) = 0;
 
-  // --- messages ------------------------------------------------------------
+  // What a queue with groups needs before its claims run, outside any
+  // transaction (Store::CreateQueue calls it before the queue's transaction
+  // and again after it commits). MariaDB makes the group index here: it
+  // has no partial indexes, and the index would cost every message of
+  // every queue.
+  virtual Status PrepareGroups() { return Status::Ok(); }
+
+  // Waiting claims of every process (core/waiting_report.h).
+  virtual Status ReportWaiting(Conn& conn, const ReportWaitingParams& p) = 0;
+  // The claims waiting per queue name, summed over the fresh reports;
+  // queues with none are left out.
+  virtual Result<std::map<std::string, std::int64_t>> ReadWaiting(
+      Conn& conn, const ReadWaitingParams& p) = 0;
+};
+
+// Messages: sends, claims and their leases, limited claims, dead letters
+// and the archive, and single messages by filter.
+class MessageOps {
+ public:
+  virtual ~MessageOps() = default;
+
   // Stores the messages; kNotFound when the queue no longer exists.
   virtual Result<std::vector<SendResult>> Send(Conn& conn,
                                                const SendParams& p) = 0;
-  // Send in a write transaction of its own, committed: what Write with
-  // Send does, which is the default. An engine may do it in fewer round
-  // trips (PostgreSQL: one). Group commit uses it for a group that is only
-  // sends to one queue, the usual group of concurrent senders.
-  // `messages` gives the messages to store; it is called as late as the
-  // engine can (the default: once the transaction is open), so that sends
-  // that arrived meanwhile can still join, and may be called again (a
-  // transaction run again) to give the same messages.
-  // `to` gives the queue and its rules; its messages are not used.
-  using MessagesFn = std::function<std::span<const Message>()>;
-  virtual Result<std::vector<SendResult>> SendAndCommit(
-      const SendParams& to, const MessagesFn& messages) {
-    std::vector<SendResult> out;
-    Status s = Write([&](Conn& conn) -> Status {
-      SendParams p = to;
-      p.messages = messages();
-      auto r = Send(conn, p);
-      if (!r.ok()) return r.status();
-      out = std::move(*r);
-      return Status::Ok();
-    });
-    if (!s.ok()) return s;
-    return out;
-  }
   virtual Result<ClaimOutcome> Claim(Conn& conn, const ClaimParams& p) = 0;
-  // Schedules (core/schedules.cc). Create: the id, kAlreadyExists when the
-  // name is taken. SetSchedulePaused: resumed at next_us. kNotFound for a
-  // name that is not there.
-  virtual Result<std::int64_t> CreateSchedule(Conn& conn,
-                                              const ScheduleInfo& info) = 0;
-  virtual Result<std::vector<ScheduleRecord>> ListSchedules(Conn& conn) = 0;
-  virtual Status DropSchedule(Conn& conn, std::string_view name) = 0;
-  virtual Status SetSchedulePaused(Conn& conn, std::string_view name,
-                                   bool paused, std::int64_t next_us) = 0;
-  // Takes or renews the scheduler lease for `holder` until now + lease,
-  // unless another holder's lease is live: whether `holder` holds it.
-  virtual Result<bool> TakeSchedulerLease(Conn& conn, std::string_view holder,
-                                          Micros lease) = 0;
-  // false when the schedule is no longer at `a.from_us` (or was dropped).
-  virtual Result<bool> AdvanceSchedule(Conn& conn,
-                                       const ScheduleAdvance& a) = 0;
-
   // Limited claims (core::ClaimLimited): locks the queue's limit state for
   // the rest of the transaction, creating it when missing, and reads it;
   // with `count_leased`, counts the live leases of sqlq_leases (dropping
   // the rows of leases that ended).
-  virtual Result<LimitState> LockLimits(Conn& conn, std::int64_t queue_id,
-                                        bool count_leased) = 0;
+  virtual Result<LimitState> LockLimits(Conn& conn,
+                                        const LockLimitsParams& p) = 0;
   // Stores the bucket of `state` (when `bucket`) and records `leased`, the
-  // ids just leased with `token` (TokenBits), in sqlq_leases.
-  virtual Status SaveLimits(Conn& conn, std::int64_t queue_id,
-                            const LimitState& state, bool bucket,
-                            std::span<const std::int64_t> leased,
-                            std::int64_t token) = 0;
+  // ids just leased with `token`, in sqlq_leases.
+  virtual Status SaveLimits(Conn& conn, const SaveLimitsParams& p) = 0;
   // When the next message of the queue becomes claimable (its delay, backoff
   // or lease ends); nullopt when the queue holds no message at all.
   virtual Result<std::optional<Timestamp>> NextReadyAt(
       Conn& conn, std::int64_t queue_id) = 0;
-  // The engine's notion of now (the clock every lease is measured with).
-  virtual Result<Timestamp> Now(Conn& conn) = 0;
   // Each of these checks the receipt's lease token: kFailedPrecondition when
   // the message is there under another lease, kNotFound when it is gone.
   virtual Status Ack(Conn& conn, const AckParams& p) = 0;
@@ -619,7 +647,7 @@ class Engine {
   virtual Result<std::int64_t> Cancel(Conn& conn, const CancelParams& p) = 0;
   virtual Result<Timestamp> Extend(Conn& conn, const ExtendParams& p) = 0;
 
-  // --- dead letters and archive -------------------------------------------
+  // Dead letters and the archive.
   virtual Result<std::vector<DeadLetter>> ListDead(Conn& conn,
                                                    const ListDeadParams& p) = 0;
   // Empty `ids` means all.
@@ -636,14 +664,7 @@ class Engine {
   virtual Result<std::int64_t> PruneArchive(Conn& conn,
                                             const PruneArchiveParams& p) = 0;
 
-  // --- waiting claims of every process (core/waiting_report.h) ---------
-  virtual Status ReportWaiting(Conn& conn, const WaitingReport& r) = 0;
-  // The claims waiting per queue name, summed over the reports made in the
-  // last `fresh` by the engine's clock; queues with none are left out.
-  virtual Result<std::map<std::string, std::int64_t>> ReadWaiting(
-      Conn& conn, Micros fresh) = 0;
-
-  // --- single messages (WorkQueue::Get, ListMessages, the bulk changes) --
+  // Single messages (WorkQueue::Get, ListMessages, the bulk changes).
   // Each checks the queue first (kNotFound when it is gone). The SQL is
   // built by engines/shared/message_sql.h.
   virtual Result<FoundMessages> FindMessages(Conn& conn,
@@ -653,13 +674,17 @@ class Engine {
   virtual Result<std::int64_t> CountMessages(Conn& conn,
                                              const FindMessagesParams& p) = 0;
   // Returns how many messages changed.
-  virtual Result<std::int64_t> Steer(Conn& conn, const SteerParams& p) = 0;
+  virtual Result<std::int64_t> SteerMessages(Conn& conn,
+                                             const SteerMessagesParams& p) = 0;
+};
 
-  // --- rings and rotations -----------------------------------------------
-  // Rings (docs/rings-and-rotations.md).
-  // Names share one namespace with queues and rotations: kAlreadyExists for
-  // a name of any kind; Get* answers kFailedPrecondition for a name of
-  // another kind.
+// Rings (docs/rings-and-rotations.md). Names share one namespace with
+// queues and rotations: kAlreadyExists for a name of any kind; Get*
+// answers kFailedPrecondition for a name of another kind.
+class RingOps {
+ public:
+  virtual ~RingOps() = default;
+
   virtual Result<RingRecord> CreateRing(Conn& conn,
                                         const CreateRingParams& p) = 0;
   virtual Result<RingRecord> GetRing(Conn& conn, std::string_view name) = 0;
@@ -669,51 +694,119 @@ class Engine {
   virtual Status DropRing(Conn& conn, std::int64_t ring_id) = 0;
   // Appends to the group and, when the group then holds more than the
   // ring's capacity (read in the same transaction, so a concurrent
-  // SetCapacity is honoured), deletes its oldest entries down to capacity.
-  virtual Result<RingEntry> RingPush(Conn& conn, const RingPushParams& p) = 0;
+  // SetRingCapacity is honoured), deletes its oldest entries down to
+  // capacity.
+  virtual Result<RingEntry> PushToRing(Conn& conn,
+                                       const PushToRingParams& p) = 0;
   // Entries of `group` in the options' order, from after options.after_seq
   // (RingReadBound gives the seq bound to compare with).
-  virtual Result<std::vector<RingEntry>> RingRead(Conn& conn,
-                                                  const RingReadParams& p) = 0;
-  virtual Result<std::vector<RingGroup>> RingGroups(Conn& conn,
-                                                    std::int64_t ring_id) = 0;
-  virtual Status RingDelete(Conn& conn, const RingDeleteParams& p) = 0;
-  virtual Result<std::int64_t> RingDeleteGroup(
-      Conn& conn, const RingDeleteGroupParams& p) = 0;
+  virtual Result<std::vector<RingEntry>> ReadRing(Conn& conn,
+                                                  const ReadRingParams& p) = 0;
+  virtual Result<std::vector<RingGroup>> ListRingGroups(
+      Conn& conn, std::int64_t ring_id) = 0;
+  virtual Status DeleteRingEntry(Conn& conn,
+                                 const DeleteRingEntryParams& p) = 0;
+  virtual Result<std::int64_t> DeleteRingGroup(
+      Conn& conn, const DeleteRingGroupParams& p) = 0;
   // Returns the number of entries evicted.
-  virtual Result<std::int64_t> RingSetCapacity(
-      Conn& conn, const RingSetCapacityParams& p) = 0;
-  virtual Result<RingStats> RingStatsOf(Conn& conn, std::int64_t ring_id) = 0;
+  virtual Result<std::int64_t> SetRingCapacity(
+      Conn& conn, const SetRingCapacityParams& p) = 0;
+  virtual Result<RingStats> GetRingStats(Conn& conn, std::int64_t ring_id) = 0;
+};
 
-  // Rotations (docs/rings-and-rotations.md).
+// Rotations (docs/rings-and-rotations.md).
+class RotationOps {
+ public:
+  virtual ~RotationOps() = default;
+
   virtual Result<RotationRecord> CreateRotation(
       Conn& conn, const CreateRotationParams& p) = 0;
   virtual Result<RotationRecord> GetRotation(Conn& conn,
                                              std::string_view name) = 0;
   virtual Status DropRotation(Conn& conn, std::int64_t rotation_id) = 0;
   // kAlreadyExists when the key is present (and then writes nothing).
-  virtual Status RotationAdd(Conn& conn, const RotationAddParams& p) = 0;
-  virtual Status RotationRemove(Conn& conn, const RotationRemoveParams& p) = 0;
+  virtual Status AddToRotation(Conn& conn, const AddToRotationParams& p) = 0;
+  virtual Status RemoveFromRotation(Conn& conn,
+                                    const RemoveFromRotationParams& p) = 0;
   // The n least recently served unparked items, ordered by (last served
   // stamp, added stamp), each stamped with its own new value of the
   // rotation's counter, increasing in the order returned (one shared stamp
   // would let ties fall back to the order of addition and break the
   // round-robin). Writes nothing when there is nothing to serve.
-  virtual Result<std::vector<RotationItem>> RotationNext(
-      Conn& conn, const RotationNextParams& p) = 0;
+  virtual Result<std::vector<RotationItem>> ServeFromRotation(
+      Conn& conn, const ServeFromRotationParams& p) = 0;
   // failures += 1; parked once failures >= max_failures (core's rule).
-  virtual Result<RotationItem> RotationFail(Conn& conn,
-                                            const RotationFailParams& p) = 0;
+  virtual Result<RotationItem> ReportRotationFailure(
+      Conn& conn, const ReportRotationFailureParams& p) = 0;
   // failures = 0; kFailedPrecondition (writing nothing) when parked.
-  virtual Result<RotationItem> RotationOk(Conn& conn,
-                                          const RotationOkParams& p) = 0;
+  virtual Result<RotationItem> ReportRotationSuccess(
+      Conn& conn, const ReportRotationSuccessParams& p) = 0;
   // failures = 0 and unparked.
-  virtual Result<RotationItem> RotationReset(Conn& conn,
-                                             const RotationResetParams& p) = 0;
-  virtual Result<std::vector<RotationItem>> RotationList(
+  virtual Result<RotationItem> ResetRotationItem(
+      Conn& conn, const ResetRotationItemParams& p) = 0;
+  virtual Result<std::vector<RotationItem>> ListRotationItems(
       Conn& conn, std::int64_t rotation_id) = 0;
-  virtual Result<RotationStats> RotationStatsOf(Conn& conn,
-                                                std::int64_t rotation_id) = 0;
+  virtual Result<RotationStats> GetRotationStats(Conn& conn,
+                                                 std::int64_t rotation_id) = 0;
+};
+
+// Schedules (core/schedules.cc).
+class ScheduleOps {
+ public:
+  virtual ~ScheduleOps() = default;
+
+  // Create: the id, kAlreadyExists when the name is taken.
+  // SetSchedulePaused: resumed at next_us. kNotFound for a name that is not
+  // there.
+  virtual Result<std::int64_t> CreateSchedule(Conn& conn,
+                                              const ScheduleInfo& info) = 0;
+  virtual Result<std::vector<ScheduleRecord>> ListSchedules(Conn& conn) = 0;
+  virtual Status DropSchedule(Conn& conn, std::string_view name) = 0;
+  virtual Status SetSchedulePaused(Conn& conn,
+                                   const SetSchedulePausedParams& p) = 0;
+  // Takes or renews the scheduler lease for `holder` until now + lease,
+  // unless another holder's lease is live: whether `holder` holds it.
+  virtual Result<bool> TakeSchedulerLease(
+      Conn& conn, const TakeSchedulerLeaseParams& p) = 0;
+  // false when the schedule is no longer at `p.from_us` (or was dropped).
+  virtual Result<bool> AdvanceSchedule(Conn& conn,
+                                       const AdvanceScheduleParams& p) = 0;
+};
+
+// An engine: every interface above, and what spans them. Core code takes
+// the narrowest of them that it needs.
+class Engine : public Transactions,
+               public ForeignWriteWatch,
+               public QueueOps,
+               public MessageOps,
+               public RingOps,
+               public RotationOps,
+               public ScheduleOps {
+ public:
+  // Send in a write transaction of its own, committed: what Write with
+  // Send does, which is the default. An engine may do it in fewer round
+  // trips (PostgreSQL: one). Group commit uses it for a group that is only
+  // sends to one queue, the usual group of concurrent senders.
+  // `messages` gives the messages to store; it is called as late as the
+  // engine can (the default: once the transaction is open), so that sends
+  // that arrived meanwhile can still join, and may be called again (a
+  // transaction run again) to give the same messages.
+  // `to` gives the queue and its rules; its messages are not used.
+  using MessagesFn = std::function<std::span<const Message>()>;
+  virtual Result<std::vector<SendResult>> SendAndCommit(
+      const SendParams& to, const MessagesFn& messages) {
+    std::vector<SendResult> out;
+    Status s = Write([&](Conn& conn) -> Status {
+      SendParams p = to;
+      p.messages = messages();
+      auto r = Send(conn, p);
+      if (!r.ok()) return r.status();
+      out = std::move(*r);
+      return Status::Ok();
+    });
+    if (!s.ok()) return s;
+    return out;
+  }
 };
 
 }  // namespace sqlq::core

@@ -39,9 +39,11 @@ std::int64_t Refill(const ClaimParams& p, const LimitState& state) {
   return std::min(tokens, size);
 }
 
-Result<ClaimOutcome> ClaimLimited(Engine& engine, Conn& conn, ClaimParams p) {
+Result<ClaimOutcome> ClaimLimited(MessageOps& engine, Conn& conn,
+                                  ClaimParams p) {
   const bool count = p.max_leased != 0;
-  auto locked = engine.LockLimits(conn, p.queue_id, count);
+  auto locked =
+      engine.LockLimits(conn, {.queue_id = p.queue_id, .count_leased = count});
   if (!locked.ok()) return locked.status();
   LimitState state = *locked;
   const int want = p.max;
@@ -79,8 +81,11 @@ Result<ClaimOutcome> ClaimLimited(Engine& engine, Conn& conn, ClaimParams p) {
     for (const ClaimedMessage& m : out.messages) ids.push_back(m.id);
   }
   if (p.rate_u != 0 || !ids.empty()) {
-    Status s = engine.SaveLimits(conn, p.queue_id, state, p.rate_u != 0, ids,
-                                 TokenBits(p.token));
+    Status s = engine.SaveLimits(conn, {.queue_id = p.queue_id,
+                                        .state = state,
+                                        .bucket = p.rate_u != 0,
+                                        .leased = ids,
+                                        .token = TokenBits(p.token)});
     if (!s.ok()) return s;
   }
   // Held back: the limit cut the claim, which took all it was allowed.

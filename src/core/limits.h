@@ -25,7 +25,8 @@ std::int64_t Refill(const ClaimParams& p, const LimitState& state);
 // bucket and max_leased allow, claims that (Engine::Claim) and records
 // it. When a limit held the claim back, ClaimOutcome::limited_by says which
 // and retry_after when more becomes claimable.
-Result<ClaimOutcome> ClaimLimited(Engine& engine, Conn& conn, ClaimParams p);
+Result<ClaimOutcome> ClaimLimited(MessageOps& engine, Conn& conn,
+                                  ClaimParams p);
 
 }  // namespace sqlq::core
 

@@ -213,7 +213,8 @@ Result<MessageInfo> WorkQueue::Get(std::int64_t id) {
   const std::int64_t ids[] = {id};
   auto found = core::SnapshotRead<std::optional<MessageInfo>>(
       impl_->store(),
-      [&](core::Engine& e, Conn& conn) -> Result<std::optional<MessageInfo>> {
+      [&](core::MessageOps& e,
+          Conn& conn) -> Result<std::optional<MessageInfo>> {
         for (MessageTable t : {MessageTable::kQueued, MessageTable::kDead,
                                MessageTable::kArchived}) {
           auto r = e.FindMessages(
@@ -249,7 +250,7 @@ Result<MessagePage> WorkQueue::ListMessages(
     after = *c;
   }
   auto found = core::SnapshotRead<core::FoundMessages>(
-      impl_->store(), [&](core::Engine& e, Conn& conn) {
+      impl_->store(), [&](core::MessageOps& e, Conn& conn) {
         return e.FindMessages(conn, {.queue_id = impl_->id(),
                                      .table = TableOf(options.filter),
                                      .filter = &options.filter,
@@ -296,14 +297,14 @@ Result<std::int64_t> SteerWrite(core::QueueImpl& q, std::int64_t queue_id,
                                 core::SteerAction action, std::int64_t at_us,
                                 std::int32_t priority) {
   return core::MergedWrite<std::int64_t>(
-      q.store(), [&](core::Engine& e, Conn& c) {
-        return e.Steer(c, {.queue_id = queue_id,
-                           .table = TableOf(sel.filter),
-                           .action = action,
-                           .filter = &sel.filter,
-                           .ids = sel.ids,
-                           .at_us = at_us,
-                           .priority = priority});
+      q.store(), [&](core::MessageOps& e, Conn& c) {
+        return e.SteerMessages(c, {.queue_id = queue_id,
+                                   .table = TableOf(sel.filter),
+                                   .action = action,
+                                   .filter = &sel.filter,
+                                   .ids = sel.ids,
+                                   .at_us = at_us,
+                                   .priority = priority});
       });
 }
 
@@ -339,7 +340,7 @@ Result<std::int64_t> WorkQueue::RetryNow(const MessageSelection& selection) {
     std::int64_t after = 0;
     for (;;) {
       auto page = core::SnapshotRead<core::FoundMessages>(
-          impl_->store(), [&](core::Engine& e, Conn& conn) {
+          impl_->store(), [&](core::MessageOps& e, Conn& conn) {
             return e.FindMessages(conn, {.queue_id = impl_->id(),
                                          .table = MessageTable::kDead,
                                          .filter = &selection.filter,
@@ -401,7 +402,8 @@ Result<std::int64_t> WorkQueue::Cancel(const MessageSelection& selection) {
   // The chosen messages page by page, each page moved as it is found, in
   // one transaction.
   auto moved = core::MergedWrite<std::int64_t>(
-      impl_->store(), [&](core::Engine& e, Conn& conn) -> Result<std::int64_t> {
+      impl_->store(),
+      [&](core::MessageOps& e, Conn& conn) -> Result<std::int64_t> {
         std::int64_t total = 0, after = 0;
         for (;;) {
           auto page = e.FindMessages(

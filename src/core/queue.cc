@@ -40,8 +40,9 @@ std::shared_ptr<const QueueInfo> QueueImpl::Current() {
     // One caller reads; the others go on with the copy meanwhile.
     read_at_ = now;
   }
-  auto fresh = SnapshotRead<QueueRecord>(
-      *store_, [&](Engine& e, Conn& conn) { return e.GetQueue(conn, name_); });
+  auto fresh = SnapshotRead<QueueRecord>(*store_, [&](QueueOps& e, Conn& conn) {
+    return e.GetQueue(conn, name_);
+  });
   std::lock_guard<std::mutex> lock(mu_);
   if (fresh.ok() && fresh->id == id_) {
     info_ = std::make_shared<const QueueInfo>(std::move(fresh->info));
@@ -102,7 +103,7 @@ void ForwardDead(QueueImpl& impl) {
   if (moved.ok() && *moved > 0) impl.store().hub().Notify(to_id, *moved);
 }
 
-Status CheckDeadLetterLoop(Engine& e, Conn& c, std::string_view name,
+Status CheckDeadLetterLoop(QueueOps& e, Conn& c, std::string_view name,
                            const QueueOptions& o) {
   // Names seen on the walk: a loop stored before this check existed, which
   // does not pass through `name`, ends it too.
@@ -141,7 +142,7 @@ void AfterAcks(WorkQueue& q, QueueImpl& impl) {
   }
   if (o.archive && impl.PruneDue()) (void)q.PruneArchive();
   if (o.unique_for.count() != 0 && impl.HoldPruneDue()) {
-    (void)MergedWrite<std::int64_t>(impl.store(), [&](Engine& e, Conn& c) {
+    (void)MergedWrite<std::int64_t>(impl.store(), [&](MessageOps& e, Conn& c) {
       return e.PruneHolds(c, impl.id());
     });
   }
@@ -487,22 +488,22 @@ Result<Timestamp> WorkQueue::Extend(std::string_view receipt, Duration lease) {
   Status s = core::ValidateLease(lease);
   if (!s.ok()) return s;
   return core::MergedWrite<Timestamp>(
-      impl_->store(), [&](core::Engine& e, Conn& conn) {
+      impl_->store(), [&](core::MessageOps& e, Conn& conn) {
         return e.Extend(conn, {impl_->id(), *parsed, lease});
       });
 }
 
 Result<std::int64_t> WorkQueue::Purge() {
   return core::MergedWrite<std::int64_t>(
-      impl_->store(), [&](core::Engine& e, Conn& conn) {
+      impl_->store(), [&](core::QueueOps& e, Conn& conn) {
         return e.PurgeQueue(conn, impl_->id());
       });
 }
 
 Result<QueueStats> WorkQueue::Stats() {
   return core::SnapshotRead<QueueStats>(
-      impl_->store(), [&](core::Engine& e, Conn& conn) -> Result<QueueStats> {
-        auto stats = e.Stats(conn, impl_->id());
+      impl_->store(), [&](core::QueueOps& e, Conn& conn) -> Result<QueueStats> {
+        auto stats = e.GetQueueStats(conn, impl_->id());
         if (!stats.ok()) return stats.status();
         // Paused or not as the store says now, in the same snapshot.
         auto record = e.GetQueue(conn, impl_->name());
@@ -539,7 +540,7 @@ namespace {
 
 Status SetPaused(core::QueueImpl& impl, bool paused) {
   Status s = impl.store().batcher().Run([&](Conn& conn) {
-    return impl.store().engine().SetPaused(
+    return impl.store().engine().SetQueuePaused(
         conn, {.queue_id = impl.id(), .paused = paused});
   });
   if (!s.ok()) return s;
@@ -563,7 +564,7 @@ Result<std::vector<DeadLetter>> WorkQueue::ListDead(
   Status s = core::ValidateList(options);
   if (!s.ok()) return s;
   return core::SnapshotRead<std::vector<DeadLetter>>(
-      impl_->store(), [&](core::Engine& e, Conn& conn) {
+      impl_->store(), [&](core::MessageOps& e, Conn& conn) {
         return e.ListDead(conn, {impl_->id(), options});
       });
 }
@@ -578,7 +579,7 @@ Result<std::int64_t> WorkQueue::Redrive(std::span<const std::int64_t> ids) {
                                         ids.size(), core::kMaxBatch));
   }
   auto r = core::MergedWrite<std::int64_t>(
-      impl_->store(), [&](core::Engine& e, Conn& c) {
+      impl_->store(), [&](core::MessageOps& e, Conn& c) {
         return e.Redrive(c, {impl_->id(), ids});
       });
   if (r.ok()) impl_->store().hub().Notify(impl_->id(), *r);
@@ -587,7 +588,7 @@ Result<std::int64_t> WorkQueue::Redrive(std::span<const std::int64_t> ids) {
 
 Result<std::int64_t> WorkQueue::RedriveAll() {
   auto r = core::MergedWrite<std::int64_t>(
-      impl_->store(), [&](core::Engine& e, Conn& c) {
+      impl_->store(), [&](core::MessageOps& e, Conn& c) {
         return e.Redrive(c, {impl_->id(), {}});
       });
   if (r.ok()) impl_->store().hub().Notify(impl_->id(), *r);
@@ -598,16 +599,17 @@ Result<std::int64_t> WorkQueue::PruneDead() {
   const Duration retention = impl_->Current()->options.dead_retention;
   if (retention.count() == 0) return 0;
   return core::MergedWrite<std::int64_t>(
-      impl_->store(), [&](core::Engine& e, Conn& c) {
+      impl_->store(), [&](core::MessageOps& e, Conn& c) {
         return e.PruneDead(
             c, {.queue_id = impl_->id(), .retention = core::Micros(retention)});
       });
 }
 
 Result<std::int64_t> WorkQueue::PurgeDead() {
-  return core::MergedWrite<std::int64_t>(
-      impl_->store(),
-      [&](core::Engine& e, Conn& c) { return e.PurgeDead(c, impl_->id()); });
+  return core::MergedWrite<std::int64_t>(impl_->store(),
+                                         [&](core::MessageOps& e, Conn& c) {
+                                           return e.PurgeDead(c, impl_->id());
+                                         });
 }
 
 Result<std::vector<ArchivedMessage>> WorkQueue::ListArchive(
@@ -615,14 +617,14 @@ Result<std::vector<ArchivedMessage>> WorkQueue::ListArchive(
   Status s = core::ValidateList(options);
   if (!s.ok()) return s;
   return core::SnapshotRead<std::vector<ArchivedMessage>>(
-      impl_->store(), [&](core::Engine& e, Conn& conn) {
+      impl_->store(), [&](core::MessageOps& e, Conn& conn) {
         return e.ListArchive(conn, {impl_->id(), options});
       });
 }
 
 Result<std::int64_t> WorkQueue::PruneArchive() {
   return core::MergedWrite<std::int64_t>(
-      impl_->store(), [&](core::Engine& e, Conn& c) {
+      impl_->store(), [&](core::MessageOps& e, Conn& c) {
         return e.PruneArchive(
             c, {impl_->id(), impl_->Current()->options.retention});
       });

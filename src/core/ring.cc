@@ -9,7 +9,7 @@
 namespace sqlq {
 
 using core::Conn;
-using core::Engine;
+using core::RingOps;
 
 Ring::Ring(std::shared_ptr<core::RingImpl> impl) : impl_(std::move(impl)) {}
 Ring::~Ring() = default;
@@ -24,8 +24,8 @@ Result<RingEntry> Ring::Push(std::string_view group, std::string_view payload) {
   }
   if (!s.ok()) return s;
   return core::MergedWrite<RingEntry>(
-      impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RingPush(conn, {impl_->id(), group, payload});
+      impl_->store(), [&](RingOps& e, Conn& conn) {
+        return e.PushToRing(conn, {impl_->id(), group, payload});
       });
 }
 
@@ -35,15 +35,16 @@ Result<std::vector<RingEntry>> Ring::Read(std::string_view group,
   if (s.ok()) s = core::ValidateList({.limit = options.limit});
   if (!s.ok()) return s;
   return core::SnapshotRead<std::vector<RingEntry>>(
-      impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RingRead(conn, {impl_->id(), group, options});
+      impl_->store(), [&](RingOps& e, Conn& conn) {
+        return e.ReadRing(conn, {impl_->id(), group, options});
       });
 }
 
 Result<std::vector<RingGroup>> Ring::Groups() {
   return core::SnapshotRead<std::vector<RingGroup>>(
-      impl_->store(),
-      [&](Engine& e, Conn& conn) { return e.RingGroups(conn, impl_->id()); });
+      impl_->store(), [&](RingOps& e, Conn& conn) {
+        return e.ListRingGroups(conn, impl_->id());
+      });
 }
 
 Status Ring::Delete(std::string_view group, std::int64_t seq) {
@@ -51,7 +52,8 @@ Status Ring::Delete(std::string_view group, std::int64_t seq) {
   if (!s.ok()) return s;
   if (seq < 1) return Status::InvalidArgument("seq must be positive");
   return impl_->store().batcher().Run([&](Conn& conn) {
-    return impl_->store().engine().RingDelete(conn, {impl_->id(), group, seq});
+    return impl_->store().engine().DeleteRingEntry(conn,
+                                                   {impl_->id(), group, seq});
   });
 }
 
@@ -59,8 +61,8 @@ Result<std::int64_t> Ring::DeleteGroup(std::string_view group) {
   Status s = core::ValidateKey("group", group);
   if (!s.ok()) return s;
   return core::MergedWrite<std::int64_t>(
-      impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RingDeleteGroup(conn, {impl_->id(), group});
+      impl_->store(), [&](RingOps& e, Conn& conn) {
+        return e.DeleteRingGroup(conn, {impl_->id(), group});
       });
 }
 
@@ -70,15 +72,16 @@ Result<std::int64_t> Ring::SetCapacity(std::int64_t capacity) {
   Status s = core::ValidateRingOptions(o);
   if (!s.ok()) return s;
   return core::MergedWrite<std::int64_t>(
-      impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RingSetCapacity(conn, {impl_->id(), capacity});
+      impl_->store(), [&](RingOps& e, Conn& conn) {
+        return e.SetRingCapacity(conn, {impl_->id(), capacity});
       });
 }
 
 Result<RingStats> Ring::Stats() {
   return core::SnapshotRead<RingStats>(
-      impl_->store(),
-      [&](Engine& e, Conn& conn) { return e.RingStatsOf(conn, impl_->id()); });
+      impl_->store(), [&](RingOps& e, Conn& conn) {
+        return e.GetRingStats(conn, impl_->id());
+      });
 }
 
 }  // namespace sqlq

@@ -11,7 +11,7 @@
 namespace sqlq {
 
 using core::Conn;
-using core::Engine;
+using core::RotationOps;
 
 Rotation::Rotation(std::shared_ptr<core::RotationImpl> impl)
     : impl_(std::move(impl)) {}
@@ -27,8 +27,8 @@ Status Rotation::Add(std::string_view key, std::string_view payload) {
   }
   if (!s.ok()) return s;
   return impl_->store().batcher().Run([&](Conn& conn) {
-    return impl_->store().engine().RotationAdd(conn,
-                                               {impl_->id(), key, payload});
+    return impl_->store().engine().AddToRotation(conn,
+                                                 {impl_->id(), key, payload});
   });
 }
 
@@ -36,7 +36,7 @@ Status Rotation::Remove(std::string_view key) {
   Status s = core::ValidateKey("key", key);
   if (!s.ok()) return s;
   return impl_->store().batcher().Run([&](Conn& conn) {
-    return impl_->store().engine().RotationRemove(conn, {impl_->id(), key});
+    return impl_->store().engine().RemoveFromRotation(conn, {impl_->id(), key});
   });
 }
 
@@ -49,8 +49,8 @@ Result<std::vector<RotationItem>> Rotation::Next(int n) {
   // callers see each other's stamps: no item is handed to two of them by
   // calls that overlap.
   return core::MergedWrite<std::vector<RotationItem>>(
-      impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RotationNext(conn, {impl_->id(), n});
+      impl_->store(), [&](RotationOps& e, Conn& conn) {
+        return e.ServeFromRotation(conn, {impl_->id(), n});
       });
 }
 
@@ -58,8 +58,8 @@ Result<RotationItem> Rotation::Fail(std::string_view key) {
   Status s = core::ValidateKey("key", key);
   if (!s.ok()) return s;
   return core::MergedWrite<RotationItem>(
-      impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RotationFail(
+      impl_->store(), [&](RotationOps& e, Conn& conn) {
+        return e.ReportRotationFailure(
             conn, {impl_->id(), key, impl_->record().options.max_failures});
       });
 }
@@ -68,8 +68,8 @@ Result<RotationItem> Rotation::Ok(std::string_view key) {
   Status s = core::ValidateKey("key", key);
   if (!s.ok()) return s;
   return core::MergedWrite<RotationItem>(
-      impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RotationOk(conn, {impl_->id(), key});
+      impl_->store(), [&](RotationOps& e, Conn& conn) {
+        return e.ReportRotationSuccess(conn, {impl_->id(), key});
       });
 }
 
@@ -77,21 +77,22 @@ Result<RotationItem> Rotation::Reset(std::string_view key) {
   Status s = core::ValidateKey("key", key);
   if (!s.ok()) return s;
   return core::MergedWrite<RotationItem>(
-      impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RotationReset(conn, {impl_->id(), key});
+      impl_->store(), [&](RotationOps& e, Conn& conn) {
+        return e.ResetRotationItem(conn, {impl_->id(), key});
       });
 }
 
 Result<std::vector<RotationItem>> Rotation::List() {
   return core::SnapshotRead<std::vector<RotationItem>>(
-      impl_->store(),
-      [&](Engine& e, Conn& conn) { return e.RotationList(conn, impl_->id()); });
+      impl_->store(), [&](RotationOps& e, Conn& conn) {
+        return e.ListRotationItems(conn, impl_->id());
+      });
 }
 
 Result<RotationStats> Rotation::Stats() {
   return core::SnapshotRead<RotationStats>(
-      impl_->store(), [&](Engine& e, Conn& conn) {
-        return e.RotationStatsOf(conn, impl_->id());
+      impl_->store(), [&](RotationOps& e, Conn& conn) {
+        return e.GetRotationStats(conn, impl_->id());
       });
 }
 

@@ -140,8 +140,9 @@ Result<ScheduleRun> RunSchedulesOnce(StoreImpl& store,
     active = active || (!r.info.paused && r.info.next_tick);
   }
   if (active) {
-    auto leader = MergedWrite<bool>(store, [&](Engine& e, Conn& c) {
-      return e.TakeSchedulerLease(c, holder, Micros(Store::kSchedulerLease));
+    auto leader = MergedWrite<bool>(store, [&](ScheduleOps& e, Conn& c) {
+      return e.TakeSchedulerLease(
+          c, {.holder = holder, .lease = Micros(Store::kSchedulerLease)});
     });
     if (!leader.ok()) return leader.status();
     run.leader = *leader;
@@ -167,11 +168,12 @@ Result<ScheduleRun> RunSchedulesOnce(StoreImpl& store,
     std::int64_t sent = 0;
     Status s = store.batcher().Run([&](Conn& c) -> Status {
       Engine& e = store.engine();
-      ScheduleAdvance a{.id = r.id,
-                        .from_us = Us(*info.next_tick),
-                        .next_us = due.next ? Us(*due.next) : 0,
-                        .last_us = due.send.empty() ? 0 : Us(due.send.back()),
-                        .skipped = due.skipped};
+      AdvanceScheduleParams a{
+          .id = r.id,
+          .from_us = Us(*info.next_tick),
+          .next_us = due.next ? Us(*due.next) : 0,
+          .last_us = due.send.empty() ? 0 : Us(due.send.back()),
+          .skipped = due.skipped};
       std::string error;
       std::optional<QueueRecord> q;
       if (!messages.empty()) {
@@ -252,7 +254,8 @@ ScheduleInfo Strip(core::ScheduleRecord r) { return std::move(r.info); }
 
 Result<ScheduleInfo> Find(core::StoreImpl& store, std::string_view name) {
   auto list = core::SnapshotRead<std::vector<core::ScheduleRecord>>(
-      store, [](core::Engine& e, core::Conn& c) { return e.ListSchedules(c); });
+      store,
+      [](core::ScheduleOps& e, core::Conn& c) { return e.ListSchedules(c); });
   if (!list.ok()) return list.status();
   for (auto& r : *list) {
     if (r.info.name == name) return Strip(std::move(r));
@@ -265,7 +268,7 @@ Result<ScheduleInfo> Find(core::StoreImpl& store, std::string_view name) {
 Result<ScheduleInfo> Store::CreateSchedule(std::string_view name,
                                            const ScheduleOptions& options) {
   auto now = core::SnapshotRead<Timestamp>(
-      *impl_, [](core::Engine& e, core::Conn& c) { return e.Now(c); });
+      *impl_, [](core::Transactions& e, core::Conn& c) { return e.Now(c); });
   if (!now.ok()) return now.status();
   auto first = core::ValidateSchedule(name, options, *now);
   if (!first.ok()) return first.status();
@@ -290,7 +293,7 @@ Result<ScheduleInfo> Store::GetSchedule(std::string_view name) {
 Result<std::vector<ScheduleInfo>> Store::ListSchedules() {
   auto list = core::SnapshotRead<std::vector<core::ScheduleRecord>>(
       *impl_,
-      [](core::Engine& e, core::Conn& c) { return e.ListSchedules(c); });
+      [](core::ScheduleOps& e, core::Conn& c) { return e.ListSchedules(c); });
   if (!list.ok()) return list.status();
   std::vector<ScheduleInfo> out;
   for (auto& r : *list) out.push_back(Strip(std::move(r)));
@@ -321,7 +324,8 @@ Status SetPaused(core::StoreImpl& store, std::string_view name, bool paused) {
         next_us = next ? core::Us(*next) : 0;
       }
     }
-    return e.SetSchedulePaused(c, name, paused, next_us);
+    return e.SetSchedulePaused(
+        c, {.name = name, .paused = paused, .next_us = next_us});
   });
 }
 

@@ -68,8 +68,8 @@ const std::string& Store::url() const { return impl_->url(); }
 
 Result<std::map<std::string, std::int64_t>> Store::WaitingConsumers() {
   return core::SnapshotRead<std::map<std::string, std::int64_t>>(
-      *impl_, [](core::Engine& e, core::Conn& c) {
-        return e.ReadWaiting(c, core::kWaitingFresh);
+      *impl_, [](core::QueueOps& e, core::Conn& c) {
+        return e.ReadWaiting(c, {.fresh = core::kWaitingFresh});
       });
 }
 
@@ -194,7 +194,7 @@ Result<Ring> Store::CreateRing(std::string_view name,
                                const RingOptions& options) {
   auto r = CreateKind<core::RingRecord>(
       *impl_, name, options, core::ValidateRingOptions,
-      [&](core::Engine& e, core::Conn& c) {
+      [&](core::RingOps& e, core::Conn& c) {
         return e.CreateRing(c, {name, options});
       });
   if (!r.ok()) return r.status();
@@ -206,7 +206,7 @@ Result<Ring> Store::GetRing(std::string_view name) {
   if (!s.ok()) return s;
   auto r = core::SnapshotRead<core::RingRecord>(
       *impl_,
-      [&](core::Engine& e, core::Conn& c) { return e.GetRing(c, name); });
+      [&](core::RingOps& e, core::Conn& c) { return e.GetRing(c, name); });
   if (!r.ok()) return r.status();
   return Ring(std::make_shared<core::RingImpl>(impl_.get(), std::move(*r)));
 }
@@ -225,7 +225,7 @@ Result<Rotation> Store::CreateRotation(std::string_view name,
                                        const RotationOptions& options) {
   auto r = CreateKind<core::RotationRecord>(
       *impl_, name, options, core::ValidateRotationOptions,
-      [&](core::Engine& e, core::Conn& c) {
+      [&](core::RotationOps& e, core::Conn& c) {
         return e.CreateRotation(c, {name, options});
       });
   if (!r.ok()) return r.status();
@@ -237,8 +237,9 @@ Result<Rotation> Store::GetRotation(std::string_view name) {
   Status s = core::ValidateName("rotation", name);
   if (!s.ok()) return s;
   auto r = core::SnapshotRead<core::RotationRecord>(
-      *impl_,
-      [&](core::Engine& e, core::Conn& c) { return e.GetRotation(c, name); });
+      *impl_, [&](core::RotationOps& e, core::Conn& c) {
+        return e.GetRotation(c, name);
+      });
   if (!r.ok()) return r.status();
   return Rotation(
       std::make_shared<core::RotationImpl>(impl_.get(), std::move(*r)));
@@ -262,7 +263,7 @@ template <typename Info, typename Records>
 Result<std::vector<Info>> ListKind(core::StoreImpl& store,
                                    Records core::KindsRecord::*which) {
   auto all = core::SnapshotRead<core::KindsRecord>(
-      store, [](core::Engine& e, core::Conn& c) {
+      store, [](core::RingOps& e, core::Conn& c) {
         return e.ListRingsAndRotations(c);
       });
   if (!all.ok()) return all.status();

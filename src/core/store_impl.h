@@ -219,7 +219,7 @@ void ForwardDead(QueueImpl& impl);
 // when the queues' dead-letter links, followed from there, lead back to
 // `name` (a loop would pass dead letters round for ever). Links to queues
 // that do not exist end the walk.
-Status CheckDeadLetterLoop(Engine& e, Conn& c, std::string_view name,
+Status CheckDeadLetterLoop(QueueOps& e, Conn& c, std::string_view name,
                            const QueueOptions& o);
 
 // What a Ring or Rotation handle holds: its store and its record.

@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include "core/store_impl.h"
+#include "engines/entry.h"
 #include "engines/mysql/sql_api.h"
 #include "engines/postgres/sql_api.h"
 #include "engines/sqlite/sql_api.h"
-#include "engines/sqlite/sqlite_engine.h"
 
 // Which engines this build has (CMake's SQLQ_WITH_POSTGRES and
 // SQLQ_WITH_MYSQL, docs/installing.md). This file alone sees them, so every
@@ -16,12 +16,6 @@
 #endif
 #ifndef SQLQ_WITH_MYSQL
 #define SQLQ_WITH_MYSQL 1
-#endif
-#if SQLQ_WITH_POSTGRES
-#include "engines/postgres/postgres_engine.h"
-#endif
-#if SQLQ_WITH_MYSQL
-#include "engines/mysql/mysql_engine.h"
 #endif
 
 namespace sqlq::engines {
@@ -60,16 +54,16 @@ Result<std::unique_ptr<core::Engine>> OpenEngine(std::string_view url,
   if (!scheme.ok()) return scheme.status();
   switch (*scheme) {
     case Scheme::kSqlite:
-      return sqlite::Open(url.substr(kSqlite.size()), options);
+      return sqlite::Entry().open(url.substr(kSqlite.size()), options);
     case Scheme::kPostgres:
 #if SQLQ_WITH_POSTGRES
-      return postgres::Open(url, options);
+      return postgres::Entry().open(url, options);
 #else
       return BuiltWithout("PostgreSQL");
 #endif
     case Scheme::kMysql:
 #if SQLQ_WITH_MYSQL
-      return mysql::Open(url, options);
+      return mysql::Entry().open(url, options);
 #else
       return BuiltWithout("MariaDB/MySQL");
 #endif
@@ -82,16 +76,16 @@ Status CheckUrl(std::string_view url) {
   if (!scheme.ok()) return scheme.status();
   switch (*scheme) {
     case Scheme::kSqlite:
-      return sqlite::CheckUrl(url.substr(kSqlite.size()));
+      return sqlite::Entry().check_url(url.substr(kSqlite.size()));
     case Scheme::kPostgres:
 #if SQLQ_WITH_POSTGRES
-      return postgres::CheckUrl(url);
+      return postgres::Entry().check_url(url);
 #else
       return BuiltWithout("PostgreSQL");
 #endif
     case Scheme::kMysql:
 #if SQLQ_WITH_MYSQL
-      return mysql::CheckUrl(url);
+      return mysql::Entry().check_url(url);
 #else
       return BuiltWithout("MariaDB/MySQL");
 #endif

@@ -129,7 +129,9 @@ class FakeEngine : public Engine {
   Result<std::int64_t> PurgeQueue(Conn&, std::int64_t) override {
     return Unused();
   }
-  Result<QueueStats> Stats(Conn&, std::int64_t) override { return Unused(); }
+  Result<QueueStats> GetQueueStats(Conn&, std::int64_t) override {
+    return Unused();
+  }
   // Sends go to the hook, when set.
   std::function<Result<std::vector<SendResult>>(const SendParams&)> send_hook;
   Result<std::vector<SendResult>> Send(Conn&, const SendParams& p) override {
@@ -158,11 +160,11 @@ class FakeEngine : public Engine {
                                      const FindMessagesParams&) override {
     return Unused();
   }
-  Status ReportWaiting(Conn&, const WaitingReport&) override {
+  Status ReportWaiting(Conn&, const ReportWaitingParams&) override {
     return Unused();
   }
-  Result<std::map<std::string, std::int64_t>> ReadWaiting(Conn&,
-                                                          Micros) override {
+  Result<std::map<std::string, std::int64_t>> ReadWaiting(
+      Conn&, const ReadWaitingParams&) override {
     return Unused();
   }
   Result<std::int64_t> Cancel(Conn&, const CancelParams&) override {
@@ -201,13 +203,16 @@ class FakeEngine : public Engine {
                                      const FindMessagesParams&) override {
     return Unused();
   }
-  Result<std::int64_t> Steer(Conn&, const SteerParams&) override {
+  Result<std::int64_t> SteerMessages(Conn&,
+                                     const SteerMessagesParams&) override {
     return Unused();
   }
   Status AlterQueue(Conn&, const AlterQueueParams&) override {
     return Unused();
   }
-  Status SetPaused(Conn&, const SetPausedParams&) override { return Unused(); }
+  Status SetQueuePaused(Conn&, const SetQueuePausedParams&) override {
+    return Unused();
+  }
   Result<std::int64_t> PruneDead(Conn&, const PruneDeadParams&) override {
     return Unused();
   }
@@ -221,46 +226,45 @@ class FakeEngine : public Engine {
     return Unused();
   }
   Status DropSchedule(Conn&, std::string_view) override { return Unused(); }
-  Status SetSchedulePaused(Conn&, std::string_view, bool,
-                           std::int64_t) override {
+  Status SetSchedulePaused(Conn&, const SetSchedulePausedParams&) override {
     return Unused();
   }
-  Result<bool> TakeSchedulerLease(Conn&, std::string_view, Micros) override {
+  Result<bool> TakeSchedulerLease(Conn&,
+                                  const TakeSchedulerLeaseParams&) override {
     return Unused();
   }
-  Result<bool> AdvanceSchedule(Conn&, const ScheduleAdvance&) override {
+  Result<bool> AdvanceSchedule(Conn&, const AdvanceScheduleParams&) override {
     return Unused();
   }
-  Result<LimitState> LockLimits(Conn&, std::int64_t, bool) override {
+  Result<LimitState> LockLimits(Conn&, const LockLimitsParams&) override {
     return Unused();
   }
-  Status SaveLimits(Conn&, std::int64_t, const LimitState&, bool,
-                    std::span<const std::int64_t>, std::int64_t) override {
+  Status SaveLimits(Conn&, const SaveLimitsParams&) override {
     return Unused();
   }
   Status DropRing(Conn&, std::int64_t) override { return Unused(); }
-  Result<RingEntry> RingPush(Conn&, const core::RingPushParams&) override {
+  Result<RingEntry> PushToRing(Conn&, const core::PushToRingParams&) override {
     return Unused();
   }
-  Result<std::vector<RingEntry>> RingRead(
-      Conn&, const core::RingReadParams&) override {
+  Result<std::vector<RingEntry>> ReadRing(
+      Conn&, const core::ReadRingParams&) override {
     return Unused();
   }
-  Result<std::vector<RingGroup>> RingGroups(Conn&, std::int64_t) override {
+  Result<std::vector<RingGroup>> ListRingGroups(Conn&, std::int64_t) override {
     return Unused();
   }
-  Status RingDelete(Conn&, const core::RingDeleteParams&) override {
+  Status DeleteRingEntry(Conn&, const core::DeleteRingEntryParams&) override {
     return Unused();
   }
-  Result<std::int64_t> RingDeleteGroup(
-      Conn&, const core::RingDeleteGroupParams&) override {
+  Result<std::int64_t> DeleteRingGroup(
+      Conn&, const core::DeleteRingGroupParams&) override {
     return Unused();
   }
-  Result<std::int64_t> RingSetCapacity(
-      Conn&, const core::RingSetCapacityParams&) override {
+  Result<std::int64_t> SetRingCapacity(
+      Conn&, const core::SetRingCapacityParams&) override {
     return Unused();
   }
-  Result<RingStats> RingStatsOf(Conn&, std::int64_t) override {
+  Result<RingStats> GetRingStats(Conn&, std::int64_t) override {
     return Unused();
   }
   Result<RotationRecord> CreateRotation(
@@ -271,32 +275,34 @@ class FakeEngine : public Engine {
     return Unused();
   }
   Status DropRotation(Conn&, std::int64_t) override { return Unused(); }
-  Status RotationAdd(Conn&, const core::RotationAddParams&) override {
+  Status AddToRotation(Conn&, const core::AddToRotationParams&) override {
     return Unused();
   }
-  Status RotationRemove(Conn&, const core::RotationRemoveParams&) override {
+  Status RemoveFromRotation(Conn&,
+                            const core::RemoveFromRotationParams&) override {
     return Unused();
   }
-  Result<std::vector<RotationItem>> RotationNext(
-      Conn&, const core::RotationNextParams&) override {
+  Result<std::vector<RotationItem>> ServeFromRotation(
+      Conn&, const core::ServeFromRotationParams&) override {
     return Unused();
   }
-  Result<RotationItem> RotationFail(Conn&,
-                                    const core::RotationFailParams&) override {
+  Result<RotationItem> ReportRotationFailure(
+      Conn&, const core::ReportRotationFailureParams&) override {
     return Unused();
   }
-  Result<RotationItem> RotationOk(Conn&,
-                                  const core::RotationOkParams&) override {
+  Result<RotationItem> ReportRotationSuccess(
+      Conn&, const core::ReportRotationSuccessParams&) override {
     return Unused();
   }
-  Result<RotationItem> RotationReset(
-      Conn&, const core::RotationResetParams&) override {
+  Result<RotationItem> ResetRotationItem(
+      Conn&, const core::ResetRotationItemParams&) override {
     return Unused();
   }
-  Result<std::vector<RotationItem>> RotationList(Conn&, std::int64_t) override {
+  Result<std::vector<RotationItem>> ListRotationItems(Conn&,
+                                                      std::int64_t) override {
     return Unused();
   }
-  Result<RotationStats> RotationStatsOf(Conn&, std::int64_t) override {
+  Result<RotationStats> GetRotationStats(Conn&, std::int64_t) override {
     return Unused();
   }
 

@@ -295,6 +295,14 @@ struct Dialect : shared::QuestionMarks {
     INSERT INTO sqlq_leases (queue_id, message_id, token) VALUES (?, ?, ?)
     ON DUPLICATE KEY UPDATE token = VALUES(token))sql";
 
+  // Whether sqlq_schema exists, and the newest version it records
+  // (PooledSqlEngine::SchemaVersion).
+  static constexpr const char* kSchemaExistsSql = R"sql(
+    SELECT COUNT(*) FROM information_schema.tables
+    WHERE table_schema = DATABASE() AND table_name = 'sqlq_schema')sql";
+  static constexpr const char* kSchemaVersionSql =
+      "SELECT COALESCE(MAX(version), 0) FROM sqlq_schema";
+
   // The message holding a dedup key by an unexpired hold: queue, key, now.
   // A locking read, which sees the latest committed holds, not the
   // transaction's snapshot.

@@ -596,16 +596,13 @@ void MysqlEngine::Release(std::unique_ptr<MyConn> conn) {
   pool_.Release(std::move(conn));
 }
 
-Status CheckUrl(std::string_view url) { return ParseUrl(url).status(); }
-
-Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
-                                           const StoreOptions& options) {
-  auto params = ParseUrl(url);
-  if (!params.ok()) return params.status();
-  auto engine = std::make_unique<MysqlEngine>(*params, options.clock);
-  Status s = engine->Init(options.create_if_missing);
-  if (!s.ok()) return s;
-  return std::unique_ptr<core::Engine>(std::move(engine));
-}
+// `url` is a mysql:// or mariadb:// URL:
+//   mysql://[user[:password]@]host[:port][,host[:port]...]/database[?...]
+// (several servers: the first that takes writes is used) with parameters
+// ssl (disable, require, verify-ca, verify-full), ssl_ca, ssl_cert,
+// ssl_key, connect_timeout, read_timeout, write_timeout (seconds),
+// failover_wait_ms, write_groups and socket (a Unix socket path); see
+// docs/engines/mysql.md. User, password and database may be percent-encoded.
+EngineEntry Entry() { return EntryOf<ParseUrl, MysqlEngine>(); }
 
 }  // namespace sqlq::engines::mysql

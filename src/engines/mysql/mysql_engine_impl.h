@@ -54,9 +54,9 @@
 #include "core/rows.h"
 #include "core/tx_conn.h"
 #include "core/url_params.h"
+#include "engines/entry.h"
 #include "engines/mysql/dialect.h"
 #include "engines/mysql/my_conn.h"
-#include "engines/mysql/mysql_engine.h"
 #include "engines/mysql/poller.h"
 #include "engines/mysql/schema.h"
 #include "engines/shared/pooled_sql_engine.h"
@@ -244,7 +244,10 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
 
   // --- dead letters (listing them and the archive: engines/shared) --------
 
-  Result<std::int64_t> Redrive(Conn& c, const core::RedriveParams& op) override;
+  Result<std::int64_t> MoveDeadLetters(MyConn& conn,
+                                       const core::RedriveParams& op,
+                                       std::int64_t to,
+                                       std::int64_t now) override;
 
  private:
   static constexpr const char* kCounterInsert =
@@ -305,8 +308,6 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   void Release(std::unique_ptr<MyConn> conn);
 
   // --- migrations ------------------------------------------------------------
-
-  static Result<std::int64_t> SchemaVersion(MyConn& conn);
 
   // Brings the schema to kSchemaVersion (core/migrate.h) under
   // GET_LOCK: DDL commits at once in MariaDB, so a transaction cannot

@@ -16,20 +16,6 @@ Status MysqlEngine::TouchSchema(Conn& c) {
   return Status::Ok();
 }
 
-Result<std::int64_t> MysqlEngine::SchemaVersion(MyConn& conn) {
-  static const std::string kExists = R"sql(
-    SELECT COUNT(*) FROM information_schema.tables
-    WHERE table_schema = DATABASE() AND table_name = 'sqlq_schema')sql";
-  auto exists = conn.Run(kExists, Params(), "read schema version");
-  if (!exists.ok()) return exists.status();
-  if (exists->Int(0, 0) == 0) return 0;
-  static const std::string kVersion =
-      "SELECT COALESCE(MAX(version), 0) FROM sqlq_schema";
-  auto version = conn.Run(kVersion, Params(), "read schema version");
-  if (!version.ok()) return version.status();
-  return version->Int(0, 0);
-}
-
 Status MysqlEngine::Migrate(MyConn& conn, bool create) {
   class Target : public core::MigrationTarget {
    public:

@@ -180,17 +180,11 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
   return out;
 }
 
-Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
-                                          const core::RedriveParams& op) {
+Result<std::int64_t> MysqlEngine::MoveDeadLetters(MyConn& conn,
+                                                  const core::RedriveParams& op,
+                                                  std::int64_t to,
+                                                  std::int64_t now) {
   const auto& [queue_id, ids, to_queue_id] = op;
-  const std::int64_t to = to_queue_id != 0 ? to_queue_id : queue_id;
-  MyConn& conn = Native(c);
-  auto now = CheckedNow(conn, queue_id);
-  if (!now.ok()) return now.status();
-  if (to != queue_id) {
-    Status s = CheckQueue(conn, to);
-    if (!s.ok()) return s;
-  }
   // Pages of dead letters are locked and read (in id order), inserted
   // back with explicit values and deleted by id. Not INSERT ... SELECT:
   // MariaDB counts a write to a table with an AUTO_INCREMENT column after
@@ -222,7 +216,7 @@ Result<std::int64_t> MysqlEngine::Redrive(Conn& c,
           .Int(to)
           .Int(priority)
           .Int(-priority)
-          .Int(*now)
+          .Int(now)
           .Int(rows.Int(i, 2));
       if (rows.IsNull(i, 3)) {
         p.Null();

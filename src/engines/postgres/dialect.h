@@ -260,6 +260,13 @@ struct Dialect : shared::StandardSql<Dialect> {
     return kSql[first][ordered][window];
   }
 
+  // Whether sqlq_schema exists, and the newest version it records
+  // (PooledSqlEngine::SchemaVersion).
+  static constexpr const char* kSchemaExistsSql =
+      "SELECT to_regclass('sqlq_schema') IS NOT NULL";
+  static constexpr const char* kSchemaVersionSql =
+      "SELECT coalesce(max(version), 0) FROM sqlq_schema";
+
   // The message holding a dedup key by an unexpired hold: queue, key, now.
   // A statement of READ COMMITTED sees every hold committed before it.
   static constexpr const char* kHeldBy = R"sql(

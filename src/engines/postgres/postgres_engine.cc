@@ -289,13 +289,6 @@ void PostgresEngine::Release(std::unique_ptr<PgConn> conn) {
 
 namespace {
 
-// sqlq's own parameters taken out, the rest checked by libpq's parser.
-struct ParsedUrl {
-  std::string conninfo;
-  Tuning tuning;
-  bool several_hosts = false;
-};
-
 Result<ParsedUrl> ParseUrl(std::string_view url) {
   const core::UrlTuning taken = core::TakeUrlParams(url, kTuningParams);
   auto tuning = Tuning::From(taken);
@@ -327,17 +320,9 @@ Result<ParsedUrl> ParseUrl(std::string_view url) {
 
 }  // namespace
 
-Status CheckUrl(std::string_view url) { return ParseUrl(url).status(); }
-
-Result<std::unique_ptr<core::Engine>> Open(std::string_view url,
-                                           const StoreOptions& options) {
-  auto parsed = ParseUrl(url);
-  if (!parsed.ok()) return parsed.status();
-  auto engine = std::make_unique<PostgresEngine>(
-      parsed->conninfo, parsed->tuning, parsed->several_hosts, options.clock);
-  Status s = engine->Init(options.create_if_missing);
-  if (!s.ok()) return s;
-  return std::unique_ptr<core::Engine>(std::move(engine));
-}
+// `url` is the whole postgresql:// or postgres:// URL; it goes to libpq as
+// it is, so every libpq parameter (sslmode, sslrootcert, connect_timeout,
+// application_name...) works.
+EngineEntry Entry() { return EntryOf<ParseUrl, PostgresEngine>(); }
 
 }  // namespace sqlq::engines::postgres

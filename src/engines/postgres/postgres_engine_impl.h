@@ -46,11 +46,11 @@
 #include "core/rows.h"
 #include "core/tx_conn.h"
 #include "core/url_params.h"
+#include "engines/entry.h"
 #include "engines/postgres/claim_marks.h"
 #include "engines/postgres/dialect.h"
 #include "engines/postgres/notifier.h"
 #include "engines/postgres/pg_conn.h"
-#include "engines/postgres/postgres_engine.h"
 #include "engines/postgres/schema.h"
 #include "engines/postgres/statements.h"
 #include "engines/postgres/vacuumer.h"
@@ -144,21 +144,29 @@ constexpr const char* kBeginReadWithNow =
     "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
     "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
 
+// A postgresql:// URL read: sqlq's own parameters taken out, the rest
+// checked by libpq's parser.
+struct ParsedUrl {
+  std::string conninfo;
+  Tuning tuning;
+  bool several_hosts = false;
+};
+
 class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
  public:
-  // `several_hosts`: the URL names more than one server (a failover
+  // `url.several_hosts`: the URL names more than one server (a failover
   // list), which changes ConnectRaw's defaults.
-  PostgresEngine(std::string url, const Tuning& tuning, bool several_hosts,
-                 std::shared_ptr<Clock> clock)
+  PostgresEngine(ParsedUrl url, std::shared_ptr<Clock> clock)
       : PooledSqlEngine(std::move(clock), [this] { return Connect(); }),
-        url_(std::move(url)),
-        several_hosts_(several_hosts),
-        write_groups_(tuning.write_groups),
-        vacuum_threshold_(tuning.vacuum_rows),
-        fold_threshold_(tuning.fold_rows),
-        commit_timeout_(tuning.commit_timeout_ms) {
+        url_(std::move(url.conninfo)),
+        several_hosts_(url.several_hosts),
+        write_groups_(url.tuning.write_groups),
+        vacuum_threshold_(url.tuning.vacuum_rows),
+        fold_threshold_(url.tuning.fold_rows),
+        commit_timeout_(url.tuning.commit_timeout_ms) {
+    const Tuning& tuning = url.tuning;
     pool_.set_failover_wait(
-        core::FailoverWaitFor(tuning.failover_wait_ms, several_hosts));
+        core::FailoverWaitFor(tuning.failover_wait_ms, several_hosts_));
     ClaimMarks::Options marks;
     if (tuning.rescan_ms > 0) {
       marks.min_rescan = marks.max_rescan =
@@ -248,7 +256,10 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
 
   // --- dead letters (listing them and the archive: engines/shared) --------
 
-  Result<std::int64_t> Redrive(Conn& c, const core::RedriveParams& op) override;
+  Result<std::int64_t> MoveDeadLetters(PgConn& conn,
+                                       const core::RedriveParams& op,
+                                       std::int64_t to,
+                                       std::int64_t now) override;
 
  private:
   // Inserts a batch of messages with one INSERT ... SELECT FROM unnest(...)
@@ -328,9 +339,6 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
   // `pooled` says whether it was idle in the pool (and may have broken).
   Result<std::unique_ptr<PgConn>> Acquire();
   void Release(std::unique_ptr<PgConn> conn);
-
-  // The schema version recorded, 0 when sqlq_schema does not exist yet.
-  static Result<std::int64_t> SchemaVersion(PgConn& conn);
 
   // Brings the schema to kSchemaVersion (core/migrate.h), in one
   // transaction under a transaction-scoped advisory lock.

@@ -14,19 +14,6 @@ Status PostgresEngine::TouchSchema(Conn& c) {
   return rows.ok() ? Status::Ok() : rows.status();
 }
 
-Result<std::int64_t> PostgresEngine::SchemaVersion(PgConn& conn) {
-  static constexpr const char* kExists =
-      "SELECT to_regclass('sqlq_schema') IS NOT NULL";
-  auto exists = conn.Run(kExists, Params(), "read schema version");
-  if (!exists.ok()) return exists.status();
-  if (exists->Int(0, 0) == 0) return 0;
-  static constexpr const char* kVersion =
-      "SELECT coalesce(max(version), 0) FROM sqlq_schema";
-  auto version = conn.Run(kVersion, Params(), "read schema version");
-  if (!version.ok()) return version.status();
-  return version->Int(0, 0);
-}
-
 Status PostgresEngine::Migrate(PgConn& conn, bool create) {
   class Target : public core::MigrationTarget {
    public:

@@ -148,17 +148,10 @@ Result<std::vector<SendResult>> PostgresEngine::Send(
   return out;
 }
 
-Result<std::int64_t> PostgresEngine::Redrive(Conn& c,
-                                             const core::RedriveParams& op) {
+Result<std::int64_t> PostgresEngine::MoveDeadLetters(
+    PgConn& conn, const core::RedriveParams& op, std::int64_t to,
+    std::int64_t now) {
   const auto& [queue_id, ids, to_queue_id] = op;
-  const std::int64_t to = to_queue_id != 0 ? to_queue_id : queue_id;
-  PgConn& conn = Native(c);
-  auto now = CheckedNow(conn, queue_id);
-  if (!now.ok()) return now.status();
-  if (to != queue_id) {
-    Status s = CheckQueue(conn, to);
-    if (!s.ok()) return s;
-  }
   // A redriven message is ready now with fresh attempts, in queue $3; it
   // keeps its id (never reused, see schema.h) but not a dedup key.
   static constexpr const char* kAll = R"sql(
@@ -182,7 +175,7 @@ Result<std::int64_t> PostgresEngine::Redrive(Conn& c,
            headers, errors, grp
     FROM d)sql";
   Params params;
-  params.Int(queue_id).Int(*now).Int(to);
+  params.Int(queue_id).Int(now).Int(to);
   if (!ids.empty()) {
     std::string array = "{";
     for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -196,7 +189,7 @@ Result<std::int64_t> PostgresEngine::Redrive(Conn& c,
   if (!rows.ok()) return rows.status();
   if (rows->affected() > 0) {
     conn.notify = true;
-    conn.MadeReady(to, *now);
+    conn.MadeReady(to, now);
   }
   return rows->affected();
 }

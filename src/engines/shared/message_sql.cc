@@ -178,7 +178,7 @@ BuiltSql CountSql(const MessageSqlStyle& style,
 }
 
 std::vector<BuiltSql> ReportWaitingSql(const MessageSqlStyle& style,
-                                       const core::WaitingReport& r,
+                                       const core::ReportWaitingParams& r,
                                        std::int64_t now_us) {
   std::vector<BuiltSql> out;
   {
@@ -222,8 +222,8 @@ BuiltSql ReadWaitingSql(const MessageSqlStyle& style, std::int64_t since_us) {
   return {std::move(sql), a.Take()};
 }
 
-BuiltSql SteerSql(const MessageSqlStyle& style, const core::SteerParams& p,
-                  std::int64_t now_us) {
+BuiltSql SteerSql(const MessageSqlStyle& style,
+                  const core::SteerMessagesParams& p, std::int64_t now_us) {
   Args a(style);
   std::string sql;
   // The SET list first: its placeholders come before the WHERE's.

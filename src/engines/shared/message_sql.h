@@ -88,16 +88,16 @@ BuiltSql CountSql(const MessageSqlStyle& style,
 // every process's rows older than forget_after, and the new counts go in
 // (none when there are none).
 std::vector<BuiltSql> ReportWaitingSql(const MessageSqlStyle& style,
-                                       const core::WaitingReport& r,
+                                       const core::ReportWaitingParams& r,
                                        std::int64_t now_us);
 // Engine::ReadWaiting: (queue name, claims waiting) of the queues that
 // have any in reports made at `since_us` or later.
 BuiltSql ReadWaitingSql(const MessageSqlStyle& style, std::int64_t since_us);
 
-// The statement of a bulk change (core::SteerParams); its affected rows
+// The statement of a bulk change (core::SteerMessagesParams); its affected rows
 // are what changed.
-BuiltSql SteerSql(const MessageSqlStyle& style, const core::SteerParams& p,
-                  std::int64_t now_us);
+BuiltSql SteerSql(const MessageSqlStyle& style,
+                  const core::SteerMessagesParams& p, std::int64_t now_us);
 
 // Engine::FindMessages over an engine's way of running statements, the
 // same for every engine: `window(sql)` runs WindowSql and returns its

@@ -7,7 +7,8 @@
 //
 // A dialect D provides, besides what SqlEngine<D> needs: kHeldBy and
 // WriteHolds (dedup holds); kLeaseSet, IdsIn, AddIds, kGroupLookInOneStatement,
-// kGroupLookLocks and GroupLookSql (grouped claims).
+// kGroupLookLocks and GroupLookSql (grouped claims); kSchemaExistsSql and
+// kSchemaVersionSql (the version a migration starts from).
 //
 // An engine derives from PooledSqlEngine<D>, implements Begin,
 // InTransaction, Commit and its Write, and instantiates it once, in
@@ -66,6 +67,20 @@ class PooledSqlEngine : public SqlEngine<D> {
   Status CommitTx(core::Conn& c) override { return Commit(Native(c)); }
 
  protected:
+  // The schema version sqlq_schema records, 0 when it does not exist yet
+  // (D::kSchemaExistsSql, D::kSchemaVersionSql): what core::Migrate starts
+  // from.
+  static Result<std::int64_t> SchemaVersion(DConn& conn) {
+    auto exists =
+        conn.Run(D::kSchemaExistsSql, Params(), "read schema version");
+    if (!exists.ok()) return exists.status();
+    if (exists->Int(0, 0) == 0) return 0;
+    auto version =
+        conn.Run(D::kSchemaVersionSql, Params(), "read schema version");
+    if (!version.ok()) return version.status();
+    return version->Int(0, 0);
+  }
+
   using Base::AddCounters;
   using Base::CheckQueue;
   using Base::clock_;

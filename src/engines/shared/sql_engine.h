@@ -131,11 +131,18 @@ class SqlEngine : public core::Engine {
   Result<std::int64_t> UnlinkDeadLetterQueue(core::Conn& c,
                                              std::string_view name) override;
 
-  Status SetPaused(core::Conn& c, const core::SetPausedParams& p) override;
+  Status SetQueuePaused(core::Conn& c,
+                        const core::SetQueuePausedParams& p) override;
 
-  Result<QueueStats> Stats(core::Conn& c, std::int64_t queue_id) override;
+  Result<QueueStats> GetQueueStats(core::Conn& c,
+                                   std::int64_t queue_id) override;
 
   Result<Timestamp> Now(core::Conn& c) override;
+
+  // The dead letters' queue and the queue they go to (itself unless
+  // to_queue_id names another) checked, then the engine's MoveDeadLetters.
+  Result<std::int64_t> Redrive(core::Conn& c,
+                               const core::RedriveParams& p) override;
 
   // Schedules (sql_schedules.h).
   Result<std::int64_t> CreateSchedule(core::Conn& c,
@@ -143,20 +150,17 @@ class SqlEngine : public core::Engine {
   Result<std::vector<core::ScheduleRecord>> ListSchedules(
       core::Conn& c) override;
   Status DropSchedule(core::Conn& c, std::string_view name) override;
-  Status SetSchedulePaused(core::Conn& c, std::string_view name, bool paused,
-                           std::int64_t next_us) override;
-  Result<bool> TakeSchedulerLease(core::Conn& c, std::string_view holder,
-                                  core::Micros lease) override;
+  Status SetSchedulePaused(core::Conn& c,
+                           const core::SetSchedulePausedParams& p) override;
+  Result<bool> TakeSchedulerLease(
+      core::Conn& c, const core::TakeSchedulerLeaseParams& p) override;
   Result<bool> AdvanceSchedule(core::Conn& c,
-                               const core::ScheduleAdvance& a) override;
+                               const core::AdvanceScheduleParams& a) override;
 
   // Limits (sql_limits.h).
-  Result<core::LimitState> LockLimits(core::Conn& c, std::int64_t queue_id,
-                                      bool count_leased) override;
-  Status SaveLimits(core::Conn& c, std::int64_t queue_id,
-                    const core::LimitState& state, bool bucket,
-                    std::span<const std::int64_t> leased,
-                    std::int64_t token) override;
+  Result<core::LimitState> LockLimits(core::Conn& c,
+                                      const core::LockLimitsParams& p) override;
+  Status SaveLimits(core::Conn& c, const core::SaveLimitsParams& p) override;
 
   // --- dead letters and archive -------------------------------------------
 
@@ -182,13 +186,14 @@ class SqlEngine : public core::Engine {
   Result<core::FoundMessages> FindMessages(
       core::Conn& c, const core::FindMessagesParams& op) override;
 
-  Result<std::int64_t> Steer(core::Conn& c,
-                             const core::SteerParams& op) override;
+  Result<std::int64_t> SteerMessages(
+      core::Conn& c, const core::SteerMessagesParams& op) override;
   Result<std::int64_t> CountMessages(
       core::Conn& c, const core::FindMessagesParams& p) override;
-  Status ReportWaiting(core::Conn& c, const core::WaitingReport& r) override;
+  Status ReportWaiting(core::Conn& c,
+                       const core::ReportWaitingParams& r) override;
   Result<std::map<std::string, std::int64_t>> ReadWaiting(
-      core::Conn& c, core::Micros fresh) override;
+      core::Conn& c, const core::ReadWaitingParams& p) override;
 
   // --- rings -----------------------------------------------------------------
 
@@ -201,24 +206,25 @@ class SqlEngine : public core::Engine {
 
   Status DropRing(core::Conn& c, std::int64_t ring_id) override;
 
-  Result<RingEntry> RingPush(core::Conn& c,
-                             const core::RingPushParams& op) override;
+  Result<RingEntry> PushToRing(core::Conn& c,
+                               const core::PushToRingParams& op) override;
 
-  Result<std::vector<RingEntry>> RingRead(
-      core::Conn& c, const core::RingReadParams& op) override;
+  Result<std::vector<RingEntry>> ReadRing(
+      core::Conn& c, const core::ReadRingParams& op) override;
 
-  Result<std::vector<RingGroup>> RingGroups(core::Conn& c,
-                                            std::int64_t ring_id) override;
+  Result<std::vector<RingGroup>> ListRingGroups(core::Conn& c,
+                                                std::int64_t ring_id) override;
 
-  Status RingDelete(core::Conn& c, const core::RingDeleteParams& op) override;
+  Status DeleteRingEntry(core::Conn& c,
+                         const core::DeleteRingEntryParams& op) override;
 
-  Result<std::int64_t> RingDeleteGroup(
-      core::Conn& c, const core::RingDeleteGroupParams& op) override;
+  Result<std::int64_t> DeleteRingGroup(
+      core::Conn& c, const core::DeleteRingGroupParams& op) override;
 
-  Result<std::int64_t> RingSetCapacity(
-      core::Conn& c, const core::RingSetCapacityParams& op) override;
+  Result<std::int64_t> SetRingCapacity(
+      core::Conn& c, const core::SetRingCapacityParams& op) override;
 
-  Result<RingStats> RingStatsOf(core::Conn& c, std::int64_t ring_id) override;
+  Result<RingStats> GetRingStats(core::Conn& c, std::int64_t ring_id) override;
 
   // --- rotations -------------------------------------------------------------
 
@@ -230,28 +236,29 @@ class SqlEngine : public core::Engine {
 
   Status DropRotation(core::Conn& c, std::int64_t rotation_id) override;
 
-  Status RotationAdd(core::Conn& c, const core::RotationAddParams& op) override;
+  Status AddToRotation(core::Conn& c,
+                       const core::AddToRotationParams& op) override;
 
-  Status RotationRemove(core::Conn& c,
-                        const core::RotationRemoveParams& op) override;
+  Status RemoveFromRotation(core::Conn& c,
+                            const core::RemoveFromRotationParams& op) override;
 
-  Result<std::vector<RotationItem>> RotationNext(
-      core::Conn& c, const core::RotationNextParams& op) override;
+  Result<std::vector<RotationItem>> ServeFromRotation(
+      core::Conn& c, const core::ServeFromRotationParams& op) override;
 
-  Result<RotationItem> RotationFail(
-      core::Conn& c, const core::RotationFailParams& op) override;
+  Result<RotationItem> ReportRotationFailure(
+      core::Conn& c, const core::ReportRotationFailureParams& op) override;
 
-  Result<RotationItem> RotationOk(core::Conn& c,
-                                  const core::RotationOkParams& op) override;
+  Result<RotationItem> ReportRotationSuccess(
+      core::Conn& c, const core::ReportRotationSuccessParams& op) override;
 
-  Result<RotationItem> RotationReset(
-      core::Conn& c, const core::RotationResetParams& op) override;
+  Result<RotationItem> ResetRotationItem(
+      core::Conn& c, const core::ResetRotationItemParams& op) override;
 
-  Result<std::vector<RotationItem>> RotationList(
+  Result<std::vector<RotationItem>> ListRotationItems(
       core::Conn& c, std::int64_t rotation_id) override;
 
-  Result<RotationStats> RotationStatsOf(core::Conn& c,
-                                        std::int64_t rotation_id) override;
+  Result<RotationStats> GetRotationStats(core::Conn& c,
+                                         std::int64_t rotation_id) override;
 
  protected:
   // `clock` null: the database's clock.
@@ -280,6 +287,14 @@ class SqlEngine : public core::Engine {
   // CheckQueue, then NowUs: the start of every operation on a queue that
   // needs the time.
   Result<std::int64_t> CheckedNow(DConn& conn, std::int64_t queue_id);
+
+  // Redrive's move, each engine's own: the dead letters `p` names go back
+  // as messages of queue `to`, ready at `now_us`. Redrive has checked
+  // both queues.
+  virtual Result<std::int64_t> MoveDeadLetters(DConn& conn,
+                                               const core::RedriveParams& p,
+                                               std::int64_t to,
+                                               std::int64_t now_us) = 0;
 
   // Adds to the queue's counters, at commit when the transaction defers
   // them. REQUIRES: CheckQueue(queue_id) in this transaction.

@@ -39,9 +39,9 @@ inline constexpr const char* kLiveLeasesSql = R"sql(
   WHERE l.queue_id = ? AND m.ready_us > ?)sql";
 
 template <class D>
-Result<core::LimitState> SqlEngine<D>::LockLimits(core::Conn& c,
-                                                  std::int64_t queue_id,
-                                                  bool count_leased) {
+Result<core::LimitState> SqlEngine<D>::LockLimits(
+    core::Conn& c, const core::LockLimitsParams& p) {
+  const auto& [queue_id, count_leased] = p;
   DConn& conn = Native(c);
   static const std::string kLock =
       D::Statement(std::string(kLockLimitsSql) + D::kForUpdate);
@@ -78,10 +78,9 @@ Result<core::LimitState> SqlEngine<D>::LockLimits(core::Conn& c,
 }
 
 template <class D>
-Status SqlEngine<D>::SaveLimits(core::Conn& c, std::int64_t queue_id,
-                                const core::LimitState& state, bool bucket,
-                                std::span<const std::int64_t> leased,
-                                std::int64_t token) {
+Status SqlEngine<D>::SaveLimits(core::Conn& c,
+                                const core::SaveLimitsParams& p) {
+  const auto& [queue_id, state, bucket, leased, token] = p;
   DConn& conn = Native(c);
   static const std::string kBucket = D::Statement(
       "UPDATE sqlq_limits SET tokens_u = ?, at_us = ? WHERE queue_id = ?");

@@ -65,6 +65,20 @@ Result<std::int64_t> SqlEngine<D>::CheckedNow(DConn& conn,
 }
 
 template <class D>
+Result<std::int64_t> SqlEngine<D>::Redrive(core::Conn& c,
+                                           const core::RedriveParams& p) {
+  DConn& conn = Native(c);
+  const std::int64_t to = p.to_queue_id != 0 ? p.to_queue_id : p.queue_id;
+  auto now = CheckedNow(conn, p.queue_id);
+  if (!now.ok()) return now.status();
+  if (to != p.queue_id) {
+    Status s = CheckQueue(conn, to);
+    if (!s.ok()) return s;
+  }
+  return MoveDeadLetters(conn, p, to, *now);
+}
+
+template <class D>
 Status SqlEngine<D>::AddCounters(DConn& conn, std::int64_t queue_id,
                                  const core::QueueCounters& d) {
   if (conn.DeferCounters(queue_id, d)) return Status::Ok();
@@ -187,7 +201,8 @@ Result<std::int64_t> SqlEngine<D>::PurgeQueue(core::Conn& c,
 }
 
 template <class D>
-Result<QueueStats> SqlEngine<D>::Stats(core::Conn& c, std::int64_t queue_id) {
+Result<QueueStats> SqlEngine<D>::GetQueueStats(core::Conn& c,
+                                               std::int64_t queue_id) {
   DConn& conn = Native(c);
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
@@ -305,7 +320,8 @@ Result<std::int64_t> SqlEngine<D>::UnlinkDeadLetterQueue(
 }
 
 template <class D>
-Status SqlEngine<D>::SetPaused(core::Conn& c, const core::SetPausedParams& p) {
+Status SqlEngine<D>::SetQueuePaused(core::Conn& c,
+                                    const core::SetQueuePausedParams& p) {
   DConn& conn = Native(c);
   static const std::string kSql = D::Statement(
       "UPDATE sqlq_queues SET paused = ? WHERE id = ? AND kind = 'queue'");
@@ -474,7 +490,7 @@ Result<std::int64_t> SqlEngine<D>::CountMessages(
 
 template <class D>
 Status SqlEngine<D>::ReportWaiting(core::Conn& c,
-                                   const core::WaitingReport& r) {
+                                   const core::ReportWaitingParams& r) {
   DConn& conn = Native(c);
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
@@ -487,11 +503,11 @@ Status SqlEngine<D>::ReportWaiting(core::Conn& c,
 
 template <class D>
 Result<std::map<std::string, std::int64_t>> SqlEngine<D>::ReadWaiting(
-    core::Conn& c, core::Micros fresh) {
+    core::Conn& c, const core::ReadWaitingParams& p) {
   DConn& conn = Native(c);
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
-  const BuiltSql b = ReadWaitingSql(D::kMessageStyle, *now - fresh.count());
+  const BuiltSql b = ReadWaitingSql(D::kMessageStyle, *now - p.fresh.count());
   auto rows = message_sql::RunBuilt<D>(conn, b, "read waiting claims");
   if (!rows.ok()) return rows.status();
   std::map<std::string, std::int64_t> out;
@@ -502,8 +518,8 @@ Result<std::map<std::string, std::int64_t>> SqlEngine<D>::ReadWaiting(
 }
 
 template <class D>
-Result<std::int64_t> SqlEngine<D>::Steer(core::Conn& c,
-                                         const core::SteerParams& p) {
+Result<std::int64_t> SqlEngine<D>::SteerMessages(
+    core::Conn& c, const core::SteerMessagesParams& p) {
   DConn& conn = Native(c);
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();

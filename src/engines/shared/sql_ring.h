@@ -68,8 +68,8 @@ Status SqlEngine<D>::DropRing(core::Conn& c, std::int64_t ring_id) {
 }
 
 template <class D>
-Result<RingEntry> SqlEngine<D>::RingPush(core::Conn& c,
-                                         const core::RingPushParams& op) {
+Result<RingEntry> SqlEngine<D>::PushToRing(core::Conn& c,
+                                           const core::PushToRingParams& op) {
   const auto& [ring_id, group, payload] = op;
   DConn& conn = Native(c);
   // Checked (and locked against a concurrent drop) before writing: a
@@ -94,8 +94,8 @@ Result<RingEntry> SqlEngine<D>::RingPush(core::Conn& c,
 }
 
 template <class D>
-Result<std::vector<RingEntry>> SqlEngine<D>::RingRead(
-    core::Conn& c, const core::RingReadParams& op) {
+Result<std::vector<RingEntry>> SqlEngine<D>::ReadRing(
+    core::Conn& c, const core::ReadRingParams& op) {
   const auto& [ring_id, group, o] = op;
   DConn& conn = Native(c);
   Status s = CheckQueue(conn, ring_id);
@@ -124,8 +124,8 @@ Result<std::vector<RingEntry>> SqlEngine<D>::RingRead(
 }
 
 template <class D>
-Result<std::vector<RingGroup>> SqlEngine<D>::RingGroups(core::Conn& c,
-                                                        std::int64_t ring_id) {
+Result<std::vector<RingGroup>> SqlEngine<D>::ListRingGroups(
+    core::Conn& c, std::int64_t ring_id) {
   DConn& conn = Native(c);
   Status s = CheckQueue(conn, ring_id);
   if (!s.ok()) return s;
@@ -143,8 +143,8 @@ Result<std::vector<RingGroup>> SqlEngine<D>::RingGroups(core::Conn& c,
 }
 
 template <class D>
-Status SqlEngine<D>::RingDelete(core::Conn& c,
-                                const core::RingDeleteParams& op) {
+Status SqlEngine<D>::DeleteRingEntry(core::Conn& c,
+                                     const core::DeleteRingEntryParams& op) {
   const auto& [ring_id, group, seq] = op;
   DConn& conn = Native(c);
   Status s = CheckKind(conn, ring_id, "ring");
@@ -164,8 +164,8 @@ Status SqlEngine<D>::RingDelete(core::Conn& c,
 }
 
 template <class D>
-Result<std::int64_t> SqlEngine<D>::RingDeleteGroup(
-    core::Conn& c, const core::RingDeleteGroupParams& op) {
+Result<std::int64_t> SqlEngine<D>::DeleteRingGroup(
+    core::Conn& c, const core::DeleteRingGroupParams& op) {
   const auto& [ring_id, group] = op;
   DConn& conn = Native(c);
   Status s = CheckKind(conn, ring_id, "ring");
@@ -187,8 +187,8 @@ Result<std::int64_t> SqlEngine<D>::RingDeleteGroup(
 }
 
 template <class D>
-Result<std::int64_t> SqlEngine<D>::RingSetCapacity(
-    core::Conn& c, const core::RingSetCapacityParams& op) {
+Result<std::int64_t> SqlEngine<D>::SetRingCapacity(
+    core::Conn& c, const core::SetRingCapacityParams& op) {
   const auto& [ring_id, capacity] = op;
   DConn& conn = Native(c);
   // FOR UPDATE conflicts with the share lock of pushes in flight: see
@@ -223,8 +223,8 @@ Result<std::int64_t> SqlEngine<D>::RingSetCapacity(
 }
 
 template <class D>
-Result<RingStats> SqlEngine<D>::RingStatsOf(core::Conn& c,
-                                            std::int64_t ring_id) {
+Result<RingStats> SqlEngine<D>::GetRingStats(core::Conn& c,
+                                             std::int64_t ring_id) {
   auto rows = Native(c).Run(D::kRingStats, Params().Int(ring_id), "ring stats");
   if (!rows.ok()) return rows.status();
   if (rows->size() == 0) return core::KindGone("ring", ring_id);

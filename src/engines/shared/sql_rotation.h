@@ -54,8 +54,8 @@ Status SqlEngine<D>::DropRotation(core::Conn& c, std::int64_t rotation_id) {
 }
 
 template <class D>
-Status SqlEngine<D>::RotationAdd(core::Conn& c,
-                                 const core::RotationAddParams& op) {
+Status SqlEngine<D>::AddToRotation(core::Conn& c,
+                                   const core::AddToRotationParams& op) {
   const auto& [rotation_id, key, payload] = op;
   DConn& conn = Native(c);
   Status s = LockRotation(conn, rotation_id);
@@ -76,8 +76,8 @@ Status SqlEngine<D>::RotationAdd(core::Conn& c,
 }
 
 template <class D>
-Status SqlEngine<D>::RotationRemove(core::Conn& c,
-                                    const core::RotationRemoveParams& op) {
+Status SqlEngine<D>::RemoveFromRotation(
+    core::Conn& c, const core::RemoveFromRotationParams& op) {
   const auto& [rotation_id, key] = op;
   auto rows = Native(c).Run(
       D::kRemoveItem, Params().Int(rotation_id).Bytes(key), "remove item");
@@ -87,8 +87,8 @@ Status SqlEngine<D>::RotationRemove(core::Conn& c,
 }
 
 template <class D>
-Result<std::vector<RotationItem>> SqlEngine<D>::RotationNext(
-    core::Conn& c, const core::RotationNextParams& op) {
+Result<std::vector<RotationItem>> SqlEngine<D>::ServeFromRotation(
+    core::Conn& c, const core::ServeFromRotationParams& op) {
   const auto& [rotation_id, n] = op;
   DConn& conn = Native(c);
   // Serialises next() per rotation: see "Locking" in sql_engine.h.
@@ -130,8 +130,8 @@ Result<std::vector<RotationItem>> SqlEngine<D>::RotationNext(
 }
 
 template <class D>
-Result<RotationItem> SqlEngine<D>::RotationFail(
-    core::Conn& c, const core::RotationFailParams& op) {
+Result<RotationItem> SqlEngine<D>::ReportRotationFailure(
+    core::Conn& c, const core::ReportRotationFailureParams& op) {
   const auto& [rotation_id, key, max_failures] = op;
   Params p;
   p.Int(max_failures).Int(rotation_id).Bytes(key);
@@ -139,8 +139,8 @@ Result<RotationItem> SqlEngine<D>::RotationFail(
 }
 
 template <class D>
-Result<RotationItem> SqlEngine<D>::RotationOk(
-    core::Conn& c, const core::RotationOkParams& op) {
+Result<RotationItem> SqlEngine<D>::ReportRotationSuccess(
+    core::Conn& c, const core::ReportRotationSuccessParams& op) {
   const auto& [rotation_id, key] = op;
   DConn& conn = Native(c);
   auto rows =
@@ -154,8 +154,8 @@ Result<RotationItem> SqlEngine<D>::RotationOk(
 }
 
 template <class D>
-Result<RotationItem> SqlEngine<D>::RotationReset(
-    core::Conn& c, const core::RotationResetParams& op) {
+Result<RotationItem> SqlEngine<D>::ResetRotationItem(
+    core::Conn& c, const core::ResetRotationItemParams& op) {
   const auto& [rotation_id, key] = op;
   Params p;
   p.Int(rotation_id).Bytes(key);
@@ -163,7 +163,7 @@ Result<RotationItem> SqlEngine<D>::RotationReset(
 }
 
 template <class D>
-Result<std::vector<RotationItem>> SqlEngine<D>::RotationList(
+Result<std::vector<RotationItem>> SqlEngine<D>::ListRotationItems(
     core::Conn& c, std::int64_t rotation_id) {
   DConn& conn = Native(c);
   Status s = CheckQueue(conn, rotation_id);
@@ -175,8 +175,8 @@ Result<std::vector<RotationItem>> SqlEngine<D>::RotationList(
 }
 
 template <class D>
-Result<RotationStats> SqlEngine<D>::RotationStatsOf(core::Conn& c,
-                                                    std::int64_t rotation_id) {
+Result<RotationStats> SqlEngine<D>::GetRotationStats(core::Conn& c,
+                                                     std::int64_t rotation_id) {
   auto rows = Native(c).Run(D::kRotationStats, Params().Int(rotation_id),
                             "rotation stats");
   if (!rows.ok()) return rows.status();

@@ -78,8 +78,9 @@ Status SqlEngine<D>::DropSchedule(core::Conn& c, std::string_view name) {
 }
 
 template <class D>
-Status SqlEngine<D>::SetSchedulePaused(core::Conn& c, std::string_view name,
-                                       bool paused, std::int64_t next_us) {
+Status SqlEngine<D>::SetSchedulePaused(core::Conn& c,
+                                       const core::SetSchedulePausedParams& p) {
+  const auto& [name, paused, next_us] = p;
   DConn& conn = Native(c);
   static const std::string kPause =
       D::Statement("UPDATE sqlq_schedules SET paused = 1 WHERE name = ?");
@@ -100,9 +101,9 @@ Status SqlEngine<D>::SetSchedulePaused(core::Conn& c, std::string_view name,
 }
 
 template <class D>
-Result<bool> SqlEngine<D>::TakeSchedulerLease(core::Conn& c,
-                                              std::string_view holder,
-                                              core::Micros lease) {
+Result<bool> SqlEngine<D>::TakeSchedulerLease(
+    core::Conn& c, const core::TakeSchedulerLeaseParams& p) {
+  const auto& [holder, lease] = p;
   DConn& conn = Native(c);
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
@@ -125,8 +126,8 @@ Result<bool> SqlEngine<D>::TakeSchedulerLease(core::Conn& c,
 }
 
 template <class D>
-Result<bool> SqlEngine<D>::AdvanceSchedule(core::Conn& c,
-                                           const core::ScheduleAdvance& a) {
+Result<bool> SqlEngine<D>::AdvanceSchedule(
+    core::Conn& c, const core::AdvanceScheduleParams& a) {
   static const std::string kSql = D::Statement(R"sql(
     UPDATE sqlq_schedules SET next_us = ?,
       last_us = CASE WHEN ? = 1 THEN ? ELSE last_us END,

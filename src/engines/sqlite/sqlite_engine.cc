@@ -249,17 +249,7 @@ void SqliteEngine::ReleaseReader(std::unique_ptr<SqliteConn> conn) {
   if (readers_.size() < 8) readers_.push_back(std::move(conn));
 }
 
-Status CheckUrl(std::string_view rest) { return ParseUrl(rest).status(); }
-
-Result<std::unique_ptr<core::Engine>> Open(std::string_view rest,
-                                           const StoreOptions& options) {
-  auto settings = ParseUrl(rest);
-  if (!settings.ok()) return settings.status();
-  auto clock = options.clock ? options.clock : std::make_shared<SystemClock>();
-  auto engine = std::make_unique<SqliteEngine>(std::move(*settings), clock);
-  Status s = engine->Init(options.create_if_missing);
-  if (!s.ok()) return s;
-  return std::unique_ptr<core::Engine>(std::move(engine));
-}
+// `rest` is the URL after "sqlite:": PATH[?synchronous=off|normal|full|extra]
+EngineEntry Entry() { return EntryOf<ParseUrl, SqliteEngine>(); }
 
 }  // namespace sqlq::engines::sqlite

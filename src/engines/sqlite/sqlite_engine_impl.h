@@ -36,13 +36,13 @@
 #include "core/migrate.h"
 #include "core/rows.h"
 #include "core/validate.h"
+#include "engines/entry.h"
 #include "engines/shared/message_sql.h"
 #include "engines/shared/sql_engine.h"
 #include "engines/sqlite/dialect.h"
 #include "engines/sqlite/file_watcher.h"
 #include "engines/sqlite/schema.h"
 #include "engines/sqlite/sqlite_conn.h"
-#include "engines/sqlite/sqlite_engine.h"
 
 namespace sqlq::engines::sqlite {
 
@@ -131,9 +131,10 @@ inline Result<Settings> ParseUrl(std::string_view rest) {
 
 class SqliteEngine : public shared::SqlEngine<Dialect> {
  public:
-  // `clock` is never null: the database has no clock of its own.
+  // Without a `clock`, the system's: the database has no clock of its own.
   SqliteEngine(Settings settings, std::shared_ptr<Clock> clock)
-      : SqlEngine(std::move(clock)), settings_(std::move(settings)) {}
+      : SqlEngine(clock ? std::move(clock) : std::make_shared<SystemClock>()),
+        settings_(std::move(settings)) {}
 
   ~SqliteEngine() override {
     watcher_.reset();  // stop callbacks before the connections go
@@ -200,7 +201,10 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
 
   Status DropQueue(Conn& c, std::int64_t queue_id) override;
 
-  Result<std::int64_t> Redrive(Conn& c, const core::RedriveParams& op) override;
+  Result<std::int64_t> MoveDeadLetters(SqliteConn& conn,
+                                       const core::RedriveParams& op,
+                                       std::int64_t to,
+                                       std::int64_t now) override;
 
   Result<std::vector<SendResult>> Send(Conn& c,
                                        const core::SendParams& p) override;

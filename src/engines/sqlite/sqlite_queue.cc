@@ -95,18 +95,11 @@ Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
   return out;
 }
 
-Result<std::int64_t> SqliteEngine::Redrive(Conn& c,
-                                           const core::RedriveParams& op) {
+Result<std::int64_t> SqliteEngine::MoveDeadLetters(
+    SqliteConn& conn, const core::RedriveParams& op, std::int64_t to,
+    std::int64_t now) {
   const auto& [queue_id, ids, to_queue_id] = op;
-  const std::int64_t to = to_queue_id != 0 ? to_queue_id : queue_id;
-  SqliteConn& conn = Sql(c);
-  Status s = CheckQueue(conn, queue_id);
-  if (!s.ok()) return s;
-  if (to != queue_id) {
-    s = CheckQueue(conn, to);
-    if (!s.ok()) return s;
-  }
-  const std::int64_t now = Us(clock_->Now());
+  Status s;
   // A redriven message is ready now with fresh attempts, in queue ?4; it
   // keeps its id (never reused, see schema.h) but not a dedup key.
   static constexpr const char* kInsertAll = R"sql(
