@@ -8,6 +8,7 @@
 #   scripts/pg-test-server.sh restart DIR [fast|immediate]   # fault tests
 #   scripts/pg-test-server.sh halt DIR     # stopped, directory kept
 #   scripts/pg-test-server.sh resume DIR   # started again, same port
+#   scripts/pg-test-server.sh new-timeline DIR   # promoted as a standby is
 #
 # PostgreSQL refuses to run as root, so when run as root the server runs as
 # the "postgres" user (created by Debian's postgresql-15 package), which owns
@@ -126,6 +127,18 @@ resume() {
     -o "-p $(cat "$dir/port")" start >/dev/null
 }
 
+# Restarts the server as a standby and promotes it, as a failover does to
+# the standby it picks: it then writes on a new timeline, the next after
+# the one it had. For tests of what tells a new primary from an old one.
+new_timeline() {
+  local dir="${1:-}"
+  [[ -n "$dir" && -d "$dir/data" ]] || die "usage: $0 new-timeline DIR"
+  halt "$dir"
+  as_owner touch "$dir/data/standby.signal"
+  resume "$dir"
+  as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -w -t 60 promote >/dev/null
+}
+
 # Sourced (scripts/pgbouncer-test-server.sh): only the functions above.
 [[ "${BASH_SOURCE[0]}" == "$0" ]] || return 0
 
@@ -135,5 +148,6 @@ case "${1:-}" in
   restart) restart "${2:-}" "${3:-}" ;;
   halt) halt "${2:-}" ;;
   resume) resume "${2:-}" ;;
-  *) die "usage: $0 start | stop DIR | restart DIR [fast|immediate] | halt DIR | resume DIR" ;;
+  new-timeline) new_timeline "${2:-}" ;;
+  *) die "usage: $0 start | stop DIR | restart DIR [fast|immediate] | halt DIR | resume DIR | new-timeline DIR" ;;
 esac

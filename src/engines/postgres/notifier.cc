@@ -22,8 +22,9 @@ std::string RandomName() {
 }  // namespace
 
 Notifier::Notifier(Connector connect, std::function<void()> changed,
-                   std::chrono::microseconds min_interval)
+                   std::chrono::microseconds min_interval, ListenWatch watch)
     : connect_(std::move(connect)),
+      watch_(std::move(watch)),
       changed_(std::move(changed)),
       min_interval_(min_interval),
       self_(RandomName()) {
@@ -68,7 +69,10 @@ void Notifier::Loop() {
       changed_();
       connects_.fetch_add(1);
       backoff = std::chrono::milliseconds(50);
+      std::function<void()> unwatch;
+      if (watch_) unwatch = watch_(conn);
       Serve(conn);
+      if (unwatch) unwatch();
     }
     if (conn != nullptr) PQfinish(conn);
     if (stop_) break;

@@ -271,12 +271,21 @@ PgConn::~PgConn() {
     heir->prepared_ = std::move(prepared_);
     // The pool drops it, and the other idle ones, after a failover.
     heir->failover = failover;
+    heir->watch_ = watch_;
+    heir->watch_id_ = watch_id_;
     conn_ = nullptr;
     Recycler recycler = std::move(recycler_);
     recycler(std::move(heir));
     return;
   }
+  if (watch_ != nullptr) watch_->Unregister(watch_id_);
   PQfinish(conn_);
+}
+
+void PgConn::Watch(LeaderWatch* watch) {
+  if (watch_ != nullptr) watch_->Unregister(watch_id_);
+  watch_ = watch;
+  watch_id_ = watch_ != nullptr ? watch_->Register(conn_) : 0;
 }
 
 void PgConn::ResetTxState() {
@@ -728,6 +737,7 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
     // Committed; the connection is in a state we do not know, so it must
     // not be reused.
     PQreset(conn_);
+    Watch(watch_);  // its socket is another now
   }
   if (Status answered = CommitAnswered("commit"); !answered.ok()) {
     return answered;

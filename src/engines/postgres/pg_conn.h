@@ -23,6 +23,7 @@
 #include "core/engine.h"
 #include "core/tx_conn.h"
 #include "engines/postgres/claim_marks.h"
+#include "engines/postgres/leader_watch.h"
 
 namespace sqlq::engines::postgres {
 
@@ -197,6 +198,9 @@ class PgConn : public core::TxConn {
   // How long the answer to a COMMIT is awaited before the server is asked
   // to cancel what it waits for (AwaitCommitAnswer); zero: for ever.
   void set_commit_timeout(std::chrono::milliseconds t) { commit_timeout_ = t; }
+  // Registers the connection with `watch`, which shuts it down when another
+  // server leads (LeaderWatch); it unregisters when it closes.
+  void Watch(LeaderWatch* watch);
   // Runs a statement without parameters through the simple protocol (BEGIN,
   // COMMIT...). Returns the command tag on success.
   Result<std::string> Exec(const char* sql, std::string_view what,
@@ -308,6 +312,8 @@ class PgConn : public core::TxConn {
   // Set by OnNotice; cleared before each COMMIT is sent.
   bool replication_wait_cancelled_ = false;
   std::chrono::milliseconds commit_timeout_{0};
+  LeaderWatch* watch_ = nullptr;
+  std::uint64_t watch_id_ = 0;
   std::chrono::steady_clock::time_point commit_deadline_;
   bool commit_cancelled_ = false;
   Recycler recycler_;

@@ -51,7 +51,15 @@ void* PostgresEngine::NativeHandle(Conn& c) { return Native(c).pg(); }
 void PostgresEngine::WatchForeignWrites(std::function<void()> changed) {
   notifier_ = std::make_unique<Notifier>(
       [this]() -> PGconn* { return ConnectRaw(/*start_only=*/true); },
-      std::move(changed), kNotifyInterval);
+      std::move(changed), kNotifyInterval,
+      [this](PGconn* conn) {
+        std::function<void()> unwatch;
+        if (watch_ != nullptr) {
+          const std::uint64_t id = watch_->Register(conn);
+          unwatch = [this, id] { watch_->Unregister(id); };
+        }
+        return unwatch;
+      });
 }
 
 Params PostgresEngine::CounterParams(std::int64_t queue_id,
@@ -218,6 +226,22 @@ PGconn* PostgresEngine::ConnectRaw(bool start_only) {
   }
   keys.push_back("dbname");
   values.push_back(url_.c_str());
+  // The server that leads (LeaderWatch) first: the first of the list that
+  // takes writes may be an old primary that still does.
+  std::string hosts, ports;
+  if (const auto leader = watch_ ? watch_->leader() : std::nullopt) {
+    hosts = leader->host;
+    ports = leader->port;
+    for (const LeaderWatch::Host& h : hosts_) {
+      if (h == *leader) continue;
+      hosts += "," + h.host;
+      ports += "," + h.port;
+    }
+    keys.push_back("host");
+    values.push_back(hosts.c_str());
+    keys.push_back("port");
+    values.push_back(ports.c_str());
+  }
   keys.push_back(nullptr);
   values.push_back(nullptr);
   PGconn* conn =
@@ -234,6 +258,37 @@ PGconn* PostgresEngine::ConnectRaw(bool start_only) {
   return conn;
 }
 
+PGconn* PostgresEngine::StartOne(const LeaderWatch::Host& host) {
+  const char* keys[] = {"fallback_application_name",
+                        "keepalives",
+                        "keepalives_idle",
+                        "keepalives_interval",
+                        "keepalives_count",
+                        "tcp_user_timeout",
+                        "dbname",
+                        "host",
+                        "port",
+                        "target_session_attrs",
+                        nullptr};
+  const char* values[] = {"sqlq",
+                          "1",
+                          "5",
+                          "2",
+                          "3",
+                          "10000",
+                          url_.c_str(),
+                          host.host.c_str(),
+                          host.port.c_str(),
+                          "any",
+                          nullptr};
+  PGconn* conn = PQconnectStartParams(keys, values, /*expand_dbname=*/1);
+  if (conn != nullptr) {
+    PQsetNoticeProcessor(
+        conn, [](void*, const char*) {}, nullptr);
+  }
+  return conn;
+}
+
 Result<std::unique_ptr<PgConn>> PostgresEngine::Connect() {
   PGconn* pg = ConnectRaw();
   if (pg == nullptr) return Status::Unavailable("connect: out of memory");
@@ -242,6 +297,7 @@ Result<std::unique_ptr<PgConn>> PostgresEngine::Connect() {
   if (PQstatus(pg) != CONNECTION_OK) {
     return Translate(nullptr, pg, "connect to PostgreSQL", Phase::kConnect);
   }
+  if (watch_ != nullptr) conn->Watch(watch_.get());
   // Session settings go with SET rather than in the startup packet's
   // `options`, which poolers such as pgbouncer refuse.
   //
@@ -305,17 +361,38 @@ Result<ParsedUrl> ParseUrl(std::string_view url) {
   }
   // host=a,b or hostaddr=...: a list of servers to try in turn.
   bool several_hosts = false;
+  std::vector<std::string> names, ports;
+  auto split = [](std::string_view list) {
+    std::vector<std::string> out;
+    for (std::size_t at = 0;;) {
+      const std::size_t comma = list.find(',', at);
+      out.emplace_back(list.substr(at, comma - at));
+      if (comma == std::string_view::npos) return out;
+      at = comma + 1;
+    }
+  };
   for (const PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {
     const std::string_view key(o->keyword);
     if ((key == "host" || key == "hostaddr") && o->val != nullptr &&
         std::string_view(o->val).find(',') != std::string_view::npos) {
       several_hosts = true;
+      if (key == "host" || names.empty()) names = split(o->val);
     }
+    if (key == "port" && o->val != nullptr) ports = split(o->val);
   }
   PQconninfoFree(parsed);
+  // libpq: one port for every host, or one port each.
+  std::vector<LeaderWatch::Host> hosts;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::string port = ports.size() == names.size() ? ports[i]
+                       : ports.size() == 1          ? ports[0]
+                                                    : "";
+    hosts.push_back({.host = names[i], .port = port.empty() ? "5432" : port});
+  }
   return ParsedUrl{.conninfo = taken.rest,
                    .tuning = *tuning,
-                   .several_hosts = several_hosts};
+                   .several_hosts = several_hosts,
+                   .hosts = std::move(hosts)};
 }
 
 }  // namespace

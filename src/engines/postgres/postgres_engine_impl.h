@@ -49,6 +49,7 @@
 #include "engines/entry.h"
 #include "engines/postgres/claim_marks.h"
 #include "engines/postgres/dialect.h"
+#include "engines/postgres/leader_watch.h"
 #include "engines/postgres/notifier.h"
 #include "engines/postgres/pg_conn.h"
 #include "engines/postgres/schema.h"
@@ -79,12 +80,15 @@ constexpr std::int64_t kFoldRows = 1000;
 // the database leaves without an answer ends in about 30 s; the URL
 // parameter commit_timeout_ms overrides (0: wait for ever).
 constexpr std::int64_t kCommitTimeoutMs = 30'000;
+// With several servers in the URL, each is asked this often which leads
+// (LeaderWatch); the URL parameter leader_check_ms overrides (0: never).
+constexpr std::int64_t kLeaderCheckMs = 1'000;
 
 // The URL parameters of docs/engines/postgres.md, "Tuning", taken out of
 // the URL before libpq sees it.
 constexpr std::string_view kTuningParams[] = {
-    "write_groups", "vacuum_rows",      "fold_rows",        "claim_marks",
-    "rescan_ms",    "failover_wait_ms", "commit_timeout_ms"};
+    "write_groups", "vacuum_rows",      "fold_rows",         "claim_marks",
+    "rescan_ms",    "failover_wait_ms", "commit_timeout_ms", "leader_check_ms"};
 
 struct Tuning {
   int write_groups = kWriteGroups;
@@ -97,6 +101,8 @@ struct Tuning {
   std::int64_t failover_wait_ms = -1;
   // PgConn::set_commit_timeout; 0: for ever.
   std::int64_t commit_timeout_ms = kCommitTimeoutMs;
+  // LeaderWatch's period, with several servers; 0: no watch.
+  std::int64_t leader_check_ms = kLeaderCheckMs;
 
   static Result<Tuning> From(const core::UrlTuning& u) {
     Tuning t;
@@ -107,8 +113,9 @@ struct Tuning {
     auto rescan = u.Int("rescan_ms", 0, 0, 86'400'000);
     auto failover = u.Int("failover_wait_ms", -1, 0, 600'000);
     auto commit = u.Int("commit_timeout_ms", kCommitTimeoutMs, 0, 86'400'000);
-    for (const auto* r :
-         {&groups, &vacuum, &fold, &marks, &rescan, &failover, &commit}) {
+    auto leader = u.Int("leader_check_ms", kLeaderCheckMs, 0, 60'000);
+    for (const auto* r : {&groups, &vacuum, &fold, &marks, &rescan, &failover,
+                          &commit, &leader}) {
       if (!r->ok()) return r->status();
     }
     t.write_groups = static_cast<int>(*groups);
@@ -118,6 +125,7 @@ struct Tuning {
     t.rescan_ms = *rescan;
     t.failover_wait_ms = *failover;
     t.commit_timeout_ms = *commit;
+    t.leader_check_ms = *leader;
     return t;
   }
 };
@@ -150,6 +158,8 @@ struct ParsedUrl {
   std::string conninfo;
   Tuning tuning;
   bool several_hosts = false;
+  // The servers of the URL, in its order.
+  std::vector<LeaderWatch::Host> hosts;
 };
 
 class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
@@ -173,12 +183,21 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
           std::chrono::milliseconds(tuning.rescan_ms);
     }
     if (tuning.claim_marks) marks_ = std::make_unique<ClaimMarks>(marks);
+    if (several_hosts_ && tuning.leader_check_ms > 0) {
+      hosts_ = std::move(url.hosts);
+      watch_ = std::make_unique<LeaderWatch>(
+          hosts_, [this](const LeaderWatch::Host& h) { return StartOne(h); },
+          std::chrono::milliseconds(tuning.leader_check_ms));
+    }
   }
 
   ~PostgresEngine() override {
     notifier_.reset();  // stop callbacks before the connections go
     vacuumer_.reset();
     folder_.reset();
+    // Pooled connections unregister from the watch as they close.
+    pool_.DropIdle();
+    watch_.reset();
   }
 
   int write_groups() const override;
@@ -331,6 +350,9 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
   // `start_only`: PQconnectStartParams, for the caller to finish with
   // PQconnectPoll.
   PGconn* ConnectRaw(bool start_only = false);
+  // A connection start (PQconnectStartParams) to one server of the URL's
+  // list, whatever it takes: LeaderWatch's.
+  PGconn* StartOne(const LeaderWatch::Host& host);
 
   Result<std::unique_ptr<PgConn>> Connect();
 
@@ -354,6 +376,8 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
   std::unique_ptr<Vacuumer> vacuumer_;
   std::unique_ptr<Vacuumer> folder_;   // folds the counter deltas
   std::unique_ptr<ClaimMarks> marks_;  // null: claims read whole queues
+  std::vector<LeaderWatch::Host> hosts_;
+  std::unique_ptr<LeaderWatch> watch_;  // null: one server, or no watch
 };
 
 }  // namespace sqlq::engines::postgres

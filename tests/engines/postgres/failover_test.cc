@@ -172,6 +172,49 @@ TEST_F(TwoServers, ACallDuringAFailoverWaitsForTheNewPrimaryInsteadOfFailing) {
   EXPECT_EQ(claimed[0].id, sent.id);
 }
 
+// An old primary that still takes writes, whose commits wait for a
+// standby that now follows the new leader: what a node looks like whose
+// cluster manager froze before it could demote it (Patroni stopped). The
+// first server plays it; the second is promoted onto the next timeline, as
+// a failover does. A call waiting on the old primary ends once the new one
+// is seen, and the calls after it go to the new one, with no commit timeout
+// to end the wait (commit_timeout_ms=0).
+TEST_F(TwoServers, ACallWaitingOnAnOldPrimaryEndsOnceANewOneLeads) {
+  ASSERT_OK_AND_ASSIGN(
+      auto store,
+      Store::Open(BothUrl("commit_timeout_ms=0&leader_check_ms=200")));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->Queue("jobs"));
+  // Both on timeline 1: neither leads on the watch's account, and libpq
+  // takes the first of the list.
+  ASSERT_OK(q.Send({.payload = "before"}).status());
+  ASSERT_EQ(ReadyCount(first_->url(), "jobs"), 1);
+
+  Admin first(first_->url());
+  ASSERT_NO_FATAL_FAILURE(WaitForAStandbyThatNeverAnswers(first));
+  auto waiting = std::async(std::launch::async, [&] {
+    return q.Send({.payload = "during"}).status();
+  });
+  ASSERT_TRUE(first.WaitFor(
+      "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'",
+      "1"));
+  ASSERT_TRUE(second_->NewTimeline());
+  const auto promoted = SteadyClock::now();
+  // 60 s is only the test's safety net: without the watch the send waits
+  // for ever.
+  ASSERT_EQ(waiting.wait_for(seconds(60)), std::future_status::ready)
+      << "the send still waits on the old primary";
+  const Status during = waiting.get();
+  const auto ended = SteadyClock::now() - promoted;
+  // Its commit reached the old primary, which may still apply it: the
+  // outcome is unknown, unless the retry after the failover succeeded.
+  EXPECT_TRUE(during.ok() || during.code() == Code::kOutcomeUnknown ||
+              during.code() == Code::kUnavailable)
+      << during.ToString();
+  EXPECT_LT(ended, seconds(10));
+  ASSERT_OK(q.Send({.payload = "after"}).status());
+  EXPECT_GE(ReadyCount(SecondUrl(), "jobs"), 1);
+}
+
 TEST_F(TwoServers, OpeningAStoreDuringAFailoverWaitsForTheNewPrimary) {
   // A program that opens its store while no server takes writes, as the
   // command-line program does for every command.

@@ -41,6 +41,9 @@ class PrivatePgServer {
   // Stopped with its data kept, then started again on the same port.
   bool Halt() { return Run("halt"); }
   bool Resume() { return Run("resume"); }
+  // Restarted as a standby and promoted: it writes on the next timeline,
+  // as the standby a failover promotes does.
+  bool NewTimeline() { return Run("new-timeline"); }
 
  private:
   static std::string Script() {

@@ -1,0 +1,92 @@
+// Which server of a failover list leads, asked of each server in turn, and
+// the connections to the others closed when it changes.
+//
+// libpq's target_session_attrs=read-write picks the first server of the
+// list that takes writes, and a connection once made stays on its server.
+// Two failovers leave sqlq waiting on the old primary although a new one
+// leads:
+//   - the old primary is frozen (its processes stopped, its storage hung,
+//     its VM paused): the connections stay open, the kernel still answers
+//     for them, and a call on one waits until the server runs again;
+//   - the old primary still runs and takes connections, but the cluster
+//     manager that should demote it is frozen itself (Patroni stopped): it
+//     accepts writes whose commits wait for a synchronous standby that now
+//     follows the new leader.
+// The watch asks every server of the list, once a period, whether it takes
+// writes and on which timeline. The server that takes writes on the
+// highest timeline leads: a promotion starts a new timeline, so an old
+// primary, even one that still takes writes, is on a lower one. When one
+// server leads alone, every registered connection to another is shut down
+// (the call on it ends at once: unavailable, or outcome_unknown for a
+// commit), and new connections try the leader first.
+#ifndef SQLQ_ENGINES_POSTGRES_LEADER_WATCH_H_
+#define SQLQ_ENGINES_POSTGRES_LEADER_WATCH_H_
+
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sqlq::engines::postgres {
+
+class LeaderWatch {
+ public:
+  struct Host {
+    std::string host;
+    std::string port;
+    bool operator==(const Host&) const = default;
+  };
+  // `start(host)` begins a connection to that one server
+  // (PQconnectStartParams); `every`: the period.
+  LeaderWatch(std::vector<Host> hosts,
+              std::function<PGconn*(const Host&)> start,
+              std::chrono::milliseconds every);
+  ~LeaderWatch();
+  LeaderWatch(const LeaderWatch&) = delete;
+  LeaderWatch& operator=(const LeaderWatch&) = delete;
+
+  // Registers an open connection: its server (PQhost, PQport) and a
+  // duplicate of its socket, which Unregister closes. Returns its id.
+  std::uint64_t Register(PGconn* conn);
+  void Unregister(std::uint64_t id);
+  // The server that leads alone, when the last look found one.
+  std::optional<Host> leader() const;
+  // How many connections the watch has shut down so far.
+  std::uint64_t shut_down() const;
+
+ private:
+  struct Conn {
+    Host host;
+    int fd = -1;
+  };
+  // One look at every server: whether it takes writes, and its timeline
+  // (0: a standby; nullopt: no answer within the period).
+  std::vector<std::optional<std::uint32_t>> Look();
+  void Decide(const std::vector<std::optional<std::uint32_t>>& seen);
+  void Loop();
+
+  const std::vector<Host> hosts_;
+  const std::function<PGconn*(const Host&)> start_;
+  const std::chrono::milliseconds every_;
+  std::vector<PGconn*> probes_;  // the watch thread's own
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::uint64_t next_id_ = 1;
+  std::map<std::uint64_t, Conn> conns_;
+  std::optional<Host> leader_;
+  std::uint64_t shut_down_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace sqlq::engines::postgres
+
+#endif  // SQLQ_ENGINES_POSTGRES_LEADER_WATCH_H_
