@@ -52,6 +52,10 @@ FAILOVER_CODES = {"unavailable", "outcome_unknown", "timeout", "busy",
 # command-line program's exit code 5 (worker.py).
 STALE_CODES = {"failed_precondition", "stale_receipt"}
 
+# How long a fault stays in place once another node takes writes, for sqlq
+# to write through it (Run.fault).
+SERVE_WAIT_S = 30.0
+
 
 def server_time(s: str) -> float:
     """Seconds since the epoch of an RFC 3339 time of the server."""
@@ -147,6 +151,10 @@ class Run:
         # name, seconds from a send after the fault to its delivery to a
         # consumer that was long-polling across the fault (None: never)
         self.wakes: list[tuple[str, float | None]] = []
+        # name, seconds from another node taking writes to sqlq's first
+        # write through it while the fault was still in place (None: not
+        # within SERVE_WAIT_S, or no node took writes before the heal)
+        self.served: list[tuple[str, float | None]] = []
         # For each fault, seconds from its injection until the cluster took
         # writes again by the lab's account (a new leader, or the heal when
         # no node could take writes before it): the cluster's own failover
@@ -269,15 +277,25 @@ class Run:
             self.lab_errors.append({"fault": name, "cycle": len(self.faults),
                                     "error": (e.stderr or str(e)).strip()})
             writable_after_inject = False
+        served = None
         if writable_after_inject:
             # The cluster's own outage: until another node took writes.
             self.outages.append(time.monotonic() - at)
-            probe.send()
+            led = time.monotonic()
+            probe.start_send()
+            # The fault stays in place while sqlq is given SERVE_WAIT_S to
+            # write through the new leader: what a user sees when the old
+            # primary stays as the fault left it (frozen, cut off). The
+            # heal never waits for more (a send that cannot succeed before
+            # the heal must not hold the fault in place).
+            if probe.sent.wait(SERVE_WAIT_S):
+                served = probe.sent_at - led
         heal()
         if not writable_after_inject:
             # No node takes writes before the heal has brought them back.
             self.outages.append(time.monotonic() - at)
-            probe.send()
+            probe.start_send()
+        self.served.append((name, served))
         self.wakes.append((name, probe.result(60)))
         self.faults.append((name, at, time.monotonic()))
 
@@ -430,6 +448,8 @@ class Run:
             "stale_acks": stale_acks,
             "errors": codes, "gaps": gaps,
             "wakes": [{"fault": n, "wake": w} for n, w in self.wakes],
+            "served": [{"fault": n, "after_leader": w}
+                       for n, w in self.served],
             "longest_call": max((o.end - o.start - o.wait for o in self.ops),
                                 default=0.0),
         }
@@ -447,6 +467,7 @@ class _WakeProbe:
         self._queue = self._client.queue(run.queue + "-wake")
         self._sender = run._client(1)
         self._done = threading.Event()
+        self.sent = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
 
@@ -463,17 +484,24 @@ class _WakeProbe:
             except sqlq.SqlqError:
                 time.sleep(0.05)  # the client retried for 30 s already
 
-    def send(self) -> None:
+    def start_send(self) -> None:
+        """Sends the message, on a thread of its own (retrying for up to
+        120 s); `sent` is set once it succeeded."""
+        threading.Thread(target=self._send, daemon=True).start()
+
+    def _send(self) -> None:
         deadline = time.monotonic() + 120
         while self.sent_at is None and time.monotonic() < deadline:
             try:
                 self._sender.queue(self._queue.name).send(self.payload)
                 self.sent_at = time.monotonic()
+                self.sent.set()
             except sqlq.SqlqError:
                 pass
 
     def result(self, timeout: float) -> float | None:
         """Seconds from the send's reply to the delivery, or None."""
+        self.sent.wait(timeout)
         self._done.wait(timeout)
         self._client.close()
         self._sender.close()
