@@ -30,7 +30,7 @@ Serving $db on 127.0.0.1:$port
   Metrics:              http://127.0.0.1:$port/metrics
   Try it:
     curl --json '{"max_attempts":3}' http://127.0.0.1:$port/v1/queues/emails
-    curl --json '{"messages":[{"payload":"hello"}]}' http://127.0.0.1:$port/v1/queues/emails/messages
+    curl --json '{"payload":"hello"}' http://127.0.0.1:$port/v1/queues/emails/messages
     curl --json '{"max":10,"wait_ms":20000}' http://127.0.0.1:$port/v1/queues/emails/claim
 
 MSG
