@@ -55,6 +55,9 @@ func TestClientQueueLifecycle(t *testing.T) {
 	if !must[*sqlq.QueueInfo](t)(q.Pause(bg())).Paused || !stats(t, q).Paused {
 		t.Fatal("not paused")
 	}
+	if got := must[*sqlq.ClaimResult](t)(q.Claim(bg(), sqlq.ClaimOptions{})); !got.Paused || len(got.Messages) != 0 {
+		t.Fatalf("claim of a paused queue: %+v", got)
+	}
 	if must[*sqlq.QueueInfo](t)(q.Resume(bg())).Paused {
 		t.Fatal("still paused")
 	}

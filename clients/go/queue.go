@@ -346,12 +346,14 @@ type ClaimOptions struct {
 
 // ClaimResult is what a claim got. LimitedBy and RetryAfter are set when
 // a limit of the queue gave fewer messages than asked for, Limited when
-// the reply's size cut it short (claim again).
+// the reply's size cut it short (claim again), Paused when the queue is
+// paused (nothing is handed out until it is resumed).
 type ClaimResult struct {
 	Messages   []*Message
 	LimitedBy  string
 	RetryAfter time.Duration
 	Limited    bool
+	Paused     bool
 }
 
 // Claim claims up to opts.Max messages, waiting up to opts.Wait for one.
@@ -379,12 +381,13 @@ func (q *Queue) Claim(ctx context.Context, opts ClaimOptions) (*ClaimResult, err
 		LimitedBy    string            `json:"limited_by"`
 		RetryAfterMs int64             `json:"retry_after_ms"`
 		Limited      bool              `json:"limited"`
+		Paused       bool              `json:"paused"`
 	}
 	err := q.client.do(ctx, call{method: "POST", path: q.path + "/claim", body: body, wait: opts.Wait}, &r)
 	if err != nil {
 		return nil, err
 	}
-	out := &ClaimResult{LimitedBy: r.LimitedBy, Limited: r.Limited,
+	out := &ClaimResult{LimitedBy: r.LimitedBy, Limited: r.Limited, Paused: r.Paused,
 		RetryAfter: time.Duration(r.RetryAfterMs) * time.Millisecond}
 	for _, raw := range r.Messages {
 		var f messageFields

@@ -154,6 +154,8 @@ export interface ClaimResult extends Array<Message> {
   limitedBy?: "rate_limit" | "max_leased" | "group_limit" | string;
   retryAfterMs?: number;
   limited?: boolean;
+  /** The queue is paused: nothing is handed out until it is resumed. */
+  paused?: boolean;
 }
 
 export interface NackOptions {

@@ -234,6 +234,9 @@ struct ClaimNote {
   // When more becomes claimable: the next claim the bucket allows, or the
   // end of the first lease that runs out (an ack frees capacity sooner).
   Duration retry_after{0};
+  // The queue is paused (WorkQueue::Pause): nothing is handed out until it
+  // is resumed; the acks the claim carried were done all the same.
+  bool paused = false;
 };
 
 // A message handed to a consumer under a lease.
@@ -478,8 +481,8 @@ class WorkQueue {
   // id ASC order, leasing each. Never blocks on messages other consumers
   // hold. Messages whose attempts are used up become dead letters instead of
   // being delivered. An empty vector means nothing was ready within `wait`.
-  // With `note`, says whether a limit of the queue held the claim back
-  // (ClaimNote).
+  // With `note`, says whether a limit of the queue held the claim back, or
+  // the queue is paused (ClaimNote).
   Result<std::vector<ClaimedMessage>> Claim(const ClaimOptions& options = {},
                                             ClaimNote* note = nullptr);
 

@@ -808,7 +808,12 @@ void AddClaim(CLI::App& app, Runner& run) {
     run.out().Flush();
     // A limit that held the claim back is said on stderr (the messages
     // stay the only output).
-    if (!note.limited_by.empty()) {
+    if (note.paused) {
+      std::cerr << fmt::format(
+          "sqlq: queue '{}' is paused: no message is handed out until "
+          "`sqlq queue resume {}`\n",
+          a->name, a->name);
+    } else if (!note.limited_by.empty()) {
       std::cerr << fmt::format(
           "sqlq: held back by the queue's {}; more claimable in {}ms\n",
           note.limited_by == "rate_limit" ? "rate limit" : "max_leased",

@@ -215,7 +215,10 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
   const std::shared_ptr<const QueueInfo> info = impl.Current();
   const QueueOptions& qo = info->options;
   // Paused: nothing is claimed; the acks it carries are done all the same.
-  if (info->paused) return AcksOnly(impl, acks, qo);
+  if (info->paused) {
+    note.paused = true;
+    return AcksOnly(impl, acks, qo);
+  }
   const WriteBatcher::ClaimRequest request{
       .params = {.queue_id = impl.id(),
                  .max = options.max,

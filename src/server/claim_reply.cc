@@ -39,6 +39,7 @@ Reply Write(const std::vector<ClaimedMessage>& messages, bool limited,
     out += fmt::format(R"(,"limited_by":"{}","retry_after_ms":{})",
                        note.limited_by, note.retry_after.count());
   }
+  if (note.paused) out += R"(,"paused":true)";
   out += '}';
   Reply r;
   r.text = std::move(out);

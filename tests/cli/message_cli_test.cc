@@ -192,7 +192,14 @@ TEST_F(MessageCliTest, AlterPauseAndResume) {
                 kUsage, "max attempts"));
   EXPECT_EQ(One({"queue", "pause", "jobs"})["paused"], true);
   One({"send", "jobs", "m"});
-  EXPECT_TRUE(Ok({"claim", "jobs"}).empty());
+  // Nothing came, and the claim says why (on stderr, as for a limit).
+  RunResult claimed = Human({"claim", "jobs"});
+  EXPECT_EQ(claimed.exit_code, 0) << claimed.err;
+  EXPECT_EQ(claimed.out, "");
+  EXPECT_NE(claimed.err.find("queue 'jobs' is paused"), std::string::npos)
+      << claimed.err;
+  EXPECT_NE(claimed.err.find("sqlq queue resume jobs"), std::string::npos)
+      << claimed.err;
   EXPECT_EQ(One({"queue", "stats", "jobs"})["paused"], true);
   EXPECT_EQ(One({"queue", "resume", "jobs"})["paused"], false);
   EXPECT_EQ(One({"claim", "jobs"})["payload"], "m");

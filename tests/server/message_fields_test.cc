@@ -481,6 +481,11 @@ TEST_F(MessageFields, PatchPauseAndResumeAQueue) {
   EXPECT_EQ(paused.json["paused"], true);
   ASSERT_EQ(Send({{"payload", "m"}}).status, 200);
   EXPECT_TRUE(ClaimOne().is_null());
+  // An empty claim of a paused queue says why.
+  Response empty = c().Post("/v1/queues/jobs/claim", Json::object());
+  ASSERT_EQ(empty.status, 200) << empty.body;
+  EXPECT_EQ(empty.json["messages"].size(), 0u) << empty.body;
+  EXPECT_EQ(empty.json["paused"], true) << empty.body;
   EXPECT_EQ(c().Get("/v1/queues/jobs").json["stats"]["paused"], true);
   EXPECT_NE(
       c().Get("/metrics").body.find("sqlq_queue_paused{queue=\"jobs\"} 1"),

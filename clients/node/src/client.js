@@ -137,7 +137,8 @@ export class Queue {
   }
 
   // claim({max, leaseMs, waitMs, worker, ack, signal}) → [Message], with
-  // `limitedBy`, `retryAfterMs` and `limited` set when the server said so.
+  // `limitedBy`, `retryAfterMs`, `limited` and `paused` set when the server
+  // said so.
   async claim({ max, leaseMs, waitMs, worker, ack, signal } = {}) {
     const body = toWire({ max, leaseMs, waitMs, worker, ack });
     const r = await this.client._post(this.path + "/claim", body, {
@@ -148,6 +149,7 @@ export class Queue {
     if (r.limited_by !== undefined) out.limitedBy = r.limited_by;
     if (r.retry_after_ms !== undefined) out.retryAfterMs = r.retry_after_ms;
     if (r.limited !== undefined) out.limited = r.limited;
+    if (r.paused !== undefined) out.paused = r.paused;
     return out;
   }
 

@@ -425,10 +425,12 @@ class SendResult:
 
 class ClaimResult(list):  # list[Message]
     """The claimed messages; limited_by and retry_after_ms when a limit of
-    the queue gave fewer, limited when the reply size cut it short."""
+    the queue gave fewer, limited when the reply size cut it short, paused
+    when the queue is paused (nothing is handed out until it is resumed)."""
     limited_by: Optional[str] = None
     retry_after_ms: Optional[int] = None
     limited: bool = False
+    paused: bool = False
 
 
 @dataclass
@@ -582,6 +584,7 @@ class Queue:
         res.limited_by = r.get("limited_by")
         res.retry_after_ms = r.get("retry_after_ms")
         res.limited = bool(r.get("limited", False))
+        res.paused = bool(r.get("paused", False))
         return res
 
     def ack(self, receipt: str) -> None:
