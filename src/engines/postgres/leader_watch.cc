@@ -32,15 +32,14 @@ LeaderWatch::LeaderWatch(std::vector<Host> hosts,
       start_(std::move(start)),
       every_(every),
       probes_(hosts_.size(), nullptr),
-      thread_([this] { Loop(); }) {}
+      thread_(std::make_unique<core::PeriodicThread>([this] {
+        const auto started = std::chrono::steady_clock::now();
+        Decide(Look());
+        return every_ - (std::chrono::steady_clock::now() - started);
+      })) {}
 
 LeaderWatch::~LeaderWatch() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
+  thread_.reset();
   for (PGconn* p : probes_) {
     if (p != nullptr) PQfinish(p);
   }
@@ -204,17 +203,6 @@ void LeaderWatch::Decide(
     ::close(c.fd);
     c.fd = -1;
     ++shut_down_;
-  }
-}
-
-void LeaderWatch::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    const auto started = std::chrono::steady_clock::now();
-    Decide(Look());
-    lock.lock();
-    cv_.wait_until(lock, started + every_, [this] { return stop_; });
   }
 }
 

@@ -25,15 +25,16 @@
 #include <libpq-fe.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include "core/periodic_thread.h"
 
 namespace sqlq::engines::postgres {
 
@@ -71,20 +72,17 @@ class LeaderWatch {
   // (0: a standby; nullopt: no answer within the period).
   std::vector<std::optional<std::uint32_t>> Look();
   void Decide(const std::vector<std::optional<std::uint32_t>>& seen);
-  void Loop();
 
   const std::vector<Host> hosts_;
   const std::function<PGconn*(const Host&)> start_;
   const std::chrono::milliseconds every_;
   std::vector<PGconn*> probes_;  // the watch thread's own
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  mutable std::mutex mu_;        // guards what follows
   std::uint64_t next_id_ = 1;
   std::map<std::uint64_t, Conn> conns_;
   std::optional<Host> leader_;
   std::uint64_t shut_down_ = 0;
-  std::thread thread_;
+  std::unique_ptr<core::PeriodicThread> thread_;  // last: it uses the rest
 };
 
 }  // namespace sqlq::engines::postgres
