@@ -147,6 +147,8 @@ class Session final : public Connection {
   bool sqs_ = false;
   // The request is a HEAD: its reply goes without a body.
   bool head_ = false;
+  // The trace id it carries (TraceIdOf), for its log lines.
+  std::string trace_id_;
   std::int64_t replies_ = 0;  // on this connection, for the debug log
 };
 
@@ -461,6 +463,7 @@ template <class Stream>
 void Session<Stream>::ReadHeader() {
   host_.clear();
   origin_.clear();
+  trace_id_.clear();
   head_ = false;
   parser_.emplace();
   ConfigureParser(*parser_, server_.limits());
@@ -484,6 +487,7 @@ void Session<Stream>::OnHeader(beast::error_code ec) {
   head_ = req.method() == http::verb::head;
   host_ = std::string(head.host);
   origin_ = std::string(head.origin);
+  trace_id_ = TraceIdOf(req["traceparent"], req["X-Amzn-Trace-Id"]);
   if (auto refused = CheckRequest(head, server_.policy())) {
     Log("info", "request_refused",
         fmt::format("peer={} status={} code={}", peer_, refused->status,
@@ -631,17 +635,18 @@ void Session<Stream>::Send(Reply reply) {
   std::string route = std::move(reply.route);
   const double seconds =
       std::chrono::duration<double>(SteadyClock::now() - started_).count();
+  const std::string trace = trace_id_.empty() ? "" : " trace_id=" + trace_id_;
   if (status >= 500) {
     Log("warn", "request_failed",
-        fmt::format("peer={} route={} status={} duration_ms={:.3f} body={}",
-                    peer_, Quote(route), status, seconds * 1000,
+        fmt::format("peer={} route={} status={} duration_ms={:.3f}{} body={}",
+                    peer_, Quote(route), status, seconds * 1000, trace,
                     Quote(res->body())));
   } else if (server_.access_log() && LogEnabled("info")) {
-    // The route's template, never the path or query, nor a header: no
-    // token, receipt or body reaches the log.
+    // The route's template, never the path or query, nor a header (but
+    // the trace id): no token, receipt or body reaches the log.
     Log("info", "request",
-        fmt::format("peer={} route={} status={} duration_ms={:.3f}", peer_,
-                    Quote(route), status, seconds * 1000));
+        fmt::format("peer={} route={} status={} duration_ms={:.3f}{}", peer_,
+                    Quote(route), status, seconds * 1000, trace));
   }
   if (head_) {
     // The reply to HEAD: the headers a GET gets, Content-Length included,

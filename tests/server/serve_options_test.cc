@@ -136,6 +136,44 @@ TEST_F(ServeOptions, AccessLogLinesEachRequestWithoutTokensOrBodies) {
   EXPECT_EQ(log.find(receipt), std::string::npos) << log;
 }
 
+// A request that carries a trace context (OpenTelemetry's traceparent, or
+// the AWS SDKs' X-Amzn-Trace-Id) is logged with its trace id; curl stands
+// for the instrumented client.
+TEST_F(ServeOptions, TheAccessLogCarriesTheTraceIdOfARequest) {
+  StartServer({"--access-log", "true"});
+  const std::string url =
+      "http://127.0.0.1:" + std::to_string(port()) + "/healthz";
+  int code = -1;
+  Shell(
+      "curl -sS -o /dev/null -H 'traceparent: "
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' " +
+          url,
+      &code);
+  ASSERT_EQ(code, 0);
+  Shell(
+      "curl -sS -o /dev/null -H 'X-Amzn-Trace-Id: "
+      "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1' " +
+          url,
+      &code);
+  ASSERT_EQ(code, 0);
+  Shell("curl -sS -o /dev/null -H 'traceparent: not-a-trace' " + url, &code);
+  ASSERT_EQ(code, 0);
+  std::vector<std::string> requests;
+  for (const std::string& line : Lines(server_->log())) {
+    if (line.find(" event=request ") != std::string::npos) {
+      requests.push_back(line);
+    }
+  }
+  ASSERT_EQ(requests.size(), 3u) << server_->log();
+  EXPECT_NE(requests[0].find(" trace_id=4bf92f3577b34da6a3ce929d0e0e4736"),
+            std::string::npos)
+      << requests[0];
+  EXPECT_NE(requests[1].find(" trace_id=5759e988bd862e3fe1be46a994272793"),
+            std::string::npos)
+      << requests[1];
+  EXPECT_EQ(requests[2].find("trace_id"), std::string::npos) << requests[2];
+}
+
 TEST_F(ServeOptions, NoAccessLogByDefault) {
   StartServer();
   Client c(port());

@@ -13,6 +13,7 @@
 #include "server/api.h"
 #include "server/auth.h"
 #include "server/config.h"
+#include "server/log.h"
 #include "server/reply.h"
 #include "server/target.h"
 #include "sqlq/store.h"
@@ -515,6 +516,38 @@ TEST_F(Routing, TokensAreCheckedOnEveryRoute) {
   EXPECT_EQ(
       api.Handle({"GET", "/metrics", "Bearer boss-token", ""}).reply.status,
       200u);
+}
+
+// The trace id a request's log lines carry: W3C traceparent first, else
+// the root of AWS X-Ray's header; nothing from a malformed one.
+TEST(TraceId, FromTraceparentOrTheXRayRoot) {
+  const std::string w3c =
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  EXPECT_EQ(TraceIdOf(w3c, ""), "4bf92f3577b34da6a3ce929d0e0e4736");
+  // A later version may carry more after a dash.
+  EXPECT_EQ(TraceIdOf("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-"
+                      "01-more",
+                      ""),
+            "4bf92f3577b34da6a3ce929d0e0e4736");
+  const std::string xray =
+      "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;"
+      "Sampled=1";
+  EXPECT_EQ(TraceIdOf("", xray), "5759e988bd862e3fe1be46a994272793");
+  EXPECT_EQ(
+      TraceIdOf("", "Self=1-aaa;Root=1-5759E988-BD862E3FE1BE46A994272793"),
+      "5759e988bd862e3fe1be46a994272793");
+  EXPECT_EQ(TraceIdOf(w3c, xray), "4bf92f3577b34da6a3ce929d0e0e4736");
+  for (const char* bad :
+       {"", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",  // short
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",   // version
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",   // zero
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",   // case
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",
+        "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01"}) {
+    EXPECT_EQ(TraceIdOf(bad, ""), "") << bad;
+  }
+  EXPECT_EQ(TraceIdOf("", "Root=1-5759e988-bd86"), "");
+  EXPECT_EQ(TraceIdOf("", "Root=2-5759e988-bd862e3fe1be46a994272793"), "");
 }
 
 }  // namespace
