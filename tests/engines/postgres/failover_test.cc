@@ -93,6 +93,19 @@ bool CancelTheWaitForTheStandby(Admin& admin) {
       "1");
 }
 
+// WaitForAStandbyThatNeverAnswers, and then a commit of another session
+// seen waiting (and cancelled): the setting reaches new commits a moment
+// after the admin's session sees it, and from then on every commit waits.
+void EveryCommitWaitsForAStandby(Admin& admin, const std::string& url) {
+  ASSERT_NO_FATAL_FAILURE(WaitForAStandbyThatNeverAnswers(admin));
+  auto probe = std::async(std::launch::async, [&] {
+    Admin other(url);
+    other.Query("CREATE TABLE probe (x int)");
+  });
+  ASSERT_TRUE(CancelTheWaitForTheStandby(admin));
+  probe.get();
+}
+
 std::int64_t ReadyCount(const std::string& url, const std::string& queue) {
   auto store = Store::Open(url);
   EXPECT_TRUE(store.ok()) << store.status().ToString();
@@ -284,15 +297,7 @@ TEST(PostgresFailover, ACommitThatWaitsForAStandbyEndsAtTheCommitTimeout) {
   ASSERT_OK_AND_ASSIGN(auto store, Store::Open(with("commit_timeout_ms=300")));
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
   Admin admin(server.url());
-  ASSERT_NO_FATAL_FAILURE(WaitForAStandbyThatNeverAnswers(admin));
-  // The setting reaches commits a moment after the admin's session sees it:
-  // once a commit of the admin's waits (then cancelled), the store's do.
-  auto probe = std::async(std::launch::async, [&] {
-    Admin other(server.url());
-    other.Query("CREATE TABLE probe (x int)");
-  });
-  ASSERT_TRUE(CancelTheWaitForTheStandby(admin));
-  probe.get();
+  ASSERT_NO_FATAL_FAILURE(EveryCommitWaitsForAStandby(admin, server.url()));
   // Nobody cancels anything here; 60 s is only the test's safety net
   // (past it the wait is cancelled, so that the test fails, not hangs).
   auto ends = [&](auto call) -> std::optional<Status> {
@@ -341,13 +346,7 @@ TEST(PostgresFailover, ACommitEndsWhenEvenTheCancelGoesUnanswered) {
       auto store, Store::Open(server.url() + sep + "commit_timeout_ms=300"));
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
   Admin admin(server.url());
-  ASSERT_NO_FATAL_FAILURE(WaitForAStandbyThatNeverAnswers(admin));
-  auto probe = std::async(std::launch::async, [&] {
-    Admin other(server.url());
-    other.Query("CREATE TABLE probe (x int)");
-  });
-  ASSERT_TRUE(CancelTheWaitForTheStandby(admin));
-  probe.get();
+  ASSERT_NO_FATAL_FAILURE(EveryCommitWaitsForAStandby(admin, server.url()));
   std::ifstream pidfile(admin.Query("SHOW data_directory") + "/postmaster.pid");
   pid_t postmaster = 0;
   ASSERT_TRUE(pidfile >> postmaster) << "postmaster.pid";
