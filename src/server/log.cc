@@ -129,45 +129,6 @@ void Log(std::string_view level, std::string_view event,
   (void)!::write(STDERR_FILENO, line.data(), line.size());
 }
 
-namespace {
-
-bool IsLowerHex(std::string_view s) {
-  return !s.empty() &&
-         s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
-}
-
-}  // namespace
-
-std::string TraceIdOf(std::string_view traceparent, std::string_view amzn) {
-  // version "-" trace-id "-" parent-id "-" flags; a later version may add
-  // fields after a "-"; version ff and an all-zero id are invalid.
-  const std::string_view t = traceparent;
-  if (t.size() >= 55 && t[2] == '-' && t[35] == '-' && t[52] == '-' &&
-      (t.size() == 55 || t[55] == '-') && IsLowerHex(t.substr(0, 2)) &&
-      t.substr(0, 2) != "ff" && IsLowerHex(t.substr(3, 32)) &&
-      t.substr(3, 32) != std::string(32, '0') && IsLowerHex(t.substr(36, 16))) {
-    return std::string(t.substr(3, 32));
-  }
-  // Root=1-<8 hex: the epoch seconds>-<24 hex>, among ;-separated fields.
-  for (std::size_t at = 0; at < amzn.size();) {
-    std::size_t end = amzn.find(';', at);
-    if (end == std::string_view::npos) end = amzn.size();
-    std::string_view field = amzn.substr(at, end - at);
-    while (!field.empty() && field.front() == ' ') field.remove_prefix(1);
-    if (field.size() == 5 + 2 + 8 + 1 + 24 && field.substr(0, 7) == "Root=1-" &&
-        field[15] == '-') {
-      std::string id(field.substr(7, 8));
-      id += field.substr(16, 24);
-      for (char& c : id) {
-        if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
-      }
-      if (IsLowerHex(id)) return id;
-    }
-    at = end + 1;
-  }
-  return "";
-}
-
 std::string Quote(std::string_view v) {
   if (v.find_first_of(" \"=\n") == std::string_view::npos && !v.empty()) {
     return std::string(v);

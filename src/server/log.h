@@ -37,13 +37,6 @@ void Log(std::string_view level, std::string_view event,
 // A value for a key=value log field: quoted when it holds spaces or quotes.
 std::string Quote(std::string_view v);
 
-// The trace id a request carries, for its log lines: the 32 hex digits of
-// a W3C `traceparent` header (what OpenTelemetry sends), else of the root
-// of an AWS X-Ray `X-Amzn-Trace-Id` header (Root=1-XXXXXXXX-YYYY...: what
-// the AWS SDKs send, the same id written in two parts). "" when neither is
-// there and well formed.
-std::string TraceIdOf(std::string_view traceparent, std::string_view amzn);
-
 }  // namespace sqlq::server
 
 #endif  // SQLQ_SERVER_LOG_H_

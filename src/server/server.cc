@@ -35,6 +35,7 @@
 #include "server/config.h"
 #include "server/http_request.h"
 #include "server/log.h"
+#include "server/trace.h"
 #include "server/metrics.h"
 #include "server/queue_cache.h"
 #include "server/sqs.h"

@@ -14,6 +14,7 @@
 #include "server/sqs_call.h"
 #include "server/sqs_wire.h"
 #include "server/target.h"
+#include "server/trace.h"
 #include "sqlq/text.h"
 
 namespace sqlq::server {
@@ -562,6 +563,31 @@ SqsApi::Call::Outgoing SqsApi::Call::ReadMessage(const Input& in,
   }
   if (group) out.message.group = *group;
   ToHeaders(attrs, out.message.headers);
+  // The one system attribute a send may carry: AWS X-Ray's trace header,
+  // which the AWS SDKs set when the application traces. Kept as the
+  // message's W3C traceparent header (unless an attribute set one), so that
+  // a sqlq worker continues the trace, and a receive that asks for
+  // AWSTraceHeader gets it back.
+  if (const Json* system = in.Find("MessageSystemAttributes")) {
+    for (const auto& [name, v] : AsObject(*system).items()) {
+      if (name != "AWSTraceHeader") {
+        Fail(sqs::kInvalidParameterValue,
+             fmt::format("Message system attribute name '{}' is invalid: "
+                         "only AWSTraceHeader is taken.",
+                         name));
+      }
+      Input a(AsObject(v));
+      auto traceparent =
+          TraceparentOfXRay(a.String("StringValue").value_or(""));
+      if (!traceparent) {
+        Fail(sqs::kInvalidParameterValue,
+             "The message system attribute AWSTraceHeader must be an AWS "
+             "X-Ray trace header: Root=1-XXXXXXXX-YYYYYYYYYYYYYYYYYYYYYYYY;"
+             "Parent=ZZZZZZZZZZZZZZZZ;Sampled=1");
+      }
+      out.message.headers.emplace("traceparent", std::move(*traceparent));
+    }
+  }
   out.body_md5 = sigv4::Md5Hex(out.message.payload);
   if (!attrs.empty()) out.attributes_md5 = AttributesMd5(attrs);
   return out;
@@ -684,6 +710,14 @@ Json ReceivedJson(WorkQueue& q, const ClaimedMessage& m, const Wanted& shown,
     auto info = q.Get(m.id);
     if (info.ok() && !info->dedup_key.empty()) {
       system["MessageDeduplicationId"] = info->dedup_key;
+    }
+  }
+  if (shown.Wants("AWSTraceHeader")) {
+    auto tp = m.headers.find("traceparent");
+    if (tp != m.headers.end()) {
+      if (auto xray = XRayOfTraceparent(tp->second)) {
+        system["AWSTraceHeader"] = std::move(*xray);
+      }
     }
   }
   if (!system.empty()) out["Attributes"] = std::move(system);

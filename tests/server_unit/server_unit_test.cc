@@ -16,6 +16,7 @@
 #include "server/log.h"
 #include "server/reply.h"
 #include "server/target.h"
+#include "server/trace.h"
 #include "sqlq/store.h"
 #include "tests/support/test_util.h"
 
@@ -548,6 +549,35 @@ TEST(TraceId, FromTraceparentOrTheXRayRoot) {
   }
   EXPECT_EQ(TraceIdOf("", "Root=1-5759e988-bd86"), "");
   EXPECT_EQ(TraceIdOf("", "Root=2-5759e988-bd862e3fe1be46a994272793"), "");
+}
+
+// SQS's AWSTraceHeader and a message's traceparent header are one context.
+TEST(TraceId, XRayHeadersAndTraceparentsConvertBothWays) {
+  const std::string xray =
+      "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;"
+      "Sampled=1";
+  const std::string w3c =
+      "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01";
+  EXPECT_EQ(TraceparentOfXRay(xray), w3c);
+  EXPECT_EQ(XRayOfTraceparent(w3c), xray);
+  EXPECT_EQ(TraceparentOfXRay("Root=1-5759e988-bd862e3fe1be46a994272793;"
+                              "Parent=53995C3F42CD8AD8;Sampled=0"),
+            "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-00");
+  EXPECT_EQ(XRayOfTraceparent(
+                "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-00"),
+            "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;"
+            "Sampled=0");
+  // No parent, a short one, no root: nothing to continue.
+  EXPECT_EQ(TraceparentOfXRay("Root=1-5759e988-bd862e3fe1be46a994272793"),
+            std::nullopt);
+  EXPECT_EQ(TraceparentOfXRay("Root=1-5759e988-bd862e3fe1be46a994272793;"
+                              "Parent=53995c3f"),
+            std::nullopt);
+  EXPECT_EQ(TraceparentOfXRay("Parent=53995c3f42cd8ad8"), std::nullopt);
+  EXPECT_EQ(XRayOfTraceparent("not-a-trace"), std::nullopt);
+  EXPECT_EQ(XRayOfTraceparent(
+                "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-zz"),
+            std::nullopt);
 }
 
 }  // namespace

@@ -173,6 +173,42 @@ class QueuesOverSqs(unittest.TestCase):
         sqs.delete_message(QueueUrl=url, ReceiptHandle=m3["ReceiptHandle"])
         self.assertNotIn("Messages", sqs.receive_message(QueueUrl=url))
 
+    def test_the_aws_trace_header_travels_as_the_message_trace_context(self):
+        # What the AWS SDKs send from a traced application: the message is
+        # stored with the same context as a W3C traceparent header (which
+        # sqlq's workers continue), and comes back as AWSTraceHeader.
+        sqs = self.server.client()
+        url = sqs.create_queue(QueueName="msgs-traced")["QueueUrl"]
+        xray = ("Root=1-5759e988-bd862e3fe1be46a994272793;"
+                "Parent=53995c3f42cd8ad8;Sampled=1")
+        sqs.send_message(QueueUrl=url, MessageBody="traced",
+                         MessageSystemAttributes={"AWSTraceHeader": {
+                             "DataType": "String", "StringValue": xray}})
+        m = sqs.receive_message(QueueUrl=url, AttributeNames=["AWSTraceHeader"],
+                                MessageAttributeNames=["All"])["Messages"][0]
+        self.assertEqual(m["Attributes"]["AWSTraceHeader"], xray)
+        self.assertEqual(
+            m["MessageAttributes"]["traceparent"]["StringValue"],
+            "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01")
+        # "All" includes it; not asked for, it is not given.
+        m2 = self.redeliver(sqs, url, m)
+        self.assertEqual(m2["Attributes"]["AWSTraceHeader"], xray)
+        sqs.change_message_visibility(QueueUrl=url,
+                                      ReceiptHandle=m2["ReceiptHandle"],
+                                      VisibilityTimeout=0)
+        m3 = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"][0]
+        self.assertNotIn("Attributes", m3)
+        m2 = m3
+        # A header that is not X-Ray's is refused, and nothing is sent.
+        with self.assertRaises(botocore.exceptions.ClientError) as cm:
+            sqs.send_message(QueueUrl=url, MessageBody="bad",
+                             MessageSystemAttributes={"AWSTraceHeader": {
+                                 "DataType": "String",
+                                 "StringValue": "Root=1-5759e988"}})
+        self.assertIn("AWSTraceHeader", str(cm.exception))
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=m2["ReceiptHandle"])
+        self.assertNotIn("Messages", sqs.receive_message(QueueUrl=url))
+
     def redeliver(self, sqs, url, m, **receive):
         """Makes `m` visible again and receives it once more."""
         sqs.change_message_visibility(QueueUrl=url,
