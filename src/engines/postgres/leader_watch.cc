@@ -32,11 +32,18 @@ LeaderWatch::LeaderWatch(std::vector<Host> hosts,
       start_(std::move(start)),
       every_(every),
       probes_(hosts_.size(), nullptr),
-      thread_(std::make_unique<core::PeriodicThread>([this] {
-        const auto started = std::chrono::steady_clock::now();
-        Decide(Look());
-        return every_ - (std::chrono::steady_clock::now() - started);
-      })) {}
+      // The first look one period after the store opened: a short-lived
+      // store (a command of the sqlq program) opens no connection for it.
+      thread_(std::make_unique<core::PeriodicThread>(
+          [this, first = true]() mutable {
+            if (first) {
+              first = false;
+              return std::chrono::steady_clock::duration(every_);
+            }
+            const auto started = std::chrono::steady_clock::now();
+            Decide(Look());
+            return every_ - (std::chrono::steady_clock::now() - started);
+          })) {}
 
 LeaderWatch::~LeaderWatch() {
   thread_.reset();
