@@ -35,11 +35,11 @@
 #include "server/config.h"
 #include "server/http_request.h"
 #include "server/log.h"
-#include "server/trace.h"
 #include "server/metrics.h"
 #include "server/queue_cache.h"
 #include "server/sqs.h"
 #include "server/tls.h"
+#include "server/trace.h"
 #include "sqlq/store.h"
 
 namespace sqlq::server {
