@@ -9,40 +9,6 @@ bool IsLowerHex(std::string_view s) {
          s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
-}  // namespace
-
-std::string TraceIdOf(std::string_view traceparent, std::string_view xray) {
-  // version "-" trace-id "-" parent-id "-" flags; a later version may add
-  // fields after a "-"; version ff and an all-zero id are invalid.
-  const std::string_view t = traceparent;
-  if (t.size() >= 55 && t[2] == '-' && t[35] == '-' && t[52] == '-' &&
-      (t.size() == 55 || t[55] == '-') && IsLowerHex(t.substr(0, 2)) &&
-      t.substr(0, 2) != "ff" && IsLowerHex(t.substr(3, 32)) &&
-      t.substr(3, 32) != std::string(32, '0') && IsLowerHex(t.substr(36, 16))) {
-    return std::string(t.substr(3, 32));
-  }
-  // Root=1-<8 hex: the epoch seconds>-<24 hex>, among ;-separated fields.
-  for (std::size_t at = 0; at < xray.size();) {
-    std::size_t end = xray.find(';', at);
-    if (end == std::string_view::npos) end = xray.size();
-    std::string_view field = xray.substr(at, end - at);
-    while (!field.empty() && field.front() == ' ') field.remove_prefix(1);
-    if (field.size() == 5 + 2 + 8 + 1 + 24 && field.substr(0, 7) == "Root=1-" &&
-        field[15] == '-') {
-      std::string id(field.substr(7, 8));
-      id += field.substr(16, 24);
-      for (char& c : id) {
-        if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
-      }
-      if (IsLowerHex(id)) return id;
-    }
-    at = end + 1;
-  }
-  return "";
-}
-
-namespace {
-
 // The value of `key` (as "Parent=") among an X-Ray header's ;-separated
 // fields, or "".
 std::string_view XRayField(std::string_view xray, std::string_view key) {
@@ -66,6 +32,25 @@ std::string Lower(std::string_view s) {
 }
 
 }  // namespace
+
+std::string TraceIdOf(std::string_view traceparent, std::string_view xray) {
+  // version "-" trace-id "-" parent-id "-" flags; a later version may add
+  // fields after a "-"; version ff and an all-zero id are invalid.
+  const std::string_view t = traceparent;
+  if (t.size() >= 55 && t[2] == '-' && t[35] == '-' && t[52] == '-' &&
+      (t.size() == 55 || t[55] == '-') && IsLowerHex(t.substr(0, 2)) &&
+      t.substr(0, 2) != "ff" && IsLowerHex(t.substr(3, 32)) &&
+      t.substr(3, 32) != std::string(32, '0') && IsLowerHex(t.substr(36, 16))) {
+    return std::string(t.substr(3, 32));
+  }
+  // Root=1-<8 hex: the epoch seconds>-<24 hex>.
+  const std::string_view root = XRayField(xray, "Root=1-");
+  if (root.size() == 8 + 1 + 24 && root[8] == '-') {
+    std::string id = Lower(root.substr(0, 8)) + Lower(root.substr(9));
+    if (IsLowerHex(id)) return id;
+  }
+  return "";
+}
 
 std::optional<std::string> TraceparentOfXRay(std::string_view xray) {
   const std::string trace = TraceIdOf("", xray);

@@ -83,11 +83,6 @@ std::optional<LeaderWatch::Host> LeaderWatch::leader() const {
   return leader_;
 }
 
-std::uint64_t LeaderWatch::shut_down() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return shut_down_;
-}
-
 std::vector<std::optional<std::uint32_t>> LeaderWatch::Look() {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + every_;
@@ -209,7 +204,6 @@ void LeaderWatch::Decide(
     ::shutdown(c.fd, SHUT_RDWR);
     ::close(c.fd);
     c.fd = -1;
-    ++shut_down_;
   }
 }
 

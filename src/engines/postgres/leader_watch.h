@@ -60,8 +60,6 @@ class LeaderWatch {
   void Unregister(std::uint64_t id);
   // The server that leads alone, when the last look found one.
   std::optional<Host> leader() const;
-  // How many connections the watch has shut down so far.
-  std::uint64_t shut_down() const;
 
  private:
   struct Conn {
@@ -81,7 +79,6 @@ class LeaderWatch {
   std::uint64_t next_id_ = 1;
   std::map<std::uint64_t, Conn> conns_;
   std::optional<Host> leader_;
-  std::uint64_t shut_down_ = 0;
   std::unique_ptr<core::PeriodicThread> thread_;  // last: it uses the rest
 };
 
