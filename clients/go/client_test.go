@@ -58,6 +58,18 @@ func TestClientQueueLifecycle(t *testing.T) {
 	if got := must[*sqlq.ClaimResult](t)(q.Claim(bg(), sqlq.ClaimOptions{})); !got.Paused || len(got.Messages) != 0 {
 		t.Fatalf("claim of a paused queue: %+v", got)
 	}
+	// Ready, but behind its group's leased head: the claim says why.
+	o := c.Queue("ordered")
+	must[*sqlq.QueueInfo](t)(o.Create(bg(), sqlq.Options{"groups": "ordered"}))
+	for _, p := range []string{"a1", "a2"} {
+		must[int64](t)(o.Send(bg(), sqlq.Outgoing{Payload: p, Group: "g"}))
+	}
+	if got := must[*sqlq.ClaimResult](t)(o.Claim(bg(), sqlq.ClaimOptions{Max: 10})); len(got.Messages) != 1 || got.GroupsBusy {
+		t.Fatalf("first claim of the ordered queue: %+v", got)
+	}
+	if got := must[*sqlq.ClaimResult](t)(o.Claim(bg(), sqlq.ClaimOptions{Max: 10})); !got.GroupsBusy || len(got.Messages) != 0 {
+		t.Fatalf("claim behind a leased head: %+v", got)
+	}
 	if must[*sqlq.QueueInfo](t)(q.Resume(bg())).Paused {
 		t.Fatal("still paused")
 	}

@@ -347,13 +347,17 @@ type ClaimOptions struct {
 // ClaimResult is what a claim got. LimitedBy and RetryAfter are set when
 // a limit of the queue gave fewer messages than asked for, Limited when
 // the reply's size cut it short (claim again), Paused when the queue is
-// paused (nothing is handed out until it is resumed).
+// paused (nothing is handed out until it is resumed), GroupsBusy when
+// nothing came while messages were ready because their groups held them
+// back (an earlier message of the group in flight or waiting for its retry,
+// or the group at its group_limit).
 type ClaimResult struct {
 	Messages   []*Message
 	LimitedBy  string
 	RetryAfter time.Duration
 	Limited    bool
 	Paused     bool
+	GroupsBusy bool
 }
 
 // Claim claims up to opts.Max messages, waiting up to opts.Wait for one.
@@ -382,13 +386,14 @@ func (q *Queue) Claim(ctx context.Context, opts ClaimOptions) (*ClaimResult, err
 		RetryAfterMs int64             `json:"retry_after_ms"`
 		Limited      bool              `json:"limited"`
 		Paused       bool              `json:"paused"`
+		GroupsBusy   bool              `json:"groups_busy"`
 	}
 	err := q.client.do(ctx, call{method: "POST", path: q.path + "/claim", body: body, wait: opts.Wait}, &r)
 	if err != nil {
 		return nil, err
 	}
 	out := &ClaimResult{LimitedBy: r.LimitedBy, Limited: r.Limited, Paused: r.Paused,
-		RetryAfter: time.Duration(r.RetryAfterMs) * time.Millisecond}
+		GroupsBusy: r.GroupsBusy, RetryAfter: time.Duration(r.RetryAfterMs) * time.Millisecond}
 	for _, raw := range r.Messages {
 		var f messageFields
 		var p Payload

@@ -156,6 +156,10 @@ export interface ClaimResult extends Array<Message> {
   limited?: boolean;
   /** The queue is paused: nothing is handed out until it is resumed. */
   paused?: boolean;
+  /** Nothing came while messages were ready: their groups held them back
+   * (an earlier message of the group in flight or waiting for its retry,
+   * or the group at its group_limit). */
+  groupsBusy?: boolean;
 }
 
 export interface NackOptions {

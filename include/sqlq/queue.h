@@ -225,9 +225,8 @@ struct ClaimOptions {
   std::size_t max_bytes = 0;
 };
 
-// What a claim says besides its messages: set when a limit of the queue
-// (max_leased, rate_limit) gave it fewer messages than it asked for while
-// more were ready.
+// What a claim says besides its messages: why it got fewer than it asked
+// for while more were ready (a limit of the queue, a pause, busy groups).
 struct ClaimNote {
   // "max_leased" or "rate_limit"; empty when no limit held the claim back.
   std::string limited_by;
@@ -237,6 +236,12 @@ struct ClaimNote {
   // The queue is paused (WorkQueue::Pause): nothing is handed out until it
   // is resumed; the acks the claim carried were done all the same.
   bool paused = false;
+  // The claim got nothing while messages were ready: their groups held
+  // them back (an earlier message of the group in flight or waiting for its
+  // retry, in ordered groups; or group_limit messages of the group in
+  // flight). More comes when one of those is acked, retried or its lease
+  // runs out.
+  bool groups_busy = false;
 };
 
 // A message handed to a consumer under a lease.

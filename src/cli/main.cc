@@ -806,8 +806,8 @@ void AddClaim(CLI::App& app, Runner& run) {
       run.out().Row(wire::ClaimedJson(m));
     }
     run.out().Flush();
-    // A limit that held the claim back is said on stderr (the messages
-    // stay the only output).
+    // A limit, a pause or busy groups that held the claim back are said on
+    // stderr (the messages stay the only output).
     if (note.paused) {
       std::cerr << fmt::format(
           "sqlq: queue '{}' is paused: no message is handed out until "
@@ -818,6 +818,11 @@ void AddClaim(CLI::App& app, Runner& run) {
           "sqlq: held back by the queue's {}; more claimable in {}ms\n",
           note.limited_by == "rate_limit" ? "rate limit" : "max_leased",
           note.retry_after.count());
+    } else if (note.groups_busy) {
+      std::cerr << "sqlq: messages are ready, but their groups hold them "
+                   "back (an earlier message of the group in flight or "
+                   "waiting for its retry, or the group at its "
+                   "group_limit)\n";
     } else if (r->empty() && !run.out().json()) {
       std::cerr << "sqlq: no message ready\n";
     }

@@ -207,6 +207,21 @@ Result<std::vector<ClaimedMessage>> AcksOnly(QueueImpl& impl,
   return std::vector<ClaimedMessage>();
 }
 
+// Until the queue's next message becomes ready, by the database's clock:
+// <= 0 when one is ready now, nullopt when none is pending.
+Result<std::optional<Micros>> ReadyIn(QueueImpl& impl) {
+  return SnapshotRead<std::optional<Micros>>(
+      impl.store(),
+      [&](Engine& e, Conn& conn) -> Result<std::optional<Micros>> {
+        auto at = e.NextReadyAt(conn, impl.id());
+        if (!at.ok()) return at.status();
+        if (!at->has_value()) return std::optional<Micros>();
+        auto db_now = e.Now(conn);
+        if (!db_now.ok()) return db_now.status();
+        return std::optional<Micros>(**at - *db_now);
+      });
+}
+
 Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
                                               const ClaimOptions& options,
                                               const ClaimAcks& acks,
@@ -252,6 +267,15 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
     m.receipt =
         FormatReceipt({.id = m.id, .attempt = m.attempt, .token = r->token});
   }
+  // Nothing came from a queue whose groups can hold ready messages back:
+  // say so when one is ready (a read, on this empty path only).
+  if (r->outcome.messages.empty() && note.limited_by.empty() &&
+      BlockedByGroups(qo)) {
+    auto ready_in = ReadyIn(impl);
+    if (!ready_in.ok()) return ready_in.status();
+    note.groups_busy =
+        ready_in->has_value() && **ready_in <= std::chrono::microseconds(0);
+  }
   return std::move(r->outcome.messages);
 }
 
@@ -263,20 +287,12 @@ Result<SteadyTime> NextLookAt(QueueImpl& impl, const ClaimNote* claim) {
                     .blocked_by_groups = BlockedByGroups(info->options),
                     .paused = info->paused};
   // Held back by a limit or a pause, a claim waits for the limit or for
-  // Resume, not for a ready time: nothing to read.
-  const bool read =
-      claim == nullptr || (claim->limited_by.empty() && !info->paused);
-  if (read) {
-    auto ready_in = SnapshotRead<std::optional<Micros>>(
-        impl.store(),
-        [&](Engine& e, Conn& conn) -> Result<std::optional<Micros>> {
-          auto at = e.NextReadyAt(conn, impl.id());
-          if (!at.ok()) return at.status();
-          if (!at->has_value()) return std::optional<Micros>();
-          auto db_now = e.Now(conn);
-          if (!db_now.ok()) return db_now.status();
-          return std::optional<Micros>(**at - *db_now);
-        });
+  // Resume, not for a ready time: nothing to read. Busy groups were read
+  // by the claim itself: a message is ready now.
+  if (claim != nullptr && claim->groups_busy && !info->paused) {
+    report.ready_in = Micros(0);
+  } else if (claim == nullptr || (claim->limited_by.empty() && !info->paused)) {
+    auto ready_in = ReadyIn(impl);
     if (!ready_in.ok()) return ready_in.status();
     report.ready_in = *ready_in;
   }

@@ -40,6 +40,7 @@ Reply Write(const std::vector<ClaimedMessage>& messages, bool limited,
                        note.limited_by, note.retry_after.count());
   }
   if (note.paused) out += R"(,"paused":true)";
+  if (note.groups_busy) out += R"(,"groups_busy":true)";
   out += '}';
   Reply r;
   r.text = std::move(out);

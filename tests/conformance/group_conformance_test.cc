@@ -111,6 +111,53 @@ TEST_P(GroupConformance, ClaimWalksPastBlockedGroupsAndRoundTheEnd) {
   EXPECT_EQ(Claim(q, 10), (Payloads{"g099-1", "g010-1"}));
 }
 
+// A claim that gets nothing while messages are ready says that their
+// groups held them back (ClaimNote::groups_busy), and says nothing of the
+// kind when nothing was ready.
+TEST_P(GroupConformance, AnEmptyClaimSaysWhenGroupsHeldReadyMessagesBack) {
+  WorkQueue q = MakeQueue({.groups = GroupMode::kOrdered});
+  auto claim = [&](ClaimNote& note) {
+    auto r = q.Claim({.max = 10}, &note);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->size() : 0u;
+  };
+  ClaimNote note;
+  EXPECT_EQ(claim(note), 0u);
+  EXPECT_FALSE(note.groups_busy) << "nothing is ready at all";
+  SendTo(q, "acct-1", {"a1", "a2"});
+  std::vector<ClaimedMessage> head;
+  ASSERT_EQ(Claim(q, 10, &head), (Payloads{"a1"}));
+  EXPECT_EQ(claim(note), 0u);
+  EXPECT_TRUE(note.groups_busy) << "a2 is ready, behind its leased head";
+  // Behind a head that waits for its retry, the same.
+  ASSERT_OK(q.Nack(head[0].receipt, {.delay = seconds(5)}));
+  EXPECT_EQ(claim(note), 0u);
+  EXPECT_TRUE(note.groups_busy);
+  clock_->Advance(seconds(5));
+  EXPECT_EQ(claim(note), 1u);
+  EXPECT_FALSE(note.groups_busy);
+
+  // A group limit holds ready messages back the same way.
+  auto fair = store_->CreateQueue(
+      "fair", {.groups = GroupMode::kFair, .group_limit = 1});
+  ASSERT_OK(fair.status());
+  const std::vector<Message> two{{.payload = "f1", .group = "g"},
+                                 {.payload = "f2", .group = "g"}};
+  ASSERT_OK(fair->SendBatch(two).status());
+  ASSERT_OK_AND_ASSIGN(auto got, fair->Claim({.max = 10}, &note));
+  EXPECT_EQ(got.size(), 1u);
+  EXPECT_FALSE(note.groups_busy);
+  ASSERT_OK_AND_ASSIGN(got, fair->Claim({.max = 10}, &note));
+  EXPECT_TRUE(got.empty());
+  EXPECT_TRUE(note.groups_busy) << "f2 is ready, its group at its limit";
+  // And a waiting claim that ends empty says it too.
+  ASSERT_OK_AND_ASSIGN(
+      got,
+      fair->Claim({.max = 10, .wait = std::chrono::milliseconds(50)}, &note));
+  EXPECT_TRUE(got.empty());
+  EXPECT_TRUE(note.groups_busy);
+}
+
 TEST_P(GroupConformance, OrderedHeadIsRedeliveredAfterItsLeaseRanOut) {
   WorkQueue q =
       MakeQueue({.lease = seconds(30), .groups = GroupMode::kOrdered});

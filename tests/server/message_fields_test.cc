@@ -347,6 +347,12 @@ TEST_F(MessageFields, OrderedGroupsOverHttp) {
   EXPECT_EQ(claimed.json["messages"][0]["payload"], "a1");
   EXPECT_EQ(claimed.json["messages"][0]["group"], "acct-1");
   EXPECT_EQ(claimed.json["messages"][1]["payload"], "b1");
+  EXPECT_FALSE(claimed.json.contains("groups_busy")) << claimed.body;
+  // a2 is ready behind its leased head: an empty claim says why.
+  Response busy = c().Post("/v1/queues/ord/claim", {{"max", 10}});
+  ASSERT_EQ(busy.status, 200) << busy.body;
+  EXPECT_EQ(busy.json["messages"].size(), 0u) << busy.body;
+  EXPECT_EQ(busy.json["groups_busy"], true) << busy.body;
   const Json id = sent.json["ids"][1];
   Response got =
       c().Get("/v1/queues/ord/messages/" + std::to_string(id.get<int>()));

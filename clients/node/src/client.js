@@ -137,8 +137,8 @@ export class Queue {
   }
 
   // claim({max, leaseMs, waitMs, worker, ack, signal}) → [Message], with
-  // `limitedBy`, `retryAfterMs`, `limited` and `paused` set when the server
-  // said so.
+  // `limitedBy`, `retryAfterMs`, `limited`, `paused` and `groupsBusy` set
+  // when the server said so.
   async claim({ max, leaseMs, waitMs, worker, ack, signal } = {}) {
     const body = toWire({ max, leaseMs, waitMs, worker, ack });
     const r = await this.client._post(this.path + "/claim", body, {
@@ -150,6 +150,7 @@ export class Queue {
     if (r.retry_after_ms !== undefined) out.retryAfterMs = r.retry_after_ms;
     if (r.limited !== undefined) out.limited = r.limited;
     if (r.paused !== undefined) out.paused = r.paused;
+    if (r.groups_busy !== undefined) out.groupsBusy = r.groups_busy;
     return out;
   }
 

@@ -31,6 +31,14 @@ test("queues: create, list, stats, change, pause, resume, purge, drop", async ()
   assert.equal((await q.change({ maxLeased: null })).maxLeased, null);
   assert.equal((await q.pause()).paused, true);
   assert.equal((await q.resume()).paused, false);
+  // Ready, but behind its group's leased head: the claim says why.
+  const o = client.queue("admin-ordered");
+  await o.create({ groups: "ordered" });
+  await o.sendBatch([{ payload: "a1", group: "g" }, { payload: "a2", group: "g" }]);
+  assert.equal((await o.claim({ max: 10 })).length, 1);
+  const busy = await o.claim({ max: 10 });
+  assert.deepEqual([busy.length, busy.groupsBusy], [0, true]);
+  await o.drop();
   await q.sendBatch([{ payload: "a" }, { payload: "b" }]);
   const s = await q.stats();
   assert.equal(s.stats.ready, 2);

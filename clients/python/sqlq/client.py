@@ -426,11 +426,15 @@ class SendResult:
 class ClaimResult(list):  # list[Message]
     """The claimed messages; limited_by and retry_after_ms when a limit of
     the queue gave fewer, limited when the reply size cut it short, paused
-    when the queue is paused (nothing is handed out until it is resumed)."""
+    when the queue is paused (nothing is handed out until it is resumed),
+    groups_busy when nothing came while messages were ready because their
+    groups held them back (an earlier message of the group in flight or
+    waiting for its retry, or the group at its group_limit)."""
     limited_by: Optional[str] = None
     retry_after_ms: Optional[int] = None
     limited: bool = False
     paused: bool = False
+    groups_busy: bool = False
 
 
 @dataclass
@@ -585,6 +589,7 @@ class Queue:
         res.retry_after_ms = r.get("retry_after_ms")
         res.limited = bool(r.get("limited", False))
         res.paused = bool(r.get("paused", False))
+        res.groups_busy = bool(r.get("groups_busy", False))
         return res
 
     def ack(self, receipt: str) -> None:
