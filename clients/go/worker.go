@@ -256,8 +256,8 @@ func (w *Worker) claimLoop(ctx context.Context) error {
 }
 
 // valuesOnly is a context with the values of another but never done: the
-// handlers' contexts keep the values of Run's (trace ids, loggers) but are
-// not cancelled with it.
+// handlers' contexts keep the values of Run's (loggers, ...) but are not
+// cancelled with it.
 type valuesOnly struct{ context.Context }
 
 func (valuesOnly) Deadline() (time.Time, bool) { return time.Time{}, false }
@@ -265,7 +265,8 @@ func (valuesOnly) Done() <-chan struct{}       { return nil }
 func (valuesOnly) Err() error                  { return nil }
 
 func (w *Worker) start(ctx context.Context, m *Message) {
-	hctx, cancel := context.WithCancel(valuesOnly{ctx})
+	// The handler continues the message's trace: what it sends carries it.
+	hctx, cancel := context.WithCancel(w.client.handlerContext(valuesOnly{ctx}, m))
 	r := &running{msg: m, ctx: hctx, cancel: cancel, beatStop: make(chan struct{})}
 	w.mu.Lock()
 	w.running[r] = struct{}{}
