@@ -21,7 +21,8 @@ const MaxErrorBytes = 4096
 // (or panicking) nacks it with the error's text. ctx is cancelled when the
 // message's lease was lost (another worker may have it now) or when the
 // worker released the message at its shutdown deadline: long work should
-// watch it.
+// watch it. ctx carries the message's trace (the package documentation's
+// Tracing): what the handler sends with it continues the trace.
 type Handler func(ctx context.Context, m *Message) error
 
 // WorkerOptions are the options of a Worker; the zero value of each is its
@@ -43,8 +44,9 @@ type WorkerOptions struct {
 	// MaxBackoff: the cap of the backoff while the server is away; 5 s by
 	// default.
 	MaxBackoff time.Duration
-	// Logger: where the worker logs what it does; by default log.Default(),
-	// Discard for silence.
+	// Logger: where the worker logs what it does (the package
+	// documentation's Logging); by default log.Default(), Discard for
+	// silence.
 	Logger Logger
 }
 
