@@ -51,6 +51,7 @@ type Client struct {
 	maxBackoff     time.Duration
 	idempotentSend bool
 	logger         Logger
+	propagator     TracePropagator // nil: none
 	tlsConfig      *tls.Config
 	httpClient     *http.Client
 	transport      *http.Transport // ours, closed by Close; nil when given

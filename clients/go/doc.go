@@ -44,6 +44,71 @@
 // the lease of each message while its handler runs, acks or nacks, waits
 // out a server that is away, and stops gracefully when its context ends.
 //
+// # Tracing
+//
+// Messages carry W3C Trace Context (https://www.w3.org/TR/trace-context/)
+// in their headers traceparent and tracestate, as with the Python and
+// Node.js clients. A send (Send, SendBatch) adds the trace of its
+// context.Context to each message that has no traceparent header of its
+// own (one given in Headers is sent as it is); a send outside any trace
+// adds nothing. The trace of a context is what the client's
+// TracePropagator injects (WithTracePropagator; none by default), else
+// the trace headers the context carries: a worker runs each handler with
+// those of its message, so what the handler sends continues the trace,
+// and WithTraceHeaders puts an incoming request's in a context. A
+// traceparent that is not valid W3C Trace Context (lowercase hex, ids not
+// all zero) is never carried. Client.TraceHeaders says what a send would
+// carry.
+//
+//	ctx = sqlq.WithTraceHeaders(ctx, r.Header.Get("traceparent"), r.Header.Get("tracestate"))
+//	_, err = q.Send(ctx, sqlq.Outgoing{Payload: "..."}) // carries them
+//
+// With OpenTelemetry, its propagator fits TracePropagator in a few lines
+// (this module does not import OpenTelemetry). Sends then inject the span
+// of their context, and the worker runs each handler with the context
+// extracted from the message, so a span the handler starts is a child of
+// the sender's:
+//
+//	import (
+//		"go.opentelemetry.io/otel"
+//		"go.opentelemetry.io/otel/propagation"
+//		"go.opentelemetry.io/otel/trace"
+//	)
+//
+//	// otelPropagation adapts OpenTelemetry's propagator to sqlq's.
+//	type otelPropagation struct{ p propagation.TextMapPropagator }
+//
+//	func (o otelPropagation) Inject(ctx context.Context, headers map[string]string) {
+//		o.p.Inject(ctx, propagation.MapCarrier(headers))
+//	}
+//
+//	func (o otelPropagation) Extract(ctx context.Context, headers map[string]string) context.Context {
+//		return o.p.Extract(ctx, propagation.MapCarrier(headers))
+//	}
+//
+//	c, err := sqlq.New(url, sqlq.WithTracePropagator(otelPropagation{otel.GetTextMapPropagator()}))
+//	w := sqlq.NewWorker(c, "emails", func(ctx context.Context, m *sqlq.Message) error {
+//		ctx, span := otel.Tracer("mailer").Start(ctx, "process emails",
+//			trace.WithSpanKind(trace.SpanKindConsumer))
+//		defer span.End()
+//		return sendMail(ctx, m.Payload)
+//	}, sqlq.WorkerOptions{})
+//
+// # Logging
+//
+// A worker logs what the Python and Node.js workers log, in their words,
+// to WorkerOptions.Logger (log.Default() unless set; anything with Printf;
+// Discard for silence): each line starts with its level (INFO, WARN or
+// ERROR) and "sqlq worker NAME: ". It says when it started and stopped
+// (with its counts), when a handler failed (WARN: the message is retried
+// after the queue's backoff; ERROR: it is now a dead letter; a panic's
+// stack follows the line), when a lease was lost and the ack or nack then
+// refused, when a call failed for want of the server (on its first try and
+// every tenth, with the delay) and when it works again, and what it
+// released at the shutdown deadline. Nothing is logged for a message
+// handled without trouble. A Client logs its own retries as warnings with
+// WithLogger (nothing by default).
+//
 // # Errors
 //
 // Every failed call returns an *Error with the server's Code (stable:

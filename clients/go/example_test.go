@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -73,6 +74,18 @@ func ExampleWorker() {
 	if err := w.Run(ctx); err != nil {
 		log.Fatal(err)
 	}
+}
+
+func ExampleWithTraceHeaders() {
+	c, _ := sqlq.New("http://127.0.0.1:8080")
+	// An HTTP handler hands its work to a queue: the message carries the
+	// request's trace, and so does what the message's handler sends.
+	http.HandleFunc("/signup", func(w http.ResponseWriter, r *http.Request) {
+		ctx := sqlq.WithTraceHeaders(r.Context(), r.Header.Get("traceparent"), r.Header.Get("tracestate"))
+		if _, err := c.Queue("emails").Send(ctx, sqlq.Outgoing{Payload: r.FormValue("email")}); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	})
 }
 
 func ExampleError() {

@@ -233,7 +233,8 @@ type SendResult struct {
 
 // Send sends one message and returns its id (that of the message already
 // there when its dedup key matched one). It returns once the server
-// committed it.
+// committed it. Unless m.Headers has a traceparent of its own, the
+// message carries the trace of ctx: see Client.TraceHeaders.
 func (q *Queue) Send(ctx context.Context, m Outgoing) (int64, error) {
 	r, err := q.SendBatch(ctx, []Outgoing{m})
 	if err != nil {
@@ -243,7 +244,10 @@ func (q *Queue) Send(ctx context.Context, m Outgoing) (int64, error) {
 }
 
 // SendBatch sends many messages in one commit: all are stored, or none.
+// Each message without a traceparent header of its own carries the trace
+// of ctx (Client.TraceHeaders; as Send does).
 func (q *Queue) SendBatch(ctx context.Context, msgs []Outgoing) (*SendResult, error) {
+	msgs = q.client.withTrace(ctx, msgs)
 	wire := make([]map[string]any, len(msgs))
 	idem := len(msgs) > 0
 	for i, m := range msgs {

@@ -21,7 +21,8 @@ const MaxErrorBytes = 4096
 // (or panicking) nacks it with the error's text. ctx is cancelled when the
 // message's lease was lost (another worker may have it now) or when the
 // worker released the message at its shutdown deadline: long work should
-// watch it.
+// watch it. ctx carries the message's trace (the package documentation's
+// Tracing): what the handler sends with it continues the trace.
 type Handler func(ctx context.Context, m *Message) error
 
 // WorkerOptions are the options of a Worker; the zero value of each is its
@@ -43,8 +44,9 @@ type WorkerOptions struct {
 	// MaxBackoff: the cap of the backoff while the server is away; 5 s by
 	// default.
 	MaxBackoff time.Duration
-	// Logger: where the worker logs what it does; by default log.Default(),
-	// Discard for silence.
+	// Logger: where the worker logs what it does (the package
+	// documentation's Logging); by default log.Default(), Discard for
+	// silence.
 	Logger Logger
 }
 
@@ -155,7 +157,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.lease = w.opts.Lease
 	if w.lease <= 0 {
 		var st *QueueStatus
-		err := w.withRetry(ctx, "reading the queue's lease", func() (err error) {
+		err := w.withRetry(ctx, "stats", func() (err error) {
 			st, err = w.queue.Stats(ctx)
 			return err
 		})
@@ -167,7 +169,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		w.lease = time.Duration(st.Options.LeaseMs) * time.Millisecond
 	}
-	w.logf("INFO", "queue=%s concurrency=%d lease=%v", w.queue.name, w.opts.Concurrency, w.lease)
+	w.logf("INFO", "started on queue %s (concurrency %d, lease %d ms)", w.queue.name,
+		w.opts.Concurrency, w.lease.Milliseconds())
 	err := w.claimLoop(ctx)
 	w.shutdown()
 	return err
@@ -180,7 +183,7 @@ func (w *Worker) withRetry(ctx context.Context, what string, fn func() error) er
 		err := fn()
 		if err == nil || !transient(err) || ctx.Err() != nil {
 			if err == nil && attempt > 0 {
-				w.logf("INFO", "%s works again", what)
+				w.worksAgain(what, attempt)
 			}
 			return err
 		}
@@ -197,10 +200,25 @@ func (w *Worker) pause(ctx context.Context, attempt int, what string, err error)
 	if errors.As(err, &e) && e.RetryAfter > delay {
 		delay = e.RetryAfter
 	}
-	if attempt == 0 || attempt%10 == 0 {
-		w.logf("WARN", "%s failed (%v); retrying in %v", what, err, delay.Round(time.Millisecond))
-	}
+	w.retrying(what, err, delay, attempt)
 	return sleep(ctx, delay) == nil
+}
+
+// logEvery: a call that keeps failing is logged on its first failure and
+// then every this many tries, not at each one.
+const logEvery = 10
+
+// retrying logs a call that failed for want of the server, on its first
+// failure and every logEvery tries after it.
+func (w *Worker) retrying(what string, err error, delay time.Duration, attempt int) {
+	if attempt%logEvery == 0 {
+		w.logf("WARN", "%s failed (%v); retrying in %.2fs (try %d)", what, err, delay.Seconds(), attempt+1)
+	}
+}
+
+// worksAgain logs a call that went through after attempts failed tries.
+func (w *Worker) worksAgain(what string, attempts int) {
+	w.logf("INFO", "%s works again after %d failed tries", what, attempts)
 }
 
 func (w *Worker) claimLoop(ctx context.Context) error {
@@ -236,13 +254,13 @@ func (w *Worker) claimLoop(ctx context.Context) error {
 			continue
 		}
 		if failures > 0 {
-			w.logf("INFO", "claim works again")
+			w.worksAgain("claim", failures)
 			failures = 0
 		}
 		for _, m := range res.Messages {
 			if ctx.Err() != nil {
 				// Claimed as the worker stopped: given back unworked.
-				w.release(&running{msg: m, cancel: func() {}}, "the worker stopped as it claimed the message")
+				w.release(&running{msg: m, cancel: func() {}}, "the worker stopped as it claimed the message", true)
 				continue
 			}
 			w.start(ctx, m)
@@ -256,8 +274,8 @@ func (w *Worker) claimLoop(ctx context.Context) error {
 }
 
 // valuesOnly is a context with the values of another but never done: the
-// handlers' contexts keep the values of Run's (trace ids, loggers) but are
-// not cancelled with it.
+// handlers' contexts keep the values of Run's (loggers, ...) but are not
+// cancelled with it.
 type valuesOnly struct{ context.Context }
 
 func (valuesOnly) Deadline() (time.Time, bool) { return time.Time{}, false }
@@ -265,7 +283,8 @@ func (valuesOnly) Done() <-chan struct{}       { return nil }
 func (valuesOnly) Err() error                  { return nil }
 
 func (w *Worker) start(ctx context.Context, m *Message) {
-	hctx, cancel := context.WithCancel(valuesOnly{ctx})
+	// The handler continues the message's trace: what it sends carries it.
+	hctx, cancel := context.WithCancel(w.client.handlerContext(valuesOnly{ctx}, m))
 	r := &running{msg: m, ctx: hctx, cancel: cancel, beatStop: make(chan struct{})}
 	w.mu.Lock()
 	w.running[r] = struct{}{}
@@ -362,14 +381,12 @@ func (w *Worker) heartbeat(r *running) {
 		case err == nil:
 			next = every
 		case errors.Is(err, ErrStaleReceipt) || errors.Is(err, ErrNotFound):
-			w.logf("WARN", "the lease of message %d was lost (its ack will be refused): %v", r.msg.ID, err)
+			w.logf("WARN", "lease of message %d lost, another worker may have it "+
+				"(the handler still runs; its outcome will be refused): %v", r.msg.ID, err)
 			r.cancel()
 			return
-		case transient(err):
+		default: // for want of the server, or refused: tried again soon
 			w.logf("WARN", "extending the lease of message %d failed (%v); retrying", r.msg.ID, err)
-			next = soon
-		default:
-			w.logf("ERROR", "extending the lease of message %d failed: %v", r.msg.ID, err)
 			next = soon
 		}
 	}
@@ -413,13 +430,13 @@ func (w *Worker) finish(r *running, herr error) {
 		w.logf("INFO", "%s of message %d: %v (an earlier try went through)", what, m.ID, err)
 		outcome = "done"
 	case errors.Is(err, ErrNotFound) || errors.Is(err, ErrStaleReceipt):
-		w.logf("WARN", "%s of message %d refused, its lease was lost (another worker has it): %v", what, m.ID, err)
+		w.logf("WARN", "%s of message %d refused, its lease was lost: %v", what, m.ID, err)
 		w.lost.Add(1)
 		return
 	case errDeadline == err:
 		return
 	default:
-		w.logf("ERROR", "%s of message %d failed: %v", what, m.ID, err)
+		w.logf("ERROR", "%s of message %d failed: %v; it is delivered again when its lease ends", what, m.ID, err)
 		return
 	}
 	if herr == nil {
@@ -427,8 +444,28 @@ func (w *Worker) finish(r *running, herr error) {
 		return
 	}
 	w.nacked.Add(1)
-	first, _, _ := strings.Cut(text, "\n")
-	w.logf("WARN", "message %d (attempt %d) failed, %s: %s", m.ID, m.Attempt, outcome, first)
+	w.handlerFailed(m, text, outcome)
+}
+
+// handlerFailed logs a handler's failure once its message was nacked;
+// outcome is the nack's: "retry", "dead", or anything else when not known.
+// The line is the error text's first line; the rest (a panic's stack)
+// follows it.
+func (w *Worker) handlerFailed(m *Message, text, outcome string) {
+	first, rest, _ := strings.Cut(text, "\n")
+	if rest != "" {
+		rest = "\n" + rest
+	}
+	head := fmt.Sprintf("message %d of %s failed on attempt %d", m.ID, w.queue.name, m.Attempt)
+	if outcome == "dead" {
+		w.logf("ERROR", "%s, now a dead letter: %s%s", head, first, rest)
+		return
+	}
+	then := "nacked"
+	if outcome == "retry" {
+		then = "retried after the queue's backoff"
+	}
+	w.logf("WARN", "%s, %s: %s%s", head, then, first, rest)
 }
 
 var errDeadline = errors.New("the shutdown deadline passed")
@@ -440,6 +477,9 @@ func (w *Worker) retryOutcome(what string, fn func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := fn()
 		if err == nil || !transient(err) {
+			if err == nil && attempt > 0 {
+				w.worksAgain(what, attempt)
+			}
 			return err
 		}
 		delay := backoffDelay(attempt, 50*time.Millisecond, w.opts.MaxBackoff)
@@ -453,7 +493,7 @@ func (w *Worker) retryOutcome(what string, fn func() error) error {
 				delay = left
 			}
 		}
-		w.logf("WARN", "%s failed (%v); retrying in %v", what, err, delay.Round(time.Millisecond))
+		w.retrying(what, err, delay, attempt)
 		time.Sleep(delay)
 	}
 }
@@ -466,9 +506,7 @@ func (w *Worker) shutdown() {
 	w.mu.Lock()
 	n := len(w.running)
 	w.mu.Unlock()
-	if n > 0 {
-		w.logf("INFO", "stopping: no more claims, %d handler(s) running", n)
-	}
+	w.logf("INFO", "stopping: no more claims, %d handler(s) running", n)
 	done := make(chan struct{})
 	go func() {
 		w.wg.Wait()
@@ -494,7 +532,7 @@ func (w *Worker) shutdown() {
 			r.released = true
 			r.stopBeat()
 			w.release(r, fmt.Sprintf("worker %s stopped before the handler finished (shutdown timeout %v)",
-				w.opts.Name, w.opts.ShutdownTimeout))
+				w.opts.Name, w.opts.ShutdownTimeout), false)
 			r.cancel()
 		}
 		r.mu.Unlock()
@@ -510,12 +548,17 @@ const ReleasedPrefix = "released: "
 // release gives a message back unfinished: ready again at once, for another
 // consumer. The HTTP API has no release that leaves the attempt uncounted,
 // so this is a nack with no delay and an error text that says why.
-func (w *Worker) release(r *running, why string) {
+// unworked: claimed as the worker stopped, its handler never ran.
+func (w *Worker) release(r *running, why string, unworked bool) {
 	_, err := r.msg.NackAfter(context.Background(), ReleasedPrefix+why, 0)
 	if err != nil {
 		w.logf("ERROR", "release of message %d failed (it comes back when its lease ends): %v", r.msg.ID, err)
 		return
 	}
 	w.released.Add(1)
-	w.logf("WARN", "message %d released unfinished", r.msg.ID)
+	if unworked {
+		w.logf("WARN", "message %d released unworked: it was claimed as the worker stopped", r.msg.ID)
+		return
+	}
+	w.logf("WARN", "message %d released unfinished at the shutdown deadline", r.msg.ID)
 }

@@ -38,7 +38,9 @@ func runWorker(t *testing.T, c *sqlq.Client, queue string, h sqlq.Handler, opts 
 	if opts.Wait == 0 {
 		opts.Wait = 2 * time.Second
 	}
-	opts.Logger = log.New(os.Stderr, t.Name()+" ", log.Lmicroseconds)
+	if opts.Logger == nil {
+		opts.Logger = log.New(os.Stderr, t.Name()+" ", log.Lmicroseconds)
+	}
 	w := sqlq.NewWorker(c, queue, h, opts)
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), runKey{}, t.Name()))
 	done := make(chan error, 1)
