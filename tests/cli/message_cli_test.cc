@@ -233,8 +233,7 @@ TEST_F(MessageCliTest, OrderedGroupsFromTheCommandLine) {
        {Json({"claim", "ord"}), Human({"claim", "ord"})}) {
     EXPECT_EQ(busy.exit_code, kOk) << Show(busy);
     EXPECT_EQ(busy.out, "") << Show(busy);
-    EXPECT_NE(busy.err.find("their groups hold them back"),
-              std::string::npos)
+    EXPECT_NE(busy.err.find("their groups hold them back"), std::string::npos)
         << Show(busy);
   }
   One({"ack", "ord", first["receipt"]});
