@@ -38,6 +38,22 @@ class CheckTest(unittest.TestCase):
         run.ops = ops
         return run.check(bound=35.0)
 
+    def test_a_gap_past_the_clusters_outage_plus_the_margin_is_reported(self):
+        run = history.Run([])
+        # Two faults at t=10 and t=40, each with a 4 s cluster outage; sends
+        # and claims come back 3 s after the first (within the goal) and
+        # 12 s after the second (past it).
+        times = [t for t in range(60)
+                 if not 10 <= t < 13 and not 40 <= t < 52]
+        run.ops = [send(t, i) for i, t in enumerate(times)]
+        run.ops += [claim("consumer0", t + 0.1, i, f"r{i}", at=1000.0 + t)
+                    for i, t in enumerate(times)]
+        run.faults = [("primary-kill", 10.0, 20.0), ("pause", 40.0, 50.0)]
+        run.outages = [4.0, 4.0]
+        f = run.check(bound=35.0)
+        self.assertEqual([g["fault"] for g in f["over_goal"]], ["pause"])
+        self.assertAlmostEqual(f["over_goal"][0]["send_gap"], 12.01)
+
     def test_a_stale_ack_after_the_lease_ran_out_and_a_new_claim_is_right(self):
         f = self.check([
             send(0, 1),

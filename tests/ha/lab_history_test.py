@@ -31,6 +31,7 @@ START_ARGS = os.environ.get("SQLQ_HA_START", "").split()
 EXPECT_LOSS = os.environ.get("SQLQ_HA_EXPECT_LOSS") == "1"
 FAULTS = os.environ.get("SQLQ_HA_FAULTS", "primary-kill,switchover").split(",")
 CYCLES = int(os.environ.get("SQLQ_HA_CYCLES", "2"))
+KEEP_LOGS = os.environ.get("SQLQ_HA_KEEP_LOGS") == "1"
 # The cluster's failover (up to 25 s measured in the lab) + the clients'
 # retry budget (30 s) + the database's TCP timeouts (10 s) + a margin.
 BOUND_S = 70.0
@@ -231,7 +232,10 @@ class LabHistory(unittest.TestCase):
             for w in workers:
                 if w.poll() is None:
                     w.kill()
-            if not finished or run.lab_errors or not history.is_clean(f):
+            # The logs are kept when something is to be explained, or when
+            # asked for (SQLQ_HA_KEEP_LOGS=1).
+            if (not finished or run.lab_errors or not history.is_clean(f)
+                    or f["over_goal"] or KEEP_LOGS):
                 print("the lab's logs:", lab.keep_logs(), file=sys.stderr)
             lab.stop()
             logs.cleanup()
