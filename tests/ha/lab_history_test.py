@@ -97,19 +97,29 @@ class Lab:
             new = self.run("leader", "--not", old, "--timeout", "120")
             if self.kind.startswith("patroni") and "--async" not in START_ARGS:
                 self.wait_for_a_sync_standby(new)
+        elif name == "replica-kill" and self.kind.startswith("patroni") \
+                and "--async" not in START_ARGS:
+            # When the killed replica was the synchronous standby, the
+            # primary holds every commit until Patroni names another one.
+            killed = re.search(r"\((\d+\.\d+\.\d+\.\d+)\)", p.stderr)
+            self.wait_for_a_sync_standby(
+                old, not_addr=killed.group(1) if killed else None)
 
-    def wait_for_a_sync_standby(self, leader: str) -> None:
-        """Waits until a standby replicates synchronously from `leader`:
-        with synchronous replication a new primary acknowledges no commit
-        before, so the cluster takes no write until then."""
+    def wait_for_a_sync_standby(self, leader: str,
+                                not_addr: str | None = None) -> None:
+        """Waits until a standby (other than `not_addr`) replicates
+        synchronously from `leader`: with synchronous replication a primary
+        acknowledges no commit before, so the cluster takes no write until
+        then."""
         url = re.sub(r"@[^/]*/", f"@{leader}:5432/", self.url)
+        other = f" AND client_addr <> '{not_addr}'" if not_addr else ""
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
                 p = subprocess.run(
                     ["psql", "-XAtq", url, "-c",
                      "SELECT count(*) FROM pg_stat_replication "
-                     "WHERE sync_state = 'sync'"],
+                     "WHERE sync_state = 'sync'" + other],
                     capture_output=True, text=True,
                     env=dict(os.environ, PGCONNECT_TIMEOUT="2"), timeout=10)
                 if p.returncode == 0 and p.stdout.strip() not in ("", "0"):
