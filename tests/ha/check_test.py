@@ -53,6 +53,14 @@ class CheckTest(unittest.TestCase):
         f = run.check(bound=35.0)
         self.assertEqual([g["fault"] for g in f["over_goal"]], ["pause"])
         self.assertAlmostEqual(f["over_goal"][0]["send_gap"], 12.01)
+        # A plain client's writes stalled 10 s after the second fault (the
+        # cluster stalled again after its failover): 12 s is within 10 + 5.
+        run.cluster_writes = lambda: [t + 0.5 for t in range(60)
+                                      if not 10 <= t < 12
+                                      and not 41 <= t < 50]
+        f = run.check(bound=35.0)
+        self.assertEqual(f["over_goal"], [])
+        self.assertEqual([g["write_outage"] for g in f["gaps"]], [2.5, 10.0])
 
     def test_a_stale_ack_after_the_lease_ran_out_and_a_new_claim_is_right(self):
         f = self.check([

@@ -190,6 +190,45 @@ class Lab:
         subprocess.run([LAB, "stop", self.dir], capture_output=True)
 
 
+class WriteProbe:
+    """A plain client of a Galera cluster (the mariadb command-line
+    client, through the cluster's HAProxy, a new connection each time)
+    writing one row about five times a second: the cluster's own write
+    availability, which can stall again after its failover (a new view
+    that fails to install) where the lab's account of the failover ends.
+    The table is not an sqlq one, so the nodes' digests leave it out."""
+
+    def __init__(self, url: str) -> None:
+        user, pw, host, port, db = re.match(
+            r"mysql://([^:]+):([^@]+)@([^:/]+):(\d+)/(\w+)", url).groups()
+        self._base = ["mariadb", "--no-defaults", "-N", "-B",
+                      "--connect-timeout=2", "-h", host, "-P", port,
+                      "-u", user, f"-p{pw}", db, "-e"]
+        self.times: list[float] = []
+        self._stop = threading.Event()
+        _out(self._base + ["CREATE TABLE IF NOT EXISTS ha_probe "
+                           "(id INT PRIMARY KEY, at DATETIME(6))"])
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                p = subprocess.run(
+                    self._base + ["SET SESSION innodb_lock_wait_timeout = 2; "
+                                  "REPLACE INTO ha_probe VALUES (1, NOW(6))"],
+                    capture_output=True, timeout=5)
+                if p.returncode == 0:
+                    self.times.append(time.monotonic())
+            except subprocess.TimeoutExpired:
+                pass
+            self._stop.wait(0.2)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
 @unittest.skipUnless(os.geteuid() == 0, "the lab needs root")
 class LabHistory(unittest.TestCase):
     @staticmethod
@@ -204,12 +243,16 @@ class LabHistory(unittest.TestCase):
 
     def test_faults_in_a_loop_lose_nothing(self) -> None:
         lab = Lab(KIND)
+        probe: WriteProbe | None = None
         workers: list[subprocess.Popen] = []
         logs = tempfile.TemporaryDirectory(prefix="sqlq-ha-workers-")
         finished = False
         try:
             lab.start_sqlq()
             run = history.Run([lab.http], lease_ms=LEASE_MS, token=lab.token)
+            if KIND == "galera":
+                probe = WriteProbe(lab.url)
+                run.cluster_writes = lambda: list(probe.times)
             run.start()
             outs = []
             for node, mode in zip(lab.worker_nodes, ("python", "cli")):
@@ -239,6 +282,8 @@ class LabHistory(unittest.TestCase):
             f["lab_errors"] = run.lab_errors
             finished = True
         finally:
+            if probe is not None:
+                probe.stop()
             for w in workers:
                 if w.poll() is None:
                     w.kill()
