@@ -268,13 +268,13 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
         FormatReceipt({.id = m.id, .attempt = m.attempt, .token = r->token});
   }
   // Nothing came from a queue whose groups can hold ready messages back:
-  // say so when one is ready (a read, on this empty path only).
+  // say so when one is ready (a read, on this empty path only). The note
+  // only informs: a failed read leaves it unset and the claim stands.
   if (r->outcome.messages.empty() && note.limited_by.empty() &&
       BlockedByGroups(qo)) {
     auto ready_in = ReadyIn(impl);
-    if (!ready_in.ok()) return ready_in.status();
-    note.groups_busy =
-        ready_in->has_value() && **ready_in <= std::chrono::microseconds(0);
+    note.groups_busy = ready_in.ok() && ready_in->has_value() &&
+                       **ready_in <= std::chrono::microseconds(0);
   }
   return std::move(r->outcome.messages);
 }
