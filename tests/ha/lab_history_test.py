@@ -289,9 +289,11 @@ class LabHistory(unittest.TestCase):
                 if w.poll() is None:
                     w.kill()
             # The logs are kept when something is to be explained, or when
-            # asked for (SQLQ_HA_KEEP_LOGS=1).
-            if (not finished or run.lab_errors or not history.is_clean(f)
-                    or f["over_goal"] or KEEP_LOGS):
+            # asked for (SQLQ_HA_KEEP_LOGS=1). A negative control's loss is
+            # expected, not to be explained.
+            if (not finished or run.lab_errors or KEEP_LOGS
+                    or (not EXPECT_LOSS and (not history.is_clean(f)
+                                             or f["over_goal"]))):
                 print("the lab's logs:", lab.keep_logs(), file=sys.stderr)
             lab.stop()
             logs.cleanup()
