@@ -61,6 +61,17 @@ def _out(args: list[str]) -> str:
                           text=True).stdout.strip()
 
 
+def mariadb_command(url: str, host: str | None = None) -> list[str]:
+    """The mariadb command-line client's arguments for the database of a
+    mysql:// URL (on `host` instead of the URL's host and port when
+    given), up to `-e`, which takes the statements."""
+    user, pw, url_host, port, db = re.match(
+        r"mysql://([^:]+):([^@]+)@([^:/]+)(?::(\d+))?/(\w+)", url).groups()
+    where = ["-h", host] if host else ["-h", url_host, "-P", port or "3306"]
+    return ["mariadb", "--no-defaults", "-N", "-B", "--connect-timeout=2",
+            *where, "-u", user, f"-p{pw}", db, "-e"]
+
+
 class Lab:
     def __init__(self, kind: str) -> None:
         env = history.script_vars([LAB, "start", kind, *START_ARGS])
@@ -151,10 +162,7 @@ class Lab:
                 query = _out(["psql", "-XAtq", url, "-c", PG_DIGEST])
                 sums.append(_out(["psql", "-XAtq", url, "-c", query]))
             else:
-                user, pw, db = re.match(r"mysql://([^:]+):([^@]+)@[^/]+/(\w+)",
-                                        self.url).groups()
-                base = ["mariadb", "--no-defaults", "-N", "-B", "-h", node,
-                        "-u", user, f"-p{pw}", db, "-e"]
+                base = mariadb_command(self.url, host=node)
                 tables = _out(base + [MY_TABLES])
                 sums.append(_out(base + [f"CHECKSUM TABLE {tables}"]))
         return sums
@@ -200,11 +208,7 @@ class WriteProbe:
     The table is not an sqlq one, so the nodes' digests leave it out."""
 
     def __init__(self, url: str) -> None:
-        user, pw, host, port, db = re.match(
-            r"mysql://([^:]+):([^@]+)@([^:/]+):(\d+)/(\w+)", url).groups()
-        self._base = ["mariadb", "--no-defaults", "-N", "-B",
-                      "--connect-timeout=2", "-h", host, "-P", port,
-                      "-u", user, f"-p{pw}", db, "-e"]
+        self._base = mariadb_command(url)
         self.times: list[float] = []
         self._stop = threading.Event()
         _out(self._base + ["CREATE TABLE IF NOT EXISTS ha_probe "
