@@ -278,6 +278,74 @@ Result<RunResult> RunRateLimited(WorkQueue q, int threads, double rate,
 
 // Claims and acks until the queue is empty. With `ack_next`, a consumer
 // that claimed one message acks it and claims the next in one call.
+// A graph of jobs run to completion: `total` jobs in layers of `width`,
+// each job of a layer after the first waiting for two of the layer before
+// (the one above it and its neighbour); `dependent` false sends the same
+// jobs without dependencies, for the same work with none. The whole graph
+// is sent (a layer a call), then `threads` consumers ack each job with
+// their next claim, waiting while nothing is ready, until every job is
+// done. The time is from the first send to the last ack.
+Result<RunResult> RunDag(WorkQueue q, long total, int width, int threads,
+                         bool dependent, std::size_t payload_size,
+                         const std::string& label) {
+  width = std::max(1, std::min(width, 1000));  // a send's batch limit
+  const std::string payload = Payload(payload_size);
+  const auto start = SteadyClock::now();
+  std::vector<std::int64_t> above;
+  for (long sent = 0; sent < total;) {
+    const int n = static_cast<int>(std::min<long>(width, total - sent));
+    std::vector<Message> layer(n, Message{.payload = payload});
+    if (dependent && !above.empty()) {
+      for (int i = 0; i < n; ++i) {
+        const std::size_t k = static_cast<std::size_t>(i) % above.size();
+        layer[i].depends_on = {above[k], above[(k + 1) % above.size()]};
+        if (layer[i].depends_on[0] == layer[i].depends_on[1]) {
+          layer[i].depends_on.pop_back();
+        }
+      }
+    }
+    auto ids = q.SendBatch(layer);
+    if (!ids.ok()) return ids.status();
+    above.clear();
+    for (const SendResult& r : *ids) above.push_back(r.id);
+    sent += n;
+  }
+  std::atomic<long> done{0};
+  std::mutex mu;
+  Status failure;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      std::optional<std::string> receipt;
+      while (done < total) {
+        auto r =
+            receipt ? q.AckAndClaim(*receipt, {.max = 1, .wait = Duration(100)})
+                    : q.Claim({.max = 1, .wait = Duration(100)});
+        if (receipt) ++done;
+        receipt.reset();
+        if (!r.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          failure = r.status();
+          done = total;  // the others stop too
+          return;
+        }
+        if (!r->empty()) receipt = std::move(r->front().receipt);
+      }
+      if (receipt) (void)q.Ack(*receipt);
+    });
+  }
+  Progress progress(label);
+  while (done < total) {
+    progress.Show(done, total);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (auto& t : pool) t.join();
+  progress.Done();
+  if (!failure.ok()) return failure;
+  return RunResult{.seconds = Seconds(SteadyClock::now() - start),
+                   .messages = total};
+}
+
 Result<RunResult> RunDrain(WorkQueue q, long total, int threads, int per_claim,
                            const std::string& ack, int prefetch,
                            const std::string& label) {
@@ -322,6 +390,12 @@ Result<RunResult> RunDrain(WorkQueue q, long total, int threads, int per_claim,
           if (receipts.size() == 1 && ack_next) {
             r = q.AckAndClaim(receipts[0], {.max = per_claim});
             s = r.status();
+          } else if (receipts.size() == 1 && ack == "nack") {
+            // The failure path: a failed attempt, retried at once the
+            // first time and dead-lettered the second (the queue allows
+            // two attempts, without backoff).
+            auto n = q.Nack(receipts[0], {.error = "bench"});
+            s = n.status();
           } else if (receipts.size() == 1) {
             s = q.Ack(receipts[0]);
           } else {
@@ -774,6 +848,8 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
                                   : workload == "drain-fair"       ? "df"
                                   : workload == "drain-limited"    ? "dl"
                                   : workload == "rate-limited"     ? "rl"
+                                  : workload == "dag"              ? "dg"
+                                  : workload == "dag-flat"         ? "dz"
                                                                    : "mx");
   (void)store.DropQueue(qname);
   QueueOptions qo{.lease = std::chrono::minutes(5),
@@ -782,6 +858,11 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
                                                         : GroupMode::kNone};
   // drain-limited: a limit that never binds, for what counting costs.
   if (workload == "drain-limited") qo.max_leased = kMaxLeasedLimit;
+  // --ack nack: each message fails twice (retried at once, then dead).
+  if (c.ack == "nack") {
+    qo.max_attempts = 2;
+    qo.backoff_base = qo.backoff_max = Duration(0);
+  }
   if (workload == "rate-limited") {
     qo.rate_limit = c.rate_limit;
     if (c.rate_burst > 0) qo.rate_burst = c.rate_burst;
@@ -835,6 +916,9 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
     if (!fill.ok()) return fill.status();
     r = RunListDeep(*q, std::min<long>(50, total / 10000),
                     workload == "list-deep-filter", label);
+  } else if (workload == "dag" || workload == "dag-flat") {
+    r = RunDag(*q, c.messages ? c.messages : 10000, c.batch,
+               c.threads ? c.threads : 4, workload == "dag", c.payload, label);
   } else if (workload == "mixed") {
     auto d = wire::ParseDuration(c.duration);
     if (!d.ok()) return d.status();
@@ -875,9 +959,9 @@ int Run(Config c) {
                                         "rotation-next"};
   // Not in "all": filling a queue of a million messages takes a while;
   // the grouped drains are compared with drain-1 at the same --threads.
-  const std::vector<std::string> also = {"list-deep",     "list-deep-filter",
-                                         "drain-ordered", "drain-fair",
-                                         "drain-limited", "rate-limited"};
+  const std::vector<std::string> also = {
+      "list-deep",     "list-deep-filter", "drain-ordered", "drain-fair",
+      "drain-limited", "rate-limited",     "dag",           "dag-flat"};
   if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
                                        "all") != c.workloads.end()) {
     c.workloads = all;
@@ -904,10 +988,11 @@ int Run(Config c) {
         "--producers/--consumers/--groups >= 1"));
   }
   if (!c.ack.empty() && c.ack != "each" && c.ack != "next" &&
-      c.ack != "worker") {
+      c.ack != "worker" && c.ack != "nack") {
     return out.Fail(Status::InvalidArgument(fmt::format(
         "--ack '{}': give each (ack, then claim), next (ack and claim the "
-        "next in one call) or worker (a Worker prefetching --prefetch)",
+        "next in one call), worker (a Worker prefetching --prefetch) or "
+        "nack (the failure path)",
         c.ack)));
   }
   if (c.prefetch < 1 || c.prefetch > 1000) {
@@ -1101,7 +1186,10 @@ int Main(int argc, char** argv) {
       "drain-fair (drain-1 on a queue of --groups groups, ordered or fair), "
       "drain-limited (drain-1 on a queue with a max_leased that never "
       "binds), rate-limited (claims for --duration from a queue limited to "
-      "--rate-limit claims a second: the rate it held) (these not in all); "
+      "--rate-limit claims a second: the rate it held), dag (--messages "
+      "jobs, default 10,000, in layers of --batch, each waiting for two of "
+      "the layer before, run to completion by --threads consumers), "
+      "dag-flat (the same jobs without dependencies) (these not in all); "
       "baseline-send-1, "
       "baseline-send-batch, "
       "baseline-drain-1, "
@@ -1136,8 +1224,10 @@ int Main(int argc, char** argv) {
                  "drain-1, workers: how a consumer holding one message "
                  "takes the next: each (ack, then claim; default for "
                  "drain-1), next (ack and claim the next in one call; "
-                 "default for workers) or worker (a Worker that prefetches "
-                 "--prefetch and acks with its next claim)");
+                 "default for workers), worker (a Worker that prefetches "
+                 "--prefetch and acks with its next claim) or nack (drain-1: "
+                 "each message nacked twice, retried then dead-lettered: "
+                 "the failure path; each nack counts as a message)");
   app.add_option("--prefetch", c.prefetch,
                  "--ack worker: messages each Worker claims at once "
                  "(default 10)");

@@ -176,6 +176,36 @@ struct AttemptError {
 };
 inline constexpr std::size_t kErrorHistory = 20;
 
+// What a waiting message does when a message it depends on dies
+// (Message::if_dependency_dies).
+enum class IfDependencyDies {
+  // It is cancelled too: dead-lettered with the error "cancelled: message
+  // N, which it depends on, died" (or "was deleted"); its own dependents
+  // then follow their policies in turn.
+  kCancel,
+  // It runs anyway, as if that one had completed.
+  kRun,
+  // It keeps waiting: the dead one, redriven into its queue and then
+  // completed, releases it.
+  kWait,
+};
+// "cancel", "run", "wait".
+std::string_view IfDependencyDiesName(IfDependencyDies v);
+// kInvalidArgument for another name.
+Result<IfDependencyDies> ParseIfDependencyDies(std::string_view name);
+
+// What a job's expiry does with it (Message::on_expiry).
+enum class ExpiryAction {
+  // Dead-lettered, with the error "expired: not started within N ms".
+  kDeadLetter,
+  // Deleted: not dead-lettered, not archived, gone as if acked.
+  kDrop,
+};
+// "dead", "drop".
+std::string_view ExpiryActionName(ExpiryAction action);
+// kInvalidArgument for another name.
+Result<ExpiryAction> ParseExpiryAction(std::string_view name);
+
 // One message to send.
 struct Message {
   std::string payload;  // bytes; any content, up to max_payload_bytes
@@ -198,8 +228,55 @@ struct Message {
   // whose GroupMode is kFair or kOrdered a message without one is in the
   // group "" (the empty string) with every other such message.
   std::string group;
+  // The job's kind ("email.send", "billing/invoice"): which handler a
+  // worker runs it with (docs/semantics.md, "Jobs"). Empty: none. Else
+  // 1..kMaxKind bytes of ASCII letters, digits and '_', '-', '.', ':', '/'.
+  // It follows the message to its dead letters, the archive and a
+  // dead-letter queue.
+  std::string kind;
+  // The job's own limits (docs/semantics.md, "Jobs"), unset for none:
+  // - timeout: the longest one attempt may run, 1ms..12h. A claim leases
+  //   the message for at most this; the workers stop extending its lease
+  //   there and fail the attempt with the error "timeout"; a worker that is
+  //   gone or frozen loses it at the same limit.
+  // - expire_after: it must be started (claimed) within this long after
+  //   its send, 1ms..365 days: the claim that finds it later dead-letters it
+  //   instead, with the error "expired: not started within N ms". Longer
+  //   than its delay (or than the wait for its run_at).
+  // - on_expiry: what that claim does with it: kDeadLetter (the default,
+  //   as above) or kDrop, which deletes it instead (no dead letter, no
+  //   archive; its dedup key is held as an ack holds it). Either way the
+  //   queue counts it in QueueStats::expired. kDrop needs expire_after.
+  std::optional<Duration> timeout;
+  std::optional<Duration> expire_after;
+  ExpiryAction on_expiry = ExpiryAction::kDeadLetter;
+  // The job's own retry policy, unset for the queue's (docs/semantics.md,
+  // "Jobs"):
+  // - max_attempts (1..1,000,000): dead-lettered once this many attempts
+  //   failed. It can lower the queue's max_attempts, not raise it: the
+  //   smaller of the two applies.
+  // - backoff_base, backoff_max (0..365 days): the retry delay after a
+  //   failed attempt, as the queue's backoff computes it, from these
+  //   instead of the queue's (the other one unset: the queue's).
+  std::optional<int> max_attempts;
+  std::optional<Duration> backoff_base, backoff_max;
+  // Dependencies (docs/semantics.md, "Dependencies"): the message waits
+  // (MessageState::kWaiting: stored, listed and counted, never claimed)
+  // until every message it depends on has completed (been acked), in any
+  // queue of the store; the ack that completes the last one makes it ready
+  // in the same transaction. depends_on: ids of messages sent before it
+  // (one already acked counts as completed); depends_on_batch: indexes of
+  // earlier messages of the same SendBatch. Together at most
+  // kMaxDependencies; not with a delay or run_at.
+  std::vector<std::int64_t> depends_on;
+  std::vector<std::size_t> depends_on_batch;
+  // What it does when one it depends on dies instead (dead-lettered,
+  // cancelled, or deleted).
+  IfDependencyDies if_dependency_dies = IfDependencyDies::kCancel;
 };
 inline constexpr std::size_t kMaxGroup = 255;
+inline constexpr std::size_t kMaxDependencies = 100;
+inline constexpr std::size_t kMaxKind = 128;
 
 struct SendResult {
   std::int64_t id = 0;
@@ -257,24 +334,101 @@ struct ClaimedMessage {
   Timestamp lease_expires_at;
   Headers headers;
   std::string group;
+  std::string kind;  // Message::kind
+  // Message::timeout, expire_after (the latter counted from enqueued_at)
+  // and on_expiry, and max_attempts.
+  std::optional<Duration> timeout;
+  std::optional<Duration> expire_after;
+  ExpiryAction on_expiry = ExpiryAction::kDeadLetter;
+  std::optional<int> max_attempts;
 };
 
+// What a nack does with the message (the outcomes of a job's handler).
+enum class NackAction {
+  // The attempt failed: retried after the delay (or the queue's backoff),
+  // dead-lettered once its attempts are used up.
+  kRetry,
+  // A failure no retry can mend: dead-lettered now, whatever attempts are
+  // left (a cancel is this, with its reason as the error).
+  kDead,
+  // Not now: claimable again after the delay, its attempt given back (the
+  // next claim gets the same attempt number) and no error recorded. Each
+  // snooze is counted on the message (MessageInfo::snoozes); once it has
+  // kMaxSnoozes of them, a snooze is a failed attempt (kRetry, with the
+  // error "snoozed 100 times"), so a job that snoozes for ever still ends
+  // in the dead letters.
+  kSnooze,
+};
+inline constexpr int kMaxSnoozes = 100;
+
 struct NackOptions {
-  // Retry after exactly this delay instead of the queue's backoff.
+  // Retry (or come back, for kSnooze) after exactly this delay instead of
+  // the queue's backoff (kSnooze: at once when unset).
   std::optional<Duration> delay;
   // Why the attempt failed; kept on the message and shown on its dead
-  // letter. At most 4096 bytes (longer text is cut).
+  // letter. At most 4096 bytes (longer text is cut). kSnooze keeps none.
   std::string error;
+  NackAction action = NackAction::kRetry;
 };
 
 // What Nack did with the message.
-enum class NackOutcome { kRetry, kDead };
+enum class NackOutcome { kRetry, kDead, kSnoozed };
+// "retry", "dead", "snooze".
+std::string_view NackActionName(NackAction action);
+// kInvalidArgument for another name.
+Result<NackAction> ParseNackAction(std::string_view name);
+
+// --- results and progress of jobs (docs/semantics.md "Results") ----------
+
+struct AckOptions {
+  // The job's result, kept in the ack's own transaction (acked with it, or
+  // neither) for ReadResult: any bytes, up to the queue's
+  // max_payload_bytes. Unset: nothing is kept, and the ack costs what an
+  // ack without options does.
+  std::optional<std::string> result;
+  // How long the result is kept after the ack (kMinResultTtl..kMaxResultTtl).
+  Duration result_ttl = std::chrono::hours(24);
+};
+inline constexpr Duration kMinResultTtl = std::chrono::seconds(1);
+inline constexpr Duration kMaxResultTtl = std::chrono::hours(24 * 30);
+// A progress note's limit, in bytes.
+inline constexpr std::size_t kMaxProgressNote = 4096;
+// How a wait for a job's result looks again for a job another process may
+// end (ReadResult, and the server's waits): after kResultFirstLook, then
+// twice as long each time, up to every kResultLookEvery.
+inline constexpr Duration kResultFirstLook = std::chrono::milliseconds(10);
+inline constexpr Duration kResultLookEvery = std::chrono::milliseconds(250);
+
+// Where a job is, as ReadResult sees it.
+enum class JobState { kReady, kDelayed, kLeased, kCompleted, kDead, kWaiting };
+// "ready", "delayed", "leased", "completed", "dead", "waiting".
+std::string_view JobStateName(JobState state);
+
+struct JobResult {
+  std::int64_t id = 0;
+  JobState state = JobState::kReady;
+  // Completed with a result (AckOptions::result), until its ttl runs out.
+  std::optional<std::string> result;
+  std::optional<Timestamp>
+      completed_at;  // completed with a result, or archived
+  // The last progress recorded (Progress), while the job runs and after.
+  std::optional<double> progress;
+  std::string note;
+  std::optional<Timestamp> progress_at;
+  std::string error;  // dead: its last error
+  int attempts = 0;   // deliveries so far, when the message is still known
+  // Completed or dead: what a wait for the result waits for.
+  bool ended() const {
+    return state == JobState::kCompleted || state == JobState::kDead;
+  }
+};
 
 struct QueueStats {
   std::string name;
   std::int64_t ready = 0;    // claimable now (including expired leases)
   std::int64_t delayed = 0;  // waiting for their delay or retry backoff
   std::int64_t leased = 0;   // held under a live lease
+  std::int64_t waiting = 0;  // for messages they depend on
   std::int64_t dead = 0;
   std::int64_t archived = 0;
   // How long the longest-waiting ready message has been claimable; 0 if none.
@@ -286,6 +440,9 @@ struct QueueStats {
   std::int64_t nacks = 0;
   std::int64_t expirations = 0;  // leases that ran out before an ack
   std::int64_t dead_lettered = 0;
+  // Jobs not started by their expiry (Message::expire_after), whether
+  // dead-lettered (also counted in nacks and dead_lettered) or dropped.
+  std::int64_t expired = 0;
   bool paused = false;  // WorkQueue::Pause
 };
 
@@ -299,6 +456,7 @@ struct DeadLetter {
   Timestamp died_at;
   Headers headers;
   std::vector<AttemptError> errors;  // oldest first
+  std::string kind;
 };
 
 struct ArchivedMessage {
@@ -311,6 +469,7 @@ struct ArchivedMessage {
   Timestamp completed_at;
   Headers headers;
   std::vector<AttemptError> errors;  // oldest first
+  std::string kind;
 };
 
 // Paging for listings: up to `limit` entries with id greater than `after_id`,
@@ -323,8 +482,16 @@ struct ListOptions {
 // Where a message is. Ready, delayed and leased messages are in the queue
 // (a message whose lease ran out is ready again); dead letters and archived
 // messages have left it.
-enum class MessageState { kReady, kDelayed, kLeased, kDead, kArchived };
-// "ready", "delayed", "leased", "dead", "archived".
+// kWaiting: for the messages it depends on (Message::depends_on).
+enum class MessageState {
+  kReady,
+  kDelayed,
+  kLeased,
+  kDead,
+  kArchived,
+  kWaiting
+};
+// "ready", "delayed", "leased", "dead", "archived", "waiting".
 std::string_view MessageStateName(MessageState state);
 // kInvalidArgument for another name.
 Result<MessageState> ParseMessageState(std::string_view name);
@@ -339,6 +506,13 @@ struct MessageInfo {
   Headers headers;
   std::string dedup_key;  // in the queue only
   std::string group;      // in the queue and the dead letters
+  std::string kind;       // Message::kind
+  std::optional<Duration> timeout, expire_after;  // Message's
+  ExpiryAction on_expiry = ExpiryAction::kDeadLetter;
+  std::optional<int> max_attempts;  // Message's
+  std::optional<Duration> backoff_base, backoff_max;
+  // Times it was snoozed (NackAction::kSnooze); in the queue only.
+  int snoozes = 0;
   Timestamp enqueued_at;
   // In the queue: when it is (or was) claimable, or, leased, when its lease
   // ends.
@@ -351,6 +525,11 @@ struct MessageInfo {
   std::vector<AttemptError> errors;       // oldest first
   std::optional<Timestamp> died_at;       // dead
   std::optional<Timestamp> completed_at;  // archived
+  // Waiting: the messages it still waits for (by id, any queue), and of
+  // those the ones that died and that it waits for a redrive of
+  // (IfDependencyDies::kWait).
+  std::vector<std::int64_t> waits_for;
+  std::vector<std::int64_t> waits_for_dead;
 };
 
 // Which messages a listing or a bulk change takes. Every criterion set must
@@ -366,6 +545,8 @@ struct MessageFilter {
   std::optional<std::string> group;
   // A header that must be present with exactly this value.
   std::optional<std::pair<std::string, std::string>> header;
+  // Of this kind (Message::kind; not empty).
+  std::optional<std::string> kind;
   // enqueued_after <= enqueue time < enqueued_before
   std::optional<Timestamp> enqueued_after, enqueued_before;
   // Whose payload begins with these bytes (at most kMaxPayloadPrefix).
@@ -445,6 +626,22 @@ class ReadySubscription {
   friend class WorkQueue;
   explicit ReadySubscription(std::unique_ptr<core::SubscriptionState> state);
   std::unique_ptr<core::SubscriptionState> state_;
+};
+
+// A watch of a job's end through a store (WorkQueue::WatchJobEnd);
+// destroying it ends the watch.
+class JobEndWatch {
+ public:
+  JobEndWatch(const JobEndWatch&) = delete;
+  JobEndWatch& operator=(const JobEndWatch&) = delete;
+  ~JobEndWatch();
+
+ private:
+  friend class WorkQueue;
+  JobEndWatch(std::shared_ptr<core::QueueImpl> queue, std::uint64_t id)
+      : queue_(std::move(queue)), id_(id) {}
+  std::shared_ptr<core::QueueImpl> queue_;
+  std::uint64_t id_;
 };
 
 class WorkQueue {
@@ -533,6 +730,34 @@ class WorkQueue {
   Result<std::vector<ClaimedMessage>> AckAndClaim(
       std::string_view receipt, const ClaimOptions& options = {},
       ClaimNote* note = nullptr);
+  // Acks with options: with a result, the result is kept in the ack's
+  // transaction. Errors as for Ack; kTooLarge for a result over the
+  // queue's max_payload_bytes, kInvalidArgument for a ttl out of range
+  // (nothing acked).
+  Status Ack(std::string_view receipt, const AckOptions& options);
+  // Records the job's progress while its receipt holds it: `progress` (any
+  // finite number, e.g. a percent) and `note` (free text, at most
+  // kMaxProgressNote bytes), replacing the last. Does not extend the
+  // lease. Errors as for Ack.
+  Status Progress(std::string_view receipt, double progress,
+                  std::string_view note = {});
+  // Where job `id` is, with its result once completed and its last
+  // progress. With `wait` (up to 1 h), waits until the job is completed or
+  // dead or the wait ends, and then says where it is. kNotFound when the
+  // queue knows nothing of it: never sent, deleted, or acked without a
+  // result (and without an archive), or its result ran out.
+  Result<JobResult> ReadResult(std::int64_t id, Duration wait = Duration(0));
+  // Calls `on_end` when job `id` may have ended through this queue's store
+  // (acked with a result, dead-lettered, or dropped at its expiry:
+  // Message::on_expiry), for callers that wait for a
+  // result without blocking a thread (an event loop): on each call,
+  // ReadResult with no wait. A job another process ends is not signalled:
+  // look again now and then as well. `on_end` runs on the thread that
+  // ended the job, under a lock: it must return quickly and must not call
+  // into sqlq.
+  std::unique_ptr<JobEndWatch> WatchJobEnd(std::int64_t id,
+                                           std::function<void()> on_end);
+
   // Acks many in one commit; one Status per receipt, in order. The outer
   // Result fails only when nothing could be done (database unreachable).
   Result<std::vector<Status>> AckBatch(std::span<const std::string> receipts);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,8 @@
 #include "sqlq/rotation.h"
 #include "sqlq/schedule.h"
 #include "sqlq/status.h"
+#include "sqlq/topic.h"
+#include "sqlq/workers.h"
 
 namespace sqlq {
 
@@ -92,6 +95,12 @@ class Tx {
   std::unique_ptr<core::TxImpl> impl_;
 };
 
+// A message and the queue it goes to (Store::SendAll).
+struct QueuedMessage {
+  std::string queue;
+  Message message;
+};
+
 class Store {
  public:
   // Opens the store named by `url`:
@@ -122,6 +131,14 @@ class Store {
                                 const QueueOptions& options);
   // A handle on an existing queue. Errors: kInvalidArgument, kNotFound.
   Result<WorkQueue> Queue(std::string_view name);
+
+  // Sends each message to its queue, all in one transaction: all stored,
+  // or none. For a graph of jobs over several queues: a message's
+  // depends_on_batch indexes count over all of `messages`
+  // (docs/semantics.md, "Dependencies"). 1..1000 messages; each checked
+  // against its queue's limits as WorkQueue::SendBatch checks them.
+  Result<std::vector<SendResult>> SendAll(
+      std::span<const QueuedMessage> messages);
   Result<std::vector<QueueInfo>> ListQueues();
   // Commits a write transaction that changes nothing a user sees, to learn
   // whether the store can write now (a readiness probe): OK, or the error a
@@ -147,6 +164,42 @@ class Store {
   // Every ring, and every rotation, with its settings, by name.
   Result<std::vector<RingInfo>> ListRings();
   Result<std::vector<RotationInfo>> ListRotations();
+
+  // Topics (sqlq/topic.h; docs/semantics.md, "Topics"). Names as queue
+  // names, in the namespace of queues, rings and rotations: kAlreadyExists
+  // for a name of any kind, kFailedPrecondition for a name of another kind.
+  Status CreateTopic(std::string_view name);
+  // Deletes the topic and its subscriptions (the queues stay).
+  Status DropTopic(std::string_view name);
+  // Every topic, by name.
+  Result<std::vector<TopicInfo>> ListTopics();
+  // Subscribes queue `queue` to the topic, or replaces the filter of its
+  // subscription: whether the subscription is new. It takes the publishes
+  // that commit after this call; a queue is subscribed at most once, and
+  // its subscription goes when the queue is dropped.
+  // Errors: kInvalidArgument (a name or the filter), kNotFound (topic,
+  // queue), kFailedPrecondition (a name of another kind).
+  Result<bool> Subscribe(std::string_view topic, std::string_view queue,
+                         const Headers& filter = {});
+  // kNotFound when the queue is not subscribed (or the topic is missing).
+  Status Unsubscribe(std::string_view topic, std::string_view queue);
+  // The topic's subscriptions, by queue name.
+  Result<std::vector<Subscription>> ListSubscriptions(std::string_view topic);
+  // Sends the message to every subscribed queue whose filter it matches,
+  // in one transaction: stored in all of them or in none. The deliveries
+  // are by queue name; none (an empty list, nothing stored) when no queue
+  // subscribes or none matches. Each queue checks the message as its own
+  // send would (kTooLarge beyond its max_payload_bytes). Errors as
+  // WorkQueue::Send's, and kNotFound for a missing topic.
+  Result<std::vector<Delivery>> Publish(std::string_view topic,
+                                        const Message& message);
+  // Publish for each message of the batch (1..10,000), in one transaction.
+  Result<std::vector<Delivery>> PublishBatch(std::string_view topic,
+                                             std::span<const Message> messages);
+  // Publish inside the caller's transaction (BeginTx, JoinTx): stored when
+  // it commits, and not at all if it rolls back.
+  Result<std::vector<Delivery>> Publish(Tx& tx, std::string_view topic,
+                                        const Message& message);
 
   // Schedules (sqlq/schedule.h; names as queue names, in their own
   // namespace). Create checks the cron, the zone, the queue and the
@@ -179,6 +232,14 @@ class Store {
   // died stops counting then). Queues without any are left out.
   // docs/semantics.md, "Waiting".
   Result<std::map<std::string, std::int64_t>> WaitingConsumers();
+
+  // Live workers (sqlq/workers.h). ReportWorker replaces the worker's last
+  // report; RemoveWorker drops it (whether there was one); ListWorkers gives
+  // the reports that have not run out, by id. kInvalidArgument for a report
+  // or id beyond the limits.
+  Status ReportWorker(const WorkerReport& report);
+  Result<bool> RemoveWorker(std::string_view id);
+  Result<std::vector<WorkerInfo>> ListWorkers();
 
   // Starts a write transaction on a connection of sqlq's own. On SQLite it
   // holds the database's write lock until it ends, so every other write

@@ -60,13 +60,18 @@ class Worker {
   // of a new claim of up to `prefetch` (in the transaction that commits the
   // acks of the messages marked Done). Waits up to `wait` (0..1h) when
   // nothing is ready; nullopt when nothing came. Errors as for Claim.
-  Result<std::optional<ClaimedMessage>> Next(Duration wait = Duration(0));
+  // With `note`, what held a claim that got nothing back (as Claim's;
+  // cleared when no claim was made).
+  Result<std::optional<ClaimedMessage>> Next(Duration wait = Duration(0),
+                                             ClaimNote* note = nullptr);
 
   // The message (handed out by Next) is finished: acked with the next
   // claim, or by Flush or Close. kInvalidArgument for a malformed receipt.
   Status Done(const ClaimedMessage& message);
 
-  // The attempt failed: a nack now (WorkQueue::Nack), not deferred.
+  // Any outcome but done: a nack now (WorkQueue::Nack), not deferred. The
+  // attempt failed (NackAction::kRetry), or failed for good (kDead), or the
+  // message is to come back later without spending it (kSnooze).
   Result<NackOutcome> Fail(const ClaimedMessage& message,
                            const NackOptions& options = {});
 

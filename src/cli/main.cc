@@ -24,6 +24,7 @@
 #include "cli/bench_program.h"
 #include "cli/cli.h"
 #include "cli/serve.h"
+#include "core/periodic_thread.h"
 #include "core/validate.h"
 #include "engines/engines.h"
 #include "sqlq/store.h"
@@ -586,9 +587,9 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
         if (Failed(run, list)) return;
         for (auto& q : *list) names.push_back(q.name);
       }
-      run.out().Columns({"name", "ready", "delayed", "leased", "dead",
-                         "archived", "oldest_ready_age_ms", "sends", "acks",
-                         "nacks", "expirations"});
+      run.out().Columns({"name", "ready", "delayed", "leased", "waiting",
+                         "dead", "archived", "oldest_ready_age_ms", "sends",
+                         "acks", "nacks", "expirations", "expired"});
       for (const auto& n : names) {
         auto q = (*store)->Queue(n);
         if (Failed(run, q)) return;
@@ -630,14 +631,16 @@ void AddQueueCommands(CLI::App& app, Runner& run) {
   }
 }
 
-// --header NAME=VALUE, as given (repeatable).
-Result<Headers> HeaderArgs(const std::vector<std::string>& args) {
+// --header NAME=VALUE (or another such option: `flag`), as given
+// (repeatable).
+Result<Headers> HeaderArgs(const std::vector<std::string>& args,
+                           std::string_view flag = "--header") {
   Headers headers;
   for (const std::string& h : args) {
     const auto eq = h.find('=');
     if (eq == std::string::npos) {
       return Status::InvalidArgument(
-          fmt::format("--header '{}' must be NAME=VALUE", h));
+          fmt::format("{} '{}' must be NAME=VALUE", flag, h));
     }
     headers[h.substr(0, eq)] = h.substr(eq + 1);
   }
@@ -648,17 +651,29 @@ void AddSend(CLI::App& app, Runner& run) {
   auto* cmd = app.add_subcommand(
       "send", "Send a message (PAYLOAD '-' sends each line of stdin)");
   struct Args {
-    std::string name, payload, dedup, run_at, group;
+    std::string name, payload, dedup, run_at, group, kind, on_expiry;
     int priority = 0;
-    DurationArg delay;
+    DurationArg delay, timeout, expire_after, backoff, backoff_max;
+    std::optional<int> max_attempts;
     bool base64 = false, json = false;
     std::vector<std::string> headers;
+    std::vector<std::int64_t> depends_on;
+    std::string if_dependency_dies = "cancel";
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("NAME", a->name, "Queue name")->required();
   cmd->add_option("PAYLOAD", a->payload,
                   "Message payload, or '-' for one message per stdin line")
       ->required();
+  cmd->add_option("--depends-on", a->depends_on,
+                  "Wait until the message with this ID (in any queue) has "
+                  "completed (repeatable, or IDs separated by commas)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--if-dependency-dies", a->if_dependency_dies,
+                  "When one it depends on dies: cancel (dead-letter it too), "
+                  "run (anyway) or wait (for a redrive)")
+      ->check(CLI::IsMember({"cancel", "run", "wait"}));
   cmd->add_option("--priority", a->priority, "Higher first (default 0)");
   a->delay.Add(cmd, "--delay", "Claimable only after this delay (e.g. 30s)",
                Duration(0), kMaxDelay);
@@ -668,6 +683,30 @@ void AddSend(CLI::App& app, Runner& run) {
   cmd->add_option("--group", a->group,
                   "The message's group: delivered in order (queues created "
                   "--groups ordered), or shared fairly (--groups fair)");
+  cmd->add_option("--kind", a->kind,
+                  "The job's kind (e.g. email.send): which handler a worker "
+                  "runs it with");
+  a->timeout.Add(cmd, "--timeout",
+                 "The longest one attempt may run (e.g. 30s): a worker is "
+                 "cut off there",
+                 Duration(1), kMaxLease);
+  a->expire_after.Add(cmd, "--expire-after",
+                      "Dead-letter it unless started within this long after "
+                      "the send (e.g. 10m)",
+                      Duration(1), kMaxDelay);
+  cmd->add_option("--on-expiry", a->on_expiry,
+                  "What --expire-after does with it: dead (dead-letter it, "
+                  "the default) or drop (delete it)");
+  cmd->add_option("--max-attempts", a->max_attempts,
+                  "The job's own attempts (lowers the queue's, never raises "
+                  "it)");
+  a->backoff.Add(cmd, "--backoff",
+                 "The job's own retry delay after its first failure, doubled "
+                 "after each next (e.g. 30s)",
+                 Duration(0), kMaxDelay);
+  a->backoff_max.Add(cmd, "--backoff-max",
+                     "The job's own cap of the retry delay (e.g. 1h)",
+                     Duration(0), kMaxDelay);
   auto* run_at = cmd->add_option(
       "--run-at", a->run_at,
       "Claimable from this RFC 3339 time on (e.g. 2026-12-01T09:00:00Z)");
@@ -682,6 +721,19 @@ void AddSend(CLI::App& app, Runner& run) {
       ->excludes(base64);
   cmd->callback([a, &run] {
     if (Failed(run, a->delay.Resolve())) return;
+    if (Failed(run, a->timeout.Resolve())) return;
+    if (Failed(run, a->expire_after.Resolve())) return;
+    if (Failed(run, a->backoff.Resolve())) return;
+    if (Failed(run, a->backoff_max.Resolve())) return;
+    ExpiryAction on_expiry = ExpiryAction::kDeadLetter;
+    if (!a->on_expiry.empty()) {
+      auto action = ParseExpiryAction(a->on_expiry);
+      if (!action.ok()) {
+        g_exit = run.Fail(action.status().WithContext("--on-expiry"));
+        return;
+      }
+      on_expiry = *action;
+    }
     auto parsed = HeaderArgs(a->headers);
     if (Failed(run, parsed)) return;
     Headers headers = std::move(*parsed);
@@ -695,6 +747,8 @@ void AddSend(CLI::App& app, Runner& run) {
       }
       at = *t;
     }
+    auto dies = ParseIfDependencyDies(a->if_dependency_dies);
+    if (Failed(run, dies)) return;
     auto q = run.Queue(a->name);
     if (Failed(run, q)) return;
     auto make = [&](std::string payload) -> Result<Message> {
@@ -712,7 +766,16 @@ void AddSend(CLI::App& app, Runner& run) {
                      .dedup_key = a->dedup,
                      .run_at = at,
                      .headers = headers,
-                     .group = a->group};
+                     .group = a->group,
+                     .kind = a->kind,
+                     .timeout = a->timeout.value,
+                     .expire_after = a->expire_after.value,
+                     .on_expiry = on_expiry,
+                     .max_attempts = a->max_attempts,
+                     .backoff_base = a->backoff.value,
+                     .backoff_max = a->backoff_max.value,
+                     .depends_on = a->depends_on,
+                     .if_dependency_dies = *dies};
     };
     auto report = [&](const SendResult& r) {
       nlohmann::ordered_json j = {{"id", r.id}};
@@ -769,6 +832,50 @@ void AddSend(CLI::App& app, Runner& run) {
   });
 }
 
+// A claim that waits is listed among the live workers while it waits
+// (`sqlq worker list`): one report before the wait, one every kTtl / 3
+// while it lasts longer, and the report's removal when it is over. A
+// report that fails costs the claim nothing.
+class WaitingClaimReport {
+ public:
+  static constexpr Duration kTtl = std::chrono::seconds(15);
+
+  WaitingClaimReport(Store& store, const std::string& queue,
+                     const std::string& worker, int max)
+      : store_(store),
+        report_{.id = NewWorkerId(),
+                .name = worker.empty() ? "sqlq claim" : worker,
+                .host = WorkerHost(),
+                .pid = getpid(),
+                .queues = {queue},
+                .concurrency = std::max(max, 1),
+                .started_at =
+                    std::chrono::time_point_cast<std::chrono::microseconds>(
+                        std::chrono::system_clock::now()),
+                .ttl = kTtl},
+        reported_(store_.ReportWorker(report_).ok()) {
+    if (!reported_) return;
+    thread_.emplace(
+        [this] {
+          (void)store_.ReportWorker(report_);
+          return kTtl / 3;
+        },
+        kTtl / 3);
+  }
+  ~WaitingClaimReport() {
+    thread_.reset();  // no report after the removal
+    if (reported_) (void)store_.RemoveWorker(report_.id);
+  }
+  WaitingClaimReport(const WaitingClaimReport&) = delete;
+  WaitingClaimReport& operator=(const WaitingClaimReport&) = delete;
+
+ private:
+  Store& store_;
+  const WorkerReport report_;
+  const bool reported_;
+  std::optional<core::PeriodicThread> thread_;  // last: it uses the others
+};
+
 void AddClaim(CLI::App& app, Runner& run) {
   auto* cmd = app.add_subcommand("claim", "Claim ready messages under a lease");
   struct Args {
@@ -798,8 +905,13 @@ void AddClaim(CLI::App& app, Runner& run) {
                          .wait = a->wait.value.value_or(Duration(0)),
                          .worker = a->worker};
     ClaimNote note;
+    std::optional<WaitingClaimReport> listed;
+    if (o.wait > Duration(0)) {
+      listed.emplace(**run.Open(false), a->name, a->worker, a->max);
+    }
     auto r =
         a->ack.empty() ? q->Claim(o, &note) : q->AckAndClaim(a->ack, o, &note);
+    listed.reset();
     if (Failed(run, r)) return;
     run.out().Columns({"id", "attempt", "priority", "receipt", "payload"});
     for (const auto& m : *r) {
@@ -865,12 +977,34 @@ void AddReceiptCommands(CLI::App& app, Runner& run) {
     auto* cmd = app.add_subcommand("ack", "Mark claimed messages done");
     auto name = std::make_shared<std::string>();
     auto receipts = std::make_shared<std::vector<std::string>>();
+    auto result = std::make_shared<std::optional<std::string>>();
+    auto ttl = std::make_shared<DurationArg>();
     cmd->add_option("NAME", *name, "Queue name")->required();
     cmd->add_option("RECEIPT", *receipts, "Receipts printed by claim")
         ->required();
+    cmd->add_option("--result", *result,
+                    "The job's result, kept with the ack for `sqlq result` "
+                    "(one receipt only)");
+    ttl->Add(cmd, "--result-ttl", "How long the result is kept (default 1d)",
+             kMinResultTtl, kMaxResultTtl);
     cmd->callback([=, &run] {
+      if (Failed(run, ttl->Resolve())) return;
       auto q = run.Queue(*name);
       if (Failed(run, q)) return;
+      if (result->has_value() || ttl->value) {
+        if (receipts->size() != 1 || !result->has_value()) {
+          Failed(run, Status::InvalidArgument(
+                          "--result takes exactly one receipt, and "
+                          "--result-ttl goes with --result"));
+          return;
+        }
+        AckOptions o{.result = **result};
+        if (ttl->value) o.result_ttl = *ttl->value;
+        if (Failed(run, q->Ack(receipts->front(), o))) return;
+        run.out().Say({{"receipt", receipts->front()}, {"acked", true}},
+                      "acked " + receipts->front() + " with its result");
+        return;
+      }
       auto r = q->AckBatch(*receipts);
       if (Failed(run, r)) return;
       // Every receipt gets its line; the exit code is the first failure's.
@@ -893,28 +1027,113 @@ void AddReceiptCommands(CLI::App& app, Runner& run) {
     auto receipt = std::make_shared<std::string>();
     auto delay = std::make_shared<DurationArg>();
     auto error = std::make_shared<std::string>();
+    auto dead = std::make_shared<bool>(false);
+    auto snooze = std::make_shared<bool>(false);
     cmd->add_option("NAME", *name, "Queue name")->required();
     cmd->add_option("RECEIPT", *receipt, "Receipt printed by claim")
         ->required();
     delay->Add(cmd, "--delay",
-               "Retry after exactly this delay (default: backoff)", Duration(0),
-               kMaxDelay);
+               "Retry after exactly this delay (default: backoff; with "
+               "--snooze: at once)",
+               Duration(0), kMaxDelay);
     cmd->add_option("--error", *error, "Why the attempt failed");
+    auto* dead_flag = cmd->add_flag(
+        "--dead", *dead,
+        "A permanent failure: dead-letter it now, whatever attempts are left");
+    cmd->add_flag("--snooze", *snooze,
+                  "Not now: claimable again after --delay without spending "
+                  "the attempt (no error kept)")
+        ->excludes(dead_flag);
     cmd->callback([=, &run] {
       if (Failed(run, delay->Resolve())) return;
       auto q = run.Queue(*name);
       if (Failed(run, q)) return;
-      auto r = q->Nack(*receipt, {.delay = delay->value, .error = *error});
+      const NackAction action = *dead     ? NackAction::kDead
+                                : *snooze ? NackAction::kSnooze
+                                          : NackAction::kRetry;
+      auto r = q->Nack(
+          *receipt, {.delay = delay->value, .error = *error, .action = action});
       if (Failed(run, r)) return;
       if (*r == NackOutcome::kRetry) {
         run.out().Say({{"receipt", *receipt}, {"outcome", "retry"}},
                       "will be retried");
         return;
       }
+      if (*r == NackOutcome::kSnoozed) {
+        run.out().Say({{"receipt", *receipt}, {"outcome", "snoozed"}},
+                      "snoozed: claimable again without spending the attempt");
+        return;
+      }
       const DeadLetterPlace went = WhereDeadLettersWent(run, *q);
       nlohmann::ordered_json j = {{"receipt", *receipt}, {"outcome", "dead"}};
       went.AddTo(j);
-      run.out().Say(j, "attempts used up: " + went.sentence);
+      run.out().Say(j, std::string(*dead ? "failed permanently: "
+                                         : "attempts used up: ") +
+                           went.sentence);
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand(
+        "progress",
+        "Record the progress of a claimed job (sqlq result shows it)");
+    auto name = std::make_shared<std::string>();
+    auto receipt = std::make_shared<std::string>();
+    auto value = std::make_shared<double>(0);
+    auto note = std::make_shared<std::string>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->add_option("RECEIPT", *receipt, "Receipt printed by claim")
+        ->required();
+    cmd->add_option("PROGRESS", *value, "A number, e.g. a percent")->required();
+    cmd->add_option("--note", *note, "A short note (at most 4096 bytes)");
+    cmd->callback([=, &run] {
+      auto q = run.Queue(*name);
+      if (Failed(run, q)) return;
+      if (Failed(run, q->Progress(*receipt, *value, *note))) return;
+      run.out().Say({{"receipt", *receipt}, {"progress", *value}},
+                    fmt::format("progress {} recorded", *value));
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand(
+        "result", "Where a job is, its progress and its result; --wait for it");
+    auto name = std::make_shared<std::string>();
+    auto id = std::make_shared<std::int64_t>(0);
+    auto wait = std::make_shared<DurationArg>();
+    cmd->add_option("NAME", *name, "Queue name")->required();
+    cmd->add_option("ID", *id, "Message id printed by send")->required();
+    wait->Add(cmd, "--wait",
+              "Wait up to this long for the job to complete or die",
+              Duration(0), std::chrono::hours(1));
+    cmd->callback([=, &run] {
+      if (Failed(run, wait->Resolve())) return;
+      auto q = run.Queue(*name);
+      if (Failed(run, q)) return;
+      auto r = q->ReadResult(*id, wait->value.value_or(Duration(0)));
+      if (Failed(run, r)) return;
+      nlohmann::ordered_json j = {{"id", r->id},
+                                  {"state", JobStateName(r->state)}};
+      std::string text =
+          fmt::format("job {}: {}", r->id, JobStateName(r->state));
+      if (r->result) {
+        j["result"] = *r->result;
+        text += "\nresult: " + *r->result;
+      }
+      if (r->completed_at) j["completed_at"] = FormatTime(*r->completed_at);
+      if (r->progress) {
+        j["progress"] = *r->progress;
+        text += fmt::format("\nprogress: {}", *r->progress);
+        if (!r->note.empty()) {
+          j["note"] = r->note;
+          text += " (" + r->note + ")";
+        }
+        if (r->progress_at) j["progress_at"] = FormatTime(*r->progress_at);
+      }
+      if (!r->error.empty()) {
+        j["error"] = r->error;
+        text += "\nerror: " + r->error;
+      }
+      if (r->attempts > 0) j["attempts"] = r->attempts;
+      run.out().Say(j, text);
     });
   }
   {
@@ -1065,7 +1284,7 @@ Result<std::string> PayloadArg(const std::string& text, bool base64) {
 // The filter options of `message list` and the bulk changes.
 struct FilterArgs {
   std::string state, dedup, header, after, before, payload_prefix;
-  std::optional<std::string> group;
+  std::optional<std::string> group, kind;
   std::optional<std::int32_t> min_priority, max_priority;
   bool all = false;
 
@@ -1077,6 +1296,7 @@ struct FilterArgs {
     cmd->add_option("--max-priority", max_priority, "Priority at most P");
     cmd->add_option("--dedup", dedup, "With this dedup key");
     cmd->add_option("--group", group, "In this group");
+    cmd->add_option("--kind", kind, "Of this kind");
     cmd->add_option("--header", header,
                     "With this header: NAME=VALUE, the value exactly");
     cmd->add_option("--payload-prefix", payload_prefix,
@@ -1092,7 +1312,7 @@ struct FilterArgs {
   // Whether a criterion other than --state (which names a place) was given.
   bool beyond_state() const {
     return !dedup.empty() || !header.empty() || !after.empty() ||
-           !before.empty() || min_priority || max_priority || group ||
+           !before.empty() || min_priority || max_priority || group || kind ||
            !payload_prefix.empty();
   }
   // The criteria as they were typed: "--state ready --header tenant=acme".
@@ -1109,6 +1329,7 @@ struct FilterArgs {
     if (max_priority) put("--max-priority", std::to_string(*max_priority));
     put("--dedup", dedup);
     if (group) put("--group", group->empty() ? "''" : *group);
+    if (kind) put("--kind", *kind);
     put("--header", header);
     put("--payload-prefix", payload_prefix);
     put("--enqueued-after", after);
@@ -1128,6 +1349,7 @@ struct FilterArgs {
     f.dedup_key = dedup;
     f.payload_prefix = payload_prefix;
     f.group = group;
+    f.kind = kind;
     if (!header.empty()) {
       const auto eq = header.find('=');
       if (eq == std::string::npos) {
@@ -1445,6 +1667,35 @@ void AddMessageCommands(CLI::App& app, Runner& run) {
   }
 }
 
+void AddWorkerCommands(CLI::App& app, Runner& run) {
+  auto* worker = app.add_subcommand(
+      "worker", "Live workers: the worker processes reporting themselves");
+  worker->require_subcommand(1);
+  auto queue = std::make_shared<std::string>();
+  auto* cmd = worker->add_subcommand(
+      "list",
+      "List the live workers: host, pid, queues, concurrency, the jobs in "
+      "their hands, last report");
+  cmd->add_option("--queue", *queue, "Only the workers that serve this queue");
+  cmd->callback([queue, &run] {
+    auto store = run.Open(false);
+    if (Failed(run, store)) return;
+    auto list = (*store)->ListWorkers();
+    if (Failed(run, list)) return;
+    run.out().Columns({"id", "name", "host", "pid", "queues", "concurrency",
+                       "jobs", "last_seen"});
+    for (const WorkerInfo& w : *list) {
+      const auto& qs = w.report.queues;
+      if (!queue->empty() &&
+          std::find(qs.begin(), qs.end(), *queue) == qs.end()) {
+        continue;
+      }
+      run.out().Row(wire::WorkerJson(w));
+    }
+    run.out().Flush();
+  });
+}
+
 void AddScheduleCommands(CLI::App& app, Runner& run) {
   auto* sched = app.add_subcommand(
       "schedule",
@@ -1453,7 +1704,7 @@ void AddScheduleCommands(CLI::App& app, Runner& run) {
   sched->require_subcommand(1);
   {
     struct Args {
-      std::string name, cron, tz = "UTC", queue, payload, group;
+      std::string name, cron, tz = "UTC", queue, payload, group, kind;
       std::vector<std::string> headers;
       std::int32_t priority = 0;
       int catch_up = 0;
@@ -1481,6 +1732,7 @@ void AddScheduleCommands(CLI::App& app, Runner& run) {
     cmd->add_option("--header", a->headers,
                     "A header NAME=VALUE of each message (repeatable)");
     cmd->add_option("--group", a->group, "Group of each message");
+    cmd->add_option("--kind", a->kind, "Kind of each message");
     cmd->add_option("--catch-up", a->catch_up,
                     "Ticks missed while no scheduler ran that are still "
                     "sent, the latest first (default 0: skip them)");
@@ -1490,7 +1742,8 @@ void AddScheduleCommands(CLI::App& app, Runner& run) {
                         .queue = a->queue,
                         .message = {.payload = a->payload,
                                     .priority = a->priority,
-                                    .group = a->group},
+                                    .group = a->group,
+                                    .kind = a->kind},
                         .catch_up = a->catch_up};
       if (a->base64) {
         auto d = Base64Decode(a->payload);
@@ -1884,6 +2137,159 @@ void AddRotationCommands(CLI::App& app, Runner& run) {
   }
 }
 
+void AddTopicCommands(CLI::App& app, Runner& run) {
+  auto* topic = app.add_subcommand(
+      "topic",
+      "Topics: one publish stored in every subscribed queue (with a header "
+      "filter each)");
+  topic->require_subcommand(1);
+  struct Args {
+    std::string name, queue, payload, dedup, group, kind;
+    std::vector<std::string> filter, headers;
+    int priority = 0;
+    bool base64 = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto name = [&](CLI::App* cmd) {
+    cmd->add_option("TOPIC", a->name, "Topic name")->required();
+  };
+  auto name_and_queue = [&](CLI::App* cmd) {
+    name(cmd);
+    cmd->add_option("QUEUE", a->queue, "Queue name")->required();
+  };
+  {
+    auto* cmd = topic->add_subcommand("create", "Create a topic");
+    name(cmd);
+    cmd->callback([a, &run] {
+      // Before the database is opened (and made): a bad name makes nothing.
+      if (Failed(run, core::ValidateName("topic", a->name))) return;
+      auto store = run.Open(true);
+      if (Failed(run, store)) return;
+      if (Failed(run, (*store)->CreateTopic(a->name))) return;
+      run.out().Say({{"name", a->name}, {"kind", "topic"}},
+                    "created topic '" + a->name + "'");
+    });
+  }
+  {
+    auto* cmd = topic->add_subcommand(
+        "drop", "Delete a topic and its subscriptions (the queues stay)");
+    name(cmd);
+    cmd->callback([a, &run] {
+      auto store = run.Open(false);
+      if (Failed(run, store)) return;
+      if (Failed(run, (*store)->DropTopic(a->name))) return;
+      run.out().Say({{"dropped", a->name}}, "dropped topic '" + a->name + "'");
+    });
+  }
+  topic->add_subcommand("list", "List topics and how many queues subscribe")
+      ->callback([&run] {
+        auto store = run.Open(false);
+        if (Failed(run, store)) return;
+        auto list = (*store)->ListTopics();
+        if (Failed(run, list)) return;
+        run.out().Columns({"name", "subscriptions", "created_at"});
+        for (const auto& t : *list) run.out().Row(wire::TopicJson(t));
+        run.out().Flush();
+      });
+  {
+    auto* cmd = topic->add_subcommand(
+        "subscribe",
+        "Subscribe a queue to a topic (again: replaces its filter)");
+    name_and_queue(cmd);
+    cmd->add_option("--filter", a->filter,
+                    "Deliver only messages with header NAME=VALUE "
+                    "(repeatable: all must match; none: every message)");
+    cmd->callback([a, &run] {
+      auto filter = HeaderArgs(a->filter, "--filter");
+      if (Failed(run, filter)) return;
+      auto store = run.Open(false);
+      if (Failed(run, store)) return;
+      auto added = (*store)->Subscribe(a->name, a->queue, *filter);
+      if (Failed(run, added)) return;
+      nlohmann::ordered_json f = nlohmann::ordered_json::object();
+      for (const auto& [k, v] : *filter) f[k] = v;
+      run.out().Say({{"topic", a->name},
+                     {"queue", a->queue},
+                     {"filter", f},
+                     {"created", *added}},
+                    (*added ? "subscribed '" : "changed the filter of '") +
+                        a->queue + "' to topic '" + a->name + "'");
+    });
+  }
+  {
+    auto* cmd =
+        topic->add_subcommand("unsubscribe", "Remove a queue's subscription");
+    name_and_queue(cmd);
+    cmd->callback([a, &run] {
+      auto store = run.Open(false);
+      if (Failed(run, store)) return;
+      if (Failed(run, (*store)->Unsubscribe(a->name, a->queue))) return;
+      run.out().Say(
+          {{"topic", a->name}, {"unsubscribed", a->queue}},
+          "unsubscribed '" + a->queue + "' from topic '" + a->name + "'");
+    });
+  }
+  {
+    auto* cmd = topic->add_subcommand(
+        "subscriptions", "List a topic's subscribed queues and their filters");
+    name(cmd);
+    cmd->callback([a, &run] {
+      auto store = run.Open(false);
+      if (Failed(run, store)) return;
+      auto list = (*store)->ListSubscriptions(a->name);
+      if (Failed(run, list)) return;
+      run.out().Columns({"queue", "filter", "subscribed_at"});
+      for (const auto& sub : *list) {
+        run.out().Row(wire::SubscriptionJson(sub));
+      }
+      run.out().Flush();
+    });
+  }
+  {
+    auto* cmd = topic->add_subcommand(
+        "publish",
+        "Publish a message: stored in every subscribed queue whose filter "
+        "it matches, in one transaction");
+    name(cmd);
+    cmd->add_option("PAYLOAD", a->payload, "Message payload")->required();
+    cmd->add_option("--header", a->headers,
+                    "A header NAME=VALUE to send with the message "
+                    "(repeatable)");
+    cmd->add_option("--priority", a->priority, "Higher first (default 0)");
+    cmd->add_option("--dedup", a->dedup,
+                    "Deduplication key, as each queue's send takes it");
+    cmd->add_option("--group", a->group, "The message's group");
+    cmd->add_option("--kind", a->kind, "The job's kind");
+    cmd->add_flag("--base64", a->base64, "PAYLOAD is base64");
+    cmd->callback([a, &run] {
+      auto headers = HeaderArgs(a->headers);
+      if (Failed(run, headers)) return;
+      auto payload = PayloadArg(a->payload, a->base64);
+      if (Failed(run, payload)) return;
+      auto store = run.Open(false);
+      if (Failed(run, store)) return;
+      auto d = (*store)->Publish(a->name, {.payload = std::move(*payload),
+                                           .priority = a->priority,
+                                           .dedup_key = a->dedup,
+                                           .headers = std::move(*headers),
+                                           .group = a->group,
+                                           .kind = a->kind});
+      if (Failed(run, d)) return;
+      if (d->empty() && !run.out().json()) {
+        std::cout << "stored in no queue: no subscription takes it\n";
+        return;
+      }
+      run.out().Columns({"queue", "id", "duplicate"});
+      for (const Delivery& x : *d) {
+        run.out().Row({{"queue", x.queue},
+                       {"id", x.sent.id},
+                       {"duplicate", x.sent.duplicate}});
+      }
+      run.out().Flush();
+    });
+  }
+}
+
 }  // namespace
 
 int Main(int argc, char** argv) {
@@ -1914,8 +2320,8 @@ int Main(int argc, char** argv) {
   AddClaim(app, run);
   AddReceiptCommands(app, run);
   app.add_subcommand("list",
-                     "List everything in the store: queues, rings and "
-                     "rotations, by kind and name")
+                     "List everything in the store: queues, rings, "
+                     "rotations and topics, by kind and name")
       ->callback([&run] {
         auto store = run.Open(false);
         if (Failed(run, store)) return;
@@ -1925,6 +2331,8 @@ int Main(int argc, char** argv) {
         if (Failed(run, rings)) return;
         auto rotations = (*store)->ListRotations();
         if (Failed(run, rotations)) return;
+        auto topics = (*store)->ListTopics();
+        if (Failed(run, topics)) return;
         run.out().Columns({"kind", "name"});
         for (const auto& q : *queues) run.out().Row(wire::QueueJson(q));
         for (const auto& r : *rings) {
@@ -1933,13 +2341,16 @@ int Main(int argc, char** argv) {
         for (const auto& r : *rotations) {
           run.out().Row(wire::RotationJson(r.name, r.options));
         }
+        for (const auto& t : *topics) run.out().Row(wire::TopicJson(t));
         run.out().Flush();
       });
   AddDeadAndArchive(app, run);
   AddMessageCommands(app, run);
   AddRingCommands(app, run);
   AddScheduleCommands(app, run);
+  AddWorkerCommands(app, run);
   AddRotationCommands(app, run);
+  AddTopicCommands(app, run);
   AddServeCommand(
       app, [&] { return g.db; }, g_exit);
   AddTokenCommands(

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "core/rows.h"
@@ -84,6 +85,14 @@ Status ValidatePairs(const std::map<std::string, std::string>& pairs,
 }  // namespace
 
 Status ValidateHeaders(const Headers& headers) {
+  auto reserved = headers.lower_bound(std::string(kReservedPrefix));
+  if (reserved != headers.end() &&
+      reserved->first.starts_with(kReservedPrefix)) {
+    return Status::InvalidArgument(fmt::format(
+        "header name '{}': names beginning with '{}' are sqlq's own (a "
+        "message's kind is its kind field)",
+        reserved->first.substr(0, 80), kReservedPrefix));
+  }
   return ValidatePairs(headers, {.count = kMaxHeaders,
                                  .value = kMaxHeaderValue,
                                  .total = kMaxHeaderBytes,
@@ -95,6 +104,109 @@ Status ValidateLabels(const std::map<std::string, std::string>& labels) {
                                 .value = kMaxLabelValue,
                                 .total = kMaxLabelValue * 4,
                                 .what = "label"});
+}
+
+Status ValidateToken(std::string_view what, std::string_view text,
+                     std::size_t max) {
+  if (text.size() > max) {
+    return Status::InvalidArgument(fmt::format(
+        "{} of {} bytes is longer than {}", what, text.size(), max));
+  }
+  for (unsigned char c : text) {
+    if (!IsHeaderKeyChar(c) && c != '/') {
+      return Status::InvalidArgument(fmt::format(
+          "{} '{}' has a character other than ASCII letters, digits and "
+          "'_', '-', '.', ':', '/'",
+          what,
+          IsUtf8(text) ? text.substr(0, 64) : std::string_view("(not UTF-8)")));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateKind(std::string_view kind) {
+  return ValidateToken("kind", kind, kMaxKind);
+}
+
+std::string EncodeMessageHeaders(const Message& m) {
+  if (m.kind.empty() && !m.timeout && !m.expire_after &&
+      m.on_expiry == ExpiryAction::kDeadLetter && !m.max_attempts &&
+      !m.backoff_base && !m.backoff_max) {
+    return EncodeHeaders(m.headers);
+  }
+  nlohmann::json obj = nlohmann::json::object();
+  for (const auto& [key, value] : m.headers) obj[key] = value;
+  if (!m.kind.empty()) obj[std::string(kKindHeader)] = m.kind;
+  // Header values are text: the durations as decimal milliseconds.
+  if (m.timeout)
+    obj[std::string(kTimeoutHeader)] = fmt::to_string(m.timeout->count());
+  if (m.expire_after) {
+    obj[std::string(kExpireHeader)] = fmt::to_string(m.expire_after->count());
+  }
+  if (m.on_expiry != ExpiryAction::kDeadLetter) {
+    obj[std::string(kOnExpiryHeader)] = ExpiryActionName(m.on_expiry);
+  }
+  if (m.max_attempts) {
+    obj[std::string(kMaxAttemptsHeader)] = fmt::to_string(*m.max_attempts);
+  }
+  if (m.backoff_base) {
+    obj[std::string(kBackoffHeader)] = fmt::to_string(m.backoff_base->count());
+  }
+  if (m.backoff_max) {
+    obj[std::string(kBackoffMaxHeader)] =
+        fmt::to_string(m.backoff_max->count());
+  }
+  return obj.dump();
+}
+
+namespace {
+
+// A number a reserved header keeps, at least `min`; unset when the text is
+// not one (a hand-written row).
+std::optional<std::int64_t> NumberOf(const std::string& text,
+                                     std::int64_t min) {
+  std::int64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < min) {
+    return std::nullopt;
+  }
+  return n;
+}
+
+std::optional<Duration> MillisOf(const std::string& text, std::int64_t min) {
+  auto n = NumberOf(text, min);
+  if (!n) return std::nullopt;
+  return Duration(*n);
+}
+
+}  // namespace
+
+Headers DecodeMessageHeaders(std::string_view text, JobFields& job) {
+  Headers out = DecodeHeaders(text);
+  for (auto it = out.lower_bound(std::string(kReservedPrefix));
+       it != out.end() && it->first.starts_with(kReservedPrefix);) {
+    if (it->first == kKindHeader) {
+      job.kind = std::move(it->second);
+    } else if (it->first == kTimeoutHeader) {
+      job.timeout = MillisOf(it->second, 1);
+    } else if (it->first == kExpireHeader) {
+      job.expire_after = MillisOf(it->second, 1);
+    } else if (it->first == kOnExpiryHeader) {
+      // Another text (a hand-written row) keeps the default.
+      auto action = ParseExpiryAction(it->second);
+      if (action.ok()) job.on_expiry = *action;
+    } else if (it->first == kMaxAttemptsHeader) {
+      if (auto n = NumberOf(it->second, 1); n && *n <= 1'000'000) {
+        job.max_attempts = static_cast<int>(*n);
+      }
+    } else if (it->first == kBackoffHeader) {
+      job.backoff_base = MillisOf(it->second, 0);
+    } else if (it->first == kBackoffMaxHeader) {
+      job.backoff_max = MillisOf(it->second, 0);
+    }
+    it = out.erase(it);
+  }
+  return out;
 }
 
 std::string EncodeHeaders(const Headers& headers) {

@@ -8,6 +8,7 @@
 #ifndef SQLQ_CORE_COLUMNS_H_
 #define SQLQ_CORE_COLUMNS_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,8 +19,14 @@
 namespace sqlq::core {
 
 // kInvalidArgument with the reason when `headers` breaks a limit of
-// sqlq::Headers (queue.h).
+// sqlq::Headers (queue.h), or has a key beginning with kReservedPrefix.
 Status ValidateHeaders(const Headers& headers);
+// kInvalidArgument unless `text` is at most `max` bytes of ASCII letters,
+// digits and '_', '-', '.', ':', '/'; `what` names it in the error.
+Status ValidateToken(std::string_view what, std::string_view text,
+                     std::size_t max);
+// kInvalidArgument unless `kind` is empty or a Message::kind.
+Status ValidateKind(std::string_view kind);
 // The same for a queue's labels (QueueOptions::labels).
 Status ValidateLabels(const std::map<std::string, std::string>& labels);
 // The column's text: empty (stored as NULL) for no headers.
@@ -27,6 +34,53 @@ std::string EncodeHeaders(const Headers& headers);
 // Column text back to headers; empty text (NULL) is none. Text that is not
 // a JSON object of strings (written by hand) yields what can be read.
 Headers DecodeHeaders(std::string_view text);
+
+// A message's headers column also keeps the fields of a job that no query
+// of the claim path needs: its kind, under the key kKindHeader. Header keys
+// beginning with kReservedPrefix are sqlq's, refused in a message's headers
+// (ValidateHeaders); an application's own SQL can read and write them (the
+// SQL-level API's sqlq_send takes the kind this way).
+inline constexpr std::string_view kReservedPrefix = "sqlq:";
+inline constexpr std::string_view kKindHeader = "sqlq:kind";
+inline constexpr std::string_view kTimeoutHeader = "sqlq:timeout_ms";
+inline constexpr std::string_view kExpireHeader = "sqlq:expire_after_ms";
+// "drop" when Message::on_expiry is kDrop; absent for the default.
+inline constexpr std::string_view kOnExpiryHeader = "sqlq:on_expiry";
+inline constexpr std::string_view kMaxAttemptsHeader = "sqlq:max_attempts";
+inline constexpr std::string_view kBackoffHeader = "sqlq:backoff_ms";
+inline constexpr std::string_view kBackoffMaxHeader = "sqlq:backoff_max_ms";
+// EncodeHeaders of the message's headers with its job fields added (those
+// that are set).
+std::string EncodeMessageHeaders(const Message& m);
+// A message's job fields, as the headers column keeps them.
+struct JobFields {
+  std::string kind;
+  std::optional<Duration> timeout, expire_after;
+  ExpiryAction on_expiry = ExpiryAction::kDeadLetter;
+  std::optional<int> max_attempts;
+  std::optional<Duration> backoff_base, backoff_max;
+};
+// DecodeHeaders with the reserved keys taken out, into `job`.
+Headers DecodeMessageHeaders(std::string_view text, JobFields& job);
+// DecodeMessageHeaders into a message struct's fields: its kind, and its
+// limits where it has them.
+template <class M>
+Headers DecodeJob(std::string_view text, M& m) {
+  JobFields job;
+  Headers headers = DecodeMessageHeaders(text, job);
+  m.kind = std::move(job.kind);
+  if constexpr (requires { m.timeout; }) {
+    m.timeout = job.timeout;
+    m.expire_after = job.expire_after;
+    m.on_expiry = job.on_expiry;
+    m.max_attempts = job.max_attempts;
+  }
+  if constexpr (requires { m.backoff_base; }) {
+    m.backoff_base = job.backoff_base;
+    m.backoff_max = job.backoff_max;
+  }
+  return headers;
+}
 // The history column back to entries; empty text (NULL) is none.
 std::vector<AttemptError> DecodeErrors(std::string_view text);
 // Error text as the history keeps it: at most kMaxErrorText bytes, valid

@@ -2,8 +2,8 @@
 // operations run in transactions (Transactions), how waiting claims hear of
 // other processes' writes (ForeignWriteWatch), and one method per storage
 // operation in an interface per noun (QueueOps, MessageOps, RingOps,
-// RotationOps, ScheduleOps). An engine implements them all (Engine); core
-// code takes the narrowest one it needs.
+// RotationOps, ScheduleOps, TopicOps). An engine implements them all (Engine);
+// core code takes the narrowest one it needs.
 //
 // Division of labour (docs/architecture.md): core decides what happens
 // (validation, backoff, dead-lettering rule, lease tokens, batching of
@@ -66,6 +66,8 @@ struct QueueRecord {
 struct QueueCounters {
   std::int64_t sends = 0, claims = 0, acks = 0, nacks = 0, expirations = 0,
                dead_lettered = 0, pushes = 0, serves = 0;
+  // Jobs not started by their expiry (QueueStats::expired).
+  std::int64_t expired = 0;
   QueueCounters& operator+=(const QueueCounters& d) {
     sends += d.sends;
     claims += d.claims;
@@ -75,6 +77,7 @@ struct QueueCounters {
     dead_lettered += d.dead_lettered;
     pushes += d.pushes;
     serves += d.serves;
+    expired += d.expired;
     return *this;
   }
 };
@@ -238,7 +241,16 @@ struct AckParams {
   Receipt receipt;
   bool archive = false;
   Micros unique_for{0};  // SendParams
+  // A job dropped at its expiry (ExpiryAction::kDrop) rather than acked:
+  // the same delete and dedup hold, counted as expired, not as an ack
+  // (AckCounters). Core never archives such a one.
+  bool expired = false;
 };
+
+// What an Ack adds to its queue's counters.
+inline QueueCounters AckCounters(const AckParams& p) {
+  return p.expired ? QueueCounters{.expired = 1} : QueueCounters{.acks = 1};
+}
 
 struct RetryParams {
   std::int64_t queue_id = 0;
@@ -252,6 +264,14 @@ struct RetryParams {
   // (attempts - 1), last error kept, counted as one claim less rather than
   // as a nack.
   bool release = false;
+  // Snooze it instead (NackAction::kSnooze), if its snoozes are below
+  // kMaxSnoozes: ready after `delay`, its attempt returned (attempts - 1),
+  // snoozes + 1, last error kept, no counter change; `*snoozed` says
+  // whether it was. A receipt that does not match, or a message snoozed
+  // kMaxSnoozes times, changes nothing and is no error: core then nacks it
+  // as a failed attempt, which says which it was.
+  bool snooze = false;
+  bool* snoozed = nullptr;
 };
 
 // QueueOps::ReportWaiting: this process's claims waiting for each queue
@@ -287,7 +307,14 @@ struct BuryParams {
   std::string_view error;
   std::string_view history_error;  // as in RetryParams
   Micros unique_for{0};            // SendParams
+  // A job dead-lettered at its expiry: counted as expired too (BuryCounters).
+  bool expired = false;
 };
+
+// What a Bury adds to its queue's counters: a nack that dead-letters.
+inline QueueCounters BuryCounters(const BuryParams& p) {
+  return {.nacks = 1, .dead_lettered = 1, .expired = p.expired ? 1 : 0};
+}
 
 // ClaimParams::groups: how many groups in a row a claim looks at without
 // leasing anything before it gives up (the next claim goes on from there).
@@ -619,6 +646,12 @@ class MessageOps {
   // or lease ends); nullopt when the queue holds no message at all.
   virtual Result<std::optional<Timestamp>> NextReadyAt(
       Conn& conn, std::int64_t queue_id) = 0;
+  // The headers column of message `id` of the queue as text (where its job
+  // fields are: core/columns.h), "" for none; nullopt when it is not in
+  // the queue. A nack reads its job's retry policy with it.
+  virtual Result<std::optional<std::string>> ReadHeaders(Conn& conn,
+                                                         std::int64_t queue_id,
+                                                         std::int64_t id) = 0;
   // Each of these checks the receipt's lease token: kFailedPrecondition when
   // the message is there under another lease, kNotFound when it is gone.
   virtual Status Ack(Conn& conn, const AckParams& p) = 0;
@@ -773,6 +806,218 @@ class ScheduleOps {
                                        const AdvanceScheduleParams& p) = 0;
 };
 
+// A topic as stored (TopicOps::ListTopics): its row of sqlq_queues (kind
+// 'topic') and how many queues subscribe to it.
+struct TopicRecord {
+  std::int64_t id = 0;
+  std::string name;
+  std::int64_t created_us = 0;
+  std::int64_t subscriptions = 0;
+};
+
+// TopicOps::Subscribe: queue `queue_id` subscribes to topic `topic_id`
+// with `filter` (EncodeHeaders' text, "" for none: every message), or
+// changes the filter of its subscription.
+struct SubscribeParams {
+  std::int64_t topic_id = 0;
+  std::int64_t queue_id = 0;
+  std::string_view filter;
+};
+
+// A subscription as stored (TopicOps::ListSubscribers): the subscribed
+// queue as GetQueue gives it, the filter's text ("" for none) and when it
+// was made.
+struct SubscriberRecord {
+  QueueRecord queue;
+  std::string filter;
+  std::int64_t subscribed_us = 0;
+};
+
+// Topics (core/topic.cc): rows of sqlq_queues of kind 'topic' (one namespace
+// with queues, rings and rotations) and their subscriptions, one row per
+// (topic, queue) in sqlq_subscriptions, which go with either when it is
+// dropped. A publish reads the subscribers and sends to each through
+// MessageOps::Send in the same transaction.
+class TopicOps {
+ public:
+  virtual ~TopicOps() = default;
+  // The new topic's id; kAlreadyExists when the name is taken (any kind).
+  virtual Result<std::int64_t> CreateTopic(Conn& conn,
+                                           std::string_view name) = 0;
+  // The topic's id; kNotFound, or kFailedPrecondition for a name of
+  // another kind.
+  virtual Result<std::int64_t> GetTopic(Conn& conn, std::string_view name) = 0;
+  virtual Result<std::vector<TopicRecord>> ListTopics(Conn& conn) = 0;
+  virtual Status DropTopic(Conn& conn, std::int64_t topic_id) = 0;
+  // Whether the subscription is new (false: its filter was replaced).
+  // Locks the topic and the queue against a drop first.
+  virtual Result<bool> Subscribe(Conn& conn, const SubscribeParams& p) = 0;
+  // Whether there was a subscription to remove.
+  virtual Result<bool> Unsubscribe(Conn& conn, std::int64_t topic_id,
+                                   std::int64_t queue_id) = 0;
+  // The topic's subscribers by queue name; in a write transaction the
+  // topic is locked against a drop first (kNotFound once it is gone).
+  virtual Result<std::vector<SubscriberRecord>> ListSubscribers(
+      Conn& conn, std::int64_t topic_id) = 0;
+  // Removes the subscriptions of a queue being dropped (in the drop's
+  // transaction, after its row is deleted): engines whose foreign keys
+  // cascade have nothing to do.
+  virtual Status DropSubscriptionsOf(Conn& conn, std::int64_t queue_id) = 0;
+};
+
+// WorkerOps::ReportWorker: the report of worker `id` (its fields as
+// core/workers.cc encodes them in `info`) replaces any earlier one, stamped
+// with the engine's clock and kept until now + ttl; reports that ran out
+// before now - forget_after go too (workers gone without a word).
+struct ReportWorkerParams {
+  std::string_view id;
+  std::string_view info;
+  Micros ttl{0};
+  Micros forget_after{0};
+};
+
+// A worker's report as stored (WorkerOps).
+struct WorkerRecord {
+  std::string id, info;
+  std::int64_t seen_us = 0, expires_us = 0;
+};
+
+// Live workers (core/workers.cc).
+class WorkerOps {
+ public:
+  virtual ~WorkerOps() = default;
+  virtual Status ReportWorker(Conn& conn, const ReportWorkerParams& p) = 0;
+  // Whether there was a report of `id` to remove.
+  virtual Result<bool> RemoveWorker(Conn& conn, std::string_view id) = 0;
+  // The reports that have not run out by the engine's clock, by id.
+  virtual Result<std::vector<WorkerRecord>> ListWorkers(Conn& conn) = 0;
+};
+
+// ResultOps::SaveProgress: the latest progress of the message the
+// receipt leases (checked as an ack checks it: kNotFound when the message
+// is gone, kFailedPrecondition under another lease), as `progress` (text
+// core/results.cc encodes), kept until now + ttl.
+struct SaveProgressParams {
+  std::int64_t queue_id = 0;
+  Receipt receipt;
+  std::string_view progress;
+  Micros ttl{0};
+};
+
+// ResultOps::SaveResult: message `message_id` completed (acked in this
+// transaction) with `result`, kept until now + ttl.
+struct SaveResultParams {
+  std::int64_t queue_id = 0;
+  std::int64_t message_id = 0;
+  std::string_view result;
+  Micros ttl{0};
+};
+
+// A row of sqlq_results that has not run out: the message's last progress
+// (empty: none) and, once it completed, its result.
+struct ResultRecord {
+  std::string progress;
+  std::int64_t progress_us = 0;  // 0: no progress
+  std::optional<std::string> result;
+  std::int64_t completed_us = 0;  // 0: not completed with a result
+};
+
+// Results and progress of jobs (core/results.cc).
+class ResultOps {
+ public:
+  virtual ~ResultOps() = default;
+  virtual Status SaveProgress(Conn& conn, const SaveProgressParams& p) = 0;
+  virtual Status SaveResult(Conn& conn, const SaveResultParams& p) = 0;
+  virtual Result<std::optional<ResultRecord>> ReadResult(
+      Conn& conn, std::int64_t queue_id, std::int64_t message_id) = 0;
+  // Deletes the rows that ran out; returns how many.
+  virtual Result<std::int64_t> PruneResults(Conn& conn) = 0;
+};
+
+// Dependencies (core/dependencies.cc, engines/shared/sql_deps.h): a
+// message that waits for others is stored waiting (ready_us = kWaitingUs,
+// waits = how many have not completed), with a row of sqlq_deps per
+// message it waits for. A queue whose messages have (or had) dependents is
+// flagged; only its acks look for dependents to release, in the ack's own
+// transaction.
+inline constexpr std::int64_t kWaitingUs = std::int64_t{1} << 62;
+#define SQLQ_WAITING_US "4611686018427387904"
+
+// What a dependent does when a message it waits for dies (is
+// dead-lettered, cancelled or deleted): IfDependencyDies, as stored.
+enum class OnDead : int { kCancel = 0, kRun = 1, kWait = 2 };
+
+// DependencyOps::LinkDependencies: message child_id (just sent to queue
+// child_queue_id, in this transaction) waits for `parents`.
+struct LinkParams {
+  std::int64_t child_id = 0;
+  std::int64_t child_queue_id = 0;
+  std::span<const std::int64_t> parents;
+  OnDead on_dead = OnDead::kCancel;
+};
+
+struct LinkOutcome {
+  int waits = 0;  // parents still to complete: the child is waiting
+  // A parent dead (or gone) at the send, when on_dead is kCancel: the
+  // child is to be cancelled.
+  std::optional<std::int64_t> dead_parent;
+};
+
+// A dependency whose parent left its queue other than by a releasing ack.
+struct EndedDependency {
+  std::int64_t parent_id = 0;
+  std::int64_t child_id = 0;
+  std::int64_t child_queue_id = 0;
+  OnDead on_dead = OnDead::kCancel;
+  bool dead = false;  // the parent is in the dead letters (else: deleted)
+};
+
+// A message a waiting message waits for (MessageInfo::waits_for).
+struct DependencyRecord {
+  std::int64_t parent_id = 0;
+  std::int64_t parent_queue_id = 0;
+  bool parked = false;  // it died; waiting for a redrive
+};
+
+class DependencyOps {
+ public:
+  virtual ~DependencyOps() = default;
+  // Flags the queues holding any of `parents`, in a transaction of its
+  // own, committed before the send that links to them: an ack that read
+  // its queue unflagged has then committed before that send looks at its
+  // message (the flag's write waits for the share locks of the acks in
+  // flight), and any later ack reads the flag.
+  // Flags the queues of `parents` (live or dead) and `queues`.
+  virtual Status FlagDependents(Conn& conn,
+                                std::span<const std::int64_t> parents,
+                                std::span<const std::int64_t> queues) = 0;
+  virtual Result<LinkOutcome> LinkDependencies(Conn& conn,
+                                               const LinkParams& p) = 0;
+  // After the ack of `parents` (of queue `queue_id`) in this transaction:
+  // when the queue is flagged, each dependent waits for one less, and one
+  // that waits for none is ready now. Returns the queues of the dependents
+  // released (ready now), for wake-ups.
+  virtual Result<std::vector<std::int64_t>> ReleaseDependents(
+      Conn& conn, std::int64_t queue_id,
+      std::span<const std::int64_t> parents) = 0;
+  // The dependencies on messages of `queue_id` whose message is no longer
+  // in the queue and that are not parked: the parent died or was deleted.
+  virtual Result<std::vector<EndedDependency>> EndedDependencies(
+      Conn& conn, std::int64_t queue_id) = 0;
+  // Settles one ended dependency: kCancel and kRun delete it (kRun also
+  // counts the parent as done for the child: ready when it waits for no
+  // other), kWait parks it. False when another transaction settled it
+  // first (then nothing changed).
+  virtual Result<bool> SettleDependency(Conn& conn,
+                                        const EndedDependency& d) = 0;
+  // What message `child_id` waits for.
+  virtual Result<std::vector<DependencyRecord>> ListDependencies(
+      Conn& conn, std::int64_t child_id) = 0;
+  // A dropped queue's dependencies: those of its messages (as dependents)
+  // are deleted.
+  virtual Status DropDependencies(Conn& conn, std::int64_t queue_id) = 0;
+};
+
 // An engine: every interface above, and what spans them. Core code takes
 // the narrowest of them that it needs.
 class Engine : public Transactions,
@@ -781,7 +1026,11 @@ class Engine : public Transactions,
                public MessageOps,
                public RingOps,
                public RotationOps,
-               public ScheduleOps {
+               public ScheduleOps,
+               public WorkerOps,
+               public ResultOps,
+               public DependencyOps,
+               public TopicOps {
  public:
   // Send in a write transaction of its own, committed: what Write with
   // Send does, which is the default. An engine may do it in fewer round

@@ -10,6 +10,7 @@
 #include <charconv>
 
 #include "core/columns.h"
+#include "core/dependencies.h"
 #include "core/errors.h"
 #include "core/rows.h"
 #include "core/store_impl.h"
@@ -53,6 +54,13 @@ Status ValidateFilter(const MessageFilter& f) {
   if (f.group && f.group->size() > kMaxGroup) {
     return Status::InvalidArgument(fmt::format(
         "group of {} bytes is longer than {}", f.group->size(), kMaxGroup));
+  }
+  if (f.kind) {
+    if (f.kind->empty()) {
+      return Status::InvalidArgument("the kind filter is empty: name a kind");
+    }
+    Status s = core::ValidateKind(*f.kind);
+    if (!s.ok()) return s;
   }
   if (f.header) {
     // The rules of a header sent with a message: a filter on a header no
@@ -104,6 +112,7 @@ std::uint64_t FilterHash(const MessageFilter& f) {
   mix(f.group ? "=" + *f.group : "-");
   mix(f.header ? f.header->first : "-");
   mix(f.header ? f.header->second : "-");
+  mix(f.kind ? "=" + *f.kind : "-");
   mix(f.payload_prefix);
   opt(f.enqueued_after);
   opt(f.enqueued_before);
@@ -168,6 +177,8 @@ std::string_view MessageStateName(MessageState state) {
       return "dead";
     case MessageState::kArchived:
       return "archived";
+    case MessageState::kWaiting:
+      return "waiting";
   }
   return "ready";
 }
@@ -175,12 +186,70 @@ std::string_view MessageStateName(MessageState state) {
 Result<MessageState> ParseMessageState(std::string_view name) {
   for (MessageState s :
        {MessageState::kReady, MessageState::kDelayed, MessageState::kLeased,
-        MessageState::kDead, MessageState::kArchived}) {
+        MessageState::kDead, MessageState::kArchived, MessageState::kWaiting}) {
     if (MessageStateName(s) == name) return s;
   }
+  return Status::InvalidArgument(
+      fmt::format("unknown state '{}': expected ready, delayed, leased, "
+                  "waiting, dead or archived",
+                  name.substr(0, 64)));
+}
+
+std::string_view IfDependencyDiesName(IfDependencyDies v) {
+  switch (v) {
+    case IfDependencyDies::kCancel:
+      return "cancel";
+    case IfDependencyDies::kRun:
+      return "run";
+    case IfDependencyDies::kWait:
+      return "wait";
+  }
+  return "cancel";
+}
+
+Result<IfDependencyDies> ParseIfDependencyDies(std::string_view name) {
+  for (IfDependencyDies v : {IfDependencyDies::kCancel, IfDependencyDies::kRun,
+                             IfDependencyDies::kWait}) {
+    if (IfDependencyDiesName(v) == name) return v;
+  }
+  return Status::InvalidArgument(
+      fmt::format("unknown policy '{}' for a dependency that dies: expected "
+                  "cancel, run or wait",
+                  name.substr(0, 64)));
+}
+
+std::string_view NackActionName(NackAction action) {
+  switch (action) {
+    case NackAction::kRetry:
+      return "retry";
+    case NackAction::kDead:
+      return "dead";
+    case NackAction::kSnooze:
+      return "snooze";
+  }
+  return "retry";
+}
+
+Result<NackAction> ParseNackAction(std::string_view name) {
+  for (NackAction a :
+       {NackAction::kRetry, NackAction::kDead, NackAction::kSnooze}) {
+    if (NackActionName(a) == name) return a;
+  }
+  return Status::InvalidArgument(
+      fmt::format("unknown nack action '{}': expected retry, dead or snooze",
+                  name.substr(0, 64)));
+}
+
+std::string_view ExpiryActionName(ExpiryAction action) {
+  return action == ExpiryAction::kDrop ? "drop" : "dead";
+}
+
+Result<ExpiryAction> ParseExpiryAction(std::string_view name) {
+  for (ExpiryAction a : {ExpiryAction::kDeadLetter, ExpiryAction::kDrop}) {
+    if (ExpiryActionName(a) == name) return a;
+  }
   return Status::InvalidArgument(fmt::format(
-      "unknown state '{}': expected ready, delayed, leased, dead or archived",
-      name.substr(0, 64)));
+      "unknown expiry action '{}': expected dead or drop", name.substr(0, 64)));
 }
 
 std::string_view GroupModeName(GroupMode mode) {
@@ -213,16 +282,24 @@ Result<MessageInfo> WorkQueue::Get(std::int64_t id) {
   const std::int64_t ids[] = {id};
   auto found = core::SnapshotRead<std::optional<MessageInfo>>(
       impl_->store(),
-      [&](core::MessageOps& e,
-          Conn& conn) -> Result<std::optional<MessageInfo>> {
+      [&](core::Engine& e, Conn& conn) -> Result<std::optional<MessageInfo>> {
         for (MessageTable t : {MessageTable::kQueued, MessageTable::kDead,
                                MessageTable::kArchived}) {
           auto r = e.FindMessages(
               conn, {.queue_id = impl_->id(), .table = t, .ids = ids});
           if (!r.ok()) return r.status();
-          if (!r->messages.empty()) {
-            return std::optional<MessageInfo>(std::move(r->messages[0]));
+          if (r->messages.empty()) continue;
+          MessageInfo m = std::move(r->messages[0]);
+          if (m.state == MessageState::kWaiting) {
+            // What it waits for, in the same snapshot.
+            auto deps = e.ListDependencies(conn, id);
+            if (!deps.ok()) return deps.status();
+            for (const core::DependencyRecord& d : *deps) {
+              m.waits_for.push_back(d.parent_id);
+              if (d.parked) m.waits_for_dead.push_back(d.parent_id);
+            }
           }
+          return std::optional<MessageInfo>(std::move(m));
         }
         return std::optional<MessageInfo>();
       });
@@ -313,8 +390,14 @@ Result<std::int64_t> SteerWrite(core::QueueImpl& q, std::int64_t queue_id,
 Result<std::int64_t> WorkQueue::Delete(const MessageSelection& selection) {
   Status s = ValidateSelection(selection);
   if (!s.ok()) return s;
-  return SteerWrite(*impl_, impl_->id(), selection, core::SteerAction::kDelete,
-                    0, 0);
+  auto deleted = SteerWrite(*impl_, impl_->id(), selection,
+                            core::SteerAction::kDelete, 0, 0);
+  // What waited for them follows its policy.
+  if (deleted.ok() && *deleted > 0 &&
+      TableOf(selection.filter) == MessageTable::kQueued) {
+    core::SettleEnded(impl_->store(), impl_->id());
+  }
+  return deleted;
 }
 
 Result<std::int64_t> WorkQueue::RetryNow(const MessageSelection& selection) {

@@ -4,9 +4,11 @@
 
 namespace sqlq::core {
 
-PeriodicThread::PeriodicThread(Pass pass)
-    : pass_(std::move(pass)), thread_([this] {
+PeriodicThread::PeriodicThread(Pass pass,
+                               std::chrono::steady_clock::duration first)
+    : pass_(std::move(pass)), thread_([this, first] {
         std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, first, [this] { return stop_; });
         while (!stop_) {
           lock.unlock();
           const auto wait = pass_();

@@ -17,8 +17,10 @@ class PeriodicThread {
  public:
   // Returns how long to sleep before the next pass.
   using Pass = std::function<std::chrono::steady_clock::duration()>;
-  // Starts the thread; the first pass runs at once.
-  explicit PeriodicThread(Pass pass);
+  // Starts the thread; the first pass runs after `first` (at once by
+  // default: a caller that just did a pass itself waits a period).
+  explicit PeriodicThread(Pass pass,
+                          std::chrono::steady_clock::duration first = {});
   ~PeriodicThread();
   PeriodicThread(const PeriodicThread&) = delete;
   PeriodicThread& operator=(const PeriodicThread&) = delete;

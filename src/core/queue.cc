@@ -10,6 +10,7 @@
 
 #include "core/backoff.h"
 #include "core/columns.h"
+#include "core/dependencies.h"
 #include "core/next_look.h"
 #include "core/receipt.h"
 #include "core/rows.h"
@@ -83,6 +84,11 @@ void MaybePruneDead(WorkQueue& q, core::QueueImpl& impl) {
 namespace core {
 
 void ForwardDead(QueueImpl& impl) {
+  // A job ended: waits for its result look again (WorkQueue::ReadResult).
+  impl.store().results().Ring();
+  // What waited for them follows its policy, while they are dead letters
+  // of this queue still.
+  SettleEnded(impl.store(), impl.id());
   if (impl.Current()->options.dead_letter_queue.empty()) return;
   std::int64_t to_id = 0;
   auto moved = MergedWrite<std::int64_t>(
@@ -163,6 +169,9 @@ Result<std::vector<SendResult>> WorkQueue::SendBatch(
   Status s =
       core::ValidateBatch(messages, qo.max_payload_bytes, impl_->store().Now());
   if (!s.ok()) return s;
+  if (core::HasDependencies(messages)) {
+    return core::SendWithDependencies(*impl_, messages);
+  }
   auto r =
       impl_->store().batcher().Send({.queue_id = impl_->id(),
                                      .messages = messages,
@@ -184,26 +193,33 @@ Result<std::vector<ClaimedMessage>> AcksOnly(QueueImpl& impl,
                                              const ClaimAcks& acks,
                                              const QueueOptions& qo) {
   if (!acks.ack && acks.done.empty()) return std::vector<ClaimedMessage>();
+  Released released;
   Status s = impl.store().batcher().Run([&](Conn& conn) -> Status {
     Engine& e = impl.store().engine();
+    released.clear();
     if (acks.ack) {
-      Status acked = e.Ack(conn, {.queue_id = impl.id(),
-                                  .receipt = *acks.ack,
-                                  .archive = qo.archive,
-                                  .unique_for = Micros(qo.unique_for)});
+      Status acked = AckAndRelease(e, conn,
+                                   {.queue_id = impl.id(),
+                                    .receipt = *acks.ack,
+                                    .archive = qo.archive,
+                                    .unique_for = Micros(qo.unique_for)},
+                                   released);
       if (!acked.ok()) return acked;
     }
     if (!acks.done.empty()) {
-      auto r = e.AckMany(conn, {.queue_id = impl.id(),
-                                .receipts = acks.done,
-                                .archive = qo.archive,
-                                .unique_for = Micros(qo.unique_for)});
+      auto r = AckManyAndRelease(e, conn,
+                                 {.queue_id = impl.id(),
+                                  .receipts = acks.done,
+                                  .archive = qo.archive,
+                                  .unique_for = Micros(qo.unique_for)},
+                                 released);
       if (!r.ok()) return r.status();
       if (acks.done_status != nullptr) *acks.done_status = std::move(*r);
     }
     return Status::Ok();
   });
   if (!s.ok()) return s;
+  WakeReleased(impl.store(), released);
   return std::vector<ClaimedMessage>();
 }
 
@@ -215,11 +231,89 @@ Result<std::optional<Micros>> ReadyIn(QueueImpl& impl) {
       [&](Engine& e, Conn& conn) -> Result<std::optional<Micros>> {
         auto at = e.NextReadyAt(conn, impl.id());
         if (!at.ok()) return at.status();
-        if (!at->has_value()) return std::optional<Micros>();
+        // Only waiting messages (kWaitingUs): none pending by time.
+        if (!at->has_value() || Us(**at) >= kWaitingUs) {
+          return std::optional<Micros>();
+        }
         auto db_now = e.Now(conn);
         if (!db_now.ok()) return db_now.status();
         return std::optional<Micros>(**at - *db_now);
       });
+}
+
+// The limits of the jobs a claim leased (Message::timeout, expire_after):
+// one that had to start before this claim is dead-lettered instead of
+// handed out, or deleted as an ack would (its dedup key held, never
+// archived) when its on_expiry is kDrop, and counted as expired either
+// way; one whose timeout is shorter than `lease` gets a lease of its
+// timeout, so that a worker that is gone or frozen loses it then. Each is a
+// write of its own, made only for such jobs. One that fails (a receipt
+// gone stale meanwhile) leaves its message leased: it comes back when that
+// lease runs out, and the claim then looks again.
+void ApplyJobLimits(QueueImpl& impl, std::vector<ClaimedMessage>& messages,
+                    Micros lease, const QueueOptions& qo) {
+  const bool any = std::any_of(
+      messages.begin(), messages.end(), [](const ClaimedMessage& m) {
+        return m.timeout || m.expire_after || m.max_attempts;
+      });
+  if (!any) return;
+  std::vector<ClaimedMessage> kept;
+  kept.reserve(messages.size());
+  bool buried = false;
+  for (ClaimedMessage& m : messages) {
+    auto parsed = ParseReceipt(m.receipt);
+    if (!parsed.ok()) continue;
+    const Timestamp claimed_at = m.lease_expires_at - lease;
+    // Its first attempt (a retried one has started; a snoozed one gave its
+    // attempt back, and has not).
+    // Past its own max_attempts (a lease that ran out on its last attempt:
+    // the queue's, which the claim keeps, can be higher).
+    const bool used_up = m.max_attempts && m.attempt > *m.max_attempts;
+    const bool expired = m.expire_after && m.attempt == 1 &&
+                         claimed_at > m.enqueued_at + *m.expire_after;
+    // (Never both: used_up needs a second attempt, expired the first.)
+    if (expired && m.on_expiry == ExpiryAction::kDrop) {
+      Status s = impl.store().batcher().Run([&](Conn& conn) {
+        return impl.store().engine().Ack(conn,
+                                         {.queue_id = impl.id(),
+                                          .receipt = *parsed,
+                                          .unique_for = Micros(qo.unique_for),
+                                          .expired = true});
+      });
+      // A job ended: waits for its result look again (and find it gone).
+      if (s.ok()) impl.store().results().Ring(impl.id(), parsed->id);
+      continue;
+    }
+    if (used_up || expired) {
+      const std::string why =
+          used_up ? fmt::format("attempts used up: {} of {}", m.attempt - 1,
+                                *m.max_attempts)
+                  : fmt::format("expired: not started within {} ms",
+                                m.expire_after->count());
+      const std::string logged = CleanErrorText(why);
+      Status s = impl.store().batcher().Run([&](Conn& conn) {
+        return impl.store().engine().Bury(conn,
+                                          {.queue_id = impl.id(),
+                                           .receipt = *parsed,
+                                           .error = why,
+                                           .history_error = logged,
+                                           .unique_for = Micros(qo.unique_for),
+                                           .expired = expired});
+      });
+      buried = buried || s.ok();
+      continue;
+    }
+    if (m.timeout && *m.timeout < lease) {
+      auto until =
+          MergedWrite<Timestamp>(impl.store(), [&](MessageOps& e, Conn& conn) {
+            return e.Extend(conn, {impl.id(), *parsed, Micros(*m.timeout)});
+          });
+      if (until.ok()) m.lease_expires_at = *until;
+    }
+    kept.push_back(std::move(m));
+  }
+  messages = std::move(kept);
+  if (buried) ForwardDead(impl);
 }
 
 Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
@@ -267,6 +361,7 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
     m.receipt =
         FormatReceipt({.id = m.id, .attempt = m.attempt, .token = r->token});
   }
+  ApplyJobLimits(impl, r->outcome.messages, request.params.lease, qo);
   // Nothing came from a queue whose groups can hold ready messages back:
   // say so when one is ready (a read, on this empty path only). The note
   // only informs: a failed read leaves it unset and the claim stands.
@@ -389,19 +484,56 @@ Result<std::chrono::steady_clock::time_point> WorkQueue::NextLook(
 }
 
 Status WorkQueue::Ack(std::string_view receipt) {
+  return Ack(receipt, AckOptions{});
+}
+
+Status WorkQueue::Ack(std::string_view receipt, const AckOptions& options) {
+  if (options.result && (options.result_ttl < kMinResultTtl ||
+                         options.result_ttl > kMaxResultTtl)) {
+    return Status::InvalidArgument(
+        fmt::format("result_ttl {} ms is out of range ({}..{} ms)",
+                    options.result_ttl.count(), kMinResultTtl.count(),
+                    kMaxResultTtl.count()));
+  }
   auto parsed = core::ParseReceipt(receipt);
   if (!parsed.ok()) return parsed.status();
   const auto current = impl_->Current();
   const QueueOptions& qo = current->options;
-  Status s = impl_->store().batcher().Run([&](Conn& conn) {
-    return impl_->store().engine().Ack(
-        conn, {.queue_id = impl_->id(),
-               .receipt = *parsed,
-               .archive = qo.archive,
-               .unique_for = core::Micros(qo.unique_for)});
+  if (options.result && options.result->size() > qo.max_payload_bytes) {
+    return Status::TooLarge(
+        fmt::format("a result of {} bytes exceeds queue '{}''s limit of {}",
+                    options.result->size(), name(), qo.max_payload_bytes));
+  }
+  core::StoreImpl& store = impl_->store();
+  core::Released released;
+  Status s = store.batcher().Run([&](Conn& conn) {
+    released.clear();
+    Status acked =
+        core::AckAndRelease(store.engine(), conn,
+                            {.queue_id = impl_->id(),
+                             .receipt = *parsed,
+                             .archive = qo.archive,
+                             .unique_for = core::Micros(qo.unique_for)},
+                            released);
+    // The result, when there is one, in the ack's own transaction.
+    if (!acked.ok() || !options.result) return acked;
+    return store.engine().SaveResult(conn,
+                                     {.queue_id = impl_->id(),
+                                      .message_id = parsed->id,
+                                      .result = *options.result,
+                                      .ttl = core::Micros(options.result_ttl)});
   });
-  if (s.ok()) core::AfterAcks(*this, *impl_);
-  return s;
+  if (!s.ok()) return s;
+  core::WakeReleased(store, released);
+  if (options.result) {
+    store.results().Ring(impl_->id(), parsed->id);
+    if (impl_->ResultPruneDue()) {
+      (void)core::MergedWrite<std::int64_t>(
+          store, [](core::ResultOps& e, Conn& c) { return e.PruneResults(c); });
+    }
+  }
+  core::AfterAcks(*this, *impl_);
+  return Status::Ok();
 }
 
 Result<std::vector<Status>> WorkQueue::AckBatch(
@@ -433,13 +565,17 @@ Result<std::vector<Status>> WorkQueue::AckBatch(
   }
   const auto current = impl_->Current();
   const QueueOptions& qo = current->options;
+  core::Released released;
   Status s = impl_->store().batcher().Run([&](Conn& conn) -> Status {
+    released.clear();
     if (valid.empty()) return Status::Ok();
-    auto acked = impl_->store().engine().AckMany(
-        conn, {.queue_id = impl_->id(),
-               .receipts = valid,
-               .archive = qo.archive,
-               .unique_for = core::Micros(qo.unique_for)});
+    auto acked =
+        core::AckManyAndRelease(impl_->store().engine(), conn,
+                                {.queue_id = impl_->id(),
+                                 .receipts = valid,
+                                 .archive = qo.archive,
+                                 .unique_for = core::Micros(qo.unique_for)},
+                                released);
     if (!acked.ok()) return acked.status();
     for (size_t k = 0; k < where.size(); ++k) {
       out[where[k]] = std::move((*acked)[k]);
@@ -447,6 +583,7 @@ Result<std::vector<Status>> WorkQueue::AckBatch(
     return Status::Ok();
   });
   if (!s.ok()) return s;
+  core::WakeReleased(impl_->store(), released);
   core::AfterAcks(*this, *impl_);
   return out;
 }
@@ -464,32 +601,66 @@ Result<NackOutcome> WorkQueue::Nack(std::string_view receipt,
   }
   const auto current = impl_->Current();
   const QueueOptions& qo = current->options;
-  const std::string error = CutError(options.error);
-  // Core decides the message's fate; the engine stores it.
-  if (parsed->attempt >= qo.max_attempts) {
-    std::string why = error.empty()
-                          ? fmt::format("failed attempt {} of {}",
-                                        parsed->attempt, qo.max_attempts)
-                          : error;
-    const std::string logged = core::CleanErrorText(why);
+  std::string error = CutError(options.error);
+  if (options.action == NackAction::kSnooze) {
+    const Duration delay = options.delay.value_or(Duration(0));
+    bool snoozed = false;
     Status s = impl_->store().batcher().Run([&](Conn& conn) {
+      return impl_->store().engine().Retry(conn, {.queue_id = impl_->id(),
+                                                  .receipt = *parsed,
+                                                  .delay = delay,
+                                                  .snooze = true,
+                                                  .snoozed = &snoozed});
+    });
+    if (!s.ok()) return s;
+    if (snoozed) {
+      if (delay.count() == 0) impl_->store().hub().Notify(impl_->id(), 1);
+      return NackOutcome::kSnoozed;
+    }
+    // Snoozed kMaxSnoozes times already (or a stale receipt, which the
+    // nack below refuses): this one is a failed attempt.
+    error = fmt::format("snoozed {} times", kMaxSnoozes);
+  }
+  // Core decides the message's fate, from the job's own retry policy
+  // (read in the same transaction) or the queue's; the engine stores it.
+  NackOutcome outcome = NackOutcome::kRetry;
+  Duration delay{0};
+  Status s = impl_->store().batcher().Run([&](Conn& conn) -> Status {
+    // A job's policy can only lower its queue's attempts: at the queue's
+    // last attempt, or for a dead letter asked for, there is nothing to read.
+    core::JobFields job;
+    if (options.action != NackAction::kDead &&
+        parsed->attempt < qo.max_attempts) {
+      auto text =
+          impl_->store().engine().ReadHeaders(conn, impl_->id(), parsed->id);
+      if (!text.ok()) return text.status();
+      // A message gone is refused by the Retry below, which says why.
+      if (*text) (void)core::DecodeMessageHeaders(**text, job);
+    }
+    const int max_attempts =
+        std::min(job.max_attempts.value_or(qo.max_attempts), qo.max_attempts);
+    if (options.action == NackAction::kDead ||
+        parsed->attempt >= max_attempts) {
+      outcome = NackOutcome::kDead;
+      const std::string why =
+          !error.empty() ? error
+          : options.action == NackAction::kDead
+              ? fmt::format("failed permanently at attempt {}", parsed->attempt)
+              : fmt::format("failed attempt {} of {}", parsed->attempt,
+                            max_attempts);
+      const std::string logged = core::CleanErrorText(why);
       return impl_->store().engine().Bury(
           conn, {.queue_id = impl_->id(),
                  .receipt = *parsed,
                  .error = why,
                  .history_error = logged,
                  .unique_for = core::Micros(qo.unique_for)});
-    });
-    if (!s.ok()) return s;
-    core::ForwardDead(*impl_);
-    MaybePruneDead(*this, *impl_);
-    core::AfterAcks(*this, *impl_);
-    return NackOutcome::kDead;
-  }
-  Duration delay = options.delay.value_or(
-      core::BackoffDelay(qo.backoff_base, qo.backoff_max, parsed->attempt));
-  const std::string logged = core::CleanErrorText(error);
-  Status s = impl_->store().batcher().Run([&](Conn& conn) {
+    }
+    outcome = NackOutcome::kRetry;
+    delay = options.delay.value_or(core::BackoffDelay(
+        job.backoff_base.value_or(qo.backoff_base),
+        job.backoff_max.value_or(qo.backoff_max), parsed->attempt));
+    const std::string logged = core::CleanErrorText(error);
     return impl_->store().engine().Retry(conn, {.queue_id = impl_->id(),
                                                 .receipt = *parsed,
                                                 .delay = delay,
@@ -497,6 +668,12 @@ Result<NackOutcome> WorkQueue::Nack(std::string_view receipt,
                                                 .history_error = logged});
   });
   if (!s.ok()) return s;
+  if (outcome == NackOutcome::kDead) {
+    core::ForwardDead(*impl_);
+    MaybePruneDead(*this, *impl_);
+    core::AfterAcks(*this, *impl_);
+    return NackOutcome::kDead;
+  }
   if (delay.count() == 0) impl_->store().hub().Notify(impl_->id(), 1);
   return NackOutcome::kRetry;
 }
@@ -513,10 +690,14 @@ Result<Timestamp> WorkQueue::Extend(std::string_view receipt, Duration lease) {
 }
 
 Result<std::int64_t> WorkQueue::Purge() {
-  return core::MergedWrite<std::int64_t>(
+  auto purged = core::MergedWrite<std::int64_t>(
       impl_->store(), [&](core::QueueOps& e, Conn& conn) {
         return e.PurgeQueue(conn, impl_->id());
       });
+  // What waited for them follows its policy.
+  if (purged.ok() && *purged > 0)
+    core::SettleEnded(impl_->store(), impl_->id());
+  return purged;
 }
 
 Result<QueueStats> WorkQueue::Stats() {
@@ -672,10 +853,19 @@ Result<SendResult> WorkQueue::Send(Tx& tx, const Message& message) {
   const QueueOptions& qo = current->options;
   s = core::ValidateMessage(message, qo.max_payload_bytes,
                             impl_->store().Now());
+  if (s.ok()) s = core::ValidateDependencies(message, 0);
   if (!s.ok()) return s;
+  const std::span<const Message> one(&message, 1);
+  if (core::HasDependencies(one)) {
+    auto r = core::SendWithDependencies(
+        impl_->store().engine(), *tx.impl_->conn(), impl_->id(), qo, message);
+    // Its links are part of the transaction: a failure spoils it whole.
+    if (!r.ok()) tx.impl_->Poison(r.status());
+    return r;
+  }
   auto r = impl_->store().engine().Send(
       *tx.impl_->conn(), {.queue_id = impl_->id(),
-                          .messages = std::span<const Message>(&message, 1),
+                          .messages = one,
                           .unique_for = core::Micros(qo.unique_for),
                           .grouped = qo.groups != GroupMode::kNone});
   if (!r.ok()) {
@@ -693,11 +883,15 @@ Status WorkQueue::Ack(Tx& tx, std::string_view receipt) {
   if (!parsed.ok()) return parsed.status();
   const auto current = impl_->Current();
   const QueueOptions& qo = current->options;
-  s = impl_->store().engine().Ack(*tx.impl_->conn(),
-                                  {.queue_id = impl_->id(),
-                                   .receipt = *parsed,
-                                   .archive = qo.archive,
-                                   .unique_for = core::Micros(qo.unique_for)});
+  core::Released released;
+  s = core::AckAndRelease(impl_->store().engine(), *tx.impl_->conn(),
+                          {.queue_id = impl_->id(),
+                           .receipt = *parsed,
+                           .archive = qo.archive,
+                           .unique_for = core::Micros(qo.unique_for)},
+                          released);
+  // The queues it released wake with the transaction's commit.
+  for (std::int64_t q : released) tx.impl_->sent()[q] += 1;
   if (!s.ok() && !core::IsCleanFailure(s)) tx.impl_->Poison(s);
   return s;
 }

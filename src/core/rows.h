@@ -48,6 +48,17 @@ struct RowAt {
   bool IsNull(int col) const { return rows.IsNull(i, col); }
 };
 
+// A row read from its column `shift` on: the columns a decoder knows,
+// after others of the same statement.
+template <class Row>
+struct ShiftedRow {
+  const Row& row;
+  int shift;
+  std::int64_t Int(int col) const { return row.Int(col + shift); }
+  std::string Bytes(int col) const { return row.Bytes(col + shift); }
+  bool IsNull(int col) const { return row.IsNull(col + shift); }
+};
+
 // Every row of `rows` decoded by `decode(RowAt)`.
 template <class Rows, class Decode>
 auto DecodeAll(const Rows& rows, Decode decode) {
@@ -133,7 +144,9 @@ ScheduleRecord DecodeSchedule(const Row& r) {
   i.options.queue = r.Bytes(4);
   i.options.message.payload = r.Bytes(5);
   i.options.message.priority = static_cast<std::int32_t>(r.Int(6));
-  if (!r.IsNull(7)) i.options.message.headers = DecodeHeaders(r.Bytes(7));
+  if (!r.IsNull(7)) {
+    i.options.message.headers = DecodeJob(r.Bytes(7), i.options.message);
+  }
   if (!r.IsNull(8)) i.options.message.group = r.Bytes(8);
   i.options.catch_up = static_cast<int>(r.Int(9));
   i.paused = r.Int(10) != 0;
@@ -168,7 +181,8 @@ void DecodeKind(const Row& r, KindsRecord& out) {
 }
 
 // name, sends, claims, acks, nacks, expirations, dead_lettered, ready,
-// delayed, leased, oldest ready time (NULL: none ready), dead, archived;
+// delayed, leased, oldest ready time (NULL: none ready), dead, archived,
+// waiting, expired;
 // `now_us` is the time the counts were taken at.
 template <class Row>
 QueueStats DecodeStats(const Row& r, std::int64_t now_us) {
@@ -186,6 +200,8 @@ QueueStats DecodeStats(const Row& r, std::int64_t now_us) {
   if (!r.IsNull(10)) s.oldest_ready_age = DurationFromUs(now_us - r.Int(10));
   s.dead = r.Int(11);
   s.archived = r.Int(12);
+  s.waiting = r.Int(13);
+  s.expired = r.Int(14);
   return s;
 }
 
@@ -199,35 +215,37 @@ std::string JsonText(const Row& r, int col) {
 // headers, errors
 template <class Row>
 DeadLetter DecodeDead(const Row& r) {
-  return {.id = r.Int(0),
-          .priority = static_cast<std::int32_t>(r.Int(1)),
-          .payload = r.Bytes(6),
-          .attempts = static_cast<int>(r.Int(2)),
-          .last_error = r.Bytes(5),
-          .enqueued_at = FromUs(r.Int(3)),
-          .died_at = FromUs(r.Int(4)),
-          .headers = DecodeHeaders(JsonText(r, 7)),
-          .errors = DecodeErrors(JsonText(r, 8))};
+  DeadLetter d{.id = r.Int(0),
+               .priority = static_cast<std::int32_t>(r.Int(1)),
+               .payload = r.Bytes(6),
+               .attempts = static_cast<int>(r.Int(2)),
+               .last_error = r.Bytes(5),
+               .enqueued_at = FromUs(r.Int(3)),
+               .died_at = FromUs(r.Int(4)),
+               .errors = DecodeErrors(JsonText(r, 8))};
+  d.headers = DecodeJob(JsonText(r, 7), d);
+  return d;
 }
 
 // id, priority, attempts, enqueued_us, completed_us, worker, payload,
 // headers, errors
 template <class Row>
 ArchivedMessage DecodeArchived(const Row& r) {
-  return {.id = r.Int(0),
-          .priority = static_cast<std::int32_t>(r.Int(1)),
-          .payload = r.Bytes(6),
-          .attempts = static_cast<int>(r.Int(2)),
-          .worker = r.Bytes(5),
-          .enqueued_at = FromUs(r.Int(3)),
-          .completed_at = FromUs(r.Int(4)),
-          .headers = DecodeHeaders(JsonText(r, 7)),
-          .errors = DecodeErrors(JsonText(r, 8))};
+  ArchivedMessage a{.id = r.Int(0),
+                    .priority = static_cast<std::int32_t>(r.Int(1)),
+                    .payload = r.Bytes(6),
+                    .attempts = static_cast<int>(r.Int(2)),
+                    .worker = r.Bytes(5),
+                    .enqueued_at = FromUs(r.Int(3)),
+                    .completed_at = FromUs(r.Int(4)),
+                    .errors = DecodeErrors(JsonText(r, 8))};
+  a.headers = DecodeJob(JsonText(r, 7), a);
+  return a;
 }
 
 // A found message (engines/shared/message_sql.h): id, priority, attempts,
 // enqueued_us, ready_us, token, dedup, worker, last_error, payload,
-// headers, errors, left_us, grp; its state read against `now_us`.
+// headers, errors, left_us, grp, snoozes; its state read against `now_us`.
 template <class Row>
 MessageInfo DecodeMessageInfo(const Row& r, MessageTable table,
                               std::int64_t now_us) {
@@ -240,13 +258,18 @@ MessageInfo DecodeMessageInfo(const Row& r, MessageTable table,
   if (!r.IsNull(7)) m.worker = r.Bytes(7);
   if (!r.IsNull(8)) m.last_error = r.Bytes(8);
   m.payload = r.Bytes(9);
-  m.headers = DecodeHeaders(JsonText(r, 10));
+  m.headers = DecodeJob(JsonText(r, 10), m);
   m.errors = DecodeErrors(JsonText(r, 11));
   if (!r.IsNull(13)) m.group = r.Bytes(13);
+  m.snoozes = static_cast<int>(r.Int(14));
   switch (table) {
     case MessageTable::kQueued: {
       const std::int64_t ready = r.Int(4);
       const bool leased = r.Int(5) != 0;
+      if (!leased && ready >= kWaitingUs) {
+        m.state = MessageState::kWaiting;  // no time of its own yet
+        break;
+      }
       m.ready_at = FromUs(ready);
       if (leased) m.lease_expires_at = FromUs(ready);
       m.state = ready <= now_us ? MessageState::kReady

@@ -4,6 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <map>
+#include <vector>
+
+#include "core/dependencies.h"
 #include "core/periodic_thread.h"
 #include "core/schedules.h"
 #include "core/store_impl.h"
@@ -20,6 +24,9 @@ StoreImpl::StoreImpl(std::string url, std::unique_ptr<Engine> engine)
       batcher_(*engine_, /*max_group=*/512, engine_->write_groups()),
       scheduler_holder_(NewSchedulerHolder()) {
   engine_->SetWaitingProbe([this] { return hub_.waiting(); });
+  batcher_.set_on_released([this](const std::vector<std::int64_t>& released) {
+    WakeReleased(*this, released);
+  });
   engine_->WatchForeignWrites([this] { hub_.NotifyAll(); });
 }
 
@@ -142,6 +149,44 @@ Result<WorkQueue> Store::Queue(std::string_view name) {
       std::make_shared<core::QueueImpl>(impl_.get(), std::move(record)));
 }
 
+Result<std::vector<SendResult>> Store::SendAll(
+    std::span<const QueuedMessage> messages) {
+  if (messages.empty()) {
+    return Status::InvalidArgument("a batch needs at least one message");
+  }
+  if (messages.size() > core::kMaxBatch) {
+    return Status::TooLarge(fmt::format("batch of {} messages exceeds {}",
+                                        messages.size(), core::kMaxBatch));
+  }
+  // Each queue looked up once; the handles live until the send is done.
+  std::map<std::string, WorkQueue, std::less<>> handles;
+  std::vector<core::QueueImpl*> queues;
+  std::vector<Message> batch;
+  queues.reserve(messages.size());
+  batch.reserve(messages.size());
+  const Timestamp now = impl_->Now();
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const QueuedMessage& m = messages[i];
+    auto it = handles.find(m.queue);
+    if (it == handles.end()) {
+      auto q = Queue(m.queue);
+      if (!q.ok()) {
+        return q.status().WithContext(fmt::format("message {}", i + 1));
+      }
+      it = handles.emplace(m.queue, std::move(*q)).first;
+    }
+    core::QueueImpl* q = it->second.impl_.get();
+    const auto current = q->Current();
+    Status s = core::ValidateMessage(m.message,
+                                     current->options.max_payload_bytes, now);
+    if (s.ok()) s = core::ValidateDependencies(m.message, i);
+    if (!s.ok()) return s.WithContext(fmt::format("message {}", i + 1));
+    queues.push_back(q);
+    batch.push_back(m.message);
+  }
+  return core::SendAcross(*impl_, queues, batch);
+}
+
 Result<std::vector<QueueInfo>> Store::ListQueues() {
   std::vector<QueueInfo> out;
   Status s = impl_->engine().Read([&](core::Conn& conn) {
@@ -162,15 +207,26 @@ Status Store::CheckWritable() {
 Status Store::DropQueue(std::string_view name) {
   Status s = core::ValidateName("queue", name);
   if (!s.ok()) return s;
+  std::int64_t id = 0;
   s = impl_->engine().Write([&](core::Conn& conn) {
     auto r = impl_->engine().GetQueue(conn, name);
     if (!r.ok()) return r.status();
+    id = r->id;
     Status dropped = impl_->engine().DropQueue(conn, r->id);
+    if (dropped.ok()) {
+      dropped = impl_->engine().DropSubscriptionsOf(conn, r->id);
+    }
+    if (!dropped.ok()) return dropped;
+    // Its messages' waits go with them.
+    dropped = impl_->engine().DropDependencies(conn, r->id);
     if (!dropped.ok()) return dropped;
     return impl_->engine().UnlinkDeadLetterQueue(conn, name).status();
   });
+  if (!s.ok()) return s;
+  // What waited for its messages in other queues follows its policy.
+  core::SettleEnded(*impl_, id);
   // Claims waiting on the dropped queue look again and report kNotFound.
-  if (s.ok()) impl_->hub().NotifyAll();
+  impl_->hub().NotifyAll();
   return s;
 }
 

@@ -5,6 +5,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,6 +25,62 @@ namespace sqlq::core {
 class PeriodicThread;
 class WaitingReporter;
 
+// Rung when a job of this store ends through it (an ack with a result, a
+// nack or a cancel that dead-letters), so that a wait for a result
+// (WorkQueue::ReadResult, and watchers: WorkQueue::WatchJobEnds) looks
+// again at once rather than at its next poll. Jobs ended by other
+// processes are seen by the poll.
+class ResultBell {
+ public:
+  // Job `message_id` of queue `queue_id` ended; 0: any number of jobs.
+  void Ring(std::int64_t queue_id = 0, std::int64_t message_id = 0) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++rung_;
+      for (const auto& [id, w] : watchers_) {
+        if (message_id == 0 ||
+            (w.queue_id == queue_id && w.message_id == message_id)) {
+          w.fn();
+        }
+      }
+    }
+    cv_.notify_all();
+  }
+  // `fn` runs at each ring for that job (or for any), under the bell's
+  // lock: it must only post.
+  std::uint64_t Watch(std::int64_t queue_id, std::int64_t message_id,
+                      std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    watchers_[++next_watcher_] = {queue_id, message_id, std::move(fn)};
+    return next_watcher_;
+  }
+  void Unwatch(std::uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    watchers_.erase(id);
+  }
+  std::uint64_t rung() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rung_;
+  }
+  // Until it rings after `seen` (a value of rung()), or `until`.
+  void WaitPast(std::uint64_t seen,
+                std::chrono::steady_clock::time_point until) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_until(lock, until, [&] { return rung_ != seen; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint64_t rung_ = 0;
+  std::uint64_t next_watcher_ = 0;
+  struct Watcher {
+    std::int64_t queue_id = 0, message_id = 0;
+    std::function<void()> fn;
+  };
+  std::map<std::uint64_t, Watcher> watchers_;
+};
+
 class StoreImpl {
  public:
   StoreImpl(std::string url, std::unique_ptr<Engine> engine);
@@ -32,6 +91,7 @@ class StoreImpl {
   WriteBatcher& batcher() { return batcher_; }
   const WriteBatcher& batcher() const { return batcher_; }
   WakeHub& hub() { return hub_; }
+  ResultBell& results() { return results_; }
   // How often a waiting claim looks again without being woken: rarely when
   // the engine reports foreign writes, more often when it cannot.
   std::chrono::milliseconds poll_interval() const;
@@ -60,6 +120,7 @@ class StoreImpl {
   // Before engine_, so that it outlives the engine's background thread,
   // which calls hub_.NotifyAll() until the engine is destroyed.
   WakeHub hub_;
+  ResultBell results_;
   std::unique_ptr<Engine> engine_;
   WriteBatcher batcher_;
   std::shared_ptr<Clock> clock_;
@@ -160,6 +221,7 @@ class QueueImpl {
   bool PruneDue() { return archive_prune_.Due(); }
   bool DeadPruneDue() { return dead_prune_.Due(); }
   bool HoldPruneDue() { return hold_prune_.Due(); }
+  bool ResultPruneDue() { return result_prune_.Due(); }
 
   // Where this handle's next claim of a grouped queue starts its round of
   // the groups (ClaimParams::after_group): after the last group it served.
@@ -198,7 +260,7 @@ class QueueImpl {
   std::shared_ptr<const QueueInfo> info_;          // guarded by mu_
   std::chrono::steady_clock::time_point read_at_;  // guarded by mu_
   std::optional<std::string> group_cursor_;        // guarded by mu_
-  OncePerMinute archive_prune_, dead_prune_, hold_prune_;
+  OncePerMinute archive_prune_, dead_prune_, hold_prune_, result_prune_;
 };
 
 // After messages of queue `q` (of `impl`) left it (acks, dead letters):

@@ -10,6 +10,8 @@ void TxConn::ResetTxState() {
   tx_error.reset();
   tx_now_us.reset();
   known_queues.clear();
+  flags_read.clear();
+  dependent_queues.clear();
   pending_counters.clear();
 }
 

@@ -69,6 +69,12 @@ class TxConn : public Conn {
   // Queues checked (and in write transactions share-locked) in this
   // transaction.
   std::unordered_set<std::int64_t> known_queues;
+  // Queues whose dependents flag (core::DependencyOps) this transaction
+  // read with its lock, and of those the flagged ones. A send can take the
+  // lock without reading the flag: known_queues then has the queue and
+  // flags_read does not.
+  std::unordered_set<std::int64_t> flags_read;
+  std::unordered_set<std::int64_t> dependent_queues;
   // Counters are gathered (DeferCounters) and written at commit; false in a
   // caller's transaction, whose commit is the caller's.
   bool defer_counters = false;

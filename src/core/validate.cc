@@ -146,6 +146,43 @@ Status ValidateMessage(const Message& m, std::size_t max_payload,
     return Status::InvalidArgument(fmt::format(
         "group of {} bytes is longer than {}", m.group.size(), kMaxGroup));
   }
+  s = ValidateKind(m.kind);
+  if (!s.ok()) return s;
+  if (m.timeout) {
+    s = CheckRange("timeout", *m.timeout, Duration(1), kMaxLease);
+    if (!s.ok()) return s;
+  }
+  if (m.expire_after) {
+    s = CheckRange("expire_after", *m.expire_after, Duration(1), kMaxDelay);
+    if (!s.ok()) return s;
+    // Against the store's clock as this process knows it (run_at's check).
+    const Duration until_ready =
+        m.run_at ? std::chrono::duration_cast<Duration>(*m.run_at - now)
+                 : m.delay;
+    if (*m.expire_after <= until_ready) {
+      return Status::InvalidArgument(fmt::format(
+          "expire_after {}ms ends before the message is ready ({}ms after its "
+          "send): it could never start",
+          m.expire_after->count(), until_ready.count()));
+    }
+  }
+  if (m.on_expiry == ExpiryAction::kDrop && !m.expire_after) {
+    return Status::InvalidArgument(
+        "on_expiry drop needs expire_after: a job without one never expires");
+  }
+  if (m.max_attempts && (*m.max_attempts < 1 || *m.max_attempts > 1000000)) {
+    return Status::InvalidArgument(fmt::format(
+        "max_attempts {} is out of range [1, 1000000]", *m.max_attempts));
+  }
+  if (m.backoff_base) {
+    s = CheckRange("backoff base", *m.backoff_base, Duration(0), kMaxDelay);
+    if (!s.ok()) return s;
+  }
+  if (m.backoff_max) {
+    s = CheckRange("backoff max", *m.backoff_max,
+                   m.backoff_base.value_or(Duration(0)), kMaxDelay);
+    if (!s.ok()) return s;
+  }
   if (m.run_at) {
     if (m.delay != Duration(0)) {
       return Status::InvalidArgument(
@@ -173,11 +210,42 @@ Status ValidateBatch(std::span<const Message> messages, std::size_t max_payload,
   }
   for (size_t i = 0; i < messages.size(); ++i) {
     Status s = ValidateMessage(messages[i], max_payload, now);
+    if (s.ok()) s = ValidateDependencies(messages[i], i);
     if (!s.ok()) {
       return messages.size() == 1
                  ? s
                  : s.WithContext(fmt::format("message {}", i + 1));
     }
+  }
+  return Status::Ok();
+}
+
+Status ValidateDependencies(const Message& m, std::size_t index) {
+  if (m.depends_on.empty() && m.depends_on_batch.empty()) return Status::Ok();
+  const std::size_t n = m.depends_on.size() + m.depends_on_batch.size();
+  if (n > kMaxDependencies) {
+    return Status::InvalidArgument(
+        fmt::format("a message may depend on at most {} others, not {}",
+                    kMaxDependencies, n));
+  }
+  for (std::int64_t id : m.depends_on) {
+    if (id <= 0) {
+      return Status::InvalidArgument(
+          fmt::format("depends_on: {} is not a message id", id));
+    }
+  }
+  for (std::size_t k : m.depends_on_batch) {
+    if (k >= index) {
+      return Status::InvalidArgument(fmt::format(
+          "depends_on_batch: {} is not an earlier message of the batch (this "
+          "one is {}; they count from 0)",
+          k, index));
+    }
+  }
+  if (m.delay.count() != 0 || m.run_at) {
+    return Status::InvalidArgument(
+        "a message that depends on others cannot have a delay or run_at: it "
+        "is ready when they have completed");
   }
   return Status::Ok();
 }

@@ -42,6 +42,9 @@ Status ValidateMessage(const Message& message, std::size_t max_payload,
                        Timestamp now);
 Status ValidateBatch(std::span<const Message> messages, std::size_t max_payload,
                      Timestamp now);
+// Message::depends_on and depends_on_batch of the message at `index` of
+// its batch (0 for a single send).
+Status ValidateDependencies(const Message& m, std::size_t index);
 Status ValidateClaim(const ClaimOptions& options);
 Status ValidateLease(Duration lease);
 Status ValidateList(const ListOptions& options);

@@ -46,8 +46,10 @@ void Worker::Count(const std::vector<Status>& statuses) {
   }
 }
 
-Result<std::optional<ClaimedMessage>> Worker::Next(Duration wait) {
+Result<std::optional<ClaimedMessage>> Worker::Next(Duration wait,
+                                                   ClaimNote* note) {
   if (!invalid_.ok()) return invalid_;
+  if (note != nullptr) *note = ClaimNote{};
   // The snapshot's lease, not a copy of every option (they hold strings).
   const Duration lease =
       options_.lease.value_or(queue_.impl_->Current()->options.lease);
@@ -78,7 +80,7 @@ Result<std::optional<ClaimedMessage>> Worker::Next(Duration wait) {
   const std::vector<core::Receipt> done = Parse(done_);
   std::vector<Status> statuses;
   auto r = core::ClaimWaiting(*queue_.impl_, o,
-                              {.done = done, .done_status = &statuses});
+                              {.done = done, .done_status = &statuses}, note);
   // The acks committed with the first look when it reported on them, even
   // if a later look (while waiting) failed.
   if (statuses.size() == done.size()) {

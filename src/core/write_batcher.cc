@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/dependencies.h"
 #include "core/limits.h"
 
 namespace sqlq::core {
@@ -276,14 +277,16 @@ void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
     Slice(group, *r);
     return;
   }
+  Released released;
   Status commit = engine_.Write([&](Conn& conn) -> Status {
     // A transaction that is run again (after a deadlock) starts over.
     std::vector<char> sent(group.size(), 0);
+    released.clear();
     for (std::size_t i = 0; i < group.size(); ++i) {
       Writer* w = group[i];
       if (w->claim != nullptr) {
         if (sent[i]) continue;
-        Status s = RunClaims(conn, group, i, sent);
+        Status s = RunClaims(conn, group, i, sent, released);
         if (!s.ok() && !IsCleanFailure(s)) return s;
         continue;
       }
@@ -298,6 +301,9 @@ void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
     }
     return Status::Ok();
   });
+  if (commit.ok() && !released.empty() && on_released_) {
+    on_released_(released);
+  }
   if (!commit.ok()) {
     // Nothing of the group is stored: whoever succeeded (or never ran)
     // gets the error; a clean failure keeps its own reason.
@@ -359,7 +365,8 @@ bool WriteBatcher::ClaimsCombine(const ClaimRequest& a, const ClaimRequest& b) {
 }
 
 Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
-                               std::size_t first, std::vector<char>& done) {
+                               std::size_t first, std::vector<char>& done,
+                               std::vector<std::int64_t>& released) {
   const ClaimRequest& lead = *group[first]->claim;
   std::vector<Writer*> members = {group[first]};
   done[first] = 1;
@@ -387,10 +394,12 @@ Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
                     w->claim->done.end());
   }
   if (!receipts.empty()) {
-    auto acked = engine_.AckMany(conn, {.queue_id = lead.params.queue_id,
-                                        .receipts = receipts,
-                                        .archive = lead.archive,
-                                        .unique_for = lead.params.unique_for});
+    auto acked = AckManyAndRelease(engine_, conn,
+                                   {.queue_id = lead.params.queue_id,
+                                    .receipts = receipts,
+                                    .archive = lead.archive,
+                                    .unique_for = lead.params.unique_for},
+                                   released);
     if (!acked.ok()) {
       for (Writer* w : members) w->status = acked.status();
       return acked.status();

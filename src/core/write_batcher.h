@@ -71,6 +71,14 @@ class WriteBatcher {
   // commit failed (then nothing op wrote is stored).
   Status Run(const std::function<Status(Conn&)>& op);
 
+  // Who wakes the claims of the queues a claim's acks released waiting
+  // messages in (core/dependencies.h), after the commit. Set once, before
+  // use.
+  void set_on_released(
+      std::function<void(const std::vector<std::int64_t>&)> fn) {
+    on_released_ = std::move(fn);
+  }
+
   // Stores `messages` in queue `queue_id` (Engine::Send), possibly in one
   // engine call with the messages of other sends of the same group to that
   // queue. Returns once they are committed, with one result per message in
@@ -177,12 +185,18 @@ class WriteBatcher {
                   std::size_t first, std::vector<char>& sent);
   // Runs group[first]'s claim together with the later claims of the group
   // it combines with; marks them in `done`.
+  // The queues whose waiting messages its acks released go to `released`
+  // (core/dependencies.h).
   Status RunClaims(Conn& conn, const std::vector<Writer*>& group,
-                   std::size_t first, std::vector<char>& done);
+                   std::size_t first, std::vector<char>& done,
+                   std::vector<std::int64_t>& released);
   static bool ClaimsCombine(const ClaimRequest& a, const ClaimRequest& b);
   static void Wake(Writer& w, State state);
 
   Engine& engine_;
+  // Called after a commit with the queues whose waiting messages the
+  // group's claim acks released (set once, before use).
+  std::function<void(const std::vector<std::int64_t>&)> on_released_;
   const std::size_t max_group_;
   const int max_leaders_;
   mutable std::mutex mu_;

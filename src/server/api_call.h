@@ -2,8 +2,8 @@
 // while it is handled (Call), the route table's rows, and the helpers the
 // endpoints share. api.cc holds the dispatcher; the endpoints are in
 // api_queues.cc, api_messages.cc, api_objects.cc (rings, rotations,
-// schedules) and api_admin.cc (the page, health, metrics, the overview).
-// Not for other code: Api (api.h) is the interface.
+// schedules), api_topics.cc and api_admin.cc (the page, health, metrics, the
+// overview). Not for other code: Api (api.h) is the interface.
 
 #ifndef SQLQ_SERVER_API_CALL_H_
 #define SQLQ_SERVER_API_CALL_H_
@@ -125,12 +125,18 @@ struct Route {
   bool described = true;
 };
 
+// The body of a send (a queue's, a topic's publish): {"messages":[...]},
+// or one message's fields at the top level (a batch of one). Anything else
+// is refused with what to send. api_messages.cc.
+std::vector<Message> ReadSend(const std::string& text, const Limits& limits);
+
 // The route table by area, in the order the dispatcher matches a path's
 // methods (and lists them in a 405).
 std::span<const Route> QueueRoutes();    // api_queues.cc
 std::span<const Route> MessageRoutes();  // api_messages.cc
 std::span<const Route> ObjectRoutes();   // api_objects.cc
 std::span<const Route> AdminRoutes();    // api_admin.cc
+std::span<const Route> TopicRoutes();    // api_topics.cc
 
 // A request matched to its route, while an endpoint handles it.
 class Call {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,13 +30,15 @@ Message ReadOneMessage(const Json& obj, const std::string& what,
                        std::size_t max_payload) {
   Body mb(obj,
           {"payload", "payload_base64", "priority", "delay_ms", "run_at",
-           "dedup", "group", "headers"},
+           "dedup", "group", "kind", "timeout_ms", "expire_after_ms",
+           "on_expiry", "max_attempts", "backoff_ms", "backoff_max_ms",
+           "headers", "depends_on", "depends_on_batch", "if_dependency_dies"},
           what);
   return ReadMessage(mb, max_payload);
 }
 
-// The body of a send: {"messages":[...]}, or one message's fields at the
-// top level (a batch of one). Anything else is refused with what to send.
+}  // namespace
+
 std::vector<Message> ReadSend(const std::string& text, const Limits& limits) {
   const Json doc = text.find_first_not_of(" \t\r\n") == std::string::npos
                        ? Json::object()
@@ -95,6 +98,8 @@ std::vector<Message> ReadSend(const std::string& text, const Limits& limits) {
   return msgs;
 }
 
+namespace {
+
 Outcome Send(Call& c) {
   const std::vector<Message> msgs = ReadSend(c.req.body, c.api.limits);
   WorkQueue q = c.Queue();
@@ -116,21 +121,71 @@ Outcome Send(Call& c) {
   return Answer(std::move(r));
 }
 
+// POST /v1/messages: messages to several queues in one transaction (a
+// graph of jobs: depends_on_batch counts over the whole list). Needs the
+// send permission on each queue named.
+Outcome SendAll(Call& c) {
+  Body b(c.req.body, {"messages"});
+  const Json* list = b.Array("messages");
+  if (list == nullptr || list->empty()) {
+    Throw(400, "invalid_argument",
+          R"(give {"messages":[{"queue":...,"payload":...},...]})");
+  }
+  if (list->size() > static_cast<std::size_t>(c.api.limits.max_batch)) {
+    Throw(413, "batch_too_large",
+          fmt::format("{} messages exceed the server's batch limit of {}",
+                      list->size(), c.api.limits.max_batch));
+  }
+  std::vector<QueuedMessage> msgs(list->size());
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    if (!(*list)[i].is_object()) {
+      Throw(400, "wrong_type",
+            fmt::format("messages[{}] must be an object", i));
+    }
+    // The queue it goes to, then a message's own fields.
+    Json fields = (*list)[i];
+    const std::string what = fmt::format("messages[{}]", i);
+    if (!fields.contains("queue") || !fields["queue"].is_string()) {
+      Throw(400, "invalid_argument",
+            what +
+                ": \"queue\" (the name of the queue it goes to) is "
+                "required");
+    }
+    msgs[i].queue = fields["queue"].get<std::string>();
+    fields.erase("queue");
+    msgs[i].message =
+        ReadOneMessage(fields, what, c.api.limits.max_payload_bytes);
+  }
+  std::set<std::string> named;
+  for (const QueuedMessage& m : msgs) named.insert(m.queue);
+  for (const std::string& q : named) c.Need(kSend, q);
+  auto results = Take(c.api.store.SendAll(msgs));
+  Json ids = Json::array(), dup = Json::array();
+  for (const SendResult& r : results) {
+    ids.push_back(r.id);
+    dup.push_back(r.duplicate);
+  }
+  return Answer(200, {{"ids", std::move(ids)}, {"duplicate", std::move(dup)}});
+}
+
+// A wait_ms within the server's limit (--max-wait), or the 400 that says so.
+Duration CheckedWait(const Call& c, std::int64_t wait_ms) {
+  if (Duration(wait_ms) > c.api.limits.max_wait) {
+    Throw(400, "wait_too_long",
+          fmt::format("wait_ms {} exceeds the server's limit of {}", wait_ms,
+                      c.api.limits.max_wait.count()));
+  }
+  return Duration(wait_ms);
+}
+
 Outcome Claim(Call& c) {
   Body b(c.req.body, {"max", "lease_ms", "wait_ms", "worker", "ack"});
   ClaimOptions o;
   if (auto v = b.Int("max", 1, 1000)) o.max = static_cast<int>(*v);
   if (auto v = b.Millis("lease_ms", kMaxLeaseMs)) o.lease = *v;
   if (auto v = b.String("worker")) o.worker = *v;
-  Duration wait{0};
-  if (auto v = b.Int("wait_ms", 0, INT64_MAX)) {
-    if (Duration(*v) > c.api.limits.max_wait) {
-      Throw(400, "wait_too_long",
-            fmt::format("wait_ms {} exceeds the server's limit of {}", *v,
-                        c.api.limits.max_wait.count()));
-    }
-    wait = Duration(*v);
-  }
+  const Duration wait =
+      CheckedWait(c, b.Int("wait_ms", 0, INT64_MAX).value_or(0));
   // "ack": a receipt this consumer is done with, acked in the claim's
   // transaction (WorkQueue::AckAndClaim).
   std::string ack;
@@ -141,7 +196,10 @@ Outcome Claim(Call& c) {
     ClaimNote note;
     auto claimed =
         ack.empty() ? q.Claim(o, &note) : q.AckAndClaim(ack, o, &note);
-    return Answer(ClaimReply(q, o, Take(std::move(claimed)), note));
+    std::vector<ClaimedMessage> messages = Take(std::move(claimed));
+    if (!ack.empty()) c.api.metrics.JobFinished(q.name(), ack, "completed");
+    c.api.metrics.JobsStarted(q.name(), messages);
+    return Answer(ClaimReply(q, o, messages, note));
   }
   return Outcome{Reply(), ParkedClaim{.queue = q,
                                       .options = o,
@@ -151,14 +209,27 @@ Outcome Claim(Call& c) {
 }
 
 Outcome Ack(Call& c) {
-  Body b(c.req.body, {"receipt", "receipts"});
+  Body b(c.req.body, {"receipt", "receipts", "result", "result_ttl_ms"});
   WorkQueue q = c.Queue();
+  // A result (any JSON), kept with the ack: one receipt only.
+  AckOptions o;
+  if (const Json* result = b.Value("result")) {
+    o.result = result->dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+  if (auto v = b.Millis("result_ttl_ms", kMaxResultTtl.count())) {
+    o.result_ttl = *v;
+  }
+  if ((o.result || b.Has("result_ttl_ms")) && !b.Has("receipt")) {
+    Throw(400, "invalid_argument",
+          "\"result\" and \"result_ttl_ms\" go with one \"receipt\"");
+  }
   if (auto r = b.String("receipt")) {
     if (b.Has("receipts")) {
       Throw(400, "invalid_argument",
             "give \"receipt\" or \"receipts\", not both");
     }
-    Check(q.Ack(*r));
+    Check(q.Ack(*r, o));
+    c.api.metrics.JobFinished(q.name(), *r, "completed");
     return Answer(200, {{"acked", 1}});
   }
   const Json* list = b.Array("receipts");
@@ -179,9 +250,11 @@ Outcome Ack(Call& c) {
   auto statuses = Take(q.AckBatch(receipts));
   Json results = Json::array();
   int acked = 0;
-  for (const Status& s : statuses) {
+  for (std::size_t i = 0; i < statuses.size(); ++i) {
+    const Status& s = statuses[i];
     if (s.ok()) {
       ++acked;
+      c.api.metrics.JobFinished(q.name(), receipts[i], "completed");
       results.push_back({{"ok", true}});
     } else {
       results.push_back({{"ok", false}, {"error", wire::ErrorJson(s)}});
@@ -191,15 +264,85 @@ Outcome Ack(Call& c) {
 }
 
 Outcome Nack(Call& c) {
-  Body b(c.req.body, {"receipt", "delay_ms", "error"});
+  Body b(c.req.body, {"receipt", "delay_ms", "error", "action"});
   auto receipt = b.String("receipt");
   if (!receipt) Throw(400, "invalid_argument", "\"receipt\" is required");
   NackOptions o;
   if (auto v = b.Millis("delay_ms", kMaxDelayMs)) o.delay = *v;
   if (auto v = b.String("error")) o.error = *v;
+  if (auto v = b.String("action")) o.action = Take(ParseNackAction(*v));
   WorkQueue q = c.Queue();
   NackOutcome n = Take(q.Nack(*receipt, o));
-  return Answer(200, {{"outcome", n == NackOutcome::kDead ? "dead" : "retry"}});
+  const char* outcome = n == NackOutcome::kDead      ? "dead"
+                        : n == NackOutcome::kSnoozed ? "snoozed"
+                                                     : "retry";
+  c.api.metrics.JobFinished(q.name(), *receipt, outcome);
+  return Answer(200, {{"outcome", outcome}});
+}
+
+// POST .../progress: the job's progress, under its lease.
+Outcome Progress(Call& c) {
+  Body b(c.req.body, {"receipt", "progress", "note"});
+  auto receipt = b.String("receipt");
+  const Json* progress = b.Value("progress");
+  if (!receipt || progress == nullptr) {
+    Throw(400, "invalid_argument", "\"receipt\" and \"progress\" are required");
+  }
+  if (!progress->is_number()) b.Wrong("progress", "a number");
+  std::string note;
+  if (const Json* n = b.Value("note")) {
+    note = n->dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+  Check(c.Queue().Progress(*receipt, progress->get<double>(), note));
+  return Answer(200, {{"ok", true}});
+}
+
+// Text kept by the HTTP API as JSON (a result, a progress note) back as
+// JSON; text a library caller kept that is not JSON, as a JSON string.
+Json StoredJson(const std::string& text) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? Json(text) : j;
+}
+
+Json JobResultJson(const JobResult& r) {
+  Json j = {{"id", r.id}, {"state", JobStateName(r.state)}};
+  if (r.result) j["result"] = StoredJson(*r.result);
+  if (r.completed_at) j["completed_at"] = wire::FormatTime(*r.completed_at);
+  if (r.progress) {
+    j["progress"] = *r.progress;
+    if (!r.note.empty()) j["note"] = StoredJson(r.note);
+    if (r.progress_at) j["progress_at"] = wire::FormatTime(*r.progress_at);
+  }
+  if (!r.error.empty()) j["error"] = r.error;
+  if (r.attempts > 0) j["attempts"] = r.attempts;
+  return j;
+}
+
+// GET .../messages/{id}/result[?wait_ms=]: where the job is, with its
+// result once completed; with wait_ms, held until it completes or dies.
+Outcome GetResult(Call& c) {
+  const std::int64_t id = c.Number("id");
+  const Duration wait =
+      CheckedWait(c, QueryInt(c.target, "wait_ms", 0, 0, INT64_MAX));
+  WorkQueue q = c.Queue();
+  JobResult now = Take(q.ReadResult(id));
+  if (wait.count() == 0 || now.ended()) {
+    return Answer(200, JobResultJson(now));
+  }
+  return Outcome{
+      Reply(),
+      ParkedClaim{.queue = q,
+                  .deadline = Clock::now() + wait,
+                  .token = c.token,
+                  .look = [q, id](bool last) mutable -> std::optional<Reply> {
+                    auto r = q.ReadResult(id);
+                    if (!r.ok()) return StatusReply(r.status());
+                    if (last || r->ended()) {
+                      return JsonReply(200, JobResultJson(*r));
+                    }
+                    return std::nullopt;
+                  },
+                  .job = id}};
 }
 
 Outcome Extend(Call& c) {
@@ -329,10 +472,12 @@ constexpr std::string_view kMessages = "/v1/queues/{name}/messages";
 constexpr Route kRoutes[] = {
     {"GET", kMessages, Access::kAdmin, ListMessages},
     {"POST", kMessages, Access::kSend, Send},
+    {"POST", "/v1/messages", Access::kSend, SendAll, true},
     {"POST", "/v1/queues/{name}/claim", Access::kClaim, Claim},
     {"POST", "/v1/queues/{name}/ack", Access::kClaim, Ack},
     {"POST", "/v1/queues/{name}/nack", Access::kClaim, Nack},
     {"POST", "/v1/queues/{name}/extend", Access::kClaim, Extend},
+    {"POST", "/v1/queues/{name}/progress", Access::kClaim, Progress},
     {"GET", "/v1/queues/{name}/messages/count", Access::kAdmin, CountMessages},
     {"POST", "/v1/queues/{name}/messages/delete", Access::kAdmin, SteerMany},
     {"POST", "/v1/queues/{name}/messages/cancel", Access::kAdmin, SteerMany},
@@ -343,6 +488,7 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/queues/{name}/messages/{id}", Access::kAdmin, GetMessage},
     {"DELETE", "/v1/queues/{name}/messages/{id}", Access::kAdmin,
      DeleteMessage},
+    {"GET", "/v1/queues/{name}/messages/{id}/result", Access::kAny, GetResult},
     {"POST", "/v1/queues/{name}/messages/{id}/retry", Access::kAdmin, SteerOne},
     {"POST", "/v1/queues/{name}/messages/{id}/cancel", Access::kAdmin,
      SteerOne},

@@ -1,9 +1,11 @@
-// The native API's routes of rings, rotations and schedules, and of all
-// queues, rings and rotations at once.
+// The native API's routes of rings, rotations, schedules and live
+// workers, and of all queues, rings, rotations and topics at once.
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "server/api_call.h"
 #include "server/body.h"
@@ -49,9 +51,14 @@ Outcome ListAll(Call& c) {
   for (const QueueInfo& q : Take(c.api.store.ListQueues())) {
     if (c.Visible(q.name)) queues.push_back(wire::QueueJson(q));
   }
+  Json topics = Json::array();
+  for (const TopicInfo& t : Take(c.api.store.ListTopics())) {
+    if (c.Visible(t.name)) topics.push_back(wire::TopicJson(t));
+  }
   return Answer(200, {{"queues", std::move(queues)},
                       {"rings", RingsJson(c)},
-                      {"rotations", RotationsJson(c)}});
+                      {"rotations", RotationsJson(c)},
+                      {"topics", std::move(topics)}});
 }
 
 // ---- rings and rotations alike ----
@@ -157,7 +164,8 @@ Outcome ListSchedules(Call& c) {
 Outcome CreateSchedule(Call& c) {
   const std::string& name = c.name();
   Body b(c.req.body, {"cron", "time_zone", "queue", "payload", "payload_base64",
-                      "priority", "headers", "group", "catch_up"});
+                      "priority", "headers", "group", "kind", "timeout_ms",
+                      "expire_after_ms", "on_expiry", "catch_up"});
   ScheduleOptions o;
   auto cron = b.String("cron");
   auto queue = b.String("queue");
@@ -282,6 +290,106 @@ Outcome Next(Call& c) {
   return Answer(200, ItemsJson(Take(r.Next(n))));
 }
 
+// ---- live workers: permissions follow the queues they serve ----
+
+// A worker a token may see: one that serves a queue it has a grant on, or
+// no queue at all.
+bool SeesWorker(const Call& c, const WorkerReport& r) {
+  if (r.queues.empty()) return true;
+  for (const std::string& q : r.queues) {
+    if (c.Visible(q)) return true;
+  }
+  return false;
+}
+
+Outcome ListWorkers(Call& c) {
+  Body b(c.req.body, {});
+  const std::string* queue = nullptr;
+  if (auto it = c.target.query.find("queue"); it != c.target.query.end()) {
+    queue = &it->second;
+  }
+  Json list = Json::array();
+  for (const WorkerInfo& w : Take(c.api.store.ListWorkers())) {
+    if (!SeesWorker(c, w.report)) continue;
+    if (queue && std::find(w.report.queues.begin(), w.report.queues.end(),
+                           *queue) == w.report.queues.end()) {
+      continue;
+    }
+    list.push_back(wire::WorkerJson(w));
+  }
+  return Answer(200, {{"workers", std::move(list)}});
+}
+
+std::vector<std::string> Strings(const Body& b, const char* key) {
+  std::vector<std::string> out;
+  if (const Json* a = b.Array(key)) {
+    for (const Json& v : *a) {
+      if (!v.is_string()) b.Wrong(key, "an array of strings");
+      out.push_back(v.get<std::string>());
+    }
+  }
+  return out;
+}
+
+// PUT /v1/workers/{worker}: the worker's report, which replaces its last one.
+// It needs the claim permission on every queue it names.
+Outcome ReportWorker(Call& c) {
+  Body b(c.req.body, {"name", "host", "pid", "queues", "kinds", "concurrency",
+                      "jobs", "started_at", "ttl_ms"});
+  WorkerReport r;
+  r.id = c.Param("worker");
+  if (auto v = b.String("name")) r.name = *v;
+  if (auto v = b.String("host")) r.host = *v;
+  if (auto v = b.Int("pid", 0, INT64_MAX)) r.pid = *v;
+  r.queues = Strings(b, "queues");
+  r.kinds = Strings(b, "kinds");
+  if (auto v = b.Int("concurrency", 0, 1000000)) {
+    r.concurrency = static_cast<int>(*v);
+  }
+  if (const Json* jobs = b.Array("jobs")) {
+    int i = 0;
+    for (const Json& job : *jobs) {
+      const std::string what = fmt::format("jobs[{}]", i++);
+      if (!job.is_object())
+        Throw(400, "wrong_type", what + " must be an object");
+      Body jb(job, {"queue", "id", "since"}, what);
+      auto queue = jb.String("queue");
+      auto id = jb.Int("id", 1, INT64_MAX);
+      if (!queue || !id) {
+        Throw(400, "invalid_argument", what + " needs \"queue\" and \"id\"");
+      }
+      WorkerJob wj{.queue = *queue, .id = *id};
+      if (auto since = jb.String("since")) {
+        wj.since = ReadTime(what + ".since", *since);
+      }
+      r.jobs.push_back(std::move(wj));
+    }
+  }
+  if (auto v = b.String("started_at"))
+    r.started_at = ReadTime("started_at", *v);
+  if (auto v = b.Millis("ttl_ms", 3600 * 1000)) r.ttl = *v;
+  for (const std::string& q : r.queues) c.Need(kClaim, q);
+  for (const WorkerJob& j : r.jobs) c.Need(kClaim, j.queue);
+  Check(c.api.store.ReportWorker(r));
+  return Answer(200, {{"id", r.id}, {"ttl_ms", r.ttl.count()}});
+}
+
+// DELETE /v1/workers/{worker}: a worker's goodbye. As a report, it needs the
+// claim permission on every queue the worker named.
+Outcome RemoveWorker(Call& c) {
+  Body b(c.req.body, {});
+  const std::string& id = c.Param("worker");
+  for (const WorkerInfo& w : Take(c.api.store.ListWorkers())) {
+    if (w.report.id != id) continue;
+    for (const std::string& q : w.report.queues) c.Need(kClaim, q);
+  }
+  const bool removed = Take(c.api.store.RemoveWorker(id));
+  if (!removed) {
+    Check(Status::NotFound(fmt::format("worker '{}' not found", id)));
+  }
+  return Answer(200, {{"removed", 1}});
+}
+
 constexpr std::string_view kRing = "/v1/rings/{name}";
 constexpr std::string_view kGroup = "/v1/rings/{name}/groups/{group}";
 constexpr std::string_view kSchedule = "/v1/schedules/{name}";
@@ -301,6 +409,9 @@ constexpr Route kRoutes[] = {
     {"DELETE", kGroup, Access::kAdmin, DeleteRingGroup},
     {"DELETE", "/v1/rings/{name}/groups/{group}/{seq}", Access::kAdmin,
      DeleteRingEntry},
+    {"GET", "/v1/workers", Access::kToken, ListWorkers},
+    {"PUT", "/v1/workers/{worker}", Access::kClaim, ReportWorker, true},
+    {"DELETE", "/v1/workers/{worker}", Access::kClaim, RemoveWorker, true},
     {"GET", "/v1/schedules", Access::kToken, ListSchedules},
     {"POST", kSchedule, Access::kAdmin, CreateSchedule, true},
     {"GET", kSchedule, Access::kAny, GetSchedule, true},

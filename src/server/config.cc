@@ -269,9 +269,10 @@ Result<ServerConfig> MakeServerConfig(const SettingValues& values,
     auto period = slash == std::string::npos
                       ? Result<Duration>(Status::InvalidArgument(""))
                       : wire::ParseDuration(v.substr(slash + 1));
-    if (ec != std::errc() || p != v.data() + slash || n < 1 || n > 1000000 ||
-        !period.ok() || *period < std::chrono::seconds(1) ||
-        *period > std::chrono::hours(24)) {
+    // No slash: refused before `v.data() + slash` (past the end) is formed.
+    if (slash == std::string::npos || ec != std::errc() ||
+        p != v.data() + slash || n < 1 || n > 1000000 || !period.ok() ||
+        *period < std::chrono::seconds(1) || *period > std::chrono::hours(24)) {
       return Status::InvalidArgument(fmt::format(
           "--auth-failures: '{}' is not N/PERIOD (N from 1 to 1000000, "
           "PERIOD from 1s to 24h: 10/1m)",

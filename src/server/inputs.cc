@@ -128,6 +128,64 @@ Message ReadMessage(const Body& mb, std::size_t max_payload) {
   }
   if (auto v = mb.String("dedup")) msg.dedup_key = *v;
   if (auto v = mb.String("group")) msg.group = *v;
+  if (auto v = mb.String("kind")) msg.kind = *v;
+  if (auto v = mb.Millis("timeout_ms", kMaxLease.count())) msg.timeout = *v;
+  if (auto v = mb.Millis("expire_after_ms", kMaxDelay.count())) {
+    msg.expire_after = *v;
+  }
+  if (auto v = mb.String("on_expiry")) {
+    auto action = ParseExpiryAction(*v);
+    if (!action.ok()) {
+      Throw(400, "invalid_argument",
+            mb.prefix() + "\"on_expiry\": " + action.status().message());
+    }
+    msg.on_expiry = *action;
+  }
+  // The job's own retry policy (the library checks the ranges).
+  if (auto v = mb.Int("max_attempts", INT32_MIN, INT32_MAX)) {
+    msg.max_attempts = static_cast<int>(*v);
+  }
+  if (auto v = mb.Millis("backoff_ms", kMaxDelay.count())) {
+    msg.backoff_base = *v;
+  }
+  if (auto v = mb.Millis("backoff_max_ms", kMaxDelay.count())) {
+    msg.backoff_max = *v;
+  }
+  // Dependencies: ids, and indexes of earlier messages of the batch (the
+  // library checks the rest).
+  auto ints = [&](const char* key, std::int64_t min) {
+    std::vector<std::int64_t> out;
+    const Json* a = mb.Array(key);
+    if (a == nullptr) return out;
+    if (a->size() > kMaxDependencies) {
+      Throw(400, "invalid_argument",
+            fmt::format("{}\"{}\" lists {} messages; at most {}", mb.prefix(),
+                        key, a->size(), kMaxDependencies));
+    }
+    for (const Json& v : *a) {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < min) {
+        Throw(400, "wrong_type",
+              fmt::format("{}\"{}\" must list {}", mb.prefix(), key,
+                          min == 0 ? "indexes (integers from 0)"
+                                   : "message ids (positive integers)"));
+      }
+      out.push_back(v.get<std::int64_t>());
+    }
+    return out;
+  };
+  msg.depends_on = ints("depends_on", 1);
+  for (std::int64_t k : ints("depends_on_batch", 0)) {
+    msg.depends_on_batch.push_back(static_cast<std::size_t>(k));
+  }
+  if (auto v = mb.String("if_dependency_dies")) {
+    auto policy = ParseIfDependencyDies(*v);
+    if (!policy.ok()) {
+      Throw(
+          400, "invalid_argument",
+          mb.prefix() + "\"if_dependency_dies\": " + policy.status().message());
+    }
+    msg.if_dependency_dies = *policy;
+  }
   return msg;
 }
 
@@ -156,6 +214,7 @@ MessageFilter FilterFromQuery(const Target& t) {
   }
   if (auto* v = get("dedup")) f.dedup_key = *v;
   if (auto* v = get("group")) f.group = *v;
+  if (auto* v = get("kind")) f.kind = *v;
   if (auto* v = get("header")) f.header = ReadHeaderMatch(*v);
   if (auto* v = get("payload_prefix")) f.payload_prefix = *v;
   if (auto* v = get("enqueued_after")) {
@@ -170,13 +229,13 @@ MessageFilter FilterFromQuery(const Target& t) {
 namespace {
 
 // The same filter as a JSON object: {"state", "min_priority",
-// "max_priority", "dedup", "group", "header": {"name", "value"},
+// "max_priority", "dedup", "group", "kind", "header": {"name", "value"},
 // "payload_prefix",
 // "enqueued_after", "enqueued_before"}.
 MessageFilter FilterFromJson(const Json& obj) {
   Body b(obj,
-         {"state", "min_priority", "max_priority", "dedup", "group", "header",
-          "payload_prefix", "enqueued_after", "enqueued_before"},
+         {"state", "min_priority", "max_priority", "dedup", "group", "kind",
+          "header", "payload_prefix", "enqueued_after", "enqueued_before"},
          "filter");
   MessageFilter f;
   if (auto v = b.String("state")) f.state = ReadState(*v);
@@ -188,6 +247,7 @@ MessageFilter FilterFromJson(const Json& obj) {
   }
   if (auto v = b.String("dedup")) f.dedup_key = *v;
   if (auto v = b.String("group")) f.group = *v;
+  if (auto v = b.String("kind")) f.kind = *v;
   if (auto v = b.String("payload_prefix")) f.payload_prefix = *v;
   if (const Json* h = b.Object("header")) {
     Body hb(*h, {"name", "value"}, "filter.header");

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -107,12 +108,76 @@ void Metrics::ObserveRequest(const std::string& route, unsigned status,
                              double seconds) {
   std::string cls = fmt::format("{}xx", status / 100);
   std::lock_guard<std::mutex> lock(mu_);
-  Histogram& h = requests_[{route, cls}];
-  for (std::size_t i = 0; i < kBuckets.size(); ++i) {
-    if (seconds <= kBuckets[i]) ++h.buckets[i];
+  requests_[{route, cls}].Observe(kBuckets, seconds);
+}
+
+void Metrics::Histogram::Observe(const std::array<double, 12>& bounds,
+                                 double seconds) {
+  for (std::size_t i = 0; i < bounds.size(); ++i) {
+    if (seconds <= bounds[i]) ++buckets[i];
   }
-  ++h.count;
-  h.sum += seconds;
+  ++count;
+  sum += seconds;
+}
+
+void Metrics::Histogram::Render(std::string& out, std::string_view name,
+                                const std::string& labels,
+                                const std::array<double, 12>& bounds) const {
+  for (std::size_t i = 0; i < bounds.size(); ++i) {
+    out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels,
+                       bounds[i], buckets[i]);
+  }
+  out += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels, count);
+  out += fmt::format("{}_sum{{{}}} {}\n", name, labels, sum);
+  out += fmt::format("{}_count{{{}}} {}\n", name, labels, count);
+}
+
+Metrics::JobSeries& Metrics::Series(std::string_view queue,
+                                    std::string_view kind) {
+  std::pair<std::string, std::string> key(queue, kind);
+  auto it = jobs_.find(key);
+  if (it != jobs_.end()) return it->second;
+  if (jobs_.size() >= kMaxJobSeries) key.second = "_other";
+  return jobs_[std::move(key)];
+}
+
+void Metrics::JobsStarted(std::string_view queue,
+                          std::span<const ClaimedMessage> messages) {
+  if (messages.empty()) return;
+  const auto at = std::chrono::steady_clock::now();
+  const Timestamp now = std::chrono::time_point_cast<std::chrono::microseconds>(
+      std::chrono::system_clock::now());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (started_.size() + messages.size() > kMaxStartedJobs) {
+    // Forget the older half: those whose leases ran out long ago.
+    const std::uint64_t keep_from = started_seq_ - started_.size() / 2;
+    std::erase_if(started_,
+                  [&](const auto& e) { return e.second.seq < keep_from; });
+  }
+  for (const ClaimedMessage& m : messages) {
+    JobSeries& s = Series(queue, m.kind);
+    if (m.attempt == 1) {
+      const auto waited = std::chrono::duration<double>(now - m.enqueued_at);
+      s.wait.Observe(kJobBuckets, std::max(0.0, waited.count()));
+    }
+    started_[m.receipt] = {std::string(queue), m.kind, at, ++started_seq_};
+  }
+}
+
+void Metrics::JobFinished(std::string_view queue, const std::string& receipt,
+                          std::string_view outcome) {
+  const auto at = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = started_.find(receipt);
+  if (it == started_.end()) {
+    ++Series(queue, "").outcomes[std::string(outcome)];
+    return;
+  }
+  JobSeries& s = Series(it->second.queue, it->second.kind);
+  s.run.Observe(kJobBuckets,
+                std::chrono::duration<double>(at - it->second.at).count());
+  ++s.outcomes[std::string(outcome)];
+  started_.erase(it);
 }
 
 namespace {
@@ -181,6 +246,9 @@ std::string Metrics::Render(const Figures& figures,
        "Messages waiting for a delay or backoff.", &QueueStats::delayed},
       {"sqlq_queue_leased", "gauge", "Messages held under a live lease.",
        &QueueStats::leased},
+      {"sqlq_queue_waiting", "gauge",
+       "Messages waiting for the messages they depend on.",
+       &QueueStats::waiting},
       {"sqlq_queue_dead", "gauge", "Dead letters.", &QueueStats::dead},
       {"sqlq_queue_archived", "gauge", "Archived messages.",
        &QueueStats::archived},
@@ -196,6 +264,9 @@ std::string Metrics::Render(const Figures& figures,
        "Leases that ran out before an ack.", &QueueStats::expirations},
       {"sqlq_queue_dead_lettered_total", "counter",
        "Messages that became dead letters.", &QueueStats::dead_lettered},
+      {"sqlq_queue_expired_total", "counter",
+       "Jobs not started by their expiry, dead-lettered or dropped.",
+       &QueueStats::expired},
   };
   RenderFamilies(out, "queue", kQueue, queues);
   out +=
@@ -244,26 +315,48 @@ std::string Metrics::Render(const Figures& figures,
         Escape(q.name), q.oldest_ready_age.count() / 1000.0);
   }
 
+  std::lock_guard<std::mutex> lock(mu_);
+  auto job_labels = [](const std::pair<std::string, std::string>& key) {
+    return fmt::format("queue=\"{}\",kind=\"{}\"", Escape(key.first),
+                       Escape(key.second));
+  };
+  out +=
+      "# HELP sqlq_job_wait_seconds Time from a message's send to its first "
+      "claim through this server, per queue and kind.\n"
+      "# TYPE sqlq_job_wait_seconds histogram\n";
+  for (const auto& [key, s] : jobs_) {
+    if (s.wait.count > 0) {
+      s.wait.Render(out, "sqlq_job_wait_seconds", job_labels(key), kJobBuckets);
+    }
+  }
+  out +=
+      "# HELP sqlq_job_run_seconds Time from a claim through this server to "
+      "the ack or nack of its message through this server, per queue and "
+      "kind.\n# TYPE sqlq_job_run_seconds histogram\n";
+  for (const auto& [key, s] : jobs_) {
+    if (s.run.count > 0) {
+      s.run.Render(out, "sqlq_job_run_seconds", job_labels(key), kJobBuckets);
+    }
+  }
+  out +=
+      "# HELP sqlq_job_outcomes_total Acks and nacks through this server, "
+      "per queue, kind and outcome (completed, retry, dead, snoozed).\n"
+      "# TYPE sqlq_job_outcomes_total counter\n";
+  for (const auto& [key, s] : jobs_) {
+    for (const auto& [outcome, n] : s.outcomes) {
+      out += fmt::format("sqlq_job_outcomes_total{{{},outcome=\"{}\"}} {}\n",
+                         job_labels(key), outcome, n);
+    }
+  }
+
   out +=
       "# HELP sqlq_http_request_duration_seconds Time from a request's "
       "headers to its reply, per route and status class.\n"
       "# TYPE sqlq_http_request_duration_seconds histogram\n";
-  std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, h] : requests_) {
     std::string labels = fmt::format("route=\"{}\",status=\"{}\"",
                                      Escape(key.first), key.second);
-    for (std::size_t i = 0; i < kBuckets.size(); ++i) {
-      out += fmt::format(
-          "sqlq_http_request_duration_seconds_bucket{{{},le=\"{}\"}} {}\n",
-          labels, kBuckets[i], h.buckets[i]);
-    }
-    out += fmt::format(
-        "sqlq_http_request_duration_seconds_bucket{{{},le=\"+Inf\"}} {}\n",
-        labels, h.count);
-    out += fmt::format("sqlq_http_request_duration_seconds_sum{{{}}} {}\n",
-                       labels, h.sum);
-    out += fmt::format("sqlq_http_request_duration_seconds_count{{{}}} {}\n",
-                       labels, h.count);
+    h.Render(out, "sqlq_http_request_duration_seconds", labels, kBuckets);
   }
   return out;
 }

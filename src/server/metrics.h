@@ -13,10 +13,14 @@
 #define SQLQ_SERVER_METRICS_H_
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "sqlq/queue.h"
@@ -41,6 +45,29 @@ class Metrics {
 
   void ObserveRequest(const std::string& route, unsigned status,
                       double seconds);
+
+  // Jobs, per queue and kind (docs/server.md, "Metrics"): a claim this
+  // server handed out starts each of its messages (its wait, from send to
+  // first claim, observed on attempt 1); an ack or nack through this server
+  // finishes one, by its receipt: its run time (from its claim, when this
+  // server handed it out) and its outcome counted. A message handed out by
+  // another server is counted under the kind "" and has no run time.
+  static constexpr std::array<double, 12> kJobBuckets = {
+      0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 1800, 3600};
+  // The wait is measured by this machine's clock (the store's may differ
+  // by their skew).
+  void JobsStarted(std::string_view queue,
+                   std::span<const ClaimedMessage> messages);
+  // `outcome`: "completed", "retry", "dead", "snoozed".
+  void JobFinished(std::string_view queue, const std::string& receipt,
+                   std::string_view outcome);
+  // How many claimed jobs it remembers for their run time; the oldest
+  // half is forgotten when full (their leases ran out, or they were
+  // finished through another server).
+  static constexpr std::size_t kMaxStartedJobs = 100000;
+  // Series (queue, kind) it keeps apart; beyond, a new kind counts as
+  // "_other".
+  static constexpr std::size_t kMaxJobSeries = 1000;
 
   struct Gauges {
     std::int64_t connections = 0;
@@ -70,14 +97,35 @@ class Metrics {
 
  private:
   BuildInfo build_;
+  // A histogram over `bounds` (kBuckets or kJobBuckets: both 12 long).
   struct Histogram {
     std::array<std::uint64_t, kBuckets.size()> buckets{};
     std::uint64_t count = 0;
     double sum = 0;
+    void Observe(const std::array<double, 12>& bounds, double seconds);
+    // Its _bucket, _sum and _count lines for the family `name`.
+    void Render(std::string& out, std::string_view name,
+                const std::string& labels,
+                const std::array<double, 12>& bounds) const;
   };
   mutable std::mutex mu_;
   // (route, status class "2xx") -> histogram
   std::map<std::pair<std::string, std::string>, Histogram> requests_;
+
+  struct JobSeries {
+    Histogram wait, run;  // over kJobBuckets
+    std::map<std::string, std::uint64_t, std::less<>> outcomes;
+  };
+  struct Started {
+    std::string queue, kind;
+    std::chrono::steady_clock::time_point at;
+    std::uint64_t seq = 0;
+  };
+  // The series of (queue, kind); mu_ held.
+  JobSeries& Series(std::string_view queue, std::string_view kind);
+  std::map<std::pair<std::string, std::string>, JobSeries> jobs_;
+  std::unordered_map<std::string, Started> started_;
+  std::uint64_t started_seq_ = 0;
 };
 
 }  // namespace sqlq::server

@@ -89,6 +89,9 @@ Result<std::shared_ptr<const Picture>> Overview::Take() {
   auto schedules = store_.ListSchedules();
   if (!schedules.ok()) return schedules.status();
   p->schedules = std::move(*schedules);
+  auto topics = store_.ListTopics();
+  if (!topics.ok()) return topics.status();
+  p->topics = std::move(*topics);
   // Without them (an older server's schema cannot hold them), the rest
   // still shows.
   if (auto waiting = store_.WaitingConsumers(); waiting.ok()) {
@@ -283,6 +286,15 @@ Json OverviewJson(const Picture& picture, const TokenEntry* who,
     j["can"] = can(s.options.queue);
     schedules.push_back(std::move(j));
   }
+  Json topics = Json::array();
+  for (const TopicInfo& t : picture.topics) {
+    if (!sees(t.name)) continue;
+    topics.push_back({{"name", t.name},
+                      {"kind", "topic"},
+                      {"created_at", wire::FormatTime(t.created_at)},
+                      {"subscriptions", t.subscriptions},
+                      {"can", can(t.name)}});
+  }
   // The server's own figures, for those who may read /metrics.
   const bool metrics = who == nullptr || Auth::ReadsMetrics(*who);
   Json server = nullptr;
@@ -292,14 +304,12 @@ Json OverviewJson(const Picture& picture, const TokenEntry* who,
               {"waiting_consumers", g.waiting_consumers},
               {"requests_in_flight", g.requests_in_flight}};
   }
-  return {{"at", wire::FormatTime(picture.at)},
-          {"waiting_consumers", waiting},
-          {"server", std::move(server)},
-          {"metrics", metrics},
-          {"queues", std::move(queues)},
-          {"rings", std::move(rings)},
-          {"rotations", std::move(rotations)},
-          {"schedules", std::move(schedules)}};
+  return {
+      {"at", wire::FormatTime(picture.at)}, {"waiting_consumers", waiting},
+      {"server", std::move(server)},        {"metrics", metrics},
+      {"queues", std::move(queues)},        {"rings", std::move(rings)},
+      {"rotations", std::move(rotations)},  {"schedules", std::move(schedules)},
+      {"topics", std::move(topics)}};
 }
 
 Json HistoryJson(const Overview& overview, const std::string& name) {

@@ -46,6 +46,7 @@ struct Picture {
   Metrics::Figures figures;  // queues, rings, rotations
   std::vector<Rates> rates;
   std::vector<ScheduleInfo> schedules;
+  std::vector<TopicInfo> topics;
 };
 
 // A queue at one step of its history.

@@ -32,7 +32,8 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-// A claim to hold until a message comes or the wait runs out.
+// A claim to hold until a message comes or the wait runs out (or another
+// wait: `look`).
 struct ParkedClaim {
   WorkQueue queue;
   ClaimOptions options;  // wait already validated; claims are made with wait 0
@@ -47,6 +48,15 @@ struct ParkedClaim {
   std::function<Reply(const Result<std::vector<ClaimedMessage>>&,
                       const ClaimNote&)>
       answer;
+  // Set for a wait that is not a claim (a job's result): each look runs it
+  // on a database thread, `last` true once the wait has run out. A reply
+  // ends the wait (it must give one when `last`); nullopt looks again, soon
+  // at first, then every kResultLookEvery. Of the fields above only `queue`,
+  // `deadline` and `token` are used; `job` below is the look's.
+  std::function<std::optional<Reply>(bool last)> look;
+  // The job a look waits for: it looks again at once when the job ends
+  // through this server (WorkQueue::WatchJobEnd).
+  std::int64_t job = 0;
 };
 
 struct Outcome {

@@ -181,11 +181,14 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   void Look(bool peek_first);
   void AfterLook(const Result<SteadyClock::time_point>& next);
   void Finish(Reply reply);
+  // The jobs this claim finished (its ack) and started, in /metrics.
+  void Measure(const std::vector<ClaimedMessage>& started);
   // The reply that ends the claim (ParkedClaim::answer).
   Reply Answer(const Result<std::vector<ClaimedMessage>>& result,
                const ClaimNote& note = {}) {
     if (claim_.answer) return claim_.answer(result, note);
     if (!result.ok()) return StatusReply(result.status());
+    Measure(*result);
     return result->empty()
                ? EmptyClaimReply(note)
                : ClaimReply(claim_.queue, claim_.options, *result, note);
@@ -204,6 +207,7 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   std::string route_;
   asio::steady_timer timer_;
   std::unique_ptr<ReadySubscription> sub_;
+  std::unique_ptr<JobEndWatch> ends_;  // a look's (ParkedClaim::look)
   // Strand state. The subscription is touched off the strand only while a
   // look is in flight.
   bool in_flight_ = true;
@@ -212,6 +216,9 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   bool pending_signal_ = false;
   bool done_ = false;
   std::uint64_t gen_ = 0;
+  // A look's wait between looks (ParkedClaim::look), as a wait for a
+  // result in the library looks: doubled each time up to kResultLookEvery.
+  Duration look_every_ = kResultFirstLook;
 };
 
 // The dashboard's history: a point every --history-step, an hour of them
@@ -737,8 +744,25 @@ void Session<Stream>::Close() {
 
 // ---- LongPoll ----
 
+void LongPoll::Measure(const std::vector<ClaimedMessage>& started) {
+  Metrics& metrics = server_.metrics();
+  const std::string& queue = claim_.queue.name();
+  if (!claim_.ack.empty()) metrics.JobFinished(queue, claim_.ack, "completed");
+  metrics.JobsStarted(queue, started);
+}
+
 void LongPoll::Begin() {
   std::weak_ptr<LongPoll> weak = weak_from_this();
+  if (claim_.look) {
+    // A job that ends through this server looks again at once.
+    auto ex = timer_.get_executor();
+    ends_ = claim_.queue.WatchJobEnd(claim_.job, [weak, ex] {
+      asio::post(ex, [weak] {
+        if (auto self = weak.lock()) self->Wake();
+      });
+    });
+    return Look(false);
+  }
   auto ex = timer_.get_executor();
   // Called with the store's wake-up lock held: only post.
   std::atomic<std::int64_t>* wakeups = &server_.wakeups();
@@ -752,6 +776,17 @@ void LongPoll::Begin() {
 }
 
 void LongPoll::Look(bool peek_first) {
+  if (claim_.look) {
+    const auto now = SteadyClock::now();
+    if (auto reply = claim_.look(now >= claim_.deadline)) {
+      return OnStrand([reply = std::move(*reply)](LongPoll& lp) mutable {
+        lp.Finish(std::move(reply));
+      });
+    }
+    const Result<SteadyClock::time_point> next = now + look_every_;
+    look_every_ = std::min(look_every_ * 2, kResultLookEvery);
+    return OnStrand([next](LongPoll& lp) { lp.AfterLook(next); });
+  }
   if (peek_first) {
     // A failed read claims all the same: the claim reports the error.
     auto next = claim_.queue.NextLook();
@@ -789,12 +824,13 @@ void LongPoll::AfterLook(const Result<SteadyClock::time_point>& next) {
   in_flight_ = false;
   if (done_) return;
   if (!next.ok()) return Finish(Answer(next.status()));
-  if (stop_) return Finish(Answer(std::vector<ClaimedMessage>()));
+  if (stop_) return Stop();
   if (pending_) {
     pending_ = false;
     return Wake(std::exchange(pending_signal_, false));
   }
-  if (SteadyClock::now() >= claim_.deadline) {
+  // A look's last look is its own (it gives the reply at the deadline).
+  if (!claim_.look && SteadyClock::now() >= claim_.deadline) {
     return Finish(Answer(std::vector<ClaimedMessage>(), note_));
   }
   // The rule of every waiting claim, the safety net included
@@ -824,7 +860,12 @@ void LongPoll::Wake(bool signalled) {
 
 void LongPoll::Stop() {
   stop_ = true;
-  if (!in_flight_) Finish(Answer(std::vector<ClaimedMessage>()));
+  if (in_flight_) return;
+  // A claim ends with no message; another wait with the reply a client
+  // retries on.
+  Finish(claim_.look ? ErrorReply(503, "shutting_down",
+                                  "the wait ended before its answer came")
+                     : Answer(std::vector<ClaimedMessage>()));
 }
 
 void LongPoll::Finish(Reply reply) {
@@ -834,6 +875,7 @@ void LongPoll::Finish(Reply reply) {
   timer_.cancel();
   // Passes on a wake-up we took no message for.
   sub_.reset();
+  ends_.reset();
   server_.Unpark(shared_from_this());
   reply.route = route_;
   session_->Send(std::move(reply));
@@ -974,19 +1016,20 @@ int Server::Run(const std::function<int(const Status&)>& exit_code) {
     return 2;
   }
   const unsigned short port = acceptor_.local_endpoint().port();
+  // The port file says the server is up: written beside and renamed, so
+  // that a reader never sees half a port, and only after the "listening"
+  // line is in the log, so that whoever waited for it finds the line.
+  const std::string tmp = config_.port_file + ".tmp";
+  auto cannot_write = [&](const std::string& why) {
+    std::cerr << "sqlq serve: cannot write --port-file '" << config_.port_file
+              << "': " << why << "\n";
+    return 2;
+  };
   if (!config_.port_file.empty()) {
-    // Written beside and renamed, so that a reader never sees half a port.
-    std::string tmp = config_.port_file + ".tmp";
-    {
-      std::ofstream f(tmp);
-      f << port << "\n";
-    }
-    std::filesystem::rename(tmp, config_.port_file, ec);
-    if (ec) {
-      std::cerr << "sqlq serve: cannot write --port-file '" << config_.port_file
-                << "': " << ec.message() << "\n";
-      return 2;
-    }
+    std::ofstream f(tmp);
+    f << port << "\n";
+    f.close();
+    if (!f) return cannot_write(std::strerror(errno));
   }
   Log("info", "listening",
       fmt::format(
@@ -995,6 +1038,10 @@ int Server::Run(const std::function<int(const Status&)>& exit_code) {
           Quote(RedactedDbUrl(store_.url())),
           auth_.enabled() ? "tokens" : "none", config_.io_threads,
           config_.db_threads));
+  if (!config_.port_file.empty()) {
+    std::filesystem::rename(tmp, config_.port_file, ec);
+    if (ec) return cannot_write(ec.message());
+  }
 
   signals_.async_wait([this](beast::error_code e, int sig) {
     if (!e) BeginShutdown(sig);

@@ -230,6 +230,7 @@ Json StatsJson(const QueueStats& s) {
           {"ready", s.ready},
           {"delayed", s.delayed},
           {"leased", s.leased},
+          {"waiting", s.waiting},
           {"dead", s.dead},
           {"archived", s.archived},
           {"oldest_ready_age_ms", s.oldest_ready_age.count()},
@@ -239,6 +240,7 @@ Json StatsJson(const QueueStats& s) {
           {"nacks", s.nacks},
           {"expirations", s.expirations},
           {"dead_lettered", s.dead_lettered},
+          {"expired", s.expired},
           {"paused", s.paused}};
 }
 
@@ -249,6 +251,15 @@ Json ClaimedJson(const ClaimedMessage& m) {
             {"priority", m.priority}};
   PutPayload(j, m.payload, m.headers);
   if (!m.group.empty()) j["group"] = m.group;
+  if (!m.kind.empty()) j["kind"] = m.kind;
+  if (m.timeout) j["timeout_ms"] = m.timeout->count();
+  if (m.expire_after) {
+    j["expires_at"] = FormatTime(m.enqueued_at + *m.expire_after);
+  }
+  if (m.on_expiry != ExpiryAction::kDeadLetter) {
+    j["on_expiry"] = ExpiryActionName(m.on_expiry);
+  }
+  if (m.max_attempts) j["max_attempts"] = *m.max_attempts;
   j["enqueued_at"] = FormatTime(m.enqueued_at);
   j["lease_expires_at"] = FormatTime(m.lease_expires_at);
   return j;
@@ -287,6 +298,24 @@ void AppendClaimed(std::string& out, const ClaimedMessage& m) {
     out += R"(,"group":)";
     AppendJsonString(out, m.group);
   }
+  if (!m.kind.empty()) {
+    out += R"(,"kind":)";
+    AppendJsonString(out, m.kind);
+  }
+  if (m.timeout) fmt::format_to(put, R"(,"timeout_ms":{})", m.timeout->count());
+  if (m.expire_after) {
+    out += R"(,"expires_at":")";
+    out += FormatTime(m.enqueued_at + *m.expire_after);
+    out += '"';
+  }
+  if (m.on_expiry != ExpiryAction::kDeadLetter) {
+    out += R"(,"on_expiry":")";
+    out += ExpiryActionName(m.on_expiry);
+    out += '"';
+  }
+  if (m.max_attempts) {
+    fmt::format_to(put, R"(,"max_attempts":{})", *m.max_attempts);
+  }
   out += R"(,"enqueued_at":")";
   out += FormatTime(m.enqueued_at);
   out += R"(","lease_expires_at":")";
@@ -300,6 +329,7 @@ Json DeadLetterJson(const DeadLetter& d) {
             {"attempts", d.attempts},
             {"last_error", d.last_error}};
   PutPayload(j, d.payload, d.headers);
+  if (!d.kind.empty()) j["kind"] = d.kind;
   j["errors"] = ErrorsJson(d.errors);
   j["enqueued_at"] = FormatTime(d.enqueued_at);
   j["died_at"] = FormatTime(d.died_at);
@@ -312,6 +342,7 @@ Json ArchivedJson(const ArchivedMessage& a) {
             {"attempts", a.attempts},
             {"worker", a.worker}};
   PutPayload(j, a.payload, a.headers);
+  if (!a.kind.empty()) j["kind"] = a.kind;
   j["errors"] = ErrorsJson(a.errors);
   j["enqueued_at"] = FormatTime(a.enqueued_at);
   j["completed_at"] = FormatTime(a.completed_at);
@@ -326,6 +357,19 @@ Json MessageInfoJson(const MessageInfo& m) {
   PutPayload(j, m.payload, m.headers);
   if (!m.dedup_key.empty()) j["dedup"] = m.dedup_key;
   if (!m.group.empty()) j["group"] = m.group;
+  if (!m.kind.empty()) j["kind"] = m.kind;
+  if (m.timeout) j["timeout_ms"] = m.timeout->count();
+  if (m.expire_after) {
+    j["expire_after_ms"] = m.expire_after->count();
+    j["expires_at"] = FormatTime(m.enqueued_at + *m.expire_after);
+  }
+  if (m.on_expiry != ExpiryAction::kDeadLetter) {
+    j["on_expiry"] = ExpiryActionName(m.on_expiry);
+  }
+  if (m.max_attempts) j["max_attempts"] = *m.max_attempts;
+  if (m.backoff_base) j["backoff_ms"] = m.backoff_base->count();
+  if (m.backoff_max) j["backoff_max_ms"] = m.backoff_max->count();
+  if (m.snoozes > 0) j["snoozes"] = m.snoozes;
   j["enqueued_at"] = FormatTime(m.enqueued_at);
   if (m.ready_at) j["ready_at"] = FormatTime(*m.ready_at);
   if (m.lease_expires_at) {
@@ -336,7 +380,27 @@ Json MessageInfoJson(const MessageInfo& m) {
   j["errors"] = ErrorsJson(m.errors);
   if (m.died_at) j["died_at"] = FormatTime(*m.died_at);
   if (m.completed_at) j["completed_at"] = FormatTime(*m.completed_at);
+  if (m.state == MessageState::kWaiting) {
+    j["waits_for"] = m.waits_for;
+    j["waits_for_dead"] = m.waits_for_dead;
+  }
   return j;
+}
+
+Json TopicJson(const TopicInfo& t) {
+  return {{"name", t.name},
+          {"kind", "topic"},
+          {"created_at", FormatTime(t.created_at)},
+          {"subscriptions", t.subscriptions}};
+}
+
+Json SubscriptionJson(const Subscription& s) {
+  Json filter = Json::object();
+  for (const auto& [k, v] : s.filter) filter[k] = v;
+  return {{"topic", s.topic},
+          {"queue", s.queue},
+          {"filter", std::move(filter)},
+          {"subscribed_at", FormatTime(s.subscribed_at)}};
 }
 
 Json RingJson(std::string_view name, const RingOptions& o) {
@@ -365,6 +429,27 @@ Json RingStatsJson(const RingStats& s) {
           {"pushes", s.pushes}};
 }
 
+Json WorkerJson(const WorkerInfo& w) {
+  const WorkerReport& r = w.report;
+  Json jobs = Json::array();
+  for (const WorkerJob& j : r.jobs) {
+    jobs.push_back(
+        {{"queue", j.queue}, {"id", j.id}, {"since", FormatTime(j.since)}});
+  }
+  return {{"id", r.id},
+          {"name", r.name},
+          {"host", r.host},
+          {"pid", r.pid},
+          {"queues", r.queues},
+          {"kinds", r.kinds},
+          {"concurrency", r.concurrency},
+          {"jobs", std::move(jobs)},
+          {"started_at", FormatTime(r.started_at)},
+          {"last_seen", FormatTime(w.last_seen)},
+          {"expires_at", FormatTime(w.expires_at)},
+          {"ttl_ms", r.ttl.count()}};
+}
+
 Json ScheduleJson(const ScheduleInfo& s) {
   const ScheduleOptions& o = s.options;
   auto time = [](const std::optional<Timestamp>& t) {
@@ -378,6 +463,14 @@ Json ScheduleJson(const ScheduleInfo& s) {
   j["priority"] = o.message.priority;
   j["headers"] = o.message.headers;
   j["group"] = o.message.group;
+  if (!o.message.kind.empty()) j["kind"] = o.message.kind;
+  if (o.message.timeout) j["timeout_ms"] = o.message.timeout->count();
+  if (o.message.expire_after) {
+    j["expire_after_ms"] = o.message.expire_after->count();
+  }
+  if (o.message.on_expiry != ExpiryAction::kDeadLetter) {
+    j["on_expiry"] = ExpiryActionName(o.message.on_expiry);
+  }
   j["catch_up"] = o.catch_up;
   j["paused"] = s.paused;
   j["next_tick"] = time(s.next_tick);

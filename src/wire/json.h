@@ -19,6 +19,8 @@
 #include "sqlq/rotation.h"
 #include "sqlq/schedule.h"
 #include "sqlq/status.h"
+#include "sqlq/topic.h"
+#include "sqlq/workers.h"
 
 namespace sqlq::wire {
 
@@ -56,9 +58,9 @@ Json QueueOptionsJson(const QueueOptions& o);
 // {"name", "kind": "queue", the options' keys, "created_at", "paused"};
 // created_at is left out when unknown (zero).
 Json QueueJson(const QueueInfo& q);
-// {"name", "ready", "delayed", "leased", "dead", "archived",
+// {"name", "ready", "delayed", "leased", "waiting", "dead", "archived",
 //  "oldest_ready_age_ms", "sends", "claims", "acks", "nacks", "expirations",
-//  "dead_lettered", "paused"}
+//  "dead_lettered", "expired", "paused"}
 Json StatsJson(const QueueStats& s);
 
 // {"id", "receipt", "attempt", "priority", payload, ["headers"],
@@ -80,6 +82,10 @@ Json ArchivedJson(const ArchivedMessage& a);
 // brackets only when the message has them.
 Json MessageInfoJson(const MessageInfo& m);
 
+// A topic as the lists show it: name, kind, created_at, subscriptions.
+Json TopicJson(const TopicInfo& t);
+// A subscription: topic, queue, filter (an object of strings), subscribed_at.
+Json SubscriptionJson(const Subscription& s);
 // {"name", "kind": "ring", "capacity", "max_payload_bytes"}
 Json RingJson(std::string_view name, const RingOptions& o);
 // {"seq", "group", payload, "pushed_at"}
@@ -95,6 +101,10 @@ Json RotationJson(std::string_view name, const RotationOptions& o);
 // payload_base64, priority, headers, group), catch_up, paused, next_tick,
 // last_tick (null when none), sent, skipped, last_error, created_at.
 Json ScheduleJson(const ScheduleInfo& s);
+// A live worker (sqlq/workers.h): id, name, host, pid, queues, kinds,
+// concurrency, jobs [{queue, id, since}], started_at, last_seen,
+// expires_at, ttl_ms.
+Json WorkerJson(const WorkerInfo& w);
 // {"key", payload, "served", "failures", "parked"}
 Json RotationItemJson(const RotationItem& i);
 // {"name", "max_failures", "items", "parked", "serves"}

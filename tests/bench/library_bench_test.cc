@@ -90,7 +90,7 @@ TEST_P(LibraryBench, ListingWorkloadsPageThroughADeepQueue) {
 }
 
 TEST_P(LibraryBench, DrainOneRunsInEveryAckMode) {
-  for (const char* mode : {"each", "next", "worker"}) {
+  for (const char* mode : {"each", "next", "worker", "nack"}) {
     SCOPED_TRACE(mode);
     std::map<std::string, Json> rows;
     std::string out;

@@ -253,9 +253,9 @@ TEST_F(CliTest, QueueStatsCountSendsClaimsAcksAndNacks) {
   One({"queue", "create", "other"});
   json s = Stats("jobs");
   EXPECT_EQ(s, json::parse(R"({"name":"jobs","ready":0,"delayed":0,
-      "leased":0,"dead":0,"archived":0,"oldest_ready_age_ms":0,"sends":0,
+      "leased":0,"waiting":0,"dead":0,"archived":0,"oldest_ready_age_ms":0,"sends":0,
       "claims":0,"acks":0,"nacks":0,"expirations":0,"dead_lettered":0,
-      "paused":false})"));
+      "expired":0,"paused":false})"));
 
   for (const char* p : {"a", "b", "c"}) Send("jobs", p);
   s = Stats("jobs");

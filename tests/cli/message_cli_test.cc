@@ -5,13 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <ctime>
+#include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "sqlq/store.h"
 #include "tests/cli/cli_assertions.h"
 #include "tests/cli/cli_fixture.h"
 #include "tests/cli/cli_runner.h"
+#include "tests/support/test_util.h"
 
 namespace sqlq::cli_test {
 namespace {
@@ -243,6 +248,245 @@ TEST_F(MessageCliTest, OrderedGroupsFromTheCommandLine) {
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0]["payload"], "b1");
   EXPECT_EQ(listed[0]["group"], "acct-2");
+}
+
+TEST_F(MessageCliTest, JobKindsAndNackActionsFromTheCommandLine) {
+  One({"queue", "create", "work", "--max-attempts", "3"});
+  EXPECT_TRUE(FailsWith(Human({"send", "work", "x", "--kind", "no spaces"}),
+                        kUsage, "kind"));
+  One({"send", "work", "a", "--kind", "email.send"});
+  One({"send", "work", "b", "--kind", "report/build"});
+  auto listed = Ok({"message", "list", "work", "--kind", "report/build"});
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0]["payload"], "b");
+  EXPECT_EQ(listed[0]["kind"], "report/build");
+
+  auto both = Ok({"claim", "work", "--max", "2"});
+  ASSERT_EQ(both.size(), 2u);
+  json a = both[0];
+  EXPECT_EQ(a["kind"], "email.send");
+  EXPECT_EQ(both[1]["kind"], "report/build");
+  RunResult snoozed = Human({"nack", "work", a["receipt"], "--snooze"});
+  EXPECT_EQ(snoozed.exit_code, kOk) << Show(snoozed);
+  EXPECT_NE(snoozed.out.find("snoozed"), std::string::npos) << Show(snoozed);
+  json again = One({"claim", "work"});
+  EXPECT_EQ(again["id"], a["id"]);
+  EXPECT_EQ(again["attempt"], 1);
+  const std::string id = std::to_string(a["id"].get<int>());
+  EXPECT_EQ(One({"message", "get", "work", id})["snoozes"], 1);
+  EXPECT_TRUE(
+      FailsWith(Human({"nack", "work", again["receipt"], "--snooze", "--dead"}),
+                kUsage, "--dead"));
+  json dead = One({"nack", "work", again["receipt"], "--dead", "--error",
+                   "cancelled: not needed"});
+  EXPECT_EQ(dead["outcome"], "dead");
+  json got = One({"message", "get", "work", id});
+  EXPECT_EQ(got["state"], "dead");
+  EXPECT_EQ(got["kind"], "email.send");
+  EXPECT_EQ(got["last_error"], "cancelled: not needed");
+}
+
+TEST_F(MessageCliTest, AJobsOwnRetryPolicyFromTheCommandLine) {
+  EXPECT_TRUE(FailsWith(Human({"send", "jobs", "x", "--max-attempts", "0"}),
+                        kUsage, "max_attempts"));
+  EXPECT_EQ(Sends(), 0);
+  One({"send", "jobs", "x", "--max-attempts", "1", "--backoff", "30s",
+       "--backoff-max", "1h"});
+  json m = One({"claim", "jobs"});
+  EXPECT_EQ(m["max_attempts"], 1);
+  const std::string id = std::to_string(m["id"].get<int>());
+  json got = One({"message", "get", "jobs", id});
+  EXPECT_EQ(got["backoff_ms"], 30000);
+  EXPECT_EQ(got["backoff_max_ms"], 3600000);
+  // The queue allows five attempts; this job one.
+  EXPECT_EQ(One({"nack", "jobs", m["receipt"]})["outcome"], "dead");
+}
+
+TEST_F(MessageCliTest, DependenciesFromTheCommandLine) {
+  EXPECT_TRUE(FailsWith(Human({"send", "jobs", "x", "--depends-on", "0"}),
+                        kUsage, "--depends-on"));
+  EXPECT_TRUE(FailsWith(Human({"send", "jobs", "x", "--depends-on", "1",
+                               "--if-dependency-dies", "explode"}),
+                        kUsage, "--if-dependency-dies"));
+  EXPECT_EQ(Sends(), 0);
+  const std::string a =
+      std::to_string(One({"send", "jobs", "a"})["id"].get<int>());
+  const std::string b =
+      std::to_string(One({"send", "jobs", "b"})["id"].get<int>());
+  const std::string c =
+      std::to_string(One({"send", "jobs", "c", "--depends-on", a + "," + b,
+                          "--if-dependency-dies", "run"})["id"]
+                         .get<int>());
+  json got = One({"message", "get", "jobs", c});
+  EXPECT_EQ(got["state"], "waiting");
+  EXPECT_EQ(got["waits_for"], json::array({std::stoi(a), std::stoi(b)}));
+  EXPECT_EQ(One({"queue", "stats", "jobs"})["waiting"], 1);
+  auto two = Ok({"claim", "jobs", "--max", "10"});
+  ASSERT_EQ(two.size(), 2u);  // c waits
+  One({"ack", "jobs", two[0]["receipt"]});
+  One({"nack", "jobs", two[1]["receipt"], "--dead", "--error", "no"});
+  json m = One({"claim", "jobs"});  // b died; c runs anyway
+  EXPECT_EQ(m["payload"], "c");
+}
+
+// The process that acks a parent is killed with SIGKILL at times spread
+// over its run: before, during or after its commit. Whatever the moment,
+// the parent and its dependent agree: the parent still leased and the
+// dependent waiting, or the parent gone and the dependent ready. Never
+// the parent gone and the dependent stranded waiting, nor the dependent
+// ready before the parent's ack committed.
+TEST_F(MessageCliTest, AnAckKilledAtAnyMomentNeverStrandsItsDependent) {
+  int released = 0, kept = 0;
+  for (int round = 0; round < 16; ++round) {
+    const std::string parent =
+        std::to_string(One({"send", "jobs", "parent"})["id"].get<int>());
+    const std::string child = std::to_string(
+        One({"send", "jobs", "child", "--depends-on", parent})["id"]
+            .get<int>());
+    json m = One({"claim", "jobs"});
+    ASSERT_EQ(std::to_string(m["id"].get<int>()), parent);
+    Child ack = Child::Start(
+        SQLQ_BIN,
+        {"--db", db_, "--json", "ack", "jobs", m["receipt"].get<std::string>()},
+        {.cwd = dir_});
+    ASSERT_GT(ack.pid(), 0);
+    // From at once to after the ack has surely finished.
+    std::this_thread::sleep_for(std::chrono::milliseconds(round * 4));
+    kill(ack.pid(), SIGKILL);
+    (void)ack.Finish();
+    const RunResult p = Json({"message", "get", "jobs", parent});
+    const json c = One({"message", "get", "jobs", child});
+    if (p.exit_code == kNotFound) {
+      EXPECT_EQ(c["state"], "ready") << "round " << round;
+      ++released;
+    } else {
+      ASSERT_EQ(p.exit_code, kOk) << Show(p);
+      EXPECT_EQ(json::parse(p.out)["state"], "leased") << "round " << round;
+      EXPECT_EQ(c["state"], "waiting") << "round " << round;
+      ++kept;
+      One({"ack", "jobs", m["receipt"]});  // the ack done again
+    }
+    json next = One({"claim", "jobs"});
+    EXPECT_EQ(next["payload"], "child") << "round " << round;
+    One({"ack", "jobs", next["receipt"]});
+  }
+  std::cout << "acks killed: " << released << " after their commit, " << kept
+            << " before it\n";
+  EXPECT_EQ(Ok({"claim", "jobs"}).size(), 0u);
+}
+
+TEST_F(MessageCliTest, WhatAnExpiryDoesFromTheCommandLine) {
+  EXPECT_TRUE(FailsWith(Human({"send", "jobs", "x", "--expire-after", "1m",
+                               "--on-expiry", "later"}),
+                        kUsage, "later"));
+  EXPECT_TRUE(FailsWith(Human({"send", "jobs", "x", "--on-expiry", "drop"}),
+                        kUsage, "expire_after"));
+  EXPECT_EQ(Sends(), 0);
+  const json late = One(
+      {"send", "jobs", "late", "--expire-after", "1ms", "--on-expiry", "drop"});
+  One({"send", "jobs", "buried", "--expire-after", "1ms"});  // dead-lettered
+  One({"send", "jobs", "in time", "--expire-after", "10m", "--on-expiry",
+       "drop"});
+  // The first two expire 1 ms after their send, which has returned: past
+  // that once this much more time has gone by.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto claimed = Ok({"claim", "jobs", "--max", "10"});
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0]["payload"], "in time");
+  EXPECT_EQ(claimed[0]["on_expiry"], "drop");
+  EXPECT_TRUE(FailsWith(
+      Human({"message", "get", "jobs", std::to_string(late["id"].get<int>())}),
+      kNotFound, "is not in queue"));
+  json stats = One({"queue", "stats", "jobs"});
+  EXPECT_EQ(stats["expired"], 2);
+  EXPECT_EQ(stats["dead_lettered"], 1);
+  EXPECT_EQ(stats["dead"], 1);
+}
+
+// A job's progress and result from the command line: a shell script that
+// works a job records both, and another reads them (or waits for them).
+TEST_F(MessageCliTest, ProgressAndResultFromTheCommandLine) {
+  One({"send", "jobs", "resize cat.png"});
+  json m = One({"claim", "jobs"});
+  const std::string id = std::to_string(m["id"].get<int>());
+  json waiting = One({"result", "jobs", id});
+  EXPECT_EQ(waiting["state"], "leased");
+  EXPECT_FALSE(waiting.contains("progress"));
+  One({"progress", "jobs", m["receipt"], "40", "--note", "tiles 4/10"});
+  json running = One({"result", "jobs", id});
+  EXPECT_EQ(running["progress"], 40);
+  EXPECT_EQ(running["note"], "tiles 4/10");
+  EXPECT_TRUE(
+      FailsWith(Human({"ack", "jobs", m["receipt"], "other", "--result", "x"}),
+                kUsage, "one receipt"));
+  One({"ack", "jobs", m["receipt"], "--result", "/t/cat.png", "--result-ttl",
+       "1h"});
+  json done = One({"result", "jobs", id, "--wait", "10s"});
+  EXPECT_EQ(done["state"], "completed");
+  EXPECT_EQ(done["result"], "/t/cat.png");
+  EXPECT_EQ(done["progress"], 40);
+  // Progress after the ack, and a job the queue never had.
+  EXPECT_EQ(Human({"progress", "jobs", m["receipt"], "50"}).exit_code,
+            kNotFound);
+  EXPECT_TRUE(FailsWith(Human({"result", "jobs", "999"}), kNotFound,
+                        "knows nothing of job 999"));
+}
+
+TEST_F(MessageCliTest, WorkerListShowsTheLiveWorkers) {
+  EXPECT_EQ(Ok({"worker", "list"}).size(), 0u);
+  {
+    auto store = Store::Open(db_);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_OK((*store)->ReportWorker({.id = "web-1:42:ab",
+                                      .name = "mailer",
+                                      .host = "web-1",
+                                      .pid = 42,
+                                      .queues = {"jobs"},
+                                      .kinds = {"email.send"},
+                                      .concurrency = 3}));
+    ASSERT_OK((*store)->ReportWorker({.id = "other:7:cd", .queues = {"x"}}));
+  }
+  auto all = Ok({"worker", "list"});
+  ASSERT_EQ(all.size(), 2u);
+  auto mine = Ok({"worker", "list", "--queue", "jobs"});
+  ASSERT_EQ(mine.size(), 1u);
+  EXPECT_EQ(mine[0]["id"], "web-1:42:ab");
+  EXPECT_EQ(mine[0]["host"], "web-1");
+  EXPECT_EQ(mine[0]["pid"], 42);
+  EXPECT_EQ(mine[0]["concurrency"], 3);
+  EXPECT_EQ(mine[0]["kinds"], json({"email.send"}));
+  RunResult human = Human({"worker", "list"});
+  EXPECT_EQ(human.exit_code, kOk) << Show(human);
+  EXPECT_NE(human.out.find("mailer"), std::string::npos) << Show(human);
+}
+
+// A claim that waits is a live worker while it waits, and leaves the list
+// when it is over.
+TEST_F(MessageCliTest, AWaitingClaimIsListedAmongTheWorkers) {
+  Child claim = Child::Start(SQLQ_BIN,
+                             {"--db", db_, "--json", "claim", "jobs", "--wait",
+                              "60s", "--worker", "nightly"},
+                             {.cwd = dir_});
+  ASSERT_GT(claim.pid(), 0);
+  std::vector<json> listed;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (listed.empty() && std::chrono::steady_clock::now() < deadline) {
+    listed = Ok({"worker", "list", "--queue", "jobs"});
+  }
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0]["name"], "nightly");
+  EXPECT_EQ(listed[0]["pid"], claim.pid());
+  EXPECT_EQ(listed[0]["queues"], json({"jobs"}));
+  EXPECT_EQ(listed[0]["jobs"], json::array());
+  One({"send", "jobs", "wake up"});
+  RunResult r = claim.Finish();
+  ASSERT_EQ(r.exit_code, kOk) << Show(r);
+  EXPECT_NE(r.out.find("wake up"), std::string::npos) << Show(r);
+  EXPECT_EQ(Ok({"worker", "list"}).size(), 0u);  // removed as it finished
+  // A claim that does not wait is never listed (nothing to remove either).
+  EXPECT_EQ(Ok({"claim", "jobs"}).size(), 0u);
+  EXPECT_EQ(Ok({"worker", "list"}).size(), 0u);
 }
 
 TEST_F(MessageCliTest, LimitsFromTheCommandLine) {

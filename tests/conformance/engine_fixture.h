@@ -302,6 +302,31 @@ class EngineTest : public ::testing::TestWithParam<EngineFactory> {
     return other.ok() ? std::move(*other) : nullptr;
   }
 
+  // The one message a claim of `q` gets (a failure when none).
+  ClaimedMessage ClaimOne(WorkQueue& q) {
+    auto r = q.Claim();
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok() || r->empty()) {
+      ADD_FAILURE() << "nothing to claim";
+      return {};
+    }
+    return std::move(r->front());
+  }
+
+  // How many messages of `q` the filter selects (-1 on failure).
+  std::int64_t Count(WorkQueue& q, const MessageFilter& f = {}) {
+    auto c = q.CountMessages(f);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? c->count : -1;
+  }
+
+  // Whether a claim of `q` gets nothing.
+  bool NothingReady(WorkQueue& q) {
+    auto r = q.Claim();
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() && r->empty();
+  }
+
   std::unique_ptr<TestDatabase> db_;
   std::shared_ptr<ManualClock> clock_;
   std::unique_ptr<Store> store_;

@@ -36,29 +36,6 @@ class MessageConformance : public EngineTest {
     return std::move(*q);
   }
 
-  ClaimedMessage ClaimOne(WorkQueue& q) {
-    auto r = q.Claim();
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (!r.ok() || r->empty()) {
-      ADD_FAILURE() << "nothing to claim";
-      return {};
-    }
-    return std::move(r->front());
-  }
-
-  // How many messages the filter selects (-1 on failure).
-  std::int64_t Count(WorkQueue& q, const MessageFilter& f = {}) {
-    auto c = q.CountMessages(f);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? c->count : -1;
-  }
-
-  bool NothingReady(WorkQueue& q) {
-    auto r = q.Claim();
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() && r->empty();
-  }
-
   DeadLetter OnlyDead(WorkQueue& q) {
     auto d = q.ListDead();
     EXPECT_TRUE(d.ok()) << d.status().ToString();

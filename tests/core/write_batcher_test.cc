@@ -226,6 +226,75 @@ class FakeEngine : public Engine {
     return Unused();
   }
   Status DropSchedule(Conn&, std::string_view) override { return Unused(); }
+  Status ReportWorker(Conn&, const ReportWorkerParams&) override {
+    return Unused();
+  }
+  Result<bool> RemoveWorker(Conn&, std::string_view) override {
+    return Unused();
+  }
+  Result<std::vector<WorkerRecord>> ListWorkers(Conn&) override {
+    return Unused();
+  }
+  Status SaveProgress(Conn&, const SaveProgressParams&) override {
+    return Unused();
+  }
+  Status SaveResult(Conn&, const SaveResultParams&) override {
+    return Unused();
+  }
+  Result<std::optional<ResultRecord>> ReadResult(Conn&, std::int64_t,
+                                                 std::int64_t) override {
+    return Unused();
+  }
+  Result<std::int64_t> PruneResults(Conn&) override { return Unused(); }
+  Status FlagDependents(Conn&, std::span<const std::int64_t>,
+                        std::span<const std::int64_t>) override {
+    return Unused();
+  }
+  Result<LinkOutcome> LinkDependencies(Conn&, const LinkParams&) override {
+    return Unused();
+  }
+  // No message here has dependents.
+  Result<std::vector<std::int64_t>> ReleaseDependents(
+      Conn&, std::int64_t, std::span<const std::int64_t>) override {
+    return std::vector<std::int64_t>();
+  }
+  Result<std::vector<EndedDependency>> EndedDependencies(
+      Conn&, std::int64_t) override {
+    return Unused();
+  }
+  Result<bool> SettleDependency(Conn&, const EndedDependency&) override {
+    return Unused();
+  }
+  Result<std::vector<DependencyRecord>> ListDependencies(
+      Conn&, std::int64_t) override {
+    return Unused();
+  }
+  Status DropDependencies(Conn&, std::int64_t) override { return Unused(); }
+  Result<std::int64_t> CreateTopic(Conn&, std::string_view) override {
+    return Unused();
+  }
+  Result<std::int64_t> GetTopic(Conn&, std::string_view) override {
+    return Unused();
+  }
+  Result<std::vector<TopicRecord>> ListTopics(Conn&) override {
+    return Unused();
+  }
+  Status DropTopic(Conn&, std::int64_t) override { return Unused(); }
+  Result<bool> Subscribe(Conn&, const SubscribeParams&) override {
+    return Unused();
+  }
+  Result<bool> Unsubscribe(Conn&, std::int64_t, std::int64_t) override {
+    return Unused();
+  }
+  Result<std::vector<SubscriberRecord>> ListSubscribers(Conn&,
+                                                        std::int64_t) override {
+    return Unused();
+  }
+  Status DropSubscriptionsOf(Conn&, std::int64_t) override { return Unused(); }
+  Result<std::optional<std::string>> ReadHeaders(Conn&, std::int64_t,
+                                                 std::int64_t) override {
+    return Unused();
+  }
   Status SetSchedulePaused(Conn&, const SetSchedulePausedParams&) override {
     return Unused();
   }

@@ -231,8 +231,15 @@ const STEPS = [
       ctx.receipts = r.json.messages.map((m) => m.receipt);
     } })],
   ["POST /v1/queues/{name}/extend", (ctx) => ({ p: { name: "q1" }, body: { receipt: ctx.receipts[0], lease_ms: 60000 } })],
+  ["POST /v1/queues/{name}/progress", (ctx) => ({ p: { name: "q1" }, body: { receipt: ctx.receipts[0], progress: 50, note: { step: "resize" } } })],
   ["POST /v1/queues/{name}/ack", (ctx) => ({ p: { name: "q1" }, body: { receipts: [ctx.receipts[0], "bogus"] },
                                              then: (c, r) => assert.equal(r.json.acked, 1) })],
+  ["GET /v1/queues/{name}/messages/{id}/result", (ctx) => ({ p: { name: "q1", id: ctx.ids[0] }, q: "?wait_ms=1000",
+                                                            then: (c, r) => {
+                                                              assert.equal(r.json.state, "completed");
+                                                              assert.equal(r.json.progress, 50);
+                                                              assert.deepEqual(r.json.note, { step: "resize" });
+                                                            } })],
   ["POST /v1/queues/{name}/nack", (ctx) => ({ p: { name: "q1" }, body: { receipt: ctx.receipts[1], error: "smtp 451", delay_ms: 0 } })],
   ["GET /v1/queues/{name}/messages", () => ({ p: { name: "q1" }, q: "?state=ready&limit=2",
                                               then: (c, r) => assert.ok(r.json.messages.length > 0) })],
@@ -278,6 +285,19 @@ const STEPS = [
   ["GET /v1/schedules/{name}", () => ({ p: { name: "s1" } })],
   ["POST /v1/schedules/{name}/pause", () => ({ p: { name: "s1" } })],
   ["POST /v1/schedules/{name}/resume", () => ({ p: { name: "s1" } })],
+  ["POST /v1/topics/{name}", () => ({ p: { name: "p1" }, status: 201 })],
+  ["GET /v1/topics", () => ({})],
+  ["PUT /v1/topics/{name}/subscriptions/{queue}", () => ({ p: { name: "p1", queue: "q1" }, body: { filter: { tenant: "acme" } },
+                                                          status: 201 })],
+  ["GET /v1/topics/{name}/subscriptions", () => ({ p: { name: "p1" } })],
+  ["POST /v1/topics/{name}/messages", () => ({ p: { name: "p1" }, body: { payload: "news", headers: { tenant: "acme" } },
+                                               then: (c, r) => assert.equal(r.json.count, 1) })],
+  ["DELETE /v1/topics/{name}/subscriptions/{queue}", () => ({ p: { name: "p1", queue: "q1" } })],
+  ["PUT /v1/workers/{worker}", () => ({ p: { worker: "web-1:42:ab" }, body: {
+    name: "mailer", host: "web-1", pid: 42, queues: ["q1"], kinds: ["email.send"], concurrency: 2,
+    jobs: [{ queue: "q1", id: 1, since: FUTURE }], started_at: FUTURE, ttl_ms: 30000 } })],
+  ["GET /v1/workers", () => ({ q: "?queue=q1" })],
+  ["DELETE /v1/workers/{worker}", () => ({ p: { worker: "web-1:42:ab" } })],
   ["GET /v1/all", () => ({})],
   ["GET /v1/overview", () => ({})],
   ["GET /metrics", () => ({})],
@@ -285,8 +305,13 @@ const STEPS = [
   // Drops last; the paths' objects stay for the probes (made again below).
   ["DELETE /v1/rotations/{name}/items/{key}", () => ({ p: { name: "t1", key: "smtp 1" } })],
   ["DELETE /v1/schedules/{name}", () => ({ p: { name: "s1" } })],
+  ["POST /v1/messages", () => ({
+    body: { messages: [{ queue: "q1", payload: "fetch" },
+                       { queue: "q1", payload: "resize", depends_on_batch: [0], if_dependency_dies: "run" }] },
+    then: (ctx, r) => assert.equal(r.json.ids.length, 2) })],
   ["DELETE /v1/rotations/{name}", () => ({ p: { name: "t1" } })],
   ["DELETE /v1/rings/{name}", () => ({ p: { name: "r1" } })],
+  ["DELETE /v1/topics/{name}", () => ({ p: { name: "p1" } })],
   ["DELETE /v1/queues/{name}", () => ({ p: { name: "q1" } })],
 ];
 
@@ -420,8 +445,11 @@ test("the server and its description agree", async (t) => {
     await call(base, "post", "/v1/rotations/t1", admin);
     await call(base, "post", "/v1/rotations/t1/items", { ...admin, body: { key: "k1" } });
     await call(base, "post", "/v1/schedules/s1", { ...admin, body: { cron: "0 0 * * *", queue: "q1", payload: "x" } });
-    const values = { name: "q1", id: sent.json.ids[0], group: "g1", seq: 1, key: "k1" };
-    const named = { "/v1/rings/": "r1", "/v1/rotations/": "t1", "/v1/schedules/": "s1" };
+    await call(base, "put", "/v1/workers/w1", { ...admin, body: { queues: ["q1"] } });
+    await call(base, "post", "/v1/topics/p1", admin);
+    await call(base, "put", "/v1/topics/p1/subscriptions/q1", admin);
+    const values = { name: "q1", id: sent.json.ids[0], group: "g1", seq: 1, key: "k1", worker: "w1", queue: "q1" };
+    const named = { "/v1/rings/": "r1", "/v1/rotations/": "t1", "/v1/schedules/": "s1", "/v1/topics/": "p1" };
     const instance = (p) => {
       const prefix = Object.keys(named).find((k) => p.startsWith(k));
       return fill(p, { ...values, name: prefix ? named[prefix] : values.name });

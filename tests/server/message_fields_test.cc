@@ -2,7 +2,10 @@
 // payload, headers, run_at, and the error history of dead letters
 // (docs/http-api.md, "Send" and "Objects"), against a running `sqlq serve`.
 
+#include <cstdio>
+#include <ctime>
 #include <future>
+#include <thread>
 
 #include "tests/server/server_fixture.h"
 
@@ -88,6 +91,440 @@ TEST_F(MessageFields, HeadersTravelToTheClaimAndTheDeadLetter) {
   EXPECT_EQ(d["errors"][1]["attempt"], 2);
   EXPECT_EQ(d["errors"][1]["error"], "smtp 550");
   EXPECT_TRUE(d["errors"][1]["at"].is_string());
+}
+
+TEST_F(MessageFields, JobKindsAndNackActionsOverHttp) {
+  // Bad kinds, and sqlq's own header names, are refused; nothing stored.
+  ExpectRefused({{"payload", "x"}, {"kind", "has space"}}, "invalid_argument",
+                "kind");
+  ExpectRefused({{"payload", "x"}, {"kind", std::string(129, 'k')}},
+                "invalid_argument", "kind");
+  ExpectRefused({{"payload", "x"}, {"kind", 7}}, "wrong_type", "kind");
+  ExpectRefused({{"payload", "x"}, {"headers", {{"sqlq:kind", "forged"}}}},
+                "invalid_argument", "sqlq:");
+  Response sent =
+      c().Post("/v1/queues/jobs/messages",
+               {{"messages",
+                 Json::array({{{"payload", "a"}, {"kind", "email.send"}},
+                              {{"payload", "b"}, {"kind", "billing/invoice"}},
+                              {{"payload", "c"}}})}});
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  Response listed = c().Get("/v1/queues/jobs/messages?kind=email.send");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  ASSERT_EQ(listed.json["messages"].size(), 1u) << listed.body;
+  EXPECT_EQ(listed.json["messages"][0]["kind"], "email.send");
+  EXPECT_FALSE(listed.json["messages"][0].contains("headers")) << listed.body;
+  EXPECT_EQ(c().Get("/v1/queues/jobs/messages/count?kind=billing/invoice")
+                .json["count"],
+            1);
+  EXPECT_EQ(c().Get("/v1/queues/jobs/messages?kind=").status, 400);
+
+  Response claimed = c().Post("/v1/queues/jobs/claim", {{"max", 3}});
+  ASSERT_EQ(claimed.status, 200) << claimed.body;
+  const Json& ms = claimed.json["messages"];
+  ASSERT_EQ(ms.size(), 3u) << claimed.body;
+  EXPECT_EQ(ms[0]["kind"], "email.send");
+  EXPECT_EQ(ms[1]["kind"], "billing/invoice");
+  EXPECT_FALSE(ms[2].contains("kind")) << claimed.body;
+
+  // An unknown action changes nothing: the lease stays with its holder.
+  Response bad = c().Post("/v1/queues/jobs/nack",
+                          {{"receipt", ms[0]["receipt"]}, {"action", "later"}});
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.json["error"]["code"], "invalid_argument") << bad.body;
+
+  // Snoozed: back at once (no delay), the same attempt, counted.
+  Response snoozed = c().Post(
+      "/v1/queues/jobs/nack",
+      {{"receipt", ms[0]["receipt"]}, {"action", "snooze"}, {"delay_ms", 0}});
+  ASSERT_EQ(snoozed.status, 200) << snoozed.body;
+  EXPECT_EQ(snoozed.json["outcome"], "snoozed");
+  Json again = ClaimOne();
+  EXPECT_EQ(again["id"], ms[0]["id"]);
+  EXPECT_EQ(again["attempt"], 1);
+  EXPECT_EQ(again["kind"], "email.send");
+  Response got = c().Get("/v1/queues/jobs/messages/" +
+                         std::to_string(again["id"].get<std::int64_t>()));
+  EXPECT_EQ(got.json["snoozes"], 1) << got.body;
+  EXPECT_EQ(got.json["kind"], "email.send") << got.body;
+
+  // Dead now, with attempts left (max_attempts is 2).
+  Response dead =
+      c().Post("/v1/queues/jobs/nack", {{"receipt", ms[1]["receipt"]},
+                                        {"action", "dead"},
+                                        {"error", "cancelled: customer gone"}});
+  ASSERT_EQ(dead.status, 200) << dead.body;
+  EXPECT_EQ(dead.json["outcome"], "dead");
+  Response letters = c().Get("/v1/queues/jobs/dead");
+  ASSERT_EQ(letters.json["dead"].size(), 1u) << letters.body;
+  EXPECT_EQ(letters.json["dead"][0]["kind"], "billing/invoice");
+  EXPECT_EQ(letters.json["dead"][0]["attempts"], 1);
+  EXPECT_EQ(letters.json["dead"][0]["last_error"], "cancelled: customer gone");
+  // Its receipt is spent: a second outcome is refused.
+  EXPECT_EQ(c().Post("/v1/queues/jobs/nack",
+                     {{"receipt", ms[1]["receipt"]}, {"action", "snooze"}})
+                .status,
+            404);
+}
+
+TEST_F(MessageFields, AJobsTimeoutAndExpiryOverHttp) {
+  ExpectRefused({{"payload", "x"}, {"timeout_ms", 0}}, "invalid_argument",
+                "timeout");
+  ExpectRefused(
+      {{"payload", "x"}, {"delay_ms", 60000}, {"expire_after_ms", 1000}},
+      "invalid_argument", "expire_after");
+  ASSERT_EQ(Send({{"payload", "x"},
+                  {"kind", "thumb"},
+                  {"timeout_ms", 5000},
+                  {"expire_after_ms", 600000}})
+                .status,
+            200);
+  Response claimed =
+      c().Post("/v1/queues/jobs/claim", {{"max", 1}, {"lease_ms", 30000}});
+  ASSERT_EQ(claimed.status, 200) << claimed.body;
+  const Json& m = claimed.json["messages"][0];
+  EXPECT_EQ(m["timeout_ms"], 5000) << claimed.body;
+  EXPECT_TRUE(m["expires_at"].is_string()) << claimed.body;
+  EXPECT_FALSE(m.contains("headers")) << claimed.body;
+  // Leased for its timeout, not the 30 s the claim asked for.
+  // Seconds since the epoch of "2026-11-29T21:25:17.985392Z".
+  auto secs = [](const Json& t) {
+    std::tm tm{};
+    double frac = 0;
+    std::sscanf(t.get<std::string>().c_str(), "%d-%d-%dT%d:%d:%lfZ",
+                &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                &frac);
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return static_cast<double>(timegm(&tm)) + frac;
+  };
+  const double enqueued = secs(m["enqueued_at"]);
+  EXPECT_LT(secs(m["lease_expires_at"]) - enqueued, 20) << claimed.body;
+  EXPECT_NEAR(secs(m["expires_at"]) - enqueued, 600, 1e-3) << claimed.body;
+  Response got = c().Get("/v1/queues/jobs/messages/" +
+                         std::to_string(m["id"].get<std::int64_t>()));
+  EXPECT_EQ(got.json["timeout_ms"], 5000) << got.body;
+  EXPECT_EQ(got.json["expire_after_ms"], 600000) << got.body;
+}
+
+TEST_F(MessageFields, AnExpiredJobIsDroppedOrDeadLetteredAsItsSendSays) {
+  ExpectRefused(
+      {{"payload", "x"}, {"expire_after_ms", 1000}, {"on_expiry", "later"}},
+      "invalid_argument", "on_expiry");
+  ExpectRefused({{"payload", "x"}, {"expire_after_ms", 1000}, {"on_expiry", 1}},
+                "wrong_type", "on_expiry");
+  ExpectRefused({{"payload", "x"}, {"on_expiry", "drop"}}, "invalid_argument",
+                "expire_after");
+  Response sent =
+      c().Post("/v1/queues/jobs/messages", {{"messages",
+                                             {{{"payload", "late, dropped"},
+                                               {"expire_after_ms", 1},
+                                               {"on_expiry", "drop"}},
+                                              {{"payload", "late, buried"},
+                                               {"expire_after_ms", 1},
+                                               {"on_expiry", "dead"}},
+                                              {{"payload", "in time"},
+                                               {"expire_after_ms", 600000},
+                                               {"on_expiry", "drop"}}}}});
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  const auto id = [&](int i) {
+    return std::to_string(sent.json["ids"][i].get<std::int64_t>());
+  };
+  Response waiting = c().Get("/v1/queues/jobs/messages/" + id(0));
+  EXPECT_EQ(waiting.json["on_expiry"], "drop") << waiting.body;
+  EXPECT_FALSE(
+      c().Get("/v1/queues/jobs/messages/" + id(1)).json.contains("on_expiry"));
+  // The first two expire 1 ms after their send, which has returned: past
+  // that once this much more time has gone by.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  Response claimed = c().Post("/v1/queues/jobs/claim", {{"max", 10}});
+  ASSERT_EQ(claimed.status, 200) << claimed.body;
+  ASSERT_EQ(claimed.json["messages"].size(), 1u) << claimed.body;
+  EXPECT_EQ(claimed.json["messages"][0]["payload"], "in time");
+  EXPECT_EQ(claimed.json["messages"][0]["on_expiry"], "drop");
+  // Dropped: gone, not a dead letter. The other one is.
+  EXPECT_EQ(c().Get("/v1/queues/jobs/messages/" + id(0)).status, 404);
+  Response letters = c().Get("/v1/queues/jobs/dead");
+  ASSERT_EQ(letters.json["dead"].size(), 1u) << letters.body;
+  EXPECT_EQ(letters.json["dead"][0]["payload"], "late, buried");
+  Json stats = c().Get("/v1/queues/jobs").json["stats"];
+  EXPECT_EQ(stats["expired"], 2) << stats;
+  EXPECT_EQ(stats["dead_lettered"], 1) << stats;
+  EXPECT_EQ(stats["acks"], 0) << stats;
+}
+
+// One service calls another through the queue: it sends a job and waits
+// for its result, which the worker's ack keeps; the worker's progress is
+// readable meanwhile.
+TEST_F(MessageFields, AResultAwaitedOverHttpArrivesWithTheAck) {
+  Response sent = Send({{"payload", "2+2"}, {"kind", "sum"}});
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  const std::string result_path =
+      "/v1/queues/jobs/messages/" +
+      std::to_string(sent.json["ids"][0].get<std::int64_t>()) + "/result";
+  Response r = c().Get(result_path);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["state"], "ready");
+
+  // The caller waits on a connection of its own (the 30 s is only a
+  // safety net: the ack ends the wait).
+  auto waiting = std::async(std::launch::async, [&] {
+    Client caller(port());
+    return caller.Get(result_path + "?wait_ms=30000");
+  });
+  Json m = ClaimOne();
+  const Json receipt = m["receipt"];
+  Response p = c().Post(
+      "/v1/queues/jobs/progress",
+      {{"receipt", receipt}, {"progress", 50}, {"note", {{"step", "adding"}}}});
+  ASSERT_EQ(p.status, 200) << p.body;
+  r = c().Get(result_path);
+  EXPECT_EQ(r.json["state"], "leased") << r.body;
+  EXPECT_EQ(r.json["progress"], 50) << r.body;
+  EXPECT_EQ(r.json["note"], Json({{"step", "adding"}})) << r.body;
+
+  // Refused: a result with a batch, a result too large, a progress that is
+  // not a number. The job stays leased and nothing is kept.
+  r = c().Post("/v1/queues/jobs/ack", {{"receipts", {receipt}}, {"result", 4}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  ASSERT_EQ(c().Call("PATCH", "/v1/queues/jobs",
+                     Json({{"max_payload_bytes", 64}}).dump())
+                .status,
+            200);
+  r = c().Post("/v1/queues/jobs/ack",
+               {{"receipt", receipt}, {"result", std::string(100, 'x')}});
+  EXPECT_EQ(r.status, 413) << r.body;
+  r = c().Post("/v1/queues/jobs/progress",
+               {{"receipt", receipt}, {"progress", "half"}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(c().Get(result_path).json["state"], "leased");
+
+  r = c().Post("/v1/queues/jobs/ack",
+               {{"receipt", receipt}, {"result", {{"sum", 4}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(waiting.wait_for(std::chrono::seconds(30)),
+            std::future_status::ready);
+  Response got = waiting.get();
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(got.json["state"], "completed") << got.body;
+  EXPECT_EQ(got.json["result"], Json({{"sum", 4}})) << got.body;
+  EXPECT_EQ(got.json["progress"], 50) << got.body;
+  EXPECT_TRUE(got.json["completed_at"].is_string()) << got.body;
+
+  // Progress after the ack is refused; the result stays.
+  r = c().Post("/v1/queues/jobs/progress",
+               {{"receipt", receipt}, {"progress", 60}});
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(c().Get(result_path).json["result"], Json({{"sum", 4}}));
+  // A wait over the server's limit, and a job the queue never had.
+  r = c().Get(result_path + "?wait_ms=99999999");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.json["error"]["code"], "wait_too_long") << r.body;
+  r = c().Get("/v1/queues/jobs/messages/999999/result?wait_ms=1000");
+  EXPECT_EQ(r.status, 404) << r.body;
+}
+
+// A job that dies ends the wait too, with its error.
+TEST_F(MessageFields, AWaitForADeadJobsResultEndsWithItsError) {
+  Response sent = Send({{"payload", "x"}});
+  const std::string result_path =
+      "/v1/queues/jobs/messages/" +
+      std::to_string(sent.json["ids"][0].get<std::int64_t>()) + "/result";
+  auto waiting = std::async(std::launch::async, [&] {
+    Client caller(port());
+    return caller.Get(result_path + "?wait_ms=30000");
+  });
+  Json m = ClaimOne();
+  ASSERT_EQ(c().Post("/v1/queues/jobs/nack", {{"receipt", m["receipt"]},
+                                              {"action", "dead"},
+                                              {"error", "no such user"}})
+                .status,
+            200);
+  ASSERT_EQ(waiting.wait_for(std::chrono::seconds(30)),
+            std::future_status::ready);
+  Response got = waiting.get();
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(got.json["state"], "dead") << got.body;
+  EXPECT_NE(got.json["error"].get<std::string>().find("no such user"),
+            std::string::npos)
+      << got.body;
+  EXPECT_FALSE(got.json.contains("result")) << got.body;
+}
+
+TEST_F(MessageFields, AJobsOwnRetryPolicyOverHttp) {
+  ExpectRefused({{"payload", "x"}, {"max_attempts", 0}}, "invalid_argument",
+                "max_attempts");
+  ExpectRefused(
+      {{"payload", "x"}, {"backoff_ms", 5000}, {"backoff_max_ms", 10}},
+      "invalid_argument", "backoff max");
+  // The queue allows two attempts; this job one, and a minute's backoff.
+  Response sent = Send({{"payload", "x"},
+                        {"max_attempts", 1},
+                        {"backoff_ms", 60000},
+                        {"backoff_max_ms", 120000}});
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  const std::string path =
+      "/v1/queues/jobs/messages/" +
+      std::to_string(sent.json["ids"][0].get<std::int64_t>());
+  Response got = c().Get(path);
+  EXPECT_EQ(got.json["max_attempts"], 1) << got.body;
+  EXPECT_EQ(got.json["backoff_ms"], 60000) << got.body;
+  EXPECT_EQ(got.json["backoff_max_ms"], 120000) << got.body;
+  EXPECT_FALSE(got.json.contains("headers")) << got.body;
+  Json m = ClaimOne();
+  EXPECT_EQ(m["max_attempts"], 1);
+  Response nack = c().Post("/v1/queues/jobs/nack", {{"receipt", m["receipt"]}});
+  ASSERT_EQ(nack.status, 200) << nack.body;
+  EXPECT_EQ(nack.json["outcome"], "dead") << nack.body;
+  EXPECT_EQ(c().Get(path).json["last_error"], "failed attempt 1 of 1");
+}
+
+TEST_F(MessageFields, DependenciesOverHttp) {
+  ExpectRefused({{"payload", "x"}, {"depends_on", {0}}}, "wrong_type",
+                "depends_on");
+  ExpectRefused({{"payload", "x"}, {"depends_on", "12"}}, "wrong_type",
+                "depends_on");
+  ExpectRefused({{"payload", "x"}, {"depends_on_batch", {0}}},
+                "invalid_argument", "earlier message");
+  ExpectRefused({{"payload", "x"}, {"depends_on", {1}}, {"delay_ms", 10}},
+                "invalid_argument", "delay");
+  ExpectRefused({{"payload", "x"}, {"if_dependency_dies", "explode"}},
+                "invalid_argument", "if_dependency_dies");
+  ASSERT_EQ(c().Post("/v1/queues/reports", Json::object()).status, 201);
+
+  // A batch that fans in, and a message of another queue after it.
+  Response sent = c().Post(
+      "/v1/queues/jobs/messages",
+      {{"messages",
+        Json::array({{{"payload", "a"}},
+                     {{"payload", "b"}},
+                     {{"payload", "join"}, {"depends_on_batch", {0, 1}}}})}});
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  const std::int64_t a = sent.json["ids"][0], b = sent.json["ids"][1],
+                     join = sent.json["ids"][2];
+  Response report =
+      c().Post("/v1/queues/reports/messages", {{"payload", "report"},
+                                               {"depends_on", {join}},
+                                               {"if_dependency_dies", "run"}});
+  ASSERT_EQ(report.status, 200) << report.body;
+  const std::int64_t r = report.json["ids"][0];
+
+  Response got = c().Get("/v1/queues/jobs/messages/" + std::to_string(join));
+  EXPECT_EQ(got.json["state"], "waiting") << got.body;
+  EXPECT_EQ(got.json["waits_for"], Json({a, b})) << got.body;
+  EXPECT_EQ(got.json["waits_for_dead"], Json::array()) << got.body;
+  EXPECT_FALSE(got.json.contains("ready_at")) << got.body;
+  Response listed = c().Get("/v1/queues/jobs/messages?state=waiting");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  ASSERT_EQ(listed.json["messages"].size(), 1u) << listed.body;
+  EXPECT_EQ(listed.json["messages"][0]["id"], join);
+  EXPECT_EQ(c().Get("/v1/queues/jobs").json["stats"]["waiting"], 1);
+
+  // A claim waiting on the second queue is answered by the last ack.
+  auto waiting = std::async(std::launch::async, [&] {
+    Client other(port());
+    return other.Post("/v1/queues/reports/claim",
+                      {{"max", 1}, {"wait_ms", 30000}});
+  });
+  for (int i = 0; i < 2; ++i) {
+    Json m = ClaimOne();
+    ASSERT_EQ(
+        c().Post("/v1/queues/jobs/ack", {{"receipt", m["receipt"]}}).status,
+        200);
+  }
+  Json j = ClaimOne();
+  EXPECT_EQ(j["payload"], "join");
+  ASSERT_EQ(c().Post("/v1/queues/jobs/ack", {{"receipt", j["receipt"]}}).status,
+            200);
+  Response claimed = waiting.get();
+  ASSERT_EQ(claimed.status, 200) << claimed.body;
+  ASSERT_EQ(claimed.json["messages"].size(), 1u) << claimed.body;
+  EXPECT_EQ(claimed.json["messages"][0]["id"], r);
+}
+
+TEST_F(MessageFields, AGraphOfJobsOverSeveralQueuesInOneRequest) {
+  ASSERT_EQ(c().Post("/v1/queues/mail", Json::object()).status, 201);
+  Response bad = c().Post(
+      "/v1/messages",
+      {{"messages", Json::array({{{"queue", "jobs"}, {"payload", "a"}},
+                                 {{"queue", "nope"}, {"payload", "b"}}})}});
+  EXPECT_EQ(bad.status, 404) << bad.body;
+  Response unnamed = c().Post(
+      "/v1/messages", {{"messages", Json::array({{{"payload", "a"}}})}});
+  EXPECT_EQ(unnamed.status, 400) << unnamed.body;
+  EXPECT_NE(unnamed.body.find("queue"), std::string::npos) << unnamed.body;
+  EXPECT_EQ(c().Get("/v1/queues/jobs").json["stats"]["sends"], 0);
+
+  Response sent =
+      c().Post("/v1/messages",
+               {{"messages", Json::array({{{"queue", "jobs"}, {"payload", "a"}},
+                                          {{"queue", "jobs"}, {"payload", "b"}},
+                                          {{"queue", "mail"},
+                                           {"payload", "done"},
+                                           {"depends_on_batch", {0, 1}}}})}});
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  ASSERT_EQ(sent.json["ids"].size(), 3u);
+  const std::int64_t done = sent.json["ids"][2];
+  Response got = c().Get("/v1/queues/mail/messages/" + std::to_string(done));
+  EXPECT_EQ(got.json["state"], "waiting") << got.body;
+  EXPECT_EQ(got.json["waits_for"],
+            Json({sent.json["ids"][0], sent.json["ids"][1]}));
+  for (int i = 0; i < 2; ++i) {
+    Json m = ClaimOne();
+    ASSERT_EQ(
+        c().Post("/v1/queues/jobs/ack", {{"receipt", m["receipt"]}}).status,
+        200);
+  }
+  Response claimed = c().Post("/v1/queues/mail/claim", {{"max", 1}});
+  ASSERT_EQ(claimed.json["messages"].size(), 1u) << claimed.body;
+  EXPECT_EQ(claimed.json["messages"][0]["payload"], "done");
+}
+
+TEST_F(MessageFields, LiveWorkersOverHttp) {
+  const Json report = {{"name", "mailer"},
+                       {"host", "web-1"},
+                       {"pid", 4242},
+                       {"queues", {"jobs"}},
+                       {"kinds", {"email.send"}},
+                       {"concurrency", 4},
+                       {"jobs", {{{"queue", "jobs"}, {"id", 7}}}},
+                       {"started_at", "2026-11-29T10:00:00Z"},
+                       {"ttl_ms", 30000}};
+  Response put = c().Call("PUT", "/v1/workers/web-1:4242:9f2c", report.dump());
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(put.json["ttl_ms"], 30000);
+  Response list = c().Get("/v1/workers");
+  ASSERT_EQ(list.status, 200) << list.body;
+  ASSERT_EQ(list.json["workers"].size(), 1u) << list.body;
+  const Json& w = list.json["workers"][0];
+  EXPECT_EQ(w["id"], "web-1:4242:9f2c");
+  EXPECT_EQ(w["name"], "mailer");
+  EXPECT_EQ(w["host"], "web-1");
+  EXPECT_EQ(w["pid"], 4242);
+  EXPECT_EQ(w["queues"], Json({"jobs"}));
+  EXPECT_EQ(w["kinds"], Json({"email.send"}));
+  EXPECT_EQ(w["concurrency"], 4);
+  EXPECT_EQ(w["jobs"][0]["id"], 7);
+  EXPECT_EQ(w["started_at"], "2026-11-29T10:00:00.000000Z");
+  EXPECT_TRUE(w["last_seen"].is_string());
+  EXPECT_EQ(c().Get("/v1/workers?queue=jobs").json["workers"].size(), 1u);
+  EXPECT_EQ(c().Get("/v1/workers?queue=other").json["workers"].size(), 0u);
+
+  // Bad reports are refused and change nothing.
+  for (const Json& bad :
+       {Json({{"ttl_ms", 10}}), Json({{"queues", "jobs"}}),
+        Json({{"queues", {"no spaces"}}}), Json({{"jobs", {{{"id", 1}}}}}),
+        Json({{"pid", -1}}), Json({{"unknown", 1}})}) {
+    Response r = c().Call("PUT", "/v1/workers/w2", bad.dump());
+    EXPECT_EQ(r.status, 400) << bad.dump() << " " << r.body;
+  }
+  EXPECT_EQ(c().Call("PUT", "/v1/workers/bad%20id", "{}").status, 400);
+  EXPECT_EQ(c().Get("/v1/workers").json["workers"].size(), 1u);
+
+  Response gone = c().Call("DELETE", "/v1/workers/web-1:4242:9f2c", "");
+  EXPECT_EQ(gone.status, 200) << gone.body;
+  EXPECT_EQ(c().Get("/v1/workers").json["workers"].size(), 0u);
+  EXPECT_EQ(c().Call("DELETE", "/v1/workers/web-1:4242:9f2c", "").status, 404);
 }
 
 TEST_F(MessageFields, RunAtHoldsTheMessageUntilThatTime) {

@@ -327,6 +327,7 @@ TEST_F(MetricsScrape, EveryFamilyParsesAndFollowsTheNamingRules) {
                                "sqlq_queue_ready",
                                "sqlq_queue_delayed",
                                "sqlq_queue_leased",
+                               "sqlq_queue_waiting",
                                "sqlq_queue_dead",
                                "sqlq_queue_archived",
                                "sqlq_queue_sends_total",
@@ -335,6 +336,7 @@ TEST_F(MetricsScrape, EveryFamilyParsesAndFollowsTheNamingRules) {
                                "sqlq_queue_nacks_total",
                                "sqlq_queue_expirations_total",
                                "sqlq_queue_dead_lettered_total",
+                               "sqlq_queue_expired_total",
                                "sqlq_queue_waiting_consumers",
                                "sqlq_queue_paused",
                                "sqlq_queue_oldest_ready_age_seconds",
@@ -345,6 +347,9 @@ TEST_F(MetricsScrape, EveryFamilyParsesAndFollowsTheNamingRules) {
                                "sqlq_rotation_items",
                                "sqlq_rotation_parked",
                                "sqlq_rotation_serves_total",
+                               "sqlq_job_wait_seconds",
+                               "sqlq_job_run_seconds",
+                               "sqlq_job_outcomes_total",
                                "sqlq_http_request_duration_seconds"}) {
     EXPECT_TRUE(names.erase(expected)) << expected << " is missing";
   }
@@ -358,7 +363,93 @@ TEST_F(MetricsScrape, EveryFamilyParsesAndFollowsTheNamingRules) {
   }
   EXPECT_EQ(Value(families, "sqlq_queue_delayed"), 1);
   EXPECT_EQ(Value(families, "sqlq_queue_leased"), 1);
+  EXPECT_EQ(Value(families, "sqlq_queue_waiting"), 0);
   EXPECT_EQ(Value(families, "sqlq_queue_sends_total"), 3);
+}
+
+// The sample named `name` (a histogram's "_count" too) whose labels are
+// `labels`; NAN when there is none.
+double SampleValue(const Families& families, const std::string& name,
+                   const std::map<std::string, std::string>& labels) {
+  for (const auto& [family, f] : families) {
+    for (const auto& s : f.samples) {
+      if (s.name == name && s.labels == labels) return s.value;
+    }
+  }
+  return NAN;
+}
+
+TEST_F(MetricsScrape, JobsAreMeasuredPerQueueAndKind) {
+  StartServer();
+  Client c(port());
+  ASSERT_EQ(c.Post("/v1/queues/jobs", Json::object()).status, 201);
+  ASSERT_EQ(c.Post("/v1/queues/jobs/messages", Json::parse(R"({"messages":[
+                       {"payload":"a","kind":"email.send"},
+                       {"payload":"b","kind":"email.send"},
+                       {"payload":"c","kind":"email.send"},
+                       {"payload":"d"}]})"))
+                .status,
+            200);
+  auto claimed = c.Post("/v1/queues/jobs/claim", {{"max", 4}});
+  ASSERT_EQ(claimed.status, 200) << claimed.body;
+  const Json& m = claimed.json["messages"];
+  ASSERT_EQ(m.size(), 4u) << claimed.body;
+  ASSERT_EQ(
+      c.Post("/v1/queues/jobs/ack", {{"receipt", m[0]["receipt"]}}).status,
+      200);
+  ASSERT_EQ(c.Post("/v1/queues/jobs/nack",
+                   {{"receipt", m[1]["receipt"]}, {"delay_ms", 0}})
+                .status,
+            200);
+  ASSERT_EQ(c.Post("/v1/queues/jobs/nack",
+                   {{"receipt", m[2]["receipt"]}, {"action", "dead"}})
+                .status,
+            200);
+  ASSERT_EQ(
+      c.Post("/v1/queues/jobs/ack", {{"receipts", {m[3]["receipt"]}}}).status,
+      200);
+  // A stale receipt counts nothing.
+  EXPECT_EQ(
+      c.Post("/v1/queues/jobs/ack", {{"receipt", m[0]["receipt"]}}).status,
+      404);
+
+  const Families f = Scrape(c);
+  CheckHistograms(f);
+  const std::map<std::string, std::string> email = {{"queue", "jobs"},
+                                                    {"kind", "email.send"}};
+  const std::map<std::string, std::string> none = {{"queue", "jobs"},
+                                                   {"kind", ""}};
+  auto with = [](std::map<std::string, std::string> l, const char* outcome) {
+    l["outcome"] = outcome;
+    return l;
+  };
+  EXPECT_EQ(SampleValue(f, "sqlq_job_outcomes_total", with(email, "completed")),
+            1);
+  EXPECT_EQ(SampleValue(f, "sqlq_job_outcomes_total", with(email, "retry")), 1);
+  EXPECT_EQ(SampleValue(f, "sqlq_job_outcomes_total", with(email, "dead")), 1);
+  EXPECT_EQ(SampleValue(f, "sqlq_job_outcomes_total", with(none, "completed")),
+            1);
+  EXPECT_EQ(SampleValue(f, "sqlq_job_wait_seconds_count", email), 3);
+  EXPECT_EQ(SampleValue(f, "sqlq_job_wait_seconds_count", none), 1);
+  EXPECT_EQ(SampleValue(f, "sqlq_job_run_seconds_count", email), 3);
+  EXPECT_EQ(SampleValue(f, "sqlq_job_run_seconds_count", none), 1);
+  EXPECT_GE(SampleValue(f, "sqlq_job_run_seconds_sum", email), 0);
+
+  // The retried one, claimed again (attempt 2): its wait is not observed
+  // again, its run is.
+  auto again = c.Post("/v1/queues/jobs/claim", {{"ack", m[0]["receipt"]}});
+  EXPECT_EQ(again.status, 404) << again.body;  // the ack is refused first
+  again = c.Post("/v1/queues/jobs/claim", Json::object());
+  ASSERT_EQ(again.json["messages"].size(), 1u) << again.body;
+  EXPECT_EQ(again.json["messages"][0]["attempt"], 2);
+  auto last = c.Post("/v1/queues/jobs/claim",
+                     {{"ack", again.json["messages"][0]["receipt"]}});
+  ASSERT_EQ(last.status, 200) << last.body;
+  const Families g = Scrape(c);
+  EXPECT_EQ(SampleValue(g, "sqlq_job_wait_seconds_count", email), 3);
+  EXPECT_EQ(SampleValue(g, "sqlq_job_run_seconds_count", email), 4);
+  EXPECT_EQ(SampleValue(g, "sqlq_job_outcomes_total", with(email, "completed")),
+            2);
 }
 
 TEST_F(MetricsScrape, BuildInfoNamesTheVersionAndEngine) {

@@ -332,14 +332,15 @@ TEST(Config, DefaultsAndConvertedValues) {
 
 TEST(Config, BadValuesNameTheirFlag) {
   const std::pair<const char*, const char*> bad[] = {
-      {"max-batch", "0"},        {"max-batch", "10001"},
-      {"port", "65536"},         {"port", "80x"},
-      {"max-wait", "soon"},      {"metrics-public", "yes"},
-      {"allowed-hosts", "a b"},  {"cors-origins", "example.com"},
-      {"max-reply", "4095"},     {"auth-failures", "10"},
-      {"auth-failures", "0/1m"}, {"auth-failures", "10/0s"},
-      {"auth-failures", "x/1m"}, {"auth-failures", "10/25h"},
-      {"tls-cert", "cert.pem"},  {"tls-key", "key.pem"},
+      {"max-batch", "0"},         {"max-batch", "10001"},
+      {"port", "65536"},          {"port", "80x"},
+      {"max-wait", "soon"},       {"metrics-public", "yes"},
+      {"allowed-hosts", "a b"},   {"cors-origins", "example.com"},
+      {"max-reply", "4095"},      {"auth-failures", "10"},
+      {"auth-failures", "0/1m"},  {"auth-failures", "10/0s"},
+      {"auth-failures", "x/1m"},  {"auth-failures", "10/25h"},
+      {"auth-failures", "1011m"}, {"tls-cert", "cert.pem"},
+      {"tls-key", "key.pem"},
   };
   for (auto [name, value] : bad) {
     auto c = MakeServerConfig({{name, value}}, "sqlite:x.db");

@@ -472,6 +472,98 @@ test("rings and rotations have pages", async () => {
   });
 });
 
+test("topics are listed with their subscriptions", async () => {
+  await withDashboard(async ({ url, call, page, login }) => {
+    for (const q of ["mail", "crm-eu"]) {
+      assert.equal((await call("POST", `/v1/queues/${q}`, {})).status, 201);
+    }
+    assert.equal((await call("POST", "/v1/topics/signups", {})).status, 201);
+    assert.equal((await call("POST", "/v1/topics/quiet", {})).status, 201);
+    assert.equal((await call("PUT", "/v1/topics/signups/subscriptions/mail")).status, 201);
+    assert.equal((await call("PUT", "/v1/topics/signups/subscriptions/crm-eu",
+                             { filter: { region: "eu" } })).status, 201);
+    await page.goto(url + "/");
+    await login(ADMIN);
+    await waitFor("the topics", async () =>
+        (await page.locator("#topics tbody tr").count()) === 2);
+    assert.equal(await page.textContent(
+        '#topics tr[data-topic="signups"] td[data-field="subscriptions"]'), "2");
+    await page.click('#topics a[href="#/topic/signups"]');
+    await waitFor("the subscriptions", async () =>
+        (await page.locator("#subscriptions tbody tr").count()) === 2);
+    assert.equal(await page.textContent(
+        '#subscriptions tr[data-queue="crm-eu"] td[data-field="filter"]'), "region=eu");
+    assert.equal(await page.textContent(
+        '#subscriptions tr[data-queue="mail"] td[data-field="filter"]'), "every message");
+    await page.goto(url + "/#/topic/quiet");
+    await page.locator("#no-subscriptions").waitFor({ timeout: DEADLINE_MS });
+  });
+});
+
+test("live workers have a page, and a leased message leads to its worker",
+     async () => {
+  await withDashboard(async ({ url, call, send, page, login, shot }) => {
+    await call("POST", "/v1/queues/jobs", { archive: true });
+    const sent = await send("jobs", [{ payload: "hi", kind: "email.send" }]);
+    const id = sent.ids[0];
+    const put = await call("PUT", "/v1/workers/web-1:42:ab", {
+      name: "mailer", host: "web-1", pid: 42, queues: ["jobs"],
+      kinds: ["email.send"], concurrency: 4,
+      jobs: [{ queue: "jobs", id, since: new Date().toISOString() }] });
+    assert.equal(put.status, 200, JSON.stringify(put.json));
+    const claimed = await call("POST", "/v1/queues/jobs/claim",
+                               { worker: "web-1:42:ab" });
+    assert.equal(claimed.json.messages[0].id, id);
+    await page.goto(url + "/#/workers");
+    await login(ADMIN);
+    await waitFor("the worker's row", async () =>
+        (await page.locator("#workers tbody tr").count()) === 1);
+    const row = await page.textContent("#workers tbody tr");
+    assert.match(row, /mailer/);
+    assert.match(row, /web-1 pid 42/);
+    assert.match(row, /email\.send/);
+    assert.equal(await page.locator(`#workers a[href="#/queue/jobs/message/${id}"]`)
+                     .count(), 1);
+    await shot("workers");
+    // The job in its hands leads to the message, which shows its kind and
+    // leads back to the workers.
+    await page.click(`#workers a[href="#/queue/jobs/message/${id}"]`);
+    await waitFor("the message's kind", async () =>
+        (await page.locator('#fields dd[data-field="kind"]').count()) === 1);
+    assert.equal(await page.textContent('#fields dd[data-field="kind"]'),
+                 "email.send");
+    assert.equal(await page.locator("#job").count(), 0);
+    // The progress its worker records shows on the message's page.
+    const receipt = claimed.json.messages[0].receipt;
+    const progress = await call("POST", "/v1/queues/jobs/progress",
+                                { receipt, progress: 40, note: { step: "render" } });
+    assert.equal(progress.status, 200, JSON.stringify(progress.json));
+    await page.goto(url + "/#/queue/jobs");
+    await page.goto(url + `/#/queue/jobs/message/${id}`);
+    await waitFor("the job's progress", async () =>
+        (await page.locator('#job dd[data-field="progress"]').count()) === 1);
+    assert.match(await page.textContent('#job dd[data-field="progress"]'), /40/);
+    assert.match(await page.textContent('#job dd[data-field="note"]'), /render/);
+    await page.click('#fields dd[data-field="worker"] a');
+    await waitFor("the workers page again", async () =>
+        (await page.locator("#workers tbody tr").count()) === 1);
+    // Gone from the list once it says goodbye.
+    await call("DELETE", "/v1/workers/web-1:42:ab");
+    await waitFor("no worker", async () =>
+        (await page.locator("#workers").count()) === 0 &&
+        /No worker/.test(await page.textContent("main")));
+    // Acked with a result: the archived message's page shows it.
+    const acked = await call("POST", "/v1/queues/jobs/ack",
+                             { receipt, result: { url: "/t/1.png" } });
+    assert.equal(acked.status, 200, JSON.stringify(acked.json));
+    await page.goto(url + `/#/queue/jobs/message/${id}`);
+    await waitFor("the job's result", async () =>
+        (await page.locator("#result").count()) === 1);
+    assert.match(await page.textContent("#result"), /\/t\/1\.png/);
+    await shot("message-result");
+  });
+});
+
 // axe-core (from npm, in tests/web) on every page: no serious or critical
 // violation of WCAG 2 A and AA. The page's Content-Security-Policy would
 // refuse the injected checker, so this page's context bypasses it (the
@@ -491,6 +583,8 @@ test("every page passes an accessibility check and works from the keyboard",
     await call("POST", "/v1/rings/views/groups/home", { payload: "p" });
     await call("POST", "/v1/rotations/relays", {});
     await call("POST", "/v1/rotations/relays/items", { key: "k", payload: "p" });
+    await call("POST", "/v1/topics/news", {});
+    await call("PUT", "/v1/topics/news/subscriptions/jobs", { filter: { k: "v" } });
     await page.goto(url + "/");
     await login(ADMIN);
     const audit = async (what, ready) => {
@@ -529,5 +623,7 @@ test("every page passes an accessibility check and works from the keyboard",
     await audit("ring", "main table");
     await page.goto(url + "/#/rotation/relays");
     await audit("rotation", "#items");
+    await page.goto(url + "/#/topic/news");
+    await audit("topic", "#subscriptions");
   }, [], { bypassCSP: true });
 });

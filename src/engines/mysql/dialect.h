@@ -105,8 +105,8 @@ struct Dialect : shared::QuestionMarks {
   // It also reads the clock (kNowSql), which the transaction's later
   // operations then take without a round trip of their own.
   static inline const std::string kLockQueue =
-      "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED) FROM "
-      "sqlq_queues WHERE id = ? LOCK IN SHARE MODE";
+      "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED), dependents "
+      "FROM sqlq_queues WHERE id = ? LOCK IN SHARE MODE";
 
   // A locking read sees the latest committed row, where a plain read may
   // see the transaction's snapshot (REPEATABLE READ, under statement-based
@@ -205,13 +205,19 @@ struct Dialect : shared::QuestionMarks {
       (SELECT COUNT(*) FROM sqlq_messages m
        WHERE m.queue_id = q.id AND m.ready_us <= ?),
       (SELECT COUNT(*) FROM sqlq_messages m
-       WHERE m.queue_id = q.id AND m.ready_us > ? AND m.token = 0),
+       WHERE m.queue_id = q.id AND m.ready_us > ? AND m.token = 0
+         AND m.ready_us < )sql" SQLQ_WAITING_US R"sql(),
       (SELECT COUNT(*) FROM sqlq_messages m
        WHERE m.queue_id = q.id AND m.ready_us > ? AND m.token <> 0),
       (SELECT MIN(ready_us) FROM sqlq_messages m
        WHERE m.queue_id = q.id AND m.ready_us <= ?),
       (SELECT COUNT(*) FROM sqlq_dead d WHERE d.queue_id = q.id),
-      (SELECT COUNT(*) FROM sqlq_archive a WHERE a.queue_id = q.id)
+      (SELECT COUNT(*) FROM sqlq_archive a WHERE a.queue_id = q.id),
+      (SELECT COUNT(*) FROM sqlq_messages m
+       WHERE m.queue_id = q.id AND m.token = 0
+         AND m.ready_us >= )sql" SQLQ_WAITING_US R"sql(),
+      (SELECT COALESCE(SUM(expired), 0) FROM sqlq_counters k
+       WHERE k.queue_id = q.id)
     FROM sqlq_queues q WHERE q.id = ?)sql";
 
   // Who holds a refused receipt's message: a locking read, which sees the
@@ -294,6 +300,21 @@ struct Dialect : shared::QuestionMarks {
   static constexpr const char* kRecordLease = R"sql(
     INSERT INTO sqlq_leases (queue_id, message_id, token) VALUES (?, ?, ?)
     ON DUPLICATE KEY UPDATE token = VALUES(token))sql";
+  // Results (sql_results.h), as standard_sql.h has them.
+  static constexpr const char* kSaveProgress = R"sql(
+    INSERT INTO sqlq_results
+      (queue_id, message_id, progress, progress_us, expires_us)
+    VALUES (?, ?, ?, ?, ?)
+    ON DUPLICATE KEY UPDATE
+      progress = VALUES(progress), progress_us = VALUES(progress_us),
+      expires_us = VALUES(expires_us))sql";
+  static constexpr const char* kSaveResult = R"sql(
+    INSERT INTO sqlq_results
+      (queue_id, message_id, result, completed_us, expires_us)
+    VALUES (?, ?, ?, ?, ?)
+    ON DUPLICATE KEY UPDATE
+      result = VALUES(result), completed_us = VALUES(completed_us),
+      expires_us = VALUES(expires_us))sql";
 
   // Whether sqlq_schema exists, and the newest version it records
   // (PooledSqlEngine::SchemaVersion).

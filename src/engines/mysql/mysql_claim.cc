@@ -125,7 +125,7 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
       m.enqueued_at = FromUs(l.Int(i, 6));
       m.payload = l.Bytes(i, 7);
       m.lease_expires_at = FromUs(until);
-      if (!l.IsNull(i, 8)) m.headers = core::DecodeHeaders(l.Bytes(i, 8));
+      if (!l.IsNull(i, 8)) m.headers = core::DecodeJob(l.Bytes(i, 8), m);
       if (!l.IsNull(i, 9)) m.group = l.Bytes(i, 9);
       out.messages.push_back(std::move(m));
     }
@@ -259,7 +259,7 @@ Status MysqlEngine::Ack(Conn& c, const core::AckParams& p) {
     auto rows = conn.Run(kDelete, Fence(p.queue_id, p.receipt), "ack");
     if (!rows.ok()) return rows.status();
     if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
-    return AddCounters(conn, p.queue_id, {.acks = 1});
+    return AddCounters(conn, p.queue_id, core::AckCounters(p));
   }
   // Archived or with a dedup window: lock, copy what is kept, delete.
   auto leased = LockLeased(conn, p.queue_id, p.receipt);
@@ -282,7 +282,7 @@ Status MysqlEngine::Ack(Conn& c, const core::AckParams& p) {
   static const std::string kDeleteId = "DELETE FROM sqlq_messages WHERE id = ?";
   auto del = conn.Run(kDeleteId, Params().Int(p.receipt.id), "ack");
   if (!del.ok()) return del.status();
-  return AddCounters(conn, p.queue_id, {.acks = 1});
+  return AddCounters(conn, p.queue_id, core::AckCounters(p));
 }
 
 Result<std::int64_t> MysqlEngine::DeleteReturning(
@@ -434,7 +434,21 @@ Status MysqlEngine::Retry(Conn& c, const core::RetryParams& p) {
   static const std::string kRelease = R"sql(
     UPDATE sqlq_messages SET token = 0, ready_us = ?, attempts = attempts - 1
     WHERE id = ? AND queue_id = ? AND token = ? AND attempts = ?)sql";
+  static const std::string kSnooze = R"sql(
+    UPDATE sqlq_messages SET token = 0, ready_us = ?,
+      attempts = attempts - 1, snoozes = snoozes + 1
+    WHERE id = ? AND queue_id = ? AND token = ? AND attempts = ?
+      AND snoozes < ?)sql";
   Params params;
+  if (p.snooze) {
+    params.Int(*now + p.delay.count());
+    AppendFence(params, p.queue_id, p.receipt);
+    params.Int(kMaxSnoozes);
+    auto rows = conn.Run(kSnooze, params, "snooze");
+    if (!rows.ok()) return rows.status();
+    *p.snoozed = rows->affected() > 0;
+    return Status::Ok();
+  }
   if (!p.release) params.Int(*now).Text(p.history_error);
   params.Int(*now + p.delay.count());
   if (!p.release) params.BytesOrNull(p.error);
@@ -474,7 +488,7 @@ Status MysqlEngine::Bury(Conn& c, const core::BuryParams& p) {
   static const std::string kDeleteId = "DELETE FROM sqlq_messages WHERE id = ?";
   auto del = conn.Run(kDeleteId, Params().Int(p.receipt.id), "nack");
   if (!del.ok()) return del.status();
-  return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
+  return AddCounters(conn, p.queue_id, core::BuryCounters(p));
 }
 
 Result<std::int64_t> MysqlEngine::Cancel(Conn& c, const core::CancelParams& p) {

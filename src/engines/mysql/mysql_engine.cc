@@ -273,8 +273,8 @@ int MysqlEngine::write_groups() const { return params_.write_groups; }
 Status MysqlEngine::WriteCounters(MyConn& conn, std::int64_t queue_id,
                                   const QueueCounters& d) {
   static const std::string kSql =
-      fmt::format("{} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {}", kCounterInsert,
-                  kCounterUpdate);
+      fmt::format("{} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {}",
+                  kCounterInsert, kCounterUpdate);
   const int slot = conn.counter_slot;
   Params p;
   p.Int(queue_id).Int(slot);
@@ -346,10 +346,10 @@ Status MysqlEngine::Commit(MyConn& conn) {
     sql = fmt::format("{} VALUES ", kCounterInsert);
     bool first = true;
     for (const auto& [queue_id, d] : conn.pending_counters) {
-      sql += fmt::format("{}({}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+      sql += fmt::format("{}({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
                          first ? "" : ", ", queue_id, slot, d.sends, d.claims,
                          d.acks, d.nacks, d.expirations, d.dead_lettered,
-                         d.pushes, d.serves);
+                         d.pushes, d.serves, d.expired);
       first = false;
       conn.bumps += WakeBumps(d);
     }

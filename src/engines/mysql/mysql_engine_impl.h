@@ -252,14 +252,15 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
  private:
   static constexpr const char* kCounterInsert =
       "INSERT INTO sqlq_counters (queue_id, slot, sends, claims, acks, nacks, "
-      "expirations, dead_lettered, pushes, serves)";
+      "expirations, dead_lettered, pushes, serves, expired)";
   static constexpr const char* kCounterUpdate =
       "ON DUPLICATE KEY UPDATE sends = sends + VALUES(sends), "
       "claims = claims + VALUES(claims), acks = acks + VALUES(acks), "
       "nacks = nacks + VALUES(nacks), "
       "expirations = expirations + VALUES(expirations), "
       "dead_lettered = dead_lettered + VALUES(dead_lettered), "
-      "pushes = pushes + VALUES(pushes), serves = serves + VALUES(serves)";
+      "pushes = pushes + VALUES(pushes), serves = serves + VALUES(serves), "
+      "expired = expired + VALUES(expired)";
 
   // One of the queue's kCounterSlots rows, chosen by connection id, so that
   // concurrent transactions rarely update the same row. The table has one

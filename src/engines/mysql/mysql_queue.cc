@@ -75,10 +75,11 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
     return std::max(now + Us(m.delay), core::NotBeforeUs(m));
   };
   auto headers = [](Params& params, const Message& m) {
-    if (m.headers.empty()) {
+    std::string text = core::EncodeMessageHeaders(m);
+    if (text.empty()) {
       params.Null();
     } else {
-      params.Text(core::EncodeHeaders(m.headers));
+      params.Text(text);
     }
   };
   std::vector<SendResult> out;

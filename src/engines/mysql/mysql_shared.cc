@@ -5,13 +5,16 @@
 
 #include "engines/mysql/dialect.h"
 #include "engines/mysql/mysql_engine_impl.h"
+#include "engines/shared/sql_deps.h"
 #include "engines/shared/sql_groups.h"
 #include "engines/shared/sql_holds.h"
 #include "engines/shared/sql_limits.h"
 #include "engines/shared/sql_queue.h"
+#include "engines/shared/sql_results.h"
 #include "engines/shared/sql_ring.h"
 #include "engines/shared/sql_rotation.h"
 #include "engines/shared/sql_schedules.h"
+#include "engines/shared/sql_topics.h"
 
 namespace sqlq::engines::mysql {
 

@@ -336,6 +336,96 @@ CREATE TABLE IF NOT EXISTS sqlq_waiting (
     // tables first dropping the session's temporary tables of their names
     // (sql_api.h, kOwnTables).
     kSqlApi,
+    // Version 13: how many times each message was snoozed (a handler's
+    // "not now", NackAction::kSnooze), which bounds the snoozes that give
+    // back their attempt. An instant ADD COLUMN: no table copy.
+    {
+        R"sql(
+ALTER TABLE sqlq_messages
+  ADD COLUMN IF NOT EXISTS snoozes INT NOT NULL DEFAULT 0)sql",
+    },
+    // Version 14: live workers, each one's last report (core/workers.cc
+    // encodes `info`) and when it runs out.
+    {
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_workers (
+  id         VARBINARY(128) NOT NULL PRIMARY KEY,
+  info       MEDIUMBLOB     NOT NULL,
+  seen_us    BIGINT         NOT NULL,
+  expires_us BIGINT         NOT NULL
+) ENGINE=InnoDB)sql",
+    },
+    // Version 15: jobs' results and progress (engines/shared/sql_results.h),
+    // each kept until expires_us; the queue's rows go with it.
+    {
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_results (
+  queue_id     BIGINT   NOT NULL,
+  message_id   BIGINT   NOT NULL,
+  progress     MEDIUMBLOB,
+  progress_us  BIGINT,
+  result       LONGBLOB,
+  completed_us BIGINT,
+  expires_us   BIGINT   NOT NULL,
+  PRIMARY KEY (queue_id, message_id),
+  KEY sqlq_results_expiry (expires_us),
+  FOREIGN KEY (queue_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
+) ENGINE=InnoDB)sql",
+    },
+    // Version 16: dependencies (engines/shared/sql_deps.h). A message
+    // waiting for others has waits > 0 (how many have not completed) and
+    // ready_us = kWaitingUs; sqlq_deps holds one row per message it waits
+    // for (on_dead: what a death of that one does to it, 0 cancel, 1 run,
+    // 2 wait; parked: that one died and it waits for a redrive). A queue's
+    // dependents = 1 once any message waited for one of its messages: only
+    // the acks of such queues look for dependents to release. Instant ADD
+    // COLUMNs: no table copy.
+    {
+        R"sql(
+ALTER TABLE sqlq_queues
+  ADD COLUMN IF NOT EXISTS dependents SMALLINT NOT NULL DEFAULT 0)sql",
+        R"sql(
+ALTER TABLE sqlq_messages
+  ADD COLUMN IF NOT EXISTS waits INT NOT NULL DEFAULT 0)sql",
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_deps (
+  parent_id       BIGINT   NOT NULL,
+  child_id        BIGINT   NOT NULL,
+  parent_queue_id BIGINT   NOT NULL,
+  child_queue_id  BIGINT   NOT NULL,
+  on_dead         SMALLINT NOT NULL,
+  parked          SMALLINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (parent_id, child_id),
+  KEY sqlq_deps_child (child_id),
+  KEY sqlq_deps_parent_queue (parent_queue_id)
+) ENGINE=InnoDB)sql",
+    },
+    // Version 17: topics (engines/shared/sql_topics.h). A topic is a row of
+    // sqlq_queues of kind 'topic' (one namespace with queues); each queue
+    // subscribed to it is a row here, with its header filter (core/columns.h's
+    // header text, NULL for none: every message). They go with the topic or the
+    // queue.
+    {
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_subscriptions (
+  topic_id      BIGINT NOT NULL,
+  queue_id      BIGINT NOT NULL,
+  header_filter BLOB   NULL,
+  subscribed_us BIGINT NOT NULL,
+  PRIMARY KEY (topic_id, queue_id),
+  KEY sqlq_subscriptions_queue (queue_id),
+  FOREIGN KEY (topic_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE,
+  FOREIGN KEY (queue_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
+) ENGINE=InnoDB)sql",
+    },
+    // Version 18 (counter `expired`): each queue's jobs not started by their
+    // expiry (Message::expire_after), dead-lettered or dropped. An instant
+    // ADD COLUMN: no table copy.
+    {
+        R"sql(
+ALTER TABLE sqlq_counters
+  ADD COLUMN IF NOT EXISTS expired BIGINT NOT NULL DEFAULT 0)sql",
+    },
 };
 
 // Whether version `v` installs the SQL-level API: a user that may not

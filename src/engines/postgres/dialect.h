@@ -87,8 +87,8 @@ struct Dialect : shared::StandardSql<Dialect> {
   // It also reads the clock (kNowSql), which the transaction's later
   // operations then take without a round trip of their own.
   static constexpr const char* kLockQueue =
-      "SELECT (extract(epoch FROM now()) * 1000000)::bigint FROM sqlq_queues "
-      "WHERE id = $1 FOR KEY SHARE";
+      "SELECT (extract(epoch FROM now()) * 1000000)::bigint, dependents "
+      "FROM sqlq_queues WHERE id = $1 FOR KEY SHARE";
 
   // A plain read sees what committed before the statement (READ
   // COMMITTED). MariaDB locks, as its plain reads may come from an older
@@ -135,18 +135,23 @@ struct Dialect : shared::StandardSql<Dialect> {
       k.dead_lettered,
       m.ready, m.delayed, m.leased, m.oldest,
       (SELECT count(*) FROM sqlq_dead d WHERE d.queue_id = q.id),
-      (SELECT count(*) FROM sqlq_archive a WHERE a.queue_id = q.id)
+      (SELECT count(*) FROM sqlq_archive a WHERE a.queue_id = q.id),
+      m.waiting,
+      k.expired
     FROM sqlq_queues q,
       LATERAL (SELECT coalesce(sum(sends), 0)::bigint AS sends,
                  coalesce(sum(claims), 0)::bigint AS claims,
                  coalesce(sum(acks), 0)::bigint AS acks,
                  coalesce(sum(nacks), 0)::bigint AS nacks,
                  coalesce(sum(expirations), 0)::bigint AS expirations,
-                 coalesce(sum(dead_lettered), 0)::bigint AS dead_lettered
+                 coalesce(sum(dead_lettered), 0)::bigint AS dead_lettered,
+                 coalesce(sum(expired), 0)::bigint AS expired
                FROM sqlq_counts WHERE queue_id = q.id) k,
       LATERAL (SELECT count(*) FILTER (WHERE ready_us <= $1) AS ready,
-                 count(*) FILTER (WHERE ready_us > $2 AND token = 0)
-                   AS delayed,
+                 count(*) FILTER (WHERE ready_us > $2 AND token = 0
+                   AND ready_us < )sql" SQLQ_WAITING_US R"sql() AS delayed,
+                 count(*) FILTER (WHERE token = 0
+                   AND ready_us >= )sql" SQLQ_WAITING_US R"sql() AS waiting,
                  count(*) FILTER (WHERE ready_us > $3 AND token <> 0)
                    AS leased,
                  min(ready_us) FILTER (WHERE ready_us <= $4) AS oldest

@@ -19,6 +19,11 @@ constexpr const char* kLook =
     "SELECT CASE WHEN pg_is_in_recovery() THEN '' "
     "ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END";
 
+// How long a probe may stay connecting or unanswered, across looks, before
+// it is dropped and connected afresh: as long as the connections' own
+// tcp_user_timeout, past which the kernel gives up on a silent server.
+constexpr std::chrono::seconds kProbeGiveUp{10};
+
 std::string PortOr5432(const char* port) {
   return port != nullptr && *port != '\0' ? port : "5432";
 }
@@ -31,7 +36,7 @@ LeaderWatch::LeaderWatch(std::vector<Host> hosts,
     : hosts_(std::move(hosts)),
       start_(std::move(start)),
       every_(every),
-      probes_(hosts_.size(), nullptr),
+      probes_(hosts_.size()),
       // The first look one period after the store opened: a short-lived
       // store (a command of the sqlq program) opens no connection for it.
       thread_(std::make_unique<core::PeriodicThread>(
@@ -47,8 +52,8 @@ LeaderWatch::LeaderWatch(std::vector<Host> hosts,
 
 LeaderWatch::~LeaderWatch() {
   thread_.reset();
-  for (PGconn* p : probes_) {
-    if (p != nullptr) PQfinish(p);
+  for (Probe& p : probes_) {
+    if (p.conn != nullptr) PQfinish(p.conn);
   }
   for (auto& [id, c] : conns_) {
     if (c.fd >= 0) ::close(c.fd);
@@ -83,48 +88,71 @@ std::optional<LeaderWatch::Host> LeaderWatch::leader() const {
   return leader_;
 }
 
+std::optional<std::size_t> ChooseLeader(
+    const std::vector<std::optional<std::uint32_t>>& seen,
+    std::uint32_t floor) {
+  std::uint32_t top = 0;
+  for (const auto& s : seen) {
+    if (s) top = std::max(top, *s);
+  }
+  // No server takes writes now, or only old primaries answered.
+  if (top == 0 || top < floor) return std::nullopt;
+  std::optional<std::size_t> lead;
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    if (seen[i] != top) continue;
+    if (lead) return std::nullopt;  // two claim the same timeline: wait
+    lead = i;
+  }
+  return lead;
+}
+
 std::vector<std::optional<std::uint32_t>> LeaderWatch::Look() {
   using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + every_;
+  const auto now = Clock::now();
+  const auto deadline = now + every_;
   const std::size_t n = hosts_.size();
   std::vector<std::optional<std::uint32_t>> seen(n);
-  // Per server: connecting (PQconnectPoll), then the query sent, then
-  // answered. A server that answers nothing by the deadline is dropped and
-  // connected again next time.
-  enum class State { kConnecting, kQuerying, kDone };
-  std::vector<State> state(n, State::kDone);
-  std::vector<PostgresPollingStatusType> want(n, PGRES_POLLING_WRITING);
-  auto send = [&](std::size_t i) {
-    if (PQsendQuery(probes_[i], kLook) == 1) {
-      state[i] = State::kQuerying;
+  auto drop = [&](Probe& p) {
+    if (p.conn != nullptr) PQfinish(p.conn);
+    p = Probe{};
+  };
+  auto send = [&](Probe& p) {
+    if (PQsendQuery(p.conn, kLook) == 1) {
+      p.state = State::kQuerying;
+      p.since = Clock::now();
     } else {
-      PQfinish(probes_[i]);
-      probes_[i] = nullptr;
-      state[i] = State::kDone;
+      drop(p);
     }
   };
   for (std::size_t i = 0; i < n; ++i) {
-    if (probes_[i] != nullptr && PQstatus(probes_[i]) == CONNECTION_OK) {
-      send(i);
+    Probe& p = probes_[i];
+    // A probe left connecting or unanswered by the last look goes on,
+    // unless it has waited too long: a frozen server holds it for ever.
+    if (p.state != State::kIdle && now - p.since > kProbeGiveUp) drop(p);
+    if (p.state != State::kIdle) continue;
+    if (p.conn != nullptr && PQstatus(p.conn) == CONNECTION_OK) {
+      send(p);
       continue;
     }
-    if (probes_[i] != nullptr) PQfinish(probes_[i]);
-    probes_[i] = start_(hosts_[i]);
-    if (probes_[i] == nullptr || PQstatus(probes_[i]) == CONNECTION_BAD) {
-      if (probes_[i] != nullptr) PQfinish(probes_[i]);
-      probes_[i] = nullptr;
+    drop(p);
+    p.conn = start_(hosts_[i]);
+    if (p.conn == nullptr || PQstatus(p.conn) == CONNECTION_BAD) {
+      drop(p);
       continue;
     }
-    state[i] = State::kConnecting;
+    p.state = State::kConnecting;
+    p.want = PGRES_POLLING_WRITING;
+    p.since = now;
   }
   for (;;) {
     std::vector<pollfd> fds;
     std::vector<std::size_t> of;
     for (std::size_t i = 0; i < n; ++i) {
-      if (state[i] == State::kDone) continue;
+      const Probe& p = probes_[i];
+      if (p.state == State::kIdle) continue;
       const bool writing =
-          state[i] == State::kConnecting && want[i] == PGRES_POLLING_WRITING;
-      fds.push_back({.fd = PQsocket(probes_[i]),
+          p.state == State::kConnecting && p.want == PGRES_POLLING_WRITING;
+      fds.push_back({.fd = PQsocket(p.conn),
                      .events = static_cast<short>(writing ? POLLOUT : POLLIN),
                      .revents = 0});
       of.push_back(i);
@@ -139,24 +167,23 @@ std::vector<std::optional<std::uint32_t>> LeaderWatch::Look() {
     }
     for (std::size_t k = 0; k < fds.size(); ++k) {
       if (fds[k].revents == 0) continue;
-      const std::size_t i = of[k];
-      PGconn* p = probes_[i];
-      if (state[i] == State::kConnecting) {
-        want[i] = PQconnectPoll(p);
-        if (want[i] == PGRES_POLLING_OK) {
-          send(i);
-        } else if (want[i] == PGRES_POLLING_FAILED) {
-          state[i] = State::kDone;
+      Probe& p = probes_[of[k]];
+      if (p.state == State::kConnecting) {
+        p.want = PQconnectPoll(p.conn);
+        if (p.want == PGRES_POLLING_OK) {
+          send(p);
+        } else if (p.want == PGRES_POLLING_FAILED) {
+          drop(p);
         }
         continue;
       }
-      if (PQconsumeInput(p) == 0) {
-        state[i] = State::kDone;
+      if (PQconsumeInput(p.conn) == 0) {
+        drop(p);
         continue;
       }
-      if (PQisBusy(p) == 1) continue;
+      if (PQisBusy(p.conn) == 1) continue;
       std::optional<std::uint32_t> answer;
-      while (PGresult* r = PQgetResult(p)) {
+      while (PGresult* r = PQgetResult(p.conn)) {
         if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
           const std::string_view tl(PQgetvalue(r, 0, 0));
           answer = tl.empty() ? 0u
@@ -165,16 +192,8 @@ std::vector<std::optional<std::uint32_t>> LeaderWatch::Look() {
         }
         PQclear(r);
       }
-      seen[i] = answer;
-      state[i] = State::kDone;
-    }
-  }
-  // Whatever did not answer in time is connected afresh next time: a
-  // frozen server's connection would hold its unanswered query.
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!seen[i] && probes_[i] != nullptr) {
-      PQfinish(probes_[i]);
-      probes_[i] = nullptr;
+      seen[of[k]] = answer;
+      p.state = State::kIdle;
     }
   }
   return seen;
@@ -182,17 +201,9 @@ std::vector<std::optional<std::uint32_t>> LeaderWatch::Look() {
 
 void LeaderWatch::Decide(
     const std::vector<std::optional<std::uint32_t>>& seen) {
-  std::uint32_t top = 0;
-  for (const auto& s : seen) {
-    if (s) top = std::max(top, *s);
-  }
-  if (top == 0) return;  // no server takes writes now
-  std::optional<std::size_t> lead;
-  for (std::size_t i = 0; i < seen.size(); ++i) {
-    if (seen[i] != top) continue;
-    if (lead) return;  // two servers claim the same timeline: wait
-    lead = i;
-  }
+  const auto lead = ChooseLeader(seen, leader_timeline_);
+  if (!lead) return;
+  leader_timeline_ = *seen[*lead];
   const Host& l = hosts_[*lead];
   std::lock_guard<std::mutex> lock(mu_);
   leader_ = l;

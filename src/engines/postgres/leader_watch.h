@@ -19,12 +19,19 @@
 // server leads alone, every registered connection to another is shut down
 // (the call on it ends at once: unavailable, or outcome_unknown for a
 // commit), and new connections try the leader first.
+// A leader once found is never replaced by a server on a lower timeline: a
+// look in which the new primary is slow to answer (a loaded machine, a
+// restart) and the old one answers must not hand the lead back to the old
+// one. A probe still connecting or waiting for its answer at the end of a
+// look goes on in the next one (for up to 10 s), so that a server that
+// takes longer than one period to answer is still heard.
 #ifndef SQLQ_ENGINES_POSTGRES_LEADER_WATCH_H_
 #define SQLQ_ENGINES_POSTGRES_LEADER_WATCH_H_
 
 #include <libpq-fe.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -37,6 +44,13 @@
 #include "core/periodic_thread.h"
 
 namespace sqlq::engines::postgres {
+
+// The index of the server in `seen` that leads: the only one that takes
+// writes on the highest timeline seen, if that timeline is not lower than
+// `floor` (the timeline of the last leader found). `seen`: per server, its
+// timeline (0: a standby; nullopt: no answer).
+std::optional<std::size_t> ChooseLeader(
+    const std::vector<std::optional<std::uint32_t>>& seen, std::uint32_t floor);
 
 class LeaderWatch {
  public:
@@ -66,6 +80,14 @@ class LeaderWatch {
     Host host;
     int fd = -1;
   };
+  // A probe's state between looks.
+  enum class State { kIdle, kConnecting, kQuerying };
+  struct Probe {
+    PGconn* conn = nullptr;
+    State state = State::kIdle;
+    PostgresPollingStatusType want = PGRES_POLLING_WRITING;
+    std::chrono::steady_clock::time_point since;  // connecting or querying
+  };
   // One look at every server: whether it takes writes, and its timeline
   // (0: a standby; nullopt: no answer within the period).
   std::vector<std::optional<std::uint32_t>> Look();
@@ -74,8 +96,9 @@ class LeaderWatch {
   const std::vector<Host> hosts_;
   const std::function<PGconn*(const Host&)> start_;
   const std::chrono::milliseconds every_;
-  std::vector<PGconn*> probes_;  // the watch thread's own
-  mutable std::mutex mu_;        // guards what follows
+  std::vector<Probe> probes_;          // the watch thread's own
+  std::uint32_t leader_timeline_ = 0;  // the watch thread's own
+  mutable std::mutex mu_;              // guards what follows
   std::uint64_t next_id_ = 1;
   std::map<std::uint64_t, Conn> conns_;
   std::optional<Host> leader_;

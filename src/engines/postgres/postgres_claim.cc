@@ -87,7 +87,7 @@ Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
       l.m.enqueued_at = FromUs(rows->Int(i, 6));
       l.m.lease_expires_at = FromUs(until);
       if (!rows->IsNull(i, 8)) {
-        l.m.headers = core::DecodeHeaders(rows->Bytes(i, 8));
+        l.m.headers = core::DecodeJob(rows->Bytes(i, 8), l.m);
       }
       if (!rows->IsNull(i, 9)) l.m.group = rows->Bytes(i, 9);
       leased.push_back(std::move(l));
@@ -216,7 +216,7 @@ Status PostgresEngine::Ack(Conn& c, const core::AckParams& p) {
     if (!s.ok()) return s;
   }
   ++conn.churned;
-  return AddCounters(conn, p.queue_id, {.acks = 1});
+  return AddCounters(conn, p.queue_id, core::AckCounters(p));
 }
 
 Result<std::vector<Status>> PostgresEngine::AckMany(
@@ -285,9 +285,16 @@ Status PostgresEngine::Retry(Conn& c, const core::RetryParams& p) {
   static constexpr const char* kRelease = R"sql(
     UPDATE sqlq_messages SET token = 0, ready_us = $5, attempts = attempts - 1
     WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4)sql";
+  static constexpr const char* kSnooze = R"sql(
+    UPDATE sqlq_messages SET token = 0, ready_us = $5,
+      attempts = attempts - 1, snoozes = snoozes + 1
+    WHERE id = $1 AND queue_id + 0 = $2 AND token = $3 AND attempts = $4
+      AND snoozes < $6)sql";
   Params params = Fence(p.queue_id, p.receipt);
   params.Int(*now + p.delay.count());
-  if (p.release) {
+  if (p.snooze) {
+    params.Int(kMaxSnoozes);
+  } else if (p.release) {
     // No error to keep.
   } else {
     if (p.error.empty()) {
@@ -297,13 +304,23 @@ Status PostgresEngine::Retry(Conn& c, const core::RetryParams& p) {
     }
     params.Int(*now).Text(p.history_error);
   }
-  auto rows = conn.Run(p.release ? kRelease : kSql.c_str(), params,
-                       p.release ? "release" : "nack");
+  auto rows = conn.Run(p.snooze    ? kSnooze
+                       : p.release ? kRelease
+                                   : kSql.c_str(),
+                       params,
+                       p.snooze    ? "snooze"
+                       : p.release ? "release"
+                                   : "nack");
   if (!rows.ok()) return rows.status();
+  if (p.snooze) {
+    *p.snoozed = rows->affected() > 0;
+    if (!*p.snoozed) return Status::Ok();
+  }
   if (rows->affected() == 0) return Refused(conn, p.queue_id, p.receipt);
   conn.notify = true;
   conn.MadeReady(p.queue_id, *now + p.delay.count());
   ++conn.churned;
+  if (p.snooze) return Status::Ok();
   if (p.release) return AddCounters(conn, p.queue_id, {.claims = -1});
   return AddCounters(conn, p.queue_id, {.nacks = 1});
 }
@@ -334,7 +351,7 @@ Status PostgresEngine::Bury(Conn& c, const core::BuryParams& p) {
     if (!s.ok()) return s;
   }
   ++conn.churned;
-  return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
+  return AddCounters(conn, p.queue_id, core::BuryCounters(p));
 }
 
 Result<std::int64_t> PostgresEngine::Cancel(Conn& c,

@@ -308,8 +308,8 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
   // snapshot open elsewhere keeps vacuum from removing any.
   static constexpr const char* kCounterSql = R"sql(
     INSERT INTO sqlq_counter_deltas (queue_id, sends, claims, acks, nacks,
-      expirations, dead_lettered, pushes, serves)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9))sql";
+      expirations, dead_lettered, pushes, serves, expired)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10))sql";
 
   static Params CounterParams(std::int64_t queue_id, const QueueCounters& d);
 

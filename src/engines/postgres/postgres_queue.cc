@@ -68,7 +68,7 @@ Result<std::vector<SendResult>> PostgresEngine::Send(
       params.Bytes(m.dedup_key);
     }
     params.Bytes(m.payload)
-        .TextOrNull(core::EncodeHeaders(m.headers))
+        .TextOrNull(core::EncodeMessageHeaders(m))
         .Int(core::NotBeforeUs(m));
     if (auto g = core::GroupOf(m, p.grouped)) {
       params.Bytes(*g);
@@ -237,7 +237,7 @@ Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
     delay.push_back(Us(m.delay));
     payload.push_back(std::string_view(m.payload));
     not_before.push_back(core::NotBeforeUs(m));
-    encoded.push_back(core::EncodeHeaders(m.headers));
+    encoded.push_back(core::EncodeMessageHeaders(m));
     headers.push_back(encoded.back().empty()
                           ? std::nullopt
                           : std::optional<std::string_view>(encoded.back()));
@@ -327,7 +327,7 @@ Result<std::int64_t> PostgresEngine::InsertBatch(
       priority.push_back(m.priority);
       ready.push_back(Us(m.delay));
       not_before.push_back(core::NotBeforeUs(m));
-      encoded.push_back(core::EncodeHeaders(m.headers));
+      encoded.push_back(core::EncodeMessageHeaders(m));
       headers.push_back(encoded.back().empty()
                             ? std::nullopt
                             : std::optional<std::string_view>(encoded.back()));

@@ -335,6 +335,91 @@ CREATE TABLE sqlq_waiting (
     // Version 15: the SQL-level API's functions pin their search_path to
     // the store's schema (sql_api.h says why).
     kSqlApiPinMigration,
+    // Version 16: how many times each message was snoozed (a handler's
+    // "not now", NackAction::kSnooze), which bounds the snoozes that give
+    // back their attempt. A constant default: no table rewrite.
+    R"sql(
+ALTER TABLE sqlq_messages ADD COLUMN snoozes integer NOT NULL DEFAULT 0;
+)sql",
+    // Version 17: live workers, each one's last report (core/workers.cc
+    // encodes `info`) and when it runs out.
+    R"sql(
+CREATE TABLE sqlq_workers (
+  id         TEXT   NOT NULL PRIMARY KEY,
+  info       TEXT   NOT NULL,
+  seen_us    BIGINT NOT NULL,
+  expires_us BIGINT NOT NULL
+);
+)sql",
+    // Version 18: jobs' results and progress (engines/shared/sql_results.h),
+    // each kept until expires_us; the queue's rows go with it.
+    R"sql(
+CREATE TABLE sqlq_results (
+  queue_id     BIGINT NOT NULL REFERENCES sqlq_queues ON DELETE CASCADE,
+  message_id   BIGINT NOT NULL,
+  progress     TEXT,
+  progress_us  BIGINT,
+  result       BYTEA,
+  completed_us BIGINT,
+  expires_us   BIGINT NOT NULL,
+  PRIMARY KEY (queue_id, message_id)
+);
+CREATE INDEX sqlq_results_expiry ON sqlq_results (expires_us);
+)sql",
+    // Version 19: dependencies (engines/shared/sql_deps.h). A message
+    // waiting for others has waits > 0 (how many have not completed) and
+    // ready_us = kWaitingUs; sqlq_deps holds one row per message it waits
+    // for (on_dead: what a death of that one does to it, 0 cancel, 1 run,
+    // 2 wait; parked: that one died and it waits for a redrive). A queue's
+    // dependents = 1 once any message waited for one of its messages: only
+    // the acks of such queues look for dependents to release. Constant
+    // defaults: no table rewrite.
+    R"sql(
+ALTER TABLE sqlq_queues ADD COLUMN dependents smallint NOT NULL DEFAULT 0;
+ALTER TABLE sqlq_messages ADD COLUMN waits integer NOT NULL DEFAULT 0;
+CREATE TABLE sqlq_deps (
+  parent_id       BIGINT   NOT NULL,
+  child_id        BIGINT   NOT NULL,
+  parent_queue_id BIGINT   NOT NULL,
+  child_queue_id  BIGINT   NOT NULL,
+  on_dead         smallint NOT NULL,
+  parked          smallint NOT NULL DEFAULT 0,
+  PRIMARY KEY (parent_id, child_id)
+);
+CREATE INDEX sqlq_deps_child ON sqlq_deps (child_id);
+CREATE INDEX sqlq_deps_parent_queue ON sqlq_deps (parent_queue_id);
+)sql",
+    // Version 20: topics (engines/shared/sql_topics.h). A topic is a row of
+    // sqlq_queues of kind 'topic' (one namespace with queues); each queue
+    // subscribed to it is a row here, with its header filter (core/columns.h's
+    // header text, NULL for none: every message). They go with the topic or the
+    // queue (the index serves the cascade from a queue).
+    R"sql(
+CREATE TABLE sqlq_subscriptions (
+  topic_id      BIGINT NOT NULL REFERENCES sqlq_queues ON DELETE CASCADE,
+  queue_id      BIGINT NOT NULL REFERENCES sqlq_queues ON DELETE CASCADE,
+  header_filter TEXT,
+  subscribed_us BIGINT NOT NULL,
+  PRIMARY KEY (topic_id, queue_id)
+);
+CREATE INDEX sqlq_subscriptions_queue ON sqlq_subscriptions (queue_id);
+)sql",
+    // Version 21 (counter `expired`): each queue's jobs not started by their
+    // expiry (Message::expire_after), dead-lettered or dropped, in both
+    // counter tables and so in the view that sums them (a view may gain
+    // columns at its end). A constant default: no table rewrite.
+    R"sql(
+ALTER TABLE sqlq_counters ADD COLUMN expired BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE sqlq_counter_deltas ADD COLUMN expired BIGINT NOT NULL DEFAULT 0;
+CREATE OR REPLACE VIEW sqlq_counts AS
+  SELECT queue_id, sends, claims, acks, nacks, expirations, dead_lettered,
+         pushes, serves, expired
+  FROM sqlq_counters
+  UNION ALL
+  SELECT queue_id, sends, claims, acks, nacks, expirations, dead_lettered,
+         pushes, serves, expired
+  FROM sqlq_counter_deltas;
+)sql",
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one
@@ -347,12 +432,12 @@ s AS (
   SELECT queue_id, sum(sends) AS sends, sum(claims) AS claims,
     sum(acks) AS acks, sum(nacks) AS nacks, sum(expirations) AS expirations,
     sum(dead_lettered) AS dead_lettered, sum(pushes) AS pushes,
-    sum(serves) AS serves
+    sum(serves) AS serves, sum(expired) AS expired
   FROM d GROUP BY queue_id)
 INSERT INTO sqlq_counters AS k (queue_id, slot, sends, claims, acks, nacks,
-  expirations, dead_lettered, pushes, serves)
+  expirations, dead_lettered, pushes, serves, expired)
 SELECT s.queue_id, 0, s.sends, s.claims, s.acks, s.nacks, s.expirations,
-  s.dead_lettered, s.pushes, s.serves
+  s.dead_lettered, s.pushes, s.serves, s.expired
 FROM s JOIN sqlq_queues q ON q.id = s.queue_id
 ORDER BY s.queue_id
 ON CONFLICT (queue_id, slot) DO UPDATE SET
@@ -363,7 +448,8 @@ ON CONFLICT (queue_id, slot) DO UPDATE SET
   expirations = k.expirations + excluded.expirations,
   dead_lettered = k.dead_lettered + excluded.dead_lettered,
   pushes = k.pushes + excluded.pushes,
-  serves = k.serves + excluded.serves)sql";
+  serves = k.serves + excluded.serves,
+  expired = k.expired + excluded.expired)sql";
 
 inline constexpr int kSchemaVersion =
     static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));

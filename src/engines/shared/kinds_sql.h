@@ -9,7 +9,7 @@ namespace sqlq::engines {
 // Every ring and rotation, by name, in the columns core::DecodeKind reads.
 inline constexpr const char* kListKindsSql =
     "SELECT id, name, kind, capacity, max_failures, max_payload "
-    "FROM sqlq_queues WHERE kind <> 'queue' ORDER BY name";
+    "FROM sqlq_queues WHERE kind IN ('ring', 'rotation') ORDER BY name";
 
 }  // namespace sqlq::engines
 

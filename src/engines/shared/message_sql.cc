@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/columns.h"
 #include "core/rows.h"
 
 namespace sqlq::engines::shared {
@@ -53,15 +54,15 @@ std::string Columns(const MessageSqlStyle& s, core::MessageTable t) {
     case core::MessageTable::kQueued:
       return "id, priority, attempts, enqueued_us, ready_us, token, dedup, "
              "worker, last_error" +
-             tail + ", " + s.null_int + ", grp";
+             tail + ", " + s.null_int + ", grp, snoozes";
     case core::MessageTable::kDead:
       return std::string("id, priority, attempts, enqueued_us, ") + s.null_int +
              ", 0, " + s.null_bytes + ", " + s.null_bytes + ", last_error" +
-             tail + ", died_us, grp";
+             tail + ", died_us, grp, 0";
     case core::MessageTable::kArchived:
       return std::string("id, priority, attempts, enqueued_us, ") + s.null_int +
              ", 0, " + s.null_bytes + ", worker, " + s.null_bytes + tail +
-             ", completed_us, " + s.null_bytes;
+             ", completed_us, " + s.null_bytes + ", 0";
   }
   return {};
 }
@@ -90,7 +91,11 @@ std::string Conditions(const MessageSqlStyle& style, Args& a,
         w += " AND ready_us <= " + a.Int(now_us);
         break;
       case MessageState::kDelayed:
-        w += " AND token = 0 AND ready_us > " + a.Int(now_us);
+        w += " AND token = 0 AND ready_us > " + a.Int(now_us) +
+             " AND ready_us < " SQLQ_WAITING_US;
+        break;
+      case MessageState::kWaiting:
+        w += " AND token = 0 AND ready_us >= " SQLQ_WAITING_US;
         break;
       case MessageState::kLeased:
         w += " AND token <> 0 AND ready_us > " + a.Int(now_us);
@@ -113,13 +118,16 @@ std::string Conditions(const MessageSqlStyle& style, Args& a,
              ? std::string(" AND 1 = 0")
              : " AND grp = " + a.Bytes(*f->group);
   }
-  if (f->header) {
-    const auto& [key, value] = *f->header;
-    const std::string k = a.Text(style.header_key_is_path ? "$.\"" + key + "\""
-                                                          : std::string(key));
-    const std::string v = a.Text(value);
+  // A header with this value; the kind is kept as one (core/columns.h).
+  auto header_is = [&](std::string_view key, std::string_view value) {
+    const std::string k =
+        a.Text(style.header_key_is_path ? "$.\"" + std::string(key) + "\""
+                                        : std::string(key));
+    const std::string v = a.Text(std::string(value));
     w += " AND " + style.header_equals(k, v);
-  }
+  };
+  if (f->header) header_is(f->header->first, f->header->second);
+  if (f->kind) header_is(core::kKindHeader, *f->kind);
   if (!f->payload_prefix.empty()) {
     const std::string len =
         a.Int(static_cast<std::int64_t>(f->payload_prefix.size()));
@@ -222,6 +230,50 @@ BuiltSql ReadWaitingSql(const MessageSqlStyle& style, std::int64_t since_us) {
   return {std::move(sql), a.Take()};
 }
 
+std::vector<BuiltSql> ReportWorkerSql(const MessageSqlStyle& style,
+                                      const core::ReportWorkerParams& p,
+                                      std::int64_t now_us) {
+  std::vector<BuiltSql> out;
+  {
+    Args a(style);
+    std::string sql =
+        "DELETE FROM sqlq_workers WHERE id = " + a.Text(std::string(p.id));
+    out.push_back({std::move(sql), a.Take()});
+  }
+  {
+    Args a(style);
+    std::string sql = "DELETE FROM sqlq_workers WHERE expires_us < " +
+                      a.Int(now_us - p.forget_after.count());
+    out.push_back({std::move(sql), a.Take()});
+  }
+  Args a(style);
+  // One placeholder at a time (ReportWaitingSql says why).
+  std::string sql =
+      "INSERT INTO sqlq_workers (id, info, seen_us, expires_us) VALUES (";
+  sql += a.Text(std::string(p.id));
+  sql += ", " + a.Text(std::string(p.info));
+  sql += ", " + a.Int(now_us);
+  sql += ", " + a.Int(now_us + p.ttl.count()) + ")";
+  out.push_back({std::move(sql), a.Take()});
+  return out;
+}
+
+BuiltSql RemoveWorkerSql(const MessageSqlStyle& style, std::string_view id) {
+  Args a(style);
+  std::string sql =
+      "DELETE FROM sqlq_workers WHERE id = " + a.Text(std::string(id));
+  return {std::move(sql), a.Take()};
+}
+
+BuiltSql ListWorkersSql(const MessageSqlStyle& style, std::int64_t now_us) {
+  Args a(style);
+  std::string sql =
+      "SELECT id, info, seen_us, expires_us FROM sqlq_workers "
+      "WHERE expires_us >= " +
+      a.Int(now_us) + " ORDER BY id";
+  return {std::move(sql), a.Take()};
+}
+
 BuiltSql SteerSql(const MessageSqlStyle& style,
                   const core::SteerMessagesParams& p, std::int64_t now_us) {
   Args a(style);
@@ -252,11 +304,14 @@ BuiltSql SteerSql(const MessageSqlStyle& style,
   sql += Conditions(style, a, p.queue_id, p.table, p.ids, p.filter, now_us);
   switch (p.action) {
     case core::SteerAction::kMakeReady:
-      // Delayed ones only: a ready message keeps its place in the order.
-      sql += " AND token = 0 AND ready_us > " + a.Int(now_us);
+      // Delayed ones only: a ready message keeps its place in the order,
+      // and a waiting one waits for what it depends on.
+      sql += " AND token = 0 AND ready_us > " + a.Int(now_us) +
+             " AND ready_us < " SQLQ_WAITING_US;
       break;
     case core::SteerAction::kReschedule:
-      sql += " AND (token = 0 OR ready_us <= " + a.Int(now_us) + ")";
+      sql += " AND (token = 0 OR ready_us <= " + a.Int(now_us) +
+             ") AND ready_us < " SQLQ_WAITING_US;
       break;
     default:
       break;

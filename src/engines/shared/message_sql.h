@@ -6,7 +6,8 @@
 //
 // The columns every found row has, in this order (core::DecodeMessageInfo):
 //   id, priority, attempts, enqueued_us, ready_us, token, dedup, worker,
-//   last_error, payload, headers, errors, left_us (died or completed), grp
+//   last_error, payload, headers, errors, left_us (died or completed), grp,
+//   snoozes (0 outside the queue)
 // with NULL where the table has no such column.
 
 #ifndef SQLQ_ENGINES_SHARED_MESSAGE_SQL_H_
@@ -93,6 +94,13 @@ std::vector<BuiltSql> ReportWaitingSql(const MessageSqlStyle& style,
 // Engine::ReadWaiting: (queue name, claims waiting) of the queues that
 // have any in reports made at `since_us` or later.
 BuiltSql ReadWaitingSql(const MessageSqlStyle& style, std::int64_t since_us);
+// WorkerOps: the statements of ReportWorker, in order; of RemoveWorker; of
+// ListWorkers (id, info, seen_us, expires_us), at the engine's now_us.
+std::vector<BuiltSql> ReportWorkerSql(const MessageSqlStyle& style,
+                                      const core::ReportWorkerParams& p,
+                                      std::int64_t now_us);
+BuiltSql RemoveWorkerSql(const MessageSqlStyle& style, std::string_view id);
+BuiltSql ListWorkersSql(const MessageSqlStyle& style, std::int64_t now_us);
 
 // The statement of a bulk change (core::SteerMessagesParams); its affected rows
 // are what changed.

@@ -1,7 +1,7 @@
 // The operations every engine runs the same way above its SQL: queues
 // (create, look up, list, alter, pause, purge, stats) and the rows of
-// sqlq_queues that name things; rings; rotations; schedules; the state of
-// limited claims; the listing and pruning of dead letters and archive;
+// sqlq_queues that name things; rings; rotations; topics; schedules; the state
+// of limited claims; the listing and pruning of dead letters and archive;
 // finding, counting and changing messages by filter; the share lock every
 // operation takes on its queue; refused receipts; the transaction's clock
 // and its counters. Written once, over a dialect that holds each engine's
@@ -47,7 +47,8 @@
 // PostgreSQL's and SQLite's dialects take what they write alike from
 // StandardSql<D> (standard_sql.h); MariaDB's writes its own.
 // The definitions are in sql_queue.h, sql_ring.h, sql_rotation.h,
-// sql_schedules.h and sql_limits.h.
+// sql_topics.h, sql_schedules.h, sql_limits.h, sql_results.h and
+// sql_deps.h.
 //
 // An engine derives from SqlEngine<D> (a server engine through
 // PooledSqlEngine<D>), implements the operations that are its own and
@@ -76,6 +77,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -195,6 +197,58 @@ class SqlEngine : public core::Engine {
   Result<std::map<std::string, std::int64_t>> ReadWaiting(
       core::Conn& c, const core::ReadWaitingParams& p) override;
 
+  // --- live workers
+  // ------------------------------------------------------------
+
+  Status ReportWorker(core::Conn& c,
+                      const core::ReportWorkerParams& p) override;
+  Result<bool> RemoveWorker(core::Conn& c, std::string_view id) override;
+  Result<std::vector<core::WorkerRecord>> ListWorkers(core::Conn& c) override;
+
+  Result<std::optional<std::string>> ReadHeaders(core::Conn& c,
+                                                 std::int64_t queue_id,
+                                                 std::int64_t id) override;
+
+  // --- results and progress (sql_results.h) ---------------------------------
+
+  Status SaveProgress(core::Conn& c,
+                      const core::SaveProgressParams& p) override;
+  Status SaveResult(core::Conn& c, const core::SaveResultParams& p) override;
+  Result<std::optional<core::ResultRecord>> ReadResult(
+      core::Conn& c, std::int64_t queue_id, std::int64_t message_id) override;
+  Result<std::int64_t> PruneResults(core::Conn& c) override;
+
+  // --- dependencies (sql_deps.h) -------------------------------------------
+
+  Status FlagDependents(core::Conn& c, std::span<const std::int64_t> parents,
+                        std::span<const std::int64_t> queues) override;
+  Result<core::LinkOutcome> LinkDependencies(
+      core::Conn& c, const core::LinkParams& p) override;
+  Result<std::vector<std::int64_t>> ReleaseDependents(
+      core::Conn& c, std::int64_t queue_id,
+      std::span<const std::int64_t> parents) override;
+  Result<std::vector<core::EndedDependency>> EndedDependencies(
+      core::Conn& c, std::int64_t queue_id) override;
+  Result<bool> SettleDependency(core::Conn& c,
+                                const core::EndedDependency& d) override;
+  Result<std::vector<core::DependencyRecord>> ListDependencies(
+      core::Conn& c, std::int64_t child_id) override;
+  Status DropDependencies(core::Conn& c, std::int64_t queue_id) override;
+  // --- topics (sql_topics.h) ------------------------------------------------
+
+  Result<std::int64_t> CreateTopic(core::Conn& c,
+                                   std::string_view name) override;
+  Result<std::int64_t> GetTopic(core::Conn& c, std::string_view name) override;
+  Result<std::vector<core::TopicRecord>> ListTopics(core::Conn& c) override;
+  Status DropTopic(core::Conn& c, std::int64_t topic_id) override;
+  Result<bool> Subscribe(core::Conn& c,
+                         const core::SubscribeParams& p) override;
+  Result<bool> Unsubscribe(core::Conn& c, std::int64_t topic_id,
+                           std::int64_t queue_id) override;
+  Result<std::vector<core::SubscriberRecord>> ListSubscribers(
+      core::Conn& c, std::int64_t topic_id) override;
+  Status DropSubscriptionsOf(core::Conn& c, std::int64_t queue_id) override;
+
   // --- rings -----------------------------------------------------------------
 
   Result<core::RingRecord> CreateRing(
@@ -313,7 +367,7 @@ class SqlEngine : public core::Engine {
   static Status Taken(DConn& conn, std::string_view name);
 
   // The counters in the order of the columns sends, claims, acks, nacks,
-  // expirations, dead_lettered, pushes, serves.
+  // expirations, dead_lettered, pushes, serves, expired.
   static void AppendCounters(Params& p, const core::QueueCounters& d) {
     p.Int(d.sends)
         .Int(d.claims)
@@ -322,7 +376,8 @@ class SqlEngine : public core::Engine {
         .Int(d.expirations)
         .Int(d.dead_lettered)
         .Int(d.pushes)
-        .Int(d.serves);
+        .Int(d.serves)
+        .Int(d.expired);
   }
 
   // Says why a receipt was refused: the message is gone, or it is there
@@ -344,6 +399,15 @@ class SqlEngine : public core::Engine {
   // saying what the name is when it is not a `kind`.
   static Result<Rows> FindKind(DConn& conn, std::string_view name,
                                const char* kind);
+
+  // Drops a ring, rotation or topic: `drop` deletes its row of sqlq_queues
+  // (by id and kind), after, on engines without foreign keys (SQLite), the
+  // statements `children` (each by the id) deleted the rows that hang on
+  // it; with them, ON DELETE CASCADE does.
+  static Status DropKindRow(DConn& conn, std::int64_t id,
+                            const std::string& drop,
+                            std::initializer_list<const std::string*> children,
+                            std::string_view what);
 
   // Locks the group's row (the lock a push takes), before any of its
   // entries: false when the group was never pushed to.

@@ -163,7 +163,7 @@ Result<core::ClaimOutcome> PooledSqlEngine<D>::ClaimGroups(
     c.payload = rows.Bytes(i, at + 6);
     c.m.lease_expires_at = core::FromUs(until);
     if (!rows.IsNull(i, at + 7)) {
-      c.m.headers = core::DecodeHeaders(rows.Bytes(i, at + 7));
+      c.m.headers = core::DecodeJob(rows.Bytes(i, at + 7), c.m);
     }
     c.m.group = group_of[c.id];
     return c;

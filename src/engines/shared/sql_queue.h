@@ -41,6 +41,10 @@ Status SqlEngine<D>::CheckQueue(DConn& conn, std::int64_t queue_id, bool lock) {
   // later operation of the transaction that wants the lock.
   if (lock) {
     conn.known_queues.insert(queue_id);
+    // The flag as of this lock (DependencyOps::FlagDependents says why
+    // that is late enough).
+    conn.flags_read.insert(queue_id);
+    if (rows->Int(0, 1) != 0) conn.dependent_queues.insert(queue_id);
     // The lock read the database's clock too: NowUs takes it from here.
     if (!clock_ && !conn.tx_now_us) conn.tx_now_us = rows->Int(0, 0);
   }
@@ -242,6 +246,20 @@ Result<typename SqlEngine<D>::Rows> SqlEngine<D>::FindKind(
   if (!rows.ok()) return rows.status();
   if (rows->size() == 0) return Missing(conn, name, kind);
   return rows;
+}
+
+template <class D>
+Status SqlEngine<D>::DropKindRow(
+    DConn& conn, std::int64_t id, const std::string& drop,
+    std::initializer_list<const std::string*> children, std::string_view what) {
+  if constexpr (!D::kCascades) {
+    for (const std::string* sql : children) {
+      auto rows = conn.Run(*sql, Params().Int(id), what);
+      if (!rows.ok()) return rows.status();
+    }
+  }
+  auto rows = conn.Run(drop, Params().Int(id), what);
+  return rows.ok() ? Status::Ok() : rows.status();
 }
 
 template <class D>
@@ -513,6 +531,48 @@ Result<std::map<std::string, std::int64_t>> SqlEngine<D>::ReadWaiting(
   std::map<std::string, std::int64_t> out;
   for (int i = 0; i < rows->size(); ++i) {
     out[rows->Bytes(i, 0)] = rows->Int(i, 1);
+  }
+  return out;
+}
+
+template <class D>
+Status SqlEngine<D>::ReportWorker(core::Conn& c,
+                                  const core::ReportWorkerParams& p) {
+  DConn& conn = Native(c);
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  for (const BuiltSql& b : ReportWorkerSql(D::kMessageStyle, p, *now)) {
+    auto rows = message_sql::RunBuilt<D>(conn, b, "report worker");
+    if (!rows.ok()) return rows.status();
+  }
+  return Status::Ok();
+}
+
+template <class D>
+Result<bool> SqlEngine<D>::RemoveWorker(core::Conn& c, std::string_view id) {
+  DConn& conn = Native(c);
+  auto rows = message_sql::RunBuilt<D>(
+      conn, RemoveWorkerSql(D::kMessageStyle, id), "remove worker");
+  if (!rows.ok()) return rows.status();
+  return rows->affected() > 0;
+}
+
+template <class D>
+Result<std::vector<core::WorkerRecord>> SqlEngine<D>::ListWorkers(
+    core::Conn& c) {
+  DConn& conn = Native(c);
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  auto rows = message_sql::RunBuilt<D>(
+      conn, ListWorkersSql(D::kMessageStyle, *now), "list workers");
+  if (!rows.ok()) return rows.status();
+  std::vector<core::WorkerRecord> out;
+  out.reserve(static_cast<std::size_t>(rows->size()));
+  for (int i = 0; i < rows->size(); ++i) {
+    out.push_back({.id = rows->Bytes(i, 0),
+                   .info = rows->Bytes(i, 1),
+                   .seen_us = rows->Int(i, 2),
+                   .expires_us = rows->Int(i, 3)});
   }
   return out;
 }

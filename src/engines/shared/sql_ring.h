@@ -48,23 +48,15 @@ Result<core::KindsRecord> SqlEngine<D>::ListRingsAndRotations(core::Conn& c) {
 
 template <class D>
 Status SqlEngine<D>::DropRing(core::Conn& c, std::int64_t ring_id) {
-  DConn& conn = Native(c);
-  if constexpr (!D::kCascades) {
-    // Without foreign keys (SQLite), groups and entries go first.
-    static const std::string kEntries =
-        D::Statement("DELETE FROM sqlq_ring_entries WHERE ring_id = ?");
-    static const std::string kGroups =
-        D::Statement("DELETE FROM sqlq_ring_groups WHERE ring_id = ?");
-    for (const std::string* sql : {&kEntries, &kGroups}) {
-      auto rows = conn.Run(*sql, Params().Int(ring_id), "drop ring");
-      if (!rows.ok()) return rows.status();
-    }
-  }
-  // Groups, entries and counters go by ON DELETE CASCADE.
+  // Groups, entries and counters go with the ring's row.
+  static const std::string kEntries =
+      D::Statement("DELETE FROM sqlq_ring_entries WHERE ring_id = ?");
+  static const std::string kGroups =
+      D::Statement("DELETE FROM sqlq_ring_groups WHERE ring_id = ?");
   static const std::string kSql =
       D::Statement("DELETE FROM sqlq_queues WHERE id = ? AND kind = 'ring'");
-  auto rows = conn.Run(kSql, Params().Int(ring_id), "drop ring");
-  return rows.ok() ? Status::Ok() : rows.status();
+  return DropKindRow(Native(c), ring_id, kSql, {&kEntries, &kGroups},
+                     "drop ring");
 }
 
 template <class D>

@@ -38,19 +38,12 @@ Result<core::RotationRecord> SqlEngine<D>::GetRotation(core::Conn& c,
 
 template <class D>
 Status SqlEngine<D>::DropRotation(core::Conn& c, std::int64_t rotation_id) {
-  DConn& conn = Native(c);
-  if constexpr (!D::kCascades) {
-    // Without foreign keys (SQLite), the items go first.
-    static const std::string kItems =
-        D::Statement("DELETE FROM sqlq_rotation_items WHERE rotation_id = ?");
-    auto rows = conn.Run(kItems, Params().Int(rotation_id), "drop rotation");
-    if (!rows.ok()) return rows.status();
-  }
-  // Items and counters go by ON DELETE CASCADE.
+  // Items and counters go with the rotation's row.
+  static const std::string kItems =
+      D::Statement("DELETE FROM sqlq_rotation_items WHERE rotation_id = ?");
   static const std::string kSql = D::Statement(
       "DELETE FROM sqlq_queues WHERE id = ? AND kind = 'rotation'");
-  auto rows = conn.Run(kSql, Params().Int(rotation_id), "drop rotation");
-  return rows.ok() ? Status::Ok() : rows.status();
+  return DropKindRow(Native(c), rotation_id, kSql, {&kItems}, "drop rotation");
 }
 
 template <class D>

@@ -33,10 +33,11 @@ Result<std::int64_t> SqlEngine<D>::CreateSchedule(core::Conn& c,
       .Text(o.queue)
       .Payload(o.message.payload)
       .Int(o.message.priority);
-  if (o.message.headers.empty()) {
+  const std::string headers = core::EncodeMessageHeaders(o.message);
+  if (headers.empty()) {
     p.Null();
   } else {
-    p.Text(core::EncodeHeaders(o.message.headers));
+    p.Text(headers);
   }
   if (o.message.group.empty()) {
     p.Null();

@@ -177,6 +177,24 @@ struct StandardSql {
   static constexpr const char* kRecordLease = R"sql(
     INSERT INTO sqlq_leases (queue_id, message_id, token) VALUES (?, ?, ?)
     ON CONFLICT (queue_id, message_id) DO UPDATE SET token = excluded.token)sql";
+
+  // Results (sql_results.h): a message's progress (queue, message,
+  // progress, progress_us, expires_us) or its result (queue, message,
+  // result, completed_us, expires_us), over what the row had.
+  static constexpr const char* kSaveProgress = R"sql(
+    INSERT INTO sqlq_results
+      (queue_id, message_id, progress, progress_us, expires_us)
+    VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (queue_id, message_id) DO UPDATE SET
+      progress = excluded.progress, progress_us = excluded.progress_us,
+      expires_us = excluded.expires_us)sql";
+  static constexpr const char* kSaveResult = R"sql(
+    INSERT INTO sqlq_results
+      (queue_id, message_id, result, completed_us, expires_us)
+    VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (queue_id, message_id) DO UPDATE SET
+      result = excluded.result, completed_us = excluded.completed_us,
+      expires_us = excluded.expires_us)sql";
 };
 
 }  // namespace sqlq::engines::shared

@@ -68,7 +68,7 @@ struct Dialect : shared::QuestionMarks, shared::StandardSql<Dialect> {
   static constexpr bool kCascades = false;
   // A plain read (kForUpdate). Its column is not a clock (see kNowSql).
   static constexpr const char* kLockQueue =
-      "SELECT 1 FROM sqlq_queues WHERE id = ?";
+      "SELECT 1, dependents FROM sqlq_queues WHERE id = ?";
   static constexpr const char* kKindOfName =
       "SELECT kind FROM sqlq_queues WHERE name = ?";
   static constexpr const char* kLockRotation =
@@ -95,10 +95,14 @@ struct Dialect : shared::QuestionMarks, shared::StandardSql<Dialect> {
     SELECT q.name, q.sends, q.claims, q.acks, q.nacks, q.expirations,
       q.dead_lettered, m.ready, m.delayed, m.leased, m.oldest,
       (SELECT count(*) FROM sqlq_dead WHERE queue_id = ?5),
-      (SELECT count(*) FROM sqlq_archive WHERE queue_id = ?5)
+      (SELECT count(*) FROM sqlq_archive WHERE queue_id = ?5), m.waiting,
+      q.expired
     FROM sqlq_queues q,
       (SELECT coalesce(sum(ready_us <= ?1), 0) AS ready,
-              coalesce(sum(ready_us > ?2 AND token = 0), 0) AS delayed,
+              coalesce(sum(ready_us > ?2 AND token = 0
+                AND ready_us < )sql" SQLQ_WAITING_US R"sql(), 0) AS delayed,
+              coalesce(sum(token = 0
+                AND ready_us >= )sql" SQLQ_WAITING_US R"sql(), 0) AS waiting,
               coalesce(sum(ready_us > ?3 AND token != 0), 0) AS leased,
               min(CASE WHEN ready_us <= ?4 THEN ready_us END) AS oldest
        FROM sqlq_messages WHERE queue_id = ?5) m

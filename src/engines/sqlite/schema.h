@@ -245,6 +245,79 @@ CREATE TABLE sqlq_waiting (
     // Version 12: the SQL-level API, the views sqlq_send and sqlq_ack and
     // their triggers (sql_api.h, docs/sql-api.md).
     kSqlApi,
+    // Version 13: how many times each message was snoozed (a handler's
+    // "not now", NackAction::kSnooze), which bounds the snoozes that give
+    // back their attempt.
+    R"sql(
+ALTER TABLE sqlq_messages ADD COLUMN snoozes INTEGER NOT NULL DEFAULT 0;
+)sql",
+    // Version 14: live workers, each one's last report (core/workers.cc
+    // encodes `info`) and when it runs out.
+    R"sql(
+CREATE TABLE sqlq_workers (
+  id         TEXT    NOT NULL PRIMARY KEY,
+  info       TEXT    NOT NULL,
+  seen_us    INTEGER NOT NULL,
+  expires_us INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql",
+    // Version 15: jobs' results and progress (engines/shared/sql_results.h),
+    // each kept until expires_us.
+    R"sql(
+CREATE TABLE sqlq_results (
+  queue_id     INTEGER NOT NULL,
+  message_id   INTEGER NOT NULL,
+  progress     TEXT,
+  progress_us  INTEGER,
+  result       BLOB,
+  completed_us INTEGER,
+  expires_us   INTEGER NOT NULL,
+  PRIMARY KEY (queue_id, message_id)
+) WITHOUT ROWID;
+CREATE INDEX sqlq_results_expiry ON sqlq_results (expires_us);
+)sql",
+    // Version 16: dependencies (engines/shared/sql_deps.h). A message
+    // waiting for others has waits > 0 (how many have not completed) and
+    // ready_us = kWaitingUs; sqlq_deps holds one row per message it waits
+    // for (on_dead: what a death of that one does to it, 0 cancel, 1 run,
+    // 2 wait; parked: that one died and it waits for a redrive). A queue's
+    // dependents = 1 once any message waited for one of its messages: only
+    // the acks of such queues look for dependents to release.
+    R"sql(
+ALTER TABLE sqlq_queues ADD COLUMN dependents INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sqlq_messages ADD COLUMN waits INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE sqlq_deps (
+  parent_id       INTEGER NOT NULL,
+  child_id        INTEGER NOT NULL,
+  parent_queue_id INTEGER NOT NULL,
+  child_queue_id  INTEGER NOT NULL,
+  on_dead         INTEGER NOT NULL,
+  parked          INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (parent_id, child_id)
+) WITHOUT ROWID;
+CREATE INDEX sqlq_deps_child ON sqlq_deps (child_id);
+CREATE INDEX sqlq_deps_parent_queue ON sqlq_deps (parent_queue_id);
+)sql",
+    // Version 17: topics (engines/shared/sql_topics.h). A topic is a row of
+    // sqlq_queues of kind 'topic' (one namespace with queues); each queue
+    // subscribed to it is a row here, with its header filter (core/columns.h's
+    // header text, NULL for none: every message). Without foreign keys, a drop
+    // of the topic or the queue deletes its rows (by the index on queue_id).
+    R"sql(
+CREATE TABLE sqlq_subscriptions (
+  topic_id      INTEGER NOT NULL,
+  queue_id      INTEGER NOT NULL,
+  header_filter TEXT,
+  subscribed_us INTEGER NOT NULL,
+  PRIMARY KEY (topic_id, queue_id)
+) WITHOUT ROWID;
+CREATE INDEX sqlq_subscriptions_queue ON sqlq_subscriptions (queue_id);
+)sql",
+    // Version 18 (counter `expired`): each queue's jobs not started by their
+    // expiry (Message::expire_after), dead-lettered or dropped.
+    R"sql(
+ALTER TABLE sqlq_queues ADD COLUMN expired INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 inline constexpr int kSchemaVersion =

@@ -37,7 +37,7 @@ Status SqliteEngine::LeaseCandidate(SqliteConn& conn,
   cm.payload = std::move(m.payload);
   cm.enqueued_at = FromUs(m.enqueued_us);
   cm.lease_expires_at = FromUs(until);
-  cm.headers = core::DecodeHeaders(m.headers);
+  cm.headers = core::DecodeJob(m.headers, cm);
   cm.group = std::move(m.group);
   out.messages.push_back(std::move(cm));
   return Status::Ok();
@@ -345,7 +345,7 @@ Status SqliteEngine::Ack(Conn& c, const core::AckParams& p) {
   Status s = st.Run("ack");
   if (!s.ok()) return s;
   if (conn.changes() == 0) return Refused(conn, p.queue_id, p.receipt);
-  return AddCounters(conn, p.queue_id, {.acks = 1});
+  return AddCounters(conn, p.queue_id, core::AckCounters(p));
 }
 
 Status SqliteEngine::Retry(Conn& c, const core::RetryParams& p) {
@@ -360,6 +360,20 @@ Status SqliteEngine::Retry(Conn& c, const core::RetryParams& p) {
     if (!s.ok()) return s;
     if (conn.changes() == 0) return Refused(conn, p.queue_id, p.receipt);
     return AddCounters(conn, p.queue_id, {.claims = -1});
+  }
+  if (p.snooze) {
+    SQLQ_PREPARE(st, conn, R"sql(
+      UPDATE sqlq_messages SET token = 0, ready_us = ?5,
+        attempts = attempts - 1, snoozes = snoozes + 1
+      WHERE id = ?1 AND queue_id = ?2 AND token = ?3 AND attempts = ?4
+        AND snoozes < ?6)sql");
+    BindFence(st, p.queue_id, p.receipt)
+        .Bind(5, now + p.delay.count())
+        .Bind(6, std::int64_t{kMaxSnoozes});
+    Status s = st.Run("snooze");
+    if (!s.ok()) return s;
+    *p.snoozed = conn.changes() > 0;
+    return Status::Ok();
   }
   SQLQ_PREPARE(
       st, conn,
@@ -407,7 +421,7 @@ Status SqliteEngine::Bury(Conn& c, const core::BuryParams& p) {
   Status s = MoveToDead(conn, p.receipt.id, p.error, now, p.history_error, now,
                         p.unique_for);
   if (!s.ok()) return s;
-  return AddCounters(conn, p.queue_id, {.nacks = 1, .dead_lettered = 1});
+  return AddCounters(conn, p.queue_id, core::BuryCounters(p));
 }
 
 Result<std::int64_t> SqliteEngine::Cancel(Conn& c,

@@ -104,7 +104,7 @@ Status SqliteEngine::WriteCounters(SqliteConn& conn, std::int64_t queue_id,
     UPDATE sqlq_queues SET sends = sends + ?2, claims = claims + ?3,
       acks = acks + ?4, nacks = nacks + ?5,
       expirations = expirations + ?6, dead_lettered = dead_lettered + ?7,
-      pushes = pushes + ?8, serves = serves + ?9
+      pushes = pushes + ?8, serves = serves + ?9, expired = expired + ?10
     WHERE id = ?1)sql");
   st.Bind(1, queue_id)
       .Bind(2, d.sends)
@@ -114,7 +114,8 @@ Status SqliteEngine::WriteCounters(SqliteConn& conn, std::int64_t queue_id,
       .Bind(6, d.expirations)
       .Bind(7, d.dead_lettered)
       .Bind(8, d.pushes)
-      .Bind(9, d.serves);
+      .Bind(9, d.serves)
+      .Bind(10, d.expired);
   Status s = st.Run("update counters");
   if (!s.ok()) return s;
   if (conn.changes() == 0) return core::QueueGone(queue_id);

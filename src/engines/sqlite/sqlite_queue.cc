@@ -14,6 +14,7 @@ Status SqliteEngine::DropQueue(Conn& c, std::int64_t queue_id) {
       "DELETE FROM sqlq_dedup_holds WHERE queue_id = ?1",
       "DELETE FROM sqlq_limits WHERE queue_id = ?1",
       "DELETE FROM sqlq_leases WHERE queue_id = ?1",
+      "DELETE FROM sqlq_results WHERE queue_id = ?1",
       "DELETE FROM sqlq_queues WHERE id = ?1",
   };
   for (const char* sql : kDeletes) {
@@ -53,7 +54,7 @@ Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
     }
     {
       // Bound as is (SQLITE_STATIC): lives until the statement has run.
-      const std::string headers = core::EncodeHeaders(m.headers);
+      const std::string headers = core::EncodeMessageHeaders(m);
       SQLQ_PREPARE(st, conn, R"sql(
         INSERT INTO sqlq_messages
           (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers,

@@ -620,9 +620,16 @@ TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
   Query(c, "DROP TABLE sqlq_schedules");
   Query(c, "DROP TABLE sqlq_scheduler");
   Query(c, "DROP TABLE sqlq_waiting");
+  Query(c, "DROP TABLE sqlq_workers");
+  Query(c, "DROP TABLE sqlq_results");
+  Query(c, "DROP TABLE sqlq_deps");
+  Query(c, "ALTER TABLE sqlq_messages DROP COLUMN waits");
+  Query(c, "ALTER TABLE sqlq_queues DROP COLUMN dependents");
+  Query(c, "DROP TABLE sqlq_subscriptions");
   Query(c, "DROP INDEX sqlq_messages_group");
   Query(c, "ALTER TABLE sqlq_messages DROP COLUMN grp");
   Query(c, "ALTER TABLE sqlq_dead DROP COLUMN grp");
+  Query(c, "ALTER TABLE sqlq_messages DROP COLUMN snoozes");
   Query(c,
         "ALTER TABLE sqlq_queues DROP COLUMN paused, DROP COLUMN "
         "dead_retention_us, DROP COLUMN unique_for_us, DROP COLUMN "
@@ -639,6 +646,7 @@ TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
         "GROUP BY queue_id");
   Query(c, "DROP VIEW sqlq_counts");
   Query(c, "DROP TABLE sqlq_counter_deltas");
+  Query(c, "ALTER TABLE sqlq_counters DROP COLUMN expired");
   Query(c,
         "ALTER TABLE sqlq_messages ADD CONSTRAINT sqlq_messages_queue_id_fkey "
         "FOREIGN KEY (queue_id) REFERENCES sqlq_queues ON DELETE CASCADE");
@@ -857,6 +865,15 @@ TEST_F(PostgresEngineTest, CounterDeltasAreFoldedAndStillCounted) {
   ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 2}));
   ASSERT_EQ(got.size(), 2u);
   for (const auto& m : got) ASSERT_OK(q.Ack(m.receipt));
+  // A job dropped at its expiry (1 ms after its send, which has returned:
+  // past once 5 ms more have gone by) counts as expired.
+  ASSERT_OK_AND_ASSIGN(WorkQueue late, store->CreateQueue("late", {}));
+  ASSERT_OK(late.Send({.payload = "m",
+                       .expire_after = milliseconds(1),
+                       .on_expiry = ExpiryAction::kDrop}));
+  std::this_thread::sleep_for(milliseconds(5));
+  ASSERT_OK_AND_ASSIGN(auto none, late.Claim({}));
+  EXPECT_TRUE(none.empty());
   PGconn* c = Raw();
   // A dropped queue's deltas are dropped by the fold, not added.
   ASSERT_OK(store->DropQueue("other"));
@@ -872,10 +889,16 @@ TEST_F(PostgresEngineTest, CounterDeltasAreFoldedAndStillCounted) {
                   "sqlq_counters k JOIN sqlq_queues q ON q.id = k.queue_id "
                   "WHERE q.name = 'jobs'"),
             "5 2 2");
+  EXPECT_EQ(Query(c,
+                  "SELECT acks || ' ' || expired FROM sqlq_counters k JOIN "
+                  "sqlq_queues q ON q.id = k.queue_id WHERE q.name = 'late'"),
+            "0 1");
   ASSERT_OK_AND_ASSIGN(QueueStats stats, q.Stats());
   EXPECT_EQ(stats.sends, 5);
   EXPECT_EQ(stats.claims, 2);
   EXPECT_EQ(stats.acks, 2);
+  ASSERT_OK_AND_ASSIGN(stats, late.Stats());
+  EXPECT_EQ(stats.expired, 1);
   PQfinish(c);
 }
 

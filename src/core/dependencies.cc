@@ -1,0 +1,282 @@
+#include "core/dependencies.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+
+#include "core/errors.h"
+#include "core/store_impl.h"
+
+namespace sqlq::core {
+
+namespace {
+
+OnDead StoredPolicy(IfDependencyDies v) {
+  switch (v) {
+    case IfDependencyDies::kCancel:
+      return OnDead::kCancel;
+    case IfDependencyDies::kRun:
+      return OnDead::kRun;
+    case IfDependencyDies::kWait:
+      return OnDead::kWait;
+  }
+  return OnDead::kCancel;
+}
+
+// What message `index` of a batch, stored as `results`, depends on.
+std::vector<std::int64_t> ParentsOf(const Message& m,
+                                    const std::vector<SendResult>& results) {
+  std::vector<std::int64_t> parents = m.depends_on;
+  for (std::size_t k : m.depends_on_batch) parents.push_back(results[k].id);
+  return parents;
+}
+
+// Links messages [from, to) of `messages` (all sent to queue `queue_id`;
+// `results` holds what the sends of messages [0, to) stored) that depend
+// on others, in order, so that one cancelled here is dead for the later
+// ones that depend on it; cancels those with a dead one under
+// IfDependencyDies::kCancel. Returns how many of them now wait; adds the
+// cancelled ones to `cancelled`.
+Result<std::int64_t> LinkRange(Engine& e, Conn& conn, std::int64_t queue_id,
+                               const QueueOptions& qo,
+                               std::span<const Message> messages,
+                               const std::vector<SendResult>& results,
+                               std::size_t from, std::size_t to,
+                               std::int64_t& cancelled) {
+  std::int64_t waiting = 0;
+  for (std::size_t i = from; i < to; ++i) {
+    const Message& m = messages[i];
+    // A duplicate is the message already there, linked at its own send.
+    if (results[i].duplicate) continue;
+    if (m.depends_on.empty() && m.depends_on_batch.empty()) continue;
+    const std::vector<std::int64_t> parents = ParentsOf(m, results);
+    auto linked = e.LinkDependencies(
+        conn, {.child_id = results[i].id,
+               .child_queue_id = queue_id,
+               .parents = parents,
+               .on_dead = StoredPolicy(m.if_dependency_dies)});
+    if (!linked.ok()) return linked.status();
+    if (linked->dead_parent) {
+      const std::string why = DependencyDiedText(*linked->dead_parent, true);
+      const std::int64_t id = results[i].id;
+      auto n = e.Cancel(conn, {.queue_id = queue_id,
+                               .ids = std::span<const std::int64_t>(&id, 1),
+                               .error = why,
+                               .unique_for = Micros(qo.unique_for)});
+      if (!n.ok()) return n.status();
+      cancelled += *n;
+      continue;
+    }
+    if (linked->waits > 0) ++waiting;
+  }
+  return waiting;
+}
+
+// The queues a batch's dependencies must have flagged: those of the ids it
+// names, and its own when it names earlier messages of the batch.
+std::vector<std::int64_t> NamedParents(std::span<const Message> messages) {
+  std::set<std::int64_t> ids;
+  for (const Message& m : messages) {
+    ids.insert(m.depends_on.begin(), m.depends_on.end());
+  }
+  return {ids.begin(), ids.end()};
+}
+
+}  // namespace
+
+std::string DependencyDiedText(std::int64_t parent, bool dead) {
+  return dead ? fmt::format("cancelled: message {}, which it depends on, died",
+                            parent)
+              : fmt::format(
+                    "cancelled: message {}, which it depends on, was deleted",
+                    parent);
+}
+
+bool HasDependencies(std::span<const Message> messages) {
+  return std::any_of(messages.begin(), messages.end(), [](const Message& m) {
+    return !m.depends_on.empty() || !m.depends_on_batch.empty();
+  });
+}
+
+Result<std::vector<SendResult>> SendAcross(StoreImpl& store,
+                                           std::span<QueueImpl* const> queues,
+                                           std::span<const Message> messages) {
+  const std::size_t n = messages.size();
+  // The queues of the batch's own messages that others of it wait for.
+  std::set<std::int64_t> named;
+  for (const Message& m : messages) {
+    for (std::size_t k : m.depends_on_batch) named.insert(queues[k]->id());
+  }
+  const std::vector<std::int64_t> parents = NamedParents(messages);
+  const std::vector<std::int64_t> own(named.begin(), named.end());
+  // First, committed on its own (DependencyOps::FlagDependents says why).
+  Status s;
+  if (!parents.empty() || !own.empty()) {
+    s = store.batcher().Run([&](Conn& conn) {
+      return store.engine().FlagDependents(conn, parents, own);
+    });
+    if (!s.ok()) return s;
+  }
+  std::vector<SendResult> results;
+  // Per queue: messages stored, of them waiting, and cancelled.
+  struct Counts {
+    QueueImpl* queue = nullptr;
+    std::int64_t stored = 0, waiting = 0, cancelled = 0;
+  };
+  std::map<std::int64_t, Counts> counts;
+  s = store.batcher().Run([&](Conn& conn) -> Status {
+    Engine& e = store.engine();
+    results.assign(n, SendResult{});
+    counts.clear();
+    // Each run of messages to one queue is one send.
+    for (std::size_t i = 0; i < n;) {
+      std::size_t j = i + 1;
+      while (j < n && queues[j] == queues[i]) ++j;
+      QueueImpl& q = *queues[i];
+      const auto current = q.Current();
+      const QueueOptions& qo = current->options;
+      auto sent = e.Send(conn, {.queue_id = q.id(),
+                                .messages = messages.subspan(i, j - i),
+                                .unique_for = Micros(qo.unique_for),
+                                .grouped = qo.groups != GroupMode::kNone});
+      if (!sent.ok()) return sent.status();
+      Counts& c = counts[q.id()];
+      c.queue = &q;
+      for (std::size_t k = i; k < j; ++k) {
+        results[k] = (*sent)[k - i];
+        if (!results[k].duplicate) ++c.stored;
+      }
+      auto w =
+          LinkRange(e, conn, q.id(), qo, messages, results, i, j, c.cancelled);
+      if (!w.ok()) return w.status();
+      c.waiting += *w;
+      i = j;
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  for (auto& [id, c] : counts) {
+    const std::int64_t ready = c.stored - c.waiting - c.cancelled;
+    if (ready > 0) store.hub().Notify(id, ready);
+  }
+  // The cancelled ones are dead letters: forwarded, and what waits for
+  // them settled (ForwardDead does both).
+  for (auto& [id, c] : counts) {
+    if (c.cancelled > 0) ForwardDead(*c.queue);
+  }
+  return results;
+}
+
+Result<std::vector<SendResult>> SendWithDependencies(
+    QueueImpl& impl, std::span<const Message> messages) {
+  std::vector<QueueImpl*> queues(messages.size(), &impl);
+  return SendAcross(impl.store(), queues, messages);
+}
+
+Result<SendResult> SendWithDependencies(Engine& e, Conn& conn,
+                                        std::int64_t queue_id,
+                                        const QueueOptions& qo,
+                                        const Message& message) {
+  const std::span<const Message> one(&message, 1);
+  Status s = e.FlagDependents(conn, NamedParents(one), {});
+  if (!s.ok()) return s;
+  auto sent = e.Send(conn, {.queue_id = queue_id,
+                            .messages = one,
+                            .unique_for = Micros(qo.unique_for),
+                            .grouped = qo.groups != GroupMode::kNone});
+  if (!sent.ok()) return sent.status();
+  std::int64_t cancelled = 0;
+  auto w = LinkRange(e, conn, queue_id, qo, one, *sent, 0, 1, cancelled);
+  if (!w.ok()) return w.status();
+  return (*sent)[0];
+}
+
+Status AckAndRelease(Engine& e, Conn& conn, const AckParams& p,
+                     Released& released) {
+  Status s = e.Ack(conn, p);
+  if (!s.ok()) return s;
+  const std::int64_t id = p.receipt.id;
+  auto r = e.ReleaseDependents(conn, p.queue_id,
+                               std::span<const std::int64_t>(&id, 1));
+  if (!r.ok()) return r.status();
+  released.insert(released.end(), r->begin(), r->end());
+  return Status::Ok();
+}
+
+Result<std::vector<Status>> AckManyAndRelease(Engine& e, Conn& conn,
+                                              const AckManyParams& p,
+                                              Released& released) {
+  auto acked = e.AckMany(conn, p);
+  if (!acked.ok()) return acked.status();
+  std::vector<std::int64_t> ids;
+  for (std::size_t i = 0; i < acked->size(); ++i) {
+    if ((*acked)[i].ok()) ids.push_back(p.receipts[i].id);
+  }
+  auto r = e.ReleaseDependents(conn, p.queue_id, ids);
+  if (!r.ok()) return r.status();
+  released.insert(released.end(), r->begin(), r->end());
+  return acked;
+}
+
+void WakeReleased(StoreImpl& store, const Released& released) {
+  if (released.empty()) return;
+  std::set<std::int64_t> queues(released.begin(), released.end());
+  for (std::int64_t q : queues) store.hub().Notify(q, std::int64_t{1} << 30);
+  store.engine().WakeOthers();
+}
+
+void SettleEnded(StoreImpl& store, std::int64_t queue_id) {
+  std::deque<std::int64_t> todo = {queue_id};
+  Released released;
+  // Each round settles the queue's ended dependencies; a cancel ends more,
+  // in the cancelled message's queue. The rounds are bounded by the graph,
+  // which has no cycles; the cap is a guard against a runaway.
+  for (int round = 0; !todo.empty() && round < 10000; ++round) {
+    const std::int64_t q = todo.front();
+    todo.pop_front();
+    // A read first: a queue without dependents costs no write.
+    auto ended = SnapshotRead<std::vector<EndedDependency>>(
+        store,
+        [&](Engine& e, Conn& conn) { return e.EndedDependencies(conn, q); });
+    if (!ended.ok() || ended->empty()) continue;
+    std::set<std::int64_t> cancelled_in;
+    Released round_released;
+    Status s = store.batcher().Run([&](Conn& conn) -> Status {
+      cancelled_in.clear();
+      round_released.clear();
+      Engine& e = store.engine();
+      auto again = e.EndedDependencies(conn, q);
+      if (!again.ok()) return again.status();
+      for (const EndedDependency& d : *again) {
+        auto settled = e.SettleDependency(conn, d);
+        if (!settled.ok()) return settled.status();
+        if (!*settled) continue;
+        if (d.on_dead == OnDead::kRun) {
+          round_released.push_back(d.child_queue_id);
+        } else if (d.on_dead == OnDead::kCancel) {
+          const std::string why = DependencyDiedText(d.parent_id, d.dead);
+          auto n = e.Cancel(
+              conn, {.queue_id = d.child_queue_id,
+                     .ids = std::span<const std::int64_t>(&d.child_id, 1),
+                     .error = why});
+          if (!n.ok() && !IsCleanFailure(n.status())) return n.status();
+          if (n.ok() && *n > 0) cancelled_in.insert(d.child_queue_id);
+        }
+      }
+      return Status::Ok();
+    });
+    if (!s.ok()) continue;
+    released.insert(released.end(), round_released.begin(),
+                    round_released.end());
+    for (std::int64_t c : cancelled_in) todo.push_back(c);
+    if (!cancelled_in.empty()) store.results().Ring();
+    // A full page: there may be more.
+    if (ended->size() >= 1000) todo.push_back(q);
+  }
+  WakeReleased(store, released);
+}
+
+}  // namespace sqlq::core
