@@ -56,6 +56,7 @@ type QueueStats struct {
 	Nacks            int64  `json:"nacks"`
 	Expirations      int64  `json:"expirations"`
 	DeadLettered     int64  `json:"dead_lettered"`
+	Expired          int64  `json:"expired"` // jobs not started by their expiry, dead-lettered or dropped
 	Paused           bool   `json:"paused"`
 }
 

@@ -58,6 +58,29 @@ export class ConnectionFailed extends SqlqError {
   /** Whether the request may have reached the server. */
   sent: boolean;
 }
+/** client.result(): the job became a dead letter (code "job_failed"). */
+export class JobFailed extends SqlqError {
+  constructor(id: number, error: string | null | undefined, attempts?: number | null,
+              info?: ResultInfo);
+  /** The job's id. */
+  id: number;
+  /** Its last error. */
+  error: string | null;
+  /** How many attempts it had; null when not known. */
+  attempts: number | null;
+  /** The server's whole reply. */
+  info: ResultInfo;
+}
+/** client.result(): neither completed nor dead within the timeout (code
+ * "result_timeout"). */
+export class ResultTimeout extends SqlqError {
+  constructor(id: number, timeoutMs: number | null, info?: ResultInfo | null, cause?: unknown);
+  /** The job's id. */
+  id: number;
+  /** The server's last reply about the job (its state, progress); null
+   * when none came. */
+  info: ResultInfo | null;
+}
 
 export interface QueueOptions {
   maxAttempts?: number;
@@ -106,6 +129,8 @@ export interface QueueStats {
   ready: number;
   delayed: number;
   leased: number;
+  /** Waiting for messages they depend on. */
+  waiting: number;
   dead: number;
   archived: number;
   oldestReadyAgeMs: number;
@@ -115,6 +140,9 @@ export interface QueueStats {
   nacks: number;
   expirations: number;
   deadLettered: number;
+  /** Jobs not started by their expiry (expireAfterMs), dead-lettered or
+   * dropped. */
+  expired: number;
   paused: boolean;
 }
 
@@ -126,16 +154,99 @@ export interface QueueStatsReply {
 }
 
 export interface SendOptions {
+  /** The job's kind: 1..128 ASCII letters, digits and `_ - . : /`
+   * ("email.send"); a Worker's `handlers` dispatch on it. "" or none: no kind. */
+  kind?: string;
+  /** The longest one attempt of the job may run, 1..43,200,000 ms: the
+   * server leases it for at most this, and a Worker cuts its handler off
+   * there ("timeout after N ms"). None: the worker's or handler's own. */
+  timeoutMs?: number;
+  /** Dead-lettered ("expired: not started within N ms") unless started
+   * within this long after the send, 1 ms..365 d and longer than its delay. */
+  expireAfterMs?: number;
+  /** What that expiry does: "dead" (dead-letter it, the default) or "drop"
+   * (delete it: no dead letter, no archive). "drop" needs expireAfterMs. */
+  onExpiry?: "dead" | "drop";
+  /** The job's own max attempts, 1..1,000,000: the smaller of it and the
+   * queue's maxAttempts applies (1: a dead letter at its first failure). */
+  maxAttempts?: number;
+  /** The job's own retry backoff, 0 ms..365 d, in place of the queue's
+   * backoffBaseMs and backoffMaxMs: the delay's base after a failed attempt,
+   * and its cap (at least backoffMs; none: the queue's cap). */
+  backoffMs?: number;
+  backoffMaxMs?: number;
   priority?: number;
   delayMs?: number;
   runAt?: Date | string;
   dedup?: string;
   group?: string;
   headers?: Headers;
+  /** Ids of messages (in any queue) it waits for: "waiting" until every
+   * one has completed (docs/semantics.md, "Dependencies"). */
+  dependsOn?: number[];
+  /** What it does when one it waits for dies instead: cancelled too
+   * ("cancel", the default), runs anyway ("run"), or waits for a redrive
+   * ("wait"). */
+  ifDependencyDies?: "cancel" | "run" | "wait";
 }
 export interface OutgoingMessage extends SendOptions {
   payload: Payload;
+  /** In a batch: indexes of earlier messages of the same batch it waits for. */
+  dependsOnBatch?: number[];
 }
+/** A message of client.sendAll(): a send's fields and the queue it goes to. */
+export interface QueuedMessage extends OutgoingMessage {
+  queue: string;
+}
+/** A job of a workflow: its queue, payload and a send's options. */
+export interface Job extends SendOptions {
+  queue: string;
+  payload: Payload;
+}
+/** A parent of a workflow's job: one of its jobs, or a message sent
+ * before (an id; or {queue, id}, whose result the job can read). */
+export type Parent = Step | number | { queue: string; id: number };
+
+/** A job added to a workflow: its id is sent.ids[index]. */
+export class Step {
+  readonly workflow: Workflow;
+  readonly index: number;
+  readonly job: Job;
+}
+
+/** A graph of jobs sent in one transaction (POST /v1/messages); each job
+ * is added after its parents, so it never has a cycle. */
+export class Workflow {
+  /** Its id, in the header sqlq-workflow of every job it sends. */
+  readonly id: string;
+  readonly steps: Step[];
+  readonly length: number;
+  /** The queues of its jobs, each once. */
+  queues(): string[];
+  /** findWorkflow(client, this.id, this.queues()). */
+  find(client: Client): Promise<(MessageInfo & { queue: string })[]>;
+  /** cancelWorkflow(client, this.id, this.queues()). */
+  cancel(client: Client): Promise<number>;
+  /** Adds job, to run once every parent in after has completed. */
+  add(job: Job, options?: { after?: Parent[] }): Step;
+  /** The messages of POST /v1/messages (client.sendAll). */
+  messages(): QueuedMessage[];
+  /** Sends every job in one transaction: all are stored, or none; ids in
+   * the order the jobs were added. */
+  send(client: Client): Promise<SendResult>;
+}
+/** Each item runs once the one before it has completed (a workflow: all
+ * its last jobs). */
+export function chain(...items: (Job | Workflow)[]): Workflow;
+/** The items side by side, none waiting for another. */
+export function group(...items: (Job | Workflow)[]): Workflow;
+/** The jobs of workflow id still in queues (not those completed or dead). */
+export function findWorkflow(client: Client, id: string, queues: string[]): Promise<(MessageInfo & { queue: string })[]>;
+/** Cancels every job of workflow id still in queues (the waiting ones
+ * first); how many. */
+export function cancelWorkflow(client: Client, id: string, queues: string[]): Promise<number>;
+/** callback runs once every member has completed. */
+export function chord(members: Workflow | (Job | Workflow)[], callback: Job | Workflow): Workflow;
 export interface SendResult {
   ids: number[];
   duplicate: boolean[];
@@ -165,6 +276,44 @@ export interface ClaimResult extends Array<Message> {
 export interface NackOptions {
   error?: string;
   delayMs?: number;
+  /** "retry" (default): a failed attempt, retried after delayMs or the
+   * queue's backoff; "dead": a dead letter now; "snooze": back after
+   * delayMs without counting the attempt. */
+  action?: "retry" | "dead" | "snooze";
+}
+/** What the server did with a nack: retried later, dead-lettered, snoozed. */
+export type NackOutcome = "retry" | "dead" | "snoozed";
+
+export interface AckOptions {
+  /** The job's result, any JSON value (null too; undefined: none), as
+   * large as the queue's maxPayloadBytes; kept for client.result(). */
+  result?: unknown;
+  /** How long the result is kept, 1000 ms..30 days [the server's: a day]. */
+  resultTtlMs?: number | null;
+}
+
+/** What the server has of a job (client.result, queue.resultInfo). */
+export interface ResultInfo {
+  id: number;
+  state: "ready" | "delayed" | "leased" | "completed" | "dead";
+  /** Completed with a result: what its handler returned (or the ack carried). */
+  result?: Json;
+  /** Completed: when (RFC 3339). */
+  completedAt?: string;
+  /** The latest progress its handler recorded, with its note and time. */
+  progress?: number;
+  note?: Json;
+  progressAt?: string;
+  /** Dead: its last error. */
+  error?: string;
+  attempts?: number;
+}
+
+export interface ResultOptions {
+  /** Give up (ResultTimeout) after this long [60000]; null: no limit. */
+  timeoutMs?: number | null;
+  /** Aborts the wait. */
+  signal?: AbortSignal;
 }
 
 export interface ErrorEntry {
@@ -182,23 +331,53 @@ export class Message {
   receipt: string;
   attempt: number;
   priority: number;
+  /** The job's kind; undefined when it was sent without one. */
+  kind?: string;
   payload: ReceivedPayload;
   headers?: Headers;
   group?: string;
+  /** The job's own time limit (timeoutMs at its send); undefined when none. */
+  timeoutMs?: number;
+  /** When the job would have expired unstarted (expireAfterMs at its send);
+   * undefined when it has no such limit. */
+  expiresAt?: string;
+  /** "drop" when its expiry deletes it (onExpiry at its send); undefined
+   * when it is dead-lettered. */
+  onExpiry?: "drop";
+  /** The job's own max attempts (maxAttempts at its send); undefined when
+   * none (the queue's applies). */
+  maxAttempts?: number;
   enqueuedAt: string;
   leaseExpiresAt: string;
   /** In a Worker's handler: aborted when the worker gives the message up
-   * (shutdown deadline, lease lost). */
+   * (its timeout, shutdown deadline, lease lost); the handler's
+   * `context.signal`. */
   readonly signal?: AbortSignal;
-  ack(): Promise<void>;
-  nack(options?: NackOptions): Promise<"retry" | "dead">;
+  /** Acks; with `result`, the job's result is kept for client.result(). */
+  ack(options?: AckOptions): Promise<void>;
+  /** Records how far the job has come (a finite number) with an optional
+   * note (any JSON value, at most 4 KiB); the latest replaces the one
+   * before. It does not extend the lease. */
+  progress(value: number, note?: unknown): Promise<void>;
+  nack(options?: NackOptions & { action?: "retry" | "dead" }): Promise<"retry" | "dead">;
+  /** A snooze: "snoozed", or "retry"/"dead" once the message was snoozed 100 times. */
+  nack(options: NackOptions & { action: "snooze" }): Promise<NackOutcome>;
   extend(leaseMs: number): Promise<string>;
+  /** The parents a workflow named by queue and id (its header
+   * sqlq-parents); [] otherwise. */
+  readonly parents: { queue: string; id: number }[];
+  /** The results of its parents, one request each: id → result, in the
+   * parents' order; a parent acked without a result (or whose result ran
+   * out) is left out. */
+  parentResults(): Promise<Map<number, unknown>>;
 }
 
-export type MessageState = "ready" | "delayed" | "leased" | "dead" | "archived";
+export type MessageState = "ready" | "delayed" | "leased" | "waiting" | "dead" | "archived";
 
 export interface MessageFilter {
   state?: MessageState | string;
+  /** Only the messages of this kind. */
+  kind?: string;
   minPriority?: number;
   maxPriority?: number;
   dedup?: string;
@@ -214,6 +393,20 @@ export interface MessageInfo {
   state: MessageState;
   priority: number;
   attempts: number;
+  kind?: string;
+  /** Its own limits, set at its send (absent when none): the longest one
+   * attempt may run; how long after the send it must start, and when that is. */
+  timeoutMs?: number;
+  expireAfterMs?: number;
+  expiresAt?: string;
+  /** "drop" when its expiry deletes it rather than dead-letters it. */
+  onExpiry?: "drop";
+  /** Its own retry policy, set at its send (absent when none). */
+  maxAttempts?: number;
+  backoffMs?: number;
+  backoffMaxMs?: number;
+  /** How many times a handler snoozed it (absent when none). */
+  snoozes?: number;
   payload: ReceivedPayload;
   headers?: Headers;
   dedup?: string;
@@ -226,6 +419,10 @@ export interface MessageInfo {
   errors?: ErrorEntry[];
   diedAt?: string;
   completedAt?: string;
+  /** While "waiting": the ids it still waits for, and of those the dead
+   * ones it waits for a redrive of. */
+  waitsFor?: number[];
+  waitsForDead?: number[];
 }
 
 export interface MessagePage {
@@ -247,6 +444,7 @@ export interface DeadLetter {
   priority: number;
   attempts: number;
   lastError: string;
+  kind?: string;
   payload: ReceivedPayload;
   headers?: Headers;
   errors?: ErrorEntry[];
@@ -259,6 +457,7 @@ export interface ArchivedMessage {
   priority: number;
   attempts: number;
   worker?: string;
+  kind?: string;
   payload: ReceivedPayload;
   headers?: Headers;
   errors?: ErrorEntry[];
@@ -289,9 +488,16 @@ export class Queue {
   send(payload: Payload, options?: SendOptions): Promise<number>;
   sendBatch(messages: OutgoingMessage[]): Promise<SendResult>;
   claim(options?: ClaimOptions): Promise<ClaimResult>;
-  ack(receipt: string): Promise<void>;
+  ack(receipt: string, options?: AckOptions): Promise<void>;
+  progress(receipt: string, progress: number, note?: unknown): Promise<void>;
+  /** One request: what the server has of the job now (held up to waitMs
+   * until it is completed or dead). */
+  resultInfo(id: number, options?: { waitMs?: number }): Promise<ResultInfo>;
+  /** client.result(queue, id, options) of this queue. */
+  result(id: number, options?: ResultOptions): Promise<ResultInfo>;
   ackMany(receipts: string[]): Promise<Array<{ ok: true } | { ok: false; error: { code: string; message: string } }>>;
-  nack(receipt: string, options?: NackOptions): Promise<"retry" | "dead">;
+  nack(receipt: string, options?: NackOptions & { action?: "retry" | "dead" }): Promise<"retry" | "dead">;
+  nack(receipt: string, options: NackOptions & { action: "snooze" }): Promise<NackOutcome>;
   extend(receipt: string, leaseMs: number): Promise<string>;
   message(id: number): Promise<MessageInfo>;
   messages(filter?: MessageFilter & { limit?: number; cursor?: string }): Promise<MessagePage>;
@@ -327,6 +533,22 @@ export class Ring {
   deleteEntry(group: string, seq: number): Promise<number>;
 }
 
+export interface TopicInfo { name: string; kind: "topic"; createdAt: string; subscriptions: number }
+export interface Subscription { topic: string; queue: string; filter: Record<string, string>; subscribedAt: string }
+export interface Delivery { queue: string; message: number; id: number; duplicate: boolean }
+
+export class Topic {
+  constructor(client: Client, name: string);
+  readonly name: string;
+  create(): Promise<{ name: string; kind: "topic" }>;
+  drop(): Promise<void>;
+  subscribe(queue: string, options?: { filter?: Record<string, string> }): Promise<Subscription & { created: boolean }>;
+  unsubscribe(queue: string): Promise<void>;
+  subscriptions(): Promise<Subscription[]>;
+  publish(payload: Payload, options?: SendOptions): Promise<Delivery[]>;
+  publishBatch(messages: OutgoingMessage[]): Promise<Delivery[]>;
+}
+
 export interface RotationInfo { name: string; kind: "rotation"; maxFailures: number; maxPayloadBytes: number }
 export interface RotationStats { name: string; maxFailures: number; items: number; parked: number; serves: number }
 export interface RotationItem { key: string; payload: ReceivedPayload; served: number; failures: number; parked: boolean }
@@ -354,11 +576,18 @@ export interface ScheduleOptions {
   priority?: number;
   headers?: Headers;
   group?: string;
+  /** The kind of each message it sends. */
+  kind?: string;
+  /** The limits of each message it sends, as in a send. */
+  timeoutMs?: number;
+  expireAfterMs?: number;
+  onExpiry?: "dead" | "drop";
   catchUp?: number;
 }
 export interface ScheduleInfo {
   name: string; cron: string; timeZone: string; queue: string;
-  payload: ReceivedPayload; priority: number; headers?: Headers; group?: string;
+  payload: ReceivedPayload; priority: number; headers?: Headers; group?: string; kind?: string;
+  timeoutMs?: number; expireAfterMs?: number; onExpiry?: "drop";
   catchUp: number; paused: boolean; nextTick: string | null; lastTick: string | null;
   sent: number; skipped: number; lastError: string; createdAt: string;
 }
@@ -385,11 +614,19 @@ export class Client {
   /** Frees the kept-alive connections. */
   close(): void;
   queue(name: string): Queue;
+  /** POST /v1/messages: to several queues in one transaction, all or none
+   * (a missing queue stores nothing); dependsOnBatch indexes count over the
+   * whole list. */
+  sendAll(messages: QueuedMessage[]): Promise<SendResult>;
+  /** workflow.send(client). */
+  sendFlow(flow: Workflow): Promise<SendResult>;
   ring(name: string): Ring;
   rotation(name: string): Rotation;
+  topic(name: string): Topic;
   schedule(name: string): Schedule;
   queues(): Promise<QueueInfo[]>;
   rings(): Promise<RingInfo[]>;
+  topics(): Promise<TopicInfo[]>;
   rotations(): Promise<RotationInfo[]>;
   schedules(): Promise<ScheduleInfo[]>;
   all(): Promise<Everything>;
@@ -398,6 +635,37 @@ export class Client {
   health(): Promise<boolean>;
   ready(): Promise<boolean>;
   metrics(): Promise<string>;
+  /** The live workers (each Worker reports itself while it runs), of one
+   * queue or of every queue the token may see. */
+  workers(options?: { queue?: string }): Promise<LiveWorker[]>;
+  /** A worker's report (a Worker sends its own). */
+  reportWorker(id: string, report: WorkerReport): Promise<{ id: string; ttlMs: number }>;
+  removeWorker(id: string): Promise<number>;
+  /** Awaits the result of a job: resolves once it is completed; rejects with
+   * JobFailed when it became a dead letter, ResultTimeout after timeoutMs,
+   * NotFound when the queue knows nothing of it. Survives a server restart
+   * (asks again until the timeout). */
+  result(queue: string | Queue, id: number, options?: ResultOptions): Promise<ResultInfo>;
+}
+
+export interface WorkerReport {
+  name?: string;
+  host?: string;
+  pid?: number;
+  queues?: string[];
+  kinds?: string[];
+  concurrency?: number;
+  /** The jobs in its hands. */
+  jobs?: Array<{ queue: string; id: number; since: string }>;
+  startedAt?: string;
+  /** How long the report lasts [30000]. */
+  ttlMs?: number;
+}
+export interface LiveWorker extends Required<Omit<WorkerReport, "startedAt">> {
+  id: string;
+  startedAt?: string;
+  lastSeen: string;
+  expiresAt: string;
 }
 
 /** `console`, or any object with these methods (winston's loggers have
@@ -410,7 +678,7 @@ export interface Logger {
 }
 
 export interface WorkerOptions {
-  /** Handlers running at once [1]. */
+  /** Handlers running at once, over all the worker's queues [1]. */
   concurrency?: number;
   /** Long poll of each claim [20000]. */
   waitMs?: number;
@@ -422,33 +690,145 @@ export interface WorkerOptions {
   shutdownTimeoutMs?: number;
   /** Cap of the reconnection backoff [5000]. */
   maxBackoffMs?: number;
-  /** Kept in the archive as the message's worker, and in its logs [hostname-pid]. */
+  /** In its logs and its reports [hostname-pid]. */
   name?: string;
   /** Where the worker says what happens [stderr]; null for silence. */
   logger?: Logger | null;
   /** Stop on SIGTERM/SIGINT while run() runs [true]. */
   installSignalHandlers?: boolean;
+  /** Every handler's time limit, unless its own says otherwise [none]: at
+   * the limit its signal is aborted, its lease no longer extended, and the
+   * attempt fails with "timeout after N ms". A message sent with a shorter
+   * timeoutMs of its own is cut off at that one. */
+  timeoutMs?: number | null;
+  /** A message no handler takes: "fail" (a failed attempt with the error
+   * "no handler for kind 'x'": retried, then a dead letter), "snooze" (back
+   * after unknownKindDelayMs, the attempt not counted), "dead" (a dead
+   * letter now) ["fail"]. */
+  unknownKind?: "fail" | "snooze" | "dead";
+  /** The snooze of unknownKind "snooze" [30000]. */
+  unknownKindDelayMs?: number;
+  /** Report itself among the live workers while it runs [true]. A refused
+   * report is tried again at the next report's time (logged on the first
+   * and every tenth try); only a server without live workers ends them. */
+  report?: boolean;
+  /** How long each report lasts; it reports again every third of it [30000]. */
+  reportTtlMs?: number;
+  /** How long the server keeps a handler's result [its default: a day]. */
+  resultTtlMs?: number | null;
 }
 
-export interface WorkerStats {
+/** A worker's options with its queues and handlers. */
+export interface JobWorkerOptions extends WorkerOptions {
+  /** The queues to claim from, one claim loop each, sharing `concurrency`. */
+  queues?: Array<string | Queue>;
+  queue?: string | Queue;
+  /** The handler of each kind; "*" takes the kinds not listed and the
+   * messages without a kind. */
+  handlers?: Handlers;
+  /** The handler of every message (the same as handlers["*"]). */
+  handler?: Handler;
+}
+
+export interface WorkerCounts {
   acked: number;
+  /** Every nack: failed attempts, snoozes, dead letters of the handler's. */
   nacked: number;
+  /** Of the nacks: the snoozes (Snooze, unknownKind "snooze"). */
+  snoozed: number;
+  /** Of the nacks: dead-lettered by the handler (Permanent, Cancel, unknownKind "dead"). */
+  dead: number;
   released: number;
   lost: number;
   failedAcks: number;
 }
+export interface WorkerStats extends WorkerCounts {
+  /** The same counts for each queue of the worker. */
+  queues: Record<string, WorkerCounts>;
+}
 
-export type Handler = (message: Message) => unknown | Promise<unknown>;
+export interface HandlerContext {
+  /** Aborted when the worker gives the message up: its timeout, a lost
+   * lease, the shutdown deadline. */
+  signal: AbortSignal;
+}
+/** Returns (or resolves): acked; what it returns, unless undefined, is kept
+ * as the job's result (any JSON value, as large as the queue's
+ * maxPayloadBytes; else the attempt fails with the reason). Throws Snooze, RetryAfter, Permanent or
+ * Cancel for those outcomes; any other throw is a failed attempt. */
+export type Handler = (message: Message, context: HandlerContext) => unknown | Promise<unknown>;
+export type Handlers = Record<string, Handler | { handler: Handler; timeoutMs?: number | null }>;
 
 export class Worker {
-  constructor(client: Client, queue: string | Queue, handler: Handler, options?: WorkerOptions);
+  constructor(client: Client, queue: string | Queue | Array<string | Queue>, handler: Handler,
+              options?: WorkerOptions);
+  constructor(client: Client, queue: string | Queue | Array<string | Queue>,
+              options: JobWorkerOptions);
+  constructor(client: Client, options: JobWorkerOptions);
   readonly stats: WorkerStats;
   readonly stopping: boolean;
+  /** The names of the queues it claims from. */
+  readonly queues: string[];
+  /** Unique per process and run (host:pid:random): the id of its reports,
+   * and the `worker` of its claims (of a leased or archived message). */
+  readonly id: string;
   /** Runs until stop() or SIGTERM/SIGINT; resolves once every message is
    * acked, nacked or released. */
   run(): Promise<void>;
   /** Stops claiming; resolves when run() is done. */
   stop(): Promise<void>;
+  /** Hooks around every handler, in the order added; returns the worker. */
+  use(hooks: WorkerHooks): this;
+  /** For tests: claims every ready message of the worker's queues (or of
+   * `queue`) and runs each once through the handlers, one at a time,
+   * without the worker's loop. */
+  drainInline(options?: { queue?: string | Queue }): Promise<InlineResult[]>;
+}
+
+export interface WorkerHooks {
+  /** Before the handler; a throw is the handler's. */
+  before?(message: Message, context: HandlerContext & { queue: string }): unknown;
+  /** After the handler resolved, with what it resolved to; a throw is the handler's. */
+  after?(message: Message, result: unknown, context: HandlerContext & { queue: string }): unknown;
+  /** When the handler, a before or an after threw; throw another error
+   * (a Permanent, say) to settle the message by that one instead. */
+  onError?(message: Message, error: unknown, context: HandlerContext & { queue: string }): unknown;
+}
+
+export interface InlineResult {
+  message: Message;
+  queue: string;
+  /** What became of it; null when the server refused the outcome. */
+  outcome: "acked" | NackOutcome | null;
+  /** The error the message keeps, for a nack. */
+  error?: string;
+  /** What the handler returned, acked as the job's result (undefined: none). */
+  result?: unknown;
+}
+
+/** Thrown by a handler: the message comes back after delayMs, the attempt
+ * not counted (a message snoozed 100 times has its further snoozes counted
+ * as failed attempts). */
+export class Snooze extends Error {
+  constructor(delayMs?: number);
+  readonly delayMs: number;
+}
+/** Thrown by a handler: a failed attempt (with `error` as its error),
+ * retried after delayMs instead of the queue's backoff. */
+export class RetryAfter extends Error {
+  constructor(delayMs: number, error?: unknown);
+  readonly delayMs: number;
+  readonly error: unknown;
+}
+/** Thrown by a handler: a dead letter now, `error` its last error. */
+export class Permanent extends Error {
+  constructor(error?: unknown);
+  readonly error: unknown;
+}
+/** Thrown by a handler: a dead letter now, with the error "cancelled: REASON". */
+export class Cancel extends Error {
+  constructor(reason?: string);
+  readonly reason: string;
 }
 
 /** The text a failed handler leaves on its message. */

@@ -1,7 +1,9 @@
-export { Client, Queue, Message, Ring, Rotation, Schedule } from "./src/client.js";
+export { Client, Queue, Message, Ring, Rotation, Schedule, Topic } from "./src/client.js";
 export { Worker, errorText } from "./src/worker.js";
 export {
   SqlqError, BadRequest, Unauthorized, Forbidden, NotFound, AlreadyExists, StaleReceipt,
   Conflict, TooManyRequests, Unavailable, ServerTimeout, OutcomeUnknown, ServerError,
-  ConnectionFailed,
+  ConnectionFailed, JobFailed, ResultTimeout,
 } from "./src/errors.js";
+export { Snooze, RetryAfter, Permanent, Cancel } from "./src/outcomes.js";
+export { Workflow, Step, chain, group, chord, findWorkflow, cancelWorkflow } from "./src/flow.js";

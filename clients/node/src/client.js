@@ -2,9 +2,38 @@
 
 import { randomUUID } from "node:crypto";
 
-import { Transport, toError } from "./http.js";
+import { Transport, toError, backoffMs, sleep, describe } from "./http.js";
+import { ConnectionFailed, JobFailed, NotFound, ResultTimeout, SqlqError } from "./errors.js";
 import { fromWire, toWire, payloadField, seg, query } from "./wire.js";
 import { inject } from "./tracing.js";
+
+// The longest waitMs of one request for a result (the server's default
+// limit); a server with a lower one says so, and the client follows it.
+const RESULT_WAIT_MS = 20000;
+
+// Whether an error is for want of the server (unreachable, restarting,
+// busy, failing): asked again while awaiting a result.
+const passing = (e) => e instanceof ConnectionFailed ||
+  (e instanceof SqlqError && (e.status >= 500 || e.status === 429));
+
+// After a wait_too_long error, the waitMs to ask for instead of `chunk`:
+// the server's limit ("... exceeds the server's limit of 20000"), or half
+// of chunk when it does not say; null when nothing shorter is left.
+function waitLimit(e, chunk) {
+  const m = /limit of (\d+)/.exec(e.message);
+  const smaller = m ? Number(m[1]) : Math.floor(chunk / 2);
+  return smaller >= 0 && smaller < chunk ? smaller : null;
+}
+
+// A result reply as the client returns it: the job's result and note are
+// the application's JSON, kept as they are.
+function resultInfo(r) {
+  const { result, note, ...rest } = r;
+  const out = fromWire(rest);
+  if ("result" in r) out.result = result;
+  if ("note" in r) out.note = note;
+  return out;
+}
 
 export class Client {
   // new Client("http://127.0.0.1:8080", {token, timeoutMs, retries, retryForMs,
@@ -15,6 +44,31 @@ export class Client {
     // Every message sent without a dedup key gets one of its own, so that a
     // send whose reply was lost is retried and stored once.
     this.idempotentSends = options.idempotentSends ?? true;
+  }
+
+  // POST /v1/messages: [{queue, payload, ...a send's options}] → {ids,
+  // duplicate}, to several queues in one transaction: all are stored, or
+  // none (a missing queue stores nothing). dependsOnBatch indexes count
+  // over the whole list.
+  async sendAll(messages) {
+    for (const m of messages) {
+      if (!m.queue) throw new TypeError("a message of sendAll names no queue");
+    }
+    return this._sendMessages("/v1/messages", messages);
+  }
+  // Sends a workflow (flow.js: chain, group, chord, Workflow) in one
+  // transaction → {ids, duplicate}, ids in the order its jobs were added.
+  async sendFlow(flow) { return flow.send(this); }
+
+  async _sendMessages(path, messages) {
+    const wire = messages.map((m) => toWire(m));
+    await inject(wire);
+    if (this.idempotentSends) {
+      for (const m of wire) m.dedup ??= "idem:" + randomUUID().replaceAll("-", "");
+    }
+    // With a dedup key on every message a repeat stores nothing twice.
+    const idempotent = wire.length > 0 && wire.every((m) => m.dedup != null);
+    return await this._post(path, { messages: wire }, { idempotent });
   }
 
   // Frees the kept-alive connections (the process can then exit).
@@ -38,15 +92,86 @@ export class Client {
   queue(name) { return new Queue(this, name); }
   ring(name) { return new Ring(this, name); }
   rotation(name) { return new Rotation(this, name); }
+  topic(name) { return new Topic(this, name); }
   schedule(name) { return new Schedule(this, name); }
 
   async queues() { return fromWire((await this._get("/v1/queues")).queues); }
   async rings() { return fromWire((await this._get("/v1/rings")).rings); }
   async rotations() { return fromWire((await this._get("/v1/rotations")).rotations); }
+  async topics() { return fromWire((await this._get("/v1/topics")).topics); }
   async schedules() { return fromWire((await this._get("/v1/schedules")).schedules); }
   // Every queue, ring and rotation the token may see.
   async all() { return fromWire(await this._get("/v1/all")); }
   async overview() { return fromWire(await this._get("/v1/overview")); }
+
+  // The live workers (each Worker reports itself while it runs), of one
+  // queue or of every queue the token may see.
+  async workers({ queue } = {}) {
+    return fromWire((await this._get("/v1/workers" + query({ queue }))).workers);
+  }
+  // PUT /v1/workers/{id}: a worker's report {name, host, pid, queues, kinds,
+  // concurrency, jobs: [{queue, id, since}], startedAt, ttlMs} → {id, ttlMs}.
+  async reportWorker(id, report) {
+    return fromWire(await this.http.call("PUT", "/v1/workers/" + seg(id),
+                                         { body: toWire(report), idempotent: true }));
+  }
+  // DELETE /v1/workers/{id}: how many reports went (1).
+  async removeWorker(id) { return (await this._delete("/v1/workers/" + seg(id))).removed; }
+
+  // Awaits the result of job `id` of `queue`: long polls the server until
+  // the job is completed, then resolves with what the server has of it
+  // ({id, state: "completed", result, completedAt, progress, note,
+  // progressAt, attempts}; no `result` when it was acked without one).
+  // Rejects with JobFailed (id, error, attempts) when it became a dead
+  // letter, ResultTimeout when it is neither after `timeoutMs` [60000;
+  // null: no limit], NotFound when the queue knows nothing of it (never
+  // sent, acked without a result, or its result ran out). A server that is
+  // restarting, unreachable or answering 5xx meanwhile is asked again,
+  // with a short backoff, until the timeout. `signal` aborts the wait.
+  async result(queue, id, { timeoutMs = 60000, signal } = {}) {
+    const q = typeof queue === "string" ? this.queue(queue) : queue;
+    const deadline = timeoutMs == null ? Infinity : Date.now() + Math.max(0, timeoutMs);
+    let chunk = RESULT_WAIT_MS;
+    let fails = 0;  // failed tries in a row
+    let early = 0;  // replies in a row that came back before their wait
+    let info = null;
+    let last;
+    for (;;) {
+      const waitMs = Math.floor(Math.max(0, Math.min(deadline - Date.now(), chunk)));
+      const asked = Date.now();
+      try {
+        info = await q._resultOnce(id, waitMs, { retries: 0, signal });
+        fails = 0;
+        last = undefined;
+      } catch (e) {
+        if (e instanceof SqlqError && e.code === "wait_too_long") {
+          const smaller = waitLimit(e, chunk);
+          if (smaller === null) throw e;
+          chunk = smaller;
+          continue;
+        }
+        if (!passing(e) || signal?.aborted) throw e;
+        last = e;
+        const pause = backoffMs(fails++, 50, 1000);
+        if (Date.now() + pause >= deadline) throw new ResultTimeout(id, timeoutMs, info, e);
+        this.http.logger.warn(`sqlq: waiting for the result of job ${id}: ${describe(e)}; ` +
+                              `asking again in ${(pause / 1000).toFixed(2)}s`, { code: e.code, id });
+        await sleep(pause, signal);
+        continue;
+      }
+      if (info.state === "completed") return info;
+      if (info.state === "dead") throw new JobFailed(id, info.error, info.attempts ?? null, info);
+      if (Date.now() >= deadline) throw new ResultTimeout(id, timeoutMs, info, last);
+      // A reply long before its wait ended (a server stopping): not asked
+      // again at once.
+      if (waitMs > 0 && Date.now() - asked < waitMs / 2) {
+        await sleep(Math.min(backoffMs(early++, 50, 1000), Math.max(0, deadline - Date.now())),
+                    signal);
+      } else {
+        early = 0;
+      }
+    }
+  }
 
   // GET /healthz: true when the server answers {"status":"ok"}.
   async health() { return (await this._get("/healthz", { retries: 0 }))?.status === "ok"; }
@@ -74,13 +199,55 @@ export class Message {
     Object.defineProperty(this, "queue", { value: queue, enumerable: false });
     Object.defineProperty(this, "raw", { value: m, enumerable: false });
   }
-  ack() { return this.queue.ack(this.receipt); }
+  // ack({result, resultTtlMs}): with a result (any JSON value), the job's
+  // result is kept for client.result().
+  ack(options) { return this.queue.ack(this.receipt, options); }
+  // Records how far the job has come: a finite number (a percentage, a
+  // count), and an optional note (any JSON value, at most 4 KiB). Each
+  // replaces the one before; it does not extend the lease.
+  progress(value, note) { return this.queue.progress(this.receipt, value, note); }
   nack(options = {}) { return this.queue.nack(this.receipt, options); }
+  // The [{queue, id}] of the messages a workflow (flow.js) sent this one
+  // to wait for by queue and id (its header sqlq-parents); [] otherwise.
+  get parents() { return parseParents(this.headers?.[PARENTS_HEADER] ?? ""); }
+  // The results of its parents, one request each: a Map of id → result, in
+  // the parents' order. A parent has one only when it was acked with a
+  // result (a handler that returned a value) not yet run out; the others
+  // are left out.
+  async parentResults() {
+    const out = new Map();
+    for (const { queue, id } of this.parents) {
+      let info;
+      try {
+        info = await this.queue.client.queue(queue).resultInfo(id);
+      } catch (e) {
+        if (e instanceof NotFound) continue;
+        throw e;
+      }
+      if (info.state === "completed" && "result" in info) out.set(id, info.result);
+    }
+    return out;
+  }
   async extend(leaseMs) {
     const until = await this.queue.extend(this.receipt, leaseMs);
     this.leaseExpiresAt = until;
     return until;
   }
+}
+
+// The header in which a workflow names a job's parents by queue and id:
+// "fetch:12,resize:14".
+export const PARENTS_HEADER = "sqlq-parents";
+
+export function parseParents(text) {
+  const out = [];
+  for (const item of text.split(",")) {
+    const t = item.trim();
+    const at = t.lastIndexOf(":");
+    const id = t.slice(at + 1);
+    if (at > 0 && /^[0-9]+$/.test(id)) out.push({ queue: t.slice(0, at), id: Number(id) });
+  }
+  return out;
 }
 
 // The listing filter as query parameters.
@@ -90,7 +257,7 @@ function filterQuery(f = {}) {
   return {
     state: f.state, min_priority: f.minPriority, max_priority: f.maxPriority,
     dedup: f.dedup, group: f.group, header, payload_prefix: f.payloadPrefix,
-    enqueued_after: f.enqueuedAfter, enqueued_before: f.enqueuedBefore,
+    enqueued_after: f.enqueuedAfter, enqueued_before: f.enqueuedBefore, kind: f.kind,
   };
 }
 
@@ -114,9 +281,18 @@ export class Queue {
   async purge() { return (await this.client._post(this.path + "/purge")).purged; }
   async history() { return fromWire(await this.client._get(this.path + "/history")); }
 
-  // One message: send(payload, {priority, delayMs, runAt, dedup, group,
-  // headers}) → its id (that of the message already there when `dedup`
-  // matched one; sendBatch says which).
+  // One message: send(payload, {kind, timeoutMs, expireAfterMs, onExpiry,
+  // maxAttempts, backoffMs, backoffMaxMs, priority, delayMs, runAt, dedup,
+  // group, headers}) → its id (that of the message already there when
+  // `dedup` matched one; sendBatch says which).
+  // timeoutMs: the longest one attempt may run (the server leases it for
+  // at most that, a Worker cuts its handler off there); expireAfterMs: a
+  // dead letter unless started within it, or deleted instead with
+  // onExpiry "drop" ("dead" is the default). A claimed message shows them
+  // as timeoutMs, expiresAt and onExpiry ("drop" only). maxAttempts (the smaller of it and the
+  // queue's applies), backoffMs and backoffMaxMs (the retry delay's base
+  // and cap, instead of the queue's): the job's own retry policy; a
+  // claimed message shows maxAttempts.
   async send(payload, options = {}) {
     const r = await this.sendBatch([{ ...options, payload }]);
     return r.ids[0];
@@ -126,14 +302,11 @@ export class Queue {
   // idempotentSends is off) a send is retried like any safe request. Each
   // message carries the current trace context (tracing.js) unless its
   // headers have a traceparent.
+  // dependsOn (ids), dependsOnBatch (indexes of earlier messages of the
+  // batch) and ifDependencyDies ("cancel" [default], "run", "wait") make a
+  // message wait for others (docs/semantics.md, "Dependencies").
   async sendBatch(messages) {
-    const wire = messages.map((m) => toWire(m));
-    await inject(wire);
-    if (this.client.idempotentSends) {
-      for (const m of wire) m.dedup ??= "idem:" + randomUUID().replaceAll("-", "");
-    }
-    const idempotent = wire.length > 0 && wire.every((m) => m.dedup != null);
-    return await this.client._post(this.path + "/messages", { messages: wire }, { idempotent });
+    return this.client._sendMessages(this.path + "/messages", messages);
   }
 
   // claim({max, leaseMs, waitMs, worker, ack, signal}) → [Message], with
@@ -154,18 +327,58 @@ export class Queue {
     return out;
   }
 
-  // ack(receipt) → undefined, or throws.
-  async ack(receipt) {
-    await this.client._post(this.path + "/ack", { receipt });
+  // ack(receipt, {result, resultTtlMs}) → undefined, or throws. With a
+  // result (any JSON value, null too; as large as the queue's
+  // maxPayloadBytes, else a 413 BadRequest and nothing acked), the job's
+  // result is kept in the ack's
+  // transaction for resultTtlMs (1000 ms to 30 days; the server's default:
+  // a day).
+  async ack(receipt, { result, resultTtlMs } = {}) {
+    const body = { receipt };
+    if (result !== undefined) {
+      body.result = result;
+      if (resultTtlMs != null) body.result_ttl_ms = resultTtlMs;
+    }
+    await this.client._post(this.path + "/ack", body);
   }
+  // progress(receipt, progress, note): the progress of a leased message, a
+  // finite number, and an optional note (any JSON value, at most 4 KiB).
+  // The latest replaces the one before; the lease is not extended.
+  async progress(receipt, progress, note) {
+    if (typeof progress !== "number" || !Number.isFinite(progress)) {
+      throw new TypeError(`progress must be a finite number, not ${String(progress)}`);
+    }
+    const body = { receipt, progress };
+    if (note !== undefined) body.note = note;
+    await this.client._post(this.path + "/progress", body, { idempotent: true });
+  }
+  // resultInfo(id, {waitMs}): what the server has of job `id` now (one
+  // request; with waitMs, held until it is completed or dead, or waitMs ran
+  // out): {id, state, result, completedAt, progress, note, progressAt,
+  // error, attempts}, each when known. NotFound when the queue knows
+  // nothing of it.
+  async resultInfo(id, { waitMs } = {}) { return this._resultOnce(id, waitMs); }
+  async _resultOnce(id, waitMs, opts = {}) {
+    const r = await this.client._get(`${this.path}/messages/${seg(id)}/result` +
+                                     query({ wait_ms: waitMs || undefined }),
+                                     { timeoutMs: (waitMs ?? 0) + this.client.http.timeoutMs,
+                                       ...opts });
+    return resultInfo(r);
+  }
+  // result(id, {timeoutMs, signal}): client.result(queue, id, ...) of this queue.
+  async result(id, options) { return this.client.result(this, id, options); }
   // ackMany([receipts]) in one commit → one result per receipt:
   // {ok: true} or {ok: false, error: {code, message}}.
   async ackMany(receipts) {
     return (await this.client._post(this.path + "/ack", { receipts })).results;
   }
-  // nack(receipt, {error, delayMs}) → "retry" or "dead".
-  async nack(receipt, { error, delayMs } = {}) {
-    const r = await this.client._post(this.path + "/nack", toWire({ receipt, error, delayMs }));
+  // nack(receipt, {error, delayMs, action}) → "retry", "dead" or
+  // "snoozed". action: "retry" (the default: a failed attempt), "dead" (a
+  // dead letter now) or "snooze" (back after delayMs, the attempt not
+  // counted).
+  async nack(receipt, { error, delayMs, action } = {}) {
+    const r = await this.client._post(this.path + "/nack",
+                                      toWire({ receipt, error, delayMs, action }));
     return r.outcome;
   }
   // extend(receipt, leaseMs) → the new lease end (RFC 3339).
@@ -248,6 +461,47 @@ export class Ring {
   }
 }
 
+// A subscription as the server gives it: camelCase fields, the filter's
+// header names as they are.
+const subscriptionOf = (s) => ({ ...fromWire(s), filter: s.filter });
+
+// A topic: one publish stored in every subscribed queue whose header filter
+// it matches, in one transaction (docs/semantics.md, "Topics").
+export class Topic {
+  constructor(client, name) {
+    this.client = client;
+    this.name = name;
+    this.path = "/v1/topics/" + seg(name);
+  }
+  // AlreadyExists when a queue, ring, rotation or topic has the name.
+  async create() { return fromWire(await this.client._post(this.path)); }
+  // The subscriptions go; the queues stay.
+  async drop() { await this.client._delete(this.path); }
+  // subscribe(queue, {filter}) → {topic, queue, filter, created}: subscribes
+  // the queue, or replaces its filter (created false), the headers a
+  // message must carry with exactly these values to be delivered to it
+  // (none: every message).
+  async subscribe(queue, { filter } = {}) {
+    const r = await this.client.http.call("PUT", `${this.path}/subscriptions/${seg(queue)}`, {
+      body: filter ? { filter } : undefined, idempotent: true });
+    return subscriptionOf(r);
+  }
+  // NotFound when the queue is not subscribed.
+  async unsubscribe(queue) { await this.client._delete(`${this.path}/subscriptions/${seg(queue)}`); }
+  // [{topic, queue, filter, subscribedAt}] by queue.
+  async subscriptions() {
+    return (await this.client._get(this.path + "/subscriptions")).subscriptions.map(subscriptionOf);
+  }
+  // publish(payload, {headers, priority, dedup, group, kind, ...}: a send's
+  // options) → [{queue, message, id, duplicate}], one per queue that stored
+  // it; [] when no subscription takes it (nothing stored).
+  async publish(payload, options = {}) { return this.publishBatch([{ ...options, payload }]); }
+  // Many in one commit; each delivery's `message` is its index in messages.
+  async publishBatch(messages) {
+    return fromWire((await this.client._sendMessages(this.path + "/messages", messages)).deliveries);
+  }
+}
+
 export class Rotation {
   constructor(client, name) {
     this.client = client;
@@ -275,7 +529,8 @@ export class Schedule {
     this.name = name;
     this.path = "/v1/schedules/" + seg(name);
   }
-  // create({cron, queue, timeZone, payload, priority, headers, group, catchUp}).
+  // create({cron, queue, timeZone, payload, priority, headers, group, kind,
+  // timeoutMs, expireAfterMs, onExpiry, catchUp}).
   async create(options) { return fromWire(await this.client._post(this.path, toWire(options))); }
   async get() { return fromWire(await this.client._get(this.path)); }
   async pause() { return fromWire(await this.client._post(this.path + "/pause")); }

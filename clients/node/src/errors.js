@@ -48,6 +48,36 @@ export class ConnectionFailed extends SqlqError {
   }
 }
 
+// What awaiting a job's result (client.result) rejects with when the job
+// became a dead letter: its attempts used up, its handler threw Permanent
+// or Cancel, or it expired. `id`: the job's; `error`: its last error;
+// `attempts`: how many it had (null when not known); `info`: the server's
+// whole reply.
+export class JobFailed extends SqlqError {
+  constructor(id, error, attempts = null, info = {}) {
+    const first = String(error ?? "").split("\n")[0];
+    super("job_failed", `job ${id} failed` +
+          (attempts != null ? ` after ${attempts} attempt(s)` : "") + (first ? `: ${first}` : ""));
+    this.id = id;
+    this.error = error ?? null;
+    this.attempts = attempts;
+    this.info = info;
+  }
+}
+
+// What awaiting a job's result (client.result) rejects with when the job
+// was neither completed nor dead within the timeout. `id`: the job's;
+// `info`: the server's last reply about it (its state, progress), null
+// when none came (the server was unreachable all along).
+export class ResultTimeout extends SqlqError {
+  constructor(id, timeoutMs, info = null, cause) {
+    super("result_timeout", `no result for job ${id} within ${timeoutMs} ms` +
+          (info?.state ? ` (still ${info.state})` : ""), 0, { cause });
+    this.id = id;
+    this.info = info;
+  }
+}
+
 const BY_CODE = {
   not_found: NotFound, no_route: NotFound, already_exists: AlreadyExists,
   failed_precondition: StaleReceipt, outcome_unknown: OutcomeUnknown,

@@ -1,21 +1,13 @@
 // Every operation of the client against a real `sqlq serve`.
 
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
   Client, SqlqError, NotFound, AlreadyExists, BadRequest, Unauthorized, ConnectionFailed,
 } from "../index.js";
-import { startServer } from "./server.mjs";
+import { startServer, useServer, server, client } from "./server.mjs";
 
-let server, client;
-before(async () => {
-  server = await startServer();
-  client = new Client(server.url);
-});
-after(async () => {
-  client?.close();
-  await server?.stop();
-});
+useServer((url) => new Client(url));
 
 test("queues: create, list, stats, change, pause, resume, purge, drop", async () => {
   const q = client.queue("admin-q");
@@ -157,6 +149,41 @@ test("dead letters and archive", async () => {
   assert.equal(arch[0].payload, "z");
 });
 
+test("topics: create, subscribe with a filter, publish, unsubscribe, drop", async () => {
+  const t = client.topic("signups");
+  assert.deepEqual(await t.create(), { name: "signups", kind: "topic" });
+  await assert.rejects(t.create(), AlreadyExists);
+  const mail = client.queue("t-mail"), crm = client.queue("t-crm");
+  await mail.create();
+  await crm.create();
+  // Nobody subscribes: nothing is stored.
+  assert.deepEqual(await t.publish("x"), []);
+  assert.equal((await t.subscribe("t-mail")).created, true);
+  const sub = await t.subscribe("t-crm", { filter: { tenant_id: "eu" } });
+  assert.deepEqual(sub.filter, { tenant_id: "eu" });
+  await assert.rejects(t.subscribe("t-crm", { filter: { "bad key": "x" } }), BadRequest);
+  await assert.rejects(t.subscribe("t-nope"), NotFound);
+  const subs = await t.subscriptions();
+  assert.deepEqual(subs.map((s) => s.queue), ["t-crm", "t-mail"]);
+  assert.deepEqual(subs[0].filter, { tenant_id: "eu" });
+  assert.ok(subs[0].subscribedAt);
+  assert.equal((await client.topics()).find((x) => x.name === "signups").subscriptions, 2);
+  let d = await t.publish({ user: 7 }, { headers: { tenant_id: "eu" }, priority: 3 });
+  assert.deepEqual(d.map((x) => x.queue).sort(), ["t-crm", "t-mail"]);
+  d = await t.publishBatch([{ payload: "a", headers: { tenant_id: "us" } },
+                            { payload: "b", headers: { tenant_id: "eu" } }]);
+  assert.deepEqual(d.map((x) => [x.queue, x.message]).sort(),
+                   [["t-crm", 1], ["t-mail", 0], ["t-mail", 1]]);
+  const got = await crm.claim({ max: 10 });
+  assert.deepEqual(got.map((m) => m.payload), [{ user: 7 }, "b"]);
+  assert.equal(got[0].priority, 3);
+  assert.equal((await mail.claim({ max: 10 })).length, 3);
+  await t.unsubscribe("t-crm");
+  await assert.rejects(t.unsubscribe("t-crm"), NotFound);
+  await t.drop();
+  await assert.rejects(t.publish("x"), NotFound);
+});
+
 test("rings, rotations, schedules, /v1/all, health, metrics", async () => {
   const r = client.ring("views");
   assert.equal((await r.create({ capacity: 2 })).capacity, 2);
@@ -187,8 +214,9 @@ test("rings, rotations, schedules, /v1/all, health, metrics", async () => {
   await client.queue("reports").create();
   const sch = client.schedule("daily");
   const made = await sch.create({ cron: "30 9 * * mon-fri", queue: "reports", timeZone: "Europe/Berlin",
-                                  payload: { report: "daily" } });
+                                  payload: { report: "daily" }, kind: "report.daily" });
   assert.equal(made.timeZone, "Europe/Berlin");
+  assert.equal(made.kind, "report.daily");
   assert.deepEqual(made.payload, { report: "daily" });
   assert.equal((await sch.pause()).paused, true);
   assert.equal((await sch.resume()).paused, false);

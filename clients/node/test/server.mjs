@@ -1,6 +1,7 @@
 // Starts the real `sqlq serve` (SQLQ_BIN) on a fresh SQLite database in a
 // temporary directory, on a free port, and waits on conditions, not sleeps.
 
+import { before, after } from "node:test";
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -59,4 +60,26 @@ export async function startServer(dir = tempDir(), { port = 0, args = [] } = {})
     log() { return fs.readFileSync(logPath, "utf8"); },
   };
   return server;
+}
+
+// The server and client of a test file's tests: `useServer(makeClient)`
+// starts them before the tests and stops them after; the file imports
+// `server` and `client`, set once the tests run.
+export let server, client;
+export function useServer(makeClient) {
+  before(async () => {
+    server = await startServer();
+    client = makeClient(server.url);
+  });
+  after(async () => {
+    client?.close();
+    await server?.stop();
+  });
+}
+
+// A logger that keeps what a worker logs: [{level, msg, fields}].
+export function captureLogger() {
+  const lines = [];
+  const at = (level) => (msg, fields) => lines.push({ level, msg, fields });
+  return { lines, logger: { info: at("info"), warn: at("warn"), error: at("error") } };
 }

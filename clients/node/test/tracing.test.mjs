@@ -4,7 +4,7 @@
 // (@opentelemetry/sdk-trace-base, the W3C propagator of @opentelemetry/core
 // and the AsyncLocalStorage context manager; development dependencies).
 
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import fs from "node:fs";
@@ -13,19 +13,11 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import * as sqlq from "../index.js";
-import { startServer, waitFor } from "./server.mjs";
+import { useServer, server, client, waitFor } from "./server.mjs";
 import { carriedScenario, handleAll, TP, TS } from "./tracing_scenario.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-let server, client;
-before(async () => {
-  server = await startServer();
-  client = new sqlq.Client(server.url);
-});
-after(async () => {
-  client?.close();
-  await server?.stop();
-});
+useServer((url) => new sqlq.Client(url));
 
 test("without OpenTelemetry installed: the caller's traceparent is carried from send to handler", async () => {
   // The package as an application without OpenTelemetry has it: copied

@@ -1,27 +1,21 @@
 // The worker runtime against a real `sqlq serve`: concurrency, failures,
 // leases, a server killed mid-run, a worker killed mid-message, SIGTERM.
 
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { fork } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Client, Worker } from "../index.js";
 import { RELEASED } from "../src/worker.js";
-import { startServer, waitFor } from "./server.mjs";
+import {
+  startServer, waitFor, useServer, server, client, captureLogger, DEADLINE_MS,
+} from "./server.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const quiet = null;  // logger: none
 
-let server, client;
-before(async () => {
-  server = await startServer();
-  client = new Client(server.url);
-});
-after(async () => {
-  client?.close();
-  await server?.stop();
-});
+useServer((url) => new Client(url));
 
 test("N concurrent handlers process every message, each acked once", async () => {
   const q = client.queue("conc");
@@ -218,13 +212,27 @@ test("SIGTERM: the worker stops claiming, finishes or releases, exits 0, nothing
   await assert.rejects(q.message(a), (e) => e.code === "not_found");
 });
 
-// What a worker logs, as a user reads it: the same events, in the same
-// words, as the Python worker (docs/clients.md, "What the workers log").
-function captureLogger() {
-  const lines = [];
-  const at = (level) => (msg, fields) => lines.push({ level, msg, fields });
-  return { lines, logger: { info: at("info"), warn: at("warn"), error: at("error") } };
-}
+
+test("SIGTERM with a stuck handler far from its timeout: released at the deadline, the process exits", async () => {
+  const q = client.queue("term-stuck");
+  await q.create();
+  const id = await q.send("stuck");
+  const w = spawnWorker(server.url, "term-stuck", "stuck", 1, 200,
+                        { env: { SQLQ_TEST_TIMEOUT_MS: "600000" } });
+  await w.next("the handler to start", (m) => m.started === id);
+  w.child.kill("SIGTERM");
+  const ended = await w.next("run() to end", (m) => m.exited);
+  assert.equal(ended.stats.released, 1);
+  // No timer of the ten-minute timeout keeps the process.
+  let bound;
+  const late = new Promise((r) => { bound = setTimeout(() => r("still running"), DEADLINE_MS); });
+  const exited = await Promise.race([w.exit, late]);
+  clearTimeout(bound);
+  w.child.kill("SIGKILL");
+  assert.deepEqual(exited, { code: 0, signal: null });
+  const m = await q.message(id);
+  assert.deepEqual([m.state, m.lastError], ["ready", RELEASED]);
+});
 
 test("logs: a throwing handler's error, its dead letter, start and stop", async () => {
   const q = client.queue("logfails");
@@ -300,7 +308,7 @@ test("logs: the server away and back, once every ten tries", async () => {
   const failed = () => lines.filter((l) => /claim failed/.test(l.msg));
   await waitFor("the eleventh try", () => failed().length === 2);
   const s2 = await s1.restart();
-  await waitFor("the claims back", () => lines.some((l) => /works again/.test(l.msg)));
+  await waitFor("the claims back", () => lines.some((l) => /claim works again/.test(l.msg)));
   await c.queue("away").send("after");
   await waitFor("the ack", () => w.stats.acked === 1);
   await w.stop();
@@ -312,9 +320,13 @@ test("logs: the server away and back, once every ten tries", async () => {
   assert.match(f[0].msg, /^sqlq worker w1: claim failed \(connection_failed: POST \/v1\/queues\/away\/claim: .*\); retrying in [0-9.]+s \(try 1\)$/);
   assert.deepEqual(f.map((l) => l.fields.attempt),
                    Array.from({ length: f.length }, (_, i) => 1 + 10 * i));
-  const back = lines.find((l) => /works again/.test(l.msg));
+  const back = lines.find((l) => /claim works again/.test(l.msg));
   assert.equal(back.level, "info");
   assert.match(back.msg, /^sqlq worker w1: claim works again after \d+ failed tries$/);
+  // Its reports, tried again meanwhile, are logged by the same rule.
+  const reports = lines.filter((l) => /report failed/.test(l.msg));
+  assert.deepEqual(reports.map((l) => l.fields.attempt),
+                   Array.from({ length: reports.length }, (_, i) => 1 + 10 * i));
 });
 
 test("logs: without a logger, the lines and the handler's stack go to stderr", async () => {

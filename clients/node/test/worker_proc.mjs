@@ -2,8 +2,10 @@
 // argv: URL QUEUE MODE. It tells the test on IPC what it does:
 // {ready} once claiming, {started: id} when a handler begins, {done: id}
 // when one finished, then {exited} from run()'s end.
-// MODE "hang": handlers never finish; "slow": they finish when the test
-// sends {finish: id}; "throw": they throw; otherwise they return at once.
+// MODE "hang": handlers finish only when their signal is aborted;
+// "stuck": never; "slow": they finish when the test sends {finish: id};
+// "throw": they throw; otherwise they return at once. SQLQ_TEST_TIMEOUT_MS
+// sets the worker's timeoutMs.
 // With SQLQ_TEST_LOGGER=default the worker logs as it does when given no
 // logger (on stderr), else not at all.
 
@@ -20,6 +22,8 @@ const worker = new Worker(client, queue, async (msg) => {
   process.send({ started: msg.id, receipt: msg.receipt, attempt: msg.attempt });
   if (mode === "hang") {
     await new Promise((resolve) => msg.signal.addEventListener("abort", resolve));
+  } else if (mode === "stuck") {
+    await new Promise(() => {});  // deaf to its signal
   } else if (mode === "slow") {
     await new Promise((resolve) => finishers.set(msg.id, resolve));
   } else if (mode === "throw") {
@@ -28,6 +32,7 @@ const worker = new Worker(client, queue, async (msg) => {
   }
   process.send({ done: msg.id });
 }, { concurrency: Number(concurrency), waitMs: 2000, shutdownTimeoutMs: Number(shutdownMs),
+     timeoutMs: process.env.SQLQ_TEST_TIMEOUT_MS ? Number(process.env.SQLQ_TEST_TIMEOUT_MS) : null,
      ...(process.env.SQLQ_TEST_LOGGER === "default" ? { name: "w1" } : { logger: null }) });
 
 const done = worker.run();

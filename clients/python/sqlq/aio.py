@@ -15,6 +15,7 @@ operation a coroutine. Standard library only (asyncio streams).
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import os
 import select
@@ -27,9 +28,11 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 from . import tracing
 from .client import (_MAX_IDLE_S, ClaimResult, Json, Message, Queue as _Queue,
                      _ClientBase, _Sleep)
-from .client import Ring, Rotation, Schedule, SendResult  # noqa: F401
+from .client import Ring, Rotation, Schedule, SendResult, Topic  # noqa: F401
 from .errors import (ConnectionFailed, NotFound, SqlqError, StaleReceipt)
-from .worker import _TRANSIENT, _WorkerBase, error_text, release_text
+from .worker import (_TRANSIENT, Decision, Plan, _WorkerBase, decide,
+                     lease_of, release_text, result_refused, send_decision,
+                     timeout_text)
 
 __all__ = ["Client", "Queue", "Worker"]
 
@@ -229,6 +232,13 @@ class Client(_ClientBase):
     async def _map(result: Awaitable[Any], fn: Callable[[Any], Any]) -> Any:
         return fn(await result)
 
+    def _drive(self, plan: Any) -> Any:
+        return drive(plan)
+
+    @staticmethod
+    async def _sleep(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
 
 class Queue(_Queue):
     """sqlq.Queue for asyncio: each operation a coroutine; a claim's
@@ -246,15 +256,40 @@ class Queue(_Queue):
                 return
 
 
-class _Running:
-    """A message whose handler runs, or whose ack or nack is pending."""
+async def drive(plan: Plan) -> Any:
+    """sqlq.worker.drive for asyncio: each call's result is awaited when
+    it is awaitable (a coroutine function's, or an operation of
+    sqlq.aio's client)."""
+    resume: Callable[[Any], Any] = plan.send  # or plan.throw
+    got: Any = None
+    while True:
+        try:
+            call, args = resume(got)
+        except StopIteration as done:
+            return done.value
+        resume = plan.send
+        try:
+            got = call(*args)
+            if inspect.isawaitable(got):
+                got = await got
+        except Exception as e:
+            got, resume = e, plan.throw
 
-    def __init__(self, msg: Message) -> None:
+
+class _Running:
+    """A message in the worker's hands: waiting for a handler, running,
+    or with its ack or nack pending."""
+
+    def __init__(self, msg: Message, lease_ms: int) -> None:
         self.msg = msg
+        self.lease_ms = lease_ms
+        self.since = time.time()  # claimed
         self.lost = False  # the lease was lost: another worker has it
         self.released = False  # given back at the shutdown deadline
         self.settling = False  # the handler is done; its outcome is sent
-        self.task: Optional[asyncio.Task] = None
+        self.timed_out = False  # nacked at its timeout
+        self.slot = False  # holds one of the worker's concurrency slots
+        self.task: Optional[asyncio.Task] = None  # the handler's
         self.beat: Optional[asyncio.Task] = None
 
 
@@ -263,23 +298,31 @@ Handler = Callable[[Message], Any]
 
 class Worker(_WorkerBase):
     """sqlq.Worker for asyncio: runs `await handler(message)` for each
-    message of a queue, `concurrency` at a time, in tasks of the running
-    event loop, with the same leases, outcomes, retries, shutdown and
-    logs. The handler may be a coroutine function or a plain function
-    (which then runs on the loop: keep it short).
+    message of one queue or several, `concurrency` at a time, in tasks of
+    the running event loop, with the same handlers by kind, outcomes,
+    timeouts, leases, retries, shutdown, reports and logs. A handler may
+    be a coroutine function or a plain function (which then runs on the
+    loop: keep it short).
 
     `await worker.run()` runs until stop() (or SIGTERM/SIGINT, handled
     while run() runs in the main thread); or `await worker.start()`,
-    `worker.stop()`, `await worker.join()`. On stop, running handlers get
-    shutdown_timeout seconds; the messages of those still running are then
-    released (nacked with delay 0) and their tasks cancelled."""
+    `worker.stop()`, `await worker.join()`. At its timeout a handler's
+    task is cancelled (and message.cancelled set) and the message nacked.
+    On stop, running handlers get shutdown_timeout seconds; the messages
+    of those still running are then released (nacked with delay 0) and
+    their tasks cancelled."""
 
     def _init_runtime(self) -> None:
         self._stopping = asyncio.Event()
         self._stopped = asyncio.Event()
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, _Running] = {}  # every message in hand
+        self._ready: collections.deque[_Running] = collections.deque()
+        self._active = 0  # slots taken by handlers
+        self._changed = asyncio.Event()  # a slot freed, or stopping
+        self._handling: set[asyncio.Task] = set()
         self._claims: set[asyncio.Task] = set()
         self._main: Optional[asyncio.Task] = None
+        self._report_stop = asyncio.Event()
 
     # Lifecycle.
     async def start(self) -> None:
@@ -298,6 +341,7 @@ class Worker(_WorkerBase):
         """Stops claiming; running handlers get shutdown_timeout seconds
         before their messages are released. Returns at once (see join)."""
         self._stopping.set()
+        self._changed.set()
         for t in list(self._claims):
             t.cancel()  # a waiting claim is cut short
 
@@ -329,38 +373,97 @@ class Worker(_WorkerBase):
         self.stop()
 
     async def _run(self, started: asyncio.Future) -> None:
+        reporter: Optional[asyncio.Task] = None
+        self.started_at = time.time()
         try:
-            if self.lease_ms is None:
-                st = await self._with_retry(self.queue.stats, "stats")
-                if st is None:  # stopped while the server was away
-                    return
-                self.lease_ms = st["options"]["lease_ms"]
-            loops = [asyncio.create_task(self._loop(),
-                                         name=f"sqlq-worker-{i}")
-                     for i in range(self.concurrency)]
-            self.log.started(self.concurrency, self.lease_ms)
+            for q in self.queues:
+                lease = self.lease_ms
+                if lease is None:
+                    st = await self._with_retry(
+                        q.stats, self.log.call("stats", q.name))
+                    if st is None:  # stopped while the server was away
+                        return
+                    lease = st["options"]["lease_ms"]
+                self.leases[q.name] = lease
+            if self.reporting:
+                reporter = asyncio.create_task(self._report_loop(),
+                                               name="sqlq-report")
+            loops = [asyncio.create_task(self._loop(q),
+                                         name=f"sqlq-claim-{q.name}")
+                     for q in self.queues]
+            self.log.started(self.concurrency, list(self.leases.values()))
             started.set_result(None)
             await self._stopping.wait()
-            self.log.stopping(len(self._running))
+            self.log.stopping(self._active)
             self._deadline = time.monotonic() + self.shutdown_timeout
-            _, pending = await asyncio.wait(loops,
-                                            timeout=self.shutdown_timeout)
+            await asyncio.wait(loops, timeout=self.shutdown_timeout)
+            # Claimed as the worker stopped, no handler free: given back.
+            unworked, self._ready = list(self._ready), collections.deque()
+            for r in unworked:
+                await self._release(r, unworked=True)
+                self._forget(r)
+            left = self._deadline - time.monotonic()
+            if self._handling and left > 0:
+                await asyncio.wait(list(self._handling), timeout=left)
             for r in list(self._running.values()):
-                await self._release(r)
-            if pending:
-                # Each loop now sees its handler cancelled and ends.
-                await asyncio.wait(pending, timeout=5)
-            for t in pending:
+                if r.slot:
+                    await self._release(r)
+            if self._handling:
+                # Each handling task now sees its handler cancelled.
+                await asyncio.wait(list(self._handling), timeout=5)
+            for t in list(self._handling) + loops:
                 t.cancel()
-            await asyncio.gather(*loops, return_exceptions=True)
+            await asyncio.gather(*loops, *self._handling,
+                                 return_exceptions=True)
+            await self._unreport(reporter)
+            reporter = None
             self.log.stopped(self.acked, self.nacked, self.released,
                              self.lost)
         finally:
+            if reporter is not None:  # stopped by an error
+                reporter.cancel()
             if not started.done():
                 started.set_result(None)
             self._stopping.set()
             self._stopped.set()
             await self.client.close()
+
+    # The report.
+    async def _report_loop(self) -> None:
+        """Reports the worker at once and every report_ttl / 3 until the
+        worker has stopped."""
+        delay: Optional[float] = 0.0
+        while delay is not None:
+            try:
+                await asyncio.wait_for(self._report_stop.wait(), delay)
+                return
+            except TimeoutError:
+                pass
+            try:
+                body = self._report_body(list(self._running.values()))
+                await self.client.report_worker(self.id, **body)
+                delay = self._reported(None)
+            except Exception as e:
+                delay = self._reported(e)
+
+    async def _unreport(self, reporter: Optional[asyncio.Task]) -> None:
+        """At the stop: no more reports, and the last one removed."""
+        self._report_stop.set()
+        if reporter is None:
+            return
+        # A report on its way lands first (a hung one is not waited for
+        # long: it runs out by itself).
+        try:
+            await asyncio.wait_for(reporter, min(5.0, self.client.timeout))
+        except Exception:  # TimeoutError: cancelled
+            pass
+        if not self.reporting:
+            return
+        try:
+            await self.client.remove_worker(self.id)
+            self._unreported(None)
+        except Exception as e:
+            self._unreported(e)
 
     async def _with_retry(self, fn: Callable[[], Awaitable[Any]],
                           what: str) -> Any:
@@ -383,13 +486,14 @@ class Worker(_WorkerBase):
                 except TimeoutError:
                     pass
 
-    async def _claim(self) -> Optional[ClaimResult]:
+    # Claim loops.
+    async def _claim(self, q: Queue, n: int) -> Optional[ClaimResult]:
         """One long-poll claim, which stop() cuts short (None then)."""
         if self._stopping.is_set():
             return None
-        t = asyncio.ensure_future(self.queue.claim(
-            1, wait_ms=self.wait_ms, lease_ms=self.lease_ms,
-            worker=self.name))
+        t = asyncio.ensure_future(q.claim(
+            n, wait_ms=self.wait_ms, lease_ms=self.leases[q.name],
+            worker=self.id))
         self._claims.add(t)
         try:
             return await t
@@ -401,9 +505,17 @@ class Worker(_WorkerBase):
         finally:
             self._claims.discard(t)
 
-    async def _loop(self) -> None:
+    async def _loop(self, q: Queue) -> None:
         while not self._stopping.is_set():
-            msgs = await self._with_retry(self._claim, "claim")
+            while (len(self._running) >= self.concurrency
+                   and not self._stopping.is_set()):
+                self._changed.clear()
+                await self._changed.wait()
+            if self._stopping.is_set():
+                return
+            n = self._claim_max(self.concurrency - len(self._running))
+            msgs = await self._with_retry(lambda: self._claim(q, n),
+                                          self._claim_what(q))
             if not msgs:
                 if msgs is not None and msgs.retry_after_ms:
                     # A limit of the queue (rate, max_leased) held it back.
@@ -414,57 +526,115 @@ class Worker(_WorkerBase):
                         pass
                 continue
             for m in msgs:
-                await self._handle(m)
+                lease = lease_of(m, self.leases[q.name])
+                self._dispatch(_Running(m, lease))
 
-    async def _call_handler(self, m: Message) -> Optional[BaseException]:
-        """Runs the handler; returns what it raised, None when it returned."""
-        try:
-            with tracing.handling(self.queue.name, m.id, m.headers):
-                result = self.handler(m)
-                if inspect.isawaitable(result):
-                    await result
-        except Exception as e:
-            return e
-        return None
-
-    async def _handle(self, m: Message) -> None:
-        r = _Running(m)
-        self._running[m.receipt] = r
+    def _dispatch(self, r: _Running) -> None:
+        """Runs r in a task when a slot is free, else queues it for the
+        next free one; its lease is extended from now on, waiting too."""
+        self._running[r.msg.receipt] = r
         r.beat = asyncio.create_task(self._beat(r))
-        r.task = asyncio.create_task(self._call_handler(m))
+        if self._active < self.concurrency:
+            self._start(r)
+        else:
+            self._ready.append(r)
+
+    def _start(self, r: _Running) -> None:
+        self._active += 1
+        r.slot = True
+        t = asyncio.create_task(self._handle(r))
+        self._handling.add(t)
+        t.add_done_callback(self._handling.discard)
+
+    def _free(self, r: _Running) -> None:
+        """r's handler is done (or abandoned at its timeout): its slot goes
+        to the next message waiting for one."""
+        if r.slot:
+            r.slot = False
+            self._active -= 1
+            if self._ready and not self._stopping.is_set():
+                self._start(self._ready.popleft())
+        self._changed.set()
+
+    def _forget(self, r: _Running) -> None:
+        if self._running.get(r.msg.receipt) is r:
+            del self._running[r.msg.receipt]
+        self._changed.set()
+
+    # Handlers.
+    async def _call_handler(self, spec: Any, m: Message
+                            ) -> tuple[Optional[BaseException], Any]:
+        """Runs the handler within the middleware (use()), awaiting what
+        each call returns that is awaitable; returns (what was raised,
+        None when it returned; what it returned)."""
+        with tracing.handling(m.queue.name, m.id, m.headers):
+            return await drive(self._middleware(spec.fn, m))
+
+    async def _handle(self, r: _Running) -> None:
+        m = r.msg
+        assert r.beat is not None
         try:
-            try:
-                exc = await asyncio.shield(r.task)
-            except asyncio.CancelledError:
-                if not r.released:
-                    raise
+            spec = self.router.route(m)
+            if spec is None:
+                await self._finish(r, self.router.unknown(m))
+                return
+            timeout = self.router.timeout_of(spec, m)
+            r.task = asyncio.create_task(self._call_handler(spec, m))
+            done, _ = await asyncio.wait({r.task}, timeout=timeout)
+            if r.released:
                 # Released at the shutdown deadline: cancelled with it.
                 await asyncio.gather(r.task, return_exceptions=True)
                 return
-            await self._finish(r, exc)
+            if not done:
+                await self._time_out(r, timeout)
+                return
+            result: Any = None
+            if r.task.cancelled():
+                exc: Optional[BaseException] = asyncio.CancelledError()
+            else:
+                exc, result = r.task.result()
+            await self._finish(r, decide(exc, result))
         finally:
             r.beat.cancel()
-            self._running.pop(m.receipt, None)
+            self._forget(r)
+            self._free(r)
 
-    async def _finish(self, r: _Running, exc: Optional[BaseException]) -> None:
-        """Acks (exc None) or nacks the message with the exception's text,
-        retrying while the server is away; the heartbeat keeps its lease
-        meanwhile."""
+    async def _time_out(self, r: _Running, timeout: Optional[float]) -> None:
+        """r's handler ran past its timeout: its lease is no longer
+        extended, its task is cancelled (and message.cancelled set), and
+        the message is nacked; whatever the task does after is ignored."""
+        assert r.task is not None and r.beat is not None and timeout
+        r.timed_out = True
+        r.beat.cancel()
+        r.msg.cancelled.set()
+        r.task.cancel()
+
+        def ended(t: asyncio.Task) -> None:
+            if not t.cancelled():  # it ignored the cancellation
+                t.exception()
+                self.log.finished_after_timeout(r.msg, timeout)
+        r.task.add_done_callback(ended)
+        await self._send(r, Decision("retry", timeout_text(timeout),
+                                     why="timeout"))
+
+    async def _finish(self, r: _Running, d: Decision) -> None:
+        """Sends the decision's ack or nack, retrying while the server is
+        away; the heartbeat keeps its lease meanwhile."""
         if r.released:
             self.log.finished_after_release(r.msg)
             return
         r.settling = True
+        await self._send(r, d)
+
+    async def _send(self, r: _Running, d: Decision) -> None:
         m = r.msg
-        error = None if exc is None else error_text(exc)
-        what = "ack" if error is None else "nack"
+        what = "ack" if d.action == "ack" else "nack"
         sent_before = False
 
         async def call() -> Any:
             nonlocal sent_before
             try:
-                if error is None:
-                    return await m.ack() or True
-                return await m.nack(error=error)
+                return await send_decision(m, d, self.result_ttl)
             except ConnectionFailed as e:
                 sent_before = sent_before or e.sent
                 raise
@@ -472,11 +642,11 @@ class Worker(_WorkerBase):
         try:
             out = await self._retry_outcome(call, f"{what} of message {m.id}")
         except SqlqError as e:
-            if not self._refused(what, m, e, sent_before):
-                return
-            out = True
-        if out is not None:
-            self._settled(m, exc, out)
+            instead = result_refused(d, e)
+            if instead is not None:
+                return await self._send(r, instead)
+            return self._sent(m, d, what, sent_before, e)
+        self._sent(m, d, what, sent_before, out)
 
     async def _retry_outcome(self, fn: Callable[[], Awaitable[Any]],
                              what: str) -> Any:
@@ -491,34 +661,37 @@ class Worker(_WorkerBase):
                 attempt += 1
                 await asyncio.sleep(delay)
 
-    async def _release(self, r: _Running) -> None:
+    async def _release(self, r: _Running, unworked: bool = False) -> None:
         """Gives back a message whose handler did not finish by the
-        shutdown deadline: a nack with delay 0, so it is ready again at
-        once; the handler's task is cancelled."""
-        if r.settling or r.released:
+        shutdown deadline (or that never got a handler): a nack with delay
+        0, so it is ready again at once; the handler's task is
+        cancelled."""
+        if r.settling or r.released or r.timed_out:
             return  # its ack or nack is under way
         r.released = True
+        r.msg.cancelled.set()
+        if r.beat is not None:
+            r.beat.cancel()
         if r.task is not None:
             r.task.cancel()
         try:
             await r.msg.nack(error=release_text(self.name,
                                                 self.shutdown_timeout),
                              delay_ms=0)
-            self.released += 1
-            self.log.released(r.msg)
+            self._count(r.msg, "released")
+            self.log.released(r.msg, unworked)
         except SqlqError as e:
             self.log.release_failed(r.msg, e)
 
     async def _beat(self, r: _Running) -> None:
         """Extends the lease each third of it while the handler runs (and
         its outcome is sent); sooner again after a failed extension."""
-        assert self.lease_ms is not None
-        lease_s = self.lease_ms / 1000.0
+        lease_s = r.lease_ms / 1000.0
         delay = lease_s / 3
         while not r.released:
             await asyncio.sleep(delay)
             try:
-                await r.msg.extend(self.lease_ms)
+                await r.msg.extend(r.lease_ms)
                 delay = lease_s / 3
             except (StaleReceipt, NotFound) as e:
                 r.lost = True

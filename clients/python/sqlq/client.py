@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import http.client
 import json
 import logging
+import math
 import random
+import re
 import select
 import socket
 import ssl
@@ -18,7 +21,8 @@ from typing import (Any, Callable, Generator, Iterator, Mapping, Optional,
                     Sequence, Union)
 
 from . import tracing
-from .errors import ConnectionFailed, SqlqError, error_for
+from .errors import (BadRequest, ConnectionFailed, JobFailed, NotFound,
+                     ResultTimeout, SqlqError, error_for)
 
 log = logging.getLogger("sqlq")
 
@@ -28,6 +32,22 @@ Payload = Union[str, bytes, bytearray, memoryview, Json]
 # 503 and 429 replies say the server did nothing: retrying them is safe for
 # every request. outcome_unknown (500) and timeout (504) may have committed.
 _RETRYABLE_STATUS = (429, 503)
+# The longest wait_ms of one request for a result (the server's default
+# limit); a server with a lower one says so, and the client follows it.
+RESULT_WAIT_MS = 20000
+# A job's state once it is done: it has its result, or is a dead letter.
+_FINAL = ("completed", "dead")
+
+
+class _NoResult:
+    """The default of ack's result: nothing kept (None would be JSON null)."""
+
+    def __repr__(self) -> str:
+        return "NO_RESULT"
+
+
+NO_RESULT: Any = _NoResult()
+
 # A kept-alive connection idle this long is replaced rather than reused: the
 # server closes idle ones (--idle-timeout, 120 s by default).
 _MAX_IDLE_S = 50.0
@@ -52,6 +72,33 @@ def payload_of(obj: Mapping[str, Json]) -> Payload:
     if "payload_base64" in obj:
         return base64.b64decode(obj["payload_base64"])
     return obj.get("payload")
+
+
+def duration_ms(seconds: Union[int, float, datetime.timedelta]) -> int:
+    """A duration in seconds (or a timedelta) as the whole milliseconds of
+    the API: a positive one at least 1 (the server refuses 0 and less)."""
+    if isinstance(seconds, datetime.timedelta):
+        seconds = seconds.total_seconds()
+    ms = round(float(seconds) * 1000)
+    return max(ms, 1) if seconds > 0 else ms
+
+
+# The job limits and retry backoff a send takes in seconds (a schedule:
+# the limits), and the API's fields for them, in milliseconds.
+_LIMITS = (("timeout", "timeout_ms"), ("expire_after", "expire_after_ms"),
+           ("backoff", "backoff_ms"), ("backoff_max", "backoff_max_ms"))
+
+
+def _limits_ms(fields: dict[str, Any]) -> dict[str, Any]:
+    """fields with timeout, expire_after, backoff and backoff_max
+    (seconds) as the API's timeout_ms, expire_after_ms, backoff_ms and
+    backoff_max_ms."""
+    for secs, ms in _LIMITS:
+        if fields.get(secs) is not None:
+            fields[ms] = duration_ms(fields.pop(secs))
+        else:
+            fields.pop(secs, None)
+    return fields
 
 
 class _Sleep(float):
@@ -226,7 +273,7 @@ class _ClientBase:
                      for k, v in q.items()})
         data: Optional[bytes] = None
         headers = {"Accept": "application/json"}
-        if method == "POST" or method == "PATCH":
+        if method in ("POST", "PATCH", "PUT"):
             data = json.dumps({} if body is None else body,
                               separators=(",", ":")).encode()
             headers["Content-Type"] = "application/json"
@@ -309,15 +356,43 @@ class _ClientBase:
     def rotations(self) -> list[Json]:
         return self._call("GET", "/v1/rotations", then=_key("rotations"))
 
+    def topics(self) -> list[Json]:
+        """[{"name", "kind": "topic", "created_at", "subscriptions"}]."""
+        return self._call("GET", "/v1/topics", then=_key("topics"))
+
     def schedules(self) -> list[Json]:
         return self._call("GET", "/v1/schedules", then=_key("schedules"))
 
     def all(self) -> Json:
-        """Every queue, ring and rotation the token may see."""
+        """Every queue, ring, rotation and topic the token may see."""
         return self._call("GET", "/v1/all")
 
     def overview(self) -> Json:
         return self._call("GET", "/v1/overview")
+
+    # Live workers (the workers report themselves; these are for others).
+    def report_worker(self, id: str, **fields: Any) -> Json:
+        """PUT /v1/workers/{id}: the report of a live worker, which
+        replaces its last one and lasts ttl_ms from when the server got
+        it. fields: name, host, pid, queues, kinds, concurrency, jobs
+        ([{"queue", "id", "since"}]), started_at (RFC 3339), ttl_ms
+        (None: left out). Returns {"id", "ttl_ms"}."""
+        return self._call("PUT", "/v1/workers/" + _q(id), _opts(**fields),
+                          idempotent=True)
+
+    def remove_worker(self, id: str) -> int:
+        """DELETE /v1/workers/{id}: a stopped worker's report goes at once
+        (1); raises NotFound when there is none."""
+        return self._call("DELETE", "/v1/workers/" + _q(id),
+                          then=_key("removed"))
+
+    def workers(self, queue: Optional[str] = None) -> list[Json]:
+        """GET /v1/workers: the live workers (those serving queue), by id;
+        each {"id", "name", "host", "pid", "queues", "kinds",
+        "concurrency", "jobs", "started_at", "last_seen", "expires_at",
+        "ttl_ms"}."""
+        return self._call("GET", "/v1/workers", query=_opts(queue=queue),
+                          then=_key("workers"))
 
     def queue(self, name: str) -> "Queue":
         return Queue(self, name)
@@ -328,8 +403,59 @@ class _ClientBase:
     def rotation(self, name: str) -> "Rotation":
         return Rotation(self, name)
 
+    def topic(self, name: str) -> "Topic":
+        return Topic(self, name)
+
     def schedule(self, name: str) -> "Schedule":
         return Schedule(self, name)
+
+    # Sends to several queues, and workflows.
+    def send_all(self, messages: Sequence[Mapping[str, Any]]) -> "SendResult":
+        """POST /v1/messages: sends messages to several queues in one
+        transaction, all or none (a missing queue stores nothing). Each is
+        a dict of send_batch()'s fields plus "queue"; "depends_on_batch"
+        indexes count over the whole list, so a message may wait for
+        earlier ones in other queues. Returns the ids in request order."""
+        for m in messages:
+            if not m.get("queue"):
+                raise ValueError(f"a message of send_all names no queue: {m!r}")
+        out, idem = _prepare(messages, self.idempotent_sends)
+        return self._call("POST", "/v1/messages", {"messages": out},
+                          idempotent=idem, then=_send_result)
+
+    def send_flow(self, flow: Any) -> Any:
+        """Sends a workflow (sqlq.flow: chain, group, chord, Workflow) in
+        one transaction; returns its sqlq.flow.Sent (the ids, in the
+        order the jobs were added)."""
+        return flow.send(self)
+
+    # Results.
+    def result(self, queue: str, id: int,
+               timeout: Optional[Union[float, datetime.timedelta]] = 60.0
+               ) -> Json:
+        """Waits for the result of job id of queue: long polls the server
+        until the job is completed, then returns what the server has of it
+        ({"id", "state": "completed", "result", "completed_at",
+        "progress", "note", "progress_at", "attempts"}; "result" is absent
+        when it was acked without one). Raises JobFailed (id, error,
+        attempts) when it became a dead letter, ResultTimeout when it is
+        neither after timeout seconds (None: no limit), NotFound when the
+        queue knows nothing of it (never sent, or acked without a result,
+        or its result ran out). A server that is restarting, unreachable
+        or answering 5xx meanwhile is asked again, with a short backoff,
+        until the timeout. (With sqlq.aio: a coroutine.)"""
+        if isinstance(timeout, datetime.timedelta):
+            timeout = timeout.total_seconds()
+        return self._drive(self.queue(queue)._await_result(int(id), timeout))
+
+    def _drive(self, plan: Any) -> Any:
+        """Runs a plan of calls (sqlq.worker.drive; sqlq.aio's awaits)."""
+        from .worker import drive
+        return drive(plan)
+
+    @staticmethod
+    def _sleep(seconds: float) -> Any:
+        time.sleep(seconds)
 
 
 class Client(_ClientBase):
@@ -362,6 +488,20 @@ class Client(_ClientBase):
             with self._conns_lock:
                 self._conns.append(conn)
         return conn
+
+    def _close_local(self) -> None:
+        """Closes and forgets the calling thread's connection (a thread
+        that ends: its connection would otherwise stay open and listed)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            return
+        self._local.conn = None
+        with self._conns_lock:
+            try:
+                self._conns.remove(conn)
+            except ValueError:
+                pass
+        conn.close()
 
     def _abort_polls(self) -> None:
         with self._conns_lock:
@@ -439,7 +579,20 @@ class ClaimResult(list):  # list[Message]
 
 @dataclass
 class Message:
-    """A claimed message."""
+    """A claimed message.
+
+    kind: the job kind it was sent with ("email.send"), None without one.
+    timeout: the job's own timeout in seconds (sent with it), None without
+    one: the longest one attempt may run (the workers stop its handler
+    there). expires_at: when a job sent with expire_after had to start by
+    (RFC 3339), None without one. on_expiry: what its expiry does, "dead"
+    (dead-letter it) or "drop" (delete it). max_attempts: the job's own
+    max_attempts (sent with it), None without one: the queue's applies,
+    or this when smaller.
+    cancelled: set by a worker when it no longer wants the handler's
+    outcome (the handler's timeout passed, or the message was released at
+    the shutdown deadline): a long handler checks `cancelled.is_set()` or
+    waits on it, and stops."""
     queue: "Queue" = field(repr=False)
     id: int
     receipt: str
@@ -451,6 +604,13 @@ class Message:
     enqueued_at: str
     lease_expires_at: str
     raw: dict[str, Json] = field(repr=False)
+    kind: Optional[str] = None
+    timeout: Optional[float] = None
+    expires_at: Optional[str] = None
+    on_expiry: str = "dead"
+    max_attempts: Optional[int] = None
+    cancelled: threading.Event = field(default_factory=threading.Event,
+                                       repr=False, compare=False)
 
     @classmethod
     def from_json(cls, queue: "Queue", d: dict[str, Json]) -> "Message":
@@ -458,14 +618,51 @@ class Message:
                    attempt=d["attempt"], priority=d.get("priority", 0),
                    payload=payload_of(d), headers=d.get("headers", {}),
                    group=d.get("group"), enqueued_at=d.get("enqueued_at", ""),
-                   lease_expires_at=d.get("lease_expires_at", ""), raw=d)
+                   lease_expires_at=d.get("lease_expires_at", ""), raw=d,
+                   kind=d.get("kind") or None,
+                   timeout=(d["timeout_ms"] / 1000.0
+                            if d.get("timeout_ms") is not None else None),
+                   expires_at=d.get("expires_at"),
+                   on_expiry=str(d.get("on_expiry") or "dead"),
+                   max_attempts=d.get("max_attempts"))
 
-    def ack(self) -> None:
-        return self.queue.ack(self.receipt)
+    def ack(self, result: Any = NO_RESULT, *,
+            result_ttl: Optional[Union[float, datetime.timedelta]] = None
+            ) -> None:
+        """Acks the message; with result (any JSON value), the job's
+        result is kept with it for result_ttl seconds (the server's
+        default: a day), for client.result()."""
+        return self.queue.ack(self.receipt, result, result_ttl=result_ttl)
+
+    def progress(self, value: float, note: Any = None) -> Any:
+        """Records how far the job has come: value, a finite number (a
+        percentage, a count of items), and note, any JSON value (at most
+        4 KiB), e.g. {"step": "rendering"}. Each replaces the one before;
+        client.result() and the message's result show the latest. It does
+        not extend the lease. (With sqlq.aio: a coroutine.)"""
+        return self.queue.progress(self.receipt, value, note)
 
     def nack(self, error: Optional[str] = None,
-             delay_ms: Optional[int] = None) -> str:
-        return self.queue.nack(self.receipt, error=error, delay_ms=delay_ms)
+             delay_ms: Optional[int] = None,
+             action: Optional[str] = None) -> str:
+        return self.queue.nack(self.receipt, error=error, delay_ms=delay_ms,
+                               action=action)
+
+    @property
+    def parents(self) -> list[tuple[str, int]]:
+        """The (queue, id) of the messages this one was sent to wait for,
+        as a workflow of sqlq.flow named them (its header sqlq-parents);
+        [] for a message sent otherwise."""
+        return parse_parents(self.headers.get(PARENTS_HEADER, ""))
+
+    def parent_results(self) -> Any:
+        """The results of this message's parents (Message.parents), read
+        with one request each: {id: result}, in the parents' order. A
+        parent has a result only when it was acked with one (a handler
+        that returned a value) and the result has not run out; the others
+        are left out. (With sqlq.aio: a coroutine.)"""
+        client = self.queue.client
+        return client._drive(_parent_results(client, self.parents))
 
     def extend(self, lease_ms: int) -> str:
         return self.queue.client._map(
@@ -476,9 +673,87 @@ class Message:
         return expiry
 
 
+# The header in which a workflow (sqlq.flow) names a job's parents by
+# queue and id: "fetch:12,resize:14".
+PARENTS_HEADER = "sqlq-parents"
+
+
+def parents_header(parents: Sequence[tuple[str, int]]) -> str:
+    return ",".join(f"{q}:{int(i)}" for q, i in parents)
+
+
+def parse_parents(text: str) -> list[tuple[str, int]]:
+    out = []
+    for item in text.split(","):
+        q, _, i = item.strip().rpartition(":")
+        if q and i.isdigit():
+            out.append((q, int(i)))
+    return out
+
+
+def _parent_results(client: "_ClientBase", parents: Sequence[tuple[str, int]]
+                    ) -> Generator[tuple[Callable[..., Any], tuple], Any,
+                                   dict[int, Json]]:
+    """The calls of Message.parent_results(), for a driver."""
+    out: dict[int, Json] = {}
+    for q, i in parents:
+        try:
+            info = yield client.queue(q)._result_once, (i, 0)
+        except NotFound:
+            continue
+        if info.get("state") == "completed" and "result" in info:
+            out[i] = info["result"]
+    return out
+
+
 def _key(k: str) -> Callable[[Json], Json]:
     """The reply's field k (a then= of _call)."""
     return lambda r: r[k]
+
+
+def _passing(e: SqlqError) -> bool:
+    """Whether e is for want of the server (unreachable, restarting,
+    busy, failing): asked again while awaiting a result."""
+    return isinstance(e, ConnectionFailed) or e.status >= 500 or \
+        e.status == 429
+
+
+def _wait_limit(e: BadRequest, chunk: int) -> Optional[int]:
+    """After e, the wait_ms to ask for instead of chunk: the server's limit
+    from its wait_too_long error ("... exceeds the server's limit of
+    20000"), or half of chunk when it does not say; None when e is another
+    error, or nothing shorter is left to try."""
+    if e.code != "wait_too_long":
+        return None
+    m = re.search(r"limit of (\d+)", e.message)
+    smaller = int(m.group(1)) if m else chunk // 2
+    return smaller if 0 <= smaller < chunk else None
+
+
+def _send_result(r: Json) -> "SendResult":
+    return SendResult(r["ids"], r["duplicate"])
+
+
+def _prepare(messages: Sequence[Mapping[str, Any]], idempotent_sends: bool
+             ) -> tuple[list[dict[str, Any]], bool]:
+    """The request's messages of a send (seconds as the API's
+    milliseconds, the payload's fields, the trace context, a dedup key of
+    its own to each with idempotent_sends), and whether repeating the
+    request is safe: with a dedup key on every message a repeat stores
+    nothing twice."""
+    out = []
+    for m in messages:
+        m = _limits_ms(dict(m))
+        if "payload" in m:
+            m.update(payload_fields(m.pop("payload")))
+        for k in ("depends_on", "depends_on_batch"):
+            if k in m:
+                m[k] = list(m[k])
+        tracing.inject(m)
+        out.append(m)
+        if idempotent_sends and m.get("dedup") is None:
+            m["dedup"] = "idem:" + uuid.uuid4().hex
+    return out, bool(out) and all(m.get("dedup") is not None for m in out)
 
 
 def _opts(**kw: Any) -> dict[str, Any]:
@@ -541,36 +816,60 @@ class Queue:
     def send(self, payload: Payload, *, priority: Optional[int] = None,
              delay_ms: Optional[int] = None, run_at: Optional[str] = None,
              dedup: Optional[str] = None, group: Optional[str] = None,
-             headers: Optional[Mapping[str, str]] = None) -> int:
+             headers: Optional[Mapping[str, str]] = None,
+             kind: Optional[str] = None,
+             timeout: Optional[Union[float, datetime.timedelta]] = None,
+             expire_after: Optional[Union[float, datetime.timedelta]] = None,
+             on_expiry: Optional[str] = None,
+             max_attempts: Optional[int] = None,
+             backoff: Optional[Union[float, datetime.timedelta]] = None,
+             backoff_max: Optional[Union[float, datetime.timedelta]] = None,
+             depends_on: Optional[Sequence[int]] = None,
+             if_dependency_dies: Optional[str] = None) -> int:
         """Sends one message; returns its id (the existing message's when
-        dedup matched). Returns once the server committed it."""
+        dedup matched). Returns once the server committed it. kind: the
+        job kind ("email.send"), by which a worker picks its handler.
+        timeout: seconds one attempt of the job may run (a worker stops
+        its handler there, and its lease ends there at the latest);
+        expire_after: seconds after the send within which it must start,
+        else it is dead-lettered ("expired: not started within N ms"), or
+        deleted with on_expiry="drop" (on_expiry="dead" is the default;
+        the queue's stats count it as "expired" either way).
+        The job's own retry policy: max_attempts (1 to 1,000,000; the
+        smaller of it and the queue's max_attempts applies), backoff and
+        backoff_max (seconds, backoff_max at least backoff: the retry
+        delay's base and cap after a failed attempt, instead of the
+        queue's). depends_on: ids of messages (in any queue) it waits for:
+        it is "waiting" until every one has completed;
+        if_dependency_dies: what it does when one of them dies instead,
+        "cancel" (the default: it is cancelled too), "run" or "wait"
+        (docs/semantics.md, "Dependencies")."""
         m = _opts(priority=priority, delay_ms=delay_ms, run_at=run_at,
-                  dedup=dedup, group=group,
-                  headers=dict(headers) if headers else None)
+                  dedup=dedup, group=group, kind=kind,
+                  headers=dict(headers) if headers else None,
+                  timeout=timeout, expire_after=expire_after,
+                  on_expiry=on_expiry,
+                  max_attempts=max_attempts, backoff=backoff,
+                  backoff_max=backoff_max,
+                  depends_on=list(depends_on) if depends_on else None,
+                  if_dependency_dies=if_dependency_dies)
         m.update(payload_fields(payload))
         return self._send([m], lambda r: r["ids"][0])
 
     def send_batch(self, messages: Sequence[Mapping[str, Any]]) -> SendResult:
         """Sends many messages in one commit. Each is a dict of the send
-        fields; its "payload" may be str, bytes or any JSON value. Each
-        carries the current trace context (sqlq.tracing) unless its
+        fields ("payload", "kind", "priority", ...); its "payload" may be
+        str, bytes or any JSON value; "timeout", "expire_after",
+        "backoff" and "backoff_max" are seconds, "max_attempts" a count,
+        "on_expiry" "dead" or "drop", as in send(); "depends_on" (ids),
+        "depends_on_batch" (indexes of earlier messages of this batch) and
+        "if_dependency_dies" make it wait for others. Each carries the current trace context (sqlq.tracing) unless its
         headers have a traceparent."""
-        return self._send(messages,
-                          lambda r: SendResult(r["ids"], r["duplicate"]))
+        return self._send(messages, _send_result)
 
     def _send(self, messages: Sequence[Mapping[str, Any]],
               then: Callable[[Json], Any]) -> Any:
-        out = []
-        for m in messages:
-            m = dict(m)
-            if "payload" in m:
-                m.update(payload_fields(m.pop("payload")))
-            tracing.inject(m)
-            out.append(m)
-            if self.client.idempotent_sends and m.get("dedup") is None:
-                m["dedup"] = "idem:" + uuid.uuid4().hex
-        # With a dedup key on every message a repeat stores nothing twice.
-        idem = bool(out) and all(m.get("dedup") is not None for m in out)
+        out, idem = _prepare(messages, self.client.idempotent_sends)
         return self._req("POST", "/messages", {"messages": out},
                          idempotent=idem, then=then)
 
@@ -592,9 +891,114 @@ class Queue:
         res.groups_busy = bool(r.get("groups_busy", False))
         return res
 
-    def ack(self, receipt: str) -> None:
-        return self._req("POST", "/ack", {"receipt": receipt},
+    def ack(self, receipt: str, result: Any = NO_RESULT, *,
+            result_ttl: Optional[Union[float, datetime.timedelta]] = None
+            ) -> None:
+        """Acks a message; with result (any JSON value, as large as the
+        queue's max_payload_bytes as JSON: else BadRequest, 413, and
+        nothing is acked) the job's result is
+        kept, in the ack's transaction, for result_ttl seconds (1 s to 30
+        days; None: the server's default, a day)."""
+        body: dict[str, Any] = {"receipt": receipt}
+        if result is not NO_RESULT:
+            body["result"] = result
+            if result_ttl is not None:
+                body["result_ttl_ms"] = duration_ms(result_ttl)
+        return self._req("POST", "/ack", body, then=lambda r: None)
+
+    def progress(self, receipt: str, progress: float,
+                 note: Any = None) -> Any:
+        """Records the progress of the leased message of receipt: a finite
+        number, and an optional note (any JSON value, at most 4 KiB). The
+        latest replaces the one before; the lease is not extended."""
+        if isinstance(progress, bool) or not isinstance(progress,
+                                                        (int, float)):
+            raise TypeError(f"progress must be a number, not {progress!r}")
+        if not math.isfinite(progress):
+            raise ValueError(f"progress must be finite, not {progress!r}")
+        body = _opts(receipt=receipt, progress=progress, note=note)
+        return self._req("POST", "/progress", body, idempotent=True,
                          then=lambda r: None)
+
+    def result_info(self, id: int, *, wait_ms: int = 0) -> Json:
+        """What the server has of job id now (one request; with wait_ms,
+        held until it is completed or dead, or wait_ms ran out): {"id",
+        "state", "result", "completed_at", "progress", "note",
+        "progress_at", "error", "attempts"}, each when known. Raises
+        NotFound when the queue knows nothing of it."""
+        return self._result_once(id, wait_ms)
+
+    def _result_once(self, id: int, wait_ms: int,
+                     retries: Optional[int] = None) -> Json:
+        return self._req("GET", f"/messages/{int(id)}/result",
+                         query={"wait_ms": wait_ms} if wait_ms else None,
+                         wait_s=wait_ms / 1000.0, retries=retries)
+
+    def result(self, id: int,
+               timeout: Optional[Union[float, datetime.timedelta]] = 60.0
+               ) -> Json:
+        """client.result(queue, id, timeout) of this queue."""
+        return self.client.result(self.name, id, timeout)
+
+    def _await_result(self, id: int, timeout: Optional[float]
+                      ) -> Generator[tuple[Callable[..., Any], tuple], Any,
+                                     Json]:
+        """The calls of client.result(), for a driver (sqlq.worker.drive,
+        sqlq.aio's): long polls of at most RESULT_WAIT_MS (or the
+        server's limit, once it said it) until the job is completed or
+        dead or the timeout ran out; every failure for want of the server
+        is retried with a short backoff until then."""
+        start = time.monotonic()
+        deadline = math.inf if timeout is None else start + max(0.0, timeout)
+        chunk = RESULT_WAIT_MS
+        fails = 0  # failed tries in a row
+        early = 0  # replies in a row that came back before their wait
+        info: Optional[Json] = None
+        last: Optional[BaseException] = None
+        while True:
+            left = deadline - time.monotonic()
+            wait_ms = int(max(0.0, min(left * 1000.0, chunk)))
+            asked = time.monotonic()
+            try:
+                info = yield self._result_once, (id, wait_ms, 0)
+                fails, last = 0, None
+            except BadRequest as e:
+                smaller = _wait_limit(e, chunk)
+                if smaller is None:
+                    raise
+                chunk = smaller
+                continue
+            except NotFound:
+                raise
+            except SqlqError as e:
+                if not _passing(e):
+                    raise
+                last = e
+                fails += 1
+                pause = backoff_delay(fails - 1, 0.05, 1.0)
+                if time.monotonic() + pause >= deadline:
+                    raise ResultTimeout(id, timeout or 0.0, info) from e
+                log.warning("sqlq: waiting for the result of job %d: %s; "
+                            "asking again in %.2fs", id, e, pause)
+                yield self.client._sleep, (pause,)
+                continue
+            state = info.get("state")
+            if state == "completed":
+                return info
+            if state == "dead":
+                raise JobFailed(id, info.get("error"), info.get("attempts"),
+                                info)
+            if time.monotonic() >= deadline:
+                raise ResultTimeout(id, timeout or 0.0, info) from last
+            # A reply long before its wait ended (a server stopping): not
+            # asked again at once.
+            if wait_ms and time.monotonic() - asked < wait_ms / 2000.0:
+                early += 1
+                pause = min(backoff_delay(early - 1, 0.05, 1.0),
+                            max(0.0, deadline - time.monotonic()))
+                yield self.client._sleep, (pause,)
+            else:
+                early = 0
 
     def ack_many(self, receipts: Sequence[str]) -> list[Json]:
         """Acks many in one commit; one result per receipt:
@@ -603,9 +1007,14 @@ class Queue:
                          then=_key("results"))
 
     def nack(self, receipt: str, *, error: Optional[str] = None,
-             delay_ms: Optional[int] = None) -> str:
-        """Fails the attempt: "retry" or "dead" (attempts used up)."""
-        body = _opts(receipt=receipt, error=error, delay_ms=delay_ms)
+             delay_ms: Optional[int] = None,
+             action: Optional[str] = None) -> str:
+        """Gives the message back. action "retry" (the default) fails the
+        attempt: "retry", or "dead" when its attempts are used up; "dead"
+        dead-letters it now: "dead"; "snooze" gives it back after delay_ms
+        without counting the attempt: "snoozed"."""
+        body = _opts(receipt=receipt, error=error, delay_ms=delay_ms,
+                     action=action)
         return self._req("POST", "/nack", body, then=_key("outcome"))
 
     def extend(self, receipt: str, lease_ms: int) -> str:
@@ -621,8 +1030,8 @@ class Queue:
     def messages(self, *, limit: Optional[int] = None,
                  cursor: Optional[str] = None, **filt: Any) -> Json:
         """One page: {"messages":[...],"next_cursor":...}. Filter: state,
-        min_priority, max_priority, dedup, group, header=(name, value),
-        payload_prefix, enqueued_after, enqueued_before."""
+        kind, min_priority, max_priority, dedup, group, header=(name,
+        value), payload_prefix, enqueued_after, enqueued_before."""
         q = _filter_query(filt)
         q.update(_opts(limit=limit, cursor=cursor))
         return self._req("GET", "/messages", query=q)
@@ -742,6 +1151,63 @@ class Ring:
                          then=_key("deleted"))
 
 
+class Topic:
+    """A topic: one publish stored in every subscribed queue whose header
+    filter it matches, in one transaction (docs/semantics.md, "Topics")."""
+
+    def __init__(self, client: _ClientBase, name: str) -> None:
+        self.client = client
+        self.name = name
+        self.path = "/v1/topics/" + _q(name)
+
+    def _req(self, method: str, sub: str = "", body: Optional[Json] = None,
+             **kw: Any) -> Json:
+        return self.client._call(method, self.path + sub, body, **kw)
+
+    def create(self) -> Json:
+        """Raises AlreadyExists when a queue, ring, rotation or topic has
+        the name."""
+        return self._req("POST")
+
+    def drop(self) -> Json:
+        """Drops the topic and its subscriptions; the queues stay."""
+        return self._req("DELETE")
+
+    def subscribe(self, queue: str, *,
+                  filter: Optional[Mapping[str, str]] = None) -> Json:
+        """Subscribes queue, or replaces its filter: the headers a message
+        must carry, each with exactly that value, to be delivered to it
+        (None: every message). Returns {"topic", "queue", "filter",
+        "created"} (created False: the filter was replaced)."""
+        body = {"filter": dict(filter)} if filter else None
+        return self._req("PUT", "/subscriptions/" + _q(queue), body,
+                         idempotent=True)
+
+    def unsubscribe(self, queue: str) -> Json:
+        """Raises NotFound when queue is not subscribed."""
+        return self._req("DELETE", "/subscriptions/" + _q(queue))
+
+    def subscriptions(self) -> list[Json]:
+        """[{"topic", "queue", "filter", "subscribed_at"}] by queue."""
+        return self._req("GET", "/subscriptions", then=_key("subscriptions"))
+
+    def publish(self, payload: Payload, **fields: Any) -> list[Json]:
+        """Publishes one message (the fields of Queue.send: priority,
+        headers, dedup, group, kind, timeout, ...). Returns the deliveries,
+        [{"queue", "message", "id", "duplicate"}], one per queue that
+        stored it; [] when no subscription takes it (nothing stored)."""
+        return self.publish_batch([dict(fields, payload=payload)])
+
+    def publish_batch(self, messages: Sequence[Mapping[str, Any]]
+                      ) -> list[Json]:
+        """Publishes many messages in one commit, each a dict of the send
+        fields (as Queue.send_batch takes them); each delivery's "message"
+        is its index in messages."""
+        out, idem = _prepare(messages, self.client.idempotent_sends)
+        return self._req("POST", "/messages", {"messages": out},
+                         idempotent=idem, then=_key("deliveries"))
+
+
 class Rotation:
     """A rotation: a pool of items served in turn."""
 
@@ -801,10 +1267,22 @@ class Schedule:
                time_zone: Optional[str] = None, priority: Optional[int] = None,
                headers: Optional[Mapping[str, str]] = None,
                group: Optional[str] = None,
-               catch_up: Optional[int] = None) -> Json:
+               catch_up: Optional[int] = None,
+               kind: Optional[str] = None,
+               timeout: Optional[Union[float, datetime.timedelta]] = None,
+               expire_after: Optional[Union[float,
+                                            datetime.timedelta]] = None,
+               on_expiry: Optional[str] = None
+               ) -> Json:
+        """Sends a message to queue at each tick of cron; kind: the job
+        kind of each message it sends; timeout, expire_after and
+        on_expiry: the limits of each (seconds), as in Queue.send()."""
         body = _opts(cron=cron, queue=queue, time_zone=time_zone,
                      priority=priority, headers=dict(headers) if headers else None,
-                     group=group, catch_up=catch_up)
+                     group=group, catch_up=catch_up, kind=kind,
+                     timeout=timeout, expire_after=expire_after,
+                     on_expiry=on_expiry)
+        _limits_ms(body)
         body.update(payload_fields(payload))
         return self.client._call("POST", self.path, body)
 

@@ -85,6 +85,44 @@ class ConnectionFailed(SqlqError):
         self.sent = sent
 
 
+class JobFailed(SqlqError):
+    """What awaiting a job's result (client.result) raises when the job
+    became a dead letter: its attempts were used up, or its handler
+    raised Permanent or Cancel, or it expired. id: the job's; error: its
+    last error; attempts: how many it had (None when not known); info:
+    the server's whole reply."""
+
+    def __init__(self, id: int, error: Optional[str],
+                 attempts: Optional[int] = None,
+                 info: Optional[dict] = None) -> None:
+        first = (error or "").split("\n")[0]
+        super().__init__("job_failed", f"job {id} failed"
+                         + (f" after {attempts} attempt(s)"
+                            if attempts is not None else "")
+                         + (f": {first}" if first else ""))
+        self.id = id
+        self.error = error
+        self.attempts = attempts
+        self.info = info or {}
+
+
+class ResultTimeout(SqlqError, TimeoutError):
+    """What awaiting a job's result (client.result) raises when the job
+    was neither completed nor dead within the timeout. id: the job's;
+    info: the server's last reply about it (its state, progress), None
+    when none came (the server was unreachable all along)."""
+
+    def __init__(self, id: int, timeout: float,
+                 info: Optional[dict] = None) -> None:
+        state = f" (still {info['state']})" if info and "state" in info \
+            else ""
+        super().__init__("result_timeout",
+                         f"no result for job {id} within {timeout:g}s"
+                         + state)
+        self.id = id
+        self.info = info
+
+
 _BY_CODE = {
     "not_found": NotFound,
     "no_route": NotFound,

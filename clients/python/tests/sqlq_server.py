@@ -9,7 +9,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Optional
+import unittest
+from typing import Any, Callable, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The tests import the package from the source tree.
@@ -31,6 +32,17 @@ def wait_for(cond: Callable[[], object], timeout: float = 20.0,
             raise AssertionError(f"timed out after {timeout}s waiting for "
                                  f"{what}")
         time.sleep(step)
+
+
+def serve(case: unittest.TestCase) -> tuple["Server", Any]:
+    """A server and an admin client of it (sqlq.Client) for a test; both
+    are closed after it, the client first."""
+    import sqlq
+    server = Server()
+    case.addCleanup(server.close)
+    client = sqlq.Client(server.url, token=ADMIN_TOKEN)
+    case.addCleanup(client.close)
+    return server, client
 
 
 class Server:

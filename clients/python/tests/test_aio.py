@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import datetime
 import logging
 import os
 import socket
@@ -119,6 +120,24 @@ class AioClientTest(AioCase):
         self.assertEqual((await q.message(i2))["errors"][0]["error"],
                          "smtp 451")
 
+    async def test_a_jobs_own_retry_policy(self) -> None:
+        q = self.client.queue("policy")
+        await q.create(max_attempts=5)
+        i = await q.send("x", max_attempts=1, backoff=2.5,
+                         backoff_max=datetime.timedelta(seconds=5))
+        j, = (await q.send_batch([{"payload": "y", "max_attempts": 2}])).ids
+        shown = await q.message(i)
+        self.assertEqual((shown["max_attempts"], shown["backoff_ms"],
+                          shown["backoff_max_ms"]), (1, 2500, 5000))
+        by_id = {m.id: m for m in await q.claim(2)}
+        self.assertEqual((by_id[i].max_attempts, by_id[j].max_attempts),
+                         (1, 2))
+        self.assertEqual(await by_id[i].nack(), "dead")
+        self.assertEqual((await q.message(i))["last_error"],
+                         "failed attempt 1 of 1")
+        with self.assertRaises(sqlq.BadRequest):
+            await q.send("z", backoff=5, backoff_max=1)
+
     async def test_stale_receipt(self) -> None:
         q = self.client.queue("stale")
         await q.create(lease_ms=1)
@@ -184,6 +203,19 @@ class AioClientTest(AioCase):
         self.assertIn("daily", [x["name"]
                                 for x in await self.client.schedules()])
         await s.drop()
+
+    async def test_topics(self) -> None:
+        t = self.client.topic("news")
+        await t.create()
+        await self.client.queue("news-eu").create()
+        await t.subscribe("news-eu", filter={"region": "eu"})
+        self.assertEqual(await t.publish("us", headers={"region": "us"}), [])
+        d = await t.publish("eu", headers={"region": "eu"})
+        self.assertEqual([x["queue"] for x in d], ["news-eu"])
+        self.assertEqual([s["queue"] for s in await t.subscriptions()],
+                         ["news-eu"])
+        self.assertIn("news", [x["name"] for x in await self.client.topics()])
+        await t.drop()
 
     async def test_errors_and_an_unreachable_server(self) -> None:
         async with aio.Client(self.server.url) as anon:
@@ -293,6 +325,55 @@ class AioWorkerTest(AioCase):
         dead = next(r for r in cm.records if "dead letter" in r.getMessage())
         self.assertIn("Traceback (most recent call last)",
                       logging.Formatter().format(dead))
+
+    async def test_a_hung_coroutine_is_cancelled_at_its_timeout(self):
+        q = self.client.queue("hung")
+        await q.create(max_attempts=3, backoff_base_ms=0)
+        i = await q.send("x")
+        cancelled = asyncio.Event()
+        second = asyncio.Event()
+        proceed = asyncio.Event()
+
+        async def handle(m: sqlq.Message) -> None:
+            if m.attempt == 1:
+                try:
+                    await asyncio.Event().wait()  # for ever
+                except asyncio.CancelledError:
+                    if m.cancelled.is_set():
+                        cancelled.set()
+                    raise
+            second.set()
+            await proceed.wait()
+        w = await self.start("hung", handle, timeout=0.5, name="w1")
+        await asyncio.wait_for(cancelled.wait(), 20)
+        await asyncio.wait_for(second.wait(), 20)
+        msg = await q.message(i)
+        self.assertEqual(msg["attempts"], 2)
+        self.assertEqual([e["error"] for e in msg["errors"]],
+                         ["timeout after 500 ms"])
+        proceed.set()
+        await wait_for(lambda: w.acked == 1, 20, "the ack")
+        st = await self.stats("hung")
+        self.assertEqual((st["claims"], st["acks"], st["nacks"],
+                          st["expirations"]), (2, 1, 1, 0))
+
+    async def test_arun_inline(self) -> None:
+        from sqlq.testing import arun_inline
+        q = self.client.queue("inline")
+        await q.create(max_attempts=1)
+        a = await q.send("a", kind="email.send")
+        b = await q.send("b", kind="email.send")
+
+        async def send_email(m: sqlq.Message) -> None:
+            await asyncio.sleep(0)
+            if m.payload == "b":
+                raise sqlq.Permanent("no such mailbox")
+        done = await arun_inline(self.client, "inline",
+                                 {"email.send": send_email})
+        self.assertEqual([(m.id, out) for m, out in done],
+                         [(a, "acked"), (b, "dead")])
+        self.assertEqual((await q.message(b))["last_error"],
+                         "no such mailbox")
 
     async def test_long_handler_keeps_its_lease(self) -> None:
         q = self.client.queue("long")

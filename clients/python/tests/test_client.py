@@ -1,8 +1,10 @@
 """Every operation of the Python client against a real `sqlq serve`."""
 from __future__ import annotations
 
+import datetime
 import os
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -204,6 +206,102 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(sqlq.payload_of(a[0]), b"\xffbytes")
         self.assertEqual(a[0]["worker"], "w-1")
 
+    def test_kinds(self) -> None:
+        q = self.client.queue("kinds")
+        q.create(archive=True, max_attempts=1)
+        a = q.send({"to": "ada"}, kind="email.send")
+        b, c = q.send_batch([{"payload": "inv", "kind": "billing/invoice"},
+                             {"payload": "plain"}]).ids
+        d = q.send("empty kind", kind="")  # the same as none
+        with self.assertRaises(sqlq.BadRequest) as cm:
+            q.send("x", kind="no spaces")
+        self.assertEqual(cm.exception.code, "invalid_argument")
+        self.assertEqual(q.count(), 4)  # the bad one stored nothing
+        self.assertEqual(q.message(a)["kind"], "email.send")
+        self.assertNotIn("kind", q.message(c))
+        self.assertEqual(q.count(kind="email.send"), 1)
+        self.assertEqual([m["id"] for m in q.iter_messages(
+            kind="billing/invoice")], [b])
+        got = {m.id: m for m in q.claim(10)}
+        self.assertEqual({i: m.kind for i, m in got.items()},
+                         {a: "email.send", b: "billing/invoice", c: None,
+                          d: None})
+        got[a].ack()
+        self.assertEqual(got[b].nack(error="no"), "dead")
+        self.assertEqual(q.archive()[0]["kind"], "email.send")
+        self.assertEqual([(x["id"], x["kind"]) for x in q.dead()],
+                         [(b, "billing/invoice")])
+
+    def test_job_limits(self) -> None:
+        q = self.client.queue("limits")
+        q.create(lease_ms=60000)
+        a = q.send("a", timeout=1.5,
+                   expire_after=datetime.timedelta(minutes=10))
+        b, c = q.send_batch([{"payload": "b", "timeout": 0.25},
+                             {"payload": "c", "expire_after": 3600}]).ids
+        d = q.send("d")
+        shown = {i: q.message(i) for i in (a, b, c, d)}
+        self.assertEqual((shown[a]["timeout_ms"],
+                          shown[a]["expire_after_ms"]), (1500, 600000))
+        self.assertEqual(shown[b]["timeout_ms"], 250)
+        self.assertNotIn("expire_after_ms", shown[b])
+        self.assertEqual(shown[c]["expire_after_ms"], 3600000)
+        self.assertNotIn("timeout_ms", shown[c])
+        for key in ("timeout_ms", "expire_after_ms", "expires_at"):
+            self.assertNotIn(key, shown[d])
+        before = time.time()
+        got = {m.id: m for m in q.claim(4)}
+        self.assertEqual({i: (m.timeout, m.expires_at)
+                          for i, m in got.items()},
+                         {a: (1.5, shown[a]["expires_at"]),
+                          b: (0.25, None),
+                          c: (None, shown[c]["expires_at"]),
+                          d: (None, None)})
+        # Leased for its own timeout, not the queue's 60 s.
+        lease_end = datetime.datetime.fromisoformat(
+            got[a].lease_expires_at.replace("Z", "+00:00")).timestamp()
+        self.assertLess(lease_end - before, 10)
+        with self.assertRaises(sqlq.BadRequest) as cm:
+            q.send("x", timeout=0)
+        self.assertEqual(cm.exception.code, "invalid_argument")
+
+    def test_job_retry_policy(self) -> None:
+        q = self.client.queue("policy")
+        q.create(max_attempts=5, backoff_base_ms=10, backoff_max_ms=10)
+        a = q.send("a", max_attempts=1, backoff=60,
+                   backoff_max=datetime.timedelta(minutes=2))
+        b, c = q.send_batch([{"payload": "b", "max_attempts": 3,
+                              "backoff": 0.25, "backoff_max": 0.5},
+                             {"payload": "c"}]).ids
+        shown = {i: q.message(i) for i in (a, b, c)}
+        keys = ("max_attempts", "backoff_ms", "backoff_max_ms")
+        self.assertEqual([shown[a][k] for k in keys], [1, 60000, 120000])
+        self.assertEqual([shown[b][k] for k in keys], [3, 250, 500])
+        for key in keys:
+            self.assertNotIn(key, shown[c])
+        got = {m.id: m for m in q.claim(3)}
+        self.assertEqual({i: m.max_attempts for i, m in got.items()},
+                         {a: 1, b: 3, c: None})
+        # Its own single attempt, though the queue allows five.
+        self.assertEqual(got[a].nack(), "dead")
+        dead = q.message(a)
+        self.assertEqual((dead["state"], dead["last_error"]),
+                         ("dead", "failed attempt 1 of 1"))
+        # Bad values: refused with the server's 400, nothing stored.
+        stored = q.count()
+        for bad in ({"max_attempts": 0}, {"max_attempts": 1000001},
+                    {"backoff": -1},
+                    {"backoff": 5, "backoff_max": 1}):
+            with self.subTest(bad=bad):
+                with self.assertRaises(sqlq.BadRequest) as cm:
+                    q.send("x", **bad)
+                self.assertEqual((cm.exception.status, cm.exception.code),
+                                 (400, "invalid_argument"))
+                with self.assertRaises(sqlq.BadRequest):
+                    q.send_batch([{"payload": "ok"},
+                                  dict(bad, payload="x")])
+        self.assertEqual(q.count(), stored)
+
     def test_rings(self) -> None:
         r = self.client.ring("views")
         self.assertEqual(r.create(capacity=2)["capacity"], 2)
@@ -219,6 +317,44 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(r.stats()["pushes"], 3)
         self.assertEqual(r.delete_group("article 1"), 1)
         self.assertEqual(r.drop(), {"dropped": "views"})
+
+    def test_topics(self) -> None:
+        t = self.client.topic("signups")
+        self.assertEqual(t.create(), {"name": "signups", "kind": "topic"})
+        with self.assertRaises(sqlq.AlreadyExists):
+            t.create()
+        mail, crm = self.client.queue("t-mail"), self.client.queue("t-crm")
+        mail.create()
+        crm.create()
+        # Nobody subscribes: nothing is stored.
+        self.assertEqual(t.publish("x"), [])
+        self.assertTrue(t.subscribe("t-mail")["created"])
+        sub = t.subscribe("t-crm", filter={"region": "eu"})
+        self.assertEqual(sub["filter"], {"region": "eu"})
+        with self.assertRaises(sqlq.BadRequest):
+            t.subscribe("t-crm", filter={"bad key": "x"})
+        with self.assertRaises(sqlq.NotFound):
+            t.subscribe("t-nope")
+        self.assertEqual([s["queue"] for s in t.subscriptions()],
+                         ["t-crm", "t-mail"])
+        listed = [x for x in self.client.topics() if x["name"] == "signups"]
+        self.assertEqual(listed[0]["subscriptions"], 2)
+        d = t.publish({"user": 7}, headers={"region": "eu"}, priority=3)
+        self.assertEqual(sorted(x["queue"] for x in d), ["t-crm", "t-mail"])
+        d = t.publish_batch([{"payload": "a", "headers": {"region": "us"}},
+                             {"payload": "b", "headers": {"region": "eu"}}])
+        self.assertEqual(sorted((x["queue"], x["message"]) for x in d),
+                         [("t-crm", 1), ("t-mail", 0), ("t-mail", 1)])
+        got = crm.claim(10)
+        self.assertEqual([m.payload for m in got], [{"user": 7}, "b"])
+        self.assertEqual(got[0].priority, 3)
+        self.assertEqual(len(mail.claim(10)), 3)
+        t.unsubscribe("t-crm")
+        with self.assertRaises(sqlq.NotFound):
+            t.unsubscribe("t-crm")
+        self.assertEqual(t.drop(), {"dropped": "signups"})
+        with self.assertRaises(sqlq.NotFound):
+            t.publish("x")
 
     def test_rotations(self) -> None:
         rot = self.client.rotation("relays")
@@ -242,8 +378,13 @@ class ClientTest(unittest.TestCase):
         self.client.queue("reports").create()
         s = self.client.schedule("daily")
         made = s.create(cron="0 9 * * *", queue="reports",
-                        payload={"report": "daily"}, time_zone="UTC")
+                        payload={"report": "daily"}, time_zone="UTC",
+                        kind="report.build", timeout=300,
+                        expire_after=datetime.timedelta(hours=1))
         self.assertEqual(made["payload"], {"report": "daily"})
+        self.assertEqual(made["kind"], "report.build")
+        self.assertEqual((made["timeout_ms"], made["expire_after_ms"]),
+                         (300000, 3600000))
         self.assertIn("daily", [x["name"] for x in self.client.schedules()])
         self.assertTrue(s.pause()["paused"])
         self.assertFalse(s.resume()["paused"])

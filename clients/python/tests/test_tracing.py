@@ -24,11 +24,7 @@ OTHER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 class TracingTest(unittest.TestCase):
     def setUp(self) -> None:
-        self.server = sqlq_server.Server()
-        self.addCleanup(self.server.close)
-        self.client = sqlq.Client(self.server.url,
-                                  token=sqlq_server.ADMIN_TOKEN)
-        self.addCleanup(self.client.close)
+        self.server, self.client = sqlq_server.serve(self)
         for q in ("in", "out"):
             self.client.queue(q).create()
 

@@ -276,11 +276,7 @@ class WorkerLogTest(unittest.TestCase):
     the stop."""
 
     def setUp(self) -> None:
-        self.server = sqlq_server.Server()
-        self.client = sqlq.Client(self.server.url,
-                                  token=sqlq_server.ADMIN_TOKEN)
-        self.addCleanup(self.server.close)
-        self.addCleanup(self.client.close)
+        self.server, self.client = sqlq_server.serve(self)
 
     def worker(self, queue: str, handler, **kw) -> sqlq.Worker:
         kw.setdefault("wait_ms", 500)

@@ -1,8 +1,9 @@
 """A worker process for the tests: python3 worker_proc.py URL TOKEN QUEUE
-DIR SHUTDOWN_TIMEOUT LEASE_MS [sync|aio]. Its handler appends "started ID"
-to DIR/started, then waits until DIR/go exists (for ever when it never
-does), then appends "done ID" to DIR/done. "aio" runs sqlq.aio's worker
-with a coroutine handler instead of sqlq's."""
+DIR SHUTDOWN_TIMEOUT LEASE_MS [sync|aio] [REPORT_TTL]. Its handler appends
+"started ID" to DIR/started, then waits until DIR/go exists (for ever when
+it never does), then appends "done ID" to DIR/done. "aio" runs sqlq.aio's worker
+with a coroutine handler instead of sqlq's; REPORT_TTL (seconds) is the
+worker's report_ttl."""
 from __future__ import annotations
 
 import asyncio
@@ -40,6 +41,8 @@ def main() -> None:
 
     opts = dict(concurrency=1, wait_ms=5000, lease_ms=int(lease_ms),
                 shutdown_timeout=float(timeout))
+    if len(sys.argv) > 8:
+        opts["report_ttl"] = float(sys.argv[8])
     if flavour == "aio":
         async def run() -> None:
             async with aio.Client(url, token=token) as c:
