@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <malloc.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -56,13 +57,13 @@ namespace {
 class Server;
 class LongPoll;
 
-// Blocks (SIG_BLOCK) or unblocks (SIG_UNBLOCK) the signals the server
-// handles, in the calling thread and the threads it starts afterwards.
-void ShutdownSignals(int how) {
+// The signals the server handles: SIGTERM and SIGINT shut it down, SIGHUP
+// reads the token file again.
+sigset_t HandledSignals() {
   sigset_t set;
   sigemptyset(&set);
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
-  pthread_sigmask(how, &set, nullptr);
+  return set;
 }
 
 // The first read of an idle connection: enough for a small request whole.
@@ -251,8 +252,7 @@ class Server {
         sqs_(store, config.limits, auth, auth_failures_, queues_),
         db_pool_(static_cast<std::size_t>(config.db_threads)),
         acceptor_(ioc_),
-        signals_(ioc_, SIGTERM, SIGINT),
-        reload_(ioc_, SIGHUP),
+        signals_(asio::make_strand(ioc_)),
         drain_timer_(ioc_),
         tls_(tls),
         work_(asio::make_work_guard(ioc_)) {}
@@ -336,8 +336,11 @@ class Server {
             .scheduler_leader = store_.HoldsSchedulerLease() ? 1 : 0};
   }
   void Accept();
-  // SIGHUP: the token file read again (Auth::Reload).
-  void WaitForReload();
+  // Reads the signals that have arrived (signals_) and acts on them:
+  // SIGHUP reads the token file again (Auth::Reload), SIGTERM and SIGINT
+  // begin the shutdown.
+  void WaitForSignals();
+  void Reload();
   void BeginShutdown(int signal);
   void CheckDrained();
 
@@ -364,8 +367,13 @@ class Server {
   asio::io_context ioc_;
   asio::thread_pool db_pool_;
   tcp::acceptor acceptor_;
-  asio::signal_set signals_;
-  asio::signal_set reload_;
+  // A signalfd of HandledSignals(), which every thread blocks: the kernel
+  // keeps a signal pending until the server reads it here, whichever thread
+  // it was sent to. No handler runs, so nothing depends on which thread
+  // takes it (ThreadSanitizer holds a handler back until its thread next
+  // enters the runtime, which an idle thread may never do). On a strand:
+  // the shutdown closes it from whichever thread drains last.
+  asio::posix::stream_descriptor signals_;
   asio::steady_timer drain_timer_;
   ssl::context* tls_;  // nullptr: plain HTTP
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>>
@@ -915,25 +923,39 @@ void Server::Accept() {
   });
 }
 
-void Server::WaitForReload() {
-  reload_.async_wait([this](beast::error_code ec, int) {
-    if (ec) return;  // cancelled at shutdown
-    if (!auth_.enabled()) {
-      Log("info", "tokens_not_reloaded",
-          "reason=\"the server runs without --tokens\"");
-    } else if (auto counts = auth_.Reload(); counts.ok()) {
-      // Connections stay open; each request from now on is checked
-      // against the new tokens.
-      Log("info", "tokens_reloaded",
-          fmt::format("file={} tokens={} keys={}", Quote(config_.tokens_file),
-                      counts->tokens, counts->keys));
-    } else {
-      Log("error", "tokens_reload_failed",
-          fmt::format("reason={} kept=\"the tokens in force before\"",
-                      Quote(counts.status().message())));
-    }
-    WaitForReload();
-  });
+void Server::WaitForSignals() {
+  signals_.async_wait(
+      asio::posix::descriptor_base::wait_read, [this](beast::error_code ec) {
+        if (ec) return;  // closed at the end of the shutdown
+        signalfd_siginfo info{};
+        while (::read(signals_.native_handle(), &info, sizeof info) ==
+               static_cast<ssize_t>(sizeof info)) {
+          const int sig = static_cast<int>(info.ssi_signo);
+          if (sig == SIGHUP) {
+            if (!stopping_) Reload();
+          } else {
+            BeginShutdown(sig);  // once: a second signal changes nothing
+          }
+        }
+        WaitForSignals();
+      });
+}
+
+void Server::Reload() {
+  if (!auth_.enabled()) {
+    Log("info", "tokens_not_reloaded",
+        "reason=\"the server runs without --tokens\"");
+  } else if (auto counts = auth_.Reload(); counts.ok()) {
+    // Connections stay open; each request from now on is checked
+    // against the new tokens.
+    Log("info", "tokens_reloaded",
+        fmt::format("file={} tokens={} keys={}", Quote(config_.tokens_file),
+                    counts->tokens, counts->keys));
+  } else {
+    Log("error", "tokens_reload_failed",
+        fmt::format("reason={} kept=\"the tokens in force before\"",
+                    Quote(counts.status().message())));
+  }
 }
 
 void Server::BeginShutdown(int signal) {
@@ -955,7 +977,6 @@ void Server::BeginShutdown(int signal) {
   for (auto& lp : parked) {
     lp->PostStop();
   }
-  reload_.cancel(ec);
   for (auto& s : sessions) asio::post(s->executor(), [s] { s->Shutdown(); });
   shutdown_deadline_ = SteadyClock::now() + config_.limits.shutdown_timeout;
   CheckDrained();
@@ -964,7 +985,7 @@ void Server::BeginShutdown(int signal) {
 void Server::CheckDrained() {
   if (connections_.load() == 0 && in_flight_.load() == 0) {
     Log("info", "shutdown_drained");
-    signals_.cancel();
+    asio::post(signals_.get_executor(), [this] { signals_.close(); });
     work_.reset();
     return;
   }
@@ -972,7 +993,7 @@ void Server::CheckDrained() {
     Log("warn", "shutdown_timeout",
         fmt::format("connections={} in_flight={}", connections_.load(),
                     in_flight_.load()));
-    signals_.cancel();
+    asio::post(signals_.get_executor(), [this] { signals_.close(); });
     work_.reset();
     ioc_.stop();
     return;
@@ -1043,16 +1064,21 @@ int Server::Run(const std::function<int(const Status&)>& exit_code) {
     if (ec) return cannot_write(ec.message());
   }
 
-  signals_.async_wait([this](beast::error_code e, int sig) {
-    if (!e) BeginShutdown(sig);
-  });
-  WaitForReload();
+  // Blocked in every thread since RunServer began: one sent before this
+  // point is read now.
+  sigset_t handled = HandledSignals();
+  const int sfd = ::signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sfd < 0) {
+    std::cerr << "sqlq serve: cannot read signals (signalfd): "
+              << std::strerror(errno) << "\n";
+    return 1;
+  }
+  signals_.assign(sfd);
+  WaitForSignals();
   Accept();
   // The queues' history for the dashboard: a reading every step.
   api_.overview().StartSampling();
 
-  // The I/O threads, this one among them, take the signals (RunServer).
-  ShutdownSignals(SIG_UNBLOCK);
   std::vector<std::thread> threads;
   for (int i = 1; i < config_.io_threads; ++i) {
     threads.emplace_back([this] { ioc_.run(); });
@@ -1153,16 +1179,12 @@ int RunServer(const ServerConfig& config,
   // on ordinary request churn; large buffers are returned by the mapping
   // and malloc_trim after large bodies, so the heap may keep more.
   mallopt(M_TRIM_THRESHOLD, 32 << 20);
-  // SIGTERM, SIGINT and SIGHUP are blocked in every thread that starts from
-  // here on (the store's, the database pool's), and unblocked only where
-  // the I/O threads run (Server::Run): the kernel hands a signal to a
-  // thread that has it unblocked, so it always lands where asio's
-  // signal_set wakes at once. Under ThreadSanitizer, which holds a
-  // signal back until its thread next enters the runtime, a SIGHUP handed
-  // to an idle store thread could otherwise wait for ever. An early SIGTERM
-  // stays pending until the server listens, rather than killing it half
-  // started.
-  ShutdownSignals(SIG_BLOCK);
+  // SIGTERM, SIGINT and SIGHUP are blocked here, before any thread starts,
+  // and so in every thread: they stay pending until Server::Run reads them
+  // from a signalfd. An early SIGTERM waits until the server listens,
+  // rather than killing it half started.
+  sigset_t handled = HandledSignals();
+  pthread_sigmask(SIG_BLOCK, &handled, nullptr);
   Auth auth = Auth::AllowAll();
   if (!config.tokens_file.empty()) {
     auto a = Auth::Load(config.tokens_file);
