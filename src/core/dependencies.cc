@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "core/errors.h"
 #include "core/store_impl.h"
@@ -36,43 +39,93 @@ std::vector<std::int64_t> ParentsOf(const Message& m,
 
 // Links messages [from, to) of `messages` (all sent to queue `queue_id`;
 // `results` holds what the sends of messages [0, to) stored) that depend
-// on others, in order, so that one cancelled here is dead for the later
-// ones that depend on it; cancels those with a dead one under
-// IfDependencyDies::kCancel. Returns how many of them now wait; adds the
-// cancelled ones to `cancelled`.
+// on others, and cancels those with a dead one under
+// IfDependencyDies::kCancel. In order: one cancelled here is dead for the
+// later ones that depend on it. The parents are locked, the links written
+// and the children made waiting in a few statements for the whole range
+// (DependencyOps). Returns how many of them now wait; adds the cancelled
+// ones to `cancelled`.
 Result<std::int64_t> LinkRange(Engine& e, Conn& conn, std::int64_t queue_id,
                                const QueueOptions& qo,
                                std::span<const Message> messages,
                                const std::vector<SendResult>& results,
                                std::size_t from, std::size_t to,
                                std::int64_t& cancelled) {
-  std::int64_t waiting = 0;
-  for (std::size_t i = from; i < to; ++i) {
+  // A duplicate is the message already there, linked at its own send.
+  auto linked = [&](std::size_t i) {
     const Message& m = messages[i];
-    // A duplicate is the message already there, linked at its own send.
-    if (results[i].duplicate) continue;
-    if (m.depends_on.empty() && m.depends_on_batch.empty()) continue;
-    const std::vector<std::int64_t> parents = ParentsOf(m, results);
-    auto linked = e.LinkDependencies(
-        conn, {.child_id = results[i].id,
-               .child_queue_id = queue_id,
-               .parents = parents,
-               .on_dead = StoredPolicy(m.if_dependency_dies)});
-    if (!linked.ok()) return linked.status();
-    if (linked->dead_parent) {
-      const std::string why = DependencyDiedText(*linked->dead_parent, true);
-      const std::int64_t id = results[i].id;
-      auto n = e.Cancel(conn, {.queue_id = queue_id,
-                               .ids = std::span<const std::int64_t>(&id, 1),
-                               .error = why,
-                               .unique_for = Micros(qo.unique_for)});
-      if (!n.ok()) return n.status();
-      cancelled += *n;
+    return !results[i].duplicate &&
+           (!m.depends_on.empty() || !m.depends_on_batch.empty());
+  };
+  std::vector<std::int64_t> all;
+  for (std::size_t i = from; i < to; ++i) {
+    if (!linked(i)) continue;
+    const std::vector<std::int64_t> parents = ParentsOf(messages[i], results);
+    all.insert(all.end(), parents.begin(), parents.end());
+  }
+  if (all.empty()) return 0;
+  auto found = e.LockParents(conn, all);
+  if (!found.ok()) return found.status();
+  std::map<std::int64_t, ParentState> state;
+  for (const ParentState& p : *found) state[p.id] = p;
+  std::vector<DependencyLink> links;
+  std::vector<ChildWaits> waiting;
+  // Cancelled here, each with the dead parent that made it so.
+  std::vector<std::pair<std::int64_t, std::int64_t>> cancels;
+  for (std::size_t i = from; i < to; ++i) {
+    if (!linked(i)) continue;
+    const Message& m = messages[i];
+    const OnDead policy = StoredPolicy(m.if_dependency_dies);
+    std::vector<std::int64_t> parents = ParentsOf(m, results);
+    std::sort(parents.begin(), parents.end());
+    parents.erase(std::unique(parents.begin(), parents.end()), parents.end());
+    std::optional<std::int64_t> dead_parent;
+    std::vector<DependencyLink> mine;
+    for (std::int64_t id : parents) {
+      auto it = state.find(id);
+      if (it == state.end()) continue;  // completed (or deleted): done
+      const ParentState& p = it->second;
+      if (!p.dead) {
+        mine.push_back({.parent_id = id,
+                        .child_id = results[i].id,
+                        .parent_queue_id = p.queue_id,
+                        .child_queue_id = queue_id,
+                        .on_dead = policy});
+      } else if (policy == OnDead::kCancel) {
+        if (!dead_parent) dead_parent = id;
+      } else if (policy == OnDead::kWait) {
+        mine.push_back({.parent_id = id,
+                        .child_id = results[i].id,
+                        .parent_queue_id = p.queue_id,
+                        .child_queue_id = queue_id,
+                        .on_dead = policy,
+                        .parked = true});
+      }
+    }
+    if (dead_parent) {
+      cancels.emplace_back(results[i].id, *dead_parent);
+      // Dead from here on, for the later messages of the range.
+      state[results[i].id] = {
+          .id = results[i].id, .queue_id = queue_id, .dead = true};
       continue;
     }
-    if (linked->waits > 0) ++waiting;
+    if (mine.empty()) continue;
+    waiting.push_back(
+        {.child_id = results[i].id, .waits = static_cast<int>(mine.size())});
+    links.insert(links.end(), mine.begin(), mine.end());
   }
-  return waiting;
+  Status s = e.WriteLinks(conn, links, waiting);
+  if (!s.ok()) return s;
+  for (const auto& [id, parent] : cancels) {
+    const std::string why = DependencyDiedText(parent, true);
+    auto n = e.Cancel(conn, {.queue_id = queue_id,
+                             .ids = std::span<const std::int64_t>(&id, 1),
+                             .error = why,
+                             .unique_for = Micros(qo.unique_for)});
+    if (!n.ok()) return n.status();
+    cancelled += *n;
+  }
+  return static_cast<std::int64_t>(waiting.size());
 }
 
 // The queues a batch's dependencies must have flagged: those of the ids it

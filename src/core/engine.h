@@ -947,20 +947,28 @@ inline constexpr std::int64_t kWaitingUs = std::int64_t{1} << 62;
 // dead-lettered, cancelled or deleted): IfDependencyDies, as stored.
 enum class OnDead : int { kCancel = 0, kRun = 1, kWait = 2 };
 
-// DependencyOps::LinkDependencies: message child_id (just sent to queue
-// child_queue_id, in this transaction) waits for `parents`.
-struct LinkParams {
-  std::int64_t child_id = 0;
-  std::int64_t child_queue_id = 0;
-  std::span<const std::int64_t> parents;
-  OnDead on_dead = OnDead::kCancel;
+// DependencyOps::LockParents: where a message that others are about to
+// wait for is now.
+struct ParentState {
+  std::int64_t id = 0;
+  std::int64_t queue_id = 0;
+  bool dead = false;  // in the dead letters (else live, its row locked)
 };
 
-struct LinkOutcome {
-  int waits = 0;  // parents still to complete: the child is waiting
-  // A parent dead (or gone) at the send, when on_dead is kCancel: the
-  // child is to be cancelled.
-  std::optional<std::int64_t> dead_parent;
+// DependencyOps::WriteLinks: a row of sqlq_deps.
+struct DependencyLink {
+  std::int64_t parent_id = 0;
+  std::int64_t child_id = 0;
+  std::int64_t parent_queue_id = 0;
+  std::int64_t child_queue_id = 0;
+  OnDead on_dead = OnDead::kCancel;
+  bool parked = false;  // the parent is dead: waiting for its redrive
+};
+
+// DependencyOps::WriteLinks: a child just sent, now waiting for `waits`.
+struct ChildWaits {
+  std::int64_t child_id = 0;
+  int waits = 0;
 };
 
 // A dependency whose parent left its queue other than by a releasing ack.
@@ -991,8 +999,17 @@ class DependencyOps {
   virtual Status FlagDependents(Conn& conn,
                                 std::span<const std::int64_t> parents,
                                 std::span<const std::int64_t> queues) = 0;
-  virtual Result<LinkOutcome> LinkDependencies(Conn& conn,
-                                               const LinkParams& p) = 0;
+  // The state of each of `ids` that is live (its row locked until the
+  // transaction ends, so that an ack of it waits for the links written
+  // next, or this read waits for the ack and finds the row gone) or dead;
+  // an id that is neither (completed, or deleted) is not in the result.
+  // In id order.
+  virtual Result<std::vector<ParentState>> LockParents(
+      Conn& conn, std::span<const std::int64_t> ids) = 0;
+  // Writes `links`, and makes each of `children` (just sent, in this
+  // transaction) waiting for its count.
+  virtual Status WriteLinks(Conn& conn, std::span<const DependencyLink> links,
+                            std::span<const ChildWaits> children) = 0;
   // After the ack of `parents` (of queue `queue_id`) in this transaction:
   // when the queue is flagged, each dependent waits for one less, and one
   // that waits for none is ready now. Returns the queues of the dependents

@@ -225,6 +225,58 @@ TEST_P(DependencyConformance, WhatIsAlreadyDoneOrDeadCountsAtTheSend) {
   EXPECT_EQ(StateOf(q, runs.id), MessageState::kReady);
 }
 
+// One batch whose first message is cancelled at the send (it waits for a
+// dead one): the later messages of the batch that wait for it see it dead,
+// each by its own policy, as if they had been sent after it.
+TEST_P(DependencyConformance, ACancelAtTheSendIsDeadForTheRestOfItsBatch) {
+  WorkQueue q = MakeQueue("jobs", {.max_attempts = 1});
+  ASSERT_OK_AND_ASSIGN(SendResult failed, q.Send({.payload = "failed"}));
+  ClaimedMessage f = ClaimOne(q);
+  ASSERT_OK(q.Nack(f.receipt, {.error = "boom"}));
+  ASSERT_OK_AND_ASSIGN(SendResult live, q.Send({.payload = "live"}));
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<SendResult> sent,
+      q.SendBatch(std::vector<Message>{
+          {.payload = "a", .depends_on = {failed.id}},
+          {.payload = "b", .depends_on_batch = {0}},
+          {.payload = "c",
+           .depends_on = {live.id},
+           .depends_on_batch = {0},
+           .if_dependency_dies = IfDependencyDies::kWait},
+          {.payload = "d",
+           .depends_on_batch = {0},
+           .if_dependency_dies = IfDependencyDies::kRun},
+          {.payload = "e",
+           .depends_on = {live.id},
+           .depends_on_batch = {3}},
+      }));
+  ASSERT_EQ(sent.size(), 5u);
+  ASSERT_OK_AND_ASSIGN(MessageInfo a, q.Get(sent[0].id));
+  EXPECT_EQ(a.state, MessageState::kDead);
+  EXPECT_EQ(a.last_error, "cancelled: message " + std::to_string(failed.id) +
+                              ", which it depends on, died");
+  ASSERT_OK_AND_ASSIGN(MessageInfo b, q.Get(sent[1].id));
+  EXPECT_EQ(b.state, MessageState::kDead);
+  EXPECT_EQ(b.last_error, "cancelled: message " + std::to_string(sent[0].id) +
+                              ", which it depends on, died");
+  ASSERT_OK_AND_ASSIGN(MessageInfo c, q.Get(sent[2].id));
+  EXPECT_EQ(c.state, MessageState::kWaiting);
+  EXPECT_EQ(c.waits_for, (std::vector<std::int64_t>{live.id, sent[0].id}));
+  EXPECT_EQ(c.waits_for_dead, (std::vector<std::int64_t>{sent[0].id}));
+  EXPECT_EQ(StateOf(q, sent[3].id), MessageState::kReady);
+  ASSERT_OK_AND_ASSIGN(MessageInfo e, q.Get(sent[4].id));
+  EXPECT_EQ(e.state, MessageState::kWaiting);
+  EXPECT_EQ(e.waits_for, (std::vector<std::int64_t>{live.id, sent[3].id}));
+
+  // Acking "live" and then "d" releases "e"; "c" still waits for "a".
+  EXPECT_EQ(ClaimAndAck(q), "live");
+  EXPECT_EQ(StateOf(q, sent[2].id), MessageState::kWaiting);
+  EXPECT_EQ(ClaimAndAck(q), "d");
+  EXPECT_EQ(ClaimAndAck(q), "e");
+  EXPECT_EQ(StateOf(q, sent[2].id), MessageState::kWaiting);
+  EXPECT_EQ(Waiting(q), 1);
+}
+
 TEST_P(DependencyConformance, ADeadParentCancelsItsDependentsInTurn) {
   WorkQueue a_q = MakeQueue("a", {.max_attempts = 1});
   WorkQueue b_q = MakeQueue("b");

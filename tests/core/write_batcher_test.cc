@@ -250,7 +250,12 @@ class FakeEngine : public Engine {
                         std::span<const std::int64_t>) override {
     return Unused();
   }
-  Result<LinkOutcome> LinkDependencies(Conn&, const LinkParams&) override {
+  Result<std::vector<ParentState>> LockParents(
+      Conn&, std::span<const std::int64_t>) override {
+    return Unused();
+  }
+  Status WriteLinks(Conn&, std::span<const DependencyLink>,
+                    std::span<const ChildWaits>) override {
     return Unused();
   }
   // No message here has dependents.

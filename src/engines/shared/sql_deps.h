@@ -16,7 +16,11 @@
 #define SQLQ_ENGINES_SHARED_SQL_DEPS_H_
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "core/errors.h"
 #include "engines/shared/sql_engine.h"
@@ -28,14 +32,31 @@ namespace deps_sql {
 // One less to wait for; ready now at the last one. ready_us is set first:
 // MariaDB assigns left to right with the new values, the others with the
 // old ones, and both read waits before it changes here.
-// kReleaseSome: the same for a list of ids, which the caller completes
-// ("?, ?) AND waits > 0").
+// kReleaseSome: the same for a list of ids that each lose `n` parents at
+// once (an ack of several), which the caller completes ("?, ?) AND waits
+// >= n"); its parameters: n, now, n, ids..., n.
 inline constexpr const char* kReleaseSome =
-    "UPDATE sqlq_messages SET ready_us = CASE WHEN waits = 1 THEN ? ELSE "
-    "ready_us END, waits = waits - 1 WHERE id IN (";
+    "UPDATE sqlq_messages SET ready_us = CASE WHEN waits = ? THEN ? ELSE "
+    "ready_us END, waits = waits - ? WHERE id IN (";
 inline constexpr const char* kReleaseOne =
     "UPDATE sqlq_messages SET ready_us = CASE WHEN waits = 1 THEN ? ELSE "
     "ready_us END, waits = waits - 1 WHERE id = ? AND waits > 0";
+
+
+// Statements over lists of ids are written with one placeholder per id,
+// in pieces of at most this many ids (or rows of links), far below every
+// engine's limit on placeholders.
+inline constexpr std::size_t kPiece = 500;
+
+// "?, ?, ..., ?" for n placeholders.
+inline std::string Marks(std::size_t n, const char* one = "?") {
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i > 0) out += ", ";
+    out += one;
+  }
+  return out;
+}
 
 }  // namespace deps_sql
 
@@ -44,9 +65,6 @@ Status SqlEngine<D>::FlagDependents(core::Conn& c,
                                     std::span<const std::int64_t> parents,
                                     std::span<const std::int64_t> queues) {
   DConn& conn = Native(c);
-  static const std::string kWhere = D::Statement(
-      "SELECT queue_id FROM sqlq_messages WHERE id = ? UNION ALL "
-      "SELECT queue_id FROM sqlq_dead WHERE id = ?");
   static const std::string kFlag =
       D::Statement("SELECT dependents FROM sqlq_queues WHERE id = ?");
   // FOR UPDATE conflicts with the share lock of every ack in flight on the
@@ -57,8 +75,22 @@ Status SqlEngine<D>::FlagDependents(core::Conn& c,
   static const std::string kSet =
       D::Statement("UPDATE sqlq_queues SET dependents = 1 WHERE id = ?");
   std::set<std::int64_t> all(queues.begin(), queues.end());
-  for (std::int64_t id : parents) {
-    auto rows = conn.Run(kWhere, Params().Int(id).Int(id), "find message");
+  // The parents' queues, live or dead, for the whole list at once.
+  for (std::size_t at = 0; at < parents.size(); at += deps_sql::kPiece) {
+    const std::size_t n = std::min(deps_sql::kPiece, parents.size() - at);
+    Params p;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (std::size_t i = 0; i < n; ++i) p.Int(parents[at + i]);
+    }
+    const std::string marks = deps_sql::Marks(n);
+    auto rows = conn.RunOnce(
+        D::Statement("SELECT DISTINCT queue_id FROM sqlq_messages WHERE id IN "
+                     "(" +
+                     marks +
+                     ") UNION SELECT DISTINCT queue_id FROM sqlq_dead WHERE "
+                     "id IN (" +
+                     marks + ")"),
+        p, "find messages");
     if (!rows.ok()) return rows.status();
     for (int i = 0; i < rows->size(); ++i) all.insert(rows->Int(i, 0));
   }
@@ -75,67 +107,101 @@ Status SqlEngine<D>::FlagDependents(core::Conn& c,
   return Status::Ok();
 }
 
+
 template <class D>
-Result<core::LinkOutcome> SqlEngine<D>::LinkDependencies(
-    core::Conn& c, const core::LinkParams& p) {
+Result<std::vector<core::ParentState>> SqlEngine<D>::LockParents(
+    core::Conn& c, std::span<const std::int64_t> ids) {
   DConn& conn = Native(c);
-  // The parent's row locked: an ack of it waits for this transaction, or
-  // this read waits for the ack's and then finds the row gone.
-  static const std::string kLive = D::Statement(
-      std::string("SELECT queue_id FROM sqlq_messages WHERE id = ?") +
-      D::kForUpdate);
-  static const std::string kDead =
-      D::Statement("SELECT queue_id FROM sqlq_dead WHERE id = ?");
-  static const std::string kLink = D::Statement(
-      "INSERT INTO sqlq_deps (parent_id, child_id, parent_queue_id, "
-      "child_queue_id, on_dead, parked) VALUES (?, ?, ?, ?, ?, ?)");
-  static const std::string kWait =
-      D::Statement("UPDATE sqlq_messages SET ready_us = " SQLQ_WAITING_US
-                   ", waits = ? WHERE id = ?");
-  std::vector<std::int64_t> parents(p.parents.begin(), p.parents.end());
-  std::sort(parents.begin(), parents.end());
-  parents.erase(std::unique(parents.begin(), parents.end()), parents.end());
-  // Where each parent is: live (its queue), dead (its queue), or neither.
-  struct Found {
-    std::int64_t id = 0;
-    std::int64_t queue_id = 0;
-    bool dead = false;
-  };
-  std::vector<Found> waited;
-  core::LinkOutcome out;
-  for (std::int64_t id : parents) {
-    auto live = conn.Run(kLive, Params().Int(id), "lock dependency");
-    if (!live.ok()) return live.status();
-    if (live->size() > 0) {
-      waited.push_back({id, live->Int(0, 0), false});
-      continue;
+  std::vector<std::int64_t> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  std::vector<core::ParentState> out;
+  std::vector<std::int64_t> missing;
+  // The live ones, locked in id order (two sends lock in the same order).
+  for (std::size_t at = 0; at < sorted.size(); at += deps_sql::kPiece) {
+    const std::size_t n = std::min(deps_sql::kPiece, sorted.size() - at);
+    Params p;
+    for (std::size_t i = 0; i < n; ++i) p.Int(sorted[at + i]);
+    auto rows = conn.RunOnce(
+        D::Statement("SELECT id, queue_id FROM sqlq_messages WHERE id IN (" +
+                     deps_sql::Marks(n) + ") ORDER BY id" + D::kForUpdate),
+        p, "lock dependencies");
+    if (!rows.ok()) return rows.status();
+    std::size_t k = at;
+    for (int r = 0; r < rows->size(); ++r) {
+      const std::int64_t id = rows->Int(r, 0);
+      for (; k < at + n && sorted[k] < id; ++k) missing.push_back(sorted[k]);
+      if (k < at + n && sorted[k] == id) ++k;
+      out.push_back({.id = id, .queue_id = rows->Int(r, 1)});
     }
-    auto dead = conn.Run(kDead, Params().Int(id), "find dependency");
-    if (!dead.ok()) return dead.status();
-    if (dead->size() == 0) continue;  // completed (or deleted): done
-    if (p.on_dead == core::OnDead::kCancel) {
-      if (!out.dead_parent) out.dead_parent = id;
-    } else if (p.on_dead == core::OnDead::kWait) {
-      waited.push_back({id, dead->Int(0, 0), true});
+    for (; k < at + n; ++k) missing.push_back(sorted[k]);
+  }
+  for (std::size_t at = 0; at < missing.size(); at += deps_sql::kPiece) {
+    const std::size_t n = std::min(deps_sql::kPiece, missing.size() - at);
+    Params p;
+    for (std::size_t i = 0; i < n; ++i) p.Int(missing[at + i]);
+    auto rows = conn.RunOnce(
+        D::Statement("SELECT id, queue_id FROM sqlq_dead WHERE id IN (" +
+                     deps_sql::Marks(n) + ")"),
+        p, "find dependencies");
+    if (!rows.ok()) return rows.status();
+    for (int r = 0; r < rows->size(); ++r) {
+      out.push_back(
+          {.id = rows->Int(r, 0), .queue_id = rows->Int(r, 1), .dead = true});
     }
   }
-  if (out.dead_parent || waited.empty()) return out;
-  for (const Found& f : waited) {
-    auto rows = conn.Run(kLink,
-                         Params()
-                             .Int(f.id)
-                             .Int(p.child_id)
-                             .Int(f.queue_id)
-                             .Int(p.child_queue_id)
-                             .Int(static_cast<int>(p.on_dead))
-                             .Int(f.dead ? 1 : 0),
-                         "link dependency");
+  std::sort(out.begin(), out.end(),
+            [](const core::ParentState& a, const core::ParentState& b) {
+              return a.id < b.id;
+            });
+  return out;
+}
+
+template <class D>
+Status SqlEngine<D>::WriteLinks(core::Conn& c,
+                                std::span<const core::DependencyLink> links,
+                                std::span<const core::ChildWaits> children) {
+  DConn& conn = Native(c);
+  for (std::size_t at = 0; at < links.size(); at += deps_sql::kPiece) {
+    const std::size_t n = std::min(deps_sql::kPiece, links.size() - at);
+    Params p;
+    for (std::size_t i = 0; i < n; ++i) {
+      const core::DependencyLink& l = links[at + i];
+      p.Int(l.parent_id)
+          .Int(l.child_id)
+          .Int(l.parent_queue_id)
+          .Int(l.child_queue_id)
+          .Int(static_cast<int>(l.on_dead))
+          .Int(l.parked ? 1 : 0);
+    }
+    auto rows = conn.RunOnce(
+        D::Statement("INSERT INTO sqlq_deps (parent_id, child_id, "
+                     "parent_queue_id, child_queue_id, on_dead, parked) "
+                     "VALUES " +
+                     deps_sql::Marks(n, "(?, ?, ?, ?, ?, ?)")),
+        p, "link dependencies");
     if (!rows.ok()) return rows.status();
   }
-  out.waits = static_cast<int>(waited.size());
-  auto rows = conn.Run(kWait, Params().Int(out.waits).Int(p.child_id), "wait");
-  if (!rows.ok()) return rows.status();
-  return out;
+  // One update per count of parents (a graph's jobs mostly share one).
+  std::map<int, std::vector<std::int64_t>> by_waits;
+  for (const core::ChildWaits& w : children) {
+    by_waits[w.waits].push_back(w.child_id);
+  }
+  for (const auto& [waits, ids] : by_waits) {
+    for (std::size_t at = 0; at < ids.size(); at += deps_sql::kPiece) {
+      const std::size_t n = std::min(deps_sql::kPiece, ids.size() - at);
+      Params p;
+      p.Int(waits);
+      for (std::size_t i = 0; i < n; ++i) p.Int(ids[at + i]);
+      auto rows = conn.RunOnce(
+          D::Statement("UPDATE sqlq_messages SET ready_us = " SQLQ_WAITING_US
+                       ", waits = ? WHERE id IN (" +
+                       deps_sql::Marks(n) + ")"),
+          p, "wait");
+      if (!rows.ok()) return rows.status();
+    }
+  }
+  return Status::Ok();
 }
 
 template <class D>
@@ -158,46 +224,97 @@ Result<std::vector<std::int64_t>> SqlEngine<D>::ReleaseDependents(
     }
   }
   if (!conn.dependent_queues.contains(queue_id)) return released;
-  auto now = NowUs(conn);
-  if (!now.ok()) return now.status();
   static const std::string kChildren = D::Statement(
       "SELECT child_id, child_queue_id FROM sqlq_deps WHERE parent_id = ?");
   static const std::string kReleaseOne = D::Statement(deps_sql::kReleaseOne);
   static const std::string kUnlink =
       D::Statement("DELETE FROM sqlq_deps WHERE parent_id = ?");
-  for (std::int64_t id : parents) {
-    auto children = conn.Run(kChildren, Params().Int(id), "find dependents");
-    if (!children.ok()) return children.status();
-    const int n = children->size();
-    if (n == 0) continue;
-    // The children by primary key. An IN (subquery) over sqlq_deps can
-    // make MariaDB walk the whole of sqlq_messages instead.
-    auto release = [&]() -> Result<Rows> {
-      if (n == 1) {
-        return conn.Run(kReleaseOne,
-                        Params().Int(*now).Int(children->Int(0, 0)),
-                        "release dependent");
-      }
-      std::string sql = deps_sql::kReleaseSome;
+  // Every dependent of every parent, with how many of them it waits for.
+  std::map<std::int64_t, std::pair<int, std::int64_t>> children;
+  auto add = [&](const Rows& rows) {
+    for (int i = 0; i < rows.size(); ++i) {
+      auto& [n, q] = children[rows.Int(i, 0)];
+      ++n;
+      q = rows.Int(i, 1);
+    }
+  };
+  std::vector<std::int64_t> ids(parents.begin(), parents.end());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  // The parents' links, read and then deleted in pieces: one statement
+  // each for a whole ack of many.
+  auto each_piece = [&](const char* head, const char* what,
+                        const std::function<Status(const Rows&)>& took) {
+    for (std::size_t at = 0; at < ids.size(); at += deps_sql::kPiece) {
+      const std::size_t n = std::min(deps_sql::kPiece, ids.size() - at);
       Params p;
-      p.Int(*now);
-      for (int i = 0; i < n; ++i) {
-        sql += i == 0 ? "?" : ", ?";
-        p.Int(children->Int(i, 0));
-      }
-      sql += ") AND waits > 0";
-      return conn.RunOnce(D::Statement(sql), p, "release dependents");
-    };
-    auto rows = release();
+      for (std::size_t i = 0; i < n; ++i) p.Int(ids[at + i]);
+      auto rows = conn.RunOnce(
+          D::Statement(std::string(head) + deps_sql::Marks(n) + ")"), p, what);
+      if (!rows.ok()) return rows.status();
+      Status s = took(*rows);
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  };
+  if (ids.size() == 1) {
+    auto rows = conn.Run(kChildren, Params().Int(ids[0]), "find dependents");
     if (!rows.ok()) return rows.status();
-    auto gone = conn.Run(kUnlink, Params().Int(id), "unlink dependents");
-    if (!gone.ok()) return gone.status();
-    for (int i = 0; i < n; ++i) {
-      const std::int64_t q = children->Int(i, 1);
-      if (std::find(released.begin(), released.end(), q) == released.end()) {
-        released.push_back(q);
-        D::AfterSteer(conn, q);
+    add(*rows);
+  } else {
+    Status s = each_piece(
+        "SELECT child_id, child_queue_id FROM sqlq_deps WHERE parent_id IN (",
+        "find dependents", [&](const Rows& rows) {
+          add(rows);
+          return Status::Ok();
+        });
+    if (!s.ok()) return s;
+  }
+  if (children.empty()) return released;
+  auto now = NowUs(conn);
+  if (!now.ok()) return now.status();
+  // The children by primary key, one update per count of parents lost. An
+  // IN (subquery) over sqlq_deps can make MariaDB walk the whole of
+  // sqlq_messages instead.
+  if (children.size() == 1 && children.begin()->second.first == 1) {
+    auto rows = conn.Run(
+        kReleaseOne, Params().Int(*now).Int(children.begin()->first),
+        "release dependent");
+    if (!rows.ok()) return rows.status();
+  } else {
+    std::map<int, std::vector<std::int64_t>> by_count;
+    for (const auto& [child, nq] : children) {
+      by_count[nq.first].push_back(child);
+    }
+    for (const auto& [count, list] : by_count) {
+      for (std::size_t at = 0; at < list.size(); at += deps_sql::kPiece) {
+        const std::size_t n = std::min(deps_sql::kPiece, list.size() - at);
+        Params p;
+        p.Int(count).Int(*now).Int(count);
+        for (std::size_t i = 0; i < n; ++i) p.Int(list[at + i]);
+        p.Int(count);
+        auto rows = conn.RunOnce(
+            D::Statement(std::string(deps_sql::kReleaseSome) +
+                         deps_sql::Marks(n) + ") AND waits >= ?"),
+            p, "release dependents");
+        if (!rows.ok()) return rows.status();
       }
+    }
+  }
+  if (ids.size() == 1) {
+    auto gone = conn.Run(kUnlink, Params().Int(ids[0]), "unlink dependents");
+    if (!gone.ok()) return gone.status();
+  } else {
+    Status s = each_piece("DELETE FROM sqlq_deps WHERE parent_id IN (",
+                          "unlink dependents",
+                          [](const Rows&) { return Status::Ok(); });
+    if (!s.ok()) return s;
+  }
+  for (const auto& [child, nq] : children) {
+    const std::int64_t q = nq.second;
+    if (std::find(released.begin(), released.end(), q) == released.end()) {
+      released.push_back(q);
+      D::AfterSteer(conn, q);
     }
   }
   return released;

@@ -222,8 +222,11 @@ class SqlEngine : public core::Engine {
 
   Status FlagDependents(core::Conn& c, std::span<const std::int64_t> parents,
                         std::span<const std::int64_t> queues) override;
-  Result<core::LinkOutcome> LinkDependencies(
-      core::Conn& c, const core::LinkParams& p) override;
+  Result<std::vector<core::ParentState>> LockParents(
+      core::Conn& c, std::span<const std::int64_t> ids) override;
+  Status WriteLinks(core::Conn& c,
+                    std::span<const core::DependencyLink> links,
+                    std::span<const core::ChildWaits> children) override;
   Result<std::vector<std::int64_t>> ReleaseDependents(
       core::Conn& c, std::int64_t queue_id,
       std::span<const std::int64_t> parents) override;
