@@ -1033,6 +1033,12 @@ class DependencyOps {
   // A dropped queue's dependencies: those of its messages (as dependents)
   // are deleted.
   virtual Status DropDependencies(Conn& conn, std::int64_t queue_id) = 0;
+  // The dead letters of queue `from` move to queue `to` (a dead-letter
+  // queue's forwarding): the dependencies on them, parked, now name `to`
+  // as their parent's queue, and wait for it there as for any live one.
+  // Returns how many moved.
+  virtual Result<std::int64_t> MoveParents(Conn& conn, std::int64_t from,
+                                           std::int64_t to) = 0;
 };
 
 // An engine: every interface above, and what spans them. Core code takes

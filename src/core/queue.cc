@@ -104,6 +104,16 @@ void ForwardDead(QueueImpl& impl) {
         // Not there (yet): they wait in this queue's dead letters.
         if (!target.ok()) return std::int64_t{0};
         to_id = target->id;
+        // Messages that wait for them (IfDependencyDies::kWait) wait for
+        // them there: acked in the dead-letter queue, they release them.
+        // The flag is set in this transaction, which is enough here: no
+        // ack of them in `to` can begin before it commits.
+        auto parents = e.MoveParents(c, impl.id(), to_id);
+        if (!parents.ok()) return parents.status();
+        if (*parents > 0) {
+          Status s = e.FlagDependents(c, {}, std::span(&to_id, 1));
+          if (!s.ok()) return s;
+        }
         return e.Redrive(c, {.queue_id = impl.id(), .to_queue_id = to_id});
       });
   if (moved.ok() && *moved > 0) impl.store().hub().Notify(to_id, *moved);

@@ -342,6 +342,30 @@ TEST_P(DependencyConformance, WaitKeepsItWaitingUntilARedriveCompletes) {
   EXPECT_EQ(ClaimAndAck(q), "b");
 }
 
+// A dead parent forwarded to its queue's dead-letter queue is the one its
+// `wait` dependents wait for: acked there, it releases them.
+TEST_P(DependencyConformance, WaitFollowsTheParentIntoItsDeadLetterQueue) {
+  WorkQueue dlq = MakeQueue("dlq");
+  WorkQueue q =
+      MakeQueue("jobs", {.max_attempts = 1, .dead_letter_queue = "dlq"});
+  ASSERT_OK_AND_ASSIGN(SendResult a, q.Send({.payload = "a"}));
+  ASSERT_OK_AND_ASSIGN(SendResult b,
+                       q.Send({.payload = "b",
+                               .depends_on = {a.id},
+                               .if_dependency_dies = IfDependencyDies::kWait}));
+  ClaimedMessage m = ClaimOne(q);
+  ASSERT_OK(q.Nack(m.receipt, {.error = "flaky"}));
+  ASSERT_OK_AND_ASSIGN(MessageInfo bi, q.Get(b.id));
+  EXPECT_EQ(bi.state, MessageState::kWaiting);
+  EXPECT_EQ(bi.waits_for, std::vector<std::int64_t>{a.id});
+  // In the dead-letter queue the parent is live again.
+  EXPECT_TRUE(bi.waits_for_dead.empty());
+  EXPECT_TRUE(NothingReady(q));
+
+  EXPECT_EQ(ClaimAndAck(dlq), "a");
+  EXPECT_EQ(ClaimAndAck(q), "b");
+}
+
 TEST_P(DependencyConformance, DeletingOrDroppingTheParentFollowsThePolicy) {
   WorkQueue parents = MakeQueue("parents");
   WorkQueue kids = MakeQueue("kids");

@@ -399,6 +399,18 @@ Status SqlEngine<D>::DropDependencies(core::Conn& c, std::int64_t queue_id) {
   return rows.ok() ? Status::Ok() : rows.status();
 }
 
+template <class D>
+Result<std::int64_t> SqlEngine<D>::MoveParents(core::Conn& c, std::int64_t from,
+                                               std::int64_t to) {
+  DConn& conn = Native(c);
+  static const std::string kSql = D::Statement(
+      "UPDATE sqlq_deps SET parent_queue_id = ?, parked = 0 WHERE "
+      "parent_queue_id = ? AND parked = 1");
+  auto rows = conn.Run(kSql, Params().Int(to).Int(from), "move dependencies");
+  if (!rows.ok()) return rows.status();
+  return static_cast<std::int64_t>(rows->affected());
+}
+
 }  // namespace sqlq::engines::shared
 
 #endif  // SQLQ_ENGINES_SHARED_SQL_DEPS_H_

@@ -237,6 +237,8 @@ class SqlEngine : public core::Engine {
   Result<std::vector<core::DependencyRecord>> ListDependencies(
       core::Conn& c, std::int64_t child_id) override;
   Status DropDependencies(core::Conn& c, std::int64_t queue_id) override;
+  Result<std::int64_t> MoveParents(core::Conn& c, std::int64_t from,
+                                   std::int64_t to) override;
   // --- topics (sql_topics.h) ------------------------------------------------
 
   Result<std::int64_t> CreateTopic(core::Conn& c,
