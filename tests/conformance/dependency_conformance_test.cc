@@ -246,9 +246,7 @@ TEST_P(DependencyConformance, ACancelAtTheSendIsDeadForTheRestOfItsBatch) {
           {.payload = "d",
            .depends_on_batch = {0},
            .if_dependency_dies = IfDependencyDies::kRun},
-          {.payload = "e",
-           .depends_on = {live.id},
-           .depends_on_batch = {3}},
+          {.payload = "e", .depends_on = {live.id}, .depends_on_batch = {3}},
       }));
   ASSERT_EQ(sent.size(), 5u);
   ASSERT_OK_AND_ASSIGN(MessageInfo a, q.Get(sent[0].id));

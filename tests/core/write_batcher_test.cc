@@ -275,8 +275,7 @@ class FakeEngine : public Engine {
     return Unused();
   }
   Status DropDependencies(Conn&, std::int64_t) override { return Unused(); }
-  Result<std::int64_t> MoveParents(Conn&, std::int64_t,
-                                   std::int64_t) override {
+  Result<std::int64_t> MoveParents(Conn&, std::int64_t, std::int64_t) override {
     return Unused();
   }
   Result<std::int64_t> CreateTopic(Conn&, std::string_view) override {

@@ -42,7 +42,6 @@ inline constexpr const char* kReleaseOne =
     "UPDATE sqlq_messages SET ready_us = CASE WHEN waits = 1 THEN ? ELSE "
     "ready_us END, waits = waits - 1 WHERE id = ? AND waits > 0";
 
-
 // Statements over lists of ids are written with one placeholder per id,
 // in pieces of at most this many ids (or rows of links), far below every
 // engine's limit on placeholders.
@@ -106,7 +105,6 @@ Status SqlEngine<D>::FlagDependents(core::Conn& c,
   }
   return Status::Ok();
 }
-
 
 template <class D>
 Result<std::vector<core::ParentState>> SqlEngine<D>::LockParents(
@@ -277,9 +275,9 @@ Result<std::vector<std::int64_t>> SqlEngine<D>::ReleaseDependents(
   // IN (subquery) over sqlq_deps can make MariaDB walk the whole of
   // sqlq_messages instead.
   if (children.size() == 1 && children.begin()->second.first == 1) {
-    auto rows = conn.Run(
-        kReleaseOne, Params().Int(*now).Int(children.begin()->first),
-        "release dependent");
+    auto rows =
+        conn.Run(kReleaseOne, Params().Int(*now).Int(children.begin()->first),
+                 "release dependent");
     if (!rows.ok()) return rows.status();
   } else {
     std::map<int, std::vector<std::int64_t>> by_count;
@@ -293,10 +291,10 @@ Result<std::vector<std::int64_t>> SqlEngine<D>::ReleaseDependents(
         p.Int(count).Int(*now).Int(count);
         for (std::size_t i = 0; i < n; ++i) p.Int(list[at + i]);
         p.Int(count);
-        auto rows = conn.RunOnce(
-            D::Statement(std::string(deps_sql::kReleaseSome) +
-                         deps_sql::Marks(n) + ") AND waits >= ?"),
-            p, "release dependents");
+        auto rows =
+            conn.RunOnce(D::Statement(std::string(deps_sql::kReleaseSome) +
+                                      deps_sql::Marks(n) + ") AND waits >= ?"),
+                         p, "release dependents");
         if (!rows.ok()) return rows.status();
       }
     }

@@ -224,8 +224,7 @@ class SqlEngine : public core::Engine {
                         std::span<const std::int64_t> queues) override;
   Result<std::vector<core::ParentState>> LockParents(
       core::Conn& c, std::span<const std::int64_t> ids) override;
-  Status WriteLinks(core::Conn& c,
-                    std::span<const core::DependencyLink> links,
+  Status WriteLinks(core::Conn& c, std::span<const core::DependencyLink> links,
                     std::span<const core::ChildWaits> children) override;
   Result<std::vector<std::int64_t>> ReleaseDependents(
       core::Conn& c, std::int64_t queue_id,
