@@ -278,6 +278,36 @@ inline constexpr std::size_t kMaxGroup = 255;
 inline constexpr std::size_t kMaxDependencies = 100;
 inline constexpr std::size_t kMaxKind = 128;
 
+// A message and the queue it goes to (Store::SendAll, Store::CreateBatch).
+struct QueuedMessage {
+  std::string queue;
+  Message message;
+};
+
+// How the members of a batch ended (sqlq/batch.h; docs/semantics.md,
+// "Batches"): of `total`, how many completed (were acked), died
+// (dead-lettered: attempts used up, a nack that kills, an expiry) and were
+// cancelled (a cancel, the batch's own among them, or a deletion).
+struct BatchCounts {
+  std::int64_t total = 0;
+  std::int64_t completed = 0;
+  std::int64_t dead = 0;
+  std::int64_t cancelled = 0;
+  // Not ended yet.
+  std::int64_t pending() const { return total - completed - dead - cancelled; }
+  bool operator==(const BatchCounts&) const = default;
+};
+
+// A message's part in a batch (ClaimedMessage::batch, MessageInfo::batch).
+struct BatchRef {
+  std::string id;
+  // The batch's callback; else one of its members.
+  bool callback = false;
+  // The callback once its batch is done (always so when it is claimed):
+  // how the members ended, as they stood when the last one ended.
+  std::optional<BatchCounts> counts;
+};
+
 struct SendResult {
   std::int64_t id = 0;
   // True when dedup_key matched a message already in the queue.
@@ -341,6 +371,8 @@ struct ClaimedMessage {
   std::optional<Duration> expire_after;
   ExpiryAction on_expiry = ExpiryAction::kDeadLetter;
   std::optional<int> max_attempts;
+  // A member or the callback of a batch (sqlq/batch.h).
+  std::optional<BatchRef> batch;
 };
 
 // What a nack does with the message (the outcomes of a job's handler).
@@ -530,6 +562,8 @@ struct MessageInfo {
   // (IfDependencyDies::kWait).
   std::vector<std::int64_t> waits_for;
   std::vector<std::int64_t> waits_for_dead;
+  // A member or the callback of a batch (sqlq/batch.h).
+  std::optional<BatchRef> batch;
 };
 
 // Which messages a listing or a bulk change takes. Every criterion set must

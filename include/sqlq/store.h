@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sqlq/batch.h"
 #include "sqlq/queue.h"
 #include "sqlq/ring.h"
 #include "sqlq/rotation.h"
@@ -95,12 +96,6 @@ class Tx {
   std::unique_ptr<core::TxImpl> impl_;
 };
 
-// A message and the queue it goes to (Store::SendAll).
-struct QueuedMessage {
-  std::string queue;
-  Message message;
-};
-
 class Store {
  public:
   // Opens the store named by `url`:
@@ -139,6 +134,23 @@ class Store {
   // against its queue's limits as WorkQueue::SendBatch checks them.
   Result<std::vector<SendResult>> SendAll(
       std::span<const QueuedMessage> messages);
+  // Batches (sqlq/batch.h; docs/semantics.md, "Batches"). CreateBatch
+  // sends the members and the callback in one transaction (all or
+  // nothing), the callback waiting for every member. Errors: those of
+  // SendAll, naming the member ("member 3") or "callback";
+  // kInvalidArgument for a bad id, retention or callback; kAlreadyExists
+  // for an id still known.
+  Result<BatchSent> CreateBatch(const BatchSpec& spec);
+  // The batch's counts and state. kNotFound for an id never sent, or whose
+  // batch was done more than its retention ago, or whose callback's queue
+  // was dropped.
+  Result<BatchStatus> GetBatch(std::string_view id);
+  // Cancels the members that have not ended yet (dead-lettered with the
+  // error "cancelled: batch ID was cancelled", as WorkQueue::Cancel does,
+  // a leased one's lease ended), in one transaction that counts them as
+  // cancelled and so releases the callback. A batch already done is left
+  // as it is. Returns the batch as it stands after. Errors as GetBatch's.
+  Result<BatchStatus> CancelBatch(std::string_view id);
   Result<std::vector<QueueInfo>> ListQueues();
   // Commits a write transaction that changes nothing a user sees, to learn
   // whether the store can write now (a readiness probe): OK, or the error a

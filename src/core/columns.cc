@@ -183,6 +183,15 @@ std::optional<Duration> MillisOf(const std::string& text, std::int64_t min) {
 
 Headers DecodeMessageHeaders(std::string_view text, JobFields& job) {
   Headers out = DecodeHeaders(text);
+  BatchRef batch;
+  BatchCounts counts;
+  int counted = 0;
+  auto count = [&](const std::string& v, std::int64_t& into) {
+    if (auto n = NumberOf(v, 0)) {
+      into = *n;
+      ++counted;
+    }
+  };
   for (auto it = out.lower_bound(std::string(kReservedPrefix));
        it != out.end() && it->first.starts_with(kReservedPrefix);) {
     if (it->first == kKindHeader) {
@@ -203,8 +212,24 @@ Headers DecodeMessageHeaders(std::string_view text, JobFields& job) {
       job.backoff_base = MillisOf(it->second, 0);
     } else if (it->first == kBackoffMaxHeader) {
       job.backoff_max = MillisOf(it->second, 0);
+    } else if (it->first == kBatchHeader) {
+      batch.id = it->second;
+    } else if (it->first == kBatchCallbackHeader) {
+      batch.callback = it->second == "1";
+    } else if (it->first == kBatchTotalHeader) {
+      count(it->second, counts.total);
+    } else if (it->first == kBatchCompletedHeader) {
+      count(it->second, counts.completed);
+    } else if (it->first == kBatchDeadHeader) {
+      count(it->second, counts.dead);
+    } else if (it->first == kBatchCancelledHeader) {
+      count(it->second, counts.cancelled);
     }
     it = out.erase(it);
+  }
+  if (!batch.id.empty()) {
+    if (batch.callback && counted == 4) batch.counts = counts;
+    job.batch = std::move(batch);
   }
   return out;
 }

@@ -49,6 +49,17 @@ inline constexpr std::string_view kOnExpiryHeader = "sqlq:on_expiry";
 inline constexpr std::string_view kMaxAttemptsHeader = "sqlq:max_attempts";
 inline constexpr std::string_view kBackoffHeader = "sqlq:backoff_ms";
 inline constexpr std::string_view kBackoffMaxHeader = "sqlq:backoff_max_ms";
+// Batches (sqlq/batch.h): the batch of a member and of the callback
+// (kBatchHeader), the callback's mark ("1"), and the callback's counts,
+// written when its batch is done (core/batches.cc).
+inline constexpr std::string_view kBatchHeader = "sqlq:batch";
+inline constexpr std::string_view kBatchCallbackHeader = "sqlq:batch_callback";
+inline constexpr std::string_view kBatchTotalHeader = "sqlq:batch_total";
+inline constexpr std::string_view kBatchCompletedHeader =
+    "sqlq:batch_completed";
+inline constexpr std::string_view kBatchDeadHeader = "sqlq:batch_dead";
+inline constexpr std::string_view kBatchCancelledHeader =
+    "sqlq:batch_cancelled";
 // EncodeHeaders of the message's headers with its job fields added (those
 // that are set).
 std::string EncodeMessageHeaders(const Message& m);
@@ -59,6 +70,7 @@ struct JobFields {
   ExpiryAction on_expiry = ExpiryAction::kDeadLetter;
   std::optional<int> max_attempts;
   std::optional<Duration> backoff_base, backoff_max;
+  std::optional<BatchRef> batch;
 };
 // DecodeHeaders with the reserved keys taken out, into `job`.
 Headers DecodeMessageHeaders(std::string_view text, JobFields& job);
@@ -79,6 +91,7 @@ Headers DecodeJob(std::string_view text, M& m) {
     m.backoff_base = job.backoff_base;
     m.backoff_max = job.backoff_max;
   }
+  if constexpr (requires { m.batch; }) m.batch = std::move(job.batch);
   return headers;
 }
 // The history column back to entries; empty text (NULL) is none.

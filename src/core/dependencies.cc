@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/batches.h"
 #include "core/errors.h"
 #include "core/store_impl.h"
 
@@ -50,7 +51,8 @@ Result<std::int64_t> LinkRange(Engine& e, Conn& conn, std::int64_t queue_id,
                                std::span<const Message> messages,
                                const std::vector<SendResult>& results,
                                std::size_t from, std::size_t to,
-                               std::int64_t& cancelled) {
+                               std::int64_t& cancelled,
+                               std::vector<bool>* cancelled_at = nullptr) {
   // A duplicate is the message already there, linked at its own send.
   auto linked = [&](std::size_t i) {
     const Message& m = messages[i];
@@ -70,8 +72,10 @@ Result<std::int64_t> LinkRange(Engine& e, Conn& conn, std::int64_t queue_id,
   for (const ParentState& p : *found) state[p.id] = p;
   std::vector<DependencyLink> links;
   std::vector<ChildWaits> waiting;
-  // Cancelled here, each with the dead parent that made it so.
+  // Cancelled here, each with the dead parent that made it so (and its
+  // index in `messages`).
   std::vector<std::pair<std::int64_t, std::int64_t>> cancels;
+  std::vector<std::size_t> cancel_at;
   for (std::size_t i = from; i < to; ++i) {
     if (!linked(i)) continue;
     const Message& m = messages[i];
@@ -104,6 +108,7 @@ Result<std::int64_t> LinkRange(Engine& e, Conn& conn, std::int64_t queue_id,
     }
     if (dead_parent) {
       cancels.emplace_back(results[i].id, *dead_parent);
+      cancel_at.push_back(i);
       // Dead from here on, for the later messages of the range.
       state[results[i].id] = {
           .id = results[i].id, .queue_id = queue_id, .dead = true};
@@ -116,7 +121,8 @@ Result<std::int64_t> LinkRange(Engine& e, Conn& conn, std::int64_t queue_id,
   }
   Status s = e.WriteLinks(conn, links, waiting);
   if (!s.ok()) return s;
-  for (const auto& [id, parent] : cancels) {
+  for (std::size_t k = 0; k < cancels.size(); ++k) {
+    const auto& [id, parent] = cancels[k];
     const std::string why = DependencyDiedText(parent, true);
     auto n = e.Cancel(conn, {.queue_id = queue_id,
                              .ids = std::span<const std::int64_t>(&id, 1),
@@ -124,6 +130,7 @@ Result<std::int64_t> LinkRange(Engine& e, Conn& conn, std::int64_t queue_id,
                              .unique_for = Micros(qo.unique_for)});
     if (!n.ok()) return n.status();
     cancelled += *n;
+    if (cancelled_at != nullptr && *n > 0) (*cancelled_at)[cancel_at[k]] = true;
   }
   return static_cast<std::int64_t>(waiting.size());
 }
@@ -154,73 +161,80 @@ bool HasDependencies(std::span<const Message> messages) {
   });
 }
 
-Result<std::vector<SendResult>> SendAcross(StoreImpl& store,
-                                           std::span<QueueImpl* const> queues,
-                                           std::span<const Message> messages) {
-  const std::size_t n = messages.size();
+Status FlagAcross(StoreImpl& store, std::span<QueueImpl* const> queues,
+                  std::span<const Message> messages,
+                  std::span<const std::int64_t> more_queues) {
   // The queues of the batch's own messages that others of it wait for.
-  std::set<std::int64_t> named;
+  std::set<std::int64_t> named(more_queues.begin(), more_queues.end());
   for (const Message& m : messages) {
     for (std::size_t k : m.depends_on_batch) named.insert(queues[k]->id());
   }
   const std::vector<std::int64_t> parents = NamedParents(messages);
   const std::vector<std::int64_t> own(named.begin(), named.end());
-  // First, committed on its own (DependencyOps::FlagDependents says why).
-  Status s;
-  if (!parents.empty() || !own.empty()) {
-    s = store.batcher().Run([&](Conn& conn) {
-      return store.engine().FlagDependents(conn, parents, own);
-    });
-    if (!s.ok()) return s;
-  }
-  std::vector<SendResult> results;
-  // Per queue: messages stored, of them waiting, and cancelled.
-  struct Counts {
-    QueueImpl* queue = nullptr;
-    std::int64_t stored = 0, waiting = 0, cancelled = 0;
-  };
-  std::map<std::int64_t, Counts> counts;
-  s = store.batcher().Run([&](Conn& conn) -> Status {
-    Engine& e = store.engine();
-    results.assign(n, SendResult{});
-    counts.clear();
-    // Each run of messages to one queue is one send.
-    for (std::size_t i = 0; i < n;) {
-      std::size_t j = i + 1;
-      while (j < n && queues[j] == queues[i]) ++j;
-      QueueImpl& q = *queues[i];
-      const auto current = q.Current();
-      const QueueOptions& qo = current->options;
-      auto sent = e.Send(conn, {.queue_id = q.id(),
-                                .messages = messages.subspan(i, j - i),
-                                .unique_for = Micros(qo.unique_for),
-                                .grouped = qo.groups != GroupMode::kNone});
-      if (!sent.ok()) return sent.status();
-      Counts& c = counts[q.id()];
-      c.queue = &q;
-      for (std::size_t k = i; k < j; ++k) {
-        results[k] = (*sent)[k - i];
-        if (!results[k].duplicate) ++c.stored;
-      }
-      auto w =
-          LinkRange(e, conn, q.id(), qo, messages, results, i, j, c.cancelled);
-      if (!w.ok()) return w.status();
-      c.waiting += *w;
-      i = j;
-    }
-    return Status::Ok();
+  if (parents.empty() && own.empty()) return Status::Ok();
+  // Committed on its own (DependencyOps::FlagDependents says why).
+  return store.batcher().Run([&](Conn& conn) {
+    return store.engine().FlagDependents(conn, parents, own);
   });
-  if (!s.ok()) return s;
-  for (auto& [id, c] : counts) {
+}
+
+Status SendRuns(Engine& e, Conn& conn, std::span<QueueImpl* const> queues,
+                std::span<const Message> messages, SentRuns& out) {
+  const std::size_t n = messages.size();
+  out.results.assign(n, SendResult{});
+  out.cancelled_at.assign(n, false);
+  out.counts.clear();
+  // Each run of messages to one queue is one send.
+  for (std::size_t i = 0; i < n;) {
+    std::size_t j = i + 1;
+    while (j < n && queues[j] == queues[i]) ++j;
+    QueueImpl& q = *queues[i];
+    const auto current = q.Current();
+    const QueueOptions& qo = current->options;
+    auto sent = e.Send(conn, {.queue_id = q.id(),
+                              .messages = messages.subspan(i, j - i),
+                              .unique_for = Micros(qo.unique_for),
+                              .grouped = qo.groups != GroupMode::kNone});
+    if (!sent.ok()) return sent.status();
+    SentRuns::Counts& c = out.counts[q.id()];
+    c.queue = &q;
+    for (std::size_t k = i; k < j; ++k) {
+      out.results[k] = (*sent)[k - i];
+      if (!out.results[k].duplicate) ++c.stored;
+    }
+    auto w = LinkRange(e, conn, q.id(), qo, messages, out.results, i, j,
+                       c.cancelled, &out.cancelled_at);
+    if (!w.ok()) return w.status();
+    c.waiting += *w;
+    i = j;
+  }
+  return Status::Ok();
+}
+
+void AfterSendRuns(StoreImpl& store, const SentRuns& sent) {
+  for (const auto& [id, c] : sent.counts) {
     const std::int64_t ready = c.stored - c.waiting - c.cancelled;
     if (ready > 0) store.hub().Notify(id, ready);
   }
   // The cancelled ones are dead letters: forwarded, and what waits for
   // them settled (ForwardDead does both).
-  for (auto& [id, c] : counts) {
+  for (const auto& [id, c] : sent.counts) {
     if (c.cancelled > 0) ForwardDead(*c.queue);
   }
-  return results;
+}
+
+Result<std::vector<SendResult>> SendAcross(StoreImpl& store,
+                                           std::span<QueueImpl* const> queues,
+                                           std::span<const Message> messages) {
+  Status s = FlagAcross(store, queues, messages, {});
+  if (!s.ok()) return s;
+  SentRuns sent;
+  s = store.batcher().Run([&](Conn& conn) -> Status {
+    return SendRuns(store.engine(), conn, queues, messages, sent);
+  });
+  if (!s.ok()) return s;
+  AfterSendRuns(store, sent);
+  return std::move(sent.results);
 }
 
 Result<std::vector<SendResult>> SendWithDependencies(
@@ -255,8 +269,8 @@ Status AckAndRelease(Engine& e, Conn& conn, const AckParams& p,
   auto r = e.ReleaseDependents(conn, p.queue_id,
                                std::span<const std::int64_t>(&id, 1));
   if (!r.ok()) return r.status();
-  released.insert(released.end(), r->begin(), r->end());
-  return Status::Ok();
+  released.insert(released.end(), r->queues.begin(), r->queues.end());
+  return CountBatchesCompleted(e, conn, r->batches);
 }
 
 Result<std::vector<Status>> AckManyAndRelease(Engine& e, Conn& conn,
@@ -270,7 +284,9 @@ Result<std::vector<Status>> AckManyAndRelease(Engine& e, Conn& conn,
   }
   auto r = e.ReleaseDependents(conn, p.queue_id, ids);
   if (!r.ok()) return r.status();
-  released.insert(released.end(), r->begin(), r->end());
+  released.insert(released.end(), r->queues.begin(), r->queues.end());
+  Status s = CountBatchesCompleted(e, conn, r->batches);
+  if (!s.ok()) return s;
   return acked;
 }
 
@@ -309,6 +325,10 @@ void SettleEnded(StoreImpl& store, std::int64_t queue_id) {
         if (!*settled) continue;
         if (d.on_dead == OnDead::kRun) {
           round_released.push_back(d.child_queue_id);
+        } else if (d.on_dead == OnDead::kBatch) {
+          round_released.push_back(d.child_queue_id);
+          Status counted = CountBatchEnd(e, conn, d.child_id, EndOf(d));
+          if (!counted.ok()) return counted;
         } else if (d.on_dead == OnDead::kCancel) {
           const std::string why = DependencyDiedText(d.parent_id, d.dead);
           auto n = e.Cancel(

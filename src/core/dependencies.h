@@ -25,6 +25,7 @@
 #define SQLQ_CORE_DEPENDENCIES_H_
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <vector>
 
@@ -38,6 +39,33 @@ class QueueImpl;
 
 // Whether any message of the batch depends on others.
 bool HasDependencies(std::span<const Message> messages);
+
+// What SendRuns stored: each message's result, whether it was cancelled
+// at the send (a dependency dead already), and per queue how many messages
+// were stored, wait and were cancelled.
+struct SentRuns {
+  std::vector<SendResult> results;
+  std::vector<bool> cancelled_at;
+  struct Counts {
+    QueueImpl* queue = nullptr;
+    std::int64_t stored = 0, waiting = 0, cancelled = 0;
+  };
+  std::map<std::int64_t, Counts> counts;
+};
+
+// Flags, in a transaction of its own, the queues that messages[i] (to go
+// to queues[i]) depend on, and `more_queues` (DependencyOps::
+// FlagDependents): before the send that links them.
+Status FlagAcross(StoreImpl& store, std::span<QueueImpl* const> queues,
+                  std::span<const Message> messages,
+                  std::span<const std::int64_t> more_queues);
+// In the caller's transaction: sends messages[i] to queues[i] (runs of
+// one queue as one engine send) and links them to what they depend on.
+Status SendRuns(Engine& e, Conn& conn, std::span<QueueImpl* const> queues,
+                std::span<const Message> messages, SentRuns& out);
+// After SendRuns' transaction committed: wakes the claims of the queues
+// with ready messages, and forwards and settles the cancelled ones.
+void AfterSendRuns(StoreImpl& store, const SentRuns& sent);
 
 // Sends a batch of which some messages depend on others (validated), in
 // one transaction after the flagging one (DependencyOps::FlagDependents).

@@ -945,7 +945,10 @@ inline constexpr std::int64_t kWaitingUs = std::int64_t{1} << 62;
 
 // What a dependent does when a message it waits for dies (is
 // dead-lettered, cancelled or deleted): IfDependencyDies, as stored.
-enum class OnDead : int { kCancel = 0, kRun = 1, kWait = 2 };
+// kBatch: the dependent is the callback of a batch and the parent one of
+// its members (BatchOps): it runs as with kRun, and each end of a member
+// (ack, death, cancel) is counted in the batch's row.
+enum class OnDead : int { kCancel = 0, kRun = 1, kWait = 2, kBatch = 3 };
 
 // DependencyOps::LockParents: where a message that others are about to
 // wait for is now.
@@ -978,6 +981,18 @@ struct EndedDependency {
   std::int64_t child_queue_id = 0;
   OnDead on_dead = OnDead::kCancel;
   bool dead = false;  // the parent is in the dead letters (else: deleted)
+  // Dead, and cancelled: its last error is "cancelled" or begins with
+  // "cancelled:" (WorkQueue::Cancel, a dependency's cancel, a batch's).
+  bool cancelled = false;
+};
+
+// What DependencyOps::ReleaseDependents did.
+struct ReleaseOutcome {
+  // The queues of the dependents released (ready now), for wake-ups.
+  std::vector<std::int64_t> queues;
+  // The batch callbacks (OnDead::kBatch) that waited for the acked
+  // messages: one entry per acked member, for BatchOps::CountBatch.
+  std::vector<std::int64_t> batches;
 };
 
 // A message a waiting message waits for (MessageInfo::waits_for).
@@ -1012,9 +1027,8 @@ class DependencyOps {
                             std::span<const ChildWaits> children) = 0;
   // After the ack of `parents` (of queue `queue_id`) in this transaction:
   // when the queue is flagged, each dependent waits for one less, and one
-  // that waits for none is ready now. Returns the queues of the dependents
-  // released (ready now), for wake-ups.
-  virtual Result<std::vector<std::int64_t>> ReleaseDependents(
+  // that waits for none is ready now.
+  virtual Result<ReleaseOutcome> ReleaseDependents(
       Conn& conn, std::int64_t queue_id,
       std::span<const std::int64_t> parents) = 0;
   // The dependencies on messages of `queue_id` whose message is no longer
@@ -1031,7 +1045,7 @@ class DependencyOps {
   virtual Result<std::vector<DependencyRecord>> ListDependencies(
       Conn& conn, std::int64_t child_id) = 0;
   // A dropped queue's dependencies: those of its messages (as dependents)
-  // are deleted.
+  // are deleted, and the batches whose callback was in it.
   virtual Status DropDependencies(Conn& conn, std::int64_t queue_id) = 0;
   // The dead letters of queue `from` move to queue `to` (a dead-letter
   // queue's forwarding): the dependencies on them, parked, now name `to`
@@ -1039,6 +1053,104 @@ class DependencyOps {
   // Returns how many moved.
   virtual Result<std::int64_t> MoveParents(Conn& conn, std::int64_t from,
                                            std::int64_t to) = 0;
+};
+
+// Batches (core/batches.cc, engines/shared/sql_batches.h): a row of
+// sqlq_batches per batch (its name, callback, the members' queues, the
+// counts, when it was made, done and cancelled, its retention), found by
+// name or by its callback's id (both unique). The callback waits for each
+// member through a row of sqlq_deps with OnDead::kBatch; each end of a
+// member adds to the counts in the transaction that ends it (an ack) or
+// settles it (a death), by the callback's id.
+struct AddBatchParams {
+  std::string_view name;
+  std::int64_t callback_queue_id = 0;
+  std::string_view queues;  // the members' queue names, a JSON array
+  Micros ttl{0};            // kept this long after it is done
+};
+
+// A member of a batch as BatchOps sees it: the message and its queue.
+struct BatchMember {
+  std::int64_t id = 0;
+  std::int64_t queue_id = 0;
+  std::string queue;  // PendingBatchMembers: the queue's name
+};
+
+// BatchOps::LinkBatch: the callback (sent in this transaction) waits for
+// `members` (all in their queues, sent in this transaction).
+struct LinkBatchParams {
+  std::int64_t callback_id = 0;
+  std::int64_t callback_queue_id = 0;
+  std::span<const BatchMember> members;
+};
+
+// BatchOps::SealBatch: the batch's callback, and its counts at the send.
+struct SealBatchParams {
+  std::int64_t batch_id = 0;
+  std::int64_t callback_id = 0;
+  std::int64_t total = 0;
+  std::int64_t cancelled = 0;  // members cancelled at the send
+};
+
+// A row of sqlq_batches.
+struct BatchRecord {
+  std::int64_t id = 0;
+  std::string name;
+  std::int64_t callback_id = 0;
+  std::int64_t callback_queue_id = 0;
+  std::string callback_queue;  // GetBatch: the queue's name
+  std::string queues;          // as AddBatchParams::queues
+  BatchCounts counts;
+  std::int64_t created_us = 0;
+  std::int64_t done_us = 0;    // 0: not done
+  std::int64_t cancel_us = 0;  // 0: not cancelled
+  std::int64_t expires_us = 0;  // 0: not done
+  std::int64_t ttl_us = 0;
+};
+
+// BatchOps::FinishBatch: the batch is done now; `headers`, when set, is
+// the callback's new headers column (its counts added).
+struct FinishBatchParams {
+  std::int64_t batch_id = 0;
+  std::int64_t callback_id = 0;
+  std::optional<std::string> headers;
+};
+
+class BatchOps {
+ public:
+  virtual ~BatchOps() = default;
+  // The new batch's row id; nullopt when the name is taken by a batch
+  // that has not expired (one that has is deleted first). Writes nothing
+  // then.
+  virtual Result<std::optional<std::int64_t>> AddBatch(
+      Conn& conn, const AddBatchParams& p) = 0;
+  // A row of sqlq_deps per member (OnDead::kBatch); the callback waits for
+  // them all (when there are any).
+  virtual Status LinkBatch(Conn& conn, const LinkBatchParams& p) = 0;
+  virtual Status SealBatch(Conn& conn, const SealBatchParams& p) = 0;
+  // Adds `delta` (total left out) to the counts of the batch whose
+  // callback is `callback_id`, and returns its row as it is now, read
+  // under the row lock the update took (nullopt: no such batch, dropped
+  // with its callback's queue).
+  virtual Result<std::optional<BatchRecord>> CountBatch(
+      Conn& conn, std::int64_t callback_id, const BatchCounts& delta) = 0;
+  // Marks the batch done now (expiring after its ttl) and writes the
+  // callback's headers when given.
+  virtual Status FinishBatch(Conn& conn, const FinishBatchParams& p) = 0;
+  // The batch named `name` unless it expired; nullopt when there is none.
+  virtual Result<std::optional<BatchRecord>> FindBatch(
+      Conn& conn, std::string_view name) = 0;
+  // The members the callback still waits for, with their queues' names.
+  virtual Result<std::vector<BatchMember>> PendingBatchMembers(
+      Conn& conn, std::int64_t callback_id) = 0;
+  // The callback's links to members no longer in their queue (ended, not
+  // yet settled), as DependencyOps::EndedDependencies gives them.
+  virtual Result<std::vector<EndedDependency>> EndedBatchMembers(
+      Conn& conn, std::int64_t callback_id) = 0;
+  // Records the batch's cancel now, unless it was cancelled before.
+  virtual Status MarkBatchCancelled(Conn& conn, std::int64_t batch_id) = 0;
+  // Deletes the batches that expired; returns how many.
+  virtual Result<std::int64_t> PruneBatches(Conn& conn) = 0;
 };
 
 // An engine: every interface above, and what spans them. Core code takes
@@ -1053,6 +1165,7 @@ class Engine : public Transactions,
                public WorkerOps,
                public ResultOps,
                public DependencyOps,
+               public BatchOps,
                public TopicOps {
  public:
   // Send in a write transaction of its own, committed: what Write with

@@ -114,6 +114,15 @@ class StoreImpl {
   // Starts the scheduler thread (StoreOptions::run_schedules); it stops
   // first when the store closes.
   void StartScheduler();
+  // True at most once a minute: whether this batch's send should also
+  // prune the batches that expired.
+  bool BatchPruneDue() {
+    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+    auto due = batch_prune_due_.load(std::memory_order_relaxed);
+    if (now.count() < due) return false;
+    return batch_prune_due_.compare_exchange_strong(
+        due, (now + std::chrono::minutes(1)).count());
+  }
 
  private:
   std::string url_;
@@ -130,6 +139,7 @@ class StoreImpl {
       std::chrono::milliseconds(1000)};
   const std::string scheduler_holder_;
   std::atomic<bool> scheduler_leader_{false};
+  std::atomic<std::chrono::steady_clock::rep> batch_prune_due_{0};
   // Last, so that they stop before anything they use goes.
   std::unique_ptr<PeriodicThread> scheduler_;
   std::unique_ptr<WaitingReporter> reporter_;

@@ -5,6 +5,7 @@
 
 #include "engines/mysql/dialect.h"
 #include "engines/mysql/mysql_engine_impl.h"
+#include "engines/shared/sql_batches.h"
 #include "engines/shared/sql_deps.h"
 #include "engines/shared/sql_groups.h"
 #include "engines/shared/sql_holds.h"

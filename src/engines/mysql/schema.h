@@ -426,6 +426,36 @@ CREATE TABLE IF NOT EXISTS sqlq_subscriptions (
 ALTER TABLE sqlq_counters
   ADD COLUMN IF NOT EXISTS expired BIGINT NOT NULL DEFAULT 0)sql",
     },
+    // Version 19: batches (engines/shared/sql_batches.h). One row per batch,
+    // found by its name and by its callback's id (NULL until the send that
+    // made it links the callback); the members' ends add to its counts;
+    // done_us and expires_us are set when the last one ended, and expired
+    // rows are pruned by expires_us. The members' queue names are a JSON
+    // array. They go with the callback's queue.
+    {
+        R"sql(
+CREATE TABLE IF NOT EXISTS sqlq_batches (
+  id                BIGINT         NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  name              VARBINARY(128) NOT NULL,
+  callback_id       BIGINT         NULL,
+  callback_queue_id BIGINT         NOT NULL,
+  queues            LONGBLOB       NOT NULL,
+  total             BIGINT         NOT NULL,
+  completed         BIGINT         NOT NULL,
+  dead              BIGINT         NOT NULL,
+  cancelled         BIGINT         NOT NULL,
+  created_us        BIGINT         NOT NULL,
+  ttl_us            BIGINT         NOT NULL,
+  cancel_us         BIGINT         NULL,
+  done_us           BIGINT         NULL,
+  expires_us        BIGINT         NULL,
+  UNIQUE KEY sqlq_batches_name (name),
+  UNIQUE KEY sqlq_batches_callback (callback_id),
+  KEY sqlq_batches_queue (callback_queue_id),
+  KEY sqlq_batches_expiry (expires_us),
+  FOREIGN KEY (callback_queue_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
+) ENGINE=InnoDB)sql",
+    },
 };
 
 // Whether version `v` installs the SQL-level API: a user that may not

@@ -3,6 +3,7 @@
 
 #include "engines/postgres/dialect.h"
 #include "engines/postgres/postgres_engine_impl.h"
+#include "engines/shared/sql_batches.h"
 #include "engines/shared/sql_deps.h"
 #include "engines/shared/sql_groups.h"
 #include "engines/shared/sql_holds.h"

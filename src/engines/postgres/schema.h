@@ -420,6 +420,32 @@ CREATE OR REPLACE VIEW sqlq_counts AS
          pushes, serves, expired
   FROM sqlq_counter_deltas;
 )sql",
+    // Version 22: batches (engines/shared/sql_batches.h). One row per batch,
+    // found by its name and by its callback's id (NULL until the send that
+    // made it links the callback); the members' ends add to its counts;
+    // done_us and expires_us are set when the last one ended, and expired
+    // rows are pruned by expires_us. The members' queue names are a JSON
+    // array. They go with the callback's queue.
+    R"sql(
+CREATE TABLE sqlq_batches (
+  id                BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  name              TEXT   NOT NULL UNIQUE,
+  callback_id       BIGINT UNIQUE,
+  callback_queue_id BIGINT NOT NULL REFERENCES sqlq_queues ON DELETE CASCADE,
+  queues            TEXT   NOT NULL,
+  total             BIGINT NOT NULL,
+  completed         BIGINT NOT NULL,
+  dead              BIGINT NOT NULL,
+  cancelled         BIGINT NOT NULL,
+  created_us        BIGINT NOT NULL,
+  ttl_us            BIGINT NOT NULL,
+  cancel_us         BIGINT,
+  done_us           BIGINT,
+  expires_us        BIGINT
+);
+CREATE INDEX sqlq_batches_queue ON sqlq_batches (callback_queue_id);
+CREATE INDEX sqlq_batches_expiry ON sqlq_batches (expires_us);
+)sql",
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

@@ -42,6 +42,33 @@ inline constexpr const char* kReleaseOne =
     "UPDATE sqlq_messages SET ready_us = CASE WHEN waits = 1 THEN ? ELSE "
     "ready_us END, waits = waits - 1 WHERE id = ? AND waits > 0";
 
+// How the parent of sqlq_deps row d ended, for one that is no longer in
+// its queue: 0 deleted (or acked), 1 dead, 2 dead by a cancel (its last
+// error "cancelled", or beginning "cancelled:", as every cancel writes it).
+inline constexpr const char* kParentEnd =
+    "CASE WHEN EXISTS (SELECT 1 FROM sqlq_dead x WHERE x.id = d.parent_id "
+    "AND (x.last_error = 'cancelled' OR x.last_error LIKE 'cancelled:%')) "
+    "THEN 2 WHEN EXISTS (SELECT 1 FROM sqlq_dead x WHERE x.id = d.parent_id) "
+    "THEN 1 ELSE 0 END";
+
+// Rows of parent_id, child_id, child_queue_id, on_dead, kParentEnd.
+template <class Rows>
+std::vector<core::EndedDependency> Ended(const Rows& rows) {
+  std::vector<core::EndedDependency> out;
+  out.reserve(rows.size());
+  for (int i = 0; i < rows.size(); ++i) {
+    const std::int64_t end = rows.Int(i, 4);
+    out.push_back({.parent_id = rows.Int(i, 0),
+                   .child_id = rows.Int(i, 1),
+                   .child_queue_id = rows.Int(i, 2),
+                   .on_dead = static_cast<core::OnDead>(rows.Int(i, 3)),
+                   .dead = end != 0,
+                   .cancelled = end == 2});
+  }
+  return out;
+}
+
+
 // Statements over lists of ids are written with one placeholder per id,
 // in pieces of at most this many ids (or rows of links), far below every
 // engine's limit on placeholders.
@@ -203,12 +230,13 @@ Status SqlEngine<D>::WriteLinks(core::Conn& c,
 }
 
 template <class D>
-Result<std::vector<std::int64_t>> SqlEngine<D>::ReleaseDependents(
+Result<core::ReleaseOutcome> SqlEngine<D>::ReleaseDependents(
     core::Conn& c, std::int64_t queue_id,
     std::span<const std::int64_t> parents) {
   DConn& conn = Native(c);
-  std::vector<std::int64_t> released;
-  if (parents.empty()) return released;
+  core::ReleaseOutcome out;
+  std::vector<std::int64_t>& released = out.queues;
+  if (parents.empty()) return out;
   if (!conn.flags_read.contains(queue_id)) {
     // Locked by a send of this transaction, which read no flag: read it
     // now, under the lock the send holds (a plain read could be older on
@@ -221,19 +249,25 @@ Result<std::vector<std::int64_t>> SqlEngine<D>::ReleaseDependents(
       conn.dependent_queues.insert(queue_id);
     }
   }
-  if (!conn.dependent_queues.contains(queue_id)) return released;
+  if (!conn.dependent_queues.contains(queue_id)) return out;
   static const std::string kChildren = D::Statement(
-      "SELECT child_id, child_queue_id FROM sqlq_deps WHERE parent_id = ?");
+      "SELECT child_id, child_queue_id, on_dead FROM sqlq_deps WHERE "
+      "parent_id = ?");
   static const std::string kReleaseOne = D::Statement(deps_sql::kReleaseOne);
   static const std::string kUnlink =
       D::Statement("DELETE FROM sqlq_deps WHERE parent_id = ?");
-  // Every dependent of every parent, with how many of them it waits for.
+  // Every dependent of every parent, with how many of them it waits for;
+  // of those, the callbacks of batches (OnDead::kBatch), one entry per
+  // member acked.
   std::map<std::int64_t, std::pair<int, std::int64_t>> children;
   auto add = [&](const Rows& rows) {
     for (int i = 0; i < rows.size(); ++i) {
       auto& [n, q] = children[rows.Int(i, 0)];
       ++n;
       q = rows.Int(i, 1);
+      if (rows.Int(i, 2) == static_cast<int>(core::OnDead::kBatch)) {
+        out.batches.push_back(rows.Int(i, 0));
+      }
     }
   };
   std::vector<std::int64_t> ids(parents.begin(), parents.end());
@@ -261,14 +295,15 @@ Result<std::vector<std::int64_t>> SqlEngine<D>::ReleaseDependents(
     add(*rows);
   } else {
     Status s = each_piece(
-        "SELECT child_id, child_queue_id FROM sqlq_deps WHERE parent_id IN (",
+        "SELECT child_id, child_queue_id, on_dead FROM sqlq_deps WHERE "
+        "parent_id IN (",
         "find dependents", [&](const Rows& rows) {
           add(rows);
           return Status::Ok();
         });
     if (!s.ok()) return s;
   }
-  if (children.empty()) return released;
+  if (children.empty()) return out;
   auto now = NowUs(conn);
   if (!now.ok()) return now.status();
   // The children by primary key, one update per count of parents lost. An
@@ -315,7 +350,7 @@ Result<std::vector<std::int64_t>> SqlEngine<D>::ReleaseDependents(
       D::AfterSteer(conn, q);
     }
   }
-  return released;
+  return out;
 }
 
 template <class D>
@@ -323,23 +358,15 @@ Result<std::vector<core::EndedDependency>> SqlEngine<D>::EndedDependencies(
     core::Conn& c, std::int64_t queue_id) {
   DConn& conn = Native(c);
   static const std::string kSql = D::Statement(
-      "SELECT d.parent_id, d.child_id, d.child_queue_id, d.on_dead, "
-      "CASE WHEN EXISTS (SELECT 1 FROM sqlq_dead x WHERE x.id = d.parent_id) "
-      "THEN 1 ELSE 0 END FROM sqlq_deps d WHERE d.parent_queue_id = ? AND "
-      "d.parked = 0 AND NOT EXISTS (SELECT 1 FROM sqlq_messages m WHERE m.id "
-      "= d.parent_id) ORDER BY d.parent_id, d.child_id LIMIT 1000");
+      std::string("SELECT d.parent_id, d.child_id, d.child_queue_id, "
+                  "d.on_dead, ") +
+      deps_sql::kParentEnd +
+      " FROM sqlq_deps d WHERE d.parent_queue_id = ? AND d.parked = 0 AND "
+      "NOT EXISTS (SELECT 1 FROM sqlq_messages m WHERE m.id = d.parent_id) "
+      "ORDER BY d.parent_id, d.child_id LIMIT 1000");
   auto rows = conn.Run(kSql, Params().Int(queue_id), "find ended dependencies");
   if (!rows.ok()) return rows.status();
-  std::vector<core::EndedDependency> out;
-  out.reserve(rows->size());
-  for (int i = 0; i < rows->size(); ++i) {
-    out.push_back({.parent_id = rows->Int(i, 0),
-                   .child_id = rows->Int(i, 1),
-                   .child_queue_id = rows->Int(i, 2),
-                   .on_dead = static_cast<core::OnDead>(rows->Int(i, 3)),
-                   .dead = rows->Int(i, 4) != 0});
-  }
-  return out;
+  return deps_sql::Ended(*rows);
 }
 
 template <class D>
@@ -359,7 +386,7 @@ Result<bool> SqlEngine<D>::SettleDependency(core::Conn& c,
                Params().Int(d.parent_id).Int(d.child_id), "settle dependency");
   if (!rows.ok()) return rows.status();
   if (rows->affected() == 0) return false;
-  if (d.on_dead == core::OnDead::kRun) {
+  if (d.on_dead == core::OnDead::kRun || d.on_dead == core::OnDead::kBatch) {
     auto now = NowUs(conn);
     if (!now.ok()) return now.status();
     auto released = conn.Run(kReleaseOne, Params().Int(*now).Int(d.child_id),
@@ -393,7 +420,12 @@ Status SqlEngine<D>::DropDependencies(core::Conn& c, std::int64_t queue_id) {
   DConn& conn = Native(c);
   static const std::string kSql =
       D::Statement("DELETE FROM sqlq_deps WHERE child_queue_id = ?");
+  // A batch lives with its callback (sqlq_batches' index on the queue).
+  static const std::string kBatches =
+      D::Statement("DELETE FROM sqlq_batches WHERE callback_queue_id = ?");
   auto rows = conn.Run(kSql, Params().Int(queue_id), "drop dependencies");
+  if (!rows.ok()) return rows.status();
+  rows = conn.Run(kBatches, Params().Int(queue_id), "drop batches");
   return rows.ok() ? Status::Ok() : rows.status();
 }
 

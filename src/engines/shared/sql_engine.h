@@ -47,8 +47,8 @@
 // PostgreSQL's and SQLite's dialects take what they write alike from
 // StandardSql<D> (standard_sql.h); MariaDB's writes its own.
 // The definitions are in sql_queue.h, sql_ring.h, sql_rotation.h,
-// sql_topics.h, sql_schedules.h, sql_limits.h, sql_results.h and
-// sql_deps.h.
+// sql_topics.h, sql_schedules.h, sql_limits.h, sql_results.h, sql_deps.h
+// and sql_batches.h.
 //
 // An engine derives from SqlEngine<D> (a server engine through
 // PooledSqlEngine<D>), implements the operations that are its own and
@@ -226,7 +226,7 @@ class SqlEngine : public core::Engine {
       core::Conn& c, std::span<const std::int64_t> ids) override;
   Status WriteLinks(core::Conn& c, std::span<const core::DependencyLink> links,
                     std::span<const core::ChildWaits> children) override;
-  Result<std::vector<std::int64_t>> ReleaseDependents(
+  Result<core::ReleaseOutcome> ReleaseDependents(
       core::Conn& c, std::int64_t queue_id,
       std::span<const std::int64_t> parents) override;
   Result<std::vector<core::EndedDependency>> EndedDependencies(
@@ -238,6 +238,26 @@ class SqlEngine : public core::Engine {
   Status DropDependencies(core::Conn& c, std::int64_t queue_id) override;
   Result<std::int64_t> MoveParents(core::Conn& c, std::int64_t from,
                                    std::int64_t to) override;
+
+  // --- batches (sql_batches.h) ----------------------------------------------
+
+  Result<std::optional<std::int64_t>> AddBatch(
+      core::Conn& c, const core::AddBatchParams& p) override;
+  Status LinkBatch(core::Conn& c, const core::LinkBatchParams& p) override;
+  Status SealBatch(core::Conn& c, const core::SealBatchParams& p) override;
+  Result<std::optional<core::BatchRecord>> CountBatch(
+      core::Conn& c, std::int64_t callback_id,
+      const BatchCounts& delta) override;
+  Status FinishBatch(core::Conn& c, const core::FinishBatchParams& p) override;
+  Result<std::optional<core::BatchRecord>> FindBatch(
+      core::Conn& c, std::string_view name) override;
+  Result<std::vector<core::BatchMember>> PendingBatchMembers(
+      core::Conn& c, std::int64_t callback_id) override;
+  Result<std::vector<core::EndedDependency>> EndedBatchMembers(
+      core::Conn& c, std::int64_t callback_id) override;
+  Status MarkBatchCancelled(core::Conn& c, std::int64_t batch_id) override;
+  Result<std::int64_t> PruneBatches(core::Conn& c) override;
+
   // --- topics (sql_topics.h) ------------------------------------------------
 
   Result<std::int64_t> CreateTopic(core::Conn& c,

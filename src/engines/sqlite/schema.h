@@ -318,6 +318,33 @@ CREATE INDEX sqlq_subscriptions_queue ON sqlq_subscriptions (queue_id);
     R"sql(
 ALTER TABLE sqlq_queues ADD COLUMN expired INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // Version 19: batches (engines/shared/sql_batches.h). One row per batch,
+    // found by its name and by its callback's id (NULL until the send that
+    // made it links the callback); the members' ends add to its counts;
+    // done_us and expires_us are set when the last one ended, and expired
+    // rows are pruned by expires_us. The members' queue names are a JSON
+    // array. Dropping the callback's queue deletes its batches (by the index
+    // on callback_queue_id).
+    R"sql(
+CREATE TABLE sqlq_batches (
+  id                INTEGER PRIMARY KEY,
+  name              TEXT    NOT NULL UNIQUE,
+  callback_id       INTEGER UNIQUE,
+  callback_queue_id INTEGER NOT NULL,
+  queues            TEXT    NOT NULL,
+  total             INTEGER NOT NULL,
+  completed         INTEGER NOT NULL,
+  dead              INTEGER NOT NULL,
+  cancelled         INTEGER NOT NULL,
+  created_us        INTEGER NOT NULL,
+  ttl_us            INTEGER NOT NULL,
+  cancel_us         INTEGER,
+  done_us           INTEGER,
+  expires_us        INTEGER
+);
+CREATE INDEX sqlq_batches_queue ON sqlq_batches (callback_queue_id);
+CREATE INDEX sqlq_batches_expiry ON sqlq_batches (expires_us);
+)sql",
 };
 
 inline constexpr int kSchemaVersion =

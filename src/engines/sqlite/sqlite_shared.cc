@@ -1,6 +1,7 @@
 // SQLite engine: the one instantiation of the operations every engine
 // shares, over SQLite's dialect (dialect.h).
 
+#include "engines/shared/sql_batches.h"
 #include "engines/shared/sql_deps.h"
 #include "engines/shared/sql_limits.h"
 #include "engines/shared/sql_queue.h"

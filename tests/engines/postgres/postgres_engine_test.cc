@@ -622,6 +622,7 @@ TEST_F(PostgresEngineTest, UpgradeFromVersionTwoKeepsTheMessages) {
   Query(c, "DROP TABLE sqlq_waiting");
   Query(c, "DROP TABLE sqlq_workers");
   Query(c, "DROP TABLE sqlq_results");
+  Query(c, "DROP TABLE sqlq_batches");
   Query(c, "DROP TABLE sqlq_deps");
   Query(c, "ALTER TABLE sqlq_messages DROP COLUMN waits");
   Query(c, "ALTER TABLE sqlq_queues DROP COLUMN dependents");
