@@ -347,6 +347,8 @@ export class Message {
   /** The job's own max attempts (maxAttempts at its send); undefined when
    * none (the queue's applies). */
   maxAttempts?: number;
+  /** A member or the callback of a batch (client.createBatch). */
+  batch?: BatchRef;
   enqueuedAt: string;
   leaseExpiresAt: string;
   /** In a Worker's handler: aborted when the worker gives the message up
@@ -608,6 +610,40 @@ export interface Everything {
   rotations: RotationInfo[];
 }
 
+/** What client.createBatch() stored. */
+export interface BatchSent {
+  id: string;
+  members: number[];
+  callbackId: number;
+}
+/** A batch's counts and state (client.batch()). */
+export interface BatchStatus {
+  id: string;
+  total: number;
+  completed: number;
+  dead: number;
+  cancelled: number;
+  pending: number;
+  done: boolean;
+  callbackQueue: string;
+  callbackId: number;
+  queues: string[];
+  createdAt: string;
+  doneAt?: string;
+  cancelledAt?: string;
+  expiresAt?: string;
+}
+/** A message's part in a batch: a member's {id}; the callback's {id,
+ * callback: true} and, once the batch is done, the counts. */
+export interface BatchRef {
+  id: string;
+  callback?: true;
+  total?: number;
+  completed?: number;
+  dead?: number;
+  cancelled?: number;
+}
+
 export class Client {
   constructor(url: string, options?: ClientOptions);
   readonly url: string;
@@ -620,6 +656,14 @@ export class Client {
   sendAll(messages: QueuedMessage[]): Promise<SendResult>;
   /** workflow.send(client). */
   sendFlow(flow: Workflow): Promise<SendResult>;
+  /** POST /v1/batches: the members and the callback in one transaction; the
+   * callback is ready, once, when every member has completed or died. */
+  createBatch(members: QueuedMessage[], callback: QueuedMessage,
+              options?: { id?: string; retentionMs?: number }): Promise<BatchSent>;
+  /** GET /v1/batches/{id}: the batch as it stands. */
+  batch(id: string): Promise<BatchStatus>;
+  /** POST /v1/batches/{id}/cancel: cancels the members not ended yet. */
+  cancelBatch(id: string): Promise<BatchStatus>;
   ring(name: string): Ring;
   rotation(name: string): Rotation;
   topic(name: string): Topic;

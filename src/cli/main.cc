@@ -2137,6 +2137,165 @@ void AddRotationCommands(CLI::App& app, Runner& run) {
   }
 }
 
+// A batch's status as `sqlq batch status` says it in text.
+std::string BatchText(const BatchStatus& b) {
+  const BatchCounts& c = b.counts;
+  std::string out = fmt::format(
+      "batch {}: {} of {} ended (completed {}, dead {}, cancelled {}), {}; "
+      "callback message {} in '{}'",
+      b.id, c.total - c.pending(), c.total, c.completed, c.dead, c.cancelled,
+      b.done ? "done" : fmt::format("{} pending", c.pending()), b.callback_id,
+      b.callback_queue);
+  if (b.cancelled_at) out += "; cancelled";
+  return out;
+}
+
+void AddBatchCommands(CLI::App& app, Runner& run) {
+  auto* batch = app.add_subcommand(
+      "batch",
+      "Batches: members in any queues sent under one id with a callback "
+      "message, ready once every member has completed or died");
+  batch->require_subcommand(1);
+  struct Args {
+    std::string id, callback_queue, callback_payload, kind, callback_kind,
+        stdin_queue;
+    std::vector<std::string> members, callback_headers;
+    DurationArg retention;
+    bool json = false;
+  };
+  auto a = std::make_shared<Args>();
+  {
+    auto* cmd = batch->add_subcommand(
+        "send",
+        "Send a batch: the members (--member QUEUE=PAYLOAD, or --stdin QUEUE "
+        "for one member per line) and the callback, in one transaction");
+    cmd->add_option("CALLBACK_QUEUE", a->callback_queue,
+                    "The queue the callback goes to")
+        ->required();
+    cmd->add_option("CALLBACK_PAYLOAD", a->callback_payload,
+                    "The callback's payload")
+        ->required();
+    cmd->add_option("--member", a->members,
+                    "A member QUEUE=PAYLOAD (repeatable; members may be in "
+                    "several queues)");
+    cmd->add_option("--stdin", a->stdin_queue,
+                    "Members to this queue, one per line of stdin (after "
+                    "those of --member)");
+    cmd->add_option("--id", a->id,
+                    "The batch id (ASCII letters, digits, '_', '-', '.', "
+                    "':'); one is made when none is given");
+    a->retention.Add(cmd, "--retention",
+                     "How long its status stays readable once it is done "
+                     "(default 7d)",
+                     kMinBatchRetention, kMaxBatchRetention);
+    cmd->add_option("--kind", a->kind, "The members' kind (e.g. image.resize)");
+    cmd->add_option("--callback-kind", a->callback_kind,
+                    "The callback's kind (e.g. album.done)");
+    cmd->add_option("--callback-header", a->callback_headers,
+                    "A header NAME=VALUE of the callback (repeatable)");
+    cmd->add_flag("--json-payload", a->json,
+                  "The payloads are JSON: checked, and marked with the header "
+                  "content-type: application/json");
+    cmd->callback([a, &run] {
+      if (Failed(run, a->retention.Resolve())) return;
+      if (!a->id.empty() && Failed(run, CheckBatchId(a->id))) return;
+      auto headers = HeaderArgs(a->callback_headers, "--callback-header");
+      if (Failed(run, headers)) return;
+      BatchSpec spec{.id = a->id};
+      if (a->retention.value) spec.retention = *a->retention.value;
+      auto payload = [&](const std::string& text,
+                         const std::string& what) -> Status {
+        if (a->json && !nlohmann::json::accept(text)) {
+          return Status::InvalidArgument(what + ": the payload is not valid JSON");
+        }
+        return Status::Ok();
+      };
+      Headers json_header;
+      if (a->json) json_header[wire::kContentType] = wire::kJsonContentType;
+      for (const std::string& m : a->members) {
+        const auto eq = m.find('=');
+        if (eq == std::string::npos || eq == 0) {
+          g_exit = run.Fail(Status::InvalidArgument(
+              fmt::format("--member '{}' must be QUEUE=PAYLOAD", m)));
+          return;
+        }
+        if (Failed(run, payload(m.substr(eq + 1), "--member " + m))) return;
+        spec.members.push_back({m.substr(0, eq),
+                                {.payload = m.substr(eq + 1),
+                                 .headers = json_header,
+                                 .kind = a->kind}});
+      }
+      if (!a->stdin_queue.empty()) {
+        std::string line;
+        std::size_t lineno = 0;
+        while (std::getline(std::cin, line)) {
+          ++lineno;
+          if (Failed(run, payload(line, fmt::format("stdin line {}", lineno)))) {
+            return;
+          }
+          spec.members.push_back(
+              {a->stdin_queue,
+               {.payload = line, .headers = json_header, .kind = a->kind}});
+        }
+      }
+      if (spec.members.empty()) {
+        g_exit = run.Fail(Status::InvalidArgument(
+            "a batch needs at least one member: give --member QUEUE=PAYLOAD "
+            "or --stdin QUEUE"));
+        return;
+      }
+      if (Failed(run, payload(a->callback_payload, "the callback"))) return;
+      Headers cb_headers = std::move(*headers);
+      if (a->json) cb_headers[wire::kContentType] = wire::kJsonContentType;
+      spec.callback = {a->callback_queue,
+                       {.payload = a->callback_payload,
+                        .headers = cb_headers,
+                        .kind = a->callback_kind}};
+      auto store = run.Open(false);
+      if (Failed(run, store)) return;
+      auto sent = (*store)->CreateBatch(spec);
+      if (Failed(run, sent)) return;
+      run.out().Say({{"id", sent->id},
+                     {"members", sent->members},
+                     {"callback_id", sent->callback_id}},
+                    fmt::format("sent batch {}: {} members, callback message "
+                                "{} in '{}'",
+                                sent->id, sent->members.size(),
+                                sent->callback_id, a->callback_queue));
+    });
+  }
+  {
+    auto* cmd = batch->add_subcommand(
+        "status",
+        "A batch's counts: total, completed, dead, cancelled, pending, and "
+        "whether it is done");
+    cmd->add_option("ID", a->id, "The batch id")->required();
+    cmd->callback([a, &run] {
+      if (Failed(run, CheckBatchId(a->id))) return;
+      auto store = run.Open(false);
+      if (Failed(run, store)) return;
+      auto st = (*store)->GetBatch(a->id);
+      if (Failed(run, st)) return;
+      run.out().Say(wire::BatchJson(*st), BatchText(*st));
+    });
+  }
+  {
+    auto* cmd = batch->add_subcommand(
+        "cancel",
+        "Cancel a batch's members that have not ended (the callback then "
+        "comes, with the counts)");
+    cmd->add_option("ID", a->id, "The batch id")->required();
+    cmd->callback([a, &run] {
+      if (Failed(run, CheckBatchId(a->id))) return;
+      auto store = run.Open(false);
+      if (Failed(run, store)) return;
+      auto st = (*store)->CancelBatch(a->id);
+      if (Failed(run, st)) return;
+      run.out().Say(wire::BatchJson(*st), BatchText(*st));
+    });
+  }
+}
+
 void AddTopicCommands(CLI::App& app, Runner& run) {
   auto* topic = app.add_subcommand(
       "topic",
@@ -2351,6 +2510,7 @@ int Main(int argc, char** argv) {
   AddWorkerCommands(app, run);
   AddRotationCommands(app, run);
   AddTopicCommands(app, run);
+  AddBatchCommands(app, run);
   AddServeCommand(
       app, [&] { return g.db; }, g_exit);
   AddTokenCommands(

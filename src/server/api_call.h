@@ -129,6 +129,13 @@ struct Route {
 // or one message's fields at the top level (a batch of one). Anything else
 // is refused with what to send. api_messages.cc.
 std::vector<Message> ReadSend(const std::string& text, const Limits& limits);
+// One message's fields, read from `obj`; `what` names it in errors.
+Message ReadOneMessage(const Json& obj, const std::string& what,
+                       std::size_t max_payload);
+// One message of a send to several queues: {"queue": ..., and a message's
+// fields}.
+QueuedMessage ReadQueuedMessage(const Json& obj, const std::string& what,
+                                std::size_t max_payload);
 
 // The route table by area, in the order the dispatcher matches a path's
 // methods (and lists them in a 405).
@@ -137,6 +144,7 @@ std::span<const Route> MessageRoutes();  // api_messages.cc
 std::span<const Route> ObjectRoutes();   // api_objects.cc
 std::span<const Route> AdminRoutes();    // api_admin.cc
 std::span<const Route> TopicRoutes();    // api_topics.cc
+std::span<const Route> BatchRoutes();    // api_batches.cc
 
 // A request matched to its route, while an endpoint handles it.
 class Call {

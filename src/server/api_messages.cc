@@ -25,7 +25,8 @@ constexpr std::string_view kSendShapes =
     R"(send one message as {"payload":...} or several as )"
     R"({"messages":[{"payload":...},...]})";
 
-// One message's fields, read from `obj`; `what` names it in errors.
+}  // namespace
+
 Message ReadOneMessage(const Json& obj, const std::string& what,
                        std::size_t max_payload) {
   Body mb(obj,
@@ -37,7 +38,25 @@ Message ReadOneMessage(const Json& obj, const std::string& what,
   return ReadMessage(mb, max_payload);
 }
 
-}  // namespace
+QueuedMessage ReadQueuedMessage(const Json& obj, const std::string& what,
+                                std::size_t max_payload) {
+  if (!obj.is_object()) {
+    Throw(400, "wrong_type", fmt::format("{} must be an object", what));
+  }
+  // The queue it goes to, then a message's own fields.
+  Json fields = obj;
+  if (!fields.contains("queue") || !fields["queue"].is_string()) {
+    Throw(400, "invalid_argument",
+          what +
+              ": \"queue\" (the name of the queue it goes to) is "
+              "required");
+  }
+  QueuedMessage out;
+  out.queue = fields["queue"].get<std::string>();
+  fields.erase("queue");
+  out.message = ReadOneMessage(fields, what, max_payload);
+  return out;
+}
 
 std::vector<Message> ReadSend(const std::string& text, const Limits& limits) {
   const Json doc = text.find_first_not_of(" \t\r\n") == std::string::npos
@@ -138,23 +157,8 @@ Outcome SendAll(Call& c) {
   }
   std::vector<QueuedMessage> msgs(list->size());
   for (std::size_t i = 0; i < list->size(); ++i) {
-    if (!(*list)[i].is_object()) {
-      Throw(400, "wrong_type",
-            fmt::format("messages[{}] must be an object", i));
-    }
-    // The queue it goes to, then a message's own fields.
-    Json fields = (*list)[i];
-    const std::string what = fmt::format("messages[{}]", i);
-    if (!fields.contains("queue") || !fields["queue"].is_string()) {
-      Throw(400, "invalid_argument",
-            what +
-                ": \"queue\" (the name of the queue it goes to) is "
-                "required");
-    }
-    msgs[i].queue = fields["queue"].get<std::string>();
-    fields.erase("queue");
-    msgs[i].message =
-        ReadOneMessage(fields, what, c.api.limits.max_payload_bytes);
+    msgs[i] = ReadQueuedMessage((*list)[i], fmt::format("messages[{}]", i),
+                                c.api.limits.max_payload_bytes);
   }
   std::set<std::string> named;
   for (const QueuedMessage& m : msgs) named.insert(m.queue);

@@ -244,6 +244,36 @@ Json StatsJson(const QueueStats& s) {
           {"paused", s.paused}};
 }
 
+Json BatchRefJson(const BatchRef& b) {
+  Json j = {{"id", b.id}};
+  if (b.callback) j["callback"] = true;
+  if (b.counts) {
+    j["total"] = b.counts->total;
+    j["completed"] = b.counts->completed;
+    j["dead"] = b.counts->dead;
+    j["cancelled"] = b.counts->cancelled;
+  }
+  return j;
+}
+
+Json BatchJson(const BatchStatus& b) {
+  Json j = {{"id", b.id},
+            {"total", b.counts.total},
+            {"completed", b.counts.completed},
+            {"dead", b.counts.dead},
+            {"cancelled", b.counts.cancelled},
+            {"pending", b.counts.pending()},
+            {"done", b.done},
+            {"callback_queue", b.callback_queue},
+            {"callback_id", b.callback_id},
+            {"queues", b.queues},
+            {"created_at", FormatTime(b.created_at)}};
+  if (b.done_at) j["done_at"] = FormatTime(*b.done_at);
+  if (b.cancelled_at) j["cancelled_at"] = FormatTime(*b.cancelled_at);
+  if (b.expires_at) j["expires_at"] = FormatTime(*b.expires_at);
+  return j;
+}
+
 Json ClaimedJson(const ClaimedMessage& m) {
   Json j = {{"id", m.id},
             {"receipt", m.receipt},
@@ -260,6 +290,7 @@ Json ClaimedJson(const ClaimedMessage& m) {
     j["on_expiry"] = ExpiryActionName(m.on_expiry);
   }
   if (m.max_attempts) j["max_attempts"] = *m.max_attempts;
+  if (m.batch) j["batch"] = BatchRefJson(*m.batch);
   j["enqueued_at"] = FormatTime(m.enqueued_at);
   j["lease_expires_at"] = FormatTime(m.lease_expires_at);
   return j;
@@ -316,6 +347,10 @@ void AppendClaimed(std::string& out, const ClaimedMessage& m) {
   if (m.max_attempts) {
     fmt::format_to(put, R"(,"max_attempts":{})", *m.max_attempts);
   }
+  if (m.batch) {
+    out += R"(,"batch":)";
+    out += BatchRefJson(*m.batch).dump();
+  }
   out += R"(,"enqueued_at":")";
   out += FormatTime(m.enqueued_at);
   out += R"(","lease_expires_at":")";
@@ -370,6 +405,7 @@ Json MessageInfoJson(const MessageInfo& m) {
   if (m.backoff_base) j["backoff_ms"] = m.backoff_base->count();
   if (m.backoff_max) j["backoff_max_ms"] = m.backoff_max->count();
   if (m.snoozes > 0) j["snoozes"] = m.snoozes;
+  if (m.batch) j["batch"] = BatchRefJson(*m.batch);
   j["enqueued_at"] = FormatTime(m.enqueued_at);
   if (m.ready_at) j["ready_at"] = FormatTime(*m.ready_at);
   if (m.lease_expires_at) {

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sqlq/batch.h"
 #include "sqlq/queue.h"
 #include "sqlq/ring.h"
 #include "sqlq/rotation.h"
@@ -66,6 +67,12 @@ Json StatsJson(const QueueStats& s);
 // {"id", "receipt", "attempt", "priority", payload, ["headers"],
 //  "enqueued_at", "lease_expires_at"}
 Json ClaimedJson(const ClaimedMessage& m);
+// A message's part in a batch: {"id", "callback" (the callback only), and
+// the callback's counts once its batch is done: "total", "completed",
+// "dead", "cancelled"}.
+Json BatchRefJson(const BatchRef& b);
+// A batch's status (Store::GetBatch).
+Json BatchJson(const BatchStatus& b);
 // The same object as ClaimedJson, appended as text: claim replies are the
 // server's hottest path and skip building a Json tree.
 void AppendClaimed(std::string& out, const ClaimedMessage& m);

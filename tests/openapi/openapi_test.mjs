@@ -309,6 +309,13 @@ const STEPS = [
     body: { messages: [{ queue: "q1", payload: "fetch" },
                        { queue: "q1", payload: "resize", depends_on_batch: [0], if_dependency_dies: "run" }] },
     then: (ctx, r) => assert.equal(r.json.ids.length, 2) })],
+  ["POST /v1/batches", () => ({
+    body: { id: "b1", members: [{ queue: "q1", payload: "part 1" }, { queue: "q1", payload: "part 2" }],
+            callback: { queue: "q1", payload: "all parts done" }, retention_ms: 60000 },
+    status: 201, then: (ctx, r) => assert.equal(r.json.members.length, 2) })],
+  ["GET /v1/batches/{batch}", () => ({ p: { batch: "b1" }, then: (c, r) => assert.equal(r.json.pending, 2) })],
+  ["POST /v1/batches/{batch}/cancel", () => ({ p: { batch: "b1" },
+                                              then: (c, r) => assert.deepEqual([r.json.cancelled, r.json.done], [2, true]) })],
   ["DELETE /v1/rotations/{name}", () => ({ p: { name: "t1" } })],
   ["DELETE /v1/rings/{name}", () => ({ p: { name: "r1" } })],
   ["DELETE /v1/topics/{name}", () => ({ p: { name: "p1" } })],
@@ -448,7 +455,10 @@ test("the server and its description agree", async (t) => {
     await call(base, "put", "/v1/workers/w1", { ...admin, body: { queues: ["q1"] } });
     await call(base, "post", "/v1/topics/p1", admin);
     await call(base, "put", "/v1/topics/p1/subscriptions/q1", admin);
-    const values = { name: "q1", id: sent.json.ids[0], group: "g1", seq: 1, key: "k1", worker: "w1", queue: "q1" };
+    await call(base, "post", "/v1/batches", { ...admin, body: { id: "b2", members: [{ queue: "q1", payload: "x" }],
+                                                               callback: { queue: "q1", payload: "y" } } });
+    const values = { name: "q1", id: sent.json.ids[0], group: "g1", seq: 1, key: "k1", worker: "w1", queue: "q1",
+                     batch: "b2" };
     const named = { "/v1/rings/": "r1", "/v1/rotations/": "t1", "/v1/schedules/": "s1", "/v1/topics/": "p1" };
     const instance = (p) => {
       const prefix = Object.keys(named).find((k) => p.startsWith(k));

@@ -60,6 +60,39 @@ export class Client {
   // transaction → {ids, duplicate}, ids in the order its jobs were added.
   async sendFlow(flow) { return flow.send(this); }
 
+  // POST /v1/batches: the members ([{queue, payload, ...a send's options}],
+  // no dedup) and the callback ({queue, payload, ...}) in one transaction.
+  // The callback waits for every member and is ready, once, when the last
+  // has completed or died; claimed, its `batch` holds the counts ({id,
+  // callback: true, total, completed, dead, cancelled}). `id`: the batch's
+  // id (made when none); `retentionMs`: how long its status stays readable
+  // once it is done [7 days]. → {id, members: [ids], callbackId}; rejects
+  // with AlreadyExists for an id still known.
+  async createBatch(members, callback, { id, retentionMs } = {}) {
+    for (const m of [...members, callback]) {
+      if (!m?.queue) throw new TypeError("a member or the callback of createBatch names no queue");
+    }
+    const wire = members.map((m) => toWire(m));
+    const cb = toWire(callback);
+    await inject(wire);
+    await inject([cb]);
+    const body = { members: wire, callback: cb };
+    if (id != null) body.id = id;
+    if (retentionMs != null) body.retention_ms = retentionMs;
+    return fromWire(await this._post("/v1/batches", body));
+  }
+  // GET /v1/batches/{id}: {id, total, completed, dead, cancelled, pending,
+  // done, callbackQueue, callbackId, queues, createdAt}, and doneAt,
+  // expiresAt, cancelledAt once they apply. NotFound for a batch not (or no
+  // longer) known.
+  async batch(id) { return fromWire(await this._get("/v1/batches/" + seg(id))); }
+  // POST /v1/batches/{id}/cancel: cancels the members that have not ended
+  // (the callback then comes, with the counts) → the batch after.
+  async cancelBatch(id) {
+    return fromWire(await this._post("/v1/batches/" + seg(id) + "/cancel", undefined,
+                                     { idempotent: true }));
+  }
+
   async _sendMessages(path, messages) {
     const wire = messages.map((m) => toWire(m));
     await inject(wire);

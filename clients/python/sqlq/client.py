@@ -423,6 +423,49 @@ class _ClientBase:
         return self._call("POST", "/v1/messages", {"messages": out},
                           idempotent=idem, then=_send_result)
 
+    # Batches (docs/semantics.md, "Batches").
+    def create_batch(self, members: Sequence[Mapping[str, Any]],
+                     callback: Mapping[str, Any], *, id: Optional[str] = None,
+                     retention: Optional[Union[float, datetime.timedelta]]
+                     = None) -> Json:
+        """POST /v1/batches: sends the members (dicts of send_all()'s
+        fields, each with its "queue"; no "dedup") and the callback (a dict
+        of the same fields: its queue and message) in one transaction. The
+        callback waits for every member and is ready, once, when the last
+        has completed or died; claimed, its Message.batch holds the counts
+        ({"id", "callback": True, "total", "completed", "dead",
+        "cancelled"}). id: the batch's id (made when None); retention: how
+        long, in seconds, its status stays readable once it is done (the
+        server's default: 7 days). Returns {"id", "members": [ids],
+        "callback_id"}. Raises AlreadyExists for an id still known."""
+        for m in list(members) + [callback]:
+            if not m.get("queue"):
+                raise ValueError(f"a member or callback names no queue: {m!r}")
+        out, _ = _prepare(members, False)
+        cb, _ = _prepare([callback], False)
+        body: dict[str, Any] = {"members": out, "callback": cb[0]}
+        if id is not None:
+            body["id"] = id
+        if retention is not None:
+            body["retention_ms"] = duration_ms(retention)
+        return self._call("POST", "/v1/batches", body)
+
+    def batch(self, id: str) -> Json:
+        """GET /v1/batches/{id}: the batch as it stands: {"id", "total",
+        "completed", "dead", "cancelled", "pending", "done",
+        "callback_queue", "callback_id", "queues", "created_at"} and
+        "done_at", "expires_at", "cancelled_at" once they apply. Raises
+        NotFound for a batch not (or no longer) known."""
+        return self._call("GET", "/v1/batches/" + _q(id))
+
+    def cancel_batch(self, id: str) -> Json:
+        """POST /v1/batches/{id}/cancel: cancels the members that have not
+        ended (dead-lettered, "cancelled: batch ID was cancelled"), which
+        releases the callback with the counts; returns the batch after
+        (as batch())."""
+        return self._call("POST", "/v1/batches/" + _q(id) + "/cancel",
+                          idempotent=True)
+
     def send_flow(self, flow: Any) -> Any:
         """Sends a workflow (sqlq.flow: chain, group, chord, Workflow) in
         one transaction; returns its sqlq.flow.Sent (the ids, in the
@@ -588,7 +631,9 @@ class Message:
     (RFC 3339), None without one. on_expiry: what its expiry does, "dead"
     (dead-letter it) or "drop" (delete it). max_attempts: the job's own
     max_attempts (sent with it), None without one: the queue's applies,
-    or this when smaller.
+    or this when smaller. batch: a member's {"id"} of its batch; the
+    callback's {"id", "callback": True, "total", "completed", "dead",
+    "cancelled"} (client.create_batch); None for other messages.
     cancelled: set by a worker when it no longer wants the handler's
     outcome (the handler's timeout passed, or the message was released at
     the shutdown deadline): a long handler checks `cancelled.is_set()` or
@@ -609,6 +654,7 @@ class Message:
     expires_at: Optional[str] = None
     on_expiry: str = "dead"
     max_attempts: Optional[int] = None
+    batch: Optional[dict[str, Json]] = None
     cancelled: threading.Event = field(default_factory=threading.Event,
                                        repr=False, compare=False)
 
@@ -624,7 +670,8 @@ class Message:
                             if d.get("timeout_ms") is not None else None),
                    expires_at=d.get("expires_at"),
                    on_expiry=str(d.get("on_expiry") or "dead"),
-                   max_attempts=d.get("max_attempts"))
+                   max_attempts=d.get("max_attempts"),
+                   batch=d.get("batch"))
 
     def ack(self, result: Any = NO_RESULT, *,
             result_ttl: Optional[Union[float, datetime.timedelta]] = None
