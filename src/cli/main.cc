@@ -2206,7 +2206,8 @@ void AddBatchCommands(CLI::App& app, Runner& run) {
       auto payload = [&](const std::string& text,
                          const std::string& what) -> Status {
         if (a->json && !nlohmann::json::accept(text)) {
-          return Status::InvalidArgument(what + ": the payload is not valid JSON");
+          return Status::InvalidArgument(what +
+                                         ": the payload is not valid JSON");
         }
         return Status::Ok();
       };
@@ -2230,7 +2231,8 @@ void AddBatchCommands(CLI::App& app, Runner& run) {
         std::size_t lineno = 0;
         while (std::getline(std::cin, line)) {
           ++lineno;
-          if (Failed(run, payload(line, fmt::format("stdin line {}", lineno)))) {
+          if (Failed(run,
+                     payload(line, fmt::format("stdin line {}", lineno)))) {
             return;
           }
           spec.members.push_back(

@@ -250,8 +250,7 @@ Result<BatchSent> Store::CreateBatch(const BatchSpec& spec) {
       if (sent.cancelled_at[i]) {
         ++cancelled;
       } else {
-        live.push_back(
-            {.id = sent.results[i].id, .queue_id = queues[i]->id()});
+        live.push_back({.id = sent.results[i].id, .queue_id = queues[i]->id()});
       }
     }
     st = e.LinkBatch(conn, {.callback_id = callback_id,
@@ -289,9 +288,8 @@ Result<BatchStatus> Store::GetBatch(std::string_view id) {
   Status s = CheckBatchId(id);
   if (!s.ok()) return s;
   auto r = core::SnapshotRead<std::optional<core::BatchRecord>>(
-      *impl_, [&](core::Engine& e, core::Conn& conn) {
-        return e.FindBatch(conn, id);
-      });
+      *impl_,
+      [&](core::Engine& e, core::Conn& conn) { return e.FindBatch(conn, id); });
   if (!r.ok()) return r.status();
   if (!*r) return core::NoSuchBatch(id);
   return core::StatusOf(**r);
@@ -325,9 +323,8 @@ Result<BatchStatus> Store::CancelBatch(std::string_view id) {
         ids.push_back((*pending)[j].id);
         ++j;
       }
-      auto n = e.Cancel(conn, {.queue_id = (*pending)[i].queue_id,
-                               .ids = ids,
-                               .error = why});
+      auto n = e.Cancel(
+          conn, {.queue_id = (*pending)[i].queue_id, .ids = ids, .error = why});
       if (!n.ok() && n.status().code() != Code::kNotFound) return n.status();
       if (n.ok() && *n > 0) {
         cancelled_in[(*pending)[i].queue_id] = (*pending)[i].queue;

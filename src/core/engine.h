@@ -1102,8 +1102,8 @@ struct BatchRecord {
   std::string queues;          // as AddBatchParams::queues
   BatchCounts counts;
   std::int64_t created_us = 0;
-  std::int64_t done_us = 0;    // 0: not done
-  std::int64_t cancel_us = 0;  // 0: not cancelled
+  std::int64_t done_us = 0;     // 0: not done
+  std::int64_t cancel_us = 0;   // 0: not cancelled
   std::int64_t expires_us = 0;  // 0: not done
   std::int64_t ttl_us = 0;
 };

@@ -80,9 +80,8 @@ struct Path {
 
 std::vector<Path> BuildPaths() {
   std::vector<Path> paths;
-  for (auto area :
-       {AdminRoutes, QueueRoutes, MessageRoutes, ObjectRoutes, TopicRoutes,
-        BatchRoutes}) {
+  for (auto area : {AdminRoutes, QueueRoutes, MessageRoutes, ObjectRoutes,
+                    TopicRoutes, BatchRoutes}) {
     for (const Route& r : area()) {
       auto it = std::find_if(paths.begin(), paths.end(), [&](const Path& p) {
         return p.routes.front()->path == r.path;

@@ -69,18 +69,18 @@ TEST_F(BatchCliTest, BadInputIsRefusedAndStoresNothing) {
   One({"queue", "create", "done"});
   EXPECT_TRUE(FailsWith(Human({"batch", "send", "done", "cb"}), kUsage,
                         "at least one member"));
-  EXPECT_TRUE(FailsWith(Human({"batch", "send", "done", "cb", "--member",
-                               "no-equals"}),
-                        kUsage, "QUEUE=PAYLOAD"));
+  EXPECT_TRUE(
+      FailsWith(Human({"batch", "send", "done", "cb", "--member", "no-equals"}),
+                kUsage, "QUEUE=PAYLOAD"));
   EXPECT_TRUE(FailsWith(Human({"batch", "send", "done", "cb", "--member",
                                "jobs=x", "--id", "white space"}),
                         kUsage, "batch id"));
-  EXPECT_TRUE(FailsWith(Human({"batch", "send", "done", "cb", "--member",
-                               "nope=x"}),
-                        kNotFound, "member 1"));
-  EXPECT_TRUE(FailsWith(Human({"batch", "send", "nope", "cb", "--member",
-                               "jobs=x"}),
-                        kNotFound, "callback"));
+  EXPECT_TRUE(
+      FailsWith(Human({"batch", "send", "done", "cb", "--member", "nope=x"}),
+                kNotFound, "member 1"));
+  EXPECT_TRUE(
+      FailsWith(Human({"batch", "send", "nope", "cb", "--member", "jobs=x"}),
+                kNotFound, "callback"));
   EXPECT_TRUE(FailsWith(Human({"batch", "send", "done", "cb", "--member",
                                "jobs=x", "--retention", "10ms"}),
                         kUsage, "--retention"));

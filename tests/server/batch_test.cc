@@ -69,8 +69,7 @@ TEST_F(Batches, SentReadAndCompletedOverHttp) {
   EXPECT_EQ(st.json["callback_id"], callback);
   EXPECT_EQ(st.json["queues"], Json({"images", "mail"}));
   EXPECT_FALSE(st.json.contains("done_at"));
-  Response cb =
-      c.Get("/v1/queues/done/messages/" + std::to_string(callback));
+  Response cb = c.Get("/v1/queues/done/messages/" + std::to_string(callback));
   EXPECT_EQ(cb.json["state"], "waiting") << cb.body;
   EXPECT_EQ(cb.json["batch"], Json({{"id", "album-7"}, {"callback", true}}));
 
@@ -83,10 +82,9 @@ TEST_F(Batches, SentReadAndCompletedOverHttp) {
                     {"error", "corrupt"}})
                 .status,
             200);
-  EXPECT_EQ(c.Post("/v1/queues/done/claim", {{"max", 1}})
-                .json["messages"]
-                .size(),
-            0u);
+  EXPECT_EQ(
+      c.Post("/v1/queues/done/claim", {{"max", 1}}).json["messages"].size(),
+      0u);
   ClaimAndAck(c, "mail");
 
   st = c.Get("/v1/batches/album-7");
@@ -118,13 +116,13 @@ TEST_F(Batches, CancelledOverHttp) {
               201);
   }
   // No id: one is made.
-  Response sent = c.Post(
-      "/v1/batches",
-      {{"members", Json::array({{{"queue", "jobs"}, {"payload", "1"}},
-                                {{"queue", "jobs"}, {"payload", "2"}},
-                                {{"queue", "jobs"}, {"payload", "3"}}})},
-       {"callback", {{"queue", "done"}, {"payload", "cb"}}},
-       {"retention_ms", 60000}});
+  Response sent =
+      c.Post("/v1/batches",
+             {{"members", Json::array({{{"queue", "jobs"}, {"payload", "1"}},
+                                       {{"queue", "jobs"}, {"payload", "2"}},
+                                       {{"queue", "jobs"}, {"payload", "3"}}})},
+              {"callback", {{"queue", "done"}, {"payload", "cb"}}},
+              {"retention_ms", 60000}});
   ASSERT_EQ(sent.status, 201) << sent.body;
   const std::string id = sent.json["id"];
   EXPECT_EQ(id.size(), 32u);

@@ -3,7 +3,8 @@
 // by playwright-core. Checks what a user sees: live numbers from one
 // request per refresh, the waiting consumers, a queue's page (pause, the
 // message browser, bulk actions behind a confirmation), a message's page
-// and its actions, rings and rotations, a hostile payload staying text,
+// and its actions, rings and rotations, a batch's progress and cancel, a
+// hostile payload staying text,
 // and a claim-only token seeing no admin control. Screenshots go to
 // $SQLQ_SCREENSHOTS when set (docs/dashboard.md shows them).
 //
@@ -500,6 +501,73 @@ test("topics are listed with their subscriptions", async () => {
   });
 });
 
+test("a batch's page shows its progress, live, and cancels it", async () => {
+  await withDashboard(async ({ url, call, page, login, shot }) => {
+    assert.equal((await call("POST", "/v1/queues/jobs", { max_attempts: 1 })).status, 201);
+    assert.equal((await call("POST", "/v1/queues/done", {})).status, 201);
+    const sent = await call("POST", "/v1/batches", {
+      id: "album-7",
+      members: ["a", "b", "c", "d"].map((p) => ({ queue: "jobs", payload: p })),
+      callback: { queue: "done", payload: "album ready" } });
+    assert.equal(sent.status, 201, JSON.stringify(sent.json));
+    const count = (name) => page.textContent(`#batch-counts td[data-field="${name}"]`);
+    const counts = async () => Promise.all(
+        ["completed", "dead", "cancelled", "pending", "total"].map(count));
+
+    // Opened by its id from the Batches page.
+    await page.goto(url + "/");
+    await login(ADMIN);
+    await page.click('nav a[href="#/batches"]');
+    await page.fill("#batch-id", "album-7");
+    await page.click("#batch-open");
+    await waitFor("the batch", async () =>
+        (await page.locator("#batch-counts").count()) === 1);
+    assert.deepEqual(await counts(), ["0", "0", "0", "4", "4"]);
+    assert.equal(await page.textContent("#batch-state"), "4 pending");
+    assert.equal(await page.getAttribute("#batch-fields dd[data-field=callback] a", "href"),
+                 `#/queue/done/message/${sent.json.callback_id}`);
+
+    // One member completes and one dies, through the API: the page follows.
+    const c1 = await call("POST", "/v1/queues/jobs/claim", { max: 2 });
+    await call("POST", "/v1/queues/jobs/ack", { receipt: c1.json.messages[0].receipt });
+    await call("POST", "/v1/queues/jobs/nack",
+               { receipt: c1.json.messages[1].receipt, error: "corrupt" });
+    await waitFor("two ended", async () =>
+        (await count("pending")) === "2" && (await count("dead")) === "1");
+    assert.equal(await count("completed"), "1");
+    assert.equal(await page.getAttribute("#batch-bar", "value"), "2");
+    await shot("batch");
+
+    // Cancelled behind a confirmation: the pending two, and then done.
+    await page.click("#batch-cancel");
+    await page.locator("#confirm[open]").waitFor({ timeout: DEADLINE_MS });
+    assert.match(await page.textContent("#confirm-text"), /^Cancel batch album-7\? Its 2 pending/);
+    await page.click("#confirm-yes");
+    await waitFor("cancelled", async () =>
+        (await page.textContent("#batch-state")) === "done (cancelled)");
+    assert.deepEqual(await counts(), ["1", "1", "2", "0", "4"]);
+    assert.equal(await page.locator("#batch-cancel").count(), 0);
+
+    // A member's and the callback's pages lead to the batch.
+    await page.goto(url + `/#/queue/jobs/message/${sent.json.members[3]}`);
+    await waitFor("the member's page", async () =>
+        (await page.textContent("h2")) === `Message ${sent.json.members[3]}`);
+    assert.equal(await page.textContent("#fields dd[data-field=batch]"), "album-7");
+    await page.goto(url + `/#/queue/done/message/${sent.json.callback_id}`);
+    await waitFor("the callback's page", async () =>
+        (await page.textContent("h2")) === `Message ${sent.json.callback_id}`);
+    assert.equal(await page.textContent("#fields dd[data-field=batch]"),
+                 "album-7 (its callback)");
+    await page.click("#fields dd[data-field=batch] a");
+    await page.locator("#batch-counts").waitFor({ timeout: DEADLINE_MS });
+
+    // An unknown id says so.
+    await page.goto(url + "/#/batch/nope");
+    await page.locator("#batch-error").waitFor({ timeout: DEADLINE_MS });
+    assert.match(await page.textContent("#batch-error"), /no batch 'nope'/);
+  });
+});
+
 test("live workers have a page, and a leased message leads to its worker",
      async () => {
   await withDashboard(async ({ url, call, send, page, login, shot }) => {
@@ -625,5 +693,11 @@ test("every page passes an accessibility check and works from the keyboard",
     await audit("rotation", "#items");
     await page.goto(url + "/#/topic/news");
     await audit("topic", "#subscriptions");
+    await call("POST", "/v1/batches", { id: "b1", members: [{ queue: "jobs", payload: "m" }],
+                                        callback: { queue: "jobs", payload: "cb" } });
+    await page.goto(url + "/#/batch/b1");
+    await audit("batch", "#batch-counts");
+    await page.goto(url + "/#/batches");
+    await audit("batches", "#batch-form");
   }, [], { bypassCSP: true });
 });

@@ -97,9 +97,9 @@ Status SqlEngine<D>::LinkBatch(core::Conn& c, const core::LinkBatchParams& p) {
   // The members were sent in this transaction: no other can ack them
   // before it commits, so they are linked without the lock
   // LinkDependencies takes on a parent, many rows to a statement.
-  for (std::size_t at = 0; at < p.members.size();
-       at += batch_sql::kLinkChunk) {
-    const std::size_t n = std::min(batch_sql::kLinkChunk, p.members.size() - at);
+  for (std::size_t at = 0; at < p.members.size(); at += batch_sql::kLinkChunk) {
+    const std::size_t n =
+        std::min(batch_sql::kLinkChunk, p.members.size() - at);
     std::string sql =
         "INSERT INTO sqlq_deps (parent_id, child_id, parent_queue_id, "
         "child_queue_id, on_dead, parked) VALUES ";
@@ -109,8 +109,10 @@ Status SqlEngine<D>::LinkBatch(core::Conn& c, const core::LinkBatchParams& p) {
       sql += i == 0 ? "" : ", ";
       sql += "(?, ?, ?, ?, " +
              std::to_string(static_cast<int>(core::OnDead::kBatch)) + ", 0)";
-      params.Int(m.id).Int(p.callback_id).Int(m.queue_id).Int(
-          p.callback_queue_id);
+      params.Int(m.id)
+          .Int(p.callback_id)
+          .Int(m.queue_id)
+          .Int(p.callback_queue_id);
     }
     auto rows = conn.RunOnce(D::Statement(sql), params, "link batch");
     if (!rows.ok()) return rows.status();
@@ -132,13 +134,10 @@ Status SqlEngine<D>::SealBatch(core::Conn& c, const core::SealBatchParams& p) {
   static const std::string kSql = D::Statement(
       "UPDATE sqlq_batches SET callback_id = ?, total = ?, cancelled = ? "
       "WHERE id = ?");
-  auto rows = Native(c).Run(kSql,
-                            Params()
-                                .Int(p.callback_id)
-                                .Int(p.total)
-                                .Int(p.cancelled)
-                                .Int(p.batch_id),
-                            "seal batch");
+  auto rows = Native(c).Run(
+      kSql,
+      Params().Int(p.callback_id).Int(p.total).Int(p.cancelled).Int(p.batch_id),
+      "seal batch");
   return rows.ok() ? Status::Ok() : rows.status();
 }
 
