@@ -310,8 +310,8 @@ Result<BatchStatus> Store::CancelBatch(std::string_view id) {
     if (!r.ok()) return r.status();
     found = std::move(*r);
     if (!found || found->done_us != 0) return Status::Ok();
-    Status st = e.MarkBatchCancelled(conn, found->id);
-    if (!st.ok()) return st;
+    // Locks in the order of an ack's: the members, the callback, the
+    // batch's row (marked last).
     auto pending = e.PendingBatchMembers(conn, found->callback_id);
     if (!pending.ok()) return pending.status();
     // By queue (the list is in queue order), each queue's ids in one call.
@@ -340,10 +340,10 @@ Result<BatchStatus> Store::CancelBatch(std::string_view id) {
       if (!settled.ok()) return settled.status();
       if (!*settled) continue;
       released.push_back(d.child_queue_id);
-      st = core::CountBatchEnd(e, conn, d.child_id, core::EndOf(d));
+      Status st = core::CountBatchEnd(e, conn, d.child_id, core::EndOf(d));
       if (!st.ok()) return st;
     }
-    return Status::Ok();
+    return e.MarkBatchCancelled(conn, found->id);
   });
   if (!s.ok()) return s;
   if (!found) return core::NoSuchBatch(id);

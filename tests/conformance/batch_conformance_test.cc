@@ -17,6 +17,7 @@
 #include "sqlq/store.h"
 #include "sqlq/worker.h"
 #include "tests/conformance/engine_fixture.h"
+#include "tests/conformance/raw_db.h"
 
 namespace sqlq::test {
 namespace {
@@ -241,6 +242,38 @@ TEST_P(BatchConformance, ACancelEndsThePendingMembersAndReleasesTheCallback) {
   EXPECT_CODE(store_->CancelBatch("no-such-batch"), Code::kNotFound);
 }
 
+// A cancel in one process while another acks the members: each member is
+// counted once, as completed or as cancelled, and the callback comes once
+// with counts that add up.
+TEST_P(BatchConformance, ACancelRacingAcksCountsEachMemberOnce) {
+  WorkQueue jobs = MakeQueue("jobs");
+  WorkQueue done = MakeQueue("done");
+  constexpr int kMembers = 40;
+  ASSERT_OK(store_->CreateBatch(Spec("race", "jobs", kMembers)));
+  ASSERT_OK_AND_ASSIGN(auto claimed, jobs.Claim({.max = kMembers}));
+  ASSERT_EQ(claimed.size(), static_cast<std::size_t>(kMembers));
+  std::unique_ptr<Store> other = OtherStore();
+  ASSERT_NE(other, nullptr);
+  std::atomic<int> acked = 0;
+  std::thread acker([&] {
+    for (const ClaimedMessage& m : claimed) {
+      if (jobs.Ack(m.receipt).ok()) ++acked;
+    }
+  });
+  auto cancelled = other->CancelBatch("race");
+  acker.join();
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status().ToString();
+  const BatchCounts counts = CountsOf("race");
+  EXPECT_EQ(counts.completed, acked.load());
+  EXPECT_EQ(counts.completed + counts.cancelled, kMembers);
+  EXPECT_EQ(counts.dead, 0);
+  EXPECT_EQ(Count(jobs, {.state = MessageState::kDead}), counts.cancelled);
+  ASSERT_OK_AND_ASSIGN(auto got, done.Claim({.max = 10}));
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_TRUE(got[0].batch && got[0].batch->counts);
+  EXPECT_EQ(*got[0].batch->counts, counts);
+}
+
 // Members that depend on each other, one whose dependency is dead at the
 // send (cancelled then, and counted so), and a member deleted by hand.
 TEST_P(BatchConformance, MembersMayDependOnOthersAndDeletedOnesCountCancelled) {
@@ -294,9 +327,9 @@ TEST_P(BatchConformance, AMemberCancelledAtTheSendLeavesTheBatchDoneAtOnce) {
   EXPECT_EQ(*cb.batch->counts, st.counts);
 }
 
-// A send that fails stores nothing of the batch: not its members, not its
+// A send refused stores nothing of the batch: not its members, not its
 // callback, not its id.
-TEST_P(BatchConformance, AFailedSendStoresNothing) {
+TEST_P(BatchConformance, RefusedSendsStoreNothing) {
   WorkQueue jobs = MakeQueue("jobs");
   WorkQueue done = MakeQueue("done");
   ASSERT_OK(store_->CreateBatch(Spec("taken", "jobs", 2)));
@@ -322,7 +355,7 @@ TEST_P(BatchConformance, AFailedSendStoresNothing) {
   BatchSpec reserved = Spec("reserved", "jobs", 1);
   reserved.members[0].message.headers["sqlq:batch"] = "other";
   EXPECT_CODE(store_->CreateBatch(reserved), Code::kInvalidArgument);
-  EXPECT_CODE(store_->CreateBatch(Spec("no members", "jobs", 1)),
+  EXPECT_CODE(store_->CreateBatch(Spec("white space", "jobs", 1)),
               Code::kInvalidArgument);
   EXPECT_CODE(store_->CreateBatch(Spec("empty", "jobs", 0)),
               Code::kInvalidArgument);
@@ -337,18 +370,48 @@ TEST_P(BatchConformance, AFailedSendStoresNothing) {
   }
   EXPECT_CODE(store_->GetBatch("white space"), Code::kInvalidArgument);
 
-  // Rolled back in the send's transaction: a member's queue dropped after
-  // its handle was read fails the send when it is stored.
-  {
-    WorkQueue gone = MakeQueue("gone");
-    BatchSpec spec = Spec("late", "jobs", 2);
-    spec.members.push_back({"gone", {.payload = "x"}});
-    ASSERT_OK(store_->DropQueue("gone"));
-    EXPECT_CODE(store_->CreateBatch(spec), Code::kNotFound);
-  }
-  EXPECT_EQ(Count(jobs), 2);
-  EXPECT_EQ(Count(done), 1);
-  EXPECT_CODE(store_->GetBatch("late"), Code::kNotFound);
+}
+
+// A failure inside the send's transaction, after the batch's row, its
+// members and its callback were written (a trigger refuses the last
+// statement, which links the callback into the batch's row): all of it is
+// rolled back.
+TEST_P(BatchConformance, AFailureInTheSendsTransactionRollsBackEverything) {
+  WorkQueue jobs = MakeQueue("jobs");
+  WorkQueue done = MakeQueue("done");
+  RawDb raw(GetParam().name, *db_);
+  const std::string engine = GetParam().name;
+  const std::string trigger =
+      engine == "Sqlite"
+          ? "CREATE TRIGGER fail_seal BEFORE UPDATE OF callback_id ON "
+            "sqlq_batches BEGIN SELECT RAISE(ABORT, 'injected'); END"
+      : engine == "Postgres"
+          ? "CREATE FUNCTION fail_seal() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'injected'; END $$; CREATE TRIGGER "
+            "fail_seal BEFORE UPDATE OF callback_id ON sqlq_batches FOR EACH "
+            "ROW EXECUTE FUNCTION fail_seal()"
+          : "CREATE TRIGGER fail_seal BEFORE UPDATE ON sqlq_batches FOR EACH "
+            "ROW BEGIN IF OLD.callback_id IS NULL AND NEW.callback_id IS NOT "
+            "NULL THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected'; "
+            "END IF; END";
+  ASSERT_EQ(raw.Exec(trigger), "");
+  auto failed = store_->CreateBatch(Spec("rolled-back", "jobs", 3));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("injected"), std::string::npos)
+      << failed.status().ToString();
+  EXPECT_EQ(Count(jobs), 0);
+  EXPECT_EQ(Count(done), 0);
+  EXPECT_CODE(store_->GetBatch("rolled-back"), Code::kNotFound);
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM sqlq_batches"), "0");
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM sqlq_deps"), "0");
+
+  ASSERT_EQ(raw.Exec("DROP TRIGGER fail_seal"), "");
+  ASSERT_OK_AND_ASSIGN(BatchSent sent,
+                       store_->CreateBatch(Spec("rolled-back", "jobs", 3)));
+  EXPECT_EQ(Count(jobs), 3);
+  EXPECT_EQ(CountsOf("rolled-back").total, 3);
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM sqlq_deps"), "3");
+  (void)sent;
 }
 
 TEST_P(BatchConformance, AnIdIsMadeWhenNoneIsGivenAndFreedAfterItsRetention) {
