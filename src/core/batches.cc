@@ -244,18 +244,29 @@ Result<BatchSent> Store::CreateBatch(const BatchSpec& spec) {
                       .grouped = qo.groups != GroupMode::kNone});
     if (!cb_sent.ok()) return cb_sent.status();
     callback_id = (*cb_sent)[0].id;
-    std::vector<core::BatchMember> live;
+    // The callback waits for every member but those cancelled at the send
+    // (a dependency dead already), which count as cancelled now. They were
+    // all sent in this transaction: no other can end one before it
+    // commits, so they are linked without DependencyOps::LockParents.
+    std::vector<core::DependencyLink> links;
     std::int64_t cancelled = 0;
     for (std::size_t i = 0; i < members.size(); ++i) {
       if (sent.cancelled_at[i]) {
         ++cancelled;
-      } else {
-        live.push_back({.id = sent.results[i].id, .queue_id = queues[i]->id()});
+        continue;
       }
+      links.push_back({.parent_id = sent.results[i].id,
+                       .child_id = callback_id,
+                       .parent_queue_id = queues[i]->id(),
+                       .child_queue_id = (*cbq)->id(),
+                       .on_dead = core::OnDead::kBatch});
     }
-    st = e.LinkBatch(conn, {.callback_id = callback_id,
-                            .callback_queue_id = (*cbq)->id(),
-                            .members = live});
+    const core::ChildWaits waits{.child_id = callback_id,
+                                 .waits = static_cast<int>(links.size())};
+    st = e.WriteLinks(conn, links,
+                      links.empty() ? std::span<const core::ChildWaits>()
+                                    : std::span<const core::ChildWaits>(
+                                          &waits, 1));
     if (!st.ok()) return st;
     const auto total = static_cast<std::int64_t>(members.size());
     st = e.SealBatch(conn, {.batch_id = **row,
@@ -263,7 +274,7 @@ Result<BatchSent> Store::CreateBatch(const BatchSpec& spec) {
                             .total = total,
                             .cancelled = cancelled});
     if (!st.ok()) return st;
-    if (!live.empty()) return Status::Ok();
+    if (!links.empty()) return Status::Ok();
     // Every member was cancelled at the send (a dependency dead
     // already): the batch is done now.
     callback_ready = true;

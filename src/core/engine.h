@@ -1059,7 +1059,8 @@ class DependencyOps {
 // sqlq_batches per batch (its name, callback, the members' queues, the
 // counts, when it was made, done and cancelled, its retention), found by
 // name or by its callback's id (both unique). The callback waits for each
-// member through a row of sqlq_deps with OnDead::kBatch; each end of a
+// member through a row of sqlq_deps with OnDead::kBatch (written with
+// DependencyOps::WriteLinks); each end of a
 // member adds to the counts in the transaction that ends it (an ack) or
 // settles it (a death), by the callback's id.
 struct AddBatchParams {
@@ -1069,19 +1070,12 @@ struct AddBatchParams {
   Micros ttl{0};            // kept this long after it is done
 };
 
-// A member of a batch as BatchOps sees it: the message and its queue.
+// A member of a batch as BatchOps::PendingBatchMembers sees it: the
+// message and its queue.
 struct BatchMember {
   std::int64_t id = 0;
   std::int64_t queue_id = 0;
   std::string queue;  // PendingBatchMembers: the queue's name
-};
-
-// BatchOps::LinkBatch: the callback (sent in this transaction) waits for
-// `members` (all in their queues, sent in this transaction).
-struct LinkBatchParams {
-  std::int64_t callback_id = 0;
-  std::int64_t callback_queue_id = 0;
-  std::span<const BatchMember> members;
 };
 
 // BatchOps::SealBatch: the batch's callback, and its counts at the send.
@@ -1124,9 +1118,6 @@ class BatchOps {
   // then.
   virtual Result<std::optional<std::int64_t>> AddBatch(
       Conn& conn, const AddBatchParams& p) = 0;
-  // A row of sqlq_deps per member (OnDead::kBatch); the callback waits for
-  // them all (when there are any).
-  virtual Status LinkBatch(Conn& conn, const LinkBatchParams& p) = 0;
   virtual Status SealBatch(Conn& conn, const SealBatchParams& p) = 0;
   // Adds `delta` (total left out) to the counts of the batch whose
   // callback is `callback_id`, and returns its row as it is now, read

@@ -394,7 +394,7 @@ TEST_P(BatchConformance, AFailureInTheSendsTransactionRollsBackEverything) {
             "ROW BEGIN IF OLD.callback_id IS NULL AND NEW.callback_id IS NOT "
             "NULL THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected'; "
             "END IF; END";
-  ASSERT_EQ(raw.Exec(trigger), "");
+  ASSERT_EQ(raw.exec()(trigger), "");
   auto failed = store_->CreateBatch(Spec("rolled-back", "jobs", 3));
   ASSERT_FALSE(failed.ok());
   EXPECT_NE(failed.status().message().find("injected"), std::string::npos)
@@ -405,7 +405,10 @@ TEST_P(BatchConformance, AFailureInTheSendsTransactionRollsBackEverything) {
   EXPECT_EQ(raw.Query("SELECT count(*) FROM sqlq_batches"), "0");
   EXPECT_EQ(raw.Query("SELECT count(*) FROM sqlq_deps"), "0");
 
-  ASSERT_EQ(raw.Exec("DROP TRIGGER fail_seal"), "");
+  ASSERT_EQ(raw.exec()(engine == "Postgres"
+                          ? "DROP TRIGGER fail_seal ON sqlq_batches"
+                          : "DROP TRIGGER fail_seal"),
+            "");
   ASSERT_OK_AND_ASSIGN(BatchSent sent,
                        store_->CreateBatch(Spec("rolled-back", "jobs", 3)));
   EXPECT_EQ(Count(jobs), 3);

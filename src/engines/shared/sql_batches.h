@@ -52,9 +52,6 @@ core::BatchRecord Record(const Rows& rows, int i) {
           .ttl_us = rows.Int(i, 13)};
 }
 
-// Rows of sqlq_deps a statement inserts at most (4 parameters each).
-inline constexpr std::size_t kLinkChunk = 500;
-
 }  // namespace batch_sql
 
 template <class D>
@@ -89,44 +86,6 @@ Result<std::optional<std::int64_t>> SqlEngine<D>::AddBatch(
       .Int(*now)
       .Int(p.ttl.count());
   return D::InsertName(conn, kInsert, params, "create batch");
-}
-
-template <class D>
-Status SqlEngine<D>::LinkBatch(core::Conn& c, const core::LinkBatchParams& p) {
-  DConn& conn = Native(c);
-  // The members were sent in this transaction: no other can ack them
-  // before it commits, so they are linked without the lock
-  // LinkDependencies takes on a parent, many rows to a statement.
-  for (std::size_t at = 0; at < p.members.size(); at += batch_sql::kLinkChunk) {
-    const std::size_t n =
-        std::min(batch_sql::kLinkChunk, p.members.size() - at);
-    std::string sql =
-        "INSERT INTO sqlq_deps (parent_id, child_id, parent_queue_id, "
-        "child_queue_id, on_dead, parked) VALUES ";
-    Params params;
-    for (std::size_t i = 0; i < n; ++i) {
-      const core::BatchMember& m = p.members[at + i];
-      sql += i == 0 ? "" : ", ";
-      sql += "(?, ?, ?, ?, " +
-             std::to_string(static_cast<int>(core::OnDead::kBatch)) + ", 0)";
-      params.Int(m.id)
-          .Int(p.callback_id)
-          .Int(m.queue_id)
-          .Int(p.callback_queue_id);
-    }
-    auto rows = conn.RunOnce(D::Statement(sql), params, "link batch");
-    if (!rows.ok()) return rows.status();
-  }
-  if (p.members.empty()) return Status::Ok();
-  static const std::string kWait =
-      D::Statement("UPDATE sqlq_messages SET ready_us = " SQLQ_WAITING_US
-                   ", waits = ? WHERE id = ?");
-  auto rows = conn.Run(kWait,
-                       Params()
-                           .Int(static_cast<std::int64_t>(p.members.size()))
-                           .Int(p.callback_id),
-                       "wait for batch");
-  return rows.ok() ? Status::Ok() : rows.status();
 }
 
 template <class D>

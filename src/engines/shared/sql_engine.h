@@ -243,7 +243,6 @@ class SqlEngine : public core::Engine {
 
   Result<std::optional<std::int64_t>> AddBatch(
       core::Conn& c, const core::AddBatchParams& p) override;
-  Status LinkBatch(core::Conn& c, const core::LinkBatchParams& p) override;
   Status SealBatch(core::Conn& c, const core::SealBatchParams& p) override;
   Result<std::optional<core::BatchRecord>> CountBatch(
       core::Conn& c, std::int64_t callback_id,
