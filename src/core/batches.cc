@@ -264,9 +264,9 @@ Result<BatchSent> Store::CreateBatch(const BatchSpec& spec) {
     const core::ChildWaits waits{.child_id = callback_id,
                                  .waits = static_cast<int>(links.size())};
     st = e.WriteLinks(conn, links,
-                      links.empty() ? std::span<const core::ChildWaits>()
-                                    : std::span<const core::ChildWaits>(
-                                          &waits, 1));
+                      links.empty()
+                          ? std::span<const core::ChildWaits>()
+                          : std::span<const core::ChildWaits>(&waits, 1));
     if (!st.ok()) return st;
     const auto total = static_cast<std::int64_t>(members.size());
     st = e.SealBatch(conn, {.batch_id = **row,

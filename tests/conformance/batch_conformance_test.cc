@@ -369,7 +369,6 @@ TEST_P(BatchConformance, RefusedSendsStoreNothing) {
     EXPECT_CODE(store_->GetBatch(id), Code::kNotFound);
   }
   EXPECT_CODE(store_->GetBatch("white space"), Code::kInvalidArgument);
-
 }
 
 // A failure inside the send's transaction, after the batch's row, its
@@ -405,10 +404,10 @@ TEST_P(BatchConformance, AFailureInTheSendsTransactionRollsBackEverything) {
   EXPECT_EQ(raw.Query("SELECT count(*) FROM sqlq_batches"), "0");
   EXPECT_EQ(raw.Query("SELECT count(*) FROM sqlq_deps"), "0");
 
-  ASSERT_EQ(raw.exec()(engine == "Postgres"
-                          ? "DROP TRIGGER fail_seal ON sqlq_batches"
-                          : "DROP TRIGGER fail_seal"),
-            "");
+  ASSERT_EQ(
+      raw.exec()(engine == "Postgres" ? "DROP TRIGGER fail_seal ON sqlq_batches"
+                                      : "DROP TRIGGER fail_seal"),
+      "");
   ASSERT_OK_AND_ASSIGN(BatchSent sent,
                        store_->CreateBatch(Spec("rolled-back", "jobs", 3)));
   EXPECT_EQ(Count(jobs), 3);

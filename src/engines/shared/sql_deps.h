@@ -68,7 +68,6 @@ std::vector<core::EndedDependency> Ended(const Rows& rows) {
   return out;
 }
 
-
 // Statements over lists of ids are written with one placeholder per id,
 // in pieces of at most this many ids (or rows of links), far below every
 // engine's limit on placeholders.
