@@ -259,9 +259,9 @@ class FakeEngine : public Engine {
     return Unused();
   }
   // No message here has dependents.
-  Result<std::vector<std::int64_t>> ReleaseDependents(
+  Result<ReleaseOutcome> ReleaseDependents(
       Conn&, std::int64_t, std::span<const std::int64_t>) override {
-    return std::vector<std::int64_t>();
+    return ReleaseOutcome{};
   }
   Result<std::vector<EndedDependency>> EndedDependencies(
       Conn&, std::int64_t) override {
@@ -278,6 +278,32 @@ class FakeEngine : public Engine {
   Result<std::int64_t> MoveParents(Conn&, std::int64_t, std::int64_t) override {
     return Unused();
   }
+  Result<std::optional<std::int64_t>> AddBatch(Conn&,
+                                               const AddBatchParams&) override {
+    return Unused();
+  }
+  Status SealBatch(Conn&, const SealBatchParams&) override { return Unused(); }
+  Result<std::optional<BatchRecord>> CountBatch(Conn&, std::int64_t,
+                                                const BatchCounts&) override {
+    return Unused();
+  }
+  Status FinishBatch(Conn&, const FinishBatchParams&) override {
+    return Unused();
+  }
+  Result<std::optional<BatchRecord>> FindBatch(Conn&,
+                                               std::string_view) override {
+    return Unused();
+  }
+  Result<std::vector<BatchMember>> PendingBatchMembers(Conn&,
+                                                       std::int64_t) override {
+    return Unused();
+  }
+  Result<std::vector<EndedDependency>> EndedBatchMembers(
+      Conn&, std::int64_t) override {
+    return Unused();
+  }
+  Status MarkBatchCancelled(Conn&, std::int64_t) override { return Unused(); }
+  Result<std::int64_t> PruneBatches(Conn&) override { return Unused(); }
   Result<std::int64_t> CreateTopic(Conn&, std::string_view) override {
     return Unused();
   }
