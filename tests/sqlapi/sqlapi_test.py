@@ -165,6 +165,34 @@ class Database:
         return (f"INSERT INTO sqlq_ack (queue, receipt) VALUES ({q(queue)}, "
                 f"{q(receipt)})")
 
+    def publish(self, topic, payload, headers=None, dedup=None, priority=0):
+        """A publish; PostgreSQL and MariaDB return a row per delivery
+        (queue, id, duplicate), SQLite none."""
+        q = self.quote
+        h = json.dumps(headers) if headers is not None else None
+        if ENGINE == "postgres":
+            return (f"SELECT * FROM sqlq.publish({q(topic)}, {q(payload)}::text, "
+                    f"priority => {priority}, headers => {q(h)}::jsonb, "
+                    f"dedup_key => {q(dedup)})")
+        if ENGINE == "mysql":
+            return (f"CALL sqlq_publish_with({q(topic)}, {q(payload)}, "
+                    f"{priority}, 0, {q(h)}, {q(dedup)}, NULL, NULL)")
+        return ("INSERT INTO sqlq_publish (topic, payload, priority, headers, "
+                f"dedup_key) VALUES ({q(topic)}, {q(payload)}, {priority}, "
+                f"{q(h)}, {q(dedup)})")
+
+    @staticmethod
+    def deliveries(rows):
+        """A publish's rows as (queue, id, duplicate), in their order."""
+        return [(r[0], int(r[1]), r[2] in ("t", "1")) for r in rows]
+
+    def send_lib(self, queue, payload, *args):
+        """The library's send (the sqlq program); the message's id."""
+        return json.loads(self.sqlq("send", queue, payload, *args))["id"]
+
+    def message(self, queue, id):
+        return json.loads(self.sqlq("message", "get", queue, str(id)))
+
     @staticmethod
     def quote(v):
         if v is None:
@@ -371,6 +399,208 @@ class SqlApiTest(unittest.TestCase):
                             "the claim did not wake at the commit")
             server.post("/v1/queues/emails/ack", {"receipt": m["receipt"]})
 
+    # Dependencies: an ack in SQL releases what waits for the message.
+
+    def test_an_sql_ack_releases_what_waits_for_the_message(self):
+        for q in ("fetch", "resize"):
+            self.db.sqlq("queue", "create", q)
+        a = self.db.send_lib("fetch", "a.png")
+        b = self.db.send_lib("fetch", "b.png")
+        after_a = self.db.send_lib("resize", "after a", "--depends-on", str(a))
+        after_both = self.db.send_lib("resize", "after a and b",
+                                      "--depends-on", f"{a},{b}")
+        got = {m["payload"]: m for m in self.db.claim_all("fetch")}
+        self.assertEqual(self.db.stats("resize")["waiting"], 2)
+        # Rolled back: the ack and the release both.
+        self.db.run([self.db.ack("fetch", got["a.png"]["receipt"])],
+                    commit=False)
+        self.assertEqual(self.db.claim_all("resize"), [])
+        self.assertEqual(self.db.message("resize", after_a)["waits_for"], [a])
+        # Committed with the application's rows: the one that waited for a
+        # alone is ready, the other waits for b only.
+        self.db.run(["INSERT INTO orders VALUES (5, 'a done')",
+                     self.db.ack("fetch", got["a.png"]["receipt"])])
+        [m] = self.db.claim_all("resize")
+        self.assertEqual((m["id"], m["payload"]), (after_a, "after a"))
+        self.assertEqual(self.db.message("resize", after_both)["waits_for"],
+                         [b])
+        self.db.run([self.db.ack("fetch", got["b.png"]["receipt"])])
+        [m] = self.db.claim_all("resize")
+        self.assertEqual((m["id"], m["payload"]), (after_both,
+                                                   "after a and b"))
+        stats = self.db.stats("resize")
+        self.assertEqual((stats["waiting"], stats["ready"]), (0, 0))
+        self.assertEqual(self.db.stats("fetch")["acks"], 2)
+
+    def test_acks_of_two_parents_at_once_release_their_child_once(self):
+        for q in ("parts", "report"):
+            self.db.sqlq("queue", "create", q)
+        one = self.db.send_lib("parts", "one")
+        two = self.db.send_lib("parts", "two")
+        child = self.db.send_lib("report", "sum", "--depends-on",
+                                 f"{one},{two}")
+        got = {m["id"]: m for m in self.db.claim_all("parts")}
+        first, second = Session(self.db), Session(self.db)
+        first.execute(self.db.ack("parts", got[one]["receipt"]))
+        # The second ack waits for the first's locks, then reads the child
+        # as the first left it.
+        t = threading.Thread(target=second.execute,
+                             args=(self.db.ack("parts", got[two]["receipt"]),))
+        t.start()
+        wait_blocked(self.db)
+        first.commit()
+        t.join(60)
+        self.assertFalse(t.is_alive())
+        second.commit()
+        [m] = self.db.claim_all("report")
+        self.assertEqual((m["id"], m["payload"]), (child, "sum"))
+        self.assertEqual(self.db.claim_all("report"), [])
+        stats = self.db.stats("report")
+        self.assertEqual((stats["waiting"], stats["leased"]), (0, 1))
+        self.assertEqual(self.db.stats("parts")["acks"], 2)
+
+    # Topics: a publish in SQL.
+
+    def topic(self):
+        """Topic orders: emails and audit take every message, eu only those
+        with the header region=eu."""
+        self.db.sqlq("topic", "create", "orders")
+        for q in ("audit", "eu"):
+            self.db.sqlq("queue", "create", q)
+        self.db.sqlq("topic", "subscribe", "orders", "emails")
+        self.db.sqlq("topic", "subscribe", "orders", "audit")
+        self.db.sqlq("topic", "subscribe", "orders", "eu", "--filter",
+                     "region=eu")
+
+    def test_a_publish_stores_the_message_in_each_queue_it_matches(self):
+        self.topic()
+        rows = self.db.run(["INSERT INTO orders VALUES (6, 'x')",
+                            self.db.publish("orders", "order 6",
+                                            headers={"region": "us"},
+                                            priority=2)])
+        by_queue = {q: self.db.claim_all(q) for q in ("emails", "audit", "eu")}
+        self.assertEqual([m["payload"] for m in by_queue["emails"]],
+                         ["order 6"])
+        self.assertEqual([m["payload"] for m in by_queue["audit"]],
+                         ["order 6"])
+        self.assertEqual(by_queue["eu"], [])
+        if ENGINE != "sqlite":  # SQLite's view returns nothing
+            self.assertEqual(self.db.deliveries(rows), [
+                ("audit", by_queue["audit"][0]["id"], False),
+                ("emails", by_queue["emails"][0]["id"], False)])
+        # The library's publish of the same message: the same deliveries,
+        # and consumers cannot tell the two apart.
+        out = self.db.sqlq("topic", "publish", "orders", "order 6",
+                           "--priority", "2", "--header", "region=us")
+        lib = [json.loads(line) for line in out.splitlines() if line]
+        self.assertEqual([d["queue"] for d in lib], ["audit", "emails"])
+        for q in ("emails", "audit"):
+            [m] = self.db.claim_all(q)
+            self.assertEqual(seen(m), seen(by_queue[q][0]), q)
+        # The filter's value, case and all: only region=eu reaches eu.
+        self.db.run([self.db.publish("orders", "order 7",
+                                     headers={"region": "EU"})])
+        self.db.run([self.db.publish("orders", "order 8",
+                                     headers={"region": "eu", "vip": "1"})])
+        self.assertEqual([m["payload"] for m in self.db.claim_all("eu")],
+                         ["order 8"])
+        self.assertEqual(self.db.stats("emails")["sends"], 4)
+        self.assertEqual(self.db.stats("eu")["sends"], 1)
+
+    def test_a_publish_rolls_back_and_keeps_each_queues_dedup(self):
+        self.topic()
+        self.db.run([self.db.publish("orders", "lost")], commit=False)
+        for q in ("emails", "audit"):
+            self.assertEqual(self.db.stats(q)["sends"], 0)
+        held = self.db.send_lib("emails", "first", "--dedup", "order-9")
+        rows = self.db.run([self.db.publish("orders", "again",
+                                            dedup="order-9")])
+        audit = self.db.claim_all("audit")
+        self.assertEqual([m["payload"] for m in audit], ["again"])
+        self.assertEqual([m["payload"] for m in self.db.claim_all("emails")],
+                         ["first"])
+        if ENGINE != "sqlite":
+            self.assertEqual(self.db.deliveries(rows), [
+                ("audit", audit[0]["id"], False), ("emails", held, True)])
+        self.assertEqual(self.db.stats("emails")["sends"], 1)
+
+    def test_a_publish_refused_stores_nothing(self):
+        self.topic()
+        self.db.sqlq("queue", "create", "small", "--max-payload", "10")
+        self.db.sqlq("topic", "subscribe", "orders", "small")
+        self.db.sqlq("topic", "create", "quiet")
+        errors = self.db.errors()
+        cases = [
+            (self.db.publish("nope", "x"), "not_found", "topic"),
+            (self.db.publish("emails", "x"), "not_found",
+             "topic" if ENGINE == "sqlite" else "is a queue, not a topic"),
+            # Too large for one subscriber: refused for all.
+            (self.db.publish("orders", "x" * 11), "too_large",
+             "queue 'small'" if ENGINE != "sqlite" else "subscribed"),
+            (self.db.publish("orders", "x", headers={"bad name": "v"}),
+             "invalid", "header name"),
+            # Checked whether or not a queue takes it.
+            (self.db.publish("quiet", "x", headers={"bad name": "v"}),
+             "invalid", "header name"),
+            (self.db.publish("quiet", "x", dedup="k" * 256), "invalid",
+             "dedup key"),
+        ]
+        for statement, kind, words in cases:
+            with self.assertRaises(SqlError, msg=statement) as e:
+                self.db.run(["INSERT INTO orders VALUES (7, 'x')", statement])
+            self.assertEqual(e.exception.state, errors[kind], statement)
+            self.assertIn(words, e.exception.message, statement)
+        self.assertEqual(int(self.orders()), 0)
+        for q in ("emails", "audit", "small"):
+            self.assertEqual(self.db.stats(q)["sends"], 0, q)
+        # No subscriber: nothing stored, and no error.
+        rows = self.db.run(["INSERT INTO orders VALUES (8, 'x')",
+                            self.db.publish("quiet", "to no one")])
+        self.assertEqual(int(self.orders()), 1)
+        if ENGINE != "sqlite":
+            self.assertEqual(rows, [])
+
+    def test_claims_waiting_in_another_process_wake_at_a_release_or_publish(self):
+        for q in ("fetch", "resize"):
+            self.db.sqlq("queue", "create", q)
+        self.db.sqlq("topic", "create", "orders")
+        self.db.sqlq("topic", "subscribe", "orders", "emails")
+        server = Server(self.db.url)
+        self.addCleanup(server.stop)
+        # As above, eight rounds each: a claim parks in sqlq serve, an ack
+        # that releases a waiting message (or a publish) commits.
+        for i in range(16):
+            release = i % 2 == 0
+            queue = "resize" if release else "emails"
+            if release:
+                parent = self.db.send_lib("fetch", f"parent {i}")
+                self.db.send_lib("resize", f"child {i}", "--depends-on",
+                                 str(parent))
+                [p] = self.db.claim_all("fetch")
+            result = {}
+
+            def claim():
+                result["reply"] = server.post(
+                    f"/v1/queues/{queue}/claim", {"max": 1, "wait_ms": 20000})
+                result["at"] = time.monotonic()
+
+            t = threading.Thread(target=claim)
+            t.start()
+            server.wait_parked(1)
+            committed = time.monotonic()
+            if release:
+                self.db.run([self.db.ack("fetch", p["receipt"])])
+            else:
+                self.db.run([self.db.publish("orders", f"published {i}")])
+            t.join(30)
+            self.assertFalse(t.is_alive())
+            [m] = result["reply"]["messages"]
+            self.assertEqual(m["payload"],
+                             f"child {i}" if release else f"published {i}")
+            self.assertLess(result["at"] - committed, 0.5,
+                            f"the claim did not wake at the commit ({m})")
+            server.post(f"/v1/queues/{queue}/ack", {"receipt": m["receipt"]})
+
 
 @unittest.skipUnless(ENGINE == "postgres", "psycopg is PostgreSQL's")
 class PsycopgTest(unittest.TestCase):
@@ -553,7 +783,7 @@ class SearchPathTest(unittest.TestCase):
         paths = self.admin.execute(
             "SELECT p.proname, p.proconfig FROM pg_proc p WHERE "
             "p.pronamespace = 'sqlq'::regnamespace").fetchall()
-        self.assertEqual(len(paths), 10)
+        self.assertEqual(len(paths), 15)
         for name, config in paths:
             self.assertEqual(config,
                              ["search_path=pg_catalog, public, pg_temp"], name)
@@ -783,6 +1013,83 @@ class WithoutPrivilegeTest(unittest.TestCase):
         finally:
             self.db.url = limited_db
 
+
+class Session:
+    """A transaction of the application's that stays open between
+    statements, on the engine's usual client: psycopg on PostgreSQL, the
+    mariadb client on MariaDB, python3's sqlite3 on SQLite. It begins at
+    its first statement."""
+
+    def __init__(self, db):
+        self.db = db
+        self.begun = False
+        if ENGINE == "postgres":
+            import psycopg
+            self.conn = psycopg.connect(db.url)  # BEGIN at the first execute
+        elif ENGINE == "mysql":
+            u = urllib.parse.urlsplit(db.url)
+            self.proc = subprocess.Popen(
+                ["mariadb", "--no-defaults", "--unbuffered", "-h", u.hostname,
+                 "-P", str(u.port or 3306), "-u",
+                 urllib.parse.unquote(u.username),
+                 "-p" + urllib.parse.unquote(u.password or ""), "-N", "-B",
+                 u.path.lstrip("/")],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True)
+        else:
+            self.conn = sqlite3.connect(db.path, timeout=30,
+                                        isolation_level=None,
+                                        check_same_thread=False)
+
+    def execute(self, statement):
+        if ENGINE == "postgres":
+            self.conn.execute(statement)
+            return
+        if ENGINE == "mysql":
+            begin = "" if self.begun else "START TRANSACTION;\n"
+            self.begun = True
+            self.proc.stdin.write(f"{begin}{statement};\nSELECT 'sqlq-done';\n")
+            self.proc.stdin.flush()
+            for line in self.proc.stdout:
+                if line.strip() == "sqlq-done":
+                    return
+            raise SqlError(None, self.proc.stderr.read())
+        if not self.begun:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.begun = True
+        self.conn.execute(statement)
+
+    def commit(self):
+        if ENGINE == "mysql":
+            self.proc.stdin.write("COMMIT;\n")
+            self.proc.stdin.close()
+            self.proc.wait(60)
+            self.proc.stdout.close()
+            self.proc.stderr.close()
+            return
+        self.conn.commit() if ENGINE == "postgres" else self.conn.execute(
+            "COMMIT")
+        self.conn.close()
+
+
+def wait_blocked(db):
+    """Until a transaction of the database waits for a row lock another
+    holds (the server's own view of its sessions). SQLite's second writer
+    waits for the database's one write lock, which no view shows."""
+    if ENGINE == "sqlite":
+        return
+    if ENGINE == "postgres":
+        query = ("SELECT count(*) FROM pg_stat_activity WHERE "
+                 "wait_event_type = 'Lock' AND datname = current_database()")
+    else:
+        query = ("SELECT count(*) FROM information_schema.innodb_trx "
+                 "WHERE trx_state = 'LOCK WAIT'")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if int(db.run([query])[0][0]) > 0:
+            return
+        time.sleep(0.02)
+    raise AssertionError("no transaction came to wait for the other's lock")
 
 class Server:
     """sqlq serve on the test's database, on a port of its choosing."""

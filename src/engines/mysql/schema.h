@@ -335,7 +335,7 @@ CREATE TABLE IF NOT EXISTS sqlq_waiting (
     // Version 12: the SQL-level API again, each procedure that uses sqlq's
     // tables first dropping the session's temporary tables of their names
     // (sql_api.h, kOwnTables).
-    kSqlApi,
+    kSqlApi12,
     // Version 13: how many times each message was snoozed (a handler's
     // "not now", NackAction::kSnooze), which bounds the snoozes that give
     // back their attempt. An instant ADD COLUMN: no table copy.
@@ -456,12 +456,15 @@ CREATE TABLE IF NOT EXISTS sqlq_batches (
   FOREIGN KEY (callback_queue_id) REFERENCES sqlq_queues (id) ON DELETE CASCADE
 ) ENGINE=InnoDB)sql",
     },
+    // Version 20: the SQL-level API again: the ack releases dependents,
+    // and sqlq_publish publishes to a topic (sql_api.h, kAckBody20).
+    kSqlApi,
 };
 
 // Whether version `v` installs the SQL-level API: a user that may not
 // create (or replace) the procedures skips it (MysqlEngine::Migrate).
 inline constexpr bool InstallsSqlApi(std::int64_t v) {
-  return v == 11 || v == 12;
+  return v == 11 || v == 12 || v == 20;
 }
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());

@@ -11,9 +11,12 @@
 // 45503 busy (try again).
 //
 // Installed by migration 11, and again by migration 12 with the guard
-// kOwnTables; a database user without the CREATE ROUTINE privilege (or,
-// for 12, the right to replace procedures an administrator made) opens
-// the store as before, without them (mysql_migrate.cc).
+// kOwnTables, and by migration 20, whose ack releases dependents (as the
+// library's ack does, engines/shared/sql_deps.h) and which adds
+// sqlq_publish (as the library's publish, core/topic.cc); a database user
+// without the CREATE ROUTINE privilege (or, for 12 and 20, the right to
+// replace procedures an administrator made) opens the store as before,
+// without them (mysql_migrate.cc).
 //
 // What names find: a routine runs in its own database, so its unqualified
 // tables and CALLs are the store's whatever the caller's current database;
@@ -417,16 +420,353 @@ inline const std::vector<const char*> kSqlApi11 = {
     "DROP PROCEDURE IF EXISTS sqlq_ack",        kAck11.data(),
 };
 
-// The API as it is: migration 12 (the guard), and what `sqlq sql-api`
-// prints. Each procedure is dropped and created again, so running it
-// again is harmless.
-inline const std::vector<const char*> kSqlApi = {
+// Migration 12: the API with the guard, as released.
+inline const std::vector<const char*> kSqlApi12 = {
     "DROP PROCEDURE IF EXISTS sqlq__send_one",  kSendOneGuarded.data(),
     "DROP PROCEDURE IF EXISTS sqlq__sent",      kSentGuarded.data(),
     "DROP PROCEDURE IF EXISTS sqlq_send_with",  kSendWith,
     "DROP PROCEDURE IF EXISTS sqlq_send",       kSend,
     "DROP PROCEDURE IF EXISTS sqlq_send_batch", kSendBatch,
     "DROP PROCEDURE IF EXISTS sqlq_ack",        kAckGuarded.data(),
+};
+
+// Migration 20: the ack releases the acked message's dependents (as the
+// library's ack does, engines/shared/sql_deps.h) and a topic can be
+// published to (core/topic.cc). They use two more of sqlq's tables, which
+// the guard drops temporary stand-ins for too; every procedure is made
+// again with it.
+inline constexpr char kOwnTables20[] = R"sql(BEGIN
+  DROP TEMPORARY TABLE IF EXISTS sqlq_queues, sqlq_messages,
+    sqlq_dedup_holds, sqlq_archive, sqlq_counters, sqlq_deps,
+    sqlq_subscriptions;
+)sql";
+
+// The checks of a message that do not depend on its queue, as
+// sqlq__send_one makes them: a publish makes them before it writes
+// anything, as the library validates a publish before its transaction
+// (a procedure's error does not undo its earlier statements).
+inline constexpr char kCheck[] = R"sql(
+CREATE PROCEDURE sqlq__check(
+  IN p_payload LONGBLOB, IN p_priority INT, IN p_delay_ms BIGINT,
+  IN p_headers LONGTEXT CHARACTER SET utf8mb4, IN p_dedup VARBINARY(4096),
+  IN p_group VARBINARY(4096), IN p_run_at DATETIME(6))
+NO SQL
+BEGIN
+  DECLARE v_now BIGINT;
+  DECLARE v_run BIGINT DEFAULT 0;
+  DECLARE v_keys LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_key LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_val LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_n INT DEFAULT 0;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_total BIGINT DEFAULT 0;
+  DECLARE v_msg VARCHAR(512);
+  SET p_dedup = NULLIF(p_dedup, '');
+  SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00',
+                            UTC_TIMESTAMP(6));
+  IF p_payload IS NULL THEN
+    SIGNAL SQLSTATE '45400'
+      SET MESSAGE_TEXT = 'sqlq: the payload must not be NULL';
+  END IF;
+  IF p_priority IS NULL OR p_delay_ms IS NULL THEN
+    SIGNAL SQLSTATE '45400'
+      SET MESSAGE_TEXT = 'sqlq: priority and delay_ms must not be NULL';
+  END IF;
+  IF p_delay_ms < 0 OR p_delay_ms > 31536000000 THEN
+    SET v_msg = CONCAT('sqlq: delay ', p_delay_ms,
+      'ms is out of range [0ms, 31536000000ms]');
+    SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  IF LENGTH(p_dedup) > 255 THEN
+    SET v_msg = CONCAT('sqlq: dedup key of ', LENGTH(p_dedup),
+      ' bytes is longer than 255');
+    SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  IF LENGTH(p_group) > 255 THEN
+    SET v_msg = CONCAT('sqlq: group of ', LENGTH(p_group),
+      ' bytes is longer than 255');
+    SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  IF p_run_at IS NOT NULL THEN
+    IF p_delay_ms <> 0 THEN
+      SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT =
+        'sqlq: a message takes a delay or a run_at time, not both';
+    END IF;
+    SET v_run = CAST(UNIX_TIMESTAMP(p_run_at) * 1000000 AS SIGNED);
+    IF v_run IS NULL OR ABS(v_run - v_now) > 31536000000000 THEN
+      SIGNAL SQLSTATE '45400'
+        SET MESSAGE_TEXT = 'sqlq: run_at is more than 365 days from now';
+    END IF;
+  END IF;
+  IF p_headers IS NOT NULL THEN
+    IF JSON_VALID(p_headers) = 0 OR JSON_TYPE(p_headers) <> 'OBJECT' THEN
+      SIGNAL SQLSTATE '45400'
+        SET MESSAGE_TEXT = 'sqlq: headers must be a JSON object of strings';
+    END IF;
+    SET v_keys = JSON_KEYS(p_headers);
+    SET v_n = JSON_LENGTH(v_keys);
+    WHILE v_i < v_n DO
+      SET v_key = JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')));
+      IF NOT (BINARY v_key REGEXP '^[A-Za-z0-9_.:-]{1,128}$')
+         OR LOCATE(CHAR(10), v_key) > 0 THEN
+        SET v_msg = CONCAT('sqlq: header name ''', LEFT(v_key, 80),
+          ''' must be 1 to 128 letters, digits, ''_'', ''-'', ''.'' or '':''');
+        SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+      END IF;
+      SET v_val = JSON_EXTRACT(p_headers, CONCAT('$."', v_key, '"'));
+      IF JSON_TYPE(v_val) <> 'STRING' THEN
+        SET v_msg = CONCAT('sqlq: header ''', v_key,
+          ''' must have a string value');
+        SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+      END IF;
+      SET v_val = JSON_UNQUOTE(v_val);
+      IF LENGTH(v_val) > 4096 THEN
+        SET v_msg = CONCAT('sqlq: header ''', v_key, ''' has a value of ',
+          LENGTH(v_val), ' bytes, more than 4096');
+        SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+      END IF;
+      IF INSTR(CAST(v_val AS BINARY), CHAR(0)) > 0 THEN
+        SET v_msg = CONCAT('sqlq: header ''', v_key,
+          ''' must have a UTF-8 value without NUL bytes');
+        SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+      END IF;
+      SET v_total = v_total + LENGTH(v_key) + LENGTH(v_val);
+      SET v_i = v_i + 1;
+    END WHILE;
+    IF v_n > 64 THEN
+      SET v_msg = CONCAT('sqlq: ', v_n, ' headers are more than the 64 allowed');
+      SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+    END IF;
+    IF v_total > 16384 THEN
+      SET v_msg = CONCAT('sqlq: headers of ', v_total,
+        ' bytes (names and values) exceed 16384');
+      SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+    END IF;
+  END IF;
+END)sql";
+
+// One message to every queue subscribed to the topic whose filter its
+// headers match (each of the filter's headers with exactly that value), in
+// name order, as each queue's own send would store it. Every check comes
+// before the first write, so that a refusal writes nothing. The topic's row
+// is locked first (as a subscribe or unsubscribe locks it), then each
+// subscribed queue's and its subscription's, so that a drop waits for this
+// transaction. Returns a row per delivery: queue, id, duplicate.
+inline constexpr char kPublishWithHead[] = R"sql(
+CREATE PROCEDURE sqlq_publish_with(
+  IN p_topic VARBINARY(255), IN p_payload LONGBLOB, IN p_priority INT,
+  IN p_delay_ms BIGINT, IN p_headers LONGTEXT CHARACTER SET utf8mb4,
+  IN p_dedup VARBINARY(4096), IN p_group VARBINARY(4096),
+  IN p_run_at DATETIME(6))
+MODIFIES SQL DATA
+)sql";
+inline constexpr char kPublishWithBody[] = R"sql(BEGIN
+  DECLARE v_topic_id BIGINT DEFAULT NULL;
+  DECLARE v_kind VARBINARY(16);
+  DECLARE v_name VARBINARY(255);
+  DECLARE v_last VARBINARY(255) DEFAULT '';
+  DECLARE v_max BIGINT;
+  DECLARE v_queue_id BIGINT;
+  DECLARE v_id BIGINT;
+  DECLARE v_stored INT;
+  DECLARE v_out LONGTEXT CHARACTER SET utf8mb4 DEFAULT '';
+  DECLARE v_msg VARCHAR(512);
+  SELECT id, kind INTO v_topic_id, v_kind
+    FROM sqlq_queues WHERE name = p_topic LOCK IN SHARE MODE;
+  IF v_topic_id IS NULL THEN
+    SET v_msg = CONCAT('sqlq: topic ''', LEFT(p_topic, 80), ''' not found');
+    SIGNAL SQLSTATE '45404' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  IF v_kind <> 'topic' THEN
+    SET v_msg = CONCAT('sqlq: ''', LEFT(p_topic, 80), ''' is a ', v_kind,
+      ', not a topic');
+    SIGNAL SQLSTATE '45404' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  CALL sqlq__check(p_payload, p_priority, p_delay_ms, p_headers, p_dedup,
+                   p_group, p_run_at);
+  -- A subscriber the payload is too large for refuses it for all.
+  SELECT q.name, q.max_payload INTO v_name, v_max
+    FROM sqlq_subscriptions s JOIN sqlq_queues q ON q.id = s.queue_id
+    WHERE s.topic_id = v_topic_id AND q.kind = 'queue'
+      AND q.max_payload < LENGTH(p_payload)
+      AND (s.header_filter IS NULL OR s.header_filter = ''
+           OR (p_headers IS NOT NULL AND JSON_CONTAINS(p_headers,
+                 CONVERT(s.header_filter USING utf8mb4))))
+    ORDER BY q.name LIMIT 1 LOCK IN SHARE MODE;
+  IF v_name IS NOT NULL THEN
+    SET v_msg = CONCAT('sqlq: queue ''', v_name, ''': payload of ',
+      LENGTH(p_payload), ' bytes exceeds the queue''s limit of ', v_max,
+      ' bytes');
+    SIGNAL SQLSTATE '45413' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  REPEAT
+    SET v_name = NULL;
+    SELECT q.name INTO v_name
+      FROM sqlq_subscriptions s JOIN sqlq_queues q ON q.id = s.queue_id
+      WHERE s.topic_id = v_topic_id AND q.kind = 'queue' AND q.name > v_last
+        AND (s.header_filter IS NULL OR s.header_filter = ''
+             OR (p_headers IS NOT NULL AND JSON_CONTAINS(p_headers,
+                   CONVERT(s.header_filter USING utf8mb4))))
+      ORDER BY q.name LIMIT 1 LOCK IN SHARE MODE;
+    IF v_name IS NOT NULL THEN
+      CALL sqlq__send_one(v_name, p_payload, p_priority, p_delay_ms,
+                          p_headers, p_dedup, p_group, p_run_at, v_queue_id,
+                          v_id, v_stored);
+      CALL sqlq__sent(v_queue_id, v_stored);
+      SET v_out = CONCAT(v_out, IF(v_out = '', '', ','),
+        JSON_OBJECT('queue', CONVERT(v_name USING utf8mb4), 'id', v_id,
+                    'duplicate', 1 - v_stored));
+      SET v_last = v_name;
+    END IF;
+  UNTIL v_name IS NULL END REPEAT;
+  SELECT d.queue, d.id, d.duplicate
+    FROM JSON_TABLE(CONCAT('[', v_out, ']'), '$[*]' COLUMNS (
+      queue VARCHAR(255) PATH '$.queue', id BIGINT PATH '$.id',
+      duplicate INT PATH '$.duplicate')) AS d;
+END)sql";
+
+inline constexpr char kPublish[] = R"sql(
+CREATE PROCEDURE sqlq_publish(IN p_topic VARBINARY(255),
+                              IN p_payload LONGBLOB)
+MODIFIES SQL DATA
+BEGIN
+  CALL sqlq_publish_with(p_topic, p_payload, 0, 0, NULL, NULL, NULL, NULL);
+END)sql";
+
+// The ack of migration 20: kAckBody, then the release. In a queue whose
+// messages others were ever made to wait for (its dependents flag, read
+// under the share lock on the queue's row, which the flag's write waits
+// for), each message waiting for the acked one waits for one less, and
+// one that waits for none is ready now. Locking reads and updates read the
+// latest rows whatever the caller's isolation, and each dependent's update
+// waits for its row lock: two parents acked at once release it once. No
+// link to the acked message can be added meanwhile: a send's link locks
+// its row, which this ack locked and deleted. Waiting claims elsewhere
+// notice through the acks counter, which the Poller watches.
+inline constexpr char kAckBody20[] = R"sql(BEGIN
+  DECLARE v_queue_id BIGINT DEFAULT NULL;
+  DECLARE v_kind VARBINARY(16);
+  DECLARE v_archive INT DEFAULT 0;
+  DECLARE v_unique BIGINT DEFAULT 0;
+  DECLARE v_deps INT DEFAULT 0;
+  DECLARE v_idd DECIMAL(25, 0);
+  DECLARE v_id BIGINT;
+  DECLARE v_attempt BIGINT;
+  DECLARE v_tok DECIMAL(25, 0);
+  DECLARE v_token BIGINT;
+  DECLARE v_found INT DEFAULT 0;
+  DECLARE v_dedup VARBINARY(255) DEFAULT NULL;
+  DECLARE v_now BIGINT;
+  DECLARE v_child BIGINT;
+  DECLARE v_last BIGINT DEFAULT 0;
+  DECLARE v_msg VARCHAR(512);
+  IF p_receipt IS NULL OR NOT (BINARY p_receipt REGEXP
+      '^[0-9]{1,19}-[0-9]{1,10}-[0-9a-fA-F]{16}$')
+     OR LOCATE(CHAR(10), p_receipt) > 0 THEN
+    SET v_msg = CONCAT('sqlq: malformed receipt ''', LEFT(COALESCE(p_receipt, ''), 80),
+      ''': expected ID-ATTEMPT-TOKEN as printed by claim');
+    SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  SET v_idd = CAST(SUBSTRING_INDEX(p_receipt, '-', 1) AS DECIMAL(25, 0));
+  SET v_attempt = CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(p_receipt, '-', 2), '-', -1)
+                       AS DECIMAL(25, 0));
+  SET v_tok = CAST(CONV(SUBSTRING_INDEX(p_receipt, '-', -1), 16, 10)
+                   AS DECIMAL(25, 0));
+  IF v_idd < 1 OR v_idd > 9223372036854775807 OR v_attempt < 1
+     OR v_attempt > 2147483647 OR v_tok = 0 THEN
+    SET v_msg = CONCAT('sqlq: malformed receipt ''', LEFT(p_receipt, 80),
+      ''': expected ID-ATTEMPT-TOKEN as printed by claim');
+    SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  SET v_id = CAST(v_idd AS SIGNED);
+  IF v_tok > 9223372036854775807 THEN
+    SET v_tok = v_tok - 18446744073709551616;
+  END IF;
+  SET v_token = CAST(v_tok AS SIGNED);
+  SELECT id, kind, archive, unique_for_us, dependents
+    INTO v_queue_id, v_kind, v_archive, v_unique, v_deps
+    FROM sqlq_queues WHERE name = p_queue LOCK IN SHARE MODE;
+  IF v_queue_id IS NULL OR v_kind <> 'queue' THEN
+    SET v_msg = CONCAT('sqlq: queue ''', LEFT(p_queue, 80), ''' not found');
+    SIGNAL SQLSTATE '45404' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  SELECT 1, dedup INTO v_found, v_dedup FROM sqlq_messages
+    WHERE id = v_id AND queue_id = v_queue_id AND token = v_token
+      AND attempts = v_attempt
+    FOR UPDATE;
+  IF v_found = 0 THEN
+    IF EXISTS (SELECT 1 FROM sqlq_messages
+               WHERE id = v_id AND queue_id = v_queue_id) THEN
+      SET v_msg = CONCAT('sqlq: stale receipt ''', p_receipt,
+        ''': the message''s lease was lost (it expired and the message was claimed again, or it was nacked)');
+      SIGNAL SQLSTATE '45409' SET MESSAGE_TEXT = v_msg;
+    END IF;
+    SET v_msg = CONCAT('sqlq: message ', v_id, ' is not in queue ''',
+      LEFT(p_queue, 80), ''' (acked, dead-lettered or never there)');
+    SIGNAL SQLSTATE '45404' SET MESSAGE_TEXT = v_msg;
+  END IF;
+  SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00',
+                            UTC_TIMESTAMP(6));
+  IF v_unique > 0 AND v_dedup IS NOT NULL THEN
+    INSERT INTO sqlq_dedup_holds (queue_id, dedup, message_id, until_us)
+      VALUES (v_queue_id, v_dedup, v_id, v_now + v_unique)
+      ON DUPLICATE KEY UPDATE message_id = VALUES(message_id),
+                              until_us = VALUES(until_us);
+  END IF;
+  IF v_archive <> 0 THEN
+    INSERT INTO sqlq_archive (id, queue_id, priority, attempts, enqueued_us,
+      completed_us, worker, payload, headers, errors)
+    SELECT id, queue_id, priority, attempts, enqueued_us, v_now, worker,
+           payload, headers, errors
+    FROM sqlq_messages WHERE id = v_id;
+  END IF;
+  DELETE FROM sqlq_messages WHERE id = v_id;
+  INSERT INTO sqlq_counters (queue_id, slot, acks)
+    VALUES (v_queue_id, CONNECTION_ID() % 64, 1)
+    ON DUPLICATE KEY UPDATE acks = acks + 1;
+  -- Its dependents one by one, by the primary key of sqlq_deps (parent_id
+  -- first) and of sqlq_messages. ready_us is set first: MariaDB assigns
+  -- left to right, with the new values.
+  IF v_deps <> 0 THEN
+    REPEAT
+      SET v_child = NULL;
+      SELECT child_id INTO v_child FROM sqlq_deps
+        WHERE parent_id = v_id AND child_id > v_last
+        ORDER BY child_id LIMIT 1 FOR UPDATE;
+      IF v_child IS NOT NULL THEN
+        UPDATE sqlq_messages
+          SET ready_us = CASE WHEN waits = 1 THEN v_now ELSE ready_us END,
+              waits = waits - 1
+          WHERE id = v_child AND waits > 0;
+        SET v_last = v_child;
+      END IF;
+    UNTIL v_child IS NULL END REPEAT;
+    DELETE FROM sqlq_deps WHERE parent_id = v_id;
+  END IF;
+END)sql";
+
+inline constexpr auto kSendOneGuarded20 =
+    shared::Joined(kSendOneHead, kOwnTables20, kSendOneBody, kOwnTablesEnd);
+inline constexpr auto kSentGuarded20 =
+    shared::Joined(kSentHead, kOwnTables20, kSentBody, kOwnTablesEnd);
+inline constexpr auto kAckGuarded20 =
+    shared::Joined(kAckHead, kOwnTables20, kAckBody20, kOwnTablesEnd);
+inline constexpr auto kPublishWithGuarded20 = shared::Joined(
+    kPublishWithHead, kOwnTables20, kPublishWithBody, kOwnTablesEnd);
+
+// The API as it is: migration 20, and what `sqlq sql-api` prints. Each
+// procedure is dropped and created again, so running it again is
+// harmless.
+inline const std::vector<const char*> kSqlApi = {
+    "DROP PROCEDURE IF EXISTS sqlq__send_one",    kSendOneGuarded20.data(),
+    "DROP PROCEDURE IF EXISTS sqlq__sent",        kSentGuarded20.data(),
+    "DROP PROCEDURE IF EXISTS sqlq__check",       kCheck,
+    "DROP PROCEDURE IF EXISTS sqlq_send_with",    kSendWith,
+    "DROP PROCEDURE IF EXISTS sqlq_send",         kSend,
+    "DROP PROCEDURE IF EXISTS sqlq_send_batch",   kSendBatch,
+    "DROP PROCEDURE IF EXISTS sqlq_ack",          kAckGuarded20.data(),
+    "DROP PROCEDURE IF EXISTS sqlq_publish_with", kPublishWithGuarded20.data(),
+    "DROP PROCEDURE IF EXISTS sqlq_publish",      kPublish,
 };
 
 }  // namespace sqlq::engines::mysql

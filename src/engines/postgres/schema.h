@@ -446,6 +446,9 @@ CREATE TABLE sqlq_batches (
 CREATE INDEX sqlq_batches_queue ON sqlq_batches (callback_queue_id);
 CREATE INDEX sqlq_batches_expiry ON sqlq_batches (expires_us);
 )sql",
+    // Version 23: the SQL-level API's ack releases dependents, and
+    // sqlq.publish publishes to a topic (sql_api.h, kSqlApi23).
+    kSqlApi23Migration,
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

@@ -12,7 +12,10 @@
 //
 // Installed by migration 14 in a DO block: a database user that may not
 // create the schema gets a NOTICE and everything else of sqlq still works
-// (docs/sql-api.md says how to install them later).
+// (docs/sql-api.md says how to install them later). Migration 23
+// (kSqlApi23) adds the release of dependents to the ack, as the library's
+// ack does (engines/shared/sql_deps.h), and sqlq.publish, as the library's
+// publish (core/topic.cc).
 //
 // The functions run with the caller's privileges, so whatever their names
 // resolve to runs as the caller. Each one pins its search_path to
@@ -443,12 +446,6 @@ END
 $p$;
 )sql";
 
-// What `sqlq sql-api` prints: the functions and their pinning in one
-// transaction, so that no caller finds them unpinned in between.
-inline constexpr auto kSqlApiScriptText =
-    shared::Joined("BEGIN;\n", kSqlApi, kSqlApiPin, "COMMIT;\n");
-inline constexpr const char* kSqlApiScript = kSqlApiScriptText.data();
-
 // Migration 14: the functions, or a NOTICE saying why not when the user may
 // not create them; nothing else of sqlq depends on them.
 // Functions that serve a store in another schema of the same database are
@@ -489,6 +486,342 @@ inline constexpr auto kSqlApiPinMigrationText = shared::Joined(
     "docs/sql-api.md', SQLERRM; END $m$;");
 inline constexpr const char* kSqlApiPinMigration =
     kSqlApiPinMigrationText.data();
+
+// Migration 23's functions: the ack releases the acked message's dependents
+// as the library's ack does (engines/shared/sql_deps.h), and a topic can be
+// published to (core/topic.cc). Created without a search_path of their own:
+// kSqlApiPin23, which pins them, always follows in the same transaction.
+inline constexpr char kSqlApi23[] = R"sql(
+-- The checks of a message that do not depend on its queue, as _send makes
+-- them (a publish makes them once, before it reads the subscriptions, as
+-- the library validates a publish before its transaction).
+CREATE OR REPLACE FUNCTION sqlq._check(
+    p_payload bytea, p_priority integer, p_delay_ms bigint, p_headers jsonb,
+    p_dedup text, p_group text, p_run_at timestamptz)
+RETURNS void LANGUAGE plpgsql AS $f$
+DECLARE
+  now_us bigint := (extract(epoch FROM now()) * 1000000)::bigint;
+  v_dedup bytea := convert_to(nullif(p_dedup, ''), 'UTF8');
+  v_total bigint := 0;
+  v_count integer := 0;
+  kv record;
+BEGIN
+  IF p_payload IS NULL THEN
+    RAISE EXCEPTION 'sqlq: the payload must not be NULL' USING ERRCODE = 'SQ400';
+  END IF;
+  IF p_priority IS NULL OR p_delay_ms IS NULL THEN
+    RAISE EXCEPTION 'sqlq: priority and delay_ms must not be NULL'
+      USING ERRCODE = 'SQ400';
+  END IF;
+  IF p_delay_ms < 0 OR p_delay_ms > 31536000000 THEN
+    RAISE EXCEPTION 'sqlq: delay %ms is out of range [0ms, 31536000000ms]',
+      p_delay_ms USING ERRCODE = 'SQ400';
+  END IF;
+  IF octet_length(v_dedup) > 255 THEN
+    RAISE EXCEPTION 'sqlq: dedup key of % bytes is longer than 255',
+      octet_length(v_dedup) USING ERRCODE = 'SQ400';
+  END IF;
+  IF octet_length(p_group) > 255 THEN
+    RAISE EXCEPTION 'sqlq: group of % bytes is longer than 255',
+      octet_length(p_group) USING ERRCODE = 'SQ400';
+  END IF;
+  IF p_run_at IS NOT NULL THEN
+    IF p_delay_ms <> 0 THEN
+      RAISE EXCEPTION 'sqlq: a message takes a delay or a run_at time, not both'
+        USING ERRCODE = 'SQ400';
+    END IF;
+    IF abs((extract(epoch FROM p_run_at) * 1000000)::bigint - now_us)
+       > 31536000000000 THEN
+      RAISE EXCEPTION 'sqlq: run_at is more than 365 days from now'
+        USING ERRCODE = 'SQ400';
+    END IF;
+  END IF;
+  IF p_headers IS NOT NULL THEN
+    IF jsonb_typeof(p_headers) <> 'object' THEN
+      RAISE EXCEPTION 'sqlq: headers must be a JSON object of strings'
+        USING ERRCODE = 'SQ400';
+    END IF;
+    FOR kv IN SELECT key, value FROM jsonb_each(p_headers) LOOP
+      IF jsonb_typeof(kv.value) <> 'string' THEN
+        RAISE EXCEPTION 'sqlq: header ''%'' must have a string value', kv.key
+          USING ERRCODE = 'SQ400';
+      END IF;
+      IF kv.key !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN
+        RAISE EXCEPTION 'sqlq: header name ''%'' must be 1 to 128 letters, digits, ''_'', ''-'', ''.'' or '':''',
+          left(kv.key, 80) USING ERRCODE = 'SQ400';
+      END IF;
+      IF octet_length(kv.value #>> '{}') > 4096 THEN
+        RAISE EXCEPTION 'sqlq: header ''%'' has a value of % bytes, more than 4096',
+          kv.key, octet_length(kv.value #>> '{}') USING ERRCODE = 'SQ400';
+      END IF;
+      v_total := v_total + octet_length(kv.key) + octet_length(kv.value #>> '{}');
+      v_count := v_count + 1;
+    END LOOP;
+    IF v_count > 64 THEN
+      RAISE EXCEPTION 'sqlq: % headers are more than the 64 allowed', v_count
+        USING ERRCODE = 'SQ400';
+    END IF;
+    IF v_total > 16384 THEN
+      RAISE EXCEPTION 'sqlq: headers of % bytes (names and values) exceed 16384',
+        v_total USING ERRCODE = 'SQ400';
+    END IF;
+  END IF;
+END
+$f$;
+
+-- One message to every queue subscribed to the topic whose filter its
+-- headers match (each of the filter's headers with exactly that value), in
+-- name order, as each queue's own send would store it; one row per
+-- delivery. The topic's row is locked first (as a subscribe or unsubscribe
+-- locks it), then the subscribed queues' (a drop of one waits for this
+-- transaction; one dropped before is not read). An error undoes every
+-- delivery: the function's statements fail together.
+CREATE OR REPLACE FUNCTION sqlq._publish(
+    p_topic text, p_payload bytea, p_priority integer, p_delay_ms bigint,
+    p_headers jsonb, p_dedup text, p_group text, p_run_at timestamptz)
+RETURNS TABLE (o_queue text, o_id bigint, o_duplicate boolean)
+LANGUAGE plpgsql AS $f$
+DECLARE
+  v_topic record;
+  v_sub record;
+  r record;
+BEGIN
+  SELECT id, kind INTO v_topic
+    FROM sqlq_queues WHERE name = p_topic FOR KEY SHARE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'sqlq: topic ''%'' not found', left(p_topic, 80)
+      USING ERRCODE = 'SQ404';
+  END IF;
+  IF v_topic.kind <> 'topic' THEN
+    RAISE EXCEPTION 'sqlq: ''%'' is a %, not a topic', left(p_topic, 80),
+      v_topic.kind USING ERRCODE = 'SQ404';
+  END IF;
+  PERFORM sqlq._check(p_payload, p_priority, p_delay_ms, p_headers, p_dedup,
+                      p_group, p_run_at);
+  FOR v_sub IN
+    SELECT qq.name, qq.max_payload
+      FROM sqlq_subscriptions ss JOIN sqlq_queues qq ON qq.id = ss.queue_id
+      WHERE ss.topic_id = v_topic.id AND qq.kind = 'queue'
+        AND coalesce(p_headers, '{}'::jsonb)
+            @> coalesce(nullif(ss.header_filter, '')::jsonb, '{}'::jsonb)
+      ORDER BY qq.name
+      FOR KEY SHARE OF qq
+  LOOP
+    IF octet_length(p_payload) > v_sub.max_payload THEN
+      RAISE EXCEPTION 'sqlq: queue ''%'': payload of % bytes exceeds the queue''s limit of % bytes',
+        v_sub.name, octet_length(p_payload), v_sub.max_payload
+        USING ERRCODE = 'SQ413';
+    END IF;
+    r := sqlq._send(v_sub.name, p_payload, p_priority, p_delay_ms, p_headers,
+                    p_dedup, p_group, p_run_at);
+    PERFORM sqlq._sent(r.o_queue_id, CASE WHEN r.o_stored THEN 1 ELSE 0 END);
+    o_queue := v_sub.name;
+    o_id := r.o_id;
+    o_duplicate := NOT r.o_stored;
+    RETURN NEXT;
+  END LOOP;
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION sqlq.publish(
+    topic text, payload bytea, priority integer DEFAULT 0,
+    delay_ms bigint DEFAULT 0, headers jsonb DEFAULT NULL,
+    dedup_key text DEFAULT NULL, "group" text DEFAULT NULL,
+    run_at timestamptz DEFAULT NULL)
+RETURNS TABLE (queue text, id bigint, duplicate boolean)
+LANGUAGE sql AS $f$
+  SELECT * FROM sqlq._publish(topic, payload, priority, delay_ms, headers,
+                              dedup_key, "group", run_at)
+$f$;
+
+CREATE OR REPLACE FUNCTION sqlq.publish(
+    topic text, payload text, priority integer DEFAULT 0,
+    delay_ms bigint DEFAULT 0, headers jsonb DEFAULT NULL,
+    dedup_key text DEFAULT NULL, "group" text DEFAULT NULL,
+    run_at timestamptz DEFAULT NULL)
+RETURNS TABLE (queue text, id bigint, duplicate boolean)
+LANGUAGE sql AS $f$
+  SELECT * FROM sqlq._publish(topic, convert_to(payload, 'UTF8'), priority,
+                              delay_ms, headers, dedup_key, "group", run_at)
+$f$;
+
+-- A JSON payload: stored as its text, with content-type: application/json.
+CREATE OR REPLACE FUNCTION sqlq.publish(
+    topic text, payload jsonb, priority integer DEFAULT 0,
+    delay_ms bigint DEFAULT 0, headers jsonb DEFAULT NULL,
+    dedup_key text DEFAULT NULL, "group" text DEFAULT NULL,
+    run_at timestamptz DEFAULT NULL)
+RETURNS TABLE (queue text, id bigint, duplicate boolean)
+LANGUAGE sql AS $f$
+  SELECT * FROM sqlq._publish(topic, convert_to(payload::text, 'UTF8'),
+                              priority, delay_ms, sqlq._json_headers(headers),
+                              dedup_key, "group", run_at)
+$f$;
+
+-- Acks a claimed message by the receipt its claim returned: removed (or
+-- archived), its dedup key held for the queue's window, counted; a receipt
+-- whose lease was lost is refused (SQ409) and changes nothing. In a queue
+-- whose messages others were ever made to wait for (its dependents flag),
+-- each message waiting for this one waits for one less, and one that waits
+-- for none is ready now, as the library's ack does (sql_deps.h): the flag
+-- is read under the share lock on the queue's row, which the flag's write
+-- waits for, and each dependent's row is updated as it is now (READ
+-- COMMITTED: the update waits for its row lock and reads the row again),
+-- so that two parents acked at once release it once.
+CREATE OR REPLACE FUNCTION sqlq.ack(queue text, receipt text)
+RETURNS void LANGUAGE plpgsql AS $f$
+DECLARE
+  q record;
+  m text[];
+  v_id bigint;
+  v_attempt bigint;
+  v_token bigint;
+  v_dedup bytea;
+  v_found boolean := false;
+  v_released bigint := 0;
+  now_us bigint := (extract(epoch FROM now()) * 1000000)::bigint;
+BEGIN
+  m := regexp_match(receipt, '^([0-9]{1,19})-([0-9]{1,10})-([0-9a-fA-F]{16})$');
+  IF m IS NULL OR m[1]::numeric > 9223372036854775807
+     OR m[1]::bigint <= 0 OR m[2]::bigint <= 0 OR m[2]::bigint > 2147483647
+     OR lower(m[3]) = '0000000000000000' THEN
+    RAISE EXCEPTION 'sqlq: malformed receipt ''%'': expected ID-ATTEMPT-TOKEN as printed by claim',
+      left(receipt, 80) USING ERRCODE = 'SQ400';
+  END IF;
+  v_id := m[1]::bigint;
+  v_attempt := m[2]::bigint;
+  v_token := ('x' || m[3])::bit(64)::bigint;
+  SELECT id, kind, archive, unique_for_us, group_mode, group_limit,
+         max_leased, dependents INTO q
+    FROM sqlq_queues WHERE name = queue FOR KEY SHARE;
+  IF NOT FOUND OR q.kind <> 'queue' THEN
+    RAISE EXCEPTION 'sqlq: queue ''%'' not found', queue USING ERRCODE = 'SQ404';
+  END IF;
+  -- A REPEATABLE READ snapshot taken before a send linked a dependent to
+  -- this message would not see the link, and the release would miss it.
+  IF q.dependents <> 0
+     AND current_setting('transaction_isolation') = 'repeatable read' THEN
+    RAISE EXCEPTION 'sqlq: an ack in queue ''%'', whose messages others depend on, needs READ COMMITTED or SERIALIZABLE isolation, not REPEATABLE READ',
+      queue USING ERRCODE = 'SQ400';
+  END IF;
+  IF q.archive THEN
+    WITH d AS (
+      DELETE FROM sqlq_messages
+      WHERE id = v_id AND queue_id + 0 = q.id AND token = v_token
+        AND attempts = v_attempt
+      RETURNING id, queue_id, priority, attempts, enqueued_us, worker,
+                payload, headers, errors, dedup),
+    a AS (
+      INSERT INTO sqlq_archive (id, queue_id, priority, attempts,
+        enqueued_us, completed_us, worker, payload, headers, errors)
+      SELECT id, queue_id, priority, attempts, enqueued_us, now_us, worker,
+             payload, headers, errors FROM d)
+    SELECT true, dedup INTO v_found, v_dedup FROM d;
+  ELSE
+    DELETE FROM sqlq_messages
+      WHERE id = v_id AND queue_id + 0 = q.id AND token = v_token
+        AND attempts = v_attempt
+      RETURNING true, dedup INTO v_found, v_dedup;
+  END IF;
+  IF NOT coalesce(v_found, false) THEN
+    IF EXISTS (SELECT 1 FROM sqlq_messages WHERE id = v_id AND queue_id = q.id)
+    THEN
+      RAISE EXCEPTION 'sqlq: stale receipt ''%'': the message''s lease was lost (it expired and the message was claimed again, or it was nacked)',
+        receipt USING ERRCODE = 'SQ409';
+    END IF;
+    RAISE EXCEPTION 'sqlq: message % is not in queue ''%'' (acked, dead-lettered or never there)',
+      v_id, queue USING ERRCODE = 'SQ404';
+  END IF;
+  IF q.unique_for_us > 0 AND v_dedup IS NOT NULL THEN
+    INSERT INTO sqlq_dedup_holds (queue_id, dedup, message_id, until_us)
+      VALUES (q.id, v_dedup, v_id, now_us + q.unique_for_us)
+      ON CONFLICT (queue_id, dedup) DO UPDATE
+        SET message_id = excluded.message_id, until_us = excluded.until_us;
+  END IF;
+  INSERT INTO sqlq_counter_deltas (queue_id, acks) VALUES (q.id, 1);
+  -- Its dependents, by the primary key of sqlq_deps (parent_id first). No
+  -- link to it can be added meanwhile: a send's link locks its row, which
+  -- this transaction deleted.
+  IF q.dependents <> 0 THEN
+    WITH c AS (DELETE FROM sqlq_deps WHERE parent_id = v_id
+               RETURNING child_id)
+    UPDATE sqlq_messages AS w
+      SET ready_us = CASE WHEN w.waits = 1 THEN now_us ELSE w.ready_us END,
+          waits = w.waits - 1
+      FROM c WHERE w.id = c.child_id AND w.waits > 0;
+    GET DIAGNOSTICS v_released = ROW_COUNT;
+  END IF;
+  -- An ack may let a message through that waited for its group or for a
+  -- limit, or release dependents: waiting claims elsewhere look again.
+  IF q.group_mode = 2 OR q.group_limit > 0 OR q.max_leased > 0
+     OR v_released > 0 THEN
+    PERFORM pg_notify('sqlq_changes', 'sql');
+  END IF;
+END
+$f$;
+)sql";
+
+// kSqlApiPin for every function of the API as it is (kSqlApiPin, migration
+// 15's text, names those of migration 14 only).
+inline constexpr char kSqlApiPin23[] = R"sql(
+DO $p$
+DECLARE
+  f record;
+  foreign_owner name;
+BEGIN
+  SELECT r.rolname INTO foreign_owner
+    FROM pg_catalog.pg_namespace n
+    JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+    WHERE n.nspname = 'sqlq' AND NOT r.rolsuper
+      AND NOT pg_catalog.pg_has_role(r.oid, 'USAGE');
+  FOR f IN SELECT p.oid::regprocedure AS sig, p.proowner FROM pg_catalog.pg_proc p
+      WHERE p.pronamespace = 'sqlq'::regnamespace
+        AND p.proname IN ('_send', '_sent', 'send', '_json_headers',
+                          'send_batch_bytes', 'send_batch', 'send_batch_json',
+                          'ack', '_check', '_publish', 'publish')
+  LOOP
+    IF foreign_owner IS NULL THEN
+      EXECUTE pg_catalog.format(
+        'ALTER FUNCTION %s SET search_path = pg_catalog, %I, pg_temp', f.sig,
+        pg_catalog.current_schema());
+    ELSIF pg_catalog.pg_has_role(f.proowner, 'USAGE') THEN
+      EXECUTE pg_catalog.format('DROP FUNCTION %s', f.sig);
+    END IF;
+  END LOOP;
+  IF foreign_owner IS NOT NULL THEN
+    RAISE NOTICE 'sqlq: the SQL-level API was not installed: the schema sqlq belongs to the role %, which could replace its functions; see docs/sql-api.md',
+      foreign_owner;
+  END IF;
+END
+$p$;
+)sql";
+
+// What `sqlq sql-api` prints: the functions and their pinning in one
+// transaction, so that no caller finds them unpinned in between.
+inline constexpr auto kSqlApiScriptText =
+    shared::Joined("BEGIN;\n", kSqlApi, kSqlApi23, kSqlApiPin23, "COMMIT;\n");
+inline constexpr const char* kSqlApiScript = kSqlApiScriptText.data();
+
+// Migration 23: the functions of kSqlApi23, pinned, where the API serves
+// this store (as migration 15 does). Functions an administrator installed
+// belong to them: the store's user gets a NOTICE that says to install them
+// again with `sqlq sql-api`; until then the ack does not release
+// dependents and there is no publish.
+inline constexpr auto kSqlApi23MigrationText = shared::Joined(
+    "DO $m$ DECLARE serves text; BEGIN "
+    "SELECT pg_catalog.obj_description(p.oid, 'pg_proc') INTO serves "
+    "FROM pg_catalog.pg_proc p "
+    "JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
+    "WHERE n.nspname = 'sqlq' AND p.proname = '_send'; "
+    "IF serves IS DISTINCT FROM "
+    "'sqlq store in schema ' || pg_catalog.current_schema() THEN "
+    "RETURN; END IF; EXECUTE $api$",
+    kSqlApi23, "$api$; EXECUTE $pin$", kSqlApiPin23,
+    "$pin$; EXCEPTION WHEN insufficient_privilege THEN RAISE NOTICE "
+    "'sqlq: the SQL-level API (schema sqlq) was not brought up to date "
+    "(the ack''s release of dependents, publish): %; install it again with "
+    "the SQL of sqlq sql-api, see docs/sql-api.md', SQLERRM; END $m$;");
+inline constexpr const char* kSqlApi23Migration = kSqlApi23MigrationText.data();
 
 }  // namespace sqlq::engines::postgres
 

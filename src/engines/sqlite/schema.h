@@ -244,7 +244,7 @@ CREATE TABLE sqlq_waiting (
 )sql",
     // Version 12: the SQL-level API, the views sqlq_send and sqlq_ack and
     // their triggers (sql_api.h, docs/sql-api.md).
-    kSqlApi,
+    kSqlApi12,
     // Version 13: how many times each message was snoozed (a handler's
     // "not now", NackAction::kSnooze), which bounds the snoozes that give
     // back their attempt.
@@ -345,6 +345,9 @@ CREATE TABLE sqlq_batches (
 CREATE INDEX sqlq_batches_queue ON sqlq_batches (callback_queue_id);
 CREATE INDEX sqlq_batches_expiry ON sqlq_batches (expires_us);
 )sql",
+    // Version 20: the SQL-level API's ack releases dependents, and the
+    // view sqlq_publish publishes to a topic (sql_api.h, kSqlApi20).
+    kSqlApi20,
 };
 
 inline constexpr int kSchemaVersion =
