@@ -528,6 +528,23 @@ std::string_view MessageStateName(MessageState state);
 // kInvalidArgument for another name.
 Result<MessageState> ParseMessageState(std::string_view name);
 
+// A message linked to another by a dependency (WorkQueue::Links).
+struct MessageLink {
+  std::string queue;
+  std::int64_t id = 0;
+  // A parent that died: the dependent waits for its redrive
+  // (IfDependencyDies::kWait).
+  bool dead = false;
+};
+
+// The dependencies of a message still in its queue (docs/semantics.md,
+// "Dependencies"): those it still waits for, and those still waiting for
+// it, each in id order. A parent that completed is no longer listed.
+struct MessageLinks {
+  std::vector<MessageLink> parents;
+  std::vector<MessageLink> dependents;
+};
+
 // A message as Get and ListMessages show it, in whatever state it is.
 struct MessageInfo {
   std::int64_t id = 0;
@@ -834,6 +851,9 @@ class WorkQueue {
   // archive. kNotFound when this queue has no message with that id (it
   // was acked without an archive, deleted, or belongs to another queue).
   Result<MessageInfo> Get(std::int64_t id);
+  // What message `id` of this queue waits for and what waits for it, with
+  // their queues (an id no message of this queue has: none).
+  Result<MessageLinks> Links(std::int64_t id);
   // Messages in id order, page by page; stable under concurrent sends and
   // claims: a message that stays where the filter looks is listed once.
   // kInvalidArgument for a malformed cursor or one from another listing.

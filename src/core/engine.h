@@ -1002,6 +1002,15 @@ struct DependencyRecord {
   bool parked = false;  // it died; waiting for a redrive
 };
 
+// A message linked to another by a dependency (DependencyOps::ListLinks):
+// one it waits for, or one waiting for it.
+struct LinkRecord {
+  bool dependent = false;  // it waits for the other (else the other for it)
+  std::int64_t id = 0;
+  std::string queue;
+  bool parked = false;  // the parent died; the dependent waits for a redrive
+};
+
 class DependencyOps {
  public:
   virtual ~DependencyOps() = default;
@@ -1044,6 +1053,12 @@ class DependencyOps {
   // What message `child_id` waits for.
   virtual Result<std::vector<DependencyRecord>> ListDependencies(
       Conn& conn, std::int64_t child_id) = 0;
+  // The links of message `id` of queue `queue_id`: the messages it waits
+  // for, then those waiting for it, each in id order, with their queues'
+  // names.
+  virtual Result<std::vector<LinkRecord>> ListLinks(Conn& conn,
+                                                    std::int64_t queue_id,
+                                                    std::int64_t id) = 0;
   // A dropped queue's dependencies: those of its messages (as dependents)
   // are deleted, and the batches whose callback was in it.
   virtual Status DropDependencies(Conn& conn, std::int64_t queue_id) = 0;

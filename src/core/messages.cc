@@ -312,6 +312,26 @@ Result<MessageInfo> WorkQueue::Get(std::int64_t id) {
   return std::move(**found);
 }
 
+Result<MessageLinks> WorkQueue::Links(std::int64_t id) {
+  if (id <= 0) {
+    return Status::InvalidArgument(
+        fmt::format("message id {} is not positive", id));
+  }
+  auto links = core::SnapshotRead<std::vector<core::LinkRecord>>(
+      impl_->store(), [&](core::Engine& e, Conn& conn) {
+        return e.ListLinks(conn, impl_->id(), id);
+      });
+  if (!links.ok()) return links.status();
+  MessageLinks out;
+  for (core::LinkRecord& l : *links) {
+    (l.dependent ? out.dependents : out.parents)
+        .push_back({.queue = std::move(l.queue),
+                    .id = l.id,
+                    .dead = !l.dependent && l.parked});
+  }
+  return out;
+}
+
 Result<MessagePage> WorkQueue::ListMessages(
     const ListMessagesOptions& options) {
   if (options.limit < 1 || options.limit > kMaxListMessages) {

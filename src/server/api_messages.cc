@@ -442,6 +442,12 @@ Outcome GetMessage(Call& c) {
                 wire::MessageInfoJson(Take(c.Queue().Get(c.Number("id")))));
 }
 
+// What the message waits for and what waits for it.
+Outcome GetLinks(Call& c) {
+  return Answer(200,
+                wire::MessageLinksJson(Take(c.Queue().Links(c.Number("id")))));
+}
+
 // A message in the queue, a dead letter or an archived one: wherever it is.
 Outcome DeleteMessage(Call& c) {
   const std::int64_t id = c.Number("id");
@@ -493,6 +499,8 @@ constexpr Route kRoutes[] = {
     {"DELETE", "/v1/queues/{name}/messages/{id}", Access::kAdmin,
      DeleteMessage},
     {"GET", "/v1/queues/{name}/messages/{id}/result", Access::kAny, GetResult},
+    {"GET", "/v1/queues/{name}/messages/{id}/dependencies", Access::kAdmin,
+     GetLinks},
     {"POST", "/v1/queues/{name}/messages/{id}/retry", Access::kAdmin, SteerOne},
     {"POST", "/v1/queues/{name}/messages/{id}/cancel", Access::kAdmin,
      SteerOne},

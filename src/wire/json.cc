@@ -384,6 +384,19 @@ Json ArchivedJson(const ArchivedMessage& a) {
   return j;
 }
 
+Json MessageLinksJson(const MessageLinks& l) {
+  Json parents = Json::array();
+  for (const MessageLink& p : l.parents) {
+    parents.push_back({{"queue", p.queue}, {"id", p.id}, {"dead", p.dead}});
+  }
+  Json dependents = Json::array();
+  for (const MessageLink& d : l.dependents) {
+    dependents.push_back({{"queue", d.queue}, {"id", d.id}});
+  }
+  return {{"parents", std::move(parents)},
+          {"dependents", std::move(dependents)}};
+}
+
 Json MessageInfoJson(const MessageInfo& m) {
   Json j = {{"id", m.id},
             {"state", std::string(MessageStateName(m.state))},

@@ -89,6 +89,9 @@ Json ArchivedJson(const ArchivedMessage& a);
 // brackets only when the message has them.
 Json MessageInfoJson(const MessageInfo& m);
 
+// {"parents": [{"queue", "id", "dead"}], "dependents": [{"queue", "id"}]}
+Json MessageLinksJson(const MessageLinks& l);
+
 // A topic as the lists show it: name, kind, created_at, subscriptions.
 Json TopicJson(const TopicInfo& t);
 // A subscription: topic, queue, filter (an object of strings), subscribed_at.

@@ -86,6 +86,42 @@ TEST_P(DependencyConformance, AChainAcrossQueuesRunsInOrder) {
   EXPECT_EQ(Waiting(resize), 0);
 }
 
+TEST_P(DependencyConformance, LinksNameWhatAMessageWaitsForAndWhatWaitsForIt) {
+  WorkQueue fetch = MakeQueue("fetch");
+  WorkQueue stitch = MakeQueue("stitch");
+  ASSERT_OK_AND_ASSIGN(SendResult a, fetch.Send({.payload = "a"}));
+  ASSERT_OK_AND_ASSIGN(SendResult b, fetch.Send({.payload = "b"}));
+  ASSERT_OK_AND_ASSIGN(
+      SendResult s, stitch.Send({.payload = "s", .depends_on = {b.id, a.id}}));
+  ASSERT_OK_AND_ASSIGN(SendResult m,
+                       fetch.Send({.payload = "m", .depends_on = {s.id}}));
+  auto names = [](const std::vector<MessageLink>& links) {
+    std::vector<std::pair<std::string, std::int64_t>> out;
+    for (const MessageLink& l : links) {
+      EXPECT_FALSE(l.dead);
+      out.emplace_back(l.queue, l.id);
+    }
+    return out;
+  };
+  using Named = std::vector<std::pair<std::string, std::int64_t>>;
+  ASSERT_OK_AND_ASSIGN(MessageLinks sl, stitch.Links(s.id));
+  EXPECT_EQ(names(sl.parents), (Named{{"fetch", a.id}, {"fetch", b.id}}));
+  EXPECT_EQ(names(sl.dependents), (Named{{"fetch", m.id}}));
+  ASSERT_OK_AND_ASSIGN(MessageLinks al, fetch.Links(a.id));
+  EXPECT_EQ(names(al.parents), Named{});
+  EXPECT_EQ(names(al.dependents), (Named{{"stitch", s.id}}));
+  // Another queue's message, or none: no links.
+  ASSERT_OK_AND_ASSIGN(MessageLinks other, fetch.Links(s.id));
+  EXPECT_TRUE(other.parents.empty() && other.dependents.empty());
+  EXPECT_EQ(fetch.Links(0).status().code(), Code::kInvalidArgument);
+  // A parent that completed is no longer linked.
+  EXPECT_EQ(ClaimAndAck(fetch), "a");
+  ASSERT_OK_AND_ASSIGN(sl, stitch.Links(s.id));
+  EXPECT_EQ(names(sl.parents), (Named{{"fetch", b.id}}));
+  ASSERT_OK_AND_ASSIGN(al, fetch.Links(a.id));
+  EXPECT_TRUE(al.parents.empty() && al.dependents.empty());
+}
+
 TEST_P(DependencyConformance, ABatchFansOutAndInOverItsOwnMessages) {
   WorkQueue q = MakeQueue("jobs");
   std::vector<Message> batch = {
@@ -333,6 +369,14 @@ TEST_P(DependencyConformance, WaitKeepsItWaitingUntilARedriveCompletes) {
   EXPECT_EQ(bi.waits_for, std::vector<std::int64_t>{a.id});
   EXPECT_EQ(bi.waits_for_dead, std::vector<std::int64_t>{a.id});
   EXPECT_TRUE(NothingReady(q));
+  // Its links say the same, both ways.
+  ASSERT_OK_AND_ASSIGN(MessageLinks bl, q.Links(b.id));
+  ASSERT_EQ(bl.parents.size(), 1u);
+  EXPECT_EQ(bl.parents[0].id, a.id);
+  EXPECT_TRUE(bl.parents[0].dead);
+  ASSERT_OK_AND_ASSIGN(MessageLinks al, q.Links(a.id));
+  ASSERT_EQ(al.dependents.size(), 1u);
+  EXPECT_EQ(al.dependents[0].id, b.id);
 
   ASSERT_OK_AND_ASSIGN(std::int64_t redriven, q.Redrive(std::vector{a.id}));
   EXPECT_EQ(redriven, 1);

@@ -274,6 +274,10 @@ class FakeEngine : public Engine {
       Conn&, std::int64_t) override {
     return Unused();
   }
+  Result<std::vector<LinkRecord>> ListLinks(Conn&, std::int64_t,
+                                            std::int64_t) override {
+    return Unused();
+  }
   Status DropDependencies(Conn&, std::int64_t) override { return Unused(); }
   Result<std::int64_t> MoveParents(Conn&, std::int64_t, std::int64_t) override {
     return Unused();

@@ -308,7 +308,11 @@ const STEPS = [
   ["POST /v1/messages", () => ({
     body: { messages: [{ queue: "q1", payload: "fetch" },
                        { queue: "q1", payload: "resize", depends_on_batch: [0], if_dependency_dies: "run" }] },
-    then: (ctx, r) => assert.equal(r.json.ids.length, 2) })],
+    then: (ctx, r) => { assert.equal(r.json.ids.length, 2); ctx.flow = r.json.ids; } })],
+  ["GET /v1/queues/{name}/messages/{id}/dependencies", (ctx) => ({ p: { name: "q1", id: ctx.flow[1] },
+                                                                  then: (c, r) => assert.deepEqual(r.json, {
+                                                                    parents: [{ queue: "q1", id: c.flow[0], dead: false }],
+                                                                    dependents: [] }) })],
   ["POST /v1/batches", () => ({
     body: { id: "b1", members: [{ queue: "q1", payload: "part 1" }, { queue: "q1", payload: "part 2" }],
             callback: { queue: "q1", payload: "all parts done" }, retention_ms: 60000 },

@@ -632,6 +632,88 @@ test("live workers have a page, and a leased message leads to its worker",
   });
 });
 
+test("a message's page shows what it waits for and what waits for it",
+     async () => {
+  await withDashboard(async ({ url, call, page, login, shot }) => {
+    for (const q of ["fetch", "stitch", "mail"]) {
+      assert.equal((await call("POST", `/v1/queues/${q}`, {})).status, 201);
+    }
+    // A workflow as the clients send one: every job carries its id.
+    const wf = { "sqlq-workflow": "wf-7" };
+    const sent = await call("POST", "/v1/messages", { messages: [
+      { queue: "fetch", payload: "a.png", headers: wf },
+      { queue: "fetch", payload: "b.png", headers: wf },
+      { queue: "stitch", payload: "a+b", headers: wf, depends_on_batch: [0, 1] },
+      { queue: "mail", payload: "done", headers: wf, depends_on_batch: [2] }] });
+    assert.equal(sent.status, 200, JSON.stringify(sent.json));
+    const [a, b, s, m] = sent.json.ids;
+    const claimed = await call("POST", "/v1/queues/fetch/claim", { max: 1 });
+    assert.equal(claimed.json.messages[0].id, a);
+    const links = await call("GET", `/v1/queues/stitch/messages/${s}/dependencies`);
+    assert.equal(links.status, 200, JSON.stringify(links.json));
+    assert.deepEqual(links.json, {
+      parents: [{ queue: "fetch", id: a, dead: false },
+                { queue: "fetch", id: b, dead: false }],
+      dependents: [{ queue: "mail", id: m }] });
+
+    await page.goto(url + `/#/queue/stitch/message/${s}`);
+    await login(ADMIN);
+    const node = (k) => page.locator(`#graph a[data-node="${k}"]`);
+    await waitFor("the graph of four", async () =>
+        (await page.locator("#graph a[data-node]").count()) === 4);
+    assert.equal(await page.textContent("#workflow"), "Workflow wf-7");
+    // Each message with its state, linked; an arrow from each parent.
+    for (const [k, state] of [[`fetch/${a}`, "leased"], [`fetch/${b}`, "ready"],
+                              [`stitch/${s}`, "waiting"], [`mail/${m}`, "waiting"]]) {
+      assert.equal(await node(k).getAttribute("data-state"), state, k);
+      assert.match(await node(k).textContent(), new RegExp(state), k);
+    }
+    assert.equal(await node(`fetch/${a}`).getAttribute("href"),
+                 `#/queue/fetch/message/${a}`);
+    const edges = await page.locator("#graph line[data-edge]").evaluateAll(
+        (ls) => ls.map((l) => l.getAttribute("data-edge")).sort());
+    assert.deepEqual(edges, [`fetch/${a} stitch/${s}`, `fetch/${b} stitch/${s}`,
+                             `stitch/${s} mail/${m}`].sort());
+    // Parents left of the message, its dependent right of it.
+    const x = async (k) => Number(await node(k).locator("rect").getAttribute("x"));
+    assert.ok(await x(`fetch/${a}`) < await x(`stitch/${s}`));
+    assert.ok(await x(`stitch/${s}`) < await x(`mail/${m}`));
+    const cell = (t, k) => page.textContent(
+        `#${t} tr[data-message="${k}"] td[data-field="state"]`);
+    assert.equal(await cell("parents", `fetch/${a}`), "leased");
+    assert.equal(await cell("parents", `fetch/${b}`), "ready");
+    assert.equal(await cell("dependents", `mail/${m}`), "waiting");
+    await shot("message-dependencies");
+
+    // A node leads to its message's page, where the graph is the same.
+    await node(`mail/${m}`).click();
+    await waitFor("the last job's page", async () =>
+        (await page.textContent("h2")) === `Message ${m}` &&
+        (await page.locator("#graph a[data-node]").count()) === 4);
+    assert.equal(await cell("parents", `stitch/${s}`), "waiting");
+    assert.equal(await page.locator("#no-dependents").count(), 1);
+
+    // Once a completes it is no longer linked: the stitch waits for b only.
+    const acked = await call("POST", "/v1/queues/fetch/ack",
+                             { receipt: claimed.json.messages[0].receipt });
+    assert.equal(acked.status, 200, JSON.stringify(acked.json));
+    await page.goto(url + "/#/queue/stitch");
+    await page.goto(url + `/#/queue/stitch/message/${s}`);
+    await waitFor("the graph of three", async () =>
+        (await page.locator("#graph a[data-node]").count()) === 3);
+    assert.equal(await page.locator("#parents tbody tr").count(), 1);
+    assert.equal(await cell("parents", `fetch/${b}`), "ready");
+
+    // A message without links or workflow has no such part.
+    const lone = await call("POST", "/v1/queues/fetch/messages",
+                            { messages: [{ payload: "alone" }] });
+    await page.goto(url + `/#/queue/fetch/message/${lone.json.ids[0]}`);
+    await waitFor("the lone message's page", async () =>
+        (await page.textContent("h2")) === `Message ${lone.json.ids[0]}`);
+    assert.equal(await page.locator("#graph, #parents, #workflow").count(), 0);
+  });
+});
+
 // axe-core (from npm, in tests/web) on every page: no serious or critical
 // violation of WCAG 2 A and AA. The page's Content-Security-Policy would
 // refuse the injected checker, so this page's context bypasses it (the
@@ -644,6 +726,7 @@ test("every page passes an accessibility check and works from the keyboard",
     assert.equal((await call("POST", "/v1/queues/jobs", { max_attempts: 1 })).status,
                  201);
     const sent = await send("jobs", [{ payload: "a", headers: { k: "v" } }, "b"]);
+    const waiting = await send("jobs", [{ payload: "c", depends_on: [sent.ids[1]] }]);
     const claimed = await call("POST", "/v1/queues/jobs/claim", { max: 1 });
     await call("POST", "/v1/queues/jobs/nack",
                { receipt: claimed.json.messages[0].receipt, error: "bad" });
@@ -687,6 +770,8 @@ test("every page passes an accessibility check and works from the keyboard",
     await audit("message", "#fields");
     await page.goto(url + `/#/queue/jobs/message/${sent.ids[0]}`);
     await audit("dead letter", "#errors");
+    await page.goto(url + `/#/queue/jobs/message/${waiting.ids[0]}`);
+    await audit("dependencies", "#graph");
     await page.goto(url + "/#/ring/views");
     await audit("ring", "main table");
     await page.goto(url + "/#/rotation/relays");
