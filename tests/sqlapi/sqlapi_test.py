@@ -674,6 +674,52 @@ class PsycopgTest(unittest.TestCase):
                 c.execute("SELECT sqlq.ack(%s, %s)", ("emails", m["receipt"]))
         self.assertEqual(self.db.stats("emails")["acks"], 10)
 
+    def test_publish_and_an_ack_that_releases_in_the_applications_transactions(self):
+        from psycopg.types.json import Jsonb
+        c = self.conn
+        for args in (("queue", "create", "audit"), ("queue", "create", "later"),
+                     ("topic", "create", "orders"),
+                     ("topic", "subscribe", "orders", "emails"),
+                     ("topic", "subscribe", "orders", "audit", "--filter",
+                      "region=eu")):
+            self.db.sqlq(*args)
+        with c.transaction():
+            c.execute("INSERT INTO orders VALUES (%s)", (1,))
+            rows = c.execute(
+                "SELECT * FROM sqlq.publish(%s, %s, headers => %s)",
+                ("orders", Jsonb({"order": 1}), Jsonb({"region": "eu"}))
+            ).fetchall()
+            bytes_rows = c.execute("SELECT * FROM sqlq.publish(%s, %s)",
+                                   ("orders", b"\x00\x01")).fetchall()
+        self.assertEqual([(q, dup) for q, _, dup in rows],
+                         [("audit", False), ("emails", False)])
+        self.assertEqual([(q, dup) for q, _, dup in bytes_rows],
+                         [("emails", False)])
+        [audit] = self.db.claim_all("audit")
+        self.assertEqual((audit["id"], audit["payload"]), (rows[0][1],
+                                                           {"order": 1}))
+        self.assertEqual(audit["headers"], {"region": "eu",
+                                            "content-type": "application/json"})
+        emails = self.db.claim_all("emails")
+        self.assertEqual([m["id"] for m in emails],
+                         [rows[1][1], bytes_rows[0][1]])
+        # A job that waits for the published one: the ack in the
+        # application's transaction releases it.
+        later = json.loads(self.db.sqlq("send", "later", "after", "--depends-on",
+                                        str(audit["id"])))["id"]
+        # Not at REPEATABLE READ: a snapshot taken before a link could miss it.
+        with self.assertRaises(self.psycopg.Error) as e:
+            with c.transaction():
+                c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                c.execute("SELECT sqlq.ack(%s, %s)", ("audit", audit["receipt"]))
+        self.assertEqual(e.exception.sqlstate, "SQ400")
+        self.assertIn("REPEATABLE READ", str(e.exception))
+        self.assertEqual(self.db.claim_all("later"), [])
+        with c.transaction():
+            c.execute("INSERT INTO orders VALUES (%s)", (2,))
+            c.execute("SELECT sqlq.ack(%s, %s)", ("audit", audit["receipt"]))
+        [m] = self.db.claim_all("later")
+        self.assertEqual((m["id"], m["payload"]), (later, "after"))
 
 @unittest.skipUnless(ENGINE == "postgres", "search_path is PostgreSQL's")
 class SearchPathTest(unittest.TestCase):
@@ -894,6 +940,25 @@ class TemporaryTableTest(unittest.TestCase):
             stats = self.db.stats(q)
             self.assertEqual((stats["sends"], stats["acks"]), (0, 0), q)
 
+    def test_temporary_links_and_subscriptions_do_not_steer_acks_or_publishes(self):
+        for args in (("queue", "create", "later"), ("topic", "create", "orders"),
+                     ("topic", "subscribe", "orders", "emails")):
+            self.db.sqlq(*args)
+        parent = self.db.send_lib("emails", "parent")
+        child = self.db.send_lib("later", "child", "--depends-on", str(parent))
+        [m] = self.db.claim_all("emails")
+        # Empty stand-ins: the ack still releases the child, the publish
+        # still reaches emails.
+        self.db.run(["CREATE TEMPORARY TABLE sqlq_deps AS SELECT * FROM "
+                     "sqlq_deps LIMIT 0",
+                     "CREATE TEMPORARY TABLE sqlq_subscriptions AS SELECT * "
+                     "FROM sqlq_subscriptions LIMIT 0",
+                     self.db.ack("emails", m["receipt"]),
+                     self.db.publish("orders", "published")])
+        self.assertEqual([m["id"] for m in self.db.claim_all("later")],
+                         [child])
+        self.assertEqual([m["payload"] for m in self.db.claim_all("emails")],
+                         ["published"])
 
 @unittest.skipUnless(ENGINE == "sqlite", "SQLite's temporary objects")
 class SqliteTemporaryTest(unittest.TestCase):
@@ -1010,6 +1075,13 @@ class WithoutPrivilegeTest(unittest.TestCase):
             self.assertEqual(self.db.stats("emails")["sends"], 2)
             self.db.run([self.db.ack("emails", got[1]["receipt"])])
             self.assertEqual(self.db.stats("emails")["acks"], 1)
+            # And the publish the administrator's text installed too.
+            self.db.sqlq("topic", "create", "orders")
+            self.db.sqlq("topic", "subscribe", "orders", "emails")
+            self.db.run([self.db.publish("orders", "published")])
+            self.assertEqual(
+                [m["payload"] for m in self.db.claim_all("emails")],
+                ["published"])
         finally:
             self.db.url = limited_db
 
