@@ -539,10 +539,12 @@ struct MessageLink {
 
 // The dependencies of a message still in its queue (docs/semantics.md,
 // "Dependencies"): those it still waits for, and those still waiting for
-// it, each in id order. A parent that completed is no longer listed.
+// it (the first 1000; more_dependents when there are more),
+// each in id order. A parent that completed is no longer listed.
 struct MessageLinks {
   std::vector<MessageLink> parents;
   std::vector<MessageLink> dependents;
+  bool more_dependents = false;
 };
 
 // A message as Get and ListMessages show it, in whatever state it is.

@@ -1054,11 +1054,12 @@ class DependencyOps {
   virtual Result<std::vector<DependencyRecord>> ListDependencies(
       Conn& conn, std::int64_t child_id) = 0;
   // The links of message `id` of queue `queue_id`: the messages it waits
-  // for, then those waiting for it, each in id order, with their queues'
-  // names.
+  // for, then the first `limit` of those waiting for it, each in id order,
+  // with their queues' names.
   virtual Result<std::vector<LinkRecord>> ListLinks(Conn& conn,
                                                     std::int64_t queue_id,
-                                                    std::int64_t id) = 0;
+                                                    std::int64_t id,
+                                                    int limit) = 0;
   // A dropped queue's dependencies: those of its messages (as dependents)
   // are deleted, and the batches whose callback was in it.
   virtual Status DropDependencies(Conn& conn, std::int64_t queue_id) = 0;

@@ -319,11 +319,16 @@ Result<MessageLinks> WorkQueue::Links(std::int64_t id) {
   }
   auto links = core::SnapshotRead<std::vector<core::LinkRecord>>(
       impl_->store(), [&](core::Engine& e, Conn& conn) {
-        return e.ListLinks(conn, impl_->id(), id);
+        return e.ListLinks(conn, impl_->id(), id, kMaxListMessages + 1);
       });
   if (!links.ok()) return links.status();
   MessageLinks out;
   for (core::LinkRecord& l : *links) {
+    if (l.dependent &&
+        static_cast<int>(out.dependents.size()) == kMaxListMessages) {
+      out.more_dependents = true;
+      break;
+    }
     (l.dependent ? out.dependents : out.parents)
         .push_back({.queue = std::move(l.queue),
                     .id = l.id,

@@ -394,7 +394,8 @@ Json MessageLinksJson(const MessageLinks& l) {
     dependents.push_back({{"queue", d.queue}, {"id", d.id}});
   }
   return {{"parents", std::move(parents)},
-          {"dependents", std::move(dependents)}};
+          {"dependents", std::move(dependents)},
+          {"more_dependents", l.more_dependents}};
 }
 
 Json MessageInfoJson(const MessageInfo& m) {

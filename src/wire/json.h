@@ -89,7 +89,8 @@ Json ArchivedJson(const ArchivedMessage& a);
 // brackets only when the message has them.
 Json MessageInfoJson(const MessageInfo& m);
 
-// {"parents": [{"queue", "id", "dead"}], "dependents": [{"queue", "id"}]}
+// {"parents": [{"queue", "id", "dead"}], "dependents": [{"queue", "id"}],
+//  "more_dependents"}
 Json MessageLinksJson(const MessageLinks& l);
 
 // A topic as the lists show it: name, kind, created_at, subscriptions.

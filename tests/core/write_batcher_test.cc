@@ -274,8 +274,8 @@ class FakeEngine : public Engine {
       Conn&, std::int64_t) override {
     return Unused();
   }
-  Result<std::vector<LinkRecord>> ListLinks(Conn&, std::int64_t,
-                                            std::int64_t) override {
+  Result<std::vector<LinkRecord>> ListLinks(Conn&, std::int64_t, std::int64_t,
+                                            int) override {
     return Unused();
   }
   Status DropDependencies(Conn&, std::int64_t) override { return Unused(); }

@@ -312,7 +312,7 @@ const STEPS = [
   ["GET /v1/queues/{name}/messages/{id}/dependencies", (ctx) => ({ p: { name: "q1", id: ctx.flow[1] },
                                                                   then: (c, r) => assert.deepEqual(r.json, {
                                                                     parents: [{ queue: "q1", id: c.flow[0], dead: false }],
-                                                                    dependents: [] }) })],
+                                                                    dependents: [], more_dependents: false }) })],
   ["POST /v1/batches", () => ({
     body: { id: "b1", members: [{ queue: "q1", payload: "part 1" }, { queue: "q1", payload: "part 2" }],
             callback: { queue: "q1", payload: "all parts done" }, retention_ms: 60000 },

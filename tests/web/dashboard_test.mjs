@@ -654,7 +654,7 @@ test("a message's page shows what it waits for and what waits for it",
     assert.deepEqual(links.json, {
       parents: [{ queue: "fetch", id: a, dead: false },
                 { queue: "fetch", id: b, dead: false }],
-      dependents: [{ queue: "mail", id: m }] });
+      dependents: [{ queue: "mail", id: m }], more_dependents: false });
 
     await page.goto(url + `/#/queue/stitch/message/${s}`);
     await login(ADMIN);

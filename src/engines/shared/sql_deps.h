@@ -416,25 +416,31 @@ Result<std::vector<core::DependencyRecord>> SqlEngine<D>::ListDependencies(
 
 template <class D>
 Result<std::vector<core::LinkRecord>> SqlEngine<D>::ListLinks(
-    core::Conn& c, std::int64_t queue_id, std::int64_t id) {
+    core::Conn& c, std::int64_t queue_id, std::int64_t id, int limit) {
   DConn& conn = Native(c);
-  // Both halves by an index: sqlq_deps_child, then the primary key.
-  static const std::string kSql = D::Statement(
-      "SELECT 0, d.parent_id, q.name, d.parked FROM sqlq_deps d JOIN "
+  // The parents by the index sqlq_deps_child (at most kMaxDependencies),
+  // then the first `limit` dependents by the primary key.
+  static const std::string kParents = D::Statement(
+      "SELECT d.parent_id, q.name, d.parked FROM sqlq_deps d JOIN "
       "sqlq_queues q ON q.id = d.parent_queue_id WHERE d.child_id = ? AND "
-      "d.child_queue_id = ? UNION ALL "
-      "SELECT 1, d.child_id, q.name, d.parked FROM sqlq_deps d JOIN "
+      "d.child_queue_id = ? ORDER BY d.parent_id");
+  static const std::string kDependents = D::Statement(
+      "SELECT d.child_id, q.name, d.parked FROM sqlq_deps d JOIN "
       "sqlq_queues q ON q.id = d.child_queue_id WHERE d.parent_id = ? AND "
-      "d.parent_queue_id = ? ORDER BY 1, 2");
-  auto rows = conn.Run(
-      kSql, Params().Int(id).Int(queue_id).Int(id).Int(queue_id), "list links");
-  if (!rows.ok()) return rows.status();
+      "d.parent_queue_id = ? ORDER BY d.child_id LIMIT ?");
   std::vector<core::LinkRecord> out;
-  for (int i = 0; i < rows->size(); ++i) {
-    out.push_back({.dependent = rows->Int(i, 0) != 0,
-                   .id = rows->Int(i, 1),
-                   .queue = rows->Bytes(i, 2),
-                   .parked = rows->Int(i, 3) != 0});
+  for (const bool dependent : {false, true}) {
+    Params p;
+    p.Int(id).Int(queue_id);
+    if (dependent) p.Int(limit);
+    auto rows = conn.Run(dependent ? kDependents : kParents, p, "list links");
+    if (!rows.ok()) return rows.status();
+    for (int i = 0; i < rows->size(); ++i) {
+      out.push_back({.dependent = dependent,
+                     .id = rows->Int(i, 0),
+                     .queue = rows->Bytes(i, 1),
+                     .parked = rows->Int(i, 2) != 0});
+    }
   }
   return out;
 }

@@ -237,7 +237,8 @@ class SqlEngine : public core::Engine {
       core::Conn& c, std::int64_t child_id) override;
   Result<std::vector<core::LinkRecord>> ListLinks(core::Conn& c,
                                                   std::int64_t queue_id,
-                                                  std::int64_t id) override;
+                                                  std::int64_t id,
+                                                  int limit) override;
   Status DropDependencies(core::Conn& c, std::int64_t queue_id) override;
   Result<std::int64_t> MoveParents(core::Conn& c, std::int64_t from,
                                    std::int64_t to) override;
