@@ -469,6 +469,29 @@ TEST_F(MessageFields, AGraphOfJobsOverSeveralQueuesInOneRequest) {
   EXPECT_EQ(got.json["state"], "waiting") << got.body;
   EXPECT_EQ(got.json["waits_for"],
             Json({sent.json["ids"][0], sent.json["ids"][1]}));
+  // Its links name the queues, both ways.
+  const std::string ids[] = {sent.json["ids"][0].dump(),
+                             sent.json["ids"][1].dump(), std::to_string(done)};
+  Response links =
+      c().Get("/v1/queues/mail/messages/" + ids[2] + "/dependencies");
+  ASSERT_EQ(links.status, 200) << links.body;
+  EXPECT_EQ(
+      links.json,
+      Json({{"parents",
+             {{{"queue", "jobs"}, {"id", sent.json["ids"][0]}, {"dead", false}},
+              {{"queue", "jobs"},
+               {"id", sent.json["ids"][1]},
+               {"dead", false}}}},
+            {"dependents", Json::array()},
+            {"more_dependents", false}}))
+      << links.body;
+  Response parent =
+      c().Get("/v1/queues/jobs/messages/" + ids[0] + "/dependencies");
+  EXPECT_EQ(parent.json["dependents"],
+            Json({{{"queue", "mail"}, {"id", done}}}))
+      << parent.body;
+  EXPECT_EQ(c().Get("/v1/queues/nope/messages/1/dependencies").status, 404);
+  EXPECT_EQ(c().Get("/v1/queues/mail/messages/x/dependencies").status, 404);
   for (int i = 0; i < 2; ++i) {
     Json m = ClaimOne();
     ASSERT_EQ(
