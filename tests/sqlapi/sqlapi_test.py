@@ -432,6 +432,27 @@ class SqlApiTest(unittest.TestCase):
         self.assertEqual((stats["waiting"], stats["ready"]), (0, 0))
         self.assertEqual(self.db.stats("fetch")["acks"], 2)
 
+    def test_an_sql_ack_of_a_batch_member_is_refused_and_changes_nothing(self):
+        for q in ("tiles", "mosaics"):
+            self.db.sqlq("queue", "create", q)
+        self.db.sqlq("batch", "send", "mosaics", "album ready", "--id",
+                     "album-7", "--member", "tiles=a.png")
+        [m] = self.db.claim_all("tiles")
+        with self.assertRaises(SqlError) as e:
+            self.db.run(["INSERT INTO orders VALUES (9, 'x')",
+                         self.db.ack("tiles", m["receipt"])])
+        self.assertEqual(e.exception.state, self.db.errors()["invalid"])
+        self.assertIn("member of a batch", e.exception.message)
+        self.assertEqual(int(self.orders()), 0)
+        stats = self.db.stats("tiles")
+        self.assertEqual((stats["leased"], stats["acks"]), (1, 0))
+        # The library's ack counts it and releases the callback.
+        self.db.sqlq("ack", "tiles", m["receipt"])
+        status = json.loads(self.db.sqlq("batch", "status", "album-7"))
+        self.assertEqual((status["completed"], status["done"]), (1, True))
+        self.assertEqual([m["payload"] for m in self.db.claim_all("mosaics")],
+                         ["album ready"])
+
     def test_acks_of_two_parents_at_once_release_their_child_once(self):
         for q in ("parts", "report"):
             self.db.sqlq("queue", "create", q)

@@ -705,6 +705,15 @@ inline constexpr char kAckBody20[] = R"sql(BEGIN
       LEFT(p_queue, 80), ''' (acked, dead-lettered or never there)');
     SIGNAL SQLSTATE '45404' SET MESSAGE_TEXT = v_msg;
   END IF;
+  -- A member of a batch (OnDead::kBatch, 3): its ack also counts it in
+  -- the batch, which only the library does.
+  IF v_deps <> 0 AND EXISTS (SELECT 1 FROM sqlq_deps
+                             WHERE parent_id = v_id AND on_dead = 3) THEN
+    SET v_msg = CONCAT('sqlq: message ', v_id, ' is a member of a batch, ',
+      'whose counts only the library keeps: ack it through the library, ',
+      'the HTTP API, the CLI or a client');
+    SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
+  END IF;
   SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00',
                             UTC_TIMESTAMP(6));
   IF v_unique > 0 AND v_dedup IS NOT NULL THEN

@@ -732,6 +732,13 @@ BEGIN
     RAISE EXCEPTION 'sqlq: message % is not in queue ''%'' (acked, dead-lettered or never there)',
       v_id, queue USING ERRCODE = 'SQ404';
   END IF;
+  -- A member of a batch (OnDead::kBatch, 3): its ack also counts it in
+  -- the batch, which only the library does.
+  IF q.dependents <> 0 AND EXISTS (SELECT 1 FROM sqlq_deps
+                                   WHERE parent_id = v_id AND on_dead = 3) THEN
+    RAISE EXCEPTION 'sqlq: message % is a member of a batch, whose counts only the library keeps: ack it through the library, the HTTP API, the CLI or a client',
+      v_id USING ERRCODE = 'SQ400';
+  END IF;
   IF q.unique_for_us > 0 AND v_dedup IS NOT NULL THEN
     INSERT INTO sqlq_dedup_holds (queue_id, dedup, message_id, until_us)
       VALUES (q.id, v_dedup, v_id, now_us + q.unique_for_us)

@@ -202,6 +202,13 @@ BEGIN
     WHERE NOT EXISTS (SELECT 1 FROM sqlq_messages AS m, sqlq_queues AS q
       WHERE q.name = NEW.queue AND m.queue_id = q.id
         AND m.id = CAST(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) AS INTEGER));
+  -- A member of a batch (OnDead::kBatch, 3): its ack also counts it in
+  -- the batch, which only the library does.
+  SELECT RAISE(ABORT, 'sqlq: the message is a member of a batch, whose counts only the library keeps: ack it through the library, the HTTP API, the CLI or a client')
+    WHERE (SELECT dependents FROM sqlq_queues WHERE name = NEW.queue) <> 0
+      AND EXISTS (SELECT 1 FROM sqlq_deps
+        WHERE parent_id = CAST(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) AS INTEGER)
+          AND on_dead = 3);
   -- From here the receipt holds the message's live lease.
   INSERT OR REPLACE INTO sqlq_dedup_holds (queue_id, dedup, message_id, until_us)
   SELECT q.id, m.dedup, m.id,
