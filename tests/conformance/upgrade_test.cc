@@ -199,7 +199,17 @@ TEST(PostgresUpgrade, TheSqlApiOfVersion14IsPinnedToTheStoresSchema) {
       "WHERE pronamespace = 'sqlq'::regnamespace";
   ASSERT_EQ(raw.Query(paths), "10 search_path=\"$user\", public");
   ASSERT_OK(Store::Open(db->url(), {.create_if_missing = false}).status());
-  EXPECT_EQ(raw.Query(paths), "10 search_path=pg_catalog, public, pg_temp");
+  // Every function, the ten of version 14 and those later versions add, is
+  // pinned.
+  const std::string unpinned =
+      "SELECT count(*) FROM pg_proc WHERE pronamespace = "
+      "'sqlq'::regnamespace AND (proconfig IS NULL OR array_to_string("
+      "proconfig, ';') <> 'search_path=pg_catalog, public, pg_temp')";
+  EXPECT_EQ(raw.Query(unpinned), "0");
+  const std::string pinned =
+      "SELECT count(*) >= 10 FROM pg_proc WHERE pronamespace = "
+      "'sqlq'::regnamespace";
+  EXPECT_EQ(raw.Query(pinned), "t");
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, Upgrade, ::testing::ValuesIn(Engines()),
