@@ -207,7 +207,10 @@ Result<BatchSent> Store::CreateBatch(const BatchSpec& spec) {
   }
   Message callback = cb.message;
   callback.headers[std::string(core::kBatchHeader)] = id;
-  callback.headers[std::string(core::kBatchCallbackHeader)] = "1";
+  // Built as a std::string first: gcc 12 at -O2 misreads an assignment from a
+  // literal here as an overlapping copy (-Wrestrict, gcc bug 105329).
+  callback.headers.insert_or_assign(std::string(core::kBatchCallbackHeader),
+                                    std::string(1, '1'));
   const std::string queue_list = nlohmann::json(names).dump();
   const std::vector<std::int64_t> flag(member_queues.begin(),
                                        member_queues.end());
