@@ -49,6 +49,7 @@ struct Config {
   std::string work = "0ms";  // workers: time a consumer holds each message
   long max_backlog = 0;      // mixed: 0 means 4 x consumers x claim_max
   long groups = 1000;        // ring-push
+  int subscribers = 10;      // publish: queues subscribed to its topic
   std::string duration = "10s";
   std::size_t payload = 100;
   bool json = false;
@@ -223,6 +224,56 @@ Result<RunResult> RunRotationNext(Store& store, const std::string& name,
                       return got.status();
                     });
   Status dropped = store.DropRotation(name);
+  if (r.ok() && !dropped.ok()) return dropped;
+  return r;
+}
+
+// Publishes one message a call to a topic that `c.subscribers` queues
+// subscribe to, from --threads callers (default 4): each publish stores one
+// message in every queue, and counts as that many (so its rate is comparable
+// with send-batch at --batch equal to the subscribers).
+Result<RunResult> RunPublish(Store& store, const std::string& name,
+                             const Config& c, const std::string& label) {
+  const int n = c.subscribers;
+  std::vector<std::string> queues;
+  auto drop = [&] {
+    Status s = store.DropTopic(name);
+    if (s.code() == Code::kNotFound) s = Status::Ok();
+    for (const std::string& q : queues) {
+      Status d = store.DropQueue(q);
+      if (s.ok() && !d.ok()) s = d;
+    }
+    return s;
+  };
+  (void)store.DropTopic(name);
+  Status s = store.CreateTopic(name);
+  for (int i = 0; s.ok() && i < n; ++i) {
+    queues.push_back(fmt::format("{}_{}", name, i));
+    (void)store.DropQueue(queues.back());
+    auto q = store.CreateQueue(queues.back(),
+                               {.lease = std::chrono::minutes(5)});
+    s = q.status();
+    if (s.ok()) s = store.Subscribe(name, queues.back()).status();
+  }
+  if (!s.ok()) {
+    (void)drop();
+    return s;
+  }
+  const long publishes = std::max<long>(
+      1, (c.messages ? c.messages : 200000) / n);
+  const Message message{.payload = Payload(c.payload)};
+  auto r = RunCalls(publishes * n, c.threads ? c.threads : 4, n, label,
+                    [&](long) {
+                      auto sent = store.Publish(name, message);
+                      if (sent.ok() &&
+                          sent->size() != static_cast<std::size_t>(n)) {
+                        return Status::Internal(fmt::format(
+                            "a publish reached {} of {} queues",
+                            sent->size(), n));
+                      }
+                      return sent.status();
+                    });
+  Status dropped = drop();
   if (r.ok() && !dropped.ok()) return dropped;
   return r;
 }
@@ -829,6 +880,10 @@ Result<RunResult> RunBaseline(const std::string& url,
 Result<RunResult> RunOnce(Store& store, const std::string& workload,
                           const Config& c, int run) {
   std::string label = fmt::format("{}{} run {}", workload, c.variant, run + 1);
+  if (workload == "publish") {
+    return RunPublish(store, fmt::format("bench_{}_{}_pb", getpid(), run), c,
+                      label);
+  }
   if (workload == "ring-push" || workload == "rotation-next") {
     std::string name = fmt::format("bench_{}_{}_{}", getpid(), run,
                                    workload == "ring-push" ? "rp" : "rn");
@@ -961,7 +1016,8 @@ int Run(Config c) {
   // the grouped drains are compared with drain-1 at the same --threads.
   const std::vector<std::string> also = {
       "list-deep",     "list-deep-filter", "drain-ordered", "drain-fair",
-      "drain-limited", "rate-limited",     "dag",           "dag-flat"};
+      "drain-limited", "rate-limited",     "dag",           "dag-flat",
+      "publish"};
   if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
                                        "all") != c.workloads.end()) {
     c.workloads = all;
@@ -970,22 +1026,21 @@ int Run(Config c) {
   for (const auto& w : c.workloads) {
     if (std::find(all.begin(), all.end(), w) == all.end() &&
         std::find(also.begin(), also.end(), w) == also.end()) {
+      std::string names;
+      for (const auto* list : {&all, &also}) {
+        for (const std::string& name : *list) names += name + ", ";
+      }
       return out.Fail(Status::InvalidArgument(fmt::format(
-          "unknown workload '{}': choose from send-1, send-batch, drain-1, "
-          "drain-10, mixed, workers, workers-open, baseline-send-1, "
-          "baseline-send-batch, "
-          "baseline-drain-1, baseline-drain-10, baseline-mixed, ring-push, "
-          "rotation-next, list-deep, list-deep-filter, drain-ordered, "
-          "drain-fair, all",
-          w)));
+          "unknown workload '{}': choose from {}all", w, names)));
     }
   }
   if (c.runs < 1 || c.runs > 100 || c.batch < 1 || c.batch > 10000 ||
       c.claim_max < 1 || c.claim_max > 1000 || c.producers < 1 ||
-      c.consumers < 1 || c.threads < 0 || c.messages < 0 || c.groups < 1) {
+      c.consumers < 1 || c.threads < 0 || c.messages < 0 || c.groups < 1 ||
+      c.subscribers < 1 || c.subscribers > 1000) {
     return out.Fail(Status::InvalidArgument(
         "bench: --runs 1..100, --batch 1..10000, --claim-max 1..1000, "
-        "--producers/--consumers/--groups >= 1"));
+        "--subscribers 1..1000, --producers/--consumers/--groups >= 1"));
   }
   if (!c.ack.empty() && c.ack != "each" && c.ack != "next" &&
       c.ack != "worker" && c.ack != "nack") {
@@ -1189,7 +1244,10 @@ int Main(int argc, char** argv) {
       "--rate-limit claims a second: the rate it held), dag (--messages "
       "jobs, default 10,000, in layers of --batch, each waiting for two of "
       "the layer before, run to completion by --threads consumers), "
-      "dag-flat (the same jobs without dependencies) (these not in all); "
+      "dag-flat (the same jobs without dependencies), publish (one message "
+      "a call to a topic with --subscribers queues, default 10, counted as "
+      "one message a queue: compare send-batch with --batch equal to it) "
+      "(these not in all); "
       "baseline-send-1, "
       "baseline-send-batch, "
       "baseline-drain-1, "
@@ -1257,6 +1315,8 @@ int Main(int argc, char** argv) {
   app.add_option("--groups", c.groups,
                  "ring-push: groups pushed to; drain-ordered, drain-fair: "
                  "groups the messages are spread over (default 1000)");
+  app.add_option("--subscribers", c.subscribers,
+                 "publish: queues subscribed to the topic (default 10)");
   // --server: HTTP workloads against a running sqlq serve (server_bench.h).
   ServerBenchConfig sc;
   app.add_option(

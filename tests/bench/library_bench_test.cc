@@ -135,6 +135,35 @@ TEST_P(LibraryBench, WorkersReportLatencyAndOpenLoopRunsAtItsFractions) {
   }
 }
 
+// publish: every publish must reach each subscribed queue (the command
+// fails otherwise), and the topic and its queues are gone afterwards.
+TEST_P(LibraryBench, PublishReachesEverySubscriberAndLeavesNothingBehind) {
+  std::map<std::string, Json> rows;
+  std::string out;
+  ASSERT_TRUE(Bench("--runs 2 --threads 2 --messages 60 --subscribers 3 "
+                    "--workload publish --workload send-batch --batch 3",
+                    rows, out))
+      << out;
+  for (const char* w : {"publish", "send-batch"}) {
+    SCOPED_TRACE(w);
+    ASSERT_TRUE(rows.count(w)) << out;
+    EXPECT_GT(rows[w]["msgs_per_s"].get<double>(), 0) << out;
+  }
+  if (GetParam().server != nullptr) {
+    const std::string db = " --db '" + ServerUrl(*GetParam().server) + "'";
+    Ran topics = Shell(std::string(SQLQ_BIN) + " topic list --json" + db);
+    ASSERT_EQ(topics.exit, 0) << topics.out;
+    EXPECT_EQ(topics.out.find("_pb"), std::string::npos) << topics.out;
+    Ran queues = Shell(std::string(SQLQ_BIN) + " queue list --json" + db);
+    ASSERT_EQ(queues.exit, 0) << queues.out;
+    EXPECT_EQ(queues.out.find("_pb_"), std::string::npos) << queues.out;
+  }
+  rows.clear();
+  out.clear();
+  EXPECT_FALSE(Bench("--runs 1 --workload publish --subscribers 0", rows, out));
+  EXPECT_NE(out.find("--subscribers 1..1000"), std::string::npos) << out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, LibraryBench,
                          ::testing::ValuesIn(kTestEngines), [](const auto& p) {
                            return std::string(p.param.name);
