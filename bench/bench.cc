@@ -250,8 +250,8 @@ Result<RunResult> RunPublish(Store& store, const std::string& name,
   for (int i = 0; s.ok() && i < n; ++i) {
     queues.push_back(fmt::format("{}_{}", name, i));
     (void)store.DropQueue(queues.back());
-    auto q = store.CreateQueue(queues.back(),
-                               {.lease = std::chrono::minutes(5)});
+    auto q =
+        store.CreateQueue(queues.back(), {.lease = std::chrono::minutes(5)});
     s = q.status();
     if (s.ok()) s = store.Subscribe(name, queues.back()).status();
   }
@@ -259,20 +259,18 @@ Result<RunResult> RunPublish(Store& store, const std::string& name,
     (void)drop();
     return s;
   }
-  const long publishes = std::max<long>(
-      1, (c.messages ? c.messages : 200000) / n);
+  const long publishes =
+      std::max<long>(1, (c.messages ? c.messages : 200000) / n);
   const Message message{.payload = Payload(c.payload)};
-  auto r = RunCalls(publishes * n, c.threads ? c.threads : 4, n, label,
-                    [&](long) {
-                      auto sent = store.Publish(name, message);
-                      if (sent.ok() &&
-                          sent->size() != static_cast<std::size_t>(n)) {
-                        return Status::Internal(fmt::format(
-                            "a publish reached {} of {} queues",
-                            sent->size(), n));
-                      }
-                      return sent.status();
-                    });
+  auto r =
+      RunCalls(publishes * n, c.threads ? c.threads : 4, n, label, [&](long) {
+        auto sent = store.Publish(name, message);
+        if (sent.ok() && sent->size() != static_cast<std::size_t>(n)) {
+          return Status::Internal(fmt::format(
+              "a publish reached {} of {} queues", sent->size(), n));
+        }
+        return sent.status();
+      });
   Status dropped = drop();
   if (r.ok() && !dropped.ok()) return dropped;
   return r;
@@ -1015,9 +1013,9 @@ int Run(Config c) {
   // Not in "all": filling a queue of a million messages takes a while;
   // the grouped drains are compared with drain-1 at the same --threads.
   const std::vector<std::string> also = {
-      "list-deep",     "list-deep-filter", "drain-ordered", "drain-fair",
-      "drain-limited", "rate-limited",     "dag",           "dag-flat",
-      "publish"};
+      "list-deep",  "list-deep-filter", "drain-ordered",
+      "drain-fair", "drain-limited",    "rate-limited",
+      "dag",        "dag-flat",         "publish"};
   if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
                                        "all") != c.workloads.end()) {
     c.workloads = all;
@@ -1030,8 +1028,8 @@ int Run(Config c) {
       for (const auto* list : {&all, &also}) {
         for (const std::string& name : *list) names += name + ", ";
       }
-      return out.Fail(Status::InvalidArgument(fmt::format(
-          "unknown workload '{}': choose from {}all", w, names)));
+      return out.Fail(Status::InvalidArgument(
+          fmt::format("unknown workload '{}': choose from {}all", w, names)));
     }
   }
   if (c.runs < 1 || c.runs > 100 || c.batch < 1 || c.batch > 10000 ||

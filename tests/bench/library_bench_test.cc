@@ -140,9 +140,10 @@ TEST_P(LibraryBench, WorkersReportLatencyAndOpenLoopRunsAtItsFractions) {
 TEST_P(LibraryBench, PublishReachesEverySubscriberAndLeavesNothingBehind) {
   std::map<std::string, Json> rows;
   std::string out;
-  ASSERT_TRUE(Bench("--runs 2 --threads 2 --messages 60 --subscribers 3 "
-                    "--workload publish --workload send-batch --batch 3",
-                    rows, out))
+  ASSERT_TRUE(
+      Bench("--runs 2 --threads 2 --messages 60 --subscribers 3 "
+            "--workload publish --workload send-batch --batch 3",
+            rows, out))
       << out;
   for (const char* w : {"publish", "send-batch"}) {
     SCOPED_TRACE(w);
