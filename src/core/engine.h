@@ -632,6 +632,34 @@ class MessageOps {
   // Stores the messages; kNotFound when the queue no longer exists.
   virtual Result<std::vector<SendResult>> Send(Conn& conn,
                                                const SendParams& p) = 0;
+  // Send for each of `sends` (a publish: each to its own queue), in fewer
+  // statements where the engine can; the default runs Send for each. A
+  // queue dropped since the caller looked it up takes nothing: its entry
+  // is nullopt. Any other failure is the result's status, and is not a
+  // clean one once a send before it stored something.
+  using SentTo = std::optional<std::vector<SendResult>>;
+  virtual Result<std::vector<SentTo>> SendEach(
+      Conn& conn, std::span<const SendParams> sends) {
+    std::vector<SentTo> out;
+    out.reserve(sends.size());
+    bool wrote = false;
+    for (const SendParams& p : sends) {
+      auto r = Send(conn, p);
+      if (!r.ok()) {
+        if (r.status().code() == Code::kNotFound) {
+          out.emplace_back();
+          continue;
+        }
+        if (wrote && IsCleanFailure(r.status())) {
+          return Status::Internal("send: " + r.status().ToString());
+        }
+        return r.status();
+      }
+      wrote = wrote || !r->empty();
+      out.emplace_back(std::move(*r));
+    }
+    return out;
+  }
   virtual Result<ClaimOutcome> Claim(Conn& conn, const ClaimParams& p) = 0;
   // Limited claims (core::ClaimLimited): locks the queue's limit state for
   // the rest of the transaction, creating it when missing, and reads it;

@@ -1,5 +1,5 @@
-// Topics: validation, the filter rule and the publish, which sends to each
-// subscriber through the engine's Send in one transaction; the engine
+// Topics: validation, the filter rule and the publish, which sends to every
+// subscriber through the engine's SendEach in one transaction; the engine
 // stores topics and subscriptions (engines/shared/sql_topics.h).
 // docs/semantics.md, "Topics".
 
@@ -79,30 +79,29 @@ Result<std::vector<Delivery>> PublishIn(
     }
     sends.push_back(std::move(send));
   }
-  std::vector<Delivery> out;
-  bool wrote = false;
+  std::vector<SendParams> each;
+  each.reserve(sends.size());
   for (const Send& send : sends) {
     const QueueRecord& q = send.to->queue;
-    auto r =
-        e.Send(conn, {.queue_id = q.id,
-                      .messages = send.messages,
-                      .unique_for = Micros(q.info.options.unique_for),
-                      .grouped = q.info.options.groups != GroupMode::kNone});
-    if (!r.ok()) {
-      // A queue dropped since the subscriptions were read takes nothing
-      // (its Send wrote nothing): the others still get the publish.
-      if (r.status().code() == Code::kNotFound) continue;
-      // Any other refusal after a send that wrote must undo it.
-      if (wrote && IsCleanFailure(r.status())) {
-        return Status::Internal("publish: " + r.status().ToString());
-      }
-      return r.status();
-    }
-    wrote = true;
-    for (std::size_t i = 0; i < r->size(); ++i) {
-      out.push_back(
-          {.queue = q.info.name, .message = send.index[i], .sent = (*r)[i]});
-      if (!(*r)[i].duplicate) ++sent[q.id];
+    each.push_back({.queue_id = q.id,
+                    .messages = send.messages,
+                    .unique_for = Micros(q.info.options.unique_for),
+                    .grouped = q.info.options.groups != GroupMode::kNone});
+  }
+  // A queue dropped since the subscriptions were read takes nothing (its
+  // entry is empty): the others still get the publish.
+  auto r = e.SendEach(conn, each);
+  if (!r.ok()) return r.status();
+  std::vector<Delivery> out;
+  for (std::size_t k = 0; k < sends.size(); ++k) {
+    if (!(*r)[k]) continue;
+    const std::vector<SendResult>& stored = *(*r)[k];
+    const QueueRecord& q = sends[k].to->queue;
+    for (std::size_t i = 0; i < stored.size(); ++i) {
+      out.push_back({.queue = q.info.name,
+                     .message = sends[k].index[i],
+                     .sent = stored[i]});
+      if (!stored[i].duplicate) ++sent[q.id];
     }
   }
   return out;

@@ -335,6 +335,52 @@ TEST_P(TopicConformance, QueuesDroppedDuringPublishesAreSkipped) {
   EXPECT_EQ(subs[0].queue, "kept");
 }
 
+// A batch published to several queues, plain and grouped, larger than one
+// statement of the engine's: every delivery's id is its message in its
+// queue, and each queue gets the batch in order.
+TEST_P(TopicConformance, ABatchToManyQueuesKeepsEachIdAndOrder) {
+  ASSERT_OK(store_->CreateTopic("t"));
+  WorkQueue a = MakeQueue("a");
+  WorkQueue b = MakeQueue("b", {.groups = GroupMode::kOrdered});
+  WorkQueue c = MakeQueue("c");
+  for (const char* q : {"a", "b", "c"}) {
+    ASSERT_OK(store_->Subscribe("t", q).status());
+  }
+  std::vector<Message> batch;
+  for (int i = 0; i < 150; ++i) {
+    batch.push_back({.payload = "m" + std::to_string(i),
+                     .priority = i % 3,
+                     .headers = {{"n", std::to_string(i)}},
+                     .group = i % 2 == 0 ? "even" : ""});
+  }
+  ASSERT_OK_AND_ASSIGN(auto d, store_->PublishBatch("t", batch));
+  ASSERT_EQ(d.size(), 450u);
+  EXPECT_EQ(PerQueue(d),
+            (std::map<std::string, int>{{"a", 150}, {"b", 150}, {"c", 150}}));
+  std::map<std::string, WorkQueue*> by_name = {{"a", &a}, {"b", &b}, {"c", &c}};
+  std::map<std::string, std::int64_t> last;
+  for (const Delivery& x : d) {
+    SCOPED_TRACE(x.queue + " " + std::to_string(x.message));
+    ASSERT_LT(x.message, batch.size());
+    EXPECT_FALSE(x.sent.duplicate);
+    ASSERT_OK_AND_ASSIGN(MessageInfo got, by_name[x.queue]->Get(x.sent.id));
+    const Message& m = batch[x.message];
+    EXPECT_EQ(got.payload, m.payload);
+    EXPECT_EQ(got.priority, m.priority);
+    EXPECT_EQ(got.headers.at("n"), m.headers.at("n"));
+    EXPECT_EQ(got.group, m.group);
+    // Ids grow in the batch's order within each queue.
+    EXPECT_GT(x.sent.id, last[x.queue]);
+    last[x.queue] = x.sent.id;
+  }
+  // Each queue counts its own sends.
+  for (WorkQueue* q : {&a, &b, &c}) {
+    ASSERT_OK_AND_ASSIGN(QueueStats stats, q->Stats());
+    EXPECT_EQ(stats.ready, 150) << q->name();
+    EXPECT_EQ(stats.sends, 150) << q->name();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, TopicConformance,
                          ::testing::ValuesIn(Engines()), EngineName);
 

@@ -171,6 +171,10 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
 
   Result<std::vector<SendResult>> Send(Conn& c,
                                        const core::SendParams& p) override;
+  // Multi-row INSERTs over every queue when no message has a dedup key and
+  // no queue a dedup window; else (and when a queue is gone) Send for each.
+  Result<std::vector<SentTo>> SendEach(
+      Conn& c, std::span<const core::SendParams> sends) override;
 
   // Claim, in up to a few short rounds:
   //  1. a plain (non-locking) read of candidate ids in claim order through

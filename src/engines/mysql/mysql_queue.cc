@@ -181,6 +181,138 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
   return out;
 }
 
+Result<std::vector<core::MessageOps::SentTo>> MysqlEngine::SendEach(
+    Conn& c, std::span<const core::SendParams> sends) {
+  MyConn& conn = Native(c);
+  // The plain case: messages without dedup keys, queues without dedup
+  // windows, each queue once, ids handed out consecutively (Send says why).
+  std::unordered_set<std::int64_t> queues;
+  bool plain = sends.size() > 1 && conn.consecutive_autoinc;
+  bool grouped = false;
+  for (const core::SendParams& p : sends) {
+    plain =
+        plain && p.unique_for.count() == 0 && queues.insert(p.queue_id).second;
+    grouped = grouped || p.grouped;
+    for (const Message& m : p.messages) {
+      plain = plain && m.dedup_key.empty();
+      grouped = grouped || !m.group.empty();
+    }
+  }
+  if (!plain) return MessageOps::SendEach(c, sends);
+  auto now_r = NowUs(conn);
+  if (!now_r.ok()) return now_r.status();
+  const std::int64_t now = *now_r;
+  // Every message in order, by its send's place.
+  std::vector<std::pair<std::size_t, const Message*>> rows;
+  for (std::size_t k = 0; k < sends.size(); ++k) {
+    for (const Message& m : sends[k].messages) rows.emplace_back(k, &m);
+  }
+  // Ids stored by the multi-row INSERTs, per send; `gone`: sends whose
+  // queue was dropped meanwhile.
+  std::vector<std::vector<std::int64_t>> ids(sends.size());
+  std::vector<bool> gone(sends.size());
+  // After the INSERT at row `i` found a queue gone (a foreign key failure,
+  // which rolls back just that statement): the rest queue by queue, with
+  // Send, which tells which queue it was. The send at `i` may have stored
+  // its first messages already: its queue's row is then share-locked and
+  // the rest of it cannot fail so.
+  auto one_by_one = [&](std::size_t i) -> Status {
+    std::size_t k = rows[i].first;
+    for (; k < sends.size(); ++k) {
+      core::SendParams rest = sends[k];
+      rest.messages = rest.messages.subspan(ids[k].size());
+      auto r = Send(c, rest);
+      if (!r.ok() && r.status().code() == Code::kNotFound && ids[k].empty()) {
+        gone[k] = true;
+        continue;
+      }
+      if (!r.ok()) {
+        return core::IsCleanFailure(r.status())
+                   ? Status::Internal("send: " + r.status().ToString())
+                   : r.status();
+      }
+      for (const SendResult& sent : *r) ids[k].push_back(sent.id);
+    }
+    return Status::Ok();
+  };
+  std::vector<std::size_t> fast(sends.size());  // stored by the INSERTs
+  std::size_t i = 0;
+  while (i < rows.size()) {
+    // Chunks as Send makes them: at most kMaxInsertRows and
+    // kMaxInsertBytes, rounded down to a multiple of 16, so that no new
+    // statement is prepared.
+    std::size_t run = 0, bytes = 0;
+    while (i + run < rows.size() && run < kMaxInsertRows &&
+           (run == 0 ||
+            bytes + rows[i + run].second->payload.size() <= kMaxInsertBytes)) {
+      bytes += rows[i + run].second->payload.size();
+      ++run;
+    }
+    const std::size_t chunk = run < 16 ? run : run - run % 16;
+    Params params;
+    for (std::size_t k = 0; k < chunk; ++k) {
+      const core::SendParams& to = sends[rows[i + k].first];
+      const Message& m = *rows[i + k].second;
+      params.Int(to.queue_id)
+          .Int(m.priority)
+          .Int(-static_cast<std::int64_t>(m.priority))
+          .Int(std::max(now + Us(m.delay), core::NotBeforeUs(m)))
+          .Int(now)
+          .Bytes(m.payload);
+      std::string text = core::EncodeMessageHeaders(m);
+      if (text.empty()) {
+        params.Null();
+      } else {
+        params.Text(text);
+      }
+      if (grouped) {
+        if (auto g = core::GroupOf(m, to.grouped)) {
+          params.Bytes(*g);
+        } else {
+          params.Null();
+        }
+      }
+    }
+    auto inserted = conn.Run(InsertSql(chunk, grouped), params, "send",
+                             /*clean_ok=*/true);
+    if (!inserted.ok()) {
+      if (inserted.status().code() != Code::kNotFound) {
+        return inserted.status();
+      }
+      Status s = one_by_one(i);
+      if (!s.ok()) return s;
+      break;
+    }
+    const auto id0 = static_cast<std::int64_t>(inserted->insert_id());
+    for (std::size_t k = 0; k < chunk; ++k) {
+      const std::size_t to = rows[i + k].first;
+      ids[to].push_back(id0 + static_cast<std::int64_t>(k) *
+                                  conn.auto_increment_increment);
+      ++fast[to];
+    }
+    i += chunk;
+  }
+  std::vector<SentTo> out;
+  out.reserve(sends.size());
+  for (std::size_t k = 0; k < sends.size(); ++k) {
+    if (gone[k]) {
+      out.emplace_back();
+      continue;
+    }
+    if (fast[k] > 0) {
+      conn.known_queues.insert(sends[k].queue_id);
+      Status s = AddCounters(conn, sends[k].queue_id,
+                             {.sends = static_cast<std::int64_t>(fast[k])});
+      if (!s.ok()) return s;
+    }
+    std::vector<SendResult> sent;
+    sent.reserve(ids[k].size());
+    for (std::int64_t id : ids[k]) sent.push_back({.id = id});
+    out.emplace_back(std::move(sent));
+  }
+  return out;
+}
+
 Result<std::int64_t> MysqlEngine::MoveDeadLetters(MyConn& conn,
                                                   const core::RedriveParams& op,
                                                   std::int64_t to,

@@ -244,6 +244,10 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
 
   Result<std::vector<SendResult>> Send(Conn& c,
                                        const core::SendParams& p) override;
+  // One INSERT for every queue when no message has a dedup key and no
+  // queue a dedup window; else Send for each.
+  Result<std::vector<SentTo>> SendEach(
+      Conn& c, std::span<const core::SendParams> sends) override;
 
   Status BuryExhausted(PgConn& conn, const std::vector<std::int64_t>& ids,
                        std::int64_t now, const core::ClaimParams& p) override;

@@ -148,6 +148,130 @@ Result<std::vector<SendResult>> PostgresEngine::Send(
   return out;
 }
 
+Result<std::vector<core::MessageOps::SentTo>> PostgresEngine::SendEach(
+    Conn& c, std::span<const core::SendParams> sends) {
+  // The plain case in one statement: messages without dedup keys, queues
+  // without dedup windows, each queue once, within a statement's size.
+  std::size_t bytes = 0;
+  std::unordered_set<std::int64_t> queues;
+  bool plain = sends.size() > 1;
+  for (const core::SendParams& p : sends) {
+    plain =
+        plain && p.unique_for.count() == 0 && queues.insert(p.queue_id).second;
+    for (const Message& m : p.messages) {
+      plain = plain && m.dedup_key.empty();
+      bytes += m.payload.size();
+    }
+  }
+  if (!plain || bytes > kStatementBytes) {
+    return MessageOps::SendEach(c, sends);
+  }
+  PgConn& conn = Native(c);
+  std::optional<std::int64_t> now =
+      clock_ ? std::optional<std::int64_t>(Us(clock_->Now())) : conn.tx_now_us;
+  // Each queue's row is share-locked as Send's insert does (CheckQueue says
+  // why), in id order; the messages of a queue that is gone are not
+  // inserted. Rows come out in message order, so each queue's ids, in
+  // order, are its messages'.
+  static constexpr const char* kInsertEach = R"sql(
+    WITH q AS (SELECT id FROM sqlq_queues WHERE id = ANY($1::bigint[])
+               ORDER BY id FOR KEY SHARE),
+    t AS (SELECT coalesce($2::bigint,
+            (extract(epoch FROM now()) * 1000000)::bigint) AS now_us)
+    INSERT INTO sqlq_messages
+      (queue_id, priority, ready_us, enqueued_us, payload, headers, grp)
+    SELECT q.id, m.priority::integer,
+           greatest(t.now_us + m.delay_us, m.not_before), t.now_us,
+           m.payload, convert_from(m.headers, 'UTF8')::jsonb, m.grp
+    FROM unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::bytea[],
+                $7::bytea[], $8::bigint[], $9::bytea[])
+      WITH ORDINALITY AS m(queue_id, priority, delay_us, payload, headers,
+                           not_before, grp, ord)
+      JOIN q ON q.id = m.queue_id, t
+    ORDER BY m.ord
+    RETURNING id, queue_id, enqueued_us)sql";
+  std::vector<std::int64_t> ids, queue_of, priority, delay, not_before;
+  std::vector<std::optional<std::string_view>> payload, headers, grp;
+  std::vector<std::string> encoded;
+  std::size_t total = 0;
+  for (const core::SendParams& p : sends) total += p.messages.size();
+  encoded.reserve(total);
+  for (const core::SendParams& p : sends) {
+    ids.push_back(p.queue_id);
+    for (const Message& m : p.messages) {
+      queue_of.push_back(p.queue_id);
+      priority.push_back(m.priority);
+      delay.push_back(Us(m.delay));
+      not_before.push_back(core::NotBeforeUs(m));
+      payload.push_back(std::string_view(m.payload));
+      encoded.push_back(core::EncodeMessageHeaders(m));
+      headers.push_back(encoded.back().empty()
+                            ? std::nullopt
+                            : std::optional<std::string_view>(encoded.back()));
+      grp.push_back(core::GroupOf(m, p.grouped));
+    }
+  }
+  Params params;
+  params.IntArray(ids);
+  if (now) {
+    params.Int(*now);
+  } else {
+    params.Null();
+  }
+  params.IntArray(queue_of)
+      .IntArray(priority)
+      .IntArray(delay)
+      .BytesArray(payload)
+      .BytesArray(headers)
+      .IntArray(not_before)
+      .BytesArray(grp);
+  auto rows = conn.Run(kInsertEach, params, "send");
+  if (!rows.ok()) return rows.status();
+  if (!now && rows->size() > 0) {
+    now = rows->Int(0, 2);
+    conn.tx_now_us = now;
+  }
+  std::unordered_map<std::int64_t, std::vector<std::int64_t>> stored;
+  for (int r = 0; r < rows->size(); ++r) {
+    stored[rows->Int(r, 1)].push_back(rows->Int(r, 0));
+  }
+  std::vector<SentTo> out;
+  out.reserve(sends.size());
+  for (const core::SendParams& p : sends) {
+    auto it = stored.find(p.queue_id);
+    if (it == stored.end()) {
+      // Nothing stored: the queue is gone (or was sent nothing).
+      if (p.messages.empty()) {
+        out.emplace_back(std::vector<SendResult>());
+      } else {
+        out.emplace_back();
+      }
+      continue;
+    }
+    std::vector<std::int64_t>& got = it->second;
+    if (got.size() != p.messages.size()) {
+      return Status::Internal(
+          fmt::format("send: queue {} stored {} of {} messages", p.queue_id,
+                      got.size(), p.messages.size()));
+    }
+    std::sort(got.begin(), got.end());
+    std::vector<SendResult> sent;
+    sent.reserve(got.size());
+    for (std::int64_t id : got) sent.push_back({.id = id});
+    conn.known_queues.insert(p.queue_id);
+    Duration least = p.messages[0].delay;
+    for (const Message& m : p.messages) least = std::min(least, m.delay);
+    conn.MadeReady(p.queue_id, *now + Us(least));
+    Status s =
+        AddCounters(conn, p.queue_id,
+                    {.sends = static_cast<std::int64_t>(p.messages.size())});
+    if (!s.ok()) return s;
+    out.emplace_back(std::move(sent));
+  }
+  if (rows->size() > 0) conn.notify = true;
+  return out;
+}
+
 Result<std::int64_t> PostgresEngine::MoveDeadLetters(
     PgConn& conn, const core::RedriveParams& op, std::int64_t to,
     std::int64_t now) {
