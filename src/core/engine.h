@@ -887,6 +887,12 @@ class TopicOps {
   // topic is locked against a drop first (kNotFound once it is gone).
   virtual Result<std::vector<SubscriberRecord>> ListSubscribers(
       Conn& conn, std::int64_t topic_id) = 0;
+  // What a publish reads first, in one statement: the topic `name` locked
+  // against a drop as ListSubscribers locks it, and its subscribers by
+  // queue name. kNotFound, or kFailedPrecondition for a name of another
+  // kind, as GetTopic.
+  virtual Result<std::vector<SubscriberRecord>> LockSubscribers(
+      Conn& conn, std::string_view name) = 0;
   // Removes the subscriptions of a queue being dropped (in the drop's
   // transaction, after its row is deleted): engines whose foreign keys
   // cascade have nothing to do.

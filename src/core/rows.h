@@ -84,6 +84,21 @@ inline constexpr const char* kQueueColumns =
     "archive, retention_us, max_payload, created_us, paused, "
     "dead_retention_us, unique_for_us, group_mode, max_leased, rate_u, "
     "rate_burst, group_limit, dead_letter_queue, labels";
+// `columns` (a list as kQueueColumns, ", " between names) with each name
+// qualified by `table`, for a statement that joins sqlq_queues twice.
+inline std::string QualifiedColumns(std::string_view table,
+                                    std::string_view columns) {
+  std::string out;
+  std::size_t begin = 0;
+  while (begin < columns.size()) {
+    std::size_t end = columns.find(", ", begin);
+    if (end == std::string_view::npos) end = columns.size();
+    if (!out.empty()) out += ", ";
+    out.append(table).append(".").append(columns.substr(begin, end - begin));
+    begin = end + 2;
+  }
+  return out;
+}
 inline constexpr double kRateScale = 1e6;
 
 // A limit as a column holds it: 0 for none.

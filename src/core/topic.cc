@@ -52,9 +52,7 @@ Result<std::vector<Delivery>> PublishIn(
     std::span<const Message> messages,
     std::map<std::int64_t, std::int64_t>& sent) {
   Engine& e = store.engine();
-  auto topic_id = e.GetTopic(conn, topic);
-  if (!topic_id.ok()) return topic_id.status();
-  auto subscribers = e.ListSubscribers(conn, *topic_id);
+  auto subscribers = e.LockSubscribers(conn, topic);
   if (!subscribers.ok()) return subscribers.status();
   struct Send {
     const SubscriberRecord* to;

@@ -328,6 +328,10 @@ class FakeEngine : public Engine {
                                                         std::int64_t) override {
     return Unused();
   }
+  Result<std::vector<SubscriberRecord>> LockSubscribers(
+      Conn&, std::string_view) override {
+    return Unused();
+  }
   Status DropSubscriptionsOf(Conn&, std::int64_t) override { return Unused(); }
   Result<std::optional<std::string>> ReadHeaders(Conn&, std::int64_t,
                                                  std::int64_t) override {

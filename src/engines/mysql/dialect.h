@@ -59,6 +59,10 @@ struct Dialect : shared::QuestionMarks {
 
   // A read that locks the rows it reads until the transaction ends.
   static constexpr const char* kForUpdate = " FOR UPDATE";
+  // LockSubscribers's lock: the topic's row as kLockQueue locks a queue's
+  // (and the subscriptions and queues it reads, which a publish's inserts
+  // share-lock anyway).
+  static constexpr const char* kLockTopic = " LOCK IN SHARE MODE";
   // The rows of a ring or rotation go with its sqlq_queues row (foreign
   // keys ON DELETE CASCADE).
   static constexpr bool kCascades = true;

@@ -32,6 +32,9 @@ struct Dialect : shared::StandardSql<Dialect> {
 
   // A read that locks the rows it reads until the transaction ends.
   static constexpr const char* kForUpdate = " FOR UPDATE";
+  // LockSubscribers's lock: the topic's row (alias t) as kLockQueue locks a
+  // queue's, not the rows joined to it.
+  static constexpr const char* kLockTopic = " FOR KEY SHARE OF t";
   // The rows of a ring or rotation go with its sqlq_queues row (foreign
   // keys ON DELETE CASCADE).
   static constexpr bool kCascades = true;

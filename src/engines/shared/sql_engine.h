@@ -274,6 +274,8 @@ class SqlEngine : public core::Engine {
                            std::int64_t queue_id) override;
   Result<std::vector<core::SubscriberRecord>> ListSubscribers(
       core::Conn& c, std::int64_t topic_id) override;
+  Result<std::vector<core::SubscriberRecord>> LockSubscribers(
+      core::Conn& c, std::string_view name) override;
   Status DropSubscriptionsOf(core::Conn& c, std::int64_t queue_id) override;
 
   // --- rings -----------------------------------------------------------------

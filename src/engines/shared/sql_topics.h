@@ -142,6 +142,38 @@ Result<std::vector<core::SubscriberRecord>> SqlEngine<D>::ListSubscribers(
 }
 
 template <class D>
+Result<std::vector<core::SubscriberRecord>> SqlEngine<D>::LockSubscribers(
+    core::Conn& c, std::string_view name) {
+  DConn& conn = Native(c);
+  // The topic's row, joined to its subscriptions and their queues: a topic
+  // without any gives one row of NULLs after its id. D::kLockTopic locks
+  // the topic's row as CheckKind would.
+  static const std::string kSql =
+      D::Statement("SELECT t.id, s.header_filter, s.subscribed_us, " +
+                   core::QualifiedColumns("q", core::kQueueColumns) +
+                   " FROM sqlq_queues t"
+                   " LEFT JOIN sqlq_subscriptions s ON s.topic_id = t.id"
+                   " LEFT JOIN sqlq_queues q ON q.id = s.queue_id"
+                   " WHERE t.name = ? AND t.kind = 'topic' ORDER BY q.name" +
+                   D::kLockTopic);
+  auto rows = conn.Run(kSql, Params().Text(name), "look up topic");
+  if (!rows.ok()) return rows.status();
+  if (rows->size() == 0) return Missing(conn, name, "topic");
+  if (!conn.read_only) conn.known_queues.insert(rows->Int(0, 0));
+  std::vector<core::SubscriberRecord> out;
+  out.reserve(static_cast<std::size_t>(rows->size()));
+  for (int i = 0; i < rows->size(); ++i) {
+    if (rows->IsNull(i, 2)) continue;  // no subscription
+    const core::RowAt<Rows> r{*rows, i};
+    out.push_back(
+        {.queue = core::DecodeQueue(core::ShiftedRow<core::RowAt<Rows>>{r, 3}),
+         .filter = r.IsNull(1) ? std::string() : r.Bytes(1),
+         .subscribed_us = r.Int(2)});
+  }
+  return out;
+}
+
+template <class D>
 Status SqlEngine<D>::DropSubscriptionsOf(core::Conn& c, std::int64_t queue_id) {
   if constexpr (D::kCascades) {
     (void)c;

@@ -64,6 +64,8 @@ struct Dialect : shared::QuestionMarks, shared::StandardSql<Dialect> {
   // Reads lock nothing: a write transaction holds the database's one write
   // lock from its BEGIN IMMEDIATE, which keeps what it read from changing.
   static constexpr const char* kForUpdate = "";
+  // LockSubscribers's lock: none (kForUpdate says why).
+  static constexpr const char* kLockTopic = "";
   // No foreign keys: a ring's or rotation's rows are deleted by statement.
   static constexpr bool kCascades = false;
   // A plain read (kForUpdate). Its column is not a clock (see kNowSql).
