@@ -1,9 +1,49 @@
 // PostgreSQL engine: queues and names, sends, stats, dead letters and the
 // archive.
 
+#include <deque>
+
 #include "engines/postgres/postgres_engine_impl.h"
 
 namespace sqlq::engines::postgres {
+namespace {
+
+// The columns of messages to insert, an array each for unnest: priority,
+// delay, dedup key, payload, headers, not-before and group, bound in that
+// order by AppendTo.
+struct MessageArrays {
+  std::vector<std::int64_t> priority, delay, not_before;
+  std::vector<std::optional<std::string_view>> dedup, payload, headers, grp;
+  // The headers' text, which `headers` points into (a deque does not move
+  // what it holds as it grows).
+  std::deque<std::string> encoded;
+
+  void Add(const Message& m, bool grouped) {
+    priority.push_back(m.priority);
+    delay.push_back(Us(m.delay));
+    dedup.push_back(m.dedup_key.empty()
+                        ? std::nullopt
+                        : std::optional<std::string_view>(m.dedup_key));
+    payload.push_back(std::string_view(m.payload));
+    encoded.push_back(core::EncodeMessageHeaders(m));
+    headers.push_back(encoded.back().empty()
+                          ? std::nullopt
+                          : std::optional<std::string_view>(encoded.back()));
+    not_before.push_back(core::NotBeforeUs(m));
+    grp.push_back(core::GroupOf(m, grouped));
+  }
+  void AppendTo(Params& params) const {
+    params.IntArray(priority)
+        .IntArray(delay)
+        .BytesArray(dedup)
+        .BytesArray(payload)
+        .BytesArray(headers)
+        .IntArray(not_before)
+        .BytesArray(grp);
+  }
+};
+
+}  // namespace
 
 Status PostgresEngine::DropQueue(Conn& c, std::int64_t queue_id) {
   // Dead letters, archive and counters go by ON DELETE CASCADE; messages
@@ -179,36 +219,25 @@ Result<std::vector<core::MessageOps::SentTo>> PostgresEngine::SendEach(
     t AS (SELECT coalesce($2::bigint,
             (extract(epoch FROM now()) * 1000000)::bigint) AS now_us)
     INSERT INTO sqlq_messages
-      (queue_id, priority, ready_us, enqueued_us, payload, headers, grp)
+      (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers,
+       grp)
     SELECT q.id, m.priority::integer,
-           greatest(t.now_us + m.delay_us, m.not_before), t.now_us,
+           greatest(t.now_us + m.delay_us, m.not_before), t.now_us, m.dedup,
            m.payload, convert_from(m.headers, 'UTF8')::jsonb, m.grp
     FROM unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::bytea[],
-                $7::bytea[], $8::bigint[], $9::bytea[])
-      WITH ORDINALITY AS m(queue_id, priority, delay_us, payload, headers,
-                           not_before, grp, ord)
+                $7::bytea[], $8::bytea[], $9::bigint[], $10::bytea[])
+      WITH ORDINALITY AS m(queue_id, priority, delay_us, dedup, payload,
+                           headers, not_before, grp, ord)
       JOIN q ON q.id = m.queue_id, t
     ORDER BY m.ord
     RETURNING id, queue_id, enqueued_us)sql";
-  std::vector<std::int64_t> ids, queue_of, priority, delay, not_before;
-  std::vector<std::optional<std::string_view>> payload, headers, grp;
-  std::vector<std::string> encoded;
-  std::size_t total = 0;
-  for (const core::SendParams& p : sends) total += p.messages.size();
-  encoded.reserve(total);
+  std::vector<std::int64_t> ids, queue_of;
+  MessageArrays arrays;
   for (const core::SendParams& p : sends) {
     ids.push_back(p.queue_id);
     for (const Message& m : p.messages) {
       queue_of.push_back(p.queue_id);
-      priority.push_back(m.priority);
-      delay.push_back(Us(m.delay));
-      not_before.push_back(core::NotBeforeUs(m));
-      payload.push_back(std::string_view(m.payload));
-      encoded.push_back(core::EncodeMessageHeaders(m));
-      headers.push_back(encoded.back().empty()
-                            ? std::nullopt
-                            : std::optional<std::string_view>(encoded.back()));
-      grp.push_back(core::GroupOf(m, p.grouped));
+      arrays.Add(m, p.grouped);
     }
   }
   Params params;
@@ -218,13 +247,8 @@ Result<std::vector<core::MessageOps::SentTo>> PostgresEngine::SendEach(
   } else {
     params.Null();
   }
-  params.IntArray(queue_of)
-      .IntArray(priority)
-      .IntArray(delay)
-      .BytesArray(payload)
-      .BytesArray(headers)
-      .IntArray(not_before)
-      .BytesArray(grp);
+  params.IntArray(queue_of);
+  arrays.AppendTo(params);
   auto rows = conn.Run(kInsertEach, params, "send");
   if (!rows.ok()) return rows.status();
   if (!now && rows->size() > 0) {
@@ -441,24 +465,9 @@ Result<std::int64_t> PostgresEngine::InsertBatch(
           p.messages[end].payload.size() + p.messages[end].dedup_key.size();
       ++end;
     }
-    std::vector<std::int64_t> priority, ready, not_before;
-    std::vector<std::optional<std::string_view>> dedup, payload, headers, grp;
-    std::vector<std::string> encoded;
-    encoded.reserve(end - begin);
+    MessageArrays arrays;
     for (std::size_t i = begin; i < end; ++i) {
-      const Message& m = p.messages[i];
-      grp.push_back(core::GroupOf(m, p.grouped));
-      priority.push_back(m.priority);
-      ready.push_back(Us(m.delay));
-      not_before.push_back(core::NotBeforeUs(m));
-      encoded.push_back(core::EncodeMessageHeaders(m));
-      headers.push_back(encoded.back().empty()
-                            ? std::nullopt
-                            : std::optional<std::string_view>(encoded.back()));
-      dedup.push_back(m.dedup_key.empty()
-                          ? std::nullopt
-                          : std::optional<std::string_view>(m.dedup_key));
-      payload.push_back(std::string_view(m.payload));
+      arrays.Add(p.messages[i], p.grouped);
     }
     Params params;
     params.Int(p.queue_id);
@@ -467,13 +476,7 @@ Result<std::int64_t> PostgresEngine::InsertBatch(
     } else {
       params.Null();
     }
-    params.IntArray(priority)
-        .IntArray(ready)
-        .BytesArray(dedup)
-        .BytesArray(payload)
-        .BytesArray(headers)
-        .IntArray(not_before)
-        .BytesArray(grp);
+    arrays.AppendTo(params);
     auto rows = conn.Run(kInsertMany, params, "send");
     if (!rows.ok()) return rows.status();
     if (!now && rows->size() > 0) {
