@@ -74,13 +74,6 @@ void SetReadOnly(Admin& admin, bool on) {
                     on ? "on" : "off"));
 }
 
-// A synchronous standby that never answers: every commit waits for it.
-void WaitForAStandbyThatNeverAnswers(Admin& admin) {
-  admin.Query("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
-  admin.Query("SELECT pg_reload_conf()");
-  ASSERT_TRUE(admin.WaitFor("SHOW synchronous_standby_names", "nobody"));
-}
-
 // Cancels, once one waits, a commit's wait for the standby, as an
 // operator's pg_cancel_backend would (statement_timeout does not: it is
 // off while a COMMIT waits for the standby): PostgreSQL
@@ -93,17 +86,40 @@ bool CancelTheWaitForTheStandby(Admin& admin) {
       "1");
 }
 
-// WaitForAStandbyThatNeverAnswers, and then a commit of another session
-// seen waiting (and cancelled): the setting reaches new commits a moment
-// after the admin's session sees it, and from then on every commit waits.
+// A synchronous standby that never answers: from the return on, every
+// commit waits for it. The admin's session seeing the setting is not
+// enough: a commit waits only once the checkpointer has applied the
+// setting too (it sets the flag in shared memory that commits read), which
+// under load comes later. So a probe commits in a session of its own, again
+// until one is seen waiting (and cancelled): each probe that ends without
+// waiting shows the setting not yet in force.
 void EveryCommitWaitsForAStandby(Admin& admin, const std::string& url) {
-  ASSERT_NO_FATAL_FAILURE(WaitForAStandbyThatNeverAnswers(admin));
-  auto probe = std::async(std::launch::async, [&] {
-    Admin other(url);
-    other.Query("CREATE TABLE probe (x int)");
-  });
-  ASSERT_TRUE(CancelTheWaitForTheStandby(admin));
-  probe.get();
+  admin.Query("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
+  admin.Query("SELECT pg_reload_conf()");
+  ASSERT_TRUE(admin.WaitFor("SHOW synchronous_standby_names", "nobody"));
+  Admin other(url);
+  ASSERT_TRUE(other.ok());
+  const auto deadline = SteadyClock::now() + seconds(30);
+  // Tables, not temporary ones: a temporary table is dropped when its
+  // session ends, by a commit that would wait for the standby too.
+  static int probes = 0;
+  while (SteadyClock::now() < deadline) {
+    const std::string table = "probe_" + std::to_string(++probes);
+    auto probe = std::async(std::launch::async, [&] {
+      other.Query("CREATE TABLE " + table + " (x int)");
+    });
+    while (probe.wait_for(std::chrono::milliseconds(20)) !=
+           std::future_status::ready) {
+      if (admin.Query("SELECT count(pg_cancel_backend(pid)) "
+                      "FROM pg_stat_activity WHERE wait_event = 'SyncRep'") ==
+          "1") {
+        probe.get();
+        return;
+      }
+    }
+    probe.get();
+  }
+  FAIL() << "no commit waited for the standby within 30 s";
 }
 
 std::int64_t ReadyCount(const std::string& url, const std::string& queue) {
@@ -203,7 +219,7 @@ TEST_F(TwoServers, ACallWaitingOnAnOldPrimaryEndsOnceANewOneLeads) {
   ASSERT_EQ(ReadyCount(first_->url(), "jobs"), 1);
 
   Admin first(first_->url());
-  ASSERT_NO_FATAL_FAILURE(WaitForAStandbyThatNeverAnswers(first));
+  ASSERT_NO_FATAL_FAILURE(EveryCommitWaitsForAStandby(first, first_->url()));
   auto waiting = std::async(std::launch::async, [&] {
     return q.Send({.payload = "during"}).status();
   });
@@ -263,7 +279,7 @@ TEST(PostgresFailover, ACancelledWaitForTheSynchronousStandbyIsNotSuccess) {
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
   ASSERT_OK(q.Send({.payload = "claimed later"}).status());
   Admin admin(server.url());
-  ASSERT_NO_FATAL_FAILURE(WaitForAStandbyThatNeverAnswers(admin));
+  ASSERT_NO_FATAL_FAILURE(EveryCommitWaitsForAStandby(admin, server.url()));
   auto cancel_the_wait = [&] { return CancelTheWaitForTheStandby(admin); };
   auto send = std::async(std::launch::async,
                          [&] { return q.Send({.payload = "x"}).status(); });
@@ -372,7 +388,7 @@ TEST(PostgresFailover, ADuplicateSendWaitsForTheStandbyLikeTheFirst) {
   ASSERT_OK_AND_ASSIGN(auto store, Store::Open(server.url()));
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
   Admin admin(server.url());
-  ASSERT_NO_FATAL_FAILURE(WaitForAStandbyThatNeverAnswers(admin));
+  ASSERT_NO_FATAL_FAILURE(EveryCommitWaitsForAStandby(admin, server.url()));
   auto cancel_the_wait = [&] { return CancelTheWaitForTheStandby(admin); };
   // The first send commits here but not on the standby: outcome_unknown.
   auto first = std::async(std::launch::async, [&] {
