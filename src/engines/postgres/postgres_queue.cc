@@ -43,6 +43,20 @@ struct MessageArrays {
   }
 };
 
+// The statement's parts both sends' INSERTs share: the clock ($2, or the
+// database's), and the INSERT of one row per element of MessageArrays's
+// arrays (m) into queue q.
+constexpr const char* kClockCte = R"sql(
+    t AS (SELECT coalesce($2::bigint,
+            (extract(epoch FROM now()) * 1000000)::bigint) AS now_us))sql";
+constexpr const char* kInsertRows = R"sql(
+    INSERT INTO sqlq_messages
+      (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers,
+       grp)
+    SELECT q.id, m.priority::integer,
+           greatest(t.now_us + m.delay_us, m.not_before), t.now_us, m.dedup,
+           m.payload, convert_from(m.headers, 'UTF8')::jsonb, m.grp)sql";
+
 }  // namespace
 
 Status PostgresEngine::DropQueue(Conn& c, std::int64_t queue_id) {
@@ -213,17 +227,10 @@ Result<std::vector<core::MessageOps::SentTo>> PostgresEngine::SendEach(
   // why), in id order; the messages of a queue that is gone are not
   // inserted. Rows come out in message order, so each queue's ids, in
   // order, are its messages'.
-  static constexpr const char* kInsertEach = R"sql(
+  static const std::string kInsertEach = std::string(R"sql(
     WITH q AS (SELECT id FROM sqlq_queues WHERE id = ANY($1::bigint[])
-               ORDER BY id FOR KEY SHARE),
-    t AS (SELECT coalesce($2::bigint,
-            (extract(epoch FROM now()) * 1000000)::bigint) AS now_us)
-    INSERT INTO sqlq_messages
-      (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers,
-       grp)
-    SELECT q.id, m.priority::integer,
-           greatest(t.now_us + m.delay_us, m.not_before), t.now_us, m.dedup,
-           m.payload, convert_from(m.headers, 'UTF8')::jsonb, m.grp
+               ORDER BY id FOR KEY SHARE),)sql") +
+                                         kClockCte + kInsertRows + R"sql(
     FROM unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::bytea[],
                 $7::bytea[], $8::bytea[], $9::bigint[], $10::bytea[])
       WITH ORDINALITY AS m(queue_id, priority, delay_us, dedup, payload,
@@ -433,16 +440,9 @@ Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
 Result<std::int64_t> PostgresEngine::InsertBatch(
     PgConn& conn, const core::SendParams& p, std::optional<std::int64_t>& now,
     std::vector<SendResult>& out, std::vector<std::size_t>& held) {
-  static constexpr const char* kInsertMany = R"sql(
-    WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE),
-    t AS (SELECT coalesce($2::bigint,
-            (extract(epoch FROM now()) * 1000000)::bigint) AS now_us)
-    INSERT INTO sqlq_messages
-      (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers,
-       grp)
-    SELECT q.id, m.priority::integer,
-           greatest(t.now_us + m.delay_us, m.not_before), t.now_us, m.dedup,
-           m.payload, convert_from(m.headers, 'UTF8')::jsonb, m.grp
+  static const std::string kInsertMany = std::string(R"sql(
+    WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE),)sql") +
+                                         kClockCte + kInsertRows + R"sql(
     FROM q, t,
       unnest($3::bigint[], $4::bigint[], $5::bytea[], $6::bytea[],
              $7::bytea[], $8::bigint[], $9::bytea[])
