@@ -92,7 +92,7 @@ constexpr SettingSpec kSettings[] = {
      "false"},
 };
 
-std::string Trim(std::string_view s) {
+std::string TrimmedValue(std::string_view s) {
   auto b = s.find_first_not_of(" \t\r");
   if (b == std::string_view::npos) return {};
   auto e = s.find_last_not_of(" \t\r");
@@ -120,13 +120,13 @@ Result<SettingValues> ParseConfigText(std::string_view text,
     if (auto hash = line.find('#'); hash != std::string_view::npos) {
       line = line.substr(0, hash);
     }
-    if (Trim(line).empty()) continue;
+    if (TrimmedValue(line).empty()) continue;
     auto eq = line.find('=');
     if (eq == std::string_view::npos) {
       return Status::InvalidArgument(
           fmt::format("{}:{}: expected 'key = value'", path, number));
     }
-    out[Trim(line.substr(0, eq))] = Trim(line.substr(eq + 1));
+    out[TrimmedValue(line.substr(0, eq))] = TrimmedValue(line.substr(eq + 1));
   }
   return out;
 }

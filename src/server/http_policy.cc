@@ -5,17 +5,11 @@
 
 #include <algorithm>
 
+#include "server/ascii.h"
+
 namespace sqlq::server {
 
 namespace {
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
@@ -47,7 +41,7 @@ std::string HostName(std::string_view value) {
   } else if (auto colon = value.rfind(':'); colon != std::string_view::npos) {
     name = value.substr(0, colon);
   }
-  std::string out = Lower(name);
+  std::string out = AsciiLower(name);
   if (!out.empty() && out.back() == '.') out.pop_back();
   return out;
 }
@@ -66,7 +60,7 @@ bool HostAllowed(const std::string& name, const HttpPolicy& policy) {
 }
 
 bool OriginListed(std::string_view origin, const HttpPolicy& policy) {
-  const std::string o = Lower(origin);
+  const std::string o = AsciiLower(origin);
   return std::find(policy.cors_origins.begin(), policy.cors_origins.end(), o) !=
          policy.cors_origins.end();
 }
@@ -74,8 +68,8 @@ bool OriginListed(std::string_view origin, const HttpPolicy& policy) {
 // Whether `origin` is the server's own, as reached through `host`: the
 // dashboard's page, or any page the server serves.
 bool SameOrigin(std::string_view origin, std::string_view host) {
-  const std::string o = Lower(origin);
-  const std::string h = Lower(Trim(host));
+  const std::string o = AsciiLower(origin);
+  const std::string h = AsciiLower(Trim(host));
   return o == "http://" + h || o == "https://" + h;
 }
 
@@ -89,7 +83,7 @@ Status ParseList(std::string_view text, std::vector<std::string>& out,
   out.clear();
   while (!text.empty()) {
     auto comma = text.find(',');
-    std::string item = Lower(Trim(text.substr(0, comma)));
+    std::string item = AsciiLower(Trim(text.substr(0, comma)));
     text = comma == std::string_view::npos ? "" : text.substr(comma + 1);
     if (item.empty()) continue;
     if (origins) {
@@ -131,7 +125,7 @@ std::optional<Reply> CheckRequest(const RequestHead& head,
                                   const HttpPolicy& policy) {
   // Framing first: a body we cannot decode is never read.
   if (!head.transfer_encoding.empty() &&
-      Lower(Trim(head.transfer_encoding)) != "chunked") {
+      AsciiLower(Trim(head.transfer_encoding)) != "chunked") {
     return ErrorReply(501, "unsupported_transfer_encoding",
                       fmt::format("Transfer-Encoding '{}' is not supported; "
                                   "send the body as is or chunked",
@@ -188,7 +182,7 @@ std::optional<Reply> CheckRequest(const RequestHead& head,
     }
     std::string_view type = head.content_type;
     type = Trim(type.substr(0, type.find(';')));
-    const std::string lower = Lower(type);
+    const std::string lower = AsciiLower(type);
     const bool sqs = lower == "application/x-www-form-urlencoded" ||
                      lower == "application/x-amz-json-1.0";
     const bool browser = !head.origin.empty() || !head.sec_fetch_site.empty();

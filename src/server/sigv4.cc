@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 
+#include "server/ascii.h"
 #include "server/target.h"
 #include "wire/json.h"
 
@@ -49,14 +50,6 @@ std::string UriEncode(std::string_view in, bool keep_slash) {
     } else {
       out += fmt::format("%{:02X}", c);
     }
-  }
-  return out;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
   return out;
 }
@@ -151,7 +144,7 @@ std::optional<std::string> HeaderValue(
     std::string_view name) {
   std::optional<std::string> out;
   for (const auto& [n, v] : headers) {
-    if (Lower(n) != name) continue;
+    if (AsciiLower(n) != name) continue;
     if (out) {
       *out += ',';
       *out += Trimmed(v);
@@ -223,7 +216,7 @@ Result<Authorization> ParseAuthorization(std::string_view header) {
       while (at <= value.size()) {
         std::size_t semi = value.find(';', at);
         if (semi == std::string_view::npos) semi = value.size();
-        std::string h = Lower(value.substr(at, semi - at));
+        std::string h = AsciiLower(value.substr(at, semi - at));
         if (h.empty()) return bad("SignedHeaders has an empty name");
         if (a.signed_headers.size() == kMaxSignedHeaders) {
           return bad(fmt::format("SignedHeaders names more than {} headers",
@@ -240,7 +233,7 @@ Result<Authorization> ParseAuthorization(std::string_view header) {
           })) {
         return bad("Signature is not 64 hex digits");
       }
-      a.signature = Lower(value);
+      a.signature = AsciiLower(value);
       signature = true;
     } else {
       return bad(fmt::format("unknown part '{}'", name));

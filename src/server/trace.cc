@@ -1,5 +1,7 @@
 #include "server/trace.h"
 
+#include "server/ascii.h"
+
 namespace sqlq::server {
 
 namespace {
@@ -23,14 +25,6 @@ std::string_view XRayField(std::string_view xray, std::string_view key) {
   return {};
 }
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string TraceIdOf(std::string_view traceparent, std::string_view xray) {
@@ -46,7 +40,7 @@ std::string TraceIdOf(std::string_view traceparent, std::string_view xray) {
   // Root=1-<8 hex: the epoch seconds>-<24 hex>.
   const std::string_view root = XRayField(xray, "Root=1-");
   if (root.size() == 8 + 1 + 24 && root[8] == '-') {
-    std::string id = Lower(root.substr(0, 8)) + Lower(root.substr(9));
+    std::string id = AsciiLower(root.substr(0, 8)) + AsciiLower(root.substr(9));
     if (IsLowerHex(id)) return id;
   }
   return "";
@@ -54,7 +48,7 @@ std::string TraceIdOf(std::string_view traceparent, std::string_view xray) {
 
 std::optional<std::string> TraceparentOfXRay(std::string_view xray) {
   const std::string trace = TraceIdOf("", xray);
-  const std::string parent = Lower(XRayField(xray, "Parent="));
+  const std::string parent = AsciiLower(XRayField(xray, "Parent="));
   if (trace.empty() || parent.size() != 16 || !IsLowerHex(parent) ||
       parent == std::string(16, '0')) {
     return std::nullopt;

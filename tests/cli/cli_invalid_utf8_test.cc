@@ -16,16 +16,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/cli/cli_assertions.h"
 #include "tests/cli/cli_runner.h"
 
 namespace sqlq::cli_test {
 namespace {
-
-std::string Show(const RunResult& r) {
-  return "exit " + std::to_string(r.exit_code) + " signal " +
-         std::to_string(r.signal) + "\n--- stdout:\n" + r.out +
-         "--- stderr:\n" + r.err;
-}
 
 TEST(CliReview, DeadListTableSurvivesAnErrorWithNewlineAndInvalidUtf8) {
   std::string dir = "/tmp/sqlq-review-XXXXXX";
