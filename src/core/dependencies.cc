@@ -303,6 +303,9 @@ void SettleEnded(StoreImpl& store, std::int64_t queue_id) {
   // Each round settles the queue's ended dependencies; a cancel ends more,
   // in the cancelled message's queue. The rounds are bounded by the graph,
   // which has no cycles; the cap is a guard against a runaway.
+  // The queues where dependents were cancelled: their dead letters go on
+  // to their dead-letter queues, as a cancel's do (WorkQueue::Cancel).
+  std::set<std::int64_t> forward;
   for (int round = 0; !todo.empty() && round < 10000; ++round) {
     const std::int64_t q = todo.front();
     todo.pop_front();
@@ -345,11 +348,23 @@ void SettleEnded(StoreImpl& store, std::int64_t queue_id) {
     released.insert(released.end(), round_released.begin(),
                     round_released.end());
     for (std::int64_t c : cancelled_in) todo.push_back(c);
+    forward.insert(cancelled_in.begin(), cancelled_in.end());
     if (!cancelled_in.empty()) store.results().Ring();
     // A full page: there may be more.
     if (ended->size() >= 1000) todo.push_back(q);
   }
   WakeReleased(store, released);
+  // After every round: a cancelled dependent's own dependents were settled
+  // while it was a dead letter of its queue still.
+  if (forward.empty()) return;
+  auto queues = SnapshotRead<std::vector<QueueRecord>>(
+      store, [](Engine& e, Conn& conn) { return e.ListQueues(conn); });
+  if (!queues.ok()) return;  // they wait in their queues' dead letters
+  for (const QueueRecord& r : *queues) {
+    if (forward.contains(r.id) && !r.info.options.dead_letter_queue.empty()) {
+      ForwardDeadLetters(store, r.id, r.info.name);
+    }
+  }
 }
 
 }  // namespace sqlq::core

@@ -83,21 +83,16 @@ void MaybePruneDead(WorkQueue& q, core::QueueImpl& impl) {
 
 namespace core {
 
-void ForwardDead(QueueImpl& impl) {
-  // A job ended: waits for its result look again (WorkQueue::ReadResult).
-  impl.store().results().Ring();
-  // What waited for them follows its policy, while they are dead letters
-  // of this queue still.
-  SettleEnded(impl.store(), impl.id());
-  if (impl.Current()->options.dead_letter_queue.empty()) return;
+void ForwardDeadLetters(StoreImpl& store, std::int64_t queue_id,
+                        std::string_view name) {
   std::int64_t to_id = 0;
   auto moved = MergedWrite<std::int64_t>(
-      impl.store(), [&](Engine& e, Conn& c) -> Result<std::int64_t> {
-        // The link as stored now, not as this handle last read it: a drop
+      store, [&](Engine& e, Conn& c) -> Result<std::int64_t> {
+        // The link as stored now, not as a handle last read it: a drop
         // of the dead-letter queue elsewhere clears it (Store::DropQueue),
         // and a queue made again under that name must not receive them.
-        auto self = e.GetQueue(c, impl.name());
-        if (!self.ok() || self->id != impl.id()) return std::int64_t{0};
+        auto self = e.GetQueue(c, name);
+        if (!self.ok() || self->id != queue_id) return std::int64_t{0};
         const std::string& to = self->info.options.dead_letter_queue;
         if (to.empty()) return std::int64_t{0};
         auto target = e.GetQueue(c, to);
@@ -108,15 +103,25 @@ void ForwardDead(QueueImpl& impl) {
         // them there: acked in the dead-letter queue, they release them.
         // The flag is set in this transaction, which is enough here: no
         // ack of them in `to` can begin before it commits.
-        auto parents = e.MoveParents(c, impl.id(), to_id);
+        auto parents = e.MoveParents(c, queue_id, to_id);
         if (!parents.ok()) return parents.status();
         if (*parents > 0) {
           Status s = e.FlagDependents(c, {}, std::span(&to_id, 1));
           if (!s.ok()) return s;
         }
-        return e.Redrive(c, {.queue_id = impl.id(), .to_queue_id = to_id});
+        return e.Redrive(c, {.queue_id = queue_id, .to_queue_id = to_id});
       });
-  if (moved.ok() && *moved > 0) impl.store().hub().Notify(to_id, *moved);
+  if (moved.ok() && *moved > 0) store.hub().Notify(to_id, *moved);
+}
+
+void ForwardDead(QueueImpl& impl) {
+  // A job ended: waits for its result look again (WorkQueue::ReadResult).
+  impl.store().results().Ring();
+  // What waited for them follows its policy, while they are dead letters
+  // of this queue still.
+  SettleEnded(impl.store(), impl.id());
+  if (impl.Current()->options.dead_letter_queue.empty()) return;
+  ForwardDeadLetters(impl.store(), impl.id(), impl.name());
 }
 
 Status CheckDeadLetterLoop(QueueOps& e, Conn& c, std::string_view name,

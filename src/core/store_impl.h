@@ -283,8 +283,14 @@ class QueueImpl {
 void AfterAcks(WorkQueue& q, QueueImpl& impl);
 
 // Moves the queue's dead letters on to its dead-letter queue, when it has
-// one and that queue exists (QueueOptions::dead_letter_queue).
+// one and that queue exists (QueueOptions::dead_letter_queue), after
+// settling what waited for them (SettleEnded).
 void ForwardDead(QueueImpl& impl);
+// The move itself, for queue `queue_id` named `name` as stored now (no
+// handle needed): what SettleEnded does for the queues where it cancelled
+// dependents.
+void ForwardDeadLetters(StoreImpl& store, std::int64_t queue_id,
+                        std::string_view name);
 
 // Whether queue `name` may take `o.dead_letter_queue` as its dead-letter
 // queue, read in the transaction that stores the link: kInvalidArgument

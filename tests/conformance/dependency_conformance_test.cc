@@ -339,6 +339,36 @@ TEST_P(DependencyConformance, ADeadParentCancelsItsDependentsInTurn) {
   EXPECT_EQ(bs.waiting, 0);
 }
 
+// A dependent cancelled because its parent died in another queue is a
+// dead letter of its own queue, and goes on to that queue's dead-letter
+// queue as any cancel's would; so does the one it cancels in turn.
+TEST_P(DependencyConformance,
+       ACancelledDependentGoesToItsQueuesDeadLetterQueue) {
+  WorkQueue b_dead = MakeQueue("b-dead");
+  WorkQueue c_dead = MakeQueue("c-dead");
+  WorkQueue a_q = MakeQueue("a", {.max_attempts = 1});
+  WorkQueue b_q = MakeQueue("b", {.dead_letter_queue = "b-dead"});
+  WorkQueue c_q = MakeQueue("c", {.dead_letter_queue = "c-dead"});
+  ASSERT_OK_AND_ASSIGN(SendResult a, a_q.Send({.payload = "a"}));
+  ASSERT_OK_AND_ASSIGN(SendResult b,
+                       b_q.Send({.payload = "b", .depends_on = {a.id}}));
+  ASSERT_OK_AND_ASSIGN(SendResult c,
+                       c_q.Send({.payload = "c", .depends_on = {b.id}}));
+  ClaimedMessage m = ClaimOne(a_q);
+  ASSERT_OK(a_q.Nack(m.receipt, {.error = "no such image"}));
+
+  EXPECT_EQ(Count(b_q, {}), 0);
+  EXPECT_EQ(Count(c_q, {}), 0);
+  ClaimedMessage bm = ClaimOne(b_dead);
+  EXPECT_EQ(bm.id, b.id);
+  EXPECT_EQ(bm.payload, "b");
+  ClaimedMessage cm = ClaimOne(c_dead);
+  EXPECT_EQ(cm.id, c.id);
+  EXPECT_EQ(cm.payload, "c");
+  ASSERT_OK_AND_ASSIGN(QueueStats bs, b_q.Stats());
+  EXPECT_EQ(bs.dead_lettered, 1);
+}
+
 TEST_P(DependencyConformance, RunAnywayMakesItReadyWhenTheParentDies) {
   WorkQueue q = MakeQueue("jobs", {.max_attempts = 1});
   ASSERT_OK_AND_ASSIGN(SendResult a, q.Send({.payload = "a"}));
