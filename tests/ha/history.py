@@ -352,10 +352,12 @@ class Run:
         claims = [o for o in self.ops if o.kind == "claim"]
         deliveries: dict[int, list] = {}  # id -> [(claimed at, expiry, receipt)]
         ids_of: dict[str, set] = {}
+        claimed_by: dict[str, str] = {}  # receipt -> worker
         for o in claims:
             for (mid, payload, receipt, exp, at) in o.claimed:
                 deliveries.setdefault(mid, []).append((at, exp, receipt))
                 ids_of.setdefault(payload, set()).add(mid)
+                claimed_by[receipt] = o.worker
         seen = set(ids_of)
         lost = sorted(acked_sends - seen)
         unexpected = sorted(seen - attempted)
@@ -370,6 +372,20 @@ class Run:
             for (_, e1, _), (a2, _, _) in zip(ds, ds[1:]):
                 if a2 < e1 - 1e-3:
                     overlaps.append(mid)
+        # What happened to each overlapping message, to explain it: every
+        # delivery (who, claimed at, lease until, on the database's clock)
+        # and every ack of it (who, when sent and answered, on this
+        # process's monotonic clock, and how it ended).
+        overlap_detail = {
+            mid: {"deliveries": [
+                {"worker": claimed_by.get(r), "at": a, "until": e,
+                 "receipt": r} for a, e, r in deliveries[mid]],
+                  "acks": [{"worker": o.worker, "start": o.start,
+                            "end": o.end, "ok": o.ok, "code": o.code,
+                            "receipt": o.receipt}
+                           for o in self.ops
+                           if o.kind == "ack" and o.msg_id == mid]}
+            for mid in sorted(set(overlaps))[:5]}
         # An ack accepted, and its message delivered again after the claim
         # it acked: the ack was lost (a failover) or a stale one accepted.
         acked_redelivered = []
@@ -463,6 +479,7 @@ class Run:
             "delivered": len(seen), "lost": lost,
             "duplicate_stores": duplicate_stores, "unexpected": unexpected,
             "overlaps": sorted(set(overlaps)),
+            "overlap_detail": overlap_detail,
             "acked_redelivered": acked_redelivered,
             "over_bound": over_bound, "bad_errors": bad_errors,
             # The first of them whole, to say which call and message.
