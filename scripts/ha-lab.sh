@@ -562,28 +562,47 @@ my_synced() {
   [[ "$s" == "${2:-3}"$'\tSynced' ]]
 }
 
+# Every node Synced, and HAProxy sending to one of them (the writer; the
+# others answer its check "standby").
 galera_healthy() {
   local n
   for n in n1 n2 n3; do my_synced "$n" || return 1; done
-  haproxy_all_up
+  [[ "$(haproxy_states | awk '$2 == 2' | wc -l)" -eq 1 ]]
 }
 
 # The health check HAProxy asks: HTTP 200 when the node is Synced and ready
-# for writes (wsrep_local_state 4, wsrep_ready ON), 503 otherwise. A
-# handshake check would pass a node outside the primary component.
+# for writes (wsrep_local_state 4, wsrep_ready ON) and is the writer, 503
+# otherwise. A handshake check would pass a node outside the primary
+# component. The writer (the file px/writer) stays the writer while it is
+# Synced; only when it is not does the first Synced node to be checked take
+# over. So a node that comes back does not take the writes back: sessions
+# still running on the old writer would overlap the new writer's for a
+# moment, and Galera with two writers can hand one message to two
+# consumers (docs/deploying.md). On one machine every check can read every
+# node's state through its socket; a real deployment needs its own way to
+# keep one writer (docs/deploying.md).
 write_galera_check() {
   cat >"$DIR/check.sh" <<'EOF'
 #!/bin/bash
 # Reads the request first, so that closing does not reset the connection.
 while IFS= read -r -t 2 line && [[ "$line" != $'\r' && -n "$line" ]]; do :; done
-state="$(timeout 2 mariadb --no-defaults -uroot -S "$1/sock" -NB -e "SELECT
-  (SELECT variable_value FROM information_schema.global_status WHERE variable_name = 'wsrep_local_state'),
-  (SELECT variable_value FROM information_schema.global_status WHERE variable_name = 'wsrep_ready')" 2>/dev/null)"
-if [[ "$state" == $'4\tON' ]]; then
-  printf 'HTTP/1.0 200 OK\r\nContent-Length: 7\r\n\r\nSynced\n'
-else
-  printf 'HTTP/1.0 503 Service Unavailable\r\nContent-Length: 12\r\n\r\nnot Synced\n\n'
+synced() {
+  [[ "$(timeout 2 mariadb --no-defaults -uroot -S "$1/sock" -NB -e "SELECT
+    (SELECT variable_value FROM information_schema.global_status WHERE variable_name = 'wsrep_local_state'),
+    (SELECT variable_value FROM information_schema.global_status WHERE variable_name = 'wsrep_ready')" 2>/dev/null)" == $'4\tON' ]]
+}
+answer() { printf 'HTTP/1.0 %s\r\nContent-Length: %d\r\n\r\n%s\n' "$1" $((${#2} + 1)) "$2"; }
+me="${1##*/}" lab="${1%/*}"
+synced "$1" || { answer '503 Service Unavailable' 'not Synced'; exit 0; }
+exec 9>"$lab/px/writer.lock"
+flock -w 3 9 || { answer '503 Service Unavailable' 'busy'; exit 0; }
+writer="$(cat "$lab/px/writer" 2>/dev/null)"
+if [[ -n "$writer" && "$writer" != "$me" ]] && synced "$lab/$writer"; then
+  answer '503 Service Unavailable' "standby (writer: $writer)"
+  exit 0
 fi
+[[ "$writer" == "$me" ]] || echo "$me" >"$lab/px/writer"
+answer '200 OK' 'Synced, writer'
 EOF
   chmod 0755 "$DIR/check.sh"
 }
@@ -615,18 +634,19 @@ start_galera() {
   log "first Galera node up after $(elapsed "$T0") s"
   my_start n2
   my_start n3
+  # One writer at a time: the one node whose check answers 200 (n1 first,
+  # kept until it is not Synced; write_galera_check). Sessions to a node
+  # marked down are cut, so that two nodes never take writes at once.
+  mkdir -p "$DIR/px"
+  echo n1 >"$DIR/px/writer"
   write_galera_check
   for n in n1 n2 n3; do check_start "$n"; done
-  mkdir -p "$DIR/px"
-  # One writer at a time: n1 while it is healthy, else the first healthy
-  # backup. Sessions to a node marked down are cut, and those to a backup
-  # are cut when n1 comes back, so that two nodes never take writes at once.
   haproxy_config 3306 "  option httpchk GET /
   http-check expect status 200
   default-server inter 1s fall 2 rise 2 on-marked-down shutdown-sessions
-  server n1 $(ip_of n1):3306 check port 9200 on-marked-up shutdown-backup-sessions
-  server n2 $(ip_of n2):3306 check port 9200 backup
-  server n3 $(ip_of n3):3306 check port 9200 backup" >"$DIR/px/haproxy.cfg"
+  server n1 $(ip_of n1):3306 check port 9200
+  server n2 $(ip_of n2):3306 check port 9200
+  server n3 $(ip_of n3):3306 check port 9200" >"$DIR/px/haproxy.cfg"
   haproxy_start
   wait_until "$WAIT" "3 Synced Galera nodes behind HAProxy (logs: $DIR/n*/mariadbd.err)" \
     galera_healthy
