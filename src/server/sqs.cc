@@ -9,6 +9,7 @@
 #include <set>
 #include <string_view>
 
+#include "server/ascii.h"
 #include "server/claim_reply.h"
 #include "server/sigv4.h"
 #include "server/sqs_call.h"
@@ -174,8 +175,7 @@ bool ValidAttributeName(std::string_view n) {
       n.find("..") != std::string_view::npos) {
     return false;
   }
-  std::string lower(n);
-  for (char& c : lower) c = static_cast<char>(std::tolower(c));
+  const std::string lower = AsciiLower(n);
   if (lower.starts_with("aws.") || lower.starts_with("amazon.")) return false;
   return std::all_of(n.begin(), n.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
