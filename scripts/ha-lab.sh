@@ -288,9 +288,8 @@ haproxy_states() {
     timeout 3 socat -t 2 - "UNIX-CONNECT:$DIR/haproxy.sock" 2>/dev/null |
     awk 'NF > 6 && $1 ~ /^[0-9]+$/ { print $4, $6 }'
 }
-haproxy_all_up() {
-  [[ "$(haproxy_states | awk '$2 == 2' | wc -l)" -eq 3 ]]
-}
+# How many backend servers HAProxy has up.
+haproxy_up_count() { haproxy_states | awk '$2 == 2' | wc -l; }
 
 # --- PostgreSQL + Patroni + etcd ----------------------------------------
 
@@ -567,7 +566,7 @@ my_synced() {
 galera_healthy() {
   local n
   for n in n1 n2 n3; do my_synced "$n" || return 1; done
-  [[ "$(haproxy_states | awk '$2 == 2' | wc -l)" -eq 1 ]]
+  [[ "$(haproxy_up_count)" -eq 1 ]]
 }
 
 # The health check HAProxy asks: HTTP 200 when the node is Synced and ready
