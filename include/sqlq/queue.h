@@ -298,6 +298,16 @@ struct BatchCounts {
   bool operator==(const BatchCounts&) const = default;
 };
 
+// A message a message was sent to wait for (ClaimedMessage::parents), by
+// id and queue, so that its result can be read (WorkQueue::ReadResult).
+// The queue is empty for one that had already left every queue (completed,
+// or deleted) when the message that names it was sent.
+struct ParentRef {
+  std::string queue;
+  std::int64_t id = 0;
+  bool operator==(const ParentRef&) const = default;
+};
+
 // A message's part in a batch (ClaimedMessage::batch, MessageInfo::batch).
 struct BatchRef {
   std::string id;
@@ -373,6 +383,10 @@ struct ClaimedMessage {
   std::optional<int> max_attempts;
   // A member or the callback of a batch (sqlq/batch.h).
   std::optional<BatchRef> batch;
+  // The messages it was sent to wait for (Message::depends_on, then
+  // depends_on_batch, each once), completed or not: whose results a job
+  // may read.
+  std::vector<ParentRef> parents;
 };
 
 // What a nack does with the message (the outcomes of a job's handler).
@@ -583,6 +597,8 @@ struct MessageInfo {
   std::vector<std::int64_t> waits_for_dead;
   // A member or the callback of a batch (sqlq/batch.h).
   std::optional<BatchRef> batch;
+  // Every message it was sent to wait for (ClaimedMessage::parents).
+  std::vector<ParentRef> parents;
 };
 
 // Which messages a listing or a bulk change takes. Every criterion set must

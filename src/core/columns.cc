@@ -224,12 +224,41 @@ Headers DecodeMessageHeaders(std::string_view text, JobFields& job) {
       count(it->second, counts.dead);
     } else if (it->first == kBatchCancelledHeader) {
       count(it->second, counts.cancelled);
+    } else if (it->first == kParentsHeader) {
+      job.parents = ParseParents(it->second);
     }
     it = out.erase(it);
   }
   if (!batch.id.empty()) {
     if (batch.callback && counted == 4) batch.counts = counts;
     job.batch = std::move(batch);
+  }
+  return out;
+}
+
+std::string ParentsText(const std::vector<ParentRef>& parents) {
+  std::string out;
+  for (const ParentRef& p : parents) {
+    if (!out.empty()) out += ',';
+    out += p.queue;
+    out += ':';
+    out += fmt::to_string(p.id);
+  }
+  return out;
+}
+
+std::vector<ParentRef> ParseParents(std::string_view text) {
+  std::vector<ParentRef> out;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view()
+                                           : text.substr(comma + 1);
+    const std::size_t colon = item.rfind(':');
+    if (colon == std::string_view::npos) continue;
+    auto id = NumberOf(std::string(item.substr(colon + 1)), 1);
+    if (!id) continue;
+    out.push_back({.queue = std::string(item.substr(0, colon)), .id = *id});
   }
   return out;
 }

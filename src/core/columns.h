@@ -60,6 +60,13 @@ inline constexpr std::string_view kBatchCompletedHeader =
 inline constexpr std::string_view kBatchDeadHeader = "sqlq:batch_dead";
 inline constexpr std::string_view kBatchCancelledHeader =
     "sqlq:batch_cancelled";
+// Dependencies: the messages it was sent to wait for, as "queue:id" items
+// joined by ',' (":id" when the queue is not known); see ParentsText.
+inline constexpr std::string_view kParentsHeader = "sqlq:parents";
+// kParentsHeader's text, and back (items that are not "queue:id" with a
+// number are left out: a hand-written row).
+std::string ParentsText(const std::vector<ParentRef>& parents);
+std::vector<ParentRef> ParseParents(std::string_view text);
 // EncodeHeaders of the message's headers with its job fields added (those
 // that are set).
 std::string EncodeMessageHeaders(const Message& m);
@@ -71,6 +78,7 @@ struct JobFields {
   std::optional<int> max_attempts;
   std::optional<Duration> backoff_base, backoff_max;
   std::optional<BatchRef> batch;
+  std::vector<ParentRef> parents;
 };
 // DecodeHeaders with the reserved keys taken out, into `job`.
 Headers DecodeMessageHeaders(std::string_view text, JobFields& job);
@@ -92,6 +100,7 @@ Headers DecodeJob(std::string_view text, M& m) {
     m.backoff_max = job.backoff_max;
   }
   if constexpr (requires { m.batch; }) m.batch = std::move(job.batch);
+  if constexpr (requires { m.parents; }) m.parents = std::move(job.parents);
   return headers;
 }
 // The history column back to entries; empty text (NULL) is none.

@@ -38,38 +38,89 @@ std::vector<std::int64_t> ParentsOf(const Message& m,
   return parents;
 }
 
+// Locks what messages [from, to) of `messages` depend on (results holds
+// what the sends of messages [0, from) stored), in one statement
+// (DependencyOps::LockParents): by id, those still in a queue or dead.
+Result<std::map<std::int64_t, ParentState>> LockRange(
+    Engine& e, Conn& conn, std::span<const Message> messages,
+    const std::vector<SendResult>& results, std::size_t from, std::size_t to) {
+  std::vector<std::int64_t> all;
+  for (std::size_t i = from; i < to; ++i) {
+    const std::vector<std::int64_t> parents = ParentsOf(messages[i], results);
+    all.insert(all.end(), parents.begin(), parents.end());
+  }
+  std::map<std::int64_t, ParentState> state;
+  if (all.empty()) return state;
+  auto found = e.LockParents(conn, all);
+  if (!found.ok()) return found.status();
+  for (const ParentState& p : *found) state[p.id] = p;
+  return state;
+}
+
+// Messages [from, to) of `messages`, those that depend on others with
+// their parents in kParentsHeader (ClaimedMessage::parents): by id, each
+// once, with its queue's name where `state` (LockRange's) has its queue.
+// `known` names queues already (the send's own); the others are looked up.
+// When any of them depends on others, the messages are copied into
+// `copies`; else the span is the range itself.
+Result<std::span<const Message>> WithParents(
+    Engine& e, Conn& conn, std::span<const Message> messages,
+    const std::vector<SendResult>& results, std::size_t from, std::size_t to,
+    const std::map<std::int64_t, ParentState>& state,
+    std::map<std::int64_t, std::string> known, std::vector<Message>& copies) {
+  const std::span<const Message> range = messages.subspan(from, to - from);
+  if (!HasDependencies(range)) return range;
+  std::vector<std::int64_t> unknown;
+  for (const auto& [id, p] : state) {
+    if (!known.contains(p.queue_id)) unknown.push_back(p.queue_id);
+  }
+  std::sort(unknown.begin(), unknown.end());
+  unknown.erase(std::unique(unknown.begin(), unknown.end()), unknown.end());
+  if (!unknown.empty()) {
+    auto names = e.QueueNames(conn, unknown);
+    if (!names.ok()) return names.status();
+    known.merge(*names);
+  }
+  copies.assign(range.begin(), range.end());
+  for (Message& m : copies) {
+    if (m.depends_on.empty() && m.depends_on_batch.empty()) continue;
+    std::vector<ParentRef> refs;
+    std::set<std::int64_t> seen;
+    for (std::int64_t id : ParentsOf(m, results)) {
+      if (!seen.insert(id).second) continue;
+      ParentRef& ref = refs.emplace_back(ParentRef{.id = id});
+      auto it = state.find(id);
+      if (it == state.end()) continue;  // in no queue: not known
+      auto name = known.find(it->second.queue_id);
+      if (name != known.end()) ref.queue = name->second;
+    }
+    m.headers.insert_or_assign(std::string(kParentsHeader), ParentsText(refs));
+  }
+  return std::span<const Message>(copies);
+}
+
 // Links messages [from, to) of `messages` (all sent to queue `queue_id`;
 // `results` holds what the sends of messages [0, to) stored) that depend
 // on others, and cancels those with a dead one under
-// IfDependencyDies::kCancel. In order: one cancelled here is dead for the
-// later ones that depend on it. The parents are locked, the links written
-// and the children made waiting in a few statements for the whole range
-// (DependencyOps). Returns how many of them now wait; adds the cancelled
-// ones to `cancelled`.
-Result<std::int64_t> LinkRange(Engine& e, Conn& conn, std::int64_t queue_id,
-                               const QueueOptions& qo,
-                               std::span<const Message> messages,
-                               const std::vector<SendResult>& results,
-                               std::size_t from, std::size_t to,
-                               std::int64_t& cancelled,
-                               std::vector<bool>* cancelled_at = nullptr) {
+// IfDependencyDies::kCancel; `state` is LockRange's, taken before their
+// send. In order: one cancelled here is dead for the later ones that
+// depend on it. The links are written and the children made waiting in a
+// few statements for the whole range (DependencyOps). Returns how many of
+// them now wait; adds the cancelled ones to `cancelled`.
+Result<std::int64_t> LinkRange(
+    Engine& e, Conn& conn, std::int64_t queue_id, const QueueOptions& qo,
+    std::span<const Message> messages, const std::vector<SendResult>& results,
+    std::size_t from, std::size_t to, std::map<std::int64_t, ParentState> state,
+    std::int64_t& cancelled, std::vector<bool>* cancelled_at = nullptr) {
   // A duplicate is the message already there, linked at its own send.
   auto linked = [&](std::size_t i) {
     const Message& m = messages[i];
     return !results[i].duplicate &&
            (!m.depends_on.empty() || !m.depends_on_batch.empty());
   };
-  std::vector<std::int64_t> all;
-  for (std::size_t i = from; i < to; ++i) {
-    if (!linked(i)) continue;
-    const std::vector<std::int64_t> parents = ParentsOf(messages[i], results);
-    all.insert(all.end(), parents.begin(), parents.end());
-  }
-  if (all.empty()) return 0;
-  auto found = e.LockParents(conn, all);
-  if (!found.ok()) return found.status();
-  std::map<std::int64_t, ParentState> state;
-  for (const ParentState& p : *found) state[p.id] = p;
+  bool any = false;
+  for (std::size_t i = from; i < to; ++i) any = any || linked(i);
+  if (!any) return 0;
   std::vector<DependencyLink> links;
   std::vector<ChildWaits> waiting;
   // Cancelled here, each with the dead parent that made it so (and its
@@ -184,15 +235,30 @@ Status SendRuns(Engine& e, Conn& conn, std::span<QueueImpl* const> queues,
   out.results.assign(n, SendResult{});
   out.cancelled_at.assign(n, false);
   out.counts.clear();
-  // Each run of messages to one queue is one send.
+  std::map<std::int64_t, std::string> names;
+  for (QueueImpl* q : queues) names.emplace(q->id(), q->name());
+  // Each run of messages to one queue is one send. A message that depends
+  // on one of its own run starts another: its parents' ids, which go into
+  // its headers, are known once their send is done.
   for (std::size_t i = 0; i < n;) {
     std::size_t j = i + 1;
-    while (j < n && queues[j] == queues[i]) ++j;
+    while (j < n && queues[j] == queues[i] &&
+           std::none_of(messages[j].depends_on_batch.begin(),
+                        messages[j].depends_on_batch.end(),
+                        [&](std::size_t k) { return k >= i; })) {
+      ++j;
+    }
     QueueImpl& q = *queues[i];
     const auto current = q.Current();
     const QueueOptions& qo = current->options;
+    auto state = LockRange(e, conn, messages, out.results, i, j);
+    if (!state.ok()) return state.status();
+    std::vector<Message> copies;
+    auto run = WithParents(e, conn, messages, out.results, i, j, *state, names,
+                           copies);
+    if (!run.ok()) return run.status();
     auto sent = e.Send(conn, {.queue_id = q.id(),
-                              .messages = messages.subspan(i, j - i),
+                              .messages = *run,
                               .unique_for = Micros(qo.unique_for),
                               .grouped = qo.groups != GroupMode::kNone});
     if (!sent.ok()) return sent.status();
@@ -203,7 +269,7 @@ Status SendRuns(Engine& e, Conn& conn, std::span<QueueImpl* const> queues,
       if (!out.results[k].duplicate) ++c.stored;
     }
     auto w = LinkRange(e, conn, q.id(), qo, messages, out.results, i, j,
-                       c.cancelled, &out.cancelled_at);
+                       std::move(*state), c.cancelled, &out.cancelled_at);
     if (!w.ok()) return w.status();
     c.waiting += *w;
     i = j;
@@ -250,13 +316,20 @@ Result<SendResult> SendWithDependencies(Engine& e, Conn& conn,
   const std::span<const Message> one(&message, 1);
   Status s = e.FlagDependents(conn, NamedParents(one), {});
   if (!s.ok()) return s;
+  const std::vector<SendResult> none;
+  auto state = LockRange(e, conn, one, none, 0, 1);
+  if (!state.ok()) return state.status();
+  std::vector<Message> copies;
+  auto run = WithParents(e, conn, one, none, 0, 1, *state, {}, copies);
+  if (!run.ok()) return run.status();
   auto sent = e.Send(conn, {.queue_id = queue_id,
-                            .messages = one,
+                            .messages = *run,
                             .unique_for = Micros(qo.unique_for),
                             .grouped = qo.groups != GroupMode::kNone});
   if (!sent.ok()) return sent.status();
   std::int64_t cancelled = 0;
-  auto w = LinkRange(e, conn, queue_id, qo, one, *sent, 0, 1, cancelled);
+  auto w = LinkRange(e, conn, queue_id, qo, one, *sent, 0, 1, std::move(*state),
+                     cancelled);
   if (!w.ok()) return w.status();
   return (*sent)[0];
 }

@@ -1064,6 +1064,10 @@ class DependencyOps {
   // In id order.
   virtual Result<std::vector<ParentState>> LockParents(
       Conn& conn, std::span<const std::int64_t> ids) = 0;
+  // The names of the queues of `ids` that exist, by id (a dependent keeps
+  // its parents' queues by name).
+  virtual Result<std::map<std::int64_t, std::string>> QueueNames(
+      Conn& conn, std::span<const std::int64_t> ids) = 0;
   // Writes `links`, and makes each of `children` (just sent, in this
   // transaction) waiting for its count.
   virtual Status WriteLinks(Conn& conn, std::span<const DependencyLink> links,

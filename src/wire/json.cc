@@ -256,6 +256,17 @@ Json BatchRefJson(const BatchRef& b) {
   return j;
 }
 
+Json ParentsJson(const std::vector<ParentRef>& parents) {
+  Json out = Json::array();
+  for (const ParentRef& p : parents) {
+    Json j = Json::object();
+    if (!p.queue.empty()) j["queue"] = p.queue;
+    j["id"] = p.id;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 Json BatchJson(const BatchStatus& b) {
   Json j = {{"id", b.id},
             {"total", b.counts.total},
@@ -291,6 +302,7 @@ Json ClaimedJson(const ClaimedMessage& m) {
   }
   if (m.max_attempts) j["max_attempts"] = *m.max_attempts;
   if (m.batch) j["batch"] = BatchRefJson(*m.batch);
+  if (!m.parents.empty()) j["parents"] = ParentsJson(m.parents);
   j["enqueued_at"] = FormatTime(m.enqueued_at);
   j["lease_expires_at"] = FormatTime(m.lease_expires_at);
   return j;
@@ -350,6 +362,10 @@ void AppendClaimed(std::string& out, const ClaimedMessage& m) {
   if (m.batch) {
     out += R"(,"batch":)";
     out += BatchRefJson(*m.batch).dump();
+  }
+  if (!m.parents.empty()) {
+    out += R"(,"parents":)";
+    out += ParentsJson(m.parents).dump();
   }
   out += R"(,"enqueued_at":")";
   out += FormatTime(m.enqueued_at);
@@ -420,6 +436,7 @@ Json MessageInfoJson(const MessageInfo& m) {
   if (m.backoff_max) j["backoff_max_ms"] = m.backoff_max->count();
   if (m.snoozes > 0) j["snoozes"] = m.snoozes;
   if (m.batch) j["batch"] = BatchRefJson(*m.batch);
+  if (!m.parents.empty()) j["parents"] = ParentsJson(m.parents);
   j["enqueued_at"] = FormatTime(m.enqueued_at);
   if (m.ready_at) j["ready_at"] = FormatTime(*m.ready_at);
   if (m.lease_expires_at) {

@@ -71,6 +71,9 @@ Json ClaimedJson(const ClaimedMessage& m);
 // the callback's counts once its batch is done: "total", "completed",
 // "dead", "cancelled"}.
 Json BatchRefJson(const BatchRef& b);
+// A message's parents (ClaimedMessage::parents): [{"queue", "id"}], the
+// queue left out where it is not known.
+Json ParentsJson(const std::vector<ParentRef>& parents);
 // A batch's status (Store::GetBatch).
 Json BatchJson(const BatchStatus& b);
 // The same object as ClaimedJson, appended as text: claim replies are the

@@ -521,6 +521,61 @@ TEST_P(DependencyConformance, AGraphOverSeveralQueuesIsSentAtOnce) {
   EXPECT_EQ(ClaimAndAck(mail), "album");
 }
 
+// A claimed dependent names its parents by queue and id, completed or
+// not, whether the send named them by id or by their place in its batch
+// (one in its own queue and run too), so that it can read their results;
+// one that had left every queue before the send has no queue.
+TEST_P(DependencyConformance, AClaimedDependentNamesItsParentsAndTheirQueues) {
+  WorkQueue fetch = MakeQueue("fetch");
+  WorkQueue resize = MakeQueue("resize");
+  ASSERT_OK_AND_ASSIGN(SendResult gone, fetch.Send({.payload = "gone"}));
+  EXPECT_EQ(ClaimAndAck(fetch), "gone");
+  ASSERT_OK_AND_ASSIGN(SendResult before, fetch.Send({.payload = "before"}));
+  const std::vector<QueuedMessage> graph = {
+      {"resize", {.payload = "a"}},
+      {"resize", {.payload = "b", .depends_on_batch = {0}}},
+      {"fetch",
+       {.payload = "c",
+        .depends_on = {before.id, gone.id, before.id},
+        .depends_on_batch = {1, 0}}},
+  };
+  ASSERT_OK_AND_ASSIGN(std::vector<SendResult> ids, store_->SendAll(graph));
+  ASSERT_EQ(ids.size(), 3u);
+  const std::vector<ParentRef> c_parents = {{"fetch", before.id},
+                                            {"", gone.id},
+                                            {"resize", ids[1].id},
+                                            {"resize", ids[0].id}};
+  // Listed while it waits, as the claim gives them.
+  ASSERT_OK_AND_ASSIGN(MessageInfo waiting, fetch.Get(ids[2].id));
+  EXPECT_EQ(waiting.parents, c_parents);
+  EXPECT_TRUE(waiting.headers.empty());  // sqlq's own, not the message's
+
+  ClaimedMessage a = ClaimOne(resize);
+  EXPECT_EQ(a.payload, "a");
+  EXPECT_TRUE(a.parents.empty());
+  ASSERT_OK(resize.Ack(a.receipt));
+  ClaimedMessage b = ClaimOne(resize);
+  EXPECT_EQ(b.payload, "b");
+  EXPECT_EQ(b.parents, (std::vector<ParentRef>{{"resize", ids[0].id}}));
+  ASSERT_OK(resize.Ack(b.receipt));
+  ClaimedMessage first = ClaimOne(fetch);
+  EXPECT_EQ(first.payload, "before");
+  ASSERT_OK(fetch.Ack(first.receipt));
+  ClaimedMessage c = ClaimOne(fetch);
+  EXPECT_EQ(c.payload, "c");
+  EXPECT_EQ(c.parents, c_parents);
+  EXPECT_TRUE(c.headers.empty());
+
+  // Sent in a transaction of the caller's, by id.
+  ASSERT_OK_AND_ASSIGN(SendResult p, resize.Send({.payload = "p"}));
+  ASSERT_OK_AND_ASSIGN(Tx tx, store_->BeginTx());
+  ASSERT_OK_AND_ASSIGN(SendResult d,
+                       fetch.Send(tx, {.payload = "d", .depends_on = {p.id}}));
+  ASSERT_OK(tx.Commit());
+  ASSERT_OK_AND_ASSIGN(MessageInfo di, fetch.Get(d.id));
+  EXPECT_EQ(di.parents, (std::vector<ParentRef>{{"resize", p.id}}));
+}
+
 TEST_P(DependencyConformance, BadDependenciesAreRefusedAndStoreNothing) {
   WorkQueue q = MakeQueue("jobs");
   EXPECT_CODE(q.Send({.payload = "x", .depends_on = {0}}),

@@ -254,6 +254,10 @@ class FakeEngine : public Engine {
       Conn&, std::span<const std::int64_t>) override {
     return Unused();
   }
+  Result<std::map<std::int64_t, std::string>> QueueNames(
+      Conn&, std::span<const std::int64_t>) override {
+    return Unused();
+  }
   Status WriteLinks(Conn&, std::span<const DependencyLink>,
                     std::span<const ChildWaits>) override {
     return Unused();

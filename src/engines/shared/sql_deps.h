@@ -182,6 +182,27 @@ Result<std::vector<core::ParentState>> SqlEngine<D>::LockParents(
 }
 
 template <class D>
+Result<std::map<std::int64_t, std::string>> SqlEngine<D>::QueueNames(
+    core::Conn& c, std::span<const std::int64_t> ids) {
+  DConn& conn = Native(c);
+  std::map<std::int64_t, std::string> out;
+  for (std::size_t at = 0; at < ids.size(); at += deps_sql::kPiece) {
+    const std::size_t n = std::min(deps_sql::kPiece, ids.size() - at);
+    Params p;
+    for (std::size_t i = 0; i < n; ++i) p.Int(ids[at + i]);
+    auto rows = conn.RunOnce(
+        D::Statement("SELECT id, name FROM sqlq_queues WHERE id IN (" +
+                     deps_sql::Marks(n) + ")"),
+        p, "look up queues");
+    if (!rows.ok()) return rows.status();
+    for (int r = 0; r < rows->size(); ++r) {
+      out[rows->Int(r, 0)] = rows->Bytes(r, 1);
+    }
+  }
+  return out;
+}
+
+template <class D>
 Status SqlEngine<D>::WriteLinks(core::Conn& c,
                                 std::span<const core::DependencyLink> links,
                                 std::span<const core::ChildWaits> children) {

@@ -224,6 +224,8 @@ class SqlEngine : public core::Engine {
                         std::span<const std::int64_t> queues) override;
   Result<std::vector<core::ParentState>> LockParents(
       core::Conn& c, std::span<const std::int64_t> ids) override;
+  Result<std::map<std::int64_t, std::string>> QueueNames(
+      core::Conn& c, std::span<const std::int64_t> ids) override;
   Status WriteLinks(core::Conn& c, std::span<const core::DependencyLink> links,
                     std::span<const core::ChildWaits> children) override;
   Result<core::ReleaseOutcome> ReleaseDependents(
