@@ -365,8 +365,9 @@ export class Message {
   /** A snooze: "snoozed", or "retry"/"dead" once the message was snoozed 100 times. */
   nack(options: NackOptions & { action: "snooze" }): Promise<NackOutcome>;
   extend(leaseMs: number): Promise<string>;
-  /** The parents a workflow named by queue and id (its header
-   * sqlq-parents); [] otherwise. */
+  /** The messages it was sent to wait for (dependsOn, dependsOnBatch,
+   * a workflow's parents), completed or not; queue "" for one that had
+   * left every queue before the send. [] without dependencies. */
   readonly parents: { queue: string; id: number }[];
   /** The results of its parents, one request each: id → result, in the
    * parents' order; a parent acked without a result (or whose result ran

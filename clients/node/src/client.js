@@ -229,6 +229,11 @@ export class Client {
 export class Message {
   constructor(queue, m) {
     Object.assign(this, fromWire(m));
+    // The [{queue, id}] of the messages it was sent to wait for, completed
+    // or not: the server's, with the queue a workflow's header names where
+    // the server has none (one that had completed before the send); [] for
+    // a message sent without dependencies.
+    this.parents = parentsOf(m);
     Object.defineProperty(this, "queue", { value: queue, enumerable: false });
     Object.defineProperty(this, "raw", { value: m, enumerable: false });
   }
@@ -240,9 +245,6 @@ export class Message {
   // replaces the one before; it does not extend the lease.
   progress(value, note) { return this.queue.progress(this.receipt, value, note); }
   nack(options = {}) { return this.queue.nack(this.receipt, options); }
-  // The [{queue, id}] of the messages a workflow (flow.js) sent this one
-  // to wait for by queue and id (its header sqlq-parents); [] otherwise.
-  get parents() { return parseParents(this.headers?.[PARENTS_HEADER] ?? ""); }
   // The results of its parents, one request each: a Map of id → result, in
   // the parents' order. A parent has one only when it was acked with a
   // result (a handler that returned a value) not yet run out; the others
@@ -250,6 +252,7 @@ export class Message {
   async parentResults() {
     const out = new Map();
     for (const { queue, id } of this.parents) {
+      if (!queue) continue; // its queue is not known: nor is its result
       let info;
       try {
         info = await this.queue.client.queue(queue).resultInfo(id);
@@ -268,8 +271,9 @@ export class Message {
   }
 }
 
-// The header in which a workflow names a job's parents by queue and id:
-// "fetch:12,resize:14".
+// The header in which a workflow names a job's parents sent before it by
+// queue and id, "fetch:12,resize:14": the queue of one that had completed
+// before the send, which the server does not know.
 export const PARENTS_HEADER = "sqlq-parents";
 
 export function parseParents(text) {
@@ -281,6 +285,16 @@ export function parseParents(text) {
     if (at > 0 && /^[0-9]+$/.test(id)) out.push({ queue: t.slice(0, at), id: Number(id) });
   }
   return out;
+}
+
+// A claimed message's parents: the server's "parents", with the queue the
+// header names where the server has none (a message sent before servers
+// kept them: the header's alone).
+function parentsOf(m) {
+  const named = parseParents(m.headers?.[PARENTS_HEADER] ?? "");
+  if (!m.parents?.length) return named;
+  const queueOf = new Map(named.map((p) => [p.id, p.queue]));
+  return m.parents.map((p) => ({ queue: p.queue || queueOf.get(p.id) || "", id: p.id }));
 }
 
 // The listing filter as query parameters.

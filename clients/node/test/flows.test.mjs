@@ -90,13 +90,13 @@ test("a chord calls back once, after every member, which it can read the results
   start(t, ["reports", "parts"], async (m) => {
     rec.note(m);
     if (m.queue.name === "parts") return m.payload * 10;
-    const results = [];
-    for (const i of members) results.push((await client.result("parts", i, { timeoutMs: 0 })).result);
-    seen.push(results);
+    // Sent with its members, it names them and reads their results.
+    seen.push([m.parents, await m.parentResults()]);
     return "done";
   }, { concurrency: 3 });
   assert.equal((await client.result("reports", callback, { timeoutMs: 20000 })).result, "done");
-  assert.deepEqual(seen, [[10, 20, 30]]);
+  assert.deepEqual(seen, [[members.map((id) => ({ queue: "parts", id })),
+                           new Map(members.map((id, i) => [id, (i + 1) * 10]))]]);
   assert.equal(rec.ran.at(-1).id, callback);
   assert.equal((await client.queue("reports").stats()).stats.acks, 1);
 });

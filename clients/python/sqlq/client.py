@@ -655,6 +655,7 @@ class Message:
     on_expiry: str = "dead"
     max_attempts: Optional[int] = None
     batch: Optional[dict[str, Json]] = None
+    parents: list[tuple[str, int]] = field(default_factory=list)
     cancelled: threading.Event = field(default_factory=threading.Event,
                                        repr=False, compare=False)
 
@@ -671,7 +672,8 @@ class Message:
                    expires_at=d.get("expires_at"),
                    on_expiry=str(d.get("on_expiry") or "dead"),
                    max_attempts=d.get("max_attempts"),
-                   batch=d.get("batch"))
+                   batch=d.get("batch"),
+                   parents=parents_of(d))
 
     def ack(self, result: Any = NO_RESULT, *,
             result_ttl: Optional[Union[float, datetime.timedelta]] = None
@@ -695,13 +697,6 @@ class Message:
         return self.queue.nack(self.receipt, error=error, delay_ms=delay_ms,
                                action=action)
 
-    @property
-    def parents(self) -> list[tuple[str, int]]:
-        """The (queue, id) of the messages this one was sent to wait for,
-        as a workflow of sqlq.flow named them (its header sqlq-parents);
-        [] for a message sent otherwise."""
-        return parse_parents(self.headers.get(PARENTS_HEADER, ""))
-
     def parent_results(self) -> Any:
         """The results of this message's parents (Message.parents), read
         with one request each: {id: result}, in the parents' order. A
@@ -720,8 +715,9 @@ class Message:
         return expiry
 
 
-# The header in which a workflow (sqlq.flow) names a job's parents by
-# queue and id: "fetch:12,resize:14".
+# The header in which a workflow (sqlq.flow) names a job's parents sent
+# before it by queue and id, "fetch:12,resize:14": the queue of one that
+# had completed before the send, which the server does not know.
 PARENTS_HEADER = "sqlq-parents"
 
 
@@ -738,12 +734,28 @@ def parse_parents(text: str) -> list[tuple[str, int]]:
     return out
 
 
+def parents_of(d: dict[str, Json]) -> list[tuple[str, int]]:
+    """A claimed message's parents, (queue, id): the server's "parents",
+    with the queue a workflow's header names where the server has none
+    (a message sent before servers kept them: the header's alone)."""
+    headers = d.get("headers") or {}
+    named = parse_parents(str(headers.get(PARENTS_HEADER, "")))
+    given = d.get("parents")
+    if not given:
+        return named
+    queue_of = {i: q for q, i in named}
+    return [(str(p.get("queue") or queue_of.get(int(p["id"]), "")),
+             int(p["id"])) for p in given]
+
+
 def _parent_results(client: "_ClientBase", parents: Sequence[tuple[str, int]]
                     ) -> Generator[tuple[Callable[..., Any], tuple], Any,
                                    dict[int, Json]]:
     """The calls of Message.parent_results(), for a driver."""
     out: dict[int, Json] = {}
     for q, i in parents:
+        if not q:
+            continue  # its queue is not known: nor is its result
         try:
             info = yield client.queue(q)._result_once, (i, 0)
         except NotFound:

@@ -116,15 +116,16 @@ class FlowsTest(ServerCase):
             rec.note(m)
             if m.queue.name == "parts":
                 return m.payload * 10
-            # Every member completed, with its result.
-            seen.append([self.client.result("parts", i, timeout=0)["result"]
-                         for i in members])
+            # Every member completed, with its result: the callback,
+            # sent with them, names them and reads their results.
+            seen.append([m.parents, m.parent_results()])
             return "done"
         self.start(handler=handle, queues=["reports", "parts"],
                    concurrency=3)
         self.assertEqual(self.client.result("reports", callback,
                                             timeout=20)["result"], "done")
-        self.assertEqual(seen, [[10, 20, 30]])
+        self.assertEqual(seen, [[[("parts", i) for i in members],
+                                 dict(zip(members, [10, 20, 30]))]])
         self.assertEqual(rec.ids()[-1], callback)
         self.assertEqual(sorted(rec.ids()[:3]), sorted(members))
         self.assertEqual(self.stats("reports")["acks"], 1)
@@ -278,7 +279,9 @@ class AioFlowsTest(AioCase):
         await self.start("fetch", handle)
         await self.start("sizes", handle)
         info = await self.client.result("sizes", sent.ids[2], timeout=20)
-        self.assertEqual(info["result"], {str(first): 5})
+        # Both parents: the one sent before, and the chain's last job sent
+        # with it.
+        self.assertEqual(info["result"], {str(first): 5, str(sent.ids[1]): 7})
         self.assertEqual(await w.find(self.client), [])
         self.assertEqual(await sqlq.flow.cancel(self.client, w.id,
                                                 w.queues()), 0)
