@@ -693,15 +693,23 @@ test("a message's page shows what it waits for and what waits for it",
     assert.equal(await cell("parents", `stitch/${s}`), "waiting");
     assert.equal(await page.locator("#no-dependents").count(), 1);
 
-    // Once a completes it is no longer linked: the stitch waits for b only.
+    // Once a completes it is no longer linked, and still the stitch's
+    // parent: drawn and listed as done, the stitch waiting for b only.
     const acked = await call("POST", "/v1/queues/fetch/ack",
                              { receipt: claimed.json.messages[0].receipt });
     assert.equal(acked.status, 200, JSON.stringify(acked.json));
+    const after = await call("GET", `/v1/queues/stitch/messages/${s}/dependencies`);
+    assert.deepEqual(after.json.parents, [{ queue: "fetch", id: b, dead: false }]);
     await page.goto(url + "/#/queue/stitch");
     await page.goto(url + `/#/queue/stitch/message/${s}`);
-    await waitFor("the graph of three", async () =>
-        (await page.locator("#graph a[data-node]").count()) === 3);
-    assert.equal(await page.locator("#parents tbody tr").count(), 1);
+    await waitFor("a drawn as done", async () =>
+        (await page.locator("#graph a[data-node]").count()) === 4 &&
+        (await node(`fetch/${a}`).getAttribute("data-state")) === "done");
+    const edgesAfter = await page.locator("#graph line[data-edge]").evaluateAll(
+        (ls) => ls.map((l) => l.getAttribute("data-edge")).sort());
+    assert.deepEqual(edgesAfter, edges);
+    assert.equal(await page.locator("#parents tbody tr").count(), 2);
+    assert.equal(await cell("parents", `fetch/${a}`), "done");
     assert.equal(await cell("parents", `fetch/${b}`), "ready");
 
     // A message without links or workflow has no such part.
