@@ -271,7 +271,11 @@ defaults
   timeout connect 2s
   timeout client 1h
   timeout server 1h
-  timeout check 1s
+  # A check's answer may take a while on a loaded machine (the Galera one
+  # runs two mariadb clients, each bounded at 3 s, and waits up to 3 s for
+  # the writer's lock): a timeout below that marks a healthy writer down,
+  # and with no other allowed to take over the cluster takes no writes.
+  timeout check 10s
 listen db
   bind $(ip_of px):$port
 $check
@@ -577,29 +581,49 @@ galera_healthy() {
 # over. So a node that comes back does not take the writes back: sessions
 # still running on the old writer would overlap the new writer's for a
 # moment, and Galera with two writers can hand one message to two
-# consumers (docs/deploying.md). On one machine every check can read every
-# node's state through its socket; a real deployment needs its own way to
-# keep one writer (docs/deploying.md).
+# consumers (docs/deploying.md). A writer that does not answer in time
+# (a loaded machine, or a paused server) is not taken over from at once:
+# only once it has not answered for 6 s, so that a slow answer does not
+# make two writers. On one machine every check can read every node's state
+# through its socket; a real deployment needs its own way to keep one
+# writer (docs/deploying.md).
 write_galera_check() {
   cat >"$DIR/check.sh" <<'EOF'
 #!/bin/bash
 # Reads the request first, so that closing does not reset the connection.
 while IFS= read -r -t 2 line && [[ "$line" != $'\r' && -n "$line" ]]; do :; done
-synced() {
-  [[ "$(timeout 2 mariadb --no-defaults -uroot -S "$1/sock" -NB -e "SELECT
+# The node's state, "4<TAB>ON" when Synced and ready; exit status 124 when
+# it did not answer within 3 s.
+state() {
+  timeout 3 mariadb --no-defaults -uroot -S "$1/sock" -NB -e "SELECT
     (SELECT variable_value FROM information_schema.global_status WHERE variable_name = 'wsrep_local_state'),
-    (SELECT variable_value FROM information_schema.global_status WHERE variable_name = 'wsrep_ready')" 2>/dev/null)" == $'4\tON' ]]
+    (SELECT variable_value FROM information_schema.global_status WHERE variable_name = 'wsrep_ready')" 2>/dev/null
 }
 answer() { printf 'HTTP/1.0 %s\r\nContent-Length: %d\r\n\r\n%s\n' "$1" $((${#2} + 1)) "$2"; }
 me="${1##*/}" lab="${1%/*}"
-synced "$1" || { answer '503 Service Unavailable' 'not Synced'; exit 0; }
+[[ "$(state "$1")" == $'4\tON' ]] || { answer '503 Service Unavailable' 'not Synced'; exit 0; }
 exec 9>"$lab/px/writer.lock"
 flock -w 3 9 || { answer '503 Service Unavailable' 'busy'; exit 0; }
 writer="$(cat "$lab/px/writer" 2>/dev/null)"
-if [[ -n "$writer" && "$writer" != "$me" ]] && synced "$lab/$writer"; then
-  answer '503 Service Unavailable' "standby (writer: $writer)"
-  exit 0
+silent="$lab/px/writer.silent"  # since when the writer has not answered
+if [[ -n "$writer" && "$writer" != "$me" ]]; then
+  s="$(state "$lab/$writer")"
+  rc=$?
+  if [[ "$s" == $'4\tON' ]]; then
+    rm -f "$silent"
+    answer '503 Service Unavailable' "standby (writer: $writer)"
+    exit 0
+  fi
+  if ((rc == 124)); then
+    now=$(date +%s)
+    [[ -s "$silent" ]] || echo "$now" >"$silent"
+    if ((now - $(cat "$silent") < 6)); then
+      answer '503 Service Unavailable' "standby (writer: $writer, not answering)"
+      exit 0
+    fi
+  fi
 fi
+rm -f "$silent"
 [[ "$writer" == "$me" ]] || echo "$me" >"$lab/px/writer"
 answer '200 OK' 'Synced, writer'
 EOF
