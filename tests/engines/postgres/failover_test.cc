@@ -63,7 +63,12 @@ class Admin {
 };
 
 // The server made read-only as a demoted primary is (its existing sessions
-// included), or writable again.
+// included), or writable again. The admin's session must be older than the
+// sessions that are to see the change when it returns: the postmaster
+// passes the reload on to its sessions newest first, so once the admin's
+// has it, every newer one has been signalled (and takes the new setting
+// before its next statement); an admin session opened after them could
+// see it while they were still to be signalled.
 void SetReadOnly(Admin& admin, bool on) {
   admin.Query(std::string("ALTER SYSTEM SET default_transaction_read_only = ") +
               (on ? "on" : "off"));
@@ -170,13 +175,13 @@ class TwoServers : public ::testing::Test {
 };
 
 TEST_F(TwoServers, ADemotedPrimaryIsUnavailableAndTheNextCallFindsTheNewOne) {
+  Admin first(first_->url());  // before the store's sessions (SetReadOnly)
   ASSERT_OK_AND_ASSIGN(auto store, Store::Open(BothUrl("failover_wait_ms=0")));
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->Queue("jobs"));
   // Several pooled connections to the first server.
   for (int i = 0; i < 8; ++i) ASSERT_OK(q.Send({.payload = "before"}).status());
   ASSERT_EQ(ReadyCount(first_->url(), "jobs"), 8);
 
-  Admin first(first_->url());
   SetReadOnly(first, true);
   ExpectRefusedAsReadOnly(q.Send({.payload = "during"}).status());
 
@@ -189,10 +194,10 @@ TEST_F(TwoServers, ADemotedPrimaryIsUnavailableAndTheNextCallFindsTheNewOne) {
 
 TEST_F(TwoServers, ACallDuringAFailoverWaitsForTheNewPrimaryInsteadOfFailing) {
   // The default failover wait of a URL with several hosts.
+  Admin first(first_->url());  // before the store's sessions (SetReadOnly)
   ASSERT_OK_AND_ASSIGN(auto store, Store::Open(BothUrl()));
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->Queue("jobs"));
   ASSERT_OK(q.Send({.payload = "before"}).status());
-  Admin first(first_->url());
   SetReadOnly(first, true);
   ASSERT_OK_AND_ASSIGN(auto sent, q.Send({.payload = "during"}));
   EXPECT_EQ(ReadyCount(SecondUrl(), "jobs"), 1);
@@ -223,9 +228,32 @@ TEST_F(TwoServers, ACallWaitingOnAnOldPrimaryEndsOnceANewOneLeads) {
   auto waiting = std::async(std::launch::async, [&] {
     return q.Send({.payload = "during"}).status();
   });
+  // Should an assertion below end the test early, the send's commit would
+  // still wait for the standby, and `waiting`'s destruction with it: the
+  // wait is cancelled first (for up to 30 s), so that the test fails
+  // rather than hangs.
+  struct EndTheWait {
+    Admin& admin;
+    std::future<Status>& send;
+    ~EndTheWait() {
+      const auto deadline = SteadyClock::now() + seconds(30);
+      while (send.valid() &&
+             send.wait_for(std::chrono::milliseconds(100)) !=
+                 std::future_status::ready &&
+             SteadyClock::now() < deadline) {
+        admin.Query(
+            "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity "
+            "WHERE wait_event = 'SyncRep'");
+      }
+    }
+  } end_the_wait{first, waiting};
   ASSERT_TRUE(first.WaitFor(
       "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'",
-      "1"));
+      "1"))
+      << "waiting for the standby: "
+      << first.Query(
+             "SELECT string_agg(query, ' | ') FROM pg_stat_activity "
+             "WHERE wait_event = 'SyncRep'");
   ASSERT_TRUE(second_->NewTimeline());
   const auto promoted = SteadyClock::now();
   // 60 s is only the test's safety net: without the watch the send waits
