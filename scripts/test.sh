@@ -37,7 +37,6 @@ if [[ -z "${SQLQ_TEST_PG_URL:-}" ]]; then
 fi
 # Stops the servers this script started.
 cleanup() {
-  if [[ -n "${ahead_pid:-}" ]]; then kill -- "-$ahead_pid" 2>/dev/null || true; fi
   if [[ -n "${pg_server:-}" ]]; then "$pg_server" stop "$SQLQ_TEST_PG_DIR"; fi
   if [[ -n "${mariadb_server:-}" ]]; then
     "$mariadb_server" stop "$SQLQ_TEST_MYSQL_DIR"
@@ -61,33 +60,6 @@ if [[ "$preset" == dev ]]; then
   package_test="${SQLQ_PACKAGE_TEST:-1}" sanitize="${SQLQ_SANITIZE:-1}"
 fi
 
-# The later stages' builds (the package presets, the fuzz and TSan presets)
-# run during the tests, at idle priority (SCHED_IDLE, idle I/O class): they
-# get a core only while no test wants it, and most tests spend their time
-# waiting on databases, sockets and timers. The stages below then find them
-# built; a build that failed here fails again there, with its errors.
-ahead_pid=
-ahead() {
-  export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
-  if [[ $package_test == 1 ]]; then
-    cmake --preset package && cmake --build --preset package -j "$(nproc)" &&
-      cmake --preset package-sqlite &&
-      cmake --build --preset package-sqlite -j "$(nproc)" || return
-  fi
-  if [[ $sanitize == 1 ]]; then
-    cmake --preset fuzz && cmake --build --preset fuzz -j "$(nproc)" &&
-      cmake --preset tsan && cmake --build --preset tsan-ci -j "$(nproc)"
-  fi
-}
-if [[ $package_test == 1 || $sanitize == 1 ]]; then
-  mkdir -p build
-  # Its own process group (setsid), so that an early exit stops all of it.
-  setsid chrt --idle 0 ionice -c 3 bash -c "$(declare -f ahead)
-    package_test=$package_test sanitize=$sanitize ahead" \
-    >build/ahead.log 2>&1 &
-  ahead_pid=$!
-fi
-
 # Labels not run here: "slow" (unless SQLQ_SLOW=1), and with the sanitizer
 # stage to come, "server" and "cli" (black-box tests of the sqlq program),
 # which run there against the sanitized sqlq rather than twice.
@@ -97,12 +69,6 @@ if [[ $sanitize == 1 ]]; then skip+=(server cli); fi
 exclude=()
 if ((${#skip[@]})); then exclude=(-LE "^($(IFS='|'; echo "${skip[*]}"))\$"); fi
 ctest --preset "$preset" -j "$(nproc)" --output-on-failure "${exclude[@]}"
-
-if [[ -n $ahead_pid ]]; then
-  echo "== waiting for the builds of the later stages (build/ahead.log)"
-  wait "$ahead_pid" || echo "(they failed; the stage that needs them builds again)"
-  ahead_pid=
-fi
 
 # The install rules, the .deb and an SQLite-only build
 # (scripts/package-test.sh, docs/installing.md); SQLQ_PACKAGE_TEST=0 skips
