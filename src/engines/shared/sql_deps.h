@@ -83,6 +83,25 @@ inline std::string Marks(std::size_t n, const char* one = "?") {
   return out;
 }
 
+// Runs head + one placeholder per id + tail over `ids`, in pieces of at
+// most kPiece ids in order, handing each piece's rows to took(rows) (a
+// Status); stops at the first error.
+template <class D, class Took>
+Status InPieces(typename D::Conn& conn, std::span<const std::int64_t> ids,
+                const std::string& head, const std::string& tail,
+                const char* what, Took&& took) {
+  for (std::size_t at = 0; at < ids.size(); at += kPiece) {
+    const std::size_t n = std::min(kPiece, ids.size() - at);
+    typename D::Params p;
+    for (std::size_t i = 0; i < n; ++i) p.Int(ids[at + i]);
+    auto rows = conn.RunOnce(D::Statement(head + Marks(n) + tail), p, what);
+    if (!rows.ok()) return rows.status();
+    Status s = took(*rows);
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
 }  // namespace deps_sql
 
 template <class D>
@@ -160,20 +179,16 @@ Result<std::vector<core::ParentState>> SqlEngine<D>::LockParents(
     }
     for (; k < at + n; ++k) missing.push_back(sorted[k]);
   }
-  for (std::size_t at = 0; at < missing.size(); at += deps_sql::kPiece) {
-    const std::size_t n = std::min(deps_sql::kPiece, missing.size() - at);
-    Params p;
-    for (std::size_t i = 0; i < n; ++i) p.Int(missing[at + i]);
-    auto rows = conn.RunOnce(
-        D::Statement("SELECT id, queue_id FROM sqlq_dead WHERE id IN (" +
-                     deps_sql::Marks(n) + ")"),
-        p, "find dependencies");
-    if (!rows.ok()) return rows.status();
-    for (int r = 0; r < rows->size(); ++r) {
-      out.push_back(
-          {.id = rows->Int(r, 0), .queue_id = rows->Int(r, 1), .dead = true});
-    }
-  }
+  Status s = deps_sql::InPieces<D>(
+      conn, missing, "SELECT id, queue_id FROM sqlq_dead WHERE id IN (", ")",
+      "find dependencies", [&](const Rows& rows) {
+        for (int r = 0; r < rows.size(); ++r) {
+          out.push_back(
+              {.id = rows.Int(r, 0), .queue_id = rows.Int(r, 1), .dead = true});
+        }
+        return Status::Ok();
+      });
+  if (!s.ok()) return s;
   std::sort(out.begin(), out.end(),
             [](const core::ParentState& a, const core::ParentState& b) {
               return a.id < b.id;
@@ -184,21 +199,16 @@ Result<std::vector<core::ParentState>> SqlEngine<D>::LockParents(
 template <class D>
 Result<std::map<std::int64_t, std::string>> SqlEngine<D>::QueueNames(
     core::Conn& c, std::span<const std::int64_t> ids) {
-  DConn& conn = Native(c);
   std::map<std::int64_t, std::string> out;
-  for (std::size_t at = 0; at < ids.size(); at += deps_sql::kPiece) {
-    const std::size_t n = std::min(deps_sql::kPiece, ids.size() - at);
-    Params p;
-    for (std::size_t i = 0; i < n; ++i) p.Int(ids[at + i]);
-    auto rows = conn.RunOnce(
-        D::Statement("SELECT id, name FROM sqlq_queues WHERE id IN (" +
-                     deps_sql::Marks(n) + ")"),
-        p, "look up queues");
-    if (!rows.ok()) return rows.status();
-    for (int r = 0; r < rows->size(); ++r) {
-      out[rows->Int(r, 0)] = rows->Bytes(r, 1);
-    }
-  }
+  Status s = deps_sql::InPieces<D>(
+      Native(c), ids, "SELECT id, name FROM sqlq_queues WHERE id IN (", ")",
+      "look up queues", [&](const Rows& rows) {
+        for (int r = 0; r < rows.size(); ++r) {
+          out[rows.Int(r, 0)] = rows.Bytes(r, 1);
+        }
+        return Status::Ok();
+      });
+  if (!s.ok()) return s;
   return out;
 }
 
@@ -297,17 +307,7 @@ Result<core::ReleaseOutcome> SqlEngine<D>::ReleaseDependents(
   // each for a whole ack of many.
   auto each_piece = [&](const char* head, const char* what,
                         const std::function<Status(const Rows&)>& took) {
-    for (std::size_t at = 0; at < ids.size(); at += deps_sql::kPiece) {
-      const std::size_t n = std::min(deps_sql::kPiece, ids.size() - at);
-      Params p;
-      for (std::size_t i = 0; i < n; ++i) p.Int(ids[at + i]);
-      auto rows = conn.RunOnce(
-          D::Statement(std::string(head) + deps_sql::Marks(n) + ")"), p, what);
-      if (!rows.ok()) return rows.status();
-      Status s = took(*rows);
-      if (!s.ok()) return s;
-    }
-    return Status::Ok();
+    return deps_sql::InPieces<D>(conn, ids, head, ")", what, took);
   };
   if (ids.size() == 1) {
     auto rows = conn.Run(kChildren, Params().Int(ids[0]), "find dependents");
