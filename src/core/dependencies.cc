@@ -103,15 +103,19 @@ Result<std::span<const Message>> WithParents(
 // `results` holds what the sends of messages [0, to) stored) that depend
 // on others, and cancels those with a dead one under
 // IfDependencyDies::kCancel; `state` is LockRange's, taken before their
-// send. In order: one cancelled here is dead for the later ones that
-// depend on it. The links are written and the children made waiting in a
+// send (no message of a range depends on another of it: SendRuns starts a
+// new range there, and a later range's lock finds the cancelled one dead).
+// The links are written and the children made waiting in a
 // few statements for the whole range (DependencyOps). Returns how many of
 // them now wait; adds the cancelled ones to `cancelled`.
-Result<std::int64_t> LinkRange(
-    Engine& e, Conn& conn, std::int64_t queue_id, const QueueOptions& qo,
-    std::span<const Message> messages, const std::vector<SendResult>& results,
-    std::size_t from, std::size_t to, std::map<std::int64_t, ParentState> state,
-    std::int64_t& cancelled, std::vector<bool>* cancelled_at = nullptr) {
+Result<std::int64_t> LinkRange(Engine& e, Conn& conn, std::int64_t queue_id,
+                               const QueueOptions& qo,
+                               std::span<const Message> messages,
+                               const std::vector<SendResult>& results,
+                               std::size_t from, std::size_t to,
+                               const std::map<std::int64_t, ParentState>& state,
+                               std::int64_t& cancelled,
+                               std::vector<bool>* cancelled_at = nullptr) {
   // A duplicate is the message already there, linked at its own send.
   auto linked = [&](std::size_t i) {
     const Message& m = messages[i];
@@ -160,9 +164,6 @@ Result<std::int64_t> LinkRange(
     if (dead_parent) {
       cancels.emplace_back(results[i].id, *dead_parent);
       cancel_at.push_back(i);
-      // Dead from here on, for the later messages of the range.
-      state[results[i].id] = {
-          .id = results[i].id, .queue_id = queue_id, .dead = true};
       continue;
     }
     if (mine.empty()) continue;
@@ -268,8 +269,8 @@ Status SendRuns(Engine& e, Conn& conn, std::span<QueueImpl* const> queues,
       out.results[k] = (*sent)[k - i];
       if (!out.results[k].duplicate) ++c.stored;
     }
-    auto w = LinkRange(e, conn, q.id(), qo, messages, out.results, i, j,
-                       std::move(*state), c.cancelled, &out.cancelled_at);
+    auto w = LinkRange(e, conn, q.id(), qo, messages, out.results, i, j, *state,
+                       c.cancelled, &out.cancelled_at);
     if (!w.ok()) return w.status();
     c.waiting += *w;
     i = j;
@@ -328,8 +329,8 @@ Result<SendResult> SendWithDependencies(Engine& e, Conn& conn,
                             .grouped = qo.groups != GroupMode::kNone});
   if (!sent.ok()) return sent.status();
   std::int64_t cancelled = 0;
-  auto w = LinkRange(e, conn, queue_id, qo, one, *sent, 0, 1, std::move(*state),
-                     cancelled);
+  auto w =
+      LinkRange(e, conn, queue_id, qo, one, *sent, 0, 1, *state, cancelled);
   if (!w.ok()) return w.status();
   return (*sent)[0];
 }
