@@ -17,10 +17,9 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { createRequire } from "node:module";
-import { test } from "node:test";
 
-import { BIN, BROWSER, DEADLINE_MS, loadChromium, startServer as serve,
-         waitFor }
+import { BIN, BROWSER, DEADLINE_MS, loadChromium, part,
+         startServer as serve, waitFor }
     from "./serve.mjs";
 
 const chromium = await loadChromium();
@@ -102,7 +101,7 @@ const shows = (page, queue, name, text) =>
         (await field(page, queue, name).count()) === 1 &&
         (await field(page, queue, name).textContent()) === text);
 
-test("the overview is live, one request a refresh", async () => {
+part("overview", "the overview is live, one request a refresh", async () => {
   await withDashboard(async ({ url, db, call, send, page, requests, login,
                                shot }) => {
     assert.equal((await call("POST", "/v1/queues/jobs",
@@ -220,7 +219,9 @@ test("the overview is live, one request a refresh", async () => {
   });
 });
 
-test("five hundred queues refresh with one request", async () => {
+part("many-queues",
+     "five hundred queues refresh with one request",
+     async () => {
   await withDashboard(async ({ url, call, page, requests, login }) => {
     for (let i = 0; i < 500; i += 50) {
       const made = await Promise.all(Array.from({ length: 50 }, (_, k) =>
@@ -239,7 +240,8 @@ test("five hundred queues refresh with one request", async () => {
   });
 });
 
-test("a queue's page: pause, browse, bulk actions, a message's actions",
+part("queue",
+     "a queue's page: pause, browse, bulk actions, a message's actions",
      async () => {
   await withDashboard(async ({ url, call, send, page, login, shot }) => {
     assert.equal((await call("POST", "/v1/queues/jobs",
@@ -423,7 +425,9 @@ test("a queue's page: pause, browse, bulk actions, a message's actions",
   }, ["--history-step", "200ms"]);
 });
 
-test("a claim-only token sees its queue and no admin control", async () => {
+part("claim-only",
+     "a claim-only token sees its queue and no admin control",
+     async () => {
   await withDashboard(async ({ url, call, send, page, login }) => {
     for (const q of ["jobs", "billing"]) {
       assert.equal((await call("POST", `/v1/queues/${q}`, {})).status, 201);
@@ -447,7 +451,7 @@ test("a claim-only token sees its queue and no admin control", async () => {
   });
 });
 
-test("rings and rotations have pages", async () => {
+part("rings", "rings and rotations have pages", async () => {
   await withDashboard(async ({ url, call, page, login, shot }) => {
     await call("POST", "/v1/rings/views", { capacity: 3 });
     for (const p of ["v1", "v2", "v3", "v4"]) {
@@ -473,7 +477,7 @@ test("rings and rotations have pages", async () => {
   });
 });
 
-test("topics are listed with their subscriptions", async () => {
+part("topics", "topics are listed with their subscriptions", async () => {
   await withDashboard(async ({ url, call, page, login }) => {
     for (const q of ["mail", "crm-eu"]) {
       assert.equal((await call("POST", `/v1/queues/${q}`, {})).status, 201);
@@ -501,7 +505,9 @@ test("topics are listed with their subscriptions", async () => {
   });
 });
 
-test("a batch's page shows its progress, live, and cancels it", async () => {
+part("batch",
+     "a batch's page shows its progress, live, and cancels it",
+     async () => {
   await withDashboard(async ({ url, call, page, login, shot }) => {
     assert.equal((await call("POST", "/v1/queues/jobs", { max_attempts: 1 })).status, 201);
     assert.equal((await call("POST", "/v1/queues/done", {})).status, 201);
@@ -568,7 +574,8 @@ test("a batch's page shows its progress, live, and cancels it", async () => {
   });
 });
 
-test("live workers have a page, and a leased message leads to its worker",
+part("workers",
+     "live workers have a page, and a leased message leads to its worker",
      async () => {
   await withDashboard(async ({ url, call, send, page, login, shot }) => {
     await call("POST", "/v1/queues/jobs", { archive: true });
@@ -632,7 +639,8 @@ test("live workers have a page, and a leased message leads to its worker",
   });
 });
 
-test("a message's page shows what it waits for and what waits for it",
+part("message",
+     "a message's page shows what it waits for and what waits for it",
      async () => {
   await withDashboard(async ({ url, call, page, login, shot }) => {
     for (const q of ["fetch", "stitch", "mail"]) {
@@ -728,7 +736,8 @@ test("a message's page shows what it waits for and what waits for it",
 // other tests keep it). And the keyboard alone reaches a queue.
 const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
 
-test("every page passes an accessibility check and works from the keyboard",
+part("a11y",
+     "every page passes an accessibility check and works from the keyboard",
      async () => {
   await withDashboard(async ({ url, call, send, page, login }) => {
     assert.equal((await call("POST", "/v1/queues/jobs", { max_attempts: 1 })).status,

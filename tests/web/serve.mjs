@@ -5,10 +5,29 @@
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
+import { test } from "node:test";
 
 export const BIN = process.env.SQLQ_BIN || "build/dev/sqlq";
 export const BROWSER = process.env.SQLQ_CHROMIUM || "/usr/bin/chromium";
 export const DEADLINE_MS = 10000;  // generous: a user would see it within a second
+
+// A test of a file under a short key. With SQLQ_WEB_PART=key only that
+// one runs: CTest runs each key as a test of its own (web.<file>.<key>),
+// so that each has its own timeout on a busy machine and a failure names
+// it. A key that names no test fails the run rather than passing empty.
+const chosen = process.env.SQLQ_WEB_PART;
+let matched = false;
+process.on("exit", (code) => {
+  if (chosen && !matched && code === 0) {
+    console.error(`no test has the key SQLQ_WEB_PART=${chosen}`);
+    process.exitCode = 1;
+  }
+});
+export function part(key, title, fn) {
+  if (chosen !== undefined && chosen !== key) return;
+  matched = true;
+  test(title, fn);
+}
 
 // Polls `cond` until it holds, or fails after `ms`: a wait, not a sleep.
 export async function waitFor(what, cond, ms = DEADLINE_MS) {
