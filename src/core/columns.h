@@ -63,6 +63,10 @@ inline constexpr std::string_view kBatchCancelledHeader =
 // Dependencies: the messages it was sent to wait for, as "queue:id" items
 // joined by ',' (":id" when the queue is not known); see ParentsText.
 inline constexpr std::string_view kParentsHeader = "sqlq:parents";
+// Beside it, Message::if_dependency_dies when not kCancel ("run", "wait"):
+// a redrive links the message again under the policy of its send.
+inline constexpr std::string_view kIfDependencyDiesHeader =
+    "sqlq:if_dependency_dies";
 // kParentsHeader's text, and back (items that are not "queue:id" with a
 // number are left out: a hand-written row).
 std::string ParentsText(const std::vector<ParentRef>& parents);

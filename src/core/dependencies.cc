@@ -95,6 +95,11 @@ Result<std::span<const Message>> WithParents(
       if (name != known.end()) ref.queue = name->second;
     }
     m.headers.insert_or_assign(std::string(kParentsHeader), ParentsText(refs));
+    if (m.if_dependency_dies != IfDependencyDies::kCancel) {
+      m.headers.insert_or_assign(
+          std::string(kIfDependencyDiesHeader),
+          m.if_dependency_dies == IfDependencyDies::kRun ? "run" : "wait");
+    }
   }
   return std::span<const Message>(copies);
 }
@@ -302,6 +307,74 @@ Result<std::vector<SendResult>> SendAcross(StoreImpl& store,
   if (!s.ok()) return s;
   AfterSendRuns(store, sent);
   return std::move(sent.results);
+}
+
+Result<std::int64_t> RedriveLinked(QueueImpl& impl,
+                                   std::span<const std::int64_t> ids) {
+  StoreImpl& store = impl.store();
+  Engine& e = store.engine();
+  // What the dead dependents were sent to wait for, as a send's messages
+  // would name it (their ids as the "results" LinkRange links).
+  std::vector<Message> asked;
+  std::vector<SendResult> children;
+  auto read = [&](Conn& conn, bool unlink) -> Status {
+    asked.clear();
+    children.clear();
+    auto found = e.TakeDeadDependents(conn, impl.id(), ids, unlink);
+    if (!found.ok()) return found.status();
+    for (const DeadDependent& d : *found) {
+      const Headers h = DecodeHeaders(d.headers);
+      Message& m = asked.emplace_back();
+      if (auto it = h.find(std::string(kParentsHeader)); it != h.end()) {
+        for (const ParentRef& p : ParseParents(it->second)) {
+          m.depends_on.push_back(p.id);
+        }
+      }
+      if (auto it = h.find(std::string(kIfDependencyDiesHeader));
+          it != h.end()) {
+        if (it->second == "run") m.if_dependency_dies = IfDependencyDies::kRun;
+        if (it->second == "wait") {
+          m.if_dependency_dies = IfDependencyDies::kWait;
+        }
+      }
+      children.push_back({.id = d.id});
+    }
+    return Status::Ok();
+  };
+  // The parents' queues flagged first, committed on their own
+  // (DependencyOps::FlagDependents says why): usually flagged already,
+  // since the first send, unless a parent moved on to a dead-letter queue.
+  Status s = store.batcher().Run([&](Conn& conn) -> Status {
+    Status r = read(conn, false);
+    if (!r.ok() || asked.empty()) return r;
+    return e.FlagDependents(conn, NamedParents(asked), {});
+  });
+  if (!s.ok()) return s;
+  std::int64_t moved = 0, waiting = 0, cancelled = 0;
+  const auto current = impl.Current();
+  s = store.batcher().Run([&](Conn& conn) -> Status {
+    moved = waiting = cancelled = 0;
+    Status r = read(conn, true);
+    if (!r.ok()) return r;
+    auto n = e.Redrive(conn, {.queue_id = impl.id(), .ids = ids});
+    if (!n.ok()) return n.status();
+    moved = *n;
+    if (asked.empty()) return Status::Ok();
+    // Locked after the move: a parent redriven with its dependent is live.
+    auto state = LockRange(e, conn, asked, children, 0, asked.size());
+    if (!state.ok()) return state.status();
+    auto w = LinkRange(e, conn, impl.id(), current->options, asked, children, 0,
+                       asked.size(), *state, cancelled);
+    if (!w.ok()) return w.status();
+    waiting = *w;
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  const std::int64_t ready = moved - waiting - cancelled;
+  if (ready > 0) store.hub().Notify(impl.id(), ready);
+  // Cancelled again (a parent still dead): forwarded and settled.
+  if (cancelled > 0) ForwardDead(impl);
+  return moved;
 }
 
 Result<std::vector<SendResult>> SendWithDependencies(

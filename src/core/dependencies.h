@@ -88,6 +88,16 @@ Result<SendResult> SendWithDependencies(Engine& e, Conn& conn,
                                         const QueueOptions& qo,
                                         const Message& message);
 
+// Redrives the dead letters `ids` of `impl` (every one when empty) back
+// into it, as WorkQueue::Redrive does, and links those sent with
+// dependencies again in the same transaction: each waits again for those
+// of its parents still in a queue (a parent redriven with it included),
+// and follows its policy for one still dead (kCancel cancels it again).
+// A redrive therefore never runs a job before the jobs it was sent to wait
+// for have completed. Returns how many were moved.
+Result<std::int64_t> RedriveLinked(QueueImpl& impl,
+                                   std::span<const std::int64_t> ids);
+
 // The queues whose waiting messages an operation released, to wake once
 // it committed.
 using Released = std::vector<std::int64_t>;

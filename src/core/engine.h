@@ -1002,6 +1002,13 @@ struct DependencyLink {
   bool parked = false;  // the parent is dead: waiting for its redrive
 };
 
+// DependencyOps::TakeDeadDependents: a dead letter sent with dependencies,
+// and its headers column's text (their parents and policy are in it).
+struct DeadDependent {
+  std::int64_t id = 0;
+  std::string headers;
+};
+
 // DependencyOps::WriteLinks: a child just sent, now waiting for `waits`.
 struct ChildWaits {
   std::int64_t child_id = 0;
@@ -1068,6 +1075,14 @@ class DependencyOps {
   // its parents' queues by name).
   virtual Result<std::map<std::int64_t, std::string>> QueueNames(
       Conn& conn, std::span<const std::int64_t> ids) = 0;
+  // The dead letters of queue `queue_id` among `ids` (every one when
+  // empty) that were sent with dependencies (core::kParentsHeader in their
+  // headers), locked, in id order; when `unlink`, the links left to them as
+  // dependents are deleted (a cancel by hand leaves those until their
+  // parent ends): a redrive is about to link them again.
+  virtual Result<std::vector<DeadDependent>> TakeDeadDependents(
+      Conn& conn, std::int64_t queue_id, std::span<const std::int64_t> ids,
+      bool unlink) = 0;
   // Writes `links`, and makes each of `children` (just sent, in this
   // transaction) waiting for its count.
   virtual Status WriteLinks(Conn& conn, std::span<const DependencyLink> links,

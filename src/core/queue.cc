@@ -793,21 +793,11 @@ Result<std::int64_t> WorkQueue::Redrive(std::span<const std::int64_t> ids) {
     return Status::TooLarge(fmt::format("{} ids exceed the limit of {}",
                                         ids.size(), core::kMaxBatch));
   }
-  auto r = core::MergedWrite<std::int64_t>(
-      impl_->store(), [&](core::MessageOps& e, Conn& c) {
-        return e.Redrive(c, {impl_->id(), ids});
-      });
-  if (r.ok()) impl_->store().hub().Notify(impl_->id(), *r);
-  return r;
+  return core::RedriveLinked(*impl_, ids);
 }
 
 Result<std::int64_t> WorkQueue::RedriveAll() {
-  auto r = core::MergedWrite<std::int64_t>(
-      impl_->store(), [&](core::MessageOps& e, Conn& c) {
-        return e.Redrive(c, {impl_->id(), {}});
-      });
-  if (r.ok()) impl_->store().hub().Notify(impl_->id(), *r);
-  return r;
+  return core::RedriveLinked(*impl_, {});
 }
 
 Result<std::int64_t> WorkQueue::PruneDead() {

@@ -414,6 +414,84 @@ TEST_P(DependencyConformance, WaitKeepsItWaitingUntilARedriveCompletes) {
   EXPECT_EQ(ClaimAndAck(q), "b");
 }
 
+// A redrive links a dead dependent again (WorkQueue::Redrive): redriven
+// while the parent that made it die is still dead, it is cancelled again;
+// redriven after that parent, it waits for it, and what waited for it,
+// redriven with it, waits for it in turn: the failed part of a graph runs
+// again in order. A parent that completed meanwhile counts as done.
+TEST_P(DependencyConformance, ARedriveLinksADeadDependentAgain) {
+  WorkQueue a_q = MakeQueue("a", {.max_attempts = 1});
+  WorkQueue b_q = MakeQueue("b");
+  ASSERT_OK_AND_ASSIGN(SendResult ok, a_q.Send({.payload = "ok"}));
+  ASSERT_OK_AND_ASSIGN(SendResult a, a_q.Send({.payload = "a"}));
+  ASSERT_OK_AND_ASSIGN(SendResult b,
+                       b_q.Send({.payload = "b", .depends_on = {ok.id, a.id}}));
+  ASSERT_OK_AND_ASSIGN(SendResult c,
+                       b_q.Send({.payload = "c", .depends_on = {b.id}}));
+  EXPECT_EQ(ClaimAndAck(a_q), "ok");
+  ClaimedMessage m = ClaimOne(a_q);
+  ASSERT_EQ(m.id, a.id);
+  ASSERT_OK(a_q.Nack(m.receipt, {.error = "no such image"}));
+  ASSERT_EQ(StateOf(b_q, b.id), MessageState::kDead);
+  ASSERT_EQ(StateOf(b_q, c.id), MessageState::kDead);
+
+  // Alone, while a is still dead: cancelled again, never ready.
+  ASSERT_OK_AND_ASSIGN(std::int64_t n, b_q.Redrive(std::vector{b.id}));
+  EXPECT_EQ(n, 1);
+  ASSERT_OK_AND_ASSIGN(MessageInfo bi, b_q.Get(b.id));
+  EXPECT_EQ(bi.state, MessageState::kDead);
+  EXPECT_EQ(bi.last_error, "cancelled: message " + std::to_string(a.id) +
+                               ", which it depends on, died");
+  EXPECT_TRUE(NothingReady(b_q));
+
+  // a first, then the rest: b waits for a (ok completed), c for b.
+  ASSERT_OK_AND_ASSIGN(n, a_q.Redrive(std::vector{a.id}));
+  EXPECT_EQ(n, 1);
+  ASSERT_OK_AND_ASSIGN(n, b_q.RedriveAll());
+  EXPECT_EQ(n, 2);
+  ASSERT_OK_AND_ASSIGN(bi, b_q.Get(b.id));
+  EXPECT_EQ(bi.state, MessageState::kWaiting);
+  EXPECT_EQ(bi.waits_for, std::vector<std::int64_t>{a.id});
+  EXPECT_EQ(bi.parents.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(MessageInfo ci, b_q.Get(c.id));
+  EXPECT_EQ(ci.state, MessageState::kWaiting);
+  EXPECT_EQ(ci.waits_for, std::vector<std::int64_t>{b.id});
+  EXPECT_TRUE(NothingReady(b_q));
+  EXPECT_EQ(Waiting(b_q), 2);
+
+  EXPECT_EQ(ClaimAndAck(a_q), "a");
+  EXPECT_EQ(ClaimAndAck(b_q), "b");
+  EXPECT_EQ(ClaimAndAck(b_q), "c");
+  EXPECT_TRUE(NothingReady(b_q));
+}
+
+// A redrive keeps the policy of the send: a dependent that runs anyway,
+// cancelled by hand while its parent was live, waits for that parent again
+// when redriven, and runs when the parent then dies.
+TEST_P(DependencyConformance, ARedriveKeepsTheDependentsPolicy) {
+  WorkQueue q = MakeQueue("jobs", {.max_attempts = 1});
+  ASSERT_OK_AND_ASSIGN(SendResult x, q.Send({.payload = "x"}));
+  ASSERT_OK_AND_ASSIGN(SendResult y,
+                       q.Send({.payload = "y",
+                               .depends_on = {x.id},
+                               .if_dependency_dies = IfDependencyDies::kRun}));
+  ASSERT_OK_AND_ASSIGN(std::int64_t n, q.Cancel({.ids = std::vector{y.id}}));
+  ASSERT_EQ(n, 1);
+  ASSERT_OK_AND_ASSIGN(n, q.Redrive(std::vector{y.id}));
+  EXPECT_EQ(n, 1);
+  ASSERT_OK_AND_ASSIGN(MessageInfo yi, q.Get(y.id));
+  EXPECT_EQ(yi.state, MessageState::kWaiting);
+  EXPECT_EQ(yi.waits_for, std::vector<std::int64_t>{x.id});
+  // Its headers show none of sqlq's own.
+  EXPECT_TRUE(yi.headers.empty());
+
+  ClaimedMessage m = ClaimOne(q);
+  ASSERT_EQ(m.id, x.id);
+  ASSERT_OK(q.Nack(m.receipt, {.error = "boom"}));
+  EXPECT_EQ(ClaimAndAck(q), "y");
+  EXPECT_TRUE(NothingReady(q));
+}
+
 // A dead parent forwarded to its queue's dead-letter queue is the one its
 // `wait` dependents wait for: acked there, it releases them.
 TEST_P(DependencyConformance, WaitFollowsTheParentIntoItsDeadLetterQueue) {

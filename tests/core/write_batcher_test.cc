@@ -258,6 +258,10 @@ class FakeEngine : public Engine {
       Conn&, std::span<const std::int64_t>) override {
     return Unused();
   }
+  Result<std::vector<DeadDependent>> TakeDeadDependents(
+      Conn&, std::int64_t, std::span<const std::int64_t>, bool) override {
+    return Unused();
+  }
   Status WriteLinks(Conn&, std::span<const DependencyLink>,
                     std::span<const ChildWaits>) override {
     return Unused();

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/columns.h"
 #include "core/errors.h"
 #include "engines/shared/sql_engine.h"
 
@@ -208,6 +209,52 @@ Result<std::map<std::int64_t, std::string>> SqlEngine<D>::QueueNames(
         }
         return Status::Ok();
       });
+  if (!s.ok()) return s;
+  return out;
+}
+
+template <class D>
+Result<std::vector<core::DeadDependent>> SqlEngine<D>::TakeDeadDependents(
+    core::Conn& c, std::int64_t queue_id, std::span<const std::int64_t> ids,
+    bool unlink) {
+  DConn& conn = Native(c);
+  // The key as EncodeHeaders writes it (a JSON object's key, quoted); an
+  // application's header cannot begin with "sqlq:", and one whose value
+  // holds the text has its quotes escaped. The queue id is a number.
+  const std::string head =
+      std::string("SELECT id, ") + D::kMessageStyle.headers_column +
+      " FROM sqlq_dead WHERE queue_id = " + std::to_string(queue_id) + " AND " +
+      D::kMessageStyle.headers_column + " LIKE '%\"" +
+      std::string(core::kParentsHeader) + "\"%'";
+  std::vector<core::DeadDependent> out;
+  auto took = [&](const Rows& rows) {
+    for (int r = 0; r < rows.size(); ++r) {
+      out.push_back({.id = rows.Int(r, 0), .headers = rows.Bytes(r, 1)});
+    }
+    return Status::Ok();
+  };
+  Status s = Status::Ok();
+  if (ids.empty()) {
+    Params none;
+    auto rows =
+        conn.RunOnce(D::Statement(head + " ORDER BY id" + D::kForUpdate), none,
+                     "find dependents");
+    if (!rows.ok()) return rows.status();
+    s = took(*rows);
+  } else {
+    s = deps_sql::InPieces<D>(conn, ids, head + " AND id IN (",
+                              ") ORDER BY id" + std::string(D::kForUpdate),
+                              "find dependents", took);
+  }
+  if (!s.ok()) return s;
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  if (!unlink || out.empty()) return out;
+  std::vector<std::int64_t> found;
+  for (const core::DeadDependent& d : out) found.push_back(d.id);
+  s = deps_sql::InPieces<D>(
+      conn, found, "DELETE FROM sqlq_deps WHERE child_id IN (", ")",
+      "unlink dependents", [](const Rows&) { return Status::Ok(); });
   if (!s.ok()) return s;
   return out;
 }

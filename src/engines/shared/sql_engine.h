@@ -226,6 +226,9 @@ class SqlEngine : public core::Engine {
       core::Conn& c, std::span<const std::int64_t> ids) override;
   Result<std::map<std::int64_t, std::string>> QueueNames(
       core::Conn& c, std::span<const std::int64_t> ids) override;
+  Result<std::vector<core::DeadDependent>> TakeDeadDependents(
+      core::Conn& c, std::int64_t queue_id, std::span<const std::int64_t> ids,
+      bool unlink) override;
   Status WriteLinks(core::Conn& c, std::span<const core::DependencyLink> links,
                     std::span<const core::ChildWaits> children) override;
   Result<core::ReleaseOutcome> ReleaseDependents(
