@@ -227,6 +227,8 @@ export class Workflow {
   find(client: Client): Promise<(MessageInfo & { queue: string })[]>;
   /** cancelWorkflow(client, this.id, this.queues()). */
   cancel(client: Client): Promise<number>;
+  /** retryWorkflow(client, this.id, this.queues()). */
+  retry(client: Client): Promise<number>;
   /** Adds job, to run once every parent in after has completed. */
   add(job: Job, options?: { after?: Parent[] }): Step;
   /** The messages of POST /v1/messages (client.sendAll). */
@@ -245,6 +247,9 @@ export function findWorkflow(client: Client, id: string, queues: string[]): Prom
 /** Cancels every job of workflow id still in queues (the waiting ones
  * first); how many. */
 export function cancelWorkflow(client: Client, id: string, queues: string[]): Promise<number>;
+/** Redrives the dead jobs of workflow id in queues, parents first: each
+ * waits again for its parents not yet completed; how many. */
+export function retryWorkflow(client: Client, id: string, queues: string[]): Promise<number>;
 /** callback runs once every member has completed. */
 export function chord(members: Workflow | (Job | Workflow)[], callback: Job | Workflow): Workflow;
 export interface SendResult {

@@ -6,4 +6,5 @@ export {
   ConnectionFailed, JobFailed, ResultTimeout,
 } from "./src/errors.js";
 export { Snooze, RetryAfter, Permanent, Cancel } from "./src/outcomes.js";
-export { Workflow, Step, chain, group, chord, findWorkflow, cancelWorkflow } from "./src/flow.js";
+export { Workflow, Step, chain, group, chord, findWorkflow, cancelWorkflow,
+  retryWorkflow } from "./src/flow.js";

@@ -111,6 +111,8 @@ export class Workflow {
   async find(client) { return findWorkflow(client, this.id, this.queues()); }
   // cancelWorkflow(client, this.id, this.queues()).
   async cancel(client) { return cancelWorkflow(client, this.id, this.queues()); }
+  // retryWorkflow(client, this.id, this.queues()).
+  async retry(client) { return retryWorkflow(client, this.id, this.queues()); }
 
   // Sends every job in one transaction: all are stored, or none → {ids,
   // duplicate}, ids in the order the jobs were added.
@@ -177,3 +179,47 @@ export async function cancelWorkflow(client, id, queues) {
   for (const q of queues) n += await client.queue(q).bulk("cancel", { filter: { header } });
   return n;
 }
+
+// Runs the failed part of workflow `id` again: redrives its dead letters
+// in `queues` (the job that died and those cancelled because of it, or by
+// cancelWorkflow), parents first → how many. Each waits again for its
+// parents not yet completed, so the graph resumes where it failed; those
+// completed are not run again.
+export async function retryWorkflow(client, id, queues) {
+  const dead = new Map();
+  for (const q of queues) {
+    const filter = { state: "dead", header: { name: WORKFLOW_HEADER, value: id } };
+    for await (const m of client.queue(q).iterMessages(filter)) dead.set(m.id, { ...m, queue: q });
+  }
+  // A redrive links each job again to its parents still in a queue, and
+  // cancels it again when one is still dead: a queue's jobs go back once
+  // every dead parent they have in another queue has gone back (those in
+  // their own queue go back in the same redrive, parents first).
+  let n = 0;
+  while (dead.size) {
+    let progress = false;
+    for (const q of queues) {
+      const take = new Set([...dead.values()].filter((m) => m.queue === q).map((m) => m.id));
+      for (let held = true; held;) {
+        held = false;
+        for (const i of [...take]) {
+          if ((dead.get(i).parents ?? []).some((p) => dead.has(p.id) && !take.has(p.id))) {
+            take.delete(i);
+            held = true;
+          }
+        }
+      }
+      const ids = [...take].sort((a, b) => a - b);
+      for (let at = 0; at < ids.length; at += REDRIVE_MAX) {
+        n += await client.queue(q).redrive({ ids: ids.slice(at, at + REDRIVE_MAX) });
+      }
+      for (const i of ids) dead.delete(i);
+      progress ||= ids.length > 0;
+    }
+    if (!progress) break;  // cannot happen: parents are sent first
+  }
+  return n;
+}
+
+// Redrive takes at most this many ids a call.
+const REDRIVE_MAX = 10000;

@@ -9,6 +9,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
   Client, Worker, NotFound, JobFailed, Permanent, Workflow, chain, group, chord, cancelWorkflow,
+  retryWorkflow,
 } from "../index.js";
 import { useServer, client, waitFor } from "./server.mjs";
 
@@ -188,6 +189,17 @@ test("a workflow is found and cancelled by its id, the waiting jobs first", asyn
   await assert.rejects(client.result("wb", sent.ids[2], { timeoutMs: 0 }),
                        (e) => e instanceof JobFailed && e.error.startsWith("cancelled"));
   assert.deepEqual((await other.find(client)).map((m) => m.id).sort(), [...kept.ids].sort());
+  // Retried, it is back as it was sent: the members ready, the callback
+  // waiting for both (its policy, "run", kept).
+  assert.equal(await retryWorkflow(client, w.id, w.queues()), 3);
+  const back = new Map((await w.find(client)).map((m) => [m.id, m]));
+  assert.equal(back.size, 3);
+  assert.equal(back.get(sent.ids[0]).state, "ready");
+  assert.equal(back.get(sent.ids[1]).state, "ready");
+  assert.equal(back.get(sent.ids[2]).state, "waiting");
+  assert.deepEqual([...(await client.queue("wb").message(sent.ids[2])).waitsFor].sort(),
+                   [sent.ids[0], sent.ids[1]].sort());
+  assert.equal(await w.cancel(client), 3);
   // A chain across the queues, its last one set to run: every one
   // cancelled, the last first.
   const deep = chain({ queue: "wb", payload: 1 }, { queue: "wa", payload: 2 },
@@ -197,6 +209,27 @@ test("a workflow is found and cancelled by its id, the waiting jobs first", asyn
   for (const [i, q] of ["wb", "wa", "wb"].entries()) {
     assert.equal((await client.queue(q).message(deepIds[i])).state, "dead");
   }
+});
+
+test("a failed workflow is retried where it failed; what completed is not run again", async (t) => {
+  await make(["fa", "fb"], { maxAttempts: 1 });
+  const rec = recorder();
+  let broken = true;
+  const w = chain({ queue: "fa", payload: "ok" }, { queue: "fb", payload: "flaky" },
+                  { queue: "fa", payload: "sum" }, { queue: "fb", payload: "last" });
+  const sent = await w.send(client);
+  start(t, ["fa", "fb"], (m) => {
+    rec.note(m);
+    if (m.payload === "flaky" && broken) throw new Permanent("not yet");
+    return m.payload;
+  });
+  await assert.rejects(client.result("fb", sent.ids[3], { timeoutMs: 20000 }),
+                       (e) => e instanceof JobFailed && e.error.startsWith("cancelled: message"));
+  broken = false;
+  assert.equal(await w.retry(client), 3);
+  assert.equal((await client.result("fb", sent.ids[3], { timeoutMs: 20000 })).result, "last");
+  assert.deepEqual(rec.ran.map((x) => x.payload), ["ok", "flaky", "flaky", "sum", "last"]);
+  assert.equal(await w.retry(client), 0);
 });
 
 test("workflows compose; a parent of another workflow is refused", () => {

@@ -7,7 +7,7 @@ import {
   Client, Worker, Message, SqlqError, NotFound, StaleReceipt, ConnectionFailed,
   errorText, Snooze, RetryAfter, Permanent, Cancel, type QueueInfo, type MessageInfo,
   JobFailed, ResultTimeout, type ResultInfo, type Json,
-  Workflow, Step, chain, group, chord, findWorkflow, cancelWorkflow,
+  Workflow, Step, chain, group, chord, findWorkflow, cancelWorkflow, retryWorkflow,
 } from "sqlq";
 import { runInline } from "sqlq/testing";
 
@@ -51,6 +51,7 @@ export async function everything(url: string): Promise<void> {
   const waits: number[] | undefined = (await q.message(wid)).waitsFor;
   const found: number = (await flow.find(client)).length + (await findWorkflow(client, flow.id, flow.queues())).length;
   const cancelled: number = (await flow.cancel(client)) + (await cancelWorkflow(client, flow.id, ["a"])) + found;
+  const retried: number = (await flow.retry(client)) + (await retryWorkflow(client, flow.id, ["a"])) + cancelled;
   const waitingNow: number = (await q.stats()).stats.waiting + (waits?.length ?? 0);
   const dup: boolean = sent.duplicate[0];
   const msgs = await q.claim({ max: 10, waitMs: 20000, leaseMs: 30000, worker: "w1" });

@@ -35,7 +35,7 @@ from typing import Any, Callable, Generator, Sequence, Union
 from .client import PARENTS_HEADER, parents_header
 
 __all__ = ["Job", "Step", "Workflow", "chain", "group", "chord", "find",
-           "cancel", "WORKFLOW_HEADER"]
+           "cancel", "retry", "WORKFLOW_HEADER"]
 
 # The header that carries the id of the workflow a job was sent in.
 WORKFLOW_HEADER = "sqlq-workflow"
@@ -177,6 +177,10 @@ class Workflow:
         """cancel(client, self.id, self.queues())."""
         return cancel(client, self.id, self.queues())
 
+    def retry(self, client: Any) -> Any:
+        """retry(client, self.id, self.queues())."""
+        return retry(client, self.id, self.queues())
+
     def send(self, client: Any) -> Any:
         """Sends every job in one transaction (client.send_all): all are
         stored, or none. Returns the SendResult (ids in the order the jobs
@@ -268,3 +272,60 @@ def cancel(client: Any, workflow_id: str, queues: Sequence[str]) -> Any:
     dead letter with the error "cancelled"); returns how many. Those
     completed stay so. (With sqlq.aio's client: a coroutine.)"""
     return client._drive(_cancel(client, workflow_id, queues))
+
+
+# Redrive takes at most this many ids a call.
+_REDRIVE_MAX = 10_000
+
+
+def _retry(client: Any, workflow_id: str, queues: Sequence[str]) -> Plan:
+    dead: dict[int, Any] = {}
+    for q in queues:
+        cursor = None
+        while True:
+            page = yield functools.partial(
+                client.queue(q).messages, state="dead",
+                header=(WORKFLOW_HEADER, workflow_id), cursor=cursor), ()
+            for m in page["messages"]:
+                dead[m["id"]] = dict(m, queue=q)
+            cursor = page.get("next_cursor")
+            if not cursor:
+                break
+    # A redrive links each job again to its parents still in a queue, and
+    # cancels it again when one is still dead: a queue's jobs go back once
+    # every dead parent they have in another queue has gone back (those in
+    # their own queue go back in the same redrive, parents first).
+    n = 0
+    while dead:
+        progress = False
+        for q in queues:
+            take = {i for i, m in dead.items() if m["queue"] == q}
+            held = True
+            while held:
+                held = False
+                for i in list(take):
+                    if any(p["id"] in dead and p["id"] not in take
+                           for p in dead[i].get("parents", [])):
+                        take.discard(i)
+                        held = True
+            ids = sorted(take)
+            for at in range(0, len(ids), _REDRIVE_MAX):
+                n += yield functools.partial(
+                    client.queue(q).redrive,
+                    ids[at:at + _REDRIVE_MAX]), ()
+            for i in ids:
+                del dead[i]
+            progress = progress or bool(ids)
+        if not progress:  # cannot happen: parents are sent first
+            break
+    return n
+
+
+def retry(client: Any, workflow_id: str, queues: Sequence[str]) -> Any:
+    """Runs the failed part of workflow workflow_id again: redrives its
+    dead letters in queues (the job that died and those cancelled because
+    of it, or by cancel()), parents first, and returns how many. Each
+    waits again for its parents not yet completed, so the graph resumes
+    where it failed; those completed are not run again. (With sqlq.aio's
+    client: a coroutine.)"""
+    return client._drive(_retry(client, workflow_id, queues))

@@ -244,6 +244,37 @@ class FlowsTest(ServerCase):
         for q, i in zip(("b", "a", "b"), deep_ids):
             self.assertEqual(self.client.queue(q).message(i)["state"], "dead")
 
+    def test_a_failed_workflow_is_retried_where_it_failed(self) -> None:
+        self.make("a", "b", max_attempts=1)
+        rec = Recorder()
+        broken = threading.Event()
+        broken.set()
+
+        def handle(m: sqlq.Message) -> Any:
+            rec.note(m)
+            if m.payload == "flaky" and broken.is_set():
+                raise sqlq.Permanent("not yet")
+            return m.payload
+        w = chain(Job("a", "ok"), Job("b", "flaky"), Job("a", "sum"),
+                  Job("b", "last"))
+        sent = w.send(self.client)
+        self.start(handler=handle, queues=["a", "b"])
+        # flaky dies; sum and last, which wait for it, are cancelled.
+        with self.assertRaises(sqlq.JobFailed) as cm:
+            self.client.result("b", sent.ids[3], timeout=20)
+        self.assertTrue(cm.exception.error.startswith("cancelled: message"),
+                        cm.exception.error)
+        broken.clear()
+        # The three go back, flaky first; ok is not run again.
+        self.assertEqual(w.retry(self.client), 3)
+        self.assertEqual(self.client.result("b", sent.ids[3],
+                                            timeout=20)["result"], "last")
+        self.assertEqual([p for _, p, _ in rec.ran],
+                         ["ok", "flaky", "flaky", "sum", "last"])
+        self.assertEqual(w.retry(self.client), 0)
+        self.assertEqual(self.stats("a")["dead"] + self.stats("b")["dead"],
+                         0)
+
     def test_composed_workflows(self) -> None:
         w = chain(Job("a", 0), group(Job("b", 1), chain(Job("b", 2),
                                                         Job("b", 3))),
@@ -285,6 +316,7 @@ class AioFlowsTest(AioCase):
         self.assertEqual(await w.find(self.client), [])
         self.assertEqual(await sqlq.flow.cancel(self.client, w.id,
                                                 w.queues()), 0)
+        self.assertEqual(await w.retry(self.client), 0)
         self.assertLess(ran.index("bb.png"), ran.index("ccc.png"))
         self.assertEqual(ran[-1], "sum")
         r = await self.client.send_all([{"queue": "fetch", "payload": "x"}])
