@@ -27,6 +27,10 @@ StoreImpl::StoreImpl(std::string url, std::unique_ptr<Engine> engine)
   batcher_.set_on_released([this](const std::vector<std::int64_t>& released) {
     WakeReleased(*this, released);
   });
+  batcher_.set_publish([this](Conn& conn, std::string_view topic,
+                              std::span<const Message> messages) {
+    return PublishIn(*this, conn, topic, messages);
+  });
   engine_->WatchForeignWrites([this] { hub_.NotifyAll(); });
 }
 

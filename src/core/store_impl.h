@@ -286,6 +286,14 @@ void AfterAcks(WorkQueue& q, QueueImpl& impl);
 // one and that queue exists (QueueOptions::dead_letter_queue), after
 // settling what waited for them (SettleEnded).
 void ForwardDead(QueueImpl& impl);
+
+// The publish of `messages` to topic `topic` on `conn`, inside a write
+// transaction (core/topic.cc): every subscriber's messages are checked
+// before the first is stored, so that a refusal writes nothing (a clean
+// failure). What the WriteBatcher runs for Store::PublishBatch.
+Result<std::vector<WriteBatcher::Published>> PublishIn(
+    StoreImpl& store, Conn& conn, std::string_view topic,
+    std::span<const Message> messages);
 // The move itself, for queue `queue_id` named `name` as stored now (no
 // handle needed): what SettleEnded does for the queues where it cancelled
 // dependents.

@@ -43,14 +43,11 @@ bool Matches(const Headers& filter, const Message& m) {
   return true;
 }
 
-// The publish of `messages` to topic `topic` on `conn`, inside a write
-// transaction: every subscriber's messages are checked before the first
-// is stored, so that a refusal writes nothing (a clean failure). `sent`
-// gets how many each queue stored (to wake its claims after the commit).
-Result<std::vector<Delivery>> PublishIn(
+}  // namespace
+
+Result<std::vector<WriteBatcher::Published>> PublishIn(
     StoreImpl& store, Conn& conn, std::string_view topic,
-    std::span<const Message> messages,
-    std::map<std::int64_t, std::int64_t>& sent) {
+    std::span<const Message> messages) {
   Engine& e = store.engine();
   auto subscribers = e.LockSubscribers(conn, topic);
   if (!subscribers.ok()) return subscribers.status();
@@ -90,17 +87,33 @@ Result<std::vector<Delivery>> PublishIn(
   // entry is empty): the others still get the publish.
   auto r = e.SendEach(conn, each);
   if (!r.ok()) return r.status();
-  std::vector<Delivery> out;
+  std::vector<WriteBatcher::Published> out;
   for (std::size_t k = 0; k < sends.size(); ++k) {
     if (!(*r)[k]) continue;
     const std::vector<SendResult>& stored = *(*r)[k];
     const QueueRecord& q = sends[k].to->queue;
     for (std::size_t i = 0; i < stored.size(); ++i) {
-      out.push_back({.queue = q.info.name,
-                     .message = sends[k].index[i],
-                     .sent = stored[i]});
-      if (!stored[i].duplicate) ++sent[q.id];
+      out.push_back({.delivery = {.queue = q.info.name,
+                                  .message = sends[k].index[i],
+                                  .sent = stored[i]},
+                     .queue_id = q.id});
     }
+  }
+  return out;
+}
+
+namespace {
+
+// The deliveries of a publish; how many each queue stored, not duplicates,
+// in `sent` (to wake its claims after the commit).
+std::vector<Delivery> Deliveries(
+    std::vector<WriteBatcher::Published>& published,
+    std::map<std::int64_t, std::int64_t>& sent) {
+  std::vector<Delivery> out;
+  out.reserve(published.size());
+  for (WriteBatcher::Published& p : published) {
+    if (!p.delivery.sent.duplicate) ++sent[p.queue_id];
+    out.push_back(std::move(p.delivery));
   }
   return out;
 }
@@ -215,16 +228,12 @@ Result<std::vector<Delivery>> Store::PublishBatch(
     std::string_view topic, std::span<const Message> messages) {
   Status s = core::ValidatePublish(topic, messages, impl_->Now());
   if (!s.ok()) return s;
+  auto r = impl_->batcher().Publish(topic, messages);
+  if (!r.ok()) return r.status();
   std::map<std::int64_t, std::int64_t> sent;
-  auto r = core::MergedWrite<std::vector<Delivery>>(
-      *impl_, [&](core::Engine&, core::Conn& conn) {
-        sent.clear();  // a transaction run again starts over
-        return core::PublishIn(*impl_, conn, topic, messages, sent);
-      });
-  if (r.ok()) {
-    for (auto [queue_id, n] : sent) impl_->hub().Notify(queue_id, n);
-  }
-  return r;
+  std::vector<Delivery> out = core::Deliveries(*r, sent);
+  for (auto [queue_id, n] : sent) impl_->hub().Notify(queue_id, n);
+  return out;
 }
 
 Result<std::vector<Delivery>> Store::Publish(Tx& tx, std::string_view topic,
@@ -240,14 +249,15 @@ Result<std::vector<Delivery>> Store::Publish(Tx& tx, std::string_view topic,
   const std::span<const Message> one(&message, 1);
   Status s = core::ValidatePublish(topic, one, impl_->Now());
   if (!s.ok()) return s;
-  std::map<std::int64_t, std::int64_t> sent;
-  auto r = core::PublishIn(*impl_, *t->conn(), topic, one, sent);
+  auto r = core::PublishIn(*impl_, *t->conn(), topic, one);
   if (!r.ok()) {
     if (!core::IsCleanFailure(r.status())) t->Poison(r.status());
     return r.status();
   }
+  std::map<std::int64_t, std::int64_t> sent;
+  std::vector<Delivery> out = core::Deliveries(*r, sent);
   for (auto [queue_id, n] : sent) t->sent()[queue_id] += n;
-  return r;
+  return out;
 }
 
 }  // namespace sqlq

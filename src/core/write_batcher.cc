@@ -37,6 +37,22 @@ Result<std::vector<SendResult>> WriteBatcher::Send(const SendParams& p) {
   return std::move(self.results);
 }
 
+Result<std::vector<WriteBatcher::Published>> WriteBatcher::Publish(
+    std::string_view topic, std::span<const Message> messages) {
+  Writer self;
+  self.publish = true;
+  self.topic = topic;
+  self.messages = messages;
+  // Small publishes wait to join a group, as small sends do.
+  self.weight = messages.size();
+  std::size_t bytes = 0;
+  for (const Message& m : messages) bytes += m.payload.size();
+  self.combinable = messages.size() <= kMaxMessages && bytes <= kMaxBytes;
+  Status s = Enter(self);
+  if (!s.ok()) return s;
+  return std::move(self.published);
+}
+
 Result<WriteBatcher::Claimed> WriteBatcher::Claim(const ClaimRequest& request) {
   Writer self;
   self.claim = &request;
@@ -217,15 +233,17 @@ void Slice(const Members& members, const std::vector<SendResult>& results) {
 }  // namespace
 
 bool WriteBatcher::Joins(const Writer* w, const Writer& lead) {
-  return w->op == nullptr && w->claim == nullptr && w->combinable &&
-         w->queue_id == lead.queue_id &&
+  return w->op == nullptr && w->claim == nullptr && !w->publish &&
+         w->combinable && w->queue_id == lead.queue_id &&
          w->rules.unique_for == lead.rules.unique_for &&
          w->rules.grouped == lead.rules.grouped;
 }
 
 bool WriteBatcher::OneQueueSends(const std::vector<Writer*>& group) {
   const Writer* first = group.front();
-  if (group.size() == 1) return first->op == nullptr && first->claim == nullptr;
+  if (group.size() == 1) {
+    return first->op == nullptr && first->claim == nullptr && !first->publish;
+  }
   std::size_t total = 0;
   for (const Writer* w : group) {
     if (!Joins(w, *first)) return false;
@@ -290,6 +308,12 @@ void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
         if (!s.ok() && !IsCleanFailure(s)) return s;
         continue;
       }
+      if (w->publish) {
+        if (sent[i]) continue;
+        Status s = RunPublishes(conn, group, i, sent);
+        if (!s.ok() && !IsCleanFailure(s)) return s;
+        continue;
+      }
       if (w->op == nullptr) {
         if (sent[i]) continue;
         Status s = RunSends(conn, group, i, sent);
@@ -312,6 +336,7 @@ void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
         w->status = commit;
         w->results.clear();
         w->claimed = {};
+        w->published.clear();
       }
     }
   }
@@ -345,6 +370,64 @@ Status WriteBatcher::RunSends(Conn& conn, const std::vector<Writer*>& group,
     return r.status();
   }
   Slice(members, *r);
+  return Status::Ok();
+}
+
+Status WriteBatcher::RunPublishes(Conn& conn, const std::vector<Writer*>& group,
+                                  std::size_t first, std::vector<char>& done) {
+  Writer& lead = *group[first];
+  std::vector<Writer*> members = {&lead};
+  done[first] = 1;
+  std::size_t total = lead.messages.size();
+  if (lead.combinable) {
+    for (std::size_t j = first + 1; j < group.size(); ++j) {
+      Writer* w = group[j];
+      if (done[j] || !w->publish || !w->combinable || w->topic != lead.topic) {
+        continue;
+      }
+      if (total + w->messages.size() > kMaxCombined) break;
+      members.push_back(w);
+      done[j] = 1;
+      total += w->messages.size();
+    }
+  }
+  std::vector<Message> joined;
+  auto r = publish_(conn, lead.topic, Join(members, joined));
+  if (r.ok()) {
+    // Each member's deliveries, its messages counted from its first.
+    std::vector<std::size_t> from;
+    std::size_t at = 0;
+    for (Writer* w : members) {
+      from.push_back(at);
+      at += w->messages.size();
+      w->published.clear();
+      w->status = Status::Ok();
+    }
+    for (Published& p : *r) {
+      const std::size_t k = static_cast<std::size_t>(
+          std::upper_bound(from.begin(), from.end(), p.delivery.message) -
+          from.begin() - 1);
+      p.delivery.message -= from[k];
+      members[k]->published.push_back(std::move(p));
+    }
+    return Status::Ok();
+  }
+  if (members.size() == 1 || !IsCleanFailure(r.status())) {
+    for (Writer* w : members) w->status = r.status();
+    return r.status();
+  }
+  // The joined publish wrote nothing: each runs alone, so that only the
+  // caller whose message was refused gets the error.
+  for (Writer* w : members) {
+    auto one = publish_(conn, w->topic, w->messages);
+    if (!one.ok()) {
+      w->status = one.status();
+      if (!IsCleanFailure(w->status)) return w->status;
+      continue;
+    }
+    w->published = std::move(*one);
+    w->status = Status::Ok();
+  }
   return Status::Ok();
 }
 

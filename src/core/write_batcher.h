@@ -25,6 +25,13 @@
 // AckMany before it. A caller whose ack is refused gets that error and no
 // message.
 //
+// Publishes (Publish) go as far as sends: the small publishes of one group
+// to the same topic are one publish (one read of the subscribers, one
+// store of every subscriber's messages) of their messages joined; each
+// caller gets the deliveries of its own messages. When that joined publish
+// fails cleanly (a subscriber's limit refused one caller's message), each
+// runs alone, so that only that caller gets the error.
+//
 // Engines whose writers do not exclude each other (PostgreSQL) allow several
 // groups at once (Engine::write_groups()): up to that many leaders run
 // their groups side by side, each in its own transaction on its own
@@ -50,9 +57,11 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/engine.h"
+#include "sqlq/topic.h"
 
 namespace sqlq::core {
 
@@ -90,6 +99,24 @@ class WriteBatcher {
   // `p` names the queue, its messages and the queue's rules (SendParams);
   // only sends with the same rules share a call.
   Result<std::vector<SendResult>> Send(const SendParams& p);
+
+  // What a publish stored: a delivery and the id of its queue.
+  struct Published {
+    Delivery delivery;
+    std::int64_t queue_id = 0;
+  };
+  // Runs a publish of `messages` to `topic` inside a transaction (the
+  // store's core::PublishIn); Delivery::message counts over `messages`.
+  using PublishFn = std::function<Result<std::vector<Published>>(
+      Conn&, std::string_view topic, std::span<const Message> messages)>;
+  // Who publishes (set once, before use).
+  void set_publish(PublishFn fn) { publish_ = std::move(fn); }
+  // Publishes `messages` to `topic` (the PublishFn), possibly as one
+  // publish with other publishes of the same group to that topic, and
+  // returns once committed, with the deliveries of these messages (their
+  // Delivery::message counting over `messages`).
+  Result<std::vector<Published>> Publish(std::string_view topic,
+                                         std::span<const Message> messages);
 
   // A claim, possibly acking one receipt first in the same transaction.
   struct ClaimRequest {
@@ -147,9 +174,13 @@ class WriteBatcher {
   static std::shared_ptr<Signal> ThreadSignal();
 
   struct Writer {
-    // Either op, or a claim, or a send (queue_id, messages, results).
+    // Either op, or a claim, or a publish (topic, messages, published), or
+    // a send (queue_id, messages, results).
     const std::function<Status(Conn&)>* op = nullptr;
     const ClaimRequest* claim = nullptr;
+    bool publish = false;
+    std::string_view topic;
+    std::vector<Published> published;
     Claimed claimed;
     std::int64_t queue_id = 0;
     std::span<const Message> messages;
@@ -191,12 +222,17 @@ class WriteBatcher {
                    std::size_t first, std::vector<char>& done,
                    std::vector<std::int64_t>& released);
   static bool ClaimsCombine(const ClaimRequest& a, const ClaimRequest& b);
+  // Runs group[first]'s publish together with the later publishes of the
+  // group to the same topic; marks them in `done`.
+  Status RunPublishes(Conn& conn, const std::vector<Writer*>& group,
+                      std::size_t first, std::vector<char>& done);
   static void Wake(Writer& w, State state);
 
   Engine& engine_;
   // Called after a commit with the queues whose waiting messages the
   // group's claim acks released (set once, before use).
   std::function<void(const std::vector<std::int64_t>&)> on_released_;
+  PublishFn publish_;
   const std::size_t max_group_;
   const int max_leaders_;
   mutable std::mutex mu_;

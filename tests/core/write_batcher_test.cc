@@ -21,7 +21,10 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/engine.h"
@@ -913,6 +916,93 @@ TEST(WriteBatcher, AGroupOfSendsToOneQueueIsOneCall) {
   }
   EXPECT_TRUE(merged) << "in " << kRounds
                       << " rounds, six queued sends never shared a call";
+}
+
+// Publishes queued behind a leader: those to one topic are one publish of
+// their messages joined, each caller getting the deliveries of its own
+// messages (numbered from its first); a caller whose message the joined
+// publish refuses cleanly gets that error alone, the others of its topic
+// their deliveries.
+TEST(WriteBatcher, PublishesToOneTopicInAGroupAreOnePublish) {
+  FakeEngine engine;
+  WriteBatcher batcher(engine, 512, /*max_leaders=*/1);
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::size_t>> calls;  // topic, messages
+  batcher.set_publish(
+      [&](Conn&, std::string_view topic, std::span<const Message> messages)
+          -> Result<std::vector<WriteBatcher::Published>> {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          calls.emplace_back(std::string(topic), messages.size());
+        }
+        std::vector<WriteBatcher::Published> out;
+        for (std::size_t i = 0; i < messages.size(); ++i) {
+          if (messages[i].payload == "bad") {
+            return Status::InvalidArgument("refused by a subscriber");
+          }
+          // Two subscribers each: a delivery per queue and message.
+          for (std::int64_t q : {1, 2}) {
+            out.push_back(
+                {.delivery = {.queue = "q" + std::to_string(q),
+                              .message = i,
+                              .sent = {.id = std::stoll(messages[i].payload)}},
+                 .queue_id = q});
+          }
+        }
+        return out;
+      });
+  struct Publisher {
+    std::string topic;
+    std::vector<std::string> payloads;
+  };
+  const std::vector<Publisher> publishers = {
+      {"t", {"10", "11"}},       {"t", {"20"}}, {"u", {"30"}},
+      {"t", {"40", "41", "42"}}, {"v", {"50"}}, {"v", {"bad"}}};
+  engine.HoldNextWrite();
+  auto leader_op = engine.Append(0);
+  auto leader =
+      std::async(std::launch::async, [&] { return batcher.Run(leader_op); });
+  engine.WaitUntilHeld();
+  std::vector<std::vector<Message>> messages;
+  for (const Publisher& p : publishers) {
+    auto& m = messages.emplace_back();
+    for (const std::string& payload : p.payloads)
+      m.push_back({.payload = payload});
+  }
+  std::vector<std::future<Result<std::vector<WriteBatcher::Published>>>>
+      results;
+  for (std::size_t i = 0; i < publishers.size(); ++i) {
+    results.push_back(std::async(std::launch::async, [&, i] {
+      return batcher.Publish(publishers[i].topic, messages[i]);
+    }));
+  }
+  ASSERT_TRUE(WaitUntilQueued(batcher, publishers.size()));
+  engine.Release();
+  EXPECT_OK(leader.get());
+  for (std::size_t i = 0; i < publishers.size(); ++i) {
+    auto r = results[i].get();
+    if (publishers[i].payloads[0] == "bad") {
+      EXPECT_CODE(r.status(), Code::kInvalidArgument);
+      continue;
+    }
+    ASSERT_OK(r.status());
+    ASSERT_EQ(r->size(), 2 * publishers[i].payloads.size()) << i;
+    for (const WriteBatcher::Published& p : *r) {
+      ASSERT_LT(p.delivery.message, publishers[i].payloads.size());
+      EXPECT_EQ(p.delivery.sent.id,
+                std::stoll(publishers[i].payloads[p.delivery.message]));
+      EXPECT_EQ(p.delivery.queue, "q" + std::to_string(p.queue_id));
+    }
+  }
+  // One call for t's three publishers (6 messages) and one for u; v's
+  // joined call failed, then each of v's ran alone (in whatever order the
+  // callers queued).
+  std::lock_guard<std::mutex> lock(mu);
+  std::sort(calls.begin(), calls.end());
+  const std::vector<std::pair<std::string, std::size_t>> want = {
+      {"t", 6}, {"u", 1}, {"v", 1}, {"v", 1}, {"v", 2}};
+  EXPECT_EQ(calls, want);
+  EXPECT_EQ(engine.committed(), std::vector<int>{0});
 }
 
 TEST(WriteBatcher, SmallSendsBesideARunningLeaderWaitForItsNextGroup) {
