@@ -342,22 +342,29 @@ void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
   }
 }
 
+std::vector<WriteBatcher::Writer*> WriteBatcher::Gather(
+    const std::vector<Writer*>& group, std::size_t first,
+    std::vector<char>& done, const std::function<bool(const Writer*)>& joins) {
+  std::vector<Writer*> members = {group[first]};
+  done[first] = 1;
+  std::size_t total = group[first]->messages.size();
+  if (!group[first]->combinable) return members;
+  for (std::size_t j = first + 1; j < group.size(); ++j) {
+    Writer* w = group[j];
+    if (done[j] || !joins(w)) continue;
+    if (total + w->messages.size() > kMaxCombined) break;
+    members.push_back(w);
+    done[j] = 1;
+    total += w->messages.size();
+  }
+  return members;
+}
+
 Status WriteBatcher::RunSends(Conn& conn, const std::vector<Writer*>& group,
                               std::size_t first, std::vector<char>& sent) {
-  Writer& lead = *group[first];
-  std::vector<Writer*> members = {&lead};
-  sent[first] = 1;
-  std::size_t total = lead.messages.size();
-  if (lead.combinable) {
-    for (std::size_t j = first + 1; j < group.size(); ++j) {
-      Writer* w = group[j];
-      if (sent[j] || !Joins(w, lead)) continue;
-      if (total + w->messages.size() > kMaxCombined) break;
-      members.push_back(w);
-      sent[j] = 1;
-      total += w->messages.size();
-    }
-  }
+  const Writer& lead = *group[first];
+  const std::vector<Writer*> members = Gather(
+      group, first, sent, [&](const Writer* w) { return Joins(w, lead); });
   std::vector<Message> joined;
   SendParams p = lead.rules;
   p.messages = Join(members, joined);
@@ -375,22 +382,11 @@ Status WriteBatcher::RunSends(Conn& conn, const std::vector<Writer*>& group,
 
 Status WriteBatcher::RunPublishes(Conn& conn, const std::vector<Writer*>& group,
                                   std::size_t first, std::vector<char>& done) {
-  Writer& lead = *group[first];
-  std::vector<Writer*> members = {&lead};
-  done[first] = 1;
-  std::size_t total = lead.messages.size();
-  if (lead.combinable) {
-    for (std::size_t j = first + 1; j < group.size(); ++j) {
-      Writer* w = group[j];
-      if (done[j] || !w->publish || !w->combinable || w->topic != lead.topic) {
-        continue;
-      }
-      if (total + w->messages.size() > kMaxCombined) break;
-      members.push_back(w);
-      done[j] = 1;
-      total += w->messages.size();
-    }
-  }
+  const Writer& lead = *group[first];
+  const std::vector<Writer*> members =
+      Gather(group, first, done, [&](const Writer* w) {
+        return w->publish && w->combinable && w->topic == lead.topic;
+      });
   std::vector<Message> joined;
   auto r = publish_(conn, lead.topic, Join(members, joined));
   if (r.ok()) {

@@ -210,6 +210,12 @@ class WriteBatcher {
   static bool Joins(const Writer* w, const Writer& lead);
   // True when the group is sends to one queue that may share a call.
   static bool OneQueueSends(const std::vector<Writer*>& group);
+  // group[first] and, when it is combinable, the later members of the
+  // group not yet `done` that `joins` accepts, up to kMaxCombined messages
+  // in all; marks them done. The callers of one send or publish.
+  static std::vector<Writer*> Gather(
+      const std::vector<Writer*>& group, std::size_t first,
+      std::vector<char>& done, const std::function<bool(const Writer*)>& joins);
   // Runs group[first]'s send together with the later sends of the group
   // to the same queue; marks them in `sent`.
   Status RunSends(Conn& conn, const std::vector<Writer*>& group,
