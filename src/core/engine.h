@@ -44,6 +44,7 @@
 #include "sqlq/rotation.h"
 #include "sqlq/schedule.h"
 #include "sqlq/status.h"
+#include "sqlq/topic.h"
 
 namespace sqlq::core {
 
@@ -1002,6 +1003,13 @@ struct DependencyLink {
   bool parked = false;  // the parent is dead: waiting for its redrive
 };
 
+// What a publish stored: the delivery of one message to one queue, and
+// that queue's id (core::PublishIn, Engine::PublishAndCommit).
+struct Published {
+  Delivery delivery;
+  std::int64_t queue_id = 0;
+};
+
 // DependencyOps::TakeDeadDependents: a dead letter sent with dependencies,
 // and its headers column's text (their parents and policy are in it).
 struct DeadDependent {
@@ -1251,6 +1259,21 @@ class Engine : public Transactions,
     });
     if (!s.ok()) return s;
     return out;
+  }
+
+  // A publish of `messages` to topic `topic` in a write transaction of its
+  // own, committed, in fewer round trips than Write with core::PublishIn
+  // (PostgreSQL: one), for the usual publish: when the engine cannot (the
+  // default; or a subscriber whose rules need the general path, a refused
+  // message, a topic that is not there), nothing is stored and the result
+  // is empty: the caller publishes the general way, which says why.
+  // Delivery::message counts over `messages`; deliveries come by queue
+  // name, then message.
+  virtual Result<std::optional<std::vector<Published>>> PublishAndCommit(
+      std::string_view topic, std::span<const Message> messages) {
+    (void)topic;
+    (void)messages;
+    return std::optional<std::vector<Published>>();
   }
 };
 

@@ -61,7 +61,6 @@
 #include <vector>
 
 #include "core/engine.h"
-#include "sqlq/topic.h"
 
 namespace sqlq::core {
 
@@ -101,10 +100,7 @@ class WriteBatcher {
   Result<std::vector<SendResult>> Send(const SendParams& p);
 
   // What a publish stored: a delivery and the id of its queue.
-  struct Published {
-    Delivery delivery;
-    std::int64_t queue_id = 0;
-  };
+  using Published = core::Published;
   // Runs a publish of `messages` to `topic` inside a transaction (the
   // store's core::PublishIn); Delivery::message counts over `messages`.
   using PublishFn = std::function<Result<std::vector<Published>>(
@@ -216,6 +212,13 @@ class WriteBatcher {
   static std::vector<Writer*> Gather(
       const std::vector<Writer*>& group, std::size_t first,
       std::vector<char>& done, const std::function<bool(const Writer*)>& joins);
+  // True when the group is small publishes to one topic (one publish).
+  static bool OneTopicPublishes(const std::vector<Writer*>& group);
+  // Hands each member the deliveries of its own messages (their
+  // Delivery::message counted from its first), from those of the members'
+  // messages joined in order.
+  static void SlicePublished(const std::vector<Writer*>& members,
+                             std::vector<Published> all);
   // Runs group[first]'s send together with the later sends of the group
   // to the same queue; marks them in `sent`.
   Status RunSends(Conn& conn, const std::vector<Writer*>& group,

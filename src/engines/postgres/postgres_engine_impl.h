@@ -300,6 +300,16 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
   // one statement's worth of payload. Others go the way of any write.
   Result<std::vector<SendResult>> SendAndCommit(
       const core::SendParams& to, const MessagesFn& messages) override;
+  // The same for a publish: the topic's subscriptions read, each message
+  // matched to their header filters (jsonb containment), stored in every
+  // queue it matches and counted, in one statement staged with the BEGIN
+  // and COMMIT (one round trip). Only for messages without dedup keys,
+  // groups or dependencies, within a statement's size, on the database's
+  // clock; a subscriber with a dedup window or groups, a payload over a
+  // subscriber's limit or a missing topic store nothing and leave it to
+  // the general way (core::PublishIn), which says why or stores them.
+  Result<std::optional<std::vector<core::Published>>> PublishAndCommit(
+      std::string_view topic, std::span<const Message> messages) override;
 
   // `now`: as in Send; set from the database's clock when it was not known.
   Result<std::int64_t> InsertBatch(PgConn& conn, const core::SendParams& p,

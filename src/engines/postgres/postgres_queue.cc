@@ -1,7 +1,11 @@
 // PostgreSQL engine: queues and names, sends, stats, dead letters and the
 // archive.
 
+#include <algorithm>
 #include <deque>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "engines/postgres/postgres_engine_impl.h"
 
@@ -429,6 +433,136 @@ Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
           conn.notify = true;
           ++conn.counted;
           conn.MadeReady(p.queue_id, rows.Int(0, 1) + Us(least));
+        });
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  if (failed) return *failed;
+  return out;
+}
+
+Result<std::optional<std::vector<core::Published>>>
+PostgresEngine::PublishAndCommit(std::string_view topic,
+                                 std::span<const Message> messages) {
+  using Out = std::optional<std::vector<core::Published>>;
+  std::size_t bytes = 0;
+  for (const Message& m : messages) {
+    bytes += m.payload.size();
+    if (!m.dedup_key.empty() || !m.group.empty() || !m.depends_on.empty() ||
+        !m.depends_on_batch.empty()) {
+      return Out();
+    }
+  }
+  if (clock_ || bytes > kStatementBytes) return Out();
+  // Rows: (0, topics found, pairs for the general way) once; (1, queue,
+  // message's place from 1, queue's name) for each delivery; (2, queue,
+  // id, enqueued_us) for each row stored, in the order of the deliveries.
+  static constexpr const char* kPublish = R"sql(
+    WITH tp AS (SELECT id FROM sqlq_queues
+                WHERE name = $1 AND kind = 'topic' FOR KEY SHARE),
+    s AS (SELECT q.id, q.name, q.max_payload, q.unique_for_us, q.group_mode,
+                 coalesce(nullif(sub.header_filter, '')::jsonb,
+                          '{}'::jsonb) AS filter
+          FROM tp JOIN sqlq_subscriptions sub ON sub.topic_id = tp.id
+            JOIN sqlq_queues q ON q.id = sub.queue_id
+          FOR KEY SHARE OF q),
+    t AS (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us),
+    m AS (SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::bytea[],
+                               $5::bytea[], $6::bigint[])
+            WITH ORDINALITY AS m(priority, delay_us, payload, headers,
+                                 not_before, ord)),
+    d AS (SELECT s.id AS queue_id, s.name, s.max_payload, s.unique_for_us,
+                 s.group_mode, m.*
+          FROM s JOIN m ON coalesce(convert_from(m.headers, 'UTF8')::jsonb,
+                                    '{}'::jsonb) @> s.filter),
+    chk AS (SELECT (SELECT count(*) FROM tp) AS topics,
+                   count(*) FILTER (WHERE octet_length(d.payload) >
+                                      d.max_payload OR d.unique_for_us > 0
+                                    OR d.group_mode <> 0) AS general
+            FROM d),
+    ins AS (
+      INSERT INTO sqlq_messages
+        (queue_id, priority, ready_us, enqueued_us, payload, headers)
+      SELECT d.queue_id, d.priority::integer,
+             greatest(t.now_us + d.delay_us, d.not_before), t.now_us,
+             d.payload, convert_from(d.headers, 'UTF8')::jsonb
+      FROM d, t, chk WHERE chk.topics = 1 AND chk.general = 0
+      ORDER BY d.name, d.ord
+      RETURNING id, queue_id, enqueued_us),
+    k AS (
+      INSERT INTO sqlq_counter_deltas (queue_id, sends)
+      SELECT queue_id, count(*) FROM ins GROUP BY queue_id)
+    SELECT 0, topics, general, NULL::text FROM chk
+    UNION ALL SELECT 1, queue_id, ord, name FROM d
+    UNION ALL SELECT 2, queue_id, id, enqueued_us::text FROM ins)sql";
+  MessageArrays arrays;
+  for (const Message& m : messages) arrays.Add(m, false);
+  Out out;
+  std::optional<Status> failed;
+  Status s = Write([&](Conn& c) -> Status {
+    PgConn& conn = Native(c);
+    Params params;
+    params.Text(topic)
+        .IntArray(arrays.priority)
+        .IntArray(arrays.delay)
+        .BytesArray(arrays.payload)
+        .BytesArray(arrays.headers)
+        .IntArray(arrays.not_before);
+    conn.StageForCommit(
+        kPublish, std::move(params), "publish", [&](const Rows& rows) {
+          out.reset();
+          struct Queue {
+            std::string name;
+            std::vector<std::int64_t> places, ids;
+            std::int64_t now_us = 0;
+          };
+          std::map<std::int64_t, Queue> queues;
+          bool fast = false;
+          for (int r = 0; r < rows.size(); ++r) {
+            const std::int64_t kind = rows.Int(r, 0);
+            if (kind == 0) {
+              fast = rows.Int(r, 1) == 1 && rows.Int(r, 2) == 0;
+            } else if (kind == 1) {
+              Queue& q = queues[rows.Int(r, 1)];
+              q.name = rows.Bytes(r, 3);
+              q.places.push_back(rows.Int(r, 2) - 1);
+            } else {
+              Queue& q = queues[rows.Int(r, 1)];
+              q.ids.push_back(rows.Int(r, 2));
+              q.now_us = std::stoll(rows.Bytes(r, 3));
+            }
+          }
+          if (!fast) return;  // nothing stored: the general way
+          std::vector<std::pair<std::string, std::int64_t>> order;
+          for (auto& [id, q] : queues) {
+            if (q.ids.size() != q.places.size()) {
+              failed = Status::Internal(
+                  "publish: fewer rows stored than "
+                  "matched");
+              return;
+            }
+            std::sort(q.places.begin(), q.places.end());
+            std::sort(q.ids.begin(), q.ids.end());
+            order.emplace_back(q.name, id);
+          }
+          std::sort(order.begin(), order.end());
+          std::vector<core::Published> got;
+          for (const auto& [name, id] : order) {
+            const Queue& q = queues[id];
+            Duration least = Duration::max();
+            for (std::size_t i = 0; i < q.ids.size(); ++i) {
+              const std::size_t at = static_cast<std::size_t>(q.places[i]);
+              got.push_back({.delivery = {.queue = q.name,
+                                          .message = at,
+                                          .sent = {.id = q.ids[i]}},
+                             .queue_id = id});
+              least = std::min(least, messages[at].delay);
+            }
+            conn.MadeReady(id, q.now_us + Us(least));
+            ++conn.counted;
+          }
+          if (!got.empty()) conn.notify = true;
+          out = std::move(got);
         });
     return Status::Ok();
   });

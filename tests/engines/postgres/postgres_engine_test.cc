@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -1081,6 +1082,104 @@ TEST_F(PostgresEngineTest, SendFromAnotherStoreWakesAWaitingClaim) {
     RecordProperty("wake_ms_" + std::to_string(i), std::to_string(ms));
     ASSERT_GE(ms, 0) << "round " << i << ": not woken by NOTIFY";
   }
+}
+
+// A publish on the database's clock (no ManualClock, unlike the
+// conformance suite) takes PostgreSQL's one-statement way when it can:
+// each subscriber gets the messages its filter matches, in order, counted,
+// ready or delayed as sent, and a claim waiting on a subscriber wakes; a
+// subscriber with a dedup window, a payload over a subscriber's limit and
+// a missing topic take the general way, with its answers.
+TEST_F(PostgresEngineTest, APublishOnTheDatabasesClockKeepsEveryRule) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK(store->CreateTopic("t"));
+  ASSERT_OK_AND_ASSIGN(WorkQueue all, store->CreateQueue("all", {}));
+  ASSERT_OK_AND_ASSIGN(WorkQueue odd, store->CreateQueue("odd", {}));
+  ASSERT_OK(store->Subscribe("t", "all").status());
+  ASSERT_OK(store->Subscribe("t", "odd", {{"kind", "odd"}}).status());
+  auto waiting = std::async(std::launch::async, [&] {
+    return odd.Claim({.max = 1, .wait = seconds(30)});
+  });
+  std::vector<Message> batch;
+  for (int i = 0; i < 40; ++i) {
+    Message m{.payload = "m" + std::to_string(i),
+              .priority = i % 3,
+              .headers = {{"n", std::to_string(i)},
+                          {"kind", i % 2 == 1 ? "odd" : "even"}}};
+    if (i % 10 == 0) m.delay = std::chrono::hours(1);
+    batch.push_back(std::move(m));
+  }
+  ASSERT_OK_AND_ASSIGN(auto d, store->PublishBatch("t", batch));
+  ASSERT_EQ(d.size(), 60u);
+  // The claim that waited on "odd" took one of them.
+  ASSERT_OK_AND_ASSIGN(auto woke, waiting.get());
+  ASSERT_EQ(woke.size(), 1u);
+  EXPECT_EQ(woke[0].headers.at("kind"), "odd");
+  std::map<std::string, std::int64_t> last;
+  std::map<std::string, int> per_queue;
+  for (const Delivery& x : d) {
+    SCOPED_TRACE(x.queue + " " + std::to_string(x.message));
+    ASSERT_LT(x.message, batch.size());
+    if (x.queue == "odd") {
+      EXPECT_EQ(x.message % 2, 1u);
+    }
+    WorkQueue& q = x.queue == "odd" ? odd : all;
+    ASSERT_OK_AND_ASSIGN(MessageInfo got, q.Get(x.sent.id));
+    const Message& m = batch[x.message];
+    EXPECT_EQ(got.payload, m.payload);
+    EXPECT_EQ(got.priority, m.priority);
+    EXPECT_EQ(got.headers, m.headers);
+    EXPECT_EQ(got.state, x.message % 10 == 0       ? MessageState::kDelayed
+                         : x.sent.id == woke[0].id ? MessageState::kLeased
+                                                   : MessageState::kReady);
+    EXPECT_GT(x.sent.id, last[x.queue]);  // in the batch's order
+    last[x.queue] = x.sent.id;
+    ++per_queue[x.queue];
+  }
+  EXPECT_EQ(per_queue, (std::map<std::string, int>{{"all", 40}, {"odd", 20}}));
+  ASSERT_OK_AND_ASSIGN(QueueStats as, all.Stats());
+  EXPECT_EQ(as.sends, 40);
+  EXPECT_EQ(as.delayed, 4);
+  ASSERT_OK_AND_ASSIGN(QueueStats os, odd.Stats());
+  EXPECT_EQ(os.sends, 20);
+
+  // A message goes only where its filter matches.
+  ASSERT_OK_AND_ASSIGN(
+      auto even,
+      store->Publish("t", {.payload = "x", .headers = {{"kind", "even"}}}));
+  ASSERT_EQ(even.size(), 1u);
+  EXPECT_EQ(even[0].queue, "all");
+  // Too large for one subscriber: stored in none.
+  ASSERT_OK_AND_ASSIGN(WorkQueue small,
+                       store->CreateQueue("small", {.max_payload_bytes = 4}));
+  ASSERT_OK(store->Subscribe("t", "small").status());
+  EXPECT_CODE(store->Publish("t", {.payload = "too long"}).status(),
+              Code::kTooLarge);
+  ASSERT_OK_AND_ASSIGN(as, all.Stats());
+  EXPECT_EQ(as.sends, 41);
+  ASSERT_OK(store->Unsubscribe("t", "small"));
+  // A subscriber with a dedup window takes the general way: stored in
+  // both; and a key held there is a duplicate there, and only there.
+  ASSERT_OK_AND_ASSIGN(
+      WorkQueue once,
+      store->CreateQueue("once", {.unique_for = std::chrono::hours(1)}));
+  ASSERT_OK(store->Subscribe("t", "once").status());
+  ASSERT_OK_AND_ASSIGN(auto both, store->Publish("t", {.payload = "c"}));
+  ASSERT_EQ(both.size(), 2u);
+  for (const Delivery& x : both) EXPECT_FALSE(x.sent.duplicate) << x.queue;
+  ASSERT_OK(once.Send({.payload = "held", .dedup_key = "k"}).status());
+  ASSERT_OK_AND_ASSIGN(auto keyed,
+                       store->Publish("t", {.payload = "b", .dedup_key = "k"}));
+  ASSERT_EQ(keyed.size(), 2u);
+  for (const Delivery& x : keyed) {
+    EXPECT_EQ(x.sent.duplicate, x.queue == "once") << x.queue;
+  }
+  ASSERT_OK_AND_ASSIGN(QueueStats ones, once.Stats());
+  EXPECT_EQ(ones.ready, 2);
+  // No such topic.
+  EXPECT_CODE(store->Publish("nope", {.payload = "x"}).status(),
+              Code::kNotFound);
 }
 
 TEST_F(PostgresEngineTest, DroppedListenerConnectionIsReestablished) {
