@@ -21,15 +21,18 @@ if ((${#targets[@]} == 0)); then targets=(http api sqs parsers cli); fi
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$(nproc)"
 
-status=0
-for t in "${targets[@]}"; do
-  bin="build/fuzz/tests/fuzz/fuzz_$t"
+# One target: its report goes to build/fuzz/fuzz_TARGET.report, printed
+# once every target has run.
+fuzz_one() {
+  local t=$1
+  local bin="build/fuzz/tests/fuzz/fuzz_$t"
   # Absolute: a target may change its working directory while it runs.
-  seeds="$PWD/tests/fuzz/corpus/$t"
-  found="$PWD/build/fuzz/findings/$t"
+  local seeds="$PWD/tests/fuzz/corpus/$t"
+  local found="$PWD/build/fuzz/findings/$t"
+  local work
   work="$(mktemp -d)"
   mkdir -p "$found"
-  log="build/fuzz/fuzz_$t.log"
+  local log="build/fuzz/fuzz_$t.log"
   # New inputs go to a scratch directory first; the kept corpus is only
   # read (merged into on request).
   if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2560 \
@@ -42,13 +45,31 @@ for t in "${targets[@]}"; do
       echo "fuzz_$t: corpus now $(ls "$seeds" | wc -l) inputs"
     fi
   else
-    status=1
     echo "fuzz_$t FAILED; the end of its log ($log):"
     grep -vE '^#[0-9]+' "$log" | tail -40
     for a in "$found"/*; do
       [[ -e "$a" ]] && echo "run again: $bin $a"
     done
+    rm -rf "$work"
+    return 1
   fi
   rm -rf "$work"
+}
+
+# A libFuzzer process runs on one core: as many targets at once as there
+# are cores, so that a run takes SECONDS for every core's worth of targets.
+status=0
+for t in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= $(nproc))); do wait -n || true; done
+  rm -f "build/fuzz/fuzz_$t.status"
+  {
+    if fuzz_one "$t"; then r=0; else r=1; fi
+    echo "$r" >"build/fuzz/fuzz_$t.status"
+  } >"build/fuzz/fuzz_$t.report" 2>&1 &
+done
+wait
+for t in "${targets[@]}"; do
+  cat "build/fuzz/fuzz_$t.report"
+  [[ "$(cat "build/fuzz/fuzz_$t.status" 2>/dev/null)" == 0 ]] || status=1
 done
 exit "$status"
