@@ -33,6 +33,7 @@ fuzz_one() {
   work="$(mktemp -d)"
   mkdir -p "$found"
   local log="build/fuzz/fuzz_$t.log"
+  local ok=1
   # New inputs go to a scratch directory first; the kept corpus is only
   # read (merged into on request).
   if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2560 \
@@ -50,10 +51,10 @@ fuzz_one() {
     for a in "$found"/*; do
       [[ -e "$a" ]] && echo "run again: $bin $a"
     done
-    rm -rf "$work"
-    return 1
+    ok=0
   fi
   rm -rf "$work"
+  ((ok))
 }
 
 # A libFuzzer process runs on one core: as many targets at once as there
