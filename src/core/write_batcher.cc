@@ -66,14 +66,28 @@ Result<WriteBatcher::Claimed> WriteBatcher::Claim(const ClaimRequest& request) {
 }
 
 Status WriteBatcher::Enter(Writer& self) {
+  // Callers of this kind in Enter now, this one included.
+  std::atomic<int>& kind = self.claim != nullptr ? claimers_
+                           : self.publish        ? publishers_
+                           : self.op == nullptr  ? senders_
+                                                 : others_;
+  const int alike = kind.fetch_add(1, std::memory_order_relaxed) + 1;
+  struct Leave {
+    std::atomic<int>& n;
+    ~Leave() { n.fetch_sub(1, std::memory_order_relaxed); }
+  } leave{kind};
   {
     std::unique_lock<std::mutex> lock(mu_);
-    // Lead at once when nobody leads; beside other leaders only when there
-    // is enough to do (kMinGroupWeight): many small groups would each cost
-    // a commit's overhead, where fewer larger ones share it. Whoever waits
-    // is taken by a running leader's next group.
-    if (leaders_ == 0 || (leaders_ < max_leaders_ &&
-                          queued_weight_ + self.weight >= kMinGroupWeight)) {
+    // Lead at once when nobody leads. Beside other leaders, when there is
+    // enough to do (kMinGroupWeight), or when at most one other caller of
+    // this kind is about: its operation is in a running group or queued
+    // (then this group takes it), so waiting could share no statement with
+    // it and would only idle. Otherwise a small caller queues: many small
+    // groups would each cost a commit's overhead, where fewer larger ones
+    // share it. Whoever waits is taken by a running leader's next group.
+    if (leaders_ == 0 ||
+        (leaders_ < max_leaders_ &&
+         (alike <= 2 || queued_weight_ + self.weight >= kMinGroupWeight))) {
       ++leaders_;
       peak_leaders_ = std::max(peak_leaders_, leaders_);
       lock.unlock();

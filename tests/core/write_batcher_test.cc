@@ -45,6 +45,17 @@ class FakeEngine : public Engine {
     hold_ = true;
   }
   void WaitUntilHeld() { held_.get_future().wait(); }
+  // Every Write blocks, once inside, until Release().
+  void HoldEveryWrite() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_every_ = true;
+  }
+  // Waits (up to 10 s) until `n` Writes are held at once.
+  bool WaitUntilHolding(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10),
+                        [&] { return holding_ >= n; });
+  }
   void Release() {
     std::lock_guard<std::mutex> lock(mu_);
     released_ = true;
@@ -93,6 +104,10 @@ class FakeEngine : public Engine {
       if (hold_) {
         hold_ = false;
         held_.set_value();
+        cv_.wait(lock, [&] { return released_; });
+      } else if (hold_every_ && !released_) {
+        ++holding_;
+        cv_.notify_all();
         cv_.wait(lock, [&] { return released_; });
       }
       pending_ = committed_;
@@ -432,6 +447,8 @@ class FakeEngine : public Engine {
   std::mutex mu_;
   std::condition_variable cv_;
   bool hold_ = false;
+  bool hold_every_ = false;
+  int holding_ = 0;  // Writes held by hold_every_ so far
   bool released_ = false;
   std::promise<void> held_;
   Status commit_error_;
@@ -1005,20 +1022,79 @@ TEST(WriteBatcher, PublishesToOneTopicInAGroupAreOnePublish) {
   EXPECT_EQ(engine.committed(), std::vector<int>{0});
 }
 
-TEST(WriteBatcher, SmallSendsBesideARunningLeaderWaitForItsNextGroup) {
+// Sends of one message each to queue 1, started on threads of their own.
+std::vector<std::future<Result<std::vector<SendResult>>>> StartSends(
+    WriteBatcher& batcher, const std::vector<std::vector<Message>>& messages) {
+  std::vector<std::future<Result<std::vector<SendResult>>>> out;
+  for (const auto& m : messages) {
+    out.push_back(std::async(std::launch::async, [&batcher, m] {
+      return batcher.Send({.queue_id = 1, .messages = m});
+    }));
+  }
+  return out;
+}
+
+TEST(WriteBatcher, ASmallSendBesideTheOnlyOtherSendersGroupLeadsItsOwn) {
   FakeEngine engine;
   SendRecorder recorder(engine);
   WriteBatcher batcher(engine, 512, /*max_leaders=*/4);
-  // Places for three more leaders are free, but five single-message sends
-  // are too little for a group of their own each: they wait for the held
-  // leader, which takes them all as its next group, one call.
-  std::vector<Sender> senders;
-  for (int i = 0; i < 5; ++i) senders.push_back({1, Numbered(1, i, 1)});
-  SendBehindAHeldLeader(engine, batcher, senders, /*all_queued=*/true);
-  const auto calls = recorder.calls();
-  ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(calls[0].size, 5u);
+  engine.HoldEveryWrite();
+  // Two callers of one kind: the second cannot share a statement with the
+  // first, which is already in its transaction, so it does not wait for it
+  // (two single-message senders, or two consumers claiming one at a time,
+  // each get a transaction of their own).
+  const std::vector<std::vector<Message>> messages = {Numbered(1, 0, 1),
+                                                      Numbered(1, 1, 1)};
+  auto first = StartSends(batcher, {messages[0]});
+  ASSERT_TRUE(engine.WaitUntilHolding(1));
+  auto second = StartSends(batcher, {messages[1]});
+  ASSERT_TRUE(engine.WaitUntilHolding(2));
+  EXPECT_EQ(batcher.TEST_peak_leaders(), 2);
+  engine.Release();
+  for (auto* f : {&first[0], &second[0]}) {
+    auto r = f->get();
+    ASSERT_OK(r.status());
+    EXPECT_EQ(r->size(), 1u);
+  }
+  EXPECT_EQ(recorder.calls().size(), 2u);
   EXPECT_EQ(engine.writes(), 2);
+}
+
+TEST(WriteBatcher, SmallSendsBesideRunningLeadersWaitAndJoinOneOfTheirGroups) {
+  FakeEngine engine;
+  SendRecorder recorder(engine);
+  WriteBatcher batcher(engine, 512, /*max_leaders=*/4);
+  engine.HoldEveryWrite();
+  // Two senders lead groups of their own (the test above); held there.
+  std::vector<std::vector<Message>> messages = {Numbered(1, 0, 1),
+                                                Numbered(1, 1, 1)};
+  auto leaders = StartSends(batcher, {messages[0]});
+  ASSERT_TRUE(engine.WaitUntilHolding(1));
+  auto second = StartSends(batcher, {messages[1]});
+  ASSERT_TRUE(engine.WaitUntilHolding(2));
+  leaders.push_back(std::move(second[0]));
+  // Places for two more leaders are free, but five more single-message
+  // sends are too little for a group of their own each: they wait, and
+  // join one of the running groups of sends to their queue as it opens its
+  // transaction (JoinLate): one call for the six.
+  std::vector<std::vector<Message>> more;
+  for (int i = 0; i < 5; ++i) more.push_back(Numbered(1, 10 + i, 1));
+  auto waiting = StartSends(batcher, more);
+  ASSERT_TRUE(WaitUntilQueued(batcher, more.size()));
+  engine.Release();
+  for (auto& f : leaders) ASSERT_OK(f.get().status());
+  for (std::size_t i = 0; i < waiting.size(); ++i) {
+    auto r = waiting[i].get();
+    ASSERT_OK(r.status());
+    ASSERT_EQ(r->size(), 1u);
+    EXPECT_EQ((*r)[0].id, 10 + static_cast<std::int64_t>(i));
+  }
+  std::vector<std::size_t> sizes;
+  for (const auto& c : recorder.calls()) sizes.push_back(c.size);
+  std::sort(sizes.begin(), sizes.end());
+  EXPECT_EQ(sizes, (std::vector<std::size_t>{1, 6}));
+  EXPECT_EQ(engine.writes(), 2);
+  EXPECT_EQ(batcher.TEST_peak_leaders(), 2);
 }
 
 TEST(WriteBatcher, LargeSendsLeadBesideARunningLeader) {
@@ -1080,6 +1156,46 @@ TEST(WriteBatcher, SendsQueuedWhileASendGroupOpensItsTransactionJoinIt) {
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].size, 4u);
   EXPECT_EQ(engine.writes(), 1);
+}
+
+TEST(WriteBatcher, TwoConsumersClaimingOneEachRunSideBySide) {
+  FakeEngine engine;
+  std::atomic<std::int64_t> next_id{1};
+  engine.claim_hook = [&](const ClaimParams& p) -> Result<ClaimOutcome> {
+    ClaimOutcome out;
+    for (int i = 0; i < p.max; ++i) {
+      out.messages.push_back({.id = next_id++, .attempt = 1});
+    }
+    return out;
+  };
+  WriteBatcher batcher(engine, 512, /*max_leaders=*/4);
+  engine.HoldEveryWrite();
+  const WriteBatcher::ClaimRequest request{
+      .params = {.queue_id = 1,
+                 .max = 1,
+                 .lease = std::chrono::seconds(30),
+                 .token = 7,
+                 .max_attempts = 5}};
+  // The second claim does not wait for the first's transaction (where it
+  // could not join the first's engine claim): both are held in theirs at
+  // once.
+  auto first =
+      std::async(std::launch::async, [&] { return batcher.Claim(request); });
+  ASSERT_TRUE(engine.WaitUntilHolding(1));
+  auto second =
+      std::async(std::launch::async, [&] { return batcher.Claim(request); });
+  ASSERT_TRUE(engine.WaitUntilHolding(2));
+  engine.Release();
+  std::set<std::int64_t> ids;
+  for (auto* f : {&first, &second}) {
+    auto r = f->get();
+    ASSERT_OK(r.status());
+    ASSERT_EQ(r->outcome.messages.size(), 1u);
+    ids.insert(r->outcome.messages[0].id);
+  }
+  EXPECT_EQ(ids, (std::set<std::int64_t>{1, 2}));
+  EXPECT_EQ(engine.writes(), 2);
+  EXPECT_EQ(batcher.TEST_peak_leaders(), 2);
 }
 
 // Claims of one queue queued behind a held leader: an engine that hands out
