@@ -66,28 +66,47 @@ Result<WriteBatcher::Claimed> WriteBatcher::Claim(const ClaimRequest& request) {
 }
 
 Status WriteBatcher::Enter(Writer& self) {
-  // Callers of this kind in Enter now, this one included.
-  std::atomic<int>& kind = self.claim != nullptr ? claimers_
-                           : self.publish        ? publishers_
-                           : self.op == nullptr  ? senders_
-                                                 : others_;
-  const int alike = kind.fetch_add(1, std::memory_order_relaxed) + 1;
+  // Callers in Enter now, and claims among them, this one included.
+  const bool claim = self.claim != nullptr;
+  const int callers = callers_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const int claims =
+      claim ? claimers_.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
   struct Leave {
-    std::atomic<int>& n;
-    ~Leave() { n.fetch_sub(1, std::memory_order_relaxed); }
-  } leave{kind};
+    WriteBatcher& b;
+    bool claim;
+    ~Leave() {
+      b.callers_.fetch_sub(1, std::memory_order_relaxed);
+      if (claim) b.claimers_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  } leave{*this, claim};
   {
     std::unique_lock<std::mutex> lock(mu_);
+    // How many callers (and claims) come at once: the most seen in Enter
+    // over the last one or two windows of kWindow entries, so that callers
+    // that are about but between two calls count too.
+    constexpr std::size_t kWindow = 64;
+    if (++entries_ % kWindow == 0) {
+      seen_before_ = seen_;
+      seen_ = Seen{};
+    }
+    seen_.callers = std::max(seen_.callers, callers);
+    seen_.claims = std::max(seen_.claims, claims);
+    const int busy = std::max(seen_.callers, seen_before_.callers);
+    const int claiming = std::max(seen_.claims, seen_before_.claims);
     // Lead at once when nobody leads. Beside other leaders, when there is
-    // enough to do (kMinGroupWeight), or when at most one other caller of
-    // this kind is about: its operation is in a running group or queued
-    // (then this group takes it), so waiting could share no statement with
-    // it and would only idle. Otherwise a small caller queues: many small
-    // groups would each cost a commit's overhead, where fewer larger ones
-    // share it. Whoever waits is taken by a running leader's next group.
-    if (leaders_ == 0 ||
-        (leaders_ < max_leaders_ &&
-         (alike <= 2 || queued_weight_ + self.weight >= kMinGroupWeight))) {
+    // enough to do (kMinGroupWeight), or when waiting could only idle: the
+    // one other caller about (or, for a claim, the one other claim) is
+    // already in a running group, or queued and then taken into this one.
+    // A claim's transaction is several round trips, and a claim joins only
+    // other claims' statement, so two consumers claiming one message at a
+    // time each get their own transaction even while senders run; a small
+    // send with other callers about waits, to share their next commit.
+    // Otherwise a small caller queues: many small groups would each cost a
+    // commit's overhead, where fewer larger ones share it. Whoever waits is
+    // taken by a running leader's next group.
+    if (leaders_ == 0 || (leaders_ < max_leaders_ &&
+                          (busy <= 2 || (claim && claiming <= 2) ||
+                           queued_weight_ + self.weight >= kMinGroupWeight))) {
       ++leaders_;
       peak_leaders_ = std::max(peak_leaders_, leaders_);
       lock.unlock();

@@ -37,9 +37,11 @@
 // their groups side by side, each in its own transaction on its own
 // connection, so that callers do not queue behind one commit's round trips
 // while the server could run several; the server merges their WAL flushes.
-// A small caller starts a group beside those running only when no other
-// caller of its kind could share it (at most one other is about, already
-// in a transaction); with more, it waits to join one.
+// A small caller starts a group beside those running only when waiting
+// could share nothing: at most two callers come at once (the other is
+// already in a transaction), or it is a claim and at most two claims come
+// at once (a claim joins only claims, and its transaction is several round
+// trips); otherwise it waits to join one.
 //
 // A waiting caller is woken once, when its answer is ready (or when it is
 // to lead), through its own thread's mutex and condition variable (Signal):
@@ -148,8 +150,8 @@ class WriteBatcher {
   // Most messages one combined claim asks for (the most one claim may).
   static constexpr int kMaxCombinedClaim = 1000;
   // A group beside those running starts only with this much to do
-  // (Writer::weight; a single-message send weighs 1), or for a caller with
-  // at most one other of its kind about (Enter).
+  // (Writer::weight; a single-message send weighs 1), or for a caller that
+  // could share nothing by waiting (Enter).
   static constexpr std::size_t kMinGroupWeight = 32;
 
   // Number of transactions committed and operations run; for benchmarks.
@@ -255,11 +257,18 @@ class WriteBatcher {
   std::deque<Writer*> queue_;
   std::size_t queued_weight_ = 0;  // guarded by mu_; of those in queue_
   int leaders_ = 0;                // guarded by mu_; leaders running groups now
-  // Callers in Enter now, by kind.
-  std::atomic<int> senders_{0};
-  std::atomic<int> publishers_{0};
+  // Callers in Enter now, and claims among them (Enter).
+  std::atomic<int> callers_{0};
   std::atomic<int> claimers_{0};
-  std::atomic<int> others_{0};
+  // The most callers and claims seen in Enter at once, in this window of
+  // entries and the one before; guarded by mu_.
+  struct Seen {
+    int callers = 0;
+    int claims = 0;
+  };
+  Seen seen_;
+  Seen seen_before_;
+  std::size_t entries_ = 0;  // guarded by mu_
   int peak_leaders_ = 0;
   // Estimate of callers writing concurrently; guarded by mu_.
   std::size_t expected_ = 1;

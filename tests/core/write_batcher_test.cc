@@ -1158,8 +1158,9 @@ TEST(WriteBatcher, SendsQueuedWhileASendGroupOpensItsTransactionJoinIt) {
   EXPECT_EQ(engine.writes(), 1);
 }
 
-TEST(WriteBatcher, TwoConsumersClaimingOneEachRunSideBySide) {
+TEST(WriteBatcher, TwoConsumersClaimingOneEachRunSideBySideWhileASendWaits) {
   FakeEngine engine;
+  SendRecorder recorder(engine);
   std::atomic<std::int64_t> next_id{1};
   engine.claim_hook = [&](const ClaimParams& p) -> Result<ClaimOutcome> {
     ClaimOutcome out;
@@ -1185,6 +1186,10 @@ TEST(WriteBatcher, TwoConsumersClaimingOneEachRunSideBySide) {
   auto second =
       std::async(std::launch::async, [&] { return batcher.Claim(request); });
   ASSERT_TRUE(engine.WaitUntilHolding(2));
+  // A single-message send with two callers about waits to share a running
+  // leader's next commit rather than start a third transaction.
+  auto send = StartSends(batcher, {Numbered(1, 50, 1)});
+  ASSERT_TRUE(WaitUntilQueued(batcher, 1));
   engine.Release();
   std::set<std::int64_t> ids;
   for (auto* f : {&first, &second}) {
@@ -1194,7 +1199,11 @@ TEST(WriteBatcher, TwoConsumersClaimingOneEachRunSideBySide) {
     ids.insert(r->outcome.messages[0].id);
   }
   EXPECT_EQ(ids, (std::set<std::int64_t>{1, 2}));
-  EXPECT_EQ(engine.writes(), 2);
+  auto sent = send[0].get();
+  ASSERT_OK(sent.status());
+  ASSERT_EQ(sent->size(), 1u);
+  EXPECT_EQ((*sent)[0].id, 50);
+  EXPECT_EQ(engine.writes(), 3);
   EXPECT_EQ(batcher.TEST_peak_leaders(), 2);
 }
 
