@@ -268,7 +268,15 @@ TEST_F(TwoServers, ACallWaitingOnAnOldPrimaryEndsOnceANewOneLeads) {
               during.code() == Code::kUnavailable)
       << during.ToString();
   EXPECT_LT(ended, seconds(10));
-  ASSERT_OK(q.Send({.payload = "after"}).status());
+  // The next call goes to the new leader. Were it to go to the old primary
+  // (a pooled connection to it reused), its commit would wait for the
+  // standby for ever (no commit timeout): it runs like the first, so that
+  // the test fails then rather than hangs, and end_the_wait ends it.
+  waiting = std::async(std::launch::async,
+                       [&] { return q.Send({.payload = "after"}).status(); });
+  ASSERT_EQ(waiting.wait_for(seconds(60)), std::future_status::ready)
+      << "the send after the failover waits on the old primary";
+  ASSERT_OK(waiting.get());
   EXPECT_GE(ReadyCount(SecondUrl(), "jobs"), 1);
 }
 
