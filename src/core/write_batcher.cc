@@ -94,16 +94,11 @@ Status WriteBatcher::Enter(Writer& self) {
     const int busy = std::max(seen_.callers, seen_before_.callers);
     const int claiming = std::max(seen_.claims, seen_before_.claims);
     // Lead at once when nobody leads. Beside other leaders, when there is
-    // enough to do (kMinGroupWeight), or when waiting could only idle: the
-    // one other caller about (or, for a claim, the one other claim) is
-    // already in a running group, or queued and then taken into this one.
-    // A claim's transaction is several round trips, and a claim joins only
-    // other claims' statement, so two consumers claiming one message at a
-    // time each get their own transaction even while senders run; a small
-    // send with other callers about waits, to share their next commit.
-    // Otherwise a small caller queues: many small groups would each cost a
-    // commit's overhead, where fewer larger ones share it. Whoever waits is
-    // taken by a running leader's next group.
+    // enough to do (kMinGroupWeight), or when waiting could only idle (the
+    // class comment): the one other caller about (for a claim, the one
+    // other claim) is already in a running group, or queued and then taken
+    // into this one. Otherwise a small caller queues, to share a running
+    // leader's next group and its commit.
     if (leaders_ == 0 || (leaders_ < max_leaders_ &&
                           (busy <= 2 || (claim && claiming <= 2) ||
                            queued_weight_ + self.weight >= kMinGroupWeight))) {

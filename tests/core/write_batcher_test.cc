@@ -843,11 +843,9 @@ struct Sender {
 
 // Runs `senders` behind a held leader; checks that each got the ids of its
 // own messages (or, on queue 3, the clean failure) and that the leader's
-// operation committed. With `all_queued`, the leader is let go only once
-// every sender waits in the queue.
+// operation committed.
 void SendBehindAHeldLeader(FakeEngine& engine, WriteBatcher& batcher,
-                           const std::vector<Sender>& senders,
-                           bool all_queued = false) {
+                           const std::vector<Sender>& senders) {
   engine.HoldNextWrite();
   auto leader_op = engine.Append(0);
   auto leader =
@@ -863,9 +861,6 @@ void SendBehindAHeldLeader(FakeEngine& engine, WriteBatcher& batcher,
     }));
   }
   started.wait();
-  if (all_queued) {
-    EXPECT_TRUE(WaitUntilQueued(batcher, senders.size()));
-  }
   engine.Release();
   EXPECT_OK(leader.get());
   for (std::size_t i = 0; i < senders.size(); ++i) {
@@ -1022,7 +1017,8 @@ TEST(WriteBatcher, PublishesToOneTopicInAGroupAreOnePublish) {
   EXPECT_EQ(engine.committed(), std::vector<int>{0});
 }
 
-// Sends of one message each to queue 1, started on threads of their own.
+// Sends to queue 1, one per element of `messages`, each started on a thread
+// of its own.
 std::vector<std::future<Result<std::vector<SendResult>>>> StartSends(
     WriteBatcher& batcher, const std::vector<std::vector<Message>>& messages) {
   std::vector<std::future<Result<std::vector<SendResult>>>> out;
@@ -1039,10 +1035,9 @@ TEST(WriteBatcher, ASmallSendBesideTheOnlyOtherSendersGroupLeadsItsOwn) {
   SendRecorder recorder(engine);
   WriteBatcher batcher(engine, 512, /*max_leaders=*/4);
   engine.HoldEveryWrite();
-  // Two callers of one kind: the second cannot share a statement with the
-  // first, which is already in its transaction, so it does not wait for it
-  // (two single-message senders, or two consumers claiming one at a time,
-  // each get a transaction of their own).
+  // Two callers in all: the second could share nothing with the first,
+  // which is already in its transaction, so it does not wait for it (two
+  // single-message senders each get a transaction of their own).
   const std::vector<std::vector<Message>> messages = {Numbered(1, 0, 1),
                                                       Numbered(1, 1, 1)};
   auto first = StartSends(batcher, {messages[0]});
