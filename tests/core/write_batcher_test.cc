@@ -1030,24 +1030,40 @@ std::vector<std::future<Result<std::vector<SendResult>>>> StartSends(
   return out;
 }
 
+// Holds every write of `engine`, then starts two single-message senders
+// (ids 0 and 1), the second once the first is in its transaction. Both
+// lead (two callers in all: waiting could share nothing), so both end up
+// held at once; returns their futures, or, when they were not (then
+// everything is released and answered), none.
+std::vector<std::future<Result<std::vector<SendResult>>>> TwoHeldSenders(
+    FakeEngine& engine, WriteBatcher& batcher) {
+  engine.HoldEveryWrite();
+  auto out = StartSends(batcher, {Numbered(1, 0, 1)});
+  bool held = engine.WaitUntilHolding(1);
+  if (held) {
+    auto second = StartSends(batcher, {Numbered(1, 1, 1)});
+    out.push_back(std::move(second[0]));
+    held = engine.WaitUntilHolding(2);
+  }
+  if (held) return out;
+  engine.Release();
+  for (auto& f : out) f.wait();
+  return {};
+}
+
 TEST(WriteBatcher, ASmallSendBesideTheOnlyOtherSendersGroupLeadsItsOwn) {
   FakeEngine engine;
   SendRecorder recorder(engine);
   WriteBatcher batcher(engine, 512, /*max_leaders=*/4);
-  engine.HoldEveryWrite();
   // Two callers in all: the second could share nothing with the first,
   // which is already in its transaction, so it does not wait for it (two
   // single-message senders each get a transaction of their own).
-  const std::vector<std::vector<Message>> messages = {Numbered(1, 0, 1),
-                                                      Numbered(1, 1, 1)};
-  auto first = StartSends(batcher, {messages[0]});
-  ASSERT_TRUE(engine.WaitUntilHolding(1));
-  auto second = StartSends(batcher, {messages[1]});
-  ASSERT_TRUE(engine.WaitUntilHolding(2));
+  auto senders = TwoHeldSenders(engine, batcher);
+  ASSERT_EQ(senders.size(), 2u) << "the two sends were not held at once";
   EXPECT_EQ(batcher.TEST_peak_leaders(), 2);
   engine.Release();
-  for (auto* f : {&first[0], &second[0]}) {
-    auto r = f->get();
+  for (auto& f : senders) {
+    auto r = f.get();
     ASSERT_OK(r.status());
     EXPECT_EQ(r->size(), 1u);
   }
@@ -1059,15 +1075,9 @@ TEST(WriteBatcher, SmallSendsBesideRunningLeadersWaitAndJoinOneOfTheirGroups) {
   FakeEngine engine;
   SendRecorder recorder(engine);
   WriteBatcher batcher(engine, 512, /*max_leaders=*/4);
-  engine.HoldEveryWrite();
   // Two senders lead groups of their own (the test above); held there.
-  std::vector<std::vector<Message>> messages = {Numbered(1, 0, 1),
-                                                Numbered(1, 1, 1)};
-  auto leaders = StartSends(batcher, {messages[0]});
-  ASSERT_TRUE(engine.WaitUntilHolding(1));
-  auto second = StartSends(batcher, {messages[1]});
-  ASSERT_TRUE(engine.WaitUntilHolding(2));
-  leaders.push_back(std::move(second[0]));
+  auto leaders = TwoHeldSenders(engine, batcher);
+  ASSERT_EQ(leaders.size(), 2u) << "the two sends were not held at once";
   // Places for two more leaders are free, but five more single-message
   // sends are too little for a group of their own each: they wait, and
   // join one of the running groups of sends to their queue as it opens its
