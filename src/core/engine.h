@@ -1261,6 +1261,29 @@ class Engine : public Transactions,
     return out;
   }
 
+  // What ClaimAndCommit did: each receipt's ack (in order) and the claim.
+  struct ClaimCommitted {
+    std::vector<Status> acks;
+    ClaimOutcome outcome;
+  };
+  // A claim and the acks that go before it (group commit's claims of one
+  // queue: WriteBatcher::ClaimRequest's `ack` and `done`) in a write
+  // transaction of their own, committed, in fewer round trips than Write
+  // with AckMany and Claim (PostgreSQL: one). `acks.receipts` are acked
+  // first; `gates[i]` of `p.max` are claimed only when receipt i is acked
+  // (0: it gates nothing). When the engine cannot (the default; claims of
+  // groups or under limits, dedup windows, archives, a queue whose acks
+  // release dependents), nothing is stored and the result is empty: the
+  // caller goes the general way.
+  virtual Result<std::optional<ClaimCommitted>> ClaimAndCommit(
+      const ClaimParams& p, const AckManyParams& acks,
+      std::span<const int> gates) {
+    (void)p;
+    (void)acks;
+    (void)gates;
+    return std::optional<ClaimCommitted>();
+  }
+
   // A publish of `messages` to topic `topic` in a write transaction of its
   // own, committed, in fewer round trips than Write with core::PublishIn
   // (PostgreSQL: one), for the usual publish: when the engine cannot (the

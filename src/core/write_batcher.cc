@@ -352,6 +352,7 @@ void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
     Slice(group, *r);
     return;
   }
+  if (ClaimAndCommit(group)) return;
   if (OneTopicPublishes(group)) {
     // One publish of everyone's messages in the engine's fewest round
     // trips, when it can; else the general way below.
@@ -500,13 +501,13 @@ bool WriteBatcher::ClaimsCombine(const ClaimRequest& a, const ClaimRequest& b) {
          x.rate_u == y.rate_u && x.rate_burst == y.rate_burst;
 }
 
-Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
-                               std::size_t first, std::vector<char>& done,
-                               std::vector<std::int64_t>& released) {
+std::vector<WriteBatcher::Writer*> WriteBatcher::ClaimMembers(
+    const std::vector<Writer*>& group, std::size_t first,
+    std::vector<char>& done, int& total) {
   const ClaimRequest& lead = *group[first]->claim;
   std::vector<Writer*> members = {group[first]};
   done[first] = 1;
-  int total = lead.params.max;
+  total = lead.params.max;
   for (std::size_t j = first + 1; j < group.size(); ++j) {
     Writer* w = group[j];
     if (done[j] || w->claim == nullptr || !ClaimsCombine(lead, *w->claim)) {
@@ -521,14 +522,107 @@ Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
     w->status = Status::Ok();
     w->claimed = {};
   }
-  // The acks first, in one call; a member whose `ack` is refused claims
-  // nothing, refusals of `done` are only reported.
+  return members;
+}
+
+std::vector<Receipt> WriteBatcher::ClaimReceipts(
+    const std::vector<Writer*>& members, std::vector<int>* gates) {
   std::vector<Receipt> receipts;
   for (Writer* w : members) {
-    if (w->claim->ack) receipts.push_back(*w->claim->ack);
+    if (w->claim->ack) {
+      receipts.push_back(*w->claim->ack);
+      if (gates != nullptr) gates->push_back(w->claim->params.max);
+    }
     receipts.insert(receipts.end(), w->claim->done.begin(),
                     w->claim->done.end());
+    if (gates != nullptr) gates->resize(receipts.size(), 0);
   }
+  return receipts;
+}
+
+int WriteBatcher::TakeAcks(const std::vector<Writer*>& members,
+                           std::vector<Status> acked) {
+  int refused = 0;
+  std::size_t k = 0;
+  for (Writer* w : members) {
+    if (w->claim->ack && !acked[k++].ok()) {
+      w->status = std::move(acked[k - 1]);
+      refused += w->claim->params.max;
+    }
+    for (std::size_t d = 0; d < w->claim->done.size(); ++d) {
+      w->claimed.done.push_back(std::move(acked[k++]));
+    }
+  }
+  return refused;
+}
+
+void WriteBatcher::HandOut(const std::vector<Writer*>& members,
+                           const ClaimParams& params, ClaimOutcome& r) {
+  // Each member takes the next messages in claim order, up to its max; the
+  // counters of expirations and dead letters stay with the first.
+  std::size_t at = 0;
+  bool counted = false;
+  for (Writer* w : members) {
+    if (!w->status.ok()) continue;
+    w->claimed.token = params.token;
+    ClaimOutcome& out = w->claimed.outcome;
+    out.last_group = r.last_group;
+    out.limited_by = r.limited_by;
+    out.retry_after = r.retry_after;
+    if (!counted) {
+      out.expirations = r.expirations;
+      out.dead_lettered = r.dead_lettered;
+      counted = true;
+    }
+    const std::size_t n = std::min<std::size_t>(
+        static_cast<std::size_t>(w->claim->params.max), r.messages.size() - at);
+    for (std::size_t k = 0; k < n; ++k) {
+      out.messages.push_back(std::move(r.messages[at + k]));
+    }
+    at += n;
+  }
+}
+
+bool WriteBatcher::ClaimAndCommit(std::vector<Writer*>& group) {
+  for (const Writer* w : group) {
+    if (w->claim == nullptr) return false;
+  }
+  std::vector<char> done(group.size(), 0);
+  int total = 0;
+  const std::vector<Writer*> members = ClaimMembers(group, 0, done, total);
+  const ClaimRequest& lead = *group.front()->claim;
+  if (members.size() != group.size() || Limited(lead.params)) return false;
+  std::vector<int> gates;
+  const std::vector<Receipt> receipts = ClaimReceipts(members, &gates);
+  ClaimParams params = lead.params;
+  params.max = total;
+  if (members.size() > 1) params.max_bytes = 0;  // see ClaimsCombine
+  auto r = engine_.ClaimAndCommit(params,
+                                  {.queue_id = lead.params.queue_id,
+                                   .receipts = receipts,
+                                   .archive = lead.archive,
+                                   .unique_for = lead.params.unique_for},
+                                  gates);
+  if (!r.ok()) {
+    for (Writer* w : members) w->status = r.status();
+    return true;
+  }
+  if (!r->has_value()) return false;
+  Engine::ClaimCommitted& committed = **r;
+  TakeAcks(members, std::move(committed.acks));
+  HandOut(members, params, committed.outcome);
+  return true;
+}
+
+Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
+                               std::size_t first, std::vector<char>& done,
+                               std::vector<std::int64_t>& released) {
+  const ClaimRequest& lead = *group[first]->claim;
+  int total = 0;
+  const std::vector<Writer*> members = ClaimMembers(group, first, done, total);
+  // The acks first, in one call; a member whose `ack` is refused claims
+  // nothing, refusals of `done` are only reported.
+  const std::vector<Receipt> receipts = ClaimReceipts(members, nullptr);
   if (!receipts.empty()) {
     auto acked = AckManyAndRelease(engine_, conn,
                                    {.queue_id = lead.params.queue_id,
@@ -540,16 +634,7 @@ Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
       for (Writer* w : members) w->status = acked.status();
       return acked.status();
     }
-    std::size_t k = 0;
-    for (Writer* w : members) {
-      if (w->claim->ack && !(*acked)[k++].ok()) {
-        w->status = (*acked)[k - 1];
-        total -= w->claim->params.max;
-      }
-      for (std::size_t d = 0; d < w->claim->done.size(); ++d) {
-        w->claimed.done.push_back(std::move((*acked)[k++]));
-      }
-    }
+    total -= TakeAcks(members, std::move(*acked));
   }
   if (total == 0) return Status::Ok();
   ClaimParams params = lead.params;
@@ -563,30 +648,7 @@ Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
     }
     return r.status();
   }
-  // Each member takes the next messages in claim order, up to its max; the
-  // counters of expirations and dead letters stay with the first.
-  std::size_t at = 0;
-  bool counted = false;
-  for (Writer* w : members) {
-    if (!w->status.ok()) continue;
-    w->claimed.token = params.token;
-    ClaimOutcome& out = w->claimed.outcome;
-    out.last_group = r->last_group;
-    out.limited_by = r->limited_by;
-    out.retry_after = r->retry_after;
-    if (!counted) {
-      out.expirations = r->expirations;
-      out.dead_lettered = r->dead_lettered;
-      counted = true;
-    }
-    const std::size_t n =
-        std::min<std::size_t>(static_cast<std::size_t>(w->claim->params.max),
-                              r->messages.size() - at);
-    for (std::size_t k = 0; k < n; ++k) {
-      out.messages.push_back(std::move(r->messages[at + k]));
-    }
-    at += n;
-  }
+  HandOut(members, params, *r);
   return Status::Ok();
 }
 

@@ -23,7 +23,9 @@
 // for all their messages, handed out in the callers' order of arrival; the
 // receipts some of them ack first (ack and claim next) go to one engine
 // AckMany before it. A caller whose ack is refused gets that error and no
-// message.
+// message. A group that is nothing but such claims goes to
+// Engine::ClaimAndCommit first (acks, claim and commit in one round trip
+// on PostgreSQL).
 //
 // Publishes (Publish) go as far as sends: the small publishes of one group
 // to the same topic are one publish (one read of the subscribers, one
@@ -237,6 +239,30 @@ class WriteBatcher {
   Status RunClaims(Conn& conn, const std::vector<Writer*>& group,
                    std::size_t first, std::vector<char>& done,
                    std::vector<std::int64_t>& released);
+  // group[first] and the later claims of the group it combines with (up
+  // to kMaxCombinedClaim messages, `total`), marked in `done`, their
+  // statuses and outcomes reset.
+  static std::vector<Writer*> ClaimMembers(const std::vector<Writer*>& group,
+                                           std::size_t first,
+                                           std::vector<char>& done, int& total);
+  // The receipts the members ack before their claim, in order: each one's
+  // `ack`, then its `done`. `gates` (when not null) gets, for each, how
+  // many messages its acceptance lets its member claim (0 for `done`).
+  static std::vector<Receipt> ClaimReceipts(const std::vector<Writer*>& members,
+                                            std::vector<int>* gates);
+  // Gives each member its receipts' outcomes (`acked`, in ClaimReceipts's
+  // order): a refused `ack` becomes the member's status. Returns how many
+  // messages the members with a refused `ack` no longer claim.
+  static int TakeAcks(const std::vector<Writer*>& members,
+                      std::vector<Status> acked);
+  // Hands the messages of claim `r` (made with `params`) out to the
+  // members still ok, in claim order, each up to its max.
+  static void HandOut(const std::vector<Writer*>& members,
+                      const ClaimParams& params, ClaimOutcome& r);
+  // A group of claims that combine, run by Engine::ClaimAndCommit (fewer
+  // round trips): false when the group is anything else or the engine
+  // cannot, with nothing done.
+  bool ClaimAndCommit(std::vector<Writer*>& group);
   static bool ClaimsCombine(const ClaimRequest& a, const ClaimRequest& b);
   // Runs group[first]'s publish together with the later publishes of the
   // group to the same topic; marks them in `done`.

@@ -4,6 +4,50 @@
 
 namespace sqlq::engines::postgres {
 
+namespace {
+
+// A message a claim leased, with what orders it.
+struct Leased {
+  std::int64_t priority, old_ready;
+  ClaimedMessage m;
+};
+
+// Row i of a claim's result, one that leased a message (kClaimSelect's
+// columns, from the second on), leased until `until`.
+Leased LeasedAt(const Rows& rows, int i, std::int64_t until) {
+  Leased l{.priority = rows.Int(i, 2), .old_ready = rows.Int(i, 3)};
+  l.m.id = rows.Int(i, 1);
+  l.m.attempt = static_cast<int>(rows.Int(i, 5));
+  l.m.priority = static_cast<std::int32_t>(l.priority);
+  l.m.payload = rows.Bytes(i, 7);
+  l.m.enqueued_at = FromUs(rows.Int(i, 6));
+  l.m.lease_expires_at = FromUs(until);
+  if (!rows.IsNull(i, 8)) {
+    l.m.headers = core::DecodeJob(rows.Bytes(i, 8), l.m);
+  }
+  if (!rows.IsNull(i, 9)) l.m.group = rows.Bytes(i, 9);
+  return l;
+}
+
+// Appends `leased` (in no order: RETURNING gives none) to `out` in claim
+// order; `last` becomes the furthest of them in that order (ClaimMarks).
+void InClaimOrder(std::vector<Leased>& leased, std::vector<ClaimedMessage>& out,
+                  std::optional<ClaimKey>& last) {
+  std::sort(leased.begin(), leased.end(), [](const Leased& a, const Leased& b) {
+    if (a.priority != b.priority) return a.priority > b.priority;
+    if (a.old_ready != b.old_ready) return a.old_ready < b.old_ready;
+    return a.m.id < b.m.id;
+  });
+  for (Leased& l : leased) {
+    const ClaimKey key{
+        .priority = l.m.priority, .ready_us = l.old_ready, .id = l.m.id};
+    if (!last || Before(*last, key)) last = key;
+    out.push_back(std::move(l.m));
+  }
+}
+
+}  // namespace
+
 Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
                                                  const core::ClaimParams& p) {
   PgConn& conn = Native(c);
@@ -60,10 +104,6 @@ Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
     auto rows = conn.Run(plan.from ? kClaimFromSql.c_str() : kClaimSql.c_str(),
                          params, "claim");
     if (!rows.ok()) return rows.status();
-    struct Leased {
-      std::int64_t priority, old_ready;
-      ClaimedMessage m;
-    };
     std::vector<Leased> leased;
     int buried = 0;
     // Dead letters' keys, to hold: a dead row has its key where a leased
@@ -78,34 +118,10 @@ Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
         }
         continue;
       }
-      Leased l{.priority = rows->Int(i, 2), .old_ready = rows->Int(i, 3)};
-      l.m.id = rows->Int(i, 1);
-      l.m.attempt = static_cast<int>(rows->Int(i, 5));
-      l.m.priority = static_cast<std::int32_t>(l.priority);
-      l.m.payload = rows->Bytes(i, 7);
-      bytes += l.m.payload.size();
-      l.m.enqueued_at = FromUs(rows->Int(i, 6));
-      l.m.lease_expires_at = FromUs(until);
-      if (!rows->IsNull(i, 8)) {
-        l.m.headers = core::DecodeJob(rows->Bytes(i, 8), l.m);
-      }
-      if (!rows->IsNull(i, 9)) l.m.group = rows->Bytes(i, 9);
-      leased.push_back(std::move(l));
+      leased.push_back(LeasedAt(*rows, i, until));
+      bytes += leased.back().m.payload.size();
     }
-    std::sort(leased.begin(), leased.end(),
-              [](const Leased& a, const Leased& b) {
-                if (a.priority != b.priority) return a.priority > b.priority;
-                if (a.old_ready != b.old_ready) {
-                  return a.old_ready < b.old_ready;
-                }
-                return a.m.id < b.m.id;
-              });
-    for (Leased& l : leased) {
-      const ClaimKey key{
-          .priority = l.m.priority, .ready_us = l.old_ready, .id = l.m.id};
-      if (!last || Before(*last, key)) last = key;
-      out.messages.push_back(std::move(l.m));
-    }
+    InClaimOrder(leased, out.messages, last);
     out.dead_lettered += buried;
     Status s = HoldKeys(conn, p.queue_id, held, p.unique_for);
     if (!s.ok()) return s;
@@ -131,6 +147,177 @@ Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
   Status s = AddCounters(conn, p.queue_id, out.Counters());
   if (!s.ok()) return s;
   return out;
+}
+
+Result<std::optional<core::Engine::ClaimCommitted>>
+PostgresEngine::ClaimAndCommit(const core::ClaimParams& p,
+                               const core::AckManyParams& acks,
+                               std::span<const int> gates) {
+  using Out = std::optional<ClaimCommitted>;
+  if (p.groups != GroupMode::kNone || p.unique_for.count() > 0 ||
+      acks.archive || acks.unique_for.count() > 0) {
+    return Out();
+  }
+  if (!acks.receipts.empty()) {
+    std::lock_guard<std::mutex> lock(dependents_mu_);
+    if (dependents_.contains(p.queue_id)) return Out();
+  }
+  static const std::string kSql[2][2] = {
+      {ClaimCommitSql(false, false), ClaimCommitSql(false, true)},
+      {ClaimCommitSql(true, false), ClaimCommitSql(true, true)}};
+  ClaimCommitted out;
+  std::vector<std::int64_t> ids, tokens, attempts, gate;
+  std::int64_t gated = 0;
+  for (std::size_t i = 0; i < acks.receipts.size(); ++i) {
+    const core::Receipt& r = acks.receipts[i];
+    ids.push_back(r.id);
+    tokens.push_back(TokenBits(r.token));
+    attempts.push_back(r.attempt);
+    gate.push_back(i < gates.size() ? gates[i] : 0);
+    gated += gate.back();
+  }
+  std::int64_t base = p.max - gated;
+  std::size_t bytes = 0;  // payload bytes leased, against p.max_bytes
+  // Rounds: the first acks and claims; another claims the places that
+  // dead letters left free, as Claim does within its transaction.
+  for (bool first = true;; first = false) {
+    std::vector<Leased> leased;
+    // Receipt id -> times acked; receipt id -> its message's token and
+    // attempts when it was not acked (none: not in the queue).
+    std::unordered_map<std::int64_t, int> acked;
+    std::unordered_map<std::int64_t,
+                       std::optional<std::pair<std::int64_t, std::int64_t>>>
+        refused;
+    std::int64_t found = 0, dependents = 0, want = 0, buried = 0;
+    std::int64_t expirations = 0;
+    const std::int64_t budget =
+        p.max_bytes == 0 ? 0
+        : first          ? static_cast<std::int64_t>(p.max_bytes)
+                         : -static_cast<std::int64_t>(p.max_bytes - bytes);
+    Status s = Write([&](Conn& c) -> Status {
+      PgConn& conn = Native(c);
+      const auto started = std::chrono::steady_clock::now();
+      ClaimMarks::Plan plan;
+      if (marks_) plan = marks_->Start(p.queue_id, started);
+      Params params;
+      params.Int(p.queue_id)
+          .Int(p.lease.count())
+          .Int(base)
+          .Int(TokenBits(p.token))
+          .IntArray(ids);
+      if (p.worker.empty()) {
+        params.Null();
+      } else {
+        params.Bytes(p.worker);
+      }
+      params.Int(p.max_attempts)
+          .Int(budget)
+          .IntArray(tokens)
+          .IntArray(attempts)
+          .IntArray(gate);
+      if (clock_) {
+        params.Int(Us(clock_->Now()));
+      } else {
+        params.Null();
+      }
+      if (plan.from) {
+        params.Int(plan.from->priority)
+            .Int(plan.from->ready_us)
+            .Int(plan.from->id);
+      }
+      const std::string& sql = kSql[ids.empty() ? 0 : 1][plan.from ? 1 : 0];
+      conn.StageForCommit(
+          sql.c_str(), std::move(params), "claim",
+          [&, plan, started](const Rows& rows) {
+            std::int64_t now = 0;
+            for (int i = 0; i < rows.size(); ++i) {
+              switch (rows.Int(i, 0)) {
+                case 0:
+                  if (rows.Int(i, 4) != 0) ++expirations;
+                  leased.push_back(LeasedAt(rows, i, 0));
+                  break;
+                case 1:
+                  if (rows.Int(i, 4) != 0) ++expirations;
+                  ++buried;
+                  break;
+                case 2:
+                  ++acked[rows.Int(i, 1)];
+                  break;
+                case 3:
+                  refused[rows.Int(i, 1)] =
+                      rows.IsNull(i, 4) ? std::nullopt
+                                        : std::optional(std::pair(
+                                              rows.Int(i, 4), rows.Int(i, 5)));
+                  break;
+                default:
+                  found = rows.Int(i, 1);
+                  dependents = rows.Int(i, 2);
+                  now = rows.Int(i, 3);
+                  want = rows.Int(i, 4);
+              }
+            }
+            const std::int64_t until = now + p.lease.count();
+            std::optional<ClaimKey> last;
+            for (Leased& l : leased) {
+              l.m.lease_expires_at = FromUs(until);
+              bytes += l.m.payload.size();
+            }
+            InClaimOrder(leased, out.outcome.messages, last);
+            std::int64_t n_acked = 0;
+            for (const auto& [id, n] : acked) n_acked += n;
+            const std::int64_t changed =
+                static_cast<std::int64_t>(leased.size()) + buried + n_acked;
+            conn.churned += changed;
+            if (changed > 0) ++conn.counted;
+            if (marks_ && found == 1) {
+              conn.claims.push_back(
+                  {.queue_id = p.queue_id,
+                   .plan = plan,
+                   .last = last,
+                   .now_us = now,
+                   .cost = std::chrono::steady_clock::now() - started});
+            }
+          });
+      return Status::Ok();
+    });
+    if (!s.ok()) return s;
+    if (found == 0) return core::QueueGone(p.queue_id);
+    if (dependents != 0 && !ids.empty()) {
+      // Nothing was done; the acks must release dependents.
+      std::lock_guard<std::mutex> lock(dependents_mu_);
+      dependents_.insert(p.queue_id);
+      return Out();
+    }
+    out.outcome.expirations += expirations;
+    out.outcome.dead_lettered += buried;
+    for (const core::Receipt& r : acks.receipts) {
+      if (!first) break;
+      auto it = acked.find(r.id);
+      if (it != acked.end() && it->second > 0) {
+        --it->second;
+        out.acks.push_back(Status::Ok());
+        continue;
+      }
+      auto held = refused.find(r.id);
+      out.acks.push_back(held == refused.end() || !held->second
+                             ? core::NotInQueue(r.id)
+                             : core::StaleReceipt(r, held->second->first,
+                                                  held->second->second));
+    }
+    // Dead letters left places free: look again for messages behind them
+    // (with a byte limit, while the leased payloads leave room).
+    const std::int64_t taken = static_cast<std::int64_t>(leased.size());
+    if (buried == 0 || taken + buried < want ||
+        (p.max_bytes != 0 && bytes >= p.max_bytes)) {
+      break;
+    }
+    base = want - taken;
+    ids.clear();
+    tokens.clear();
+    attempts.clear();
+    gate.clear();
+  }
+  return Out(std::move(out));
 }
 
 Status PostgresEngine::BuryExhausted(PgConn& conn,

@@ -311,6 +311,15 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
   Result<std::optional<std::vector<core::Published>>> PublishAndCommit(
       std::string_view topic, std::span<const Message> messages) override;
 
+  // A claim and the acks before it, the counters, BEGIN and COMMIT in one
+  // pipeline: one statement (ClaimCommitSql) staged with the commit. Only
+  // for claims of queues without groups, dedup windows or an archive;
+  // acks of a queue whose acks release dependents store nothing and leave
+  // it to the general way.
+  Result<std::optional<ClaimCommitted>> ClaimAndCommit(
+      const core::ClaimParams& p, const core::AckManyParams& acks,
+      std::span<const int> gates) override;
+
   // `now`: as in Send; set from the database's clock when it was not known.
   Result<std::int64_t> InsertBatch(PgConn& conn, const core::SendParams& p,
                                    std::optional<std::int64_t>& now,
@@ -390,6 +399,11 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
   std::unique_ptr<Vacuumer> vacuumer_;
   std::unique_ptr<Vacuumer> folder_;   // folds the counter deltas
   std::unique_ptr<ClaimMarks> marks_;  // null: claims read whole queues
+  // Queues whose acks release dependents (sqlq_queues.dependents, which
+  // is never cleared), as ClaimAndCommit found them: their acks go the
+  // general way at once.
+  std::mutex dependents_mu_;
+  std::unordered_set<std::int64_t> dependents_;  // guarded by dependents_mu_
   std::vector<LeaderWatch::Host> hosts_;
   std::unique_ptr<LeaderWatch> watch_;  // null: one server, or no watch
 };

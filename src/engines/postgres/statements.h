@@ -152,7 +152,15 @@ inline std::string InsertLeaseExpiredDead(std::string_view from,
 // those within the budget are leased; the others stay locked, unchanged,
 // until the commit. A dead-lettered row comes back with its dedup key in
 // the payload's place (for a dedup window: core/engine.h, SendParams).
-inline std::string ClaimRest(const std::string& budget) {
+// The dead letters are deleted by their row addresses as an array (a TID
+// scan): as a join with c, a plan that expects many candidates (a generic
+// plan cannot know how many) reads the whole table to find them.
+// The claim's statement after its candidates c: ClaimCtes, then
+// kClaimSelect. `now` and `until` are SQL expressions for $2 and $5 (the
+// one-round-trip claim reads the clock in the statement itself).
+inline std::string ClaimCtes(const std::string& budget,
+                             std::string_view now = "$2",
+                             std::string_view until = "$5") {
   return R"sql(,
   b AS (
     SELECT c.*, coalesce(sum(len) FILTER (WHERE attempts < $7) OVER (
@@ -160,16 +168,17 @@ inline std::string ClaimRest(const std::string& budget) {
            0) AS upto
     FROM c),
   dead AS (
-    DELETE FROM sqlq_messages m USING c
-    WHERE m.ctid = c.ctid AND c.attempts >= $7
+    DELETE FROM sqlq_messages m
+    WHERE m.ctid = ANY(ARRAY(SELECT ctid FROM c WHERE attempts >= $7))
     RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
               m.payload, m.headers, m.errors, m.dedup, m.grp,
-              c.ready_us AS old_ready, c.token AS old_token),
+              m.ready_us AS old_ready, m.token AS old_token),
   buried AS ()sql" +
-         InsertLeaseExpiredDead("dead", "$2", "$7", "old_ready") + R"sql(),
+         InsertLeaseExpiredDead("dead", now, "$7", "old_ready") + R"sql(),
   leased AS (
     UPDATE sqlq_messages m
-    SET token = $4, attempts = m.attempts + 1, ready_us = $5, worker = $6,
+    SET token = $4, attempts = m.attempts + 1, ready_us = )sql" +
+         std::string(until) + R"sql(, worker = $6,
         errors = CASE WHEN b.token = 0 THEN m.errors ELSE )sql" +
          AppendError("m.errors", "m.attempts", "b.ready_us",
                      "'lease expired'") +
@@ -180,22 +189,30 @@ inline std::string ClaimRest(const std::string& budget) {
          R"sql( > 0 AND b.upto = b.len))
     RETURNING m.id, m.priority, b.ready_us AS old_ready,
               b.token AS old_token, m.attempts, m.enqueued_us, m.payload,
-              m.headers::text AS headers, m.grp)
+              m.headers::text AS headers, m.grp))sql";
+}
+
+inline constexpr const char* kClaimSelect = R"sql(
   SELECT false, id, priority, old_ready, old_token, attempts, enqueued_us,
          payload, headers, grp
   FROM leased
   UNION ALL
   SELECT true, id, 0, 0, old_token, 0, 0, dedup, NULL, NULL FROM dead)sql";
+
+inline std::string ClaimRest(const std::string& budget) {
+  return ClaimCtes(budget) + kClaimSelect;
 }
 
 // The candidates of one branch: `where` selects the part of the index.
-inline std::string ClaimCandidates(std::string_view where) {
+// `limit`: how many (an SQL expression).
+inline std::string ClaimCandidates(std::string_view where,
+                                   std::string_view limit = "$3") {
   return std::string(
              "SELECT ctid, id, priority, ready_us, token, attempts, "
              "octet_length(payload) AS len FROM sqlq_messages WHERE ") +
          std::string(where) +
-         " ORDER BY priority DESC, ready_us, id + 0 LIMIT $3 FOR UPDATE SKIP "
-         "LOCKED";
+         " ORDER BY priority DESC, ready_us, id + 0 LIMIT " +
+         std::string(limit) + " FOR UPDATE SKIP LOCKED";
 }
 
 inline const std::string kClaimSql =
@@ -213,6 +230,116 @@ inline const std::string kClaimFromSql =
     ") at_mark UNION ALL SELECT * FROM (" +
     ClaimCandidates("queue_id = $1 AND priority < $8 AND ready_us <= $2") +
     ") below LIMIT $3)" + ClaimRest("$11::bigint");
+
+// A claim and the acks that go before it in one statement, for a
+// transaction that is that statement alone, BEGIN and COMMIT sent with it
+// (PostgresEngine::ClaimAndCommit): the clock is read, the receipts acked,
+// the messages claimed and the counters added in one round trip.
+// $1 queue id, $2 the lease (microseconds), $3 how many to claim whatever
+// the acks, $4 the lease token, $5 the receipts' ids, $6 the worker, $7
+// max attempts, $8 the byte budget (ClaimRest), $9 and $10 the receipts'
+// tokens and attempts, $11 how many more to claim for each receipt acked
+// (0 for none: a receipt named twice is acked once, by its first
+// place), $12 the store's clock (NULL: the database's); with a mark
+// (`from_mark`, kClaimFromSql), $13 priority, $14 ready_us and $15 id.
+// `acks`: with receipts, the queue row is locked first (CheckQueue says
+// why) and nothing is done when the queue's acks release dependents
+// (sqlq_queues.dependents): those need the general way. Without, the
+// queue row is only read, so that an empty claim writes nothing.
+// The receipts' messages are kept out of the candidates: one statement
+// must not both delete and lease a row.
+// Rows: (0, ...) each message leased, as kClaimSelect's leased rows; (1,
+// id, 0, 0, old token) each dead-lettered; (2, id) each receipt acked;
+// (3, id, 0, 0, token, attempts) each receipt not acked, with its
+// message's token and attempts (NULL when it is not in the queue); (4,
+// whether the queue is there, dependents flag, clock, how many were to be
+// claimed) once.
+inline std::string ClaimCommitSql(bool acks, bool from_mark) {
+  const std::string now = "(SELECT now_us FROM t)";
+  const std::string limit = "(SELECT n FROM w)";
+  const std::string ready =
+      "ready_us <= " + now + " AND id <> ALL($5::bigint[])";
+  std::string c;
+  if (from_mark) {
+    c = "c AS MATERIALIZED (SELECT * FROM (" +
+        ClaimCandidates("queue_id = $1 AND priority > $13 AND " + ready,
+                        limit) +
+        ") above UNION ALL SELECT * FROM (" +
+        ClaimCandidates(
+            "queue_id = $1 AND priority = $13 AND (ready_us, id + 0) >= "
+            "($14, $15) AND " +
+                ready,
+            limit) +
+        ") at_mark UNION ALL SELECT * FROM (" +
+        ClaimCandidates("queue_id = $1 AND priority < $13 AND " + ready,
+                        limit) +
+        ") below LIMIT " + limit + ")";
+  } else {
+    c = "c AS MATERIALIZED (" +
+        ClaimCandidates("queue_id = $1 AND " + ready, limit) + ")";
+  }
+  return std::string(
+             "WITH q AS (SELECT dependents FROM sqlq_queues WHERE "
+             "id = $1") +
+         (acks ? " FOR KEY SHARE),\n  go AS (SELECT count(*) = 1 AND "
+                 "coalesce(max(dependents), 0) = 0 AS go FROM q)"
+               : "),\n  go AS (SELECT count(*) = 1 AS go FROM q)") +
+         R"sql(,
+  t AS (SELECT coalesce($12::bigint,
+                 (extract(epoch FROM now()) * 1000000)::bigint) AS now_us),
+  a AS (
+    DELETE FROM sqlq_messages m
+    USING (
+      SELECT x.ctid
+      FROM unnest($5::bigint[], $9::bigint[], $10::bigint[])
+        AS r(id, token, attempts)
+      CROSS JOIN LATERAL (
+        SELECT ctid FROM sqlq_messages
+        WHERE id = r.id AND queue_id + 0 = $1 AND token = r.token
+          AND attempts = r.attempts
+        LIMIT 1) x) f
+    WHERE m.ctid = f.ctid AND (SELECT go FROM go)
+    RETURNING m.id),
+  w AS (SELECT CASE WHEN (SELECT go FROM go) THEN $3::bigint + coalesce((
+             SELECT sum(n) FROM (
+               SELECT DISTINCT ON (g.id) g.n
+               FROM unnest($5::bigint[], $11::bigint[]) WITH ORDINALITY
+                 AS g(id, n, ord)
+               WHERE g.id IN (SELECT id FROM a)
+               ORDER BY g.id, g.ord) first), 0) ELSE 0 END::bigint
+             AS n),
+  )sql" + c +
+         ClaimCtes("$8::bigint", now, "(SELECT now_us + $2::bigint FROM t)") +
+         R"sql(,
+  k AS (
+    INSERT INTO sqlq_counter_deltas (queue_id, claims, acks, expirations,
+                                     dead_lettered)
+    SELECT $1, n.claims, n.acks, n.expirations, n.dead
+    FROM (SELECT (SELECT count(*) FROM leased) AS claims,
+                 (SELECT count(*) FROM a) AS acks,
+                 (SELECT count(*) FROM leased WHERE old_token <> 0) +
+                 (SELECT count(*) FROM dead WHERE old_token <> 0)
+                   AS expirations,
+                 (SELECT count(*) FROM dead) AS dead) n
+    WHERE n.claims + n.acks + n.dead > 0)
+  SELECT 0, id, priority, old_ready, old_token, attempts, enqueued_us,
+         payload, headers, grp
+  FROM leased
+  UNION ALL
+  SELECT 1, id, 0, 0, old_token, 0, 0, NULL, NULL, NULL FROM dead
+  UNION ALL
+  SELECT 2, id, 0, 0, 0, 0, 0, NULL, NULL, NULL FROM a
+  UNION ALL
+  SELECT 3, r.id, 0, 0, m.token, m.attempts, 0, NULL, NULL, NULL
+  FROM unnest($5::bigint[]) AS r(id)
+    LEFT JOIN sqlq_messages m ON m.id = r.id AND m.queue_id + 0 = $1
+  WHERE r.id NOT IN (SELECT id FROM a)
+  UNION ALL
+  SELECT 4, (SELECT count(*) FROM q), (SELECT coalesce(max(dependents), 0)
+                                       FROM q),
+         (SELECT now_us FROM t), (SELECT n FROM w), 0, 0, NULL, NULL,
+         NULL)sql";
+}
 
 // When a queue's next message is ready (its smallest ready_us; leased
 // messages count at their lease's end) and its priority, or no row if it

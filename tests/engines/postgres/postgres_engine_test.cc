@@ -18,6 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/engine.h"
+#include "core/receipt.h"
+#include "engines/engines.h"
 #include "engines/postgres/dialect.h"
 #include "engines/postgres/schema.h"
 #include "engines/postgres/statements.h"
@@ -395,6 +398,126 @@ TEST_F(PostgresEngineTest, AckBatchPlanLooksUpReceiptsByIdWhateverTheStats) {
   ASSERT_OK_AND_ASSIGN(QueueStats stats, deep.Stats());
   EXPECT_EQ(stats.ready, 2900);
   EXPECT_EQ(stats.leased, 0);
+}
+
+// A claim with the acks that go before it, in one statement
+// (ClaimCommitSql), looks each receipt up by the primary key and the
+// candidates up in the claim index, whatever the statistics say: never a
+// pass over the whole table.
+TEST_F(PostgresEngineTest,
+       OneStatementClaimPlanSeeksItsIndexesWhateverTheStats) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue deep, store->CreateQueue("deep", {}));
+  std::vector<Message> batch(3000, Message{.payload = "m"});
+  ASSERT_OK(deep.SendBatch(batch));
+  ASSERT_OK_AND_ASSIGN(auto claimed, deep.Claim({.max = 2}));
+  ASSERT_EQ(claimed.size(), 2u);
+  PGconn* c = Raw();
+  Query(c, "ANALYZE sqlq_messages");
+  Query(c, "SET plan_cache_mode = force_generic_plan");
+  const std::string queue_id =
+      Query(c, "SELECT id FROM sqlq_queues WHERE name = 'deep'");
+  const std::string ids = "'{" + std::to_string(claimed[0].id) + "," +
+                          std::to_string(claimed[1].id) + "}'";
+  const std::string types =
+      "(bigint, bigint, bigint, bigint, bigint[], bytea, integer, bigint, "
+      "bigint[], bigint[], bigint[], bigint";
+  Query(c, "PREPARE one " + types + ") AS " +
+               engines::postgres::ClaimCommitSql(true, false));
+  Query(c, "PREPARE one_from " + types + ", integer, bigint, bigint) AS " +
+               engines::postgres::ClaimCommitSql(true, true));
+  const std::string args = queue_id + ", 30000000, 1, 7, " + ids +
+                           ", NULL, 5, 0, '{1,2}', '{1,1}', '{1,0}', NULL";
+  for (const std::string& explain :
+       {"EXPLAIN (FORMAT JSON) EXECUTE one(" + args + ")",
+        "EXPLAIN (FORMAT JSON) EXECUTE one_from(" + args + ", 0, 0, 0)"}) {
+    const std::string plan = Query(c, explain);
+    RecordProperty("plan", plan);
+    EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_pkey\""),
+              std::string::npos)
+        << explain << "\n"
+        << plan;
+    EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_claim\""),
+              std::string::npos)
+        << explain << "\n"
+        << plan;
+    EXPECT_EQ(plan.find("\"Seq Scan\""), std::string::npos) << explain << "\n"
+                                                            << plan;
+  }
+  PQfinish(c);
+}
+
+// Group commit's claims with their acks as one statement
+// (Engine::ClaimAndCommit): a member's claim counts only when its ack
+// holds; a refused receipt says why; the counters follow. A queue whose
+// acks release dependents is left to the general way, untouched.
+TEST_F(PostgresEngineTest, OneStatementClaimClaimsOnlyForTheAcksThatHold) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  std::vector<Message> batch(6, Message{.payload = "m"});
+  ASSERT_OK(q.SendBatch(batch));
+  ASSERT_OK_AND_ASSIGN(auto held, q.Claim({.max = 2}));
+  ASSERT_EQ(held.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(core::Receipt good, core::ParseReceipt(held[0].receipt));
+  ASSERT_OK_AND_ASSIGN(core::Receipt stale,
+                       core::ParseReceipt(held[1].receipt));
+  stale.token ^= 1;  // another lease's
+  const core::Receipt gone{.id = 999999, .attempt = 1, .token = good.token};
+  PGconn* c = Raw();
+  const std::int64_t queue_id =
+      std::stoll(Query(c, "SELECT id FROM sqlq_queues WHERE name = 'jobs'"));
+  ASSERT_OK_AND_ASSIGN(auto engine,
+                       engines::OpenEngine(db_->url(), StoreOptions{}));
+  const core::ClaimParams params{.queue_id = queue_id,
+                                 .max = 6,
+                                 .lease = core::Micros(30'000'000),
+                                 .token = 0x5eed,
+                                 .max_attempts = 5};
+  // The good receipt comes twice (two callers acking one message): only
+  // its first place is acked.
+  const std::vector<core::Receipt> receipts = {good, stale, gone, good};
+  // Three of the six are claimed only for the acks that hold (one for each
+  // of the first, second and fourth receipts); the third gates nothing.
+  const std::vector<int> gates = {1, 1, 0, 1};
+  ASSERT_OK_AND_ASSIGN(
+      auto done,
+      engine->ClaimAndCommit(
+          params, {.queue_id = queue_id, .receipts = receipts}, gates));
+  ASSERT_TRUE(done.has_value());
+  ASSERT_EQ(done->acks.size(), 4u);
+  EXPECT_OK(done->acks[0]);
+  EXPECT_EQ(done->acks[1].code(), Code::kFailedPrecondition)
+      << done->acks[1].ToString();
+  EXPECT_EQ(done->acks[2].code(), Code::kNotFound) << done->acks[2].ToString();
+  EXPECT_EQ(done->acks[3].code(), Code::kNotFound) << done->acks[3].ToString();
+  // 3 whatever the acks, 1 for the good receipt's first place, none for
+  // the stale receipt or the good one's second place.
+  EXPECT_EQ(done->outcome.messages.size(), 4u);
+  for (const auto& m : done->outcome.messages) {
+    EXPECT_NE(m.id, held[1].id);
+    EXPECT_EQ(m.attempt, 1);
+  }
+  ASSERT_OK_AND_ASSIGN(QueueStats stats, q.Stats());
+  EXPECT_EQ(stats.ready, 0);
+  EXPECT_EQ(stats.leased, 5);  // the stale receipt's message and four
+  EXPECT_EQ(stats.acks, 1);
+  EXPECT_EQ(stats.claims, 6);
+
+  // Acks that would release dependents: nothing done, left to the caller.
+  Query(c, "UPDATE sqlq_queues SET dependents = 1 WHERE name = 'jobs'");
+  ASSERT_OK_AND_ASSIGN(core::Receipt next, core::ParseReceipt(held[1].receipt));
+  const std::vector<core::Receipt> one = {next};
+  const std::vector<int> gate = {1};
+  ASSERT_OK_AND_ASSIGN(
+      auto left, engine->ClaimAndCommit(
+                     params, {.queue_id = queue_id, .receipts = one}, gate));
+  EXPECT_FALSE(left.has_value());
+  ASSERT_OK_AND_ASSIGN(stats, q.Stats());
+  EXPECT_EQ(stats.leased, 5);
+  EXPECT_EQ(stats.acks, 1);
+  PQfinish(c);
 }
 
 // The listing of a queue's messages (WorkQueue::ListMessages) walks
