@@ -525,6 +525,14 @@ std::vector<WriteBatcher::Writer*> WriteBatcher::ClaimMembers(
   return members;
 }
 
+AckManyParams WriteBatcher::AcksOf(const ClaimRequest& lead,
+                                   std::span<const Receipt> receipts) {
+  return {.queue_id = lead.params.queue_id,
+          .receipts = receipts,
+          .archive = lead.archive,
+          .unique_for = lead.params.unique_for};
+}
+
 std::vector<Receipt> WriteBatcher::ClaimReceipts(
     const std::vector<Writer*>& members, std::vector<int>* gates) {
   std::vector<Receipt> receipts;
@@ -597,12 +605,7 @@ bool WriteBatcher::ClaimAndCommit(std::vector<Writer*>& group) {
   ClaimParams params = lead.params;
   params.max = total;
   if (members.size() > 1) params.max_bytes = 0;  // see ClaimsCombine
-  auto r = engine_.ClaimAndCommit(params,
-                                  {.queue_id = lead.params.queue_id,
-                                   .receipts = receipts,
-                                   .archive = lead.archive,
-                                   .unique_for = lead.params.unique_for},
-                                  gates);
+  auto r = engine_.ClaimAndCommit(params, AcksOf(lead, receipts), gates);
   if (!r.ok()) {
     for (Writer* w : members) w->status = r.status();
     return true;
@@ -624,12 +627,8 @@ Status WriteBatcher::RunClaims(Conn& conn, const std::vector<Writer*>& group,
   // nothing, refusals of `done` are only reported.
   const std::vector<Receipt> receipts = ClaimReceipts(members, nullptr);
   if (!receipts.empty()) {
-    auto acked = AckManyAndRelease(engine_, conn,
-                                   {.queue_id = lead.params.queue_id,
-                                    .receipts = receipts,
-                                    .archive = lead.archive,
-                                    .unique_for = lead.params.unique_for},
-                                   released);
+    auto acked =
+        AckManyAndRelease(engine_, conn, AcksOf(lead, receipts), released);
     if (!acked.ok()) {
       for (Writer* w : members) w->status = acked.status();
       return acked.status();

@@ -250,6 +250,9 @@ class WriteBatcher {
   // many messages its acceptance lets its member claim (0 for `done`).
   static std::vector<Receipt> ClaimReceipts(const std::vector<Writer*>& members,
                                             std::vector<int>* gates);
+  // The acks of `receipts` under the rules of `lead`'s queue.
+  static AckManyParams AcksOf(const ClaimRequest& lead,
+                              std::span<const Receipt> receipts);
   // Gives each member its receipts' outcomes (`acked`, in ClaimReceipts's
   // order): a refused `ack` becomes the member's status. Returns how many
   // messages the members with a refused `ack` no longer claim.

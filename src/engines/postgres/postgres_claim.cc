@@ -162,9 +162,10 @@ PostgresEngine::ClaimAndCommit(const core::ClaimParams& p,
     std::lock_guard<std::mutex> lock(dependents_mu_);
     if (dependents_.contains(p.queue_id)) return Out();
   }
+  // [with receipts][from a mark]
   static const std::string kSql[2][2] = {
-      {ClaimCommitSql(false, false), ClaimCommitSql(false, true)},
-      {ClaimCommitSql(true, false), ClaimCommitSql(true, true)}};
+      {ClaimOnlyCommitSql(false), ClaimOnlyCommitSql(true)},
+      {ClaimCommitSql(false), ClaimCommitSql(true)}};
   ClaimCommitted out;
   std::vector<std::int64_t> ids, tokens, attempts, gate;
   std::int64_t gated = 0;
@@ -199,26 +200,33 @@ PostgresEngine::ClaimAndCommit(const core::ClaimParams& p,
       const auto started = std::chrono::steady_clock::now();
       ClaimMarks::Plan plan;
       if (marks_) plan = marks_->Start(p.queue_id, started);
+      // The two statements' parameters (statements.h).
       Params params;
       params.Int(p.queue_id)
           .Int(p.lease.count())
           .Int(base)
-          .Int(TokenBits(p.token))
-          .IntArray(ids);
+          .Int(TokenBits(p.token));
+      auto clock = [&] {
+        if (clock_) {
+          params.Int(Us(clock_->Now()));
+        } else {
+          params.Null();
+        }
+      };
+      if (ids.empty()) {
+        clock();
+      } else {
+        params.IntArray(ids);
+      }
       if (p.worker.empty()) {
         params.Null();
       } else {
         params.Bytes(p.worker);
       }
-      params.Int(p.max_attempts)
-          .Int(budget)
-          .IntArray(tokens)
-          .IntArray(attempts)
-          .IntArray(gate);
-      if (clock_) {
-        params.Int(Us(clock_->Now()));
-      } else {
-        params.Null();
+      params.Int(p.max_attempts).Int(budget);
+      if (!ids.empty()) {
+        params.IntArray(tokens).IntArray(attempts).IntArray(gate);
+        clock();
       }
       if (plan.from) {
         params.Int(plan.from->priority)

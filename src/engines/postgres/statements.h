@@ -37,18 +37,28 @@ static_assert(kErrorHistory == 20);
 // the table is empty, reading the whole table once looks cheaper than a
 // look-up per receipt. "queue_id + 0" keeps the queue out of the index
 // conditions, so that no plan reads the queue's claim index instead.
-inline constexpr const char* kAckDeleteSql = R"sql(
+// AckDelete: `receipts` names the three arrays' parameters, `also` a
+// further condition (or nothing).
+inline std::string AckDelete(std::string_view receipts,
+                             std::string_view also = "") {
+  return R"sql(
   DELETE FROM sqlq_messages m
   USING (
     SELECT x.ctid
-    FROM unnest($2::bigint[], $3::bigint[], $4::bigint[])
+    FROM unnest()sql" +
+         std::string(receipts) + R"sql()
       AS r(id, token, attempts)
     CROSS JOIN LATERAL (
       SELECT ctid FROM sqlq_messages
       WHERE id = r.id AND queue_id + 0 = $1 AND token = r.token
         AND attempts = r.attempts
       LIMIT 1) x) f
-  WHERE m.ctid = f.ctid)sql";
+  WHERE m.ctid = f.ctid)sql" +
+         std::string(also);
+}
+
+inline const std::string kAckDeleteSql =
+    AckDelete("$2::bigint[], $3::bigint[], $4::bigint[]");
 
 inline const std::string kAckManySql =
     std::string(kAckDeleteSql) + " RETURNING m.id";
@@ -215,21 +225,93 @@ inline std::string ClaimCandidates(std::string_view where,
          std::string(limit) + " FOR UPDATE SKIP LOCKED";
 }
 
+// The candidates c of a claim in one statement: `ready` the condition on
+// every branch beyond the queue, `limit` how many (SQL expressions); with
+// a mark, `mark` names its three parameters (priority, then ready_us and
+// id), the three branches of kClaimFromSql.
+inline std::string ClaimCandidatesCte(const std::string& ready,
+                                      const std::string& limit,
+                                      const std::string* mark) {
+  if (mark == nullptr) {
+    return "c AS MATERIALIZED (" +
+           ClaimCandidates("queue_id = $1 AND " + ready, limit) + ")";
+  }
+  const std::string prio = mark->substr(0, mark->find(','));
+  const std::string rest = mark->substr(mark->find(',') + 2);
+  return "c AS MATERIALIZED (SELECT * FROM (" +
+         ClaimCandidates(
+             "queue_id = $1 AND priority > " + prio + " AND " + ready, limit) +
+         ") above UNION ALL SELECT * FROM (" +
+         ClaimCandidates("queue_id = $1 AND priority = " + prio +
+                             " AND (ready_us, id + 0) >= (" + rest + ") AND " +
+                             ready,
+                         limit) +
+         ") at_mark UNION ALL SELECT * FROM (" +
+         ClaimCandidates(
+             "queue_id = $1 AND priority < " + prio + " AND " + ready, limit) +
+         ") below LIMIT " + limit + ")";
+}
+
+// The end of a claim in one statement, after ClaimCtes: the counters
+// added, with `acks` (an SQL expression) the acks the statement made, and
+// the rows of the messages leased (0, ...) and dead-lettered (1, ...).
+inline std::string ClaimCommitRows(std::string_view acks) {
+  return R"sql(,
+  k AS (
+    INSERT INTO sqlq_counter_deltas (queue_id, claims, acks, expirations,
+                                     dead_lettered)
+    SELECT $1, n.claims, n.acks, n.expirations, n.dead
+    FROM (SELECT (SELECT count(*) FROM leased) AS claims,
+                 )sql" +
+         std::string(acks) + R"sql( AS acks,
+                 (SELECT count(*) FROM leased WHERE old_token <> 0) +
+                 (SELECT count(*) FROM dead WHERE old_token <> 0)
+                   AS expirations,
+                 (SELECT count(*) FROM dead) AS dead) n
+    WHERE n.claims + n.acks + n.dead > 0)
+  SELECT 0, id, priority, old_ready, old_token, attempts, enqueued_us,
+         payload, headers, grp
+  FROM leased
+  UNION ALL
+  SELECT 1, id, 0, 0, old_token, 0, 0, NULL, NULL, NULL FROM dead)sql";
+}
+
+// A claim in one statement, for a transaction that is that statement
+// alone, BEGIN and COMMIT sent with it (PostgresEngine::ClaimAndCommit
+// without receipts): the clock read, the messages claimed and the counters
+// added in one round trip. The queue row is only read, so that an empty
+// claim writes nothing.
+// $1 queue id, $2 the lease (microseconds), $3 how many, $4 the lease
+// token, $5 the store's clock (NULL: the database's), $6 the worker, $7
+// max attempts, $8 the byte budget (ClaimRest); with a mark (`from_mark`,
+// kClaimFromSql), $9 priority, $10 ready_us and $11 id.
+// Rows as ClaimCommitSql's without receipts: (0, ...) each message leased,
+// (1, ...) each dead-lettered, (4, whether the queue is there, 0, clock,
+// $3) once.
+inline std::string ClaimOnlyCommitSql(bool from_mark) {
+  const std::string now = "(SELECT now_us FROM t)";
+  const std::string mark = "$9, $10, $11";
+  return R"sql(WITH t AS (SELECT coalesce($5::bigint,
+                 (extract(epoch FROM now()) * 1000000)::bigint) AS now_us),
+  )sql" +
+         ClaimCandidatesCte("ready_us <= " + now, "$3",
+                            from_mark ? &mark : nullptr) +
+         ClaimCtes("$8::bigint", now, "(SELECT now_us + $2::bigint FROM t)") +
+         ClaimCommitRows("0") + R"sql(
+  UNION ALL
+  SELECT 4, (SELECT count(*) FROM sqlq_queues WHERE id = $1), 0,
+         (SELECT now_us FROM t), $3::bigint, 0, 0, NULL, NULL, NULL)sql";
+}
+
+// kClaimFromSql's mark: $8 priority, $9 ready_us, $10 id.
+inline const std::string kClaimMark = "$8, $9, $10";
 inline const std::string kClaimSql =
-    "WITH c AS MATERIALIZED (" +
-    ClaimCandidates("queue_id = $1 AND ready_us <= $2") + ")" +
+    "WITH " + ClaimCandidatesCte("ready_us <= $2", "$3", nullptr) +
     ClaimRest("$8::bigint");
 
 inline const std::string kClaimFromSql =
-    "WITH c AS MATERIALIZED (SELECT * FROM (" +
-    ClaimCandidates("queue_id = $1 AND priority > $8 AND ready_us <= $2") +
-    ") above UNION ALL SELECT * FROM (" +
-    ClaimCandidates(
-        "queue_id = $1 AND priority = $8 AND (ready_us, id + 0) >= ($9, $10) "
-        "AND ready_us <= $2") +
-    ") at_mark UNION ALL SELECT * FROM (" +
-    ClaimCandidates("queue_id = $1 AND priority < $8 AND ready_us <= $2") +
-    ") below LIMIT $3)" + ClaimRest("$11::bigint");
+    "WITH " + ClaimCandidatesCte("ready_us <= $2", "$3", &kClaimMark) +
+    ClaimRest("$11::bigint");
 
 // A claim and the acks that go before it in one statement, for a
 // transaction that is that statement alone, BEGIN and COMMIT sent with it
@@ -242,10 +324,9 @@ inline const std::string kClaimFromSql =
 // (0 for none: a receipt named twice is acked once, by its first
 // place), $12 the store's clock (NULL: the database's); with a mark
 // (`from_mark`, kClaimFromSql), $13 priority, $14 ready_us and $15 id.
-// `acks`: with receipts, the queue row is locked first (CheckQueue says
-// why) and nothing is done when the queue's acks release dependents
-// (sqlq_queues.dependents): those need the general way. Without, the
-// queue row is only read, so that an empty claim writes nothing.
+// The queue row is locked first (CheckQueue says why), and nothing is done
+// when the queue's acks release dependents (sqlq_queues.dependents): those
+// need the general way.
 // The receipts' messages are kept out of the candidates: one statement
 // must not both delete and lease a row.
 // Rows: (0, ...) each message leased, as kClaimSelect's leased rows; (1,
@@ -253,53 +334,23 @@ inline const std::string kClaimFromSql =
 // (3, id, 0, 0, token, attempts) each receipt not acked, with its
 // message's token and attempts (NULL when it is not in the queue); (4,
 // whether the queue is there, dependents flag, clock, how many were to be
-// claimed) once.
-inline std::string ClaimCommitSql(bool acks, bool from_mark) {
+// claimed) once. Receipts are looked up as kAckDeleteSql does.
+inline std::string ClaimCommitSql(bool from_mark) {
   const std::string now = "(SELECT now_us FROM t)";
   const std::string limit = "(SELECT n FROM w)";
   const std::string ready =
       "ready_us <= " + now + " AND id <> ALL($5::bigint[])";
-  std::string c;
-  if (from_mark) {
-    c = "c AS MATERIALIZED (SELECT * FROM (" +
-        ClaimCandidates("queue_id = $1 AND priority > $13 AND " + ready,
-                        limit) +
-        ") above UNION ALL SELECT * FROM (" +
-        ClaimCandidates(
-            "queue_id = $1 AND priority = $13 AND (ready_us, id + 0) >= "
-            "($14, $15) AND " +
-                ready,
-            limit) +
-        ") at_mark UNION ALL SELECT * FROM (" +
-        ClaimCandidates("queue_id = $1 AND priority < $13 AND " + ready,
-                        limit) +
-        ") below LIMIT " + limit + ")";
-  } else {
-    c = "c AS MATERIALIZED (" +
-        ClaimCandidates("queue_id = $1 AND " + ready, limit) + ")";
-  }
-  return std::string(
-             "WITH q AS (SELECT dependents FROM sqlq_queues WHERE "
-             "id = $1") +
-         (acks ? " FOR KEY SHARE),\n  go AS (SELECT count(*) = 1 AND "
-                 "coalesce(max(dependents), 0) = 0 AS go FROM q)"
-               : "),\n  go AS (SELECT count(*) = 1 AS go FROM q)") +
-         R"sql(,
+  const std::string mark = "$13, $14, $15";
+  return R"sql(WITH q AS (SELECT dependents FROM sqlq_queues WHERE id = $1
+              FOR KEY SHARE),
+  go AS (SELECT count(*) = 1 AND coalesce(max(dependents), 0) = 0 AS go
+         FROM q),
   t AS (SELECT coalesce($12::bigint,
                  (extract(epoch FROM now()) * 1000000)::bigint) AS now_us),
-  a AS (
-    DELETE FROM sqlq_messages m
-    USING (
-      SELECT x.ctid
-      FROM unnest($5::bigint[], $9::bigint[], $10::bigint[])
-        AS r(id, token, attempts)
-      CROSS JOIN LATERAL (
-        SELECT ctid FROM sqlq_messages
-        WHERE id = r.id AND queue_id + 0 = $1 AND token = r.token
-          AND attempts = r.attempts
-        LIMIT 1) x) f
-    WHERE m.ctid = f.ctid AND (SELECT go FROM go)
-    RETURNING m.id),
+  a AS ()sql" +
+         AckDelete("$5::bigint[], $9::bigint[], $10::bigint[]",
+                   " AND (SELECT go FROM go) RETURNING m.id") +
+         R"sql(),
   w AS (SELECT CASE WHEN (SELECT go FROM go) THEN $3::bigint + coalesce((
              SELECT sum(n) FROM (
                SELECT DISTINCT ON (g.id) g.n
@@ -308,31 +359,17 @@ inline std::string ClaimCommitSql(bool acks, bool from_mark) {
                WHERE g.id IN (SELECT id FROM a)
                ORDER BY g.id, g.ord) first), 0) ELSE 0 END::bigint
              AS n),
-  )sql" + c +
+  )sql" + ClaimCandidatesCte(ready, limit, from_mark ? &mark : nullptr) +
          ClaimCtes("$8::bigint", now, "(SELECT now_us + $2::bigint FROM t)") +
-         R"sql(,
-  k AS (
-    INSERT INTO sqlq_counter_deltas (queue_id, claims, acks, expirations,
-                                     dead_lettered)
-    SELECT $1, n.claims, n.acks, n.expirations, n.dead
-    FROM (SELECT (SELECT count(*) FROM leased) AS claims,
-                 (SELECT count(*) FROM a) AS acks,
-                 (SELECT count(*) FROM leased WHERE old_token <> 0) +
-                 (SELECT count(*) FROM dead WHERE old_token <> 0)
-                   AS expirations,
-                 (SELECT count(*) FROM dead) AS dead) n
-    WHERE n.claims + n.acks + n.dead > 0)
-  SELECT 0, id, priority, old_ready, old_token, attempts, enqueued_us,
-         payload, headers, grp
-  FROM leased
-  UNION ALL
-  SELECT 1, id, 0, 0, old_token, 0, 0, NULL, NULL, NULL FROM dead
+         ClaimCommitRows("(SELECT count(*) FROM a)") + R"sql(
   UNION ALL
   SELECT 2, id, 0, 0, 0, 0, 0, NULL, NULL, NULL FROM a
   UNION ALL
   SELECT 3, r.id, 0, 0, m.token, m.attempts, 0, NULL, NULL, NULL
   FROM unnest($5::bigint[]) AS r(id)
-    LEFT JOIN sqlq_messages m ON m.id = r.id AND m.queue_id + 0 = $1
+    LEFT JOIN LATERAL (
+      SELECT token, attempts FROM sqlq_messages
+      WHERE id = r.id AND queue_id + 0 = $1 LIMIT 1) m ON true
   WHERE r.id NOT IN (SELECT id FROM a)
   UNION ALL
   SELECT 4, (SELECT count(*) FROM q), (SELECT coalesce(max(dependents), 0)

@@ -59,6 +59,24 @@ class PostgresEngineTest : public ::testing::Test {
     return c;
   }
 
+  // For the plan tests: a connection of its own with fresh statistics
+  // (ANALYZE) and generic plans, the id of queue `name`, and the ids of the
+  // first two of `claimed` as an SQL array.
+  struct ForPlan {
+    PGconn* c;
+    std::string queue_id, ids;
+  };
+  ForPlan ForPlans(const std::string& name,
+                   const std::vector<ClaimedMessage>& claimed) {
+    PGconn* c = Raw();
+    Query(c, "ANALYZE sqlq_messages");
+    Query(c, "SET plan_cache_mode = force_generic_plan");
+    return {c,
+            Query(c, "SELECT id FROM sqlq_queues WHERE name = '" + name + "'"),
+            "'{" + std::to_string(claimed[0].id) + "," +
+                std::to_string(claimed[1].id) + "}'"};
+  }
+
   // Waits until the store connections to the test database are gone: a
   // backend reports its statistics (pg_stat_user_indexes) as it exits.
   // `keep`: the pids of the test's own connections, comma-separated.
@@ -362,13 +380,7 @@ TEST_F(PostgresEngineTest, AckBatchPlanLooksUpReceiptsByIdWhateverTheStats) {
   }
   ASSERT_OK_AND_ASSIGN(auto claimed, deep.Claim({.max = 100}));
   ASSERT_EQ(claimed.size(), 100u);
-  PGconn* c = Raw();
-  Query(c, "ANALYZE sqlq_messages");
-  Query(c, "SET plan_cache_mode = force_generic_plan");
-  const std::string queue_id =
-      Query(c, "SELECT id FROM sqlq_queues WHERE name = 'deep'");
-  const std::string ids = "'{" + std::to_string(claimed[0].id) + "," +
-                          std::to_string(claimed[1].id) + "}'";
+  auto [c, queue_id, ids] = ForPlans("deep", claimed);
   const std::string args = queue_id + ", " + ids + ", '{1,2}', '{1,1}'";
   Query(c,
         std::string("PREPARE ack(bigint, bigint[], bigint[], bigint[]) AS ") +
@@ -400,10 +412,10 @@ TEST_F(PostgresEngineTest, AckBatchPlanLooksUpReceiptsByIdWhateverTheStats) {
   EXPECT_EQ(stats.leased, 0);
 }
 
-// A claim with the acks that go before it, in one statement
-// (ClaimCommitSql), looks each receipt up by the primary key and the
-// candidates up in the claim index, whatever the statistics say: never a
-// pass over the whole table.
+// A claim in one statement, alone (ClaimOnlyCommitSql) or with the acks
+// that go before it (ClaimCommitSql), looks each receipt up by the primary
+// key and the candidates up in the claim index, whatever the statistics
+// say: never a pass over the whole table.
 TEST_F(PostgresEngineTest,
        OneStatementClaimPlanSeeksItsIndexesWhateverTheStats) {
   auto store = OpenStore();
@@ -413,29 +425,35 @@ TEST_F(PostgresEngineTest,
   ASSERT_OK(deep.SendBatch(batch));
   ASSERT_OK_AND_ASSIGN(auto claimed, deep.Claim({.max = 2}));
   ASSERT_EQ(claimed.size(), 2u);
-  PGconn* c = Raw();
-  Query(c, "ANALYZE sqlq_messages");
-  Query(c, "SET plan_cache_mode = force_generic_plan");
-  const std::string queue_id =
-      Query(c, "SELECT id FROM sqlq_queues WHERE name = 'deep'");
-  const std::string ids = "'{" + std::to_string(claimed[0].id) + "," +
-                          std::to_string(claimed[1].id) + "}'";
+  auto [c, queue_id, ids] = ForPlans("deep", claimed);
   const std::string types =
       "(bigint, bigint, bigint, bigint, bigint[], bytea, integer, bigint, "
       "bigint[], bigint[], bigint[], bigint";
   Query(c, "PREPARE one " + types + ") AS " +
-               engines::postgres::ClaimCommitSql(true, false));
+               engines::postgres::ClaimCommitSql(false));
   Query(c, "PREPARE one_from " + types + ", integer, bigint, bigint) AS " +
-               engines::postgres::ClaimCommitSql(true, true));
+               engines::postgres::ClaimCommitSql(true));
+  const std::string only =
+      "(bigint, bigint, bigint, bigint, bigint, bytea, integer, bigint";
+  Query(c, "PREPARE alone " + only + ") AS " +
+               engines::postgres::ClaimOnlyCommitSql(false));
+  Query(c, "PREPARE alone_from " + only + ", integer, bigint, bigint) AS " +
+               engines::postgres::ClaimOnlyCommitSql(true));
   const std::string args = queue_id + ", 30000000, 1, 7, " + ids +
                            ", NULL, 5, 0, '{1,2}', '{1,1}', '{1,0}', NULL";
+  const std::string only_args = queue_id + ", 30000000, 1, 7, NULL, NULL, 5, 0";
   for (const std::string& explain :
        {"EXPLAIN (FORMAT JSON) EXECUTE one(" + args + ")",
-        "EXPLAIN (FORMAT JSON) EXECUTE one_from(" + args + ", 0, 0, 0)"}) {
+        "EXPLAIN (FORMAT JSON) EXECUTE one_from(" + args + ", 0, 0, 0)",
+        "EXPLAIN (FORMAT JSON) EXECUTE alone(" + only_args + ")",
+        "EXPLAIN (FORMAT JSON) EXECUTE alone_from(" + only_args +
+            ", 0, 0, 0)"}) {
+    const bool receipts = explain.find("alone") == std::string::npos;
     const std::string plan = Query(c, explain);
     RecordProperty("plan", plan);
-    EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_pkey\""),
-              std::string::npos)
+    EXPECT_EQ(plan.find("\"Index Name\": \"sqlq_messages_pkey\"") !=
+                  std::string::npos,
+              receipts)
         << explain << "\n"
         << plan;
     EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_claim\""),
