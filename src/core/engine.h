@@ -1271,7 +1271,8 @@ class Engine : public Transactions,
   // transaction of their own, committed, in fewer round trips than Write
   // with AckMany and Claim (PostgreSQL: one). `acks.receipts` are acked
   // first; `gates[i]` of `p.max` are claimed only when receipt i is acked
-  // (0: it gates nothing). When the engine cannot (the default; claims of
+  // (0: it gates nothing); `p.max` 0 is acks alone. When the engine
+  // cannot (the default; claims of
   // groups or under limits, dedup windows, archives, a queue whose acks
   // release dependents), nothing is stored and the result is empty: the
   // caller goes the general way.

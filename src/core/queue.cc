@@ -200,41 +200,41 @@ namespace core {
 
 namespace {
 
-// Claims as `options` say in one merged write transaction (with the
-// claims of other callers on this queue: WriteBatcher::Claim), after the
-// acks of `acks` in the same transaction.
+// The claim `params` (WriteBatcher::Claim) after the acks of `acks`, in
+// the queue's rules `qo`; the statuses of acks.done go to
+// acks.done_status.
+Result<WriteBatcher::Claimed> ClaimAfter(QueueImpl& impl, ClaimParams params,
+                                         const ClaimAcks& acks,
+                                         const QueueOptions& qo) {
+  const WriteBatcher::ClaimRequest request{.params = std::move(params),
+                                           .ack = acks.ack,
+                                           .done = acks.done,
+                                           .archive = qo.archive};
+  auto r = impl.store().batcher().Claim(request);
+  if (!r.ok()) return r.status();
+  if (acks.done_status != nullptr) *acks.done_status = std::move(r->done);
+  return r;
+}
+
+// The acks of `acks` without a claim: a claim of no message, so that they
+// share a statement with other callers' acks where the engine can
+// (WriteBatcher::Claim, Engine::ClaimAndCommit). A refused `ack` is the
+// result; `done` each have their own status.
+Status AckOnly(QueueImpl& impl, const ClaimAcks& acks, const QueueOptions& qo) {
+  if (!acks.ack && acks.done.empty()) return Status::Ok();
+  auto r = ClaimAfter(
+      impl,
+      {.queue_id = impl.id(), .max = 0, .unique_for = Micros(qo.unique_for)},
+      acks, qo);
+  return r.ok() ? Status::Ok() : r.status();
+}
+
 // Only the acks of a claim, for a paused queue.
 Result<std::vector<ClaimedMessage>> AcksOnly(QueueImpl& impl,
                                              const ClaimAcks& acks,
                                              const QueueOptions& qo) {
-  if (!acks.ack && acks.done.empty()) return std::vector<ClaimedMessage>();
-  Released released;
-  Status s = impl.store().batcher().Run([&](Conn& conn) -> Status {
-    Engine& e = impl.store().engine();
-    released.clear();
-    if (acks.ack) {
-      Status acked = AckAndRelease(e, conn,
-                                   {.queue_id = impl.id(),
-                                    .receipt = *acks.ack,
-                                    .archive = qo.archive,
-                                    .unique_for = Micros(qo.unique_for)},
-                                   released);
-      if (!acked.ok()) return acked;
-    }
-    if (!acks.done.empty()) {
-      auto r = AckManyAndRelease(e, conn,
-                                 {.queue_id = impl.id(),
-                                  .receipts = acks.done,
-                                  .archive = qo.archive,
-                                  .unique_for = Micros(qo.unique_for)},
-                                 released);
-      if (!r.ok()) return r.status();
-      if (acks.done_status != nullptr) *acks.done_status = std::move(*r);
-    }
-    return Status::Ok();
-  });
+  Status s = AckOnly(impl, acks, qo);
   if (!s.ok()) return s;
-  WakeReleased(impl.store(), released);
   return std::vector<ClaimedMessage>();
 }
 
@@ -331,6 +331,9 @@ void ApplyJobLimits(QueueImpl& impl, std::vector<ClaimedMessage>& messages,
   if (buried) ForwardDead(impl);
 }
 
+// Claims as `options` say in one merged write transaction (with the
+// claims of other callers on this queue: WriteBatcher::Claim), after the
+// acks of `acks` in the same transaction.
 Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
                                               const ClaimOptions& options,
                                               const ClaimAcks& acks,
@@ -343,29 +346,24 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
     note.paused = true;
     return AcksOnly(impl, acks, qo);
   }
-  const WriteBatcher::ClaimRequest request{
-      .params = {.queue_id = impl.id(),
-                 .max = options.max,
-                 .lease = options.lease.value_or(qo.lease),
-                 .token = NewLeaseToken(),
-                 .max_attempts = qo.max_attempts,
-                 .worker = options.worker,
-                 .max_bytes = options.max_bytes,
-                 .unique_for = Micros(qo.unique_for),
-                 .groups = qo.groups,
-                 .after_group = qo.groups == GroupMode::kNone
-                                    ? std::nullopt
-                                    : impl.GroupCursor(),
-                 .group_limit = qo.group_limit.value_or(0),
-                 .max_leased = LimitColumn(qo.max_leased),
-                 .rate_u = RateColumn(qo.rate_limit),
-                 .rate_burst = LimitColumn(qo.rate_burst)},
-      .ack = acks.ack,
-      .done = acks.done,
-      .archive = qo.archive};
-  auto r = impl.store().batcher().Claim(request);
+  const ClaimParams params{.queue_id = impl.id(),
+                           .max = options.max,
+                           .lease = options.lease.value_or(qo.lease),
+                           .token = NewLeaseToken(),
+                           .max_attempts = qo.max_attempts,
+                           .worker = options.worker,
+                           .max_bytes = options.max_bytes,
+                           .unique_for = Micros(qo.unique_for),
+                           .groups = qo.groups,
+                           .after_group = qo.groups == GroupMode::kNone
+                                              ? std::nullopt
+                                              : impl.GroupCursor(),
+                           .group_limit = qo.group_limit.value_or(0),
+                           .max_leased = LimitColumn(qo.max_leased),
+                           .rate_u = RateColumn(qo.rate_limit),
+                           .rate_burst = LimitColumn(qo.rate_burst)};
+  auto r = ClaimAfter(impl, params, acks, qo);
   if (!r.ok()) return r.status();
-  if (acks.done_status != nullptr) *acks.done_status = std::move(r->done);
   if (r->outcome.dead_lettered > 0) ForwardDead(impl);
   if (r->outcome.last_group) impl.SetGroupCursor(*r->outcome.last_group);
   if (!r->outcome.limited_by.empty()) {
@@ -376,7 +374,7 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
     m.receipt =
         FormatReceipt({.id = m.id, .attempt = m.attempt, .token = r->token});
   }
-  ApplyJobLimits(impl, r->outcome.messages, request.params.lease, qo);
+  ApplyJobLimits(impl, r->outcome.messages, params.lease, qo);
   // Nothing came from a queue whose groups can hold ready messages back:
   // say so when one is ready (a read, on this empty path only). The note
   // only informs: a failed read leaves it unset and the claim stands.
@@ -520,6 +518,12 @@ Status WorkQueue::Ack(std::string_view receipt, const AckOptions& options) {
                     options.result->size(), name(), qo.max_payload_bytes));
   }
   core::StoreImpl& store = impl_->store();
+  if (!options.result) {
+    Status s = core::AckOnly(*impl_, {.ack = *parsed}, qo);
+    if (!s.ok()) return s;
+    core::AfterAcks(*this, *impl_);
+    return Status::Ok();
+  }
   core::Released released;
   Status s = store.batcher().Run([&](Conn& conn) {
     released.clear();
@@ -530,8 +534,8 @@ Status WorkQueue::Ack(std::string_view receipt, const AckOptions& options) {
                              .archive = qo.archive,
                              .unique_for = core::Micros(qo.unique_for)},
                             released);
-    // The result, when there is one, in the ack's own transaction.
-    if (!acked.ok() || !options.result) return acked;
+    // The result in the ack's own transaction.
+    if (!acked.ok()) return acked;
     return store.engine().SaveResult(conn,
                                      {.queue_id = impl_->id(),
                                       .message_id = parsed->id,
@@ -540,12 +544,10 @@ Status WorkQueue::Ack(std::string_view receipt, const AckOptions& options) {
   });
   if (!s.ok()) return s;
   core::WakeReleased(store, released);
-  if (options.result) {
-    store.results().Ring(impl_->id(), parsed->id);
-    if (impl_->ResultPruneDue()) {
-      (void)core::MergedWrite<std::int64_t>(
-          store, [](core::ResultOps& e, Conn& c) { return e.PruneResults(c); });
-    }
+  store.results().Ring(impl_->id(), parsed->id);
+  if (impl_->ResultPruneDue()) {
+    (void)core::MergedWrite<std::int64_t>(
+        store, [](core::ResultOps& e, Conn& c) { return e.PruneResults(c); });
   }
   core::AfterAcks(*this, *impl_);
   return Status::Ok();
@@ -580,25 +582,12 @@ Result<std::vector<Status>> WorkQueue::AckBatch(
   }
   const auto current = impl_->Current();
   const QueueOptions& qo = current->options;
-  core::Released released;
-  Status s = impl_->store().batcher().Run([&](Conn& conn) -> Status {
-    released.clear();
-    if (valid.empty()) return Status::Ok();
-    auto acked =
-        core::AckManyAndRelease(impl_->store().engine(), conn,
-                                {.queue_id = impl_->id(),
-                                 .receipts = valid,
-                                 .archive = qo.archive,
-                                 .unique_for = core::Micros(qo.unique_for)},
-                                released);
-    if (!acked.ok()) return acked.status();
-    for (size_t k = 0; k < where.size(); ++k) {
-      out[where[k]] = std::move((*acked)[k]);
-    }
-    return Status::Ok();
-  });
+  std::vector<Status> acked;
+  Status s = core::AckOnly(*impl_, {.done = valid, .done_status = &acked}, qo);
   if (!s.ok()) return s;
-  core::WakeReleased(impl_->store(), released);
+  for (size_t k = 0; k < where.size() && k < acked.size(); ++k) {
+    out[where[k]] = std::move(acked[k]);
+  }
   core::AfterAcks(*this, *impl_);
   return out;
 }

@@ -123,6 +123,8 @@ class WriteBatcher {
                                          std::span<const Message> messages);
 
   // A claim, possibly acking one receipt first in the same transaction.
+  // A claim of no message (params.max 0) is acks alone: they share a
+  // statement with other callers' acks where the engine can.
   struct ClaimRequest {
     ClaimParams params;
     // Acked first; when refused, nothing is claimed (ack and claim next).

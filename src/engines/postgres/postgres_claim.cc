@@ -195,12 +195,79 @@ PostgresEngine::ClaimAndCommit(const core::ClaimParams& p,
         p.max_bytes == 0 ? 0
         : first          ? static_cast<std::int64_t>(p.max_bytes)
                          : -static_cast<std::int64_t>(p.max_bytes - bytes);
+    // The statement's rows, once its transaction committed.
+    auto read = [&](PgConn& conn, const Rows& rows,
+                    const ClaimMarks::Plan& plan,
+                    std::chrono::steady_clock::time_point started) {
+      std::int64_t now = 0;
+      for (int i = 0; i < rows.size(); ++i) {
+        switch (rows.Int(i, 0)) {
+          case 0:
+            if (rows.Int(i, 4) != 0) ++expirations;
+            leased.push_back(LeasedAt(rows, i, 0));
+            break;
+          case 1:
+            if (rows.Int(i, 4) != 0) ++expirations;
+            ++buried;
+            break;
+          case 2:
+            ++acked[rows.Int(i, 1)];
+            break;
+          case 3:
+            refused[rows.Int(i, 1)] =
+                rows.IsNull(i, 4)
+                    ? std::nullopt
+                    : std::optional(std::pair(rows.Int(i, 4), rows.Int(i, 5)));
+            break;
+          default:
+            found = rows.Int(i, 1);
+            dependents = rows.Int(i, 2);
+            now = rows.Int(i, 3);
+            want = rows.Int(i, 4);
+        }
+      }
+      const std::int64_t until = now + p.lease.count();
+      std::optional<ClaimKey> last;
+      for (Leased& l : leased) {
+        l.m.lease_expires_at = FromUs(until);
+        bytes += l.m.payload.size();
+      }
+      InClaimOrder(leased, out.outcome.messages, last);
+      std::int64_t n_acked = 0;
+      for (const auto& [id, n] : acked) n_acked += n;
+      const std::int64_t changed =
+          static_cast<std::int64_t>(leased.size()) + buried + n_acked;
+      conn.churned += changed;
+      if (changed > 0) ++conn.counted;
+      if (marks_ && found == 1 && p.max > 0) {
+        conn.claims.push_back(
+            {.queue_id = p.queue_id,
+             .plan = plan,
+             .last = last,
+             .now_us = now,
+             .cost = std::chrono::steady_clock::now() - started});
+      }
+    };
     Status s = Write([&](Conn& c) -> Status {
       PgConn& conn = Native(c);
       const auto started = std::chrono::steady_clock::now();
       ClaimMarks::Plan plan;
+      if (p.max == 0) {
+        // Acks alone.
+        static const std::string kAcks = AckOnlyCommitSql();
+        Params receipts;
+        receipts.Int(p.queue_id)
+            .IntArray(ids)
+            .IntArray(tokens)
+            .IntArray(attempts);
+        conn.StageForCommit(kAcks.c_str(), std::move(receipts), "ack",
+                            [&, plan, started](const Rows& rows) {
+                              read(conn, rows, plan, started);
+                            });
+        return Status::Ok();
+      }
       if (marks_) plan = marks_->Start(p.queue_id, started);
-      // The two statements' parameters (statements.h).
+      // The claim statements' parameters (statements.h).
       Params params;
       params.Int(p.queue_id)
           .Int(p.lease.count())
@@ -234,58 +301,10 @@ PostgresEngine::ClaimAndCommit(const core::ClaimParams& p,
             .Int(plan.from->id);
       }
       const std::string& sql = kSql[ids.empty() ? 0 : 1][plan.from ? 1 : 0];
-      conn.StageForCommit(
-          sql.c_str(), std::move(params), "claim",
-          [&, plan, started](const Rows& rows) {
-            std::int64_t now = 0;
-            for (int i = 0; i < rows.size(); ++i) {
-              switch (rows.Int(i, 0)) {
-                case 0:
-                  if (rows.Int(i, 4) != 0) ++expirations;
-                  leased.push_back(LeasedAt(rows, i, 0));
-                  break;
-                case 1:
-                  if (rows.Int(i, 4) != 0) ++expirations;
-                  ++buried;
-                  break;
-                case 2:
-                  ++acked[rows.Int(i, 1)];
-                  break;
-                case 3:
-                  refused[rows.Int(i, 1)] =
-                      rows.IsNull(i, 4) ? std::nullopt
-                                        : std::optional(std::pair(
-                                              rows.Int(i, 4), rows.Int(i, 5)));
-                  break;
-                default:
-                  found = rows.Int(i, 1);
-                  dependents = rows.Int(i, 2);
-                  now = rows.Int(i, 3);
-                  want = rows.Int(i, 4);
-              }
-            }
-            const std::int64_t until = now + p.lease.count();
-            std::optional<ClaimKey> last;
-            for (Leased& l : leased) {
-              l.m.lease_expires_at = FromUs(until);
-              bytes += l.m.payload.size();
-            }
-            InClaimOrder(leased, out.outcome.messages, last);
-            std::int64_t n_acked = 0;
-            for (const auto& [id, n] : acked) n_acked += n;
-            const std::int64_t changed =
-                static_cast<std::int64_t>(leased.size()) + buried + n_acked;
-            conn.churned += changed;
-            if (changed > 0) ++conn.counted;
-            if (marks_ && found == 1) {
-              conn.claims.push_back(
-                  {.queue_id = p.queue_id,
-                   .plan = plan,
-                   .last = last,
-                   .now_us = now,
-                   .cost = std::chrono::steady_clock::now() - started});
-            }
-          });
+      conn.StageForCommit(sql.c_str(), std::move(params), "claim",
+                          [&, plan, started](const Rows& rows) {
+                            read(conn, rows, plan, started);
+                          });
       return Status::Ok();
     });
     if (!s.ok()) return s;

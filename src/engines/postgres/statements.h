@@ -313,6 +313,40 @@ inline const std::string kClaimFromSql =
     "WITH " + ClaimCandidatesCte("ready_us <= $2", "$3", &kClaimMark) +
     ClaimRest("$11::bigint");
 
+// The start of a statement that acks (ClaimCommitSql, AckOnlyCommitSql):
+// q, the queue row, locked first (CheckQueue says why), and go, whether
+// the queue is there and its acks release no dependents
+// (sqlq_queues.dependents): those need the general way.
+inline constexpr const char* kAcksLockQueue = R"sql(WITH q AS (
+    SELECT dependents FROM sqlq_queues WHERE id = $1 FOR KEY SHARE),
+  go AS (SELECT count(*) = 1 AND coalesce(max(dependents), 0) = 0 AS go
+         FROM q))sql";
+
+// The last rows of a statement that acks the receipts `ids` (an array
+// parameter) in CTE a: (2, id) each receipt acked; (3, id, 0, 0, token,
+// attempts) each one not acked, with its message's token and attempts
+// (NULL when it is not in the queue), looked up as kAckDeleteSql does;
+// (4, whether the queue is there, dependents flag, `now`, `want`) once.
+inline std::string ReceiptRows(std::string_view ids, std::string_view now,
+                               std::string_view want) {
+  return R"sql(
+  UNION ALL
+  SELECT 2, id, 0, 0, 0, 0, 0, NULL, NULL, NULL FROM a
+  UNION ALL
+  SELECT 3, r.id, 0, 0, m.token, m.attempts, 0, NULL, NULL, NULL
+  FROM unnest()sql" +
+         std::string(ids) + R"sql() AS r(id)
+    LEFT JOIN LATERAL (
+      SELECT token, attempts FROM sqlq_messages
+      WHERE id = r.id AND queue_id + 0 = $1 LIMIT 1) m ON true
+  WHERE r.id NOT IN (SELECT id FROM a)
+  UNION ALL
+  SELECT 4, (SELECT count(*) FROM q), (SELECT coalesce(max(dependents), 0)
+                                       FROM q), )sql" +
+         std::string(now) + ", " + std::string(want) +
+         ", 0, 0, NULL, NULL, NULL";
+}
+
 // A claim and the acks that go before it in one statement, for a
 // transaction that is that statement alone, BEGIN and COMMIT sent with it
 // (PostgresEngine::ClaimAndCommit): the clock is read, the receipts acked,
@@ -341,10 +375,7 @@ inline std::string ClaimCommitSql(bool from_mark) {
   const std::string ready =
       "ready_us <= " + now + " AND id <> ALL($5::bigint[])";
   const std::string mark = "$13, $14, $15";
-  return R"sql(WITH q AS (SELECT dependents FROM sqlq_queues WHERE id = $1
-              FOR KEY SHARE),
-  go AS (SELECT count(*) = 1 AND coalesce(max(dependents), 0) = 0 AS go
-         FROM q),
+  return std::string(kAcksLockQueue) + R"sql(,
   t AS (SELECT coalesce($12::bigint,
                  (extract(epoch FROM now()) * 1000000)::bigint) AS now_us),
   a AS ()sql" +
@@ -361,21 +392,29 @@ inline std::string ClaimCommitSql(bool from_mark) {
              AS n),
   )sql" + ClaimCandidatesCte(ready, limit, from_mark ? &mark : nullptr) +
          ClaimCtes("$8::bigint", now, "(SELECT now_us + $2::bigint FROM t)") +
-         ClaimCommitRows("(SELECT count(*) FROM a)") + R"sql(
-  UNION ALL
-  SELECT 2, id, 0, 0, 0, 0, 0, NULL, NULL, NULL FROM a
-  UNION ALL
-  SELECT 3, r.id, 0, 0, m.token, m.attempts, 0, NULL, NULL, NULL
-  FROM unnest($5::bigint[]) AS r(id)
-    LEFT JOIN LATERAL (
-      SELECT token, attempts FROM sqlq_messages
-      WHERE id = r.id AND queue_id + 0 = $1 LIMIT 1) m ON true
-  WHERE r.id NOT IN (SELECT id FROM a)
-  UNION ALL
-  SELECT 4, (SELECT count(*) FROM q), (SELECT coalesce(max(dependents), 0)
-                                       FROM q),
-         (SELECT now_us FROM t), (SELECT n FROM w), 0, 0, NULL, NULL,
-         NULL)sql";
+         ClaimCommitRows("(SELECT count(*) FROM a)") +
+         ReceiptRows("$5::bigint[]", "(SELECT now_us FROM t)",
+                     "(SELECT n FROM w)");
+}
+
+// Acks alone in one statement (PostgresEngine::ClaimAndCommit of no
+// message): the queue row locked (and nothing done when its acks release
+// dependents, as in ClaimCommitSql), the receipts acked and the counters
+// added, BEGIN and COMMIT sent with it. $1 queue id; $2, $3, $4 the
+// receipts' ids, tokens and attempts. Rows as ClaimCommitSql's, kinds 2,
+// 3 and 4 (clock and count 0).
+inline std::string AckOnlyCommitSql() {
+  return std::string(kAcksLockQueue) + ",\n  a AS (" +
+         AckDelete("$2::bigint[], $3::bigint[], $4::bigint[]",
+                   " AND (SELECT go FROM go) RETURNING m.id") +
+         R"sql(),
+  k AS (
+    INSERT INTO sqlq_counter_deltas (queue_id, acks)
+    SELECT $1, count(*) FROM a HAVING count(*) > 0)
+  SELECT 0, 0::bigint, 0, 0::bigint, 0::bigint, 0, 0::bigint, NULL::bytea,
+         NULL::text, NULL::bytea
+  WHERE false)sql" +
+         ReceiptRows("$2::bigint[]", "0", "0");
 }
 
 // When a queue's next message is ready (its smallest ready_us; leased

@@ -463,6 +463,17 @@ TEST_F(PostgresEngineTest,
     EXPECT_EQ(plan.find("\"Seq Scan\""), std::string::npos) << explain << "\n"
                                                             << plan;
   }
+  // Acks alone (AckOnlyCommitSql): the primary key, nothing else.
+  Query(c, "PREPARE acks (bigint, bigint[], bigint[], bigint[]) AS " +
+               engines::postgres::AckOnlyCommitSql());
+  const std::string plan =
+      Query(c, "EXPLAIN (FORMAT JSON) EXECUTE acks(" + queue_id + ", " + ids +
+                   ", '{1,2}', '{1,1}')");
+  EXPECT_NE(plan.find("\"Index Name\": \"sqlq_messages_pkey\""),
+            std::string::npos)
+      << plan;
+  EXPECT_EQ(plan.find("sqlq_messages_claim"), std::string::npos) << plan;
+  EXPECT_EQ(plan.find("\"Seq Scan\""), std::string::npos) << plan;
   PQfinish(c);
 }
 
@@ -523,6 +534,27 @@ TEST_F(PostgresEngineTest, OneStatementClaimClaimsOnlyForTheAcksThatHold) {
   EXPECT_EQ(stats.acks, 1);
   EXPECT_EQ(stats.claims, 6);
 
+  // Acks alone (a claim of no message): each receipt's own status.
+  const core::Receipt first{.id = done->outcome.messages[0].id,
+                            .attempt = done->outcome.messages[0].attempt,
+                            .token = params.token};
+  const std::vector<core::Receipt> two = {first, gone};
+  core::ClaimParams none = params;
+  none.max = 0;
+  ASSERT_OK_AND_ASSIGN(
+      auto acked,
+      engine->ClaimAndCommit(none, {.queue_id = queue_id, .receipts = two},
+                             std::vector<int>{0, 0}));
+  ASSERT_TRUE(acked.has_value());
+  ASSERT_EQ(acked->acks.size(), 2u);
+  EXPECT_OK(acked->acks[0]);
+  EXPECT_EQ(acked->acks[1].code(), Code::kNotFound);
+  EXPECT_TRUE(acked->outcome.messages.empty());
+  ASSERT_OK_AND_ASSIGN(stats, q.Stats());
+  EXPECT_EQ(stats.leased, 4);
+  EXPECT_EQ(stats.acks, 2);
+  EXPECT_EQ(stats.claims, 6);
+
   // Acks that would release dependents: nothing done, left to the caller.
   Query(c, "UPDATE sqlq_queues SET dependents = 1 WHERE name = 'jobs'");
   ASSERT_OK_AND_ASSIGN(core::Receipt next, core::ParseReceipt(held[1].receipt));
@@ -533,8 +565,8 @@ TEST_F(PostgresEngineTest, OneStatementClaimClaimsOnlyForTheAcksThatHold) {
                      params, {.queue_id = queue_id, .receipts = one}, gate));
   EXPECT_FALSE(left.has_value());
   ASSERT_OK_AND_ASSIGN(stats, q.Stats());
-  EXPECT_EQ(stats.leased, 5);
-  EXPECT_EQ(stats.acks, 1);
+  EXPECT_EQ(stats.leased, 4);
+  EXPECT_EQ(stats.acks, 2);
   PQfinish(c);
 }
 
