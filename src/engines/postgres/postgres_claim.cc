@@ -204,6 +204,7 @@ PostgresEngine::ClaimAndCommit(const core::ClaimParams& p,
         switch (rows.Int(i, 0)) {
           case 0:
             if (rows.Int(i, 4) != 0) ++expirations;
+            // Its lease's end once the clock is read (the last row).
             leased.push_back(LeasedAt(rows, i, 0));
             break;
           case 1:
@@ -252,56 +253,48 @@ PostgresEngine::ClaimAndCommit(const core::ClaimParams& p,
       PgConn& conn = Native(c);
       const auto started = std::chrono::steady_clock::now();
       ClaimMarks::Plan plan;
-      if (p.max == 0) {
-        // Acks alone.
-        static const std::string kAcks = AckOnlyCommitSql();
-        Params receipts;
-        receipts.Int(p.queue_id)
-            .IntArray(ids)
-            .IntArray(tokens)
-            .IntArray(attempts);
-        conn.StageForCommit(kAcks.c_str(), std::move(receipts), "ack",
-                            [&, plan, started](const Rows& rows) {
-                              read(conn, rows, plan, started);
-                            });
-        return Status::Ok();
-      }
-      if (marks_) plan = marks_->Start(p.queue_id, started);
-      // The claim statements' parameters (statements.h).
+      // The statement and its parameters (statements.h): acks alone, or a
+      // claim with or without receipts, from the queue's start or a mark.
+      static const std::string kAcks = AckOnlyCommitSql();
+      const std::string* sql = &kAcks;
       Params params;
-      params.Int(p.queue_id)
-          .Int(p.lease.count())
-          .Int(base)
-          .Int(TokenBits(p.token));
-      auto clock = [&] {
-        if (clock_) {
-          params.Int(Us(clock_->Now()));
+      params.Int(p.queue_id);
+      if (p.max == 0) {
+        params.IntArray(ids).IntArray(tokens).IntArray(attempts);
+      } else {
+        if (marks_) plan = marks_->Start(p.queue_id, started);
+        sql = &kSql[ids.empty() ? 0 : 1][plan.from ? 1 : 0];
+        params.Int(p.lease.count()).Int(base).Int(TokenBits(p.token));
+        auto clock = [&] {
+          if (clock_) {
+            params.Int(Us(clock_->Now()));
+          } else {
+            params.Null();
+          }
+        };
+        if (ids.empty()) {
+          clock();
         } else {
-          params.Null();
+          params.IntArray(ids);
         }
-      };
-      if (ids.empty()) {
-        clock();
-      } else {
-        params.IntArray(ids);
+        if (p.worker.empty()) {
+          params.Null();
+        } else {
+          params.Bytes(p.worker);
+        }
+        params.Int(p.max_attempts).Int(budget);
+        if (!ids.empty()) {
+          params.IntArray(tokens).IntArray(attempts).IntArray(gate);
+          clock();
+        }
+        if (plan.from) {
+          params.Int(plan.from->priority)
+              .Int(plan.from->ready_us)
+              .Int(plan.from->id);
+        }
       }
-      if (p.worker.empty()) {
-        params.Null();
-      } else {
-        params.Bytes(p.worker);
-      }
-      params.Int(p.max_attempts).Int(budget);
-      if (!ids.empty()) {
-        params.IntArray(tokens).IntArray(attempts).IntArray(gate);
-        clock();
-      }
-      if (plan.from) {
-        params.Int(plan.from->priority)
-            .Int(plan.from->ready_us)
-            .Int(plan.from->id);
-      }
-      const std::string& sql = kSql[ids.empty() ? 0 : 1][plan.from ? 1 : 0];
-      conn.StageForCommit(sql.c_str(), std::move(params), "claim",
+      conn.StageForCommit(sql->c_str(), std::move(params),
+                          p.max == 0 ? "ack" : "claim",
                           [&, plan, started](const Rows& rows) {
                             read(conn, rows, plan, started);
                           });
