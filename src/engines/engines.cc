@@ -112,9 +112,10 @@ Result<std::string> SqlApiText(std::string_view url) {
   if (!scheme.ok()) return scheme.status();
   switch (*scheme) {
     case Scheme::kSqlite:
-      // Migration 12's views, then 20's, which makes the ack's trigger
-      // again: the API as it is, whatever the file had.
-      return std::string(sqlite::kSqlApi12) + sqlite::kSqlApi20;
+      // Migration 12's views, then 20's and 21's, which make the ack's
+      // trigger again: the API as it is, whatever the file had.
+      return std::string(sqlite::kSqlApi12) + sqlite::kSqlApi20 +
+             sqlite::kSqlApi21;
     case Scheme::kPostgres:
       return std::string(postgres::kSqlApiScript);
     case Scheme::kMysql: {

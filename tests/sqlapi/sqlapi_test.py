@@ -434,26 +434,90 @@ class SqlApiTest(unittest.TestCase):
         self.assertEqual((stats["waiting"], stats["ready"]), (0, 0))
         self.assertEqual(self.db.stats("fetch")["acks"], 2)
 
-    def test_an_sql_ack_of_a_batch_member_is_refused_and_changes_nothing(self):
+    # Batches: an ack in SQL counts a member in its batch.
+
+    def album(self, batch_id, members):
+        """Batch `batch_id`: `members` in queue tiles, the callback "album
+        ready" (with the header region=eu) in queue mosaics; the members
+        as claimed, by payload."""
+        self.db.sqlq("batch", "send", "mosaics", "album ready", "--id",
+                     batch_id, "--callback-header", "region=eu",
+                     *[a for m in members for a in ("--member", "tiles=" + m)])
+        return {m["payload"]: m for m in self.db.claim_all("tiles")}
+
+    def batch_status(self, batch_id):
+        return json.loads(self.db.sqlq("batch", "status", batch_id))
+
+    def test_an_sql_ack_counts_a_batch_member_and_the_last_releases_the_callback(
+            self):
         for q in ("tiles", "mosaics"):
             self.db.sqlq("queue", "create", q)
-        self.db.sqlq("batch", "send", "mosaics", "album ready", "--id",
-                     "album-7", "--member", "tiles=a.png")
-        [m] = self.db.claim_all("tiles")
-        with self.assertRaises(SqlError) as e:
-            self.db.run(["INSERT INTO orders VALUES (9, 'x')",
-                         self.db.ack("tiles", m["receipt"])])
-        self.assertEqual(e.exception.state, self.db.errors()["invalid"])
-        self.assertIn("member of a batch", e.exception.message)
-        self.assertEqual(int(self.orders()), 0)
-        stats = self.db.stats("tiles")
-        self.assertEqual((stats["leased"], stats["acks"]), (1, 0))
-        # The library's ack counts it and releases the callback.
-        self.db.sqlq("ack", "tiles", m["receipt"])
-        status = json.loads(self.db.sqlq("batch", "status", "album-7"))
-        self.assertEqual((status["completed"], status["done"]), (1, True))
-        self.assertEqual([m["payload"] for m in self.db.claim_all("mosaics")],
-                         ["album ready"])
+        got = self.album("album-7", ["a.png", "b.png", "c.png"])
+        # Rolled back: not acked, not counted.
+        self.db.run([self.db.ack("tiles", got["a.png"]["receipt"])],
+                    commit=False)
+        status = self.batch_status("album-7")
+        self.assertEqual((status["completed"], status["pending"]), (0, 3))
+        # Committed with the application's rows: counted, the callback
+        # still waits for the other two.
+        self.db.run(["INSERT INTO orders VALUES (9, 'a done')",
+                     self.db.ack("tiles", got["a.png"]["receipt"])])
+        self.assertEqual(int(self.orders()), 1)
+        status = self.batch_status("album-7")
+        self.assertEqual((status["completed"], status["pending"],
+                          status["done"]), (1, 2, False))
+        self.assertEqual(self.db.claim_all("mosaics"), [])
+        # One dies through the library; the last, acked in SQL, ends the
+        # batch and releases its callback with the counts.
+        self.db.sqlq("nack", "tiles", got["c.png"]["receipt"], "--dead",
+                     "--error", "corrupt")
+        self.db.run([self.db.ack("tiles", got["b.png"]["receipt"])])
+        status = self.batch_status("album-7")
+        self.assertEqual((status["completed"], status["dead"],
+                          status["cancelled"], status["pending"],
+                          status["done"]), (2, 1, 0, 0, True))
+        [cb] = self.db.claim_all("mosaics")
+        self.assertEqual(cb["payload"], "album ready")
+        self.assertEqual(cb["batch"], {
+            "id": "album-7", "callback": True, "total": 3, "completed": 2,
+            "dead": 1, "cancelled": 0})
+        self.assertEqual(self.db.stats("tiles")["acks"], 2)
+        # The same batch acked through the library: its callback is the
+        # same to a consumer.
+        lib = self.album("album-8", ["a.png", "b.png", "c.png"])
+        self.db.sqlq("ack", "tiles", lib["a.png"]["receipt"])
+        self.db.sqlq("nack", "tiles", lib["c.png"]["receipt"], "--dead",
+                     "--error", "corrupt")
+        self.db.sqlq("ack", "tiles", lib["b.png"]["receipt"])
+        [lib_cb] = self.db.claim_all("mosaics")
+        self.assertEqual(lib_cb["batch"], dict(cb["batch"], id="album-8"))
+        self.assertEqual(lib_cb.get("headers"), cb.get("headers"))
+        self.assertEqual(cb.get("headers"), {"region": "eu"})
+
+    def test_sql_acks_of_a_batchs_last_two_members_at_once_count_both(self):
+        for q in ("tiles", "mosaics"):
+            self.db.sqlq("queue", "create", q)
+        got = self.album("album-9", ["a.png", "b.png"])
+        first, second = Session(self.db), Session(self.db)
+        first.execute(self.db.ack("tiles", got["a.png"]["receipt"]))
+        # The second ack waits for the first's lock on the callback, then
+        # counts on the batch's row as the first left it.
+        t = threading.Thread(target=second.execute,
+                             args=(self.db.ack("tiles",
+                                               got["b.png"]["receipt"]),))
+        t.start()
+        wait_blocked(self.db)
+        first.commit()
+        t.join(60)
+        self.assertFalse(t.is_alive())
+        second.commit()
+        status = self.batch_status("album-9")
+        self.assertEqual((status["completed"], status["done"]), (2, True))
+        [cb] = self.db.claim_all("mosaics")
+        self.assertEqual(cb["batch"], {
+            "id": "album-9", "callback": True, "total": 2, "completed": 2,
+            "dead": 0, "cancelled": 0})
+        self.assertEqual(self.db.claim_all("mosaics"), [])
 
     def test_acks_of_two_parents_at_once_release_their_child_once(self):
         for q in ("parts", "report"):

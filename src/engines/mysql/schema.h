@@ -458,13 +458,16 @@ CREATE TABLE IF NOT EXISTS sqlq_batches (
     },
     // Version 20: the SQL-level API again: the ack releases dependents,
     // and sqlq_publish publishes to a topic (sql_api.h, kAckBody20).
-    kSqlApi,
+    kSqlApi20,
+    // Version 21: the SQL-level API's ack counts a member of a batch in its
+    // batch (sql_api.h, kAckRelease21).
+    kSqlApi21,
 };
 
 // Whether version `v` installs the SQL-level API: a user that may not
 // create (or replace) the procedures skips it (MysqlEngine::Migrate).
 inline constexpr bool InstallsSqlApi(std::int64_t v) {
-  return v == 11 || v == 12 || v == 20;
+  return v == 11 || v == 12 || v == 20 || v == 21;
 }
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());

@@ -643,7 +643,9 @@ END)sql";
 // link to the acked message can be added meanwhile: a send's link locks
 // its row, which this ack locked and deleted. Waiting claims elsewhere
 // notice through the acks counter, which the Poller watches.
-inline constexpr char kAckBody20[] = R"sql(BEGIN
+// Migration 20's ack body, as released, in pieces that migration 21's
+// reuses.
+inline constexpr char kAckDeclares20[] = R"sql(BEGIN
   DECLARE v_queue_id BIGINT DEFAULT NULL;
   DECLARE v_kind VARBINARY(16);
   DECLARE v_archive INT DEFAULT 0;
@@ -660,7 +662,9 @@ inline constexpr char kAckBody20[] = R"sql(BEGIN
   DECLARE v_child BIGINT;
   DECLARE v_last BIGINT DEFAULT 0;
   DECLARE v_msg VARCHAR(512);
-  IF p_receipt IS NULL OR NOT (BINARY p_receipt REGEXP
+)sql";
+inline constexpr char kAckChecks20[] =
+    R"sql(  IF p_receipt IS NULL OR NOT (BINARY p_receipt REGEXP
       '^[0-9]{1,19}-[0-9]{1,10}-[0-9a-fA-F]{16}$')
      OR LOCATE(CHAR(10), p_receipt) > 0 THEN
     SET v_msg = CONCAT('sqlq: malformed receipt ''', LEFT(COALESCE(p_receipt, ''), 80),
@@ -705,7 +709,9 @@ inline constexpr char kAckBody20[] = R"sql(BEGIN
       LEFT(p_queue, 80), ''' (acked, dead-lettered or never there)');
     SIGNAL SQLSTATE '45404' SET MESSAGE_TEXT = v_msg;
   END IF;
-  -- A member of a batch (OnDead::kBatch, 3): its ack also counts it in
+)sql";
+inline constexpr char kAckRefusesBatches20[] =
+    R"sql(  -- A member of a batch (OnDead::kBatch, 3): its ack also counts it in
   -- the batch, which only the library does.
   IF v_deps <> 0 AND EXISTS (SELECT 1 FROM sqlq_deps
                              WHERE parent_id = v_id AND on_dead = 3) THEN
@@ -714,7 +720,9 @@ inline constexpr char kAckBody20[] = R"sql(BEGIN
       'the HTTP API, the CLI or a client');
     SIGNAL SQLSTATE '45400' SET MESSAGE_TEXT = v_msg;
   END IF;
-  SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00',
+)sql";
+inline constexpr char kAckMiddle20[] =
+    R"sql(  SET v_now = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00',
                             UTC_TIMESTAMP(6));
   IF v_unique > 0 AND v_dedup IS NOT NULL THEN
     INSERT INTO sqlq_dedup_holds (queue_id, dedup, message_id, until_us)
@@ -736,7 +744,8 @@ inline constexpr char kAckBody20[] = R"sql(BEGIN
   -- Its dependents one by one, by the primary key of sqlq_deps (parent_id
   -- first) and of sqlq_messages. ready_us is set first: MariaDB assigns
   -- left to right, with the new values.
-  IF v_deps <> 0 THEN
+)sql";
+inline constexpr char kAckRelease20[] = R"sql(  IF v_deps <> 0 THEN
     REPEAT
       SET v_child = NULL;
       SELECT child_id INTO v_child FROM sqlq_deps
@@ -754,19 +763,80 @@ inline constexpr char kAckBody20[] = R"sql(BEGIN
   END IF;
 END)sql";
 
+// Migration 21's ack body: migration 20's, and a member of a batch is
+// counted in its batch (completed) by the callback its ack releases: the
+// callback's row, then the batch's row are locked, in that order, as the
+// library's ack locks them (engines/shared/sql_batches.h); the ack of the
+// last member marks the batch done and writes the counts into the
+// callback's headers (core/batches.cc).
+inline constexpr char kAckDeclares21[] = R"sql(  DECLARE v_on_dead INT;
+  DECLARE v_callback BIGINT DEFAULT NULL;
+  DECLARE v_batch BIGINT DEFAULT NULL;
+  DECLARE v_total BIGINT;
+  DECLARE v_completed BIGINT;
+  DECLARE v_dead BIGINT;
+  DECLARE v_cancelled BIGINT;
+  DECLARE v_open INT;
+)sql";
+inline constexpr char kAckRelease21[] =
+    R"sql(  -- The callback of its batch, when it is a member of one, is the
+  -- dependent linked with on_dead 3 (OnDead::kBatch).
+  IF v_deps <> 0 THEN
+    REPEAT
+      SET v_child = NULL;
+      SELECT child_id, on_dead INTO v_child, v_on_dead FROM sqlq_deps
+        WHERE parent_id = v_id AND child_id > v_last
+        ORDER BY child_id LIMIT 1 FOR UPDATE;
+      IF v_child IS NOT NULL THEN
+        UPDATE sqlq_messages
+          SET ready_us = CASE WHEN waits = 1 THEN v_now ELSE ready_us END,
+              waits = waits - 1
+          WHERE id = v_child AND waits > 0;
+        IF v_on_dead = 3 THEN
+          SET v_callback = v_child;
+        END IF;
+        SET v_last = v_child;
+      END IF;
+    UNTIL v_child IS NULL END REPEAT;
+    DELETE FROM sqlq_deps WHERE parent_id = v_id;
+  END IF;
+  -- Counted in its batch, after the callback's row was locked (as the
+  -- library's ack does); the batch's row locked by the update is read
+  -- as this transaction left it. No row: the batch was forgotten with its
+  -- callback's queue.
+  IF v_callback IS NOT NULL THEN
+    UPDATE sqlq_batches SET completed = completed + 1
+      WHERE callback_id = v_callback;
+    SELECT id, total, completed, dead, cancelled, done_us IS NULL
+      INTO v_batch, v_total, v_completed, v_dead, v_cancelled, v_open
+      FROM sqlq_batches WHERE callback_id = v_callback FOR UPDATE;
+    IF v_batch IS NOT NULL AND v_open
+       AND v_completed + v_dead + v_cancelled >= v_total THEN
+      UPDATE sqlq_messages
+        SET headers = JSON_SET(COALESCE(NULLIF(headers, ''), '{}'),
+              '$."sqlq:batch_total"', CAST(v_total AS CHAR),
+              '$."sqlq:batch_completed"', CAST(v_completed AS CHAR),
+              '$."sqlq:batch_dead"', CAST(v_dead AS CHAR),
+              '$."sqlq:batch_cancelled"', CAST(v_cancelled AS CHAR))
+        WHERE id = v_callback;
+      UPDATE sqlq_batches SET done_us = v_now, expires_us = v_now + ttl_us
+        WHERE id = v_batch;
+    END IF;
+  END IF;
+END)sql";
+
 inline constexpr auto kSendOneGuarded20 =
     shared::Joined(kSendOneHead, kOwnTables20, kSendOneBody, kOwnTablesEnd);
 inline constexpr auto kSentGuarded20 =
     shared::Joined(kSentHead, kOwnTables20, kSentBody, kOwnTablesEnd);
-inline constexpr auto kAckGuarded20 =
-    shared::Joined(kAckHead, kOwnTables20, kAckBody20, kOwnTablesEnd);
+inline constexpr auto kAckGuarded20 = shared::Joined(
+    kAckHead, kOwnTables20, kAckDeclares20, kAckChecks20, kAckRefusesBatches20,
+    kAckMiddle20, kAckRelease20, kOwnTablesEnd);
 inline constexpr auto kPublishWithGuarded20 = shared::Joined(
     kPublishWithHead, kOwnTables20, kPublishWithBody, kOwnTablesEnd);
 
-// The API as it is: migration 20, and what `sqlq sql-api` prints. Each
-// procedure is dropped and created again, so running it again is
-// harmless.
-inline const std::vector<const char*> kSqlApi = {
+// Migration 20, as released.
+inline const std::vector<const char*> kSqlApi20 = {
     "DROP PROCEDURE IF EXISTS sqlq__send_one",    kSendOneGuarded20.data(),
     "DROP PROCEDURE IF EXISTS sqlq__sent",        kSentGuarded20.data(),
     "DROP PROCEDURE IF EXISTS sqlq__check",       kCheck,
@@ -774,6 +844,33 @@ inline const std::vector<const char*> kSqlApi = {
     "DROP PROCEDURE IF EXISTS sqlq_send",         kSend,
     "DROP PROCEDURE IF EXISTS sqlq_send_batch",   kSendBatch,
     "DROP PROCEDURE IF EXISTS sqlq_ack",          kAckGuarded20.data(),
+    "DROP PROCEDURE IF EXISTS sqlq_publish_with", kPublishWithGuarded20.data(),
+    "DROP PROCEDURE IF EXISTS sqlq_publish",      kPublish,
+};
+
+// Migration 21: the ack that counts a member of a batch, whose guard drops
+// a temporary stand-in for sqlq_batches too.
+inline constexpr char kOwnTables21[] = R"sql(BEGIN
+  DROP TEMPORARY TABLE IF EXISTS sqlq_queues, sqlq_messages,
+    sqlq_dedup_holds, sqlq_archive, sqlq_counters, sqlq_deps,
+    sqlq_subscriptions, sqlq_batches;
+)sql";
+inline constexpr auto kAckGuarded21 =
+    shared::Joined(kAckHead, kOwnTables21, kAckDeclares20, kAckDeclares21,
+                   kAckChecks20, kAckMiddle20, kAckRelease21, kOwnTablesEnd);
+inline const std::vector<const char*> kSqlApi21 = {
+    "DROP PROCEDURE IF EXISTS sqlq_ack", kAckGuarded21.data()};
+
+// The API as it is: what `sqlq sql-api` prints. Each procedure is dropped
+// and created again, so running it again is harmless.
+inline const std::vector<const char*> kSqlApi = {
+    "DROP PROCEDURE IF EXISTS sqlq__send_one",    kSendOneGuarded20.data(),
+    "DROP PROCEDURE IF EXISTS sqlq__sent",        kSentGuarded20.data(),
+    "DROP PROCEDURE IF EXISTS sqlq__check",       kCheck,
+    "DROP PROCEDURE IF EXISTS sqlq_send_with",    kSendWith,
+    "DROP PROCEDURE IF EXISTS sqlq_send",         kSend,
+    "DROP PROCEDURE IF EXISTS sqlq_send_batch",   kSendBatch,
+    "DROP PROCEDURE IF EXISTS sqlq_ack",          kAckGuarded21.data(),
     "DROP PROCEDURE IF EXISTS sqlq_publish_with", kPublishWithGuarded20.data(),
     "DROP PROCEDURE IF EXISTS sqlq_publish",      kPublish,
 };

@@ -449,6 +449,9 @@ CREATE INDEX sqlq_batches_expiry ON sqlq_batches (expires_us);
     // Version 23: the SQL-level API's ack releases dependents, and
     // sqlq.publish publishes to a topic (sql_api.h, kSqlApi23).
     kSqlApi23Migration,
+    // Version 24: the SQL-level API's ack counts a member of a batch in its
+    // batch (sql_api.h, kAckRelease24).
+    kSqlApi24Migration,
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

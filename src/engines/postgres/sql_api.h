@@ -13,9 +13,10 @@
 // Installed by migration 14 in a DO block: a database user that may not
 // create the schema gets a NOTICE and everything else of sqlq still works
 // (docs/sql-api.md says how to install them later). Migration 23
-// (kSqlApi23) adds the release of dependents to the ack, as the library's
-// ack does (engines/shared/sql_deps.h), and sqlq.publish, as the library's
-// publish (core/topic.cc).
+// (kSqlApi23Rest and the ack's pieces) adds the release of dependents to
+// the ack, as the library's ack does (engines/shared/sql_deps.h), and
+// sqlq.publish, as the library's publish (core/topic.cc); migration 24's
+// ack counts a member of a batch in its batch (engines/shared/sql_batches.h).
 //
 // The functions run with the caller's privileges, so whatever their names
 // resolve to runs as the caller. Each one pins its search_path to
@@ -491,7 +492,7 @@ inline constexpr const char* kSqlApiPinMigration =
 // as the library's ack does (engines/shared/sql_deps.h), and a topic can be
 // published to (core/topic.cc). Created without a search_path of their own:
 // kSqlApiPin23, which pins them, always follows in the same transaction.
-inline constexpr char kSqlApi23[] = R"sql(
+inline constexpr char kSqlApi23Rest[] = R"sql(
 -- The checks of a message that do not depend on its queue, as _send makes
 -- them (a publish makes them once, before it reads the subscriptions, as
 -- the library validates a publish before its transaction).
@@ -658,7 +659,11 @@ LANGUAGE sql AS $f$
                               dedup_key, "group", run_at)
 $f$;
 
--- Acks a claimed message by the receipt its claim returned: removed (or
+)sql";
+
+// Migration 23's ack, as released, in pieces that migration 24's ack reuses.
+inline constexpr char kAckHead[] =
+    R"sql(-- Acks a claimed message by the receipt its claim returned: removed (or
 -- archived), its dedup key held for the queue's window, counted; a receipt
 -- whose lease was lost is refused (SQ409) and changes nothing. In a queue
 -- whose messages others were ever made to wait for (its dependents flag),
@@ -679,7 +684,9 @@ DECLARE
   v_dedup bytea;
   v_found boolean := false;
   v_released bigint := 0;
-  now_us bigint := (extract(epoch FROM now()) * 1000000)::bigint;
+)sql";
+inline constexpr char kAckNow[] =
+    R"sql(  now_us bigint := (extract(epoch FROM now()) * 1000000)::bigint;
 BEGIN
   m := regexp_match(receipt, '^([0-9]{1,19})-([0-9]{1,10})-([0-9a-fA-F]{16})$');
   IF m IS NULL OR m[1]::numeric > 9223372036854775807
@@ -732,14 +739,18 @@ BEGIN
     RAISE EXCEPTION 'sqlq: message % is not in queue ''%'' (acked, dead-lettered or never there)',
       v_id, queue USING ERRCODE = 'SQ404';
   END IF;
-  -- A member of a batch (OnDead::kBatch, 3): its ack also counts it in
+)sql";
+inline constexpr char kAckRefusesBatches[] =
+    R"sql(  -- A member of a batch (OnDead::kBatch, 3): its ack also counts it in
   -- the batch, which only the library does.
   IF q.dependents <> 0 AND EXISTS (SELECT 1 FROM sqlq_deps
                                    WHERE parent_id = v_id AND on_dead = 3) THEN
     RAISE EXCEPTION 'sqlq: message % is a member of a batch, whose counts only the library keeps: ack it through the library, the HTTP API, the CLI or a client',
       v_id USING ERRCODE = 'SQ400';
   END IF;
-  IF q.unique_for_us > 0 AND v_dedup IS NOT NULL THEN
+)sql";
+inline constexpr char kAckMiddle[] =
+    R"sql(  IF q.unique_for_us > 0 AND v_dedup IS NOT NULL THEN
     INSERT INTO sqlq_dedup_holds (queue_id, dedup, message_id, until_us)
       VALUES (q.id, v_dedup, v_id, now_us + q.unique_for_us)
       ON CONFLICT (queue_id, dedup) DO UPDATE
@@ -749,7 +760,8 @@ BEGIN
   -- Its dependents, by the primary key of sqlq_deps (parent_id first). No
   -- link to it can be added meanwhile: a send's link locks its row, which
   -- this transaction deleted.
-  IF q.dependents <> 0 THEN
+)sql";
+inline constexpr char kAckRelease23[] = R"sql(  IF q.dependents <> 0 THEN
     WITH c AS (DELETE FROM sqlq_deps WHERE parent_id = v_id
                RETURNING child_id)
     UPDATE sqlq_messages AS w
@@ -758,7 +770,9 @@ BEGIN
       FROM c WHERE w.id = c.child_id AND w.waits > 0;
     GET DIAGNOSTICS v_released = ROW_COUNT;
   END IF;
-  -- An ack may let a message through that waited for its group or for a
+)sql";
+inline constexpr char kAckTail[] =
+    R"sql(  -- An ack may let a message through that waited for its group or for a
   -- limit, or release dependents: waiting claims elsewhere look again.
   IF q.group_mode = 2 OR q.group_limit > 0 OR q.max_leased > 0
      OR v_released > 0 THEN
@@ -766,6 +780,54 @@ BEGIN
   END IF;
 END
 $f$;
+)sql";
+
+// Migration 24's ack.
+inline constexpr char kAckComment24[] = R"sql(
+-- Migration 24's ack is migration 23's, and a member of a batch is counted
+-- in its batch (completed) by the callback its ack releases: the
+-- callback's row, then the batch's row are locked, in that order, as the
+-- library's ack locks them (engines/shared/sql_batches.h); the ack of the
+-- last member marks the batch done and writes the counts into the
+-- callback's headers (core/batches.cc).
+)sql";
+inline constexpr char kAckDeclares24[] = R"sql(  v_callback bigint;
+  b record;
+)sql";
+inline constexpr char kAckRelease24[] =
+    R"sql(  -- The callback of its batch, when it is a member of one, is the
+  -- dependent linked with on_dead 3 (OnDead::kBatch).
+  IF q.dependents <> 0 THEN
+    WITH c AS (DELETE FROM sqlq_deps WHERE parent_id = v_id
+               RETURNING child_id, on_dead),
+    r AS (UPDATE sqlq_messages AS w
+      SET ready_us = CASE WHEN w.waits = 1 THEN now_us ELSE w.ready_us END,
+          waits = w.waits - 1
+      FROM c WHERE w.id = c.child_id AND w.waits > 0 RETURNING w.id)
+    SELECT (SELECT count(*) FROM r),
+           (SELECT min(child_id) FROM c WHERE on_dead = 3)
+      INTO v_released, v_callback;
+  END IF;
+  IF v_callback IS NOT NULL THEN
+    UPDATE sqlq_batches SET completed = completed + 1
+      WHERE callback_id = v_callback
+      RETURNING id, total, completed, dead, cancelled, done_us INTO b;
+    -- No row: the batch was forgotten with its callback's queue.
+    IF FOUND THEN
+      IF b.done_us IS NULL
+         AND b.completed + b.dead + b.cancelled >= b.total THEN
+        UPDATE sqlq_messages
+          SET headers = coalesce(headers, '{}'::jsonb) || jsonb_build_object(
+                'sqlq:batch_total', b.total::text,
+                'sqlq:batch_completed', b.completed::text,
+                'sqlq:batch_dead', b.dead::text,
+                'sqlq:batch_cancelled', b.cancelled::text)
+          WHERE id = v_callback;
+        UPDATE sqlq_batches SET done_us = now_us, expires_us = now_us + ttl_us
+          WHERE id = b.id;
+      END IF;
+    END IF;
+  END IF;
 )sql";
 
 // kSqlApiPin for every function of the API as it is (kSqlApiPin, migration
@@ -805,16 +867,17 @@ $p$;
 
 // What `sqlq sql-api` prints: the functions and their pinning in one
 // transaction, so that no caller finds them unpinned in between.
-inline constexpr auto kSqlApiScriptText =
-    shared::Joined("BEGIN;\n", kSqlApi, kSqlApi23, kSqlApiPin23, "COMMIT;\n");
+inline constexpr auto kSqlApiScriptText = shared::Joined(
+    "BEGIN;\n", kSqlApi, kSqlApi23Rest, kAckComment24, kAckHead, kAckDeclares24,
+    kAckNow, kAckMiddle, kAckRelease24, kAckTail, kSqlApiPin23, "COMMIT;\n");
 inline constexpr const char* kSqlApiScript = kSqlApiScriptText.data();
 
-// Migration 23: the functions of kSqlApi23, pinned, where the API serves
-// this store (as migration 15 does). Functions an administrator installed
-// belong to them: the store's user gets a NOTICE that says to install them
-// again with `sqlq sql-api`; until then the ack does not release
-// dependents and there is no publish.
-inline constexpr auto kSqlApi23MigrationText = shared::Joined(
+// A migration that makes the functions of `api` (pinned with kSqlApiPin23)
+// where the API serves this store (as migration 15 does). Functions an
+// administrator installed belong to them: the store's user gets a NOTICE,
+// naming `what` was not brought up to date, that says to install them
+// again with `sqlq sql-api`; until then they stay as they were.
+inline constexpr char kApiGuardHead[] =
     "DO $m$ DECLARE serves text; BEGIN "
     "SELECT pg_catalog.obj_description(p.oid, 'pg_proc') INTO serves "
     "FROM pg_catalog.pg_proc p "
@@ -822,13 +885,33 @@ inline constexpr auto kSqlApi23MigrationText = shared::Joined(
     "WHERE n.nspname = 'sqlq' AND p.proname = '_send'; "
     "IF serves IS DISTINCT FROM "
     "'sqlq store in schema ' || pg_catalog.current_schema() THEN "
-    "RETURN; END IF; EXECUTE $api$",
-    kSqlApi23, "$api$; EXECUTE $pin$", kSqlApiPin23,
+    "RETURN; END IF; EXECUTE $api$";
+inline constexpr char kApiGuardNotice[] =
     "$pin$; EXCEPTION WHEN insufficient_privilege THEN RAISE NOTICE "
-    "'sqlq: the SQL-level API (schema sqlq) was not brought up to date "
-    "(the ack''s release of dependents, publish): %; install it again with "
-    "the SQL of sqlq sql-api, see docs/sql-api.md', SQLERRM; END $m$;");
+    "'sqlq: the SQL-level API (schema sqlq) was not brought up to date (";
+inline constexpr char kApiGuardTail[] =
+    "): %; install it again with "
+    "the SQL of sqlq sql-api, see docs/sql-api.md', SQLERRM; END $m$;";
+template <std::size_t W, std::size_t... N>
+constexpr auto ApiMigration(const char (&what)[W], const char (&... api)[N]) {
+  return shared::Joined(kApiGuardHead, api..., "$api$; EXECUTE $pin$",
+                        kSqlApiPin23, kApiGuardNotice, what, kApiGuardTail);
+}
+
+// Migration 23: the functions of kSqlApi23Rest and the ack, as released.
+// Until they are installed, the ack does not release dependents and there
+// is no publish.
+inline constexpr auto kSqlApi23MigrationText = ApiMigration(
+    "the ack''s release of dependents, publish", kSqlApi23Rest, kAckHead,
+    kAckNow, kAckRefusesBatches, kAckMiddle, kAckRelease23, kAckTail);
 inline constexpr const char* kSqlApi23Migration = kSqlApi23MigrationText.data();
+
+// Migration 24: the ack that counts a member of a batch. Until it is
+// installed, the ack refuses a batch's members.
+inline constexpr auto kSqlApi24MigrationText =
+    ApiMigration("the ack of a batch''s member", kAckComment24, kAckHead,
+                 kAckDeclares24, kAckNow, kAckMiddle, kAckRelease24, kAckTail);
+inline constexpr const char* kSqlApi24Migration = kSqlApi24MigrationText.data();
 
 }  // namespace sqlq::engines::postgres
 

@@ -348,6 +348,9 @@ CREATE INDEX sqlq_batches_expiry ON sqlq_batches (expires_us);
     // Version 20: the SQL-level API's ack releases dependents, and the
     // view sqlq_publish publishes to a topic (sql_api.h, kSqlApi20).
     kSqlApi20,
+    // Version 21: the SQL-level API's ack counts a member of a batch in its
+    // batch (sql_api.h, kAckCountsBatches21).
+    kSqlApi21,
 };
 
 inline constexpr int kSchemaVersion =

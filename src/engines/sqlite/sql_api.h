@@ -16,6 +16,8 @@
 #ifndef SQLQ_ENGINES_SQLITE_SQL_API_H_
 #define SQLQ_ENGINES_SQLITE_SQL_API_H_
 
+#include "engines/shared/joined_text.h"
+
 namespace sqlq::engines::sqlite {
 
 // Migration 12: the views sqlq_send and sqlq_ack, as released.
@@ -168,7 +170,8 @@ END;
 // made again: migration 12's, then the release. A write transaction holds
 // the database's one write lock, so nothing reads or writes the rows in
 // between.
-inline constexpr const char* kSqlApi20 = R"sql(
+// Migration 20's texts, as released, in pieces that migration 21 reuses.
+inline constexpr char kAckTrigger20[] = R"sql(
 DROP TRIGGER IF EXISTS sqlq_ack;
 CREATE TRIGGER sqlq_ack INSTEAD OF INSERT ON sqlq_ack
 BEGIN
@@ -202,14 +205,18 @@ BEGIN
     WHERE NOT EXISTS (SELECT 1 FROM sqlq_messages AS m, sqlq_queues AS q
       WHERE q.name = NEW.queue AND m.queue_id = q.id
         AND m.id = CAST(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) AS INTEGER));
-  -- A member of a batch (OnDead::kBatch, 3): its ack also counts it in
+)sql";
+inline constexpr char kAckRefusesBatches20[] =
+    R"sql(  -- A member of a batch (OnDead::kBatch, 3): its ack also counts it in
   -- the batch, which only the library does.
   SELECT RAISE(ABORT, 'sqlq: the message is a member of a batch, whose counts only the library keeps: ack it through the library, the HTTP API, the CLI or a client')
     WHERE (SELECT dependents FROM sqlq_queues WHERE name = NEW.queue) <> 0
       AND EXISTS (SELECT 1 FROM sqlq_deps
         WHERE parent_id = CAST(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) AS INTEGER)
           AND on_dead = 3);
-  -- From here the receipt holds the message's live lease.
+)sql";
+inline constexpr char kAckMiddle20[] =
+    R"sql(  -- From here the receipt holds the message's live lease.
   INSERT OR REPLACE INTO sqlq_dedup_holds (queue_id, dedup, message_id, until_us)
   SELECT q.id, m.dedup, m.id,
          CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)
@@ -243,11 +250,13 @@ BEGIN
                                    instr(NEW.receipt, '-') - 1) AS INTEGER))
     AND waits > 0
     AND (SELECT dependents FROM sqlq_queues WHERE name = NEW.queue) <> 0;
-  DELETE FROM sqlq_deps
+)sql";
+inline constexpr char kAckUnlink20[] = R"sql(  DELETE FROM sqlq_deps
   WHERE parent_id = CAST(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) AS INTEGER)
     AND (SELECT dependents FROM sqlq_queues WHERE name = NEW.queue) <> 0;
 END;
-
+)sql";
+inline constexpr char kPublish20[] = R"sql(
 CREATE VIEW IF NOT EXISTS sqlq_publish
   (topic, payload, priority, delay_ms, headers, dedup_key, "group", run_at)
   AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0;
@@ -370,6 +379,52 @@ BEGIN
   ORDER BY q.name;
 END;
 )sql";
+inline constexpr auto kSqlApi20Text =
+    shared::Joined(kAckTrigger20, kAckRefusesBatches20, kAckMiddle20,
+                   kAckUnlink20, kPublish20);
+inline constexpr const char* kSqlApi20 = kSqlApi20Text.data();
+
+// Migration 21: the ack's trigger made again, migration 20's but that a
+// member of a batch is counted in its batch rather than refused.
+inline constexpr char kAckCountsBatches21[] =
+    R"sql(  -- A member of a batch is counted in its batch (completed), by the
+  -- callback it releases (the dependent linked with on_dead 3,
+  -- OnDead::kBatch); the ack of the last member writes the counts into the
+  -- callback's headers and marks the batch done (core/batches.cc). No
+  -- batch row: the batch was forgotten with its callback's queue.
+  UPDATE sqlq_batches SET completed = completed + 1
+  WHERE callback_id IN (SELECT child_id FROM sqlq_deps
+                        WHERE parent_id = CAST(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) AS INTEGER)
+                          AND on_dead = 3)
+    AND (SELECT dependents FROM sqlq_queues WHERE name = NEW.queue) <> 0;
+  UPDATE sqlq_messages
+    SET headers = (SELECT json_set(
+          CASE WHEN sqlq_messages.headers IS NULL
+                 OR sqlq_messages.headers = '' THEN '{}'
+               ELSE sqlq_messages.headers END,
+          '$."sqlq:batch_total"', CAST(b.total AS TEXT),
+          '$."sqlq:batch_completed"', CAST(b.completed AS TEXT),
+          '$."sqlq:batch_dead"', CAST(b.dead AS TEXT),
+          '$."sqlq:batch_cancelled"', CAST(b.cancelled AS TEXT))
+        FROM sqlq_batches AS b WHERE b.callback_id = sqlq_messages.id)
+  WHERE id IN (SELECT b.callback_id FROM sqlq_batches AS b, sqlq_deps AS d
+               WHERE d.parent_id = CAST(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) AS INTEGER)
+                 AND d.on_dead = 3 AND b.callback_id = d.child_id
+                 AND b.done_us IS NULL
+                 AND b.completed + b.dead + b.cancelled >= b.total)
+    AND (SELECT dependents FROM sqlq_queues WHERE name = NEW.queue) <> 0;
+  UPDATE sqlq_batches
+    SET done_us = CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER),
+        expires_us = CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER) + ttl_us
+  WHERE callback_id IN (SELECT child_id FROM sqlq_deps
+                        WHERE parent_id = CAST(substr(NEW.receipt, 1, instr(NEW.receipt, '-') - 1) AS INTEGER)
+                          AND on_dead = 3)
+    AND done_us IS NULL AND completed + dead + cancelled >= total
+    AND (SELECT dependents FROM sqlq_queues WHERE name = NEW.queue) <> 0;
+)sql";
+inline constexpr auto kSqlApi21Text = shared::Joined(
+    kAckTrigger20, kAckMiddle20, kAckCountsBatches21, kAckUnlink20);
+inline constexpr const char* kSqlApi21 = kSqlApi21Text.data();
 
 }  // namespace sqlq::engines::sqlite
 
