@@ -17,6 +17,7 @@
 #ifndef SQLQ_ENGINES_SHARED_SQL_TOPICS_H_
 #define SQLQ_ENGINES_SHARED_SQL_TOPICS_H_
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 
@@ -154,7 +155,7 @@ Result<std::vector<core::SubscriberRecord>> SqlEngine<D>::LockSubscribers(
                    " FROM sqlq_queues t"
                    " LEFT JOIN sqlq_subscriptions s ON s.topic_id = t.id"
                    " LEFT JOIN sqlq_queues q ON q.id = s.queue_id"
-                   " WHERE t.name = ? AND t.kind = 'topic' ORDER BY q.name" +
+                   " WHERE t.name = ? AND t.kind = 'topic'" +
                    D::kLockTopic);
   auto rows = conn.Run(kSql, Params().Text(name), "look up topic");
   if (!rows.ok()) return rows.status();
@@ -170,6 +171,11 @@ Result<std::vector<core::SubscriberRecord>> SqlEngine<D>::LockSubscribers(
          .filter = r.IsNull(1) ? std::string() : r.Bytes(1),
          .subscribed_us = r.Int(2)});
   }
+  // By name, sorted here: an ORDER BY made MariaDB sort the joined rows
+  // in a temporary table, four times the statement's time.
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.queue.info.name < b.queue.info.name;
+  });
   return out;
 }
 
