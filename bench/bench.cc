@@ -55,6 +55,9 @@ struct Config {
   bool json = false;
   std::string report_every;  // mixed: empty means no interval reports
   bool hold_snapshot = false;
+  // --scorecard: the fixed set of workloads of Scorecard(), each beside its
+  // yardstick, and a table of the ratios.
+  bool scorecard = false;
   // Set while the runs of a workload are measured with a snapshot held
   // open elsewhere: "+snapshot" in labels and reports; for workers-open,
   // "@25%" and so on.
@@ -995,6 +998,85 @@ std::string Redacted(const std::string& url) {
   return url.substr(0, colon + 1) + "***" + url.substr(at);
 }
 
+// One line of --scorecard: a workload of sqlq's and its yardstick, each
+// with the settings it runs with and the name it is reported under (a
+// yardstick shared by several lines runs once).
+struct ScoreLine {
+  std::string label;
+  struct Side {
+    std::string workload, name;
+    Config config;
+  } sqlq, yardstick;
+};
+
+// The scorecard: the single-caller paths against the hand-written queue,
+// the multi-caller ones against sqlq alone where no hand-written queue
+// compares. `servers`: P = 32 workers a side on PostgreSQL and MariaDB, 4
+// on SQLite. Counts are each line's own unless --messages sets them all;
+// --duration times mixed and workers.
+std::vector<ScoreLine> Scorecard(const Config& c, bool servers) {
+  const int p = servers ? 32 : 4;
+  auto with = [&](long messages, int threads, auto&& set) {
+    Config out = c;
+    out.workloads.clear();
+    out.messages = c.messages > 0 ? c.messages : messages;
+    out.threads = threads;
+    set(out);
+    return out;
+  };
+  auto plain = [](Config&) {};
+  auto batch = [](int n) { return [n](Config& x) { x.batch = n; }; };
+  auto ack = [](const char* how) { return [how](Config& x) { x.ack = how; }; };
+  auto pairs = [](int producers, int consumers, int per_send, int claim) {
+    return [=](Config& x) {
+      x.producers = producers;
+      x.consumers = consumers;
+      x.batch = per_send;
+      x.claim_max = claim;
+    };
+  };
+  const Config drain = with(5000, 1, plain);
+  const ScoreLine::Side by_hand_drain{"baseline-drain-1", "baseline-drain-1",
+                                      drain};
+  return {
+      {"send-1",
+       {"send-1", "send-1", with(5000, 1, plain)},
+       {"baseline-send-1", "baseline-send-1", with(5000, 1, plain)}},
+      {"send-100 (batches of 100)",
+       {"send-batch", "send-100", with(200000, 1, batch(100))},
+       {"baseline-send-batch", "baseline-send-100",
+        with(200000, 1, batch(100))}},
+      {"drain-1, claim then ack",
+       {"drain-1", "drain-1", with(5000, 1, ack("each"))},
+       by_hand_drain},
+      {"drain-1, ack with the next claim",
+       {"drain-1", "drain-1 --ack next", with(5000, 1, ack("next"))},
+       by_hand_drain},
+      {fmt::format("drain-1, Worker (prefetch {})", c.prefetch),
+       {"drain-1", "drain-1 --ack worker", with(5000, 1, ack("worker"))},
+       by_hand_drain},
+      {"drain-10",
+       {"drain-10", "drain-10", with(20000, 1, plain)},
+       {"baseline-drain-10", "baseline-drain-10", with(20000, 1, plain)}},
+      {"mixed, 2 producers + 2 consumers of one",
+       {"mixed", "mixed 2+2", with(0, 0, pairs(2, 2, 1, 1))},
+       {"baseline-mixed", "baseline-mixed 2+2", with(0, 0, pairs(2, 2, 1, 1))}},
+      {"send-batch, 4 callers of 100",
+       {"send-batch", "send-batch x4", with(200000, 4, batch(100))},
+       {"baseline-send-batch", "baseline-send-batch x4",
+        with(200000, 4, batch(100))}},
+      {fmt::format("workers {0}+{0}, vs the same {0} senders alone", p),
+       {"workers", fmt::format("workers {0}+{0}", p),
+        with(0, 0, pairs(p, p, 1, 1))},
+       {"send-1", fmt::format("send-1 x{}", p), with(20000, p, plain)}},
+      {fmt::format("publish to {} queues, vs a send of as many (4 callers)",
+                   c.subscribers),
+       {"publish", "publish", with(30000, 4, plain)},
+       {"send-batch", fmt::format("send-batch of {} x4", c.subscribers),
+        with(30000, 4, batch(c.subscribers))}},
+  };
+}
+
 int Run(Config c) {
   const std::vector<std::string> all = {"baseline-send-1",
                                         "send-1",
@@ -1016,11 +1098,15 @@ int Run(Config c) {
       "list-deep",  "list-deep-filter", "drain-ordered",
       "drain-fair", "drain-limited",    "rate-limited",
       "dag",        "dag-flat",         "publish"};
+  wire::Printer out(c.json);
+  if (c.scorecard && !c.workloads.empty()) {
+    return out.Fail(Status::InvalidArgument(
+        "--scorecard runs its own workloads: give no --workload with it"));
+  }
   if (c.workloads.empty() || std::find(c.workloads.begin(), c.workloads.end(),
                                        "all") != c.workloads.end()) {
     c.workloads = all;
   }
-  wire::Printer out(c.json);
   for (const auto& w : c.workloads) {
     if (std::find(all.begin(), all.end(), w) == all.end() &&
         std::find(also.begin(), also.end(), w) == also.end()) {
@@ -1108,16 +1194,20 @@ int Run(Config c) {
     // holds a snapshot open (--hold-snapshot), reported as "w+snapshot"
     // beside the clean median measured just before. workers-open runs at
     // `load` (a fraction) of the median rate of workers.
-    auto measure = [&](const std::string& w, bool held, double load = 0) {
+    // A scorecard's line passes its own settings (`with`) and the name it is
+    // reported under (`as`).
+    auto measure = [&](const std::string& w, bool held, double load = 0,
+                       const Config* with = nullptr,
+                       const std::string& as = "") {
       const bool baseline = w.rfind("baseline-", 0) == 0;
-      Config rc = c;
+      Config rc = with != nullptr ? *with : c;
       rc.db = url;
       rc.variant = held ? "+snapshot" : "";
       if (load > 0) {
         rc.variant = fmt::format("@{}%", std::lround(100 * load));
         rc.open_rate = load * medians["workers"];
       }
-      const std::string name = w + rc.variant;
+      const std::string name = as.empty() ? w + rc.variant : as;
       std::vector<double> rates, p50, p99, p999;
       std::size_t tx0 = (*store)->TEST_write_transactions();
       std::size_t ops0 = (*store)->TEST_write_operations();
@@ -1174,19 +1264,51 @@ int Run(Config c) {
         row["duration"] = c.duration;
       }
       if (w == "drain-1" || w.rfind("workers", 0) == 0) {
-        row["ack"] = w == "drain-1" ? (c.ack.empty() ? "each" : c.ack)
-                                    : (c.ack.empty() ? "next" : c.ack);
-        if (c.ack == "worker") row["prefetch"] = c.prefetch;
+        row["ack"] = w == "drain-1" ? (rc.ack.empty() ? "each" : rc.ack)
+                                    : (rc.ack.empty() ? "next" : rc.ack);
+        if (rc.ack == "worker") row["prefetch"] = rc.prefetch;
       }
       if (w.rfind("workers", 0) == 0) {
-        row["producers"] = c.producers;
-        row["consumers"] = c.consumers;
-        row["work"] = c.work;
+        row["producers"] = rc.producers;
+        row["consumers"] = rc.consumers;
+        row["work"] = rc.work;
       }
       out.Row(row);
       if (c.json) std::cout.flush();
     };
+    if (c.scorecard) {
+      const std::vector<ScoreLine> lines = Scorecard(c, postgres || mysql);
+      for (const ScoreLine& line : lines) {
+        for (const ScoreLine::Side* side : {&line.yardstick, &line.sqlq}) {
+          if (medians.count(side->name)) continue;  // a shared yardstick
+          measure(side->workload, false, 0, &side->config, side->name);
+          if (code != 0) break;
+        }
+        if (code != 0) break;
+      }
+      out.Flush();
+      if (code == 0) {
+        out.Say({{"bench", "scorecard"}},
+                "\nsqlq beside its yardstick (the hand-written queue, or "
+                "sqlq's own senders alone), medians:");
+        out.Columns({"scorecard", "sqlq", "msgs_per_s", "yardstick",
+                     "yardstick_msgs_per_s", "ratio"});
+        for (const ScoreLine& line : lines) {
+          const double mine = medians[line.sqlq.name];
+          const double theirs = medians[line.yardstick.name];
+          out.Row({{"bench", "scorecard"},
+                   {"scorecard", line.label},
+                   {"sqlq", line.sqlq.name},
+                   {"msgs_per_s", std::lround(mine)},
+                   {"yardstick", line.yardstick.name},
+                   {"yardstick_msgs_per_s", std::lround(theirs)},
+                   {"ratio",
+                    theirs > 0 ? std::round(100 * mine / theirs) / 100 : 0.0}});
+        }
+      }
+    }
     for (const auto& w : c.workloads) {
+      if (c.scorecard) break;
       const bool baseline = w.rfind("baseline-", 0) == 0;
       if (baseline && sqlite_path.empty() && !postgres && !mysql) continue;
       if (w == "workers-open") {
@@ -1299,6 +1421,11 @@ int Main(int argc, char** argv) {
                  "mixed, baseline-mixed: print the rate of each interval of "
                  "this length (e.g. 1m) and, on PostgreSQL, the queue "
                  "table's dead tuples");
+  app.add_flag("--scorecard", c.scorecard,
+               "Run the fixed set of workloads that docs/benchmarks.md opens "
+               "with, each beside its yardstick (the hand-written queue, or "
+               "sqlq's own senders alone), and print their ratios; --runs, "
+               "--duration and --messages (every line's count) apply");
   app.add_flag("--hold-snapshot", c.hold_snapshot,
                "PostgreSQL: after the clean runs of mixed and "
                "baseline-mixed, run them again while another session holds "

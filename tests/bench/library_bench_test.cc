@@ -165,6 +165,59 @@ TEST_P(LibraryBench, PublishReachesEverySubscriberAndLeavesNothingBehind) {
   EXPECT_NE(out.find("--subscribers 1..1000"), std::string::npos) << out;
 }
 
+// --scorecard: every line measured beside its yardstick, the ratio theirs;
+// a yardstick shared by the three drain-1 lines runs once.
+TEST_P(LibraryBench, TheScorecardSetsEveryPathBesideItsYardstick) {
+  std::map<std::string, Json> rows;
+  std::string out;
+  ASSERT_TRUE(
+      Bench("--scorecard --runs 1 --messages 200 --duration 1s "
+            "--subscribers 3",
+            rows, out))
+      << out;
+  std::vector<Json> lines;
+  int by_hand_drains = 0;
+  std::stringstream text(out);
+  std::string line;
+  while (std::getline(text, line)) {
+    auto j = Json::parse(line, nullptr, false);
+    if (j.is_discarded()) continue;
+    if (j.value("bench", "") == "scorecard" && j.contains("scorecard")) {
+      lines.push_back(j);
+    }
+    if (j.value("workload", "") == "baseline-drain-1") ++by_hand_drains;
+  }
+  ASSERT_EQ(lines.size(), 10u) << out;
+  EXPECT_EQ(by_hand_drains, 1) << out;
+  std::vector<std::string> labels;
+  for (const Json& j : lines) {
+    SCOPED_TRACE(j.dump());
+    labels.push_back(j["scorecard"].get<std::string>());
+    const double mine = j["msgs_per_s"].get<double>();
+    const double theirs = j["yardstick_msgs_per_s"].get<double>();
+    EXPECT_GT(mine, 0);
+    EXPECT_GT(theirs, 0);
+    // Rounded to two places from the rates before they were rounded to
+    // whole messages.
+    EXPECT_NEAR(j["ratio"].get<double>(), mine / theirs,
+                0.0051 + (0.5 / mine + 0.5 / theirs) * mine / theirs);
+    // Each side is also a row of its own, under the name given here.
+    EXPECT_TRUE(rows.count(j["sqlq"].get<std::string>())) << out;
+    EXPECT_TRUE(rows.count(j["yardstick"].get<std::string>())) << out;
+  }
+  EXPECT_EQ(labels[0], "send-1");
+  EXPECT_EQ(labels[3], "drain-1, ack with the next claim");
+  EXPECT_EQ(lines[3]["yardstick"], "baseline-drain-1");
+  EXPECT_EQ(rows["drain-1 --ack next"]["ack"], "next") << out;
+  EXPECT_EQ(rows["drain-1 --ack worker"]["prefetch"], 10) << out;
+  EXPECT_EQ(lines[8]["yardstick"],
+            GetParam().server != nullptr ? "send-1 x32" : "send-1 x4");
+  // It runs its own workloads.
+  out.clear();
+  EXPECT_FALSE(Bench("--scorecard --workload send-1", rows, out));
+  EXPECT_NE(out.find("give no --workload"), std::string::npos) << out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, LibraryBench,
                          ::testing::ValuesIn(kTestEngines), [](const auto& p) {
                            return std::string(p.param.name);

@@ -434,6 +434,20 @@ class SqlApiTest(unittest.TestCase):
         self.assertEqual((stats["waiting"], stats["ready"]), (0, 0))
         self.assertEqual(self.db.stats("fetch")["acks"], 2)
 
+    def acks_at_once(self, first_ack, second_ack):
+        """Two transactions of the application's: the first acks, the second
+        acks and waits for the first's locks; the first commits, then the
+        second."""
+        first, second = Session(self.db), Session(self.db)
+        first.execute(first_ack)
+        t = threading.Thread(target=second.execute, args=(second_ack,))
+        t.start()
+        wait_blocked(self.db)
+        first.commit()
+        t.join(60)
+        self.assertFalse(t.is_alive())
+        second.commit()
+
     # Batches: an ack in SQL counts a member in its batch.
 
     def album(self, batch_id, members):
@@ -498,19 +512,10 @@ class SqlApiTest(unittest.TestCase):
         for q in ("tiles", "mosaics"):
             self.db.sqlq("queue", "create", q)
         got = self.album("album-9", ["a.png", "b.png"])
-        first, second = Session(self.db), Session(self.db)
-        first.execute(self.db.ack("tiles", got["a.png"]["receipt"]))
         # The second ack waits for the first's lock on the callback, then
         # counts on the batch's row as the first left it.
-        t = threading.Thread(target=second.execute,
-                             args=(self.db.ack("tiles",
-                                               got["b.png"]["receipt"]),))
-        t.start()
-        wait_blocked(self.db)
-        first.commit()
-        t.join(60)
-        self.assertFalse(t.is_alive())
-        second.commit()
+        self.acks_at_once(self.db.ack("tiles", got["a.png"]["receipt"]),
+                          self.db.ack("tiles", got["b.png"]["receipt"]))
         status = self.batch_status("album-9")
         self.assertEqual((status["completed"], status["done"]), (2, True))
         [cb] = self.db.claim_all("mosaics")
@@ -527,18 +532,10 @@ class SqlApiTest(unittest.TestCase):
         child = self.db.send_lib("report", "sum", "--depends-on",
                                  f"{one},{two}")
         got = {m["id"]: m for m in self.db.claim_all("parts")}
-        first, second = Session(self.db), Session(self.db)
-        first.execute(self.db.ack("parts", got[one]["receipt"]))
         # The second ack waits for the first's locks, then reads the child
         # as the first left it.
-        t = threading.Thread(target=second.execute,
-                             args=(self.db.ack("parts", got[two]["receipt"]),))
-        t.start()
-        wait_blocked(self.db)
-        first.commit()
-        t.join(60)
-        self.assertFalse(t.is_alive())
-        second.commit()
+        self.acks_at_once(self.db.ack("parts", got[one]["receipt"]),
+                          self.db.ack("parts", got[two]["receipt"]))
         [m] = self.db.claim_all("report")
         self.assertEqual((m["id"], m["payload"]), (child, "sum"))
         self.assertEqual(self.db.claim_all("report"), [])

@@ -861,19 +861,16 @@ inline constexpr auto kAckGuarded21 =
 inline const std::vector<const char*> kSqlApi21 = {
     "DROP PROCEDURE IF EXISTS sqlq_ack", kAckGuarded21.data()};
 
-// The API as it is: what `sqlq sql-api` prints. Each procedure is dropped
-// and created again, so running it again is harmless.
-inline const std::vector<const char*> kSqlApi = {
-    "DROP PROCEDURE IF EXISTS sqlq__send_one",    kSendOneGuarded20.data(),
-    "DROP PROCEDURE IF EXISTS sqlq__sent",        kSentGuarded20.data(),
-    "DROP PROCEDURE IF EXISTS sqlq__check",       kCheck,
-    "DROP PROCEDURE IF EXISTS sqlq_send_with",    kSendWith,
-    "DROP PROCEDURE IF EXISTS sqlq_send",         kSend,
-    "DROP PROCEDURE IF EXISTS sqlq_send_batch",   kSendBatch,
-    "DROP PROCEDURE IF EXISTS sqlq_ack",          kAckGuarded21.data(),
-    "DROP PROCEDURE IF EXISTS sqlq_publish_with", kPublishWithGuarded20.data(),
-    "DROP PROCEDURE IF EXISTS sqlq_publish",      kPublish,
-};
+// The API as it is: what `sqlq sql-api` prints, migration 20's procedures
+// with migration 21's ack. Each procedure is dropped and created again, so
+// running it again is harmless.
+inline const std::vector<const char*> kSqlApi = [] {
+  std::vector<const char*> out = kSqlApi20;
+  for (const char*& stmt : out) {
+    if (stmt == kAckGuarded20.data()) stmt = kAckGuarded21.data();
+  }
+  return out;
+}();
 
 }  // namespace sqlq::engines::mysql
 
