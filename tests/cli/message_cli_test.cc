@@ -16,6 +16,7 @@
 #include "tests/cli/cli_assertions.h"
 #include "tests/cli/cli_fixture.h"
 #include "tests/cli/cli_runner.h"
+#include "tests/support/test_servers.h"
 #include "tests/support/test_util.h"
 
 namespace sqlq::cli_test {
@@ -334,28 +335,58 @@ TEST_F(MessageCliTest, DependenciesFromTheCommandLine) {
 // the parent and its dependent agree: the parent still leased and the
 // dependent waiting, or the parent gone and the dependent ready. Never
 // the parent gone and the dependent stranded waiting, nor the dependent
-// ready before the parent's ack committed.
-TEST_F(MessageCliTest, AnAckKilledAtAnyMomentNeverStrandsItsDependent) {
+// ready before the parent's ack committed. On every engine: on the
+// servers, in a queue of the test's own in the test server's database.
+class AckKillTest : public CliFixture,
+                    public ::testing::WithParamInterface<test::TestEngine> {
+ protected:
+  void SetUp() override {
+    CliFixture::SetUp();
+    if (GetParam().server != nullptr) {
+      SQLQ_REQUIRE_SERVER(*GetParam().server);
+      db_ = test::ServerUrl(*GetParam().server);
+      queue_ = "ack_kill_" + std::to_string(getpid()) + "_" +
+               std::to_string(std::time(nullptr));
+    }
+    One({"queue", "create", queue_});
+  }
+  void TearDown() override {
+    if (!HasFatalFailure() && GetParam().server != nullptr) {
+      One({"queue", "drop", queue_});
+    }
+    CliFixture::TearDown();
+  }
+  std::string queue_ = "jobs";
+};
+
+TEST_P(AckKillTest, AnAckKilledAtAnyMomentNeverStrandsItsDependent) {
+  const std::string& q = queue_;
+  // How long a whole ack takes here (a process that starts, connects and
+  // commits): the kills are spread from at once to a third past it.
+  One({"send", q, "timing"});
+  const json timed = One({"claim", q});
+  const auto began = std::chrono::steady_clock::now();
+  One({"ack", q, timed["receipt"]});
+  const auto whole = std::chrono::steady_clock::now() - began;
   int released = 0, kept = 0;
   for (int round = 0; round < 16; ++round) {
     const std::string parent =
-        std::to_string(One({"send", "jobs", "parent"})["id"].get<int>());
-    const std::string child = std::to_string(
-        One({"send", "jobs", "child", "--depends-on", parent})["id"]
-            .get<int>());
-    json m = One({"claim", "jobs"});
-    ASSERT_EQ(std::to_string(m["id"].get<int>()), parent);
+        std::to_string(One({"send", q, "parent"})["id"].get<std::int64_t>());
+    const std::string child =
+        std::to_string(One({"send", q, "child", "--depends-on", parent})["id"]
+                           .get<std::int64_t>());
+    json m = One({"claim", q});
+    ASSERT_EQ(std::to_string(m["id"].get<std::int64_t>()), parent);
     Child ack = Child::Start(
         SQLQ_BIN,
-        {"--db", db_, "--json", "ack", "jobs", m["receipt"].get<std::string>()},
+        {"--db", db_, "--json", "ack", q, m["receipt"].get<std::string>()},
         {.cwd = dir_});
     ASSERT_GT(ack.pid(), 0);
-    // From at once to after the ack has surely finished.
-    std::this_thread::sleep_for(std::chrono::milliseconds(round * 4));
+    std::this_thread::sleep_for(whole * round / 12);
     kill(ack.pid(), SIGKILL);
     (void)ack.Finish();
-    const RunResult p = Json({"message", "get", "jobs", parent});
-    const json c = One({"message", "get", "jobs", child});
+    const RunResult p = Json({"message", "get", q, parent});
+    const json c = One({"message", "get", q, child});
     if (p.exit_code == kNotFound) {
       EXPECT_EQ(c["state"], "ready") << "round " << round;
       ++released;
@@ -364,16 +395,22 @@ TEST_F(MessageCliTest, AnAckKilledAtAnyMomentNeverStrandsItsDependent) {
       EXPECT_EQ(json::parse(p.out)["state"], "leased") << "round " << round;
       EXPECT_EQ(c["state"], "waiting") << "round " << round;
       ++kept;
-      One({"ack", "jobs", m["receipt"]});  // the ack done again
+      One({"ack", q, m["receipt"]});  // the ack done again
     }
-    json next = One({"claim", "jobs"});
+    json next = One({"claim", q});
     EXPECT_EQ(next["payload"], "child") << "round " << round;
-    One({"ack", "jobs", next["receipt"]});
+    One({"ack", q, next["receipt"]});
   }
   std::cout << "acks killed: " << released << " after their commit, " << kept
             << " before it\n";
-  EXPECT_EQ(Ok({"claim", "jobs"}).size(), 0u);
+  EXPECT_EQ(Ok({"claim", q}).size(), 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, AckKillTest,
+                         ::testing::ValuesIn(test::kTestEngines),
+                         [](const auto& p) {
+                           return std::string(p.param.name);
+                         });
 
 TEST_F(MessageCliTest, WhatAnExpiryDoesFromTheCommandLine) {
   EXPECT_TRUE(FailsWith(Human({"send", "jobs", "x", "--expire-after", "1m",
