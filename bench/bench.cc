@@ -1019,6 +1019,7 @@ std::vector<ScoreLine> Scorecard(const Config& c, bool servers) {
   auto with = [&](long messages, int threads, auto&& set) {
     Config out = c;
     out.workloads.clear();
+    out.ack.clear();  // each line says how it acks
     out.messages = c.messages > 0 ? c.messages : messages;
     out.threads = threads;
     set(out);
@@ -1425,7 +1426,8 @@ int Main(int argc, char** argv) {
                "Run the fixed set of workloads that docs/benchmarks.md opens "
                "with, each beside its yardstick (the hand-written queue, or "
                "sqlq's own senders alone), and print their ratios; --runs, "
-               "--duration and --messages (every line's count) apply");
+               "--duration, --payload, --prefetch, --subscribers and "
+               "--messages (every line's count) apply");
   app.add_flag("--hold-snapshot", c.hold_snapshot,
                "PostgreSQL: after the clean runs of mixed and "
                "baseline-mixed, run them again while another session holds "

@@ -460,7 +460,7 @@ CREATE TABLE IF NOT EXISTS sqlq_batches (
     // and sqlq_publish publishes to a topic (sql_api.h, kAckBody20).
     kSqlApi20,
     // Version 21: the SQL-level API's ack counts a member of a batch in its
-    // batch (sql_api.h, kAckRelease21).
+    // batch (sql_api.h, kAckCountEnd21).
     kSqlApi21,
 };
 

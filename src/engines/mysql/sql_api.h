@@ -745,10 +745,14 @@ inline constexpr char kAckMiddle20[] =
   -- first) and of sqlq_messages. ready_us is set first: MariaDB assigns
   -- left to right, with the new values.
 )sql";
-inline constexpr char kAckRelease20[] = R"sql(  IF v_deps <> 0 THEN
+// Migration 20's release of dependents, in pieces that migration 21's
+// release reuses.
+inline constexpr char kReleaseHead[] = R"sql(  IF v_deps <> 0 THEN
     REPEAT
       SET v_child = NULL;
-      SELECT child_id INTO v_child FROM sqlq_deps
+      SELECT child_id)sql";
+inline constexpr char kReleaseChild20[] = R"sql( INTO v_child)sql";
+inline constexpr char kReleaseOne[] = R"sql( FROM sqlq_deps
         WHERE parent_id = v_id AND child_id > v_last
         ORDER BY child_id LIMIT 1 FOR UPDATE;
       IF v_child IS NOT NULL THEN
@@ -756,12 +760,14 @@ inline constexpr char kAckRelease20[] = R"sql(  IF v_deps <> 0 THEN
           SET ready_us = CASE WHEN waits = 1 THEN v_now ELSE ready_us END,
               waits = waits - 1
           WHERE id = v_child AND waits > 0;
-        SET v_last = v_child;
+)sql";
+inline constexpr char kReleaseNext[] = R"sql(        SET v_last = v_child;
       END IF;
     UNTIL v_child IS NULL END REPEAT;
     DELETE FROM sqlq_deps WHERE parent_id = v_id;
   END IF;
-END)sql";
+)sql";
+inline constexpr char kAckEnd20[] = R"sql(END)sql";
 
 // Migration 21's ack body: migration 20's, and a member of a batch is
 // counted in its batch (completed) by the callback its ack releases: the
@@ -778,29 +784,18 @@ inline constexpr char kAckDeclares21[] = R"sql(  DECLARE v_on_dead INT;
   DECLARE v_cancelled BIGINT;
   DECLARE v_open INT;
 )sql";
-inline constexpr char kAckRelease21[] =
+inline constexpr char kReleaseComment21[] =
     R"sql(  -- The callback of its batch, when it is a member of one, is the
   -- dependent linked with on_dead 3 (OnDead::kBatch).
-  IF v_deps <> 0 THEN
-    REPEAT
-      SET v_child = NULL;
-      SELECT child_id, on_dead INTO v_child, v_on_dead FROM sqlq_deps
-        WHERE parent_id = v_id AND child_id > v_last
-        ORDER BY child_id LIMIT 1 FOR UPDATE;
-      IF v_child IS NOT NULL THEN
-        UPDATE sqlq_messages
-          SET ready_us = CASE WHEN waits = 1 THEN v_now ELSE ready_us END,
-              waits = waits - 1
-          WHERE id = v_child AND waits > 0;
-        IF v_on_dead = 3 THEN
+)sql";
+inline constexpr char kReleaseChild21[] =
+    R"sql(, on_dead INTO v_child, v_on_dead)sql";
+inline constexpr char kReleaseCallback21[] = R"sql(        IF v_on_dead = 3 THEN
           SET v_callback = v_child;
         END IF;
-        SET v_last = v_child;
-      END IF;
-    UNTIL v_child IS NULL END REPEAT;
-    DELETE FROM sqlq_deps WHERE parent_id = v_id;
-  END IF;
-  -- Counted in its batch, after the callback's row was locked (as the
+)sql";
+inline constexpr char kAckCountEnd21[] =
+    R"sql(  -- Counted in its batch, after the callback's row was locked (as the
   -- library's ack does); the batch's row locked by the update is read
   -- as this transaction left it. No row: the batch was forgotten with its
   -- callback's queue.
@@ -831,7 +826,8 @@ inline constexpr auto kSentGuarded20 =
     shared::Joined(kSentHead, kOwnTables20, kSentBody, kOwnTablesEnd);
 inline constexpr auto kAckGuarded20 = shared::Joined(
     kAckHead, kOwnTables20, kAckDeclares20, kAckChecks20, kAckRefusesBatches20,
-    kAckMiddle20, kAckRelease20, kOwnTablesEnd);
+    kAckMiddle20, kReleaseHead, kReleaseChild20, kReleaseOne, kReleaseNext,
+    kAckEnd20, kOwnTablesEnd);
 inline constexpr auto kPublishWithGuarded20 = shared::Joined(
     kPublishWithHead, kOwnTables20, kPublishWithBody, kOwnTablesEnd);
 
@@ -855,9 +851,10 @@ inline constexpr char kOwnTables21[] = R"sql(BEGIN
     sqlq_dedup_holds, sqlq_archive, sqlq_counters, sqlq_deps,
     sqlq_subscriptions, sqlq_batches;
 )sql";
-inline constexpr auto kAckGuarded21 =
-    shared::Joined(kAckHead, kOwnTables21, kAckDeclares20, kAckDeclares21,
-                   kAckChecks20, kAckMiddle20, kAckRelease21, kOwnTablesEnd);
+inline constexpr auto kAckGuarded21 = shared::Joined(
+    kAckHead, kOwnTables21, kAckDeclares20, kAckDeclares21, kAckChecks20,
+    kAckMiddle20, kReleaseComment21, kReleaseHead, kReleaseChild21, kReleaseOne,
+    kReleaseCallback21, kReleaseNext, kAckCountEnd21, kOwnTablesEnd);
 inline const std::vector<const char*> kSqlApi21 = {
     "DROP PROCEDURE IF EXISTS sqlq_ack", kAckGuarded21.data()};
 
