@@ -50,6 +50,7 @@ struct Config {
   long max_backlog = 0;      // mixed: 0 means 4 x consumers x claim_max
   long groups = 1000;        // ring-push
   int subscribers = 10;      // publish: queues subscribed to its topic
+  long backlog = 1000000;    // drain-deep: messages waiting before it drains
   std::string duration = "10s";
   std::size_t payload = 100;
   bool json = false;
@@ -398,9 +399,11 @@ Result<RunResult> RunDag(WorkQueue q, long total, int width, int threads,
                    .messages = total};
 }
 
+// Drains the queue: until it is empty, or (`stop_at` > 0) once that many
+// have been taken.
 Result<RunResult> RunDrain(WorkQueue q, long total, int threads, int per_claim,
                            const std::string& ack, int prefetch,
-                           const std::string& label) {
+                           const std::string& label, long stop_at = 0) {
   const bool ack_next = ack == "next";
   std::atomic<long> done{0};
   std::mutex mu;
@@ -466,6 +469,7 @@ Result<RunResult> RunDrain(WorkQueue q, long total, int threads, int per_claim,
           return;
         }
         done += static_cast<long>(receipts.size());
+        if (stop_at > 0 && done >= stop_at) return;
         if (receipts.size() != 1 || !ack_next) r = q.Claim({.max = per_claim});
       }
     });
@@ -899,6 +903,7 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
                                   : workload == "workers"          ? "wk"
                                   : workload == "workers-open"     ? "wo"
                                   : workload == "list-deep"        ? "ld"
+                                  : workload == "drain-deep"       ? "dd"
                                   : workload == "list-deep-filter" ? "lf"
                                   : workload == "drain-ordered"    ? "do"
                                   : workload == "drain-fair"       ? "df"
@@ -963,6 +968,15 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
     if (!work.ok()) return work.status();
     r = RunWorkers(*q, c, *d, *work, c.ack.empty() ? "next" : c.ack,
                    workload == "workers" ? 0 : c.open_rate, label);
+  } else if (workload == "drain-deep") {
+    // drain-10 of --messages (default 10,000) from a queue of --backlog
+    // (default 1,000,000): what a claim costs with a deep queue behind it.
+    const long take = c.messages ? c.messages : 10000;
+    const long total = std::max(c.backlog, take);
+    auto fill = RunSend(*q, total, 2, 1000, c.payload, label + " (fill)");
+    if (!fill.ok()) return fill.status();
+    r = RunDrain(*q, take, c.threads ? c.threads : 4, 10, "", c.prefetch, label,
+                 take);
   } else if (workload == "list-deep" || workload == "list-deep-filter") {
     // A deep queue: --messages (default 1,000,000), then 50 pages (a
     // filtered page reads 10,000 messages: 50 of them walk half a
@@ -1059,6 +1073,10 @@ std::vector<ScoreLine> Scorecard(const Config& c, bool servers) {
       {"drain-10",
        {"drain-10", "drain-10", with(20000, 1, plain)},
        {"baseline-drain-10", "baseline-drain-10", with(20000, 1, plain)}},
+      {fmt::format("drain-10 of 10,000 from a backlog of {}, vs from 10,000",
+                   c.backlog),
+       {"drain-deep", "drain-deep", with(10000, 1, plain)},
+       {"drain-10", "drain-10 of 10,000", with(10000, 1, plain)}},
       {"mixed, 2 producers + 2 consumers of one",
        {"mixed", "mixed 2+2", with(0, 0, pairs(2, 2, 1, 1))},
        {"baseline-mixed", "baseline-mixed 2+2", with(0, 0, pairs(2, 2, 1, 1))}},
@@ -1096,9 +1114,9 @@ int Run(Config c) {
   // Not in "all": filling a queue of a million messages takes a while;
   // the grouped drains are compared with drain-1 at the same --threads.
   const std::vector<std::string> also = {
-      "list-deep",  "list-deep-filter", "drain-ordered",
-      "drain-fair", "drain-limited",    "rate-limited",
-      "dag",        "dag-flat",         "publish"};
+      "list-deep",  "list-deep-filter", "drain-ordered", "drain-deep",
+      "drain-fair", "drain-limited",    "rate-limited",  "dag",
+      "dag-flat",   "publish"};
   wire::Printer out(c.json);
   if (c.scorecard && !c.workloads.empty()) {
     return out.Fail(Status::InvalidArgument(
@@ -1122,10 +1140,12 @@ int Run(Config c) {
   if (c.runs < 1 || c.runs > 100 || c.batch < 1 || c.batch > 10000 ||
       c.claim_max < 1 || c.claim_max > 1000 || c.producers < 1 ||
       c.consumers < 1 || c.threads < 0 || c.messages < 0 || c.groups < 1 ||
-      c.subscribers < 1 || c.subscribers > 1000) {
+      c.subscribers < 1 || c.subscribers > 1000 || c.backlog < 1 ||
+      c.backlog > 100000000) {
     return out.Fail(Status::InvalidArgument(
         "bench: --runs 1..100, --batch 1..10000, --claim-max 1..1000, "
-        "--subscribers 1..1000, --producers/--consumers/--groups >= 1"));
+        "--subscribers 1..1000, --backlog 1..100000000, "
+        "--producers/--consumers/--groups >= 1"));
   }
   if (!c.ack.empty() && c.ack != "each" && c.ack != "next" &&
       c.ack != "worker" && c.ack != "nack") {
@@ -1358,7 +1378,9 @@ int Main(int argc, char** argv) {
   app.add_option(
       "--workload", c.workloads,
       "send-1, send-batch, drain-1, drain-10, mixed, workers, workers-open, "
-      "ring-push, rotation-next, list-deep, list-deep-filter, drain-ordered, "
+      "ring-push, rotation-next, list-deep, list-deep-filter, drain-deep "
+      "(drain-10 of --messages, default 10,000, from a queue of --backlog), "
+      "drain-ordered, "
       "drain-fair (drain-1 on a queue of --groups groups, ordered or fair), "
       "drain-limited (drain-1 on a queue with a max_leased that never "
       "binds), rate-limited (claims for --duration from a queue limited to "
@@ -1444,6 +1466,9 @@ int Main(int argc, char** argv) {
                  "groups the messages are spread over (default 1000)");
   app.add_option("--subscribers", c.subscribers,
                  "publish: queues subscribed to the topic (default 10)");
+  app.add_option("--backlog", c.backlog,
+                 "drain-deep: messages waiting in the queue before the drain "
+                 "(default 1000000)");
   // --server: HTTP workloads against a running sqlq serve (server_bench.h).
   ServerBenchConfig sc;
   app.add_option(

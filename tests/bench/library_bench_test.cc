@@ -172,7 +172,7 @@ TEST_P(LibraryBench, TheScorecardSetsEveryPathBesideItsYardstick) {
   std::string out;
   ASSERT_TRUE(
       Bench("--scorecard --runs 1 --messages 200 --duration 1s "
-            "--subscribers 3",
+            "--subscribers 3 --backlog 1000",
             rows, out))
       << out;
   std::vector<Json> lines;
@@ -187,7 +187,7 @@ TEST_P(LibraryBench, TheScorecardSetsEveryPathBesideItsYardstick) {
     }
     if (j.value("workload", "") == "baseline-drain-1") ++by_hand_drains;
   }
-  ASSERT_EQ(lines.size(), 10u) << out;
+  ASSERT_EQ(lines.size(), 11u) << out;
   EXPECT_EQ(by_hand_drains, 1) << out;
   std::vector<std::string> labels;
   for (const Json& j : lines) {
@@ -210,7 +210,9 @@ TEST_P(LibraryBench, TheScorecardSetsEveryPathBesideItsYardstick) {
   EXPECT_EQ(lines[3]["yardstick"], "baseline-drain-1");
   EXPECT_EQ(rows["drain-1 --ack next"]["ack"], "next") << out;
   EXPECT_EQ(rows["drain-1 --ack worker"]["prefetch"], 10) << out;
-  EXPECT_EQ(lines[8]["yardstick"],
+  EXPECT_EQ(lines[6]["sqlq"], "drain-deep");
+  EXPECT_EQ(lines[6]["yardstick"], "drain-10 of 10,000");
+  EXPECT_EQ(lines[9]["yardstick"],
             GetParam().server != nullptr ? "send-1 x32" : "send-1 x4");
   // It runs its own workloads.
   out.clear();
