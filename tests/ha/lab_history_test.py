@@ -9,6 +9,8 @@ node holds the same rows. Runs as root (the lab needs it); SQLQ_HA_KIND
 choose the run. Prints the findings as one JSON line per run."""
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
 import re
@@ -298,7 +300,14 @@ class LabHistory(unittest.TestCase):
             if (not finished or run.lab_errors or KEEP_LOGS
                     or (not EXPECT_LOSS and (not history.is_clean(f)
                                              or f["over_goal"]))):
-                print("the lab's logs:", lab.keep_logs(), file=sys.stderr)
+                kept = lab.keep_logs()
+                # Every call of the run beside them (history.jsonl, one
+                # Op a line, client clock), so that a finding can be
+                # traced to the calls and servers behind it.
+                with open(os.path.join(kept, "history.jsonl"), "w") as h:
+                    for o in list(run.ops):
+                        h.write(json.dumps(dataclasses.asdict(o)) + "\n")
+                print("the lab's logs:", kept, file=sys.stderr)
             lab.stop()
             logs.cleanup()
         by_worker: dict[str, int] = {}
