@@ -112,10 +112,10 @@ Result<std::string> SqlApiText(std::string_view url) {
   if (!scheme.ok()) return scheme.status();
   switch (*scheme) {
     case Scheme::kSqlite:
-      // Migration 12's views, then 20's and 21's, which make the ack's
-      // trigger again: the API as it is, whatever the file had.
-      return std::string(sqlite::kSqlApi12) + sqlite::kSqlApi20 +
-             sqlite::kSqlApi21;
+      // Migration 12's views, then 21's ack trigger (made again) and 20's
+      // publish: the API as it is, whatever the file had.
+      return std::string(sqlite::kSqlApi12) + sqlite::kSqlApi21 +
+             sqlite::kPublish20;
     case Scheme::kPostgres:
       return std::string(postgres::kSqlApiScript);
     case Scheme::kMysql: {
