@@ -88,6 +88,28 @@ class CheckTest(unittest.TestCase):
         self.assertEqual(f["bad_errors"], {})
         self.assertEqual(f["stale_acks"], 1)
 
+    def test_an_ack_after_the_new_claims_ack_finds_the_message_gone(self):
+        # The other consumer's ack of the second delivery came first: the
+        # message is gone, and the first consumer's ack answers not_found.
+        f = self.check([
+            send(0, 1),
+            claim("consumer0", 1, 1, "r1", at=1000.0),
+            claim("consumer1", 13, 1, "r2", at=1012.0),
+            ack("consumer1", 13.1, 1, "r2"),
+            ack("consumer0", 14, 1, "r1", ok=False, code="not_found"),
+        ])
+        self.assertEqual(f["bad_errors"], {})
+        self.assertEqual(f["stale_acks"], 1)
+
+    def test_not_found_for_an_ack_of_the_only_delivery_is_a_failure(self):
+        f = self.check([
+            send(0, 1),
+            claim("consumer0", 1, 1, "r1", at=1000.0),
+            ack("consumer0", 2, 1, "r1", ok=False, code="not_found"),
+        ])
+        self.assertEqual(f["bad_errors"], {"not_found": 1})
+        self.assertEqual(f["stale_acks"], 0)
+
     def test_a_stale_ack_of_a_lease_that_still_held_is_a_failure(self):
         f = self.check([
             send(0, 1),

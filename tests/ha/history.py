@@ -49,8 +49,10 @@ FAILOVER_CODES = {"unavailable", "outcome_unknown", "timeout", "busy",
                   "http_502", "http_503", "http_504"}
 
 # An ack's refusal as stale: the HTTP clients' failed_precondition, the
-# command-line program's exit code 5 (worker.py).
-STALE_CODES = {"failed_precondition", "stale_receipt"}
+# command-line program's exit code 5 (worker.py); or not_found, when the
+# message's later delivery was acked first (docs/semantics.md: a receipt of
+# a message that was acked answers not_found).
+STALE_CODES = {"failed_precondition", "stale_receipt", "not_found"}
 
 # How long a fault stays in place once another node takes writes, for sqlq
 # to write through it (Run.fault).
