@@ -1,6 +1,6 @@
 // Text helpers shared by every front end: whether bytes are UTF-8, whether
 // a payload travels as text or as base64 in a separate field (in the CLI and
-// over HTTP), and standard base64 (RFC 4648, with padding).
+// over HTTP), standard base64 (RFC 4648, with padding) and hex.
 
 #ifndef SQLQ_TEXT_H_
 #define SQLQ_TEXT_H_
@@ -25,6 +25,8 @@ bool PayloadIsText(std::string_view bytes);
 std::string Base64Encode(std::string_view bytes);
 // kInvalidArgument when `text` is not padded standard base64.
 Result<std::string> Base64Decode(std::string_view text);
+// Appends `bytes` as lowercase hex digits, two a byte.
+void AppendHex(std::string& out, std::string_view bytes);
 
 }  // namespace sqlq
 

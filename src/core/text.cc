@@ -125,4 +125,15 @@ Result<std::string> Base64Decode(std::string_view in) {
   return out;
 }
 
+void AppendHex(std::string& out, std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  const std::size_t at = out.size();
+  out.resize(at + 2 * bytes.size());
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const auto b = static_cast<unsigned char>(bytes[i]);
+    out[at + 2 * i] = kDigits[b >> 4];
+    out[at + 2 * i + 1] = kDigits[b & 15];
+  }
+}
+
 }  // namespace sqlq

@@ -1,16 +1,13 @@
 #include "server/target.h"
 
 #include "server/reply.h"
+#include "sqlq/text.h"
 
 namespace sqlq::server {
 
 std::string HexOf(const unsigned char* p, std::size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(2 * n, '0');
-  for (std::size_t i = 0; i < n; ++i) {
-    out[2 * i] = kDigits[p[i] >> 4];
-    out[2 * i + 1] = kDigits[p[i] & 15];
-  }
+  std::string out;
+  AppendHex(out, std::string_view(reinterpret_cast<const char*>(p), n));
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <errmsg.h>
 #include <fmt/format.h>
 #include <mysqld_error.h>
+#include <poll.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -239,6 +240,61 @@ Status MyConn::Exec(std::string_view sql, std::string_view what, Phase phase) {
   // Statements here end transactions only at their end ("...; COMMIT").
   if (sql.ends_with("COMMIT") || sql.ends_with("ROLLBACK")) tx_open = false;
   return Status::Ok();
+}
+
+Result<std::vector<MyConn::Done>> MyConn::ExecCommit(std::string_view sql,
+                                                     std::size_t count,
+                                                     std::string_view what) {
+  std::vector<Done> done;
+  done.reserve(count);
+  // The statement the server was at when something failed: the COMMIT's
+  // failure, or a lost connection, leaves the outcome unknown.
+  auto fail = [&]() -> Status {
+    const unsigned int err = mysql_errno(conn_);
+    const bool at_commit = done.size() + 1 >= count || IsConnectionError(err);
+    return Fail(err, mysql_error(conn_), what,
+                at_commit ? Phase::kCommit : Phase::kStatement,
+                /*record=*/true);
+  };
+  if (mysql_real_query(conn_, sql.data(), sql.size()) != 0) {
+    // Connector/C says "gone away" (2006) when it could not write the
+    // packet: the server had closed the connection before it, so nothing
+    // ran. "Lost" (2013) is a failure to read the answer: it may have.
+    if (mysql_errno(conn_) == CR_SERVER_GONE_ERROR) {
+      lost_at_begin = true;
+      return Fail(CR_SERVER_GONE_ERROR, mysql_error(conn_), what,
+                  Phase::kStatement, /*record=*/true);
+    }
+    return fail();
+  }
+  for (;;) {
+    MYSQL_RES* res = mysql_store_result(conn_);
+    if (res != nullptr) mysql_free_result(res);
+    const my_ulonglong n = mysql_affected_rows(conn_);
+    done.push_back({.affected = n == static_cast<my_ulonglong>(-1)
+                                    ? 0
+                                    : static_cast<std::int64_t>(n),
+                    .insert_id = mysql_insert_id(conn_)});
+    const int more = mysql_next_result(conn_);
+    if (more < 0) break;
+    if (more > 0) return fail();
+  }
+  if (done.size() != count) {
+    return Status::Internal(fmt::format("{}: {} statements answered, {} sent",
+                                        what, done.size(), count));
+  }
+  tx_open = false;
+  return done;
+}
+
+bool MyConn::StillOpen() {
+  if (!healthy()) return false;
+  const my_socket fd = mysql_get_socket(conn_);
+  if (fd == MARIADB_INVALID_SOCKET) return false;
+  pollfd p{.fd = fd, .events = POLLIN | POLLRDHUP, .revents = 0};
+  if (::poll(&p, 1, 0) == 0) return true;
+  broken_ = true;
+  return false;
 }
 
 Result<std::int64_t> MyConn::ExecScalar(std::string_view sql,

@@ -130,7 +130,11 @@ class MyConn : public core::TxConn {
 
   MYSQL* my() const { return conn_; }
   bool healthy() const { return !broken_; }
-  bool StillOpen() { return healthy(); }
+  // For a pooled idle connection: false when the server closed it
+  // meanwhile (a restart, wait_timeout, KILL, a proxy that dropped it),
+  // which shows only as something to read on its socket: the server sends
+  // nothing unasked otherwise. Costs a poll, no round trip.
+  bool StillOpen();
   bool Poolable() const { return healthy() && !tx_open && !InTransaction(); }
   bool owned() const { return owned_; }
   // The server says a transaction is open on this connection.
@@ -176,6 +180,23 @@ class MyConn : public core::TxConn {
   // discarding any result.
   Status Exec(std::string_view sql, std::string_view what,
               Phase phase = Phase::kStatement);
+  // What one statement of ExecCommit did.
+  struct Done {
+    std::int64_t affected = 0;
+    // The first AUTO_INCREMENT value it generated (0: none).
+    std::uint64_t insert_id = 0;
+  };
+  // Runs `sql`, `count` statements that begin a transaction and end with
+  // its COMMIT, sent in one packet (CLIENT_MULTI_STATEMENTS): one round
+  // trip. Returns what each did. The server stops at the first statement
+  // that fails: a failure of the COMMIT, or a connection lost once the
+  // packet may have reached the server, is kOutcomeUnknown (as Exec's
+  // Phase::kCommit); a failure before the COMMIT leaves the transaction
+  // open (or rolled back by the server) for the caller to roll back. A
+  // packet that could not be written at all (the server had closed the
+  // connection) sets lost_at_begin: nothing of it ran.
+  Result<std::vector<Done>> ExecCommit(std::string_view sql, std::size_t count,
+                                       std::string_view what);
   // Exec of several statements (CLIENT_MULTI_STATEMENTS) whose last one
   // returns one integer: that integer.
   Result<std::int64_t> ExecScalar(std::string_view sql, std::string_view what);

@@ -189,18 +189,21 @@ Result<ConnParams> ParseUrl(std::string_view url) {
 }  // namespace
 
 Status MysqlEngine::Write(const std::function<Status(Conn&)>& body) {
-  return pool_.RunWrite([&](MyConn& c) {
-    Status begun = StartTransaction(c, /*read_only=*/false);
-    if (!begun.ok()) {
-      // A pooled connection the server closed while it sat idle shows
-      // only now; nothing of the transaction ran.
-      c.lost_at_begin = !c.healthy();
-      c.tx_error.reset();
-      return begun;
-    }
-    c.defer_counters = true;
-    return InTransaction(c, body);
-  });
+  return pool_.RunWrite([&](MyConn& c) { return WriteOn(c, body); });
+}
+
+Status MysqlEngine::WriteOn(MyConn& c,
+                            const std::function<Status(Conn&)>& body) {
+  Status begun = StartTransaction(c, /*read_only=*/false);
+  if (!begun.ok()) {
+    // A pooled connection the server closed while it sat idle shows
+    // only now; nothing of the transaction ran.
+    c.lost_at_begin = !c.healthy();
+    c.tx_error.reset();
+    return begun;
+  }
+  c.defer_counters = true;
+  return InTransaction(c, body);
 }
 
 Result<std::unique_ptr<Conn>> MysqlEngine::JoinTx(void* native) {
@@ -309,6 +312,10 @@ constexpr const char* kBeginClockCausal =
     "SET SESSION wsrep_sync_wait = 0; "
     "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
 
+const char* MysqlEngine::BeginSql(const MyConn& conn) {
+  return conn.wsrep ? kBeginCausal : kBegin;
+}
+
 Status MysqlEngine::StartTransaction(MyConn& conn, bool read_only) {
   conn.read_only = read_only;
   conn.tx_open = true;
@@ -329,6 +336,24 @@ Status MysqlEngine::StartTransaction(MyConn& conn, bool read_only) {
   return Status::Ok();
 }
 
+std::string MysqlEngine::TakeCounters(MyConn& conn) {
+  if (conn.pending_counters.empty()) return "";
+  const int slot = conn.counter_slot;
+  std::string sql = fmt::format("{} VALUES ", kCounterInsert);
+  bool first = true;
+  for (const auto& [queue_id, d] : conn.pending_counters) {
+    sql += fmt::format("{}({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+                       first ? "" : ", ", queue_id, slot, d.sends, d.claims,
+                       d.acks, d.nacks, d.expirations, d.dead_lettered,
+                       d.pushes, d.serves, d.expired);
+    first = false;
+    conn.bumps += WakeBumps(d);
+  }
+  sql += fmt::format(" {}; ", kCounterUpdate);
+  conn.pending_counters.clear();
+  return sql;
+}
+
 Status MysqlEngine::Commit(MyConn& conn) {
   if (conn.tx_error) {
     Status s = *conn.tx_error;
@@ -336,26 +361,7 @@ Status MysqlEngine::Commit(MyConn& conn) {
     (void)conn.Exec("ROLLBACK", "rollback");
     return s;
   }
-  // The counters gathered in this transaction, in queue id order (so that
-  // two transactions lock counter rows in the same order), in one
-  // statement sent with COMMIT: one round trip. Its text holds only
-  // integers of ours, formatted here, never caller input.
-  std::string sql;
-  if (!conn.pending_counters.empty()) {
-    const int slot = conn.counter_slot;
-    sql = fmt::format("{} VALUES ", kCounterInsert);
-    bool first = true;
-    for (const auto& [queue_id, d] : conn.pending_counters) {
-      sql += fmt::format("{}({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
-                         first ? "" : ", ", queue_id, slot, d.sends, d.claims,
-                         d.acks, d.nacks, d.expirations, d.dead_lettered,
-                         d.pushes, d.serves, d.expired);
-      first = false;
-      conn.bumps += WakeBumps(d);
-    }
-    sql += fmt::format(" {}; ", kCounterUpdate);
-    conn.pending_counters.clear();
-  }
+  std::string sql = TakeCounters(conn);
   sql += "COMMIT";
   Status s = conn.Exec(sql, "commit", Phase::kCommit);
   if (!s.ok()) {

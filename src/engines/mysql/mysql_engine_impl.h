@@ -70,6 +70,9 @@ using core::Micros;
 // the server's max_allowed_packet, 16 MiB by default).
 constexpr std::size_t kMaxInsertRows = 256;
 constexpr std::size_t kMaxInsertBytes = 4 << 20;
+// Bytes of payload and headers a send may have to go in one packet
+// (SendAndCommit), written there as hex (twice as many).
+constexpr std::size_t kPacketSendBytes = 256 << 10;
 
 // The session every connection gets, whatever the server's defaults: a
 // strict sql_mode without ANSI_QUOTES, PIPES_AS_CONCAT,
@@ -171,6 +174,16 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
 
   Result<std::vector<SendResult>> Send(Conn& c,
                                        const core::SendParams& p) override;
+  // One round trip for a group of concurrent senders: the transaction's
+  // begin, its clock read into a session variable, one multi-row INSERT,
+  // the counters and COMMIT go to the server as one packet of statements
+  // (MyConn::ExecCommit), with the messages written into the INSERT's text
+  // as hex literals, which hold nothing but hex digits. Only for sends
+  // without dedup keys, within kPacketSendBytes, on the database's clock,
+  // on a server that hands a multi-row INSERT consecutive ids; others go
+  // the way of any write.
+  Result<std::vector<SendResult>> SendAndCommit(
+      const core::SendParams& to, const MessagesFn& messages) override;
   // Multi-row INSERTs over every queue when no message has a dedup key and
   // no queue a dedup window; else (and when a queue is gone) Send for each.
   Result<std::vector<SentTo>> SendEach(
@@ -275,8 +288,22 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   // START TRANSACTION, with the database clock read in the same round trip
   // when the store uses it.
   Status StartTransaction(MyConn& conn, bool read_only);
+  // The statements that begin a write transaction without reading the
+  // clock (with Galera's wait for the cluster's earlier writes): one, or
+  // three on a Galera node.
+  static const char* BeginSql(const MyConn& conn);
 
   Status Commit(MyConn& conn) override;
+
+  // The counters gathered in the transaction (pending_counters), in queue
+  // id order (so that two transactions lock counter rows in the same
+  // order), as one upsert followed by "; ", to go with its COMMIT; empty
+  // when there are none. Its text holds only integers of ours, formatted
+  // here, never caller input. Clears them and adds their wake-up bumps.
+  std::string TakeCounters(MyConn& conn);
+
+  // Write's transaction on a connection of the pool.
+  Status WriteOn(MyConn& c, const std::function<Status(Conn&)>& body);
 
   // StartTransaction for a connection from the pool: a failed BEGIN leaves
   // no error recorded for the transaction that follows.

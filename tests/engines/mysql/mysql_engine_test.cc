@@ -393,6 +393,78 @@ TEST_F(MysqlEngineTest, LargeBatchesKeepTheirOrderAndIds) {
   }
 }
 
+// A send goes to the server as one packet of statements with its messages
+// written as hex (MysqlEngine::SendAndCommit): every byte, header and group
+// comes back as sent, and priorities, delays and run_at keep their order.
+TEST_F(MysqlEngineTest, OnePacketSendsKeepEveryByteHeaderAndGroup) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("packets", {}));
+  std::string every_byte;
+  for (int b = 0; b < 256; ++b) every_byte += static_cast<char>(b);
+  const Headers headers = {{"name", "Ærøskøbing \u2603 'quoted' \\"},
+                           {"emoji", "\xf0\x9f\x93\xa6"}};
+  std::vector<Message> batch = {
+      {.payload = every_byte, .headers = headers, .group = "g'1"},
+      {.payload = ""},
+      {.payload = "first by priority", .priority = 5},
+      {.payload = "later", .delay = seconds(30)},
+      {.payload = "at a time",
+       .run_at = std::chrono::time_point_cast<std::chrono::microseconds>(
+           std::chrono::system_clock::now() + seconds(60))},
+  };
+  ASSERT_OK_AND_ASSIGN(auto sent, q.SendBatch(batch));
+  ASSERT_EQ(sent.size(), batch.size());
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 10}));
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].payload, "first by priority");
+  EXPECT_EQ(got[0].id, sent[2].id);
+  EXPECT_EQ(got[1].id, sent[0].id);
+  EXPECT_EQ(got[1].payload, every_byte);
+  EXPECT_EQ(got[1].headers, headers);
+  EXPECT_EQ(got[1].group, "g'1");
+  EXPECT_EQ(got[2].id, sent[1].id);
+  EXPECT_EQ(got[2].payload, "");
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.delayed, 2);
+  EXPECT_EQ(st.sends, 5);
+}
+
+// The send's one packet carries its BEGIN: a pooled connection the server
+// closed while it sat idle must be found out before the packet goes, not
+// answered as a send whose outcome is unknown.
+TEST_F(MysqlEngineTest,
+       ASendAfterTheServerKilledThePooledConnectionsGoesThrough) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("killed", {}));
+  ASSERT_OK(q.Send({.payload = "before"}).status());
+  Raw raw(db_->url());
+  const std::string others =
+      "SELECT GROUP_CONCAT(id) FROM information_schema.PROCESSLIST WHERE "
+      "db = DATABASE() AND id <> CONNECTION_ID()";
+  const std::string ids = raw.Query(others);
+  ASSERT_FALSE(ids.empty());
+  std::size_t at = 0;
+  while (at < ids.size()) {
+    std::size_t end = ids.find(',', at);
+    if (end == std::string::npos) end = ids.size();
+    raw.Query("KILL CONNECTION " + ids.substr(at, end - at));
+    at = end + 1;
+  }
+  // The server has closed them once they leave its process list.
+  const auto deadline = SteadyClock::now() + seconds(10);
+  while (!raw.Query(others).empty() && SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  ASSERT_TRUE(raw.Query(others).empty());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK(q.Send({.payload = "after"}).status());
+  }
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.ready, 4);
+}
+
 // --- claims ------------------------------------------------------------------
 
 // The claim's candidate read, as in MysqlEngine::Claim.
