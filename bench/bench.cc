@@ -1482,7 +1482,7 @@ int Main(int argc, char** argv) {
                  "--server: bearer token (admin, send and claim)");
   app.add_option("--server-pid", sc.server_pid,
                  "--server: the server's process id, for its RSS in "
-                 "http-idle");
+                 "http-idle and its CPU time per request (cpu_us_per_req)");
   app.add_option("--connections", sc.connections,
                  "--server: connections sending in http-send-batch "
                  "(default 8)");

@@ -30,6 +30,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -111,6 +112,10 @@ std::vector<std::string> Strings(const std::string& text,
   return out;
 }
 
+// HTTP requests the bench's connections made (their replies read), for
+// the server's CPU time per request.
+std::atomic<long> g_requests{0};
+
 class HttpConn final : public Conn {
  public:
   HttpConn(int port, std::string token, std::string queue)
@@ -160,6 +165,7 @@ class HttpConn final : public Conn {
       return Status::Unavailable(
           fmt::format("{} {}: {}", req.method_string(), target, ec.message()));
     }
+    ++g_requests;
     auto& res = parser.get();
     if (static_cast<int>(res.result_int()) != expect) {
       return Status::Internal(fmt::format("{} {}: HTTP {}: {}",
@@ -893,6 +899,9 @@ struct RunResult {
   // p99_us: with them), the server's descriptors, the attackers' work.
   double base_p50_us = -1, base_p99_us = -1;
   long fds_before = -1, fds_peak = -1, attacks = 0;
+  // The server's CPU time (user and system, from /proc) over the run, per
+  // request the bench made; -1 without its pid.
+  double cpu_us_per_req = -1;
 };
 
 Status CheckCounts(const RunResult& r, const std::string& what) {
@@ -1192,6 +1201,26 @@ Result<RunResult> RunWake(System& sys, const std::string& queue,
   r.acked = received;
   r.left = *left;
   return r;
+}
+
+// The CPU time process `pid` has used (user and system), in seconds; -1
+// when it cannot be read.
+double CpuSeconds(int pid) {
+  if (pid <= 0) return -1;
+  std::ifstream f(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  if (!std::getline(f, stat)) return -1;
+  // The fields after the command name, which is in parentheses and may
+  // hold spaces: state is the first, utime the 12th, stime the 13th.
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(stat.substr(close + 1));
+  std::string field;
+  double ticks = 0;
+  for (int i = 1; i <= 13 && rest >> field; ++i) {
+    if (i >= 12) ticks += std::strtod(field.c_str(), nullptr);
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 long RssKib(int pid) {
@@ -1630,8 +1659,8 @@ int RunServerBench(ServerBenchConfig c) {
             c.beanstalkd ? "binlog on, -f 0 (fsync every write)" : "not run",
             fsync_rate, tmp, std::thread::hardware_concurrency(), c.runs));
     out.Columns({"workload", "system", "msgs_per_s", "vs_beanstalkd",
-                 "vs_native", "p50_us", "p99_us", "rss_before_kib",
-                 "rss_after_kib", "bytes_per_conn", "runs"});
+                 "vs_native", "p50_us", "p99_us", "cpu_us_per_req",
+                 "rss_before_kib", "rss_after_kib", "bytes_per_conn", "runs"});
   }
   for (const auto& w : c.workloads) {
     if (code != 0) break;
@@ -1639,7 +1668,8 @@ int RunServerBench(ServerBenchConfig c) {
     // each, ...), so that a machine that speeds up or slows down over the
     // workload does not favour the system measured first.
     struct Runs {
-      std::vector<double> rates, p50, p99, total50, total99, base50, base99;
+      std::vector<double> rates, p50, p99, total50, total99, base50, base99,
+          cpu;
       RunResult last;
     };
     std::vector<Runs> runs_of(systems.size());
@@ -1659,6 +1689,8 @@ int RunServerBench(ServerBenchConfig c) {
           if (ch == '-') ch = '_';
         }
         Result<RunResult> r = Status::Internal("unknown workload");
+        const double cpu_before = CpuSeconds(sys.pid());
+        const long requests_before = g_requests.load();
         if (w == "http-idle") {
           r = RunIdle(sys, c);
         } else {
@@ -1680,6 +1712,12 @@ int RunServerBench(ServerBenchConfig c) {
             Status counted = CheckCounts(*r, label);
             if (!counted.ok()) r = counted;
           }
+          const double cpu_after = CpuSeconds(sys.pid());
+          const long requests = g_requests.load() - requests_before;
+          if (r.ok() && cpu_before >= 0 && cpu_after >= 0 && requests > 0) {
+            r->cpu_us_per_req =
+                1e6 * (cpu_after - cpu_before) / static_cast<double>(requests);
+          }
           sys.Drop(queue);
         }
         if (!r.ok()) {
@@ -1687,6 +1725,7 @@ int RunServerBench(ServerBenchConfig c) {
           break;
         }
         got.rates.push_back(r->rate());
+        if (r->cpu_us_per_req >= 0) got.cpu.push_back(r->cpu_us_per_req);
         if (r->p50_us >= 0) {
           got.p50.push_back(r->p50_us);
           got.p99.push_back(r->p99_us);
@@ -1752,6 +1791,9 @@ int RunServerBench(ServerBenchConfig c) {
         if (!got.total50.empty()) {
           row["send_to_claim_p50_us"] = std::lround(Median(got.total50));
           row["send_to_claim_p99_us"] = std::lround(Median(got.total99));
+        }
+        if (!got.cpu.empty()) {
+          row["cpu_us_per_req"] = std::round(10 * Median(got.cpu)) / 10;
         }
         row["sent"] = last.sent;
         row["acked"] = last.acked;

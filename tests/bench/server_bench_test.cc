@@ -117,6 +117,13 @@ TEST_F(ServerBench, EveryWorkloadReportsAndCountsAddUp) {
     EXPECT_EQ(wo["sent"].get<long>(),
               wo["acked"].get<long>() + wo["left"].get<long>());
     EXPECT_LE(wo["p50_us"].get<long>(), wo["p99_us"].get<long>());
+    if (sys != "beanstalkd") {
+      // The server's CPU time per request, read from /proc by its pid: a
+      // worker's request costs the server some, and far less than a second.
+      ASSERT_TRUE(wo.contains("cpu_us_per_req")) << r.out;
+      EXPECT_GT(wo["cpu_us_per_req"].get<double>(), 0);
+      EXPECT_LT(wo["cpu_us_per_req"].get<double>(), 1e6);
+    }
 
     ASSERT_TRUE(rows.count(sys + " http-wake")) << r.out;
     const Json& wk = rows[sys + " http-wake"];
