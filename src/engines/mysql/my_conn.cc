@@ -214,6 +214,7 @@ void MyConn::ResetTxState() {
 Status MyConn::Fail(unsigned int err, std::string_view message,
                     std::string_view what, Phase phase, bool record) {
   Status s = Translate(err, message, what, phase);
+  last_errno_ = err;
   if (IsRetryableError(err)) retry_tx = true;
   if (IsConnectionError(err)) broken_ = true;
   if (IsFailoverError(err)) failover = true;
@@ -244,6 +245,7 @@ Status MyConn::Exec(std::string_view sql, std::string_view what, Phase phase) {
 
 Result<std::vector<MyConn::Done>> MyConn::ExecCommit(std::string_view sql,
                                                      std::size_t count,
+                                                     std::size_t commit_at,
                                                      std::string_view what) {
   std::vector<Done> done;
   done.reserve(count);
@@ -251,7 +253,7 @@ Result<std::vector<MyConn::Done>> MyConn::ExecCommit(std::string_view sql,
   // failure, or a lost connection, leaves the outcome unknown.
   auto fail = [&]() -> Status {
     const unsigned int err = mysql_errno(conn_);
-    const bool at_commit = done.size() + 1 >= count || IsConnectionError(err);
+    const bool at_commit = done.size() >= commit_at || IsConnectionError(err);
     return Fail(err, mysql_error(conn_), what,
                 at_commit ? Phase::kCommit : Phase::kStatement,
                 /*record=*/true);
@@ -269,12 +271,20 @@ Result<std::vector<MyConn::Done>> MyConn::ExecCommit(std::string_view sql,
   }
   for (;;) {
     MYSQL_RES* res = mysql_store_result(conn_);
-    if (res != nullptr) mysql_free_result(res);
+    std::optional<std::int64_t> value;
+    if (res != nullptr) {
+      MYSQL_ROW row = mysql_fetch_row(res);
+      if (row != nullptr && row[0] != nullptr) {
+        value = std::strtoll(row[0], nullptr, 10);
+      }
+      mysql_free_result(res);
+    }
     const my_ulonglong n = mysql_affected_rows(conn_);
     done.push_back({.affected = n == static_cast<my_ulonglong>(-1)
                                     ? 0
                                     : static_cast<std::int64_t>(n),
-                    .insert_id = mysql_insert_id(conn_)});
+                    .insert_id = mysql_insert_id(conn_),
+                    .value = value});
     const int more = mysql_next_result(conn_);
     if (more < 0) break;
     if (more > 0) return fail();

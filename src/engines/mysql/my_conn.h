@@ -185,17 +185,21 @@ class MyConn : public core::TxConn {
     std::int64_t affected = 0;
     // The first AUTO_INCREMENT value it generated (0: none).
     std::uint64_t insert_id = 0;
+    // The first column of its first row, when it returned rows.
+    std::optional<std::int64_t> value;
   };
-  // Runs `sql`, `count` statements that begin a transaction and end with
-  // its COMMIT, sent in one packet (CLIENT_MULTI_STATEMENTS): one round
-  // trip. Returns what each did. The server stops at the first statement
-  // that fails: a failure of the COMMIT, or a connection lost once the
-  // packet may have reached the server, is kOutcomeUnknown (as Exec's
-  // Phase::kCommit); a failure before the COMMIT leaves the transaction
-  // open (or rolled back by the server) for the caller to roll back. A
-  // packet that could not be written at all (the server had closed the
-  // connection) sets lost_at_begin: nothing of it ran.
+  // Runs `sql`, `count` statements that begin a transaction and commit it,
+  // sent in one packet (CLIENT_MULTI_STATEMENTS): one round trip. The
+  // statement at `commit_at` commits (COMMIT, or a CALL of a procedure
+  // that commits inside). Returns what each did. The server stops at the
+  // first statement that fails: a failure of the committing one, or a
+  // connection lost once the packet may have reached the server, is
+  // kOutcomeUnknown (as Exec's Phase::kCommit); a failure before it leaves
+  // the transaction open (or rolled back by the server) for the caller to
+  // roll back. A packet that could not be written at all (the server had
+  // closed the connection) sets lost_at_begin: nothing of it ran.
   Result<std::vector<Done>> ExecCommit(std::string_view sql, std::size_t count,
+                                       std::size_t commit_at,
                                        std::string_view what);
   // Exec of several statements (CLIENT_MULTI_STATEMENTS) whose last one
   // returns one integer: that integer.
@@ -216,6 +220,8 @@ class MyConn : public core::TxConn {
   bool consecutive_autoinc = true;
   // The server is MariaDB (which has DELETE ... RETURNING), not MySQL.
   bool mariadb = false;
+  // The server's error number of the last failure on this connection.
+  unsigned int last_errno() const { return last_errno_; }
   // The server is a node of a Galera cluster (wsrep_on).
   bool wsrep = false;
   // The row of each queue's counters this connection adds to
@@ -230,6 +236,7 @@ class MyConn : public core::TxConn {
   MYSQL* conn_;
   bool owned_;
   bool broken_ = false;
+  unsigned int last_errno_ = 0;
   Recycler recycler_;
   std::unordered_map<std::string, MYSQL_STMT*> prepared_;
 };

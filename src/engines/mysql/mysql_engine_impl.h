@@ -136,7 +136,9 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
       // Not pooled afterwards: it has no read timeout.
       auto conn = Connect(Reads::kUnbounded);
       if (!conn.ok()) return conn.status();
-      return Migrate(**conn, create_if_missing);
+      Status s = Migrate(**conn, create_if_missing);
+      if (!s.ok()) return s;
+      return FindSendRoutine(**conn);
     });
   }
 
@@ -346,7 +348,15 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   // serialise concurrent processes.
   Status Migrate(MyConn& conn, bool create);
 
+  // Whether the schema has the send's procedure (schema.h,
+  // kSendCommitted): a user without the CREATE ROUTINE privilege migrates
+  // without it.
+  Status FindSendRoutine(MyConn& conn);
+
   const ConnParams params_;
+  // SendAndCommit sends one message with a CALL of kSendCommitted (false
+  // when it is missing or the user may not run it).
+  std::atomic<bool> send_routine_{false};
   // The WakeBumps this store committed (Poller subtracts them).
   std::atomic<std::int64_t> own_bumps_{0};
   std::function<std::size_t()> waiting_;

@@ -50,10 +50,11 @@ Status MysqlEngine::Migrate(MyConn& conn, bool create) {
            kMigrations[static_cast<std::size_t>(version - 1)]) {
         Status s = conn_.Exec(stmt, "migrate schema");
         // Without the CREATE ROUTINE privilege the store works on without
-        // the SQL-level API; `sqlq sql-api` prints it for an administrator.
-        // The refused statement changed nothing: the migration's
-        // transaction goes on to record the version.
-        if (InstallsSqlApi(version) && s.code() == Code::kPermissionDenied) {
+        // the SQL-level API (`sqlq sql-api` prints it for an administrator)
+        // and sends without their procedure. The refused statement changed
+        // nothing: the migration's transaction goes on to record the
+        // version.
+        if (InstallsRoutines(version) && s.code() == Code::kPermissionDenied) {
           conn_.tx_error.reset();
           return Status::Ok();
         }
@@ -83,6 +84,17 @@ Status MysqlEngine::Migrate(MyConn& conn, bool create) {
     bool locked_ = false;
   } target(conn, params_.database);
   return core::Migrate(target, create);
+}
+
+Status MysqlEngine::FindSendRoutine(MyConn& conn) {
+  static const std::string kSql = R"sql(
+    SELECT COUNT(*) FROM information_schema.ROUTINES
+    WHERE ROUTINE_SCHEMA = DATABASE()
+      AND ROUTINE_NAME = 'sqlq__send_committed')sql";
+  auto rows = conn.Run(kSql, Params(), "look up the send's procedure");
+  if (!rows.ok()) return rows.status();
+  send_routine_ = rows->Int(0, 0) > 0;
+  return Status::Ok();
 }
 
 }  // namespace sqlq::engines::mysql

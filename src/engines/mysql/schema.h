@@ -42,6 +42,34 @@ inline constexpr const char* kMigrationLock = "sqlq_migrate";
 // Slots per queue in sqlq_counters.
 inline constexpr int kCounterSlots = 64;
 
+// A send of one message, committed inside the server in one statement
+// (MysqlEngine::SendAndCommit): the transaction's statements then run
+// without being parsed or answered one by one. The caller checked the
+// message and passes its counter slot; the clock is read here, once, as
+// the library reads it at BEGIN. Returns the message's id.
+inline constexpr char kSendCommitted[] = R"sql(
+CREATE PROCEDURE sqlq__send_committed(
+  IN p_queue_id BIGINT, IN p_slot INT, IN p_priority INT, IN p_delay_us BIGINT,
+  IN p_not_before BIGINT, IN p_payload LONGBLOB,
+  IN p_headers LONGTEXT CHARACTER SET utf8mb4, IN p_grp VARBINARY(255))
+MODIFIES SQL DATA
+BEGIN
+  DECLARE v_now BIGINT;
+  DECLARE v_id BIGINT;
+  START TRANSACTION;
+  SET v_now = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED);
+  INSERT INTO sqlq_messages (queue_id, priority, npriority, ready_us,
+                             enqueued_us, payload, headers, grp)
+    VALUES (p_queue_id, p_priority, -p_priority,
+            GREATEST(v_now + p_delay_us, p_not_before), v_now, p_payload,
+            p_headers, p_grp);
+  SET v_id = LAST_INSERT_ID();
+  INSERT INTO sqlq_counters (queue_id, slot, sends) VALUES (p_queue_id, p_slot, 1)
+    ON DUPLICATE KEY UPDATE sends = sends + 1;
+  COMMIT;
+  SELECT v_id;
+END)sql";
+
 // Version n is kMigrations[n - 1]: its statements, run in order.
 inline const std::vector<std::vector<const char*>> kMigrations = {
     // Version 1: work queues, rings and rotations.
@@ -462,12 +490,15 @@ CREATE TABLE IF NOT EXISTS sqlq_batches (
     // Version 21: the SQL-level API's ack counts a member of a batch in its
     // batch (sql_api.h, kAckCountEnd21).
     kSqlApi21,
+    // Version 22: the one-message send as a procedure (kSendCommitted).
+    {"DROP PROCEDURE IF EXISTS sqlq__send_committed", kSendCommitted},
 };
 
-// Whether version `v` installs the SQL-level API: a user that may not
-// create (or replace) the procedures skips it (MysqlEngine::Migrate).
-inline constexpr bool InstallsSqlApi(std::int64_t v) {
-  return v == 11 || v == 12 || v == 20 || v == 21;
+// Whether version `v` installs procedures (the SQL-level API, the send's
+// procedure): a user that may not create (or replace) them skips it
+// (MysqlEngine::Migrate), and the store works on without them.
+inline constexpr bool InstallsRoutines(std::int64_t v) {
+  return v == 11 || v == 12 || v == 20 || v == 21 || v == 22;
 }
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());

@@ -430,6 +430,45 @@ TEST_F(MysqlEngineTest, OnePacketSendsKeepEveryByteHeaderAndGroup) {
   EXPECT_EQ(st.sends, 5);
 }
 
+// A send of one message is a CALL of the procedure the schema installs
+// (schema.h, kSendCommitted); without it (a user without CREATE ROUTINE
+// migrated the schema, or an administrator dropped it while the store was
+// open) sends go on as one packet of statements.
+TEST_F(MysqlEngineTest, SendsGoOnWhenTheSendProcedureIsMissing) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("routine", {}));
+  Raw raw(db_->url());
+  EXPECT_EQ(raw.Query("SELECT COUNT(*) FROM information_schema.ROUTINES "
+                      "WHERE ROUTINE_SCHEMA = DATABASE() AND "
+                      "ROUTINE_NAME = 'sqlq__send_committed'"),
+            "1");
+  ASSERT_OK(q.Send({.payload = "by the procedure",
+                    .headers = {{"k", "v"}},
+                    .group = "g"})
+                .status());
+  raw.Query("DROP PROCEDURE sqlq__send_committed");
+  // The open store finds it gone at its next send; a store opened now
+  // knows from the start.
+  ASSERT_OK(q.Send({.payload = "after the drop"}).status());
+  auto second = OpenStore();
+  ASSERT_TRUE(second);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q2, second->Queue("routine"));
+  ASSERT_OK(
+      q2.Send({.payload = "from a store without it", .headers = {{"k", "w"}}})
+          .status());
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 10}));
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].payload, "by the procedure");
+  EXPECT_EQ(got[0].headers, (Headers{{"k", "v"}}));
+  EXPECT_EQ(got[0].group, "g");
+  EXPECT_EQ(got[1].payload, "after the drop");
+  EXPECT_EQ(got[2].payload, "from a store without it");
+  EXPECT_EQ(got[2].headers, (Headers{{"k", "w"}}));
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.sends, 3);
+}
+
 // The send's one packet carries its BEGIN: a pooled connection the server
 // closed while it sat idle must be found out before the packet goes, not
 // answered as a send whose outcome is unknown.
