@@ -308,6 +308,10 @@ class WorkerLogTest(unittest.TestCase):
         with self.assertLogs("sqlq", level="INFO") as cm:
             w = self.worker("fails", handle)
             self.wait_line(cm, "now a dead letter")
+            # The line is logged before the handler's thread gives its
+            # slot back; stopped in between, the worker rightly says one
+            # handler is still running. Stopped once it is idle:
+            wait_for(lambda: w._active == 0 or None, 20, "an idle worker")
             w.stop()
             self.assertTrue(w.join(30))
         lines = self.lines(cm)
