@@ -184,6 +184,36 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
   return out;
 }
 
+namespace {
+
+// Appends ", payload, headers[, group]" as SQL literals: hex, which holds
+// nothing but the digits written here (headers as utf8mb4 text), or NULL
+// for no headers or no group. `grouped`: the group goes too.
+void AppendLiterals(std::string& out, std::string_view payload,
+                    std::string_view headers,
+                    std::optional<std::string_view> group, bool grouped) {
+  out += ", X'";
+  AppendHex(out, payload);
+  out += '\'';
+  if (headers.empty()) {
+    out += ", NULL";
+  } else {
+    out += ", _utf8mb4 X'";
+    AppendHex(out, headers);
+    out += '\'';
+  }
+  if (!grouped) return;
+  if (group) {
+    out += ", X'";
+    AppendHex(out, *group);
+    out += '\'';
+  } else {
+    out += ", NULL";
+  }
+}
+
+}  // namespace
+
 Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
     const core::SendParams& to, const MessagesFn& messages) {
   core::SendParams p = to;
@@ -215,25 +245,9 @@ Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
     } else {
       rows += fmt::format("GREATEST(@sqlq_now + {}, {})", delay, not_before);
     }
-    rows += ", @sqlq_now, X'";
-    AppendHex(rows, m.payload);
-    rows += '\'';
-    if (headers[i].empty()) {
-      rows += ", NULL";
-    } else {
-      rows += ", _utf8mb4 X'";
-      AppendHex(rows, headers[i]);
-      rows += '\'';
-    }
-    if (grouped) {
-      if (auto g = core::GroupOf(m, p.grouped)) {
-        rows += ", X'";
-        AppendHex(rows, *g);
-        rows += '\'';
-      } else {
-        rows += ", NULL";
-      }
-    }
+    rows += ", @sqlq_now";
+    AppendLiterals(rows, m.payload, headers[i], core::GroupOf(m, p.grouped),
+                   grouped);
     rows += ')';
   }
   const auto n = static_cast<std::int64_t>(p.messages.size());
@@ -256,23 +270,11 @@ Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
     if (n == 1 && send_routine_ && !c.wsrep) {
       const Message& m = p.messages[0];
       std::string call = fmt::format(
-          "CALL sqlq__send_committed({}, {}, {}, {}, {}, X'", p.queue_id,
+          "CALL sqlq__send_committed({}, {}, {}, {}, {}", p.queue_id,
           c.counter_slot, m.priority, Us(m.delay), core::NotBeforeUs(m));
-      AppendHex(call, m.payload);
-      if (headers[0].empty()) {
-        call += "', NULL";
-      } else {
-        call += "', _utf8mb4 X'";
-        AppendHex(call, headers[0]);
-        call += '\'';
-      }
-      if (auto g = core::GroupOf(m, p.grouped)) {
-        call += ", X'";
-        AppendHex(call, *g);
-        call += "')";
-      } else {
-        call += ", NULL)";
-      }
+      AppendLiterals(call, m.payload, headers[0], core::GroupOf(m, p.grouped),
+                     /*grouped=*/true);
+      call += ')';
       c.tx_open = true;
       // Its answers: the id, then the CALL's own.
       auto done = c.ExecCommit(call, 2, 0, "send");
