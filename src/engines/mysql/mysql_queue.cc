@@ -231,25 +231,28 @@ Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
   if (clock_ || keyed || p.messages.empty() || bytes > kPacketSendBytes) {
     return core::Engine::SendAndCommit(to, messages);
   }
-  // The rows of the INSERT: integers formatted here and hex literals; the
-  // clock is @sqlq_now, read once for them all as Send reads it at BEGIN.
+  // The rows of the INSERT, written when the packet is first sent:
+  // integers formatted here and hex literals; the clock is @sqlq_now, read
+  // once for them all as Send reads it at BEGIN.
   std::string rows;
-  rows.reserve(2 * bytes + 96 * p.messages.size());
-  for (std::size_t i = 0; i < p.messages.size(); ++i) {
-    const Message& m = p.messages[i];
-    const std::int64_t delay = Us(m.delay), not_before = core::NotBeforeUs(m);
-    rows += fmt::format("{}({}, {}, {}, ", i == 0 ? "" : ", ", p.queue_id,
-                        m.priority, -static_cast<std::int64_t>(m.priority));
-    if (delay == 0 && not_before == 0) {
-      rows += "@sqlq_now";
-    } else {
-      rows += fmt::format("GREATEST(@sqlq_now + {}, {})", delay, not_before);
+  auto write_rows = [&] {
+    rows.reserve(2 * bytes + 96 * p.messages.size());
+    for (std::size_t i = 0; i < p.messages.size(); ++i) {
+      const Message& m = p.messages[i];
+      const std::int64_t delay = Us(m.delay), not_before = core::NotBeforeUs(m);
+      rows += fmt::format("{}({}, {}, {}, ", i == 0 ? "" : ", ", p.queue_id,
+                          m.priority, -static_cast<std::int64_t>(m.priority));
+      if (delay == 0 && not_before == 0) {
+        rows += "@sqlq_now";
+      } else {
+        rows += fmt::format("GREATEST(@sqlq_now + {}, {})", delay, not_before);
+      }
+      rows += ", @sqlq_now";
+      AppendLiterals(rows, m.payload, headers[i], core::GroupOf(m, p.grouped),
+                     grouped);
+      rows += ')';
     }
-    rows += ", @sqlq_now";
-    AppendLiterals(rows, m.payload, headers[i], core::GroupOf(m, p.grouped),
-                   grouped);
-    rows += ')';
-  }
+  };
   const auto n = static_cast<std::int64_t>(p.messages.size());
   std::vector<SendResult> out;
   Status s = pool_.RunWrite([&](MyConn& c) -> Status {
@@ -312,6 +315,7 @@ Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
         "SIGNED); INSERT INTO sqlq_messages (queue_id, priority, npriority, "
         "ready_us, enqueued_us, payload, headers{}) VALUES ",
         begin, grouped ? ", grp" : "");
+    if (rows.empty()) write_rows();
     sql += rows;
     sql += "; ";
     sql += TakeCounters(c);
