@@ -222,20 +222,38 @@ Status MyConn::Fail(unsigned int err, std::string_view message,
   return s;
 }
 
+int MyConn::ReadResults(std::vector<Done>* done) {
+  for (;;) {
+    MYSQL_RES* res = mysql_store_result(conn_);
+    std::optional<std::int64_t> value;
+    if (res != nullptr) {
+      if (done != nullptr) {
+        MYSQL_ROW row = mysql_fetch_row(res);
+        if (row != nullptr && row[0] != nullptr) {
+          value = std::strtoll(row[0], nullptr, 10);
+        }
+      }
+      mysql_free_result(res);
+    }
+    if (done != nullptr) {
+      const my_ulonglong n = mysql_affected_rows(conn_);
+      done->push_back({.affected = n == static_cast<my_ulonglong>(-1)
+                                       ? 0
+                                       : static_cast<std::int64_t>(n),
+                       .insert_id = mysql_insert_id(conn_),
+                       .value = value});
+    }
+    const int more = mysql_next_result(conn_);
+    if (more != 0) return more;
+  }
+}
+
 Status MyConn::Exec(std::string_view sql, std::string_view what, Phase phase) {
   if (mysql_real_query(conn_, sql.data(), sql.size()) != 0) {
     return Fail(mysql_errno(conn_), mysql_error(conn_), what, phase,
                 /*record=*/phase != Phase::kCommit);
   }
-  // Drain every result, so that the connection is ready for the next; an
-  // error in a later statement of several shows in mysql_next_result.
-  int more = 0;
-  do {
-    MYSQL_RES* res = mysql_store_result(conn_);
-    if (res != nullptr) mysql_free_result(res);
-    more = mysql_next_result(conn_);
-  } while (more == 0);
-  if (more > 0 || mysql_errno(conn_) != 0) {
+  if (ReadResults(nullptr) > 0 || mysql_errno(conn_) != 0) {
     return Fail(mysql_errno(conn_), mysql_error(conn_), what, phase, true);
   }
   // Statements here end transactions only at their end ("...; COMMIT").
@@ -269,26 +287,7 @@ Result<std::vector<MyConn::Done>> MyConn::ExecCommit(std::string_view sql,
     }
     return fail();
   }
-  for (;;) {
-    MYSQL_RES* res = mysql_store_result(conn_);
-    std::optional<std::int64_t> value;
-    if (res != nullptr) {
-      MYSQL_ROW row = mysql_fetch_row(res);
-      if (row != nullptr && row[0] != nullptr) {
-        value = std::strtoll(row[0], nullptr, 10);
-      }
-      mysql_free_result(res);
-    }
-    const my_ulonglong n = mysql_affected_rows(conn_);
-    done.push_back({.affected = n == static_cast<my_ulonglong>(-1)
-                                    ? 0
-                                    : static_cast<std::int64_t>(n),
-                    .insert_id = mysql_insert_id(conn_),
-                    .value = value});
-    const int more = mysql_next_result(conn_);
-    if (more < 0) break;
-    if (more > 0) return fail();
-  }
+  if (ReadResults(&done) > 0) return fail();
   if (done.size() != count) {
     return Status::Internal(fmt::format("{}: {} statements answered, {} sent",
                                         what, done.size(), count));
@@ -313,22 +312,14 @@ Result<std::int64_t> MyConn::ExecScalar(std::string_view sql,
     return Fail(mysql_errno(conn_), mysql_error(conn_), what, Phase::kStatement,
                 true);
   }
-  std::optional<std::int64_t> value;
-  int more = 0;
-  do {
-    MYSQL_RES* res = mysql_store_result(conn_);
-    if (res != nullptr) {
-      MYSQL_ROW row = mysql_fetch_row(res);
-      if (row != nullptr && row[0] != nullptr) {
-        value = std::strtoll(row[0], nullptr, 10);
-      }
-      mysql_free_result(res);
-    }
-    more = mysql_next_result(conn_);
-  } while (more == 0);
-  if (more > 0 || mysql_errno(conn_) != 0) {
+  std::vector<Done> done;
+  if (ReadResults(&done) > 0 || mysql_errno(conn_) != 0) {
     return Fail(mysql_errno(conn_), mysql_error(conn_), what, Phase::kStatement,
                 true);
+  }
+  std::optional<std::int64_t> value;
+  for (const Done& d : done) {
+    if (d.value) value = d.value;
   }
   if (!value) return Status::Internal(fmt::format("{}: no value", what));
   return *value;

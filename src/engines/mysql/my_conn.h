@@ -231,6 +231,12 @@ class MyConn : public core::TxConn {
  private:
   Status Fail(unsigned int err, std::string_view message, std::string_view what,
               Phase phase, bool record);
+  // Reads the answer of each statement of a text query that succeeded,
+  // from the current one on (so that the connection is ready for the
+  // next), into `done` when given. Returns mysql_next_result's last
+  // answer: -1 when all were read, above 0 when a later statement failed
+  // (mysql_errno says how).
+  int ReadResults(std::vector<Done>* done);
   Result<MYSQL_STMT*> Prepared(const std::string& sql, std::string_view what);
 
   MYSQL* conn_;

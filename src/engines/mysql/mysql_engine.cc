@@ -7,11 +7,6 @@ namespace sqlq::engines::mysql {
 
 namespace {
 
-// What counters `d` add to the sum the wake-up poll watches (kWakeSum).
-std::int64_t WakeBumps(const QueueCounters& d) {
-  return d.sends + d.nacks + d.acks + d.dead_lettered;
-}
-
 Result<std::string> Decode(std::string_view s, std::string_view what) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {

@@ -120,6 +120,11 @@ struct ConnParams {
   int write_groups = 1;
 };
 
+// What counters `d` add to the sum the wake-up poll watches (kWakeSum).
+inline std::int64_t WakeBumps(const QueueCounters& d) {
+  return d.sends + d.nacks + d.acks + d.dead_lettered;
+}
+
 class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
  public:
   MysqlEngine(ConnParams params, std::shared_ptr<Clock> clock)

@@ -285,7 +285,7 @@ Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
         if (!(*done)[0].value) {
           return Status::Internal("send: the procedure returned no id");
         }
-        own_bumps_ += 1;
+        own_bumps_ += WakeBumps({.sends = 1});  // the procedure's count
         out = {{.id = *(*done)[0].value}};
         return Status::Ok();
       }
