@@ -14,6 +14,12 @@
 # SQLQ_SCORECARD_ENGINES="sqlite postgres" measures fewer engines. The
 # machine should be otherwise idle: every figure is a ratio within one
 # engine's run, but the runs take a few minutes each.
+#
+# With PostgreSQL measured, pg-boss runs the same workloads on the same
+# server afterwards (bench/pgboss/bench.mjs; pg-boss pinned in its
+# package-lock.json, installed here with `npm ci`), and the table gains a
+# column of sqlq on PostgreSQL against pg-boss. SQLQ_SCORECARD_PGBOSS=0
+# leaves it out (it needs Node.js and the npm registry).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,10 +64,26 @@ for engine in $engines; do
   esac
   echo "bench-scorecard: $engine..." >&2
   "${bench[@]}" --scorecard --json "${db[@]}" "$@" >"$work/$engine.json"
+  if [[ $engine == postgres && "${SQLQ_SCORECARD_PGBOSS:-1}" != 0 ]]; then
+    # The options pg-boss's bench shares with sqlq bench's scorecard.
+    shared=()
+    args=("$@")
+    for ((i = 0; i < ${#args[@]}; i++)); do
+      case "${args[i]}" in
+        --runs | --messages | --duration) shared+=("${args[i]}" "${args[i + 1]:-}") ;;
+        --runs=* | --messages=* | --duration=*)
+          shared+=("${args[i]%%=*}" "${args[i]#*=}") ;;
+      esac
+    done
+    echo "bench-scorecard: pg-boss on the same PostgreSQL..." >&2
+    (cd bench/pgboss && npm ci --no-audit --no-fund --silent)
+    node bench/pgboss/bench.mjs --json --db "$SQLQ_TEST_PG_URL" \
+      "${shared[@]}" >"$work/pgboss.json"
+  fi
 done
 
 python3 - "$work" $engines <<'PY'
-import json, sys
+import json, os, sys
 work, engines = sys.argv[1], sys.argv[2:]
 names = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mysql": "MariaDB"}
 lines, env = {}, {}
@@ -74,8 +96,17 @@ for e in engines:
                 env[e] = j
             elif j.get("bench") == "scorecard" and "scorecard" in j:
                 lines[e].append(j)
-print("| workload | " + " | ".join(names[e] for e in engines) + " |")
-print("|---|" + "---|" * len(engines))
+# pg-boss's figures, by the name sqlq's side of a line has on PostgreSQL
+# (the three drain-1 lines share pg-boss's one drain-1).
+pgboss = {}
+if "postgres" in engines and os.path.exists(f"{work}/pgboss.json"):
+    with open(f"{work}/pgboss.json") as f:
+        for raw in f:
+            j = json.loads(raw)
+            pgboss[j["workload"]] = j["msgs_per_s"]
+heads = [names[e] for e in engines] + (["PostgreSQL vs pg-boss"] if pgboss else [])
+print("| workload | " + " | ".join(heads) + " |")
+print("|---|" + "---|" * len(heads))
 for i in range(len(lines[engines[0]])):
     # The same line on every engine; the workers' line names each engine's
     # number of workers.
@@ -89,6 +120,11 @@ for i in range(len(lines[engines[0]])):
         j = lines[e][i]
         cells.append(f"{j['msgs_per_s']:,} / {j['yardstick_msgs_per_s']:,} "
                      f"= {j['ratio']:.2f}")
+    if pgboss:
+        j = lines["postgres"][i]
+        theirs = pgboss.get(j["sqlq"].split(" --ack")[0])
+        cells.append(f"{j['msgs_per_s']:,} / {theirs:,} = "
+                     f"{j['msgs_per_s'] / theirs:.1f}" if theirs else "–")
     print(f"| {label} | " + " | ".join(cells) + " |")
 print()
 print("fsync/s: " + ", ".join(

@@ -25,6 +25,9 @@ cmake --build --preset "$preset" --target format-check
 # and OpenTelemetry's API and SDK pinned in clients/node/package-lock.json
 # (the client itself has no dependencies).
 (cd clients/node && npm ci --no-audit --no-fund --silent)
+# The scorecard's pg-boss column and its test: pg-boss and pg pinned in
+# bench/pgboss/package-lock.json.
+(cd bench/pgboss && npm ci --no-audit --no-fund --silent)
 # The OpenAPI description's test: @seriousme/openapi-schema-validator and
 # ajv pinned in tests/openapi/package-lock.json.
 (cd tests/openapi && npm ci --no-audit --no-fund --silent)
