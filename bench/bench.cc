@@ -1053,8 +1053,11 @@ std::vector<ScoreLine> Scorecard(const Config& c, bool servers) {
   const Config drain = with(5000, 1, plain);
   const ScoreLine::Side by_hand_drain{"baseline-drain-1", "baseline-drain-1",
                                       drain};
-  // drain-10 of 10,000: the yardstick of the backlog line too.
   const ScoreLine::Side drain_10{"drain-10", "drain-10", with(10000, 1, plain)};
+  // The backlog line's yardstick: drain-10 again, so that its runs take
+  // turns with the deep drain's.
+  ScoreLine::Side drain_10_again = drain_10;
+  drain_10_again.name = "drain-10 again";
   return {
       {"send-1",
        {"send-1", "send-1", with(5000, 1, plain)},
@@ -1078,7 +1081,7 @@ std::vector<ScoreLine> Scorecard(const Config& c, bool servers) {
       {fmt::format("drain-10 of 10,000 from a backlog of {}, vs from 10,000",
                    c.backlog),
        {"drain-deep", "drain-deep", with(10000, 1, plain)},
-       drain_10},
+       drain_10_again},
       {"mixed, 2 producers + 2 consumers of one",
        {"mixed", "mixed 2+2", with(0, 0, pairs(2, 2, 1, 1))},
        {"baseline-mixed", "baseline-mixed 2+2", with(0, 0, pairs(2, 2, 1, 1))}},
@@ -1213,16 +1216,25 @@ int Run(Config c) {
     const bool postgres = url.rfind("postgres", 0) == 0;
     const bool mysql =
         url.rfind("mysql://", 0) == 0 || url.rfind("mariadb://", 0) == 0;
-    // Measures workload `w` c.runs times; with `held`, while another session
-    // holds a snapshot open (--hold-snapshot), reported as "w+snapshot"
-    // beside the clean median measured just before. workers-open runs at
-    // `load` (a fraction) of the median rate of workers.
-    // A scorecard's line passes its own settings (`with`) and the name it is
-    // reported under (`as`).
-    auto measure = [&](const std::string& w, bool held, double load = 0,
+    // What the runs of one workload gathered, reported once they are done.
+    struct Runs {
+      std::string w;
+      bool held = false;
+      double load = 0;
+      Config rc;
+      std::vector<double> rates, p50, p99, p999;
+      std::size_t tx = 0, ops = 0;
+    };
+    std::map<std::string, Runs> gathered;
+    // Prepares workload `w` to be measured under `name`; with `held`, while
+    // another session holds a snapshot open (--hold-snapshot), reported as
+    // "w+snapshot" beside the clean median measured just before.
+    // workers-open runs at `load` (a fraction) of the median rate of
+    // workers. A scorecard's line passes its own settings (`with`) and the
+    // name it is reported under (`as`).
+    auto prepare = [&](const std::string& w, bool held, double load = 0,
                        const Config* with = nullptr,
-                       const std::string& as = "") {
-      const bool baseline = w.rfind("baseline-", 0) == 0;
+                       const std::string& as = "") -> std::string {
       Config rc = with != nullptr ? *with : c;
       rc.db = url;
       rc.variant = held ? "+snapshot" : "";
@@ -1231,35 +1243,50 @@ int Run(Config c) {
         rc.open_rate = load * medians["workers"];
       }
       const std::string name = as.empty() ? w + rc.variant : as;
-      std::vector<double> rates, p50, p99, p999;
+      gathered[name] = Runs{.w = w, .held = held, .load = load, .rc = rc};
+      return name;
+    };
+    // One run of the workload prepared as `name`; false (and `code` set) if
+    // it failed.
+    auto run_one = [&](const std::string& name, int run) {
+      Runs& g = gathered[name];
+      const bool baseline = g.w.rfind("baseline-", 0) == 0;
+      std::unique_ptr<PgSnapshotHolder> holder;
+      if (g.held) {
+        auto h = PgSnapshotHolder::Open(url);
+        if (!h.ok()) {
+          code = out.Fail(h.status().WithContext("bench " + name));
+          return false;
+        }
+        holder = std::move(*h);
+      }
       std::size_t tx0 = (*store)->TEST_write_transactions();
       std::size_t ops0 = (*store)->TEST_write_operations();
-      for (int run = 0; run < c.runs; ++run) {
-        std::unique_ptr<PgSnapshotHolder> holder;
-        if (held) {
-          auto h = PgSnapshotHolder::Open(url);
-          if (!h.ok()) {
-            code = out.Fail(h.status().WithContext("bench " + name));
-            return;
-          }
-          holder = std::move(*h);
-        }
-        auto r = baseline ? RunBaseline(url, sqlite_path, w, rc, run)
-                          : RunOnce(**store, w, rc, run);
-        if (!r.ok()) {
-          code = out.Fail(r.status().WithContext("bench " + name));
-          return;
-        }
-        rates.push_back(r->rate());
-        if (r->p50_us >= 0) {
-          p50.push_back(r->p50_us);
-          p99.push_back(r->p99_us);
-        }
-        if (r->p999_us >= 0) p999.push_back(r->p999_us);
+      auto r = baseline ? RunBaseline(url, sqlite_path, g.w, g.rc, run)
+                        : RunOnce(**store, g.w, g.rc, run);
+      if (!r.ok()) {
+        code = out.Fail(r.status().WithContext("bench " + name));
+        return false;
       }
+      g.tx += (*store)->TEST_write_transactions() - tx0;
+      g.ops += (*store)->TEST_write_operations() - ops0;
+      g.rates.push_back(r->rate());
+      if (r->p50_us >= 0) {
+        g.p50.push_back(r->p50_us);
+        g.p99.push_back(r->p99_us);
+      }
+      if (r->p999_us >= 0) g.p999.push_back(r->p999_us);
+      return true;
+    };
+    // The row of the workload prepared as `name`, once its runs are done.
+    auto report = [&](const std::string& name) {
+      const Runs& g = gathered[name];
+      const std::string& w = g.w;
+      const Config& rc = g.rc;
+      const bool baseline = w.rfind("baseline-", 0) == 0;
       nlohmann::ordered_json row = {{"bench", name}, {"workload", name}};
-      AddRates(row, rates);
-      medians[name] = Median(rates);
+      AddRates(row, g.rates);
+      medians[name] = Median(g.rates);
       // sqlq's rate over the hand-written queue's, same run, same machine.
       const std::string base = "baseline-" + name;
       if (!baseline && medians.count(base) && medians[base] > 0) {
@@ -1267,18 +1294,17 @@ int Run(Config c) {
             std::round(100 * medians[name] / medians[base]) / 100;
       }
       // With a snapshot held: the rate over the clean one measured before.
-      if (held && medians.count(w) && medians[w] > 0) {
+      if (g.held && medians.count(w) && medians[w] > 0) {
         row["vs_clean"] = std::round(100 * medians[name] / medians[w]) / 100;
       }
-      std::size_t tx = (*store)->TEST_write_transactions() - tx0;
-      std::size_t ops = (*store)->TEST_write_operations() - ops0;
       if (!baseline) {
         row["ops_per_commit"] =
-            tx ? std::round(10.0 * static_cast<double>(ops) / tx) / 10 : 0.0;
+            g.tx ? std::round(10.0 * static_cast<double>(g.ops) / g.tx) / 10
+                 : 0.0;
       }
-      AddLatencies(row, p50, p99);
-      if (!p999.empty()) row["p999_us"] = std::lround(Median(p999));
-      if (load > 0) row["offered_msgs_per_s"] = std::lround(rc.open_rate);
+      AddLatencies(row, g.p50, g.p99);
+      if (!g.p999.empty()) row["p999_us"] = std::lround(Median(g.p999));
+      if (g.load > 0) row["offered_msgs_per_s"] = std::lround(rc.open_rate);
       if (w == "rate-limited") {
         row["rate_limit"] = c.rate_limit;
         if (c.rate_burst > 0) row["rate_burst"] = c.rate_burst;
@@ -1299,15 +1325,33 @@ int Run(Config c) {
       out.Row(row);
       if (c.json) std::cout.flush();
     };
+    // Measures workload `w` c.runs times and reports it.
+    auto measure = [&](const std::string& w, bool held, double load = 0) {
+      const std::string name = prepare(w, held, load);
+      for (int run = 0; run < c.runs; ++run) {
+        if (!run_one(name, run)) return;
+      }
+      report(name);
+    };
     if (c.scorecard) {
       const std::vector<ScoreLine> lines = Scorecard(c, postgres || mysql);
+      // A line's two sides take turns, run by run, so that a machine
+      // whose speed drifts (its fsync rate moves by half within minutes
+      // here) moves both alike rather than the ratio.
       for (const ScoreLine& line : lines) {
+        std::vector<std::string> sides;
         for (const ScoreLine::Side* side : {&line.yardstick, &line.sqlq}) {
-          if (medians.count(side->name)) continue;  // a shared yardstick
-          measure(side->workload, false, 0, &side->config, side->name);
-          if (code != 0) break;
+          if (gathered.count(side->name)) continue;  // a shared yardstick
+          sides.push_back(
+              prepare(side->workload, false, 0, &side->config, side->name));
+        }
+        for (int run = 0; run < c.runs && code == 0; ++run) {
+          for (const std::string& name : sides) {
+            if (!run_one(name, run)) break;
+          }
         }
         if (code != 0) break;
+        for (const std::string& name : sides) report(name);
       }
       out.Flush();
       if (code == 0) {
