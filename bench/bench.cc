@@ -1053,11 +1053,11 @@ std::vector<ScoreLine> Scorecard(const Config& c, bool servers) {
   const Config drain = with(5000, 1, plain);
   const ScoreLine::Side by_hand_drain{"baseline-drain-1", "baseline-drain-1",
                                       drain};
+  // drain-10 of 10,000: the yardstick of the backlog line too. Not run
+  // again beside the deep drain: a run after a fill of a million rows pays
+  // for the server's writing them out (MariaDB's drain-10 fell from 5,253
+  // to 3,490 msgs/s that way), which would flatter the deep drain.
   const ScoreLine::Side drain_10{"drain-10", "drain-10", with(10000, 1, plain)};
-  // The backlog line's yardstick: drain-10 again, so that its runs take
-  // turns with the deep drain's.
-  ScoreLine::Side drain_10_again = drain_10;
-  drain_10_again.name = "drain-10 again";
   return {
       {"send-1",
        {"send-1", "send-1", with(5000, 1, plain)},
@@ -1081,7 +1081,7 @@ std::vector<ScoreLine> Scorecard(const Config& c, bool servers) {
       {fmt::format("drain-10 of 10,000 from a backlog of {}, vs from 10,000",
                    c.backlog),
        {"drain-deep", "drain-deep", with(10000, 1, plain)},
-       drain_10_again},
+       drain_10},
       {"mixed, 2 producers + 2 consumers of one",
        {"mixed", "mixed 2+2", with(0, 0, pairs(2, 2, 1, 1))},
        {"baseline-mixed", "baseline-mixed 2+2", with(0, 0, pairs(2, 2, 1, 1))}},
