@@ -330,6 +330,25 @@ TEST(Config, DefaultsAndConvertedValues) {
             std::chrono::milliseconds(333));
 }
 
+// Database threads: 32 on SQLite, 16 on the server engines, unless set.
+TEST(Config, DatabaseThreadsDependOnTheEngineUnlessSet) {
+  auto sqlite = MakeServerConfig({}, "sqlite:x.db");
+  ASSERT_TRUE(sqlite.ok()) << sqlite.status().ToString();
+  EXPECT_EQ(sqlite->db_threads, 32);
+  for (const char* url :
+       {"postgresql://u@h/db", "postgres://u@h/db", "mysql://u@h/db"}) {
+    auto c = MakeServerConfig({}, url);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->db_threads, 16) << url;
+  }
+  auto set = MakeServerConfig({{"db-threads", "16"}}, "sqlite:x.db");
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->db_threads, 16);
+  auto pg = MakeServerConfig({{"db-threads", "48"}}, "postgresql://u@h/db");
+  ASSERT_TRUE(pg.ok()) << pg.status().ToString();
+  EXPECT_EQ(pg->db_threads, 48);
+}
+
 TEST(Config, BadValuesNameTheirFlag) {
   const std::pair<const char*, const char*> bad[] = {
       {"max-batch", "0"},         {"max-batch", "10001"},

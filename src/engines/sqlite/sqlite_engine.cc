@@ -247,7 +247,7 @@ Result<std::unique_ptr<SqliteConn>> SqliteEngine::AcquireReader() {
 
 void SqliteEngine::ReleaseReader(std::unique_ptr<SqliteConn> conn) {
   std::lock_guard<std::mutex> lock(readers_mu_);
-  if (readers_.size() < 8) readers_.push_back(std::move(conn));
+  if (readers_.size() < kIdleReaders) readers_.push_back(std::move(conn));
 }
 
 // `rest` is the URL after "sqlite:": PATH[?synchronous=off|normal|full|extra]
