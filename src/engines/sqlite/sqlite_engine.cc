@@ -247,7 +247,14 @@ Result<std::unique_ptr<SqliteConn>> SqliteEngine::AcquireReader() {
 
 void SqliteEngine::ReleaseReader(std::unique_ptr<SqliteConn> conn) {
   std::lock_guard<std::mutex> lock(readers_mu_);
-  if (readers_.size() < kIdleReaders) readers_.push_back(std::move(conn));
+  if (readers_.size() >= kIdleReaders) return;
+  // Past the first few, an idle reader gives back its page cache, so that
+  // the memory kept stays about what 8 readers kept before (their pages
+  // are read again from the operating system's cache when next needed).
+  if (readers_.size() >= kCachingReaders) {
+    sqlite3_db_release_memory(conn->db());
+  }
+  readers_.push_back(std::move(conn));
 }
 
 // `rest` is the URL after "sqlite:": PATH[?synchronous=off|normal|full|extra]

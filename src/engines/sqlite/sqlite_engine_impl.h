@@ -284,9 +284,11 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
   // prepared again), so as many are kept as a busy server's database
   // threads read at once: with 8, a server with 32 of them opened and
   // closed connections all the time, and spent a third more CPU a request
-  // on a mixed load. An idle reader holds its page cache (at most
-  // `cache_size`, filled only by what it read).
+  // on a mixed load. The first kCachingReaders idle readers keep their
+  // page caches (at most `cache_size` each, filled only by what they
+  // read); the rest give theirs back when released.
   static constexpr std::size_t kIdleReaders = 64;
+  static constexpr std::size_t kCachingReaders = 8;
 
   Result<std::unique_ptr<SqliteConn>> AcquireReader();
 
