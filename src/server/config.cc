@@ -252,7 +252,7 @@ Result<ServerConfig> MakeServerConfig(const SettingValues& values,
   // SQLite's default: one writer commits for every thread, and more
   // threads make larger groups (64 single-job workers went a fifth faster
   // with 32 than with 16, mixed batches too); on PostgreSQL a mixed load of
-  // 64 consumers took twice as long with 32 (docs/server.md).
+  // 64 consumers ran at two thirds with 32 (docs/server.md).
   if (!values.contains("db-threads") && c.db.starts_with("sqlite:")) {
     c.db_threads = kSqliteDbThreads;
   }
