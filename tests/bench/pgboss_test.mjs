@@ -10,34 +10,22 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { createTestDb, dropTestDb } from "../sqs/test_db.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const BENCH = join(here, "..", "..", "bench", "pgboss", "bench.mjs");
 // A fresh PostgreSQL database, made and dropped by the SQS tests' helper.
-const TEST_DB = join(here, "..", "sqs", "test_db.py");
 const env = { ...process.env, SQLQ_SQS_ENGINE: "postgres" };
 
 let dir, db;
 
 before(() => {
   dir = mkdtempSync(join(tmpdir(), "sqlq-pgboss-bench-"));
-  try {
-    db = execFileSync("/usr/bin/python3", [TEST_DB, "create", dir], {
-      encoding: "utf8",
-      env,
-    }).trim();
-  } catch (e) {
-    if (e.status === 77) {
-      // No PostgreSQL server, and none required.
-      console.log(`# skipped: ${e.stderr}`);
-      process.exit(0);
-    }
-    throw e;
-  }
+  db = createTestDb(dir, env);
 });
 
 after(() => {
-  if (db) execFileSync("/usr/bin/python3", [TEST_DB, "drop", db], { env });
+  if (db) dropTestDb(db, env);
   rmSync(dir, { recursive: true, force: true });
 });
 

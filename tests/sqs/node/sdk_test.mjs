@@ -4,13 +4,13 @@
 // every body and attribute set it sends and receives. Run by ctest with
 // SQLQ_BIN set to the sqlq program; `npm ci` in this directory first.
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
+import { createTestDb, dropTestDb } from "../test_db.mjs";
 
 import {
   ChangeMessageVisibilityBatchCommand,
@@ -39,26 +39,11 @@ const SECRET = "nodeSECRETnodeSECRETnodeSECRET0123456789";
 const WORKER_SECRET = "nodeWORKERnodeWORKER0123456789";
 const METRICS_TOKEN = "node-metrics-reader-0123456789";
 
-// A fresh database on the engine SQLQ_SQS_ENGINE names (SQLite by
-// default), made and dropped by the Python tests' helper.
-const TEST_DB = join(dirname(fileURLToPath(import.meta.url)), "..", "test_db.py");
-
 let dir, server, port, db;
 
 before(async (t) => {
   dir = mkdtempSync(join(tmpdir(), "sqlq-sqs-node-"));
-  try {
-    db = execFileSync("/usr/bin/python3", [TEST_DB, "create", dir], {
-      encoding: "utf8",
-    }).trim();
-  } catch (e) {
-    if (e.status === 77) {
-      // The engine's server is not there, and not required.
-      console.log(`# skipped: ${e.stderr}`);
-      process.exit(0);
-    }
-    throw e;
-  }
+  db = createTestDb(dir);
   writeFileSync(
     join(dir, "tokens"),
     `aws-key AKIANODEADMIN ${SECRET} admin:*\n` +
@@ -85,7 +70,7 @@ before(async (t) => {
 after(async () => {
   server.kill("SIGTERM");
   await new Promise((done) => server.once("exit", done));
-  execFileSync("/usr/bin/python3", [TEST_DB, "drop", db]);
+  dropTestDb(db);
   rmSync(dir, { recursive: true, force: true });
 });
 
