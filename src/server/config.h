@@ -44,7 +44,7 @@ struct Limits {
   Duration auth_failure_refill = std::chrono::seconds(6);
 };
 
-// --db-threads when not given, on SQLite (16 on the other engines).
+// --db-threads auto (the default) on SQLite; 16 on the other engines.
 inline constexpr int kSqliteDbThreads = 32;
 
 // What a server runs with; MakeServerConfig makes it from the settings.
@@ -63,7 +63,7 @@ struct ServerConfig {
   std::string tls_ciphers;
   std::string tls_ciphersuites;
   int io_threads = 2;
-  int db_threads = 16;  // kSqliteDbThreads on SQLite unless set
+  int db_threads = 16;  // --db-threads auto: kSqliteDbThreads on SQLite
   Limits limits;
   HttpPolicy policy;  // hosts and origins the server answers
   // /metrics without a token even with a token file (for scrapers that

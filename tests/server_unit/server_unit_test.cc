@@ -330,7 +330,8 @@ TEST(Config, DefaultsAndConvertedValues) {
             std::chrono::milliseconds(333));
 }
 
-// Database threads: 32 on SQLite, 16 on the server engines, unless set.
+// Database threads: auto (the default) is 32 on SQLite, 16 on the server
+// engines; a number is taken as it is.
 TEST(Config, DatabaseThreadsDependOnTheEngineUnlessSet) {
   auto sqlite = MakeServerConfig({}, "sqlite:x.db");
   ASSERT_TRUE(sqlite.ok()) << sqlite.status().ToString();
@@ -347,6 +348,13 @@ TEST(Config, DatabaseThreadsDependOnTheEngineUnlessSet) {
   auto pg = MakeServerConfig({{"db-threads", "48"}}, "postgresql://u@h/db");
   ASSERT_TRUE(pg.ok()) << pg.status().ToString();
   EXPECT_EQ(pg->db_threads, 48);
+  auto given = MakeServerConfig({{"db-threads", "auto"}}, "mysql://u@h/db");
+  ASSERT_TRUE(given.ok()) << given.status().ToString();
+  EXPECT_EQ(given->db_threads, 16);
+  auto bad = MakeServerConfig({{"db-threads", "many"}}, "sqlite:x.db");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "--db-threads: 'many' is not an integer in 1..1024, or auto");
 }
 
 TEST(Config, BadValuesNameTheirFlag) {
