@@ -73,12 +73,11 @@ const newQueueName = (what) => `bench_${process.pid}_${++queueSerial}_${what.rep
 class Failure extends Error {}
 function check(ok, what) { if (!ok) throw new Failure(what); }
 
-async function fill(boss, name, n) {
-  for (let done = 0; done < n; done += 1000) {
-    const k = Math.min(1000, n - done);
-    await boss.insert(name, Array.from({ length: k }, () => ({ data: payload })));
-  }
-}
+// Stores k jobs in one call.
+const insert = (boss, name, k) => boss.insert(name, Array.from({ length: k }, () => ({ data: payload })));
+
+// Fills the queue (not timed), 1,000 jobs a call.
+const fill = (boss, name, n) => shared(1, n, 1000, (k) => insert(boss, name, k));
 
 // Jobs of the queue waiting to be taken, counted in the table (pg-boss's
 // queue statistics are a cached gauge).
@@ -95,17 +94,25 @@ async function timed(callers, body) {
   return (performance.now() - t0) / 1000;
 }
 
+// `callers` loops sharing `total` items, `per` at a time: `call(k)` for each
+// share of k; seconds taken.
+function shared(callers, total, per, call) {
+  let left = total;
+  return timed(callers, async () => {
+    if (left <= 0) return false;
+    const k = Math.min(per, left);
+    left -= k;
+    await call(k);
+    return true;
+  });
+}
+
 async function sendOne(boss, n, callers) {
   const name = newQueueName('send1');
   await boss.createQueue(name);
-  let left = n;
-  const s = await timed(callers, async () => {
-    if (left <= 0) return false;
-    left--;
-    await boss.send(name, payload);
-    return true;
-  });
-  check(await queued(boss, name) === n, `send-1: ${n} sent, ${await queued(boss, name)} queued`);
+  const s = await shared(callers, n, 1, () => boss.send(name, payload));
+  const q = await queued(boss, name);
+  check(q === n, `send-1: ${n} sent, ${q} queued`);
   await boss.deleteQueue(name);
   return n / s;
 }
@@ -113,15 +120,9 @@ async function sendOne(boss, n, callers) {
 async function sendBatch(boss, n, callers, per) {
   const name = newQueueName('sendbatch');
   await boss.createQueue(name);
-  let left = n;
-  const s = await timed(callers, async () => {
-    if (left <= 0) return false;
-    const k = Math.min(per, left);
-    left -= k;
-    await boss.insert(name, Array.from({ length: k }, () => ({ data: payload })));
-    return true;
-  });
-  check(await queued(boss, name) === n, `send-batch: ${n} sent, ${await queued(boss, name)} queued`);
+  const s = await shared(callers, n, per, (k) => insert(boss, name, k));
+  const q = await queued(boss, name);
+  check(q === n, `send-batch: ${n} sent, ${q} queued`);
   await boss.deleteQueue(name);
   return n / s;
 }
@@ -190,8 +191,8 @@ async function pairs(boss, producers, consumers, seconds) {
     ...Array.from({ length: consumers }, consume),
   ]);
   check(inWindow > 0, 'pairs: nothing completed');
-  check(completed + await queued(boss, name) === sent,
-    `pairs: ${sent} sent, ${completed} completed, ${await queued(boss, name)} still queued`);
+  const q = await queued(boss, name);
+  check(completed + q === sent, `pairs: ${sent} sent, ${completed} completed, ${q} still queued`);
   await boss.deleteQueue(name);
   return inWindow / seconds;
 }
@@ -208,13 +209,7 @@ async function publish(boss, n, callers, queues) {
     names.push(name);
   }
   const publishes = Math.ceil(n / queues);
-  let left = publishes;
-  const s = await timed(callers, async () => {
-    if (left <= 0) return false;
-    left--;
-    await boss.publish(event, payload);
-    return true;
-  });
+  const s = await shared(callers, publishes, 1, () => boss.publish(event, payload));
   for (const name of names) {
     const q = await queued(boss, name);
     check(q === publishes, `publish: ${publishes} published, ${q} in ${name}`);
