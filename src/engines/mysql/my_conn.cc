@@ -226,12 +226,20 @@ int MyConn::ReadResults(std::vector<Done>* done) {
   for (;;) {
     MYSQL_RES* res = mysql_store_result(conn_);
     std::optional<std::int64_t> value;
+    Rows rows;
     if (res != nullptr) {
       if (done != nullptr) {
-        MYSQL_ROW row = mysql_fetch_row(res);
-        if (row != nullptr && row[0] != nullptr) {
-          value = std::strtoll(row[0], nullptr, 10);
+        const unsigned int ncols = mysql_num_fields(res);
+        while (MYSQL_ROW row = mysql_fetch_row(res)) {
+          const unsigned long* lengths = mysql_fetch_lengths(res);
+          std::vector<Rows::Cell> cells(ncols);
+          for (unsigned int i = 0; i < ncols; ++i) {
+            cells[i].null = row[i] == nullptr;
+            if (!cells[i].null) cells[i].s.assign(row[i], lengths[i]);
+          }
+          rows.rows_.push_back(std::move(cells));
         }
+        if (rows.size() > 0 && !rows.IsNull(0, 0)) value = rows.Int(0, 0);
       }
       mysql_free_result(res);
     }
@@ -241,7 +249,8 @@ int MyConn::ReadResults(std::vector<Done>* done) {
                                        ? 0
                                        : static_cast<std::int64_t>(n),
                        .insert_id = mysql_insert_id(conn_),
-                       .value = value});
+                       .value = value,
+                       .rows = std::move(rows)});
     }
     const int more = mysql_next_result(conn_);
     if (more != 0) return more;

@@ -187,6 +187,8 @@ class MyConn : public core::TxConn {
     std::uint64_t insert_id = 0;
     // The first column of its first row, when it returned rows.
     std::optional<std::int64_t> value;
+    // Its rows, as text (Rows::Int reads them), when it returned any.
+    Rows rows;
   };
   // Runs `sql`, `count` statements that begin a transaction and commit it,
   // sent in one packet (CLIENT_MULTI_STATEMENTS): one round trip. The

@@ -161,6 +161,92 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
   return out;
 }
 
+Result<std::optional<core::Engine::ClaimCommitted>> MysqlEngine::ClaimAndCommit(
+    const core::ClaimParams& p, const core::AckManyParams& acks,
+    std::span<const int> gates) {
+  // A refused ack goes the general way whether it gates the claim or not.
+  (void)gates;
+  using Out = std::optional<ClaimCommitted>;
+  if (!claim_routine_ || clock_ || p.max > 1 || acks.receipts.size() > 1 ||
+      (p.max == 0 && acks.receipts.empty()) || p.groups != GroupMode::kNone ||
+      p.unique_for.count() > 0 || acks.archive || acks.unique_for.count() > 0) {
+    return Out();
+  }
+  if (!acks.receipts.empty()) {
+    std::lock_guard<std::mutex> lock(dependents_mu_);
+    if (dependents_.contains(p.queue_id)) return Out();
+  }
+  Out out;
+  Status s = pool_.RunWrite([&](MyConn& c) -> Status {
+    out.reset();
+    if (c.wsrep || !claim_routine_) return Status::Ok();
+    c.read_only = false;
+    // Integers formatted here, the worker's name in hex: nothing a caller
+    // wrote is read as SQL.
+    std::string call = fmt::format(
+        "CALL sqlq__claim_committed({}, {}, {}, {}, {}, ", p.queue_id,
+        c.counter_slot, p.max, p.lease.count(), TokenBits(p.token));
+    if (p.worker.empty()) {
+      call += "NULL";
+    } else {
+      call += "X'";
+      AppendHex(call, p.worker);
+      call += '\'';
+    }
+    if (acks.receipts.empty()) {
+      call += fmt::format(", {}, NULL, NULL, NULL)", p.max_attempts);
+    } else {
+      const core::Receipt& r = acks.receipts[0];
+      call += fmt::format(", {}, {}, {}, {})", p.max_attempts, r.id,
+                          TokenBits(r.token), r.attempt);
+    }
+    c.tx_open = true;
+    // Its answers: one row, then the CALL's own.
+    auto done = c.ExecCommit(call, 2, 0, p.max == 0 ? "ack" : "claim");
+    if (!done.ok()) {
+      if (RoutineGone(c, done.status(), claim_routine_)) return Status::Ok();
+      return done.status();
+    }
+    const Rows& rows = (*done)[0].rows;
+    if (rows.size() != 1) {
+      return Status::Internal("claim: the procedure gave no answer");
+    }
+    switch (rows.Int(0, 0)) {
+      case 0:
+        break;
+      case 2:
+        return core::QueueGone(p.queue_id);
+      case 3: {
+        std::lock_guard<std::mutex> lock(dependents_mu_);
+        dependents_.insert(p.queue_id);
+        return Status::Ok();
+      }
+      default:  // nothing done: the general way
+        return Status::Ok();
+    }
+    ClaimCommitted committed;
+    const std::int64_t acked = rows.Int(0, 2);
+    if (!acks.receipts.empty()) committed.acks.push_back(Status::Ok());
+    if (rows.Int(0, 3) == 1) {
+      ClaimedMessage m;
+      m.id = rows.Int(0, 4);
+      m.priority = static_cast<std::int32_t>(rows.Int(0, 5));
+      m.attempt = static_cast<int>(rows.Int(0, 6));
+      m.enqueued_at = FromUs(rows.Int(0, 7));
+      m.payload = rows.Bytes(0, 8);
+      m.lease_expires_at = FromUs(rows.Int(0, 1) + p.lease.count());
+      if (!rows.IsNull(0, 9)) m.headers = core::DecodeJob(rows.Bytes(0, 9), m);
+      if (!rows.IsNull(0, 10)) m.group = rows.Bytes(0, 10);
+      committed.outcome.messages.push_back(std::move(m));
+    }
+    own_bumps_ += WakeBumps({.acks = acked});  // the procedure's count
+    out = std::move(committed);
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
 namespace {
 
 // Moves the messages `ids`, locked by this transaction, to the dead

@@ -45,8 +45,11 @@
 #include <condition_variable>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <span>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "core/errors.h"
@@ -143,7 +146,7 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
       if (!conn.ok()) return conn.status();
       Status s = Migrate(**conn, create_if_missing);
       if (!s.ok()) return s;
-      return FindSendRoutine(**conn);
+      return FindRoutines(**conn);
     });
   }
 
@@ -212,6 +215,17 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   // one does it all in one statement.
   Result<core::ClaimOutcome> Claim(Conn& c,
                                    const core::ClaimParams& p) override;
+  // A claim of at most one message, after the ack of at most one receipt
+  // (a consumer's ack and claim next, or either alone), as one CALL of
+  // kClaimCommitted where the schema has it: one round trip, the
+  // statements run inside the server. Not for claims of more, groups,
+  // dedup windows, archives, a queue whose acks release dependents, a
+  // store with its own clock, or Galera (whose wait for the cluster goes
+  // with a BEGIN the client sends): those, and whatever the procedure
+  // hands back, go the general way.
+  Result<std::optional<ClaimCommitted>> ClaimAndCommit(
+      const core::ClaimParams& p, const core::AckManyParams& acks,
+      std::span<const int> gates) override;
 
   // Moves locked messages whose attempts ran out to the dead letters.
   Status BuryExhausted(MyConn& conn, const std::vector<std::int64_t>& ids,
@@ -353,15 +367,26 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   // serialise concurrent processes.
   Status Migrate(MyConn& conn, bool create);
 
-  // Whether the schema has the send's procedure (schema.h,
-  // kSendCommitted): a user without the CREATE ROUTINE privilege migrates
-  // without it.
-  Status FindSendRoutine(MyConn& conn);
+  // Whether the schema has the send's and the claim's procedures
+  // (schema.h, kSendCommitted and kClaimCommitted): a user without the
+  // CREATE ROUTINE privilege migrates without them.
+  Status FindRoutines(MyConn& conn);
+  // After a CALL of one of them failed: true when it was missing or the
+  // user may not run it (then `routine` is cleared and the caller goes
+  // the general way from now on), with the failed transaction rolled back.
+  bool RoutineGone(MyConn& c, const Status& failed, std::atomic<bool>& routine);
 
   const ConnParams params_;
   // SendAndCommit sends one message with a CALL of kSendCommitted (false
   // when it is missing or the user may not run it).
   std::atomic<bool> send_routine_{false};
+  // ClaimAndCommit claims with a CALL of kClaimCommitted (false when it is
+  // missing or the user may not run it).
+  std::atomic<bool> claim_routine_{false};
+  // Queues whose acks release dependents, as the claim's procedure found
+  // them: their acks go the general way.
+  std::mutex dependents_mu_;
+  std::unordered_set<std::int64_t> dependents_;  // guarded by dependents_mu_
   // The WakeBumps this store committed (Poller subtracts them).
   std::atomic<std::int64_t> own_bumps_{0};
   std::function<std::size_t()> waiting_;

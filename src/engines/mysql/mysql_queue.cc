@@ -214,6 +214,24 @@ void AppendLiterals(std::string& out, std::string_view payload,
 
 }  // namespace
 
+bool MysqlEngine::RoutineGone(MyConn& c, const Status& failed,
+                              std::atomic<bool>& routine) {
+  if (c.healthy() && !c.lost_at_begin) {
+    (void)c.Exec("ROLLBACK", "rollback");
+  }
+  // The user may not run it (the procedure was made by another), or it
+  // was dropped since the store opened.
+  const unsigned int err = c.last_errno();
+  if ((failed.code() != Code::kPermissionDenied &&
+       err != ER_PROCACCESS_DENIED_ERROR && err != ER_SP_DOES_NOT_EXIST) ||
+      !c.healthy()) {
+    return false;
+  }
+  routine = false;
+  c.tx_error.reset();
+  return true;
+}
+
 Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
     const core::SendParams& to, const MessagesFn& messages) {
   core::SendParams p = to;
@@ -289,23 +307,13 @@ Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
         out = {{.id = *(*done)[0].value}};
         return Status::Ok();
       }
-      if (c.healthy() && !c.lost_at_begin) {
-        (void)c.Exec("ROLLBACK", "rollback");
-      }
-      if (done.status().code() == Code::kNotFound) {
-        return core::QueueGone(p.queue_id);
-      }
-      // The user may not run it (the procedure was made by another), or
-      // it was dropped since the store opened: the packet below, from now
-      // on.
-      const unsigned int err = c.last_errno();
-      if ((done.status().code() != Code::kPermissionDenied &&
-           err != ER_PROCACCESS_DENIED_ERROR && err != ER_SP_DOES_NOT_EXIST) ||
-          !c.healthy()) {
+      // Missing, or not ours to run: the packet below, from now on.
+      if (!RoutineGone(c, done.status(), send_routine_)) {
+        if (done.status().code() == Code::kNotFound) {
+          return core::QueueGone(p.queue_id);
+        }
         return done.status();
       }
-      send_routine_ = false;
-      c.tx_error.reset();
     }
     const char* begin = BeginSql(c);
     const std::size_t begins = c.wsrep ? 3 : 1;

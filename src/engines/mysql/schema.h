@@ -70,6 +70,133 @@ BEGIN
   SELECT v_id;
 END)sql";
 
+// A claim of at most one message, after the ack of at most one receipt,
+// committed inside the server in one statement (MysqlEngine::
+// ClaimAndCommit): the five round trips of a claim (begin with the clock,
+// the candidates, their lock, the lease, the counters with COMMIT) and the
+// ack's three become one. It takes the usual case only; anything else
+// rolls back what it did and answers 1, and the caller goes the general
+// way, which says why: a receipt that acks nothing (stale or gone), a
+// queue whose acks release dependents (answer 3, remembered), a candidate
+// whose lease ran out or whose attempts are used up (the general way
+// records the expiry or buries it), or a queue so contended that eight
+// candidates in a row were taken by others. Answers 2 when the queue is
+// gone. Otherwise 0, the clock read, the receipts acked (0 or 1), the
+// messages leased (0 or 1) and that message: its id, priority, attempt,
+// enqueued time, payload, headers and group. The candidates are read and locked
+// as MysqlEngine::Claim does (docs/engines/mysql.md, "Claims").
+inline constexpr char kClaimCommitted[] = R"sql(
+CREATE PROCEDURE sqlq__claim_committed(
+  IN p_queue_id BIGINT, IN p_slot INT, IN p_max INT, IN p_lease_us BIGINT,
+  IN p_token BIGINT, IN p_worker VARBINARY(255), IN p_max_attempts INT,
+  IN p_ack_id BIGINT, IN p_ack_token BIGINT, IN p_ack_attempts INT)
+MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_now BIGINT;
+  DECLARE v_id BIGINT DEFAULT NULL;
+  DECLARE v_np BIGINT;
+  DECLARE v_ready BIGINT;
+  DECLARE v_token BIGINT;
+  DECLARE v_enqueued BIGINT;
+  DECLARE v_priority INT;
+  DECLARE v_attempts INT;
+  DECLARE v_payload LONGBLOB;
+  DECLARE v_headers LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_grp VARBINARY(255);
+  DECLARE v_dependents INT;
+  DECLARE v_acked INT DEFAULT 0;
+  DECLARE v_claimed INT DEFAULT 0;
+  DECLARE v_tries INT DEFAULT 0;
+  DECLARE v_none INT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_none = 1;
+  START TRANSACTION;
+  SET v_now = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED);
+  IF p_ack_id IS NOT NULL THEN
+    SELECT dependents INTO v_dependents FROM sqlq_queues
+      WHERE id = p_queue_id LOCK IN SHARE MODE;
+    IF v_none = 1 THEN
+      ROLLBACK;
+      SELECT 2;
+      LEAVE body;
+    END IF;
+    IF v_dependents <> 0 THEN
+      ROLLBACK;
+      SELECT 3;
+      LEAVE body;
+    END IF;
+    DELETE FROM sqlq_messages
+      WHERE id = p_ack_id AND queue_id = p_queue_id AND token = p_ack_token
+        AND attempts = p_ack_attempts;
+    SET v_acked = ROW_COUNT();
+    IF v_acked = 0 THEN
+      ROLLBACK;
+      SELECT 1;
+      LEAVE body;
+    END IF;
+  END IF;
+  IF p_max > 0 THEN
+    candidates: LOOP
+      SET v_none = 0;
+      IF v_id IS NULL THEN
+        SELECT id, npriority, ready_us INTO v_id, v_np, v_ready
+          FROM sqlq_messages FORCE INDEX (sqlq_messages_claim)
+          WHERE queue_id = p_queue_id AND ready_us <= v_now
+          ORDER BY npriority, ready_us, id LIMIT 1;
+      ELSE
+        SELECT id, npriority, ready_us INTO v_id, v_np, v_ready
+          FROM sqlq_messages FORCE INDEX (sqlq_messages_claim)
+          WHERE queue_id = p_queue_id AND ready_us <= v_now
+            AND (npriority > v_np OR (npriority = v_np AND
+                 (ready_us > v_ready OR (ready_us = v_ready AND id > v_id))))
+          ORDER BY npriority, ready_us, id LIMIT 1;
+      END IF;
+      IF v_none = 1 THEN
+        LEAVE candidates;
+      END IF;
+      SET v_tries = v_tries + 1;
+      SELECT priority, token, attempts, enqueued_us, payload, headers, grp
+        INTO v_priority, v_token, v_attempts, v_enqueued, v_payload,
+             v_headers, v_grp
+        FROM sqlq_messages FORCE INDEX (PRIMARY)
+        WHERE id = v_id AND queue_id = p_queue_id AND ready_us <= v_now
+        FOR UPDATE SKIP LOCKED;
+      IF v_none = 0 THEN
+        IF v_token <> 0 OR v_attempts >= p_max_attempts THEN
+          ROLLBACK;
+          SELECT 1;
+          LEAVE body;
+        END IF;
+        UPDATE sqlq_messages
+          SET token = p_token, attempts = attempts + 1,
+              ready_us = v_now + p_lease_us, worker = p_worker
+          WHERE id = v_id;
+        SET v_claimed = 1;
+        LEAVE candidates;
+      END IF;
+      IF v_tries = 8 THEN
+        ROLLBACK;
+        SELECT 1;
+        LEAVE body;
+      END IF;
+    END LOOP;
+  END IF;
+  IF v_acked + v_claimed = 0 THEN
+    IF NOT EXISTS (SELECT 1 FROM sqlq_queues WHERE id = p_queue_id) THEN
+      ROLLBACK;
+      SELECT 2;
+      LEAVE body;
+    END IF;
+  ELSE
+    INSERT INTO sqlq_counters (queue_id, slot, claims, acks)
+      VALUES (p_queue_id, p_slot, v_claimed, v_acked)
+      ON DUPLICATE KEY UPDATE claims = claims + v_claimed,
+                              acks = acks + v_acked;
+  END IF;
+  COMMIT;
+  SELECT 0, v_now, v_acked, v_claimed, v_id, v_priority, v_attempts + 1,
+         v_enqueued, v_payload, v_headers, v_grp;
+END)sql";
+
 // Version n is kMigrations[n - 1]: its statements, run in order.
 inline const std::vector<std::vector<const char*>> kMigrations = {
     // Version 1: work queues, rings and rotations.
@@ -492,13 +619,16 @@ CREATE TABLE IF NOT EXISTS sqlq_batches (
     kSqlApi21,
     // Version 22: the one-message send as a procedure (kSendCommitted).
     {"DROP PROCEDURE IF EXISTS sqlq__send_committed", kSendCommitted},
+    // Version 23: the claim of one message, after the ack of one receipt,
+    // as a procedure (kClaimCommitted).
+    {"DROP PROCEDURE IF EXISTS sqlq__claim_committed", kClaimCommitted},
 };
 
 // Whether version `v` installs procedures (the SQL-level API, the send's
-// procedure): a user that may not create (or replace) them skips it
-// (MysqlEngine::Migrate), and the store works on without them.
+// and the claim's procedures): a user that may not create (or replace) them
+// skips it (MysqlEngine::Migrate), and the store works on without them.
 inline constexpr bool InstallsRoutines(std::int64_t v) {
-  return v == 11 || v == 12 || v == 20 || v == 21 || v == 22;
+  return v == 11 || v == 12 || v == 20 || v == 21 || v == 22 || v == 23;
 }
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());

@@ -469,6 +469,142 @@ TEST_F(MysqlEngineTest, SendsGoOnWhenTheSendProcedureIsMissing) {
   EXPECT_EQ(st.sends, 3);
 }
 
+// A claim of one message, an ack, and an ack with the next claim are one
+// CALL each of the claim's procedure (schema.h, kClaimCommitted). What it
+// does not take (a receipt that acks nothing, a lease that ran out, used-up
+// attempts) it hands back undone, and the general way answers as it always
+// has: the errors, the history and the dead letters are the same.
+TEST_F(MysqlEngineTest, OneMessageClaimsAndAcksAreOneCallEach) {
+  ASSERT_TRUE(OpenStore());  // makes the schema
+  Raw raw(db_->url());
+  // A procedure of that name that counts its calls, then runs the real one.
+  std::string inner = engines::mysql::kClaimCommitted;
+  const std::string name = "sqlq__claim_committed(";
+  inner.replace(inner.find(name), name.size(), "sqlq_test_claim_inner(");
+  raw.Query("CREATE TABLE test_calls (n BIGINT AUTO_INCREMENT PRIMARY KEY)");
+  raw.Query(inner);
+  raw.Query("DROP PROCEDURE sqlq__claim_committed");
+  raw.Query(
+      "CREATE PROCEDURE sqlq__claim_committed(IN a BIGINT, IN b INT, IN c "
+      "INT, IN d BIGINT, IN e BIGINT, IN f VARBINARY(255), IN g INT, IN h "
+      "BIGINT, IN i BIGINT, IN j INT) MODIFIES SQL DATA BEGIN INSERT INTO "
+      "test_calls () VALUES (); CALL sqlq_test_claim_inner(a, b, c, d, e, f, "
+      "g, h, i, j); END");
+  auto calls = [&] {
+    return std::stoi(raw.Query("SELECT COUNT(*) FROM test_calls"));
+  };
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q,
+                       store->CreateQueue("calls", {.max_attempts = 2}));
+  std::string every_byte;
+  for (int b = 0; b < 256; ++b) every_byte += static_cast<char>(b);
+  const Headers headers = {{"name", "Ærøskøbing 'quoted' \\"}};
+  ASSERT_OK_AND_ASSIGN(SendResult a, q.Send({.payload = every_byte,
+                                             .priority = 5,
+                                             .headers = headers,
+                                             .group = "g'1"}));
+  ASSERT_OK_AND_ASSIGN(SendResult b, q.Send({.payload = "b"}));
+  ASSERT_OK_AND_ASSIGN(SendResult c, q.Send({.payload = "c"}));
+  const int before = calls();
+
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.worker = "w'1"}));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].id, a.id);
+  EXPECT_EQ(got[0].payload, every_byte);
+  EXPECT_EQ(got[0].headers, headers);
+  EXPECT_EQ(got[0].group, "g'1");
+  EXPECT_EQ(got[0].priority, 5);
+  EXPECT_EQ(got[0].attempt, 1);
+  EXPECT_EQ(calls(), before + 1);
+  ASSERT_OK_AND_ASSIGN(MessageInfo leased, q.Get(a.id));
+  EXPECT_EQ(leased.worker, "w'1");
+
+  ASSERT_OK_AND_ASSIGN(auto next, q.AckAndClaim(got[0].receipt));
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].id, b.id);
+  EXPECT_EQ(calls(), before + 2);
+  ASSERT_OK(q.Ack(next[0].receipt));
+  EXPECT_EQ(calls(), before + 3);
+  // Acked already: the procedure hands it back, the general way says why.
+  EXPECT_CODE(q.Ack(next[0].receipt), Code::kNotFound);
+  EXPECT_EQ(calls(), before + 4);
+  EXPECT_CODE(q.AckAndClaim(next[0].receipt), Code::kNotFound);
+  EXPECT_EQ(calls(), before + 5);
+
+  // A lease that runs out: the next claim goes the general way, which
+  // writes the expiry into the history; the old receipt is stale.
+  ASSERT_OK_AND_ASSIGN(auto first, q.Claim({.lease = milliseconds(1)}));
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].id, c.id);
+  auto claim_again = [&](std::chrono::milliseconds lease) {
+    const auto deadline = SteadyClock::now() + seconds(10);
+    std::vector<ClaimedMessage> again;
+    while (again.empty() && SteadyClock::now() < deadline) {
+      auto r = q.Claim({.lease = lease});
+      if (!r.ok()) break;
+      again = std::move(*r);
+    }
+    return again;
+  };
+  auto second = claim_again(milliseconds(1));
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].id, c.id);
+  EXPECT_EQ(second[0].attempt, 2);
+  ASSERT_OK_AND_ASSIGN(MessageInfo info, q.Get(c.id));
+  ASSERT_EQ(info.errors.size(), 1u);
+  EXPECT_EQ(info.errors[0].error, "lease expired");
+  EXPECT_CODE(q.Ack(first[0].receipt), Code::kFailedPrecondition);
+  // Its attempts used up once this lease runs out too: buried.
+  const auto deadline = SteadyClock::now() + seconds(10);
+  std::vector<DeadLetter> dead;
+  while (dead.empty() && SteadyClock::now() < deadline) {
+    ASSERT_OK_AND_ASSIGN(auto none, q.Claim());
+    EXPECT_TRUE(none.empty());
+    ASSERT_OK_AND_ASSIGN(dead, q.ListDead());
+  }
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].id, c.id);
+
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.sends, 3);
+  EXPECT_EQ(st.acks, 2);
+  EXPECT_EQ(st.claims, 4);
+  EXPECT_EQ(st.dead_lettered, 1);
+  EXPECT_EQ(st.ready + st.leased, 0);
+  ASSERT_OK(store->DropQueue("calls"));
+  EXPECT_CODE(q.Claim(), Code::kNotFound);
+}
+
+// And without it (a user without CREATE ROUTINE migrated the schema, or an
+// administrator dropped it while the store was open), claims and acks go
+// on the general way.
+TEST_F(MysqlEngineTest, ClaimsGoOnWhenTheClaimProcedureIsMissing) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("routine", {}));
+  for (const char* p : {"one", "two", "three"}) {
+    ASSERT_OK(q.Send({.payload = p}).status());
+  }
+  ASSERT_OK_AND_ASSIGN(auto one, q.Claim());
+  ASSERT_EQ(one.size(), 1u);
+  Raw raw(db_->url());
+  raw.Query("DROP PROCEDURE sqlq__claim_committed");
+  ASSERT_OK_AND_ASSIGN(auto two, q.AckAndClaim(one[0].receipt));
+  ASSERT_EQ(two.size(), 1u);
+  EXPECT_EQ(two[0].payload, "two");
+  auto second = OpenStore();
+  ASSERT_TRUE(second);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q2, second->Queue("routine"));
+  ASSERT_OK_AND_ASSIGN(auto three, q2.AckAndClaim(two[0].receipt));
+  ASSERT_EQ(three.size(), 1u);
+  EXPECT_EQ(three[0].payload, "three");
+  ASSERT_OK(q2.Ack(three[0].receipt));
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.acks, 3);
+  EXPECT_EQ(st.ready + st.leased, 0);
+}
+
 // The send's one packet carries its BEGIN: a pooled connection the server
 // closed while it sat idle must be found out before the packet goes, not
 // answered as a send whose outcome is unknown.
