@@ -709,6 +709,21 @@ void Session<Stream>::Watch() {
                           [self = Self()](beast::error_code ec, std::size_t n) {
                             self->watching_ = false;
                             if (!ec) self->buffer_.commit(n);
+                            if (ec == asio::error::eof) {
+                              // The client closed its side only (a worker
+                              // that stops): the claim ends now, and its
+                              // reply goes out all the same, with whatever
+                              // it had claimed, so that nothing stays
+                              // leased to a client that never saw it. The
+                              // connection closes after it.
+                              if (self->resume_after_watch_) {
+                                return self->Close();  // it went out
+                              }
+                              self->keep_alive_ = false;
+                              if (auto parked = self->parked_.lock())
+                                parked->PostStop();
+                              return;
+                            }
                             if (ec && ec != asio::error::operation_aborted) {
                               // The client went away: release its claim,
                               // unanswered.

@@ -207,6 +207,66 @@ TEST_F(LongPoll, ClaimOfAClientThatWentAwayIsReleasedAndTakesNoMessage) {
   EXPECT_EQ(r.json["messages"][0]["payload"], "for the living");
 }
 
+// A client that closes its side only (a worker that stops, cutting its
+// long poll short) gets its claim's answer at once, and then the
+// connection closes.
+TEST_F(LongPoll, AClientThatClosesItsSideGetsTheAnswerAtOnce) {
+  RawConn conn(port());
+  ASSERT_TRUE(conn.Write(ClaimRequest(30000)));
+  ASSERT_TRUE(WaitingIs(1));
+  const auto cut = std::chrono::steady_clock::now();
+  ASSERT_EQ(::shutdown(conn.fd(), SHUT_WR), 0);
+  std::string r = conn.ReadResponse();
+  EXPECT_EQ(StatusOf(r), 200) << r;
+  EXPECT_EQ(BodyOf(r)["messages"], Json::array());
+  EXPECT_LT(std::chrono::steady_clock::now() - cut, std::chrono::seconds(10));
+  EXPECT_NE(r.find("Connection: close"), std::string::npos) << r;
+  ASSERT_TRUE(WaitingIs(0));
+}
+
+// Regression: a client that cut its claim short as the server claimed a
+// message for it lost the answer, and the message stayed leased to no one
+// until its lease ran out (with max_attempts 1, a dead letter). Cut now by
+// closing its side, the claim is answered with what it took: each time,
+// the message is either in the answer or still ready.
+TEST_F(LongPoll, AClaimCutShortAsItTakesAMessageAnswersWithIt) {
+  int answered = 0, left = 0;
+  for (int i = 0; i < 30; ++i) {
+    RawConn conn(port());
+    ASSERT_TRUE(conn.Write(ClaimRequest(30000)));
+    ASSERT_TRUE(WaitingIs(1));
+    // The send wakes the parked claim; the cut comes as it claims.
+    ASSERT_EQ(c().Post("/v1/queues/jobs/messages",
+                       {{"messages", {{{"payload", "m" + std::to_string(i)}}}}})
+                  .status,
+              200);
+    ASSERT_EQ(::shutdown(conn.fd(), SHUT_WR), 0);
+    std::string r = conn.ReadResponse();
+    ASSERT_EQ(StatusOf(r), 200) << r;
+    const Json got = BodyOf(r)["messages"];
+    if (got.size() == 1) {
+      ++answered;
+      const std::string receipt = got[0]["receipt"];
+      ASSERT_EQ(c().Post("/v1/queues/jobs/ack", {{"receipt", receipt}}).status,
+                200);
+    } else {
+      ++left;
+      auto stats = c().Get("/v1/queues/jobs").json["stats"];
+      ASSERT_EQ(stats["leased"], 0) << stats;
+      auto taken = c().Post("/v1/queues/jobs/claim", Json::object());
+      ASSERT_EQ(taken.json["messages"].size(), 1u) << taken.body;
+      ASSERT_EQ(c().Post("/v1/queues/jobs/ack",
+                         {{"receipt", taken.json["messages"][0]["receipt"]}})
+                    .status,
+                200);
+    }
+  }
+  EXPECT_EQ(answered + left, 30);
+  auto stats = c().Get("/v1/queues/jobs").json["stats"];
+  EXPECT_EQ(stats["ready"], 0) << stats;
+  EXPECT_EQ(stats["leased"], 0) << stats;
+}
+
 TEST_F(LongPoll, KeepAliveConnectionGoesOnAfterAParkedClaimIsAnswered) {
   RawConn conn(port());
   ASSERT_TRUE(conn.Write(ClaimRequest(30000)));
