@@ -264,6 +264,10 @@ export interface ClaimOptions {
   worker?: string;
   /** A receipt to ack in the claim's transaction. */
   ack?: string;
+  /** Ends a waiting claim early. Once the request went out the claim is
+   * still answered, with the messages the server took for it, if any
+   * (the caller's to work or give back); before that, it fails with the
+   * code "aborted". */
   signal?: AbortSignal;
 }
 export interface ClaimResult extends Array<Message> {

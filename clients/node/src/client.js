@@ -358,11 +358,15 @@ export class Queue {
 
   // claim({max, leaseMs, waitMs, worker, ack, signal}) → [Message], with
   // `limitedBy`, `retryAfterMs`, `limited`, `paused` and `groupsBusy` set
-  // when the server said so.
+  // when the server said so. `signal` ends a waiting claim early: once the
+  // request went out, the claim is still answered, with the messages the
+  // server took for it, if any (they are the caller's to work or give
+  // back), else none.
   async claim({ max, leaseMs, waitMs, worker, ack, signal } = {}) {
     const body = toWire({ max, leaseMs, waitMs, worker, ack });
     const r = await this.client._post(this.path + "/claim", body, {
       signal,
+      halfClose: true,
       timeoutMs: (waitMs ?? 0) + this.client.http.timeoutMs,
     });
     const out = r.messages.map((m) => new Message(this, m));

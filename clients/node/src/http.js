@@ -43,6 +43,10 @@ export function backoffMs(attempt, baseMs = 100, maxMs = 5000) {
   return cap / 2 + Math.random() * (cap / 2);
 }
 
+// How long a server has to answer a request whose sending side an abort
+// closed (Transport.once, halfClose) before the connection is cut.
+const ABORT_GRACE_MS = 2000;
+
 // Errors of connecting, before any byte of the request went out.
 const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH",
                           "ENETUNREACH", "EADDRNOTAVAIL"]);
@@ -71,9 +75,17 @@ export class Transport {
   }
 
   // One round trip. `opts.timeoutMs` bounds the whole exchange; `signal`
-  // aborts it. Resolves with {status, body, headers}.
-  once(method, path, { body, timeoutMs, signal } = {}) {
+  // aborts it. Resolves with {status, body, headers}. With `halfClose`, an
+  // abort that comes once the request went out whole closes only the
+  // sending side and the reply is read as usual: the server ends a waiting
+  // claim at once and answers with what it took, so that a message it was
+  // claiming as the abort came is not left leased to no one. A server
+  // that does not answer within ABORT_GRACE_MS even so is cut off.
+  once(method, path, { body, timeoutMs, signal, halfClose = false } = {}) {
     return new Promise((resolve, reject) => {
+      if (signal?.aborted) {
+        return reject(new SqlqError("aborted", `${method} ${path}: aborted`, 0));
+      }
       const data = body === undefined ? null : Buffer.from(JSON.stringify(body));
       const headers = { accept: "application/json" };
       if (data) {
@@ -90,7 +102,6 @@ export class Transport {
         path: this.base + path,
         headers,
         agent: this.agent,
-        signal,
       });
       const limit = timeoutMs ?? this.timeoutMs;
       const timer = setTimeout(() => {
@@ -98,10 +109,30 @@ export class Transport {
         e.code = "ETIMEDOUT";
         req.destroy(e);
       }, limit);
-      const fail = (err) => {
-        if (settled) return;
+      let grace = null;
+      const onAbort = () => {
+        const cut = () => {
+          const e = new Error("aborted");
+          e.code = "ABORT_ERR";
+          req.destroy(e);
+        };
+        if (halfClose && req.writableFinished && req.socket && !req.socket.destroyed) {
+          req.socket.end();
+          grace = setTimeout(cut, ABORT_GRACE_MS);
+        } else {
+          cut();
+        }
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const settle = () => {
         settled = true;
         clearTimeout(timer);
+        clearTimeout(grace);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      const fail = (err) => {
+        if (settled) return;
+        settle();
         const text = `${method} ${path}: ${err.message || err.code || "connection failed"}`;
         if (signal?.aborted) {
           return reject(new SqlqError("aborted", text, 0, { cause: err }));
@@ -120,8 +151,7 @@ export class Transport {
         res.on("aborted", () => fail(new Error("reply cut short")));
         res.on("end", () => {
           if (settled) return;
-          settled = true;
-          clearTimeout(timer);
+          settle();
           const text = Buffer.concat(chunks).toString("utf8");
           let parsed = null;
           if (text) {
@@ -142,13 +172,13 @@ export class Transport {
   // At most `retries` times, and none that would start more than
   // `retryForMs` after the first try: the default outlasts a database
   // failover (10 to 15 s) or a server restart.
-  async call(method, path, { body, timeoutMs, signal, idempotent = false,
+  async call(method, path, { body, timeoutMs, signal, halfClose, idempotent = false,
                              retries = this.retries } = {}) {
     const deadline = Date.now() + this.retryForMs;
     for (let attempt = 0; ; attempt++) {
       let err;
       try {
-        const r = await this.once(method, path, { body, timeoutMs, signal });
+        const r = await this.once(method, path, { body, timeoutMs, signal, halfClose });
         if (r.status >= 200 && r.status < 300) return r.body;
         err = toError(method, path, r);
       } catch (e) {

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import {
   Client, SqlqError, NotFound, AlreadyExists, BadRequest, Unauthorized, ConnectionFailed,
 } from "../index.js";
-import { startServer, useServer, server, client } from "./server.mjs";
+import { startServer, useServer, server, client, waitFor } from "./server.mjs";
 
 useServer((url) => new Client(url));
 
@@ -88,6 +88,46 @@ test("send with priority, delay, headers, dedup, group; claim, ack, nack, extend
   const next = await q.claim({ ack: woke[0].receipt });
   assert.equal(next[0].payload, "next");
   await next[0].ack();
+});
+
+// Regression: a claim aborted as the server was taking a message for it
+// lost the answer, and the message stayed leased to no one until its
+// lease ran out (with maxAttempts 1, a dead letter). Now the claim is
+// still answered: each time, the message is in its answer or still ready.
+test("a waiting claim cut short by its signal answers with what the server took", async () => {
+  const q = client.queue("cut-claims");
+  await q.create({ maxAttempts: 1 });
+  const waiting = async () => Number(/^sqlq_server_waiting_consumers (\d+)/m.exec(await client.metrics())?.[1]);
+  let answered = 0;
+  for (let i = 0; i < 20; i++) {
+    const ctl = new AbortController();
+    const claim = q.claim({ waitMs: 30000, signal: ctl.signal });
+    await waitFor("the claim to wait", async () => (await waiting()) === 1);
+    await q.send(`m${i}`);
+    ctl.abort();
+    const got = await claim;
+    if (got.length === 1) {
+      answered++;
+      assert.equal(got[0].payload, `m${i}`);
+      await got[0].ack();
+    } else {
+      const { stats } = await q.stats();
+      assert.equal(stats.leased, 0, JSON.stringify(stats));
+      const [m] = await q.claim();
+      assert.equal(m.payload, `m${i}`);
+      await m.ack();
+    }
+  }
+  const { stats } = await q.stats();
+  assert.equal(stats.acks, 20, JSON.stringify(stats));
+  assert.equal(stats.ready + stats.leased, 0, JSON.stringify(stats));
+  assert.equal((await q.dead()).length, 0);
+  // Aborted before it went out: refused at once, nothing claimed.
+  const early = new AbortController();
+  early.abort();
+  await assert.rejects(q.claim({ waitMs: 30000, signal: early.signal }),
+                       (e) => e instanceof SqlqError && e.code === "aborted");
+  await q.drop();
 });
 
 test("messages: by id, listing, count, changes, bulk", async () => {
