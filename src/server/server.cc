@@ -705,50 +705,50 @@ template <class Stream>
 void Session<Stream>::Watch() {
   watching_ = true;
   lowest().expires_never();
-  stream_.async_read_some(buffer_.prepare(4096),
-                          [self = Self()](beast::error_code ec, std::size_t n) {
-                            self->watching_ = false;
-                            if (!ec) self->buffer_.commit(n);
-                            if (ec == asio::error::eof) {
-                              // The client closed its side only (a worker
-                              // that stops): the claim ends now, and its
-                              // reply goes out all the same, with whatever
-                              // it had claimed, so that nothing stays
-                              // leased to a client that never saw it. The
-                              // connection closes after it.
-                              if (self->resume_after_watch_) {
-                                return self->Close();  // it went out
-                              }
-                              self->keep_alive_ = false;
-                              if (auto parked = self->parked_.lock())
-                                parked->PostStop();
-                              return;
-                            }
-                            if (ec && ec != asio::error::operation_aborted) {
-                              // The client went away: release its claim,
-                              // unanswered.
-                              if (auto parked = self->parked_.lock())
-                                parked->PostStop();
-                              return self->Close();
-                            }
-                            if (self->resume_after_watch_) {
-                              self->resume_after_watch_ = false;
-                              return self->ReadIdle();
-                            }
-                            if (ec || self->closed_) return;
-                            // Bytes of pipelined requests came: kept, to be
-                            // read in order once the claim is answered. Keep
-                            // watching, so that a client that goes away after
-                            // them is still noticed. Past a bound, the claim is
-                            // answered now (as if its wait ran out) rather than
-                            // buffer more.
-                            if (self->buffer_.size() > kMaxPipelinedBytes) {
-                              if (auto parked = self->parked_.lock())
-                                parked->PostStop();
-                              return;
-                            }
-                            self->Watch();
-                          });
+  stream_.async_read_some(
+      buffer_.prepare(4096),
+      [self = Self()](beast::error_code ec, std::size_t n) {
+        self->watching_ = false;
+        if (!ec) self->buffer_.commit(n);
+        if (ec == asio::error::eof || ec == ssl::error::stream_truncated) {
+          // The client closed its side only (a worker
+          // that stops; over TLS, its FIN may come
+          // without a close_notify): the claim ends
+          // now, and its
+          // reply goes out all the same, with whatever
+          // it had claimed, so that nothing stays
+          // leased to a client that never saw it. The
+          // connection closes after it.
+          if (self->resume_after_watch_) {
+            return self->Close();  // it went out
+          }
+          self->keep_alive_ = false;
+          if (auto parked = self->parked_.lock()) parked->PostStop();
+          return;
+        }
+        if (ec && ec != asio::error::operation_aborted) {
+          // The client went away: release its claim,
+          // unanswered.
+          if (auto parked = self->parked_.lock()) parked->PostStop();
+          return self->Close();
+        }
+        if (self->resume_after_watch_) {
+          self->resume_after_watch_ = false;
+          return self->ReadIdle();
+        }
+        if (ec || self->closed_) return;
+        // Bytes of pipelined requests came: kept, to be
+        // read in order once the claim is answered. Keep
+        // watching, so that a client that goes away after
+        // them is still noticed. Past a bound, the claim is
+        // answered now (as if its wait ran out) rather than
+        // buffer more.
+        if (self->buffer_.size() > kMaxPipelinedBytes) {
+          if (auto parked = self->parked_.lock()) parked->PostStop();
+          return;
+        }
+        self->Watch();
+      });
 }
 
 template <class Stream>

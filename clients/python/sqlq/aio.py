@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import inspect
 import os
 import select
@@ -26,8 +27,8 @@ import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
 from . import tracing
-from .client import (_MAX_IDLE_S, ClaimResult, Json, Message, Queue as _Queue,
-                     _ClientBase, _Sleep)
+from .client import (_ABORT_GRACE_S, _MAX_IDLE_S, ClaimResult, Json, Message,
+                     Queue as _Queue, _ClientBase, _Sleep)
 from .client import Ring, Rotation, Schedule, SendResult, Topic  # noqa: F401
 from .errors import (ConnectionFailed, NotFound, SqlqError, StaleReceipt)
 from .worker import (_TRANSIENT, Decision, Plan, _WorkerBase, decide,
@@ -101,6 +102,11 @@ async def _read_reply(reader: asyncio.StreamReader
     return status, rh, body, keep
 
 
+# Set while a request that waits (a long-poll claim) runs in this task.
+_LONG_POLL: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "sqlq_long_poll", default=False)
+
+
 class Client(_ClientBase):
     """A client of one `sqlq serve` for asyncio: the settings and
     operations of sqlq.Client, each operation a coroutine. Requests run
@@ -110,6 +116,7 @@ class Client(_ClientBase):
     def _init_io(self) -> None:
         self._idle: list[_Conn] = []
         self._conns: set[_Conn] = set()
+        self._polls: set[_Conn] = set()  # sent long polls, not yet answered
         h = self._host
         host = f"[{h}]" if ":" in h else h
         default = 443 if self._scheme == "https" else 80
@@ -177,6 +184,8 @@ class Client(_ClientBase):
                 conn.writer.write(("\r\n".join(lines) + "\r\n\r\n")
                                   .encode("latin-1") + (body or b""))
                 await conn.writer.drain()
+                if _LONG_POLL.get():
+                    self._polls.add(conn)
                 status, rh, data, keep = await _read_reply(conn.reader)
         except (OSError, EOFError, asyncio.IncompleteReadError,
                 asyncio.LimitOverrunError, ValueError) as e:
@@ -191,6 +200,9 @@ class Client(_ClientBase):
             if conn is not None:
                 self._drop(conn)
             raise
+        finally:
+            if conn is not None:
+                self._polls.discard(conn)
         if keep:
             conn.last_used = time.monotonic()
             self._idle.append(conn)
@@ -198,12 +210,25 @@ class Client(_ClientBase):
             self._drop(conn)
         return status, rh, data
 
+    def _abort_polls(self) -> None:
+        """Cuts the long polls sent and not yet answered short, as the sync
+        client's abort does: only the sending side is closed, so that the
+        server ends each waiting claim at once and still answers it, with
+        a message it was taking for it as the cut came (where the transport
+        cannot close one side, TLS, the connection is closed)."""
+        for c in list(self._polls):
+            if c.writer.can_write_eof():
+                c.writer.write_eof()
+            else:
+                c.close()
+
     async def request(self, method: str, path: str, body: Optional[Json] = None,
                       query: Optional[Any] = None, *,
                       idempotent: Optional[bool] = None, wait_s: float = 0.0,
                       retries: Optional[int] = None, raw: bool = False) -> Json:
         """sqlq.Client.request, awaited: the same encoding, retries and
         errors."""
+        _LONG_POLL.set(wait_s > 0)
         plan = self._plan(method, path, body, query, idempotent, wait_s,
                           retries, raw)
         step = next(plan)
@@ -342,8 +367,15 @@ class Worker(_WorkerBase):
         before their messages are released. Returns at once (see join)."""
         self._stopping.set()
         self._changed.set()
-        for t in list(self._claims):
-            t.cancel()  # a waiting claim is cut short
+        # A waiting claim is cut short; its answer, with any message the
+        # server was taking for it, is still read (and the message worked
+        # or given back as any claimed as the worker stops). A claim not
+        # answered within the grace is cancelled.
+        self.client._abort_polls()
+        claims = list(self._claims)
+        if claims:
+            asyncio.get_running_loop().call_later(
+                _ABORT_GRACE_S, lambda: [t.cancel() for t in claims])
 
     async def join(self) -> None:
         """Waits until the worker has stopped."""

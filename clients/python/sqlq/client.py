@@ -111,6 +111,19 @@ def backoff_delay(attempt: int, base: float, cap: float) -> float:
     return max(0.001, random.uniform(0, min(cap, base * (2 ** min(attempt, 30)))))
 
 
+# How long a server has to answer a long poll whose sending side an abort
+# closed (_Connection.abort) before the connection is cut.
+_ABORT_GRACE_S = 2.0
+
+
+def _shut(sock: socket.socket) -> None:
+    """Closes both sides of `sock` (nothing when it is closed already)."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
 class _Connection:
     """One kept-alive HTTP connection, used by one thread at a time."""
 
@@ -150,14 +163,22 @@ class _Connection:
                 self.conn = None
 
     def abort(self) -> None:
-        """Cuts a long poll short from another thread (the server then
-        gives the waiting claim no message)."""
+        """Cuts a long poll short from another thread. Only the sending
+        side is closed: the server ends the waiting claim at once and still
+        answers it, with a message it was taking for it as the cut came
+        (read as any reply, so that the message is not left leased to no
+        one); a server that does not answer within _ABORT_GRACE_S is cut
+        off."""
         with self.lock:
             if self.conn is not None and self.conn.sock is not None:
+                sock = self.conn.sock
                 try:
-                    self.conn.sock.shutdown(socket.SHUT_RDWR)
+                    sock.shutdown(socket.SHUT_WR)
                 except OSError:
-                    pass
+                    return
+                cut = threading.Timer(_ABORT_GRACE_S, _shut, args=(sock,))
+                cut.daemon = True
+                cut.start()
 
     def exchange(self, method: str, target: str, body: Optional[bytes],
                  headers: dict[str, str], timeout: float

@@ -10,6 +10,7 @@ import collections
 import datetime
 import logging
 import os
+import re
 import socket
 import sys
 import time
@@ -89,6 +90,38 @@ class AioClientTest(AioCase):
             await q.stats()
         self.assertEqual((cm.exception.status, cm.exception.code),
                          (404, "not_found"))
+
+    async def test_a_cut_long_poll_answers_with_what_the_server_took(
+            self) -> None:
+        # As test_worker.CutClaimTest: a long poll cut short (a worker's
+        # stop) as the server took a message for it is still answered.
+        q = self.client.queue("cut")
+        await q.create(max_attempts=1)
+
+        async def waiting() -> int:
+            text = await self.client.metrics()
+            m = re.search(r"^sqlq_server_waiting_consumers (\d+)", text, re.M)
+            return int(m.group(1)) if m else -1
+
+        for i in range(10):
+            claim = asyncio.ensure_future(q.claim(1, wait_ms=30000))
+            deadline = time.monotonic() + 20
+            while await waiting() != 1:
+                self.assertLess(time.monotonic(), deadline, "never waited")
+                await asyncio.sleep(0.01)
+            await q.send(f"m{i}")
+            self.client._abort_polls()
+            got = await asyncio.wait_for(claim, 10)
+            if got:
+                self.assertEqual(got[0].payload, f"m{i}")
+                await got[0].ack()
+            else:
+                self.assertEqual((await self.stats("cut"))["leased"], 0)
+                (m,) = await q.claim(1)
+                await m.ack()
+        st = await self.stats("cut")
+        self.assertEqual((st["acks"], st["ready"] + st["leased"]), (10, 0), st)
+        self.assertEqual(await q.dead(), [])
 
     async def test_send_claim_ack_nack_extend(self) -> None:
         q = self.client.queue("msgs")

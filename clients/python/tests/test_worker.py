@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -267,6 +268,48 @@ class WorkerTest(WorkerProcessTests, ServerCase):
         self.assertLessEqual(st["expirations"], 2)
         w.stop()
         self.assertTrue(w.join(30))
+
+
+class CutClaimTest(ServerCase):
+    """Regression: a long poll cut short (a worker's stop) as the server was
+    taking a message for it lost the answer, and the message stayed leased
+    to no one until its lease ran out (with max_attempts 1, a dead letter).
+    Cut now by closing the sending side only, the claim is still answered:
+    each time, the message is in its answer or still ready."""
+
+    def waiting(self) -> int:
+        m = re.search(r"^sqlq_server_waiting_consumers (\d+)",
+                      self.client.metrics(), re.M)
+        return int(m.group(1)) if m else -1
+
+    def test_a_cut_claim_answers_with_what_the_server_took(self) -> None:
+        q = self.client.queue("cut")
+        q.create(max_attempts=1)
+        poller = self.client.clone()  # its own connections, as a worker's
+        self.addCleanup(poller.close)
+        for i in range(15):
+            got: list = []
+            t = threading.Thread(target=lambda: got.append(
+                poller.queue("cut").claim(1, wait_ms=30000)))
+            t.start()
+            wait_for(lambda: self.waiting() == 1, what="the claim to wait")
+            q.send(f"m{i}")
+            poller._abort_polls()
+            t.join(10)
+            self.assertFalse(t.is_alive())
+            self.assertEqual(len(got), 1, "the cut claim raised")
+            if got[0]:
+                self.assertEqual(got[0][0].payload, f"m{i}")
+                got[0][0].ack()
+            else:
+                self.assertEqual(self.stats("cut")["leased"], 0)
+                (m,) = q.claim(1)
+                self.assertEqual(m.payload, f"m{i}")
+                m.ack()
+        st = self.stats("cut")
+        self.assertEqual(st["acks"], 15, st)
+        self.assertEqual(st["ready"] + st["leased"], 0, st)
+        self.assertEqual(q.dead(), [])
 
 
 class WorkerLogTest(unittest.TestCase):
