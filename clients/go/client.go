@@ -183,6 +183,9 @@ type call struct {
 	wait       time.Duration // a long poll's wait, added to the timeout
 	noRetry    bool          // sent once, whatever the client's retries
 	raw        bool          // the reply is text (metrics), not JSON
+	// When the caller's context ends once the request went out, close the
+	// sending side only and read the reply (a long-poll claim: see once).
+	halfClose bool
 }
 
 // do sends a call, retrying what is safe, and decodes the reply's JSON into
@@ -211,7 +214,7 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 	}
 	deadline := time.Now().Add(c.retryFor)
 	for attempt := 0; ; attempt++ {
-		status, header, reply, err := c.once(ctx, cl.method, target, data, c.timeout+cl.wait)
+		status, header, reply, err := c.once(ctx, cl.method, target, data, c.timeout+cl.wait, cl.halfClose)
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) {
@@ -257,17 +260,57 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 	}
 }
 
+// How long a server has to answer a request whose sending side was closed
+// (once, halfClose) before the connection is cut.
+const abortGrace = 2 * time.Second
+
 // once is one round trip. A failure without a reply is an *Error of kind
 // ErrConnectionFailed, unless ctx ended (then ctx's error, wrapped).
-func (c *Client) once(ctx context.Context, method, target string, data []byte, timeout time.Duration) (int, http.Header, []byte, error) {
-	actx, cancel := context.WithTimeout(ctx, timeout)
+//
+// With halfClose, the request does not end with ctx: when ctx ends once
+// the request went out whole, only the connection's sending side is
+// closed and the reply is read as usual. The server then ends a waiting
+// claim at once and answers with what it took, so that a message it was
+// claiming as ctx ended is not left leased to no one. A server that does
+// not answer within abortGrace is cut off.
+func (c *Client) once(ctx context.Context, method, target string, data []byte, timeout time.Duration, halfClose bool) (int, http.Header, []byte, error) {
+	base := ctx
+	if halfClose {
+		base = valuesOnly{ctx}
+	}
+	actx, cancel := context.WithTimeout(base, timeout)
 	defer cancel()
 	// From the moment the request's headers are written the server may
 	// have seen it.
-	var sent atomic.Bool
+	var sent, wrote atomic.Bool
+	var conn atomic.Value // net.Conn
 	actx = httptrace.WithClientTrace(actx, &httptrace.ClientTrace{
+		GotConn:      func(info httptrace.GotConnInfo) { conn.Store(info.Conn) },
 		WroteHeaders: func() { sent.Store(true) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
 	})
+	if halfClose {
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+			}
+			if cw, ok := conn.Load().(interface{ CloseWrite() error }); ok && wrote.Load() &&
+				cw.CloseWrite() == nil {
+				t := time.NewTimer(abortGrace)
+				defer t.Stop()
+				select {
+				case <-done:
+					return
+				case <-t.C:
+				}
+			}
+			cancel()
+		}()
+	}
 	var body io.Reader
 	if data != nil {
 		body = bytes.NewReader(data)
@@ -303,6 +346,9 @@ func (c *Client) once(ctx context.Context, method, target string, data []byte, t
 		}
 		return 0, nil, nil, &Error{Kind: ErrConnectionFailed, Code: "connection_failed",
 			Message: what + ": " + msg, Sent: s, Err: err}
+	}
+	if halfClose && ctx.Err() != nil {
+		return fail(ctx.Err()) // ended before anything went out
 	}
 	resp, err := c.httpClient.Do(req)
 	if err != nil {

@@ -4,10 +4,13 @@ package sqlq_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -264,6 +267,74 @@ func TestClientLongPollWaitsForASend(t *testing.T) {
 	}
 	if r := must[*sqlq.ClaimResult](t)(q.Claim(bg(), sqlq.ClaimOptions{Wait: 50 * time.Millisecond})); len(r.Messages) != 0 {
 		t.Fatalf("claimed %+v", r.Messages)
+	}
+}
+
+// Regression: a waiting claim whose context ended as the server took a
+// message for it lost the answer, and the message stayed leased to no one
+// until its lease ran out (with max_attempts 1, a dead letter). Now the
+// claim is still answered: each time, the message is in its answer or
+// still ready.
+func TestClientCutLongPollAnswersWithWhatTheServerTook(t *testing.T) {
+	_, c, q := newQueue(t, "cut", sqlq.Options{"max_attempts": 1})
+	waiting := regexp.MustCompile(`(?m)^sqlq_server_waiting_consumers (\d+)`)
+	for i := 0; i < 10; i++ {
+		ctx, cancel := context.WithCancel(bg())
+		got := make(chan *sqlq.ClaimResult, 1)
+		go func() {
+			r, err := q.Claim(ctx, sqlq.ClaimOptions{Wait: 30 * time.Second})
+			if err != nil {
+				t.Errorf("the cut claim failed: %v", err)
+			}
+			got <- r
+		}()
+		waitFor(t, "the claim to wait", 10*time.Second, func() (bool, bool) {
+			text := must[string](t)(c.Metrics(bg()))
+			m := waiting.FindStringSubmatch(text)
+			return true, m != nil && m[1] == "1"
+		})
+		payload := fmt.Sprintf("m%d", i)
+		must[int64](t)(q.Send(bg(), sqlq.Outgoing{Payload: payload}))
+		cancel()
+		var r *sqlq.ClaimResult
+		select {
+		case r = <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the cut claim never returned")
+		}
+		if r == nil {
+			t.FailNow()
+		}
+		if len(r.Messages) == 1 {
+			if r.Messages[0].Payload.String() != payload {
+				t.Fatalf("claimed %+v", r.Messages)
+			}
+			if err := r.Messages[0].Ack(bg()); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		st := must[*sqlq.QueueStatus](t)(q.Stats(bg()))
+		if st.Stats.Leased != 0 {
+			t.Fatalf("left leased: %+v", st.Stats)
+		}
+		again := must[*sqlq.ClaimResult](t)(q.Claim(bg(), sqlq.ClaimOptions{}))
+		if len(again.Messages) != 1 || again.Messages[0].Payload.String() != payload {
+			t.Fatalf("claimed %+v", again.Messages)
+		}
+		if err := again.Messages[0].Ack(bg()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := must[*sqlq.QueueStatus](t)(q.Stats(bg()))
+	if st.Stats.Acks != 10 || st.Stats.Ready+st.Stats.Leased != 0 || st.Stats.Dead != 0 {
+		t.Fatalf("after the cuts: %+v", st.Stats)
+	}
+	// Ended before it went out: its context's error.
+	ctx, cancel := context.WithCancel(bg())
+	cancel()
+	if _, err := q.Claim(ctx, sqlq.ClaimOptions{Wait: 30 * time.Second}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("claim with an ended context: %v", err)
 	}
 }
 

@@ -366,8 +366,10 @@ type ClaimResult struct {
 }
 
 // Claim claims up to opts.Max messages, waiting up to opts.Wait for one.
-// Cancelling ctx ends a waiting claim; the server then hands it no
-// message.
+// Cancelling ctx ends a waiting claim early: once the request went out,
+// the claim is still answered, with the messages the server took for it
+// at that moment, if any (the caller's to work or give back), else none;
+// before that, the claim fails with ctx's error.
 func (q *Queue) Claim(ctx context.Context, opts ClaimOptions) (*ClaimResult, error) {
 	body := map[string]any{}
 	if opts.Max > 0 {
@@ -393,7 +395,8 @@ func (q *Queue) Claim(ctx context.Context, opts ClaimOptions) (*ClaimResult, err
 		Paused       bool              `json:"paused"`
 		GroupsBusy   bool              `json:"groups_busy"`
 	}
-	err := q.client.do(ctx, call{method: "POST", path: q.path + "/claim", body: body, wait: opts.Wait}, &r)
+	err := q.client.do(ctx, call{method: "POST", path: q.path + "/claim", body: body, wait: opts.Wait,
+		halfClose: opts.Wait > 0}, &r)
 	if err != nil {
 		return nil, err
 	}
