@@ -172,9 +172,8 @@ Result<std::optional<core::Engine::ClaimCommitted>> MysqlEngine::ClaimAndCommit(
       p.unique_for.count() > 0 || acks.archive || acks.unique_for.count() > 0) {
     return Out();
   }
-  if (!acks.receipts.empty()) {
-    std::lock_guard<std::mutex> lock(dependents_mu_);
-    if (dependents_.contains(p.queue_id)) return Out();
+  if (!acks.receipts.empty() && AcksReleaseDependents(p.queue_id)) {
+    return Out();
   }
   Out out;
   Status s = pool_.RunWrite([&](MyConn& c) -> Status {
@@ -216,11 +215,9 @@ Result<std::optional<core::Engine::ClaimCommitted>> MysqlEngine::ClaimAndCommit(
         break;
       case 2:
         return core::QueueGone(p.queue_id);
-      case 3: {
-        std::lock_guard<std::mutex> lock(dependents_mu_);
-        dependents_.insert(p.queue_id);
+      case 3:
+        NoteAcksReleaseDependents(p.queue_id);
         return Status::Ok();
-      }
       default:  // nothing done: the general way
         return Status::Ok();
     }

@@ -49,7 +49,6 @@
 #include <random>
 #include <span>
 #include <thread>
-#include <unordered_set>
 #include <vector>
 
 #include "core/errors.h"
@@ -383,10 +382,6 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   // ClaimAndCommit claims with a CALL of kClaimCommitted (false when it is
   // missing or the user may not run it).
   std::atomic<bool> claim_routine_{false};
-  // Queues whose acks release dependents, as the claim's procedure found
-  // them: their acks go the general way.
-  std::mutex dependents_mu_;
-  std::unordered_set<std::int64_t> dependents_;  // guarded by dependents_mu_
   // The WakeBumps this store committed (Poller subtracts them).
   std::atomic<std::int64_t> own_bumps_{0};
   std::function<std::size_t()> waiting_;

@@ -158,9 +158,8 @@ PostgresEngine::ClaimAndCommit(const core::ClaimParams& p,
       acks.archive || acks.unique_for.count() > 0) {
     return Out();
   }
-  if (!acks.receipts.empty()) {
-    std::lock_guard<std::mutex> lock(dependents_mu_);
-    if (dependents_.contains(p.queue_id)) return Out();
+  if (!acks.receipts.empty() && AcksReleaseDependents(p.queue_id)) {
+    return Out();
   }
   // [with receipts][from a mark]
   static const std::string kSql[2][2] = {
@@ -304,8 +303,7 @@ PostgresEngine::ClaimAndCommit(const core::ClaimParams& p,
     if (found == 0) return core::QueueGone(p.queue_id);
     if (dependents != 0 && !ids.empty()) {
       // Nothing was done; the acks must release dependents.
-      std::lock_guard<std::mutex> lock(dependents_mu_);
-      dependents_.insert(p.queue_id);
+      NoteAcksReleaseDependents(p.queue_id);
       return Out();
     }
     out.outcome.expirations += expirations;

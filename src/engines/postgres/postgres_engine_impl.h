@@ -399,11 +399,6 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
   std::unique_ptr<Vacuumer> vacuumer_;
   std::unique_ptr<Vacuumer> folder_;   // folds the counter deltas
   std::unique_ptr<ClaimMarks> marks_;  // null: claims read whole queues
-  // Queues whose acks release dependents (sqlq_queues.dependents, which
-  // is never cleared), as ClaimAndCommit found them: their acks go the
-  // general way at once.
-  std::mutex dependents_mu_;
-  std::unordered_set<std::int64_t> dependents_;  // guarded by dependents_mu_
   std::vector<LeaderWatch::Host> hosts_;
   std::unique_ptr<LeaderWatch> watch_;  // null: one server, or no watch
 };

@@ -20,7 +20,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/engine.h"
@@ -155,7 +157,23 @@ class PooledSqlEngine : public SqlEngine<D> {
                                std::int64_t now,
                                const core::ClaimParams& p) = 0;
 
+  // Queues whose acks release dependents (sqlq_queues.dependents, which is
+  // never cleared), as the engine's ClaimAndCommit found them: their acks
+  // go the general way at once.
+  bool AcksReleaseDependents(std::int64_t queue_id) {
+    std::lock_guard<std::mutex> lock(dependents_mu_);
+    return dependents_.contains(queue_id);
+  }
+  void NoteAcksReleaseDependents(std::int64_t queue_id) {
+    std::lock_guard<std::mutex> lock(dependents_mu_);
+    dependents_.insert(queue_id);
+  }
+
   core::ConnPool<DConn> pool_;
+
+ private:
+  std::mutex dependents_mu_;
+  std::unordered_set<std::int64_t> dependents_;  // guarded by dependents_mu_
 };
 
 }  // namespace sqlq::engines::shared
