@@ -91,7 +91,7 @@ Status MysqlEngine::FindRoutines(MyConn& conn) {
     SELECT ROUTINE_NAME FROM information_schema.ROUTINES
     WHERE ROUTINE_SCHEMA = DATABASE()
       AND ROUTINE_NAME IN ('sqlq__send_committed', 'sqlq__claim_committed'))sql";
-  auto rows = conn.Run(kSql, Params(), "look up the send's procedure");
+  auto rows = conn.Run(kSql, Params(), "look up the send and claim procedures");
   if (!rows.ok()) return rows.status();
   send_routine_ = false;
   claim_routine_ = false;
