@@ -1905,6 +1905,46 @@ TEST_P(WorkQueueConformance, SendBatchKeepsEveryPayloadByteAndIdsFollowOrder) {
   }
 }
 
+// A batch longer than an engine's statement of many rows (SQLite stores up
+// to 64 messages without a dedup key in one INSERT), with keyed messages
+// (and a duplicate) between runs of them: every id is its own message's,
+// with its payload, priority and headers, and the counters count what was
+// stored.
+TEST_P(WorkQueueConformance, LongBatchesWithKeysBetweenKeepEveryMessageItsId) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  SendOne(q, {.payload = "held", .dedup_key = "old"});
+  std::vector<Message> batch;
+  for (int i = 0; i < 150; ++i) {
+    Message m{.payload = "m" + std::to_string(i), .priority = (i * 7) % 5};
+    if (i % 3 == 0) m.headers = {{"n", std::to_string(i)}};
+    if (i == 70 || i == 71) m.dedup_key = "k" + std::to_string(i);
+    if (i == 72) m.dedup_key = "old";
+    batch.push_back(std::move(m));
+  }
+  ASSERT_OK_AND_ASSIGN(auto results, q.SendBatch(batch));
+  ASSERT_EQ(results.size(), batch.size());
+  std::vector<std::int64_t> stored_ids;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    EXPECT_EQ(results[i].duplicate, i == 72) << i;
+    if (!results[i].duplicate) stored_ids.push_back(results[i].id);
+  }
+  EXPECT_TRUE(std::is_sorted(stored_ids.begin(), stored_ids.end()));
+  EXPECT_EQ(std::set<std::int64_t>(stored_ids.begin(), stored_ids.end()).size(),
+            149u);
+  std::map<std::int64_t, ClaimedMessage> got;
+  for (auto& m : ClaimAll(q)) got[m.id] = m;
+  ASSERT_EQ(got.size(), 150u);  // the 149 and "held"
+  EXPECT_EQ(got[results[72].id].payload, "held");
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (i == 72) continue;
+    const ClaimedMessage& m = got[results[i].id];
+    EXPECT_EQ(m.payload, batch[i].payload) << i;
+    EXPECT_EQ(m.priority, batch[i].priority) << i;
+    EXPECT_EQ(m.headers, batch[i].headers) << i;
+  }
+  EXPECT_EQ(StatsOf(q).sends, 150);
+}
+
 TEST_P(WorkQueueConformance, EmptyAckBatchDoesNothing) {
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
   std::vector<std::string> none;

@@ -1,6 +1,10 @@
 // SQLite engine: dropping a queue, sends and redrives (the rest of the
 // operations on queues are engines/shared/, over dialect.h).
 
+#include <array>
+#include <span>
+#include <string>
+
 #include "engines/sqlite/sqlite_engine_impl.h"
 
 namespace sqlq::engines::sqlite {
@@ -26,6 +30,35 @@ Status SqliteEngine::DropQueue(Conn& c, std::int64_t queue_id) {
   return Status::Ok();
 }
 
+namespace {
+
+// A send's multi-row INSERTs (Send): kInsertRows[n] stores n messages of
+// kColumns values each, for 2 <= n <= kMaxRows.
+constexpr std::size_t kMaxRows = 64;
+constexpr int kColumns = 7;
+
+std::array<std::string, kMaxRows + 1> InsertRowsSql() {
+  std::array<std::string, kMaxRows + 1> out;
+  for (std::size_t n = 2; n <= kMaxRows; ++n) {
+    std::string& sql = out[n];
+    sql =
+        "INSERT INTO sqlq_messages (queue_id, priority, ready_us, "
+        "enqueued_us, payload, headers, grp) VALUES ";
+    for (std::size_t k = 0; k < n; ++k) {
+      const int at = static_cast<int>(k) * kColumns;
+      sql += fmt::format("{}(?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{})",
+                         k == 0 ? "" : ", ", at + 1, at + 2, at + 3, at + 4,
+                         at + 5, at + 6, at + 7);
+    }
+  }
+  return out;
+}
+
+// Kept prepared by their addresses (SqliteConn::Prepare).
+const std::array<std::string, kMaxRows + 1> kInsertRows = InsertRowsSql();
+
+}  // namespace
+
 Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
                                                    const core::SendParams& p) {
   SqliteConn& conn = Sql(c);
@@ -37,7 +70,50 @@ Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
   std::vector<SendResult> out;
   out.reserve(p.messages.size());
   std::int64_t stored = 0;
-  for (const Message& m : p.messages) {
+  // Messages without a dedup key go up to kMaxRows to a statement: one
+  // statement per message costs a statement's setup and its AUTOINCREMENT
+  // bookkeeping (a read and a write of sqlite_sequence) for each.
+  const std::span<const Message> all = p.messages;
+  std::vector<std::string> headers;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    std::size_t n = 0;
+    while (i + n < all.size() && n < kMaxRows && all[i + n].dedup_key.empty()) {
+      ++n;
+    }
+    if (n >= 2) {
+      headers.resize(n);
+      SQLQ_PREPARE(st, conn, kInsertRows[n].c_str());
+      for (std::size_t k = 0; k < n; ++k) {
+        const Message& m = all[i + k];
+        const int at = static_cast<int>(k) * kColumns;
+        // Bound as is (SQLITE_STATIC): lives until the statement has run.
+        headers[k] = core::EncodeMessageHeaders(m);
+        st.Bind(at + 1, p.queue_id)
+            .Bind(at + 2, m.priority)
+            .Bind(at + 3, std::max(Us(now) + Us(m.delay), core::NotBeforeUs(m)))
+            .Bind(at + 4, Us(now))
+            .BindBlob(at + 5, m.payload)
+            .BindTextOrNull(at + 6, headers[k]);
+        if (auto g = core::GroupOf(m, p.grouped)) {
+          st.BindText(at + 7, *g);
+        } else {
+          st.BindNull(at + 7);
+        }
+      }
+      Status s = st.Run("send");
+      if (!s.ok()) return s;
+      // The rows take rowids one above the other in the order of the
+      // VALUES (the write lock is held, no row conflicts): the last is
+      // the statement's.
+      const std::int64_t last = sqlite3_last_insert_rowid(conn.db());
+      for (std::size_t k = 0; k < n; ++k) {
+        out.push_back({.id = last - static_cast<std::int64_t>(n - 1 - k)});
+      }
+      stored += static_cast<std::int64_t>(n);
+      i += n - 1;
+      continue;
+    }
+    const Message& m = all[i];
     if (p.unique_for.count() > 0 && !m.dedup_key.empty()) {
       // A key held after its message left (SendParams). Looked up first:
       // writers take turns, so no ack can commit in between.
@@ -54,7 +130,7 @@ Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
     }
     {
       // Bound as is (SQLITE_STATIC): lives until the statement has run.
-      const std::string headers = core::EncodeMessageHeaders(m);
+      const std::string encoded = core::EncodeMessageHeaders(m);
       SQLQ_PREPARE(st, conn, R"sql(
         INSERT INTO sqlq_messages
           (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers,
@@ -67,7 +143,7 @@ Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
           .Bind(4, Us(now))
           .BindTextOrNull(5, m.dedup_key)
           .BindBlob(6, m.payload)
-          .BindTextOrNull(7, headers);
+          .BindTextOrNull(7, encoded);
       if (auto g = core::GroupOf(m, p.grouped)) {
         st.BindText(8, *g);
       } else {
