@@ -214,12 +214,20 @@ class Client(_ClientBase):
         """Cuts the long polls sent and not yet answered short, as the sync
         client's abort does: only the sending side is closed, so that the
         server ends each waiting claim at once and still answers it, with
-        a message it was taking for it as the cut came (where the transport
-        cannot close one side, TLS, the connection is closed)."""
+        a message it was taking for it as the cut came. Over TLS, whose
+        transport cannot close one side, the socket's sending side is shut
+        under it (a FIN without TLS's close_notify, which the server takes
+        as the same); the connection is closed only where that fails."""
         for c in list(self._polls):
             if c.writer.can_write_eof():
                 c.writer.write_eof()
-            else:
+                continue
+            sock = c.writer.get_extra_info("socket")
+            try:
+                if sock is None:
+                    raise OSError("no socket")
+                sock.shutdown(socket.SHUT_WR)
+            except OSError:
                 c.close()
 
     async def request(self, method: str, path: str, body: Optional[Json] = None,

@@ -46,10 +46,23 @@ def serve(case: unittest.TestCase) -> tuple["Server", Any]:
 
 
 class Server:
-    def __init__(self) -> None:
+    def __init__(self, tls: bool = False) -> None:
+        """tls: serve HTTPS with a self-signed certificate for 127.0.0.1
+        (made by the openssl command); ssl_context() trusts it."""
         self.bin = os.environ.get("SQLQ_BIN") or os.path.join(
             HERE, "..", "..", "..", "build", "dev", "sqlq")
         self.dir = tempfile.TemporaryDirectory(prefix="sqlq-py-")
+        self.tls = tls
+        self.cert = os.path.join(self.dir.name, "cert.pem")
+        self.key = os.path.join(self.dir.name, "key.pem")
+        if tls:
+            subprocess.run(
+                ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                 "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+                 "-subj", "/CN=127.0.0.1", "-addext",
+                 "subjectAltName=IP:127.0.0.1", "-keyout", self.key,
+                 "-out", self.cert],
+                check=True, capture_output=True)
         self.db = "sqlite:" + os.path.join(self.dir.name, "db")
         self.tokens = os.path.join(self.dir.name, "tokens")
         with open(self.tokens, "w") as f:
@@ -62,7 +75,13 @@ class Server:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    def ssl_context(self) -> Any:
+        """A client context that trusts this server's certificate."""
+        import ssl
+        return ssl.create_default_context(cafile=self.cert)
 
     def start(self) -> None:
         """Starts the server (on the port it had, after a restart)."""
@@ -72,10 +91,12 @@ class Server:
         except FileNotFoundError:
             pass
         log = open(self.log_path, "a")
+        tls = ["--tls-cert", self.cert, "--tls-key", self.key] \
+            if self.tls else []
         self.proc = subprocess.Popen(
             [self.bin, "--db", self.db, "serve", "--port", str(self.port),
              "--port-file", port_file, "--tokens", self.tokens,
-             "--shutdown-timeout", "2s"],
+             "--shutdown-timeout", "2s"] + tls,
             stdout=log, stderr=log)
         log.close()
 

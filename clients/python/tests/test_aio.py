@@ -95,13 +95,32 @@ class AioClientTest(AioCase):
             self) -> None:
         # As test_worker.CutClaimTest: a long poll cut short (a worker's
         # stop) as the server took a message for it is still answered.
-        q = self.client.queue("cut")
+        await self.cut_long_polls(self.client)
+
+    async def test_a_cut_long_poll_over_tls_answers_too(self) -> None:
+        # The same over HTTPS, whose transport cannot close one side: the
+        # client shuts its socket's sending side under TLS.
+        server = await asyncio.to_thread(sqlq_server.Server, True)
+        self.addAsyncCleanup(asyncio.to_thread, server.close)
+        client = aio.Client(server.url, token=sqlq_server.ADMIN_TOKEN,
+                            ssl_context=server.ssl_context())
+        self.addAsyncCleanup(client.close)
+        await self.cut_long_polls(client)
+
+    async def cut_long_polls(self, client: aio.Client) -> None:
+        """Ten long polls, each cut short as a message is sent for it: each
+        answers with the message or leaves it ready, never leased to no
+        one (the queue's one attempt would then end in the dead letters)."""
+        q = client.queue("cut")
         await q.create(max_attempts=1)
 
         async def waiting() -> int:
-            text = await self.client.metrics()
+            text = await client.metrics()
             m = re.search(r"^sqlq_server_waiting_consumers (\d+)", text, re.M)
             return int(m.group(1)) if m else -1
+
+        async def stats() -> dict:
+            return (await q.stats())["stats"]
 
         for i in range(10):
             claim = asyncio.ensure_future(q.claim(1, wait_ms=30000))
@@ -110,16 +129,16 @@ class AioClientTest(AioCase):
                 self.assertLess(time.monotonic(), deadline, "never waited")
                 await asyncio.sleep(0.01)
             await q.send(f"m{i}")
-            self.client._abort_polls()
+            client._abort_polls()
             got = await asyncio.wait_for(claim, 10)
             if got:
                 self.assertEqual(got[0].payload, f"m{i}")
                 await got[0].ack()
             else:
-                self.assertEqual((await self.stats("cut"))["leased"], 0)
+                self.assertEqual((await stats())["leased"], 0)
                 (m,) = await q.claim(1)
                 await m.ack()
-        st = await self.stats("cut")
+        st = await stats()
         self.assertEqual((st["acks"], st["ready"] + st["leased"]), (10, 0), st)
         self.assertEqual(await q.dead(), [])
 
