@@ -1058,6 +1058,8 @@ std::vector<ScoreLine> Scorecard(const Config& c, bool servers) {
   // for the server's writing them out (MariaDB's drain-10 fell from 5,253
   // to 3,490 msgs/s that way), which would flatter the deep drain.
   const ScoreLine::Side drain_10{"drain-10", "drain-10", with(10000, 1, plain)};
+  const ScoreLine::Side by_hand_mixed{"baseline-mixed", "baseline-mixed 2+2",
+                                      with(0, 0, pairs(2, 2, 1, 1))};
   return {
       {"send-1",
        {"send-1", "send-1", with(5000, 1, plain)},
@@ -1084,7 +1086,17 @@ std::vector<ScoreLine> Scorecard(const Config& c, bool servers) {
        drain_10},
       {"mixed, 2 producers + 2 consumers of one",
        {"mixed", "mixed 2+2", with(0, 0, pairs(2, 2, 1, 1))},
-       {"baseline-mixed", "baseline-mixed 2+2", with(0, 0, pairs(2, 2, 1, 1))}},
+       by_hand_mixed},
+      // The same load with the consumers taking the next message with
+      // their ack (a Worker's way; `workers` with --ack next).
+      {"mixed, 2 + 2, ack with the next claim",
+       {"workers", "workers 2+2 --ack next",
+        with(0, 0,
+             [&](Config& x) {
+               pairs(2, 2, 1, 1)(x);
+               x.ack = "next";
+             })},
+       by_hand_mixed},
       {"send-batch, 4 callers of 100",
        {"send-batch", "send-batch x4", with(200000, 4, batch(100))},
        {"baseline-send-batch", "baseline-send-batch x4",

@@ -167,7 +167,7 @@ TEST_P(LibraryBench, PublishReachesEverySubscriberAndLeavesNothingBehind) {
 
 // --scorecard: every line measured beside its yardstick, the ratio theirs;
 // a yardstick shared by several lines (the three drain-1 lines; drain-10 and
-// the backlog line) runs once.
+// the backlog line; the two mixed lines) runs once.
 TEST_P(LibraryBench, TheScorecardSetsEveryPathBesideItsYardstick) {
   std::map<std::string, Json> rows;
   std::string out;
@@ -177,7 +177,7 @@ TEST_P(LibraryBench, TheScorecardSetsEveryPathBesideItsYardstick) {
             rows, out))
       << out;
   std::vector<Json> lines;
-  int by_hand_drains = 0, drain_10s = 0;
+  int by_hand_drains = 0, drain_10s = 0, by_hand_mixed = 0;
   std::stringstream text(out);
   std::string line;
   while (std::getline(text, line)) {
@@ -188,10 +188,12 @@ TEST_P(LibraryBench, TheScorecardSetsEveryPathBesideItsYardstick) {
     }
     if (j.value("workload", "") == "baseline-drain-1") ++by_hand_drains;
     if (j.value("workload", "") == "drain-10") ++drain_10s;
+    if (j.value("workload", "") == "baseline-mixed 2+2") ++by_hand_mixed;
   }
-  ASSERT_EQ(lines.size(), 11u) << out;
+  ASSERT_EQ(lines.size(), 12u) << out;
   EXPECT_EQ(by_hand_drains, 1) << out;
   EXPECT_EQ(drain_10s, 1) << out;
+  EXPECT_EQ(by_hand_mixed, 1) << out;
   std::vector<std::string> labels;
   for (const Json& j : lines) {
     SCOPED_TRACE(j.dump());
@@ -215,7 +217,10 @@ TEST_P(LibraryBench, TheScorecardSetsEveryPathBesideItsYardstick) {
   EXPECT_EQ(rows["drain-1 --ack worker"]["prefetch"], 10) << out;
   EXPECT_EQ(lines[6]["sqlq"], "drain-deep");
   EXPECT_EQ(lines[6]["yardstick"], "drain-10");
-  EXPECT_EQ(lines[9]["yardstick"],
+  EXPECT_EQ(lines[8]["sqlq"], "workers 2+2 --ack next");
+  EXPECT_EQ(lines[8]["yardstick"], "baseline-mixed 2+2");
+  EXPECT_EQ(rows["workers 2+2 --ack next"]["ack"], "next") << out;
+  EXPECT_EQ(lines[10]["yardstick"],
             GetParam().server != nullptr ? "send-1 x32" : "send-1 x4");
   // It runs its own workloads.
   out.clear();
