@@ -117,6 +117,7 @@ class Client(_ClientBase):
         self._idle: list[_Conn] = []
         self._conns: set[_Conn] = set()
         self._polls: set[_Conn] = set()  # sent long polls, not yet answered
+        self._cut: set[_Conn] = set()  # long polls _abort_polls cut short
         h = self._host
         host = f"[{h}]" if ":" in h else h
         default = 443 if self._scheme == "https" else 80
@@ -203,6 +204,9 @@ class Client(_ClientBase):
         finally:
             if conn is not None:
                 self._polls.discard(conn)
+                if conn in self._cut:
+                    self._cut.discard(conn)
+                    keep = False
         if keep:
             conn.last_used = time.monotonic()
             self._idle.append(conn)
@@ -219,15 +223,21 @@ class Client(_ClientBase):
         under it (a FIN without TLS's close_notify, which the server takes
         as the same); the connection is closed only where that fails."""
         for c in list(self._polls):
+            # Its answer may say keep-alive (sent before the server saw the
+            # cut): the connection is not used again all the same.
+            self._cut.add(c)
             if c.writer.can_write_eof():
                 c.writer.write_eof()
                 continue
             sock = c.writer.get_extra_info("socket")
             try:
-                if sock is None:
-                    raise OSError("no socket")
+                # Only once the request is all out (write_eof waits for
+                # that; a shutdown would cut it).
+                if sock is None or c.writer.transport.get_write_buffer_size():
+                    raise OSError("cannot shut one side")
                 sock.shutdown(socket.SHUT_WR)
-            except OSError:
+            except (OSError, TypeError, AttributeError):
+                # (An event loop's socket stand-in may refuse shutdown.)
                 c.close()
 
     async def request(self, method: str, path: str, body: Optional[Json] = None,

@@ -116,10 +116,13 @@ def backoff_delay(attempt: int, base: float, cap: float) -> float:
 _ABORT_GRACE_S = 2.0
 
 
-def _shut(sock: socket.socket) -> None:
-    """Closes both sides of `sock` (nothing when it is closed already)."""
+def _shut(sock: socket.socket, how: int = socket.SHUT_RDWR) -> None:
+    """Shuts `how` of `sock` (nothing when it is closed already). Over TLS
+    the TCP socket's own shutdown, under the TLS layer: ssl.SSLSocket's
+    would drop its TLS state, and the answer still to come could not be
+    read."""
     try:
-        sock.shutdown(socket.SHUT_RDWR)
+        socket.socket.shutdown(sock, how)
     except OSError:
         pass
 
@@ -133,6 +136,9 @@ class _Connection:
         self.last_used = 0.0
         self.lock = threading.Lock()  # guards conn against abort()
         self.waiting = False  # in a long-poll claim
+        # Cut short by abort(): its answer may say keep-alive (sent before
+        # the server saw the cut), but it is not used again.
+        self.cut = False
 
     def _open(self, timeout: float) -> http.client.HTTPConnection:
         c = self.client
@@ -161,6 +167,7 @@ class _Connection:
             if self.conn is not None:
                 self.conn.close()
                 self.conn = None
+            self.cut = False
 
     def abort(self) -> None:
         """Cuts a long poll short from another thread. Only the sending
@@ -173,9 +180,10 @@ class _Connection:
             if self.conn is not None and self.conn.sock is not None:
                 sock = self.conn.sock
                 try:
-                    sock.shutdown(socket.SHUT_WR)
+                    socket.socket.shutdown(sock, socket.SHUT_WR)  # as _shut
                 except OSError:
                     return
+                self.cut = True
                 cut = threading.Timer(_ABORT_GRACE_S, _shut, args=(sock,))
                 cut.daemon = True
                 cut.start()
@@ -184,10 +192,11 @@ class _Connection:
                  headers: dict[str, str], timeout: float
                  ) -> tuple[int, dict[str, str], bytes]:
         with self.lock:
-            if self.conn is not None and self._stale():
+            if self.conn is not None and (self.cut or self._stale()):
                 self.conn.close()
                 self.conn = None
             if self.conn is None:
+                self.cut = False
                 self.conn = self._open(timeout)
             conn = self.conn
         sent = False
@@ -204,7 +213,7 @@ class _Connection:
             data = resp.read()
             status = resp.status
             rh = {k.lower(): v for k, v in resp.getheaders()}
-            if resp.will_close:
+            if resp.will_close or self.cut:
                 self.close()
             self.last_used = time.monotonic()
             return status, rh, data

@@ -122,6 +122,15 @@ class AioClientTest(AioCase):
         async def stats() -> dict:
             return (await q.stats())["stats"]
 
+        # Nothing sent: the cut claim ends its wait at once, answered with
+        # no message, which the client reads (over TLS too).
+        async def parked() -> bool:
+            return await waiting() == 1
+
+        claim = asyncio.ensure_future(q.claim(1, wait_ms=30000))
+        await wait_for(parked, what="the claim to wait")
+        client._abort_polls()
+        self.assertEqual(await asyncio.wait_for(claim, 10), [])
         for i in range(10):
             claim = asyncio.ensure_future(q.claim(1, wait_ms=30000))
             deadline = time.monotonic() + 20

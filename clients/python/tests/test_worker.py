@@ -277,22 +277,47 @@ class CutClaimTest(ServerCase):
     Cut now by closing the sending side only, the claim is still answered:
     each time, the message is in its answer or still ready."""
 
-    def waiting(self) -> int:
-        m = re.search(r"^sqlq_server_waiting_consumers (\d+)",
-                      self.client.metrics(), re.M)
-        return int(m.group(1)) if m else -1
-
     def test_a_cut_claim_answers_with_what_the_server_took(self) -> None:
-        q = self.client.queue("cut")
+        self.cut_claims(self.client)
+
+    def test_a_cut_claim_over_tls_answers_too(self) -> None:
+        # Over HTTPS the sending side is shut under the TLS layer, whose
+        # state the answer still needs.
+        server = sqlq_server.Server(tls=True)
+        self.addCleanup(server.close)
+        client = sqlq.Client(server.url, token=sqlq_server.ADMIN_TOKEN,
+                             ssl_context=server.ssl_context())
+        self.addCleanup(client.close)
+        self.cut_claims(client)
+
+    def cut_claims(self, client: sqlq.Client) -> None:
+        q = client.queue("cut")
         q.create(max_attempts=1)
-        poller = self.client.clone()  # its own connections, as a worker's
+        poller = client.clone()  # its own connections, as a worker's
         self.addCleanup(poller.close)
+
+        def waiting() -> int:
+            m = re.search(r"^sqlq_server_waiting_consumers (\d+)",
+                          client.metrics(), re.M)
+            return int(m.group(1)) if m else -1
+
+        # Nothing sent: the cut claim ends its wait at once, answered with
+        # no message, which the client reads (over TLS too).
+        got: list = []
+        t = threading.Thread(target=lambda: got.append(
+            poller.queue("cut").claim(1, wait_ms=30000)))
+        t.start()
+        wait_for(lambda: waiting() == 1, what="the claim to wait")
+        poller._abort_polls()
+        t.join(10)
+        self.assertFalse(t.is_alive(), "the cut claim waited on")
+        self.assertEqual(got, [[]], "the cut claim raised")
         for i in range(15):
-            got: list = []
+            got = []
             t = threading.Thread(target=lambda: got.append(
                 poller.queue("cut").claim(1, wait_ms=30000)))
             t.start()
-            wait_for(lambda: self.waiting() == 1, what="the claim to wait")
+            wait_for(lambda: waiting() == 1, what="the claim to wait")
             q.send(f"m{i}")
             poller._abort_polls()
             t.join(10)
@@ -302,11 +327,11 @@ class CutClaimTest(ServerCase):
                 self.assertEqual(got[0][0].payload, f"m{i}")
                 got[0][0].ack()
             else:
-                self.assertEqual(self.stats("cut")["leased"], 0)
+                self.assertEqual(q.stats()["stats"]["leased"], 0)
                 (m,) = q.claim(1)
                 self.assertEqual(m.payload, f"m{i}")
                 m.ack()
-        st = self.stats("cut")
+        st = q.stats()["stats"]
         self.assertEqual(st["acks"], 15, st)
         self.assertEqual(st["ready"] + st["leased"], 0, st)
         self.assertEqual(q.dead(), [])
