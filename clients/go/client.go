@@ -282,7 +282,7 @@ func (c *Client) once(ctx context.Context, method, target string, data []byte, t
 	defer cancel()
 	// From the moment the request's headers are written the server may
 	// have seen it.
-	var sent, wrote atomic.Bool
+	var sent, wrote, cut atomic.Bool
 	var conn atomic.Value // net.Conn
 	actx = httptrace.WithClientTrace(actx, &httptrace.ClientTrace{
 		GotConn:      func(info httptrace.GotConnInfo) { conn.Store(info.Conn) },
@@ -300,6 +300,7 @@ func (c *Client) once(ctx context.Context, method, target string, data []byte, t
 			}
 			if cw, ok := conn.Load().(interface{ CloseWrite() error }); ok && wrote.Load() &&
 				cw.CloseWrite() == nil {
+				cut.Store(true)
 				t := time.NewTimer(abortGrace)
 				defer t.Stop()
 				select {
@@ -356,6 +357,14 @@ func (c *Client) once(ctx context.Context, method, target string, data []byte, t
 	}
 	defer resp.Body.Close()
 	reply, err := io.ReadAll(resp.Body)
+	if cut.Load() {
+		// Its answer may say keep-alive (sent before the server saw the
+		// cut), but a connection whose sending side is closed must not
+		// serve another request.
+		if nc, ok := conn.Load().(net.Conn); ok {
+			nc.Close()
+		}
+	}
 	if err != nil {
 		return fail(err)
 	}

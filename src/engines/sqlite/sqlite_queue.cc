@@ -102,9 +102,14 @@ Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
       }
       Status s = st.Run("send");
       if (!s.ok()) return s;
-      // The rows take rowids one above the other in the order of the
-      // VALUES (the write lock is held, no row conflicts): the last is
-      // the statement's.
+      // SQLite numbers the rows of one INSERT in the order of its VALUES,
+      // each one above the last (AUTOINCREMENT: above the table's highest
+      // id and sqlite_sequence); nothing else inserts meanwhile (the write
+      // lock is held, and sqlq's tables have no triggers). So the ids are
+      // the last one and those just below it.
+      if (conn.changes() != static_cast<std::int64_t>(n)) {
+        return Status::Internal("send: fewer rows stored than sent");
+      }
       const std::int64_t last = sqlite3_last_insert_rowid(conn.db());
       for (std::size_t k = 0; k < n; ++k) {
         out.push_back({.id = last - static_cast<std::int64_t>(n - 1 - k)});
