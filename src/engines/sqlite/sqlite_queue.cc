@@ -57,6 +57,24 @@ std::array<std::string, kMaxRows + 1> InsertRowsSql() {
 // Kept prepared by their addresses (SqliteConn::Prepare).
 const std::array<std::string, kMaxRows + 1> kInsertRows = InsertRowsSql();
 
+// Binds message `m`'s kColumns values, in the order of kInsertRows's
+// columns, from parameter at + 1 on. `headers` (its encoded headers) is
+// bound as is (SQLITE_STATIC): it must live until the statement has run.
+void BindMessage(Stmt& st, int at, const core::SendParams& p, const Message& m,
+                 std::int64_t now_us, const std::string& headers) {
+  st.Bind(at + 1, p.queue_id)
+      .Bind(at + 2, m.priority)
+      .Bind(at + 3, std::max(now_us + Us(m.delay), core::NotBeforeUs(m)))
+      .Bind(at + 4, now_us)
+      .BindBlob(at + 5, m.payload)
+      .BindTextOrNull(at + 6, headers);
+  if (auto g = core::GroupOf(m, p.grouped)) {
+    st.BindText(at + 7, *g);
+  } else {
+    st.BindNull(at + 7);
+  }
+}
+
 }  // namespace
 
 Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
@@ -84,21 +102,9 @@ Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
       headers.resize(n);
       SQLQ_PREPARE(st, conn, kInsertRows[n].c_str());
       for (std::size_t k = 0; k < n; ++k) {
-        const Message& m = all[i + k];
-        const int at = static_cast<int>(k) * kColumns;
-        // Bound as is (SQLITE_STATIC): lives until the statement has run.
-        headers[k] = core::EncodeMessageHeaders(m);
-        st.Bind(at + 1, p.queue_id)
-            .Bind(at + 2, m.priority)
-            .Bind(at + 3, std::max(Us(now) + Us(m.delay), core::NotBeforeUs(m)))
-            .Bind(at + 4, Us(now))
-            .BindBlob(at + 5, m.payload)
-            .BindTextOrNull(at + 6, headers[k]);
-        if (auto g = core::GroupOf(m, p.grouped)) {
-          st.BindText(at + 7, *g);
-        } else {
-          st.BindNull(at + 7);
-        }
+        headers[k] = core::EncodeMessageHeaders(all[i + k]);
+        BindMessage(st, static_cast<int>(k) * kColumns, p, all[i + k], Us(now),
+                    headers[k]);
       }
       Status s = st.Run("send");
       if (!s.ok()) return s;
@@ -134,26 +140,15 @@ Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
       if (rc != SQLITE_DONE) return Translate(rc, conn.db(), "send (dedup)");
     }
     {
-      // Bound as is (SQLITE_STATIC): lives until the statement has run.
       const std::string encoded = core::EncodeMessageHeaders(m);
       SQLQ_PREPARE(st, conn, R"sql(
         INSERT INTO sqlq_messages
-          (queue_id, priority, ready_us, enqueued_us, dedup, payload, headers,
-           grp)
+          (queue_id, priority, ready_us, enqueued_us, payload, headers, grp,
+           dedup)
         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
         ON CONFLICT (queue_id, dedup) WHERE dedup IS NOT NULL DO NOTHING)sql");
-      st.Bind(1, p.queue_id)
-          .Bind(2, m.priority)
-          .Bind(3, std::max(Us(now) + Us(m.delay), core::NotBeforeUs(m)))
-          .Bind(4, Us(now))
-          .BindTextOrNull(5, m.dedup_key)
-          .BindBlob(6, m.payload)
-          .BindTextOrNull(7, encoded);
-      if (auto g = core::GroupOf(m, p.grouped)) {
-        st.BindText(8, *g);
-      } else {
-        st.BindNull(8);
-      }
+      BindMessage(st, 0, p, m, Us(now), encoded);
+      st.BindTextOrNull(kColumns + 1, m.dedup_key);
       Status s = st.Run("send");
       if (!s.ok()) return s;
     }
