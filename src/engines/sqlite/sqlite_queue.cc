@@ -2,6 +2,7 @@
 // operations on queues are engines/shared/, over dialect.h).
 
 #include <array>
+#include <bit>
 #include <span>
 #include <string>
 
@@ -33,13 +34,14 @@ Status SqliteEngine::DropQueue(Conn& c, std::int64_t queue_id) {
 namespace {
 
 // A send's multi-row INSERTs (Send): kInsertRows[n] stores n messages of
-// kColumns values each, for 2 <= n <= kMaxRows.
+// kColumns values each, for n a power of two from 2 to kMaxRows (a
+// connection keeps at most six of them prepared).
 constexpr std::size_t kMaxRows = 64;
 constexpr int kColumns = 7;
 
 std::array<std::string, kMaxRows + 1> InsertRowsSql() {
   std::array<std::string, kMaxRows + 1> out;
-  for (std::size_t n = 2; n <= kMaxRows; ++n) {
+  for (std::size_t n = 2; n <= kMaxRows; n *= 2) {
     std::string& sql = out[n];
     sql =
         "INSERT INTO sqlq_messages (queue_id, priority, ready_us, "
@@ -94,10 +96,12 @@ Result<std::vector<SendResult>> SqliteEngine::Send(Conn& c,
   const std::span<const Message> all = p.messages;
   std::vector<std::string> headers;
   for (std::size_t i = 0; i < all.size(); ++i) {
-    std::size_t n = 0;
-    while (i + n < all.size() && n < kMaxRows && all[i + n].dedup_key.empty()) {
-      ++n;
+    std::size_t run = 0;
+    while (i + run < all.size() && run < kMaxRows &&
+           all[i + run].dedup_key.empty()) {
+      ++run;
     }
+    const std::size_t n = std::bit_floor(run);  // 0 or a power of two
     if (n >= 2) {
       headers.resize(n);
       SQLQ_PREPARE(st, conn, kInsertRows[n].c_str());
