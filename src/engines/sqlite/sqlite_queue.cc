@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 
+#include "engines/shared/sql_deps.h"
 #include "engines/sqlite/sqlite_engine_impl.h"
 
 namespace sqlq::engines::sqlite {
@@ -42,16 +43,11 @@ constexpr int kColumns = 7;
 std::array<std::string, kMaxRows + 1> InsertRowsSql() {
   std::array<std::string, kMaxRows + 1> out;
   for (std::size_t n = 2; n <= kMaxRows; n *= 2) {
-    std::string& sql = out[n];
-    sql =
+    // Plain ? placeholders: SQLite numbers them in order, row by row.
+    out[n] =
         "INSERT INTO sqlq_messages (queue_id, priority, ready_us, "
-        "enqueued_us, payload, headers, grp) VALUES ";
-    for (std::size_t k = 0; k < n; ++k) {
-      const int at = static_cast<int>(k) * kColumns;
-      sql += fmt::format("{}(?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{})",
-                         k == 0 ? "" : ", ", at + 1, at + 2, at + 3, at + 4,
-                         at + 5, at + 6, at + 7);
-    }
+        "enqueued_us, payload, headers, grp) VALUES " +
+        shared::deps_sql::Marks(n, "(?, ?, ?, ?, ?, ?, ?)");
   }
   return out;
 }
