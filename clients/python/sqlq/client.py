@@ -116,13 +116,13 @@ def backoff_delay(attempt: int, base: float, cap: float) -> float:
 _ABORT_GRACE_S = 2.0
 
 
-def _shut(sock: socket.socket, how: int = socket.SHUT_RDWR) -> None:
-    """Shuts `how` of `sock` (nothing when it is closed already). Over TLS
-    the TCP socket's own shutdown, under the TLS layer: ssl.SSLSocket's
-    would drop its TLS state, and the answer still to come could not be
-    read."""
+def _shut(sock: socket.socket) -> None:
+    """Closes both sides of `sock` (nothing when it is closed already).
+    Over TLS the TCP socket's own shutdown, under the TLS layer, as in
+    _Connection.abort: ssl.SSLSocket's would drop its TLS state under a
+    reply still being read."""
     try:
-        socket.socket.shutdown(sock, how)
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
     except OSError:
         pass
 
@@ -180,7 +180,9 @@ class _Connection:
             if self.conn is not None and self.conn.sock is not None:
                 sock = self.conn.sock
                 try:
-                    socket.socket.shutdown(sock, socket.SHUT_WR)  # as _shut
+                    # The TCP socket's own: ssl.SSLSocket's shutdown
+                    # would drop the TLS state the answer still needs.
+                    socket.socket.shutdown(sock, socket.SHUT_WR)
                 except OSError:
                     return
                 self.cut = True
