@@ -1285,6 +1285,34 @@ class Engine : public Transactions,
     return std::optional<ClaimCommitted>();
   }
 
+  // Sends stored first in a claim's transaction (SendsAndClaimAndCommit).
+  struct SendsFirst {
+    SendParams to;  // the queue, its rules and its messages
+    // How the sends went (stored, or a clean failure such as the queue
+    // gone), once they are committed; unset while they are not.
+    std::optional<Result<std::vector<SendResult>>> sent;
+  };
+  // ClaimAndCommit with `sends` stored before the acks and the claim, in
+  // the same transaction: a group of concurrent senders and claimers (a
+  // producer's send and a consumer's ack and claim) in one commit, in
+  // fewer round trips than Write with Send, AckMany and Claim (PostgreSQL:
+  // one). An error is the whole transaction's: nothing of it is stored
+  // (or its outcome is unknown). Otherwise sends.sent is set once the
+  // sends are committed, and the result is ClaimAndCommit's; an empty
+  // result with sends.sent set leaves the claim to the caller, to make
+  // the general way. When the engine cannot (the default; or the sends or
+  // the claim need the general way) nothing is stored: an empty result
+  // and sends.sent unset.
+  virtual Result<std::optional<ClaimCommitted>> SendsAndClaimAndCommit(
+      SendsFirst& sends, const ClaimParams& p, const AckManyParams& acks,
+      std::span<const int> gates) {
+    (void)sends;
+    (void)p;
+    (void)acks;
+    (void)gates;
+    return std::optional<ClaimCommitted>();
+  }
+
   // A publish of `messages` to topic `topic` in a write transaction of its
   // own, committed, in fewer round trips than Write with core::PublishIn
   // (PostgreSQL: one), for the usual publish: when the engine cannot (the

@@ -353,6 +353,7 @@ void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
     return;
   }
   if (ClaimAndCommit(group)) return;
+  if (SendsAndClaimAndCommit(group)) return;
   if (OneTopicPublishes(group)) {
     // One publish of everyone's messages in the engine's fewest round
     // trips, when it can; else the general way below.
@@ -368,6 +369,10 @@ void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
       return;
     }
   }
+  RunGeneral(group);
+}
+
+void WriteBatcher::RunGeneral(const std::vector<Writer*>& group) {
   Released released;
   Status commit = engine_.Write([&](Conn& conn) -> Status {
     // A transaction that is run again (after a deadlock) starts over.
@@ -611,6 +616,66 @@ bool WriteBatcher::ClaimAndCommit(std::vector<Writer*>& group) {
     return true;
   }
   if (!r->has_value()) return false;
+  Engine::ClaimCommitted& committed = **r;
+  TakeAcks(members, std::move(committed.acks));
+  HandOut(members, params, committed.outcome);
+  return true;
+}
+
+bool WriteBatcher::SendsAndClaimAndCommit(std::vector<Writer*>& group) {
+  // Sends to one queue that share a call, and claims that combine: the
+  // group of producers and consumers working one queue.
+  const Writer* send = nullptr;
+  const Writer* claim = nullptr;
+  std::vector<Writer*> senders;
+  std::size_t total_sent = 0;
+  for (Writer* w : group) {
+    if (w->claim != nullptr) {
+      if (claim == nullptr) claim = w;
+      continue;
+    }
+    if (send == nullptr) send = w;
+    if (!Joins(w, *send)) return false;
+    senders.push_back(w);
+    total_sent += w->messages.size();
+  }
+  if (send == nullptr || claim == nullptr || total_sent > kMaxCombined) {
+    return false;
+  }
+  std::vector<char> done(group.size(), 0);
+  int total = 0;
+  const std::size_t first = static_cast<std::size_t>(
+      std::find(group.begin(), group.end(), claim) - group.begin());
+  const std::vector<Writer*> members = ClaimMembers(group, first, done, total);
+  const ClaimRequest& lead = *claim->claim;
+  if (members.size() + senders.size() != group.size() || Limited(lead.params)) {
+    return false;
+  }
+  std::vector<int> gates;
+  const std::vector<Receipt> receipts = ClaimReceipts(members, &gates);
+  ClaimParams params = lead.params;
+  params.max = total;
+  if (members.size() > 1) params.max_bytes = 0;  // see ClaimsCombine
+  std::vector<Message> joined;
+  Engine::SendsFirst sends{.to = send->rules};
+  sends.to.messages = Join(senders, joined);
+  auto r = engine_.SendsAndClaimAndCommit(sends, params, AcksOf(lead, receipts),
+                                          gates);
+  if (!r.ok()) {
+    for (Writer* w : group) w->status = r.status();
+    return true;
+  }
+  if (!sends.sent) return false;  // nothing done: the general way
+  if (sends.sent->ok()) {
+    Slice(senders, **sends.sent);
+  } else {
+    for (Writer* w : senders) w->status = sends.sent->status();
+  }
+  if (!r->has_value()) {
+    // The sends are stored; the claims go the general way.
+    RunGeneral(members);
+    return true;
+  }
   Engine::ClaimCommitted& committed = **r;
   TakeAcks(members, std::move(committed.acks));
   HandOut(members, params, committed.outcome);

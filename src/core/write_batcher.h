@@ -25,7 +25,9 @@
 // AckMany before it. A caller whose ack is refused gets that error and no
 // message. A group that is nothing but such claims goes to
 // Engine::ClaimAndCommit first (acks, claim and commit in one round trip
-// on PostgreSQL).
+// on PostgreSQL); one of such claims and sends to one queue, to
+// Engine::SendsAndClaimAndCommit (the sends first, in the same round
+// trip).
 //
 // Publishes (Publish) go as far as sends: the small publishes of one group
 // to the same topic are one publish (one read of the subscribers, one
@@ -268,6 +270,14 @@ class WriteBatcher {
   // round trips): false when the group is anything else or the engine
   // cannot, with nothing done.
   bool ClaimAndCommit(std::vector<Writer*>& group);
+  // A group of sends that share a call and claims that combine, run by
+  // Engine::SendsAndClaimAndCommit (one commit for both, fewer round
+  // trips): false when the group is anything else or the engine cannot,
+  // with nothing done.
+  bool SendsAndClaimAndCommit(std::vector<Writer*>& group);
+  // Runs `group` in one transaction, each operation its own engine call
+  // (sends to one queue and claims that combine still joined).
+  void RunGeneral(const std::vector<Writer*>& group);
   static bool ClaimsCombine(const ClaimRequest& a, const ClaimRequest& b);
   // Runs group[first]'s publish together with the later publishes of the
   // group to the same topic; marks them in `done`.

@@ -167,6 +167,18 @@ class FakeEngine : public Engine {
     if (ack_hook) return ack_hook(p);
     return Unused();
   }
+  // A group of sends and claims, when set (else the default: the general
+  // way).
+  std::function<Result<std::optional<ClaimCommitted>>(
+      SendsFirst&, const ClaimParams&, const AckManyParams&,
+      std::span<const int>)>
+      sends_claim_hook;
+  Result<std::optional<ClaimCommitted>> SendsAndClaimAndCommit(
+      SendsFirst& sends, const ClaimParams& p, const AckManyParams& acks,
+      std::span<const int> gates) override {
+    if (sends_claim_hook) return sends_claim_hook(sends, p, acks, gates);
+    return Engine::SendsAndClaimAndCommit(sends, p, acks, gates);
+  }
   Result<std::optional<Timestamp>> NextReadyAt(Conn&, std::int64_t) override {
     return Unused();
   }
@@ -1306,6 +1318,135 @@ TEST(WriteBatcher, ClaimsOfOneQueueInAGroupAreOneEngineClaim) {
   }
   EXPECT_TRUE(merged) << "in " << kRounds
                       << " rounds, no two claims shared an engine claim";
+}
+
+// A group of producers' sends to one queue and consumers' claims (one
+// acking first), queued behind a held leader: one engine call stores the
+// sends, in the callers' order, before one claim for every claimer, and
+// each caller gets its own share. When the engine stores the sends but
+// leaves the claim to the caller, the claims go the general way, and the
+// sends are not stored twice.
+TEST(WriteBatcher, SendsAndClaimsInAGroupAreOneEngineCall) {
+  for (const bool claim_too : {true, false}) {
+    SCOPED_TRACE(claim_too ? "one call" : "claims the general way");
+    FakeEngine engine;
+    SendRecorder recorder(engine);  // the general way's sends
+    std::mutex mu;
+    std::vector<std::vector<std::string>> sent_calls;
+    std::vector<ClaimParams> combined_claims, general_claims;
+    std::vector<std::size_t> acked;
+    auto lease = [](int first, int n) {
+      ClaimOutcome out;
+      for (int i = 0; i < n; ++i) {
+        out.messages.push_back({.id = first + i, .attempt = 1});
+      }
+      return out;
+    };
+    engine.sends_claim_hook =
+        [&](Engine::SendsFirst& sends, const ClaimParams& p,
+            const AckManyParams& acks, std::span<const int> gates)
+        -> Result<std::optional<Engine::ClaimCommitted>> {
+      std::lock_guard<std::mutex> lock(mu);
+      std::vector<std::string> payloads;
+      std::vector<SendResult> ids;
+      for (const Message& m : sends.to.messages) {
+        payloads.push_back(m.payload);
+        ids.push_back({.id = std::stoll(m.payload.substr(2))});
+      }
+      sent_calls.push_back(payloads);
+      EXPECT_EQ(sends.to.queue_id, 1);
+      sends.sent = ids;
+      if (!claim_too) return std::optional<Engine::ClaimCommitted>();
+      combined_claims.push_back(p);
+      EXPECT_EQ(gates.size(), acks.receipts.size());
+      Engine::ClaimCommitted done{
+          .acks = std::vector<Status>(acks.receipts.size(), Status::Ok()),
+          .outcome = lease(100, p.max)};
+      return std::optional<Engine::ClaimCommitted>(std::move(done));
+    };
+    engine.claim_hook = [&](const ClaimParams& p) -> Result<ClaimOutcome> {
+      std::lock_guard<std::mutex> lock(mu);
+      general_claims.push_back(p);
+      return lease(200, p.max);
+    };
+    engine.ack_hook =
+        [&](const AckManyParams& p) -> Result<std::vector<Status>> {
+      std::lock_guard<std::mutex> lock(mu);
+      acked.push_back(p.receipts.size());
+      return std::vector<Status>(p.receipts.size(), Status::Ok());
+    };
+    WriteBatcher batcher(engine, 512, /*max_leaders=*/1);
+    engine.HoldNextWrite();
+    auto leader_op = engine.Append(0);
+    auto leader =
+        std::async(std::launch::async, [&] { return batcher.Run(leader_op); });
+    engine.WaitUntilHeld();
+    const std::vector<Message> first = Numbered(1, 10, 2);
+    const std::vector<Message> second = Numbered(1, 20, 1);
+    auto send = [&](const std::vector<Message>& m) {
+      return std::async(std::launch::async, [&batcher, &m] {
+        return batcher.Send({.queue_id = 1, .messages = m});
+      });
+    };
+    auto claim = [&](std::optional<Receipt> ack) {
+      return std::async(std::launch::async, [&batcher, ack] {
+        return batcher.Claim({.params = {.queue_id = 1,
+                                         .max = 1,
+                                         .lease = std::chrono::seconds(30),
+                                         .token = 7,
+                                         .max_attempts = 5},
+                              .ack = ack});
+      });
+    };
+    // In this order in the queue: send, claim, send, claim with an ack.
+    auto s1 = send(first);
+    ASSERT_TRUE(WaitUntilQueued(batcher, 1));
+    auto c1 = claim(std::nullopt);
+    ASSERT_TRUE(WaitUntilQueued(batcher, 2));
+    auto s2 = send(second);
+    ASSERT_TRUE(WaitUntilQueued(batcher, 3));
+    auto c2 = claim(Receipt{.id = 5, .attempt = 1, .token = 1});
+    ASSERT_TRUE(WaitUntilQueued(batcher, 4));
+    engine.Release();
+    EXPECT_OK(leader.get());
+    auto r1 = s1.get();
+    auto r2 = s2.get();
+    ASSERT_OK(r1.status());
+    ASSERT_OK(r2.status());
+    ASSERT_EQ(r1->size(), 2u);
+    EXPECT_EQ((*r1)[0].id, 10);
+    EXPECT_EQ((*r1)[1].id, 11);
+    ASSERT_EQ(r2->size(), 1u);
+    EXPECT_EQ((*r2)[0].id, 20);
+    auto k1 = c1.get();
+    auto k2 = c2.get();
+    ASSERT_OK(k1.status());
+    ASSERT_OK(k2.status());
+    ASSERT_EQ(k1->outcome.messages.size(), 1u);
+    ASSERT_EQ(k2->outcome.messages.size(), 1u);
+    const std::int64_t base = claim_too ? 100 : 200;
+    EXPECT_EQ(k1->outcome.messages[0].id, base);
+    EXPECT_EQ(k2->outcome.messages[0].id, base + 1);
+    std::lock_guard<std::mutex> lock(mu);
+    // The sends once, joined in their callers' order, and never again the
+    // general way.
+    EXPECT_EQ(
+        sent_calls,
+        (std::vector<std::vector<std::string>>{{"1:10", "1:11", "1:20"}}));
+    EXPECT_TRUE(recorder.calls().empty());
+    if (claim_too) {
+      ASSERT_EQ(combined_claims.size(), 1u);
+      EXPECT_EQ(combined_claims[0].max, 2);
+      EXPECT_TRUE(general_claims.empty());
+      EXPECT_TRUE(acked.empty());
+      EXPECT_EQ(engine.writes(), 1);  // the held leader's alone
+    } else {
+      ASSERT_EQ(general_claims.size(), 1u);
+      EXPECT_EQ(general_claims[0].max, 2);
+      EXPECT_EQ(acked, std::vector<std::size_t>{1});
+      EXPECT_EQ(engine.writes(), 2);  // and the claims' transaction
+    }
+  }
 }
 
 }  // namespace

@@ -291,7 +291,7 @@ void PgConn::Watch(LeaderWatch* watch) {
 void PgConn::ResetTxState() {
   core::TxConn::ResetTxState();
   pending_begin_ = nullptr;
-  staged_.reset();
+  staged_.clear();
   notify = false;
   churned = 0;
   counted = 0;
@@ -615,24 +615,24 @@ Result<std::vector<Rows>> PgConn::RunAll(const char* sql,
 void PgConn::StageForCommit(const char* sql, Params params,
                             std::string_view what,
                             std::function<void(const Rows&)> on_rows) {
-  staged_ = Staged{.sql = sql,
-                   .params = std::move(params),
-                   .what = std::string(what),
-                   .on_rows = std::move(on_rows)};
+  staged_.push_back(Staged{.sql = sql,
+                           .params = std::move(params),
+                           .what = std::string(what),
+                           .on_rows = std::move(on_rows)});
 }
 
 Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
                             std::string_view what) {
   if (tx_error) return *tx_error;
-  std::optional<Staged> staged = std::move(staged_);
-  staged_.reset();
+  std::vector<Staged> staged = std::move(staged_);
+  staged_.clear();
   auto name = Prepared(sql, what, Phase::kStatement);
   if (!name.ok()) return name.status();
-  std::string staged_name;
-  if (staged) {
-    auto n = Prepared(staged->sql, staged->what, Phase::kStatement);
+  std::vector<std::string> staged_names;
+  for (const Staged& st : staged) {
+    auto n = Prepared(st.sql, st.what, Phase::kStatement);
     if (!n.ok()) return n.status();
-    staged_name = std::move(*n);
+    staged_names.push_back(std::move(*n));
   }
   auto rollback = [&](Status s) {
     if (PQtransactionStatus(conn_) == PQTRANS_INERROR ||
@@ -652,7 +652,9 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
   const bool with_begin = begin_pending();
   replication_wait_cancelled_ = false;
   bool sent = SendBegin();
-  if (sent && staged) sent = send(staged_name, staged->params);
+  for (std::size_t i = 0; i < staged.size() && sent; ++i) {
+    sent = send(staged_names[i], staged[i].params);
+  }
   for (std::size_t i = 0; i < params.size() && sent; ++i) {
     sent = send(*name, params[i]);
   }
@@ -711,9 +713,11 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
       lost_at_begin = from_server && SessionEnding(res.get());
     }
   }
-  std::optional<Rows> staged_rows;
-  if (staged) {
-    if (PgResult res = next(staged->what)) staged_rows.emplace(std::move(res));
+  std::vector<std::optional<Rows>> staged_rows(staged.size());
+  for (std::size_t i = 0; i < staged.size(); ++i) {
+    if (PgResult res = next(staged[i].what)) {
+      staged_rows[i].emplace(std::move(res));
+    }
   }
   for (std::size_t i = 0; i < params.size(); ++i) (void)next(what);
   PgResult commit = read();
@@ -742,7 +746,9 @@ Status PgConn::RunAndCommit(const char* sql, const std::vector<Params>& params,
   if (Status answered = CommitAnswered("commit"); !answered.ok()) {
     return answered;
   }
-  if (staged_rows) staged->on_rows(*staged_rows);
+  for (std::size_t i = 0; i < staged.size(); ++i) {
+    if (staged_rows[i]) staged[i].on_rows(*staged_rows[i]);
+  }
   return Status::Ok();
 }
 
@@ -762,9 +768,9 @@ Result<std::string> PgConn::Exec(const char* sql, std::string_view what,
     // The transaction ran no statement: there is nothing to commit or roll
     // back, and nothing to send.
     const std::string_view verb(sql);
-    if (verb == "ROLLBACK" || (verb == "COMMIT" && !staged_)) {
+    if (verb == "ROLLBACK" || (verb == "COMMIT" && staged_.empty())) {
       pending_begin_ = nullptr;
-      staged_.reset();
+      staged_.clear();
       return std::string(verb);
     }
     if (Status b = FlushBegin(); !b.ok()) return b;

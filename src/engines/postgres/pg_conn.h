@@ -187,10 +187,11 @@ class PgConn : public core::TxConn {
   // transaction committed: a transaction of that one statement is then a
   // single round trip, BEGIN and COMMIT included. `on_rows` gets its result
   // after the commit succeeded; it is dropped if the commit fails or the
-  // transaction is run again. One statement at a time.
+  // transaction is run again. Statements staged one after the other run in
+  // that order (a later one sees what an earlier one wrote).
   void StageForCommit(const char* sql, Params params, std::string_view what,
                       std::function<void(const Rows&)> on_rows);
-  bool has_staged() const { return staged_.has_value(); }
+  bool has_staged() const { return !staged_.empty(); }
   // For a pooled idle connection: true when the server closed it meanwhile
   // (restart, idle timeout, pg_terminate_backend), which shows only as
   // something to read on its socket. Costs a poll, no round trip.
@@ -305,7 +306,7 @@ class PgConn : public core::TxConn {
     std::string what;
     std::function<void(const Rows&)> on_rows;
   };
-  std::optional<Staged> staged_;
+  std::vector<Staged> staged_;
 
   PGconn* conn_;
   bool owned_;

@@ -153,6 +153,23 @@ Result<std::optional<core::Engine::ClaimCommitted>>
 PostgresEngine::ClaimAndCommit(const core::ClaimParams& p,
                                const core::AckManyParams& acks,
                                std::span<const int> gates) {
+  return ClaimCommit(nullptr, p, acks, gates);
+}
+
+Result<std::optional<core::Engine::ClaimCommitted>>
+PostgresEngine::SendsAndClaimAndCommit(SendsFirst& sends,
+                                       const core::ClaimParams& p,
+                                       const core::AckManyParams& acks,
+                                       std::span<const int> gates) {
+  if (sends.to.messages.empty() || !OneStatementSend(sends.to)) {
+    return std::optional<ClaimCommitted>();
+  }
+  return ClaimCommit(&sends, p, acks, gates);
+}
+
+Result<std::optional<core::Engine::ClaimCommitted>> PostgresEngine::ClaimCommit(
+    SendsFirst* sends, const core::ClaimParams& p,
+    const core::AckManyParams& acks, std::span<const int> gates) {
   using Out = std::optional<ClaimCommitted>;
   if (p.groups != GroupMode::kNone || p.unique_for.count() > 0 ||
       acks.archive || acks.unique_for.count() > 0) {
@@ -161,6 +178,9 @@ PostgresEngine::ClaimAndCommit(const core::ClaimParams& p,
   if (!acks.receipts.empty() && AcksReleaseDependents(p.queue_id)) {
     return Out();
   }
+  // The sends' ids, or why they were not stored, once committed.
+  std::vector<SendResult> sent;
+  std::optional<Status> unsent;
   // [with receipts][from a mark]
   static const std::string kSql[2][2] = {
       {ClaimOnlyCommitSql(false), ClaimOnlyCommitSql(true)},
@@ -250,6 +270,11 @@ PostgresEngine::ClaimAndCommit(const core::ClaimParams& p,
     };
     Status s = Write([&](Conn& c) -> Status {
       PgConn& conn = Native(c);
+      // The sends go first, so that the claim may take their messages.
+      if (first && sends != nullptr) {
+        unsent.reset();
+        StageSend(conn, sends->to, sent, unsent);
+      }
       const auto started = std::chrono::steady_clock::now();
       ClaimMarks::Plan plan;
       // The statement and its parameters (statements.h): acks alone, or a
@@ -300,6 +325,10 @@ PostgresEngine::ClaimAndCommit(const core::ClaimParams& p,
       return Status::Ok();
     });
     if (!s.ok()) return s;
+    if (first && sends != nullptr) {
+      sends->sent = unsent ? Result<std::vector<SendResult>>(*unsent)
+                           : Result<std::vector<SendResult>>(std::move(sent));
+    }
     if (found == 0) return core::QueueGone(p.queue_id);
     if (dependents != 0 && !ids.empty()) {
       // Nothing was done; the acks must release dependents.

@@ -319,6 +319,24 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
   Result<std::optional<ClaimCommitted>> ClaimAndCommit(
       const core::ClaimParams& p, const core::AckManyParams& acks,
       std::span<const int> gates) override;
+  // The same with a group's sends to one queue staged before the claim's
+  // statement (the send of SendAndCommit): BEGIN, the sends, the acks and
+  // claim, and COMMIT in one pipeline. Only for sends SendAndCommit can
+  // store in one statement.
+  Result<std::optional<ClaimCommitted>> SendsAndClaimAndCommit(
+      SendsFirst& sends, const core::ClaimParams& p,
+      const core::AckManyParams& acks, std::span<const int> gates) override;
+  // Both, `sends` null for a claim alone.
+  Result<std::optional<ClaimCommitted>> ClaimCommit(
+      SendsFirst* sends, const core::ClaimParams& p,
+      const core::AckManyParams& acks, std::span<const int> gates);
+  // True when SendAndCommit stores `p` with one statement (StageSend).
+  bool OneStatementSend(const core::SendParams& p) const;
+  // Stages the statement that stores `p`'s messages and adds them to the
+  // queue's counters (PgConn::StageForCommit); once committed, `out` has
+  // their ids, or `failed` why none was stored (the queue gone).
+  void StageSend(PgConn& conn, const core::SendParams& p,
+                 std::vector<SendResult>& out, std::optional<Status>& failed);
 
   // `now`: as in Send; set from the database's clock when it was not known.
   Result<std::int64_t> InsertBatch(PgConn& conn, const core::SendParams& p,

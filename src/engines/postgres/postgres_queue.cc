@@ -353,10 +353,20 @@ Result<std::int64_t> PostgresEngine::MoveDeadLetters(
   return rows->affected();
 }
 
-Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
-    const core::SendParams& to, const MessagesFn& messages) {
-  core::SendParams p = to;
-  p.messages = messages();
+bool PostgresEngine::OneStatementSend(const core::SendParams& p) const {
+  if (clock_ || p.grouped) return false;
+  std::size_t bytes = 0;
+  for (const Message& m : p.messages) {
+    // Keys and groups take the general path (Send).
+    if (!m.dedup_key.empty() || !m.group.empty()) return false;
+    bytes += m.payload.size();
+  }
+  return bytes <= kStatementBytes;
+}
+
+void PostgresEngine::StageSend(PgConn& conn, const core::SendParams& p,
+                               std::vector<SendResult>& out,
+                               std::optional<Status>& failed) {
   static constexpr const char* kSendCounted = R"sql(
     WITH q AS (SELECT id FROM sqlq_queues WHERE id = $1 FOR KEY SHARE),
     t AS (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us),
@@ -376,16 +386,6 @@ Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
       INSERT INTO sqlq_counter_deltas (queue_id, sends)
       SELECT $1, count(*) FROM ins HAVING count(*) > 0)
     SELECT id, enqueued_us FROM ins)sql";
-  std::size_t bytes = 0;
-  // Keys and groups take the general path (Send).
-  bool keyed = p.grouped;
-  for (const Message& m : p.messages) {
-    bytes += m.payload.size();
-    keyed = keyed || !m.dedup_key.empty() || !m.group.empty();
-  }
-  if (clock_ || keyed || bytes > kStatementBytes) {
-    return core::Engine::SendAndCommit(to, messages);
-  }
   std::vector<std::int64_t> priority, delay, not_before;
   std::vector<std::optional<std::string_view>> payload, headers;
   std::vector<std::string> encoded;
@@ -402,38 +402,48 @@ Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
                           : std::optional<std::string_view>(encoded.back()));
     least = std::min(least, m.delay);
   }
+  Params params;
+  params.Int(p.queue_id)
+      .IntArray(priority)
+      .IntArray(delay)
+      .BytesArray(payload)
+      .BytesArray(headers)
+      .IntArray(not_before);
+  const std::int64_t queue_id = p.queue_id;
+  const std::size_t n = p.messages.size();
+  conn.StageForCommit(
+      kSendCounted, std::move(params), "send",
+      [&conn, &out, &failed, queue_id, n, least](const Rows& rows) {
+        if (rows.size() == 0) {
+          // The queue was gone: nothing was inserted or counted.
+          failed = core::QueueGone(queue_id);
+          return;
+        }
+        if (static_cast<std::size_t>(rows.size()) != n) {
+          failed = Status::Internal("send: fewer rows stored than sent");
+          return;
+        }
+        // Ids follow the batch order (ORDER BY m.ord).
+        std::vector<std::int64_t> ids;
+        for (int r = 0; r < rows.size(); ++r) ids.push_back(rows.Int(r, 0));
+        std::sort(ids.begin(), ids.end());
+        out.clear();
+        for (std::int64_t id : ids) out.push_back({.id = id});
+        conn.notify = true;
+        ++conn.counted;
+        conn.MadeReady(queue_id, rows.Int(0, 1) + Us(least));
+      });
+}
+
+Result<std::vector<SendResult>> PostgresEngine::SendAndCommit(
+    const core::SendParams& to, const MessagesFn& messages) {
+  core::SendParams p = to;
+  p.messages = messages();
+  if (!OneStatementSend(p)) return core::Engine::SendAndCommit(to, messages);
   std::vector<SendResult> out;
   std::optional<Status> failed;
   Status s = Write([&](Conn& c) -> Status {
-    PgConn& conn = Native(c);
-    Params params;
-    params.Int(p.queue_id)
-        .IntArray(priority)
-        .IntArray(delay)
-        .BytesArray(payload)
-        .BytesArray(headers)
-        .IntArray(not_before);
-    conn.StageForCommit(
-        kSendCounted, std::move(params), "send", [&](const Rows& rows) {
-          if (rows.size() == 0) {
-            // The queue was gone: nothing was inserted or counted.
-            failed = core::QueueGone(p.queue_id);
-            return;
-          }
-          if (static_cast<std::size_t>(rows.size()) != p.messages.size()) {
-            failed = Status::Internal("send: fewer rows stored than sent");
-            return;
-          }
-          // Ids follow the batch order (ORDER BY m.ord).
-          std::vector<std::int64_t> ids;
-          for (int r = 0; r < rows.size(); ++r) ids.push_back(rows.Int(r, 0));
-          std::sort(ids.begin(), ids.end());
-          out.clear();
-          for (std::int64_t id : ids) out.push_back({.id = id});
-          conn.notify = true;
-          ++conn.counted;
-          conn.MadeReady(p.queue_id, rows.Int(0, 1) + Us(least));
-        });
+    StageSend(Native(c), p, out, failed);
     return Status::Ok();
   });
   if (!s.ok()) return s;

@@ -570,6 +570,114 @@ TEST_F(PostgresEngineTest, OneStatementClaimClaimsOnlyForTheAcksThatHold) {
   PQfinish(c);
 }
 
+// A group's sends and claims in one transaction
+// (Engine::SendsAndClaimAndCommit): the claim takes the messages the sends
+// just stored, with the ack before it; a send to a dropped queue is a clean
+// failure beside a claim that still runs; sends with a dedup key are left
+// to the general way untouched; acks that would release dependents leave
+// the claim to the caller once the sends are stored.
+TEST_F(PostgresEngineTest, SendsAndAClaimInOneTransaction) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK_AND_ASSIGN(WorkQueue other, store->CreateQueue("other", {}));
+  ASSERT_OK(q.Send({.payload = "old"}));
+  ASSERT_OK_AND_ASSIGN(auto held, q.Claim({.max = 1}));
+  ASSERT_EQ(held.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(core::Receipt receipt,
+                       core::ParseReceipt(held[0].receipt));
+  PGconn* c = Raw();
+  const std::int64_t queue_id =
+      std::stoll(Query(c, "SELECT id FROM sqlq_queues WHERE name = 'jobs'"));
+  const std::int64_t other_id =
+      std::stoll(Query(c, "SELECT id FROM sqlq_queues WHERE name = 'other'"));
+  ASSERT_OK_AND_ASSIGN(auto engine,
+                       engines::OpenEngine(db_->url(), StoreOptions{}));
+  const core::ClaimParams params{.queue_id = queue_id,
+                                 .max = 3,
+                                 .lease = core::Micros(30'000'000),
+                                 .token = 0x5eed,
+                                 .max_attempts = 5};
+  const std::vector<Message> three = {
+      {.payload = "a"}, {.payload = "b"}, {.payload = "c"}};
+  const std::vector<core::Receipt> one = {receipt};
+  const std::vector<int> gate = {1};
+  core::Engine::SendsFirst sends{.to = {.queue_id = queue_id}};
+  sends.to.messages = three;
+  ASSERT_OK_AND_ASSIGN(
+      auto done,
+      engine->SendsAndClaimAndCommit(
+          sends, params, {.queue_id = queue_id, .receipts = one}, gate));
+  ASSERT_TRUE(done.has_value());
+  ASSERT_TRUE(sends.sent.has_value());
+  ASSERT_OK(sends.sent->status());
+  ASSERT_EQ((*sends.sent)->size(), 3u);
+  ASSERT_EQ(done->acks.size(), 1u);
+  EXPECT_OK(done->acks[0]);
+  // The claim saw the sends of its own transaction, in their order.
+  ASSERT_EQ(done->outcome.messages.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(done->outcome.messages[i].id, (**sends.sent)[i].id);
+    EXPECT_EQ(done->outcome.messages[i].payload, three[i].payload);
+  }
+  ASSERT_OK_AND_ASSIGN(QueueStats stats, q.Stats());
+  EXPECT_EQ(stats.ready, 0);
+  EXPECT_EQ(stats.leased, 3);
+  EXPECT_EQ(stats.sends, 4);
+  EXPECT_EQ(stats.claims, 4);
+  EXPECT_EQ(stats.acks, 1);
+
+  // Sends to a queue dropped meanwhile: their own clean failure; the claim
+  // of the other queue runs.
+  ASSERT_OK(store->DropQueue("other"));
+  core::Engine::SendsFirst lost{.to = {.queue_id = other_id}};
+  lost.to.messages = three;
+  ASSERT_OK_AND_ASSIGN(
+      auto beside,
+      engine->SendsAndClaimAndCommit(lost, params, {.queue_id = queue_id}, {}));
+  ASSERT_TRUE(beside.has_value());
+  ASSERT_TRUE(lost.sent.has_value());
+  EXPECT_EQ(lost.sent->status().code(), Code::kNotFound)
+      << lost.sent->status().ToString();
+  EXPECT_TRUE(beside->outcome.messages.empty());
+
+  // A dedup key: nothing done, for the general way.
+  core::Engine::SendsFirst keyed{.to = {.queue_id = queue_id}};
+  const std::vector<Message> with_key = {{.payload = "k", .dedup_key = "k"}};
+  keyed.to.messages = with_key;
+  ASSERT_OK_AND_ASSIGN(
+      auto left, engine->SendsAndClaimAndCommit(keyed, params,
+                                                {.queue_id = queue_id}, {}));
+  EXPECT_FALSE(left.has_value());
+  EXPECT_FALSE(keyed.sent.has_value());
+  ASSERT_OK_AND_ASSIGN(stats, q.Stats());
+  EXPECT_EQ(stats.sends, 4);
+
+  // Acks that would release dependents: the sends are stored, once; the
+  // ack and the claim are left to the caller.
+  Query(c, "UPDATE sqlq_queues SET dependents = 1 WHERE name = 'jobs'");
+  const core::Receipt first{.id = done->outcome.messages[0].id,
+                            .attempt = done->outcome.messages[0].attempt,
+                            .token = params.token};
+  const std::vector<core::Receipt> ack = {first};
+  core::Engine::SendsFirst before{.to = {.queue_id = queue_id}};
+  before.to.messages = three;
+  ASSERT_OK_AND_ASSIGN(
+      auto unclaimed,
+      engine->SendsAndClaimAndCommit(
+          before, params, {.queue_id = queue_id, .receipts = ack}, gate));
+  EXPECT_FALSE(unclaimed.has_value());
+  ASSERT_TRUE(before.sent.has_value());
+  ASSERT_OK(before.sent->status());
+  EXPECT_EQ((*before.sent)->size(), 3u);
+  ASSERT_OK_AND_ASSIGN(stats, q.Stats());
+  EXPECT_EQ(stats.sends, 7);
+  EXPECT_EQ(stats.ready, 3);
+  EXPECT_EQ(stats.leased, 3);
+  EXPECT_EQ(stats.acks, 1);
+  PQfinish(c);
+}
+
 // The listing of a queue's messages (WorkQueue::ListMessages) walks
 // sqlq_messages by primary key in id order, a bounded stretch per page,
 // with the statistics of a vacuum of the empty table as well as with fresh
