@@ -78,8 +78,9 @@ Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
     if (p.max_bytes != 0 && !out.messages.empty() && bytes >= p.max_bytes) {
       break;
     }
+    // (None for a first claim of one message: its first is always taken.)
     const std::int64_t budget =
-        p.max_bytes == 0 ? 0
+        p.max_bytes == 0 || (want == 1 && out.messages.empty()) ? 0
         : out.messages.empty()
             ? static_cast<std::int64_t>(p.max_bytes)
             : -static_cast<std::int64_t>(p.max_bytes - bytes);
@@ -101,7 +102,9 @@ Result<core::ClaimOutcome> PostgresEngine::Claim(Conn& c,
           .Int(plan.from->id);
     }
     params.Int(budget);
-    auto rows = conn.Run(plan.from ? kClaimFromSql.c_str() : kClaimSql.c_str(),
+    const bool budgeted = budget != 0;
+    auto rows = conn.Run(plan.from ? kClaimFromSql[budgeted].c_str()
+                                   : kClaimSql[budgeted].c_str(),
                          params, "claim");
     if (!rows.ok()) return rows.status();
     std::vector<Leased> leased;
@@ -181,10 +184,12 @@ Result<std::optional<core::Engine::ClaimCommitted>> PostgresEngine::ClaimCommit(
   // The sends' ids, or why they were not stored, once committed.
   std::vector<SendResult> sent;
   std::optional<Status> unsent;
-  // [with receipts][from a mark]
-  static const std::string kSql[2][2] = {
-      {ClaimOnlyCommitSql(false), ClaimOnlyCommitSql(true)},
-      {ClaimCommitSql(false), ClaimCommitSql(true)}};
+  // [with receipts][from a mark][budgeted]
+  static const std::string kSql[2][2][2] = {
+      {{ClaimOnlyCommitSql(false, false), ClaimOnlyCommitSql(false, true)},
+       {ClaimOnlyCommitSql(true, false), ClaimOnlyCommitSql(true, true)}},
+      {{ClaimCommitSql(false, false), ClaimCommitSql(false, true)},
+       {ClaimCommitSql(true, false), ClaimCommitSql(true, true)}}};
   ClaimCommitted out;
   std::vector<std::int64_t> ids, tokens, attempts, gate;
   std::int64_t gated = 0;
@@ -210,10 +215,11 @@ Result<std::optional<core::Engine::ClaimCommitted>> PostgresEngine::ClaimCommit(
         refused;
     std::int64_t found = 0, dependents = 0, want = 0, buried = 0;
     std::int64_t expirations = 0;
+    // (None for a first claim of one message: its first is always taken.)
     const std::int64_t budget =
-        p.max_bytes == 0 ? 0
-        : first          ? static_cast<std::int64_t>(p.max_bytes)
-                         : -static_cast<std::int64_t>(p.max_bytes - bytes);
+        p.max_bytes == 0 || (first && p.max == 1) ? 0
+        : first ? static_cast<std::int64_t>(p.max_bytes)
+                : -static_cast<std::int64_t>(p.max_bytes - bytes);
     // The statement's rows, once its transaction committed.
     auto read = [&](PgConn& conn, const Rows& rows,
                     const ClaimMarks::Plan& plan,
@@ -287,7 +293,7 @@ Result<std::optional<core::Engine::ClaimCommitted>> PostgresEngine::ClaimCommit(
         params.IntArray(ids).IntArray(tokens).IntArray(attempts);
       } else {
         if (marks_) plan = marks_->Start(p.queue_id, started);
-        sql = &kSql[ids.empty() ? 0 : 1][plan.from ? 1 : 0];
+        sql = &kSql[ids.empty() ? 0 : 1][plan.from ? 1 : 0][budget != 0];
         params.Int(p.lease.count()).Int(base).Int(TokenBits(p.token));
         auto clock = [&] {
           if (clock_) {

@@ -167,16 +167,27 @@ inline std::string InsertLeaseExpiredDead(std::string_view from,
 // plan cannot know how many) reads the whole table to find them.
 // The claim's statement after its candidates c: ClaimCtes, then
 // kClaimSelect. `now` and `until` are SQL expressions for $2 and $5 (the
-// one-round-trip claim reads the clock in the statement itself).
+// one-round-trip claim reads the clock in the statement itself). Without
+// `budgeted` (a claim the byte limit cannot bind: none set, or one
+// message, whose first is always taken) b is left out and the budget must
+// be 0: its window, a sort and a WindowAgg, costs a claim of one message
+// about a sixth of the statement's time (docs/benchmarks.md).
 inline std::string ClaimCtes(const std::string& budget,
                              std::string_view now = "$2",
-                             std::string_view until = "$5") {
-  return R"sql(,
+                             std::string_view until = "$5",
+                             bool budgeted = true) {
+  const std::string within = budgeted ? budget + " = 0 OR b.upto <= abs(" +
+                                            budget + ") OR (" + budget +
+                                            " > 0 AND b.upto = b.len)"
+                                      : budget + " = 0";
+  return std::string(budgeted ? R"sql(,
   b AS (
     SELECT c.*, coalesce(sum(len) FILTER (WHERE attempts < $7) OVER (
              ORDER BY priority DESC, ready_us, id ROWS UNBOUNDED PRECEDING),
            0) AS upto
-    FROM c),
+    FROM c))sql"
+                              : "") +
+         R"sql(,
   dead AS (
     DELETE FROM sqlq_messages m
     WHERE m.ctid = ANY(ARRAY(SELECT ctid FROM c WHERE attempts >= $7))
@@ -193,10 +204,14 @@ inline std::string ClaimCtes(const std::string& budget,
          AppendError("m.errors", "m.attempts", "b.ready_us",
                      "'lease expired'") +
          R"sql( END
-    FROM b WHERE m.ctid = b.ctid AND b.attempts < $7
+    FROM )sql" +
+         std::string(budgeted ? "b WHERE"
+                              : "c b WHERE m.ctid = ANY(ARRAY(\n"
+                                "      SELECT ctid FROM c WHERE attempts < "
+                                "$7)) AND") +
+         R"sql( m.ctid = b.ctid AND b.attempts < $7
       AND ()sql" +
-         budget + " = 0 OR b.upto <= abs(" + budget + ") OR (" + budget +
-         R"sql( > 0 AND b.upto = b.len))
+         within + R"sql()
     RETURNING m.id, m.priority, b.ready_us AS old_ready,
               b.token AS old_token, m.attempts, m.enqueued_us, m.payload,
               m.headers::text AS headers, m.grp))sql";
@@ -209,8 +224,8 @@ inline constexpr const char* kClaimSelect = R"sql(
   UNION ALL
   SELECT true, id, 0, 0, old_token, 0, 0, dedup, NULL, NULL FROM dead)sql";
 
-inline std::string ClaimRest(const std::string& budget) {
-  return ClaimCtes(budget) + kClaimSelect;
+inline std::string ClaimRest(const std::string& budget, bool budgeted) {
+  return ClaimCtes(budget, "$2", "$5", budgeted) + kClaimSelect;
 }
 
 // The candidates of one branch: `where` selects the part of the index.
@@ -288,7 +303,7 @@ inline std::string ClaimCommitRows(std::string_view acks) {
 // Rows as ClaimCommitSql's without receipts: (0, ...) each message leased,
 // (1, ...) each dead-lettered, (4, whether the queue is there, 0, clock,
 // $3) once.
-inline std::string ClaimOnlyCommitSql(bool from_mark) {
+inline std::string ClaimOnlyCommitSql(bool from_mark, bool budgeted = true) {
   const std::string now = "(SELECT now_us FROM t)";
   const std::string mark = "$9, $10, $11";
   return R"sql(WITH t AS (SELECT coalesce($5::bigint,
@@ -296,7 +311,8 @@ inline std::string ClaimOnlyCommitSql(bool from_mark) {
   )sql" +
          ClaimCandidatesCte("ready_us <= " + now, "$3",
                             from_mark ? &mark : nullptr) +
-         ClaimCtes("$8::bigint", now, "(SELECT now_us + $2::bigint FROM t)") +
+         ClaimCtes("$8::bigint", now, "(SELECT now_us + $2::bigint FROM t)",
+                   budgeted) +
          ClaimCommitRows("0") + R"sql(
   UNION ALL
   SELECT 4, (SELECT count(*) FROM sqlq_queues WHERE id = $1), 0,
@@ -305,13 +321,18 @@ inline std::string ClaimOnlyCommitSql(bool from_mark) {
 
 // kClaimFromSql's mark: $8 priority, $9 ready_us, $10 id.
 inline const std::string kClaimMark = "$8, $9, $10";
-inline const std::string kClaimSql =
+// [budgeted] (ClaimCtes)
+inline const std::string kClaimSql[2] = {
     "WITH " + ClaimCandidatesCte("ready_us <= $2", "$3", nullptr) +
-    ClaimRest("$8::bigint");
+        ClaimRest("$8::bigint", false),
+    "WITH " + ClaimCandidatesCte("ready_us <= $2", "$3", nullptr) +
+        ClaimRest("$8::bigint", true)};
 
-inline const std::string kClaimFromSql =
+inline const std::string kClaimFromSql[2] = {
     "WITH " + ClaimCandidatesCte("ready_us <= $2", "$3", &kClaimMark) +
-    ClaimRest("$11::bigint");
+        ClaimRest("$11::bigint", false),
+    "WITH " + ClaimCandidatesCte("ready_us <= $2", "$3", &kClaimMark) +
+        ClaimRest("$11::bigint", true)};
 
 // The start of a statement that acks (ClaimCommitSql, AckOnlyCommitSql):
 // q, the queue row, locked first (CheckQueue says why), and go, whether
@@ -369,7 +390,7 @@ inline std::string ReceiptRows(std::string_view ids, std::string_view now,
 // message's token and attempts (NULL when it is not in the queue); (4,
 // whether the queue is there, dependents flag, clock, how many were to be
 // claimed) once. Receipts are looked up as kAckDeleteSql does.
-inline std::string ClaimCommitSql(bool from_mark) {
+inline std::string ClaimCommitSql(bool from_mark, bool budgeted = true) {
   const std::string now = "(SELECT now_us FROM t)";
   const std::string limit = "(SELECT n FROM w)";
   const std::string ready =
@@ -391,7 +412,8 @@ inline std::string ClaimCommitSql(bool from_mark) {
                ORDER BY g.id, g.ord) first), 0) ELSE 0 END::bigint
              AS n),
   )sql" + ClaimCandidatesCte(ready, limit, from_mark ? &mark : nullptr) +
-         ClaimCtes("$8::bigint", now, "(SELECT now_us + $2::bigint FROM t)") +
+         ClaimCtes("$8::bigint", now, "(SELECT now_us + $2::bigint FROM t)",
+                   budgeted) +
          ClaimCommitRows("(SELECT count(*) FROM a)") +
          ReceiptRows("$5::bigint[]", "(SELECT now_us FROM t)",
                      "(SELECT n FROM w)");

@@ -429,21 +429,31 @@ TEST_F(PostgresEngineTest,
   const std::string types =
       "(bigint, bigint, bigint, bigint, bigint[], bytea, integer, bigint, "
       "bigint[], bigint[], bigint[], bigint";
-  Query(c, "PREPARE one " + types + ") AS " +
-               engines::postgres::ClaimCommitSql(false));
-  Query(c, "PREPARE one_from " + types + ", integer, bigint, bigint) AS " +
-               engines::postgres::ClaimCommitSql(true));
   const std::string only =
       "(bigint, bigint, bigint, bigint, bigint, bytea, integer, bigint";
-  Query(c, "PREPARE alone " + only + ") AS " +
-               engines::postgres::ClaimOnlyCommitSql(false));
-  Query(c, "PREPARE alone_from " + only + ", integer, bigint, bigint) AS " +
-               engines::postgres::ClaimOnlyCommitSql(true));
+  // Each with and without the byte limit's window (budgeted or not).
+  for (const bool budgeted : {true, false}) {
+    const std::string b = budgeted ? "b" : "";
+    Query(c, "PREPARE one" + b + " " + types + ") AS " +
+                 engines::postgres::ClaimCommitSql(false, budgeted));
+    Query(c, "PREPARE one_from" + b + " " + types +
+                 ", integer, bigint, bigint) AS " +
+                 engines::postgres::ClaimCommitSql(true, budgeted));
+    Query(c, "PREPARE alone" + b + " " + only + ") AS " +
+                 engines::postgres::ClaimOnlyCommitSql(false, budgeted));
+    Query(c, "PREPARE alone_from" + b + " " + only +
+                 ", integer, bigint, bigint) AS " +
+                 engines::postgres::ClaimOnlyCommitSql(true, budgeted));
+  }
   const std::string args = queue_id + ", 30000000, 1, 7, " + ids +
                            ", NULL, 5, 0, '{1,2}', '{1,1}', '{1,0}', NULL";
   const std::string only_args = queue_id + ", 30000000, 1, 7, NULL, NULL, 5, 0";
   for (const std::string& explain :
-       {"EXPLAIN (FORMAT JSON) EXECUTE one(" + args + ")",
+       {"EXPLAIN (FORMAT JSON) EXECUTE oneb(" + args + ")",
+        "EXPLAIN (FORMAT JSON) EXECUTE one_fromb(" + args + ", 0, 0, 0)",
+        "EXPLAIN (FORMAT JSON) EXECUTE aloneb(" + only_args + ")",
+        "EXPLAIN (FORMAT JSON) EXECUTE alone_fromb(" + only_args + ", 0, 0, 0)",
+        "EXPLAIN (FORMAT JSON) EXECUTE one(" + args + ")",
         "EXPLAIN (FORMAT JSON) EXECUTE one_from(" + args + ", 0, 0, 0)",
         "EXPLAIN (FORMAT JSON) EXECUTE alone(" + only_args + ")",
         "EXPLAIN (FORMAT JSON) EXECUTE alone_from(" + only_args +
