@@ -1296,11 +1296,12 @@ class Engine : public Transactions,
   // the same transaction: a group of concurrent senders and claimers (a
   // producer's send and a consumer's ack and claim) in one commit, in
   // fewer round trips than Write with Send, AckMany and Claim (PostgreSQL:
-  // one). An error is the whole transaction's: nothing of it is stored
-  // (or its outcome is unknown). Otherwise sends.sent is set once the
-  // sends are committed, and the result is ClaimAndCommit's; an empty
-  // result with sends.sent set leaves the claim to the caller, to make
-  // the general way. When the engine cannot (the default; or the sends or
+  // one). sends.sent is set once the sends are committed; the result is
+  // then the claim's, as ClaimAndCommit's (an error, such as the claim's
+  // queue gone, is the claim's alone), and an empty one leaves the claim
+  // to the caller, to make the general way. An error with sends.sent
+  // unset is the whole transaction's: nothing of it is stored (or its
+  // outcome is unknown). When the engine cannot (the default; or the sends or
   // the claim need the general way) nothing is stored: an empty result
   // and sends.sent unset.
   virtual Result<std::optional<ClaimCommitted>> SendsAndClaimAndCommit(

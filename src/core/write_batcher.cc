@@ -661,7 +661,7 @@ bool WriteBatcher::SendsAndClaimAndCommit(std::vector<Writer*>& group) {
   sends.to.messages = Join(senders, joined);
   auto r = engine_.SendsAndClaimAndCommit(sends, params, AcksOf(lead, receipts),
                                           gates);
-  if (!r.ok()) {
+  if (!r.ok() && !sends.sent) {
     for (Writer* w : group) w->status = r.status();
     return true;
   }
@@ -670,6 +670,11 @@ bool WriteBatcher::SendsAndClaimAndCommit(std::vector<Writer*>& group) {
     Slice(senders, **sends.sent);
   } else {
     for (Writer* w : senders) w->status = sends.sent->status();
+  }
+  if (!r.ok()) {
+    // The sends were committed; the claim failed after them.
+    for (Writer* w : members) w->status = r.status();
+    return true;
   }
   if (!r->has_value()) {
     // The sends are stored; the claims go the general way.

@@ -1327,8 +1327,12 @@ TEST(WriteBatcher, ClaimsOfOneQueueInAGroupAreOneEngineClaim) {
 // leaves the claim to the caller, the claims go the general way, and the
 // sends are not stored twice.
 TEST(WriteBatcher, SendsAndClaimsInAGroupAreOneEngineCall) {
-  for (const bool claim_too : {true, false}) {
-    SCOPED_TRACE(claim_too ? "one call" : "claims the general way");
+  enum class Claim { kDone, kGeneral, kFailed };
+  for (const Claim how : {Claim::kDone, Claim::kGeneral, Claim::kFailed}) {
+    const bool claim_too = how == Claim::kDone;
+    SCOPED_TRACE(claim_too                ? "one call"
+                 : how == Claim::kGeneral ? "claims the general way"
+                                          : "the claim failed after the sends");
     FakeEngine engine;
     SendRecorder recorder(engine);  // the general way's sends
     std::mutex mu;
@@ -1356,6 +1360,7 @@ TEST(WriteBatcher, SendsAndClaimsInAGroupAreOneEngineCall) {
       sent_calls.push_back(payloads);
       EXPECT_EQ(sends.to.queue_id, 1);
       sends.sent = ids;
+      if (how == Claim::kFailed) return Status::NotFound("queue dropped");
       if (!claim_too) return std::optional<Engine::ClaimCommitted>();
       combined_claims.push_back(p);
       EXPECT_EQ(gates.size(), acks.receipts.size());
@@ -1420,6 +1425,15 @@ TEST(WriteBatcher, SendsAndClaimsInAGroupAreOneEngineCall) {
     EXPECT_EQ((*r2)[0].id, 20);
     auto k1 = c1.get();
     auto k2 = c2.get();
+    if (how == Claim::kFailed) {
+      // The sends were stored; the claimers get the claim's error.
+      EXPECT_CODE(k1.status(), Code::kNotFound);
+      EXPECT_CODE(k2.status(), Code::kNotFound);
+      std::lock_guard<std::mutex> lock(mu);
+      EXPECT_EQ(sent_calls.size(), 1u);
+      EXPECT_TRUE(general_claims.empty());
+      continue;
+    }
     ASSERT_OK(k1.status());
     ASSERT_OK(k2.status());
     ASSERT_EQ(k1->outcome.messages.size(), 1u);

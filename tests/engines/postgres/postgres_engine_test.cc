@@ -583,7 +583,8 @@ TEST_F(PostgresEngineTest, OneStatementClaimClaimsOnlyForTheAcksThatHold) {
 // A group's sends and claims in one transaction
 // (Engine::SendsAndClaimAndCommit): the claim takes the messages the sends
 // just stored, with the ack before it; a send to a dropped queue is a clean
-// failure beside a claim that still runs; sends with a dedup key are left
+// failure beside a claim that still runs, and a claim of one beside sends
+// that are stored; sends with a dedup key are left
 // to the general way untouched; acks that would release dependents leave
 // the claim to the caller once the sends are stored.
 TEST_F(PostgresEngineTest, SendsAndAClaimInOneTransaction) {
@@ -651,6 +652,23 @@ TEST_F(PostgresEngineTest, SendsAndAClaimInOneTransaction) {
       << lost.sent->status().ToString();
   EXPECT_TRUE(beside->outcome.messages.empty());
 
+  // A claim of the dropped queue: its own clean failure; the sends beside
+  // it are stored.
+  core::ClaimParams gone = params;
+  gone.queue_id = other_id;
+  core::Engine::SendsFirst kept{.to = {.queue_id = queue_id}};
+  kept.to.messages = three;
+  auto failed =
+      engine->SendsAndClaimAndCommit(kept, gone, {.queue_id = other_id}, {});
+  EXPECT_EQ(failed.status().code(), Code::kNotFound)
+      << failed.status().ToString();
+  ASSERT_TRUE(kept.sent.has_value());
+  ASSERT_OK(kept.sent->status());
+  EXPECT_EQ((*kept.sent)->size(), 3u);
+  ASSERT_OK_AND_ASSIGN(stats, q.Stats());
+  EXPECT_EQ(stats.sends, 7);
+  EXPECT_EQ(stats.ready, 3);
+
   // A dedup key: nothing done, for the general way.
   core::Engine::SendsFirst keyed{.to = {.queue_id = queue_id}};
   const std::vector<Message> with_key = {{.payload = "k", .dedup_key = "k"}};
@@ -661,7 +679,7 @@ TEST_F(PostgresEngineTest, SendsAndAClaimInOneTransaction) {
   EXPECT_FALSE(left.has_value());
   EXPECT_FALSE(keyed.sent.has_value());
   ASSERT_OK_AND_ASSIGN(stats, q.Stats());
-  EXPECT_EQ(stats.sends, 4);
+  EXPECT_EQ(stats.sends, 7);
 
   // Acks that would release dependents: the sends are stored, once; the
   // ack and the claim are left to the caller.
@@ -681,8 +699,8 @@ TEST_F(PostgresEngineTest, SendsAndAClaimInOneTransaction) {
   ASSERT_OK(before.sent->status());
   EXPECT_EQ((*before.sent)->size(), 3u);
   ASSERT_OK_AND_ASSIGN(stats, q.Stats());
-  EXPECT_EQ(stats.sends, 7);
-  EXPECT_EQ(stats.ready, 3);
+  EXPECT_EQ(stats.sends, 10);
+  EXPECT_EQ(stats.ready, 6);
   EXPECT_EQ(stats.leased, 3);
   EXPECT_EQ(stats.acks, 1);
   PQfinish(c);
