@@ -353,7 +353,6 @@ void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
     return;
   }
   if (ClaimAndCommit(group)) return;
-  if (SendsAndClaimAndCommit(group)) return;
   if (OneTopicPublishes(group)) {
     // One publish of everyone's messages in the engine's fewest round
     // trips, when it can; else the general way below.
@@ -597,34 +596,8 @@ void WriteBatcher::HandOut(const std::vector<Writer*>& members,
 }
 
 bool WriteBatcher::ClaimAndCommit(std::vector<Writer*>& group) {
-  for (const Writer* w : group) {
-    if (w->claim == nullptr) return false;
-  }
-  std::vector<char> done(group.size(), 0);
-  int total = 0;
-  const std::vector<Writer*> members = ClaimMembers(group, 0, done, total);
-  const ClaimRequest& lead = *group.front()->claim;
-  if (members.size() != group.size() || Limited(lead.params)) return false;
-  std::vector<int> gates;
-  const std::vector<Receipt> receipts = ClaimReceipts(members, &gates);
-  ClaimParams params = lead.params;
-  params.max = total;
-  if (members.size() > 1) params.max_bytes = 0;  // see ClaimsCombine
-  auto r = engine_.ClaimAndCommit(params, AcksOf(lead, receipts), gates);
-  if (!r.ok()) {
-    for (Writer* w : members) w->status = r.status();
-    return true;
-  }
-  if (!r->has_value()) return false;
-  Engine::ClaimCommitted& committed = **r;
-  TakeAcks(members, std::move(committed.acks));
-  HandOut(members, params, committed.outcome);
-  return true;
-}
-
-bool WriteBatcher::SendsAndClaimAndCommit(std::vector<Writer*>& group) {
-  // Sends to one queue that share a call, and claims that combine: the
-  // group of producers and consumers working one queue.
+  // Claims that combine, and the sends to one queue that share a call (the
+  // group of producers and consumers working one queue), if any.
   const Writer* send = nullptr;
   const Writer* claim = nullptr;
   std::vector<Writer*> senders;
@@ -639,9 +612,7 @@ bool WriteBatcher::SendsAndClaimAndCommit(std::vector<Writer*>& group) {
     senders.push_back(w);
     total_sent += w->messages.size();
   }
-  if (send == nullptr || claim == nullptr || total_sent > kMaxCombined) {
-    return false;
-  }
+  if (claim == nullptr || total_sent > kMaxCombined) return false;
   std::vector<char> done(group.size(), 0);
   int total = 0;
   const std::size_t first = static_cast<std::size_t>(
@@ -656,30 +627,38 @@ bool WriteBatcher::SendsAndClaimAndCommit(std::vector<Writer*>& group) {
   ClaimParams params = lead.params;
   params.max = total;
   if (members.size() > 1) params.max_bytes = 0;  // see ClaimsCombine
+  const AckManyParams acks = AcksOf(lead, receipts);
   std::vector<Message> joined;
-  Engine::SendsFirst sends{.to = send->rules};
-  sends.to.messages = Join(senders, joined);
-  auto r = engine_.SendsAndClaimAndCommit(sends, params, AcksOf(lead, receipts),
-                                          gates);
+  Engine::SendsFirst sends;
+  if (send != nullptr) {
+    sends.to = send->rules;
+    sends.to.messages = Join(senders, joined);
+  }
+  auto r = senders.empty()
+               ? engine_.ClaimAndCommit(params, acks, gates)
+               : engine_.SendsAndClaimAndCommit(sends, params, acks, gates);
   if (!r.ok() && !sends.sent) {
     for (Writer* w : group) w->status = r.status();
     return true;
   }
-  if (!sends.sent) return false;  // nothing done: the general way
-  if (sends.sent->ok()) {
-    Slice(senders, **sends.sent);
-  } else {
-    for (Writer* w : senders) w->status = sends.sent->status();
-  }
-  if (!r.ok()) {
-    // The sends were committed; the claim failed after them.
-    for (Writer* w : members) w->status = r.status();
-    return true;
-  }
-  if (!r->has_value()) {
-    // The sends are stored; the claims go the general way.
-    RunGeneral(members);
-    return true;
+  if (sends.sent) {
+    if (sends.sent->ok()) {
+      Slice(senders, **sends.sent);
+    } else {
+      for (Writer* w : senders) w->status = sends.sent->status();
+    }
+    if (!r.ok()) {
+      // The sends were committed; the claim failed after them.
+      for (Writer* w : members) w->status = r.status();
+      return true;
+    }
+    if (!r->has_value()) {
+      // The sends are stored; the claims go the general way.
+      RunGeneral(members);
+      return true;
+    }
+  } else if (!r->has_value()) {
+    return false;  // nothing done: the general way
   }
   Engine::ClaimCommitted& committed = **r;
   TakeAcks(members, std::move(committed.acks));

@@ -266,15 +266,11 @@ class WriteBatcher {
   // members still ok, in claim order, each up to its max.
   static void HandOut(const std::vector<Writer*>& members,
                       const ClaimParams& params, ClaimOutcome& r);
-  // A group of claims that combine, run by Engine::ClaimAndCommit (fewer
-  // round trips): false when the group is anything else or the engine
-  // cannot, with nothing done.
+  // A group of claims that combine, run by Engine::ClaimAndCommit, or of
+  // such claims and sends to one queue that share a call, run by
+  // Engine::SendsAndClaimAndCommit (fewer round trips): false when the
+  // group is anything else or the engine cannot, with nothing done.
   bool ClaimAndCommit(std::vector<Writer*>& group);
-  // A group of sends that share a call and claims that combine, run by
-  // Engine::SendsAndClaimAndCommit (one commit for both, fewer round
-  // trips): false when the group is anything else or the engine cannot,
-  // with nothing done.
-  bool SendsAndClaimAndCommit(std::vector<Writer*>& group);
   // Runs `group` in one transaction, each operation its own engine call
   // (sends to one queue and claims that combine still joined).
   void RunGeneral(const std::vector<Writer*>& group);
