@@ -8,7 +8,7 @@ packages=(
   libsqlite3-dev sqlite3
   libpq-dev postgresql-15
   libmariadb-dev mariadb-server mariadb-client
-  libfmt-dev nlohmann-json3-dev libcli11-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev libsimdjson-dev
   libgtest-dev libgmock-dev
   libboost1.81-dev libssl-dev curl openssl
   clang-14 libclang-rt-14-dev llvm-14

@@ -129,6 +129,11 @@ struct Route {
 // or one message's fields at the top level (a batch of one). Anything else
 // is refused with what to send. api_messages.cc.
 std::vector<Message> ReadSend(const std::string& text, const Limits& limits);
+// ReadSend's general way, for every body: parsed into a Json document,
+// each message read field by field. ReadSend takes it for any body that is
+// not a plain send (plain_send.h).
+std::vector<Message> ReadSendDocument(const std::string& text,
+                                      const Limits& limits);
 // One message's fields, read from `obj`; `what` names it in errors.
 Message ReadOneMessage(const Json& obj, const std::string& what,
                        std::size_t max_payload);

@@ -13,6 +13,7 @@
 #include "server/body.h"
 #include "server/claim_reply.h"
 #include "server/inputs.h"
+#include "server/plain_send.h"
 #include "wire/json.h"
 
 namespace sqlq::server::api {
@@ -59,6 +60,17 @@ QueuedMessage ReadQueuedMessage(const Json& obj, const std::string& what,
 }
 
 std::vector<Message> ReadSend(const std::string& text, const Limits& limits) {
+  // Most bodies: string payloads and nothing else (plain_send.h).
+  if (auto plain =
+          ReadPlainSend(text, static_cast<std::size_t>(limits.max_batch),
+                        limits.max_payload_bytes)) {
+    return std::move(*plain);
+  }
+  return ReadSendDocument(text, limits);
+}
+
+std::vector<Message> ReadSendDocument(const std::string& text,
+                                      const Limits& limits) {
   const Json doc = text.find_first_not_of(" \t\r\n") == std::string::npos
                        ? Json::object()
                        : ParseBody(text);

@@ -9,15 +9,9 @@
 namespace sqlq::server {
 
 Json ParseBody(const std::string& text) {
-  // A document costs about 50 bytes per value, so 16 MiB of "[[[[" or
-  // "[0,0,0" would take many times its size. The API's bodies need a depth
-  // of 3 and a value per field of each message of a batch; their widest
-  // object is a message's headers (at most kMaxHeaders keys).
-  // docs/http-api.md ("Errors") states these bounds.
-  static constexpr wire::JsonBounds kBounds{
-      .max_depth = 16, .max_values = 100000, .max_keys = 1000};
   Json doc;
-  if (auto refused = wire::ParseJson(text, kBounds, "the request body", doc)) {
+  if (auto refused =
+          wire::ParseJson(text, kBodyBounds, "the request body", doc)) {
     Throw(400, std::move(refused->code), std::move(refused->message));
   }
   return doc;

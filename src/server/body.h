@@ -13,8 +13,17 @@
 
 #include "server/reply.h"
 #include "sqlq/queue.h"
+#include "wire/json_parse.h"
 
 namespace sqlq::server {
+
+// What a request body may make the parser build. A document costs about 50
+// bytes per value, so 16 MiB of "[[[[" or "[0,0,0" would take many times
+// its size. The API's bodies need a depth of 3 and a value per field of
+// each message of a batch; their widest object is a message's headers (at
+// most kMaxHeaders keys). docs/http-api.md ("Errors") states these bounds.
+inline constexpr wire::JsonBounds kBodyBounds{
+    .max_depth = 16, .max_values = 100000, .max_keys = 1000};
 
 // Parses a JSON request body into a document, in time linear in its size
 // (wire::ParseJson), or throws the 400 HttpError: invalid JSON, nesting
