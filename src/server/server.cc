@@ -165,7 +165,14 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
         timer_(session_->executor()) {
     claim_.options.wait = Duration(0);
   }
-  // On a database thread: subscribes, then makes the first look.
+  // On a database thread, before the claim is parked: a claim makes its
+  // first look now, before any subscription, and when it finds messages
+  // (or fails) that is its reply: it is never parked. Nullopt for a claim
+  // that must wait, and for a wait that is not a claim (`look`).
+  std::optional<Reply> TryAtOnce();
+  // On a database thread, once parked: subscribes, then makes the first
+  // look (after TryAtOnce, the read that follows a claim that found
+  // nothing).
   void Begin();
   // On the strand: shutdown answers with an empty list.
   void Stop();
@@ -180,6 +187,9 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   // cost reads, not write transactions.
   void Wake(bool signalled = true);
   void Look(bool peek_first);
+  // After a claim that found nothing: when to look again (a read), then on
+  // the strand, the wait for it.
+  void AfterEmptyClaim(ClaimNote note);
   void AfterLook(const Result<SteadyClock::time_point>& next);
   void Finish(Reply reply);
   // The jobs this claim finished (its ack) and started, in /metrics.
@@ -216,6 +226,8 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   bool stop_ = false;
   bool pending_signal_ = false;
   bool done_ = false;
+  // TryAtOnce claimed and found nothing: its note, until Begin.
+  std::optional<ClaimNote> tried_;
   std::uint64_t gen_ = 0;
   // A look's wait between looks (ParkedClaim::look), as a wait for a
   // result in the library looks: doubled each time up to kResultLookEvery.
@@ -307,6 +319,23 @@ class Server {
     }
     auto lp =
         std::make_shared<LongPoll>(*this, session, std::move(claim), route);
+    // A claim that finds messages at once is answered at once: a
+    // subscription, a timer and the watch of its connection are for a
+    // claim that waits. Counted against the token's limit meanwhile, as
+    // its ack is done only within that limit.
+    if (auto reply = lp->TryAtOnce()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = polls_per_token_.find(lp->token());
+        if (--it->second == 0) polls_per_token_.erase(it);
+      }
+      reply->route = route;
+      asio::post(session->executor(),
+                 [session, r = std::move(*reply)]() mutable {
+                   session->Send(std::move(r));
+                 });
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       parked_.insert(lp);
@@ -774,6 +803,21 @@ void LongPoll::Measure(const std::vector<ClaimedMessage>& started) {
   metrics.JobsStarted(queue, started);
 }
 
+std::optional<Reply> LongPoll::TryAtOnce() {
+  if (claim_.look) return std::nullopt;
+  // The receipt it names is acked now, by this look, whatever it finds.
+  ClaimNote note;
+  auto r = claim_.ack.empty()
+               ? claim_.queue.Claim(claim_.options, &note)
+               : claim_.queue.AckAndClaim(std::exchange(claim_.ack, {}),
+                                          claim_.options, &note);
+  if (!r.ok()) return Answer(r.status());
+  if (!r->empty()) return Answer(*r, note);
+  // Nothing yet. Not shared with the strand before it is parked.
+  tried_ = note;
+  return std::nullopt;
+}
+
 void LongPoll::Begin() {
   std::weak_ptr<LongPoll> weak = weak_from_this();
   if (claim_.look) {
@@ -795,7 +839,20 @@ void LongPoll::Begin() {
       if (auto self = weak.lock()) self->Wake();
     });
   });
-  Look(false);
+  if (!tried_) return Look(false);
+  // After TryAtOnce's claim, what the claim of a look does when it finds
+  // nothing. Its read comes after the subscription: a send that committed
+  // between that claim and the subscription woke nobody, but the read sees
+  // its message ready and the claim looks again at once.
+  AfterEmptyClaim(*std::exchange(tried_, std::nullopt));
+}
+
+void LongPoll::AfterEmptyClaim(ClaimNote note) {
+  auto next = claim_.queue.NextLook(&note);
+  OnStrand([next = std::move(next), note](LongPoll& lp) mutable {
+    lp.note_ = std::move(note);
+    lp.AfterLook(next);
+  });
 }
 
 void LongPoll::Look(bool peek_first) {
@@ -836,11 +893,7 @@ void LongPoll::Look(bool peek_first) {
       lp.Finish(std::move(reply));
     });
   }
-  auto next = claim_.queue.NextLook(&note);
-  OnStrand([next = std::move(next), note](LongPoll& lp) mutable {
-    lp.note_ = std::move(note);
-    lp.AfterLook(next);
-  });
+  AfterEmptyClaim(std::move(note));
 }
 
 void LongPoll::AfterLook(const Result<SteadyClock::time_point>& next) {
