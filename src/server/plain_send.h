@@ -27,7 +27,7 @@
 namespace sqlq::server {
 
 // Bodies above this size go the general way, so that the parser's buffers
-// (about three times the body) stay small.
+// (a few times the body) stay small.
 inline constexpr std::size_t kPlainSendMaxBytes = 1 << 20;
 
 // The messages of `text` when it is a plain send of at most `max_messages`
