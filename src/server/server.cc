@@ -326,8 +326,7 @@ class Server {
     if (auto reply = lp->TryAtOnce()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
-        auto it = polls_per_token_.find(lp->token());
-        if (--it->second == 0) polls_per_token_.erase(it);
+        ReleasePoll(lp->token());
       }
       reply->route = route;
       asio::post(session->executor(),
@@ -352,7 +351,12 @@ class Server {
     std::lock_guard<std::mutex> lock(mu_);
     if (parked_.erase(lp) == 0) return;
     --waiting_;
-    auto it = polls_per_token_.find(lp->token());
+    ReleasePoll(lp->token());
+  }
+  // Gives back a claim's place in its token's limit of waiting claims;
+  // mu_ held.
+  void ReleasePoll(const std::string& token) {
+    auto it = polls_per_token_.find(token);
     if (--it->second == 0) polls_per_token_.erase(it);
   }
 
