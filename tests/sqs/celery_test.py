@@ -43,10 +43,22 @@ class CeleryOverSqs(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.worker.terminate()
-        cls.worker.wait(timeout=60)
+        # A warm shutdown from inside the worker (celery_tasks.stop_worker
+        # says why not SIGTERM from here); killed only if it never ends.
+        cls.tasks.stop_worker.delay()
+        try:
+            code = cls.worker.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            cls.worker.kill()
+            cls.worker.wait()
+            code = None
         cls.log.close()
         cls.server.stop()
+        if code != 0:
+            with open(cls.log.name) as f:
+                raise AssertionError(
+                    f"the worker did not stop cleanly ({code}); its log:\n"
+                    + f.read()[-4000:])
 
     def wait_for(self, name, timeout=60):
         """The text a task recorded in `name`, once it has."""
