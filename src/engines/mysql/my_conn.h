@@ -226,6 +226,9 @@ class MyConn : public core::TxConn {
   unsigned int last_errno() const { return last_errno_; }
   // The server is a node of a Galera cluster (wsrep_on).
   bool wsrep = false;
+  // The server writes its binary log as statements (log_bin on, format
+  // STATEMENT or MIXED).
+  bool statement_log = false;
   // The row of each queue's counters this connection adds to
   // (MysqlEngine::ReadSession).
   int counter_slot = 0;

@@ -161,11 +161,113 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
   return out;
 }
 
-Result<std::optional<core::Engine::ClaimCommitted>> MysqlEngine::ClaimAndCommit(
-    const core::ClaimParams& p, const core::AckManyParams& acks,
-    std::span<const int> gates) {
-  // A refused ack goes the general way whether it gates the claim or not.
-  (void)gates;
+bool MysqlEngine::ClaimCallTakes(const core::ClaimParams& p,
+                                 const core::AckManyParams& acks) {
+  const auto receipts = static_cast<std::int64_t>(acks.receipts.size());
+  if (!claims_routine_ || clock_ || p.max > kCallClaimMax ||
+      receipts > kCallClaimMax || (p.max == 0 && receipts == 0) ||
+      p.groups != GroupMode::kNone || (p.max > 1 && p.max_bytes != 0) ||
+      p.unique_for.count() > 0 || acks.archive || acks.unique_for.count() > 0 ||
+      acks.queue_id != p.queue_id) {
+    return false;
+  }
+  return receipts == 0 || !AcksReleaseDependents(p.queue_id);
+}
+
+Result<std::optional<core::Engine::ClaimCommitted>> MysqlEngine::ClaimCall(
+    MyConn& c, const core::ClaimParams& p, const core::AckManyParams& acks,
+    const std::string& prefix, std::size_t before, SendsFirst* sends) {
+  using Out = std::optional<ClaimCommitted>;
+  c.read_only = false;
+  // Integers formatted here, the worker's name in hex, the receipts as a
+  // JSON array of integers: nothing a caller wrote is read as SQL.
+  std::string call = prefix;
+  call += fmt::format("CALL sqlq__claims_committed({}, {}, {}, {}, {}, ",
+                      p.queue_id, c.counter_slot, p.max, p.lease.count(),
+                      TokenBits(p.token));
+  if (p.worker.empty()) {
+    call += "NULL";
+  } else {
+    call += "X'";
+    AppendHex(call, p.worker);
+    call += '\'';
+  }
+  call += fmt::format(", {}, '[", p.max_attempts);
+  for (std::size_t i = 0; i < acks.receipts.size(); ++i) {
+    const core::Receipt& r = acks.receipts[i];
+    call += fmt::format("{}[{},{},{}]", i == 0 ? "" : ",", r.id,
+                        TokenBits(r.token), r.attempt);
+  }
+  call += fmt::format("]', {})", sends != nullptr ? 1 : 0);
+  c.tx_open = true;
+  // Its answers: the statements before it, its rows, then the CALL's own,
+  // which commits.
+  auto done =
+      c.ExecCommit(call, before + 2, before + 1, p.max == 0 ? "ack" : "claim");
+  if (!done.ok()) {
+    c.bumps = 0;
+    if (RoutineGone(c, done.status(), claims_routine_)) return Out();
+    // A send's queue gone fails its INSERT (a foreign key) and stores
+    // nothing: the general way says which.
+    if (sends != nullptr && done.status().code() == Code::kNotFound) {
+      return Out();
+    }
+    return done.status();
+  }
+  const Rows& rows = (*done)[before].rows;
+  if (rows.size() < 1) {
+    return Status::Internal("claim: the procedure gave no answer");
+  }
+  if (sends != nullptr) {
+    // Committed, whatever the claim's answer.
+    own_bumps_ += c.bumps;
+    c.bumps = 0;
+    const auto id0 = static_cast<std::int64_t>((*done)[before - 2].insert_id);
+    std::vector<SendResult> ids;
+    for (std::size_t k = 0; k < sends->to.messages.size(); ++k) {
+      ids.push_back({.id = id0 + static_cast<std::int64_t>(k) *
+                                     c.auto_increment_increment});
+    }
+    sends->sent = std::move(ids);
+  }
+  switch (rows.Int(0, 0)) {
+    case 0:
+      break;
+    case 2:
+      return core::QueueGone(p.queue_id);
+    case 3:
+      NoteAcksReleaseDependents(p.queue_id);
+      return Out();
+    default:  // nothing done: the general way
+      return Out();
+  }
+  ClaimCommitted committed;
+  const std::int64_t acked = rows.Int(0, 2), claimed = rows.Int(0, 3);
+  if (acked != static_cast<std::int64_t>(acks.receipts.size()) ||
+      (claimed > 0 && rows.size() != claimed)) {
+    return Status::Internal("claim: the procedure's answer does not add up");
+  }
+  committed.acks.assign(acks.receipts.size(), Status::Ok());
+  const Timestamp until = FromUs(rows.Int(0, 1) + p.lease.count());
+  for (int i = 0; i < static_cast<int>(claimed); ++i) {
+    ClaimedMessage m;
+    m.id = rows.Int(i, 4);
+    m.priority = static_cast<std::int32_t>(rows.Int(i, 5));
+    m.attempt = static_cast<int>(rows.Int(i, 6));
+    m.enqueued_at = FromUs(rows.Int(i, 7));
+    m.payload = rows.Bytes(i, 8);
+    m.lease_expires_at = until;
+    if (!rows.IsNull(i, 9)) m.headers = core::DecodeJob(rows.Bytes(i, 9), m);
+    if (!rows.IsNull(i, 10)) m.group = rows.Bytes(i, 10);
+    committed.outcome.messages.push_back(std::move(m));
+  }
+  own_bumps_ += WakeBumps({.acks = acked});  // the procedure's count
+  return Out(std::move(committed));
+}
+
+Result<std::optional<core::Engine::ClaimCommitted>>
+MysqlEngine::ClaimOneAndCommit(const core::ClaimParams& p,
+                               const core::AckManyParams& acks) {
   using Out = std::optional<ClaimCommitted>;
   if (!claim_routine_ || clock_ || p.max > 1 || acks.receipts.size() > 1 ||
       (p.max == 0 && acks.receipts.empty()) || p.groups != GroupMode::kNone ||
@@ -178,7 +280,12 @@ Result<std::optional<core::Engine::ClaimCommitted>> MysqlEngine::ClaimAndCommit(
   Out out;
   Status s = pool_.RunWrite([&](MyConn& c) -> Status {
     out.reset();
-    if (c.wsrep || !claim_routine_) return Status::Ok();
+    // Not on Galera (its wait for the cluster goes with a BEGIN we send),
+    // nor where the server logs statements: MariaDB marks a procedure with
+    // a SKIP LOCKED read unsafe for statement replication (warnings in its
+    // error log, or rows under MIXED), where the general way's statements
+    // are all safe (docs/engines/mysql.md, "Replication").
+    if (c.wsrep || c.statement_log || !claim_routine_) return Status::Ok();
     c.read_only = false;
     // Integers formatted here, the worker's name in hex: nothing a caller
     // wrote is read as SQL.
@@ -238,6 +345,70 @@ Result<std::optional<core::Engine::ClaimCommitted>> MysqlEngine::ClaimAndCommit(
     }
     own_bumps_ += WakeBumps({.acks = acked});  // the procedure's count
     out = std::move(committed);
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::optional<core::Engine::ClaimCommitted>> MysqlEngine::ClaimAndCommit(
+    const core::ClaimParams& p, const core::AckManyParams& acks,
+    std::span<const int> gates) {
+  // Every receipt is acked or the claim is handed back: the gates hold.
+  (void)gates;
+  using Out = std::optional<ClaimCommitted>;
+  // One message after one receipt: version 23's procedure, which takes it
+  // with fewer statements than the group's (docs/engines/mysql.md).
+  if (p.max <= 1 && acks.receipts.size() <= 1 && claim_routine_) {
+    return ClaimOneAndCommit(p, acks);
+  }
+  if (!ClaimCallTakes(p, acks)) return Out();
+  Out out;
+  Status s = pool_.RunWrite([&](MyConn& c) -> Status {
+    out.reset();
+    // Not on Galera, nor where the server logs statements (above).
+    if (c.wsrep || c.statement_log || !claims_routine_) return Status::Ok();
+    auto r = ClaimCall(c, p, acks, "", 0, nullptr);
+    if (!r.ok()) return r.status();
+    out = std::move(*r);
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::optional<core::Engine::ClaimCommitted>>
+MysqlEngine::SendsAndClaimAndCommit(SendsFirst& sends,
+                                    const core::ClaimParams& p,
+                                    const core::AckManyParams& acks,
+                                    std::span<const int> gates) {
+  (void)gates;  // as in ClaimAndCommit
+  using Out = std::optional<ClaimCommitted>;
+  if (!ClaimCallTakes(p, acks)) return Out();
+  const std::optional<PacketSend> packet = PacketSendOf(sends.to);
+  if (!packet) return Out();
+  const std::string insert = packet->Insert(sends.to);
+  const std::size_t n = sends.to.messages.size();
+  Out out;
+  Status s = pool_.RunWrite([&](MyConn& c) -> Status {
+    out.reset();
+    sends.sent.reset();
+    // Ids are read off the INSERT's first one (SendAndCommit); not on
+    // Galera, nor where the server logs statements (ClaimOneAndCommit).
+    if (c.wsrep || c.statement_log || !claims_routine_ ||
+        (n > 1 && !c.consecutive_autoinc)) {
+      return Status::Ok();
+    }
+    c.pending_counters[sends.to.queue_id] +=
+        QueueCounters{.sends = static_cast<std::int64_t>(n)};
+    // BEGIN, the clock, the INSERT and the sends' counters.
+    std::string prefix = fmt::format("{}; {}", BeginSql(c), kSetNow);
+    prefix += insert;
+    prefix += "; ";
+    prefix += TakeCounters(c);
+    auto r = ClaimCall(c, p, acks, prefix, 4, &sends);
+    if (!r.ok()) return r.status();
+    out = std::move(*r);
     return Status::Ok();
   });
   if (!s.ok()) return s;

@@ -576,6 +576,7 @@ Status MysqlEngine::ReadSession(MyConn& conn) {
   const std::string format = rows->Bytes(0, 4);
   const bool statement_log =
       rows->Int(0, 3) != 0 && (format == "STATEMENT" || format == "MIXED");
+  conn.statement_log = statement_log;
   return conn.Exec(statement_log ? "SET SESSION TRANSACTION ISOLATION LEVEL "
                                    "REPEATABLE READ"
                                  : "SET SESSION TRANSACTION ISOLATION LEVEL "

@@ -75,6 +75,10 @@ constexpr std::size_t kMaxInsertBytes = 4 << 20;
 // Bytes of payload and headers a send may have to go in one packet
 // (SendAndCommit), written there as hex (twice as many).
 constexpr std::size_t kPacketSendBytes = 256 << 10;
+// At most this many messages or receipts go to the claim's procedure in one
+// CALL (kClaimsCommitted claims one message at a time); larger claims go
+// the general way, whose statements take them all at once.
+constexpr std::int64_t kCallClaimMax = 64;
 
 // The session every connection gets, whatever the server's defaults: a
 // strict sql_mode without ANSI_QUOTES, PIPES_AS_CONCAT,
@@ -193,6 +197,22 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   // the way of any write.
   Result<std::vector<SendResult>> SendAndCommit(
       const core::SendParams& to, const MessagesFn& messages) override;
+  // A send that goes as one INSERT of literals in a packet of statements
+  // (SendAndCommit, SendsAndClaimAndCommit): each message's headers
+  // encoded, the payload bytes, and whether the INSERT has a group column.
+  struct PacketSend {
+    std::vector<std::string> headers;
+    std::size_t bytes = 0;
+    bool grouped = false;
+    // The INSERT of p's messages, on the clock in @sqlq_now (kSetNow).
+    std::string Insert(const core::SendParams& p) const;
+  };
+  // nullopt for a send that cannot go so: a store with its own clock, a
+  // dedup key, no message, or more than kPacketSendBytes.
+  std::optional<PacketSend> PacketSendOf(const core::SendParams& p) const;
+  // Reads the database's clock into @sqlq_now, with its "; ".
+  static constexpr const char* kSetNow =
+      "SET @sqlq_now = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED); ";
   // Multi-row INSERTs over every queue when no message has a dedup key and
   // no queue a dedup window; else (and when a queue is gone) Send for each.
   Result<std::vector<SentTo>> SendEach(
@@ -214,17 +234,45 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   // one does it all in one statement.
   Result<core::ClaimOutcome> Claim(Conn& c,
                                    const core::ClaimParams& p) override;
-  // A claim of at most one message, after the ack of at most one receipt
-  // (a consumer's ack and claim next, or either alone), as one CALL of
-  // kClaimCommitted where the schema has it: one round trip, the
-  // statements run inside the server. Not for claims of more, groups,
-  // dedup windows, archives, a queue whose acks release dependents, a
-  // store with its own clock, or Galera (whose wait for the cluster goes
-  // with a BEGIN the client sends): those, and whatever the procedure
-  // hands back, go the general way.
+  // A claim after the acks of its receipts (a consumer's ack and claim
+  // next, either alone, or a group's) as one CALL where the schema has the
+  // procedures: one round trip, the statements run inside the server; one
+  // message after one receipt with kClaimCommitted, up to kCallClaimMax
+  // of each with kClaimsCommitted. Not for groups, dedup windows,
+  // archives, a byte budget on a claim of more than one, a queue whose
+  // acks release dependents, a store with its own clock, or Galera (whose
+  // wait for the cluster goes with a BEGIN the client sends): those, and
+  // whatever the procedure hands back, go the general way.
   Result<std::optional<ClaimCommitted>> ClaimAndCommit(
       const core::ClaimParams& p, const core::AckManyParams& acks,
       std::span<const int> gates) override;
+  // The sends first, as one INSERT (PacketSendOf), then the CALL of
+  // kClaimsCommitted, in one packet: one round trip for a group of
+  // producers and consumers. What the procedure hands back is undone to
+  // its savepoint and the sends are committed alone; the claim then goes
+  // the general way.
+  Result<std::optional<ClaimCommitted>> SendsAndClaimAndCommit(
+      SendsFirst& sends, const core::ClaimParams& p,
+      const core::AckManyParams& acks, std::span<const int> gates) override;
+
+  // ClaimAndCommit of at most one message after at most one receipt, as
+  // one CALL of kClaimCommitted.
+  Result<std::optional<ClaimCommitted>> ClaimOneAndCommit(
+      const core::ClaimParams& p, const core::AckManyParams& acks);
+  // Where the group's procedure can take a claim with its acks (not
+  // groups, dedup windows, archives, a byte budget on a claim of more
+  // than one, more than kCallClaimMax messages or receipts, a store with
+  // its own clock, or a queue whose acks release dependents).
+  bool ClaimCallTakes(const core::ClaimParams& p,
+                      const core::AckManyParams& acks);
+  // ClaimAndCommit's and SendsAndClaimAndCommit's CALL on `c`, after
+  // `prefix`: nothing, or the `before` statements that begin the
+  // transaction and store `sends` (sends->sent is set from the INSERT at
+  // `before - 2` once they are committed). An empty result: the procedure
+  // handed the claim back, or is gone (the general way).
+  Result<std::optional<ClaimCommitted>> ClaimCall(
+      MyConn& c, const core::ClaimParams& p, const core::AckManyParams& acks,
+      const std::string& prefix, std::size_t before, SendsFirst* sends);
 
   // Moves locked messages whose attempts ran out to the dead letters.
   Status BuryExhausted(MyConn& conn, const std::vector<std::int64_t>& ids,
@@ -367,8 +415,8 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   Status Migrate(MyConn& conn, bool create);
 
   // Whether the schema has the send's and the claim's procedures
-  // (schema.h, kSendCommitted and kClaimCommitted): a user without the
-  // CREATE ROUTINE privilege migrates without them.
+  // (schema.h, kSendCommitted, kClaimCommitted and kClaimsCommitted): a user
+  // without the CREATE ROUTINE privilege migrates without them.
   Status FindRoutines(MyConn& conn);
   // After a CALL of one of them failed: true when it was missing or the
   // user may not run it (then `routine` is cleared and the caller goes
@@ -379,9 +427,12 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   // SendAndCommit sends one message with a CALL of kSendCommitted (false
   // when it is missing or the user may not run it).
   std::atomic<bool> send_routine_{false};
-  // ClaimAndCommit claims with a CALL of kClaimCommitted (false when it is
-  // missing or the user may not run it).
+  // ClaimAndCommit claims one message after one receipt with a CALL of
+  // kClaimCommitted, and more with one of kClaimsCommitted, as
+  // SendsAndClaimAndCommit does (each false when it is missing or the user
+  // may not run it).
   std::atomic<bool> claim_routine_{false};
+  std::atomic<bool> claims_routine_{false};
   // The WakeBumps this store committed (Poller subtracts them).
   std::atomic<std::int64_t> own_bumps_{0};
   std::function<std::size_t()> waiting_;

@@ -90,14 +90,17 @@ Status MysqlEngine::FindRoutines(MyConn& conn) {
   static const std::string kSql = R"sql(
     SELECT ROUTINE_NAME FROM information_schema.ROUTINES
     WHERE ROUTINE_SCHEMA = DATABASE()
-      AND ROUTINE_NAME IN ('sqlq__send_committed', 'sqlq__claim_committed'))sql";
+      AND ROUTINE_NAME IN ('sqlq__send_committed', 'sqlq__claim_committed',
+                           'sqlq__claims_committed'))sql";
   auto rows = conn.Run(kSql, Params(), "look up the send and claim procedures");
   if (!rows.ok()) return rows.status();
   send_routine_ = false;
   claim_routine_ = false;
+  claims_routine_ = false;
   for (int i = 0; i < rows->size(); ++i) {
     if (rows->Bytes(i, 0) == "sqlq__send_committed") send_routine_ = true;
     if (rows->Bytes(i, 0) == "sqlq__claim_committed") claim_routine_ = true;
+    if (rows->Bytes(i, 0) == "sqlq__claims_committed") claims_routine_ = true;
   }
   return Status::Ok();
 }

@@ -232,45 +232,59 @@ bool MysqlEngine::RoutineGone(MyConn& c, const Status& failed,
   return true;
 }
 
+std::optional<MysqlEngine::PacketSend> MysqlEngine::PacketSendOf(
+    const core::SendParams& p) const {
+  PacketSend out;
+  bool keyed = false;
+  out.grouped = p.grouped;
+  out.headers.reserve(p.messages.size());
+  for (const Message& m : p.messages) {
+    out.headers.push_back(core::EncodeMessageHeaders(m));
+    out.bytes += m.payload.size() + out.headers.back().size() + m.group.size();
+    keyed = keyed || !m.dedup_key.empty();
+    out.grouped = out.grouped || !m.group.empty();
+  }
+  if (clock_ || keyed || p.messages.empty() || out.bytes > kPacketSendBytes) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+std::string MysqlEngine::PacketSend::Insert(const core::SendParams& p) const {
+  // Integers formatted here and hex literals; the clock is @sqlq_now, read
+  // once for them all as Send reads it at BEGIN.
+  std::string sql = fmt::format(
+      "INSERT INTO sqlq_messages (queue_id, priority, npriority, ready_us, "
+      "enqueued_us, payload, headers{}) VALUES ",
+      grouped ? ", grp" : "");
+  sql.reserve(sql.size() + 2 * bytes + 96 * p.messages.size());
+  for (std::size_t i = 0; i < p.messages.size(); ++i) {
+    const Message& m = p.messages[i];
+    const std::int64_t delay = Us(m.delay), not_before = core::NotBeforeUs(m);
+    sql += fmt::format("{}({}, {}, {}, ", i == 0 ? "" : ", ", p.queue_id,
+                       m.priority, -static_cast<std::int64_t>(m.priority));
+    if (delay == 0 && not_before == 0) {
+      sql += "@sqlq_now";
+    } else {
+      sql += fmt::format("GREATEST(@sqlq_now + {}, {})", delay, not_before);
+    }
+    sql += ", @sqlq_now";
+    AppendLiterals(sql, m.payload, headers[i], core::GroupOf(m, p.grouped),
+                   grouped);
+    sql += ')';
+  }
+  return sql;
+}
+
 Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
     const core::SendParams& to, const MessagesFn& messages) {
   core::SendParams p = to;
   p.messages = messages();
-  std::size_t bytes = 0;
-  bool keyed = false, grouped = p.grouped;
-  std::vector<std::string> headers;
-  headers.reserve(p.messages.size());
-  for (const Message& m : p.messages) {
-    headers.push_back(core::EncodeMessageHeaders(m));
-    bytes += m.payload.size() + headers.back().size() + m.group.size();
-    keyed = keyed || !m.dedup_key.empty();
-    grouped = grouped || !m.group.empty();
-  }
-  if (clock_ || keyed || p.messages.empty() || bytes > kPacketSendBytes) {
-    return core::Engine::SendAndCommit(to, messages);
-  }
-  // The rows of the INSERT, written when the packet is first sent:
-  // integers formatted here and hex literals; the clock is @sqlq_now, read
-  // once for them all as Send reads it at BEGIN.
-  std::string rows;
-  auto write_rows = [&] {
-    rows.reserve(2 * bytes + 96 * p.messages.size());
-    for (std::size_t i = 0; i < p.messages.size(); ++i) {
-      const Message& m = p.messages[i];
-      const std::int64_t delay = Us(m.delay), not_before = core::NotBeforeUs(m);
-      rows += fmt::format("{}({}, {}, {}, ", i == 0 ? "" : ", ", p.queue_id,
-                          m.priority, -static_cast<std::int64_t>(m.priority));
-      if (delay == 0 && not_before == 0) {
-        rows += "@sqlq_now";
-      } else {
-        rows += fmt::format("GREATEST(@sqlq_now + {}, {})", delay, not_before);
-      }
-      rows += ", @sqlq_now";
-      AppendLiterals(rows, m.payload, headers[i], core::GroupOf(m, p.grouped),
-                     grouped);
-      rows += ')';
-    }
-  };
+  const std::optional<PacketSend> packet = PacketSendOf(p);
+  if (!packet) return core::Engine::SendAndCommit(to, messages);
+  const std::vector<std::string>& headers = packet->headers;
+  // The INSERT, written when the packet is first sent.
+  std::string insert;
   const auto n = static_cast<std::int64_t>(p.messages.size());
   std::vector<SendResult> out;
   Status s = pool_.RunWrite([&](MyConn& c) -> Status {
@@ -318,13 +332,9 @@ Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
     const char* begin = BeginSql(c);
     const std::size_t begins = c.wsrep ? 3 : 1;
     c.pending_counters[p.queue_id] += QueueCounters{.sends = n};
-    std::string sql = fmt::format(
-        "{}; SET @sqlq_now = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS "
-        "SIGNED); INSERT INTO sqlq_messages (queue_id, priority, npriority, "
-        "ready_us, enqueued_us, payload, headers{}) VALUES ",
-        begin, grouped ? ", grp" : "");
-    if (rows.empty()) write_rows();
-    sql += rows;
+    std::string sql = fmt::format("{}; {}", begin, kSetNow);
+    if (insert.empty()) insert = packet->Insert(p);
+    sql += insert;
     sql += "; ";
     sql += TakeCounters(c);
     sql += "COMMIT";

@@ -72,16 +72,16 @@ END)sql";
 
 // A claim of at most one message, after the ack of at most one receipt,
 // committed inside the server in one statement (MysqlEngine::
-// ClaimAndCommit): the five round trips of a claim (begin with the clock,
-// the candidates, their lock, the lease, the counters with COMMIT) and the
-// ack's three become one. It takes the usual case only; anything else
-// rolls back what it did and answers 1, and the caller goes the general
-// way, which says why: a receipt that acks nothing (stale or gone), a
-// queue whose acks release dependents (answer 3, remembered), a candidate
-// whose lease ran out or whose attempts are used up (the general way
-// records the expiry or buries it), or a queue so contended that eight
-// candidates in a row were taken by others. Answers 2 when the queue is
-// gone. Otherwise 0, the clock read, the receipts acked (0 or 1), the
+// ClaimAndCommit; a group's goes to kClaimsCommitted, below): the five round
+// trips of a claim (begin with the clock, the candidates, their lock, the
+// lease, the counters with COMMIT) and the ack's three become one. It takes the
+// usual case only; anything else rolls back what it did and answers 1, and the
+// caller goes the general way, which says why: a receipt that acks nothing
+// (stale or gone), a queue whose acks release dependents (answer 3,
+// remembered), a candidate whose lease ran out or whose attempts are used up
+// (the general way records the expiry or buries it), or a queue so contended
+// that eight candidates in a row were taken by others. Answers 2 when the queue
+// is gone. Otherwise 0, the clock read, the receipts acked (0 or 1), the
 // messages leased (0 or 1) and that message: its id, priority, attempt,
 // enqueued time, payload, headers and group. The candidates are read and locked
 // as MysqlEngine::Claim does (docs/engines/mysql.md, "Claims").
@@ -195,6 +195,146 @@ body: BEGIN
   COMMIT;
   SELECT 0, v_now, v_acked, v_claimed, v_id, v_priority, v_attempts + 1,
          v_enqueued, v_payload, v_headers, v_grp;
+END)sql";
+
+// The acks of a group's receipts and a claim of up to p_max messages,
+// committed inside the server in one statement (MysqlEngine::
+// ClaimAndCommit and SendsAndClaimAndCommit): the round trips of the
+// general way (begin with the clock, the queue's row, the acks, the
+// candidates, their lock, the lease, the counters with COMMIT) become one.
+// Like kClaimCommitted (which takes one message after one receipt with
+// fewer statements), it takes the usual case only and hands anything else back
+// undone (answer 1), for the general way, which says why: a receipt that acks
+// nothing (stale, gone, or given twice), a candidate whose lease ran out or
+// whose attempts are used up, or candidates all taken by others meanwhile (with
+// some of them left, it leases those, as a claim that finds fewer
+// messages). Answers 2 when the queue is gone and 3 when its acks release
+// dependents.
+// p_acks: the receipts, a JSON array of [id, token, attempts] written by
+// the caller (integers only). p_in_tx: 0, the procedure begins and commits
+// its own transaction; 1, the caller began it in the same packet, sent
+// messages first, and set @sqlq_now to the clock they were stored with;
+// what the procedure hands back is then undone to its savepoint and the
+// sends are committed alone. Its one result set has a row per message
+// leased, in claim order (or one row without a message): the answer, the
+// clock read, the receipts acked, the messages leased, then the message's
+// id, priority, attempt, enqueued time, payload, headers and group. The
+// candidates are read and locked as MysqlEngine::Claim does
+// (docs/engines/mysql.md, "Claims").
+inline constexpr char kClaimsCommitted[] = R"sql(
+CREATE PROCEDURE sqlq__claims_committed(
+  IN p_queue_id BIGINT, IN p_slot INT, IN p_max INT, IN p_lease_us BIGINT,
+  IN p_token BIGINT, IN p_worker VARBINARY(255), IN p_max_attempts INT,
+  IN p_acks LONGTEXT, IN p_in_tx INT)
+MODIFIES SQL DATA
+body: BEGIN
+  DECLARE v_now BIGINT;
+  DECLARE v_dependents INT;
+  DECLARE v_acks INT;
+  DECLARE v_cands LONGTEXT DEFAULT NULL;
+  DECLARE v_odd INT DEFAULT 0;
+  DECLARE v_acked INT DEFAULT 0;
+  DECLARE v_claimed INT DEFAULT 0;
+  DECLARE v_answer INT DEFAULT 0;
+  DECLARE v_ids LONGTEXT DEFAULT '';
+  DECLARE v_none INT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_none = 1;
+  IF p_in_tx = 0 THEN
+    START TRANSACTION;
+    SET v_now = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED);
+  ELSE
+    SET v_now = @sqlq_now;
+    SAVEPOINT sqlq_claims;
+  END IF;
+  SET v_acks = JSON_LENGTH(p_acks);
+  work: BEGIN
+    IF v_acks > 0 THEN
+      SELECT dependents INTO v_dependents FROM sqlq_queues
+        WHERE id = p_queue_id LOCK IN SHARE MODE;
+      IF v_none = 1 THEN
+        SET v_answer = 2;
+        LEAVE work;
+      END IF;
+      IF v_dependents <> 0 THEN
+        SET v_answer = 3;
+        LEAVE work;
+      END IF;
+      -- By primary key, in the receipts' order (the JSON table first).
+      DELETE m FROM JSON_TABLE(p_acks, '$[*]' COLUMNS (
+                        id BIGINT PATH '$[0]', token BIGINT PATH '$[1]',
+                        attempts INT PATH '$[2]')) j
+        STRAIGHT_JOIN sqlq_messages m FORCE INDEX (PRIMARY)
+          ON m.id = j.id AND m.token = j.token AND m.attempts = j.attempts
+        WHERE m.queue_id = p_queue_id;
+      SET v_acked = ROW_COUNT();
+      IF v_acked <> v_acks THEN
+        SET v_answer = 1;
+        LEAVE work;
+      END IF;
+    END IF;
+    IF p_max > 0 THEN
+      -- The candidates, a plain read of the claim index in claim order;
+      -- then those still claimable, locked by primary key (others'
+      -- skipped); then their lease.
+      SELECT GROUP_CONCAT(id ORDER BY npriority, ready_us, id) INTO v_cands
+        FROM (SELECT id, npriority, ready_us
+              FROM sqlq_messages FORCE INDEX (sqlq_messages_claim)
+              WHERE queue_id = p_queue_id AND ready_us <= v_now
+              ORDER BY npriority, ready_us, id LIMIT p_max) c;
+      IF v_cands IS NOT NULL THEN
+        SELECT GROUP_CONCAT(m.id ORDER BY j.n), COUNT(*),
+               COALESCE(SUM(m.token <> 0 OR m.attempts >= p_max_attempts), 0)
+          INTO v_ids, v_claimed, v_odd
+          FROM JSON_TABLE(CONCAT('[', v_cands, ']'), '$[*]' COLUMNS (
+                 n FOR ORDINALITY, id BIGINT PATH '$')) j
+          STRAIGHT_JOIN sqlq_messages m FORCE INDEX (PRIMARY) ON m.id = j.id
+          WHERE m.queue_id = p_queue_id AND m.ready_us <= v_now
+          FOR UPDATE SKIP LOCKED;
+        IF v_odd > 0 OR v_claimed = 0 THEN
+          SET v_answer = 1;
+          LEAVE work;
+        END IF;
+        UPDATE JSON_TABLE(CONCAT('[', v_ids, ']'), '$[*]' COLUMNS (
+                 id BIGINT PATH '$')) j
+          STRAIGHT_JOIN sqlq_messages m FORCE INDEX (PRIMARY) ON m.id = j.id
+          SET m.token = p_token, m.attempts = m.attempts + 1,
+              m.ready_us = v_now + p_lease_us, m.worker = p_worker;
+      END IF;
+    END IF;
+    IF v_acked + v_claimed = 0 THEN
+      IF NOT EXISTS (SELECT 1 FROM sqlq_queues WHERE id = p_queue_id) THEN
+        SET v_answer = 2;
+        LEAVE work;
+      END IF;
+    END IF;
+  END work;
+  IF v_answer <> 0 THEN
+    IF p_in_tx = 0 THEN
+      ROLLBACK;
+    ELSE
+      ROLLBACK TO SAVEPOINT sqlq_claims;
+      COMMIT;
+    END IF;
+    SELECT v_answer, v_now, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL;
+    LEAVE body;
+  END IF;
+  IF v_acked + v_claimed > 0 THEN
+    INSERT INTO sqlq_counters (queue_id, slot, claims, acks)
+      VALUES (p_queue_id, p_slot, v_claimed, v_acked)
+      ON DUPLICATE KEY UPDATE claims = claims + v_claimed,
+                              acks = acks + v_acked;
+  END IF;
+  IF v_claimed = 0 THEN
+    SELECT 0, v_now, v_acked, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL;
+  ELSE
+    SELECT 0, v_now, v_acked, v_claimed, m.id, m.priority, m.attempts,
+           m.enqueued_us, m.payload, m.headers, m.grp
+      FROM JSON_TABLE(CONCAT('[', v_ids, ']'), '$[*]'
+                      COLUMNS (n FOR ORDINALITY, id BIGINT PATH '$')) j
+      STRAIGHT_JOIN sqlq_messages m FORCE INDEX (PRIMARY) ON m.id = j.id
+      ORDER BY j.n;
+  END IF;
+  COMMIT;
 END)sql";
 
 // Version n is kMigrations[n - 1]: its statements, run in order.
@@ -622,13 +762,18 @@ CREATE TABLE IF NOT EXISTS sqlq_batches (
     // Version 23: the claim of one message, after the ack of one receipt,
     // as a procedure (kClaimCommitted).
     {"DROP PROCEDURE IF EXISTS sqlq__claim_committed", kClaimCommitted},
+    // Version 24: the acks of a group and its claim of several messages as
+    // a procedure, also after sends in the same transaction
+    // (kClaimsCommitted).
+    {"DROP PROCEDURE IF EXISTS sqlq__claims_committed", kClaimsCommitted},
 };
 
 // Whether version `v` installs procedures (the SQL-level API, the send's
 // and the claim's procedures): a user that may not create (or replace) them
 // skips it (MysqlEngine::Migrate), and the store works on without them.
 inline constexpr bool InstallsRoutines(std::int64_t v) {
-  return v == 11 || v == 12 || v == 20 || v == 21 || v == 22 || v == 23;
+  return v == 11 || v == 12 || v == 20 || v == 21 || v == 22 || v == 23 ||
+         v == 24;
 }
 
 inline const int kSchemaVersion = static_cast<int>(kMigrations.size());

@@ -17,6 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/engine.h"
+#include "core/receipt.h"
+#include "engines/engines.h"
 #include "engines/mysql/dialect.h"
 #include "engines/mysql/schema.h"
 #include "engines/shared/sql_groups.h"
@@ -257,10 +260,12 @@ TEST_F(MysqlEngineTest, RepeatableReadTxAckOfAMessageAckedSinceIsNotFound) {
 // Connector/C's next execute of it waited for rows that never came, and the
 // retried transaction hung forever holding its locks (how four write groups
 // hung the replication test). `statement` is a LIKE pattern of the ack's
-// statement that locks the messages.
+// statement that locks the messages, run as `command` (Execute: a prepared
+// statement; Query: a CALL of the claim's procedure).
 void AckLosesADeadlockMidResult(Store& store, const std::string& url,
                                 const QueueOptions& options,
-                                const std::string& statement) {
+                                const std::string& statement,
+                                const std::string& command = "Execute") {
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store.CreateQueue("jobs", options));
   for (int i = 0; i < 3; ++i) ASSERT_OK(q.Send({.payload = "job"}));
   ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 3}));
@@ -290,9 +295,9 @@ void AckLosesADeadlockMidResult(Store& store, const std::string& url,
       std::async(std::launch::async, [&] { return q.AckBatch(receipts); });
   const auto deadline = SteadyClock::now() + seconds(60);
   while (watcher.Query("SELECT COUNT(*) FROM information_schema.processlist "
-                       "WHERE command = 'Execute' AND time >= 1 AND info "
-                       "LIKE '" +
-                       statement + "'") != "1") {
+                       "WHERE command = '" +
+                       command + "' AND time >= 1 AND info LIKE '" + statement +
+                       "'") != "1") {
     ASSERT_NE(acks.wait_for(milliseconds(20)), std::future_status::ready)
         << "the ack did not wait for the holder's row: "
         << StatusOf(acks.get()).ToString();
@@ -325,12 +330,24 @@ TEST_F(MysqlEngineTest, ArchivingAckThatLosesADeadlockMidResultIsRunAgain) {
                              "SELECT id, token, attempts%FOR UPDATE");
 }
 
-// Other acks on MariaDB are one DELETE ... RETURNING.
+// Other acks the claim's procedure does not take (here: a schema without
+// it) are one DELETE ... RETURNING on MariaDB.
 TEST_F(MysqlEngineTest, AckThatLosesADeadlockMidResultIsRunAgain) {
+  ASSERT_TRUE(OpenStore());  // makes the schema
+  Raw(db_->url()).Query("DROP PROCEDURE sqlq__claims_committed");
   auto store = OpenStore();
   ASSERT_TRUE(store);
   AckLosesADeadlockMidResult(*store, db_->url(), {},
                              "DELETE FROM sqlq_messages%RETURNING%");
+}
+
+// And those it takes are its CALL (the DELETE inside it waits), run again
+// as a whole.
+TEST_F(MysqlEngineTest, AckByTheClaimProcedureThatLosesADeadlockIsRunAgain) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  AckLosesADeadlockMidResult(*store, db_->url(), {},
+                             "DELETE m FROM JSON_TABLE%", "Query");
 }
 
 // --- sends -------------------------------------------------------------------
@@ -576,9 +593,164 @@ TEST_F(MysqlEngineTest, OneMessageClaimsAndAcksAreOneCallEach) {
   EXPECT_CODE(q.Claim(), Code::kNotFound);
 }
 
-// And without it (a user without CREATE ROUTINE migrated the schema, or an
-// administrator dropped it while the store was open), claims and acks go
-// on the general way.
+// A group's acks and claim are one CALL of the group's procedure (schema.h,
+// kClaimsCommitted; Engine::ClaimAndCommit), and so are sends with them
+// (Engine::SendsAndClaimAndCommit): the claim takes the messages in claim
+// order, those the sends just stored too, with every byte, header and
+// group; the counters follow. A receipt that acks nothing hands the whole
+// back undone; a send to a dropped queue stores nothing and leaves the
+// group to the general way; a claim of a dropped queue fails alone beside
+// sends that are stored; acks that would release dependents leave the
+// claim to the caller once the sends are stored.
+TEST_F(MysqlEngineTest, AGroupsAcksClaimAndSendsAreOneCall) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK_AND_ASSIGN(WorkQueue other, store->CreateQueue("other", {}));
+  std::string every_byte;
+  for (int b = 0; b < 256; ++b) every_byte += static_cast<char>(b);
+  const Headers headers = {{"name", "Ærøskøbing 'quoted' \\"}};
+  ASSERT_OK_AND_ASSIGN(SendResult low, q.Send({.payload = "low"}));
+  ASSERT_OK_AND_ASSIGN(SendResult high, q.Send({.payload = every_byte,
+                                                .priority = 5,
+                                                .headers = headers,
+                                                .group = "g'1"}));
+  ASSERT_OK_AND_ASSIGN(SendResult later, q.Send({.payload = "later"}));
+  Raw raw(db_->url());
+  const std::int64_t queue_id =
+      std::stoll(raw.Query("SELECT id FROM sqlq_queues WHERE name = 'jobs'"));
+  const std::int64_t other_id =
+      std::stoll(raw.Query("SELECT id FROM sqlq_queues WHERE name = 'other'"));
+  ASSERT_OK_AND_ASSIGN(auto engine,
+                       engines::OpenEngine(db_->url(), StoreOptions{}));
+  const core::ClaimParams params{.queue_id = queue_id,
+                                 .max = 2,
+                                 .lease = core::Micros(30'000'000),
+                                 .token = 0x5eed,
+                                 .max_attempts = 5,
+                                 .worker = "w'1"};
+  ASSERT_OK_AND_ASSIGN(
+      auto first, engine->ClaimAndCommit(params, {.queue_id = queue_id}, {}));
+  ASSERT_TRUE(first.has_value());
+  ASSERT_EQ(first->outcome.messages.size(), 2u);
+  const ClaimedMessage& a = first->outcome.messages[0];
+  EXPECT_EQ(a.id, high.id);
+  EXPECT_EQ(a.payload, every_byte);
+  EXPECT_EQ(a.headers, headers);
+  EXPECT_EQ(a.group, "g'1");
+  EXPECT_EQ(a.priority, 5);
+  EXPECT_EQ(a.attempt, 1);
+  EXPECT_EQ(first->outcome.messages[1].id, low.id);
+  ASSERT_OK_AND_ASSIGN(MessageInfo leased, q.Get(low.id));
+  EXPECT_EQ(leased.worker, "w'1");
+  EXPECT_EQ(leased.attempts, 1);
+  const std::vector<core::Receipt> both = {
+      {.id = high.id, .attempt = 1, .token = params.token},
+      {.id = low.id, .attempt = 1, .token = params.token}};
+
+  // One stale receipt among good ones: nothing done, for the general way.
+  std::vector<core::Receipt> stale = both;
+  stale[1].token ^= 1;
+  ASSERT_OK_AND_ASSIGN(
+      auto undone,
+      engine->ClaimAndCommit(params, {.queue_id = queue_id, .receipts = stale},
+                             std::vector<int>{1, 1}));
+  EXPECT_FALSE(undone.has_value());
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.leased, 2);
+  EXPECT_EQ(st.ready, 1);
+  EXPECT_EQ(st.acks, 0);
+
+  // Both acked, and a claim after them; three sends first, which the claim
+  // may take, after the message that waited.
+  core::Engine::SendsFirst sends{.to = {.queue_id = queue_id}};
+  const std::vector<Message> three = {{.payload = "a"},
+                                      {.payload = "b", .headers = {{"k", "v"}}},
+                                      {.payload = "c"}};
+  sends.to.messages = three;
+  core::ClaimParams four = params;
+  four.max = 4;
+  ASSERT_OK_AND_ASSIGN(
+      auto done, engine->SendsAndClaimAndCommit(
+                     sends, four, {.queue_id = queue_id, .receipts = both},
+                     std::vector<int>{1, 1}));
+  ASSERT_TRUE(done.has_value());
+  ASSERT_TRUE(sends.sent.has_value());
+  ASSERT_OK(sends.sent->status());
+  ASSERT_EQ((*sends.sent)->size(), 3u);
+  ASSERT_EQ(done->acks.size(), 2u);
+  EXPECT_OK(done->acks[0]);
+  EXPECT_OK(done->acks[1]);
+  ASSERT_EQ(done->outcome.messages.size(), 4u);
+  EXPECT_EQ(done->outcome.messages[0].id, later.id);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(done->outcome.messages[i + 1].id, (**sends.sent)[i].id);
+    EXPECT_EQ(done->outcome.messages[i + 1].payload, three[i].payload);
+  }
+  EXPECT_EQ(done->outcome.messages[2].headers, (Headers{{"k", "v"}}));
+  ASSERT_OK_AND_ASSIGN(st, q.Stats());
+  EXPECT_EQ(st.ready, 0);
+  EXPECT_EQ(st.leased, 4);
+  EXPECT_EQ(st.sends, 6);
+  EXPECT_EQ(st.claims, 6);
+  EXPECT_EQ(st.acks, 2);
+
+  // A claim of a dropped queue fails alone; the sends beside it are
+  // stored.
+  ASSERT_OK(store->DropQueue("other"));
+  core::ClaimParams gone = params;
+  gone.queue_id = other_id;
+  core::Engine::SendsFirst kept{.to = {.queue_id = queue_id}};
+  kept.to.messages = three;
+  auto failed =
+      engine->SendsAndClaimAndCommit(kept, gone, {.queue_id = other_id}, {});
+  EXPECT_EQ(failed.status().code(), Code::kNotFound)
+      << failed.status().ToString();
+  ASSERT_TRUE(kept.sent.has_value());
+  ASSERT_OK(kept.sent->status());
+  EXPECT_EQ((*kept.sent)->size(), 3u);
+  ASSERT_OK_AND_ASSIGN(st, q.Stats());
+  EXPECT_EQ(st.sends, 9);
+  EXPECT_EQ(st.ready, 3);
+
+  // Sends to the dropped queue: nothing stored, nothing done.
+  core::Engine::SendsFirst lost{.to = {.queue_id = other_id}};
+  lost.to.messages = three;
+  ASSERT_OK_AND_ASSIGN(
+      auto left,
+      engine->SendsAndClaimAndCommit(lost, params, {.queue_id = queue_id}, {}));
+  EXPECT_FALSE(left.has_value());
+  EXPECT_FALSE(lost.sent.has_value());
+  ASSERT_OK_AND_ASSIGN(st, q.Stats());
+  EXPECT_EQ(st.ready, 3);
+  EXPECT_EQ(st.claims, 6);
+
+  // Acks that would release dependents: the sends are stored, once; the
+  // acks and the claim are left to the caller.
+  raw.Query("UPDATE sqlq_queues SET dependents = 1 WHERE name = 'jobs'");
+  const std::vector<core::Receipt> ack = {
+      {.id = later.id, .attempt = 1, .token = params.token}};
+  core::Engine::SendsFirst before{.to = {.queue_id = queue_id}};
+  before.to.messages = three;
+  ASSERT_OK_AND_ASSIGN(
+      auto unclaimed,
+      engine->SendsAndClaimAndCommit(before, params,
+                                     {.queue_id = queue_id, .receipts = ack},
+                                     std::vector<int>{1}));
+  EXPECT_FALSE(unclaimed.has_value());
+  ASSERT_TRUE(before.sent.has_value());
+  ASSERT_OK(before.sent->status());
+  EXPECT_EQ((*before.sent)->size(), 3u);
+  ASSERT_OK_AND_ASSIGN(st, q.Stats());
+  EXPECT_EQ(st.sends, 12);
+  EXPECT_EQ(st.ready, 6);
+  EXPECT_EQ(st.leased, 4);
+  EXPECT_EQ(st.acks, 2);
+}
+
+// And without them (a user without CREATE ROUTINE migrated the schema, or
+// an administrator dropped them while the store was open), claims and acks
+// go on the general way.
 TEST_F(MysqlEngineTest, ClaimsGoOnWhenTheClaimProcedureIsMissing) {
   auto store = OpenStore();
   ASSERT_TRUE(store);
@@ -590,6 +762,7 @@ TEST_F(MysqlEngineTest, ClaimsGoOnWhenTheClaimProcedureIsMissing) {
   ASSERT_EQ(one.size(), 1u);
   Raw raw(db_->url());
   raw.Query("DROP PROCEDURE sqlq__claim_committed");
+  raw.Query("DROP PROCEDURE sqlq__claims_committed");
   ASSERT_OK_AND_ASSIGN(auto two, q.AckAndClaim(one[0].receipt));
   ASSERT_EQ(two.size(), 1u);
   EXPECT_EQ(two[0].payload, "two");
@@ -600,8 +773,19 @@ TEST_F(MysqlEngineTest, ClaimsGoOnWhenTheClaimProcedureIsMissing) {
   ASSERT_EQ(three.size(), 1u);
   EXPECT_EQ(three[0].payload, "three");
   ASSERT_OK(q2.Ack(three[0].receipt));
+  // A claim of more, from the store that still thought it had the group's
+  // procedure.
+  ASSERT_OK(q.Send({.payload = "four"}).status());
+  ASSERT_OK(q.Send({.payload = "five"}).status());
+  ASSERT_OK_AND_ASSIGN(auto more, q.Claim({.max = 2}));
+  ASSERT_EQ(more.size(), 2u);
+  EXPECT_EQ(more[0].payload, "four");
+  EXPECT_EQ(more[1].payload, "five");
+  ASSERT_OK(
+      q.AckBatch(std::vector<std::string>{more[0].receipt, more[1].receipt})
+          .status());
   ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
-  EXPECT_EQ(st.acks, 3);
+  EXPECT_EQ(st.acks, 5);
   EXPECT_EQ(st.ready + st.leased, 0);
 }
 
