@@ -626,7 +626,10 @@ TEST_F(MysqlEngineTest, AGroupsAcksClaimAndSendsAreOneCall) {
   const core::ClaimParams params{.queue_id = queue_id,
                                  .max = 2,
                                  .lease = core::Micros(30'000'000),
-                                 .token = 0x5eed,
+                                 // Stored as a negative BIGINT: its
+                                 // receipts go through the procedure's
+                                 // JSON as integers, every bit kept.
+                                 .token = 0xfedcba9876543211,
                                  .max_attempts = 5,
                                  .worker = "w'1"};
   ASSERT_OK_AND_ASSIGN(
