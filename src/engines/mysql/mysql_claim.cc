@@ -161,6 +161,21 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
   return out;
 }
 
+std::optional<Status> MysqlEngine::HandedBack(std::int64_t answer,
+                                              std::int64_t queue_id) {
+  switch (answer) {
+    case 0:
+      return std::nullopt;
+    case 2:
+      return core::QueueGone(queue_id);
+    case 3:
+      NoteAcksReleaseDependents(queue_id);
+      return Status::Ok();
+    default:  // nothing done: the general way
+      return Status::Ok();
+  }
+}
+
 bool MysqlEngine::ClaimCallTakes(const core::ClaimParams& p,
                                  const core::AckManyParams& acks) {
   const auto receipts = static_cast<std::int64_t>(acks.receipts.size());
@@ -230,16 +245,9 @@ Result<std::optional<core::Engine::ClaimCommitted>> MysqlEngine::ClaimCall(
     }
     sends->sent = std::move(ids);
   }
-  switch (rows.Int(0, 0)) {
-    case 0:
-      break;
-    case 2:
-      return core::QueueGone(p.queue_id);
-    case 3:
-      NoteAcksReleaseDependents(p.queue_id);
-      return Out();
-    default:  // nothing done: the general way
-      return Out();
+  if (auto back = HandedBack(rows.Int(0, 0), p.queue_id)) {
+    if (!back->ok()) return *back;
+    return Out();
   }
   ClaimCommitted committed;
   const std::int64_t acked = rows.Int(0, 2), claimed = rows.Int(0, 3);
@@ -317,17 +325,7 @@ MysqlEngine::ClaimOneAndCommit(const core::ClaimParams& p,
     if (rows.size() != 1) {
       return Status::Internal("claim: the procedure gave no answer");
     }
-    switch (rows.Int(0, 0)) {
-      case 0:
-        break;
-      case 2:
-        return core::QueueGone(p.queue_id);
-      case 3:
-        NoteAcksReleaseDependents(p.queue_id);
-        return Status::Ok();
-      default:  // nothing done: the general way
-        return Status::Ok();
-    }
+    if (auto back = HandedBack(rows.Int(0, 0), p.queue_id)) return *back;
     ClaimCommitted committed;
     const std::int64_t acked = rows.Int(0, 2);
     if (!acks.receipts.empty()) committed.acks.push_back(Status::Ok());

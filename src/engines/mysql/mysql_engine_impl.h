@@ -259,6 +259,11 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   // one CALL of kClaimCommitted.
   Result<std::optional<ClaimCommitted>> ClaimOneAndCommit(
       const core::ClaimParams& p, const core::AckManyParams& acks);
+  // What a claim procedure's first column answered: nullopt, done; else
+  // nothing of it was done: the queue is gone (that error), or Ok for the
+  // general way to take it (a queue whose acks release dependents is
+  // remembered).
+  std::optional<Status> HandedBack(std::int64_t answer, std::int64_t queue_id);
   // Where the group's procedure can take a claim with its acks (not
   // groups, dedup windows, archives, a byte budget on a claim of more
   // than one, more than kCallClaimMax messages or receipts, a store with
