@@ -161,6 +161,27 @@ Result<core::ClaimOutcome> MysqlEngine::Claim(Conn& c,
   return out;
 }
 
+namespace {
+
+// Appends "CALL `routine`(queue, counter slot, max, lease, token, worker"
+// for a claim procedure: integers formatted here, the worker's name in
+// hex.
+void AppendClaimCall(std::string& out, const char* routine, const MyConn& c,
+                     const core::ClaimParams& p) {
+  out +=
+      fmt::format("CALL {}({}, {}, {}, {}, {}, ", routine, p.queue_id,
+                  c.counter_slot, p.max, p.lease.count(), TokenBits(p.token));
+  if (p.worker.empty()) {
+    out += "NULL";
+  } else {
+    out += "X'";
+    AppendHex(out, p.worker);
+    out += '\'';
+  }
+}
+
+}  // namespace
+
 std::optional<Status> MysqlEngine::HandedBack(std::int64_t answer,
                                               std::int64_t queue_id) {
   switch (answer) {
@@ -197,16 +218,7 @@ Result<std::optional<core::Engine::ClaimCommitted>> MysqlEngine::ClaimCall(
   // Integers formatted here, the worker's name in hex, the receipts as a
   // JSON array of integers: nothing a caller wrote is read as SQL.
   std::string call = prefix;
-  call += fmt::format("CALL sqlq__claims_committed({}, {}, {}, {}, {}, ",
-                      p.queue_id, c.counter_slot, p.max, p.lease.count(),
-                      TokenBits(p.token));
-  if (p.worker.empty()) {
-    call += "NULL";
-  } else {
-    call += "X'";
-    AppendHex(call, p.worker);
-    call += '\'';
-  }
+  AppendClaimCall(call, "sqlq__claims_committed", c, p);
   call += fmt::format(", {}, '[", p.max_attempts);
   for (std::size_t i = 0; i < acks.receipts.size(); ++i) {
     const core::Receipt& r = acks.receipts[i];
@@ -297,16 +309,8 @@ MysqlEngine::ClaimOneAndCommit(const core::ClaimParams& p,
     c.read_only = false;
     // Integers formatted here, the worker's name in hex: nothing a caller
     // wrote is read as SQL.
-    std::string call = fmt::format(
-        "CALL sqlq__claim_committed({}, {}, {}, {}, {}, ", p.queue_id,
-        c.counter_slot, p.max, p.lease.count(), TokenBits(p.token));
-    if (p.worker.empty()) {
-      call += "NULL";
-    } else {
-      call += "X'";
-      AppendHex(call, p.worker);
-      call += '\'';
-    }
+    std::string call;
+    AppendClaimCall(call, "sqlq__claim_committed", c, p);
     if (acks.receipts.empty()) {
       call += fmt::format(", {}, NULL, NULL, NULL)", p.max_attempts);
     } else {
