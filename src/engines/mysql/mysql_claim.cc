@@ -389,7 +389,8 @@ MysqlEngine::SendsAndClaimAndCommit(SendsFirst& sends,
   if (!ClaimCallTakes(p, acks)) return Out();
   const std::optional<PacketSend> packet = PacketSendOf(sends.to);
   if (!packet) return Out();
-  const std::string insert = packet->Insert(sends.to);
+  // The INSERT, written once a connection can take the packet.
+  std::string insert;
   const std::size_t n = sends.to.messages.size();
   Out out;
   Status s = pool_.RunWrite([&](MyConn& c) -> Status {
@@ -404,6 +405,7 @@ MysqlEngine::SendsAndClaimAndCommit(SendsFirst& sends,
     c.pending_counters[sends.to.queue_id] +=
         QueueCounters{.sends = static_cast<std::int64_t>(n)};
     // BEGIN, the clock, the INSERT and the sends' counters.
+    if (insert.empty()) insert = packet->Insert(sends.to);
     std::string prefix = fmt::format("{}; {}", BeginSql(c), kSetNow);
     prefix += insert;
     prefix += "; ";

@@ -75,9 +75,10 @@ constexpr std::size_t kMaxInsertBytes = 4 << 20;
 // Bytes of payload and headers a send may have to go in one packet
 // (SendAndCommit), written there as hex (twice as many).
 constexpr std::size_t kPacketSendBytes = 256 << 10;
-// At most this many messages or receipts go to the claim's procedure in one
-// CALL (kClaimsCommitted claims one message at a time); larger claims go
-// the general way, whose statements take them all at once.
+// At most this many messages or receipts go to the group's procedure in one
+// CALL (kClaimsCommitted; its receipts travel as JSON text, and groups
+// larger than this were not measured); larger claims and batches of acks
+// go the general way.
 constexpr std::int64_t kCallClaimMax = 64;
 
 // The session every connection gets, whatever the server's defaults: a
