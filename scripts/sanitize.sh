@@ -24,26 +24,26 @@ export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 
-echo "== ASan + UBSan: fuzzing"
+echo "== ASan + UBSan: fuzzing (${SECONDS}s)"
 ./scripts/fuzz.sh "${SQLQ_FUZZ_SECONDS:-20}"
 
 # The labels exactly: as a pattern, "cli" would also take the language
 # clients' tests (label "clients").
-echo "== ASan + UBSan: the server and CLI tests against build/fuzz/sqlq"
+echo "== ASan + UBSan: the server and CLI tests against build/fuzz/sqlq (${SECONDS}s)"
 SQLQ_TEST_BIN="$PWD/build/fuzz/sqlq" SQLQ_TEST_BIN_SANITIZED=1 \
   ctest --preset dev -j "$jobs" -L '^(server|server_bounds|cli)$' -LE slow
 
-echo "== TSan: build"
+echo "== TSan: build (${SECONDS}s)"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan-ci -j "$jobs"
-echo "== TSan: the core tests"
+echo "== TSan: the core tests (${SECONDS}s)"
 ctest --preset tsan -j "$jobs" -L core
-echo "== TSan: the engines' conformance tests of concurrent callers"
+echo "== TSan: the engines' conformance tests of concurrent callers (${SECONDS}s)"
 # Every engine: concurrent consumers, senders, pushers, schedulers and
 # opens (a selection of the conformance suite, for the time a run takes).
 ctest --preset tsan -j "$jobs" -LE slow \
   -R 'Conformance\..*(Concurrent|Racing|SixtyFour|Sixteen)|SqliteMultiProcess\.|DropQueueRacingSends'
-echo "== TSan: the server tests of concurrency against build/tsan/sqlq"
+echo "== TSan: the server tests of concurrency against build/tsan/sqlq (${SECONDS}s)"
 # Long polls and parked claims, shutdown and readiness, the database going
 # away, limits shared between requests, and the crash campaign on every
 # engine (the tests of single requests' answers run under ASan above).

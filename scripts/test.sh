@@ -8,13 +8,19 @@
 # (scripts/mariadb-test-server.sh, SQLQ_REQUIRE_MYSQL=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's start, with the seconds since this script began, so that a
+# slow run shows where its time went.
+stage() { printf '== test.sh: %s (%ss)\n' "$*" "$SECONDS"; }
 
+stage "installing what is missing"
 ./scripts/install-deps.sh
 
 preset="${SQLQ_PRESET:-dev}"
+stage "building the $preset preset"
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"
 cmake --build --preset "$preset" --target format-check
+stage "installing the tests' npm packages"
 # The dashboard's browser test: playwright-core at the version pinned in
 # tests/web/package-lock.json.
 (cd tests/web && npm ci --no-audit --no-fund --silent)
@@ -71,17 +77,21 @@ if [[ "${SQLQ_SLOW:-0}" != 1 ]]; then skip+=(slow); fi
 if [[ $sanitize == 1 ]]; then skip+=(server cli); fi
 exclude=()
 if ((${#skip[@]})); then exclude=(-LE "^($(IFS='|'; echo "${skip[*]}"))\$"); fi
+stage "ctest"
 ctest --preset "$preset" -j "$(nproc)" --output-on-failure "${exclude[@]}"
 
 # The install rules, the .deb and an SQLite-only build
 # (scripts/package-test.sh, docs/installing.md); SQLQ_PACKAGE_TEST=0 skips
 # them.
 if [[ $package_test == 1 ]]; then
+  stage "the packaging test"
   ./scripts/package-test.sh
 fi
 
 # Fuzzing and the sanitizers (scripts/sanitize.sh, docs/reliability.md);
 # SQLQ_SANITIZE=0 skips them.
 if [[ $sanitize == 1 ]]; then
+  stage "the sanitizers"
   ./scripts/sanitize.sh
 fi
+stage "done"
