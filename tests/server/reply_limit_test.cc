@@ -180,7 +180,10 @@ TEST_F(ReplyLimit, RingReadsStopEarlyAndGoOnAfterTheLastSeq) {
 // must stay within a bound set by the reply limit (16 MiB by default).
 TEST_F(ReplyLimit, ConcurrentClaimsOfHugeEscapedPayloadsKeepMemoryBounded) {
   Start({});
-  ASSERT_EQ(c_->Post("/v1/queues/jobs", Json::object()).status, 201);
+  // Leases far longer than the test: under load its sends and claims of
+  // 32 MiB can take longer than the default lease, and an expired lease
+  // would no longer count as leased below.
+  ASSERT_EQ(c_->Post("/v1/queues/jobs", {{"lease_ms", 3600000}}).status, 201);
   SendControlCharacters("jobs", 32, 1 << 20, 4);
   const long before_kb = server_->ProcStatus("VmRSS");
   std::vector<std::future<Response>> claims;
