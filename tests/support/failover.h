@@ -85,11 +85,12 @@ inline void ExpectDarkServerAnswer(const Status& s) {
       << s.ToString();
 }
 
-// Waits until `read()` (a server's counter of connections or sessions)
-// differs from `before`, for at most 30 s: the event that a client has
-// come to that server. False when it did not.
-template <class Read>
-bool ChangesFrom(long long before, Read read) {
+// Waits until `read()` (a server's counter of connections or sessions, the
+// start of a session's last query) differs from `before`, for at most 30 s:
+// the event that a client has come to that server, or asked it again.
+// False when it did not.
+template <class T, class Read>
+bool ChangesFrom(T before, Read read) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (read() == before) {

@@ -21,7 +21,9 @@ constexpr const char* kLook =
 
 // How long a probe may stay connecting or unanswered, across looks, before
 // it is dropped and connected afresh: as long as the connections' own
-// tcp_user_timeout, past which the kernel gives up on a silent server.
+// tcp_user_timeout, past which the kernel gives up on a silent server. A
+// server never heard from since the watch began counts as dark after as
+// long.
 constexpr std::chrono::seconds kProbeGiveUp{10};
 
 std::string PortOr5432(const char* port) {
@@ -37,6 +39,7 @@ LeaderWatch::LeaderWatch(std::vector<Host> hosts,
       start_(std::move(start)),
       every_(every),
       probes_(hosts_.size()),
+      answered_(hosts_.size()),
       // The first look one period after the store opened: a short-lived
       // store (a command of the sqlq program) opens no connection for it.
       thread_(std::make_unique<core::PeriodicThread>(
@@ -90,6 +93,7 @@ std::optional<LeaderWatch::Host> LeaderWatch::leader() const {
 
 std::optional<std::size_t> ChooseLeader(
     const std::vector<std::optional<std::uint32_t>>& seen,
+    const std::vector<std::optional<std::uint32_t>>& earlier,
     std::uint32_t floor) {
   std::uint32_t top = 0;
   for (const auto& s : seen) {
@@ -99,9 +103,15 @@ std::optional<std::size_t> ChooseLeader(
   if (top == 0 || top < floor) return std::nullopt;
   std::optional<std::size_t> lead;
   for (std::size_t i = 0; i < seen.size(); ++i) {
-    if (seen[i] != top) continue;
-    if (lead) return std::nullopt;  // two claim the same timeline: wait
-    lead = i;
+    if (seen[i] == top) {
+      if (lead) return std::nullopt;  // two claim the same timeline: wait
+      lead = i;
+      continue;
+    }
+    // Silent now: its last answer stands for it. One never heard may take
+    // writes on this timeline too: wait for it.
+    const auto known = seen[i] ? seen[i] : earlier[i];
+    if (!known || *known >= top) return std::nullopt;
   }
   return lead;
 }
@@ -201,7 +211,18 @@ std::vector<std::optional<std::uint32_t>> LeaderWatch::Look() {
 
 void LeaderWatch::Decide(
     const std::vector<std::optional<std::uint32_t>>& seen) {
-  const auto lead = ChooseLeader(seen, leader_timeline_);
+  // A server silent since the watch began, for as long as a probe waits for
+  // one, is dark: it does not hold the others back.
+  const bool long_begun =
+      std::chrono::steady_clock::now() - began_ > kProbeGiveUp;
+  std::vector<std::optional<std::uint32_t>> earlier = answered_;
+  for (auto& e : earlier) {
+    if (!e && long_begun) e = 0;
+  }
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    if (seen[i]) answered_[i] = seen[i];
+  }
+  const auto lead = ChooseLeader(seen, earlier, leader_timeline_);
   if (!lead) return;
   leader_timeline_ = *seen[*lead];
   const Host& l = hosts_[*lead];

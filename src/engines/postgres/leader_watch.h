@@ -19,6 +19,11 @@
 // server leads alone, every registered connection to another is shut down
 // (the call on it ends at once: unavailable, or outcome_unknown for a
 // commit), and new connections try the leader first.
+// A server leads only when every other one is known to be on a lower
+// timeline or a standby, from this look or from its last answer: one that
+// has not answered yet (a loaded machine, a slow login) may take writes on
+// the same timeline, and two such servers are no failover. A server that
+// has never answered counts as dark once the watch has run for 10 s.
 // A leader once found is never replaced by a server on a lower timeline: a
 // look in which the new primary is slow to answer (a loaded machine, a
 // restart) and the old one answers must not hand the lead back to the old
@@ -45,12 +50,21 @@
 
 namespace sqlq::engines::postgres {
 
+// The application_name of the watch's sessions, as pg_stat_activity shows
+// them (docs/engines/postgres.md).
+inline constexpr const char* kLeaderWatchName = "sqlq leader watch";
+
 // The index of the server in `seen` that leads: the only one that takes
 // writes on the highest timeline seen, if that timeline is not lower than
-// `floor` (the timeline of the last leader found). `seen`: per server, its
-// timeline (0: a standby; nullopt: no answer).
+// `floor` (the timeline of the last leader found) and every other server is
+// known to be on a lower one. `seen`: per server, its timeline in this look
+// (0: a standby; nullopt: no answer); `earlier`: per server, its last
+// answer before this look (0 too for a server silent since the watch
+// began, once it counts as dark; nullopt: not known yet).
 std::optional<std::size_t> ChooseLeader(
-    const std::vector<std::optional<std::uint32_t>>& seen, std::uint32_t floor);
+    const std::vector<std::optional<std::uint32_t>>& seen,
+    const std::vector<std::optional<std::uint32_t>>& earlier,
+    std::uint32_t floor);
 
 class LeaderWatch {
  public:
@@ -96,9 +110,14 @@ class LeaderWatch {
   const std::vector<Host> hosts_;
   const std::function<PGconn*(const Host&)> start_;
   const std::chrono::milliseconds every_;
-  std::vector<Probe> probes_;          // the watch thread's own
-  std::uint32_t leader_timeline_ = 0;  // the watch thread's own
-  mutable std::mutex mu_;              // guards what follows
+  // The watch thread's own: the probes, each server's last answer, the
+  // leader's timeline, and when the watch began.
+  std::vector<Probe> probes_;
+  std::vector<std::optional<std::uint32_t>> answered_;
+  std::uint32_t leader_timeline_ = 0;
+  const std::chrono::steady_clock::time_point began_ =
+      std::chrono::steady_clock::now();
+  mutable std::mutex mu_;  // guards what follows
   std::uint64_t next_id_ = 1;
   std::map<std::uint64_t, Conn> conns_;
   std::optional<Host> leader_;

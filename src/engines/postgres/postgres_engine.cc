@@ -259,8 +259,10 @@ PGconn* PostgresEngine::ConnectRaw(bool start_only) {
 }
 
 PGconn* PostgresEngine::StartOne(const LeaderWatch::Host& host) {
-  const char* keys[] = {"fallback_application_name",
-                        "keepalives",
+  // After the URL's own keywords, so that they win: the one server, and a
+  // name of its own in pg_stat_activity, whatever the URL's
+  // application_name.
+  const char* keys[] = {"keepalives",
                         "keepalives_idle",
                         "keepalives_interval",
                         "keepalives_count",
@@ -269,9 +271,9 @@ PGconn* PostgresEngine::StartOne(const LeaderWatch::Host& host) {
                         "host",
                         "port",
                         "target_session_attrs",
+                        "application_name",
                         nullptr};
-  const char* values[] = {"sqlq",
-                          "1",
+  const char* values[] = {"1",
                           "5",
                           "2",
                           "3",
@@ -280,6 +282,7 @@ PGconn* PostgresEngine::StartOne(const LeaderWatch::Host& host) {
                           host.host.c_str(),
                           host.port.c_str(),
                           "any",
+                          kLeaderWatchName,
                           nullptr};
   PGconn* conn = PQconnectStartParams(keys, values, /*expand_dbname=*/1);
   if (conn != nullptr) {

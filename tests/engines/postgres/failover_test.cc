@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "engines/postgres/leader_watch.h"
 #include "sqlq/queue.h"
 #include "sqlq/status.h"
 #include "sqlq/store.h"
@@ -278,6 +279,42 @@ TEST_F(TwoServers, ACallWaitingOnAnOldPrimaryEndsOnceANewOneLeads) {
       << "the send after the failover waits on the old primary";
   ASSERT_OK(waiting.get());
   EXPECT_GE(ReadyCount(SecondUrl(), "jobs"), 1);
+}
+
+// Two servers that both take writes on their first timeline, the first
+// slow to let new sessions in (a loaded machine, a slow login): for a
+// while the watch hears only the second. That is no failover: the calls
+// stay on the first, libpq's choice, rather than the watch handing the
+// lead to the second and cutting the connections to the first.
+TEST_F(TwoServers, AServerSlowToAnswerTheWatchKeepsItsCalls) {
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(BothUrl("leader_check_ms=100")));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->Queue("jobs"));
+  // The store's connection to the first is open. From now on a new session
+  // there waits at its login (for the table of roles, locked here), and the
+  // watch's own session, if it had one yet, is ended.
+  Admin first(first_->url());
+  first.Query("BEGIN");
+  first.Query("LOCK TABLE pg_authid IN ACCESS EXCLUSIVE MODE");
+  const std::string watch_sessions =
+      std::string("FROM pg_stat_activity WHERE application_name = '") +
+      engines::postgres::kLeaderWatchName + "'";
+  first.Query("SELECT count(pg_terminate_backend(pid)) " + watch_sessions);
+  // The watch's session on the second has begun a look (maybe before the
+  // lock), then another (after it: the first is silent in it), then the
+  // next: that look's decision is taken.
+  Admin second(SecondUrl());
+  std::string look;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(ChangesFrom(look, [&] {
+      return look =
+                 second.Query("SELECT coalesce(max(query_start)::text, '') " +
+                              watch_sessions);
+    }));
+  }
+  ASSERT_OK(q.Send({.payload = "after"}).status());
+  first.Query("COMMIT");
+  EXPECT_EQ(ReadyCount(first_->url(), "jobs"), 1);
+  EXPECT_EQ(ReadyCount(SecondUrl(), "jobs"), 0);
 }
 
 TEST_F(TwoServers, OpeningAStoreDuringAFailoverWaitsForTheNewPrimary) {
