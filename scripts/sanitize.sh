@@ -7,10 +7,12 @@
 #    tests of the dev build run again against the sanitized `sqlq` (the
 #    server and the CLI are what they test, as black boxes).
 # 2. gcc, ThreadSanitizer (the tsan preset): the core tests (write batcher,
-#    wake hub, waiting reports) built with TSan, the conformance tests of
-#    concurrent callers on every engine, and the server tests of
+#    wake hub, waiting reports) built with TSan, and the server tests of
 #    concurrency again against a TSan `sqlq` (long polls, parked claims,
-#    shutdown, the crash campaign on every engine).
+#    shutdown, the crash campaign on every engine). With
+#    SQLQ_TSAN_CONFORMANCE=1 also the conformance tests of concurrent
+#    callers on every engine (the whole test binary built with TSan: about
+#    150 s more, left out of CI for the time a run takes).
 # Any sanitizer report stops the program at once (halt_on_error), which
 # fails its test.
 #
@@ -33,16 +35,22 @@ echo "== ASan + UBSan: the server and CLI tests against build/fuzz/sqlq (${SECON
 SQLQ_TEST_BIN="$PWD/build/fuzz/sqlq" SQLQ_TEST_BIN_SANITIZED=1 \
   ctest --preset dev -j "$jobs" -L '^(server|server_bounds|cli)$' -LE slow
 
+conformance="${SQLQ_TSAN_CONFORMANCE:-0}"
 echo "== TSan: build (${SECONDS}s)"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan-ci -j "$jobs"
+if [[ $conformance == 1 ]]; then
+  cmake --build --preset tsan -j "$jobs" --target sqlq_tests
+fi
 echo "== TSan: the core tests (${SECONDS}s)"
 ctest --preset tsan -j "$jobs" -L core
-echo "== TSan: the engines' conformance tests of concurrent callers (${SECONDS}s)"
-# Every engine: concurrent consumers, senders, pushers, schedulers and
-# opens (a selection of the conformance suite, for the time a run takes).
-ctest --preset tsan -j "$jobs" -LE slow \
-  -R 'Conformance\..*(Concurrent|Racing|SixtyFour|Sixteen)|SqliteMultiProcess\.|DropQueueRacingSends'
+if [[ $conformance == 1 ]]; then
+  echo "== TSan: the engines' conformance tests of concurrent callers (${SECONDS}s)"
+  # Every engine: concurrent consumers, senders, pushers, schedulers and
+  # opens (a selection of the conformance suite).
+  ctest --preset tsan -j "$jobs" -LE slow \
+    -R 'Conformance\..*(Concurrent|Racing|SixtyFour|Sixteen)|SqliteMultiProcess\.|DropQueueRacingSends'
+fi
 echo "== TSan: the server tests of concurrency against build/tsan/sqlq (${SECONDS}s)"
 # Long polls and parked claims, shutdown and readiness, the database going
 # away, limits shared between requests, and the crash campaign on every
