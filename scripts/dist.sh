@@ -60,7 +60,10 @@ for kind in "${kinds[@]}"; do
         npm pack --offline --silent --pack-destination "$out/node" >/dev/null)
       ;;
     release)
-      cmake --preset package >/dev/null
+      # SQLQ_PACKAGE_BUILD_TYPE: as scripts/package-test.sh, which runs
+      # this, configured the preset.
+      cmake --preset package \
+        ${SQLQ_PACKAGE_BUILD_TYPE:+-DCMAKE_BUILD_TYPE="$SQLQ_PACKAGE_BUILD_TYPE"} >/dev/null
       cmake --build --preset package -j2 >"$tmp/build.log" 2>&1 ||
         { tail -50 "$tmp/build.log" >&2; exit 1; }
       arch=$(dpkg --print-architecture)

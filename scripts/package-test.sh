@@ -21,6 +21,14 @@ fail() { printf 'package-test: FAILED: %s\n' "$*" >&2; exit 1; }
 # baselines' stubs) differ between them.
 export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1
 jobs=$(nproc)
+# SQLQ_PACKAGE_BUILD_TYPE=Debug: both built with the dev preset's flags, so
+# that they take a dev build's objects from ccache (scripts/test.sh); the
+# package is then unoptimized, for this test only. scripts/dist.sh reads it
+# too.
+build_type=()
+if [[ -n "${SQLQ_PACKAGE_BUILD_TYPE:-}" ]]; then
+  build_type=(-DCMAKE_BUILD_TYPE="$SQLQ_PACKAGE_BUILD_TYPE")
+fi
 
 tmp=$(mktemp -d /tmp/sqlq-package-test.XXXXXX)
 deb_installed=0
@@ -31,7 +39,7 @@ cleanup() {
 trap cleanup EXIT
 
 step "building the package preset"
-cmake --preset package >/dev/null
+cmake --preset package "${build_type[@]}" >/dev/null
 cmake --build --preset package -j "$jobs" >"$tmp/build.log" 2>&1 ||
   { tail -50 "$tmp/build.log"; fail "build of the package preset"; }
 size_full=$(stat -c %s build/package/sqlq)
@@ -72,7 +80,7 @@ unset PKG_CONFIG_PATH
 "$tmp/consumer-pc" "sqlite:$tmp/pkgconfig.db"
 
 step "the SQLite-only build (SQLQ_WITH_POSTGRES=OFF SQLQ_WITH_MYSQL=OFF)"
-cmake --preset package-sqlite >/dev/null
+cmake --preset package-sqlite "${build_type[@]}" >/dev/null
 grep -Eq '^(LIBPQ|MARIADB)_FOUND' build/package-sqlite/CMakeCache.txt &&
   fail "the SQLite-only configuration looked for libpq or libmariadb"
 cmake --build --preset package-sqlite -j "$jobs" >"$tmp/build-sqlite.log" 2>&1 ||
