@@ -54,6 +54,12 @@ namespace sqlq::engines::postgres {
 // them (docs/engines/postgres.md).
 inline constexpr const char* kLeaderWatchName = "sqlq leader watch";
 
+// Registers a connection that a store opens on its own (the LISTEN
+// connection, the vacuums' and folds') with the store's watch, so that it
+// is shut down too when another server leads; returns what unregisters it
+// (called before the connection closes). Empty without a watch.
+using ConnWatch = std::function<std::function<void()>(PGconn*)>;
+
 // The index of the server in `seen` that leads: the only one that takes
 // writes on the highest timeline seen, if that timeline is not lower than
 // `floor` (the timeline of the last leader found) and every other server is

@@ -22,7 +22,7 @@ std::string RandomName() {
 }  // namespace
 
 Notifier::Notifier(Connector connect, std::function<void()> changed,
-                   std::chrono::microseconds min_interval, ListenWatch watch)
+                   std::chrono::microseconds min_interval, ConnWatch watch)
     : connect_(std::move(connect)),
       watch_(std::move(watch)),
       changed_(std::move(changed)),

@@ -26,21 +26,18 @@
 #include <string>
 #include <thread>
 
+#include "engines/postgres/leader_watch.h"
+
 namespace sqlq::engines::postgres {
 
 // A function that starts opening a connection without blocking
 // (PQconnectStartParams), or returns null. The notifier finishes it with
 // PQconnectPoll, so that stopping never waits for a slow server.
 using Connector = std::function<PGconn*()>;
-// Called with the connection once it listens; what it returns is called
-// before that connection closes (PostgresEngine registers it with its
-// LeaderWatch, which shuts it down when another server leads).
-using ListenWatch = std::function<std::function<void()>(PGconn*)>;
-
 class Notifier {
  public:
   Notifier(Connector connect, std::function<void()> changed,
-           std::chrono::microseconds min_interval, ListenWatch watch = {});
+           std::chrono::microseconds min_interval, ConnWatch watch = {});
   Notifier(const Notifier&) = delete;
   Notifier& operator=(const Notifier&) = delete;
   // Stops the thread; a pending NOTIFY may be dropped.
@@ -66,7 +63,7 @@ class Notifier {
   void WakeThread();
 
   Connector connect_;
-  ListenWatch watch_;
+  ConnWatch watch_;  // called with the connection once it listens
   std::function<void()> changed_;
   const std::chrono::microseconds min_interval_;
   const std::string self_;  // payload naming this notifier

@@ -364,16 +364,8 @@ bool PgConn::AwaitCommitAnswer() {
       // answers nothing even then is given up on after kCancelGrace.
       commit_cancelled_ = true;
       commit_deadline_ = steady_clock::now() + kCancelGrace;
-      if (PGcancel* cancel = PQgetCancel(conn_)) {
-        // PQcancel has no timeout of its own: a server whose postmaster is
-        // stopped takes the request's connection and never answers. It
-        // runs on a thread of its own, which the wait below outlives.
-        std::thread([cancel] {
-          char err[256];
-          (void)PQcancel(cancel, err, sizeof err);
-          PQfreeCancel(cancel);
-        }).detach();
-      }
+      // The wait below outlives the cancel's thread.
+      if (PGcancel* cancel = PQgetCancel(conn_)) CancelDetached(cancel);
       continue;
     }
     ::shutdown(PQsocket(conn_), SHUT_RDWR);
@@ -405,6 +397,14 @@ Status PgConn::Fail(const PGresult* res, std::string_view what, Phase phase) {
   Status s = Failed(res, what, phase);
   tx_error = s;
   return s;
+}
+
+void CancelDetached(PGcancel* cancel) {
+  std::thread([cancel] {
+    char err[256];
+    (void)PQcancel(cancel, err, sizeof err);
+    PQfreeCancel(cancel);
+  }).detach();
 }
 
 PgResult PgConn::NextResult() {

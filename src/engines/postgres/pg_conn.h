@@ -55,6 +55,12 @@ bool IsFailoverSqlState(std::string_view sqlstate);
 // literal or identifier stays.
 std::string NumberPlaceholders(std::string_view sql);
 
+// Asks the server to cancel what runs on the connection `cancel` was made
+// for (PQgetCancel), on a thread of its own, and frees `cancel`: PQcancel
+// has no timeout, and a server whose postmaster is stopped takes the
+// request's connection and never answers.
+void CancelDetached(PGcancel* cancel);
+
 struct ResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
 };

@@ -51,15 +51,18 @@ void* PostgresEngine::NativeHandle(Conn& c) { return Native(c).pg(); }
 void PostgresEngine::WatchForeignWrites(std::function<void()> changed) {
   notifier_ = std::make_unique<Notifier>(
       [this]() -> PGconn* { return ConnectRaw(/*start_only=*/true); },
-      std::move(changed), kNotifyInterval,
-      [this](PGconn* conn) {
-        std::function<void()> unwatch;
-        if (watch_ != nullptr) {
-          const std::uint64_t id = watch_->Register(conn);
-          unwatch = [this, id] { watch_->Unregister(id); };
-        }
-        return unwatch;
-      });
+      std::move(changed), kNotifyInterval, WatchConn());
+}
+
+ConnWatch PostgresEngine::WatchConn() {
+  return [this](PGconn* conn) {
+    std::function<void()> unwatch;
+    if (watch_ != nullptr) {
+      const std::uint64_t id = watch_->Register(conn);
+      unwatch = [this, id] { watch_->Unregister(id); };
+    }
+    return unwatch;
+  };
 }
 
 Params PostgresEngine::CounterParams(std::int64_t queue_id,

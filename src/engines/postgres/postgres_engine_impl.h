@@ -214,11 +214,11 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
     if (vacuum_threshold_ > 0) {
       vacuumer_ = std::make_unique<Vacuumer>(
           [this] { return ConnectRaw(); }, vacuum_threshold_,
-          /*fold_threshold=*/0, kVacuumInterval);
+          /*fold_threshold=*/0, kVacuumInterval, WatchConn());
     }
     folder_ = std::make_unique<Vacuumer>([this] { return ConnectRaw(); },
                                          /*threshold=*/0, fold_threshold_,
-                                         kVacuumInterval);
+                                         kVacuumInterval, WatchConn());
     return Status::Ok();
   }
 
@@ -394,6 +394,9 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
   // A connection start (PQconnectStartParams) to one server of the URL's
   // list, whatever it takes: LeaderWatch's.
   PGconn* StartOne(const LeaderWatch::Host& host);
+  // Registers a connection opened outside the pool with the leader watch
+  // (none: a function that does nothing).
+  ConnWatch WatchConn();
 
   Result<std::unique_ptr<PgConn>> Connect();
 

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
+#include "engines/postgres/pg_conn.h"
 #include "engines/postgres/schema.h"
 
 namespace sqlq::engines::postgres {
@@ -14,19 +16,23 @@ constexpr std::chrono::milliseconds kMaxInterval{60000};
 
 Vacuumer::Vacuumer(std::function<PGconn*()> connect, std::int64_t threshold,
                    std::int64_t fold_threshold,
-                   std::chrono::milliseconds min_interval)
+                   std::chrono::milliseconds min_interval, ConnWatch watch)
     : connect_(std::move(connect)),
+      watch_(std::move(watch)),
       threshold_(threshold),
       fold_threshold_(fold_threshold),
       min_interval_(min_interval),
       thread_([this] { Loop(); }) {}
 
 Vacuumer::~Vacuumer() {
+  PGcancel* running = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    std::swap(running, running_);
   }
   cv_.notify_all();
+  if (running != nullptr) CancelDetached(running);
   thread_.join();
 }
 
@@ -51,6 +57,27 @@ void Vacuumer::Add(std::atomic<std::int64_t>& counter, std::int64_t threshold,
 
 void Vacuumer::Loop() {
   PGconn* conn = nullptr;
+  std::function<void()> unwatch;
+  auto close = [&] {
+    if (unwatch) unwatch();
+    unwatch = nullptr;
+    PQfinish(conn);
+    conn = nullptr;
+  };
+  // Runs `sql` unless the Vacuumer is stopping (null then); the destructor
+  // cancels it meanwhile.
+  auto run = [&](const char* sql) -> PGresult* {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (stop_) return nullptr;
+      running_ = PQgetCancel(conn);
+    }
+    PGresult* res = PQexec(conn, sql);
+    std::lock_guard<std::mutex> l(mu_);
+    if (running_ != nullptr) PQfreeCancel(running_);
+    running_ = nullptr;
+    return res;
+  };
   auto last = std::chrono::steady_clock::now() - min_interval_;
   // Grows while vacuums leave most dead rows behind: a snapshot open
   // elsewhere keeps them, and vacuuming again would only scan for nothing.
@@ -69,17 +96,19 @@ void Vacuumer::Loop() {
     if (vacuum) churn_ = 0;
     if (fold) counted_ = 0;
     lock.unlock();
-    if (conn != nullptr && PQstatus(conn) != CONNECTION_OK) {
-      PQfinish(conn);
-      conn = nullptr;
+    if (conn != nullptr && PQstatus(conn) != CONNECTION_OK) close();
+    if (conn == nullptr) {
+      conn = connect_();
+      if (conn != nullptr && PQstatus(conn) == CONNECTION_OK && watch_) {
+        unwatch = watch_(conn);
+      }
     }
-    if (conn == nullptr) conn = connect_();
     if (conn != nullptr && PQstatus(conn) == CONNECTION_OK) {
       // Failures (no permission, server gone, a deadlock between two
       // processes' folds) are left to the next round and to autovacuum:
       // neither is ever required.
       if (fold) {
-        PGresult* res = PQexec(conn, kFoldCountersSql);
+        PGresult* res = run(kFoldCountersSql);
         if (PQresultStatus(res) == PGRES_COMMAND_OK) {
           ++folds_;
         } else {
@@ -90,9 +119,9 @@ void Vacuumer::Loop() {
         PQclear(res);
       }
       if (vacuum) {
-        PQclear(PQexec(conn,
-                       "VACUUM (SKIP_LOCKED) sqlq_messages, sqlq_counters, "
-                       "sqlq_counter_deltas"));
+        PQclear(
+            run("VACUUM (SKIP_LOCKED) sqlq_messages, sqlq_counters, "
+                "sqlq_counter_deltas"));
         ++vacuums_;
       }
     }
@@ -100,7 +129,7 @@ void Vacuumer::Loop() {
     lock.lock();
   }
   lock.unlock();
-  if (conn != nullptr) PQfinish(conn);
+  if (conn != nullptr) close();
 }
 
 }  // namespace sqlq::engines::postgres

@@ -35,6 +35,8 @@
 #include <mutex>
 #include <thread>
 
+#include "engines/postgres/leader_watch.h"
+
 namespace sqlq::engines::postgres {
 
 class Vacuumer {
@@ -43,9 +45,14 @@ class Vacuumer {
   // Vacuumer's thread, only when a vacuum or a fold is due. `threshold`:
   // churned rows that make a vacuum due (0 or less: never vacuum);
   // `fold_threshold`: counter rows that make a fold due (0 or less: never
-  // fold).
+  // fold). `watch` registers each connection it opens: a fold's commit on an
+  // old primary that still takes writes would wait for its standby for
+  // ever. A statement still running when the Vacuumer goes is cancelled,
+  // so that a fold waiting (for a lock, for a synchronous standby that
+  // does not answer) does not hold up the store's close.
   Vacuumer(std::function<PGconn*()> connect, std::int64_t threshold,
-           std::int64_t fold_threshold, std::chrono::milliseconds min_interval);
+           std::int64_t fold_threshold, std::chrono::milliseconds min_interval,
+           ConnWatch watch = {});
   Vacuumer(const Vacuumer&) = delete;
   Vacuumer& operator=(const Vacuumer&) = delete;
   ~Vacuumer();
@@ -67,6 +74,7 @@ class Vacuumer {
            std::int64_t rows);
 
   const std::function<PGconn*()> connect_;
+  const ConnWatch watch_;
   const std::int64_t threshold_;
   const std::int64_t fold_threshold_;
   const std::chrono::milliseconds min_interval_;
@@ -78,6 +86,9 @@ class Vacuumer {
   std::condition_variable cv_;
   bool stop_ = false;  // guarded by mu_
   bool due_ = false;   // guarded by mu_
+  // The cancel of the statement running now, for the destructor; guarded
+  // by mu_.
+  PGcancel* running_ = nullptr;
   std::thread thread_;
 };
 

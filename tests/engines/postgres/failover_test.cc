@@ -317,6 +317,37 @@ TEST_F(TwoServers, AServerSlowToAnswerTheWatchKeepsItsCalls) {
   EXPECT_EQ(ReadyCount(SecondUrl(), "jobs"), 0);
 }
 
+// After a failover the store keeps no session on the old primary, which
+// may still take writes: not its pool's, not its LISTEN connection, and not
+// the one it folds its counters on (a fold's commit there would wait for
+// the standby for ever, and closing the store with it).
+TEST_F(TwoServers, AfterAFailoverTheStoreKeepsNoSessionOnTheOldPrimary) {
+  ASSERT_OK_AND_ASSIGN(auto store,
+                       Store::Open(BothUrl("leader_check_ms=100&fold_rows=1")));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->Queue("jobs"));
+  ASSERT_OK(q.Send({.payload = "before"}).status());
+  Admin first(first_->url());
+  // The send's counters were folded, on a connection of the store's own.
+  const std::string others = " AND pid <> pg_backend_pid()";
+  ASSERT_TRUE(first.WaitFor(
+      "SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE "
+      "'%DELETE FROM sqlq_counter_deltas RETURNING%'" +
+          others,
+      "t"));
+  ASSERT_TRUE(second_->NewTimeline());
+  EXPECT_TRUE(first.WaitFor(
+      "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sqlq'" +
+          others,
+      "0"))
+      << first.Query(
+             "SELECT string_agg(left(query, 60), ' | ') FROM pg_stat_activity "
+             "WHERE application_name = 'sqlq'" +
+             others);
+  // The calls go on, on the new one.
+  ASSERT_OK(q.Send({.payload = "after"}).status());
+  EXPECT_EQ(ReadyCount(SecondUrl(), "jobs"), 1);
+}
+
 TEST_F(TwoServers, OpeningAStoreDuringAFailoverWaitsForTheNewPrimary) {
   // A program that opens its store while no server takes writes, as the
   // command-line program does for every command.

@@ -1213,6 +1213,38 @@ TEST_F(PostgresEngineTest, CounterDeltasAreFoldedAndStillCounted) {
   PQfinish(c);
 }
 
+// A fold that waits (here for a lock an operator holds; as well for a
+// synchronous standby that does not answer) does not hold up the store's
+// close: it is cancelled, and its deltas are left to count and to fold.
+TEST_F(PostgresEngineTest, ClosingTheStoreCancelsAFoldThatWaits) {
+  auto store = OpenStore("fold_rows=1");
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  PGconn* c = Raw();
+  ASSERT_EQ(Query(c, "BEGIN"), "");
+  ASSERT_EQ(Query(c, "LOCK TABLE sqlq_counters IN EXCLUSIVE MODE"), "");
+  ASSERT_OK(q.Send({.payload = "m"}));
+  PGconn* watcher = Raw();
+  const auto deadline = SteadyClock::now() + seconds(30);
+  const std::string waiting =
+      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+      "AND query LIKE '%DELETE FROM sqlq_counter_deltas RETURNING%' "
+      "AND pid <> pg_backend_pid()";
+  while (Query(watcher, waiting) != "1" && SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_EQ(Query(watcher, waiting), "1") << "no fold waited for the lock";
+  auto closing = std::async(std::launch::async, [&] { store.reset(); });
+  const bool closed =
+      closing.wait_for(seconds(30)) == std::future_status::ready;
+  Query(c, "COMMIT");  // ends the wait, should the close still wait on it
+  closing.get();
+  EXPECT_TRUE(closed) << "the store's close waited for the fold";
+  EXPECT_EQ(Query(watcher, "SELECT sum(sends) FROM sqlq_counter_deltas"), "1");
+  PQfinish(watcher);
+  PQfinish(c);
+}
+
 std::vector<std::string> Payloads(const std::vector<ClaimedMessage>& got) {
   std::vector<std::string> out;
   for (const ClaimedMessage& m : got) out.push_back(m.payload);
