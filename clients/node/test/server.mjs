@@ -24,8 +24,17 @@ export async function waitFor(what, cond, ms = DEADLINE_MS) {
   }
 }
 
+// Every directory made here goes when the test process ends (its servers
+// are stopped by then).
+const made = [];
+process.on("exit", () => {
+  for (const dir of made) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 export function tempDir() {
-  return fs.mkdtempSync(path.join(os.tmpdir(), "sqlq-node-"));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sqlq-node-"));
+  made.push(dir);
+  return dir;
 }
 
 // A server on `dir`/q.db. `port` 0 picks a free one; restart() starts it
