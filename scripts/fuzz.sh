@@ -5,7 +5,7 @@
 # sanitizer report or time-out, leaving the input that caused it in
 # build/fuzz/findings/TARGET/ and printing how to run it again.
 #
-#   scripts/fuzz.sh            # 30 s per target (CI runs 20 s: scripts/sanitize.sh)
+#   scripts/fuzz.sh            # 30 s per target (CI runs 10 s: scripts/sanitize.sh)
 #   scripts/fuzz.sh 3600       # an hour per target
 #   scripts/fuzz.sh 600 http   # one target
 #   SQLQ_FUZZ_MERGE=1 scripts/fuzz.sh 600   # then add the inputs that found

@@ -3,7 +3,7 @@
 # dev build's tests pass, with the same database servers.
 #
 # 1. clang, AddressSanitizer + UndefinedBehaviorSanitizer (the fuzz preset):
-#    every fuzz target for SQLQ_FUZZ_SECONDS (20), then the server and CLI
+#    every fuzz target for SQLQ_FUZZ_SECONDS (10), then the server and CLI
 #    tests of the dev build run again against the sanitized `sqlq` (the
 #    server and the CLI are what they test, as black boxes).
 # 2. gcc, ThreadSanitizer (the tsan preset): the core tests (write batcher,
@@ -27,7 +27,7 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 
 echo "== ASan + UBSan: fuzzing (${SECONDS}s)"
-./scripts/fuzz.sh "${SQLQ_FUZZ_SECONDS:-20}"
+./scripts/fuzz.sh "${SQLQ_FUZZ_SECONDS:-10}"
 
 # The labels exactly: as a pattern, "cli" would also take the language
 # clients' tests (label "clients").
