@@ -74,11 +74,14 @@ if [[ "$preset" == dev ]]; then
 fi
 
 # Labels not run here: "slow" (unless SQLQ_SLOW=1), and with the sanitizer
-# stage to come, "server" and "cli" (black-box tests of the sqlq program),
-# which run there against the sanitized sqlq rather than twice.
+# stage to come, "server" (black-box tests of sqlq serve), which run there
+# against the sanitized sqlq rather than twice. The CLI's tests (label
+# "cli") run here, against the plain sqlq: each of their short runs of the
+# program starts in 0.02 s, against 0.15 s under ASan (the 108 tests took
+# 56 s of a run against 177), and fuzz_cli runs the CLI's code under ASan.
 skip=()
 if [[ "${SQLQ_SLOW:-0}" != 1 ]]; then skip+=(slow); fi
-if [[ $sanitize == 1 ]]; then skip+=(server cli); fi
+if [[ $sanitize == 1 ]]; then skip+=(server); fi
 exclude=()
 if ((${#skip[@]})); then exclude=(-LE "^($(IFS='|'; echo "${skip[*]}"))\$"); fi
 stage "ctest"
