@@ -452,6 +452,15 @@ CREATE INDEX sqlq_batches_expiry ON sqlq_batches (expires_us);
     // Version 24: the SQL-level API's ack counts a member of a batch in its
     // batch (sql_api.h, kAckRelease24).
     kSqlApi24Migration,
+    // Version 25: no vacuum, autovacuum's included, gives the empty end of
+    // the tables that churn back to the file system. The tables grow back
+    // at once, and the truncation takes each table's exclusive lock: every
+    // send and claim waits behind it, and a hot standby that replays it
+    // cancels its readers. (The Vacuumer asks for the same, vacuumer.h.)
+    R"sql(
+ALTER TABLE sqlq_messages SET (vacuum_truncate = false);
+ALTER TABLE sqlq_counter_deltas SET (vacuum_truncate = false);
+)sql",
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

@@ -8,7 +8,11 @@
 // with them. The Vacuumer runs `VACUUM (SKIP_LOCKED)` on the hot tables
 // itself, on its own autocommit connection, once enough rows were churned
 // (Churned()) and at most once per interval. VACUUM does not block reads or
-// writes; SKIP_LOCKED makes it give way to another process's VACUUM of the
+// writes, but for the end of a table it would give back to the file system
+// (TRUNCATE false: a queue's table grows back at once): that truncation
+// takes the table's exclusive lock, which stalls every send and claim
+// behind it and, replayed on a hot standby, cancels its readers.
+// SKIP_LOCKED makes it give way to another process's VACUUM of the
 // same table instead of waiting. A role that does not own the tables gets a
 // warning from the server and nothing happens: autovacuum remains.
 // docs/engines/postgres.md, "Sustained load".

@@ -1132,6 +1132,45 @@ TEST_F(PostgresEngineTest,
   EXPECT_EQ(table_rows, 0);
 }
 
+// A drained queue's table ends in empty pages, and a vacuum would give them
+// back to the file system under the table's exclusive lock: every send and
+// claim waits behind it, and a hot standby replaying it cancels its readers.
+// The tables that churn keep their size through any vacuum, a plain one
+// like autovacuum's included (docs/engines/postgres.md, "No vacuum shortens
+// the tables").
+TEST_F(PostgresEngineTest, AVacuumOfADrainedQueueDoesNotShortenItsTable) {
+  constexpr int kMessages = 5000;
+  {
+    auto store = OpenStore();
+    ASSERT_TRUE(store);
+    ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+    std::vector<Message> batch(kMessages, Message{.payload = "m"});
+    ASSERT_OK(q.SendBatch(batch));
+    std::vector<std::string> receipts;
+    while (receipts.size() < static_cast<std::size_t>(kMessages)) {
+      ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 1000}));
+      ASSERT_FALSE(got.empty());
+      for (const ClaimedMessage& m : got) receipts.push_back(m.receipt);
+    }
+    ASSERT_OK_AND_ASSIGN(auto acked, q.AckBatch(receipts));
+    for (const Status& s : acked) ASSERT_OK(s);
+  }
+  PGconn* c = Raw();
+  const std::string size_sql =
+      "SELECT pg_relation_size('sqlq_messages') || ' ' || "
+      "(SELECT count(*) FROM sqlq_messages)";
+  const std::string before = Query(c, size_sql);
+  ASSERT_NE(before.rfind("0 ", 0), 0U) << before;
+  Query(c, "VACUUM sqlq_messages");
+  Query(c, "VACUUM sqlq_counter_deltas");
+  EXPECT_EQ(Query(c, size_sql), before.substr(0, before.find(' ')) + " 0")
+      << "before the vacuum: " << before;
+  // What a user runs to take the space back after a one-off flood.
+  Query(c, "VACUUM (TRUNCATE true) sqlq_messages");
+  EXPECT_EQ(Query(c, size_sql), "0 0");
+  PQfinish(c);
+}
+
 // --- counters ------------------------------------------------------------
 
 // Counter changes are appended (sqlq_counter_deltas), not added to a row:
