@@ -1061,6 +1061,18 @@ void ClaimAndAck(WorkQueue& q, int n, std::vector<ClaimedMessage>* got) {
   for (const Status& s : acked) ASSERT_OK(s);
 }
 
+// Sends `n` messages to `q` and claims them all; their receipts in
+// `receipts`.
+void SendAndClaimAll(WorkQueue& q, int n, std::vector<std::string>* receipts) {
+  std::vector<Message> batch(n, Message{.payload = "m"});
+  ASSERT_OK(q.SendBatch(batch));
+  while (receipts->size() < static_cast<std::size_t>(n)) {
+    ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 1000}));
+    ASSERT_FALSE(got.empty());
+    for (const ClaimedMessage& m : got) receipts->push_back(m.receipt);
+  }
+}
+
 // A queue table is often empty for a moment, and a vacuum (autovacuum's or
 // the store's own) that runs then records that it holds next to no rows.
 // Until the next one, the planner believes so however many messages come
@@ -1078,14 +1090,8 @@ TEST_F(PostgresEngineTest,
     auto store = OpenStore();
     ASSERT_TRUE(store);
     ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
-    std::vector<Message> batch(kMessages, Message{.payload = "m"});
-    ASSERT_OK(q.SendBatch(batch));
     std::vector<std::string> receipts;
-    while (receipts.size() < static_cast<std::size_t>(kMessages)) {
-      ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 1000}));
-      ASSERT_FALSE(got.empty());
-      for (const ClaimedMessage& m : got) receipts.push_back(m.receipt);
-    }
+    ASSERT_NO_FATAL_FAILURE(SendAndClaimAll(q, kMessages, &receipts));
     // All done but the newest, which keeps the table's last page (so that
     // vacuum cannot truncate the table) and leaves one row.
     receipts.pop_back();
@@ -1144,14 +1150,8 @@ TEST_F(PostgresEngineTest, AVacuumOfADrainedQueueDoesNotShortenItsTable) {
     auto store = OpenStore();
     ASSERT_TRUE(store);
     ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
-    std::vector<Message> batch(kMessages, Message{.payload = "m"});
-    ASSERT_OK(q.SendBatch(batch));
     std::vector<std::string> receipts;
-    while (receipts.size() < static_cast<std::size_t>(kMessages)) {
-      ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 1000}));
-      ASSERT_FALSE(got.empty());
-      for (const ClaimedMessage& m : got) receipts.push_back(m.receipt);
-    }
+    ASSERT_NO_FATAL_FAILURE(SendAndClaimAll(q, kMessages, &receipts));
     ASSERT_OK_AND_ASSIGN(auto acked, q.AckBatch(receipts));
     for (const Status& s : acked) ASSERT_OK(s);
   }
