@@ -30,7 +30,8 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 echo "== ASan + UBSan: fuzzing (${SECONDS}s)"
 ./scripts/fuzz.sh "${SQLQ_FUZZ_SECONDS:-10}"
 
-# The labels exactly: as a pattern, "server" would also take others.
+# The labels exactly, as anchored patterns (ctest matches labels as
+# regular expressions).
 echo "== ASan + UBSan: the server tests against build/fuzz/sqlq (${SECONDS}s)"
 SQLQ_TEST_BIN="$PWD/build/fuzz/sqlq" SQLQ_TEST_BIN_SANITIZED=1 \
   ctest --preset dev -j "$jobs" -L '^(server|server_bounds)$' -LE slow

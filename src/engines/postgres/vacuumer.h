@@ -8,14 +8,14 @@
 // with them. The Vacuumer runs `VACUUM (SKIP_LOCKED)` on the hot tables
 // itself, on its own autocommit connection, once enough rows were churned
 // (Churned()) and at most once per interval. VACUUM does not block reads or
-// writes, but for the end of a table it would give back to the file system
-// (TRUNCATE false: a queue's table grows back at once): that truncation
-// takes the table's exclusive lock, which stalls every send and claim
-// behind it and, replayed on a hot standby, cancels its readers.
-// SKIP_LOCKED makes it give way to another process's VACUUM of the
-// same table instead of waiting. A role that does not own the tables gets a
-// warning from the server and nothing happens: autovacuum remains.
-// docs/engines/postgres.md, "Sustained load".
+// writes, as long as it does not truncate: giving a table's empty end back
+// to the file system takes the table's exclusive lock, which stalls every
+// send and claim and, replayed on a hot standby, cancels its readers, for
+// pages a queue fills again at once (TRUNCATE false; the tables say the same
+// to autovacuum, schema.h version 25). SKIP_LOCKED makes it give way to
+// another process's VACUUM of the same table instead of waiting. A role that
+// does not own the tables gets a warning from the server and nothing happens:
+// autovacuum remains. docs/engines/postgres.md, "Sustained load".
 //
 // It can also fold the counter deltas (schema.h, kFoldCountersSql) into
 // sqlq_counters once enough were appended (Counted()), at most once per
