@@ -456,7 +456,7 @@ CREATE INDEX sqlq_batches_expiry ON sqlq_batches (expires_us);
     // the tables that churn back to the file system. The tables grow back
     // at once, and the truncation takes each table's exclusive lock: every
     // send and claim waits behind it, and a hot standby that replays it
-    // cancels its readers. (The Vacuumer asks for the same, vacuumer.h.)
+    // cancels its readers.
     R"sql(
 ALTER TABLE sqlq_messages SET (vacuum_truncate = false);
 ALTER TABLE sqlq_counter_deltas SET (vacuum_truncate = false);

@@ -120,8 +120,8 @@ void Vacuumer::Loop() {
       }
       if (vacuum) {
         PQclear(
-            run("VACUUM (SKIP_LOCKED, TRUNCATE false) sqlq_messages, "
-                "sqlq_counters, sqlq_counter_deltas"));
+            run("VACUUM (SKIP_LOCKED) sqlq_messages, sqlq_counters, "
+                "sqlq_counter_deltas"));
         ++vacuums_;
       }
     }

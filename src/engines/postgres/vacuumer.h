@@ -8,12 +8,10 @@
 // with them. The Vacuumer runs `VACUUM (SKIP_LOCKED)` on the hot tables
 // itself, on its own autocommit connection, once enough rows were churned
 // (Churned()) and at most once per interval. VACUUM does not block reads or
-// writes, as long as it does not truncate: giving a table's empty end back
-// to the file system takes the table's exclusive lock, which stalls every
-// send and claim and, replayed on a hot standby, cancels its readers, for
-// pages a queue fills again at once (TRUNCATE false; the tables say the same
-// to autovacuum, schema.h version 25). SKIP_LOCKED makes it give way to
-// another process's VACUUM of the same table instead of waiting. A role that
+// writes: the tables that churn carry vacuum_truncate = false (schema.h,
+// version 25), so no vacuum takes their exclusive lock to give their empty
+// end back. SKIP_LOCKED makes it give way to another process's VACUUM of the
+// same table instead of waiting. A role that
 // does not own the tables gets a warning from the server and nothing happens:
 // autovacuum remains. docs/engines/postgres.md, "Sustained load".
 //

@@ -1160,9 +1160,9 @@ TEST_F(PostgresEngineTest, AVacuumOfADrainedQueueDoesNotShortenItsTable) {
       "SELECT pg_relation_size('sqlq_messages') || ' ' || "
       "(SELECT count(*) FROM sqlq_messages)";
   const std::string before = Query(c, size_sql);
-  ASSERT_NE(before.rfind("0 ", 0), 0U) << before;
+  ASSERT_NE(before.rfind("0 ", 0), 0U) << "the table holds no page: " << before;
+  // A plain VACUUM, as autovacuum's and the store's own are.
   Query(c, "VACUUM sqlq_messages");
-  Query(c, "VACUUM sqlq_counter_deltas");
   EXPECT_EQ(Query(c, size_sql), before.substr(0, before.find(' ')) + " 0")
       << "before the vacuum: " << before;
   // What a user runs to take the space back after a one-off flood.
