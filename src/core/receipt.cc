@@ -1,6 +1,7 @@
 #include "core/receipt.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -52,25 +53,41 @@ Result<Receipt> ParseReceipt(std::string_view text) {
   return r;
 }
 
+namespace {
+
+// Lease tokens are drawn from the kernel's CSPRNG (getrandom(2)), so that a
+// receipt's token cannot be predicted from others a client has seen, 32 at
+// a time to spare a system call per claim: this thread's batch and how many
+// of it are left.
+constexpr int kTokenBatch = 32;
+thread_local std::uint64_t token_batch[kTokenBatch];
+thread_local int tokens_left = 0;
+
+// A forked child goes on with only the thread that called fork(), whose
+// batch is its parent's too: dropped there, so that parent and child never
+// hand out the same tokens. (A getpid() check on every call would do the
+// same at a system call a claim: glibc no longer caches the pid.)
+void DropTokensInChild() { tokens_left = 0; }
+
+}  // namespace
+
 std::uint64_t NewLeaseToken() {
-  // From the kernel's CSPRNG (getrandom(2)), so that a receipt's token
-  // cannot be predicted from others a client has seen. Drawn 32 at a time
-  // to spare a system call per claim; the batch is dropped in a forked
-  // child, so that parent and child never hand out the same tokens.
-  constexpr int kBatch = 32;
-  thread_local std::uint64_t batch[kBatch];
-  thread_local int left = 0;
-  thread_local pid_t drawn_in = 0;
-  if (drawn_in != getpid()) {
-    drawn_in = getpid();
-    left = 0;
+  static const bool fork_hooked =
+      pthread_atfork(nullptr, nullptr, DropTokensInChild) == 0;
+  if (!fork_hooked) {
+    // Without the hook (pthread_atfork ran out of memory): the pid check.
+    thread_local pid_t drawn_in = 0;
+    if (const pid_t pid = getpid(); drawn_in != pid) {
+      drawn_in = pid;
+      tokens_left = 0;
+    }
   }
   for (;;) {
-    if (left == 0) {
-      auto* out = reinterpret_cast<unsigned char*>(batch);
+    if (tokens_left == 0) {
+      auto* out = reinterpret_cast<unsigned char*>(token_batch);
       std::size_t got = 0;
-      while (got < sizeof batch) {
-        const ssize_t n = getrandom(out + got, sizeof batch - got, 0);
+      while (got < sizeof token_batch) {
+        const ssize_t n = getrandom(out + got, sizeof token_batch - got, 0);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) {
           // Only on a kernel older than 3.17 or under a seccomp filter
@@ -81,9 +98,9 @@ std::uint64_t NewLeaseToken() {
         }
         got += static_cast<std::size_t>(n);
       }
-      left = kBatch;
+      tokens_left = kTokenBatch;
     }
-    const std::uint64_t t = batch[--left];
+    const std::uint64_t t = token_batch[--tokens_left];
     if (t != 0) return t;
   }
 }

@@ -3,6 +3,8 @@
 #include "core/receipt.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <limits>
@@ -81,6 +83,43 @@ TEST(Receipt, LeaseTokensAreNonZeroAndDoNotRepeat) {
     seen.insert(t);
   }
   EXPECT_EQ(seen.size(), 10000u);
+}
+
+// Tokens are drawn in batches; a forked child must not hand out the rest of
+// its parent's batch, or a claim in each would lease with the same token.
+TEST(Receipt, AForkedChildDoesNotHandOutItsParentsTokens) {
+  NewLeaseToken();  // this thread now holds a batch, most of it left
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  constexpr int kTokens = 4;
+  if (pid == 0) {
+    std::uint64_t drawn[kTokens];
+    for (auto& t : drawn) t = NewLeaseToken();
+    const bool sent = write(fds[1], drawn, sizeof drawn) == sizeof drawn;
+    _exit(sent ? 0 : 1);
+  }
+  close(fds[1]);
+  std::set<std::uint64_t> parent;
+  for (int i = 0; i < kTokens; ++i) parent.insert(NewLeaseToken());
+  std::uint64_t child[kTokens];
+  std::size_t got = 0;
+  while (got < sizeof child) {
+    const ssize_t n =
+        read(fds[0], reinterpret_cast<char*>(child) + got, sizeof child - got);
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_EQ(got, sizeof child);
+  for (std::uint64_t t : child) {
+    EXPECT_EQ(parent.count(t), 0u)
+        << "the child handed out the parent's " << std::hex << t;
+  }
 }
 
 }  // namespace
