@@ -400,6 +400,18 @@ TEST_F(PostgresEngineTest, AckBatchPlanLooksUpReceiptsByIdWhateverTheStats) {
     EXPECT_EQ(plan.find("sqlq_messages_claim"), std::string::npos)
         << explain << "\n"
         << plan;
+    // The rows found are deleted by one TID scan of their addresses, not
+    // one scanned again for each row found (each such scan asks the kernel
+    // for the table's size).
+    EXPECT_NE(plan.find("\"TID Cond\": \"(ctid = ANY ("), std::string::npos)
+        << explain << "\n"
+        << plan;
+    std::size_t tid_scans = 0;
+    for (auto at = plan.find("\"TID Cond\""); at != std::string::npos;
+         at = plan.find("\"TID Cond\"", at + 1)) {
+      ++tid_scans;
+    }
+    EXPECT_EQ(tid_scans, 1u) << explain << "\n" << plan;
   }
   PQfinish(c);
   // And the batch acks what it names, nothing else.
