@@ -165,9 +165,14 @@ inline std::string InsertLeaseExpiredDead(std::string_view from,
 // those within the budget are leased; the others stay locked, unchanged,
 // until the commit. A dead-lettered row comes back with its dedup key in
 // the payload's place (for a dedup window: core/engine.h, SendParams).
-// The dead letters are deleted by their row addresses as an array (a TID
-// scan): as a join with c, a plan that expects many candidates (a generic
-// plan cannot know how many) reads the whole table to find them.
+// The dead letters are deleted, and the others leased (upd), by their row
+// addresses as an array (one TID scan): as a join with c, a plan that
+// expects many candidates (a generic plan cannot know how many) reads the
+// whole table to find them, or scans a TID scan again for each candidate,
+// each scan reading the table's size with lseek. The lease's SET reads the
+// row's old token and ready_us (the row is locked since c read it, so they
+// are c's); leased adds them from c to upd's rows, since RETURNING gives
+// only the new ones.
 // The claim's statement after its candidates c: ClaimCtes, then
 // kClaimSelect. `now` and `until` are SQL expressions for $2 and $5 (the
 // one-round-trip claim reads the clock in the statement itself). Without
@@ -199,25 +204,24 @@ inline std::string ClaimCtes(const std::string& budget,
               m.ready_us AS old_ready, m.token AS old_token),
   buried AS ()sql" +
          InsertLeaseExpiredDead("dead", now, "$7", "old_ready") + R"sql(),
-  leased AS (
+  upd AS (
     UPDATE sqlq_messages m
     SET token = $4, attempts = m.attempts + 1, ready_us = )sql" +
          std::string(until) + R"sql(, worker = $6,
-        errors = CASE WHEN b.token = 0 THEN m.errors ELSE )sql" +
-         AppendError("m.errors", "m.attempts", "b.ready_us",
+        errors = CASE WHEN m.token = 0 THEN m.errors ELSE )sql" +
+         AppendError("m.errors", "m.attempts", "m.ready_us",
                      "'lease expired'") +
          R"sql( END
-    FROM )sql" +
-         std::string(budgeted ? "b WHERE"
-                              : "c b WHERE m.ctid = ANY(ARRAY(\n"
-                                "      SELECT ctid FROM c WHERE attempts < "
-                                "$7)) AND") +
-         R"sql( m.ctid = b.ctid AND b.attempts < $7
-      AND ()sql" +
-         within + R"sql()
-    RETURNING m.id, m.priority, b.ready_us AS old_ready,
-              b.token AS old_token, m.attempts, m.enqueued_us, m.payload,
-              m.headers::text AS headers, m.grp))sql";
+    WHERE m.ctid = ANY(ARRAY(
+      SELECT ctid FROM )sql" +
+         std::string(budgeted ? "b" : "c b") +
+         R"sql( WHERE b.attempts < $7 AND ()sql" + within + R"sql()))
+    RETURNING m.id, m.priority, m.attempts, m.enqueued_us, m.payload,
+              m.headers::text AS headers, m.grp),
+  leased AS (
+    SELECT u.id, u.priority, c.ready_us AS old_ready, c.token AS old_token,
+           u.attempts, u.enqueued_us, u.payload, u.headers, u.grp
+    FROM upd u JOIN c ON c.id = u.id))sql";
 }
 
 inline constexpr const char* kClaimSelect = R"sql(
