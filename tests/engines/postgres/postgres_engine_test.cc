@@ -515,6 +515,9 @@ TEST_F(PostgresEngineTest,
       << plan;
   EXPECT_EQ(plan.find("sqlq_messages_claim"), std::string::npos) << plan;
   EXPECT_EQ(plan.find("\"Seq Scan\""), std::string::npos) << plan;
+  const std::vector<std::string> tids = TidConds(plan);
+  EXPECT_EQ(tids.size(), 1u) << plan;
+  EXPECT_TRUE(AllOfArrays(tids)) << plan;
   PQfinish(c);
 }
 
