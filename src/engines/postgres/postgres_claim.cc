@@ -184,12 +184,6 @@ Result<std::optional<core::Engine::ClaimCommitted>> PostgresEngine::ClaimCommit(
   // The sends' ids, or why they were not stored, once committed.
   std::vector<SendResult> sent;
   std::optional<Status> unsent;
-  // [with receipts][from a mark][budgeted]
-  static const std::string kSql[2][2][2] = {
-      {{ClaimOnlyCommitSql(false, false), ClaimOnlyCommitSql(false, true)},
-       {ClaimOnlyCommitSql(true, false), ClaimOnlyCommitSql(true, true)}},
-      {{ClaimCommitSql(false, false), ClaimCommitSql(false, true)},
-       {ClaimCommitSql(true, false), ClaimCommitSql(true, true)}}};
   ClaimCommitted out;
   std::vector<std::int64_t> ids, tokens, attempts, gate;
   std::int64_t gated = 0;
@@ -283,47 +277,50 @@ Result<std::optional<core::Engine::ClaimCommitted>> PostgresEngine::ClaimCommit(
       }
       const auto started = std::chrono::steady_clock::now();
       ClaimMarks::Plan plan;
-      // The statement and its parameters (statements.h): acks alone, or a
-      // claim with or without receipts, from the queue's start or a mark.
-      static const std::string kAcks = AckOnlyCommitSql();
-      const std::string* sql = &kAcks;
+      // One call of sqlq__claim_commit (schema.h, migration 26): acks
+      // alone (no claim: none wanted, no gates), or a claim with or without
+      // receipts (NULL: none, and the queue row is only read), from the
+      // queue's start or a mark (NULL: none).
+      if (p.max > 0 && marks_) plan = marks_->Start(p.queue_id, started);
       Params params;
-      params.Int(p.queue_id);
-      if (p.max == 0) {
-        params.IntArray(ids).IntArray(tokens).IntArray(attempts);
+      params.Int(p.queue_id)
+          .Int(p.max == 0 ? 0 : p.lease.count())
+          .Int(p.max == 0 ? 0 : base)
+          .Int(p.max == 0 ? 0 : TokenBits(p.token));
+      if (ids.empty()) {
+        params.Null();
       } else {
-        if (marks_) plan = marks_->Start(p.queue_id, started);
-        sql = &kSql[ids.empty() ? 0 : 1][plan.from ? 1 : 0][budget != 0];
-        params.Int(p.lease.count()).Int(base).Int(TokenBits(p.token));
-        auto clock = [&] {
-          if (clock_) {
-            params.Int(Us(clock_->Now()));
-          } else {
-            params.Null();
-          }
-        };
-        if (ids.empty()) {
-          clock();
-        } else {
-          params.IntArray(ids);
-        }
-        if (p.worker.empty()) {
+        params.IntArray(ids);
+      }
+      if (p.worker.empty() || p.max == 0) {
+        params.Null();
+      } else {
+        params.Bytes(p.worker);
+      }
+      params.Int(p.max_attempts).Int(p.max == 0 ? 0 : budget);
+      if (ids.empty()) {
+        params.Null().Null().Null();
+      } else {
+        params.IntArray(tokens).IntArray(attempts);
+        if (p.max == 0) {
           params.Null();
         } else {
-          params.Bytes(p.worker);
-        }
-        params.Int(p.max_attempts).Int(budget);
-        if (!ids.empty()) {
-          params.IntArray(tokens).IntArray(attempts).IntArray(gate);
-          clock();
-        }
-        if (plan.from) {
-          params.Int(plan.from->priority)
-              .Int(plan.from->ready_us)
-              .Int(plan.from->id);
+          params.IntArray(gate);
         }
       }
-      conn.StageForCommit(sql->c_str(), std::move(params),
+      if (clock_) {
+        params.Int(Us(clock_->Now()));
+      } else {
+        params.Null();
+      }
+      if (plan.from) {
+        params.Int(plan.from->priority)
+            .Int(plan.from->ready_us)
+            .Int(plan.from->id);
+      } else {
+        params.Null().Null().Null();
+      }
+      conn.StageForCommit(kClaimCommitCall, std::move(params),
                           p.max == 0 ? "ack" : "claim",
                           [&, plan, started](const Rows& rows) {
                             read(conn, rows, plan, started);

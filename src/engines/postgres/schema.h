@@ -461,6 +461,249 @@ CREATE INDEX sqlq_batches_expiry ON sqlq_batches (expires_us);
 ALTER TABLE sqlq_messages SET (vacuum_truncate = false);
 ALTER TABLE sqlq_counter_deltas SET (vacuum_truncate = false);
 )sql",
+    // Version 26: a claim, its acks, or both, committed alone, as one call
+    // of a function (PostgresEngine::ClaimCommit): the statements of the
+    // one statement it replaces, each run only when it has work, the
+    // unused parts never started (docs/engines/postgres.md, "Claims").
+    // It runs with the caller's rights and search path, as sqlq's own
+    // statements do: it is sqlq's, not the SQL-level API's.
+    R"sql(
+CREATE OR REPLACE FUNCTION sqlq__claim_commit(
+    p_queue bigint, p_lease bigint, p_n bigint, p_token bigint,
+    p_ids bigint[], p_worker bytea, p_max_attempts integer, p_budget bigint,
+    p_tokens bigint[], p_attempts bigint[], p_gates bigint[], p_clock bigint,
+    p_mark_priority integer, p_mark_ready bigint, p_mark_id bigint)
+RETURNS TABLE (kind integer, id bigint, priority integer, old_ready bigint,
+               old_token bigint, attempts integer, enqueued_us bigint,
+               payload bytea, headers text, grp bytea)
+LANGUAGE plpgsql AS $f$
+#variable_conflict use_column
+DECLARE
+  v_now bigint := coalesce(p_clock,
+                           (extract(epoch FROM now()) * 1000000)::bigint);
+  v_found bigint;
+  v_dependents integer := 0;
+  v_acked bigint[] := '{}';
+  v_want bigint := p_n;
+  v_n integer := 0;
+  c_ctid tid[];
+  c_id bigint[];
+  c_ready bigint[];
+  c_token bigint[];
+  c_attempts integer[];
+  v_live tid[];
+  v_claims bigint := 0;
+  v_dead bigint := 0;
+  v_one bigint;
+  v_expired bigint := 0;
+BEGIN
+  -- The queue: only looked at for a claim alone (an empty claim writes
+  -- nothing); share-locked before any message row when there are acks, and
+  -- nothing is done when it is gone or its acks release dependents.
+  IF p_ids IS NULL THEN
+    PERFORM FROM sqlq_queues q WHERE q.id = p_queue;
+    v_found := CASE WHEN FOUND THEN 1 ELSE 0 END;
+  ELSE
+    SELECT s.dependents INTO v_dependents FROM sqlq_queues s
+    WHERE s.id = p_queue FOR KEY SHARE;
+    v_found := CASE WHEN FOUND THEN 1 ELSE 0 END;
+    v_dependents := coalesce(v_dependents, 0);
+    IF v_found = 1 AND v_dependents = 0 AND cardinality(p_ids) = 1 THEN
+      DELETE FROM sqlq_messages m
+      WHERE m.id = p_ids[1] AND m.queue_id + 0 = p_queue
+        AND m.token = p_tokens[1] AND m.attempts = p_attempts[1]
+      RETURNING m.id INTO v_one;
+      IF FOUND THEN
+        v_acked := ARRAY[v_one];
+        v_want := p_n + coalesce(p_gates[1], 0);
+      END IF;
+    ELSIF v_found = 1 AND v_dependents = 0 THEN
+      WITH a AS (
+        DELETE FROM sqlq_messages m
+        WHERE m.ctid = ANY(ARRAY(
+          SELECT x.ctid
+          FROM unnest(p_ids, p_tokens, p_attempts) AS r(rid, rtoken, ratt)
+          CROSS JOIN LATERAL (
+            SELECT s.ctid FROM sqlq_messages s
+            WHERE s.id = r.rid AND s.queue_id + 0 = p_queue
+              AND s.token = r.rtoken AND s.attempts = r.ratt
+            LIMIT 1) x))
+        RETURNING m.id)
+      SELECT coalesce(array_agg(a.id), '{}') INTO v_acked FROM a;
+      IF cardinality(v_acked) > 0 AND p_gates IS NOT NULL THEN
+        v_want := p_n + coalesce((
+          SELECT sum(f.n) FROM (
+            SELECT DISTINCT ON (g.gid) g.n
+            FROM unnest(p_ids, p_gates) WITH ORDINALITY AS g(gid, n, ord)
+            WHERE g.gid = ANY(v_acked)
+            ORDER BY g.gid, g.ord) f), 0);
+      END IF;
+    ELSE
+      v_want := 0;
+    END IF;
+  END IF;
+
+  IF v_want > 0 THEN
+    IF p_mark_priority IS NULL THEN
+      SELECT array_agg(s.ctid), array_agg(s.id), array_agg(s.ready_us),
+             array_agg(s.token), array_agg(s.attempts)
+        INTO c_ctid, c_id, c_ready, c_token, c_attempts
+        FROM (SELECT m.ctid, m.id, m.priority, m.ready_us, m.token,
+                     m.attempts
+              FROM sqlq_messages m
+              WHERE m.queue_id = p_queue AND m.ready_us <= v_now
+                AND m.id <> ALL(coalesce(p_ids, '{}'))
+              ORDER BY m.priority DESC, m.ready_us, m.id + 0
+              LIMIT v_want FOR UPDATE SKIP LOCKED) s;
+    ELSE
+      SELECT array_agg(s.ctid), array_agg(s.id), array_agg(s.ready_us),
+             array_agg(s.token), array_agg(s.attempts)
+        INTO c_ctid, c_id, c_ready, c_token, c_attempts
+        FROM (SELECT * FROM (
+                SELECT m.ctid, m.id, m.priority, m.ready_us, m.token,
+                       m.attempts
+                FROM sqlq_messages m
+                WHERE m.queue_id = p_queue AND m.priority > p_mark_priority
+                  AND m.ready_us <= v_now
+                  AND m.id <> ALL(coalesce(p_ids, '{}'))
+                ORDER BY m.priority DESC, m.ready_us, m.id + 0
+                LIMIT v_want FOR UPDATE SKIP LOCKED) above
+              UNION ALL
+              SELECT * FROM (
+                SELECT m.ctid, m.id, m.priority, m.ready_us, m.token,
+                       m.attempts
+                FROM sqlq_messages m
+                WHERE m.queue_id = p_queue AND m.priority = p_mark_priority
+                  AND (m.ready_us, m.id + 0) >= (p_mark_ready, p_mark_id)
+                  AND m.ready_us <= v_now
+                  AND m.id <> ALL(coalesce(p_ids, '{}'))
+                ORDER BY m.priority DESC, m.ready_us, m.id + 0
+                LIMIT v_want FOR UPDATE SKIP LOCKED) at_mark
+              UNION ALL
+              SELECT * FROM (
+                SELECT m.ctid, m.id, m.priority, m.ready_us, m.token,
+                       m.attempts
+                FROM sqlq_messages m
+                WHERE m.queue_id = p_queue AND m.priority < p_mark_priority
+                  AND m.ready_us <= v_now
+                  AND m.id <> ALL(coalesce(p_ids, '{}'))
+                ORDER BY m.priority DESC, m.ready_us, m.id + 0
+                LIMIT v_want FOR UPDATE SKIP LOCKED) below
+              LIMIT v_want) s;
+    END IF;
+    v_n := coalesce(cardinality(c_id), 0);
+  END IF;
+
+  IF v_n > 0 THEN
+    -- Out of attempts: dead letters, their last lease having run out.
+    IF p_max_attempts <= ANY(c_attempts) THEN
+      RETURN QUERY
+      WITH d AS (
+        DELETE FROM sqlq_messages m
+        WHERE m.ctid = ANY(ARRAY(
+          SELECT c_ctid[i] FROM generate_subscripts(c_id, 1) AS i
+          WHERE c_attempts[i] >= p_max_attempts))
+        RETURNING m.id, m.queue_id, m.priority, m.attempts, m.enqueued_us,
+                  m.payload, m.headers, m.errors, m.grp,
+                  m.ready_us AS old_ready, m.token AS old_token),
+      b AS (
+        INSERT INTO sqlq_dead (id, queue_id, priority, attempts, enqueued_us,
+          died_us, last_error, payload, headers, grp, errors)
+        SELECT d.id, d.queue_id, d.priority, d.attempts, d.enqueued_us, v_now,
+               convert_to('lease expired on attempt ' || d.attempts || ' of '
+                          || p_max_attempts, 'UTF8'),
+               d.payload, d.headers, d.grp,
+               ((CASE WHEN jsonb_array_length(coalesce(d.errors, '[]')) >= 20
+                 THEN d.errors - 0 ELSE coalesce(d.errors, '[]') END) ||
+                jsonb_build_array(jsonb_build_object(
+                  'attempt', d.attempts, 'at', d.old_ready,
+                  'error', 'lease expired')))
+        FROM d)
+      SELECT 1, d.id, 0, 0::bigint, d.old_token, 0, 0::bigint, NULL::bytea,
+             NULL::text, NULL::bytea
+      FROM d;
+      GET DIAGNOSTICS v_dead = ROW_COUNT;
+    END IF;
+    -- The others leased, within the byte budget (0: none) in claim order.
+    IF p_budget <> 0 THEN
+      v_live := ARRAY(
+        SELECT b.t FROM (
+          SELECT m.ctid AS t, octet_length(m.payload) AS len,
+                 sum(octet_length(m.payload)) OVER (
+                   ORDER BY m.priority DESC, m.ready_us, m.id
+                   ROWS UNBOUNDED PRECEDING) AS upto
+          FROM sqlq_messages m
+          WHERE m.ctid = ANY(c_ctid) AND m.attempts < p_max_attempts) b
+        WHERE b.upto <= abs(p_budget) OR (p_budget > 0 AND b.upto = b.len));
+    ELSIF v_dead > 0 THEN
+      v_live := ARRAY(SELECT c_ctid[i] FROM generate_subscripts(c_id, 1) AS i
+                      WHERE c_attempts[i] < p_max_attempts);
+    ELSE
+      v_live := c_ctid;
+    END IF;
+    IF cardinality(v_live) > 0 THEN
+      RETURN QUERY
+      UPDATE sqlq_messages m
+      SET token = p_token, attempts = m.attempts + 1,
+          ready_us = v_now + p_lease, worker = p_worker,
+          errors = CASE WHEN m.token = 0 THEN m.errors ELSE
+            ((CASE WHEN jsonb_array_length(coalesce(m.errors, '[]')) >= 20
+              THEN m.errors - 0 ELSE coalesce(m.errors, '[]') END) ||
+             jsonb_build_array(jsonb_build_object(
+               'attempt', m.attempts, 'at', m.ready_us,
+               'error', 'lease expired'))) END
+      WHERE m.ctid = ANY(v_live)
+      RETURNING 0, m.id, m.priority, c_ready[array_position(c_id, m.id)],
+                c_token[array_position(c_id, m.id)], m.attempts,
+                m.enqueued_us, m.payload, m.headers::text, m.grp;
+      GET DIAGNOSTICS v_claims = ROW_COUNT;
+    END IF;
+    IF 0 <> ANY(c_token) THEN
+      SELECT count(*) INTO v_expired
+      FROM unnest(c_ctid, c_token, c_attempts) AS u(t, tok, att)
+      WHERE u.tok <> 0 AND (u.att >= p_max_attempts OR u.t = ANY(v_live));
+    END IF;
+  END IF;
+
+  IF v_claims + cardinality(v_acked) + v_dead > 0 THEN
+    INSERT INTO sqlq_counter_deltas (queue_id, claims, acks, expirations,
+                                     dead_lettered)
+    VALUES (p_queue, v_claims, cardinality(v_acked), v_expired, v_dead);
+  END IF;
+
+  IF p_ids IS NOT NULL THEN
+    kind := 2;
+    priority := 0;
+    old_ready := 0;
+    old_token := 0;
+    attempts := 0;
+    enqueued_us := 0;
+    FOREACH v_one IN ARRAY v_acked LOOP
+      id := v_one;
+      RETURN NEXT;
+    END LOOP;
+    IF cardinality(v_acked) < cardinality(p_ids) THEN
+      RETURN QUERY
+      SELECT 3, r.rid, 0, 0::bigint, x.token, x.attempts, 0::bigint,
+             NULL::bytea, NULL::text, NULL::bytea
+      FROM unnest(p_ids) AS r(rid)
+      LEFT JOIN LATERAL (
+        SELECT s.token, s.attempts FROM sqlq_messages s
+        WHERE s.id = r.rid AND s.queue_id + 0 = p_queue LIMIT 1) x ON true
+      WHERE r.rid <> ALL(v_acked);
+    END IF;
+  END IF;
+  kind := 4;
+  id := v_found;
+  priority := v_dependents;
+  old_ready := v_now;
+  old_token := v_want;
+  attempts := 0;
+  enqueued_us := 0;
+  RETURN NEXT;
+END
+$f$;
+)sql",
 };
 
 // Moves the counter deltas into sqlq_counters (slot 0 of each queue), in one

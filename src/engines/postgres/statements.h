@@ -274,58 +274,6 @@ inline std::string ClaimCandidatesCte(const std::string& ready,
          ") below LIMIT " + limit + ")";
 }
 
-// The end of a claim in one statement, after ClaimCtes: the counters
-// added, with `acks` (an SQL expression) the acks the statement made, and
-// the rows of the messages leased (0, ...) and dead-lettered (1, ...).
-inline std::string ClaimCommitRows(std::string_view acks) {
-  return R"sql(,
-  k AS (
-    INSERT INTO sqlq_counter_deltas (queue_id, claims, acks, expirations,
-                                     dead_lettered)
-    SELECT $1, n.claims, n.acks, n.expirations, n.dead
-    FROM (SELECT (SELECT count(*) FROM leased) AS claims,
-                 )sql" +
-         std::string(acks) + R"sql( AS acks,
-                 (SELECT count(*) FROM leased WHERE old_token <> 0) +
-                 (SELECT count(*) FROM dead WHERE old_token <> 0)
-                   AS expirations,
-                 (SELECT count(*) FROM dead) AS dead) n
-    WHERE n.claims + n.acks + n.dead > 0)
-  SELECT 0, id, priority, old_ready, old_token, attempts, enqueued_us,
-         payload, headers, grp
-  FROM leased
-  UNION ALL
-  SELECT 1, id, 0, 0, old_token, 0, 0, NULL, NULL, NULL FROM dead)sql";
-}
-
-// A claim in one statement, for a transaction that is that statement
-// alone, BEGIN and COMMIT sent with it (PostgresEngine::ClaimAndCommit
-// without receipts): the clock read, the messages claimed and the counters
-// added in one round trip. The queue row is only read, so that an empty
-// claim writes nothing.
-// $1 queue id, $2 the lease (microseconds), $3 how many, $4 the lease
-// token, $5 the store's clock (NULL: the database's), $6 the worker, $7
-// max attempts, $8 the byte budget (ClaimRest); with a mark (`from_mark`,
-// kClaimFromSql), $9 priority, $10 ready_us and $11 id.
-// Rows as ClaimCommitSql's without receipts: (0, ...) each message leased,
-// (1, ...) each dead-lettered, (4, whether the queue is there, 0, clock,
-// $3) once.
-inline std::string ClaimOnlyCommitSql(bool from_mark, bool budgeted = true) {
-  const std::string now = "(SELECT now_us FROM t)";
-  const std::string mark = "$9, $10, $11";
-  return R"sql(WITH t AS (SELECT coalesce($5::bigint,
-                 (extract(epoch FROM now()) * 1000000)::bigint) AS now_us),
-  )sql" +
-         ClaimCandidatesCte("ready_us <= " + now, "$3",
-                            from_mark ? &mark : nullptr) +
-         ClaimCtes("$8::bigint", now, "(SELECT now_us + $2::bigint FROM t)",
-                   budgeted) +
-         ClaimCommitRows("0") + R"sql(
-  UNION ALL
-  SELECT 4, (SELECT count(*) FROM sqlq_queues WHERE id = $1), 0,
-         (SELECT now_us FROM t), $3::bigint, 0, 0, NULL, NULL, NULL)sql";
-}
-
 // kClaimFromSql's mark: $8 priority, $9 ready_us, $10 id.
 inline const std::string kClaimMark = "$8, $9, $10";
 // [budgeted] (ClaimCtes)
@@ -341,110 +289,41 @@ inline const std::string kClaimFromSql[2] = {
     "WITH " + ClaimCandidatesCte("ready_us <= $2", "$3", &kClaimMark) +
         ClaimRest("$11::bigint", true)};
 
-// The start of a statement that acks (ClaimCommitSql, AckOnlyCommitSql):
-// q, the queue row, locked first (CheckQueue says why), and go, whether
-// the queue is there and its acks release no dependents
-// (sqlq_queues.dependents): those need the general way.
-inline constexpr const char* kAcksLockQueue = R"sql(WITH q AS (
-    SELECT dependents FROM sqlq_queues WHERE id = $1 FOR KEY SHARE),
-  go AS (SELECT count(*) = 1 AND coalesce(max(dependents), 0) = 0 AS go
-         FROM q))sql";
-
-// The last rows of a statement that acks the receipts `ids` (an array
-// parameter) in CTE a: (2, id) each receipt acked; (3, id, 0, 0, token,
-// attempts) each one not acked, with its message's token and attempts
-// (NULL when it is not in the queue), looked up as kAckDeleteSql does;
-// (4, whether the queue is there, dependents flag, `now`, `want`) once.
-inline std::string ReceiptRows(std::string_view ids, std::string_view now,
-                               std::string_view want) {
-  return R"sql(
-  UNION ALL
-  SELECT 2, id, 0, 0, 0, 0, 0, NULL, NULL, NULL FROM a
-  UNION ALL
-  SELECT 3, r.id, 0, 0, m.token, m.attempts, 0, NULL, NULL, NULL
-  FROM unnest()sql" +
-         std::string(ids) + R"sql() AS r(id)
-    LEFT JOIN LATERAL (
-      SELECT token, attempts FROM sqlq_messages
-      WHERE id = r.id AND queue_id + 0 = $1 LIMIT 1) m ON true
-  WHERE r.id NOT IN (SELECT id FROM a)
-  UNION ALL
-  SELECT 4, (SELECT count(*) FROM q), (SELECT coalesce(max(dependents), 0)
-                                       FROM q), )sql" +
-         std::string(now) + ", " + std::string(want) +
-         ", 0, 0, NULL, NULL, NULL";
-}
-
-// A claim and the acks that go before it in one statement, for a
-// transaction that is that statement alone, BEGIN and COMMIT sent with it
-// (PostgresEngine::ClaimAndCommit): the clock is read, the receipts acked,
-// the messages claimed and the counters added in one round trip.
+// A claim, the acks that go before it, or acks alone, for a transaction
+// that is this call alone, BEGIN and COMMIT sent with it
+// (PostgresEngine::ClaimCommit): one call of the function
+// sqlq__claim_commit (schema.h, migration 26), which reads the clock, acks
+// the receipts, claims and adds the counters in one round trip. It was one
+// statement of common table expressions; PostgreSQL set up all of that
+// statement's plan, about 60 nodes, at every execution, parts for dead
+// letters and refused receipts included, which cost more of the server's
+// time than running it (docs/benchmarks.md). The function runs each part
+// as a statement of its own, and only the parts that have work.
 // $1 queue id, $2 the lease (microseconds), $3 how many to claim whatever
-// the acks, $4 the lease token, $5 the receipts' ids, $6 the worker, $7
-// max attempts, $8 the byte budget (ClaimRest), $9 and $10 the receipts'
-// tokens and attempts, $11 how many more to claim for each receipt acked
-// (0 for none: a receipt named twice is acked once, by its first
-// place), $12 the store's clock (NULL: the database's); with a mark
-// (`from_mark`, kClaimFromSql), $13 priority, $14 ready_us and $15 id.
-// The queue row is locked first (CheckQueue says why), and nothing is done
-// when the queue's acks release dependents (sqlq_queues.dependents): those
-// need the general way.
-// The receipts' messages are kept out of the candidates: one statement
-// must not both delete and lease a row.
-// Rows: (0, ...) each message leased, as kClaimSelect's leased rows; (1,
-// id, 0, 0, old token) each dead-lettered; (2, id) each receipt acked;
-// (3, id, 0, 0, token, attempts) each receipt not acked, with its
-// message's token and attempts (NULL when it is not in the queue); (4,
-// whether the queue is there, dependents flag, clock, how many were to be
-// claimed) once. Receipts are looked up as kAckDeleteSql does.
-inline std::string ClaimCommitSql(bool from_mark, bool budgeted = true) {
-  const std::string now = "(SELECT now_us FROM t)";
-  const std::string limit = "(SELECT n FROM w)";
-  const std::string ready =
-      "ready_us <= " + now + " AND id <> ALL($5::bigint[])";
-  const std::string mark = "$13, $14, $15";
-  return std::string(kAcksLockQueue) + R"sql(,
-  t AS (SELECT coalesce($12::bigint,
-                 (extract(epoch FROM now()) * 1000000)::bigint) AS now_us),
-  a AS ()sql" +
-         AckDelete("$5::bigint[], $9::bigint[], $10::bigint[]",
-                   " AND (SELECT go FROM go) RETURNING m.id") +
-         R"sql(),
-  w AS (SELECT CASE WHEN (SELECT go FROM go) THEN $3::bigint + coalesce((
-             SELECT sum(n) FROM (
-               SELECT DISTINCT ON (g.id) g.n
-               FROM unnest($5::bigint[], $11::bigint[]) WITH ORDINALITY
-                 AS g(id, n, ord)
-               WHERE g.id IN (SELECT id FROM a)
-               ORDER BY g.id, g.ord) first), 0) ELSE 0 END::bigint
-             AS n),
-  )sql" + ClaimCandidatesCte(ready, limit, from_mark ? &mark : nullptr) +
-         ClaimCtes("$8::bigint", now, "(SELECT now_us + $2::bigint FROM t)",
-                   budgeted) +
-         ClaimCommitRows("(SELECT count(*) FROM a)") +
-         ReceiptRows("$5::bigint[]", "(SELECT now_us FROM t)",
-                     "(SELECT n FROM w)");
-}
-
-// Acks alone in one statement (PostgresEngine::ClaimAndCommit of no
-// message): the queue row locked (and nothing done when its acks release
-// dependents, as in ClaimCommitSql), the receipts acked and the counters
-// added, BEGIN and COMMIT sent with it. $1 queue id; $2, $3, $4 the
-// receipts' ids, tokens and attempts. Rows as ClaimCommitSql's, kinds 2,
-// 3 and 4 (clock and count 0).
-inline std::string AckOnlyCommitSql() {
-  return std::string(kAcksLockQueue) + ",\n  a AS (" +
-         AckDelete("$2::bigint[], $3::bigint[], $4::bigint[]",
-                   " AND (SELECT go FROM go) RETURNING m.id") +
-         R"sql(),
-  k AS (
-    INSERT INTO sqlq_counter_deltas (queue_id, acks)
-    SELECT $1, count(*) FROM a HAVING count(*) > 0)
-  SELECT 0, 0::bigint, 0, 0::bigint, 0::bigint, 0, 0::bigint, NULL::bytea,
-         NULL::text, NULL::bytea
-  WHERE false)sql" +
-         ReceiptRows("$2::bigint[]", "0", "0");
-}
+// the acks, $4 the lease token, $5 the receipts' ids (NULL for none: the
+// queue row is then only read, so that an empty claim writes nothing; with
+// receipts it is share-locked first, CheckQueue says why, and nothing is
+// done when the queue's acks release dependents, sqlq_queues.dependents:
+// those need the general way), $6 the worker, $7 max attempts, $8 the byte
+// budget (ClaimRest), $9 and $10 the receipts' tokens and attempts, $11
+// how many more to claim for each receipt acked (NULL for acks alone; a
+// receipt named twice is acked once, by its first place), $12 the store's
+// clock (NULL: the database's), $13 priority, $14 ready_us and $15 id of
+// the mark to claim from (NULL: the queue's start; kClaimFromSql).
+// The receipts' messages are kept out of the candidates: a call must not
+// both delete and lease a row. Receipts are looked up as kAckDeleteSql
+// does, and dead letters and leases found by their row addresses.
+// Rows: (0, id, priority, old ready_us, old token, attempts, enqueued_us,
+// payload, headers, group) each message leased; (1, id, 0, 0, old token)
+// each dead-lettered; (2, id) each receipt acked; (3, id, 0, 0, token,
+// attempts) each receipt not acked, with its message's token and attempts
+// (NULL when it is not in the queue); (4, whether the queue is there,
+// dependents flag, clock, how many were to be claimed) once, last.
+inline constexpr const char* kClaimCommitCall =
+    "SELECT * FROM sqlq__claim_commit($1::bigint, $2::bigint, $3::bigint, "
+    "$4::bigint, $5::bigint[], $6::bytea, $7::integer, $8::bigint, "
+    "$9::bigint[], $10::bigint[], $11::bigint[], $12::bigint, $13::integer, "
+    "$14::bigint, $15::bigint)";
 
 // When a queue's next message is ready (its smallest ready_us; leased
 // messages count at their lease's end) and its priority, or no row if it
