@@ -464,7 +464,7 @@ ALTER TABLE sqlq_counter_deltas SET (vacuum_truncate = false);
     // Version 26: a claim, its acks, or both, committed alone, as one call
     // of a function (PostgresEngine::ClaimCommit): the statements of the
     // one statement it replaces, each run only when it has work, the
-    // unused parts never started (docs/engines/postgres.md, "Claims").
+    // unused parts never started (docs/engines/postgres.md, "Connections").
     // It runs with the caller's rights and search path, as sqlq's own
     // statements do: it is sqlq's, not the SQL-level API's.
     R"sql(

@@ -174,16 +174,11 @@ inline std::string InsertLeaseExpiredDead(std::string_view from,
 // are c's); leased adds them from c to upd's rows, since RETURNING gives
 // only the new ones.
 // The claim's statement after its candidates c: ClaimCtes, then
-// kClaimSelect. `now` and `until` are SQL expressions for $2 and $5 (the
-// one-round-trip claim reads the clock in the statement itself). Without
-// `budgeted` (a claim the byte limit cannot bind: none set, or one
-// message, whose first is always taken) b is left out and the budget must
-// be 0: its window, a sort and a WindowAgg, costs a claim of one message
-// about a sixth of the statement's time (docs/benchmarks.md).
-inline std::string ClaimCtes(const std::string& budget,
-                             std::string_view now = "$2",
-                             std::string_view until = "$5",
-                             bool budgeted = true) {
+// kClaimSelect. Without `budgeted` (a claim the byte limit cannot bind: none
+// set, or one message, whose first is always taken) b is left out and the
+// budget must be 0: its window, a sort and a WindowAgg, costs a claim of one
+// message about a sixth of the statement's time (docs/benchmarks.md).
+inline std::string ClaimCtes(const std::string& budget, bool budgeted) {
   const std::string within = budgeted ? budget + " = 0 OR b.upto <= abs(" +
                                             budget + ") OR (" + budget +
                                             " > 0 AND b.upto = b.len)"
@@ -203,11 +198,10 @@ inline std::string ClaimCtes(const std::string& budget,
               m.payload, m.headers, m.errors, m.dedup, m.grp,
               m.ready_us AS old_ready, m.token AS old_token),
   buried AS ()sql" +
-         InsertLeaseExpiredDead("dead", now, "$7", "old_ready") + R"sql(),
+         InsertLeaseExpiredDead("dead", "$2", "$7", "old_ready") + R"sql(),
   upd AS (
     UPDATE sqlq_messages m
-    SET token = $4, attempts = m.attempts + 1, ready_us = )sql" +
-         std::string(until) + R"sql(, worker = $6,
+    SET token = $4, attempts = m.attempts + 1, ready_us = $5, worker = $6,
         errors = CASE WHEN m.token = 0 THEN m.errors ELSE )sql" +
          AppendError("m.errors", "m.attempts", "m.ready_us",
                      "'lease expired'") +
@@ -232,7 +226,7 @@ inline constexpr const char* kClaimSelect = R"sql(
   SELECT true, id, 0, 0, old_token, 0, 0, dedup, NULL, NULL FROM dead)sql";
 
 inline std::string ClaimRest(const std::string& budget, bool budgeted) {
-  return ClaimCtes(budget, "$2", "$5", budgeted) + kClaimSelect;
+  return ClaimCtes(budget, budgeted) + kClaimSelect;
 }
 
 // The candidates of one branch: `where` selects the part of the index.
