@@ -312,7 +312,8 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
       std::string_view topic, std::span<const Message> messages) override;
 
   // A claim and the acks before it, the counters, BEGIN and COMMIT in one
-  // pipeline: one statement (ClaimCommitSql) staged with the commit. Only
+  // pipeline: one call of sqlq__claim_commit (kClaimCommitCall) staged
+  // with the commit. Only
   // for claims of queues without groups, dedup windows or an archive;
   // acks of a queue whose acks release dependents store nothing and leave
   // it to the general way.

@@ -548,8 +548,7 @@ BEGIN
       SELECT array_agg(s.ctid), array_agg(s.id), array_agg(s.ready_us),
              array_agg(s.token), array_agg(s.attempts)
         INTO c_ctid, c_id, c_ready, c_token, c_attempts
-        FROM (SELECT m.ctid, m.id, m.priority, m.ready_us, m.token,
-                     m.attempts
+        FROM (SELECT m.ctid, m.id, m.ready_us, m.token, m.attempts
               FROM sqlq_messages m
               WHERE m.queue_id = p_queue AND m.ready_us <= v_now
                 AND m.id <> ALL(coalesce(p_ids, '{}'))
@@ -560,8 +559,7 @@ BEGIN
              array_agg(s.token), array_agg(s.attempts)
         INTO c_ctid, c_id, c_ready, c_token, c_attempts
         FROM (SELECT * FROM (
-                SELECT m.ctid, m.id, m.priority, m.ready_us, m.token,
-                       m.attempts
+                SELECT m.ctid, m.id, m.ready_us, m.token, m.attempts
                 FROM sqlq_messages m
                 WHERE m.queue_id = p_queue AND m.priority > p_mark_priority
                   AND m.ready_us <= v_now
@@ -570,8 +568,7 @@ BEGIN
                 LIMIT v_want FOR UPDATE SKIP LOCKED) above
               UNION ALL
               SELECT * FROM (
-                SELECT m.ctid, m.id, m.priority, m.ready_us, m.token,
-                       m.attempts
+                SELECT m.ctid, m.id, m.ready_us, m.token, m.attempts
                 FROM sqlq_messages m
                 WHERE m.queue_id = p_queue AND m.priority = p_mark_priority
                   AND (m.ready_us, m.id + 0) >= (p_mark_ready, p_mark_id)
@@ -581,8 +578,7 @@ BEGIN
                 LIMIT v_want FOR UPDATE SKIP LOCKED) at_mark
               UNION ALL
               SELECT * FROM (
-                SELECT m.ctid, m.id, m.priority, m.ready_us, m.token,
-                       m.attempts
+                SELECT m.ctid, m.id, m.ready_us, m.token, m.attempts
                 FROM sqlq_messages m
                 WHERE m.queue_id = p_queue AND m.priority < p_mark_priority
                   AND m.ready_us <= v_now
