@@ -799,6 +799,19 @@ class WorkQueue {
   Result<std::vector<ClaimedMessage>> AckAndClaim(
       std::string_view receipt, const ClaimOptions& options = {},
       ClaimNote* note = nullptr);
+  // Claim (with `ack` empty) or AckAndClaim without a thread waiting for
+  // the commit, for an event loop: returns at once, and `then` gets the
+  // result and the claim's note once the claim committed, on the thread
+  // that committed it (it may be running other callers' writes: `then`
+  // must be short and must not call into sqlq; hand longer work to
+  // another thread) or on the store's runner (Store::SetRunner). Without
+  // a runner, the claim runs on this thread before ClaimThen returns.
+  // options.wait must be 0 (a waiting claim parks a thread: kInvalidArgument
+  // otherwise). Errors as for Claim and AckAndClaim, through `then`.
+  using ClaimedThen =
+      std::function<void(Result<std::vector<ClaimedMessage>>, ClaimNote)>;
+  void ClaimThen(std::string_view ack, const ClaimOptions& options,
+                 ClaimedThen then);
   // Acks with options: with a result, the result is kept in the ack's
   // transaction. Errors as for Ack; kTooLarge for a result over the
   // queue's max_payload_bytes, kInvalidArgument for a ttl out of range

@@ -271,6 +271,15 @@ class Store {
 
   const std::string& url() const;
 
+  // Where the claims of WorkQueue::ClaimThen run when one of them is to
+  // lead its group's transaction (they merge with other callers' writes
+  // into one commit, and someone must make it), and the work that follows
+  // such a commit when it reads or writes the store: `run` must hand each
+  // task to a thread that may block on the database (a thread pool), and
+  // must not run it before returning. Set once, before the first
+  // ClaimThen; without it ClaimThen claims on its caller's thread.
+  void SetRunner(std::function<void(std::function<void()>)> run);
+
   // Diagnostics for tests and benchmarks: write transactions committed (or
   // failed) by this Store so far, and operations merged into them.
   std::size_t TEST_write_transactions() const;

@@ -152,6 +152,10 @@ Status CheckDeadLetterLoop(QueueOps& e, Conn& c, std::string_view name,
   return Status::Ok();
 }
 
+bool AfterAcksTouchesStore(const QueueOptions& o) {
+  return o.archive || o.unique_for.count() != 0;
+}
+
 void AfterAcks(WorkQueue& q, QueueImpl& impl) {
   const auto current = impl.Current();
   const QueueOptions& o = current->options;
@@ -256,6 +260,14 @@ Result<std::optional<Micros>> ReadyIn(QueueImpl& impl) {
       });
 }
 
+// True when a message of `messages` has limits of its own (ApplyJobLimits).
+bool AnyJobLimits(const std::vector<ClaimedMessage>& messages) {
+  return std::any_of(messages.begin(), messages.end(),
+                     [](const ClaimedMessage& m) {
+                       return m.timeout || m.expire_after || m.max_attempts;
+                     });
+}
+
 // The limits of the jobs a claim leased (Message::timeout, expire_after):
 // one that had to start before this claim is dead-lettered instead of
 // handed out, or deleted as an ack would (its dedup key held, never
@@ -267,11 +279,7 @@ Result<std::optional<Micros>> ReadyIn(QueueImpl& impl) {
 // lease runs out, and the claim then looks again.
 void ApplyJobLimits(QueueImpl& impl, std::vector<ClaimedMessage>& messages,
                     Micros lease, const QueueOptions& qo) {
-  const bool any = std::any_of(
-      messages.begin(), messages.end(), [](const ClaimedMessage& m) {
-        return m.timeout || m.expire_after || m.max_attempts;
-      });
-  if (!any) return;
+  if (!AnyJobLimits(messages)) return;
   std::vector<ClaimedMessage> kept;
   kept.reserve(messages.size());
   bool buried = false;
@@ -331,6 +339,64 @@ void ApplyJobLimits(QueueImpl& impl, std::vector<ClaimedMessage>& messages,
   if (buried) ForwardDead(impl);
 }
 
+// The claim of `options` on the queue, under its rules `qo`.
+ClaimParams ClaimParamsOf(QueueImpl& impl, const ClaimOptions& options,
+                          const QueueOptions& qo) {
+  return {.queue_id = impl.id(),
+          .max = options.max,
+          .lease = options.lease.value_or(qo.lease),
+          .token = NewLeaseToken(),
+          .max_attempts = qo.max_attempts,
+          .worker = options.worker,
+          .max_bytes = options.max_bytes,
+          .unique_for = Micros(qo.unique_for),
+          .groups = qo.groups,
+          .after_group =
+              qo.groups == GroupMode::kNone ? std::nullopt : impl.GroupCursor(),
+          .group_limit = qo.group_limit.value_or(0),
+          .max_leased = LimitColumn(qo.max_leased),
+          .rate_u = RateColumn(qo.rate_limit),
+          .rate_burst = LimitColumn(qo.rate_burst)};
+}
+
+// True when FinishClaim of `r`, claimed under rules `qo`, reads or writes
+// the store: dead letters to forward, jobs with limits of their own, or
+// an empty claim of a queue whose groups can hold messages back.
+bool FinishTouchesStore(const QueueOptions& qo, const ClaimOutcome& r) {
+  return r.dead_lettered > 0 || AnyJobLimits(r.messages) ||
+         (r.messages.empty() && r.limited_by.empty() && BlockedByGroups(qo));
+}
+
+// What a claim hands out once `r` (made with `params`) committed: the
+// messages with their receipts, the note of what held it back.
+Result<std::vector<ClaimedMessage>> FinishClaim(QueueImpl& impl,
+                                                const ClaimParams& params,
+                                                WriteBatcher::Claimed& r,
+                                                const QueueOptions& qo,
+                                                ClaimNote& note) {
+  if (r.outcome.dead_lettered > 0) ForwardDead(impl);
+  if (r.outcome.last_group) impl.SetGroupCursor(*r.outcome.last_group);
+  if (!r.outcome.limited_by.empty()) {
+    note.limited_by = r.outcome.limited_by;
+    note.retry_after = std::chrono::ceil<Duration>(r.outcome.retry_after);
+  }
+  for (ClaimedMessage& m : r.outcome.messages) {
+    m.receipt =
+        FormatReceipt({.id = m.id, .attempt = m.attempt, .token = r.token});
+  }
+  ApplyJobLimits(impl, r.outcome.messages, params.lease, qo);
+  // Nothing came from a queue whose groups can hold ready messages back:
+  // say so when one is ready (a read, on this empty path only). The note
+  // only informs: a failed read leaves it unset and the claim stands.
+  if (r.outcome.messages.empty() && note.limited_by.empty() &&
+      BlockedByGroups(qo)) {
+    auto ready_in = ReadyIn(impl);
+    note.groups_busy = ready_in.ok() && ready_in->has_value() &&
+                       **ready_in <= std::chrono::microseconds(0);
+  }
+  return std::move(r.outcome.messages);
+}
+
 // Claims as `options` say in one merged write transaction (with the
 // claims of other callers on this queue: WriteBatcher::Claim), after the
 // acks of `acks` in the same transaction.
@@ -346,45 +412,10 @@ Result<std::vector<ClaimedMessage>> ClaimOnce(QueueImpl& impl,
     note.paused = true;
     return AcksOnly(impl, acks, qo);
   }
-  const ClaimParams params{.queue_id = impl.id(),
-                           .max = options.max,
-                           .lease = options.lease.value_or(qo.lease),
-                           .token = NewLeaseToken(),
-                           .max_attempts = qo.max_attempts,
-                           .worker = options.worker,
-                           .max_bytes = options.max_bytes,
-                           .unique_for = Micros(qo.unique_for),
-                           .groups = qo.groups,
-                           .after_group = qo.groups == GroupMode::kNone
-                                              ? std::nullopt
-                                              : impl.GroupCursor(),
-                           .group_limit = qo.group_limit.value_or(0),
-                           .max_leased = LimitColumn(qo.max_leased),
-                           .rate_u = RateColumn(qo.rate_limit),
-                           .rate_burst = LimitColumn(qo.rate_burst)};
+  const ClaimParams params = ClaimParamsOf(impl, options, qo);
   auto r = ClaimAfter(impl, params, acks, qo);
   if (!r.ok()) return r.status();
-  if (r->outcome.dead_lettered > 0) ForwardDead(impl);
-  if (r->outcome.last_group) impl.SetGroupCursor(*r->outcome.last_group);
-  if (!r->outcome.limited_by.empty()) {
-    note.limited_by = r->outcome.limited_by;
-    note.retry_after = std::chrono::ceil<Duration>(r->outcome.retry_after);
-  }
-  for (ClaimedMessage& m : r->outcome.messages) {
-    m.receipt =
-        FormatReceipt({.id = m.id, .attempt = m.attempt, .token = r->token});
-  }
-  ApplyJobLimits(impl, r->outcome.messages, params.lease, qo);
-  // Nothing came from a queue whose groups can hold ready messages back:
-  // say so when one is ready (a read, on this empty path only). The note
-  // only informs: a failed read leaves it unset and the claim stands.
-  if (r->outcome.messages.empty() && note.limited_by.empty() &&
-      BlockedByGroups(qo)) {
-    auto ready_in = ReadyIn(impl);
-    note.groups_busy = ready_in.ok() && ready_in->has_value() &&
-                       **ready_in <= std::chrono::microseconds(0);
-  }
-  return std::move(r->outcome.messages);
+  return FinishClaim(impl, params, *r, qo, note);
 }
 
 }  // namespace
@@ -408,6 +439,66 @@ Result<SteadyTime> NextLookAt(QueueImpl& impl, const ClaimNote* claim) {
   // measured from the database's clock is not reached early.
   return NextLook(std::chrono::steady_clock::now(),
                   impl.store().poll_interval(), report);
+}
+
+void ClaimOnceThen(const WorkQueue& q, std::shared_ptr<QueueImpl> impl,
+                   const ClaimOptions& options, std::optional<Receipt> ack,
+                   WorkQueue::ClaimedThen then) {
+  const std::shared_ptr<const QueueInfo> info = impl->Current();
+  const WriteBatcher::Runner& runner = impl->store().batcher().runner();
+  // What runs after the commit: the acks' follow-up when there were acks,
+  // then `then`.
+  auto after = [queue = WorkQueue(q), impl, acked = ack.has_value()](
+                   Result<std::vector<ClaimedMessage>> r, ClaimNote note,
+                   const WorkQueue::ClaimedThen& done) mutable {
+    // The ack committed unless the claim failed.
+    if (acked && r.ok()) AfterAcks(queue, *impl);
+    done(std::move(r), std::move(note));
+  };
+  if (info->paused || !runner) {
+    // A paused queue's acks alone, or no runner: the claim as a thread
+    // waiting for it makes it, on the runner when there is one.
+    auto run = [impl, options, ack, after, then = std::move(then)]() mutable {
+      ClaimNote note;
+      auto r = ClaimOnce(*impl, options, {.ack = ack}, note);
+      after(std::move(r), std::move(note), then);
+    };
+    if (runner) {
+      runner(std::move(run));
+    } else {
+      run();
+    }
+    return;
+  }
+  const QueueOptions& qo = info->options;
+  ClaimParams params = ClaimParamsOf(*impl, options, qo);
+  WriteBatcher::ClaimRequest request{
+      .params = params, .ack = ack, .archive = qo.archive};
+  const bool follow_up = ack.has_value() && AfterAcksTouchesStore(qo);
+  impl->store().batcher().ClaimThen(
+      std::move(request),
+      [impl, info, params = std::move(params), follow_up, after,
+       then = std::move(then)](Result<WriteBatcher::Claimed> r) mutable {
+        if (!r.ok()) return after(r.status(), ClaimNote(), then);
+        // On the committing thread only when nothing more reads or writes
+        // the store; else on the runner, so that the leader's next group
+        // does not wait for it (and it does not wait for that group).
+        const bool elsewhere =
+            follow_up || FinishTouchesStore(info->options, r->outcome);
+        auto finish = [impl, info, params = std::move(params),
+                       after = std::move(after), then = std::move(then),
+                       claimed = std::move(*r)]() mutable {
+          ClaimNote note;
+          auto messages =
+              FinishClaim(*impl, params, claimed, info->options, note);
+          after(std::move(messages), std::move(note), then);
+        };
+        if (elsewhere) {
+          impl->store().batcher().runner()(std::move(finish));
+        } else {
+          finish();
+        }
+      });
 }
 
 Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
@@ -460,6 +551,23 @@ Result<std::vector<ClaimedMessage>> WorkQueue::AckAndClaim(
   // look (while waiting) comes after the committed ack.
   if (r.ok()) core::AfterAcks(*this, *impl_);
   return r;
+}
+
+void WorkQueue::ClaimThen(std::string_view ack, const ClaimOptions& options,
+                          ClaimedThen then) {
+  std::optional<core::Receipt> parsed;
+  if (!ack.empty()) {
+    auto r = core::ParseReceipt(ack);
+    if (!r.ok()) return then(r.status(), {});
+    parsed = *r;
+  }
+  Status s = core::ValidateClaim(options);
+  if (s.ok() && options.wait.count() != 0) {
+    s = Status(Code::kInvalidArgument,
+               "ClaimThen takes no wait: a waiting claim parks a thread");
+  }
+  if (!s.ok()) return then(s, {});
+  core::ClaimOnceThen(*this, impl_, options, parsed, std::move(then));
 }
 
 namespace core {

@@ -96,6 +96,9 @@ std::size_t Store::TEST_waiting_claims() const {
 std::size_t Store::TEST_sleeping_claims() const {
   return impl_->hub().asleep();
 }
+void Store::SetRunner(std::function<void(std::function<void()>)> run) {
+  impl_->batcher().set_runner(std::move(run));
+}
 void Store::TEST_set_poll_interval(std::chrono::milliseconds interval) {
   impl_->set_poll_interval(interval);
 }

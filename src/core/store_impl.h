@@ -197,6 +197,16 @@ Result<std::vector<ClaimedMessage>> ClaimWaiting(QueueImpl& impl,
                                                  const ClaimAcks& first,
                                                  ClaimNote* note = nullptr);
 
+// A claim of `options` (wait 0) that acks `ack` first, without a thread
+// waiting for its commit (WriteBatcher::ClaimThen): `then` gets what
+// ClaimWaiting would have returned, and the claim's note, on the thread
+// that committed it, or on the store's runner when what follows the
+// commit reads or writes the store. Its `q` is the queue of `impl`.
+// REQUIRES: options validated.
+void ClaimOnceThen(const WorkQueue& q, std::shared_ptr<QueueImpl> impl,
+                   const ClaimOptions& options, std::optional<Receipt> ack,
+                   WorkQueue::ClaimedThen then);
+
 // When a waiting claim of `impl` looks again at the latest (the rule in
 // core/next_look.h), from a read of the queue's next ready time.
 // `claim`: the note of a claim that just got nothing; nullptr after no
@@ -281,6 +291,9 @@ class QueueImpl {
 // minute per handle; failures are left for the next time (the data is only kept
 // longer).
 void AfterAcks(WorkQueue& q, QueueImpl& impl);
+// True when AfterAcks may write to the store for a queue with options
+// `o` (its prunes), rather than only wake waiting claims.
+bool AfterAcksTouchesStore(const QueueOptions& o);
 
 // Moves the queue's dead letters on to its dead-letter queue, when it has
 // one and that queue exists (QueueOptions::dead_letter_queue), after

@@ -65,57 +65,84 @@ Result<WriteBatcher::Claimed> WriteBatcher::Claim(const ClaimRequest& request) {
   return std::move(self.claimed);
 }
 
+// A ClaimThen caller: what it asked, and what it gets.
+struct WriteBatcher::Pending {
+  ClaimRequest request;
+  std::vector<Receipt> done;  // request.done's own copy
+  ClaimDone then;
+  Writer w;
+};
+
+void WriteBatcher::ClaimThen(ClaimRequest request, ClaimDone then) {
+  if (!runner_) {
+    then(Claim(request));
+    return;
+  }
+  auto* p = new Pending;
+  p->done.assign(request.done.begin(), request.done.end());
+  p->request = std::move(request);
+  p->request.done = p->done;
+  p->then = std::move(then);
+  p->w.claim = &p->request;
+  p->w.queue_id = p->request.params.queue_id;
+  p->w.weight = static_cast<std::size_t>(
+      std::clamp<int>(p->request.params.max, 1, kMinGroupWeight));
+  p->w.pending = p;
+  const Counts counts = Arrive(true);
+  bool lead;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lead = Admit(p->w, counts);
+  }
+  // To lead: on this thread, as Claim would (no other thread may be free
+  // to: every one of the runner's may be waiting for this group).
+  if (lead) {
+    Lead(p->w);
+    Finish(p);
+  }
+}
+
+void WriteBatcher::Finish(Pending* p) {
+  std::unique_ptr<Pending> owned(p);
+  Depart(true);
+  Writer& w = owned->w;
+  if (w.status.ok()) {
+    owned->then(std::move(w.claimed));
+  } else {
+    owned->then(std::move(w.status));
+  }
+}
+
+WriteBatcher::Counts WriteBatcher::Arrive(bool claim) {
+  return {.callers = callers_.fetch_add(1, std::memory_order_relaxed) + 1,
+          .claims = claim
+                        ? claimers_.fetch_add(1, std::memory_order_relaxed) + 1
+                        : 0};
+}
+
+void WriteBatcher::Depart(bool claim) {
+  callers_.fetch_sub(1, std::memory_order_relaxed);
+  if (claim) claimers_.fetch_sub(1, std::memory_order_relaxed);
+}
+
 Status WriteBatcher::Enter(Writer& self) {
   // Callers in Enter now, and claims among them, this one included.
   const bool claim = self.claim != nullptr;
-  const int callers = callers_.fetch_add(1, std::memory_order_relaxed) + 1;
-  const int claims =
-      claim ? claimers_.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
+  const Counts counts = Arrive(claim);
   struct Leave {
     WriteBatcher& b;
     bool claim;
-    ~Leave() {
-      b.callers_.fetch_sub(1, std::memory_order_relaxed);
-      if (claim) b.claimers_.fetch_sub(1, std::memory_order_relaxed);
-    }
+    ~Leave() { b.Depart(claim); }
   } leave{*this, claim};
+  self.signal = ThreadSignal();
+  bool lead;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    // How many callers (and claims) come at once: the most seen in Enter
-    // over the last one or two windows of kWindow entries, so that callers
-    // that are about but between two calls count too.
-    constexpr std::size_t kWindow = 64;
-    if (++entries_ % kWindow == 0) {
-      seen_before_ = seen_;
-      seen_ = Seen{};
-    }
-    seen_.callers = std::max(seen_.callers, callers);
-    seen_.claims = std::max(seen_.claims, claims);
-    const int busy = std::max(seen_.callers, seen_before_.callers);
-    const int claiming = std::max(seen_.claims, seen_before_.claims);
-    // Lead at once when nobody leads. Beside other leaders, when there is
-    // enough to do (kMinGroupWeight), or when waiting could only idle (the
-    // class comment): the one other caller about (for a claim, the one
-    // other claim) is already in a running group, or queued and then taken
-    // into this one. Otherwise a small caller queues, to share a running
-    // leader's next group and its commit.
-    if (leaders_ == 0 || (leaders_ < max_leaders_ &&
-                          (busy <= 2 || (claim && claiming <= 2) ||
-                           queued_weight_ + self.weight >= kMinGroupWeight))) {
-      ++leaders_;
-      peak_leaders_ = std::max(peak_leaders_, leaders_);
-      lock.unlock();
-      Lead(self);
-      return std::move(self.status);
-    }
-    self.signal = ThreadSignal();
-    {
-      std::lock_guard<std::mutex> sig(self.signal->m);
-      self.signal->state = State::kQueued;
-    }
-    queue_.push_back(&self);
-    queued_weight_ += self.weight;
-    if (delaying_ && queue_.size() >= delay_until_) arrivals_.notify_one();
+    std::lock_guard<std::mutex> lock(mu_);
+    lead = Admit(self, counts);
+  }
+  if (lead) {
+    Lead(self);
+    return std::move(self.status);
   }
   State state;
   {
@@ -127,6 +154,43 @@ Status WriteBatcher::Enter(Writer& self) {
   // Told to lead: taken off the queue with nothing run yet.
   if (state == State::kLead) Lead(self);
   return std::move(self.status);
+}
+
+bool WriteBatcher::Admit(Writer& self, Counts counts) {
+  // How many callers (and claims) come at once: the most seen in Enter
+  // over the last one or two windows of kWindow entries, so that callers
+  // that are about but between two calls count too.
+  constexpr std::size_t kWindow = 64;
+  if (++entries_ % kWindow == 0) {
+    seen_before_ = seen_;
+    seen_ = Seen{};
+  }
+  seen_.callers = std::max(seen_.callers, counts.callers);
+  seen_.claims = std::max(seen_.claims, counts.claims);
+  const int busy = std::max(seen_.callers, seen_before_.callers);
+  const int claiming = std::max(seen_.claims, seen_before_.claims);
+  const bool claim = self.claim != nullptr;
+  // Lead at once when nobody leads. Beside other leaders, when there is
+  // enough to do (kMinGroupWeight), or when waiting could only idle (the
+  // class comment): the one other caller about (for a claim, the one
+  // other claim) is already in a running group, or queued and then taken
+  // into this one. Otherwise a small caller queues, to share a running
+  // leader's next group and its commit.
+  if (leaders_ == 0 || (leaders_ < max_leaders_ &&
+                        (busy <= 2 || (claim && claiming <= 2) ||
+                         queued_weight_ + self.weight >= kMinGroupWeight))) {
+    ++leaders_;
+    peak_leaders_ = std::max(peak_leaders_, leaders_);
+    return true;
+  }
+  if (self.signal) {
+    std::lock_guard<std::mutex> sig(self.signal->m);
+    self.signal->state = State::kQueued;
+  }
+  queue_.push_back(&self);
+  queued_weight_ += self.weight;
+  if (delaying_ && queue_.size() >= delay_until_) arrivals_.notify_one();
+  return false;
 }
 
 void WriteBatcher::Lead(Writer& self) {
@@ -142,7 +206,18 @@ void WriteBatcher::Lead(Writer& self) {
     return !queue_.empty() &&
            (leaders_ == 1 || queued_weight_ >= kMinGroupWeight);
   };
-  for (int round = 0; round < kMaxRounds && (own || more()); ++round) {
+  for (int round = 0; own || more(); ++round) {
+    if (round >= kMaxRounds) {
+      // Hand our place to the first caller queued that a thread waits
+      // for; with only ClaimThen callers queued, lead on (nobody else
+      // can). Beside other leaders, what is queued is theirs.
+      if (leaders_ > 1) break;
+      if (Appoint()) {
+        // Our caller comes back now: the next leader may count on it.
+        expected_ = std::min(max_group_, expected_ + 1);
+        return;
+      }
+    }
     // Commit delay: when the last group showed that more callers are active
     // than are queued now (those just answered are about to come back),
     // wait a moment for them, so that one commit serves them all instead of
@@ -175,8 +250,11 @@ void WriteBatcher::Lead(Writer& self) {
     // Whoever is left (more than max_group) may lead beside us.
     while (!queue_.empty() && leaders_ < max_leaders_) {
       ++leaders_;
+      if (!Appoint()) {
+        --leaders_;
+        break;
+      }
       peak_leaders_ = std::max(peak_leaders_, leaders_);
-      Appoint();
     }
     lock.unlock();
     RunGroup(group);
@@ -197,20 +275,21 @@ void WriteBatcher::Lead(Writer& self) {
   }
   // Our caller comes back now: the next leader may count on it.
   expected_ = std::min(max_group_, expected_ + 1);
-  // Hand our place to the first caller queued, or give it up (to the other
-  // leaders, when there are, goes what is queued).
-  if (queue_.empty() || leaders_ > 1) {
-    --leaders_;
-  } else {
-    Appoint();
-  }
+  // Nothing queued, or what is queued is the other leaders'.
+  --leaders_;
 }
 
-void WriteBatcher::Appoint() {
-  Writer* next = queue_.front();
+bool WriteBatcher::Appoint() {
+  // The first caller queued that a thread waits for: a ClaimThen caller
+  // has none to lead with.
+  auto it = std::find_if(queue_.begin(), queue_.end(),
+                         [](const Writer* w) { return w->pending == nullptr; });
+  if (it == queue_.end()) return false;
+  Writer* next = *it;
   queued_weight_ -= next->weight;
-  queue_.pop_front();
+  queue_.erase(it);
   Wake(*next, State::kLead);
+  return true;
 }
 
 std::shared_ptr<WriteBatcher::Signal> WriteBatcher::ThreadSignal() {
@@ -219,6 +298,9 @@ std::shared_ptr<WriteBatcher::Signal> WriteBatcher::ThreadSignal() {
 }
 
 void WriteBatcher::Wake(Writer& w, State state) {
+  // No thread waits for a ClaimThen caller: its answer is handed over
+  // here (it is never told to lead: Appoint).
+  if (w.pending != nullptr) return Finish(w.pending);
   // Once w's caller sees its state it may return and destroy w: keep the
   // signal alive by our own reference, and touch nothing of w after.
   std::shared_ptr<Signal> sig = w.signal;

@@ -150,6 +150,25 @@ class WriteBatcher {
   };
   Result<Claimed> Claim(const ClaimRequest& request);
 
+  // Claim without a thread waiting for the commit: queues `request` as
+  // Claim does and returns; `then` gets what Claim would have returned,
+  // once the group committed, on the thread that ran it (a leader, with
+  // more groups to run: `then` must be short and must not call into the
+  // batcher; longer work goes to the runner). A ClaimThen caller that is
+  // to lead its group (nobody leads) leads it on its own thread, as Claim
+  // would, before returning; it is never handed the lead later, since no
+  // thread of its waits (a leader leads on past kMaxRounds instead). With
+  // no runner set, ClaimThen is Claim followed by `then`.
+  // `request.done` is copied.
+  using ClaimDone = std::function<void(Result<Claimed>)>;
+  void ClaimThen(ClaimRequest request, ClaimDone then);
+  // Where ClaimThen's groups run, and the work its callers hand on: a pool
+  // of threads that may block on the database (the server's). Set once,
+  // before use.
+  using Runner = std::function<void(std::function<void()>)>;
+  void set_runner(Runner fn) { runner_ = std::move(fn); }
+  const Runner& runner() const { return runner_; }
+
   static constexpr std::size_t kMaxMessages = 100;
   static constexpr std::size_t kMaxBytes = 64 << 10;
   static constexpr std::size_t kMaxCombined = 10000;
@@ -182,6 +201,8 @@ class WriteBatcher {
   };
   static std::shared_ptr<Signal> ThreadSignal();
 
+  struct Pending;  // a ClaimThen caller's (write_batcher.cc)
+
   struct Writer {
     // Either op, or a claim, or a publish (topic, messages, published), or
     // a send (queue_id, messages, results).
@@ -202,14 +223,32 @@ class WriteBatcher {
     Status status;
 
     std::shared_ptr<Signal> signal;  // the caller's thread's
+    // A ClaimThen caller's, instead of a signal: no thread waits for it.
+    Pending* pending = nullptr;
   };
 
+  // Counts a caller in (callers_, claimers_): how many, with it, and how
+  // many claims; Depart counts it out.
+  struct Counts {
+    int callers;
+    int claims;
+  };
+  Counts Arrive(bool claim);
+  void Depart(bool claim);
   // Queues `self` (or leads at once) and returns its status.
   Status Enter(Writer& self);
+  // Under mu_: true when `self` is to lead now (counted among the
+  // leaders); else queues it, to be woken (Wake) when its answer is ready
+  // or it is to lead.
+  bool Admit(Writer& self, Counts counts);
+  // A ClaimThen caller's answer is ready: hands it over, and ends it.
+  void Finish(Pending* p);
   // Runs groups, the first with `self` in it, then hands the lead on.
   void Lead(Writer& self);
-  // Pops the first queued caller and tells it to lead; mu_ held.
-  void Appoint();
+  // Takes the first queued caller that a thread waits for (not a
+  // ClaimThen caller's) off the queue and tells it to lead; false when
+  // there is none. mu_ held.
+  bool Appoint();
   // Runs `group`, which may grow by sends that join late (JoinLate).
   void RunGroup(std::vector<Writer*>& group);
   // Moves the queued sends that may join `group`, a group of sends to one
@@ -279,13 +318,14 @@ class WriteBatcher {
   // group to the same topic; marks them in `done`.
   Status RunPublishes(Conn& conn, const std::vector<Writer*>& group,
                       std::size_t first, std::vector<char>& done);
-  static void Wake(Writer& w, State state);
+  void Wake(Writer& w, State state);
 
   Engine& engine_;
   // Called after a commit with the queues whose waiting messages the
   // group's claim acks released (set once, before use).
   std::function<void(const std::vector<std::int64_t>&)> on_released_;
   PublishFn publish_;
+  Runner runner_;
   const std::size_t max_group_;
   const int max_leaders_;
   mutable std::mutex mu_;

@@ -167,9 +167,11 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   }
   // On a database thread, before the claim is parked: a claim makes its
   // first look now, before any subscription, and when it finds messages
-  // (or fails) that is its reply: it is never parked. Nullopt for a claim
-  // that must wait, and for a wait that is not a claim (`look`).
-  std::optional<Reply> TryAtOnce();
+  // (or fails) that is its reply: it is never parked. `then` gets that
+  // reply, or nullopt for a claim that must wait and for a wait that is
+  // not a claim (`look`), on the thread that committed the claim
+  // (WorkQueue::ClaimThen).
+  void TryAtOnce(std::function<void(std::optional<Reply>)> then);
   // On a database thread, once parked: subscribes, then makes the first
   // look (after TryAtOnce, the read that follows a claim that found
   // nothing).
@@ -267,7 +269,18 @@ class Server {
         signals_(asio::make_strand(ioc_)),
         drain_timer_(ioc_),
         tls_(tls),
-        work_(asio::make_work_guard(ioc_)) {}
+        work_(asio::make_work_guard(ioc_)) {
+    // The claims made without a thread waiting for them (LongPoll::
+    // TryAtOnce) lead their groups, and finish, on the database threads.
+    store_.SetRunner([this](std::function<void()> fn) {
+      asio::post(db_pool_, std::move(fn));
+    });
+  }
+  ~Server() {
+    // Nothing of the store's is left to run here.
+    db_pool_.join();
+    store_.SetRunner(nullptr);
+  }
 
   // Serves until shut down; `exit_code` maps a failure to start (the port
   // taken) to the program's exit code.
@@ -322,30 +335,37 @@ class Server {
     // A claim that finds messages at once is answered at once: a
     // subscription, a timer and the watch of its connection are for a
     // claim that waits. Counted against the token's limit meanwhile, as
-    // its ack is done only within that limit.
-    if (auto reply = lp->TryAtOnce()) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        ReleasePoll(lp->token());
+    // its ack is done only within that limit. No thread waits for that
+    // claim's commit: its reply is made where it committed.
+    lp->TryAtOnce([this, session, lp, route](std::optional<Reply> reply) {
+      if (reply) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          ReleasePoll(lp->token());
+        }
+        reply->route = route;
+        asio::post(session->executor(),
+                   [session, r = std::move(*reply)]() mutable {
+                     session->Send(std::move(r));
+                   });
+        return;
       }
-      reply->route = route;
-      asio::post(session->executor(),
-                 [session, r = std::move(*reply)]() mutable {
-                   session->Send(std::move(r));
-                 });
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      parked_.insert(lp);
-    }
-    ++waiting_;
-    lp->Begin();
-    asio::post(session->executor(),
-               [session, weak = std::weak_ptr<LongPoll>(lp)] {
-                 session->WatchWhileParked(weak);
-               });
-    if (stopping_) lp->PostStop();
+      // It waits: parked on a database thread (the subscription's first
+      // look reads the store).
+      asio::post(db_pool_, [this, session, lp] {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          parked_.insert(lp);
+        }
+        ++waiting_;
+        lp->Begin();
+        asio::post(session->executor(),
+                   [session, weak = std::weak_ptr<LongPoll>(lp)] {
+                     session->WatchWhileParked(weak);
+                   });
+        if (stopping_) lp->PostStop();
+      });
+    });
   }
   void Unpark(const std::shared_ptr<LongPoll>& lp) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -807,19 +827,19 @@ void LongPoll::Measure(const std::vector<ClaimedMessage>& started) {
   metrics.JobsStarted(queue, started);
 }
 
-std::optional<Reply> LongPoll::TryAtOnce() {
-  if (claim_.look) return std::nullopt;
+void LongPoll::TryAtOnce(std::function<void(std::optional<Reply>)> then) {
+  if (claim_.look) return then(std::nullopt);
   // The receipt it names is acked now, by this look, whatever it finds.
-  ClaimNote note;
-  auto r = claim_.ack.empty()
-               ? claim_.queue.Claim(claim_.options, &note)
-               : claim_.queue.AckAndClaim(std::exchange(claim_.ack, {}),
-                                          claim_.options, &note);
-  if (!r.ok()) return Answer(r.status());
-  if (!r->empty()) return Answer(*r, note);
-  // Nothing yet. Not shared with the strand before it is parked.
-  tried_ = note;
-  return std::nullopt;
+  claim_.queue.ClaimThen(
+      std::exchange(claim_.ack, {}), claim_.options,
+      [self = shared_from_this(), then = std::move(then)](
+          Result<std::vector<ClaimedMessage>> r, ClaimNote note) {
+        if (!r.ok()) return then(self->Answer(r.status()));
+        if (!r->empty()) return then(self->Answer(*r, note));
+        // Nothing yet. Not shared with the strand before it is parked.
+        self->tried_ = note;
+        then(std::nullopt);
+      });
 }
 
 void LongPoll::Begin() {

@@ -10,12 +10,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <future>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -1681,6 +1685,216 @@ TEST_P(WorkQueueConformance, ConcurrentAckAndClaimWorkersTakeEachMessageOnce) {
   QueueStats st = StatsOf(q);
   EXPECT_EQ(st.acks, kMessages);
   EXPECT_EQ(st.claims, kMessages);
+  EXPECT_EQ(st.ready + st.leased + st.delayed, 0);
+}
+
+// --- claims without a waiting thread (ClaimThen)
+// -------------------------------------------------------
+
+// Threads that run what the store hands them (Store::SetRunner), as a
+// server's database pool does; cleared from the store before they end.
+class Runner {
+ public:
+  Runner(Store& store, int threads) : store_(store) {
+    for (int i = 0; i < threads; ++i) {
+      threads_.emplace_back([this] {
+        std::unique_lock<std::mutex> lock(mu_);
+        for (;;) {
+          cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+          if (tasks_.empty()) return;
+          auto task = std::move(tasks_.front());
+          tasks_.pop_front();
+          ++ran_;
+          lock.unlock();
+          task();
+          lock.lock();
+        }
+      });
+    }
+    store_.SetRunner([this](std::function<void()> task) {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(task));
+      cv_.notify_one();
+    });
+  }
+  ~Runner() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    for (auto& t : threads_) t.join();
+    store_.SetRunner(nullptr);
+  }
+  int ran() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ran_;
+  }
+
+ private:
+  Store& store_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stop_ = false;
+  int ran_ = 0;
+  std::vector<std::thread> threads_;
+};
+
+struct ClaimedThenResult {
+  Result<std::vector<ClaimedMessage>> messages = Status::Internal("unset");
+  ClaimNote note;
+};
+
+// ClaimThen's answer, waited for (up to a minute: a lost answer fails the
+// test rather than hanging it).
+ClaimedThenResult ClaimThenAndWait(WorkQueue& q, std::string_view ack,
+                                   const ClaimOptions& o) {
+  auto promise = std::make_shared<std::promise<ClaimedThenResult>>();
+  auto answer = promise->get_future();
+  q.ClaimThen(ack, o,
+              [promise](Result<std::vector<ClaimedMessage>> r, ClaimNote n) {
+                promise->set_value({std::move(r), std::move(n)});
+              });
+  if (answer.wait_for(minutes(1)) != std::future_status::ready) {
+    ADD_FAILURE() << "ClaimThen never answered";
+    return {};
+  }
+  return answer.get();
+}
+
+TEST_P(WorkQueueConformance, ClaimThenClaimsAndAcksAsAckAndClaimDoes) {
+  Runner runner(*store_, 2);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  SendOne(q, {.payload = "first"});
+  SendOne(q, {.payload = "second"});
+  auto first = ClaimThenAndWait(q, "", {.max = 1});
+  ASSERT_OK(first.messages);
+  ASSERT_EQ(first.messages->size(), 1u);
+  EXPECT_EQ(first.messages->front().payload, "first");
+  auto next = ClaimThenAndWait(q, first.messages->front().receipt, {.max = 5});
+  ASSERT_OK(next.messages);
+  ASSERT_EQ(next.messages->size(), 1u);
+  EXPECT_EQ(next.messages->front().payload, "second");
+  QueueStats st = StatsOf(q);
+  EXPECT_EQ(st.acks, 1);
+  EXPECT_EQ(st.leased, 1);
+  // The acked receipt is spent; the new one works like any other.
+  EXPECT_CODE(q.Ack(first.messages->front().receipt), Code::kNotFound);
+  auto none = ClaimThenAndWait(q, next.messages->front().receipt, {});
+  ASSERT_OK(none.messages);
+  EXPECT_TRUE(none.messages->empty());
+  st = StatsOf(q);
+  EXPECT_EQ(st.acks, 2);
+  EXPECT_EQ(st.leased + st.ready, 0);
+}
+
+TEST_P(WorkQueueConformance, ClaimThenRefusesWhatAckAndClaimRefuses) {
+  Runner runner(*store_, 2);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  SendOne(q, {.payload = "held"});
+  EXPECT_CODE(ClaimThenAndWait(q, "1-1-zz", {}).messages,
+              Code::kInvalidArgument);
+  EXPECT_CODE(ClaimThenAndWait(q, "", {.max = 0}).messages,
+              Code::kInvalidArgument);
+  // A waiting claim parks a thread: not this call's.
+  EXPECT_CODE(ClaimThenAndWait(q, "", {.wait = seconds(1)}).messages,
+              Code::kInvalidArgument);
+  EXPECT_EQ(StatsOf(q).ready, 1) << "a refused call claimed";
+  auto held = ClaimOne(q);
+  ASSERT_TRUE(held);
+  ASSERT_OK(q.Ack(held->receipt));
+  // A receipt of a message that is gone: nothing is claimed.
+  SendOne(q, {.payload = "next"});
+  EXPECT_CODE(ClaimThenAndWait(q, held->receipt, {}).messages, Code::kNotFound);
+  EXPECT_EQ(StatsOf(q).ready, 1);
+}
+
+TEST_P(WorkQueueConformance, ClaimThenOnAPausedQueueAcksAndSaysSo) {
+  Runner runner(*store_, 2);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  SendOne(q, {.payload = "a"});
+  SendOne(q, {.payload = "b"});
+  auto a = ClaimOne(q);
+  ASSERT_TRUE(a);
+  ASSERT_OK(q.Pause());
+  auto r = ClaimThenAndWait(q, a->receipt, {});
+  ASSERT_OK(r.messages);
+  EXPECT_TRUE(r.messages->empty());
+  EXPECT_TRUE(r.note.paused);
+  QueueStats st = StatsOf(q);
+  EXPECT_EQ(st.acks, 1) << "the ack a paused claim carries is done";
+  EXPECT_EQ(st.ready, 1);
+}
+
+TEST_P(WorkQueueConformance, ClaimThenKeepsWhatFollowsTheCommit) {
+  // What follows a claim's commit and touches the store (an archive of the
+  // acked job; a job's own timeout, shorter than the lease) runs on the
+  // runner, and its effects are in the answer.
+  Runner runner(*store_, 2);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q,
+                       store_->CreateQueue("jobs", {.archive = true}));
+  SendOne(q, {.payload = "kept"});
+  SendOne(q, {.payload = "short", .timeout = seconds(5)});
+  auto kept = ClaimThenAndWait(q, "", {.max = 1, .worker = "w1"});
+  ASSERT_OK(kept.messages);
+  ASSERT_EQ(kept.messages->size(), 1u);
+  auto before = runner.ran();
+  auto next = ClaimThenAndWait(q, kept.messages->front().receipt,
+                               {.max = 1, .lease = minutes(10)});
+  ASSERT_OK(next.messages);
+  ASSERT_EQ(next.messages->size(), 1u);
+  EXPECT_GT(runner.ran(), before);
+  const ClaimedMessage& m = next.messages->front();
+  EXPECT_EQ(m.payload, "short");
+  EXPECT_LE(m.lease_expires_at - clock_->Now(), seconds(5))
+      << "the job's timeout did not shorten its lease";
+  ASSERT_OK_AND_ASSIGN(auto archived, q.ListArchive());
+  ASSERT_EQ(archived.size(), 1u);
+  EXPECT_EQ(archived[0].payload, "kept");
+}
+
+TEST_P(WorkQueueConformance, ClaimThenWithoutARunnerAnswersBeforeReturning) {
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  SendOne(q, {.payload = "only"});
+  std::optional<Result<std::vector<ClaimedMessage>>> got;
+  q.ClaimThen("", {}, [&](Result<std::vector<ClaimedMessage>> r, ClaimNote) {
+    got = std::move(r);
+  });
+  ASSERT_TRUE(got.has_value());
+  ASSERT_OK(*got);
+  ASSERT_EQ((*got)->size(), 1u);
+  EXPECT_EQ((*got)->front().payload, "only");
+}
+
+TEST_P(WorkQueueConformance,
+       ClaimThenBesideBlockingCallersTakesEachMessageOnce) {
+  // Workers acking and claiming with ClaimThen beside others with
+  // AckAndClaim, on a runner of two threads (fewer than the callers):
+  // every message goes to one worker once, and every ack lands.
+  Runner runner(*store_, 2);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store_->CreateQueue("jobs", {}));
+  constexpr int kMessages = 300;
+  std::atomic<int> next_worker{0};
+  ExpectEachTakenOnce(q, kMessages, 8, [&](WorkQueue consumer) {
+    std::vector<std::int64_t> ids;
+    const bool blocking = next_worker++ % 2 == 0;
+    std::string ack;
+    for (;;) {
+      Result<std::vector<ClaimedMessage>> r =
+          blocking
+              ? (ack.empty() ? consumer.Claim() : consumer.AckAndClaim(ack))
+              : ClaimThenAndWait(consumer, ack, {}).messages;
+      EXPECT_OK(r);
+      if (!r.ok() || r->empty()) break;
+      EXPECT_EQ(r->size(), 1u);
+      ids.push_back(r->front().id);
+      ack = r->front().receipt;
+    }
+    return ids;
+  });
+  QueueStats st = StatsOf(q);
+  EXPECT_EQ(st.acks, kMessages);
   EXPECT_EQ(st.ready + st.leased + st.delayed, 0);
 }
 

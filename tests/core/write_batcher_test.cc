@@ -1463,5 +1463,79 @@ TEST(WriteBatcher, SendsAndClaimsInAGroupAreOneEngineCall) {
   }
 }
 
+// ClaimThen callers queued behind a running leader have no thread to lead
+// with: a leader runs their groups (past its kMaxRounds), hands the lead
+// only to a caller a thread waits for, and never leaves them to the
+// runner, whose threads may all be waiting for that very group (a server's
+// database pool). Each gets its own message, once.
+TEST(WriteBatcher, ClaimThenCallersAreLedByThreadsThatWait) {
+  FakeEngine engine;
+  std::mutex mu;
+  std::int64_t next_id = 1;
+  engine.claim_hook = [&](const ClaimParams& p) -> Result<ClaimOutcome> {
+    std::lock_guard<std::mutex> lock(mu);
+    ClaimOutcome out;
+    for (int i = 0; i < p.max; ++i) {
+      out.messages.push_back({.id = next_id++, .attempt = 1});
+    }
+    return out;
+  };
+  // Groups of one: six ClaimThen callers are more groups than a leader
+  // runs before it hands the lead on.
+  WriteBatcher batcher(engine, /*max_group=*/1, /*max_leaders=*/1);
+  std::atomic<int> runner_calls{0};
+  batcher.set_runner([&](std::function<void()>) { ++runner_calls; });
+  const WriteBatcher::ClaimRequest request{
+      .params = {.queue_id = 1, .max = 1, .lease = std::chrono::seconds(30)}};
+
+  engine.HoldNextWrite();
+  auto leader_op = engine.Append(0);
+  auto leader =
+      std::async(std::launch::async, [&] { return batcher.Run(leader_op); });
+  engine.WaitUntilHeld();
+  constexpr int kPending = 6;
+  std::condition_variable answered_cv;
+  std::vector<Result<WriteBatcher::Claimed>> answers;
+  for (int i = 0; i < kPending; ++i) {
+    batcher.ClaimThen(request, [&](Result<WriteBatcher::Claimed> r) {
+      std::lock_guard<std::mutex> lock(mu);
+      answers.push_back(std::move(r));
+      answered_cv.notify_all();
+    });
+  }
+  // They returned at once, queued, unanswered.
+  ASSERT_TRUE(WaitUntilQueued(batcher, kPending));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(answers.empty());
+  }
+  // A caller whose thread waits, behind them.
+  auto waiting =
+      std::async(std::launch::async, [&] { return batcher.Claim(request); });
+  ASSERT_TRUE(WaitUntilQueued(batcher, kPending + 1));
+  engine.Release();
+  EXPECT_OK(leader.get());
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(answered_cv.wait_for(lock, std::chrono::seconds(30), [&] {
+      return answers.size() == kPending;
+    })) << "ClaimThen callers were left unanswered";
+  }
+  auto last = waiting.get();
+  ASSERT_OK(last.status());
+  std::set<std::int64_t> ids;
+  ASSERT_EQ(last->outcome.messages.size(), 1u);
+  ids.insert(last->outcome.messages[0].id);
+  for (auto& a : answers) {
+    ASSERT_OK(a.status());
+    ASSERT_EQ(a->outcome.messages.size(), 1u);
+    ids.insert(a->outcome.messages[0].id);
+  }
+  EXPECT_EQ(ids.size(), static_cast<std::size_t>(kPending + 1))
+      << "a message went to two callers";
+  EXPECT_EQ(runner_calls.load(), 0);
+  EXPECT_EQ(batcher.TEST_peak_leaders(), 1);
+}
+
 }  // namespace
 }  // namespace sqlq::core
