@@ -194,8 +194,10 @@ class LongPoll : public std::enable_shared_from_this<LongPoll> {
   void AfterEmptyClaim(ClaimNote note);
   void AfterLook(const Result<SteadyClock::time_point>& next);
   void Finish(Reply reply);
-  // The jobs this claim finished (its ack) and started, in /metrics.
+  // The jobs this claim started, in /metrics.
   void Measure(const std::vector<ClaimedMessage>& started);
+  // The job this claim finished (its ack, once committed), in /metrics.
+  void Acked(const std::string& receipt);
   // The reply that ends the claim (ParkedClaim::answer).
   Reply Answer(const Result<std::vector<ClaimedMessage>>& result,
                const ClaimNote& note = {}) {
@@ -821,20 +823,24 @@ void Session<Stream>::Close() {
 // ---- LongPoll ----
 
 void LongPoll::Measure(const std::vector<ClaimedMessage>& started) {
-  Metrics& metrics = server_.metrics();
-  const std::string& queue = claim_.queue.name();
-  if (!claim_.ack.empty()) metrics.JobFinished(queue, claim_.ack, "completed");
-  metrics.JobsStarted(queue, started);
+  server_.metrics().JobsStarted(claim_.queue.name(), started);
+}
+
+void LongPoll::Acked(const std::string& receipt) {
+  if (receipt.empty()) return;
+  server_.metrics().JobFinished(claim_.queue.name(), receipt, "completed");
 }
 
 void LongPoll::TryAtOnce(std::function<void(std::optional<Reply>)> then) {
   if (claim_.look) return then(std::nullopt);
   // The receipt it names is acked now, by this look, whatever it finds.
+  std::string ack = std::exchange(claim_.ack, {});
   claim_.queue.ClaimThen(
-      std::exchange(claim_.ack, {}), claim_.options,
-      [self = shared_from_this(), then = std::move(then)](
+      ack, claim_.options,
+      [self = shared_from_this(), ack, then = std::move(then)](
           Result<std::vector<ClaimedMessage>> r, ClaimNote note) {
         if (!r.ok()) return then(self->Answer(r.status()));
+        self->Acked(ack);
         if (!r->empty()) return then(self->Answer(*r, note));
         // Nothing yet. Not shared with the strand before it is parked.
         self->tried_ = note;
@@ -903,14 +909,14 @@ void LongPoll::Look(bool peek_first) {
   // The first look acks the receipt the claim names, if any; its failure
   // ends the claim with that error.
   ClaimNote note;
-  auto r = claim_.ack.empty()
-               ? claim_.queue.Claim(claim_.options, &note)
-               : claim_.queue.AckAndClaim(std::exchange(claim_.ack, {}),
-                                          claim_.options, &note);
+  const std::string ack = std::exchange(claim_.ack, {});
+  auto r = ack.empty() ? claim_.queue.Claim(claim_.options, &note)
+                       : claim_.queue.AckAndClaim(ack, claim_.options, &note);
   if (!r.ok()) {
     Status s = r.status();
     return OnStrand([s](LongPoll& lp) { lp.Finish(lp.Answer(s)); });
   }
+  Acked(ack);
   if (!r->empty()) {
     Reply reply = Answer(*r, note);
     return OnStrand([reply = std::move(reply)](LongPoll& lp) mutable {

@@ -450,6 +450,29 @@ TEST_F(MetricsScrape, JobsAreMeasuredPerQueueAndKind) {
   EXPECT_EQ(SampleValue(g, "sqlq_job_run_seconds_count", email), 4);
   EXPECT_EQ(SampleValue(g, "sqlq_job_outcomes_total", with(email, "completed")),
             2);
+
+  // A claim that waits (wait_ms) counts the job it acks as well: when it
+  // finds the next at once, and when it has to wait for one.
+  ASSERT_EQ(c.Post("/v1/queues/jobs/messages", Json::parse(R"({"messages":[
+                       {"payload":"e","kind":"email.send"},
+                       {"payload":"f","kind":"email.send"}]})"))
+                .status,
+            200);
+  auto e = c.Post("/v1/queues/jobs/claim", Json::object());
+  ASSERT_EQ(e.json["messages"].size(), 1u) << e.body;
+  auto f2 =
+      c.Post("/v1/queues/jobs/claim",
+             {{"ack", e.json["messages"][0]["receipt"]}, {"wait_ms", 50}});
+  ASSERT_EQ(f2.json["messages"].size(), 1u) << f2.body;
+  auto empty =
+      c.Post("/v1/queues/jobs/claim",
+             {{"ack", f2.json["messages"][0]["receipt"]}, {"wait_ms", 50}});
+  ASSERT_EQ(empty.status, 200) << empty.body;
+  EXPECT_EQ(empty.json["messages"].size(), 0u) << empty.body;
+  const Families h = Scrape(c);
+  EXPECT_EQ(SampleValue(h, "sqlq_job_outcomes_total", with(email, "completed")),
+            4);
+  EXPECT_EQ(SampleValue(h, "sqlq_job_run_seconds_count", email), 6);
 }
 
 TEST_F(MetricsScrape, BuildInfoNamesTheVersionAndEngine) {
