@@ -56,12 +56,17 @@ std::size_t ClaimPayloadBudget(std::size_t reply_bytes, int max) {
   return (reply_bytes - fixed) / 4 * 3;
 }
 
+bool ClaimReplyReads(const ClaimOptions& options,
+                     const std::vector<ClaimedMessage>& messages) {
+  return options.max_bytes != 0 && !messages.empty() &&
+         static_cast<int>(messages.size()) < options.max;
+}
+
 Reply ClaimReply(WorkQueue& queue, const ClaimOptions& options,
                  const std::vector<ClaimedMessage>& messages,
                  const ClaimNote& note) {
   bool limited = false;
-  if (options.max_bytes != 0 && !messages.empty() &&
-      static_cast<int>(messages.size()) < options.max) {
+  if (ClaimReplyReads(options, messages)) {
     std::size_t bytes = 0;
     for (const ClaimedMessage& m : messages) bytes += m.payload.size();
     // Could the next message have been left out for its size? Only then is

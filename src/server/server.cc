@@ -839,12 +839,26 @@ void LongPoll::TryAtOnce(std::function<void(std::optional<Reply>)> then) {
       ack, claim_.options,
       [self = shared_from_this(), ack, then = std::move(then)](
           Result<std::vector<ClaimedMessage>> r, ClaimNote note) {
-        if (!r.ok()) return then(self->Answer(r.status()));
-        self->Acked(ack);
-        if (!r->empty()) return then(self->Answer(*r, note));
-        // Nothing yet. Not shared with the strand before it is parked.
-        self->tried_ = note;
-        then(std::nullopt);
+        self->Acked(r.ok() ? ack : std::string());
+        auto finish = [self, then = std::move(then)](
+                          const Result<std::vector<ClaimedMessage>>& got,
+                          const ClaimNote& got_note) {
+          if (!got.ok()) return then(self->Answer(got.status()));
+          if (!got->empty()) return then(self->Answer(*got, got_note));
+          // Nothing yet. Not shared with the strand before it is parked.
+          self->tried_ = got_note;
+          then(std::nullopt);
+        };
+        // The reply is made here, where the claim committed, unless making
+        // it may read the store (ClaimThen's callback must not): then on a
+        // database thread.
+        if (self->claim_.answer ||
+            (r.ok() && ClaimReplyReads(self->claim_.options, *r))) {
+          return asio::post(self->server_.db_pool(),
+                            [finish = std::move(finish), r = std::move(r),
+                             note = std::move(note)] { finish(r, note); });
+        }
+        finish(r, note);
       });
 }
 
