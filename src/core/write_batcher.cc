@@ -97,7 +97,7 @@ void WriteBatcher::ClaimThen(ClaimRequest request, ClaimDone then) {
   // To lead: on this thread, as Claim would (no other thread may be free
   // to: every one of the runner's may be waiting for this group).
   if (lead) {
-    Lead(p->w);
+    Lead(&p->w);
     Finish(p);
   }
 }
@@ -141,7 +141,7 @@ Status WriteBatcher::Enter(Writer& self) {
     lead = Admit(self, counts);
   }
   if (lead) {
-    Lead(self);
+    Lead(&self);
     return std::move(self.status);
   }
   State state;
@@ -152,7 +152,7 @@ Status WriteBatcher::Enter(Writer& self) {
     state = sig.state;
   }
   // Told to lead: taken off the queue with nothing run yet.
-  if (state == State::kLead) Lead(self);
+  if (state == State::kLead) Lead(&self);
   return std::move(self.status);
 }
 
@@ -193,13 +193,13 @@ bool WriteBatcher::Admit(Writer& self, Counts counts) {
   return false;
 }
 
-void WriteBatcher::Lead(Writer& self) {
+void WriteBatcher::Lead(Writer* self) {
   // After our own group, keep leading while callers are queued (up to
   // kMaxRounds groups): handing over to a sleeping thread costs a context
   // switch per commit, which on small machines is a large part of a commit.
   constexpr int kMaxRounds = 4;
   std::unique_lock<std::mutex> lock(mu_);
-  bool own = true;  // our own operation is still to run
+  bool own = self != nullptr;  // our own operation is still to run
   // Beside other leaders, a next group needs enough to do (as for starting
   // one, Enter); what is left is theirs to take.
   auto more = [&] {
@@ -209,14 +209,19 @@ void WriteBatcher::Lead(Writer& self) {
   for (int round = 0; own || more(); ++round) {
     if (round >= kMaxRounds) {
       // Hand our place to the first caller queued that a thread waits
-      // for; with only ClaimThen callers queued, lead on (nobody else
-      // can). Beside other leaders, what is queued is theirs.
+      // for. Beside other leaders, what is queued is theirs.
       if (leaders_ > 1) break;
-      if (Appoint()) {
-        // Our caller comes back now: the next leader may count on it.
-        expected_ = std::min(max_group_, expected_ + 1);
-        return;
-      }
+      if (self != nullptr) expected_ = std::min(max_group_, expected_ + 1);
+      if (Appoint()) return;
+      // Only ClaimThen callers are queued, and none has a thread to lead
+      // with: the lead is given up, and a thread of the runner takes it
+      // when free (Kick), unless a caller that comes meanwhile leads
+      // them first. So our own caller is answered now, and the runner's
+      // threads are never all waiting for a group only the runner runs.
+      --leaders_;
+      lock.unlock();
+      runner_([this] { Kick(); });
+      return;
     }
     // Commit delay: when the last group showed that more callers are active
     // than are queued now (those just answered are about to come back),
@@ -245,7 +250,7 @@ void WriteBatcher::Lead(Writer& self) {
       queue_.pop_front();
     }
     const bool with_self = own;
-    if (own) group.push_back(&self);  // after those who came first
+    if (own) group.push_back(self);  // after those who came first
     own = false;
     // Whoever is left (more than max_group) may lead beside us.
     while (!queue_.empty() && leaders_ < max_leaders_) {
@@ -269,14 +274,24 @@ void WriteBatcher::Lead(Writer& self) {
                          group.size() + queue_.size() - (with_self ? 1 : 0));
     lock.unlock();
     for (Writer* w : group) {
-      if (w != &self) Wake(*w, State::kDone);
+      if (w != self) Wake(*w, State::kDone);
     }
     lock.lock();
   }
   // Our caller comes back now: the next leader may count on it.
-  expected_ = std::min(max_group_, expected_ + 1);
+  if (self != nullptr) expected_ = std::min(max_group_, expected_ + 1);
   // Nothing queued, or what is queued is the other leaders'.
   --leaders_;
+}
+
+void WriteBatcher::Kick() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (leaders_ != 0 || queue_.empty()) return;  // led meanwhile
+    ++leaders_;
+    peak_leaders_ = std::max(peak_leaders_, leaders_);
+  }
+  Lead(nullptr);
 }
 
 bool WriteBatcher::Appoint() {

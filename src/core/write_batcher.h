@@ -157,8 +157,10 @@ class WriteBatcher {
   // batcher; longer work goes to the runner). A ClaimThen caller that is
   // to lead its group (nobody leads) leads it on its own thread, as Claim
   // would, before returning; it is never handed the lead later, since no
-  // thread of its waits (a leader leads on past kMaxRounds instead). With
-  // no runner set, ClaimThen is Claim followed by `then`.
+  // thread of its waits: a leader that has run its groups with only such
+  // callers queued gives the lead up and asks the runner for a thread to
+  // take it (Kick), which a caller that comes meanwhile may take first.
+  // With no runner set, ClaimThen is Claim followed by `then`.
   // `request.done` is copied.
   using ClaimDone = std::function<void(Result<Claimed>)>;
   void ClaimThen(ClaimRequest request, ClaimDone then);
@@ -243,8 +245,12 @@ class WriteBatcher {
   bool Admit(Writer& self, Counts counts);
   // A ClaimThen caller's answer is ready: hands it over, and ends it.
   void Finish(Pending* p);
-  // Runs groups, the first with `self` in it, then hands the lead on.
-  void Lead(Writer& self);
+  // Runs groups, the first with `self` in it (none: only the queued), then
+  // hands the lead on.
+  void Lead(Writer* self);
+  // On the runner: leads the ClaimThen callers a leader left queued, unless
+  // someone leads already (or led them meanwhile).
+  void Kick();
   // Takes the first queued caller that a thread waits for (not a
   // ClaimThen caller's) off the queue and tells it to lead; false when
   // there is none. mu_ held.

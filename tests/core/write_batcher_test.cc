@@ -1464,10 +1464,9 @@ TEST(WriteBatcher, SendsAndClaimsInAGroupAreOneEngineCall) {
 }
 
 // ClaimThen callers queued behind a running leader have no thread to lead
-// with: a leader runs their groups (past its kMaxRounds), hands the lead
-// only to a caller a thread waits for, and never leaves them to the
-// runner, whose threads may all be waiting for that very group (a server's
-// database pool). Each gets its own message, once.
+// with: a leader hands the lead only to a caller a thread waits for, and
+// never appoints them, as the runner's threads may all be waiting for that
+// very group (a server's database pool). Each gets its own message, once.
 TEST(WriteBatcher, ClaimThenCallersAreLedByThreadsThatWait) {
   FakeEngine engine;
   std::mutex mu;
@@ -1534,6 +1533,85 @@ TEST(WriteBatcher, ClaimThenCallersAreLedByThreadsThatWait) {
   EXPECT_EQ(ids.size(), static_cast<std::size_t>(kPending + 1))
       << "a message went to two callers";
   EXPECT_EQ(runner_calls.load(), 0);
+  EXPECT_EQ(batcher.TEST_peak_leaders(), 1);
+}
+
+// A leader with only ClaimThen callers left after its groups gives the
+// lead up (its own caller is answered) and a thread of the runner leads
+// them.
+TEST(WriteBatcher, ClaimThenCallersLeftAfterALeadersGroupsGoToTheRunner) {
+  FakeEngine engine;
+  std::mutex mu;
+  std::int64_t next_id = 1;
+  engine.claim_hook = [&](const ClaimParams& p) -> Result<ClaimOutcome> {
+    std::lock_guard<std::mutex> lock(mu);
+    ClaimOutcome out;
+    for (int i = 0; i < p.max; ++i) {
+      out.messages.push_back({.id = next_id++, .attempt = 1});
+    }
+    return out;
+  };
+  WriteBatcher batcher(engine, /*max_group=*/1, /*max_leaders=*/1);
+  // The runner: one thread, running what it is handed in order.
+  std::vector<std::function<void()>> tasks;
+  std::condition_variable tasks_cv;
+  bool stop = false;
+  std::thread runner([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      tasks_cv.wait(lock, [&] { return stop || !tasks.empty(); });
+      if (tasks.empty()) return;
+      auto task = std::move(tasks.front());
+      tasks.erase(tasks.begin());
+      lock.unlock();
+      task();
+      lock.lock();
+    }
+  });
+  int handed = 0;
+  batcher.set_runner([&](std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++handed;
+    tasks.push_back(std::move(task));
+    tasks_cv.notify_all();
+  });
+  const WriteBatcher::ClaimRequest request{
+      .params = {.queue_id = 1, .max = 1, .lease = std::chrono::seconds(30)}};
+  engine.HoldNextWrite();
+  auto leader_op = engine.Append(0);
+  auto leader =
+      std::async(std::launch::async, [&] { return batcher.Run(leader_op); });
+  engine.WaitUntilHeld();
+  constexpr int kPending = 9;
+  std::condition_variable answered_cv;
+  std::vector<Result<WriteBatcher::Claimed>> answers;
+  for (int i = 0; i < kPending; ++i) {
+    batcher.ClaimThen(request, [&](Result<WriteBatcher::Claimed> r) {
+      std::lock_guard<std::mutex> lock(mu);
+      answers.push_back(std::move(r));
+      answered_cv.notify_all();
+    });
+  }
+  ASSERT_TRUE(WaitUntilQueued(batcher, kPending));
+  engine.Release();
+  EXPECT_OK(leader.get());
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(answered_cv.wait_for(lock, std::chrono::seconds(30), [&] {
+      return answers.size() == kPending;
+    })) << "ClaimThen callers were left unanswered";
+    EXPECT_GE(handed, 1) << "nobody asked the runner to lead";
+    stop = true;
+    tasks_cv.notify_all();
+  }
+  runner.join();
+  std::set<std::int64_t> ids;
+  for (auto& a : answers) {
+    ASSERT_OK(a.status());
+    ASSERT_EQ(a->outcome.messages.size(), 1u);
+    ids.insert(a->outcome.messages[0].id);
+  }
+  EXPECT_EQ(ids.size(), static_cast<std::size_t>(kPending));
   EXPECT_EQ(batcher.TEST_peak_leaders(), 1);
 }
 
