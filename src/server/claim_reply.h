@@ -18,15 +18,16 @@ namespace sqlq::server {
 // stay within `reply_bytes` (ClaimOptions::max_bytes).
 std::size_t ClaimPayloadBudget(std::size_t reply_bytes, int max);
 
-// The reply to a claim: {"messages":[...]}, with "limited":true when the
-// claim stopped short of `options.max` at the reply size limit while more
-// messages were ready, and "limited_by" and "retry_after_ms" when a limit
-// of the queue held it back (`note`).
 // True when ClaimReply for `messages` may read the store (a claim that
 // stopped short of options.max under a byte limit asks whether the next
 // message was left out for its size).
 bool ClaimReplyReads(const ClaimOptions& options,
                      const std::vector<ClaimedMessage>& messages);
+
+// The reply to a claim: {"messages":[...]}, with "limited":true when the
+// claim stopped short of `options.max` at the reply size limit while more
+// messages were ready, and "limited_by" and "retry_after_ms" when a limit
+// of the queue held it back (`note`).
 Reply ClaimReply(WorkQueue& queue, const ClaimOptions& options,
                  const std::vector<ClaimedMessage>& messages,
                  const ClaimNote& note);

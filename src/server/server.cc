@@ -272,8 +272,10 @@ class Server {
         drain_timer_(ioc_),
         tls_(tls),
         work_(asio::make_work_guard(ioc_)) {
-    // The claims made without a thread waiting for them (LongPoll::
-    // TryAtOnce) lead their groups, and finish, on the database threads.
+    // What follows the claims made without a thread waiting for them
+    // (LongPoll::TryAtOnce) when it reads or writes the store, and the
+    // lead of their groups when a leader leaves them queued, runs on the
+    // database threads.
     store_.SetRunner([this](std::function<void()> fn) {
       asio::post(db_pool_, std::move(fn));
     });

@@ -12,14 +12,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <future>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -32,6 +29,7 @@
 #include "sqlq/store.h"
 #include "sqlq/worker.h"
 #include "tests/conformance/engine_fixture.h"
+#include "tests/support/task_threads.h"
 
 namespace sqlq::test {
 namespace {
@@ -1692,53 +1690,22 @@ TEST_P(WorkQueueConformance, ConcurrentAckAndClaimWorkersTakeEachMessageOnce) {
 // -------------------------------------------------------
 
 // Threads that run what the store hands them (Store::SetRunner), as a
-// server's database pool does; cleared from the store before they end.
+// server's database pool does; ended, then cleared from the store.
 class Runner {
  public:
   Runner(Store& store, int threads) : store_(store) {
-    for (int i = 0; i < threads; ++i) {
-      threads_.emplace_back([this] {
-        std::unique_lock<std::mutex> lock(mu_);
-        for (;;) {
-          cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
-          if (tasks_.empty()) return;
-          auto task = std::move(tasks_.front());
-          tasks_.pop_front();
-          ++ran_;
-          lock.unlock();
-          task();
-          lock.lock();
-        }
-      });
-    }
-    store_.SetRunner([this](std::function<void()> task) {
-      std::lock_guard<std::mutex> lock(mu_);
-      tasks_.push_back(std::move(task));
-      cv_.notify_one();
-    });
+    threads_.emplace(threads);
+    store_.SetRunner(threads_->AsRunner());
   }
   ~Runner() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-      cv_.notify_all();
-    }
-    for (auto& t : threads_) t.join();
+    threads_.reset();
     store_.SetRunner(nullptr);
   }
-  int ran() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return ran_;
-  }
+  int posted() { return threads_->posted(); }
 
  private:
   Store& store_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool stop_ = false;
-  int ran_ = 0;
-  std::vector<std::thread> threads_;
+  std::optional<TaskThreads> threads_;
 };
 
 struct ClaimedThenResult {
@@ -1839,12 +1806,12 @@ TEST_P(WorkQueueConformance, ClaimThenKeepsWhatFollowsTheCommit) {
   auto kept = ClaimThenAndWait(q, "", {.max = 1, .worker = "w1"});
   ASSERT_OK(kept.messages);
   ASSERT_EQ(kept.messages->size(), 1u);
-  auto before = runner.ran();
+  auto before = runner.posted();
   auto next = ClaimThenAndWait(q, kept.messages->front().receipt,
                                {.max = 1, .lease = minutes(10)});
   ASSERT_OK(next.messages);
   ASSERT_EQ(next.messages->size(), 1u);
-  EXPECT_GT(runner.ran(), before);
+  EXPECT_GT(runner.posted(), before);
   const ClaimedMessage& m = next.messages->front();
   EXPECT_EQ(m.payload, "short");
   EXPECT_LE(m.lease_expires_at - clock_->Now(), seconds(5))

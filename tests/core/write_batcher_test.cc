@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/engine.h"
+#include "tests/support/task_threads.h"
 #include "tests/support/test_util.h"
 
 namespace sqlq::core {
@@ -1463,156 +1464,126 @@ TEST(WriteBatcher, SendsAndClaimsInAGroupAreOneEngineCall) {
   }
 }
 
+// ClaimThen callers of one message each, queued behind a held leader in
+// a batcher of groups of one (so that they are more groups than a leader
+// runs before it hands the lead on), and their answers.
+class ClaimThenBehindALeader {
+ public:
+  ClaimThenBehindALeader() {
+    engine_.claim_hook = [this](const ClaimParams& p) -> Result<ClaimOutcome> {
+      std::lock_guard<std::mutex> lock(mu_);
+      ClaimOutcome out;
+      for (int i = 0; i < p.max; ++i) {
+        out.messages.push_back({.id = next_id_++, .attempt = 1});
+      }
+      return out;
+    };
+  }
+  WriteBatcher& batcher() { return batcher_; }
+  static WriteBatcher::ClaimRequest Request() {
+    return {
+        .params = {.queue_id = 1, .max = 1, .lease = std::chrono::seconds(30)}};
+  }
+  // Holds a leader's write, then queues `n` ClaimThen callers behind it;
+  // true once they are queued, all unanswered.
+  bool QueueBehindAHeldLeader(int n) {
+    engine_.HoldNextWrite();
+    leader_ = std::async(std::launch::async,
+                         [this] { return batcher_.Run(leader_op_); });
+    engine_.WaitUntilHeld();
+    for (int i = 0; i < n; ++i) {
+      batcher_.ClaimThen(Request(), [this](Result<WriteBatcher::Claimed> r) {
+        std::lock_guard<std::mutex> lock(mu_);
+        answers_.push_back(std::move(r));
+        answered_.notify_all();
+      });
+    }
+    if (!WaitUntilQueued(batcher_, static_cast<std::size_t>(n))) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    return answers_.empty();
+  }
+  // Lets the leader go; its own call's status.
+  Status ReleaseTheLeader() {
+    engine_.Release();
+    return leader_.get();
+  }
+  // Waits (up to 30 s) for `n` answers; the ids of their messages, one
+  // each, or nullopt when they did not all come.
+  std::optional<std::set<std::int64_t>> Answers(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!answered_.wait_for(lock, std::chrono::seconds(30), [&] {
+          return answers_.size() == static_cast<std::size_t>(n);
+        })) {
+      ADD_FAILURE() << "ClaimThen callers were left unanswered";
+      return std::nullopt;
+    }
+    std::set<std::int64_t> ids;
+    for (auto& a : answers_) {
+      EXPECT_OK(a.status());
+      if (!a.ok()) continue;
+      EXPECT_EQ(a->outcome.messages.size(), 1u);
+      for (const auto& m : a->outcome.messages) ids.insert(m.id);
+    }
+    return ids;
+  }
+
+ private:
+  FakeEngine engine_;
+  WriteBatcher batcher_{engine_, /*max_group=*/1, /*max_leaders=*/1};
+  std::function<Status(Conn&)> leader_op_ = engine_.Append(0);
+  std::future<Status> leader_;
+  std::mutex mu_;
+  std::int64_t next_id_ = 1;  // guarded by mu_
+  std::condition_variable answered_;
+  std::vector<Result<WriteBatcher::Claimed>> answers_;  // guarded by mu_
+};
+
 // ClaimThen callers queued behind a running leader have no thread to lead
 // with: a leader hands the lead only to a caller a thread waits for, and
 // never appoints them, as the runner's threads may all be waiting for that
 // very group (a server's database pool). Each gets its own message, once.
 TEST(WriteBatcher, ClaimThenCallersAreLedByThreadsThatWait) {
-  FakeEngine engine;
-  std::mutex mu;
-  std::int64_t next_id = 1;
-  engine.claim_hook = [&](const ClaimParams& p) -> Result<ClaimOutcome> {
-    std::lock_guard<std::mutex> lock(mu);
-    ClaimOutcome out;
-    for (int i = 0; i < p.max; ++i) {
-      out.messages.push_back({.id = next_id++, .attempt = 1});
-    }
-    return out;
-  };
-  // Groups of one: six ClaimThen callers are more groups than a leader
-  // runs before it hands the lead on.
-  WriteBatcher batcher(engine, /*max_group=*/1, /*max_leaders=*/1);
+  ClaimThenBehindALeader t;
+  // A runner that never runs anything: threads all busy.
   std::atomic<int> runner_calls{0};
-  batcher.set_runner([&](std::function<void()>) { ++runner_calls; });
-  const WriteBatcher::ClaimRequest request{
-      .params = {.queue_id = 1, .max = 1, .lease = std::chrono::seconds(30)}};
-
-  engine.HoldNextWrite();
-  auto leader_op = engine.Append(0);
-  auto leader =
-      std::async(std::launch::async, [&] { return batcher.Run(leader_op); });
-  engine.WaitUntilHeld();
+  t.batcher().set_runner([&](std::function<void()>) { ++runner_calls; });
   constexpr int kPending = 6;
-  std::condition_variable answered_cv;
-  std::vector<Result<WriteBatcher::Claimed>> answers;
-  for (int i = 0; i < kPending; ++i) {
-    batcher.ClaimThen(request, [&](Result<WriteBatcher::Claimed> r) {
-      std::lock_guard<std::mutex> lock(mu);
-      answers.push_back(std::move(r));
-      answered_cv.notify_all();
-    });
-  }
-  // They returned at once, queued, unanswered.
-  ASSERT_TRUE(WaitUntilQueued(batcher, kPending));
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    EXPECT_TRUE(answers.empty());
-  }
+  ASSERT_TRUE(t.QueueBehindAHeldLeader(kPending));
   // A caller whose thread waits, behind them.
-  auto waiting =
-      std::async(std::launch::async, [&] { return batcher.Claim(request); });
-  ASSERT_TRUE(WaitUntilQueued(batcher, kPending + 1));
-  engine.Release();
-  EXPECT_OK(leader.get());
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(answered_cv.wait_for(lock, std::chrono::seconds(30), [&] {
-      return answers.size() == kPending;
-    })) << "ClaimThen callers were left unanswered";
-  }
+  auto waiting = std::async(std::launch::async, [&] {
+    return t.batcher().Claim(ClaimThenBehindALeader::Request());
+  });
+  ASSERT_TRUE(WaitUntilQueued(t.batcher(), kPending + 1));
+  EXPECT_OK(t.ReleaseTheLeader());
+  auto ids = t.Answers(kPending);
+  ASSERT_TRUE(ids);
   auto last = waiting.get();
   ASSERT_OK(last.status());
-  std::set<std::int64_t> ids;
   ASSERT_EQ(last->outcome.messages.size(), 1u);
-  ids.insert(last->outcome.messages[0].id);
-  for (auto& a : answers) {
-    ASSERT_OK(a.status());
-    ASSERT_EQ(a->outcome.messages.size(), 1u);
-    ids.insert(a->outcome.messages[0].id);
-  }
-  EXPECT_EQ(ids.size(), static_cast<std::size_t>(kPending + 1))
+  ids->insert(last->outcome.messages[0].id);
+  EXPECT_EQ(ids->size(), static_cast<std::size_t>(kPending + 1))
       << "a message went to two callers";
   EXPECT_EQ(runner_calls.load(), 0);
-  EXPECT_EQ(batcher.TEST_peak_leaders(), 1);
+  EXPECT_EQ(t.batcher().TEST_peak_leaders(), 1);
 }
 
 // A leader with only ClaimThen callers left after its groups gives the
 // lead up (its own caller is answered) and a thread of the runner leads
 // them.
 TEST(WriteBatcher, ClaimThenCallersLeftAfterALeadersGroupsGoToTheRunner) {
-  FakeEngine engine;
-  std::mutex mu;
-  std::int64_t next_id = 1;
-  engine.claim_hook = [&](const ClaimParams& p) -> Result<ClaimOutcome> {
-    std::lock_guard<std::mutex> lock(mu);
-    ClaimOutcome out;
-    for (int i = 0; i < p.max; ++i) {
-      out.messages.push_back({.id = next_id++, .attempt = 1});
-    }
-    return out;
-  };
-  WriteBatcher batcher(engine, /*max_group=*/1, /*max_leaders=*/1);
-  // The runner: one thread, running what it is handed in order.
-  std::vector<std::function<void()>> tasks;
-  std::condition_variable tasks_cv;
-  bool stop = false;
-  std::thread runner([&] {
-    std::unique_lock<std::mutex> lock(mu);
-    for (;;) {
-      tasks_cv.wait(lock, [&] { return stop || !tasks.empty(); });
-      if (tasks.empty()) return;
-      auto task = std::move(tasks.front());
-      tasks.erase(tasks.begin());
-      lock.unlock();
-      task();
-      lock.lock();
-    }
-  });
-  int handed = 0;
-  batcher.set_runner([&](std::function<void()> task) {
-    std::lock_guard<std::mutex> lock(mu);
-    ++handed;
-    tasks.push_back(std::move(task));
-    tasks_cv.notify_all();
-  });
-  const WriteBatcher::ClaimRequest request{
-      .params = {.queue_id = 1, .max = 1, .lease = std::chrono::seconds(30)}};
-  engine.HoldNextWrite();
-  auto leader_op = engine.Append(0);
-  auto leader =
-      std::async(std::launch::async, [&] { return batcher.Run(leader_op); });
-  engine.WaitUntilHeld();
+  ClaimThenBehindALeader t;
+  // Ended (what it runs finished) before the batcher goes.
+  test::TaskThreads runner(1);
+  t.batcher().set_runner(runner.AsRunner());
   constexpr int kPending = 9;
-  std::condition_variable answered_cv;
-  std::vector<Result<WriteBatcher::Claimed>> answers;
-  for (int i = 0; i < kPending; ++i) {
-    batcher.ClaimThen(request, [&](Result<WriteBatcher::Claimed> r) {
-      std::lock_guard<std::mutex> lock(mu);
-      answers.push_back(std::move(r));
-      answered_cv.notify_all();
-    });
-  }
-  ASSERT_TRUE(WaitUntilQueued(batcher, kPending));
-  engine.Release();
-  EXPECT_OK(leader.get());
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(answered_cv.wait_for(lock, std::chrono::seconds(30), [&] {
-      return answers.size() == kPending;
-    })) << "ClaimThen callers were left unanswered";
-    EXPECT_GE(handed, 1) << "nobody asked the runner to lead";
-    stop = true;
-    tasks_cv.notify_all();
-  }
-  runner.join();
-  std::set<std::int64_t> ids;
-  for (auto& a : answers) {
-    ASSERT_OK(a.status());
-    ASSERT_EQ(a->outcome.messages.size(), 1u);
-    ids.insert(a->outcome.messages[0].id);
-  }
-  EXPECT_EQ(ids.size(), static_cast<std::size_t>(kPending));
-  EXPECT_EQ(batcher.TEST_peak_leaders(), 1);
+  ASSERT_TRUE(t.QueueBehindAHeldLeader(kPending));
+  EXPECT_OK(t.ReleaseTheLeader());
+  auto ids = t.Answers(kPending);
+  ASSERT_TRUE(ids);
+  EXPECT_EQ(ids->size(), static_cast<std::size_t>(kPending))
+      << "a message went to two callers";
+  EXPECT_GE(runner.posted(), 1) << "nobody asked the runner to lead";
+  EXPECT_EQ(t.batcher().TEST_peak_leaders(), 1);
 }
 
 }  // namespace
