@@ -353,6 +353,9 @@ struct AckManyParams {
   std::span<const Receipt> receipts;
   bool archive = false;
   Micros unique_for{0};  // SendParams
+  // Engine::ClaimAndCommit of these acks alone (ClaimParams::max 0): false
+  // lets its commit return before the disk has it (WriteUnflushed).
+  bool flush = true;
 };
 
 struct ExtendParams {
@@ -535,6 +538,20 @@ class Transactions {
   // exclude each other anyway (SQLite); more where transactions on separate
   // connections proceed side by side and the server merges their flushes.
   virtual int write_groups() const { return 1; }
+  // True when a transaction of nothing but acks may commit without waiting
+  // for the disk (the store URL's ack_flush=off; docs/semantics.md, "Acks
+  // that do not wait for the disk"): the core then runs such transactions
+  // with WriteUnflushed (and ClaimAndCommit with AckManyParams::flush
+  // false), every other one as before.
+  virtual bool acks_unflushed() const { return false; }
+  // Write, with a commit that returns once the database has the
+  // transaction, before it is on disk (or on a synchronous standby); a
+  // later flushed commit, or the database's own background flush, makes it
+  // durable, and a crash of the database or the machine before that undoes
+  // it, with every commit after it. Only for transactions of acks.
+  virtual Status WriteUnflushed(const std::function<Status(Conn&)>& body) {
+    return Write(body);
+  }
   // Runs `body` in a read-only snapshot; may run concurrently with writes.
   virtual Status Read(const std::function<Status(Conn&)>& body) = 0;
 

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <string>
 
 namespace sqlq::core {
 
@@ -19,6 +21,22 @@ Result<std::int64_t> ParseUrlInt(std::string_view name, std::string_view value,
                     name, value, min, max));
   }
   return v;
+}
+
+Result<bool> ParseUrlBool(std::string_view name, std::string_view value) {
+  std::string v(value);
+  std::transform(v.begin(), v.end(), v.begin(),
+                 [](unsigned char ch) { return std::tolower(ch); });
+  if (v == "on" || v == "true" || v == "1") return true;
+  if (v == "off" || v == "false" || v == "0") return false;
+  return Status::InvalidArgument(fmt::format(
+      "database URL parameter {}={}: expected on or off", name, value));
+}
+
+Result<bool> UrlTuning::Bool(std::string_view name, bool dflt) const {
+  auto it = values.find(name);
+  if (it == values.end()) return dflt;
+  return ParseUrlBool(name, it->second);
 }
 
 Result<std::int64_t> UrlTuning::Int(std::string_view name, std::int64_t dflt,

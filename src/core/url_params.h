@@ -26,6 +26,8 @@ struct UrlTuning {
   // kInvalidArgument naming the parameter otherwise.
   Result<std::int64_t> Int(std::string_view name, std::int64_t dflt,
                            std::int64_t min, std::int64_t max) const;
+  // The value of `name` as on/off (true/false, 1/0); `dflt` when absent.
+  Result<bool> Bool(std::string_view name, bool dflt) const;
 };
 
 // Takes the query parameters named in `names` out of `url`; the others stay
@@ -36,6 +38,10 @@ UrlTuning TakeUrlParams(std::string_view url,
 // An integer URL parameter in min..max, or kInvalidArgument naming it.
 Result<std::int64_t> ParseUrlInt(std::string_view name, std::string_view value,
                                  std::int64_t min, std::int64_t max);
+
+// An on/off URL parameter (on, off, true, false, 1, 0, any case), or
+// kInvalidArgument naming it.
+Result<bool> ParseUrlBool(std::string_view name, std::string_view value);
 
 }  // namespace sqlq::core
 

@@ -468,9 +468,16 @@ void WriteBatcher::RunGroup(std::vector<Writer*>& group) {
   RunGeneral(group);
 }
 
+bool WriteBatcher::Unflushed(const std::vector<Writer*>& group) const {
+  if (!engine_.acks_unflushed()) return false;
+  return std::all_of(group.begin(), group.end(), [](const Writer* w) {
+    return w->claim != nullptr && w->claim->params.max == 0;
+  });
+}
+
 void WriteBatcher::RunGeneral(const std::vector<Writer*>& group) {
   Released released;
-  Status commit = engine_.Write([&](Conn& conn) -> Status {
+  auto body = [&](Conn& conn) -> Status {
     // A transaction that is run again (after a deadlock) starts over.
     std::vector<char> sent(group.size(), 0);
     released.clear();
@@ -498,7 +505,9 @@ void WriteBatcher::RunGeneral(const std::vector<Writer*>& group) {
       if (!w->status.ok() && !IsCleanFailure(w->status)) return w->status;
     }
     return Status::Ok();
-  });
+  };
+  Status commit =
+      Unflushed(group) ? engine_.WriteUnflushed(body) : engine_.Write(body);
   if (commit.ok() && !released.empty() && on_released_) {
     on_released_(released);
   }
@@ -724,7 +733,8 @@ bool WriteBatcher::ClaimAndCommit(std::vector<Writer*>& group) {
   ClaimParams params = lead.params;
   params.max = total;
   if (members.size() > 1) params.max_bytes = 0;  // see ClaimsCombine
-  const AckManyParams acks = AcksOf(lead, receipts);
+  AckManyParams acks = AcksOf(lead, receipts);
+  acks.flush = !Unflushed(group);
   std::vector<Message> joined;
   Engine::SendsFirst sends;
   if (send != nullptr) {

@@ -52,6 +52,11 @@
 // on a small machine with many callers, wake-ups and a contended lock cost
 // more than the commit they wait for.
 //
+// A group of nothing but acks commits without waiting for the disk where
+// the store's URL says ack_flush=off (Engine::acks_unflushed); any group
+// with a send, a claim or anything else in it waits, as every group does
+// otherwise.
+//
 // Thread-safe.
 
 #ifndef SQLQ_CORE_WRITE_BATCHER_H_
@@ -319,6 +324,10 @@ class WriteBatcher {
   // Runs `group` in one transaction, each operation its own engine call
   // (sends to one queue and claims that combine still joined).
   void RunGeneral(const std::vector<Writer*>& group);
+  // True when `group` is nothing but acks (claims of no message) and the
+  // engine lets such a transaction commit without waiting for the disk
+  // (Engine::acks_unflushed).
+  bool Unflushed(const std::vector<Writer*>& group) const;
   static bool ClaimsCombine(const ClaimRequest& a, const ClaimRequest& b);
   // Runs group[first]'s publish together with the later publishes of the
   // group to the same topic; marks them in `done`.

@@ -602,7 +602,8 @@ Result<std::int64_t> MysqlEngine::DeleteReturning(
 
 Result<std::vector<Status>> MysqlEngine::AckMany(
     Conn& c, const core::AckManyParams& op) {
-  const auto& [queue_id, receipts, archive, unique_for] = op;
+  const auto& [queue_id, receipts, archive, unique_for, flush] = op;
+  (void)flush;  // ClaimAndCommit's only
   MyConn& conn = Native(c);
   Status s = CheckQueue(conn, queue_id);
   if (!s.ok()) return s;

@@ -174,6 +174,13 @@ Result<ConnParams> ParseUrl(std::string_view url) {
       auto n = core::ParseUrlInt(key, *value, 1, 64);
       if (!n.ok()) return n.status();
       p.write_groups = static_cast<int>(*n);
+    } else if (key == "ack_flush") {
+      // Not a setting a session can change here: refused rather than
+      // accepted and ignored.
+      return Status::InvalidArgument(
+          "MySQL URL: ack_flush is not available on MariaDB and MySQL: "
+          "whether a commit waits for the disk is the server's "
+          "innodb_flush_log_at_trx_commit, for every transaction alike");
     } else {
       return bad(fmt::format("unknown parameter '{}'", key));
     }

@@ -268,7 +268,7 @@ Result<std::optional<core::Engine::ClaimCommitted>> PostgresEngine::ClaimCommit(
              .cost = std::chrono::steady_clock::now() - started});
       }
     };
-    Status s = Write([&](Conn& c) -> Status {
+    auto body = [&](Conn& c) -> Status {
       PgConn& conn = Native(c);
       // The sends go first, so that the claim may take their messages.
       if (first && sends != nullptr) {
@@ -326,7 +326,11 @@ Result<std::optional<core::Engine::ClaimCommitted>> PostgresEngine::ClaimCommit(
                             read(conn, rows, plan, started);
                           });
       return Status::Ok();
-    });
+    };
+    // Acks alone may commit without the flush (AckManyParams::flush).
+    Status s = acks.flush || p.max > 0 || sends != nullptr
+                   ? Write(body)
+                   : WriteUnflushed(body);
     if (!s.ok()) return s;
     if (first && sends != nullptr) {
       sends->sent = unsent ? Result<std::vector<SendResult>>(*unsent)
@@ -458,7 +462,8 @@ Status PostgresEngine::Ack(Conn& c, const core::AckParams& p) {
 
 Result<std::vector<Status>> PostgresEngine::AckMany(
     Conn& c, const core::AckManyParams& op) {
-  const auto& [queue_id, receipts, archive, unique_for] = op;
+  const auto& [queue_id, receipts, archive, unique_for, flush] = op;
+  (void)flush;  // ClaimAndCommit's only
   const bool keyed = unique_for.count() > 0;
   PgConn& conn = Native(c);
   Status checked = CheckQueue(conn, queue_id);

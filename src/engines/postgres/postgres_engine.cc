@@ -19,6 +19,16 @@ Status PostgresEngine::Write(const std::function<Status(Conn&)>& body) {
   });
 }
 
+Status PostgresEngine::WriteUnflushed(
+    const std::function<Status(Conn&)>& body) {
+  return Write([&](Conn& c) {
+    Native(c).StageForCommit(
+        "SELECT pg_catalog.set_config('synchronous_commit', 'off', true)",
+        Params(), "ack_flush=off", [](const Rows&) {});
+    return body(c);
+  });
+}
+
 Result<std::unique_ptr<Conn>> PostgresEngine::JoinTx(void* native) {
   auto* pg = static_cast<PGconn*>(native);
   if (PQstatus(pg) != CONNECTION_OK) {

@@ -87,8 +87,9 @@ constexpr std::int64_t kLeaderCheckMs = 1'000;
 // The URL parameters of docs/engines/postgres.md, "Tuning", taken out of
 // the URL before libpq sees it.
 constexpr std::string_view kTuningParams[] = {
-    "write_groups", "vacuum_rows",      "fold_rows",         "claim_marks",
-    "rescan_ms",    "failover_wait_ms", "commit_timeout_ms", "leader_check_ms"};
+    "write_groups",      "vacuum_rows",     "fold_rows",
+    "claim_marks",       "rescan_ms",       "failover_wait_ms",
+    "commit_timeout_ms", "leader_check_ms", "ack_flush"};
 
 struct Tuning {
   int write_groups = kWriteGroups;
@@ -103,6 +104,9 @@ struct Tuning {
   std::int64_t commit_timeout_ms = kCommitTimeoutMs;
   // LeaderWatch's period, with several servers; 0: no watch.
   std::int64_t leader_check_ms = kLeaderCheckMs;
+  // ack_flush=off: transactions of acks alone commit with
+  // synchronous_commit = off (Engine::WriteUnflushed).
+  bool ack_flush = true;
 
   static Result<Tuning> From(const core::UrlTuning& u) {
     Tuning t;
@@ -126,6 +130,9 @@ struct Tuning {
     t.failover_wait_ms = *failover;
     t.commit_timeout_ms = *commit;
     t.leader_check_ms = *leader;
+    auto ack_flush = u.Bool("ack_flush", true);
+    if (!ack_flush.ok()) return ack_flush.status();
+    t.ack_flush = *ack_flush;
     return t;
   }
 };
@@ -173,7 +180,8 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
         write_groups_(url.tuning.write_groups),
         vacuum_threshold_(url.tuning.vacuum_rows),
         fold_threshold_(url.tuning.fold_rows),
-        commit_timeout_(url.tuning.commit_timeout_ms) {
+        commit_timeout_(url.tuning.commit_timeout_ms),
+        ack_flush_(url.tuning.ack_flush) {
     const Tuning& tuning = url.tuning;
     pool_.set_failover_wait(
         core::FailoverWaitFor(tuning.failover_wait_ms, several_hosts_));
@@ -225,6 +233,11 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
   // --- transactions -------------------------------------------------------
 
   Status Write(const std::function<Status(Conn&)>& body) override;
+  bool acks_unflushed() const override { return !ack_flush_; }
+  // Write with synchronous_commit = off for the transaction (set in the
+  // commit's pipeline: no round trip of its own): its COMMIT waits neither
+  // for the WAL flush nor for a synchronous standby.
+  Status WriteUnflushed(const std::function<Status(Conn&)>& body) override;
 
   Result<std::unique_ptr<Conn>> JoinTx(void* native) override;
 
@@ -417,6 +430,7 @@ class PostgresEngine : public shared::PooledSqlEngine<Dialect> {
   const std::int64_t vacuum_threshold_;
   const std::int64_t fold_threshold_;
   const std::chrono::milliseconds commit_timeout_;
+  const bool ack_flush_;
   std::unique_ptr<Notifier> notifier_;
   std::unique_ptr<Vacuumer> vacuumer_;
   std::unique_ptr<Vacuumer> folder_;   // folds the counter deltas

@@ -7,8 +7,35 @@ namespace sqlq::engines::sqlite {
 
 Status SqliteEngine::Write(const std::function<Status(Conn&)>& body) {
   std::lock_guard<std::mutex> lock(writer_mu_);
+  if (writer_unflushed_) {
+    Status s = RestoreFlush();
+    if (!s.ok()) return s;
+  }
   writer_->defer_counters = true;
   return InTransaction(*writer_, "BEGIN IMMEDIATE", body);
+}
+
+Status SqliteEngine::WriteUnflushed(const std::function<Status(Conn&)>& body) {
+  std::lock_guard<std::mutex> lock(writer_mu_);
+  if (!writer_unflushed_) {
+    Status s = writer_->Exec("PRAGMA synchronous = NORMAL", "ack_flush=off");
+    if (!s.ok()) return s;
+    writer_unflushed_ = true;
+  }
+  writer_->defer_counters = true;
+  Status s = InTransaction(*writer_, "BEGIN IMMEDIATE", body);
+  (void)RestoreFlush();  // else the next Write does
+  return s;
+}
+
+Status SqliteEngine::RestoreFlush() {
+  // Only FULL and EXTRA come here (acks_unflushed).
+  const char* sql = settings_.synchronous == "EXTRA"
+                        ? "PRAGMA synchronous = EXTRA"
+                        : "PRAGMA synchronous = FULL";
+  Status s = writer_->Exec(sql, "ack_flush=off (restore)");
+  if (s.ok()) writer_unflushed_ = false;
+  return s;
 }
 
 Status SqliteEngine::Read(const std::function<Status(Conn&)>& body) {

@@ -35,6 +35,7 @@
 #include "core/errors.h"
 #include "core/migrate.h"
 #include "core/rows.h"
+#include "core/url_params.h"
 #include "core/validate.h"
 #include "engines/entry.h"
 #include "engines/shared/message_sql.h"
@@ -82,6 +83,9 @@ inline int BusyHandler(void* arg, int count) {
 struct Settings {
   std::string path;
   std::string synchronous = "FULL";
+  // ack_flush=off: transactions of acks alone commit with synchronous =
+  // NORMAL (Engine::WriteUnflushed).
+  bool ack_flush = true;
 };
 
 inline Result<Settings> ParseUrl(std::string_view rest) {
@@ -110,6 +114,12 @@ inline Result<Settings> ParseUrl(std::string_view rest) {
     auto eq = kv.find('=');
     std::string_view key = kv.substr(0, eq);
     std::string value(eq == std::string_view::npos ? "" : kv.substr(eq + 1));
+    if (key == "ack_flush") {
+      auto on = core::ParseUrlBool(key, value);
+      if (!on.ok()) return on.status();
+      s.ack_flush = *on;
+      continue;
+    }
     std::transform(value.begin(), value.end(), value.begin(),
                    [](unsigned char ch) { return std::toupper(ch); });
     if (key == "synchronous") {
@@ -122,8 +132,10 @@ inline Result<Settings> ParseUrl(std::string_view rest) {
       }
       s.synchronous = value;
     } else {
-      return Status::InvalidArgument(fmt::format(
-          "sqlite URL: unknown parameter '{}' (known: synchronous)", key));
+      return Status::InvalidArgument(
+          fmt::format("sqlite URL: unknown parameter '{}' (known: synchronous, "
+                      "ack_flush)",
+                      key));
     }
   }
   return s;
@@ -155,6 +167,18 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
   // --- transactions -------------------------------------------------------
 
   Status Write(const std::function<Status(Conn&)>& body) override;
+  // ack_flush=off under synchronous=FULL or EXTRA (NORMAL and OFF flush no
+  // commit anyway).
+  bool acks_unflushed() const override {
+    return !settings_.ack_flush && (settings_.synchronous == "FULL" ||
+                                    settings_.synchronous == "EXTRA");
+  }
+  // The transaction under synchronous = NORMAL: in WAL mode its commit
+  // appends to the WAL without an fsync; the next commit under the URL's
+  // setting fsyncs the WAL, this one's frames with it. The setting cannot
+  // change inside a transaction, so it is set before BEGIN and put back
+  // after the commit (or, if that fails, before the next Write).
+  Status WriteUnflushed(const std::function<Status(Conn&)>& body) override;
 
   Status Read(const std::function<Status(Conn&)>& body) override;
 
@@ -299,6 +323,12 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
   std::mutex writer_mu_;
   std::unique_ptr<SqliteConn> writer_;  // guarded by writer_mu_
   std::int64_t data_version_ = -1;      // guarded by writer_mu_
+  // The writer runs under synchronous = NORMAL (WriteUnflushed) and must be
+  // set back before its next transaction. Guarded by writer_mu_.
+  bool writer_unflushed_ = false;
+  // Puts the writer's synchronous setting back to the URL's. writer_mu_
+  // held.
+  Status RestoreFlush();
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<SqliteConn>> readers_;  // guarded by readers_mu_
   std::unique_ptr<FileWatcher> watcher_;

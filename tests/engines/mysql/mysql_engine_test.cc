@@ -93,6 +93,16 @@ TEST_F(MysqlEngineTest, WriteGroupsComeFromTheUrl) {
   EXPECT_OK(q.Send({.payload = "m"}));
 }
 
+// ack_flush (acks that do not wait for the disk) is refused, not ignored:
+// the server decides every commit's flush alike.
+TEST_F(MysqlEngineTest, AckFlushIsRefusedWithTheReason) {
+  auto s = Store::Open(db_->url() + "?ack_flush=off");
+  EXPECT_CODE(s, Code::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("innodb_flush_log_at_trx_commit"),
+            std::string::npos)
+      << s.status().ToString();
+}
+
 TEST_F(MysqlEngineTest, TlsParametersArePassedToTheConnector) {
   Raw raw(db_->url());
   if (raw.Query("SELECT @@have_ssl") == "YES") {

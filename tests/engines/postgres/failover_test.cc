@@ -14,8 +14,10 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "engines/postgres/leader_watch.h"
 #include "sqlq/queue.h"
@@ -126,6 +128,19 @@ void EveryCommitWaitsForAStandby(Admin& admin, const std::string& url) {
     probe.get();
   }
   FAIL() << "no commit waited for the standby within 30 s";
+}
+
+// What `call` returned, or nullopt when it still waited after 60 s (only
+// the test's safety net: past it the wait for the standby is cancelled, so
+// that the test fails, not hangs).
+template <typename Call>
+std::optional<Status> Ends(Admin& admin, Call call) {
+  auto running = std::async(std::launch::async, call);
+  if (running.wait_for(std::chrono::seconds(60)) == std::future_status::ready) {
+    return running.get();
+  }
+  (void)CancelTheWaitForTheStandby(admin);
+  return std::nullopt;
 }
 
 std::int64_t ReadyCount(const std::string& url, const std::string& queue) {
@@ -418,17 +433,8 @@ TEST(PostgresFailover, ACommitThatWaitsForAStandbyEndsAtTheCommitTimeout) {
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
   Admin admin(server.url());
   ASSERT_NO_FATAL_FAILURE(EveryCommitWaitsForAStandby(admin, server.url()));
-  // Nobody cancels anything here; 60 s is only the test's safety net
-  // (past it the wait is cancelled, so that the test fails, not hangs).
-  auto ends = [&](auto call) -> std::optional<Status> {
-    auto running = std::async(std::launch::async, call);
-    if (running.wait_for(std::chrono::seconds(60)) ==
-        std::future_status::ready) {
-      return running.get();
-    }
-    (void)CancelTheWaitForTheStandby(admin);
-    return std::nullopt;
-  };
+  // Nobody cancels anything here.
+  auto ends = [&](auto call) { return Ends(admin, call); };
   // A send (its COMMIT goes in one round trip with its statements) and a
   // queue's creation (COMMIT on its own).
   auto sent = ends([&] { return q.Send({.payload = "x"}).status(); });
@@ -452,6 +458,66 @@ TEST(PostgresFailover, ACommitThatWaitsForAStandbyEndsAtTheCommitTimeout) {
     auto refused = Store::Open(with(bad));
     EXPECT_EQ(refused.status().code(), Code::kInvalidArgument) << bad;
   }
+}
+
+// ack_flush=off: a transaction of acks alone commits with
+// synchronous_commit = off, so it waits neither for the WAL flush nor for a
+// synchronous standby; sends and claims still wait for both. Seen here with
+// a standby that never answers: the acks return at once, a send and a
+// claim end at the commit timeout, and the same ack through a store without
+// the parameter does too.
+TEST(PostgresFailover, AcksWithAckFlushOffDoNotWaitForTheStandby) {
+  SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
+  PrivatePgServer server;
+  ASSERT_TRUE(server.ok());
+  const char* sep = server.url().find('?') == std::string::npos ? "?" : "&";
+  ASSERT_OK_AND_ASSIGN(
+      auto store,
+      Store::Open(server.url() + sep + "commit_timeout_ms=300&ack_flush=off"));
+  ASSERT_OK_AND_ASSIGN(
+      auto flushing, Store::Open(server.url() + sep + "commit_timeout_ms=300"));
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK_AND_ASSIGN(WorkQueue same, flushing->Queue("jobs"));
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK(q.Send({.payload = "m" + std::to_string(i)}).status());
+  }
+  ASSERT_OK_AND_ASSIGN(auto claimed, q.Claim({.max = 4}));
+  ASSERT_EQ(claimed.size(), 4u);
+  Admin admin(server.url());
+  ASSERT_NO_FATAL_FAILURE(EveryCommitWaitsForAStandby(admin, server.url()));
+
+  // An ack, and acks of many, return at once.
+  auto acked = Ends(admin, [&] { return q.Ack(claimed[0].receipt); });
+  ASSERT_TRUE(acked.has_value()) << "the ack waited for the standby";
+  EXPECT_OK(*acked);
+  auto batch = Ends(admin, [&] {
+    auto r = q.AckBatch(std::vector<std::string>{claimed[1].receipt});
+    return r.ok() ? (*r)[0] : r.status();
+  });
+  ASSERT_TRUE(batch.has_value()) << "the acks of many waited";
+  EXPECT_OK(*batch);
+  // A send and a claim wait for the standby until the commit timeout.
+  auto sent = Ends(admin, [&] { return q.Send({.payload = "x"}).status(); });
+  ASSERT_TRUE(sent.has_value()) << "the send still waited for the standby";
+  EXPECT_EQ(sent->code(), Code::kOutcomeUnknown) << sent->ToString();
+  auto next = Ends(admin, [&] { return q.Claim({.max = 1}).status(); });
+  ASSERT_TRUE(next.has_value()) << "the claim still waited for the standby";
+  EXPECT_EQ(next->code(), Code::kOutcomeUnknown) << next->ToString();
+  // Without the parameter, an ack waits like any commit.
+  auto waited = Ends(admin, [&] { return same.Ack(claimed[2].receipt); });
+  ASSERT_TRUE(waited.has_value()) << "the ack still waited for the standby";
+  EXPECT_EQ(waited->code(), Code::kOutcomeUnknown) << waited->ToString();
+
+  admin.Query("ALTER SYSTEM RESET synchronous_standby_names");
+  admin.Query("SELECT pg_reload_conf()");
+  ASSERT_TRUE(admin.WaitFor("SHOW synchronous_standby_names", ""));
+  // Every commit above took effect on this server: three acked, the send
+  // stored, the claim's message leased, claimed[3] still leased.
+  ASSERT_OK_AND_ASSIGN(QueueStats stats, q.Stats());
+  EXPECT_EQ(stats.acks, 3);
+  EXPECT_EQ(stats.sends, 6);
+  EXPECT_EQ(stats.ready + stats.leased, 3);
+  EXPECT_OK(q.Ack(claimed[3].receipt));
 }
 
 // The same with the postmaster stopped too (SIGSTOP, as a frozen host

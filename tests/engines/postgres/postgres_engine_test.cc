@@ -133,8 +133,9 @@ class PostgresEngineTest : public ::testing::Test {
 
 // sqlq's tuning parameters are taken out of the URL; libpq's stay in it.
 TEST_F(PostgresEngineTest, TuningParametersAreCheckedAndTheRestGoToLibpq) {
-  for (const char* bad : {"write_groups=0", "write_groups=65", "vacuum_rows=-1",
-                          "fold_rows=0", "claim_marks=2", "rescan_ms=x"}) {
+  for (const char* bad :
+       {"write_groups=0", "write_groups=65", "vacuum_rows=-1", "fold_rows=0",
+        "claim_marks=2", "rescan_ms=x", "ack_flush=later"}) {
     auto s = Store::Open(db_->url() + "?" + bad);
     EXPECT_CODE(s, Code::kInvalidArgument);
     EXPECT_NE(s.status().message().find(
@@ -143,7 +144,8 @@ TEST_F(PostgresEngineTest, TuningParametersAreCheckedAndTheRestGoToLibpq) {
         << s.status().ToString();
   }
   auto s = Store::Open(
-      db_->url() + "?write_groups=2&application_name=sqlq_tuned&fold_rows=5");
+      db_->url() +
+      "?write_groups=2&application_name=sqlq_tuned&fold_rows=5&ack_flush=off");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   ASSERT_OK_AND_ASSIGN(WorkQueue q, (*s)->CreateQueue("jobs", {}));
   ASSERT_OK(q.Send({.payload = "m"}));

@@ -166,6 +166,7 @@ TEST_F(SqliteEngineTest, MalformedUrlsAreInvalidArgument) {
   EXPECT_CODE(Open("?journal=off"), Code::kInvalidArgument);
   EXPECT_CODE(Open("?synchronous=sometimes"), Code::kInvalidArgument);
   EXPECT_CODE(Open("?synchronous=normal&cache=big"), Code::kInvalidArgument);
+  EXPECT_CODE(Open("?ack_flush=later"), Code::kInvalidArgument);
   EXPECT_CODE(Store::Open("redis://x"), Code::kInvalidArgument);
   EXPECT_CODE(Store::Open("sqlite:"), Code::kInvalidArgument);
   EXPECT_CODE(Store::Open(""), Code::kInvalidArgument);
