@@ -118,11 +118,17 @@ for i in range(len(lines[engines[0]])):
     cells = []
     for e in engines:
         j = lines[e][i]
+        if "skipped" in j:
+            cells.append("–")
+            continue
         cells.append(f"{j['msgs_per_s']:,} / {j['yardstick_msgs_per_s']:,} "
                      f"= {j['ratio']:.2f}")
     if pgboss:
         j = lines["postgres"][i]
-        theirs = pgboss.get(j["sqlq"].split(" --ack")[0])
+        # Lines with ack_flush=off have no pg-boss counterpart (its
+        # completions wait for the disk).
+        theirs = None if "ack_flush" in j["sqlq"] else pgboss.get(
+            j["sqlq"].split(" --ack")[0])
         cells.append(f"{j['msgs_per_s']:,} / {theirs:,} = "
                      f"{j['msgs_per_s'] / theirs:.1f}" if theirs else "–")
     print(f"| {label} | " + " | ".join(cells) + " |")
