@@ -40,17 +40,32 @@
 namespace sqlq {
 namespace test {
 
+// `url` with the store URL parameters of SQLQ_TEST_STORE_PARAMS appended
+// (as "ack_flush=off&write_groups=1"), so that the whole suite can run
+// under an engine's tuning; `url` itself when it is unset. The parameters
+// go only to the store, never to the admin connections that make and drop
+// the databases.
+inline std::string WithStoreParams(const std::string& url) {
+  const char* params = std::getenv("SQLQ_TEST_STORE_PARAMS");
+  if (params == nullptr || *params == '\0') return url;
+  return url + (url.find('?') == std::string::npos ? "?" : "&") + params;
+}
+
 // One fresh, empty database; dropped when the object goes.
 class TestDatabase {
  public:
   virtual ~TestDatabase() = default;
+  // The store's URL (with SQLQ_TEST_STORE_PARAMS).
   virtual const std::string& url() const = 0;
+  // The URL for a client library's own connection (without them).
+  virtual const std::string& raw_url() const { return url(); }
 };
 
 class SqliteDatabase : public TestDatabase {
  public:
   SqliteDatabase()
-      : path_((dir_.path() / "sqlq.db").string()), url_("sqlite:" + path_) {}
+      : path_((dir_.path() / "sqlq.db").string()),
+        url_(WithStoreParams("sqlite:" + path_)) {}
   const std::string& url() const override { return url_; }
   const std::string& path() const { return path_; }
   const TempDir& dir() const { return dir_; }
@@ -106,7 +121,8 @@ class PostgresDatabase : public TestDatabase {
             std::to_string(counter++) + "_" + std::to_string(rd() % 100000);
     std::string error = PostgresAdmin("CREATE DATABASE " + name_);
     if (!error.empty()) ADD_FAILURE() << "CREATE DATABASE: " << error;
-    url_ = WithDatabase(PostgresTestUrl(), name_);
+    raw_url_ = WithDatabase(PostgresTestUrl(), name_);
+    url_ = WithStoreParams(raw_url_);
   }
   ~PostgresDatabase() override {
     std::string error =
@@ -114,10 +130,12 @@ class PostgresDatabase : public TestDatabase {
     if (!error.empty()) ADD_FAILURE() << "DROP DATABASE: " << error;
   }
   const std::string& url() const override { return url_; }
+  const std::string& raw_url() const override { return raw_url_; }
   const std::string& name() const { return name_; }
 
  private:
   std::string name_;
+  std::string raw_url_;
   std::string url_;
 };
 
@@ -200,17 +218,20 @@ class MysqlDatabase : public TestDatabase {
             std::to_string(counter++) + "_" + std::to_string(rd() % 100000);
     std::string error = MysqlAdmin("CREATE DATABASE " + name_);
     if (!error.empty()) ADD_FAILURE() << "CREATE DATABASE: " << error;
-    url_ = WithDatabase(MysqlTestUrl(), name_);
+    raw_url_ = WithDatabase(MysqlTestUrl(), name_);
+    url_ = WithStoreParams(raw_url_);
   }
   ~MysqlDatabase() override {
     std::string error = MysqlAdmin("DROP DATABASE IF EXISTS " + name_);
     if (!error.empty()) ADD_FAILURE() << "DROP DATABASE: " << error;
   }
   const std::string& url() const override { return url_; }
+  const std::string& raw_url() const override { return raw_url_; }
   const std::string& name() const { return name_; }
 
  private:
   std::string name_;
+  std::string raw_url_;
   std::string url_;
 };
 

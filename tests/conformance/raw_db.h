@@ -23,7 +23,7 @@ class RawDb {
   RawDb(const std::string& engine, const TestDatabase& db)
       : RawDb(engine, engine == "Sqlite"
                           ? static_cast<const SqliteDatabase&>(db).path()
-                          : db.url()) {}
+                          : db.raw_url()) {}
 
   // `target`: the file of an SQLite database, else the server's URL.
   RawDb(const std::string& engine, const std::string& target) {
