@@ -133,6 +133,13 @@ void EveryCommitWaitsForAStandby(Admin& admin, const std::string& url) {
 // What `call` returned, or nullopt when it still waited after 60 s (only
 // the test's safety net: past it the wait for the standby is cancelled, so
 // that the test fails, not hangs).
+// The server's URL with store parameters `params` ("a=1&b=2") added.
+std::string WithParams(const PrivatePgServer& server,
+                       const std::string& params) {
+  const char* sep = server.url().find('?') == std::string::npos ? "?" : "&";
+  return server.url() + sep + params;
+}
+
 template <typename Call>
 std::optional<Status> Ends(Admin& admin, Call call) {
   auto running = std::async(std::launch::async, call);
@@ -426,8 +433,7 @@ TEST(PostgresFailover, ACommitThatWaitsForAStandbyEndsAtTheCommitTimeout) {
   PrivatePgServer server;
   ASSERT_TRUE(server.ok());
   auto with = [&](const std::string& param) {
-    const char* sep = server.url().find('?') == std::string::npos ? "?" : "&";
-    return server.url() + sep + param;
+    return WithParams(server, param);
   };
   ASSERT_OK_AND_ASSIGN(auto store, Store::Open(with("commit_timeout_ms=300")));
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
@@ -470,12 +476,11 @@ TEST(PostgresFailover, AcksWithAckFlushOffDoNotWaitForTheStandby) {
   SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
   PrivatePgServer server;
   ASSERT_TRUE(server.ok());
-  const char* sep = server.url().find('?') == std::string::npos ? "?" : "&";
   ASSERT_OK_AND_ASSIGN(
       auto store,
-      Store::Open(server.url() + sep + "commit_timeout_ms=300&ack_flush=off"));
+      Store::Open(WithParams(server, "commit_timeout_ms=300&ack_flush=off")));
   ASSERT_OK_AND_ASSIGN(
-      auto flushing, Store::Open(server.url() + sep + "commit_timeout_ms=300"));
+      auto flushing, Store::Open(WithParams(server, "commit_timeout_ms=300")));
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
   ASSERT_OK_AND_ASSIGN(WorkQueue same, flushing->Queue("jobs"));
   for (int i = 0; i < 5; ++i) {
@@ -527,9 +532,8 @@ TEST(PostgresFailover, ACommitEndsWhenEvenTheCancelGoesUnanswered) {
   SQLQ_SKIP_UNLESS_AVAILABLE(PostgresFactory());
   PrivatePgServer server;
   ASSERT_TRUE(server.ok());
-  const char* sep = server.url().find('?') == std::string::npos ? "?" : "&";
   ASSERT_OK_AND_ASSIGN(
-      auto store, Store::Open(server.url() + sep + "commit_timeout_ms=300"));
+      auto store, Store::Open(WithParams(server, "commit_timeout_ms=300")));
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
   Admin admin(server.url());
   ASSERT_NO_FATAL_FAILURE(EveryCommitWaitsForAStandby(admin, server.url()));
