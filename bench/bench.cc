@@ -1388,13 +1388,13 @@ int Run(Config c) {
     };
     if (c.scorecard) {
       const std::vector<ScoreLine> lines = Scorecard(c, postgres || mysql);
-      // A line's two sides take turns, run by run, so that a machine
-      // whose speed drifts (its fsync rate moves by half within minutes
-      // here) moves both alike rather than the ratio.
       // Lines the engine cannot run (MariaDB refuses ack_flush=off).
       auto skipped = [&](const ScoreLine& line) {
         return mysql && line.sqlq.config.acks_unflushed;
       };
+      // A line's two sides take turns, run by run, so that a machine
+      // whose speed drifts (its fsync rate moves by half within minutes
+      // here) moves both alike rather than the ratio.
       for (const ScoreLine& line : lines) {
         if (skipped(line)) continue;
         std::vector<std::string> sides;
