@@ -327,10 +327,8 @@ Result<std::optional<core::Engine::ClaimCommitted>> PostgresEngine::ClaimCommit(
                           });
       return Status::Ok();
     };
-    // Acks alone may commit without the flush (AckManyParams::flush).
-    Status s = acks.flush || p.max > 0 || sends != nullptr
-                   ? Write(body)
-                   : WriteUnflushed(body);
+    // The write batcher says when acks alone go unflushed.
+    Status s = acks.flush ? Write(body) : WriteUnflushed(body);
     if (!s.ok()) return s;
     if (first && sends != nullptr) {
       sends->sent = unsent ? Result<std::vector<SendResult>>(*unsent)

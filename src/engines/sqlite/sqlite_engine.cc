@@ -6,25 +6,26 @@
 namespace sqlq::engines::sqlite {
 
 Status SqliteEngine::Write(const std::function<Status(Conn&)>& body) {
-  std::lock_guard<std::mutex> lock(writer_mu_);
-  if (writer_unflushed_) {
-    Status s = RestoreFlush();
-    if (!s.ok()) return s;
-  }
-  writer_->defer_counters = true;
-  return InTransaction(*writer_, "BEGIN IMMEDIATE", body);
+  return WriteOnWriter(/*flush=*/true, body);
 }
 
 Status SqliteEngine::WriteUnflushed(const std::function<Status(Conn&)>& body) {
+  return WriteOnWriter(/*flush=*/false, body);
+}
+
+Status SqliteEngine::WriteOnWriter(bool flush,
+                                   const std::function<Status(Conn&)>& body) {
   std::lock_guard<std::mutex> lock(writer_mu_);
-  if (!writer_unflushed_) {
-    Status s = writer_->Exec("PRAGMA synchronous = NORMAL", "ack_flush=off");
+  if (flush == writer_unflushed_) {
+    Status s =
+        flush ? RestoreFlush()
+              : writer_->Exec("PRAGMA synchronous = NORMAL", "ack_flush=off");
     if (!s.ok()) return s;
-    writer_unflushed_ = true;
+    writer_unflushed_ = !flush;
   }
   writer_->defer_counters = true;
   Status s = InTransaction(*writer_, "BEGIN IMMEDIATE", body);
-  (void)RestoreFlush();  // else the next Write does
+  if (!flush) (void)RestoreFlush();  // else the next Write does
   return s;
 }
 

@@ -329,6 +329,8 @@ class SqliteEngine : public shared::SqlEngine<Dialect> {
   // Puts the writer's synchronous setting back to the URL's. writer_mu_
   // held.
   Status RestoreFlush();
+  // Write (flush) or WriteUnflushed on the writer connection.
+  Status WriteOnWriter(bool flush, const std::function<Status(Conn&)>& body);
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<SqliteConn>> readers_;  // guarded by readers_mu_
   std::unique_ptr<FileWatcher> watcher_;
