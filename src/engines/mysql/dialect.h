@@ -91,6 +91,13 @@ struct Dialect : shared::QuestionMarks {
       .has_npriority = true,
       .by_id = " FORCE INDEX (PRIMARY)",
   };
+  // The same, where dedup keys are held in sqlq_dedup_keys (schema.h,
+  // version 25).
+  static constexpr shared::MessageSqlStyle kMessageStyleKeysApart = [] {
+    shared::MessageSqlStyle style = kMessageStyle;
+    style.dedup_keys_apart = true;
+    return style;
+  }();
   static void AfterSteer(Conn&, std::int64_t) {}
   // The listing's statements name their index (kMessageStyle.by_id), or
   // have one whose order their ORDER BY ... LIMIT takes.

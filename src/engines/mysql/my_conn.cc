@@ -75,6 +75,9 @@ Status Translate(unsigned int err, std::string_view message,
     case ER_COLUMNACCESS_DENIED_ERROR:
     case ER_SPECIFIC_ACCESS_DENIED_ERROR:
     case ER_PROCACCESS_DENIED_ERROR:  // routines (the SQL-level API)
+    // A trigger where the binary log is on, by a user without SUPER (and
+    // without log_bin_trust_function_creators).
+    case ER_BINLOG_CREATE_ROUTINE_NEED_SUPER:
       return Status::PermissionDenied(msg);
     // A server that takes no writes now: a replica, a primary demoted by a
     // failover, a Galera node outside the primary component. The database

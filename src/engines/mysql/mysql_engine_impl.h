@@ -150,8 +150,15 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
       if (!conn.ok()) return conn.status();
       Status s = Migrate(**conn, create_if_missing);
       if (!s.ok()) return s;
-      return FindRoutines(**conn);
+      s = FindRoutines(**conn);
+      if (!s.ok()) return s;
+      return FindDedupIndex(**conn);
     });
+  }
+
+  const shared::MessageSqlStyle& MessageStyle() const override {
+    return dedup_keys_apart_ ? Dialect::kMessageStyleKeysApart
+                             : Dialect::kMessageStyle;
   }
 
   // --- transactions -------------------------------------------------------
@@ -424,12 +431,24 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   // (schema.h, kSendCommitted, kClaimCommitted and kClaimsCommitted): a user
   // without the CREATE ROUTINE privilege migrates without them.
   Status FindRoutines(MyConn& conn);
+  // Whether the schema still has the unique index on sqlq_messages
+  // (queue_id, dedup) (schema.h, version 25: a user that may not create
+  // the trigger keeps it). Without it, dedup keys are held in
+  // sqlq_dedup_keys.
+  Status FindDedupIndex(MyConn& conn);
+  // Send's message with dedup key `key` where the keys are held apart
+  // (dedup_keys_apart_), `message` bound as kInsertDedup takes it: appends
+  // the id stored, or the holder's as a duplicate, to `out`.
+  Status SendKeyed(MyConn& conn, std::int64_t queue_id, std::string_view key,
+                   Params& message, std::vector<SendResult>& out);
   // After a CALL of one of them failed: true when it was missing or the
   // user may not run it (then `routine` is cleared and the caller goes
   // the general way from now on), with the failed transaction rolled back.
   bool RoutineGone(MyConn& c, const Status& failed, std::atomic<bool>& routine);
 
   const ConnParams params_;
+  // Send's keys go in sqlq_dedup_keys (FindDedupIndex).
+  bool dedup_keys_apart_ = false;
   // SendAndCommit sends one message with a CALL of kSendCommitted (false
   // when it is missing or the user may not run it).
   std::atomic<bool> send_routine_{false};

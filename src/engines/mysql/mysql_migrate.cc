@@ -105,4 +105,15 @@ Status MysqlEngine::FindRoutines(MyConn& conn) {
   return Status::Ok();
 }
 
+Status MysqlEngine::FindDedupIndex(MyConn& conn) {
+  static const std::string kSql = R"sql(
+    SELECT COUNT(*) FROM information_schema.STATISTICS
+    WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'sqlq_messages'
+      AND INDEX_NAME = 'sqlq_messages_dedup')sql";
+  auto rows = conn.Run(kSql, Params(), "look up the dedup index");
+  if (!rows.ok()) return rows.status();
+  dedup_keys_apart_ = rows->Int(0, 0) == 0;
+  return Status::Ok();
+}
+
 }  // namespace sqlq::engines::mysql

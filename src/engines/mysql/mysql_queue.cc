@@ -37,6 +37,75 @@ const std::string& MysqlEngine::InsertSql(std::size_t n, bool grouped) {
   return sql;
 }
 
+namespace {
+
+// A message with a dedup key, alone: queue, priority, -priority, ready,
+// enqueued, key, payload, headers, group.
+const std::string kInsertDedup = R"sql(
+  INSERT INTO sqlq_messages
+    (queue_id, priority, npriority, ready_us, enqueued_us, dedup, payload,
+     headers, grp)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
+
+}  // namespace
+
+Status MysqlEngine::SendKeyed(MyConn& conn, std::int64_t queue_id,
+                              std::string_view key, Params& message,
+                              std::vector<SendResult>& out) {
+  // The message, then its key (schema.h, version 25; the SQL-level API's
+  // send does the same, sql_api.h, kSendOneKeys25). A key held by a
+  // message still in the queue with it makes this a duplicate of that
+  // message, which the look-up locks (its ack waits for this transaction);
+  // a key whose message is gone is taken over, only from the holder seen.
+  static const std::string kKey = R"sql(
+    INSERT INTO sqlq_dedup_keys (queue_id, dedup, message_id)
+    VALUES (?, ?, ?))sql";
+  static const std::string kHolder = R"sql(
+    SELECT k.message_id, m.id FROM sqlq_dedup_keys k
+    LEFT JOIN sqlq_messages m ON m.id = k.message_id
+      AND m.queue_id = k.queue_id AND m.dedup = k.dedup
+    WHERE k.queue_id = ? AND k.dedup = ?
+    LOCK IN SHARE MODE)sql";
+  static const std::string kTakeOver = R"sql(
+    UPDATE sqlq_dedup_keys SET message_id = ?
+    WHERE queue_id = ? AND dedup = ? AND message_id = ?)sql";
+  static const std::string kUnsend = "DELETE FROM sqlq_messages WHERE id = ?";
+  auto ins = conn.Run(kInsertDedup, message, "send", /*clean_ok=*/true);
+  if (!ins.ok()) return ins.status();
+  const auto id = static_cast<std::int64_t>(ins->insert_id());
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto held = conn.Run(kKey, Params().Int(queue_id).Bytes(key).Int(id),
+                         "send (dedup key)", /*clean_ok=*/true);
+    if (held.ok()) {
+      out.push_back({.id = id});
+      return Status::Ok();
+    }
+    if (held.status().code() != Code::kAlreadyExists) return held.status();
+    auto holder = conn.Run(kHolder, Params().Int(queue_id).Bytes(key),
+                           "send (dedup key)");
+    if (!holder.ok()) return holder.status();
+    if (holder->size() == 0) continue;  // its message was deleted since
+    if (!holder->IsNull(0, 1)) {
+      auto unsent = conn.Run(kUnsend, Params().Int(id), "send (dedup key)");
+      if (!unsent.ok()) return unsent.status();
+      out.push_back({.id = holder->Int(0, 1), .duplicate = true});
+      return Status::Ok();
+    }
+    auto taken = conn.Run(
+        kTakeOver,
+        Params().Int(id).Int(queue_id).Bytes(key).Int(holder->Int(0, 0)),
+        "send (dedup key)");
+    if (!taken.ok()) return taken.status();
+    if (taken->affected() == 1) {
+      out.push_back({.id = id});
+      return Status::Ok();
+    }
+  }
+  auto unsent = conn.Run(kUnsend, Params().Int(id), "send (dedup key)");
+  if (!unsent.ok()) return unsent.status();
+  return Status::Busy("send: the dedup key's message kept changing; try again");
+}
+
 Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
                                                   const core::SendParams& p) {
   MyConn& conn = Native(c);
@@ -54,11 +123,6 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
   auto now_r = NowUs(conn);
   if (!now_r.ok()) return now_r.status();
   const std::int64_t now = *now_r;
-  static const std::string kInsertDedup = R"sql(
-    INSERT INTO sqlq_messages
-      (queue_id, priority, npriority, ready_us, enqueued_us, dedup, payload,
-       headers, grp)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
   // Groups go in a column of their own only when the send has any, so a
   // plain send binds what it always did.
   bool grouped = p.grouped;
@@ -140,17 +204,27 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
     // statement) is told apart. Its holder may be acked between our insert
     // and the look-up; then insert again.
     const Message& m = first;
+    Params params;
+    params.Int(p.queue_id)
+        .Int(m.priority)
+        .Int(-static_cast<std::int64_t>(m.priority))
+        .Int(ready(m))
+        .Int(now)
+        .Bytes(m.dedup_key)
+        .Bytes(m.payload);
+    headers(params, m);
+    group(params, m);
+    if (dedup_keys_apart_) {
+      Status s = SendKeyed(conn, p.queue_id, m.dedup_key, params, out);
+      if (!s.ok()) return gone(s);
+      if (!out.back().duplicate) {
+        conn.known_queues.insert(p.queue_id);
+        ++stored;
+      }
+      ++i;
+      continue;
+    }
     for (int attempt = 0;; ++attempt) {
-      Params params;
-      params.Int(p.queue_id)
-          .Int(m.priority)
-          .Int(-static_cast<std::int64_t>(m.priority))
-          .Int(ready(m))
-          .Int(now)
-          .Bytes(m.dedup_key)
-          .Bytes(m.payload);
-      headers(params, m);
-      group(params, m);
       auto ins = conn.Run(kInsertDedup, params, "send", /*clean_ok=*/true);
       if (ins.ok()) {
         conn.known_queues.insert(p.queue_id);

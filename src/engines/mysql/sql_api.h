@@ -49,8 +49,9 @@ CREATE PROCEDURE sqlq__send_one(
   OUT o_queue_id BIGINT, OUT o_id BIGINT, OUT o_stored INT)
 MODIFIES SQL DATA
 )sql";
-inline constexpr char kSendOneBody[] = R"sql(BEGIN
-  DECLARE v_kind VARBINARY(16) DEFAULT NULL;
+inline constexpr char kSendOneBegin[] = "BEGIN\n";
+inline constexpr char kSendOneDeclares[] =
+    R"sql(  DECLARE v_kind VARBINARY(16) DEFAULT NULL;
   DECLARE v_max BIGINT DEFAULT 0;
   DECLARE v_unique BIGINT DEFAULT 0;
   DECLARE v_mode INT DEFAULT 0;
@@ -68,7 +69,9 @@ inline constexpr char kSendOneBody[] = R"sql(BEGIN
   DECLARE v_attempt INT DEFAULT 0;
   DECLARE v_holder BIGINT DEFAULT NULL;
   DECLARE v_msg VARCHAR(512);
-  DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
+)sql";
+inline constexpr char kSendOneStart[] =
+    R"sql(  DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
   SET o_queue_id = NULL, o_id = NULL, o_stored = 0;
   -- An empty key is no key, as for the library.
   SET p_dedup = NULLIF(p_dedup, '');
@@ -175,7 +178,11 @@ inline constexpr char kSendOneBody[] = R"sql(BEGIN
   IF COALESCE(p_group, '') <> '' OR v_mode <> 0 THEN
     SET v_grp = COALESCE(p_group, '');
   END IF;
-  -- A duplicate key (1062) rolls back the INSERT alone; its holder may be
+)sql";
+// How migration 11's body stores the message: the unique index on
+// (queue_id, dedup) tells a duplicate.
+inline constexpr char kSendOneInsert11[] =
+    R"sql(  -- A duplicate key (1062) rolls back the INSERT alone; its holder may be
   -- acked before the look-up: then insert again.
   WHILE o_id IS NULL AND v_attempt < 4 DO
     SET v_dup = 0;
@@ -197,7 +204,9 @@ inline constexpr char kSendOneBody[] = R"sql(BEGIN
     SIGNAL SQLSTATE '45503' SET MESSAGE_TEXT =
       'sqlq: send: the dedup key''s message kept changing; try again';
   END IF;
-  -- A dedup window: a key held after its message was acked or
+)sql";
+inline constexpr char kSendOneEnd[] =
+    R"sql(  -- A dedup window: a key held after its message was acked or
   -- dead-lettered is a duplicate of that message.
   IF o_stored = 1 AND v_unique > 0 AND p_dedup IS NOT NULL THEN
     SELECT message_id INTO v_holder FROM sqlq_dedup_holds
@@ -385,7 +394,9 @@ inline constexpr char kAckBody[] = R"sql(BEGIN
 END)sql";
 
 // Migration 11's texts of those, as released.
-inline constexpr auto kSendOne11 = shared::Joined(kSendOneHead, kSendOneBody);
+inline constexpr auto kSendOne11 =
+    shared::Joined(kSendOneHead, kSendOneBegin, kSendOneDeclares, kSendOneStart,
+                   kSendOneInsert11, kSendOneEnd);
 inline constexpr auto kSent11 = shared::Joined(kSentHead, kSentBody);
 inline constexpr auto kAck11 = shared::Joined(kAckHead, kAckBody);
 
@@ -404,7 +415,8 @@ inline constexpr char kOwnTables[] = R"sql(BEGIN
 )sql";
 inline constexpr char kOwnTablesEnd[] = ";\nEND";
 inline constexpr auto kSendOneGuarded =
-    shared::Joined(kSendOneHead, kOwnTables, kSendOneBody, kOwnTablesEnd);
+    shared::Joined(kSendOneHead, kOwnTables, kSendOneBegin, kSendOneDeclares,
+                   kSendOneStart, kSendOneInsert11, kSendOneEnd, kOwnTablesEnd);
 inline constexpr auto kSentGuarded =
     shared::Joined(kSentHead, kOwnTables, kSentBody, kOwnTablesEnd);
 inline constexpr auto kAckGuarded =
@@ -821,7 +833,8 @@ inline constexpr char kAckCountEnd21[] =
 END)sql";
 
 inline constexpr auto kSendOneGuarded20 =
-    shared::Joined(kSendOneHead, kOwnTables20, kSendOneBody, kOwnTablesEnd);
+    shared::Joined(kSendOneHead, kOwnTables20, kSendOneBegin, kSendOneDeclares,
+                   kSendOneStart, kSendOneInsert11, kSendOneEnd, kOwnTablesEnd);
 inline constexpr auto kSentGuarded20 =
     shared::Joined(kSentHead, kOwnTables20, kSentBody, kOwnTablesEnd);
 inline constexpr auto kAckGuarded20 = shared::Joined(
@@ -858,13 +871,74 @@ inline constexpr auto kAckGuarded21 = shared::Joined(
 inline const std::vector<const char*> kSqlApi21 = {
     "DROP PROCEDURE IF EXISTS sqlq_ack", kAckGuarded21.data()};
 
+// Migration 25: dedup keys in sqlq_dedup_keys (schema.h, version 25)
+// instead of a unique index on every message. The message is stored as
+// before (where the unique index remains, on a store whose upgrade to
+// version 25 stopped short of dropping it, its INSERT still tells a
+// duplicate), then its key; a key another message holds (1062) makes this
+// send a duplicate of that message while it is still in the queue with
+// that key (locked, so that its ack waits for this transaction), and is
+// taken over otherwise (the trigger that removes a deleted message's key
+// did not run): only from the holder seen, so that of two senders taking
+// over one key, one wins and the other finds its message. Without the
+// table (1146: the upgrade stopped before making it) the index alone
+// decides. The guard drops a temporary stand-in for the table too.
+inline constexpr char kOwnTables25[] = R"sql(BEGIN
+  DROP TEMPORARY TABLE IF EXISTS sqlq_queues, sqlq_messages,
+    sqlq_dedup_holds, sqlq_archive, sqlq_counters, sqlq_deps,
+    sqlq_subscriptions, sqlq_batches, sqlq_dedup_keys;
+)sql";
+inline constexpr char kSendOneDeclares25[] =
+    R"sql(  DECLARE v_key_of BIGINT DEFAULT NULL;
+  DECLARE v_no_keys INT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR 1146 SET v_no_keys = 1;
+)sql";
+inline constexpr char kSendOneKeys25[] =
+    R"sql(  SET v_dup = o_stored = 1 AND p_dedup IS NOT NULL, v_attempt = 0;
+  WHILE v_dup = 1 AND v_no_keys = 0 AND v_attempt < 4 DO
+    SET v_dup = 0;
+    INSERT INTO sqlq_dedup_keys (queue_id, dedup, message_id)
+      VALUES (o_queue_id, p_dedup, o_id);
+    IF v_dup = 1 THEN
+      SET v_key_of = NULL, v_holder = NULL;
+      SELECT k.message_id, m.id INTO v_key_of, v_holder
+        FROM sqlq_dedup_keys k
+        LEFT JOIN sqlq_messages m ON m.id = k.message_id
+          AND m.queue_id = k.queue_id AND m.dedup = k.dedup
+        WHERE k.queue_id = o_queue_id AND k.dedup = p_dedup
+        LOCK IN SHARE MODE;
+      IF v_holder IS NOT NULL THEN
+        DELETE FROM sqlq_messages WHERE id = o_id;
+        SET o_id = v_holder, o_stored = 0, v_dup = 0;
+      ELSEIF v_key_of IS NOT NULL THEN
+        UPDATE sqlq_dedup_keys SET message_id = o_id
+          WHERE queue_id = o_queue_id AND dedup = p_dedup
+            AND message_id = v_key_of;
+        IF ROW_COUNT() = 0 THEN SET v_dup = 1; END IF;
+      ELSE
+        SET v_dup = 1;
+      END IF;
+    END IF;
+    SET v_attempt = v_attempt + 1;
+  END WHILE;
+  IF v_dup = 1 THEN
+    DELETE FROM sqlq_messages WHERE id = o_id;
+    SIGNAL SQLSTATE '45503' SET MESSAGE_TEXT =
+      'sqlq: send: the dedup key''s message kept changing; try again';
+  END IF;
+)sql";
+inline constexpr auto kSendOneGuarded25 =
+    shared::Joined(kSendOneHead, kOwnTables25, kSendOneBegin, kSendOneDeclares,
+                   kSendOneDeclares25, kSendOneStart, kSendOneInsert11,
+                   kSendOneKeys25, kSendOneEnd, kOwnTablesEnd);
 // The API as it is: what `sqlq sql-api` prints, migration 20's procedures
-// with migration 21's ack. Each procedure is dropped and created again, so
-// running it again is harmless.
+// with migration 21's ack and migration 25's send. Each procedure is dropped
+// and created again, so running it again is harmless.
 inline const std::vector<const char*> kSqlApi = [] {
   std::vector<const char*> out = kSqlApi20;
   for (const char*& stmt : out) {
     if (stmt == kAckGuarded20.data()) stmt = kAckGuarded21.data();
+    if (stmt == kSendOneGuarded20.data()) stmt = kSendOneGuarded25.data();
   }
   return out;
 }();

@@ -108,9 +108,18 @@ std::string Conditions(const MessageSqlStyle& style, Args& a,
   if (f->max_priority) w += " AND priority <= " + a.Int(*f->max_priority);
   if (!f->dedup_key.empty()) {
     // Only messages in the queue hold a key.
-    w += table == core::MessageTable::kQueued
-             ? " AND dedup = " + a.Bytes(f->dedup_key)
-             : std::string(" AND 1 = 0");
+    if (table != core::MessageTable::kQueued) {
+      w += " AND 1 = 0";
+    } else {
+      if (style.dedup_keys_apart) {
+        // One placeholder a statement: the operands of + are not sequenced.
+        w += " AND id IN (SELECT message_id FROM sqlq_dedup_keys WHERE "
+             "queue_id = " +
+             a.Int(queue_id);
+        w += " AND dedup = " + a.Bytes(f->dedup_key) + ")";
+      }
+      w += " AND dedup = " + a.Bytes(f->dedup_key);
+    }
   }
   if (f->group) {
     // The archive keeps no group.

@@ -53,6 +53,9 @@ struct MessageSqlStyle {
   const char* null_bytes;
   // MariaDB keeps npriority = -priority beside priority.
   bool has_npriority = false;
+  // A dedup key filter goes through sqlq_dedup_keys, which holds the keys
+  // (MariaDB since schema version 25: no index on sqlq_messages has them).
+  bool dedup_keys_apart = false;
   // How a listing names its walk of sqlq_messages by primary key, after
   // the table's name (MariaDB: FORCE INDEX (PRIMARY)).
   const char* by_id = "";

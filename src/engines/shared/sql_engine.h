@@ -354,6 +354,13 @@ class SqlEngine : public core::Engine {
 
   static DConn& Native(core::Conn& c) { return static_cast<DConn&>(c); }
 
+  // How the listing, counting and steering statements are written: the
+  // dialect's, unless the engine's schema calls for another (MariaDB's
+  // dedup keys held apart).
+  virtual const shared::MessageSqlStyle& MessageStyle() const {
+    return D::kMessageStyle;
+  }
+
   // The transaction's "now" in microseconds: the store's clock if it has
   // one, else the database's, read once per transaction (engines that read
   // it with BEGIN set conn.tx_now_us first).

@@ -476,7 +476,7 @@ Result<core::FoundMessages> SqlEngine<D>::FindMessages(
     return message_sql::RunBuilt<D>(conn, b, "find messages");
   };
   return FindMessagesWith(
-      D::kMessageStyle, p, *now,
+      MessageStyle(), p, *now,
       [&](const BuiltSql& b) -> Result<std::pair<std::int64_t, std::int64_t>> {
         auto rows = run(b);
         if (!rows.ok()) return rows.status();
@@ -500,7 +500,7 @@ Result<std::int64_t> SqlEngine<D>::CountMessages(
   DConn& conn = Native(c);
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
-  const BuiltSql b = CountSql(D::kMessageStyle, p, *now);
+  const BuiltSql b = CountSql(MessageStyle(), p, *now);
   auto rows = message_sql::RunBuilt<D>(conn, b, "count messages");
   if (!rows.ok()) return rows.status();
   return rows->Int(0, 0);
@@ -583,7 +583,7 @@ Result<std::int64_t> SqlEngine<D>::SteerMessages(
   DConn& conn = Native(c);
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
-  const BuiltSql b = SteerSql(D::kMessageStyle, p, *now);
+  const BuiltSql b = SteerSql(MessageStyle(), p, *now);
   auto rows = message_sql::RunBuilt<D>(conn, b, "change messages");
   if (!rows.ok()) return rows.status();
   if (rows->affected() > 0) D::AfterSteer(conn, p.queue_id);

@@ -855,8 +855,12 @@ TEST_F(MysqlEngineTest, ClaimReadsTheIndexInOrderWithoutFilesort) {
   for (int i = 0; i < 500; ++i) {
     batch.push_back({.payload = "m", .priority = i % 5});
   }
+  // Ids 1-2,000, the keyed one 2,001 (inside the page's window), then the
+  // other queue's.
   ASSERT_OK(q.SendBatch(batch));
+  ASSERT_OK(q.Send({.payload = "keyed", .dedup_key = "k"}));
   ASSERT_OK(other.SendBatch(batch));
+  ASSERT_OK(other.Send({.payload = "keyed", .dedup_key = "k"}));
   Raw raw(db_->url());
   raw.Query("ANALYZE TABLE sqlq_messages");
   const std::string queue_id =
@@ -933,6 +937,236 @@ TEST_F(MysqlEngineTest, UpgradeKeepsTheGroupIndexOnlyForGroupedQueues) {
                         "'sqlq_messages_group'"),
               grouped ? "1" : "0");
   }
+}
+
+// --- dedup keys (schema.h, version 25) ---------------------------------------
+
+// The keys live in sqlq_dedup_keys, one row for each message that has one,
+// and go with their message whatever deletes it (the trigger); no index on
+// sqlq_messages holds them.
+TEST_F(MysqlEngineTest, DedupKeysLiveInATableOfTheirOwnAndGoWithTheirMessage) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  Raw raw(db_->url());
+  EXPECT_EQ(raw.Query("SELECT COUNT(DISTINCT INDEX_NAME) FROM "
+                      "information_schema.STATISTICS WHERE TABLE_SCHEMA = "
+                      "DATABASE() AND TABLE_NAME = 'sqlq_messages' AND "
+                      "INDEX_NAME = 'sqlq_messages_dedup'"),
+            "0");
+  auto keys = [&] {
+    return raw.Query(
+        "SELECT COALESCE(GROUP_CONCAT(CONCAT(dedup, '=', message_id) ORDER "
+        "BY dedup), '') FROM sqlq_dedup_keys");
+  };
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK_AND_ASSIGN(auto sent, q.SendBatch(std::vector<Message>{
+                                      {.payload = "a", .dedup_key = "ka"},
+                                      {.payload = "plain"},
+                                      {.payload = "b", .dedup_key = "kb"}}));
+  EXPECT_EQ(keys(), fmt::format("ka={},kb={}", sent[0].id, sent[2].id));
+  ASSERT_OK_AND_ASSIGN(SendResult again,
+                       q.Send({.payload = "a2", .dedup_key = "ka"}));
+  EXPECT_TRUE(again.duplicate);
+  EXPECT_EQ(again.id, sent[0].id);
+  // An ack deletes the key with the message: the key is free again.
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 1}));
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].payload, "a");
+  ASSERT_OK(q.Ack(got[0].receipt));
+  EXPECT_EQ(keys(), fmt::format("kb={}", sent[2].id));
+  ASSERT_OK_AND_ASSIGN(SendResult fresh,
+                       q.Send({.payload = "a3", .dedup_key = "ka"}));
+  EXPECT_FALSE(fresh.duplicate);
+  EXPECT_EQ(keys(), fmt::format("ka={},kb={}", fresh.id, sent[2].id));
+  // A listing by key finds its message through the table.
+  ASSERT_OK_AND_ASSIGN(MessagePage page,
+                       q.ListMessages({.filter = {.dedup_key = "kb"}}));
+  ASSERT_EQ(page.messages.size(), 1u);
+  EXPECT_EQ(page.messages[0].id, sent[2].id);
+  ASSERT_OK_AND_ASSIGN(MessageCount count,
+                       q.CountMessages({.dedup_key = "kb"}));
+  EXPECT_EQ(count.count, 1);
+  // A purge, and a drop of the queue, take the keys too.
+  ASSERT_OK(q.Purge().status());
+  EXPECT_EQ(keys(), "");
+  ASSERT_OK(q.Send({.payload = "c", .dedup_key = "kc"}).status());
+  ASSERT_OK(store->DropQueue("jobs"));
+  EXPECT_EQ(keys(), "");
+}
+
+// A key whose message is gone without the trigger seeing it (a session's
+// temporary table of the same name took the trigger's delete) is taken
+// over by the next send of it, not answered as a duplicate.
+TEST_F(MysqlEngineTest, ASendTakesOverAKeyWhoseMessageIsGone) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK_AND_ASSIGN(SendResult first,
+                       q.Send({.payload = "a", .dedup_key = "k"}));
+  Raw raw(db_->url());
+  raw.Query(
+      "CREATE TEMPORARY TABLE sqlq_dedup_keys (queue_id BIGINT, dedup "
+      "VARBINARY(255), message_id BIGINT)");
+  raw.Query("DELETE FROM sqlq_messages WHERE id = " + std::to_string(first.id));
+  raw.Query("DROP TEMPORARY TABLE sqlq_dedup_keys");
+  EXPECT_EQ(raw.Query("SELECT message_id FROM sqlq_dedup_keys"),
+            std::to_string(first.id));
+  ASSERT_OK_AND_ASSIGN(SendResult second,
+                       q.Send({.payload = "b", .dedup_key = "k"}));
+  EXPECT_FALSE(second.duplicate);
+  EXPECT_NE(second.id, first.id);
+  EXPECT_EQ(raw.Query("SELECT message_id FROM sqlq_dedup_keys"),
+            std::to_string(second.id));
+  ASSERT_OK_AND_ASSIGN(SendResult third,
+                       q.Send({.payload = "c", .dedup_key = "k"}));
+  EXPECT_TRUE(third.duplicate);
+  EXPECT_EQ(third.id, second.id);
+}
+
+// Senders in several processes racing with the same keys, while a consumer
+// acks what they stored: a key is never held by two messages at once.
+TEST_F(MysqlEngineTest, RacingSendsOfOneKeyStoreOneMessageAtATime) {
+  ASSERT_TRUE(OpenStore());  // makes the schema
+  std::vector<std::unique_ptr<Store>> stores;
+  for (int i = 0; i < 4; ++i) stores.push_back(OpenStore());
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, stores[0]->CreateQueue("jobs", {}));
+  std::atomic<bool> done{false};
+  std::atomic<int> stored{0}, acked{0};
+  std::vector<std::future<Status>> senders;
+  for (int t = 0; t < 3; ++t) {
+    senders.push_back(std::async(std::launch::async, [&, t]() -> Status {
+      auto mine = stores[t]->Queue("jobs");
+      if (!mine.ok()) return mine.status();
+      for (int i = 0; i < 200; ++i) {
+        auto r = mine->Send({.payload = fmt::format("{}-{}", t, i),
+                             .dedup_key = fmt::format("k{}", i % 5)});
+        if (!r.ok()) return r.status();
+        if (!r->duplicate) ++stored;
+      }
+      return Status::Ok();
+    }));
+  }
+  auto consumer = std::async(std::launch::async, [&]() -> Status {
+    auto mine = stores[3]->Queue("jobs");
+    if (!mine.ok()) return mine.status();
+    while (!done) {
+      auto got = mine->Claim({.max = 3});
+      if (!got.ok()) return got.status();
+      for (const auto& m : *got) {
+        Status s = mine->Ack(m.receipt);
+        if (!s.ok()) return s;
+        ++acked;
+      }
+    }
+    return Status::Ok();
+  });
+  Raw raw(db_->url());
+  const std::string twice =
+      "SELECT COUNT(*) FROM (SELECT dedup FROM sqlq_messages WHERE dedup IS "
+      "NOT NULL GROUP BY queue_id, dedup HAVING COUNT(*) > 1) AS d";
+  int samples = 0;
+  for (auto& f : senders) {
+    while (f.wait_for(milliseconds(2)) != std::future_status::ready) {
+      EXPECT_EQ(raw.Query(twice), "0");
+      ++samples;
+    }
+  }
+  done = true;
+  for (auto& f : senders) EXPECT_OK(f.get());
+  EXPECT_OK(consumer.get());
+  EXPECT_GT(samples, 0);
+  EXPECT_EQ(raw.Query(twice), "0");
+  // Every message stored is either acked or still there with its key.
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.sends, stored.load());
+  EXPECT_EQ(st.acks, acked.load());
+  EXPECT_EQ(raw.Query("SELECT COUNT(*) FROM sqlq_messages"),
+            std::to_string(stored - acked));
+  EXPECT_EQ(raw.Query("SELECT COUNT(*) FROM sqlq_dedup_keys"),
+            std::to_string(stored - acked));
+  EXPECT_GT(acked.load(), 0);
+}
+
+// Version 25 moves the keys of the messages already stored into the table
+// before it drops the index: they stay duplicates.
+TEST_F(MysqlEngineTest, UpgradeKeepsTheKeysOfStoredMessages) {
+  auto db = std::make_unique<MysqlDatabase>();
+  Raw raw(db->url());
+  raw.Query(
+      "CREATE TABLE sqlq_schema (version INT NOT NULL PRIMARY KEY, "
+      "applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB");
+  for (int v = 1; v <= 24; ++v) {
+    for (const char* stmt :
+         engines::mysql::kMigrations[static_cast<std::size_t>(v - 1)]) {
+      raw.Query(stmt);
+    }
+    raw.Query("INSERT INTO sqlq_schema VALUES (" + std::to_string(v) +
+              ", NOW(6))");
+  }
+  raw.Query(
+      "INSERT INTO sqlq_queues (name, max_attempts, lease_us, "
+      "backoff_base_us, backoff_max_us, archive, retention_us, max_payload, "
+      "created_us) VALUES ('q', 3, 30000000, 1000000, 600000000, FALSE, "
+      "604800000000, 1048576, 0)");
+  raw.Query(
+      "INSERT INTO sqlq_messages (queue_id, priority, npriority, ready_us, "
+      "enqueued_us, dedup, payload) SELECT id, 0, 0, 0, 0, 'k', 'old' FROM "
+      "sqlq_queues");
+  const std::string old_id = raw.Query("SELECT id FROM sqlq_messages");
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(db->url()));
+  EXPECT_EQ(raw.Query("SELECT message_id FROM sqlq_dedup_keys WHERE dedup = "
+                      "'k'"),
+            old_id);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->Queue("q"));
+  ASSERT_OK_AND_ASSIGN(SendResult again,
+                       q.Send({.payload = "new", .dedup_key = "k"}));
+  EXPECT_TRUE(again.duplicate);
+  EXPECT_EQ(std::to_string(again.id), old_id);
+}
+
+// A user that may not create the trigger (no TRIGGER privilege) migrates
+// without version 25's change: the index stays and decides as before.
+TEST_F(MysqlEngineTest, WithoutTheTriggerPrivilegeTheIndexStays) {
+  const std::string user = "sqlq_notrig_" + std::to_string(getpid());
+  const std::string grant = fmt::format(
+      "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER, "
+      "CREATE TEMPORARY TABLES, LOCK TABLES, EXECUTE, CREATE ROUTINE, ALTER "
+      "ROUTINE, CREATE VIEW, SHOW VIEW, REFERENCES ON `{}`.* TO '{}'@'%'",
+      db_->name(), user);
+  ASSERT_EQ(MysqlAdmin("CREATE USER IF NOT EXISTS '" + user +
+                       "'@'%' IDENTIFIED BY 'pw'"),
+            "");
+  ASSERT_EQ(MysqlAdmin(grant), "");
+  struct DropUser {
+    std::string user;
+    ~DropUser() { (void)MysqlAdmin("DROP USER IF EXISTS '" + user + "'@'%'"); }
+  } drop{user};
+  // The test server's URL with this user's name and password.
+  std::string url = db_->raw_url();
+  const auto at = url.find('@');
+  ASSERT_NE(at, std::string::npos);
+  url = "mysql://" + user + ":pw" + url.substr(at);
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(url));
+  Raw raw(db_->url());
+  EXPECT_EQ(raw.Query("SELECT COUNT(DISTINCT INDEX_NAME) FROM "
+                      "information_schema.STATISTICS WHERE TABLE_SCHEMA = "
+                      "DATABASE() AND TABLE_NAME = 'sqlq_messages' AND "
+                      "INDEX_NAME = 'sqlq_messages_dedup'"),
+            "1");
+  EXPECT_EQ(raw.Query("SELECT COUNT(*) FROM information_schema.TRIGGERS "
+                      "WHERE TRIGGER_SCHEMA = DATABASE()"),
+            "0");
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK_AND_ASSIGN(SendResult first,
+                       q.Send({.payload = "a", .dedup_key = "k"}));
+  ASSERT_OK_AND_ASSIGN(SendResult again,
+                       q.Send({.payload = "b", .dedup_key = "k"}));
+  EXPECT_TRUE(again.duplicate);
+  EXPECT_EQ(again.id, first.id);
+  ASSERT_OK_AND_ASSIGN(MessagePage page,
+                       q.ListMessages({.filter = {.dedup_key = "k"}}));
+  ASSERT_EQ(page.messages.size(), 1u);
+  EXPECT_EQ(page.messages[0].id, first.id);
 }
 
 // The statements of a grouped claim (engines/shared/sql_groups.h) are
@@ -1014,21 +1248,31 @@ TEST_F(MysqlEngineTest, ListingWalksThePrimaryKeyWithoutFilesort) {
   ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
   ASSERT_OK_AND_ASSIGN(WorkQueue other, store->CreateQueue("other", {}));
   std::vector<Message> batch(2000, Message{.payload = "m"});
+  // Ids 1-2,000, the keyed one 2,001 (inside the page's window), then the
+  // other queue's.
   ASSERT_OK(q.SendBatch(batch));
+  ASSERT_OK(q.Send({.payload = "keyed", .dedup_key = "k"}));
   ASSERT_OK(other.SendBatch(batch));
+  ASSERT_OK(other.Send({.payload = "keyed", .dedup_key = "k"}));
   Raw raw(db_->url());
   raw.Query("ANALYZE TABLE sqlq_messages");
   const std::string queue_id =
       raw.Query("SELECT id FROM sqlq_queues WHERE name = 'jobs'");
-  const ListingPage page(std::stoll(queue_id));
-  const core::FindMessagesParams& p = page.params;
+  ListingPage page(std::stoll(queue_id));
+  ListingPage by_key(std::stoll(queue_id));
+  by_key.filter = {.dedup_key = "k"};
   auto literal = [](const engines::shared::BuiltSql& b) {
     return WithValues(b, /*numbered=*/false);
   };
+  // By a header; and by a dedup key, which the statements look up in
+  // sqlq_dedup_keys (schema.h, version 25).
   const auto& style = engines::mysql::Dialect::kMessageStyle;
+  const auto& keyed = engines::mysql::Dialect::kMessageStyleKeysApart;
   for (const std::string& sql :
-       {literal(engines::shared::WindowSql(style, p)),
-        literal(engines::shared::FindSql(style, p, 0, 3000))}) {
+       {literal(engines::shared::WindowSql(style, page.params)),
+        literal(engines::shared::FindSql(style, page.params, 0, 3000)),
+        literal(engines::shared::WindowSql(keyed, by_key.params)),
+        literal(engines::shared::FindSql(keyed, by_key.params, 0, 3000))}) {
     const std::string plan = raw.Query("EXPLAIN FORMAT=JSON " + sql);
     RecordProperty("plan", plan);
     // Every read of sqlq_messages: a range of the primary key, never
