@@ -173,6 +173,20 @@ Result<RunResult> RunSend(WorkQueue q, long total, int threads, int per_call,
   });
 }
 
+// send-keyed: sends `total` messages one a call from `threads` threads,
+// each with a dedup key of its own (what checking for a duplicate costs).
+Result<RunResult> RunSendKeyed(WorkQueue q, long total, int threads,
+                               std::size_t payload, const std::string& label) {
+  std::atomic<long> counter{0};
+  const std::string body = Payload(payload);
+  return RunCalls(total, threads, 1, label, [&](long) {
+    return q
+        .Send(
+            {.payload = body, .dedup_key = "key-" + std::to_string(counter++)})
+        .status();
+  });
+}
+
 // Sends `total` messages in batches of 1000 from two threads, spread over
 // `groups` groups in turn (message k in group-(k mod groups)).
 Result<RunResult> FillGroups(WorkQueue q, long total, long groups,
@@ -901,6 +915,7 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
   }
   std::string qname = fmt::format("bench_{}_{}_{}", getpid(), run,
                                   workload == "send-1"             ? "s1"
+                                  : workload == "send-keyed"       ? "sk"
                                   : workload == "send-batch"       ? "sb"
                                   : workload == "drain-1"          ? "d1"
                                   : workload == "drain-10"         ? "d10"
@@ -938,6 +953,9 @@ Result<RunResult> RunOnce(Store& store, const std::string& workload,
   if (workload == "send-1") {
     r = RunSend(*q, c.messages ? c.messages : 20000, c.threads ? c.threads : 8,
                 1, c.payload, label);
+  } else if (workload == "send-keyed") {
+    r = RunSendKeyed(*q, c.messages ? c.messages : 20000,
+                     c.threads ? c.threads : 8, c.payload, label);
   } else if (workload == "send-batch") {
     r = RunSend(*q, c.messages ? c.messages : 500000, c.threads ? c.threads : 4,
                 c.batch, c.payload, label);
@@ -1154,7 +1172,7 @@ int Run(Config c) {
   const std::vector<std::string> also = {
       "list-deep",  "list-deep-filter", "drain-ordered", "drain-deep",
       "drain-fair", "drain-limited",    "rate-limited",  "dag",
-      "dag-flat",   "publish"};
+      "dag-flat",   "publish",          "send-keyed"};
   wire::Printer out(c.json);
   if (c.scorecard && !c.workloads.empty()) {
     return out.Fail(Status::InvalidArgument(
@@ -1495,7 +1513,8 @@ int Main(int argc, char** argv) {
       "drain-ordered, "
       "drain-fair (drain-1 on a queue of --groups groups, ordered or fair), "
       "drain-limited (drain-1 on a queue with a max_leased that never "
-      "binds), rate-limited (claims for --duration from a queue limited to "
+      "binds), send-keyed (send-1 with a dedup key of its own on each "
+      "message), rate-limited (claims for --duration from a queue limited to "
       "--rate-limit claims a second: the rate it held), dag (--messages "
       "jobs, default 10,000, in layers of --batch, each waiting for two of "
       "the layer before, run to completion by --threads consumers), "

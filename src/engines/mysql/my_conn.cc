@@ -214,6 +214,17 @@ void MyConn::ResetTxState() {
   bumps = 0;
 }
 
+namespace {
+
+// Errors that InnoDB answers by rolling back the statement alone, leaving
+// the transaction usable: a duplicate key, a missing parent row.
+bool IsStatementRollback(unsigned int err) {
+  return err == ER_DUP_ENTRY || err == ER_NO_REFERENCED_ROW_2 ||
+         err == ER_NO_REFERENCED_ROW;
+}
+
+}  // namespace
+
 Status MyConn::Fail(unsigned int err, std::string_view message,
                     std::string_view what, Phase phase, bool record) {
   Status s = Translate(err, message, what, phase);
@@ -318,6 +329,19 @@ bool MyConn::StillOpen() {
   return false;
 }
 
+Status MyConn::ExecSteps(std::string_view sql, std::string_view what,
+                         std::vector<Done>* done, bool clean_ok) {
+  done->clear();
+  if (tx_error) return *tx_error;
+  if (mysql_real_query(conn_, sql.data(), sql.size()) != 0 ||
+      ReadResults(done) > 0 || mysql_errno(conn_) != 0) {
+    const unsigned int err = mysql_errno(conn_);
+    const bool clean = clean_ok && IsStatementRollback(err);
+    return Fail(err, mysql_error(conn_), what, Phase::kStatement, !clean);
+  }
+  return Status::Ok();
+}
+
 Result<std::int64_t> MyConn::ExecScalar(std::string_view sql,
                                         std::string_view what) {
   if (mysql_real_query(conn_, sql.data(), sql.size()) != 0) {
@@ -372,9 +396,7 @@ Result<Rows> MyConn::Run(const std::string& sql, Params& params,
   // locks), so the handle is closed and prepared afresh next time.
   auto fail = [&](bool in_result = false) -> Status {
     const unsigned int err = mysql_stmt_errno(stmt);
-    const bool clean =
-        clean_ok && (err == ER_DUP_ENTRY || err == ER_NO_REFERENCED_ROW_2 ||
-                     err == ER_NO_REFERENCED_ROW);
+    const bool clean = clean_ok && IsStatementRollback(err);
     Status s = Fail(err, mysql_stmt_error(stmt), what, Phase::kStatement,
                     /*record=*/!clean);
     if (in_result) {

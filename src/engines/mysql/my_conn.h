@@ -206,6 +206,12 @@ class MyConn : public core::TxConn {
   // Exec of several statements (CLIENT_MULTI_STATEMENTS) whose last one
   // returns one integer: that integer.
   Result<std::int64_t> ExecScalar(std::string_view sql, std::string_view what);
+  // Runs several statements in one packet (CLIENT_MULTI_STATEMENTS; the
+  // store's own connections only) inside the open transaction: `done` gets
+  // what each did up to the first that failed (the server runs none
+  // after it), whose error is returned. `clean_ok`: as Run's.
+  Status ExecSteps(std::string_view sql, std::string_view what,
+                   std::vector<Done>* done, bool clean_ok = false);
 
   // The engine's own state of the open transaction, beside core's
   // (core::TxConn, whose retry_tx a deadlock or lock wait timeout sets).

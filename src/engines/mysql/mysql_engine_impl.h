@@ -190,8 +190,10 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   // --- messages ------------------------------------------------------------
 
   // INSERT of `n` messages without dedup keys, prepared once per n (see
-  // Send); `grouped`: with their groups too (a column more).
-  static const std::string& InsertSql(std::size_t n, bool grouped);
+  // Send); `grouped`: with their groups too (a column more); `keyed`: with
+  // their dedup keys (NULL for none) last.
+  static const std::string& InsertSql(std::size_t n, bool grouped,
+                                      bool keyed = false);
 
   Result<std::vector<SendResult>> Send(Conn& c,
                                        const core::SendParams& p) override;
@@ -199,10 +201,13 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   // begin, its clock read into a session variable, one multi-row INSERT,
   // the counters and COMMIT go to the server as one packet of statements
   // (MyConn::ExecCommit), with the messages written into the INSERT's text
-  // as hex literals, which hold nothing but hex digits. Only for sends
-  // without dedup keys, within kPacketSendBytes, on the database's clock,
-  // on a server that hands a multi-row INSERT consecutive ids; others go
-  // the way of any write.
+  // as hex literals, which hold nothing but hex digits; where dedup keys
+  // are held apart (dedup_keys_apart_), the keys go in the same packet
+  // (PacketSend::Keys), and a key taken rolls it back and sends the way of
+  // any write, which tells the duplicates. Only for sends without dedup
+  // keys (or with them, so) and without a dedup window, within
+  // kPacketSendBytes, on the database's clock, on a server that hands a
+  // multi-row INSERT consecutive ids; others go the way of any write.
   Result<std::vector<SendResult>> SendAndCommit(
       const core::SendParams& to, const MessagesFn& messages) override;
   // A send that goes as one INSERT of literals in a packet of statements
@@ -212,12 +217,20 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
     std::vector<std::string> headers;
     std::size_t bytes = 0;
     bool grouped = false;
+    // A message has a dedup key: the INSERT has a dedup column, and Keys
+    // stores them.
+    bool keyed = false;
     // The INSERT of p's messages, on the clock in @sqlq_now (kSetNow).
     std::string Insert(const core::SendParams& p) const;
+    // Right after Insert, the INSERT of their keys into sqlq_dedup_keys,
+    // ids `step` apart.
+    std::string Keys(const core::SendParams& p, std::int64_t step) const;
   };
   // nullopt for a send that cannot go so: a store with its own clock, a
-  // dedup key, no message, or more than kPacketSendBytes.
-  std::optional<PacketSend> PacketSendOf(const core::SendParams& p) const;
+  // dedup key (unless `keys_ok` where they are held apart and the queue
+  // has no dedup window), no message, or more than kPacketSendBytes.
+  std::optional<PacketSend> PacketSendOf(const core::SendParams& p,
+                                         bool keys_ok = false) const;
   // Reads the database's clock into @sqlq_now, with its "; ".
   static constexpr const char* kSetNow =
       "SET @sqlq_now = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED); ";
@@ -436,11 +449,19 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
   // the trigger keeps it). Without it, dedup keys are held in
   // sqlq_dedup_keys.
   Status FindDedupIndex(MyConn& conn);
-  // Send's message with dedup key `key` where the keys are held apart
-  // (dedup_keys_apart_), `message` bound as kInsertDedup takes it: appends
-  // the id stored, or the holder's as a duplicate, to `out`.
-  Status SendKeyed(MyConn& conn, std::int64_t queue_id, std::string_view key,
-                   Params& message, std::vector<SendResult>& out);
+  // Send's message `m`, which has a dedup key, where the keys are held
+  // apart (dedup_keys_apart_): the id stored, or the holder's as a
+  // duplicate.
+  // The keys of `messages` that have one, stored with ids id0, id0 +
+  // step, ... into sqlq_dedup_keys in one statement. kAlreadyExists when a
+  // key was taken (or is there twice): then the messages are deleted
+  // again, and the transaction goes on.
+  Status StoreKeys(MyConn& conn, std::int64_t queue_id,
+                   std::span<const Message> messages, std::int64_t id0,
+                   std::int64_t step);
+  Result<SendResult> SendKeyed(MyConn& conn, std::int64_t queue_id,
+                               const Message& m, std::int64_t ready_us,
+                               std::int64_t now, bool grouped);
   // After a CALL of one of them failed: true when it was missing or the
   // user may not run it (then `routine` is cleared and the caller goes
   // the general way from now on), with the failed transaction rolled back.

@@ -17,93 +17,25 @@ Status MysqlEngine::DropQueue(Conn& c, std::int64_t queue_id) {
   return Status::Ok();
 }
 
-const std::string& MysqlEngine::InsertSql(std::size_t n, bool grouped) {
+const std::string& MysqlEngine::InsertSql(std::size_t n, bool grouped,
+                                          bool keyed) {
   static std::mutex mu;
-  static std::map<std::pair<std::size_t, bool>, std::string> cache;
+  static std::map<std::tuple<std::size_t, bool, bool>, std::string> cache;
   std::lock_guard<std::mutex> lock(mu);
-  auto& sql = cache[{n, grouped}];
+  auto& sql = cache[{n, grouped, keyed}];
   if (sql.empty()) {
-    sql = grouped ? "INSERT INTO sqlq_messages (queue_id, priority, npriority, "
-                    "ready_us, enqueued_us, payload, headers, grp) VALUES "
-                  : "INSERT INTO sqlq_messages (queue_id, priority, npriority, "
-                    "ready_us, enqueued_us, payload, headers) VALUES ";
-    const char* row =
-        grouped ? "(?, ?, ?, ?, ?, ?, ?, ?)" : "(?, ?, ?, ?, ?, ?, ?)";
+    sql = fmt::format(
+        "INSERT INTO sqlq_messages (queue_id, priority, npriority, ready_us, "
+        "enqueued_us, payload, headers{}{}) VALUES ",
+        grouped ? ", grp" : "", keyed ? ", dedup" : "");
+    const std::string row = fmt::format(
+        "(?, ?, ?, ?, ?, ?, ?{}{})", grouped ? ", ?" : "", keyed ? ", ?" : "");
     for (std::size_t i = 0; i < n; ++i) {
       if (i > 0) sql += ", ";
       sql += row;
     }
   }
   return sql;
-}
-
-namespace {
-
-// A message with a dedup key, alone: queue, priority, -priority, ready,
-// enqueued, key, payload, headers, group.
-const std::string kInsertDedup = R"sql(
-  INSERT INTO sqlq_messages
-    (queue_id, priority, npriority, ready_us, enqueued_us, dedup, payload,
-     headers, grp)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
-
-}  // namespace
-
-Status MysqlEngine::SendKeyed(MyConn& conn, std::int64_t queue_id,
-                              std::string_view key, Params& message,
-                              std::vector<SendResult>& out) {
-  // The message, then its key (schema.h, version 25; the SQL-level API's
-  // send does the same, sql_api.h, kSendOneKeys25). A key held by a
-  // message still in the queue with it makes this a duplicate of that
-  // message, which the look-up locks (its ack waits for this transaction);
-  // a key whose message is gone is taken over, only from the holder seen.
-  static const std::string kKey = R"sql(
-    INSERT INTO sqlq_dedup_keys (queue_id, dedup, message_id)
-    VALUES (?, ?, ?))sql";
-  static const std::string kHolder = R"sql(
-    SELECT k.message_id, m.id FROM sqlq_dedup_keys k
-    LEFT JOIN sqlq_messages m ON m.id = k.message_id
-      AND m.queue_id = k.queue_id AND m.dedup = k.dedup
-    WHERE k.queue_id = ? AND k.dedup = ?
-    LOCK IN SHARE MODE)sql";
-  static const std::string kTakeOver = R"sql(
-    UPDATE sqlq_dedup_keys SET message_id = ?
-    WHERE queue_id = ? AND dedup = ? AND message_id = ?)sql";
-  static const std::string kUnsend = "DELETE FROM sqlq_messages WHERE id = ?";
-  auto ins = conn.Run(kInsertDedup, message, "send", /*clean_ok=*/true);
-  if (!ins.ok()) return ins.status();
-  const auto id = static_cast<std::int64_t>(ins->insert_id());
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    auto held = conn.Run(kKey, Params().Int(queue_id).Bytes(key).Int(id),
-                         "send (dedup key)", /*clean_ok=*/true);
-    if (held.ok()) {
-      out.push_back({.id = id});
-      return Status::Ok();
-    }
-    if (held.status().code() != Code::kAlreadyExists) return held.status();
-    auto holder = conn.Run(kHolder, Params().Int(queue_id).Bytes(key),
-                           "send (dedup key)");
-    if (!holder.ok()) return holder.status();
-    if (holder->size() == 0) continue;  // its message was deleted since
-    if (!holder->IsNull(0, 1)) {
-      auto unsent = conn.Run(kUnsend, Params().Int(id), "send (dedup key)");
-      if (!unsent.ok()) return unsent.status();
-      out.push_back({.id = holder->Int(0, 1), .duplicate = true});
-      return Status::Ok();
-    }
-    auto taken = conn.Run(
-        kTakeOver,
-        Params().Int(id).Int(queue_id).Bytes(key).Int(holder->Int(0, 0)),
-        "send (dedup key)");
-    if (!taken.ok()) return taken.status();
-    if (taken->affected() == 1) {
-      out.push_back({.id = id});
-      return Status::Ok();
-    }
-  }
-  auto unsent = conn.Run(kUnsend, Params().Int(id), "send (dedup key)");
-  if (!unsent.ok()) return unsent.status();
-  return Status::Busy("send: the dedup key's message kept changing; try again");
 }
 
 Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
@@ -123,6 +55,11 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
   auto now_r = NowUs(conn);
   if (!now_r.ok()) return now_r.status();
   const std::int64_t now = *now_r;
+  static const std::string kInsertDedup = R"sql(
+    INSERT INTO sqlq_messages
+      (queue_id, priority, npriority, ready_us, enqueued_us, dedup, payload,
+       headers, grp)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
   // Groups go in a column of their own only when the send has any, so a
   // plain send binds what it always did.
   bool grouped = p.grouped;
@@ -157,24 +94,35 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
   // Runs of messages without dedup keys go in multi-row INSERTs; ids then
   // follow the batch order: AUTO_INCREMENT hands a multi-row INSERT
   // consecutive ids (step auto_increment_increment) under
-  // innodb_autoinc_lock_mode 0 and 1; under 2 each row goes alone.
+  // innodb_autoinc_lock_mode 0 and 1; under 2 each row goes alone. Where
+  // keys are held apart (dedup_keys_apart_), a run takes messages with keys
+  // too, whose keys then go in one INSERT of their own: a key taken (1062,
+  // which rolls back that statement alone) deletes the run's messages
+  // again, and they go one at a time (`alone_until`).
+  const bool keys_in_runs = dedup_keys_apart_ && conn.consecutive_autoinc;
+  std::size_t alone_until = 0;
   while (i < n) {
     const Message& first = p.messages[i];
-    if (first.dedup_key.empty()) {
-      std::size_t run = 0, bytes = 0;
-      const std::size_t cap = conn.consecutive_autoinc ? kMaxInsertRows : 1;
-      while (i + run < n && run < cap &&
-             p.messages[i + run].dedup_key.empty() &&
-             (run == 0 ||
-              bytes + p.messages[i + run].payload.size() <= kMaxInsertBytes)) {
-        bytes += p.messages[i + run].payload.size();
-        ++run;
-      }
+    std::size_t run = 0, bytes = 0;
+    const std::size_t cap =
+        conn.consecutive_autoinc && i >= alone_until ? kMaxInsertRows : 1;
+    while (i + run < n && run < cap &&
+           (keys_in_runs || p.messages[i + run].dedup_key.empty()) &&
+           (run == 0 ||
+            bytes + p.messages[i + run].payload.size() <= kMaxInsertBytes)) {
+      bytes += p.messages[i + run].payload.size();
+      ++run;
+    }
+    if (run > 1 || (run == 1 && first.dedup_key.empty())) {
       // The run rounded down to a multiple of 16, or the run itself when
       // shorter: at most 31 statement variants per connection (runs are at
       // most kMaxInsertRows = 256), and a batch of 100 goes in two
       // statements (96 + 4) where powers of two took three (64 + 32 + 4).
       const std::size_t chunk = run < 16 ? run : run - run % 16;
+      bool keyed = false;
+      for (std::size_t k = 0; k < chunk; ++k) {
+        keyed = keyed || !p.messages[i + k].dedup_key.empty();
+      }
       Params params;
       for (std::size_t k = 0; k < chunk; ++k) {
         const Message& m = p.messages[i + k];
@@ -186,16 +134,33 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
             .Bytes(m.payload);
         headers(params, m);
         if (grouped) group(params, m);
+        if (keyed) {
+          if (m.dedup_key.empty()) {
+            params.Null();
+          } else {
+            params.Bytes(m.dedup_key);
+          }
+        }
       }
-      auto rows = conn.Run(InsertSql(chunk, grouped), params, "send",
+      auto rows = conn.Run(InsertSql(chunk, grouped, keyed), params, "send",
                            /*clean_ok=*/stored == 0 && !checked);
       if (!rows.ok()) return gone(rows.status());
       conn.known_queues.insert(p.queue_id);
       const auto id0 = static_cast<std::int64_t>(rows->insert_id());
-      for (std::size_t k = 0; k < chunk; ++k) {
-        out.push_back({.id = id0 + static_cast<std::int64_t>(k) *
-                                       conn.auto_increment_increment});
+      auto id_of = [&](std::size_t k) {
+        return id0 +
+               static_cast<std::int64_t>(k) * conn.auto_increment_increment;
+      };
+      if (keyed) {
+        Status held = StoreKeys(conn, p.queue_id, p.messages.subspan(i, chunk),
+                                id0, conn.auto_increment_increment);
+        if (held.code() == Code::kAlreadyExists) {
+          alone_until = i + chunk;
+          continue;
+        }
+        if (!held.ok()) return held;
       }
+      for (std::size_t k = 0; k < chunk; ++k) out.push_back({.id = id_of(k)});
       stored += static_cast<std::int64_t>(chunk);
       i += chunk;
       continue;
@@ -204,6 +169,17 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
     // statement) is told apart. Its holder may be acked between our insert
     // and the look-up; then insert again.
     const Message& m = first;
+    if (dedup_keys_apart_) {
+      auto sent = SendKeyed(conn, p.queue_id, m, ready(m), now, p.grouped);
+      if (!sent.ok()) return gone(sent.status());
+      out.push_back(*sent);
+      if (!sent->duplicate) {
+        conn.known_queues.insert(p.queue_id);
+        ++stored;
+      }
+      ++i;
+      continue;
+    }
     Params params;
     params.Int(p.queue_id)
         .Int(m.priority)
@@ -214,16 +190,6 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
         .Bytes(m.payload);
     headers(params, m);
     group(params, m);
-    if (dedup_keys_apart_) {
-      Status s = SendKeyed(conn, p.queue_id, m.dedup_key, params, out);
-      if (!s.ok()) return gone(s);
-      if (!out.back().duplicate) {
-        conn.known_queues.insert(p.queue_id);
-        ++stored;
-      }
-      ++i;
-      continue;
-    }
     for (int attempt = 0;; ++attempt) {
       auto ins = conn.Run(kInsertDedup, params, "send", /*clean_ok=*/true);
       if (ins.ok()) {
@@ -288,6 +254,153 @@ void AppendLiterals(std::string& out, std::string_view payload,
 
 }  // namespace
 
+Status MysqlEngine::StoreKeys(MyConn& conn, std::int64_t queue_id,
+                              std::span<const Message> messages,
+                              std::int64_t id0, std::int64_t step) {
+  // Literals (hex keys, ids): one statement, which a caller's connection
+  // takes too.
+  std::string sql =
+      "INSERT INTO sqlq_dedup_keys (queue_id, dedup, message_id) VALUES ";
+  std::string ids;
+  bool first = true;
+  for (std::size_t k = 0; k < messages.size(); ++k) {
+    const std::int64_t id = id0 + static_cast<std::int64_t>(k) * step;
+    ids += fmt::format("{}{}", k == 0 ? "" : ", ", id);
+    if (messages[k].dedup_key.empty()) continue;
+    sql += fmt::format("{}({}, X'", first ? "" : ", ", queue_id);
+    AppendHex(sql, messages[k].dedup_key);
+    sql += fmt::format("', {})", id);
+    first = false;
+  }
+  std::vector<MyConn::Done> done;
+  Status s = conn.ExecSteps(sql, "send (dedup keys)", &done,
+                            /*clean_ok=*/true);
+  if (s.code() != Code::kAlreadyExists) return s;
+  // A key taken, or twice in the run: the run's messages go again.
+  Status undone =
+      conn.ExecSteps("DELETE FROM sqlq_messages WHERE id IN (" + ids + ")",
+                     "send (dedup keys)", &done);
+  return undone.ok() ? s : undone;
+}
+
+Result<SendResult> MysqlEngine::SendKeyed(MyConn& conn, std::int64_t queue_id,
+                                          const Message& m,
+                                          std::int64_t ready_us,
+                                          std::int64_t now, bool grouped) {
+  // The message, then its key, whose primary key refuses a second holder
+  // (1062, that statement rolled back). One packet of literals (as
+  // PacketSend's) where the message is small enough and the connection is
+  // the store's, else prepared statements. The SQL-level API's send does
+  // the same (sql_api.h, kSendOneKeys25).
+  static const std::string kInsert = R"sql(
+    INSERT INTO sqlq_messages
+      (queue_id, priority, npriority, ready_us, enqueued_us, dedup, payload,
+       headers, grp)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
+  static const std::string kKey = R"sql(
+    INSERT INTO sqlq_dedup_keys (queue_id, dedup, message_id)
+    VALUES (?, ?, ?))sql";
+  // A key held: its message, still in the queue with that key (locked: its
+  // ack waits for this transaction), or gone (a delete the trigger did not
+  // see).
+  static const std::string kHolder = R"sql(
+    SELECT k.message_id, m.id FROM sqlq_dedup_keys k
+    LEFT JOIN sqlq_messages m ON m.id = k.message_id
+      AND m.queue_id = k.queue_id AND m.dedup = k.dedup
+    WHERE k.queue_id = ? AND k.dedup = ?
+    LOCK IN SHARE MODE)sql";
+  // Only from the holder seen: of two senders taking one key over, the
+  // second takes nothing and finds the first's message.
+  static const std::string kTakeOver = R"sql(
+    UPDATE sqlq_dedup_keys SET message_id = ?
+    WHERE queue_id = ? AND dedup = ? AND message_id = ?)sql";
+  static const std::string kUnsend = "DELETE FROM sqlq_messages WHERE id = ?";
+  const std::string headers = core::EncodeMessageHeaders(m);
+  const std::optional<std::string_view> group = core::GroupOf(m, grouped);
+  const std::size_t bytes = m.payload.size() + headers.size() +
+                            (group ? group->size() : 0) + m.dedup_key.size();
+  std::int64_t id = 0;
+  Status keyed;  // the key's insert
+  // A caller's connection (JoinTx) may not take several statements.
+  if (bytes <= kPacketSendBytes && conn.owned()) {
+    std::string key;
+    AppendHex(key, m.dedup_key);
+    std::string sql = fmt::format(
+        "INSERT INTO sqlq_messages (queue_id, priority, npriority, ready_us, "
+        "enqueued_us, dedup, payload, headers, grp) VALUES ({}, {}, {}, {}, "
+        "{}, X'{}'",
+        queue_id, m.priority, -static_cast<std::int64_t>(m.priority), ready_us,
+        now, key);
+    AppendLiterals(sql, m.payload, headers, group, /*grouped=*/true);
+    sql += fmt::format(
+        "); INSERT INTO sqlq_dedup_keys (queue_id, dedup, message_id) VALUES "
+        "({}, X'{}', LAST_INSERT_ID())",
+        queue_id, key);
+    std::vector<MyConn::Done> done;
+    keyed = conn.ExecSteps(sql, "send", &done, /*clean_ok=*/true);
+    if (done.empty()) return keyed;  // the message's insert failed
+    id = static_cast<std::int64_t>(done[0].insert_id);
+  } else {
+    Params params;
+    params.Int(queue_id)
+        .Int(m.priority)
+        .Int(-static_cast<std::int64_t>(m.priority))
+        .Int(ready_us)
+        .Int(now)
+        .Bytes(m.dedup_key)
+        .Bytes(m.payload);
+    if (headers.empty()) {
+      params.Null();
+    } else {
+      params.Text(headers);
+    }
+    if (group) {
+      params.Bytes(*group);
+    } else {
+      params.Null();
+    }
+    auto ins = conn.Run(kInsert, params, "send", /*clean_ok=*/true);
+    if (!ins.ok()) return ins.status();
+    id = static_cast<std::int64_t>(ins->insert_id());
+    keyed = conn.Run(kKey, Params().Int(queue_id).Bytes(m.dedup_key).Int(id),
+                     "send (dedup key)", /*clean_ok=*/true)
+                .status();
+  }
+  for (int attempt = 0;; ++attempt) {
+    if (keyed.ok()) return SendResult{.id = id};
+    if (keyed.code() != Code::kAlreadyExists) return keyed;
+    if (attempt == 3) {
+      auto unsent = conn.Run(kUnsend, Params().Int(id), "send (dedup key)");
+      if (!unsent.ok()) return unsent.status();
+      return Status::Busy(
+          "send: the dedup key's message kept changing; try again");
+    }
+    auto holder = conn.Run(kHolder, Params().Int(queue_id).Bytes(m.dedup_key),
+                           "send (dedup key)");
+    if (!holder.ok()) return holder.status();
+    if (holder->size() == 1 && !holder->IsNull(0, 1)) {
+      auto unsent = conn.Run(kUnsend, Params().Int(id), "send (dedup key)");
+      if (!unsent.ok()) return unsent.status();
+      return SendResult{.id = holder->Int(0, 1), .duplicate = true};
+    }
+    if (holder->size() == 1) {
+      auto taken = conn.Run(kTakeOver,
+                            Params()
+                                .Int(id)
+                                .Int(queue_id)
+                                .Bytes(m.dedup_key)
+                                .Int(holder->Int(0, 0)),
+                            "send (dedup key)");
+      if (!taken.ok()) return taken.status();
+      if (taken->affected() == 1) return SendResult{.id = id};
+    }
+    // The key was freed (or taken) meanwhile: insert it again.
+    keyed = conn.Run(kKey, Params().Int(queue_id).Bytes(m.dedup_key).Int(id),
+                     "send (dedup key)", /*clean_ok=*/true)
+                .status();
+  }
+}
+
 bool MysqlEngine::RoutineGone(MyConn& c, const Status& failed,
                               std::atomic<bool>& routine) {
   if (c.healthy() && !c.lost_at_begin) {
@@ -307,7 +420,7 @@ bool MysqlEngine::RoutineGone(MyConn& c, const Status& failed,
 }
 
 std::optional<MysqlEngine::PacketSend> MysqlEngine::PacketSendOf(
-    const core::SendParams& p) const {
+    const core::SendParams& p, bool keys_ok) const {
   PacketSend out;
   bool keyed = false;
   out.grouped = p.grouped;
@@ -318,9 +431,15 @@ std::optional<MysqlEngine::PacketSend> MysqlEngine::PacketSendOf(
     keyed = keyed || !m.dedup_key.empty();
     out.grouped = out.grouped || !m.group.empty();
   }
-  if (clock_ || keyed || p.messages.empty() || out.bytes > kPacketSendBytes) {
+  // Keys only where they are held apart and no dedup window asks for a
+  // look at the holds.
+  if (keyed && !(keys_ok && dedup_keys_apart_ && p.unique_for.count() == 0)) {
     return std::nullopt;
   }
+  if (clock_ || p.messages.empty() || out.bytes > kPacketSendBytes) {
+    return std::nullopt;
+  }
+  out.keyed = keyed;
   return out;
 }
 
@@ -329,8 +448,8 @@ std::string MysqlEngine::PacketSend::Insert(const core::SendParams& p) const {
   // once for them all as Send reads it at BEGIN.
   std::string sql = fmt::format(
       "INSERT INTO sqlq_messages (queue_id, priority, npriority, ready_us, "
-      "enqueued_us, payload, headers{}) VALUES ",
-      grouped ? ", grp" : "");
+      "enqueued_us, payload, headers{}{}) VALUES ",
+      grouped ? ", grp" : "", keyed ? ", dedup" : "");
   sql.reserve(sql.size() + 2 * bytes + 96 * p.messages.size());
   for (std::size_t i = 0; i < p.messages.size(); ++i) {
     const Message& m = p.messages[i];
@@ -345,7 +464,33 @@ std::string MysqlEngine::PacketSend::Insert(const core::SendParams& p) const {
     sql += ", @sqlq_now";
     AppendLiterals(sql, m.payload, headers[i], core::GroupOf(m, p.grouped),
                    grouped);
+    if (keyed && m.dedup_key.empty()) {
+      sql += ", NULL";
+    } else if (keyed) {
+      sql += ", X'";
+      AppendHex(sql, m.dedup_key);
+      sql += '\'';
+    }
     sql += ')';
+  }
+  return sql;
+}
+
+std::string MysqlEngine::PacketSend::Keys(const core::SendParams& p,
+                                          std::int64_t step) const {
+  // Right after Insert: LAST_INSERT_ID() is its first message's id, and
+  // the others follow it by `step`.
+  std::string sql =
+      "INSERT INTO sqlq_dedup_keys (queue_id, dedup, message_id) VALUES ";
+  bool first = true;
+  for (std::size_t i = 0; i < p.messages.size(); ++i) {
+    const Message& m = p.messages[i];
+    if (m.dedup_key.empty()) continue;
+    sql += fmt::format("{}({}, X'", first ? "" : ", ", p.queue_id);
+    AppendHex(sql, m.dedup_key);
+    sql += fmt::format("', LAST_INSERT_ID() + {})",
+                       static_cast<std::int64_t>(i) * step);
+    first = false;
   }
   return sql;
 }
@@ -354,8 +499,11 @@ Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
     const core::SendParams& to, const MessagesFn& messages) {
   core::SendParams p = to;
   p.messages = messages();
-  const std::optional<PacketSend> packet = PacketSendOf(p);
+  const std::optional<PacketSend> packet = PacketSendOf(p, /*keys_ok=*/true);
   if (!packet) return core::Engine::SendAndCommit(to, messages);
+  // A key taken (or twice in the send): the packet was rolled back, and the
+  // send goes the way of any write, which tells the duplicates.
+  bool taken = false;
   const std::vector<std::string>& headers = packet->headers;
   // The INSERT, written when the packet is first sent.
   std::string insert;
@@ -376,7 +524,7 @@ Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
     // One message, where the schema has the send's procedure: one CALL,
     // the whole transaction inside it. Not on Galera, whose wait for the
     // cluster's earlier writes goes with a BEGIN sent by the client.
-    if (n == 1 && send_routine_ && !c.wsrep) {
+    if (n == 1 && send_routine_ && !c.wsrep && !packet->keyed) {
       const Message& m = p.messages[0];
       std::string call = fmt::format(
           "CALL sqlq__send_committed({}, {}, {}, {}, {}", p.queue_id,
@@ -410,14 +558,23 @@ Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
     if (insert.empty()) insert = packet->Insert(p);
     sql += insert;
     sql += "; ";
+    if (packet->keyed) {
+      sql += packet->Keys(p, c.auto_increment_increment);
+      sql += "; ";
+    }
     sql += TakeCounters(c);
     sql += "COMMIT";
     c.tx_open = true;
-    auto done = c.ExecCommit(sql, begins + 4, begins + 3, "send");
+    const std::size_t statements = begins + (packet->keyed ? 5 : 4);
+    auto done = c.ExecCommit(sql, statements, statements - 1, "send");
     if (!done.ok()) {
       c.bumps = 0;
       if (c.healthy() && !c.lost_at_begin) {
         (void)c.Exec("ROLLBACK", "rollback");
+      }
+      if (packet->keyed && done.status().code() == Code::kAlreadyExists) {
+        taken = true;
+        return Status::Ok();
       }
       // The queue's row is gone: its foreign key failed, which stores
       // nothing.
@@ -436,6 +593,7 @@ Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
     return Status::Ok();
   });
   if (!s.ok()) return s;
+  if (taken) return core::Engine::SendAndCommit(to, messages);
   return out;
 }
 

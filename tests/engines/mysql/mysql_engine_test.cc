@@ -1023,6 +1023,34 @@ TEST_F(MysqlEngineTest, ASendTakesOverAKeyWhoseMessageIsGone) {
   EXPECT_EQ(third.id, second.id);
 }
 
+// A keyed message too large for one packet of literals goes statement by
+// statement, with the same outcomes.
+TEST_F(MysqlEngineTest, AKeyedSendTooLargeForOnePacketTakesItsKeyAlike) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  const std::string big(300 << 10, 'b');
+  ASSERT_OK_AND_ASSIGN(SendResult first,
+                       q.Send({.payload = big, .dedup_key = "k"}));
+  EXPECT_FALSE(first.duplicate);
+  ASSERT_OK_AND_ASSIGN(SendResult again,
+                       q.Send({.payload = big, .dedup_key = "k"}));
+  EXPECT_TRUE(again.duplicate);
+  EXPECT_EQ(again.id, first.id);
+  Raw raw(db_->url());
+  EXPECT_EQ(raw.Query("SELECT message_id FROM sqlq_dedup_keys"),
+            std::to_string(first.id));
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({}));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].payload, big);
+  ASSERT_OK(q.Ack(got[0].receipt));
+  ASSERT_OK_AND_ASSIGN(SendResult fresh,
+                       q.Send({.payload = big, .dedup_key = "k"}));
+  EXPECT_FALSE(fresh.duplicate);
+  EXPECT_EQ(raw.Query("SELECT message_id FROM sqlq_dedup_keys"),
+            std::to_string(fresh.id));
+}
+
 // Senders in several processes racing with the same keys, while a consumer
 // acks what they stored: a key is never held by two messages at once.
 TEST_F(MysqlEngineTest, RacingSendsOfOneKeyStoreOneMessageAtATime) {
