@@ -73,6 +73,30 @@ class Raw {
   MYSQL* m_ = nullptr;
 };
 
+// Versions 1 to `last` of the schema, as a build of that version left them.
+void InstallUpTo(Raw& raw, int last) {
+  raw.Query(
+      "CREATE TABLE sqlq_schema (version INT NOT NULL PRIMARY KEY, "
+      "applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB");
+  for (int v = 1; v <= last; ++v) {
+    for (const char* stmt :
+         engines::mysql::kMigrations[static_cast<std::size_t>(v - 1)]) {
+      raw.Query(stmt);
+    }
+    raw.Query("INSERT INTO sqlq_schema VALUES (" + std::to_string(v) +
+              ", NOW(6))");
+  }
+}
+
+// "1" while sqlq_messages has the unique index on dedup keys of versions
+// before 25, else "0".
+std::string DedupIndexes(Raw& raw) {
+  return raw.Query(
+      "SELECT COUNT(DISTINCT INDEX_NAME) FROM information_schema.STATISTICS "
+      "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'sqlq_messages' AND "
+      "INDEX_NAME = 'sqlq_messages_dedup'");
+}
+
 class MysqlEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -912,17 +936,7 @@ TEST_F(MysqlEngineTest, UpgradeKeepsTheGroupIndexOnlyForGroupedQueues) {
     SCOPED_TRACE(grouped ? "with a grouped queue" : "without");
     auto db = std::make_unique<MysqlDatabase>();
     Raw raw(db->url());
-    raw.Query(
-        "CREATE TABLE sqlq_schema (version INT NOT NULL PRIMARY KEY, "
-        "applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB");
-    for (int v = 1; v <= 7; ++v) {
-      for (const char* stmt :
-           engines::mysql::kMigrations[static_cast<std::size_t>(v - 1)]) {
-        raw.Query(stmt);
-      }
-      raw.Query("INSERT INTO sqlq_schema VALUES (" + std::to_string(v) +
-                ", NOW(6))");
-    }
+    InstallUpTo(raw, 7);
     raw.Query(fmt::format(
         "INSERT INTO sqlq_queues (name, max_attempts, lease_us, "
         "backoff_base_us, backoff_max_us, archive, retention_us, "
@@ -948,11 +962,7 @@ TEST_F(MysqlEngineTest, DedupKeysLiveInATableOfTheirOwnAndGoWithTheirMessage) {
   auto store = OpenStore();
   ASSERT_TRUE(store);
   Raw raw(db_->url());
-  EXPECT_EQ(raw.Query("SELECT COUNT(DISTINCT INDEX_NAME) FROM "
-                      "information_schema.STATISTICS WHERE TABLE_SCHEMA = "
-                      "DATABASE() AND TABLE_NAME = 'sqlq_messages' AND "
-                      "INDEX_NAME = 'sqlq_messages_dedup'"),
-            "0");
+  EXPECT_EQ(DedupIndexes(raw), "0");
   auto keys = [&] {
     return raw.Query(
         "SELECT COALESCE(GROUP_CONCAT(CONCAT(dedup, '=', message_id) ORDER "
@@ -1120,17 +1130,7 @@ TEST_F(MysqlEngineTest, RacingSendsOfOneKeyStoreOneMessageAtATime) {
 TEST_F(MysqlEngineTest, UpgradeKeepsTheKeysOfStoredMessages) {
   auto db = std::make_unique<MysqlDatabase>();
   Raw raw(db->url());
-  raw.Query(
-      "CREATE TABLE sqlq_schema (version INT NOT NULL PRIMARY KEY, "
-      "applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB");
-  for (int v = 1; v <= 24; ++v) {
-    for (const char* stmt :
-         engines::mysql::kMigrations[static_cast<std::size_t>(v - 1)]) {
-      raw.Query(stmt);
-    }
-    raw.Query("INSERT INTO sqlq_schema VALUES (" + std::to_string(v) +
-              ", NOW(6))");
-  }
+  InstallUpTo(raw, 24);
   raw.Query(
       "INSERT INTO sqlq_queues (name, max_attempts, lease_us, "
       "backoff_base_us, backoff_max_us, archive, retention_us, max_payload, "
@@ -1176,11 +1176,7 @@ TEST_F(MysqlEngineTest, WithoutTheTriggerPrivilegeTheIndexStays) {
   url = "mysql://" + user + ":pw" + url.substr(at);
   ASSERT_OK_AND_ASSIGN(auto store, Store::Open(url));
   Raw raw(db_->url());
-  EXPECT_EQ(raw.Query("SELECT COUNT(DISTINCT INDEX_NAME) FROM "
-                      "information_schema.STATISTICS WHERE TABLE_SCHEMA = "
-                      "DATABASE() AND TABLE_NAME = 'sqlq_messages' AND "
-                      "INDEX_NAME = 'sqlq_messages_dedup'"),
-            "1");
+  EXPECT_EQ(DedupIndexes(raw), "1");
   EXPECT_EQ(raw.Query("SELECT COUNT(*) FROM information_schema.TRIGGERS "
                       "WHERE TRIGGER_SCHEMA = DATABASE()"),
             "0");
