@@ -8,6 +8,65 @@
 
 namespace sqlq::engines::mysql {
 
+namespace {
+
+// Appends ", payload, headers[, group]" as SQL literals: hex, which holds
+// nothing but the digits written here (headers as utf8mb4 text), or NULL
+// for no headers or no group. `grouped`: the group goes too.
+void AppendLiterals(std::string& out, std::string_view payload,
+                    std::string_view headers,
+                    std::optional<std::string_view> group, bool grouped) {
+  out += ", X'";
+  AppendHex(out, payload);
+  out += '\'';
+  if (headers.empty()) {
+    out += ", NULL";
+  } else {
+    out += ", _utf8mb4 X'";
+    AppendHex(out, headers);
+    out += '\'';
+  }
+  if (!grouped) return;
+  if (group) {
+    out += ", X'";
+    AppendHex(out, *group);
+    out += '\'';
+  } else {
+    out += ", NULL";
+  }
+}
+
+// A message with a dedup key, alone, prepared: queue, priority,
+// -priority, ready, enqueued, key, payload, headers, group.
+const std::string kInsertDedup = R"sql(
+  INSERT INTO sqlq_messages
+    (queue_id, priority, npriority, ready_us, enqueued_us, dedup, payload,
+     headers, grp)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
+
+// The INSERT into sqlq_dedup_keys of the keys of those of `messages` that
+// have one (at least one must), as literals (hex keys): message k's id is
+// id0 + k * step, or with no id0 LAST_INSERT_ID() + k * step (right after
+// the INSERT of the messages, whose first id that is).
+std::string KeysInsert(std::int64_t queue_id, std::span<const Message> messages,
+                       std::optional<std::int64_t> id0, std::int64_t step) {
+  std::string sql =
+      "INSERT INTO sqlq_dedup_keys (queue_id, dedup, message_id) VALUES ";
+  bool first = true;
+  for (std::size_t k = 0; k < messages.size(); ++k) {
+    if (messages[k].dedup_key.empty()) continue;
+    sql += fmt::format("{}({}, X'", first ? "" : ", ", queue_id);
+    AppendHex(sql, messages[k].dedup_key);
+    const std::int64_t offset = static_cast<std::int64_t>(k) * step;
+    sql += id0 ? fmt::format("', {})", *id0 + offset)
+               : fmt::format("', LAST_INSERT_ID() + {})", offset);
+    first = false;
+  }
+  return sql;
+}
+
+}  // namespace
+
 Status MysqlEngine::DropQueue(Conn& c, std::int64_t queue_id) {
   // Messages, dead letters, archive and counters go by ON DELETE CASCADE.
   static const std::string kSql = "DELETE FROM sqlq_queues WHERE id = ?";
@@ -55,11 +114,6 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
   auto now_r = NowUs(conn);
   if (!now_r.ok()) return now_r.status();
   const std::int64_t now = *now_r;
-  static const std::string kInsertDedup = R"sql(
-    INSERT INTO sqlq_messages
-      (queue_id, priority, npriority, ready_us, enqueued_us, dedup, payload,
-       headers, grp)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
   // Groups go in a column of their own only when the send has any, so a
   // plain send binds what it always did.
   bool grouped = p.grouped;
@@ -224,53 +278,15 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
   return out;
 }
 
-namespace {
-
-// Appends ", payload, headers[, group]" as SQL literals: hex, which holds
-// nothing but the digits written here (headers as utf8mb4 text), or NULL
-// for no headers or no group. `grouped`: the group goes too.
-void AppendLiterals(std::string& out, std::string_view payload,
-                    std::string_view headers,
-                    std::optional<std::string_view> group, bool grouped) {
-  out += ", X'";
-  AppendHex(out, payload);
-  out += '\'';
-  if (headers.empty()) {
-    out += ", NULL";
-  } else {
-    out += ", _utf8mb4 X'";
-    AppendHex(out, headers);
-    out += '\'';
-  }
-  if (!grouped) return;
-  if (group) {
-    out += ", X'";
-    AppendHex(out, *group);
-    out += '\'';
-  } else {
-    out += ", NULL";
-  }
-}
-
-}  // namespace
-
 Status MysqlEngine::StoreKeys(MyConn& conn, std::int64_t queue_id,
                               std::span<const Message> messages,
                               std::int64_t id0, std::int64_t step) {
-  // Literals (hex keys, ids): one statement, which a caller's connection
-  // takes too.
-  std::string sql =
-      "INSERT INTO sqlq_dedup_keys (queue_id, dedup, message_id) VALUES ";
+  // One statement, which a caller's connection takes too.
+  const std::string sql = KeysInsert(queue_id, messages, id0, step);
   std::string ids;
-  bool first = true;
   for (std::size_t k = 0; k < messages.size(); ++k) {
-    const std::int64_t id = id0 + static_cast<std::int64_t>(k) * step;
-    ids += fmt::format("{}{}", k == 0 ? "" : ", ", id);
-    if (messages[k].dedup_key.empty()) continue;
-    sql += fmt::format("{}({}, X'", first ? "" : ", ", queue_id);
-    AppendHex(sql, messages[k].dedup_key);
-    sql += fmt::format("', {})", id);
-    first = false;
+    ids += fmt::format("{}{}", k == 0 ? "" : ", ",
+                       id0 + static_cast<std::int64_t>(k) * step);
   }
   std::vector<MyConn::Done> done;
   Status s = conn.ExecSteps(sql, "send (dedup keys)", &done,
@@ -292,11 +308,6 @@ Result<SendResult> MysqlEngine::SendKeyed(MyConn& conn, std::int64_t queue_id,
   // PacketSend's) where the message is small enough and the connection is
   // the store's, else prepared statements. The SQL-level API's send does
   // the same (sql_api.h, kSendOneKeys25).
-  static const std::string kInsert = R"sql(
-    INSERT INTO sqlq_messages
-      (queue_id, priority, npriority, ready_us, enqueued_us, dedup, payload,
-       headers, grp)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?))sql";
   static const std::string kKey = R"sql(
     INSERT INTO sqlq_dedup_keys (queue_id, dedup, message_id)
     VALUES (?, ?, ?))sql";
@@ -332,10 +343,9 @@ Result<SendResult> MysqlEngine::SendKeyed(MyConn& conn, std::int64_t queue_id,
         queue_id, m.priority, -static_cast<std::int64_t>(m.priority), ready_us,
         now, key);
     AppendLiterals(sql, m.payload, headers, group, /*grouped=*/true);
-    sql += fmt::format(
-        "); INSERT INTO sqlq_dedup_keys (queue_id, dedup, message_id) VALUES "
-        "({}, X'{}', LAST_INSERT_ID())",
-        queue_id, key);
+    sql += "); ";
+    sql +=
+        KeysInsert(queue_id, std::span<const Message>(&m, 1), std::nullopt, 1);
     std::vector<MyConn::Done> done;
     keyed = conn.ExecSteps(sql, "send", &done, /*clean_ok=*/true);
     if (done.empty()) return keyed;  // the message's insert failed
@@ -359,7 +369,7 @@ Result<SendResult> MysqlEngine::SendKeyed(MyConn& conn, std::int64_t queue_id,
     } else {
       params.Null();
     }
-    auto ins = conn.Run(kInsert, params, "send", /*clean_ok=*/true);
+    auto ins = conn.Run(kInsertDedup, params, "send", /*clean_ok=*/true);
     if (!ins.ok()) return ins.status();
     id = static_cast<std::int64_t>(ins->insert_id());
     keyed = conn.Run(kKey, Params().Int(queue_id).Bytes(m.dedup_key).Int(id),
@@ -478,21 +488,7 @@ std::string MysqlEngine::PacketSend::Insert(const core::SendParams& p) const {
 
 std::string MysqlEngine::PacketSend::Keys(const core::SendParams& p,
                                           std::int64_t step) const {
-  // Right after Insert: LAST_INSERT_ID() is its first message's id, and
-  // the others follow it by `step`.
-  std::string sql =
-      "INSERT INTO sqlq_dedup_keys (queue_id, dedup, message_id) VALUES ";
-  bool first = true;
-  for (std::size_t i = 0; i < p.messages.size(); ++i) {
-    const Message& m = p.messages[i];
-    if (m.dedup_key.empty()) continue;
-    sql += fmt::format("{}({}, X'", first ? "" : ", ", p.queue_id);
-    AppendHex(sql, m.dedup_key);
-    sql += fmt::format("', LAST_INSERT_ID() + {})",
-                       static_cast<std::int64_t>(i) * step);
-    first = false;
-  }
-  return sql;
+  return KeysInsert(p.queue_id, p.messages, std::nullopt, step);
 }
 
 Result<std::vector<SendResult>> MysqlEngine::SendAndCommit(
