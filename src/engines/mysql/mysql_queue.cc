@@ -292,10 +292,17 @@ Status MysqlEngine::StoreKeys(MyConn& conn, std::int64_t queue_id,
   Status s = conn.ExecSteps(sql, "send (dedup keys)", &done,
                             /*clean_ok=*/true);
   if (s.code() != Code::kAlreadyExists) return s;
-  // A key taken, or twice in the run: the run's messages go again.
-  Status undone =
-      conn.ExecSteps("DELETE FROM sqlq_messages WHERE id IN (" + ids + ")",
-                     "send (dedup keys)", &done);
+  // A key taken, or twice in the run: the run's messages go again. Their
+  // keys cleared first, so that the trigger leaves the key rows alone
+  // (SendKeyed says why).
+  Status undone = conn.ExecSteps(
+      "UPDATE sqlq_messages SET dedup = NULL WHERE id IN (" + ids + ")",
+      "send (dedup keys)", &done);
+  if (undone.ok()) {
+    undone =
+        conn.ExecSteps("DELETE FROM sqlq_messages WHERE id IN (" + ids + ")",
+                       "send (dedup keys)", &done);
+  }
   return undone.ok() ? s : undone;
 }
 
@@ -325,7 +332,19 @@ Result<SendResult> MysqlEngine::SendKeyed(MyConn& conn, std::int64_t queue_id,
   static const std::string kTakeOver = R"sql(
     UPDATE sqlq_dedup_keys SET message_id = ?
     WHERE queue_id = ? AND dedup = ? AND message_id = ?)sql";
-  static const std::string kUnsend = "DELETE FROM sqlq_messages WHERE id = ?";
+  // This send's message deleted again, its key cleared first so that the
+  // trigger leaves the holder's key row alone: this send holds a share
+  // lock on it, as another duplicate may, and neither could take it for
+  // writing.
+  static const std::string kClear =
+      "UPDATE sqlq_messages SET dedup = NULL WHERE id = ?";
+  static const std::string kDelete = "DELETE FROM sqlq_messages WHERE id = ?";
+  auto unsend = [&](std::int64_t id) -> Status {
+    auto cleared = conn.Run(kClear, Params().Int(id), "send (dedup key)");
+    if (!cleared.ok()) return cleared.status();
+    auto deleted = conn.Run(kDelete, Params().Int(id), "send (dedup key)");
+    return deleted.ok() ? Status::Ok() : deleted.status();
+  };
   const std::string headers = core::EncodeMessageHeaders(m);
   const std::optional<std::string_view> group = core::GroupOf(m, grouped);
   const std::size_t bytes = m.payload.size() + headers.size() +
@@ -380,8 +399,8 @@ Result<SendResult> MysqlEngine::SendKeyed(MyConn& conn, std::int64_t queue_id,
     if (keyed.ok()) return SendResult{.id = id};
     if (keyed.code() != Code::kAlreadyExists) return keyed;
     if (attempt == 3) {
-      auto unsent = conn.Run(kUnsend, Params().Int(id), "send (dedup key)");
-      if (!unsent.ok()) return unsent.status();
+      Status unsent = unsend(id);
+      if (!unsent.ok()) return unsent;
       return Status::Busy(
           "send: the dedup key's message kept changing; try again");
     }
@@ -389,8 +408,8 @@ Result<SendResult> MysqlEngine::SendKeyed(MyConn& conn, std::int64_t queue_id,
                            "send (dedup key)");
     if (!holder.ok()) return holder.status();
     if (holder->size() == 1 && !holder->IsNull(0, 1)) {
-      auto unsent = conn.Run(kUnsend, Params().Int(id), "send (dedup key)");
-      if (!unsent.ok()) return unsent.status();
+      Status unsent = unsend(id);
+      if (!unsent.ok()) return unsent;
       return SendResult{.id = holder->Int(0, 1), .duplicate = true};
     }
     if (holder->size() == 1) {
@@ -437,7 +456,9 @@ std::optional<MysqlEngine::PacketSend> MysqlEngine::PacketSendOf(
   out.headers.reserve(p.messages.size());
   for (const Message& m : p.messages) {
     out.headers.push_back(core::EncodeMessageHeaders(m));
-    out.bytes += m.payload.size() + out.headers.back().size() + m.group.size();
+    // A key goes twice: in the message's row and in its key's.
+    out.bytes += m.payload.size() + out.headers.back().size() + m.group.size() +
+                 2 * m.dedup_key.size();
     keyed = keyed || !m.dedup_key.empty();
     out.grouped = out.grouped || !m.group.empty();
   }

@@ -781,14 +781,7 @@ CREATE TABLE IF NOT EXISTS sqlq_batches (
     // messages already stored are in place.
     {
         "DROP TRIGGER IF EXISTS sqlq_messages_key_gone",
-        R"sql(
-CREATE TRIGGER sqlq_messages_key_gone AFTER DELETE ON sqlq_messages
-FOR EACH ROW BEGIN
-  IF OLD.dedup IS NOT NULL THEN
-    DELETE FROM sqlq_dedup_keys WHERE queue_id = OLD.queue_id
-      AND dedup = OLD.dedup AND message_id = OLD.id;
-  END IF;
-END)sql",
+        kKeyGoneTrigger,
         R"sql(
 CREATE TABLE IF NOT EXISTS sqlq_dedup_keys (
   queue_id   BIGINT         NOT NULL,

@@ -891,14 +891,16 @@ inline constexpr char kOwnTables25[] = R"sql(BEGIN
 inline constexpr char kSendOneDeclares25[] =
     R"sql(  DECLARE v_key_of BIGINT DEFAULT NULL;
   DECLARE v_no_keys INT DEFAULT 0;
-  DECLARE CONTINUE HANDLER FOR 1146 SET v_no_keys = 1;
 )sql";
 inline constexpr char kSendOneKeys25[] =
     R"sql(  SET v_dup = o_stored = 1 AND p_dedup IS NOT NULL, v_attempt = 0;
   WHILE v_dup = 1 AND v_no_keys = 0 AND v_attempt < 4 DO
     SET v_dup = 0;
-    INSERT INTO sqlq_dedup_keys (queue_id, dedup, message_id)
-      VALUES (o_queue_id, p_dedup, o_id);
+    BEGIN
+      DECLARE CONTINUE HANDLER FOR 1146 SET v_no_keys = 1;
+      INSERT INTO sqlq_dedup_keys (queue_id, dedup, message_id)
+        VALUES (o_queue_id, p_dedup, o_id);
+    END;
     IF v_dup = 1 THEN
       SET v_key_of = NULL, v_holder = NULL;
       SELECT k.message_id, m.id INTO v_key_of, v_holder
@@ -908,25 +910,41 @@ inline constexpr char kSendOneKeys25[] =
         WHERE k.queue_id = o_queue_id AND k.dedup = p_dedup
         LOCK IN SHARE MODE;
       IF v_holder IS NOT NULL THEN
+        -- Its key cleared first, so that the trigger leaves the holder's
+        -- key row alone (this send holds a share lock on it, as another
+        -- duplicate may: neither could take it for writing).
+        UPDATE sqlq_messages SET dedup = NULL WHERE id = o_id;
         DELETE FROM sqlq_messages WHERE id = o_id;
         SET o_id = v_holder, o_stored = 0, v_dup = 0;
       ELSEIF v_key_of IS NOT NULL THEN
         UPDATE sqlq_dedup_keys SET message_id = o_id
           WHERE queue_id = o_queue_id AND dedup = p_dedup
             AND message_id = v_key_of;
-        IF ROW_COUNT() = 0 THEN SET v_dup = 1; END IF;
-      ELSE
-        SET v_dup = 1;
+        IF ROW_COUNT() = 0 THEN SET v_dup = 1; ELSE SET v_dup = 0; END IF;
       END IF;
     END IF;
     SET v_attempt = v_attempt + 1;
   END WHILE;
   IF v_dup = 1 THEN
+    UPDATE sqlq_messages SET dedup = NULL WHERE id = o_id;
     DELETE FROM sqlq_messages WHERE id = o_id;
     SIGNAL SQLSTATE '45503' SET MESSAGE_TEXT =
       'sqlq: send: the dedup key''s message kept changing; try again';
   END IF;
 )sql";
+
+// Deletes a message's key with the message, whatever deletes it (schema.h,
+// version 25). Without the table (an upgrade cut short before making it)
+// it does nothing.
+inline constexpr char kKeyGoneTrigger[] = R"sql(
+CREATE TRIGGER sqlq_messages_key_gone AFTER DELETE ON sqlq_messages
+FOR EACH ROW BEGIN
+  DECLARE CONTINUE HANDLER FOR 1146 BEGIN END;
+  IF OLD.dedup IS NOT NULL THEN
+    DELETE FROM sqlq_dedup_keys WHERE queue_id = OLD.queue_id
+      AND dedup = OLD.dedup AND message_id = OLD.id;
+  END IF;
+END)sql";
 inline constexpr auto kSendOneGuarded25 =
     shared::Joined(kSendOneHead, kOwnTables25, kSendOneBegin, kSendOneDeclares,
                    kSendOneDeclares25, kSendOneStart, kSendOneInsert11,
@@ -940,6 +958,11 @@ inline const std::vector<const char*> kSqlApi = [] {
     if (stmt == kAckGuarded20.data()) stmt = kAckGuarded21.data();
     if (stmt == kSendOneGuarded20.data()) stmt = kSendOneGuarded25.data();
   }
+  // The trigger the send's keys rely on, made again: it runs with the
+  // rights of whoever made it, so it must be made again if that account
+  // is dropped (docs/engines/mysql.md, "Dedup keys").
+  out.push_back("DROP TRIGGER IF EXISTS sqlq_messages_key_gone");
+  out.push_back(kKeyGoneTrigger);
   return out;
 }();
 

@@ -583,7 +583,12 @@ Result<std::int64_t> SqlEngine<D>::SteerMessages(
   DConn& conn = Native(c);
   auto now = CheckedNow(conn, p.queue_id);
   if (!now.ok()) return now.status();
-  const BuiltSql b = SteerSql(MessageStyle(), p, *now);
+  // Not MessageStyle(): a change by dedup key reads the key off each row,
+  // not through sqlq_dedup_keys, which MariaDB's trigger writes when a
+  // message is deleted (a statement may not read the table its trigger
+  // writes) and which statement-based replication would log as unsafe
+  // in an UPDATE.
+  const BuiltSql b = SteerSql(D::kMessageStyle, p, *now);
   auto rows = message_sql::RunBuilt<D>(conn, b, "change messages");
   if (!rows.ok()) return rows.status();
   if (rows->affected() > 0) D::AfterSteer(conn, p.queue_id);

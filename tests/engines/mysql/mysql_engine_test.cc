@@ -996,6 +996,12 @@ TEST_F(MysqlEngineTest, DedupKeysLiveInATableOfTheirOwnAndGoWithTheirMessage) {
   ASSERT_OK_AND_ASSIGN(MessageCount count,
                        q.CountMessages({.dedup_key = "kb"}));
   EXPECT_EQ(count.count, 1);
+  // A change by key (its statement cannot read the table the trigger
+  // writes: it reads the key off the rows).
+  ASSERT_OK_AND_ASSIGN(std::int64_t deleted,
+                       q.Delete({.filter = {.dedup_key = "kb"}}));
+  EXPECT_EQ(deleted, 1);
+  EXPECT_EQ(keys(), fmt::format("ka={}", fresh.id));
   // A purge, and a drop of the queue, take the keys too.
   ASSERT_OK(q.Purge().status());
   EXPECT_EQ(keys(), "");
@@ -1123,6 +1129,41 @@ TEST_F(MysqlEngineTest, RacingSendsOfOneKeyStoreOneMessageAtATime) {
   EXPECT_EQ(raw.Query("SELECT COUNT(*) FROM sqlq_dedup_keys"),
             std::to_string(stored - acked));
   EXPECT_GT(acked.load(), 0);
+}
+
+// Senders of a key that a message in the queue holds, at once, each in a
+// transaction of its own caller's (JoinTx: a deadlock would reach the
+// caller, where the store's own transactions run again): each is a
+// duplicate, and none deadlocks another (each holds a share lock on the
+// key's row while it deletes its own message again).
+TEST_F(MysqlEngineTest, ConcurrentDuplicatesOfOneKeyDoNotDeadlock) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q, store->CreateQueue("jobs", {}));
+  ASSERT_OK_AND_ASSIGN(SendResult held,
+                       q.Send({.payload = "held", .dedup_key = "k"}));
+  std::vector<std::future<Status>> senders;
+  for (int t = 0; t < 4; ++t) {
+    senders.push_back(std::async(std::launch::async, [&]() -> Status {
+      Raw raw(db_->url());
+      for (int i = 0; i < 50; ++i) {
+        raw.Query("START TRANSACTION");
+        auto tx = store->JoinTx(raw.get());
+        if (!tx.ok()) return tx.status();
+        auto r = q.Send(*tx, {.payload = "again", .dedup_key = "k"});
+        if (!r.ok()) return r.status();
+        if (!r->duplicate || r->id != held.id) {
+          return Status::Internal(fmt::format("stored {}", r->id));
+        }
+        raw.Query("COMMIT");
+      }
+      return Status::Ok();
+    }));
+  }
+  for (auto& f : senders) EXPECT_OK(f.get());
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.sends, 1);
+  EXPECT_EQ(st.ready, 1);
 }
 
 // Version 25 moves the keys of the messages already stored into the table
