@@ -234,17 +234,17 @@ Result<std::vector<SendResult>> MysqlEngine::Send(Conn& c,
       ++i;
       continue;
     }
-    Params params;
-    params.Int(p.queue_id)
-        .Int(m.priority)
-        .Int(-static_cast<std::int64_t>(m.priority))
-        .Int(ready(m))
-        .Int(now)
-        .Bytes(m.dedup_key)
-        .Bytes(m.payload);
-    headers(params, m);
-    group(params, m);
     for (int attempt = 0;; ++attempt) {
+      Params params;
+      params.Int(p.queue_id)
+          .Int(m.priority)
+          .Int(-static_cast<std::int64_t>(m.priority))
+          .Int(ready(m))
+          .Int(now)
+          .Bytes(m.dedup_key)
+          .Bytes(m.payload);
+      headers(params, m);
+      group(params, m);
       auto ins = conn.Run(kInsertDedup, params, "send", /*clean_ok=*/true);
       if (ins.ok()) {
         conn.known_queues.insert(p.queue_id);
