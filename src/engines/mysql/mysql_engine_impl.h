@@ -220,8 +220,10 @@ class MysqlEngine : public shared::PooledSqlEngine<Dialect> {
     // A message has a dedup key: the INSERT has a dedup column, and Keys
     // stores them.
     bool keyed = false;
-    // The INSERT of p's messages, on the clock in @sqlq_now (kSetNow).
-    std::string Insert(const core::SendParams& p) const;
+    // The INSERT of p's messages, on the clock in @sqlq_now (kSetNow), or
+    // on `now` where given.
+    std::string Insert(const core::SendParams& p,
+                       std::optional<std::int64_t> now = std::nullopt) const;
     // Right after Insert, the INSERT of their keys into sqlq_dedup_keys,
     // ids `step` apart.
     std::string Keys(const core::SendParams& p, std::int64_t step) const;

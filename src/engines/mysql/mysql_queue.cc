@@ -353,18 +353,15 @@ Result<SendResult> MysqlEngine::SendKeyed(MyConn& conn, std::int64_t queue_id,
   Status keyed;  // the key's insert
   // A caller's connection (JoinTx) may not take several statements.
   if (bytes <= kPacketSendBytes && conn.owned()) {
-    std::string key;
-    AppendHex(key, m.dedup_key);
-    std::string sql = fmt::format(
-        "INSERT INTO sqlq_messages (queue_id, priority, npriority, ready_us, "
-        "enqueued_us, dedup, payload, headers, grp) VALUES ({}, {}, {}, {}, "
-        "{}, X'{}'",
-        queue_id, m.priority, -static_cast<std::int64_t>(m.priority), ready_us,
-        now, key);
-    AppendLiterals(sql, m.payload, headers, group, /*grouped=*/true);
-    sql += "); ";
-    sql +=
-        KeysInsert(queue_id, std::span<const Message>(&m, 1), std::nullopt, 1);
+    const core::SendParams one{.queue_id = queue_id,
+                               .messages = std::span<const Message>(&m, 1),
+                               .grouped = grouped};
+    const PacketSend packet{.headers = {headers},
+                            .bytes = bytes,
+                            .grouped = grouped || !m.group.empty(),
+                            .keyed = true};
+    const std::string sql =
+        packet.Insert(one, now) + "; " + packet.Keys(one, /*step=*/1);
     std::vector<MyConn::Done> done;
     keyed = conn.ExecSteps(sql, "send", &done, /*clean_ok=*/true);
     if (done.empty()) return keyed;  // the message's insert failed
@@ -474,9 +471,11 @@ std::optional<MysqlEngine::PacketSend> MysqlEngine::PacketSendOf(
   return out;
 }
 
-std::string MysqlEngine::PacketSend::Insert(const core::SendParams& p) const {
-  // Integers formatted here and hex literals; the clock is @sqlq_now, read
-  // once for them all as Send reads it at BEGIN.
+std::string MysqlEngine::PacketSend::Insert(
+    const core::SendParams& p, std::optional<std::int64_t> now) const {
+  // Integers formatted here and hex literals; the clock is `now`, or
+  // @sqlq_now, read once for them all as Send reads it at BEGIN.
+  const std::string clock = now ? std::to_string(*now) : "@sqlq_now";
   std::string sql = fmt::format(
       "INSERT INTO sqlq_messages (queue_id, priority, npriority, ready_us, "
       "enqueued_us, payload, headers{}{}) VALUES ",
@@ -488,11 +487,11 @@ std::string MysqlEngine::PacketSend::Insert(const core::SendParams& p) const {
     sql += fmt::format("{}({}, {}, {}, ", i == 0 ? "" : ", ", p.queue_id,
                        m.priority, -static_cast<std::int64_t>(m.priority));
     if (delay == 0 && not_before == 0) {
-      sql += "@sqlq_now";
+      sql += clock;
     } else {
-      sql += fmt::format("GREATEST(@sqlq_now + {}, {})", delay, not_before);
+      sql += fmt::format("GREATEST({} + {}, {})", clock, delay, not_before);
     }
-    sql += ", @sqlq_now";
+    sql += ", " + clock;
     AppendLiterals(sql, m.payload, headers[i], core::GroupOf(m, p.grouped),
                    grouped);
     if (keyed && m.dedup_key.empty()) {

@@ -32,6 +32,7 @@
 namespace sqlq::test {
 namespace {
 
+using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using SteadyClock = std::chrono::steady_clock;
@@ -1037,6 +1038,27 @@ TEST_F(MysqlEngineTest, ASendTakesOverAKeyWhoseMessageIsGone) {
                        q.Send({.payload = "c", .dedup_key = "k"}));
   EXPECT_TRUE(third.duplicate);
   EXPECT_EQ(third.id, second.id);
+}
+
+// A keyed send on a queue with a dedup window goes the general way, one
+// packet for the message and its key (SendKeyed): its delay and clock as
+// any send's.
+TEST_F(MysqlEngineTest, AKeyedSendOnAQueueWithAWindowKeepsItsDelay) {
+  auto store = OpenStore();
+  ASSERT_TRUE(store);
+  ASSERT_OK_AND_ASSIGN(WorkQueue q,
+                       store->CreateQueue("jobs", {.unique_for = hours(1)}));
+  ASSERT_OK(q.Send({.payload = "later", .delay = hours(1), .dedup_key = "k"}));
+  ASSERT_OK(q.Send({.payload = "now", .dedup_key = "j"}));
+  ASSERT_OK_AND_ASSIGN(QueueStats st, q.Stats());
+  EXPECT_EQ(st.delayed, 1);
+  EXPECT_EQ(st.ready, 1);
+  ASSERT_OK_AND_ASSIGN(auto got, q.Claim({.max = 2}));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].payload, "now");
+  ASSERT_OK_AND_ASSIGN(SendResult again,
+                       q.Send({.payload = "again", .dedup_key = "k"}));
+  EXPECT_TRUE(again.duplicate);
 }
 
 // A keyed message too large for one packet of literals goes statement by
